@@ -1,0 +1,155 @@
+package kernels
+
+import "fmt"
+
+// DType names a weight storage type.
+type DType uint8
+
+// Weight storage types.
+const (
+	F32 DType = iota
+	BF16
+	MXFP4
+)
+
+func (d DType) String() string {
+	switch d {
+	case F32:
+		return "f32"
+	case BF16:
+		return "bf16"
+	case MXFP4:
+		return "mxfp4"
+	}
+	return fmt.Sprintf("dtype(%d)", uint8(d))
+}
+
+// Mat is a row-major weight matrix [Rows][Cols] in one of the storage types.
+// Exactly one of F32, BF16 or Packed+Scales is set.
+type Mat struct {
+	DType      DType
+	Rows, Cols int
+	F32        []float32
+	BF16       []uint16
+	Packed     []byte // MXFP4: Rows x Cols/2, low nibble = even element
+	Scales     []byte // MXFP4: Rows x Cols/32, E8M0
+}
+
+// Bytes is the storage size of the matrix.
+func (m *Mat) Bytes() int64 {
+	switch m.DType {
+	case F32:
+		return int64(m.Rows) * int64(m.Cols) * 4
+	case BF16:
+		return int64(m.Rows) * int64(m.Cols) * 2
+	default:
+		return int64(m.Rows) * int64(m.Cols/2+m.Cols/MXGroup)
+	}
+}
+
+// Check verifies the backing slices match the shape.
+func (m *Mat) Check() error {
+	n := m.Rows * m.Cols
+	switch m.DType {
+	case F32:
+		if len(m.F32) != n {
+			return fmt.Errorf("f32 matrix %dx%d has %d values", m.Rows, m.Cols, len(m.F32))
+		}
+	case BF16:
+		if len(m.BF16) != n {
+			return fmt.Errorf("bf16 matrix %dx%d has %d values", m.Rows, m.Cols, len(m.BF16))
+		}
+	case MXFP4:
+		if m.Cols%MXGroup != 0 {
+			return fmt.Errorf("mxfp4 matrix width %d is not a multiple of %d", m.Cols, MXGroup)
+		}
+		if len(m.Packed) != m.Rows*m.Cols/2 || len(m.Scales) != m.Rows*m.Cols/MXGroup {
+			return fmt.Errorf("mxfp4 matrix %dx%d has %d packed and %d scale bytes", m.Rows, m.Cols, len(m.Packed), len(m.Scales))
+		}
+	default:
+		return fmt.Errorf("unknown dtype %v", m.DType)
+	}
+	return nil
+}
+
+// RowDot is the contract dot product of row r with x (len(x) == Cols).
+func (m *Mat) RowDot(r int, x []float32) float32 {
+	c := m.Cols
+	switch m.DType {
+	case F32:
+		return DotF32(m.F32[r*c:(r+1)*c], x)
+	case BF16:
+		return DotBF16(m.BF16[r*c:(r+1)*c], x)
+	default:
+		return DotMXFP4(m.Packed[r*c/2:(r+1)*c/2], m.Scales[r*c/MXGroup:(r+1)*c/MXGroup], x)
+	}
+}
+
+// rowsBlock computes dst[t*ldd + r] for rows r in [r0,r1) and tokens t < T,
+// with token t's activations at x[t*Cols:]. It is the unit of parallel work.
+func (m *Mat) rowsBlock(dst []float32, ldd int, x []float32, T, r0, r1 int) {
+	if accel != nil && accel(m, dst, ldd, x, T, r0, r1) {
+		return
+	}
+	c := m.Cols
+	for r := r0; r < r1; r++ {
+		for t := 0; t < T; t++ {
+			dst[t*ldd+r] = m.RowDot(r, x[t*c:(t+1)*c])
+		}
+	}
+}
+
+// accel, when set by a SIMD implementation, computes a block and returns
+// true; it must give exactly the portable results.
+var accel func(m *Mat, dst []float32, ldd int, x []float32, T, r0, r1 int) bool
+
+// MatVec computes dst[r] = row r · x for every row, in parallel on p (nil: serial).
+func MatVec(p *Pool, dst []float32, m *Mat, x []float32) {
+	MatMul(p, dst, m, x, 1)
+}
+
+// MatMul computes T tokens at once: dst[t*Rows + r] = row r · x[t*Cols:(t+1)*Cols].
+// Each weight row is read once for all T tokens.
+func MatMul(p *Pool, dst []float32, m *Mat, x []float32, T int) {
+	if len(x) < T*m.Cols || len(dst) < T*m.Rows {
+		panic(fmt.Sprintf("kernels: MatMul %dx%d with T=%d: x has %d, dst %d", m.Rows, m.Cols, T, len(x), len(dst)))
+	}
+	p.Rows(m.Rows, rowChunk(m), func(r0, r1 int) {
+		m.rowsBlock(dst, m.Rows, x, T, r0, r1)
+	})
+}
+
+// rowChunk picks a row block size of about 64 KiB of weights.
+func rowChunk(m *Mat) int {
+	b := m.Bytes() / int64(max(m.Rows, 1))
+	if b <= 0 {
+		b = 1
+	}
+	n := int(65536 / b)
+	return max(1, min(n, 256))
+}
+
+// MatTVec computes the transposed product over a block of rows:
+// dst[j] = Σ_{i<n} x[i]·W[row0+i][col0+j] for j < len(dst), accumulated in
+// float64 sequentially over i (one accumulator per output). W must be f32 or bf16.
+func MatTVec(dst []float32, m *Mat, row0, col0 int, x []float32) {
+	acc := make([]float64, len(dst))
+	for i, xi := range x {
+		xv := float64(xi)
+		base := (row0+i)*m.Cols + col0
+		if m.DType == BF16 {
+			w := m.BF16[base : base+len(dst)]
+			for j, wj := range w {
+				acc[j] += float64(BF16ToF32(wj)) * xv
+			}
+		} else {
+			w := m.F32[base : base+len(dst)]
+			for j, wj := range w {
+				acc[j] += float64(wj) * xv
+			}
+		}
+	}
+	for j := range dst {
+		dst[j] = float32(acc[j])
+	}
+}
