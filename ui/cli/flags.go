@@ -1,0 +1,73 @@
+package cli
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+)
+
+// newFlags returns a FlagSet that reports errors instead of exiting.
+func newFlags(name string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	return fs
+}
+
+// parseMixed parses flags and positional arguments in any order.
+func parseMixed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return pos, nil
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+}
+
+// intList is a repeatable integer flag (--stop-id 1 --stop-id 2).
+type intList []int
+
+func (l *intList) String() string { return fmt.Sprint([]int(*l)) }
+func (l *intList) Set(s string) error {
+	v, err := strconv.Atoi(strings.TrimSpace(s))
+	if err != nil || v < 0 {
+		return fmt.Errorf("want a non-negative integer, got %q", s)
+	}
+	*l = append(*l, v)
+	return nil
+}
+
+// parseIDs reads "1,2,3" or "1 2 3" strictly.
+func parseIDs(s string) ([]int, error) {
+	f := strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ' ' || r == '\t' || r == '\n' })
+	if len(f) == 0 {
+		return nil, fmt.Errorf("--ids has no token ids")
+	}
+	ids := make([]int, len(f))
+	for i, x := range f {
+		v, err := strconv.Atoi(x)
+		if err != nil || v < 0 {
+			return nil, fmt.Errorf("--ids: %q is not a non-negative integer", x)
+		}
+		ids[i] = v
+	}
+	return ids, nil
+}
+
+// humanBytes renders a byte count in decimal units with two decimals.
+func humanBytes(n float64) string {
+	units := []string{"B", "KB", "MB", "GB", "TB"}
+	i := 0
+	for n >= 1000 && i < len(units)-1 {
+		n /= 1000
+		i++
+	}
+	return fmt.Sprintf("%.2f %s", n, units[i])
+}

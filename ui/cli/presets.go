@@ -1,0 +1,15 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+
+	"k3/engine/plan"
+)
+
+func init() {
+	register("presets", "list the memory presets", func(args []string, stdout, stderr io.Writer) int {
+		fmt.Fprint(stdout, plan.Table())
+		return ExitOK
+	})
+}

@@ -1,0 +1,310 @@
+package cli
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"k3/engine"
+	"k3/storage/config"
+)
+
+func init() {
+	register("run", "generate from a prompt or ids (greedy), with a per-step report", cmdRun)
+}
+
+// textCodec is what `k3 run` needs of a tokenizer.
+type textCodec interface {
+	Encode(text string) []int
+	Decode(ids []int) []byte
+}
+
+// afterBind lets tests inject faults into a bound model.
+var afterBind func(m *engine.Model)
+
+// loadTokenizer opens the tokenizer in dir; nil until a tokenizer is built in.
+var loadTokenizer func(dir string) (textCodec, error)
+
+type runReport struct {
+	PromptIDs       []int     `json:"prompt_ids"`
+	GeneratedIDs    []int     `json:"generated_ids"`
+	FullIDs         []int     `json:"full_ids"`
+	TFPred          []int     `json:"tf_pred"`
+	StopReason      string    `json:"stop_reason"`
+	SecondsPerToken float64   `json:"seconds_per_token"`
+	WallSeconds     float64   `json:"wall_seconds"`
+	PeakRSSBytes    int64     `json:"peak_rss_bytes"`
+	TrunkBytesRead  int64     `json:"trunk_bytes_read"`
+	ExpertBytesRead int64     `json:"expert_bytes_read"`
+	ExpertDrops     int64     `json:"expert_drops"`
+	Layers          int       `json:"layers"`
+	LayersInModel   int       `json:"layers_in_model"`
+	GeneratedText   *string   `json:"generated_text"`
+	StepSeconds     []float64 `json:"step_seconds"`
+}
+
+func peakRSS() int64 {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return ru.Maxrss * 1024
+}
+
+func cmdRun(args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("run", stderr)
+	idsFlag := fs.String("ids", "", "token ids, e.g. 1,2,3")
+	prompt := fs.String("prompt", "", "prompt text (needs the tokenizer)")
+	promptFile := fs.String("prompt-file", "", "read the prompt text from a file")
+	tokDir := fs.String("tok", "", "tokenizer directory (default: the model directory)")
+	gen := fs.Int("gen", 8, "tokens to generate")
+	recompute := fs.Bool("recompute", false, "run the whole prefix every step instead of carrying KV/KDA state")
+	tf := fs.Bool("teacher-forcing", false, "one forward over the ids; report the argmax after every position")
+	dump := fs.String("dump-logits", "", "write the first generated position's logits (little-endian float32)")
+	out := fs.String("out", "", "write a JSON report")
+	cfgPath := fs.String("config", "", "config file (default MODEL_DIR/config.json)")
+	layers := fs.Int("layers", 0, "bind only the first N layers (the output is then not the model's)")
+	threads := fs.Int("threads", 0, "worker threads (default: all CPUs)")
+	chunk := fs.Int("chunk", 64, "prefill chunk in positions")
+	cacheGB := fs.Float64("cache-gb", 64, "routed-expert cache budget in GB")
+	var stops intList
+	fs.Var(&stops, "stop-id", "stop after emitting this id (repeatable)")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: k3 run MODEL_DIR (--ids 1,2,3 | --prompt TEXT | --prompt-file PATH) [flags]")
+		fs.PrintDefaults()
+	}
+	pos, err := parseMixed(fs, args)
+	if err != nil {
+		return ExitUsage
+	}
+	if len(pos) != 1 {
+		fmt.Fprintln(stderr, "k3 run: give exactly one MODEL_DIR (run 'k3 run -h' for the flags)")
+		return ExitUsage
+	}
+	dir := pos[0]
+	nsrc := 0
+	for _, s := range []string{*idsFlag, *prompt, *promptFile} {
+		if s != "" {
+			nsrc++
+		}
+	}
+	if nsrc != 1 {
+		fmt.Fprintln(stderr, "k3 run: give exactly one of --ids, --prompt or --prompt-file")
+		return ExitUsage
+	}
+	if *gen < 0 || *gen > 1<<20 {
+		fmt.Fprintf(stderr, "k3 run: --gen %d is outside 0..%d\n", *gen, 1<<20)
+		return ExitUsage
+	}
+	if *chunk < 1 {
+		fmt.Fprintln(stderr, "k3 run: --chunk must be at least 1")
+		return ExitUsage
+	}
+	for _, p := range []string{*out, *dump} {
+		if p != "" {
+			if err := checkWritable(p); err != nil {
+				fmt.Fprintf(stderr, "k3 run: cannot write %s: %v\n", p, err)
+				return ExitOutput
+			}
+		}
+	}
+	var tok textCodec
+	var ids []int
+	if *idsFlag != "" {
+		if ids, err = parseIDs(*idsFlag); err != nil {
+			fmt.Fprintln(stderr, "k3 run:", err)
+			return ExitUsage
+		}
+	} else {
+		text := *prompt
+		if *promptFile != "" {
+			b, err := os.ReadFile(*promptFile)
+			if err != nil {
+				fmt.Fprintln(stderr, "k3 run:", err)
+				return ExitUsage
+			}
+			text = string(b)
+		}
+		if loadTokenizer == nil {
+			fmt.Fprintln(stderr, "k3 run: --prompt and --prompt-file need the tokenizer, which this build does not include; use --ids")
+			return ExitUsage
+		}
+		td := *tokDir
+		if td == "" {
+			td = dir
+		}
+		if tok, err = loadTokenizer(td); err != nil {
+			fmt.Fprintf(stderr, "k3 run: tokenizer: %v\n", err)
+			return ExitUsage
+		}
+		ids = tok.Encode(text)
+		fmt.Fprintf(stdout, "  tokenized: %d bytes -> %d ids\n", len(text), len(ids))
+		if len(ids) == 0 {
+			fmt.Fprintln(stderr, "k3 run: the prompt is empty")
+			return ExitUsage
+		}
+	}
+
+	t0 := time.Now()
+	m, set, err := engine.Open(dir, *cfgPath, *layers, nil)
+	if err != nil {
+		var ce *config.Error
+		if errors.As(err, &ce) || errors.Is(err, os.ErrNotExist) {
+			fmt.Fprintf(stderr, "k3 run: %v\n", err)
+			return ExitUsage
+		}
+		fmt.Fprintf(stderr, "k3 run: %v\n", err)
+		return ExitRuntime
+	}
+	defer set.Close()
+	defer m.Store.Close()
+	cfg := m.Cfg
+	fmt.Fprintln(stdout, cfg.Summary())
+	if m.Bound < cfg.Layers {
+		fmt.Fprintf(stdout, "NOTE: binding only the first %d of %d layers: the output is NOT the model's\n", m.Bound, cfg.Layers)
+	}
+	for _, id := range ids {
+		if id >= cfg.VocabSize {
+			fmt.Fprintf(stderr, "k3 run: token id %d is outside the vocabulary 0..%d\n", id, cfg.VocabSize-1)
+			return ExitUsage
+		}
+	}
+	for _, id := range stops {
+		if id >= cfg.VocabSize {
+			fmt.Fprintf(stderr, "k3 run: --stop-id %d is outside the vocabulary 0..%d\n", id, cfg.VocabSize-1)
+			return ExitUsage
+		}
+	}
+	m.Store.SetBudget(int64(*cacheGB * 1e9))
+	if afterBind != nil {
+		afterBind(m)
+	}
+	files := set.Files()
+	fmt.Fprintf(stdout, "  model    : %s (%d tensors in %d file(s))\n", dir, set.Len(), len(files))
+	fmt.Fprintf(stdout, "  trunk    : %s resident, bound in %.2f s\n", humanBytes(float64(m.TrunkBytes)), time.Since(t0).Seconds())
+	fmt.Fprintf(stdout, "  prompt   : %d tokens, generating %d\n", len(ids), *gen)
+
+	e := engine.NewEngine(m, *threads)
+	defer e.Close()
+	e.Chunk = *chunk
+	ctx, stop := interruptContext(stderr)
+	defer stop()
+
+	rep := runReport{PromptIDs: ids, Layers: m.Bound, LayersInModel: cfg.Layers, GeneratedIDs: []int{}}
+	var runErr error
+	if *tf {
+		rep.TFPred, runErr = e.TeacherForce(ids)
+		rep.FullIDs = ids
+		rep.StopReason = "teacher_forcing"
+		if runErr == nil {
+			agree := 0
+			for i := 0; i+1 < len(ids); i++ {
+				if rep.TFPred[i] == ids[i+1] {
+					agree++
+				}
+			}
+			fmt.Fprintf(stdout, "teacher forcing: %d positions; the argmax matches the next id at %d/%d\n", len(ids), agree, max(len(ids)-1, 0))
+			fmt.Fprintf(stdout, "tf_pred: %v\n", rep.TFPred)
+		}
+	} else {
+		fmt.Fprintf(stdout, "%-6s %-10s %-12s %s\n", "STEP", "TOKEN", "SECONDS", "TOK/S")
+		fmt.Fprintln(stdout, "--------------------------------------------")
+		var res *engine.GenResult
+		res, runErr = e.Generate(ctx, nil, ids, engine.GenOptions{Gen: *gen, StopIDs: stops, Recompute: *recompute,
+			OnStep: func(step, id int, s float64) {
+				fmt.Fprintf(stdout, "%-6d %-10d %-12.3f %.3f\n", step, id, s, 1/math.Max(s, 1e-9))
+			}})
+		if res != nil {
+			rep.GeneratedIDs = append(rep.GeneratedIDs, res.Generated...)
+			rep.StopReason = res.StopReason
+			rep.StepSeconds = res.StepSeconds
+			for _, s := range res.StepSeconds {
+				rep.WallSeconds += s
+			}
+			if n := len(res.Generated); n > 0 {
+				rep.SecondsPerToken = rep.WallSeconds / float64(n)
+			}
+			if *dump != "" && res.FirstLogits != nil {
+				b := make([]byte, 4*len(res.FirstLogits))
+				for i, v := range res.FirstLogits {
+					binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(v))
+				}
+				if err := writeAtomic(*dump, b); err != nil {
+					fmt.Fprintf(stderr, "k3 run: %v\n", err)
+					return ExitOutput
+				}
+				fmt.Fprintf(stdout, "wrote %s (%d float32 logits)\n", *dump, len(res.FirstLogits))
+			}
+		}
+		rep.FullIDs = append(append([]int{}, ids...), rep.GeneratedIDs...)
+		fmt.Fprintln(stdout, "--------------------------------------------")
+		fmt.Fprintf(stdout, "%d tokens in %.2f s, %.3f s/token\n", len(rep.GeneratedIDs), rep.WallSeconds, rep.SecondsPerToken)
+		if tok != nil {
+			text := string(tok.Decode(rep.GeneratedIDs))
+			rep.GeneratedText = &text
+			fmt.Fprintf(stdout, "\n--- generated text ---\n%s\n----------------------\n", text)
+		}
+	}
+	es := m.Store.Stats()
+	rep.PeakRSSBytes = peakRSS()
+	rep.TrunkBytesRead = m.TrunkBytes
+	rep.ExpertBytesRead = es.BytesRead
+	rep.ExpertDrops = es.Failures
+	fmt.Fprintf(stdout, "peak RSS for the whole run: %s\n", humanBytes(float64(rep.PeakRSSBytes)))
+	fmt.Fprintf(stdout, "experts: %d requests, %d served from RAM, %s read in %.2f s, %d load failure(s)\n",
+		es.Requests, es.Hits, humanBytes(float64(es.BytesRead)), es.ReadSeconds, es.Failures)
+	if es.NaNScaleGroups > 0 {
+		fmt.Fprintf(stdout, "note: %d MXFP4 groups with scale byte 255 (NaN) were read as zero\n", es.NaNScaleGroups)
+	}
+	if *out != "" {
+		b, _ := json.Marshal(rep)
+		if err := writeAtomic(*out, append(b, '\n')); err != nil {
+			fmt.Fprintf(stderr, "k3 run: %v\n", err)
+			return ExitOutput
+		}
+		fmt.Fprintf(stdout, "wrote %s\n", *out)
+	}
+	var ee *engine.ExpertError
+	switch {
+	case runErr == nil:
+		return ExitOK
+	case errors.As(runErr, &ee):
+		fmt.Fprintf(stderr, "RUN INVALID: %v; refusing partial MoE output\n", runErr)
+		return ExitExpertLoad
+	case errors.Is(runErr, engine.ErrCancelled):
+		fmt.Fprintln(stderr, "k3 run: interrupted; results so far were written")
+		return ExitInterrupted
+	default:
+		fmt.Fprintf(stderr, "k3 run: %v\n", runErr)
+		return ExitRuntime
+	}
+}
+
+// interruptContext is cancelled by the first Ctrl-C (the step in flight
+// completes and results are written); a second Ctrl-C exits at once.
+func interruptContext(stderr io.Writer) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	ch := make(chan os.Signal, 2)
+	signal.Notify(ch, os.Interrupt)
+	go func() {
+		n := 0
+		for range ch {
+			n++
+			if n == 1 {
+				fmt.Fprintln(stderr, "\ninterrupt: the step in flight will complete, then results are written and k3 exits 5. Press Ctrl-C again to stop now.")
+				cancel()
+				continue
+			}
+			os.Exit(130)
+		}
+	}()
+	return ctx, func() { signal.Stop(ch); cancel() }
+}

@@ -1,0 +1,186 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"k3/engine"
+)
+
+const tinyRelease = "../../testdata/models/tiny-release"
+
+type expectCase struct {
+	Prompts []struct {
+		PromptIDs   []int     `json:"prompt_ids"`
+		GreedyIDs   []int     `json:"greedy_ids"`
+		FullIDs     []int     `json:"full_ids"`
+		TFPred      []int     `json:"tf_pred"`
+		FirstLogits []float64 `json:"first_logits"`
+	} `json:"prompts"`
+}
+
+func readExpect(t *testing.T) *expectCase {
+	raw, err := os.ReadFile(filepath.Join(tinyRelease, "expect.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var e expectCase
+	if err := json.Unmarshal(raw, &e); err != nil {
+		t.Fatal(err)
+	}
+	return &e
+}
+
+func runK3(args ...string) (int, string, string) {
+	var o, e bytes.Buffer
+	code := run(args, &o, &e)
+	return code, o.String(), e.String()
+}
+
+func idsArg(ids []int) string {
+	s := make([]string, len(ids))
+	for i, v := range ids {
+		s[i] = strconv.Itoa(v)
+	}
+	return strings.Join(s, ",")
+}
+
+func itoa(v int) string { return strconv.Itoa(v) }
+
+func TestRunMatchesReference(t *testing.T) {
+	ex := readExpect(t)
+	p := ex.Prompts[1] // the long prompt: several prefill chunks
+	dir := t.TempDir()
+	out := filepath.Join(dir, "run.json")
+	logits := filepath.Join(dir, "logits.bin")
+	code, stdout, stderr := runK3("run", tinyRelease, "--ids", idsArg(p.PromptIDs), "--gen", itoa(len(p.GreedyIDs)),
+		"--chunk", "16", "--out", out, "--dump-logits", logits, "--threads", "2")
+	if code != ExitOK {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	var rep runReport
+	raw, _ := os.ReadFile(out)
+	if err := json.Unmarshal(raw, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(rep.GeneratedIDs, p.GreedyIDs) || !slices.Equal(rep.FullIDs, p.FullIDs) || rep.StopReason != "length" {
+		t.Fatalf("report %+v", rep)
+	}
+	if rep.TrunkBytesRead <= 0 || rep.ExpertBytesRead <= 0 || rep.PeakRSSBytes <= 0 || rep.ExpertDrops != 0 {
+		t.Fatalf("stats not filled: %+v", rep)
+	}
+	b, _ := os.ReadFile(logits)
+	if len(b) != 4*len(p.FirstLogits) {
+		t.Fatalf("dumped %d bytes", len(b))
+	}
+	for i, want := range p.FirstLogits {
+		got := math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+		if math.Abs(float64(got)-want) > 1e-4*math.Max(1, math.Abs(want)) {
+			t.Fatalf("logit %d: %v, reference %v", i, got, want)
+		}
+	}
+	if !strings.Contains(stdout, "STEP") || !strings.Contains(stdout, "s/token") {
+		t.Fatalf("no step report:\n%s", stdout)
+	}
+	// --recompute gives the same tokens; --teacher-forcing gives tf_pred
+	code, _, stderr = runK3("run", tinyRelease, "--ids", idsArg(p.PromptIDs), "--gen", "4", "--recompute", "--out", out)
+	raw, _ = os.ReadFile(out)
+	json.Unmarshal(raw, &rep)
+	if code != 0 || !slices.Equal(rep.GeneratedIDs, p.GreedyIDs[:4]) {
+		t.Fatalf("recompute: exit %d %v %s", code, rep.GeneratedIDs, stderr)
+	}
+	code, _, stderr = runK3("run", tinyRelease, "--ids", idsArg(p.FullIDs), "--teacher-forcing", "--out", out)
+	raw, _ = os.ReadFile(out)
+	json.Unmarshal(raw, &rep)
+	if code != 0 || !slices.Equal(rep.TFPred, p.TFPred) {
+		t.Fatalf("teacher forcing: exit %d %v %s", code, rep.TFPred, stderr)
+	}
+	// --stop-id stops after emitting the id, which stays in the output
+	code, _, _ = runK3("run", tinyRelease, "--ids", idsArg(p.PromptIDs), "--gen", "12", "--stop-id", itoa(p.GreedyIDs[2]), "--out", out)
+	raw, _ = os.ReadFile(out)
+	json.Unmarshal(raw, &rep)
+	if code != 0 || rep.StopReason != "stop_id" || !slices.Equal(rep.GeneratedIDs, p.GreedyIDs[:3]) {
+		t.Fatalf("stop-id: %d %+v", code, rep)
+	}
+}
+
+func TestRunErrors(t *testing.T) {
+	dir := t.TempDir()
+	cases := []struct {
+		name string
+		args []string
+		code int
+		msg  string
+	}{
+		{"no model", []string{"run", "--ids", "1"}, ExitUsage, "exactly one MODEL_DIR"},
+		{"two sources", []string{"run", tinyRelease, "--ids", "1", "--prompt", "x"}, ExitUsage, "exactly one of"},
+		{"bad ids", []string{"run", tinyRelease, "--ids", "1,x"}, ExitUsage, `"x" is not`},
+		{"id out of vocab", []string{"run", tinyRelease, "--ids", "1,512"}, ExitUsage, "outside the vocabulary"},
+		{"refused config", []string{"run", tinyRelease, "--ids", "1", "--config", "../../testdata/seed-v1/cfg/bad_topk.json"}, ExitUsage, "num_experts_per_token = 128 exceeds"},
+		{"out not writable", []string{"run", tinyRelease, "--ids", "1", "--out", filepath.Join(dir, "no/such/dir/x.json")}, ExitOutput, "cannot write"},
+		{"missing dir", []string{"run", filepath.Join(dir, "nothing"), "--ids", "1"}, ExitUsage, "no such file"},
+		{"unknown flag", []string{"run", tinyRelease, "--idz", "1"}, ExitUsage, "idz"},
+	}
+	for _, c := range cases {
+		code, _, stderr := runK3(c.args...)
+		if code != c.code || !strings.Contains(stderr, c.msg) {
+			t.Errorf("%s: exit %d (want %d), stderr %q (want %q)", c.name, code, c.code, stderr, c.msg)
+		}
+	}
+}
+
+// TestRunMissingTensor: a checkpoint lacking a tensor is refused with its name (exit 1).
+func TestRunMissingTensor(t *testing.T) {
+	dir := t.TempDir()
+	for _, f := range []string{"config.json", "model-00001-of-00003.safetensors", "model-00002-of-00003.safetensors", "model-00003-of-00003.safetensors"} {
+		b, err := os.ReadFile(filepath.Join(tinyRelease, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(filepath.Join(dir, f), b, 0o644)
+	}
+	// drop layer 3's q_proj from the index: the shard still has it, but the
+	// index no longer names it, so the set must refuse or the binder must.
+	var idx struct {
+		Metadata  map[string]any    `json:"metadata"`
+		WeightMap map[string]string `json:"weight_map"`
+	}
+	raw, _ := os.ReadFile(filepath.Join(tinyRelease, "model.safetensors.index.json"))
+	json.Unmarshal(raw, &idx)
+	delete(idx.WeightMap, "language_model.model.layers.3.self_attn.q_proj.weight")
+	b, _ := json.Marshal(idx)
+	os.WriteFile(filepath.Join(dir, "model.safetensors.index.json"), b, 0o644)
+	code, _, stderr := runK3("run", dir, "--ids", "1,2")
+	if code != ExitRuntime || !strings.Contains(stderr, "layers.3.self_attn.q_proj.weight") {
+		t.Fatalf("exit %d, stderr %s", code, stderr)
+	}
+}
+
+// TestRunExpertFailure: a routed expert that cannot be read makes the run invalid (exit 4).
+func TestRunExpertFailure(t *testing.T) {
+	afterBind = func(m *engine.Model) {
+		m.Store.ReadAt = func(path string, off int64, dst []byte) error {
+			return errors.New("input/output error")
+		}
+	}
+	defer func() { afterBind = nil }()
+	out := filepath.Join(t.TempDir(), "r.json")
+	code, _, stderr := runK3("run", tinyRelease, "--ids", "1,2,3", "--out", out)
+	if code != ExitExpertLoad || !strings.Contains(stderr, "RUN INVALID") || !strings.Contains(stderr, "model-0000") {
+		t.Fatalf("exit %d, stderr %s", code, stderr)
+	}
+	var rep runReport
+	raw, _ := os.ReadFile(out)
+	if json.Unmarshal(raw, &rep) != nil || rep.ExpertDrops == 0 {
+		t.Fatalf("report not written or drops not counted: %s", raw)
+	}
+}
