@@ -112,3 +112,31 @@ func TestGates(t *testing.T) {
 		})
 	}
 }
+
+// TestChunkAndThreadInvariance: prefill chunk size and thread count never
+// change a bit of the logits (teacher forcing over every position).
+func TestChunkAndThreadInvariance(t *testing.T) {
+	m, ex := loadCase(t, "tiny-release")
+	ids := ex.Prompts[1].FullIDs
+	var ref []float32
+	for _, threads := range []int{1, 2, 3} {
+		for _, chunk := range []int{1, 7, 16, 64} {
+			e := NewEngine(m, threads)
+			e.Chunk = chunk
+			lg, err := e.Feed(m.NewState(), ids, true)
+			e.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ref == nil {
+				ref = lg
+				continue
+			}
+			for i := range lg {
+				if math.Float32bits(lg[i]) != math.Float32bits(ref[i]) {
+					t.Fatalf("threads %d chunk %d: logit %d differs", threads, chunk, i)
+				}
+			}
+		}
+	}
+}
