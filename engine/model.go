@@ -30,6 +30,8 @@ type Model struct {
 	// Store is the shard-backed expert store Bind created (also in Experts
 	// unless a caller replaced the source).
 	Store *ExpertStore
+	// Fingerprint identifies the model for state files (set by Open).
+	Fingerprint uint64
 	// TrunkBytes counts the trunk bytes read from disk while binding.
 	TrunkBytes int64
 }

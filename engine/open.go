@@ -26,5 +26,6 @@ func Open(dir, cfgPath string, layers int, progress func(done, total int)) (*Mod
 		set.Close()
 		return nil, nil, err
 	}
+	m.Fingerprint = Fingerprint(m, set.Files())
 	return m, set, nil
 }

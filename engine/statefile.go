@@ -1,0 +1,166 @@
+package engine
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"hash/fnv"
+	"io"
+	"os"
+	"path/filepath"
+
+	st "k3/storage/safetensors"
+)
+
+// State files hold the exact decode state (ids, KDA recurrent and conv
+// state, MLA latent cache) so a conversation can resume bit for bit:
+//
+//	"K3STATE\x00" | u32 version | u64 model fingerprint | u32 layers | u32 positions
+//	| u32 ids[positions] | per layer: KDA: f32 S, f32 conv q,k,v ; MLA: f32 rows[positions][w]
+//	| u32 CRC-32C of everything before
+//
+// little-endian throughout.
+const (
+	stateMagic   = "K3STATE\x00"
+	stateVersion = 1
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// Fingerprint identifies a model: its config values, the bound layer count and
+// the checkpoint's files (names, sizes, header lengths).
+func Fingerprint(m *Model, files []st.FileInfo) uint64 {
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%+v|%d|", *m.Cfg, m.Bound)
+	for _, f := range files {
+		fmt.Fprintf(h, "%s:%d:%d|", filepath.Base(f.Path), f.Size, f.HeaderLen)
+	}
+	return h.Sum64()
+}
+
+func f32raw(s []float32) []byte { return f32bytes(s) }
+
+// SaveState writes s atomically (temporary file, then rename).
+func (m *Model) SaveState(path string, s *State) error {
+	var b bytes.Buffer
+	b.WriteString(stateMagic)
+	w32 := func(v uint32) { binary.Write(&b, binary.LittleEndian, v) }
+	w32(stateVersion)
+	binary.Write(&b, binary.LittleEndian, m.Fingerprint)
+	w32(uint32(len(m.Layers)))
+	w32(uint32(s.Pos))
+	if len(s.IDs) != s.Pos {
+		return fmt.Errorf("state has %d ids for %d positions", len(s.IDs), s.Pos)
+	}
+	for _, id := range s.IDs {
+		w32(uint32(id))
+	}
+	for i := range m.Layers {
+		if k := s.kda[i]; k != nil {
+			b.Write(f32raw(k.S))
+			for _, c := range k.conv {
+				b.Write(f32raw(c))
+			}
+		} else {
+			b.Write(f32raw(s.mla[i].rows))
+		}
+	}
+	w32(crc32.Checksum(b.Bytes(), castagnoli))
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	_, err = f.Write(b.Bytes())
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+	}
+	return err
+}
+
+// ErrStateMismatch is wrapped by LoadState when the file belongs to another
+// model or format version.
+var ErrStateMismatch = errors.New("state file does not belong to this model")
+
+// LoadState reads a state file written by SaveState for this model.
+func (m *Model) LoadState(path string) (*State, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	if len(raw) < len(stateMagic)+4+8+4+4+4 || string(raw[:8]) != stateMagic {
+		return nil, fmt.Errorf("%s is not a k3 state file", path)
+	}
+	body := raw[:len(raw)-4]
+	if crc32.Checksum(body, castagnoli) != binary.LittleEndian.Uint32(raw[len(raw)-4:]) {
+		return nil, fmt.Errorf("%s: checksum mismatch (the file is corrupt or truncated)", path)
+	}
+	r := bufio.NewReader(bytes.NewReader(body[8:]))
+	var ver, layers, npos uint32
+	var fp uint64
+	binary.Read(r, binary.LittleEndian, &ver)
+	binary.Read(r, binary.LittleEndian, &fp)
+	binary.Read(r, binary.LittleEndian, &layers)
+	binary.Read(r, binary.LittleEndian, &npos)
+	if ver != stateVersion {
+		return nil, fmt.Errorf("%s: state format version %d, this k3 reads version %d: %w", path, ver, stateVersion, ErrStateMismatch)
+	}
+	if fp != m.Fingerprint || int(layers) != len(m.Layers) {
+		return nil, fmt.Errorf("%s was saved from another model or layer count: %w", path, ErrStateMismatch)
+	}
+	c := m.Cfg
+	w := c.KVLoraRank + c.QKRope
+	if int64(npos) > int64(len(body)) {
+		return nil, fmt.Errorf("%s: %d positions do not fit the file", path, npos)
+	}
+	s := m.NewState()
+	s.Pos = int(npos)
+	s.IDs = make([]int, npos)
+	for i := range s.IDs {
+		var v uint32
+		if err := binary.Read(r, binary.LittleEndian, &v); err != nil {
+			return nil, fmt.Errorf("%s: truncated ids", path)
+		}
+		if int(v) >= c.VocabSize {
+			return nil, fmt.Errorf("%s: id %d outside the vocabulary", path, v)
+		}
+		s.IDs[i] = int(v)
+	}
+	read := func(dst []float32) error {
+		_, err := io.ReadFull(r, f32raw(dst))
+		return err
+	}
+	for i := range m.Layers {
+		if k := s.kda[i]; k != nil {
+			err = read(k.S)
+			for _, cv := range k.conv {
+				if err == nil {
+					err = read(cv)
+				}
+			}
+		} else {
+			s.mla[i].rows = make([]float32, int(npos)*w)
+			err = read(s.mla[i].rows)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: truncated at layer %d", path, i)
+		}
+	}
+	if _, err := r.ReadByte(); err != io.EOF {
+		return nil, fmt.Errorf("%s: trailing bytes after the state", path)
+	}
+	return s, nil
+}
