@@ -3,12 +3,13 @@ package engine
 import (
 	"container/list"
 	"fmt"
-	"os"
+	"sort"
 	"sync"
 	"time"
 
 	"k3/kernels"
 	"k3/storage/config"
+	"k3/storage/direct"
 	st "k3/storage/safetensors"
 )
 
@@ -49,50 +50,99 @@ func (e *ExpertError) Unwrap() error { return e.Err }
 
 // ExpertStats are the expert store's counters.
 type ExpertStats struct {
-	Requests, Hits, Misses, Evictions int64
-	BytesRead                         int64
-	ReadSeconds                       float64
-	NaNScaleGroups                    int64 // E8M0 scale bytes equal to 255 seen in loaded experts
-	Failures                          int64
+	Requests       int64 // experts asked for
+	Hits           int64 // served from RAM (resident when asked: the true resident hit rate)
+	Misses         int64
+	Evictions      int64
+	BytesRead      int64
+	ReadSeconds    float64 // wall time spent waiting for expert reads
+	NaNScaleGroups int64   // E8M0 scale bytes equal to 255 seen in loaded experts
+	Failures       int64
 }
 
-// ExpertStore locates routed experts in the shards and keeps recently used
-// ones in memory up to a byte budget (least recently used evicted first).
+// Sub returns the counters accumulated since an earlier snapshot.
+func (a ExpertStats) Sub(b ExpertStats) ExpertStats {
+	return ExpertStats{a.Requests - b.Requests, a.Hits - b.Hits, a.Misses - b.Misses, a.Evictions - b.Evictions,
+		a.BytesRead - b.BytesRead, a.ReadSeconds - b.ReadSeconds, a.NaNScaleGroups - b.NaNScaleGroups, a.Failures - b.Failures}
+}
+
+// ExpertStore is the routed-expert cache. Experts live in fixed-size slots of
+// one huge-page arena; a (layer, expert) key maps to a slot that is empty,
+// in flight or ready. Acquire pins the experts a layer needs: the misses are
+// reserved serially (evicting the least recently used unpinned experts), then
+// read in parallel in disk-offset order, one read per expert (its six
+// tensors are one run in the shard). Release unpins them.
 type ExpertStore struct {
 	set  *st.Set
 	cfg  *config.Config
 	locs map[int]*expertLoc
 
 	// ReadAt reads len(dst) bytes at off from path; tests replace it to
-	// inject faults. The default uses the shard's open file.
+	// inject faults. The default reads with O_DIRECT where possible.
 	ReadAt func(path string, off int64, dst []byte) error
+	// QueueDepth is how many expert reads run at once (default 8).
+	QueueDepth int
+	// Trace, when set, receives every request in order.
+	Trace func(layer, expert int)
 
 	mu       sync.Mutex
-	capBytes int64
-	used     int64
-	lru      *list.List // of *cached, front = most recent
-	cache    map[int]*list.Element
+	budget   int64
+	slotSize int64
+	arena    *direct.Buffer
+	heap     [][]byte // fallback slot memory when no arena
+	slots    []*slot
+	index    map[int]*slot
+	lru      *list.List // ready, unpinned slots; front = most recent
 	stats    ExpertStats
-	files    map[string]*os.File
+	files    map[string]*direct.File
+	maxSpan  int64
 }
 
-type cached struct {
-	key int
-	ex  *Expert
+type slot struct {
+	mem  []byte
+	key  int
+	ex   *Expert
+	pins int
+	elem *list.Element
 }
 
 func newExpertStore(set *st.Set, cfg *config.Config) *ExpertStore {
 	s := &ExpertStore{set: set, cfg: cfg, locs: map[int]*expertLoc{}, lru: list.New(),
-		cache: map[int]*list.Element{}, capBytes: 1 << 62, files: map[string]*os.File{}}
-	s.ReadAt = s.readFile
+		index: map[int]*slot{}, budget: 1 << 62, files: map[string]*direct.File{}, QueueDepth: 8}
+	s.ReadAt = s.readDirect
 	return s
 }
 
-// SetBudget sets the cache budget in bytes; at least top-k+1 experts are kept.
+// SetBudget sets the cache budget in bytes; at least top-k+1 slots are kept.
+// It must be called before the first Acquire.
 func (s *ExpertStore) SetBudget(bytes int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.capBytes = bytes
+	s.budget = bytes
+}
+
+// Slots returns the number of slots the budget gives.
+func (s *ExpertStore) Slots() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.capacity()
+}
+
+func (s *ExpertStore) capacity() int {
+	size := s.slotBytes()
+	n := int(s.budget / size)
+	if n > s.cfg.Experts*s.cfg.Layers {
+		n = s.cfg.Experts * s.cfg.Layers
+	}
+	return max(n, s.cfg.TopK+1)
+}
+
+// slotBytes is one slot: the aligned span covering an expert's run.
+func (s *ExpertStore) slotBytes() int64 {
+	if s.slotSize == 0 {
+		s.slotSize = direct.AlignUp(s.ExpertBytes()) + direct.Align
+	}
+	return s.slotSize
 }
 
 // Stats returns a snapshot of the counters.
@@ -108,27 +158,29 @@ func (s *ExpertStore) ExpertBytes() int64 {
 	return int64(2*c.MoEInter*(c.Latent/2+c.Latent/32) + c.Latent*(c.MoEInter/2+c.MoEInter/32))
 }
 
-func (s *ExpertStore) readFile(path string, off int64, dst []byte) error {
+func (s *ExpertStore) file(path string) (*direct.File, error) {
 	s.mu.Lock()
-	f, ok := s.files[path]
-	if !ok {
-		var err error
-		f, err = os.Open(path)
-		if err != nil {
-			s.mu.Unlock()
-			return err
-		}
-		s.files[path] = f
+	defer s.mu.Unlock()
+	if f, ok := s.files[path]; ok {
+		return f, nil
 	}
-	s.mu.Unlock()
-	n, err := f.ReadAt(dst, off)
-	if n == len(dst) {
-		return nil
+	f, err := direct.Open(path)
+	if err != nil {
+		return nil, err
 	}
-	if err == nil {
-		err = fmt.Errorf("short read")
+	s.files[path] = f
+	return f, nil
+}
+
+// readDirect reads with O_DIRECT when dst and off allow it (the slot layout
+// makes that the common case) and through a bounce buffer otherwise.
+func (s *ExpertStore) readDirect(path string, off int64, dst []byte) error {
+	f, err := s.file(path)
+	if err != nil {
+		return err
 	}
-	return fmt.Errorf("read %d bytes at offset %d: got %d: %w", len(dst), off, n, err)
+	_, err = f.ReadAt(dst, off)
+	return err
 }
 
 // locate checks the six tensors of expert e of layer li and records where
@@ -168,64 +220,209 @@ func (s *ExpertStore) locate(prefix string, li, e int) string {
 	return ""
 }
 
-// Get returns expert e of layer li, reading it if it is not cached.
+// Get returns expert e of layer li pinned; callers that use Get must not
+// hold more than one at a time (the MoE block uses Acquire).
 func (s *ExpertStore) Get(li, e int) (*Expert, error) {
-	key := li*s.cfg.Experts + e
+	ex, err := s.Acquire(li, []int{e})
+	if err != nil {
+		return nil, err
+	}
+	s.Release(li, []int{e})
+	return ex[0], nil
+}
+
+// MaxPinned is how many experts one Acquire may hold.
+func (s *ExpertStore) MaxPinned() int { return s.Slots() }
+
+// Acquire makes the experts of layer li resident and pins them until
+// Release. len(experts) must not exceed MaxPinned and must be distinct.
+func (s *ExpertStore) Acquire(li int, experts []int) ([]*Expert, error) {
+	out := make([]*Expert, len(experts))
+	type miss struct {
+		i    int
+		sl   *slot
+		loc  *expertLoc
+		key  int
+		err  error
+		done bool
+	}
+	var misses []*miss
 	s.mu.Lock()
-	s.stats.Requests++
-	if el, ok := s.cache[key]; ok {
-		s.lru.MoveToFront(el)
-		s.stats.Hits++
-		ex := el.Value.(*cached).ex
-		s.mu.Unlock()
-		return ex, nil
+	for i, e := range experts {
+		key := li*s.cfg.Experts + e
+		s.stats.Requests++
+		if s.Trace != nil {
+			s.Trace(li, e)
+		}
+		if sl, ok := s.index[key]; ok {
+			s.stats.Hits++
+			sl.pins++
+			if sl.elem != nil {
+				s.lru.Remove(sl.elem)
+				sl.elem = nil
+			}
+			out[i] = sl.ex
+			continue
+		}
+		s.stats.Misses++
+		loc := s.locs[key]
+		if loc == nil {
+			s.mu.Unlock()
+			return nil, &ExpertError{li, e, "?", fmt.Errorf("expert was never located")}
+		}
+		sl, err := s.reserve()
+		if err != nil {
+			s.mu.Unlock()
+			return nil, &ExpertError{li, e, loc.path, err}
+		}
+		sl.key, sl.pins, sl.ex = key, 1, nil
+		s.index[key] = sl
+		misses = append(misses, &miss{i: i, sl: sl, loc: loc, key: key})
 	}
-	s.stats.Misses++
-	loc := s.locs[key]
 	s.mu.Unlock()
-	if loc == nil {
-		return nil, &ExpertError{li, e, "?", fmt.Errorf("expert was never located")}
+	if len(misses) == 0 {
+		return out, nil
 	}
+	// read the misses in disk order, QueueDepth at a time
+	sort.Slice(misses, func(a, b int) bool {
+		if misses[a].loc.path != misses[b].loc.path {
+			return misses[a].loc.path < misses[b].loc.path
+		}
+		return misses[a].loc.off < misses[b].loc.off
+	})
 	t0 := time.Now()
-	ex, err := s.load(loc)
+	var wg sync.WaitGroup
+	next := make(chan *miss)
+	for w := 0; w < max(1, min(s.QueueDepth, len(misses))); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for m := range next {
+				m.sl.ex, m.err = s.load(m.loc, m.sl.mem)
+			}
+		}()
+	}
+	for _, m := range misses {
+		next <- m
+	}
+	close(next)
+	wg.Wait()
 	dt := time.Since(t0).Seconds()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.stats.ReadSeconds += dt
-	if err != nil {
-		s.stats.Failures++
-		return nil, &ExpertError{li, e, loc.path, err}
+	var firstErr error
+	for _, m := range misses {
+		if m.err != nil {
+			s.stats.Failures++
+			delete(s.index, m.key)
+			m.sl.pins, m.sl.key = 0, -1
+			if firstErr == nil {
+				firstErr = &ExpertError{li, experts[m.i], m.loc.path, m.err}
+			}
+			continue
+		}
+		s.stats.BytesRead += m.sl.ex.Bytes
+		for _, mt := range []*kernels.Mat{&m.sl.ex.W1, &m.sl.ex.W3, &m.sl.ex.W2} {
+			s.stats.NaNScaleGroups += int64(kernels.CountNaNScales(mt.Scales))
+		}
+		out[m.i] = m.sl.ex
 	}
-	s.stats.BytesRead += ex.Bytes
-	for _, m := range []*kernels.Mat{&ex.W1, &ex.W3, &ex.W2} {
-		s.stats.NaNScaleGroups += int64(kernels.CountNaNScales(m.Scales))
+	if firstErr != nil {
+		for i, e := range experts {
+			if out[i] != nil {
+				s.unpin(li*s.cfg.Experts + e)
+			}
+		}
+		return nil, firstErr
 	}
-	minKeep := int64(s.cfg.TopK+1) * ex.Bytes
-	for s.used+ex.Bytes > max(s.capBytes, minKeep) && s.lru.Len() > 0 {
-		old := s.lru.Remove(s.lru.Back()).(*cached)
-		delete(s.cache, old.key)
-		s.used -= old.ex.Bytes
-		s.stats.Evictions++
-	}
-	s.cache[key] = s.lru.PushFront(&cached{key, ex})
-	s.used += ex.Bytes
-	return ex, nil
+	return out, nil
 }
 
-func (s *ExpertStore) load(loc *expertLoc) (*Expert, error) {
-	buf := make([]byte, loc.size)
+// Release unpins experts acquired together.
+func (s *ExpertStore) Release(li int, experts []int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, e := range experts {
+		s.unpin(li*s.cfg.Experts + e)
+	}
+}
+
+func (s *ExpertStore) unpin(key int) {
+	sl, ok := s.index[key]
+	if !ok || sl.pins == 0 {
+		return
+	}
+	sl.pins--
+	if sl.pins == 0 {
+		sl.elem = s.lru.PushFront(sl)
+	}
+}
+
+// reserve returns a free slot: a new one while under capacity, else the
+// least recently used unpinned one (evicted). Called with s.mu held.
+func (s *ExpertStore) reserve() (*slot, error) {
+	for _, sl := range s.slots {
+		if sl.key < 0 && sl.pins == 0 {
+			return sl, nil
+		}
+	}
+	if n := s.capacity(); len(s.slots) < n {
+		size := s.slotBytes()
+		if s.arena == nil && s.heap == nil {
+			if a, err := direct.AllocHuge(int(int64(n) * size)); err == nil {
+				s.arena = a
+			} else {
+				s.heap = [][]byte{}
+			}
+		}
+		var mem []byte
+		if s.arena != nil {
+			i := int64(len(s.slots))
+			mem = s.arena.Bytes()[i*size : (i+1)*size : (i+1)*size]
+		} else {
+			mem = make([]byte, size)
+		}
+		sl := &slot{mem: mem, key: -1}
+		s.slots = append(s.slots, sl)
+		return sl, nil
+	}
+	back := s.lru.Back()
+	if back == nil {
+		return nil, fmt.Errorf("expert cache: all %d slots are pinned", len(s.slots))
+	}
+	sl := s.lru.Remove(back).(*slot)
+	sl.elem = nil
+	delete(s.index, sl.key)
+	sl.key, sl.ex = -1, nil
+	s.stats.Evictions++
+	return sl, nil
+}
+
+// load reads an expert's run into slot memory: the 4096-aligned span that
+// covers it, so the read can go straight from the device.
+func (s *ExpertStore) load(loc *expertLoc, mem []byte) (*Expert, error) {
 	parts := make([][]byte, 6)
 	if loc.run {
-		if err := s.ReadAt(loc.path, loc.off, buf); err != nil {
+		start := direct.AlignDown(loc.off)
+		end := direct.AlignUp(loc.off + loc.size)
+		if fsize := s.fileSize(loc.path); fsize > 0 && end > fsize {
+			end = loc.off + loc.size // the last run of a file: no padding after it
+			start = loc.off
+		}
+		span := mem[:end-start]
+		if err := s.ReadAt(loc.path, start, span); err != nil {
 			return nil, err
 		}
+		base := loc.off - start
 		for i, t := range loc.parts {
-			parts[i] = buf[t.Offset-loc.off : t.Offset-loc.off+t.Size]
+			o := base + t.Offset - loc.off
+			parts[i] = span[o : o+t.Size]
 		}
 	} else {
 		o := int64(0)
 		for i, t := range loc.parts {
-			parts[i] = buf[o : o+t.Size]
+			parts[i] = mem[o : o+t.Size]
 			if err := s.ReadAt(t.Path, t.Offset, parts[i]); err != nil {
 				return nil, err
 			}
@@ -240,12 +437,27 @@ func (s *ExpertStore) load(loc *expertLoc) (*Expert, error) {
 	return ex, nil
 }
 
-// Close releases the store's open files.
+func (s *ExpertStore) fileSize(path string) int64 {
+	for _, f := range s.set.Files() {
+		if f.Path == path {
+			return f.Size
+		}
+	}
+	return -1
+}
+
+// Close releases the store's files and slot memory.
 func (s *ExpertStore) Close() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, f := range s.files {
 		f.Close()
 	}
-	s.files = map[string]*os.File{}
+	s.files = map[string]*direct.File{}
+	if s.arena != nil {
+		s.arena.Free()
+		s.arena = nil
+	}
+	s.slots, s.index = nil, map[int]*slot{}
+	s.lru.Init()
 }

@@ -6,6 +6,14 @@ import (
 	"k3/kernels"
 )
 
+// batchSource is an expert source that can pin several experts at once and
+// read their misses together (the ExpertStore).
+type batchSource interface {
+	Acquire(layer int, experts []int) ([]*Expert, error)
+	Release(layer int, experts []int)
+	MaxPinned() int
+}
+
 // Route picks the top-k experts of one token: selection by sigmoid score plus
 // the correction bias, weights from the unbiased scores, renormalised and
 // scaled. Ties go to the lowest expert id; results are in selection order.
@@ -65,11 +73,7 @@ func (e *Engine) moe(L *Layer, x []float32, T int) ([]float32, error) {
 		users[ex] = append(users[ex], ts)
 	}
 	contrib := make([]float32, T*k*lat)
-	for _, ex := range order {
-		exp, err := e.M.Experts.Get(L.Index, ex)
-		if err != nil {
-			return nil, err
-		}
+	run := func(ex int, exp *Expert) {
 		u := users[ex]
 		n := len(u)
 		xin := make([]float32, n*lat)
@@ -83,6 +87,29 @@ func (e *Engine) moe(L *Layer, x []float32, T int) ([]float32, error) {
 		y := e.mm(&exp.W2, g, n)
 		for i, ts := range u {
 			copy(contrib[ts*lat:(ts+1)*lat], y[i*lat:(i+1)*lat])
+		}
+	}
+	if bs, ok := e.M.Experts.(batchSource); ok {
+		// pin as many distinct experts at once as the cache allows
+		group := max(1, bs.MaxPinned())
+		for i := 0; i < len(order); i += group {
+			part := order[i:min(i+group, len(order))]
+			exps, err := bs.Acquire(L.Index, part)
+			if err != nil {
+				return nil, err
+			}
+			for j, ex := range part {
+				run(ex, exps[j])
+			}
+			bs.Release(L.Index, part)
+		}
+	} else {
+		for _, ex := range order {
+			exp, err := e.M.Experts.Get(L.Index, ex)
+			if err != nil {
+				return nil, err
+			}
+			run(ex, exp)
 		}
 	}
 	agg := make([]float32, T*lat)
