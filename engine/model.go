@@ -70,14 +70,35 @@ type Layer struct {
 	ShGate, ShUp, ShDown *kernels.Mat
 }
 
+// tensorSource supplies tensor metadata and bytes to the binder: the
+// checkpoint's shards (bytes copied into fresh memory) or a packed trunk run
+// already in memory (bytes aliased in place).
+type tensorSource interface {
+	get(name string) (*st.Tensor, bool)
+	// data returns the tensor's bytes, 8-byte aligned.
+	data(t *st.Tensor) ([]byte, error)
+}
+
+type setSource struct{ set *st.Set }
+
+func (s setSource) get(name string) (*st.Tensor, bool) { return s.set.Get(name) }
+
+func (s setSource) data(t *st.Tensor) ([]byte, error) {
+	words := make([]uint64, (t.Size+7)/8)
+	var b []byte
+	if len(words) > 0 {
+		b = unsafe.Slice((*byte)(unsafe.Pointer(&words[0])), t.Size)
+	}
+	return b, s.set.ReadTensor(t, b)
+}
+
 // binder collects every problem found while binding so one error lists them.
 type binder struct {
-	set    *st.Set
+	src    tensorSource
 	cfg    *config.Config
 	prefix string
 	errs   []string
 	bytes  int64
-	buf    []byte
 }
 
 func (b *binder) fail(f string, a ...any) { b.errs = append(b.errs, fmt.Sprintf(f, a...)) }
@@ -96,7 +117,7 @@ func shapeEq(s []int64, want []int) bool {
 
 func (b *binder) get(name string, shape []int, dtypes ...st.DType) *st.Tensor {
 	full := b.prefix + name
-	t, ok := b.set.Get(full)
+	t, ok := b.src.get(full)
 	if !ok {
 		b.fail("missing tensor %s (expected shape %v)", full, shape)
 		return nil
@@ -116,47 +137,58 @@ func (b *binder) get(name string, shape []int, dtypes ...st.DType) *st.Tensor {
 	return t
 }
 
-func (b *binder) read(t *st.Tensor, dst []byte) bool {
-	if err := b.set.ReadTensor(t, dst); err != nil {
+func (b *binder) data(t *st.Tensor) []byte {
+	d, err := b.src.data(t)
+	if err != nil {
 		b.fail("%v", err)
-		return false
+		return nil
 	}
 	b.bytes += t.Size
-	return true
+	return d
 }
 
-// mat binds a 2-D f32 or bf16 matrix.
+// mat binds a 2-D f32 or bf16 matrix (aliasing the source bytes).
 func (b *binder) mat(name string, rows, cols int) *kernels.Mat {
 	t := b.get(name, []int{rows, cols}, st.BF16, st.F32)
 	if t == nil {
 		return nil
 	}
+	d := b.data(t)
+	if d == nil && t.Size > 0 {
+		return nil
+	}
 	m := &kernels.Mat{Rows: rows, Cols: cols}
+	n := rows * cols
 	if t.DType == st.BF16 {
 		m.DType = kernels.BF16
-		m.BF16 = make([]uint16, rows*cols)
-		b.read(t, u16bytes(m.BF16))
+		if n > 0 {
+			m.BF16 = unsafe.Slice((*uint16)(unsafe.Pointer(&d[0])), n)
+		}
 	} else {
 		m.DType = kernels.F32
-		m.F32 = make([]float32, rows*cols)
-		b.read(t, f32bytes(m.F32))
+		if n > 0 {
+			m.F32 = unsafe.Slice((*float32)(unsafe.Pointer(&d[0])), n)
+		}
 	}
 	return m
 }
 
-// vec binds a tensor of any float dtype as float32; shape nil accepts any,
-// and n > 0 keeps only the first n values (padded A_log).
+// vec binds a tensor of any float dtype as float32 (a copy); shape nil
+// accepts any, and n > 0 keeps only the first n values (padded A_log).
 func (b *binder) vec(name string, shape []int, n int) []float32 {
 	t := b.get(name, shape, st.BF16, st.F32, st.F16)
 	if t == nil {
 		return nil
 	}
-	out := make([]float32, t.Numel())
-	if err := b.set.ReadFloat32(t, out); err != nil {
-		b.fail("%v", err)
+	d := b.data(t)
+	if d == nil && t.Size > 0 {
 		return nil
 	}
-	b.bytes += t.Size
+	out := make([]float32, t.Numel())
+	if err := st.DecodeFloat32(t.DType, d, out); err != nil {
+		b.fail("tensor %s: %v", t.Name, err)
+		return nil
+	}
 	if n > 0 {
 		if len(out) < n {
 			b.fail("tensor %s%s has %d values, need at least %d", b.prefix, name, len(out), n)
@@ -179,13 +211,6 @@ func (b *binder) fold(normName, projName string, h int) []float32 {
 		f[i] = nw[i] * pw[i]
 	}
 	return f
-}
-
-func u16bytes(s []uint16) []byte {
-	if len(s) == 0 {
-		return nil
-	}
-	return unsafe.Slice((*byte)(unsafe.Pointer(&s[0])), len(s)*2)
 }
 
 func f32bytes(s []float32) []byte {
@@ -216,7 +241,7 @@ func Bind(set *st.Set, cfg *config.Config, layers int, progress func(done, total
 	if layers <= 0 || layers > cfg.Layers {
 		layers = cfg.Layers
 	}
-	b := &binder{set: set, cfg: cfg}
+	b := &binder{src: setSource{set}, cfg: cfg}
 	switch {
 	case has(set, "language_model.model.embed_tokens.weight"):
 		b.prefix = "language_model."
@@ -315,7 +340,7 @@ func (b *binder) layer(i int, ex *ExpertStore) *Layer {
 		L.ShUp = b.mat(f+"shared_experts.up_proj.weight", w, H)
 		L.ShDown = b.mat(f+"shared_experts.down_proj.weight", H, w)
 	}
-	for e := 0; e < c.Experts; e++ {
+	for e := 0; ex != nil && e < c.Experts; e++ {
 		if msg := ex.locate(b.prefix, i, e); msg != "" {
 			b.fail("%s", msg)
 		}
