@@ -14,6 +14,32 @@ type Engine struct {
 	// Chunk is the prefill chunk: prompts are processed this many positions
 	// at a time through every layer (default 64).
 	Chunk int
+	// Observe, when set, receives progress and statistics events.
+	Observe func(Event)
+
+	layers layerProvider // nil: every layer resident in M.Layers
+}
+
+// layerProvider hands out layers for one forward step: resident layers, or
+// layers streamed from a packed trunk into a ring of slots.
+type layerProvider interface {
+	acquire(li int) (*Layer, error)
+	release(li int)
+	trunkStats() (bytes int64, waitSeconds float64)
+	close()
+}
+
+func (e *Engine) layer(li int) (*Layer, error) {
+	if e.layers == nil {
+		return e.M.Layers[li], nil
+	}
+	return e.layers.acquire(li)
+}
+
+func (e *Engine) releaseLayer(li int) {
+	if e.layers != nil {
+		e.layers.release(li)
+	}
 }
 
 // NewEngine returns an engine over m with a pool of the given threads (0: all CPUs).
@@ -21,8 +47,13 @@ func NewEngine(m *Model, threads int) *Engine {
 	return &Engine{M: m, Pool: kernels.NewPool(threads), Chunk: 64}
 }
 
-// Close stops the engine's workers.
-func (e *Engine) Close() { e.Pool.Close() }
+// Close stops the engine's workers and any streaming reader.
+func (e *Engine) Close() {
+	e.Pool.Close()
+	if e.layers != nil {
+		e.layers.close()
+	}
+}
 
 // Feed runs ids through the model, advancing s. It returns the logits of the
 // last position, or of every position when all is true ([len(ids)][vocab]).
@@ -50,6 +81,9 @@ func (e *Engine) Feed(s *State, ids []int, all bool) ([]float32, error) {
 			out = append(out, lg...)
 		} else if last {
 			out = lg
+		}
+		if len(ids) > 1 {
+			e.emit(Event{Kind: EventPrefill, Done: j, Total: len(ids)})
 		}
 	}
 	return out, nil
@@ -87,7 +121,11 @@ func (e *Engine) forward(s *State, ids []int, all, want bool) ([]float32, error)
 			kernels.AttnRes(dst[t*H:(t+1)*H], srcs, fold, c.RMSEps)
 		}
 	}
-	for li, L := range m.Layers {
+	for li := 0; li < m.Bound; li++ {
+		L, err := e.layer(li)
+		if err != nil {
+			return nil, err
+		}
 		if len(blocks) > 0 {
 			mix(hIn, P, L.AttnFold)
 		} else {
@@ -119,12 +157,13 @@ func (e *Engine) forward(s *State, ids []int, all, want bool) ([]float32, error)
 		if L.Dense {
 			mo = e.dense(L, x, T)
 		} else {
-			var err error
 			if mo, err = e.moe(L, x, T); err != nil {
+				e.releaseLayer(li)
 				return nil, err
 			}
 		}
 		f32add(P, mo)
+		e.releaseLayer(li)
 	}
 	s.Pos += T
 	s.IDs = append(s.IDs, ids...)

@@ -75,6 +75,7 @@ func (e *Engine) Generate(ctx context.Context, st *State, prompt []int, opt GenO
 		if opt.OnStep != nil {
 			opt.OnStep(step, id, dt)
 		}
+		e.emit(Event{Kind: EventToken, Step: step, Token: id, Seconds: dt})
 		if slices.Contains(opt.StopIDs, id) {
 			res.StopReason = StopID
 			break

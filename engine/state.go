@@ -25,10 +25,10 @@ type mlaCache struct {
 // NewState returns an empty state for the model.
 func (m *Model) NewState() *State {
 	c := m.Cfg
-	s := &State{kda: make([]*kdaState, len(m.Layers)), mla: make([]*mlaCache, len(m.Layers))}
+	s := &State{kda: make([]*kdaState, m.Bound), mla: make([]*mlaCache, m.Bound)}
 	P := c.KDAHeads * c.KDAHeadDim
-	for i, L := range m.Layers {
-		if L.MLA {
+	for i := 0; i < m.Bound; i++ {
+		if c.IsMLA(i) {
 			s.mla[i] = &mlaCache{}
 			continue
 		}

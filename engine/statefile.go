@@ -50,7 +50,7 @@ func (m *Model) SaveState(path string, s *State) error {
 	w32 := func(v uint32) { binary.Write(&b, binary.LittleEndian, v) }
 	w32(stateVersion)
 	binary.Write(&b, binary.LittleEndian, m.Fingerprint)
-	w32(uint32(len(m.Layers)))
+	w32(uint32(m.Bound))
 	w32(uint32(s.Pos))
 	if len(s.IDs) != s.Pos {
 		return fmt.Errorf("state has %d ids for %d positions", len(s.IDs), s.Pos)
@@ -58,7 +58,7 @@ func (m *Model) SaveState(path string, s *State) error {
 	for _, id := range s.IDs {
 		w32(uint32(id))
 	}
-	for i := range m.Layers {
+	for i := 0; i < m.Bound; i++ {
 		if k := s.kda[i]; k != nil {
 			b.Write(f32raw(k.S))
 			for _, c := range k.conv {
@@ -118,7 +118,7 @@ func (m *Model) LoadState(path string) (*State, error) {
 	if ver != stateVersion {
 		return nil, fmt.Errorf("%s: state format version %d, this k3 reads version %d: %w", path, ver, stateVersion, ErrStateMismatch)
 	}
-	if fp != m.Fingerprint || int(layers) != len(m.Layers) {
+	if fp != m.Fingerprint || int(layers) != m.Bound {
 		return nil, fmt.Errorf("%s was saved from another model or layer count: %w", path, ErrStateMismatch)
 	}
 	c := m.Cfg
@@ -143,7 +143,7 @@ func (m *Model) LoadState(path string) (*State, error) {
 		_, err := io.ReadFull(r, f32raw(dst))
 		return err
 	}
-	for i := range m.Layers {
+	for i := 0; i < m.Bound; i++ {
 		if k := s.kda[i]; k != nil {
 			err = read(k.S)
 			for _, cv := range k.conv {
