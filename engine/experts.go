@@ -95,7 +95,7 @@ type ExpertStore struct {
 	lru      *list.List // ready, unpinned slots; front = most recent
 	stats    ExpertStats
 	files    map[string]*direct.File
-	maxSpan  int64
+	bound    int // layers bound (caps the useful cache size)
 }
 
 type slot struct {
@@ -131,8 +131,8 @@ func (s *ExpertStore) Slots() int {
 func (s *ExpertStore) capacity() int {
 	size := s.slotBytes()
 	n := int(s.budget / size)
-	if n > s.cfg.Experts*s.cfg.Layers {
-		n = s.cfg.Experts * s.cfg.Layers
+	if all := s.cfg.Experts * max(1, s.bound-s.cfg.FirstKDense); n > all {
+		n = all
 	}
 	return max(n, s.cfg.TopK+1)
 }
@@ -140,7 +140,7 @@ func (s *ExpertStore) capacity() int {
 // slotBytes is one slot: the aligned span covering an expert's run.
 func (s *ExpertStore) slotBytes() int64 {
 	if s.slotSize == 0 {
-		s.slotSize = direct.AlignUp(s.ExpertBytes()) + direct.Align
+		s.slotSize = slotSizeFor(s.ExpertBytes())
 	}
 	return s.slotSize
 }
@@ -153,10 +153,15 @@ func (s *ExpertStore) Stats() ExpertStats {
 }
 
 // ExpertBytes is the size of one expert's six tensors.
-func (s *ExpertStore) ExpertBytes() int64 {
-	c := s.cfg
+func (s *ExpertStore) ExpertBytes() int64 { return expertSize(s.cfg) }
+
+func expertSize(c *config.Config) int64 {
 	return int64(2*c.MoEInter*(c.Latent/2+c.Latent/32) + c.Latent*(c.MoEInter/2+c.MoEInter/32))
 }
+
+// slotSizeFor is one cache slot: the expert run rounded up to the O_DIRECT
+// alignment plus one page, so the aligned span covering a run at any offset fits.
+func slotSizeFor(n int64) int64 { return direct.AlignUp(n) + direct.Align }
 
 func (s *ExpertStore) file(path string) (*direct.File, error) {
 	s.mu.Lock()

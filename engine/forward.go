@@ -396,3 +396,18 @@ func (e *Engine) mla(L *Layer, cache *mlaCache, pos int, x []float32, T int) []f
 	})
 	return e.mm(L.O, o, T)
 }
+
+// NewEngineFor returns an engine over m that streams layers when m was opened
+// with a packed trunk.
+func NewEngineFor(m *Model, threads int) (*Engine, error) {
+	e := NewEngine(m, threads)
+	if m.stream != nil {
+		lp, err := m.stream(e)
+		if err != nil {
+			e.Close()
+			return nil, err
+		}
+		e.layers = lp
+	}
+	return e, nil
+}

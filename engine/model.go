@@ -8,6 +8,7 @@ import (
 	"strings"
 	"unsafe"
 
+	"k3/engine/plan"
 	"k3/kernels"
 	"k3/storage/config"
 	st "k3/storage/safetensors"
@@ -30,6 +31,10 @@ type Model struct {
 	// Store is the shard-backed expert store Bind created (also in Experts
 	// unless a caller replaced the source).
 	Store *ExpertStore
+	// stream builds the layer provider of a streamed model (nil: resident).
+	stream func(e *Engine) (layerProvider, error)
+	// Plan is the memory plan the model was opened with (nil from Bind).
+	Plan *plan.Plan
 	// Fingerprint identifies the model for state files (set by Open).
 	Fingerprint uint64
 	// TrunkBytes counts the trunk bytes read from disk while binding.
@@ -241,14 +246,11 @@ func Bind(set *st.Set, cfg *config.Config, layers int, progress func(done, total
 	if layers <= 0 || layers > cfg.Layers {
 		layers = cfg.Layers
 	}
-	b := &binder{src: setSource{set}, cfg: cfg}
-	switch {
-	case has(set, "language_model.model.embed_tokens.weight"):
-		b.prefix = "language_model."
-	case has(set, "model.embed_tokens.weight"):
-	default:
-		return nil, &BindError{[]string{"no embedding tensor: expected language_model.model.embed_tokens.weight or model.embed_tokens.weight"}}
+	prefix, err := detectPrefix(set)
+	if err != nil {
+		return nil, &BindError{[]string{err.Error()}}
 	}
+	b := &binder{src: setSource{set}, cfg: cfg, prefix: prefix}
 	c := cfg
 	H := c.Hidden
 	m := &Model{Cfg: cfg, Prefix: b.prefix, Bound: layers}
@@ -261,6 +263,7 @@ func Bind(set *st.Set, cfg *config.Config, layers int, progress func(done, total
 	m.FinalNorm = b.vec("model.norm.weight", []int{H}, 0)
 	m.OutFold = b.fold("model.output_attn_res_norm.weight", "model.output_attn_res_proj.weight", H)
 	m.Store = newExpertStore(set, c)
+	m.Store.bound = layers
 	m.Experts = m.Store
 	for i := 0; i < layers; i++ {
 		m.Layers = append(m.Layers, b.layer(i, m.Store))

@@ -164,3 +164,17 @@ func (m *Model) LoadState(path string) (*State, error) {
 	}
 	return s, nil
 }
+
+// PeekStatePositions reads the position count from a state file's header.
+func PeekStatePositions(path string) (int, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	var h [28]byte
+	if _, err := io.ReadFull(f, h[:]); err != nil || string(h[:8]) != stateMagic {
+		return 0, fmt.Errorf("%s is not a k3 state file", path)
+	}
+	return int(binary.LittleEndian.Uint32(h[24:])), nil
+}

@@ -13,6 +13,7 @@ type Inputs struct {
 	GlobalBytes int64   // embeddings, lm_head, final norms (resident)
 	ExpertBytes int64   // one routed expert (one cache slot)
 	TopK        int
+	MaxExperts  int   // experts in the bound MoE layers: a larger cache is never filled
 	Streaming   bool  // --trunk given: layers may be streamed
 	TrunkBudget int64 // pinned layers + ring
 	Ring        int   // ring slots for streamed layers (>= 1)
@@ -98,6 +99,9 @@ func Make(in Inputs) *Plan {
 	}
 	if in.ExpertBytes > 0 {
 		p.CacheSlots = int(in.CacheBudget / in.ExpertBytes)
+		if in.MaxExperts > 0 && p.CacheSlots > in.MaxExperts {
+			p.CacheSlots = in.MaxExperts
+		}
 		if minSlots := in.TopK + 1; p.CacheSlots < minSlots {
 			p.Notes = append(p.Notes, fmt.Sprintf("expert cache budget %s is below the minimum of %d experts: running at the minimum", human(in.CacheBudget), minSlots))
 			p.CacheSlots = minSlots

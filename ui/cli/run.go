@@ -5,15 +5,18 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"math"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
 	"k3/engine"
+	"k3/engine/plan"
 	"k3/storage/config"
 )
 
@@ -49,6 +52,11 @@ type runReport struct {
 	LayersInModel   int       `json:"layers_in_model"`
 	GeneratedText   *string   `json:"generated_text"`
 	StepSeconds     []float64 `json:"step_seconds"`
+	PlanBytes       int64     `json:"plan_bytes"`
+	IOShare         float64   `json:"io_share"`
+	ExpertRequests  int64     `json:"expert_requests"`
+	ExpertHits      int64     `json:"expert_hits"`
+	ExpertEvictions int64     `json:"expert_evictions"`
 }
 
 func peakRSS() int64 {
@@ -74,7 +82,13 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	layers := fs.Int("layers", 0, "bind only the first N layers (the output is then not the model's)")
 	threads := fs.Int("threads", 0, "worker threads (default: all CPUs)")
 	chunk := fs.Int("chunk", 64, "prefill chunk in positions")
-	cacheGB := fs.Float64("cache-gb", 64, "routed-expert cache budget in GB")
+	cacheGB := fs.Float64("cache-gb", 64, "routed-expert cache budget in GB (1 GB = 1e9 bytes)")
+	trunkDir := fs.String("trunk", "", "packed trunk directory (k3 pack): stream layers that do not fit --trunk-gb")
+	trunkGB := fs.Float64("trunk-gb", 16, "budget for pinned trunk layers plus the streaming ring, in GB")
+	ring := fs.Int("trunk-ring", 2, "ring slots for streamed layers (read ahead while the current layer computes)")
+	preset := fs.String("preset", "", "memory preset: "+strings.Join(plan.Names(), ", ")+" (see k3 presets)")
+	saveState := fs.String("save-state", "", "write the decode state after the run (resume later with --load-state)")
+	loadState := fs.String("load-state", "", "resume from a state file; the prompt continues it")
 	var stops intList
 	fs.Var(&stops, "stop-id", "stop after emitting this id (repeatable)")
 	fs.Usage = func() {
@@ -104,11 +118,52 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "k3 run: --gen %d is outside 0..%d\n", *gen, 1<<20)
 		return ExitUsage
 	}
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	if *preset != "" {
+		if *preset == "auto" {
+			mem, err := plan.ReadMemory()
+			if err != nil {
+				fmt.Fprintln(stderr, "k3 run: --preset auto needs the available memory:", err)
+				return ExitUsage
+			}
+			t, c, err := plan.Auto(mem, 0)
+			if err != nil {
+				fmt.Fprintln(stderr, "k3 run: --preset auto:", err)
+				return ExitUsage
+			}
+			fmt.Fprintf(stdout, "auto budget: trunk %.2f GB, expert cache %.2f GB (from %s usable)\n", t, c, humanBytes(float64(mem.Usable())))
+			if !given["trunk-gb"] {
+				*trunkGB = t
+			}
+			if !given["cache-gb"] {
+				*cacheGB = c
+			}
+		} else if p, ok := plan.Lookup(*preset); ok {
+			if !given["trunk-gb"] {
+				*trunkGB = p.TrunkGB
+			}
+			if !given["cache-gb"] {
+				*cacheGB = p.CacheGB
+			}
+		} else {
+			fmt.Fprintf(stderr, "k3 run: unknown preset %q\n%s", *preset, plan.Table())
+			return ExitUsage
+		}
+	}
+	if *ring < 1 || *ring > 8 {
+		fmt.Fprintln(stderr, "k3 run: --trunk-ring must be 1..8")
+		return ExitUsage
+	}
+	if *recompute && (*saveState != "" || *loadState != "") {
+		fmt.Fprintln(stderr, "k3 run: --save-state and --load-state need the carried state; drop --recompute")
+		return ExitUsage
+	}
 	if *chunk < 1 {
 		fmt.Fprintln(stderr, "k3 run: --chunk must be at least 1")
 		return ExitUsage
 	}
-	for _, p := range []string{*out, *dump} {
+	for _, p := range []string{*out, *dump, *saveState} {
 		if p != "" {
 			if err := checkWritable(p); err != nil {
 				fmt.Fprintf(stderr, "k3 run: cannot write %s: %v\n", p, err)
@@ -154,12 +209,24 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	}
 
 	t0 := time.Now()
-	m, set, err := engine.Open(dir, *cfgPath, *layers, nil)
+	mem, memErr := plan.ReadMemory()
+	var memp *plan.Memory
+	if memErr == nil {
+		memp = &mem
+	}
+	m, set, mplan, err := engine.OpenModel(dir, engine.OpenOptions{Config: *cfgPath, Layers: *layers, TrunkDir: *trunkDir,
+		Memory: memp, Budget: engine.Budget{TrunkBytes: int64(*trunkGB * 1e9), Ring: *ring, CacheBytes: int64(*cacheGB * 1e9),
+			Positions: len(ids) + *gen + statePositions(*loadState), Chunk: *chunk, AllLogits: *tf}})
 	if err != nil {
 		var ce *config.Error
-		if errors.As(err, &ce) || errors.Is(err, os.ErrNotExist) {
+		var pe *engine.PlanError
+		switch {
+		case errors.As(err, &ce) || errors.Is(err, os.ErrNotExist):
 			fmt.Fprintf(stderr, "k3 run: %v\n", err)
 			return ExitUsage
+		case errors.As(err, &pe):
+			fmt.Fprintf(stderr, "k3 run: refused before loading anything: %v", err)
+			return ExitRuntime
 		}
 		fmt.Fprintf(stderr, "k3 run: %v\n", err)
 		return ExitRuntime
@@ -183,7 +250,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 			return ExitUsage
 		}
 	}
-	m.Store.SetBudget(int64(*cacheGB * 1e9))
+	fmt.Fprint(stdout, mplan.String())
 	if afterBind != nil {
 		afterBind(m)
 	}
@@ -192,14 +259,30 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, "  trunk    : %s resident, bound in %.2f s\n", humanBytes(float64(m.TrunkBytes)), time.Since(t0).Seconds())
 	fmt.Fprintf(stdout, "  prompt   : %d tokens, generating %d\n", len(ids), *gen)
 
-	e := engine.NewEngine(m, *threads)
+	var st *engine.State
+	if *loadState != "" {
+		if st, err = m.LoadState(*loadState); err != nil {
+			fmt.Fprintf(stderr, "k3 run: --load-state: %v\n", err)
+			return ExitRuntime
+		}
+		fmt.Fprintf(stdout, "  resumed  : %d positions from %s\n", st.Pos, *loadState)
+	}
+
+	e, err := engine.NewEngineFor(m, *threads)
+	if err != nil {
+		fmt.Fprintf(stderr, "k3 run: %v\n", err)
+		return ExitRuntime
+	}
 	defer e.Close()
 	e.Chunk = *chunk
 	ctx, stop := interruptContext(stderr)
 	defer stop()
+	start := e.Snapshot()
+	last := start
 
-	rep := runReport{PromptIDs: ids, Layers: m.Bound, LayersInModel: cfg.Layers, GeneratedIDs: []int{}}
+	rep := runReport{PromptIDs: ids, Layers: m.Bound, LayersInModel: cfg.Layers, GeneratedIDs: []int{}, PlanBytes: mplan.Total}
 	var runErr error
+	var final *engine.State
 	if *tf {
 		rep.TFPred, runErr = e.TeacherForce(ids)
 		rep.FullIDs = ids
@@ -215,14 +298,23 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stdout, "tf_pred: %v\n", rep.TFPred)
 		}
 	} else {
-		fmt.Fprintf(stdout, "%-6s %-10s %-12s %s\n", "STEP", "TOKEN", "SECONDS", "TOK/S")
-		fmt.Fprintln(stdout, "--------------------------------------------")
+		fmt.Fprintf(stdout, "%-6s %-10s %-10s %-10s %-10s %s\n", "STEP", "TOKEN", "SECONDS", "CACHE HIT", "READ GB", "TOK/S")
+		fmt.Fprintln(stdout, strings.Repeat("-", 62))
 		var res *engine.GenResult
-		res, runErr = e.Generate(ctx, nil, ids, engine.GenOptions{Gen: *gen, StopIDs: stops, Recompute: *recompute,
-			OnStep: func(step, id int, s float64) {
-				fmt.Fprintf(stdout, "%-6d %-10d %-12.3f %.3f\n", step, id, s, 1/math.Max(s, 1e-9))
+		res, runErr = e.Generate(ctx, st, ids, engine.GenOptions{Gen: *gen, StopIDs: stops, Recompute: *recompute,
+			OnStep: func(step, id int, sec float64) {
+				now := e.Snapshot()
+				d := now.Sub(last)
+				last = now
+				hit := 0.0
+				if d.Expert.Requests > 0 {
+					hit = 100 * float64(d.Expert.Hits) / float64(d.Expert.Requests)
+				}
+				fmt.Fprintf(stdout, "%-6d %-10d %-10.3f %-10.1f %-10.3f %.3f\n", step, id, sec, hit,
+					float64(d.Expert.BytesRead+d.TrunkBytesRead)/1e9, 1/math.Max(sec, 1e-9))
 			}})
 		if res != nil {
+			final = res.State
 			rep.GeneratedIDs = append(rep.GeneratedIDs, res.Generated...)
 			rep.StopReason = res.StopReason
 			rep.StepSeconds = res.StepSeconds
@@ -244,8 +336,15 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 				fmt.Fprintf(stdout, "wrote %s (%d float32 logits)\n", *dump, len(res.FirstLogits))
 			}
 		}
-		rep.FullIDs = append(append([]int{}, ids...), rep.GeneratedIDs...)
-		fmt.Fprintln(stdout, "--------------------------------------------")
+		var prior []int
+		if st != nil && final != nil {
+			prior = final.IDs[:len(final.IDs)-len(ids)-max(len(rep.GeneratedIDs)-1, 0)]
+		}
+		rep.FullIDs = append(append(append([]int{}, prior...), ids...), rep.GeneratedIDs...)
+		fmt.Fprintln(stdout, strings.Repeat("-", 62))
+		if *gen == 0 {
+			fmt.Fprintf(stdout, "prefill only: %d positions in the state, 0 tokens generated\n", len(ids)+len(prior))
+		}
 		fmt.Fprintf(stdout, "%d tokens in %.2f s, %.3f s/token\n", len(rep.GeneratedIDs), rep.WallSeconds, rep.SecondsPerToken)
 		if tok != nil {
 			text := string(tok.Decode(rep.GeneratedIDs))
@@ -253,14 +352,34 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stdout, "\n--- generated text ---\n%s\n----------------------\n", text)
 		}
 	}
-	es := m.Store.Stats()
+	if *saveState != "" && final != nil && (runErr == nil || errors.Is(runErr, engine.ErrCancelled)) {
+		if err := m.SaveState(*saveState, final); err != nil {
+			fmt.Fprintf(stderr, "k3 run: --save-state: %v\n", err)
+			return ExitOutput
+		}
+		fmt.Fprintf(stdout, "wrote %s (%d positions)\n", *saveState, final.Pos)
+	}
+	total := e.Snapshot().Sub(start)
+	es := total.Expert
 	rep.PeakRSSBytes = peakRSS()
-	rep.TrunkBytesRead = m.TrunkBytes
+	rep.TrunkBytesRead = m.TrunkBytes + total.TrunkBytesRead
 	rep.ExpertBytesRead = es.BytesRead
 	rep.ExpertDrops = es.Failures
-	fmt.Fprintf(stdout, "peak RSS for the whole run: %s\n", humanBytes(float64(rep.PeakRSSBytes)))
-	fmt.Fprintf(stdout, "experts: %d requests, %d served from RAM, %s read in %.2f s, %d load failure(s)\n",
-		es.Requests, es.Hits, humanBytes(float64(es.BytesRead)), es.ReadSeconds, es.Failures)
+	rep.ExpertRequests, rep.ExpertHits, rep.ExpertEvictions = es.Requests, es.Hits, es.Evictions
+	wall := time.Since(t0).Seconds()
+	rep.IOShare = math.Min(1, total.IOWaitSeconds()/math.Max(wall, 1e-9))
+	fmt.Fprintf(stdout, "PEAK RSS for the whole run: %s   <- quote this, not the plan (%s planned)\n",
+		humanBytes(float64(rep.PeakRSSBytes)), humanBytes(float64(mplan.Total)))
+	hitPct := 0.0
+	if es.Requests > 0 {
+		hitPct = 100 * float64(es.Hits) / float64(es.Requests)
+	}
+	fmt.Fprintf(stdout, "experts: %d requests, %d served from RAM (%.1f%%), %d evictions, %s read in %.2f s, %d load failure(s)\n",
+		es.Requests, es.Hits, hitPct, es.Evictions, humanBytes(float64(es.BytesRead)), es.ReadSeconds, es.Failures)
+	fmt.Fprintf(stdout, "trunk: %s bound at load, %s streamed; waited %.2f s for trunk reads\n",
+		humanBytes(float64(m.TrunkBytes)), humanBytes(float64(total.TrunkBytesRead)), total.TrunkWaitSeconds)
+	fmt.Fprintf(stdout, "I/O share of wall clock: %.1f%% (waiting on trunk %.2f s + experts %.2f s of %.2f s; reads overlapped with compute are not counted)\n",
+		100*rep.IOShare, total.TrunkWaitSeconds, es.ReadSeconds, wall)
 	if es.NaNScaleGroups > 0 {
 		fmt.Fprintf(stdout, "note: %d MXFP4 groups with scale byte 255 (NaN) were read as zero\n", es.NaNScaleGroups)
 	}
@@ -307,4 +426,14 @@ func interruptContext(stderr io.Writer) (context.Context, func()) {
 		}
 	}()
 	return ctx, func() { signal.Stop(ch); cancel() }
+}
+
+// statePositions peeks at a state file's position count (0 when absent or
+// unreadable; the load reports the real error later).
+func statePositions(path string) int {
+	if path == "" {
+		return 0
+	}
+	n, _ := engine.PeekStatePositions(path)
+	return n
 }
