@@ -140,3 +140,24 @@ func TestChunkAndThreadInvariance(t *testing.T) {
 		}
 	}
 }
+
+// TestGenerateCancel: a cancelled context stops between steps and keeps
+// the tokens made so far (they equal the uncancelled run's prefix).
+func TestGenerateCancel(t *testing.T) {
+	m, ex := loadCase(t, "tiny-release")
+	p := ex.Prompts[0]
+	e := NewEngine(m, 1)
+	defer e.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	res, err := e.Generate(ctx, nil, p.PromptIDs, GenOptions{Gen: 12, OnStep: func(step, id int, s float64) {
+		if step == 2 {
+			cancel()
+		}
+	}})
+	if err != ErrCancelled || res.StopReason != StopCancelled {
+		t.Fatalf("err %v reason %q", err, res.StopReason)
+	}
+	if !slices.Equal(res.Generated, p.GreedyIDs[:3]) {
+		t.Fatalf("partial %v, want %v", res.Generated, p.GreedyIDs[:3])
+	}
+}

@@ -339,6 +339,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		var prior []int
 		if st != nil && final != nil {
 			prior = final.IDs[:len(final.IDs)-len(ids)-max(len(rep.GeneratedIDs)-1, 0)]
+			prior = prior[:len(prior):len(prior)]
 		}
 		rep.FullIDs = append(append(append([]int{}, prior...), ids...), rep.GeneratedIDs...)
 		fmt.Fprintln(stdout, strings.Repeat("-", 62))
@@ -350,6 +351,12 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 			text := string(tok.Decode(rep.GeneratedIDs))
 			rep.GeneratedText = &text
 			fmt.Fprintf(stdout, "\n--- generated text ---\n%s\n----------------------\n", text)
+		}
+	}
+	if *saveState != "" && final != nil && runErr == nil && len(rep.GeneratedIDs) > 0 {
+		// feed the last generated token too, so the state holds the whole sequence
+		if _, err := e.Feed(final, rep.GeneratedIDs[len(rep.GeneratedIDs)-1:], false); err != nil {
+			runErr = err
 		}
 	}
 	if *saveState != "" && final != nil && (runErr == nil || errors.Is(runErr, engine.ErrCancelled)) {
