@@ -1,0 +1,305 @@
+package safetensors
+
+import (
+	"fmt"
+	"hash/maphash"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync/atomic"
+)
+
+// maxIndexLen bounds the size of model.safetensors.index.json (the released
+// checkpoint's is about 40 MB).
+const maxIndexLen = 1 << 30
+
+// index is a parsed model.safetensors.index.json weight_map.
+type index struct {
+	files   []string // distinct shard file names, in first-seen order
+	entries []indexEntry
+}
+
+type indexEntry struct {
+	name string
+	file int32 // into files
+}
+
+// parseIndex parses an index file: a JSON object whose "weight_map" member
+// maps tensor names to shard file names. "metadata" and any other member is
+// validated as JSON and otherwise ignored. Duplicate weight_map keys are
+// caught later, by the cross-check against the shards.
+func parseIndex(b string) (*index, *hdrError) {
+	x := &index{}
+	s := &scanner{b: b}
+	fileIdx := map[string]int32{}
+	x.entries = make([]indexEntry, 0, len(b)/96+1)
+	if err := s.expect('{', "'{' opening the index"); err != nil {
+		return nil, err
+	}
+	c, err := s.next()
+	if err != nil {
+		return nil, err
+	}
+	seenMap := false
+	if c == '}' {
+		s.i++
+	} else {
+		for {
+			key, err := s.str()
+			if err != nil {
+				return nil, err
+			}
+			isMap := key == "weight_map"
+			if err = s.expect(':', "':'"); err != nil {
+				return nil, err
+			}
+			if !isMap {
+				if err = s.skipValue(0); err != nil {
+					return nil, err
+				}
+			} else {
+				if seenMap {
+					return nil, s.errf("duplicate weight_map")
+				}
+				seenMap = true
+				if err = s.expect('{', "'{' opening weight_map"); err != nil {
+					return nil, err
+				}
+				if c, err = s.next(); err != nil {
+					return nil, err
+				}
+				if c == '}' {
+					s.i++
+				} else {
+					for {
+						name, err := s.str()
+						if err != nil {
+							return nil, err
+						}
+						if name == "" {
+							return nil, s.errf("empty tensor name in weight_map")
+						}
+						if err = s.expect(':', "':'"); err != nil {
+							return nil, err
+						}
+						if c, err = s.next(); err != nil {
+							return nil, err
+						}
+						if c != '"' {
+							return nil, &hdrError{tensor: name, msg: s.errf("weight_map value is not a string").msg}
+						}
+						f, err := s.str()
+						if err != nil {
+							return nil, err
+						}
+						fi, ok := fileIdx[f]
+						if !ok {
+							if f == "" || f == "." || f == ".." || strings.ContainsAny(f, "/\\") {
+								return nil, &hdrError{tensor: name, msg: fmt.Sprintf("weight_map names %q, which is not a plain file name", f)}
+							}
+							fi = int32(len(x.files))
+							fileIdx[f] = fi
+							x.files = append(x.files, f)
+						}
+						x.entries = append(x.entries, indexEntry{name: name, file: fi})
+						more, err := s.sep('}')
+						if err != nil {
+							return nil, err
+						}
+						if !more {
+							break
+						}
+					}
+				}
+			}
+			more, err := s.sep('}')
+			if err != nil {
+				return nil, err
+			}
+			if !more {
+				break
+			}
+		}
+	}
+	s.ws()
+	if s.i != len(b) {
+		return nil, s.errf("unexpected %s after the index object", quoteByte(b[s.i]))
+	}
+	if !seenMap {
+		return nil, &hdrError{msg: "no weight_map"}
+	}
+	return x, nil
+}
+
+// openIndexed opens dir through its index. present lists the directory's
+// *.safetensors files.
+func openIndexed(dir string, present []string) (*Set, error) {
+	ipath := filepath.Join(dir, IndexFile)
+	seed := maphash.MakeSeed()
+	// Reading and parsing the index is serial work (the released
+	// checkpoint's is ~40 MB), so the model-N-of-M shards present are
+	// parsed meanwhile, on the bet that they are the ones the index names.
+	type loaded struct {
+		shards []*shardFile
+		err    error
+	}
+	var spec chan loaded
+	specFiles, _ := shardSet(dir, present)
+	if specFiles != nil {
+		spec = make(chan loaded, 1)
+		go func() {
+			sh, err := loadShards(joinAll(dir, specFiles), seed)
+			spec <- loaded{sh, err}
+		}()
+	}
+	// specResult collects the speculative load; unless it is used, its
+	// files are closed.
+	specResult := func(use bool) ([]*shardFile, error) {
+		if spec == nil {
+			return nil, nil
+		}
+		r := <-spec
+		spec = nil
+		if !use && r.err == nil {
+			for _, sf := range r.shards {
+				sf.f.Close()
+			}
+		}
+		return r.shards, r.err
+	}
+	defer specResult(false)
+
+	b, err := readIndexFile(ipath)
+	if err != nil {
+		return nil, err
+	}
+	x, herr := parseIndex(b)
+	if herr != nil {
+		return nil, &FormatError{Path: ipath, Tensor: herr.tensor, Msg: herr.msg}
+	}
+	if len(x.files) == 0 {
+		return nil, &FormatError{Path: ipath, Msg: "weight_map is empty"}
+	}
+	files := slices.Clone(x.files)
+	slices.Sort(files)
+	var missing []string
+	for _, f := range files {
+		if !slices.Contains(present, f) {
+			missing = append(missing, f)
+		}
+	}
+	if len(missing) > 0 {
+		return nil, &FormatError{Path: ipath, Msg: fmt.Sprintf("%d shard(s) named by the index are missing from the directory: %s", len(missing), summarize(missing, 10))}
+	}
+	// If the index names model-N-of-M shards, it must name all of them.
+	set, err := shardSet(dir, files)
+	if err != nil {
+		if fe, ok := err.(*FormatError); ok && fe.Path == dir {
+			fe.Path = ipath
+			fe.Msg = "index: " + fe.Msg
+		}
+		return nil, err
+	}
+	if set != nil {
+		if len(set) != len(files) {
+			return nil, &FormatError{Path: ipath, Msg: fmt.Sprintf("index mixes model-N-of-M shards with other files: %s", summarize(files, 10))}
+		}
+		files = set // shard order
+	}
+	var shards []*shardFile
+	if slices.Equal(files, specFiles) {
+		shards, err = specResult(true)
+	} else {
+		specResult(false)
+		shards, err = loadShards(joinAll(dir, files), seed)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return assemble(shards, seed, func(s *Set) error { return crossCheck(s, x, dir, ipath) })
+}
+
+func joinAll(dir string, files []string) []string {
+	paths := make([]string, len(files))
+	for i, f := range files {
+		paths[i] = filepath.Join(dir, f)
+	}
+	return paths
+}
+
+func readIndexFile(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", fmt.Errorf("safetensors: %w", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return "", fmt.Errorf("safetensors: %w", err)
+	}
+	if fi.Size() > maxIndexLen {
+		return "", &FormatError{Path: path, Msg: fmt.Sprintf("index is %d bytes, over the %d-byte limit", fi.Size(), maxIndexLen)}
+	}
+	b, err := readString(f, 0, fi.Size())
+	if err != nil {
+		return "", &FormatError{Path: path, Msg: err.Error()}
+	}
+	return b, nil
+}
+
+// crossCheck verifies that the index's weight_map and the shards agree
+// exactly: each listed tensor is in the shard named for it, no tensor is
+// listed twice, and every tensor of the shards is listed.
+func crossCheck(s *Set, x *index, dir, ipath string) error {
+	full := make([]string, len(x.files))
+	for i, f := range x.files {
+		full[i] = filepath.Join(dir, f)
+	}
+	// Fast path: check chunks of entries concurrently. If anything is
+	// wrong, rerun serially so the error reported is the first in index
+	// order, independent of scheduling.
+	seen := make([]atomic.Uint32, len(s.all))
+	const chunk = 8192
+	var bad atomic.Bool
+	parallelFor((len(x.entries)+chunk-1)/chunk, 1, func(c int) {
+		for _, e := range x.entries[c*chunk : min(len(x.entries), (c+1)*chunk)] {
+			k, ok := s.lookup(e.name)
+			if !ok || s.all[k].Path != full[e.file] || !seen[k].CompareAndSwap(0, 1) {
+				bad.Store(true)
+				return
+			}
+		}
+	})
+	if bad.Load() {
+		return crossCheckSerial(s, x, full, ipath)
+	}
+	for k := range seen {
+		if seen[k].Load() == 0 {
+			t := s.all[k]
+			return &FormatError{Path: t.Path, Tensor: t.Name, Msg: "present in the shard but missing from " + IndexFile}
+		}
+	}
+	return nil
+}
+
+func crossCheckSerial(s *Set, x *index, full []string, ipath string) error {
+	seen := make([]bool, len(s.all))
+	for _, e := range x.entries {
+		name := e.name
+		want := full[e.file]
+		k, ok := s.lookup(name)
+		if !ok {
+			return &FormatError{Path: want, Tensor: name, Msg: "listed in " + IndexFile + " but not present in this shard"}
+		}
+		t := s.all[k]
+		if t.Path != want {
+			return &FormatError{Path: want, Tensor: name, Msg: fmt.Sprintf("listed in %s for this shard but present in %s", IndexFile, t.Path)}
+		}
+		if seen[k] {
+			return &FormatError{Path: ipath, Tensor: name, Msg: "listed twice in weight_map"}
+		}
+		seen[k] = true
+	}
+	return &FormatError{Path: ipath, Msg: "internal error: index mismatch vanished"}
+}
