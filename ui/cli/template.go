@@ -1,0 +1,104 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"k3/tokenizer"
+)
+
+func init() {
+	register("template", "render a chat (K3 XTML) and encode it; prints {\"text\", \"ids\"}", runTemplate)
+}
+
+const templateUsage = "usage: k3 template --tok DIR --messages FILE [--no-think] [--thinking-effort low|high|max] [--no-generation-prompt]"
+
+// tokChatFile is the --messages file: either a JSON array of messages or an
+// object with "messages" and optional "tools", "tool_choice" and
+// "response_format" (OpenAI request fields).
+type tokChatFile struct {
+	Messages       []tokenizer.Message `json:"messages"`
+	Tools          []json.RawMessage   `json:"tools"`
+	ToolChoice     string              `json:"tool_choice"`
+	ResponseFormat json.RawMessage     `json:"response_format"`
+}
+
+func runTemplate(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("template", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	dir := fs.String("tok", "", "tokenizer directory (tiktoken.model, tokenizer_config.json)")
+	msgPath := fs.String("messages", "", "JSON file: an array of messages or {\"messages\": [...], \"tools\": [...]}")
+	noThink := fs.Bool("no-think", false, "thinking off: no think blocks, the prompt opens the response channel")
+	effort := fs.String("thinking-effort", "", "low, high or max (default max)")
+	noGen := fs.Bool("no-generation-prompt", false, "leave out the open assistant turn at the end")
+	if code, done := tokParseFlags(fs, args, "template", templateUsage, stdout, stderr); done {
+		return code
+	}
+	switch {
+	case *dir == "":
+		return tokUsageError(stderr, "template", "--tok is required", templateUsage)
+	case *msgPath == "":
+		return tokUsageError(stderr, "template", "--messages is required", templateUsage)
+	case *noThink && tokFlagSet(fs, "thinking-effort"):
+		return tokUsageError(stderr, "template", "--thinking-effort needs thinking on (drop --no-think)", templateUsage)
+	}
+	data, err := os.ReadFile(*msgPath)
+	if err != nil {
+		return tokUsageError(stderr, "template", err.Error(), "")
+	}
+	chat, err := tokParseChatFile(data)
+	if err != nil {
+		return tokUsageError(stderr, "template", fmt.Sprintf("%s: %v", *msgPath, err), "")
+	}
+	tok, err := tokenizer.Load(*dir)
+	if err != nil {
+		return tokUsageError(stderr, "template", err.Error(), "")
+	}
+	if err := tok.CheckChat(); err != nil {
+		return tokUsageError(stderr, "template", err.Error(), "")
+	}
+	segs, err := tokenizer.Render(chat.Messages, chat.Tools, tokenizer.RenderOptions{
+		NoThink:            *noThink,
+		ThinkingEffort:     *effort,
+		NoGenerationPrompt: *noGen,
+		ToolChoice:         chat.ToolChoice,
+		ResponseFormat:     chat.ResponseFormat,
+	})
+	if err != nil {
+		return tokUsageError(stderr, "template", err.Error(), "")
+	}
+	ids := tok.EncodeSegments(segs)
+	if ids == nil {
+		ids = []int{}
+	}
+	return tokWriteJSON(stdout, stderr, struct {
+		Text string `json:"text"`
+		IDs  []int  `json:"ids"`
+	}{tokenizer.Text(segs), ids})
+}
+
+func tokParseChatFile(data []byte) (tokChatFile, error) {
+	var c tokChatFile
+	trimmed := bytes.TrimSpace(data)
+	if len(trimmed) > 0 && trimmed[0] == '[' {
+		if err := json.Unmarshal(trimmed, &c.Messages); err != nil {
+			return c, err
+		}
+	} else if err := json.Unmarshal(trimmed, &c); err != nil {
+		return c, err
+	}
+	if len(c.Messages) == 0 {
+		return c, fmt.Errorf("no messages")
+	}
+	for i, m := range c.Messages {
+		if strings.TrimSpace(m.Role) == "" {
+			return c, fmt.Errorf("message %d has no role", i)
+		}
+	}
+	return c, nil
+}
