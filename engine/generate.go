@@ -14,6 +14,8 @@ type GenOptions struct {
 	Gen       int   // tokens to generate
 	StopIDs   []int // stop after emitting one of these (it stays in the output)
 	Recompute bool  // run the whole sequence every step instead of carrying state
+	// Sampler picks each token; nil means greedy (argmax).
+	Sampler *Sampler
 	// OnStep is called after each generated token with its step number (0-based),
 	// the token, and the step's wall-clock seconds.
 	OnStep func(step, id int, seconds float64)
@@ -64,7 +66,7 @@ func (e *Engine) Generate(ctx context.Context, st *State, prompt []int, opt GenO
 		return res, err
 	}
 	for step := 0; ; step++ {
-		id := kernels.Argmax(logits)
+		id := opt.Sampler.Pick(logits)
 		if step == 0 {
 			res.FirstLogits = logits
 		}

@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"math"
@@ -16,8 +15,6 @@ import (
 	"time"
 
 	"k3/engine"
-	"k3/engine/plan"
-	"k3/storage/config"
 )
 
 func init() {
@@ -78,15 +75,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	tf := fs.Bool("teacher-forcing", false, "one forward over the ids; report the argmax after every position")
 	dump := fs.String("dump-logits", "", "write the first generated position's logits (little-endian float32)")
 	out := fs.String("out", "", "write a JSON report")
-	cfgPath := fs.String("config", "", "config file (default MODEL_DIR/config.json)")
-	layers := fs.Int("layers", 0, "bind only the first N layers (the output is then not the model's)")
-	threads := fs.Int("threads", 0, "worker threads (default: all CPUs)")
-	chunk := fs.Int("chunk", 64, "prefill chunk in positions")
-	cacheGB := fs.Float64("cache-gb", 64, "routed-expert cache budget in GB (1 GB = 1e9 bytes)")
-	trunkDir := fs.String("trunk", "", "packed trunk directory (k3 pack): stream layers that do not fit --trunk-gb")
-	trunkGB := fs.Float64("trunk-gb", 16, "budget for pinned trunk layers plus the streaming ring, in GB")
-	ring := fs.Int("trunk-ring", 2, "ring slots for streamed layers (read ahead while the current layer computes)")
-	preset := fs.String("preset", "", "memory preset: "+strings.Join(plan.Names(), ", ")+" (see k3 presets)")
+	mf := addModelFlags(fs, "run")
 	saveState := fs.String("save-state", "", "write the decode state after the run (resume later with --load-state)")
 	loadState := fs.String("load-state", "", "resume from a state file; the prompt continues it")
 	var stops intList
@@ -118,49 +107,11 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "k3 run: --gen %d is outside 0..%d\n", *gen, 1<<20)
 		return ExitUsage
 	}
-	given := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
-	if *preset != "" {
-		if *preset == "auto" {
-			mem, err := plan.ReadMemory()
-			if err != nil {
-				fmt.Fprintln(stderr, "k3 run: --preset auto needs the available memory:", err)
-				return ExitUsage
-			}
-			t, c, err := plan.Auto(mem, 0)
-			if err != nil {
-				fmt.Fprintln(stderr, "k3 run: --preset auto:", err)
-				return ExitUsage
-			}
-			fmt.Fprintf(stdout, "auto budget: trunk %.2f GB, expert cache %.2f GB (from %s usable)\n", t, c, humanBytes(float64(mem.Usable())))
-			if !given["trunk-gb"] {
-				*trunkGB = t
-			}
-			if !given["cache-gb"] {
-				*cacheGB = c
-			}
-		} else if p, ok := plan.Lookup(*preset); ok {
-			if !given["trunk-gb"] {
-				*trunkGB = p.TrunkGB
-			}
-			if !given["cache-gb"] {
-				*cacheGB = p.CacheGB
-			}
-		} else {
-			fmt.Fprintf(stderr, "k3 run: unknown preset %q\n%s", *preset, plan.Table())
-			return ExitUsage
-		}
-	}
-	if *ring < 1 || *ring > 8 {
-		fmt.Fprintln(stderr, "k3 run: --trunk-ring must be 1..8")
-		return ExitUsage
+	if code := mf.resolve(fs, stdout, stderr); code >= 0 {
+		return code
 	}
 	if *recompute && (*saveState != "" || *loadState != "") {
 		fmt.Fprintln(stderr, "k3 run: --save-state and --load-state need the carried state; drop --recompute")
-		return ExitUsage
-	}
-	if *chunk < 1 {
-		fmt.Fprintln(stderr, "k3 run: --chunk must be at least 1")
 		return ExitUsage
 	}
 	for _, p := range []string{*out, *dump, *saveState} {
@@ -209,35 +160,13 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	}
 
 	t0 := time.Now()
-	mem, memErr := plan.ReadMemory()
-	var memp *plan.Memory
-	if memErr == nil {
-		memp = &mem
-	}
-	m, set, mplan, err := engine.OpenModel(dir, engine.OpenOptions{Config: *cfgPath, Layers: *layers, TrunkDir: *trunkDir,
-		Memory: memp, Budget: engine.Budget{TrunkBytes: int64(*trunkGB * 1e9), Ring: *ring, CacheBytes: int64(*cacheGB * 1e9),
-			Positions: len(ids) + *gen + statePositions(*loadState), Chunk: *chunk, AllLogits: *tf}})
-	if err != nil {
-		var ce *config.Error
-		var pe *engine.PlanError
-		switch {
-		case errors.As(err, &ce) || errors.Is(err, os.ErrNotExist):
-			fmt.Fprintf(stderr, "k3 run: %v\n", err)
-			return ExitUsage
-		case errors.As(err, &pe):
-			fmt.Fprintf(stderr, "k3 run: refused before loading anything: %v", err)
-			return ExitRuntime
-		}
-		fmt.Fprintf(stderr, "k3 run: %v\n", err)
-		return ExitRuntime
+	m, set, mplan, code := mf.open(dir, len(ids)+*gen+statePositions(*loadState), *tf, stdout, stderr)
+	if code >= 0 {
+		return code
 	}
 	defer set.Close()
 	defer m.Store.Close()
 	cfg := m.Cfg
-	fmt.Fprintln(stdout, cfg.Summary())
-	if m.Bound < cfg.Layers {
-		fmt.Fprintf(stdout, "NOTE: binding only the first %d of %d layers: the output is NOT the model's\n", m.Bound, cfg.Layers)
-	}
 	for _, id := range ids {
 		if id >= cfg.VocabSize {
 			fmt.Fprintf(stderr, "k3 run: token id %d is outside the vocabulary 0..%d\n", id, cfg.VocabSize-1)
@@ -250,7 +179,6 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 			return ExitUsage
 		}
 	}
-	fmt.Fprint(stdout, mplan.String())
 	if afterBind != nil {
 		afterBind(m)
 	}
@@ -268,13 +196,13 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "  resumed  : %d positions from %s\n", st.Pos, *loadState)
 	}
 
-	e, err := engine.NewEngineFor(m, *threads)
+	e, err := engine.NewEngineFor(m, *mf.threads)
 	if err != nil {
 		fmt.Fprintf(stderr, "k3 run: %v\n", err)
 		return ExitRuntime
 	}
 	defer e.Close()
-	e.Chunk = *chunk
+	e.Chunk = *mf.chunk
 	ctx, stop := interruptContext(stderr)
 	defer stop()
 	start := e.Snapshot()

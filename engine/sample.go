@@ -1,0 +1,116 @@
+package engine
+
+import (
+	"math"
+	"sort"
+)
+
+// PCG32 is the PCG XSH-RR 64/32 generator (O'Neill's pcg32): a 64-bit LCG
+// state with a per-stream odd increment, 32-bit output.
+type PCG32 struct{ state, inc uint64 }
+
+// NewPCG32 seeds a generator on a stream; different streams with the same
+// seed are independent sequences.
+func NewPCG32(seed, stream uint64) *PCG32 {
+	p := &PCG32{inc: stream<<1 | 1}
+	p.Uint32()
+	p.state += seed
+	p.Uint32()
+	return p
+}
+
+// Uint32 returns the next 32 random bits.
+func (p *PCG32) Uint32() uint32 {
+	old := p.state
+	p.state = old*6364136223846793005 + p.inc
+	x := uint32(((old >> 18) ^ old) >> 27)
+	r := uint32(old >> 59)
+	return x>>r | x<<((-r)&31)
+}
+
+// Float64 returns a uniform value in [0, 1) with 53 random bits.
+func (p *PCG32) Float64() float64 {
+	hi := uint64(p.Uint32()) >> 5 // 27 bits
+	lo := uint64(p.Uint32()) >> 6 // 26 bits
+	return float64(hi<<26|lo) / (1 << 53)
+}
+
+// Sampler picks the next token from logits. The zero value and Greedy pick
+// the argmax.
+type Sampler struct {
+	Greedy      bool
+	Temperature float64 // <= 0: greedy
+	TopK        int     // 0: all
+	TopP        float64 // 0 or >= 1: all
+	Rand        *PCG32
+}
+
+// Pick returns the chosen token id.
+func (s *Sampler) Pick(logits []float32) int {
+	if s == nil || s.Greedy || s.Temperature <= 0 || s.Rand == nil {
+		return argmax(logits)
+	}
+	type cand struct {
+		id int
+		l  float64
+	}
+	c := make([]cand, len(logits))
+	for i, l := range logits {
+		c[i] = cand{i, float64(l)}
+	}
+	// descending logit, ties by id: a total order, so the result is reproducible
+	sort.Slice(c, func(a, b int) bool {
+		if c[a].l != c[b].l {
+			return c[a].l > c[b].l
+		}
+		return c[a].id < c[b].id
+	})
+	if s.TopK > 0 && s.TopK < len(c) {
+		c = c[:s.TopK]
+	}
+	p := make([]float64, len(c))
+	z := 0.0
+	for i := range c {
+		p[i] = math.Exp((c[i].l - c[0].l) / s.Temperature)
+		z += p[i]
+	}
+	for i := range p {
+		p[i] /= z
+	}
+	if s.TopP > 0 && s.TopP < 1 {
+		cum := 0.0
+		for i := range p {
+			cum += p[i]
+			if cum >= s.TopP {
+				c, p = c[:i+1], p[:i+1]
+				break
+			}
+		}
+		z = 0
+		for _, v := range p {
+			z += v
+		}
+		for i := range p {
+			p[i] /= z
+		}
+	}
+	u := s.Rand.Float64()
+	cum := 0.0
+	for i := range p {
+		cum += p[i]
+		if u < cum {
+			return c[i].id
+		}
+	}
+	return c[len(c)-1].id
+}
+
+func argmax(x []float32) int {
+	best := 0
+	for i := 1; i < len(x); i++ {
+		if x[i] > x[best] {
+			best = i
+		}
+	}
+	return best
+}

@@ -1,0 +1,163 @@
+package cli
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+
+	"k3/doctor"
+)
+
+func init() {
+	register("doctor", "check this machine: CPU, memory, disks; recommend a preset", runDoctor)
+}
+
+// storeDirs is a repeatable --dir flag.
+type storeDirs []string
+
+func (d *storeDirs) String() string     { return strings.Join(*d, ",") }
+func (d *storeDirs) Set(s string) error { *d = append(*d, s); return nil }
+
+// doctorOptions lets tests inject fake memory and /proc, and skip timing.
+var doctorOptions = func(o doctor.Options) doctor.Options { return o }
+
+func runDoctor(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("doctor", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var dirs storeDirs
+	fs.Var(&dirs, "dir", "directory to check (model, trunk; repeatable; default: current directory)")
+	asJSON := fs.Bool("json", false, "print one JSON object")
+	quick := fs.Bool("quick", false, "measure for under 15 s instead of about a minute")
+	noDevice := fs.Bool("no-device", false, "never read a block device directly, even as root")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: k3 doctor [--dir PATH]... [--json] [--quick]")
+		fmt.Fprintln(stderr, "Measures CPU, memory (cgroup limits included), and each directory's free space and")
+		fmt.Fprintln(stderr, "disk speed the way the engine reads; recommends a preset and prints the next command.")
+		fmt.Fprintln(stderr, "Exit 1 only when this machine cannot run the model at all.")
+		fs.PrintDefaults()
+	}
+	pos, err := storeParseArgs(fs, args)
+	if err != nil {
+		if err == flag.ErrHelp {
+			return ExitOK
+		}
+		return ExitUsage
+	}
+	dirs = append(dirs, pos...) // "k3 doctor DIR" works too
+	ctx, stop := storeInterrupt()
+	defer stop()
+	opt := doctorOptions(doctor.Options{Dirs: dirs, Quick: *quick, NoDevice: *noDevice})
+	if !*asJSON {
+		last := ""
+		opt.Progress = func(p doctor.Progress) {
+			key := p.Step + p.Dir + p.Phase
+			if key == last || p.Step == "done" {
+				return
+			}
+			last = key
+			switch p.Step {
+			case "disk":
+				fmt.Fprintf(stderr, "  measuring %s: %s\n", p.Dir, map[string]string{"write": "writing a probe file (O_DIRECT)", "qd1": "random 17.55 MB reads, queue depth 1", "qd8": "random 17.55 MB reads, queue depth 8", "seq": "sequential 64 MiB reads"}[p.Phase])
+			default:
+				if p.Message != "" {
+					fmt.Fprintf(stderr, "  %s\n", p.Message)
+				}
+			}
+		}
+	}
+	rep, err := doctor.Run(ctx, opt)
+	if err != nil {
+		fmt.Fprintln(stderr, "k3 doctor: interrupted")
+		return ExitInterrupted
+	}
+	if *asJSON {
+		if err := json.NewEncoder(stdout).Encode(rep); err != nil {
+			return ExitOutput
+		}
+	} else {
+		printDoctor(stdout, rep)
+	}
+	if !rep.CanRun {
+		return ExitRuntime
+	}
+	return ExitOK
+}
+
+func gbps(x *float64) string {
+	if x == nil {
+		return "not measured"
+	}
+	return fmt.Sprintf("%.2f GB/s", *x)
+}
+
+func printDoctor(w io.Writer, r *doctor.Report) {
+	fmt.Fprintf(w, "system   %s/%s, %s, %d physical / %d logical cores\n", r.OS, r.Arch, r.CPU.Model, r.CPU.PhysicalCores, r.CPU.LogicalCores)
+	fmt.Fprintf(w, "simd     %s\n", strings.Join(r.CPU.Features, " "))
+	cg := "no cgroup limit"
+	if r.Memory.CgroupLimitBytes != nil {
+		cg = fmt.Sprintf("cgroup v%d limit %.1f GB", r.Memory.CgroupVersion, float64(*r.Memory.CgroupLimitBytes)/1e9)
+	}
+	fmt.Fprintf(w, "memory   %.1f GB total, %.1f GB available (%s)\n", float64(r.Memory.TotalBytes)/1e9, float64(r.Memory.AvailableBytes)/1e9, cg)
+	kind := "measured"
+	if !r.Compute.Measured {
+		kind = "assumed"
+	}
+	fmt.Fprintf(w, "kernels  exact bf16 %.1f GB/s, MXFP4 %.1f GB/s on %d threads (%s)\n", r.Compute.BF16GBps, r.Compute.MXFP4GBps, r.Compute.Threads, kind)
+	for _, d := range r.Disks {
+		fmt.Fprintf(w, "disk     %s: %.1f GB free of %.1f GB", d.Path, float64(d.FreeBytes)/1e9, float64(d.TotalBytes)/1e9)
+		if d.Filesystem != "" {
+			fmt.Fprintf(w, " (%s)", d.Filesystem)
+		}
+		fmt.Fprintln(w)
+		if d.SameDeviceAs != "" {
+			fmt.Fprintf(w, "           same device as %s\n", d.SameDeviceAs)
+		}
+		fmt.Fprintf(w, "           random 17.55 MB reads: %s at queue depth 1, %s at 8; sequential 64 MiB: %s\n", gbps(d.ReadGBpsQD1), gbps(d.ReadGBpsQD8), gbps(d.SeqGBps))
+		if d.ProbeSource != "" {
+			fmt.Fprintf(w, "           read %s (%.1f GB), %s\n", d.ProbeSource, float64(d.ProbeBytes)/1e9, d.CacheControl)
+		}
+		if d.ModelBytes > 0 {
+			state := "partial"
+			if d.ModelComplete {
+				state = "complete"
+			}
+			fmt.Fprintf(w, "           model files: %.1f GB present (%s)\n", float64(d.ModelBytes)/1e9, state)
+		}
+		for _, n := range d.Notes {
+			fmt.Fprintf(w, "           note: %s\n", n)
+		}
+	}
+	fmt.Fprintln(w, "\npresets on this machine (predicted):")
+	for _, p := range r.AllPresets {
+		mark := "  "
+		if p.Name == r.Preset.Name && r.CanRun {
+			mark = "->"
+		}
+		fmt.Fprintf(w, " %s %-12s %6.1f s/token  peak RSS %6.1f GB  reads %5.1f GB/token (io %.1f s + compute %.1f s)\n",
+			mark, p.Name, p.PredictedSecondsPerToken, float64(p.PredictedPeakRSSBytes)/1e9, float64(p.DiskBytesPerToken)/1e9, p.IOSeconds, p.ComputeSeconds)
+	}
+	for _, n := range r.Notes {
+		fmt.Fprintf(w, "note: %s\n", n)
+	}
+	for _, n := range r.Warnings {
+		fmt.Fprintf(w, "warning: %s\n", n)
+	}
+	fmt.Fprintln(w)
+	if r.CanRun {
+		fmt.Fprintf(w, "this machine can run Kimi K3 with preset %s: ~%.1f s/token, peak RSS ~%.1f GB\n",
+			r.Preset.Name, r.Preset.PredictedSecondsPerToken, float64(r.Preset.PredictedPeakRSSBytes)/1e9)
+	} else {
+		fmt.Fprintln(w, "this machine cannot run Kimi K3 as it is:")
+		for _, p := range r.Problems {
+			fmt.Fprintf(w, "  - %s\n", p)
+		}
+	}
+	if r.NextCommand != "" {
+		fmt.Fprintf(w, "next: %s\n", r.NextCommand)
+		for _, t := range r.Then {
+			fmt.Fprintf(w, "then: %s\n", t)
+		}
+	}
+}

@@ -1,0 +1,162 @@
+package cli
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"time"
+
+	"k3/storage/hub"
+	"k3/storage/verify"
+)
+
+func init() {
+	register("download", "download the checkpoint (resumable, pinned, verified)", runDownload)
+}
+
+// downloadNewClient builds the hub client; tests replace it to shorten the
+// backoff.
+var downloadNewClient = hub.NewClient
+
+func runDownload(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("download", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	layers := fs.Int("layers", 0, "fetch only the shards the first N layers need, plus config and tokenizer files")
+	rev := fs.String("revision", "main", "branch, tag or 40-hex commit; a branch is resolved once and pinned in k3-manifest.json")
+	jobs := fs.Int("jobs", 4, "files downloaded in parallel")
+	endpoint := fs.String("endpoint", "", "hub base URL (default $HF_ENDPOINT or https://huggingface.co)")
+	repo := fs.String("repo", hub.DefaultRepo, "repository")
+	interval := fs.Duration("progress", 5*time.Second, "interval between progress lines")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: k3 download DEST [--layers N] [--revision REV] [--jobs N] [--endpoint URL]")
+		fmt.Fprintln(stderr, "Downloads Kimi K3 into DEST. Re-run the same command to resume: finished files are kept,")
+		fmt.Fprintln(stderr, "partial ones continue where they stopped. A token is read from HF_TOKEN or")
+		fmt.Fprintln(stderr, "~/.cache/huggingface/token (HF_TOKEN_PATH) and never printed.")
+		fs.PrintDefaults()
+	}
+	pos, err := storeParseArgs(fs, args)
+	if err != nil {
+		if err == flag.ErrHelp {
+			return ExitOK
+		}
+		return ExitUsage
+	}
+	if len(pos) != 1 {
+		fs.Usage()
+		return ExitUsage
+	}
+	if *layers < 0 || *jobs < 1 || *jobs > 64 {
+		fmt.Fprintln(stderr, "k3 download: --layers must be >= 1 and --jobs between 1 and 64")
+		return ExitUsage
+	}
+	dest := pos[0]
+	c := downloadNewClient(*endpoint, *repo)
+	ctx, stop := storeInterrupt()
+	defer stop()
+
+	fmt.Fprintf(stdout, "downloading %s@%s from %s into %s (%s)\n", c.Repo, *rev, c.Endpoint, dest, c.Token)
+	rend := &downloadRenderer{w: stdout, every: *interval}
+	res, err := c.Download(ctx, hub.Options{
+		Dest: dest, Revision: *rev, Layers: *layers, Jobs: *jobs,
+		Progress: rend.event, Interval: time.Second,
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			fmt.Fprintf(stderr, "k3 download: interrupted; run the same command again to resume (finished files are kept)\n")
+			return ExitInterrupted
+		}
+		fmt.Fprintf(stderr, "k3 download: %v\n", err)
+		var he *hub.HTTPError
+		if errors.As(err, &he) && (he.Status == 401 || he.Status == 403 || he.Status == 404) {
+			return ExitUsage
+		}
+		return ExitRuntime
+	}
+	fetched := 0
+	for _, f := range res.Files {
+		if !f.Skipped {
+			fetched++
+		}
+	}
+	el := res.Elapsed.Seconds()
+	fmt.Fprintf(stdout, "done: %d files (%s) at commit %s, %d fetched (%s in %s, %s/s), %d already verified\n",
+		len(res.Files), gbStr(res.Total), res.Commit, fetched, gbStr(res.Fetched), res.Elapsed.Round(time.Second), mbStr(float64(res.Fetched)/max(el, 1e-9)), len(res.Files)-fetched)
+	fmt.Fprintf(stdout, "manifest: %s/%s\n", strings.TrimRight(dest, "/"), verify.ManifestFile)
+	if *layers > 0 {
+		fmt.Fprintf(stdout, "next: k3 verify %s --layers %d --sha256\n", storeQuote(dest), *layers)
+	} else {
+		fmt.Fprintf(stdout, "next: k3 verify %s --sha256\n", storeQuote(dest))
+	}
+	return ExitOK
+}
+
+// downloadRenderer turns hub events into lines: one per finished file,
+// retries and notes as they happen, and an overall line (with the largest
+// active files) every `every`.
+type downloadRenderer struct {
+	w     io.Writer
+	every time.Duration
+	mu    sync.Mutex
+	last  time.Time
+}
+
+func (r *downloadRenderer) event(e hub.Event) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := e.Snap
+	switch e.Kind {
+	case hub.EventPlan, hub.EventNote:
+		fmt.Fprintln(r.w, e.Message)
+	case hub.EventStart:
+		if e.Message != "" {
+			fmt.Fprintf(r.w, "%s: %s\n", e.File, e.Message)
+		}
+	case hub.EventRetry:
+		fmt.Fprintf(r.w, "%s: attempt %d failed (%v); retrying in %s\n", e.File, e.Attempt, e.Err, e.Wait.Round(time.Millisecond))
+	case hub.EventFileDone:
+		note := "verified"
+		if e.Message != "" {
+			note = e.Message
+		}
+		fmt.Fprintf(r.w, "[%d/%d] %s %s\n", s.FilesDone, s.FilesTotal, e.File, note)
+	case hub.EventProgress:
+		if time.Since(r.last) < r.every {
+			return
+		}
+		r.last = time.Now()
+		line := fmt.Sprintf("%s of %s (%.1f%%), %s/s, ETA %s", gbStr(s.Done), gbStr(s.Total), 100*float64(s.Done)/max(float64(s.Total), 1), mbStr(s.Rate), etaStr(s.ETA))
+		act := s.Active()
+		for i, f := range act {
+			if i == 3 {
+				line += fmt.Sprintf(" | +%d more", len(act)-3)
+				break
+			}
+			line += fmt.Sprintf(" | %s %.0f%% %s/s ETA %s", shortName(f.Name), 100*float64(f.Done)/max(float64(f.Total), 1), mbStr(f.Rate), etaStr(f.ETA))
+		}
+		fmt.Fprintln(r.w, line)
+	}
+}
+
+func shortName(n string) string {
+	n = strings.TrimSuffix(n, ".safetensors")
+	return strings.Replace(n, "model-", "", 1)
+}
+
+func gbStr(n int64) string {
+	if n >= 1e9 {
+		return fmt.Sprintf("%.2f GB", float64(n)/1e9)
+	}
+	return fmt.Sprintf("%.1f MB", float64(n)/1e6)
+}
+
+func mbStr(bps float64) string { return fmt.Sprintf("%.1f MB", bps/1e6) }
+
+func etaStr(d time.Duration) string {
+	if d < 0 {
+		return "unknown"
+	}
+	return d.Round(time.Second).String()
+}

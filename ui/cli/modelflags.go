@@ -1,0 +1,122 @@
+package cli
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"k3/engine"
+	"k3/engine/plan"
+	"k3/storage/config"
+	st "k3/storage/safetensors"
+)
+
+// modelFlags are the flags every command that runs the model shares.
+type modelFlags struct {
+	cmd      string
+	cfgPath  *string
+	layers   *int
+	threads  *int
+	chunk    *int
+	cacheGB  *float64
+	trunkDir *string
+	trunkGB  *float64
+	ring     *int
+	preset   *string
+}
+
+func addModelFlags(fs *flag.FlagSet, cmd string) *modelFlags {
+	return &modelFlags{
+		cmd:      cmd,
+		cfgPath:  fs.String("config", "", "config file (default MODEL_DIR/config.json)"),
+		layers:   fs.Int("layers", 0, "bind only the first N layers (the output is then not the model's)"),
+		threads:  fs.Int("threads", 0, "worker threads (default: all CPUs)"),
+		chunk:    fs.Int("chunk", 64, "prefill chunk in positions"),
+		cacheGB:  fs.Float64("cache-gb", 64, "routed-expert cache budget in GB (1 GB = 1e9 bytes)"),
+		trunkDir: fs.String("trunk", "", "packed trunk directory (k3 pack): stream layers that do not fit --trunk-gb"),
+		trunkGB:  fs.Float64("trunk-gb", 16, "budget for pinned trunk layers plus the streaming ring, in GB"),
+		ring:     fs.Int("trunk-ring", 2, "ring slots for streamed layers (read ahead while the current layer computes)"),
+		preset:   fs.String("preset", "", "memory preset: "+strings.Join(plan.Names(), ", ")+" (see k3 presets)"),
+	}
+}
+
+// resolve applies a preset (explicit --trunk-gb/--cache-gb win) and checks
+// ranges. It returns an exit code, or -1 to go on.
+func (f *modelFlags) resolve(fs *flag.FlagSet, stdout, stderr io.Writer) int {
+	given := map[string]bool{}
+	fs.Visit(func(fl *flag.Flag) { given[fl.Name] = true })
+	if *f.preset != "" {
+		var t, c float64
+		if *f.preset == "auto" {
+			mem, err := plan.ReadMemory()
+			if err != nil {
+				fmt.Fprintf(stderr, "k3 %s: --preset auto needs the available memory: %v\n", f.cmd, err)
+				return ExitUsage
+			}
+			if t, c, err = plan.Auto(mem, 0); err != nil {
+				fmt.Fprintf(stderr, "k3 %s: --preset auto: %v\n", f.cmd, err)
+				return ExitUsage
+			}
+			fmt.Fprintf(stdout, "auto budget: trunk %.2f GB, expert cache %.2f GB (from %s usable)\n", t, c, humanBytes(float64(mem.Usable())))
+		} else if p, ok := plan.Lookup(*f.preset); ok {
+			t, c = p.TrunkGB, p.CacheGB
+		} else {
+			fmt.Fprintf(stderr, "k3 %s: unknown preset %q\n%s", f.cmd, *f.preset, plan.Table())
+			return ExitUsage
+		}
+		if !given["trunk-gb"] {
+			*f.trunkGB = t
+		}
+		if !given["cache-gb"] {
+			*f.cacheGB = c
+		}
+	}
+	switch {
+	case *f.ring < 1 || *f.ring > 8:
+		fmt.Fprintf(stderr, "k3 %s: --trunk-ring must be 1..8\n", f.cmd)
+		return ExitUsage
+	case *f.chunk < 1:
+		fmt.Fprintf(stderr, "k3 %s: --chunk must be at least 1\n", f.cmd)
+		return ExitUsage
+	case *f.trunkGB < 0 || *f.cacheGB < 0:
+		fmt.Fprintf(stderr, "k3 %s: budgets must not be negative\n", f.cmd)
+		return ExitUsage
+	}
+	return -1
+}
+
+// open makes the memory plan, checks it against available memory and binds
+// the model. It returns an exit code, or -1 with the model.
+func (f *modelFlags) open(dir string, positions int, allLogits bool, stdout, stderr io.Writer) (*engine.Model, *st.Set, *plan.Plan, int) {
+	mem, memErr := plan.ReadMemory()
+	var memp *plan.Memory
+	if memErr == nil {
+		memp = &mem
+	}
+	m, set, mplan, err := engine.OpenModel(dir, engine.OpenOptions{Config: *f.cfgPath, Layers: *f.layers, TrunkDir: *f.trunkDir,
+		Memory: memp, Budget: engine.Budget{TrunkBytes: int64(*f.trunkGB * 1e9), Ring: *f.ring, CacheBytes: int64(*f.cacheGB * 1e9),
+			Positions: positions, Chunk: *f.chunk, AllLogits: allLogits}})
+	if err != nil {
+		var ce *config.Error
+		var pe *engine.PlanError
+		switch {
+		case errors.As(err, &ce) || errors.Is(err, os.ErrNotExist):
+			fmt.Fprintf(stderr, "k3 %s: %v\n", f.cmd, err)
+			return nil, nil, nil, ExitUsage
+		case errors.As(err, &pe):
+			fmt.Fprintf(stderr, "k3 %s: refused before loading anything: %v", f.cmd, err)
+			return nil, nil, nil, ExitRuntime
+		}
+		fmt.Fprintf(stderr, "k3 %s: %v\n", f.cmd, err)
+		return nil, nil, nil, ExitRuntime
+	}
+	fmt.Fprintln(stdout, m.Cfg.Summary())
+	if m.Bound < m.Cfg.Layers {
+		fmt.Fprintf(stdout, "NOTE: binding only the first %d of %d layers: the output is NOT the model's\n", m.Bound, m.Cfg.Layers)
+	}
+	fmt.Fprint(stdout, mplan.String())
+	return m, set, mplan, -1
+}

@@ -1,0 +1,170 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"k3/storage/verify"
+)
+
+func init() {
+	register("verify", "check a model directory: files, sizes, optional SHA-256", runVerify)
+}
+
+// storeParseArgs (the store* helpers serve verify, download and doctor)
+// parses flags that may come before or after the
+// positional arguments ("k3 verify DIR --sha256" and "k3 verify --sha256
+// DIR"), returning the positionals.
+func storeParseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return pos, nil
+		}
+		if args[0] == "--" {
+			return append(pos, args[1:]...), nil
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+}
+
+// storeInterrupt is cancelled by Ctrl-C (and SIGTERM on Unix).
+func storeInterrupt() (context.Context, func()) {
+	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+}
+
+func runVerify(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("verify", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	sha := fs.Bool("sha256", false, "hash every file and compare with k3-manifest.json (reads the whole checkpoint)")
+	layers := fs.Int("layers", 0, "check only the shards the first N layers need (partial sets; needs model.safetensors.index.json)")
+	jobs := fs.Int("jobs", 0, "files hashed in parallel (default min(4, cores))")
+	asJSON := fs.Bool("json", false, "print the report as one JSON object")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: k3 verify MODEL_DIR [--sha256] [--layers N] [--json]")
+		fmt.Fprintln(stderr, "Checks the released file set (96 shards with exact sizes, config.json, tiktoken.model,")
+		fmt.Fprintln(stderr, "tokenizer_config.json). Exit 0 only when everything needed is present and right.")
+		fs.PrintDefaults()
+	}
+	pos, err := storeParseArgs(fs, args)
+	if err != nil {
+		if err == flag.ErrHelp {
+			return ExitOK
+		}
+		return ExitUsage
+	}
+	if len(pos) != 1 {
+		fs.Usage()
+		return ExitUsage
+	}
+	if *layers < 0 {
+		fmt.Fprintln(stderr, "k3 verify: --layers must be >= 1")
+		return ExitUsage
+	}
+	dir := pos[0]
+	ctx, stop := storeInterrupt()
+	defer stop()
+
+	opt := verify.Options{SHA256: *sha, Layers: *layers, Jobs: *jobs}
+	var pmu sync.Mutex
+	var last time.Time
+	start := time.Now()
+	if *sha && !*asJSON {
+		opt.Progress = func(done, total int64) {
+			pmu.Lock()
+			defer pmu.Unlock()
+			if time.Since(last) < 5*time.Second && done < total {
+				return
+			}
+			last = time.Now()
+			el := time.Since(start).Seconds()
+			fmt.Fprintf(stderr, "hashing: %.1f of %.1f GB (%.0f MB/s)\n", float64(done)/1e9, float64(total)/1e9, float64(done)/1e6/max(el, 1e-9))
+		}
+	}
+	rep, err := verify.Check(ctx, dir, opt)
+	if err != nil {
+		if ctx.Err() != nil {
+			fmt.Fprintln(stderr, "k3 verify: interrupted")
+			return ExitInterrupted
+		}
+		fmt.Fprintf(stderr, "k3 verify: %v\n", err)
+		return ExitRuntime
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		if err := enc.Encode(rep); err != nil {
+			return ExitOutput
+		}
+	} else {
+		printVerify(stdout, rep)
+	}
+	if !rep.Complete {
+		return ExitRuntime
+	}
+	return ExitOK
+}
+
+func printVerify(w io.Writer, rep *verify.Report) {
+	what := "the full model"
+	if rep.Layers > 0 {
+		what = fmt.Sprintf("the first %d layers", rep.Layers)
+	}
+	fmt.Fprintf(w, "verify %s (%s)\n", rep.Dir, what)
+	for _, f := range rep.Files {
+		switch f.Status {
+		case verify.StatusOK, verify.StatusKnown:
+			continue
+		}
+		line := fmt.Sprintf("  %-13s %s", f.Status, f.Name)
+		if f.Detail != "" {
+			line += ": " + f.Detail
+		}
+		fmt.Fprintln(w, line)
+	}
+	fmt.Fprintf(w, "%d of %d required files ok, %.3f of %.3f TB", rep.OK, rep.Required, float64(rep.Bytes)/1e12, float64(rep.WantBytes)/1e12)
+	var parts []string
+	for _, p := range []struct {
+		n    int
+		name string
+	}{{rep.Missing, "missing"}, {rep.WrongSize, "wrong size"}, {rep.HashBad, "hash mismatch"}, {rep.NoHash, "no recorded hash"}, {rep.Unreadable, "unreadable"}, {rep.Partial, "partial downloads"}, {rep.Extra, "extra"}} {
+		if p.n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", p.n, p.name))
+		}
+	}
+	if len(parts) > 0 {
+		fmt.Fprintf(w, "; %s", strings.Join(parts, ", "))
+	}
+	fmt.Fprintln(w)
+	if rep.Hashed {
+		fmt.Fprintf(w, "sha256 checked against %s (commit %s)\n", verify.ManifestFile, rep.Commit)
+	} else {
+		fmt.Fprintln(w, "sizes checked; add --sha256 to check content against the download manifest")
+	}
+	if rep.Complete {
+		fmt.Fprintln(w, "COMPLETE")
+	} else {
+		fmt.Fprintf(w, "INCOMPLETE: run 'k3 download %s' to fetch or repair what is missing\n", storeQuote(rep.Dir))
+	}
+}
+
+// storeQuote quotes s for a POSIX shell when it needs it.
+func storeQuote(s string) string {
+	if s != "" && !strings.ContainsAny(s, " \t\n'\"$`\\|&;<>()*?[]#~") {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
