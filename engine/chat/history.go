@@ -1,0 +1,126 @@
+package chat
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// Message is one line of a history file.
+type Message struct {
+	Role             string `json:"role"`
+	Content          string `json:"content"`
+	ReasoningContent string `json:"reasoning_content,omitempty"`
+	// Cut marks an assistant reply that did not finish: "stopped" (by the
+	// user) or "turn cap" (the token limit). It is kept, never dropped.
+	Cut string `json:"cut,omitempty"`
+}
+
+var roles = map[string]bool{"system": true, "user": true, "assistant": true, "tool": true}
+
+// ParseHistory validates JSONL history strictly: one object per non-empty
+// line with a known role, a string content, an optional reasoning_content
+// (assistant only) and cut; unknown fields are refused. Errors name the line.
+func ParseHistory(data []byte) ([]Message, error) {
+	var out []Message
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(make([]byte, 0, 1<<16), 1<<30)
+	n := 0
+	for sc.Scan() {
+		n++
+		line := bytes.TrimSpace(sc.Bytes())
+		if len(line) == 0 {
+			continue
+		}
+		dec := json.NewDecoder(bytes.NewReader(line))
+		dec.DisallowUnknownFields()
+		var m struct {
+			Role             *string `json:"role"`
+			Content          *string `json:"content"`
+			ReasoningContent *string `json:"reasoning_content"`
+			Cut              *string `json:"cut"`
+		}
+		if err := dec.Decode(&m); err != nil {
+			return nil, fmt.Errorf("line %d: %v", n, err)
+		}
+		if dec.More() {
+			return nil, fmt.Errorf("line %d: more than one JSON value", n)
+		}
+		switch {
+		case m.Role == nil:
+			return nil, fmt.Errorf("line %d: no role", n)
+		case !roles[*m.Role]:
+			return nil, fmt.Errorf("line %d: unknown role %q (system, user, assistant or tool)", n, *m.Role)
+		case m.Content == nil:
+			return nil, fmt.Errorf("line %d: no content", n)
+		case m.ReasoningContent != nil && *m.Role != "assistant":
+			return nil, fmt.Errorf("line %d: reasoning_content on a %s message", n, *m.Role)
+		case m.Cut != nil && (*m.Role != "assistant" || (*m.Cut != "stopped" && *m.Cut != "turn cap")):
+			return nil, fmt.Errorf("line %d: cut must be \"stopped\" or \"turn cap\" on an assistant message", n)
+		}
+		msg := Message{Role: *m.Role, Content: *m.Content}
+		if m.ReasoningContent != nil {
+			msg.ReasoningContent = *m.ReasoningContent
+		}
+		if m.Cut != nil {
+			msg.Cut = *m.Cut
+		}
+		out = append(out, msg)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("line %d: %v", n+1, err)
+	}
+	return out, nil
+}
+
+// LoadHistory reads a history file; a missing file is an empty history.
+func LoadHistory(path string) ([]Message, error) {
+	data, err := os.ReadFile(path)
+	if os.IsNotExist(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	h, err := ParseHistory(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w (the file was not changed)", path, err)
+	}
+	return h, nil
+}
+
+// SaveHistory writes the history atomically (temporary file, then rename).
+func SaveHistory(path string, h []Message) error {
+	var b strings.Builder
+	for _, m := range h {
+		line, err := json.Marshal(m)
+		if err != nil {
+			return err
+		}
+		b.Write(line)
+		b.WriteByte('\n')
+	}
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	_, err = f.WriteString(b.String())
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+	}
+	return err
+}
