@@ -120,3 +120,5 @@ func (f *modelFlags) open(dir string, positions int, allLogits bool, stdout, std
 	fmt.Fprint(stdout, mplan.String())
 	return m, set, mplan, -1
 }
+
+func asExpert(err error, target **engine.ExpertError) bool { return errors.As(err, target) }

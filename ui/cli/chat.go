@@ -1,0 +1,222 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"slices"
+	"strings"
+	"sync"
+
+	"k3/engine"
+	"k3/engine/chat"
+	"k3/tokenizer"
+)
+
+func init() {
+	register("chat", "talk with the model (multi-turn, streamed, thinking shown)", cmdChat)
+}
+
+// stdin is the REPL's input (tests replace it).
+var stdin io.Reader = os.Stdin
+
+const chatHelp = `commands:
+  /help            this list
+  /reset           forget the conversation
+  /think on|off    thinking channel on or off
+  /effort E        thinking effort: low, high or max
+  /exit            leave (Ctrl-D works too)
+Ctrl-C stops the reply being written; a second Ctrl-C leaves.
+`
+
+func cmdChat(args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("chat", stderr)
+	mf := addModelFlags(fs, "chat")
+	tokDir := fs.String("tok", "", "tokenizer directory (default: the model directory)")
+	history := fs.String("history", "", "JSONL history file: loaded at start, written after every turn")
+	system := fs.String("system", "", "system prompt")
+	temp := fs.Float64("temperature", 0, "sampling temperature (0: greedy)")
+	topP := fs.Float64("top-p", 0, "nucleus sampling threshold (0: off)")
+	topK := fs.Int("top-k", 0, "sample among the K most likely tokens (0: all)")
+	seed := fs.Uint64("seed", 0, "sampling seed (each turn draws from its own PCG32 stream)")
+	greedy := fs.Bool("greedy", false, "always pick the most likely token")
+	noThink := fs.Bool("no-think", false, "thinking off: answer directly")
+	effort := fs.String("thinking-effort", "max", "low, high or max")
+	gen := fs.Int("gen", 4096, "turn cap in tokens, thinking included")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: k3 chat MODEL_DIR [flags]")
+		fs.PrintDefaults()
+	}
+	pos, err := parseMixed(fs, args)
+	if err != nil {
+		return ExitUsage
+	}
+	if len(pos) != 1 {
+		fmt.Fprintln(stderr, "k3 chat: give exactly one MODEL_DIR (run 'k3 chat -h' for the flags)")
+		return ExitUsage
+	}
+	if code := mf.resolve(fs, stdout, stderr); code >= 0 {
+		return code
+	}
+	if !slices.Contains(tokenizer.ThinkingEfforts, *effort) {
+		fmt.Fprintf(stderr, "k3 chat: --thinking-effort %q is not one of %v\n", *effort, tokenizer.ThinkingEfforts)
+		return ExitUsage
+	}
+	if *gen < 1 || *temp < 0 || *topP < 0 || *topP > 1 || *topK < 0 {
+		fmt.Fprintln(stderr, "k3 chat: --gen must be positive, --temperature >= 0, --top-p in 0..1, --top-k >= 0")
+		return ExitUsage
+	}
+	dir := pos[0]
+	td := *tokDir
+	if td == "" {
+		td = dir
+	}
+	tok, err := tokenizer.Load(td)
+	if err != nil {
+		fmt.Fprintf(stderr, "k3 chat: tokenizer: %v\n", err)
+		return ExitUsage
+	}
+	var hist []chat.Message
+	if *history != "" {
+		if hist, err = chat.LoadHistory(*history); err != nil {
+			fmt.Fprintf(stderr, "k3 chat: %v\n", err)
+			return ExitUsage
+		}
+	}
+	m, set, _, code := mf.open(dir, 8192+*gen, false, stdout, stderr)
+	if code >= 0 {
+		return code
+	}
+	defer set.Close()
+	defer m.Store.Close()
+	if m.Cfg.VocabSize < tok.VocabSize() {
+		fmt.Fprintf(stderr, "k3 chat: the tokenizer has %d ids but the model only %d\n", tok.VocabSize(), m.Cfg.VocabSize)
+		return ExitUsage
+	}
+	e, err := engine.NewEngineFor(m, *mf.threads)
+	if err != nil {
+		fmt.Fprintf(stderr, "k3 chat: %v\n", err)
+		return ExitRuntime
+	}
+	defer e.Close()
+	e.Chunk = *mf.chunk
+	s := chat.NewSession(e, tok)
+	s.History, s.HistoryPath = hist, *history
+	opt := chat.Options{System: *system, NoThink: *noThink, Effort: *effort, Greedy: *greedy || *temp == 0,
+		Temperature: *temp, TopP: *topP, TopK: *topK, Seed: *seed, MaxTokens: *gen}
+	if len(hist) > 0 {
+		fmt.Fprintf(stdout, "history: %d messages from %s\n", len(hist), *history)
+	}
+	fmt.Fprintln(stdout, "type a message; /help for commands")
+
+	// Ctrl-C: cancel the reply in flight; a second one (or one at the prompt) leaves.
+	sig := make(chan os.Signal, 2)
+	signal.Notify(sig, os.Interrupt)
+	defer signal.Stop(sig)
+	var mu sync.Mutex
+	var cancelTurn context.CancelFunc
+	go func() {
+		for range sig {
+			mu.Lock()
+			c := cancelTurn
+			cancelTurn = nil
+			mu.Unlock()
+			if c == nil {
+				fmt.Fprintln(stderr, "\nbye")
+				os.Exit(130)
+			}
+			fmt.Fprintln(stderr, "\n[stopping the reply; Ctrl-C again to leave]")
+			c()
+		}
+	}()
+
+	in := bufio.NewScanner(stdin)
+	in.Buffer(make([]byte, 0, 1<<16), 1<<24)
+	for {
+		fmt.Fprint(stdout, "\n> ")
+		if !in.Scan() {
+			fmt.Fprintln(stdout)
+			return ExitOK
+		}
+		line := strings.TrimSpace(in.Text())
+		if line == "" {
+			continue
+		}
+		if strings.HasPrefix(line, "/") {
+			f := strings.Fields(line)
+			switch {
+			case f[0] == "/exit" || f[0] == "/quit":
+				return ExitOK
+			case f[0] == "/help":
+				fmt.Fprint(stdout, chatHelp)
+			case f[0] == "/reset":
+				s.Reset()
+				fmt.Fprintln(stdout, "conversation cleared")
+			case f[0] == "/think" && len(f) == 2 && (f[1] == "on" || f[1] == "off"):
+				opt.NoThink = f[1] == "off"
+				fmt.Fprintf(stdout, "thinking %s\n", f[1])
+			case f[0] == "/effort" && len(f) == 2 && slices.Contains(tokenizer.ThinkingEfforts, f[1]):
+				opt.Effort = f[1]
+				fmt.Fprintf(stdout, "thinking effort %s\n", f[1])
+			default:
+				fmt.Fprintf(stdout, "unknown command %q\n%s", line, chatHelp)
+			}
+			continue
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		mu.Lock()
+		cancelTurn = cancel
+		mu.Unlock()
+		rep, err := s.Turn(ctx, line, opt, chatPrinter(stdout))
+		mu.Lock()
+		cancelTurn = nil
+		mu.Unlock()
+		cancel()
+		if err != nil {
+			var ee *engine.ExpertError
+			if asExpert(err, &ee) {
+				fmt.Fprintf(stderr, "chat invalid: %v\n", err)
+				return ExitExpertLoad
+			}
+			fmt.Fprintf(stderr, "k3 chat: %v\n", err)
+			return ExitRuntime
+		}
+		fmt.Fprintln(stdout)
+		switch rep.Cut {
+		case "stopped":
+			fmt.Fprintln(stdout, "[stopped; the partial reply is kept]")
+		case "turn cap":
+			fmt.Fprintf(stdout, "[turn cap of %d tokens reached; the reply is kept]\n", opt.MaxTokens)
+		}
+		fmt.Fprintf(stdout, "[%d tokens, %d prompt positions reused, %d read; first token %.2f s, %.3f s/token]\n",
+			rep.Tokens, rep.Reused, rep.Prefilled, rep.FirstTokenSeconds, rep.SecondsPerToken)
+	}
+}
+
+// chatPrinter streams a reply: the think channel under a "thinking" header,
+// then the answer after a rule.
+func chatPrinter(w io.Writer) func(chat.Event) {
+	phase := ""
+	return func(ev chat.Event) {
+		switch ev.Kind {
+		case chat.EventReasoning, chat.EventAnswer, chat.EventTool:
+			if ev.Kind != phase {
+				switch ev.Kind {
+				case chat.EventReasoning:
+					fmt.Fprint(w, "[thinking]\n")
+				case chat.EventAnswer:
+					if phase == chat.EventReasoning {
+						fmt.Fprint(w, "\n[/thinking]\n")
+					}
+				case chat.EventTool:
+					fmt.Fprint(w, "\n[tool call]\n")
+				}
+				phase = ev.Kind
+			}
+			fmt.Fprint(w, ev.Text)
+		}
+	}
+}

@@ -1,0 +1,81 @@
+package cli
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"k3/engine/chat"
+	"k3/engine/synth"
+	"k3/tokenizer"
+)
+
+func demoModel(t *testing.T) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "demo")
+	if err := synth.Write(dir, synth.Small()); err != nil {
+		t.Fatal(err)
+	}
+	if err := tokenizer.WriteByteLevel(dir, tokenizer.ByteLevelOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func TestChatREPL(t *testing.T) {
+	dir := demoModel(t)
+	hist := filepath.Join(t.TempDir(), "h.jsonl")
+	stdin = strings.NewReader("/help\n/think off\nhello\n/effort low\n/think on\nagain\n/bogus\n/exit\n")
+	defer func() { stdin = nil }()
+	code, out, errs := runK3("chat", dir, "--gen", "6", "--history", hist, "--chunk", "8")
+	if code != ExitOK {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errs)
+	}
+	for _, want := range []string{"commands:", "thinking off", "thinking effort low", "[turn cap of 6 tokens reached; the reply is kept]",
+		"[thinking]", "unknown command \"/bogus\"", "prompt positions reused"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	h, err := chat.LoadHistory(hist)
+	if err != nil || len(h) != 4 || h[0].Content != "hello" || h[2].Content != "again" || h[3].Cut != "turn cap" {
+		t.Fatalf("history %+v %v", h, err)
+	}
+	// the history is picked up again
+	stdin = strings.NewReader("/exit\n")
+	code, out, _ = runK3("chat", dir, "--history", hist)
+	if code != ExitOK || !strings.Contains(out, "history: 4 messages") {
+		t.Fatalf("reload: %d\n%s", code, out)
+	}
+}
+
+func TestChatErrors(t *testing.T) {
+	dir := demoModel(t)
+	stdin = strings.NewReader("")
+	defer func() { stdin = nil }()
+	bad := filepath.Join(t.TempDir(), "bad.jsonl")
+	writeFile(t, bad, "{\"role\":\"user\",\"content\":\"x\"}\nnot json\n")
+	for _, c := range []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"chat"}, "exactly one MODEL_DIR"},
+		{[]string{"chat", dir, "--thinking-effort", "medium"}, `"medium" is not one of`},
+		{[]string{"chat", dir, "--history", bad}, "line 2"},
+		{[]string{"chat", t.TempDir()}, "tokenizer"},
+		{[]string{"chat", dir, "--top-p", "2"}, "--top-p in 0..1"},
+	} {
+		code, _, errs := runK3(c.args...)
+		if code != ExitUsage || !strings.Contains(errs, c.msg) {
+			t.Errorf("%v: exit %d, stderr %q (want %q)", c.args, code, errs, c.msg)
+		}
+	}
+}
+
+func writeFile(t *testing.T, path, body string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
