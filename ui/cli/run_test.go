@@ -184,3 +184,23 @@ func TestRunExpertFailure(t *testing.T) {
 		t.Fatalf("report not written or drops not counted: %s", raw)
 	}
 }
+
+// TestRunPrompt: text in, text out, with the model directory's tokenizer.
+func TestRunPrompt(t *testing.T) {
+	dir := demoModel(t)
+	out := filepath.Join(t.TempDir(), "r.json")
+	code, stdout, stderr := runK3("run", dir, "--prompt", "Hello, K3!", "--gen", "5", "--out", out)
+	if code != ExitOK {
+		t.Fatalf("exit %d %s", code, stderr)
+	}
+	var rep runReport
+	raw, _ := os.ReadFile(out)
+	json.Unmarshal(raw, &rep)
+	// "Hello, K3!" is 10 bytes = 10 ids in a byte-level vocabulary
+	if len(rep.PromptIDs) != 10 || rep.GeneratedText == nil || len(rep.GeneratedIDs) != 5 {
+		t.Fatalf("report %+v", rep)
+	}
+	if !strings.Contains(stdout, "tokenized: 10 bytes -> 10 ids") || !strings.Contains(stdout, "--- generated text ---") {
+		t.Fatalf("stdout:\n%s", stdout)
+	}
+}
