@@ -1,0 +1,359 @@
+// Package doctor answers "can this machine run Kimi K3, how fast, with
+// which preset, and what do I do next": CPU and SIMD features, memory with
+// cgroup limits, free space and engine-style disk speed per directory
+// (O_DIRECT into huge pages, 17.55 MB random reads at queue depth 1 and 8,
+// 64 MiB sequential), a quick kernel measurement, and a preset with
+// predicted seconds per token and peak RSS from the cost model in cost.go.
+//
+// The library never prints: Run takes a context (cancellation) and a
+// progress callback, so the desktop app can drive it; ui/cli renders the
+// Report.
+package doctor
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+
+	"k3/engine/plan"
+	"k3/storage/verify"
+)
+
+// Options for Run.
+type Options struct {
+	Dirs  []string // directories to check (model, trunk); none: the current directory
+	Quick bool     // under 15 s: 1 GiB probe, short phases
+	// Root is the filesystem /proc and /sys are read from (nil: the real
+	// one). Tests pass an fstest.MapFS.
+	Root fs.FS
+	// Memory reports total and available memory (nil: gopsutil).
+	Memory MemorySource
+	// SkipDisk and SkipCompute leave those measurements out (their fields
+	// say "not measured"); for tests and for a GUI's instant first pass.
+	SkipDisk, SkipCompute bool
+	// NoDevice stops the disk measurement from reading a directory's block
+	// device directly (which it does when permitted, i.e. as root, because
+	// a freshly written probe file can be served from a virtual disk's host
+	// cache); a probe file is written instead.
+	NoDevice bool
+	// Progress receives coarse progress; may be nil. Called from the
+	// goroutine running Run and from measurement goroutines.
+	Progress func(Progress)
+}
+
+// Progress is one progress report.
+type Progress struct {
+	Step     string  // "system", "compute", "disk"
+	Dir      string  // for disk steps
+	Phase    string  // disk: "write", "qd1", "qd8", "seq"
+	Fraction float64 // 0..1 of the whole run, approximate
+	Message  string
+}
+
+// Report is everything the doctor found.
+type Report struct {
+	OS          string       `json:"os"`
+	Arch        string       `json:"arch"`
+	CPU         CPUInfo      `json:"cpu"`
+	Memory      MemoryInfo   `json:"memory"`
+	Disks       []DiskResult `json:"disks"`
+	Compute     Compute      `json:"compute"`
+	Preset      Prediction   `json:"preset"`
+	AllPresets  []Prediction `json:"all_presets"`
+	CanRun      bool         `json:"can_run"`
+	Problems    []string     `json:"problems"` // why it cannot run (empty when CanRun)
+	Warnings    []string     `json:"warnings"`
+	Notes       []string     `json:"notes"`
+	NextCommand string       `json:"next_command"`
+	Then        []string     `json:"then"` // the commands after that, in order
+	ModelDir    string       `json:"model_dir,omitempty"`
+	TrunkDir    string       `json:"trunk_dir,omitempty"`
+	Quick       bool         `json:"quick"`
+	Seconds     float64      `json:"seconds"`
+}
+
+// ModelDirName is appended to a directory that does not hold a model yet
+// to name the download destination.
+const ModelDirName = "Kimi-K3"
+
+// Run measures the machine. It returns an error only if ctx is cancelled.
+func Run(ctx context.Context, opt Options) (*Report, error) {
+	start := time.Now()
+	prog := func(p Progress) {
+		if opt.Progress != nil {
+			opt.Progress(p)
+		}
+	}
+	root := opt.Root
+	if root == nil {
+		root = os.DirFS("/")
+	}
+	src := opt.Memory
+	if src == nil {
+		src = gopsutilMemory{}
+	}
+	dirs := opt.Dirs
+	if len(dirs) == 0 {
+		dirs = []string{"."}
+	}
+	r := &Report{OS: runtime.GOOS, Arch: runtime.GOARCH, Quick: opt.Quick, Problems: []string{}, Warnings: []string{}, Notes: []string{}, Then: []string{}}
+
+	prog(Progress{Step: "system", Message: "reading CPU and memory"})
+	r.CPU = readCPU(root)
+	var notes []string
+	r.Memory, notes = readMemory(ctx, src, root)
+	r.Notes = append(r.Notes, notes...)
+	if !hasFeature(r.CPU.Features, "avx2") && (runtime.GOARCH == "amd64") {
+		r.Warnings = append(r.Warnings, "no AVX2: the kernels run on their portable path, several times slower")
+	}
+
+	// Compute.
+	threads := max(1, r.CPU.PhysicalCores)
+	if opt.SkipCompute {
+		r.Compute = defaultCompute(threads)
+		r.Notes = append(r.Notes, fmt.Sprintf("kernel speed not measured: assumed %.0f GB/s bf16 and %.0f GB/s MXFP4 per core", DefaultBF16GBps, DefaultMXFP4GBps))
+	} else {
+		prog(Progress{Step: "compute", Fraction: 0.02, Message: "timing the exact bf16 and MXFP4 kernels"})
+		d := time.Second
+		if opt.Quick {
+			d = 300 * time.Millisecond
+		}
+		r.Compute = measureCompute(ctx, threads, d)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+
+	// Disks: one measurement per device; later dirs on the same device
+	// reuse it.
+	devs := devicesOf(dirs)
+	pl := diskPlan{probe: 8 << 30, phase: 12 * time.Second, writeMax: 15 * time.Second, device: !opt.NoDevice}
+	if opt.Quick {
+		pl = diskPlan{probe: 1 << 30, phase: 1500 * time.Millisecond, writeMax: 2 * time.Second, device: !opt.NoDevice}
+	}
+	if n := len(devs); n > 1 {
+		pl.phase = max(pl.phase/time.Duration(n), 500*time.Millisecond)
+		pl.writeMax = max(pl.writeMax/time.Duration(n), time.Second)
+	}
+	measured := map[string]DiskResult{}
+	for i, d := range dirs {
+		dev := statFS(d).device
+		if prev, ok := measured[dev]; ok && dev != "" {
+			res := measureDisk(ctx, d, diskPlan{}, func(string, float64) {}) // free space etc. only
+			if opt.SkipDisk {
+				res = DiskResult{}
+			}
+			res = statOnly(d, res)
+			res.ReadGBpsQD1, res.ReadGBpsQD8, res.SeqGBps, res.WriteGBps = prev.ReadGBpsQD1, prev.ReadGBpsQD8, prev.SeqGBps, prev.WriteGBps
+			res.Direct, res.HugePages, res.CacheControl = prev.Direct, prev.HugePages, prev.CacheControl
+			r.Disks = append(r.Disks, res)
+			continue
+		}
+		var res DiskResult
+		if opt.SkipDisk {
+			res = statOnly(d, DiskResult{})
+			res.Notes = append(res.Notes, "disk speed not measured (skipped)")
+		} else {
+			base := 0.1 + 0.9*float64(i)/float64(len(dirs))
+			span := 0.9 / float64(len(dirs))
+			res = measureDisk(ctx, d, pl, func(phase string, f float64) {
+				w := map[string]float64{"write": 0, "qd1": 0.25, "qd8": 0.5, "seq": 0.75}[phase]
+				prog(Progress{Step: "disk", Dir: d, Phase: phase, Fraction: base + span*(w+0.25*f)})
+			})
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if dev != "" {
+			measured[dev] = res
+		}
+		r.Disks = append(r.Disks, res)
+	}
+	sameDevice(r.Disks)
+
+	decide(r)
+	r.Seconds = round2(time.Since(start).Seconds())
+	prog(Progress{Step: "done", Fraction: 1})
+	return r, nil
+}
+
+// statOnly fills the free-space and model fields without measuring.
+func statOnly(dir string, r DiskResult) DiskResult {
+	if r.Path == "" {
+		r.Path = dir
+		if abs, err := filepath.Abs(dir); err == nil {
+			r.Path = abs
+		}
+	}
+	fsi := statFS(dir)
+	r.FreeBytes, r.TotalBytes, r.Device, r.Filesystem = fsi.free, fsi.total, fsi.device, fsi.fstype
+	_, r.ModelBytes, r.ModelComplete = modelShards(dir)
+	if r.Notes == nil {
+		r.Notes = []string{}
+	}
+	return r
+}
+
+func hasFeature(fs []string, f string) bool {
+	for _, x := range fs {
+		if x == f {
+			return true
+		}
+	}
+	return false
+}
+
+// trunkReserve is the space the packed trunk takes next to the checkpoint.
+const trunkReserve = 110e9
+
+// decide picks the model and trunk directories, the preset, can_run and
+// the next commands.
+func decide(r *Report) {
+	// Model directory: one already holding the whole model, else the one
+	// with the most bytes of it, else the one with the most free space.
+	mi := -1
+	for i, d := range r.Disks {
+		if d.ModelComplete {
+			mi = i
+			break
+		}
+	}
+	if mi < 0 {
+		for i, d := range r.Disks {
+			if d.ModelBytes > 0 && (mi < 0 || d.ModelBytes > r.Disks[mi].ModelBytes) {
+				mi = i
+			}
+		}
+	}
+	if mi < 0 {
+		for i, d := range r.Disks {
+			if mi < 0 || d.FreeBytes > r.Disks[mi].FreeBytes {
+				mi = i
+			}
+		}
+	}
+	md := r.Disks[mi]
+	need := verify.ReleasedBytes - md.ModelBytes
+	storageOK := md.ModelComplete || int64(md.FreeBytes) >= need
+	modelDir := md.Path
+	if !md.ModelComplete && md.ModelBytes == 0 && !looksLikeModelDir(md.Path) {
+		modelDir = filepath.Join(md.Path, ModelDirName)
+	}
+	r.ModelDir = modelDir
+
+	// Trunk directory: the fastest sequential reader with room for it
+	// (the model's own disk if nothing else fits).
+	ti := mi
+	for i, d := range r.Disks {
+		room := int64(d.FreeBytes)
+		if i == mi && !md.ModelComplete {
+			room -= need
+		}
+		if room < trunkReserve {
+			continue
+		}
+		if r.Disks[ti].SeqGBps == nil || d.SeqGBps != nil && *d.SeqGBps > *r.Disks[ti].SeqGBps {
+			ti = i
+		}
+	}
+	r.TrunkDir = filepath.Join(r.Disks[ti].Path, "k3trunk")
+
+	sp := Speeds{BF16GBps: r.Compute.BF16GBps, MXFP4GBps: r.Compute.MXFP4GBps}
+	sp.TrunkDiskGBps = bestSpeed(r.Disks[ti].SeqGBps, r.Disks[ti].ReadGBpsQD1, r.Disks[ti].ReadGBpsQD8)
+	sp.ExpertDiskGBps = bestSpeed(r.Disks[mi].ReadGBpsQD8, r.Disks[mi].ReadGBpsQD1)
+	if sp.TrunkDiskGBps == 0 || sp.ExpertDiskGBps == 0 {
+		fb := 0.0
+		for _, d := range r.Disks {
+			fb = max(fb, bestSpeed(d.SeqGBps, d.ReadGBpsQD8, d.ReadGBpsQD1))
+		}
+		if fb == 0 {
+			fb = 1.0
+			r.Notes = append(r.Notes, "no disk speed measured: predictions assume 1 GB/s")
+		}
+		if sp.TrunkDiskGBps == 0 {
+			sp.TrunkDiskGBps = fb
+		}
+		if sp.ExpertDiskGBps == 0 {
+			sp.ExpertDiskGBps = fb
+		}
+	}
+	for _, p := range plan.Presets {
+		r.AllPresets = append(r.AllPresets, Predict(p, sp))
+	}
+	pred, memOK := Choose(r.Memory.AvailableBytes, sp)
+	r.Preset = pred
+
+	if !memOK {
+		r.Problems = append(r.Problems, fmt.Sprintf("only %.1f GB of memory is available; even the ultra preset needs ~%.1f GB (peak RSS) within %.0f%% of it",
+			float64(r.Memory.AvailableBytes)/1e9, float64(PeakRSS(plan.Presets[0]))/1e9, memoryHeadroom*100))
+	}
+	if !storageOK {
+		largest := uint64(0)
+		for _, d := range r.Disks {
+			largest = max(largest, d.FreeBytes)
+		}
+		r.Problems = append(r.Problems, fmt.Sprintf("no directory given has room for the checkpoint: it needs %.2f TB more and the most free space is %.1f GB (%s); pass --dir on a disk with at least %.2f TB free",
+			float64(need)/1e12, float64(largest)/1e9, md.Path, float64(need+trunkReserve)/1e12))
+	} else if !md.ModelComplete && int64(md.FreeBytes) < need+trunkReserve && ti == mi {
+		r.Warnings = append(r.Warnings, fmt.Sprintf("%s has room for the checkpoint but not for the packed trunk (~110 GB more): put the trunk on another disk", md.Path))
+	}
+	r.CanRun = len(r.Problems) == 0
+
+	// Split storage: say where the time goes.
+	if ti != mi && r.Disks[ti].Device != r.Disks[mi].Device {
+		r.Notes = append(r.Notes, fmt.Sprintf("trunk on %s (%.2f GB/s sequential), experts from %s (%.2f GB/s random): each device's time is in the prediction",
+			r.Disks[ti].Path, sp.TrunkDiskGBps, r.Disks[mi].Path, sp.ExpertDiskGBps))
+	}
+	if r.Memory.CgroupLimitBytes == nil && r.Memory.CgroupVersion == 0 {
+		r.Notes = append(r.Notes, "no memory cgroup visible")
+	}
+
+	q := func(s string) string {
+		if strings.ContainsAny(s, " \t'\"$`\\") {
+			return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+		}
+		return s
+	}
+	switch {
+	case !r.CanRun && !memOK:
+		r.NextCommand = ""
+	case !md.ModelComplete && storageOK:
+		r.NextCommand = "k3 download " + q(modelDir)
+		r.Then = append(r.Then, "k3 verify "+q(modelDir)+" --sha256")
+		r.Then = append(r.Then, "k3 pack "+q(modelDir)+" "+q(r.TrunkDir))
+		r.Then = append(r.Then, fmt.Sprintf("k3 run %s --trunk %s --preset %s", q(modelDir), q(r.TrunkDir), pred.Name))
+	case !md.ModelComplete:
+		r.NextCommand = "k3 doctor --dir DIR_WITH_1.7_TB_FREE"
+	default:
+		r.NextCommand = "k3 verify " + q(modelDir) + " --sha256"
+		r.Then = append(r.Then, "k3 pack "+q(modelDir)+" "+q(r.TrunkDir))
+		r.Then = append(r.Then, fmt.Sprintf("k3 run %s --trunk %s --preset %s", q(modelDir), q(r.TrunkDir), pred.Name))
+	}
+}
+
+// looksLikeModelDir is true for a directory that already has model files
+// or a download in progress.
+func looksLikeModelDir(dir string) bool {
+	for _, n := range []string{verify.ManifestFile, "config.json", verify.IndexFile} {
+		if _, err := os.Stat(filepath.Join(dir, n)); err == nil {
+			return true
+		}
+	}
+	m, _ := filepath.Glob(filepath.Join(dir, "*.safetensors*"))
+	return len(m) > 0
+}
+
+func bestSpeed(xs ...*float64) float64 {
+	b := 0.0
+	for _, x := range xs {
+		if x != nil && *x > b {
+			b = *x
+		}
+	}
+	return b
+}

@@ -1,0 +1,296 @@
+package doctor
+
+import (
+	"context"
+	"encoding/json"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"testing/fstest"
+	"time"
+
+	"k3/engine/plan"
+)
+
+type fakeMem struct{ total, avail uint64 }
+
+func (f fakeMem) Memory(context.Context) (uint64, uint64, error) { return f.total, f.avail, nil }
+
+const cpuinfo2x2 = `processor	: 0
+model name	: Test CPU 9000
+physical id	: 0
+core id		: 0
+
+processor	: 1
+model name	: Test CPU 9000
+physical id	: 0
+core id		: 0
+
+processor	: 2
+model name	: Test CPU 9000
+physical id	: 0
+core id		: 1
+
+processor	: 3
+model name	: Test CPU 9000
+physical id	: 0
+core id		: 1
+`
+
+func TestReadCPU(t *testing.T) {
+	c := readCPU(fstest.MapFS{"proc/cpuinfo": {Data: []byte(cpuinfo2x2)}})
+	if c.Model != "Test CPU 9000" || c.LogicalCores != 4 || c.PhysicalCores != 2 {
+		t.Fatalf("%+v", c)
+	}
+	// ARM style: no core ids in cpuinfo, topology in sysfs.
+	arm := fstest.MapFS{
+		"proc/cpuinfo": {Data: []byte("processor\t: 0\nBogoMIPS\t: 50\n\nprocessor\t: 1\n\nprocessor\t: 2\n")},
+	}
+	for i, core := range []string{"0", "1", "1"} {
+		d := "sys/devices/system/cpu/cpu" + string(rune('0'+i)) + "/topology/"
+		arm[d+"core_id"] = &fstest.MapFile{Data: []byte(core + "\n")}
+		arm[d+"physical_package_id"] = &fstest.MapFile{Data: []byte("0\n")}
+	}
+	c = readCPU(arm)
+	if c.LogicalCores != 3 || c.PhysicalCores != 2 || !strings.HasPrefix(c.Model, "unknown") {
+		t.Fatalf("arm: %+v", c)
+	}
+}
+
+func TestCgroupV2Nested(t *testing.T) {
+	fsys := fstest.MapFS{
+		"proc/self/cgroup":                                  {Data: []byte("0::/user.slice/app.scope\n")},
+		"sys/fs/cgroup/memory.max":                          {Data: []byte("max\n")},
+		"sys/fs/cgroup/user.slice/memory.max":               {Data: []byte("8000000000\n")},
+		"sys/fs/cgroup/user.slice/app.scope/memory.max":     {Data: []byte("max\n")},
+		"sys/fs/cgroup/user.slice/app.scope/memory.current": {Data: []byte("1000000000\n")},
+	}
+	m, notes := readMemory(context.Background(), fakeMem{64e9, 50e9}, fsys)
+	if m.CgroupVersion != 2 || m.CgroupLimitBytes == nil || *m.CgroupLimitBytes != 8e9 || m.AvailableBytes != 7e9 {
+		t.Fatalf("v2: %+v", m)
+	}
+	if len(notes) == 0 {
+		t.Fatal("no note about the cgroup")
+	}
+	// Unlimited v2: MemAvailable stands.
+	fsys["sys/fs/cgroup/user.slice/memory.max"] = &fstest.MapFile{Data: []byte("max\n")}
+	m, _ = readMemory(context.Background(), fakeMem{64e9, 50e9}, fsys)
+	if m.CgroupLimitBytes != nil || m.AvailableBytes != 50e9 {
+		t.Fatalf("unlimited: %+v", m)
+	}
+	// Garbled limit: fail closed.
+	fsys["sys/fs/cgroup/user.slice/memory.max"] = &fstest.MapFile{Data: []byte("lots\n")}
+	m, notes = readMemory(context.Background(), fakeMem{64e9, 50e9}, fsys)
+	if m.AvailableBytes != 0 || !strings.Contains(strings.Join(notes, " "), "unreadable") {
+		t.Fatalf("garbled: %+v %v", m, notes)
+	}
+}
+
+func TestCgroupV1(t *testing.T) {
+	fsys := fstest.MapFS{
+		"proc/self/cgroup":                                      {Data: []byte("12:cpu,cpuacct:/x\n4:memory:/docker/abc\n0::/\n")},
+		"sys/fs/cgroup/memory/memory.limit_in_bytes":            {Data: []byte("9223372036854771712\n")},
+		"sys/fs/cgroup/memory/docker/abc/memory.limit_in_bytes": {Data: []byte("4294967296\n")},
+		"sys/fs/cgroup/memory/docker/abc/memory.usage_in_bytes": {Data: []byte("294967296\n")},
+	}
+	m, _ := readMemory(context.Background(), fakeMem{32e9, 30e9}, fsys)
+	if m.CgroupVersion != 1 || *m.CgroupLimitBytes != 4294967296 || m.AvailableBytes != 4e9 {
+		t.Fatalf("v1: %+v", m)
+	}
+	// Namespaced: the path from /proc does not exist under the mount; the
+	// mount's own files apply.
+	fsys = fstest.MapFS{
+		"proc/self/cgroup":                           {Data: []byte("4:memory:/process_api/xyz\n")},
+		"sys/fs/cgroup/memory/memory.limit_in_bytes": {Data: []byte("2000000000\n")},
+		"sys/fs/cgroup/memory/memory.usage_in_bytes": {Data: []byte("500000000\n")},
+	}
+	m, _ = readMemory(context.Background(), fakeMem{32e9, 30e9}, fsys)
+	if m.CgroupLimitBytes == nil || *m.CgroupLimitBytes != 2e9 || m.AvailableBytes != 1.5e9 {
+		t.Fatalf("namespaced v1: %+v", m)
+	}
+	// No cgroup at all.
+	m, _ = readMemory(context.Background(), fakeMem{32e9, 30e9}, fstest.MapFS{})
+	if m.CgroupVersion != 0 || m.CgroupLimitBytes != nil || m.AvailableBytes != 30e9 {
+		t.Fatalf("none: %+v", m)
+	}
+}
+
+func TestCostModel(t *testing.T) {
+	// Peak RSS against the C engine's published peaks (presets.go notes).
+	pub := map[string]float64{"ultra": 3.0, "laptop": 8.2, "desktop": 31.9, "workstation": 95.5, "server": 128, "max": 224}
+	for _, p := range plan.Presets {
+		got := float64(PeakRSS(p)) / 1e9
+		if d := got - pub[p.Name]; d < -0.75 || d > 1.01 {
+			t.Errorf("%s: predicted peak %.2f GB, published %.1f", p.Name, got, pub[p.Name])
+		}
+	}
+	if math.Abs(ExpertBytesPerToken-25.83e9) > 0.01e9 {
+		t.Fatalf("expert bytes per token %v", ExpertBytesPerToken)
+	}
+	// Hit rates: 0 below one token's expert set, the ladder's 43.75% at
+	// 108.98 GB, the trace's 36.24% optimistic at 8 GB.
+	if h, o := HitRate(10); h != 0 || math.Abs(o-0.3624) > 1e-9 {
+		t.Fatalf("HitRate(10) = %v %v", h, o)
+	}
+	if h, _ := HitRate(108.98); math.Abs(h-0.4375) > 1e-9 {
+		t.Fatalf("HitRate(108.98) = %v", h)
+	}
+	// A worked example: laptop at 3.6 GB/s and 10/4 GB/s kernels.
+	sp := Speeds{TrunkDiskGBps: 3.6, ExpertDiskGBps: 3.6, BF16GBps: 10, MXFP4GBps: 4}
+	p := Predict(plan.Presets[1], sp)
+	streamed := TrunkBytes - (3e9 - RingBytes)
+	io := streamed/3.6e9 + ExpertBytesPerToken/3.6e9
+	comp := (TrunkBytes+LMHeadBytes)/10e9 + ExpertBytesPerToken/4e9
+	if math.Abs(p.PredictedSecondsPerToken-(io+comp)) > 0.006 || p.DiskBytesPerToken != int64(streamed+ExpertBytesPerToken) {
+		t.Fatalf("laptop: %+v, want %.2f s", p, io+comp)
+	}
+	// Server streams only what does not fit after the ring.
+	if s := Predict(plan.Presets[4], sp); s.StreamedTrunkBytesPerToken > 2e9 || s.PredictedSecondsPerToken >= p.PredictedSecondsPerToken {
+		t.Fatalf("server: %+v", s)
+	}
+	// Choice by memory.
+	for _, c := range []struct {
+		avail uint64
+		want  string
+		ok    bool
+	}{{2e9, "ultra", false}, {4e9, "ultra", true}, {12e9, "laptop", true}, {24.6e9, "laptop", true}, {36e9, "desktop", true}, {150e9, "server", true}, {300e9, "max", true}} {
+		got, ok := Choose(c.avail, sp)
+		if got.Name != c.want || ok != c.ok {
+			t.Errorf("Choose(%.1f GB) = %s %v, want %s %v", float64(c.avail)/1e9, got.Name, ok, c.want, c.ok)
+		}
+	}
+}
+
+// TestRunSmallRealDisk measures a real temporary directory with a tiny plan
+// and checks the report's structure (not wall-time thresholds).
+func TestRunSmallRealDisk(t *testing.T) {
+	dir := t.TempDir()
+	pl := diskPlan{probe: minProbe, phase: 300 * time.Millisecond, writeMax: 2 * time.Second}
+	var phases []string
+	r := measureDisk(context.Background(), dir, pl, func(p string, f float64) {
+		if len(phases) == 0 || phases[len(phases)-1] != p {
+			phases = append(phases, p)
+		}
+	})
+	if r.ReadGBpsQD1 == nil || r.ReadGBpsQD8 == nil || r.SeqGBps == nil || r.WriteGBps == nil {
+		t.Fatalf("speeds missing: %+v", r)
+	}
+	for _, v := range []float64{*r.ReadGBpsQD1, *r.ReadGBpsQD8, *r.SeqGBps, *r.WriteGBps} {
+		if !(v > 0) || v > 1000 {
+			t.Fatalf("implausible speed %v in %+v", v, r)
+		}
+	}
+	if r.ProbeSource != "temporary file" || r.ProbeBytes != minProbe || r.FreeBytes == 0 || r.Device == "" {
+		t.Fatalf("%+v", r)
+	}
+	if strings.Join(phases, ",") != "write,qd1,qd8,seq" {
+		t.Fatalf("phases %v", phases)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Fatalf("probe file left behind: %v", ents)
+	}
+	t.Logf("qd1 %.2f qd8 %.2f seq %.2f write %.2f GB/s direct=%v huge=%v", *r.ReadGBpsQD1, *r.ReadGBpsQD8, *r.SeqGBps, *r.WriteGBps, r.Direct, r.HugePages)
+
+	// Existing data is read in place, and nothing is written.
+	os.WriteFile(filepath.Join(dir, "blob"), make([]byte, 3*ExpertBlock), 0o644)
+	r = measureDisk(context.Background(), dir, diskPlan{probe: 2 * ExpertBlock, phase: 100 * time.Millisecond}, func(string, float64) {})
+	if r.ProbeSource != "existing files" || r.WriteGBps != nil || r.ReadGBpsQD1 == nil {
+		t.Fatalf("existing data: %+v", r)
+	}
+	// A missing directory is a note, not a failure.
+	r = measureDisk(context.Background(), filepath.Join(dir, "nope"), pl, func(string, float64) {})
+	if r.ReadGBpsQD1 != nil || len(r.Notes) == 0 {
+		t.Fatalf("missing dir: %+v", r)
+	}
+}
+
+func TestRunReportJSON(t *testing.T) {
+	root := fstest.MapFS{
+		"proc/cpuinfo":                    {Data: []byte(cpuinfo2x2)},
+		"proc/self/cgroup":                {Data: []byte("0::/k3\n")},
+		"sys/fs/cgroup/k3/memory.max":     {Data: []byte("6000000000\n")},
+		"sys/fs/cgroup/k3/memory.current": {Data: []byte("0\n")},
+	}
+	dir := t.TempDir()
+	var steps []string
+	r, err := Run(context.Background(), Options{Dirs: []string{dir, dir}, Root: root, Memory: fakeMem{64e9, 60e9}, SkipDisk: true, SkipCompute: true,
+		Progress: func(p Progress) { steps = append(steps, p.Step) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(r)
+	var m map[string]any
+	json.Unmarshal(b, &m)
+	for _, k := range []string{"cpu", "memory", "disks", "preset", "can_run", "next_command"} {
+		if _, ok := m[k]; !ok {
+			t.Fatalf("JSON lacks %q: %s", k, b)
+		}
+	}
+	mem := m["memory"].(map[string]any)
+	if mem["cgroup_limit_bytes"].(float64) != 6e9 || mem["available_bytes"].(float64) != 6e9 {
+		t.Fatalf("memory %v", mem)
+	}
+	cpu := m["cpu"].(map[string]any)
+	if cpu["model"] != "Test CPU 9000" || cpu["physical_cores"].(float64) != 2 || cpu["logical_cores"].(float64) != 4 {
+		t.Fatalf("cpu %v", cpu)
+	}
+	disks := m["disks"].([]any)
+	d0 := disks[0].(map[string]any)
+	for _, k := range []string{"path", "free_bytes", "read_gbps_qd1", "read_gbps_qd8", "seq_gbps"} {
+		if _, ok := d0[k]; !ok {
+			t.Fatalf("disk lacks %q", k)
+		}
+	}
+	if d0["read_gbps_qd1"] != nil || disks[1].(map[string]any)["same_device_as"] != d0["path"] {
+		t.Fatalf("disks %v", disks)
+	}
+	pr := m["preset"].(map[string]any)
+	for _, k := range []string{"name", "trunk_gb", "cache_gb", "predicted_seconds_per_token", "predicted_peak_rss_bytes"} {
+		if _, ok := pr[k]; !ok {
+			t.Fatalf("preset lacks %q", k)
+		}
+	}
+	// 6 GB cgroup -> ultra (laptop's 9.2 GB does not fit).
+	if r.Preset.Name != "ultra" {
+		t.Fatalf("preset %s", r.Preset.Name)
+	}
+	// A temp dir cannot hold 1.56 TB: cannot run, with a reason and exit-worthy verdict.
+	if r.CanRun || len(r.Problems) != 1 || !strings.Contains(r.Problems[0], "room for the checkpoint") {
+		t.Fatalf("verdict %v %v", r.CanRun, r.Problems)
+	}
+	if steps[0] != "system" || steps[len(steps)-1] != "done" {
+		t.Fatalf("progress steps %v", steps)
+	}
+
+	// Too little memory: cannot run, no next command.
+	r, _ = Run(context.Background(), Options{Dirs: []string{dir}, Root: fstest.MapFS{}, Memory: fakeMem{4e9, 2e9}, SkipDisk: true, SkipCompute: true})
+	if r.CanRun || !strings.Contains(strings.Join(r.Problems, " "), "ultra") || r.NextCommand != "" {
+		t.Fatalf("2 GB: %+v", r.Problems)
+	}
+}
+
+// TestDecideWithModelAndSpace drives the decision on a synthetic report:
+// enough space -> download next; a complete model -> verify next.
+func TestDecideWithModelAndSpace(t *testing.T) {
+	v := func(x float64) *float64 { return &x }
+	r := &Report{Memory: MemoryInfo{AvailableBytes: 40e9}, Compute: defaultCompute(8),
+		Disks: []DiskResult{
+			{Path: "/slow", Device: "8:0", FreeBytes: 2e12, ReadGBpsQD1: v(0.5), ReadGBpsQD8: v(0.55), SeqGBps: v(0.55)},
+			{Path: "/fast", Device: "259:0", FreeBytes: 200e9, ReadGBpsQD1: v(3), ReadGBpsQD8: v(3.5), SeqGBps: v(3.6)},
+		}}
+	decide(r)
+	if !r.CanRun || r.Preset.Name != "desktop" || r.NextCommand != "k3 download /slow/Kimi-K3" || r.TrunkDir != "/fast/k3trunk" {
+		t.Fatalf("%+v", r)
+	}
+	if !strings.Contains(strings.Join(r.Then, "\n"), "--preset desktop") {
+		t.Fatalf("then %v", r.Then)
+	}
+	r.Disks[0].ModelComplete, r.Disks[0].ModelBytes = true, 1560936091448
+	r.Problems, r.Then = nil, nil
+	decide(r)
+	if r.NextCommand != "k3 verify /slow --sha256" {
+		t.Fatalf("complete model: %q", r.NextCommand)
+	}
+}

@@ -1,0 +1,5 @@
+//go:build !linux
+
+package doctor
+
+func fsTypeName(magic int64) string { return "" }

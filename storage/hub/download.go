@@ -1,0 +1,763 @@
+package hub
+
+import (
+	"context"
+	"crypto/sha1"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"io/fs"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"k3/storage/verify"
+)
+
+// Options for Download.
+type Options struct {
+	Dest     string // model directory (created if missing)
+	Revision string // branch, tag or commit; "" = main
+	Layers   int    // > 0: only the shards the first Layers layers need, plus all non-shard files
+	Jobs     int    // files in parallel (default 4)
+	// Files, if set, restricts the download to these repository paths
+	// (applied after Layers).
+	Files []string
+	// Progress receives events; it is called from several goroutines, one
+	// call at a time, and must not block for long.
+	Progress func(Event)
+	// Interval between EventProgress snapshots (default 500 ms).
+	Interval time.Duration
+}
+
+// FileResult is the outcome for one file.
+type FileResult struct {
+	Name    string
+	Size    int64
+	SHA256  string
+	Skipped bool // was already complete and verified
+	Err     error
+}
+
+// Result of Download.
+type Result struct {
+	Repo     string
+	Revision string
+	Commit   string
+	Files    []FileResult
+	Fetched  int64 // bytes transferred in this run
+	Total    int64 // bytes of all selected files
+	Elapsed  time.Duration
+}
+
+// freeSpace returns the bytes available to an unprivileged user in dir's
+// filesystem (-1 if unknown). A variable so tests can simulate a full disk.
+var freeSpace = statFree
+
+// Download fetches the repository at one pinned commit into opt.Dest. It
+// can be re-run at any time: finished files recorded in the manifest are
+// skipped without re-hashing, other complete files are hashed and kept if
+// right, .part files resume with Range requests, wrong files are fetched
+// again alone. Every finished file is verified (size, and the LFS sha256 or
+// git blob id) before an atomic rename gives it its final name, and is then
+// recorded in k3-manifest.json.
+func (c *Client) Download(ctx context.Context, opt Options) (*Result, error) {
+	d := &downloader{c: c, opt: opt, tr: newTracker(nil)}
+	res, err := d.run(ctx)
+	d.emit(Event{Kind: EventDone, Err: err})
+	return res, err
+}
+
+type downloader struct {
+	c       *Client
+	opt     Options
+	tr      *tracker
+	man     *verify.Manifest
+	manMu   sync.Mutex
+	commit  string
+	emitMu  sync.Mutex
+	results []FileResult
+}
+
+func (d *downloader) emit(e Event) {
+	if d.opt.Progress == nil {
+		return
+	}
+	if e.Kind != EventProgress || e.Snap.Files == nil {
+		e.Snap = d.tr.snapshot()
+	}
+	d.emitMu.Lock()
+	defer d.emitMu.Unlock()
+	d.opt.Progress(e)
+}
+
+func (d *downloader) note(format string, a ...any) {
+	d.emit(Event{Kind: EventNote, Message: fmt.Sprintf(format, a...)})
+}
+
+func (d *downloader) run(ctx context.Context) (*Result, error) {
+	dest := d.opt.Dest
+	if dest == "" {
+		return nil, errors.New("download: no destination directory given")
+	}
+	if err := os.MkdirAll(dest, 0o755); err != nil {
+		return nil, fmt.Errorf("create %s: %w", dest, err)
+	}
+	rev := d.opt.Revision
+	if rev == "" {
+		rev = "main"
+	}
+	man, err := verify.ReadManifest(dest)
+	switch {
+	case err == nil:
+		if man.Repo != "" && man.Repo != d.c.Repo {
+			return nil, fmt.Errorf("%s holds files of %s (see %s), not %s: use another directory", dest, man.Repo, verify.ManifestFile, d.c.Repo)
+		}
+	case errors.Is(err, fs.ErrNotExist):
+		man = &verify.Manifest{Repo: d.c.Repo}
+	default:
+		return nil, err
+	}
+	d.man = man
+
+	// Pin the commit: reuse the recorded one for the same revision name so a
+	// resumed download never mixes two commits.
+	switch {
+	case verify.IsCommit(rev):
+		d.commit = rev
+	case man.Commit != "" && man.Revision == rev:
+		d.commit = man.Commit
+		d.note("continuing %s at commit %s, pinned by %s (pass --revision COMMIT to move)", rev, man.Commit, verify.ManifestFile)
+	}
+	if man.Commit != "" && d.commit != "" && d.commit != man.Commit && len(man.Files) > 0 {
+		return nil, fmt.Errorf("%s holds files of commit %s; --revision %s asks for %s: use another directory, or delete %s to start over", dest, man.Commit, rev, d.commit, verify.ManifestFile)
+	}
+	lookup := rev
+	if d.commit != "" {
+		lookup = d.commit
+	}
+	info, err := d.c.Info(ctx, lookup)
+	if err != nil {
+		return nil, err
+	}
+	if d.commit != "" && info.Commit != d.commit {
+		return nil, fmt.Errorf("hub resolved commit %s to %s: refusing to mix commits in %s", d.commit, info.Commit, dest)
+	}
+	if man.Commit != "" && info.Commit != man.Commit && len(man.Files) > 0 {
+		return nil, fmt.Errorf("%s holds files of commit %s but %s is now %s: pass --revision %s to finish that download, or use another directory", dest, man.Commit, rev, info.Commit, man.Commit)
+	}
+	d.commit = info.Commit
+	man.Repo, man.Revision, man.Commit = d.c.Repo, rev, d.commit
+	if err := d.saveManifest(); err != nil {
+		return nil, err
+	}
+
+	files, err := d.selectFiles(ctx, info)
+	if err != nil {
+		return nil, err
+	}
+	res := &Result{Repo: d.c.Repo, Revision: rev, Commit: d.commit}
+	for _, f := range files {
+		d.tr.add(f.Name, f.Size)
+		res.Total += f.Size
+	}
+
+	// Free space: what is still to come must fit.
+	var need int64
+	for _, f := range files {
+		need += f.Size - d.presentBytes(f)
+	}
+	if free := freeSpace(dest); free >= 0 && need > free {
+		return nil, fmt.Errorf("not enough space in %s: %s still to download, %s free (short by %s); free space or choose another --dest (the checkpoint is %s)",
+			dest, gb(need), gb(free), gb(need-free), gb(res.Total))
+	}
+	d.emit(Event{Kind: EventPlan, Message: fmt.Sprintf("%d files, %s at commit %s, %s to fetch", len(files), gb(res.Total), d.commit, gb(need))})
+
+	// Periodic snapshots.
+	stopTick := make(chan struct{})
+	tickDone := make(chan struct{})
+	go func() {
+		defer close(tickDone)
+		iv := d.opt.Interval
+		if iv <= 0 {
+			iv = 500 * time.Millisecond
+		}
+		t := time.NewTicker(iv)
+		defer t.Stop()
+		for {
+			select {
+			case <-stopTick:
+				return
+			case <-t.C:
+				d.emit(Event{Kind: EventProgress, Snap: d.tr.snapshot()})
+			}
+		}
+	}()
+
+	jobs := d.opt.Jobs
+	if jobs <= 0 {
+		jobs = 4
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	work := make(chan int)
+	out := make([]FileResult, len(files))
+	var wg sync.WaitGroup
+	for w := 0; w < jobs; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range work {
+				out[i] = d.fetch(ctx, files[i])
+				if out[i].Err != nil && !errors.Is(out[i].Err, context.Canceled) {
+					var he *HTTPError
+					var fe *fatalError
+					// Access and disk errors stop everything: other files would fail the same way.
+					if errors.As(out[i].Err, &he) && (he.Status == 401 || he.Status == 403) || errors.As(out[i].Err, &fe) && errors.Is(fe, syscall.ENOSPC) {
+						cancel()
+					}
+				}
+			}
+		}()
+	}
+feed:
+	for i := range files {
+		select {
+		case work <- i:
+		case <-ctx.Done():
+			break feed
+		}
+	}
+	close(work)
+	wg.Wait()
+	close(stopTick)
+	<-tickDone
+
+	res.Files = out
+	snap := d.tr.snapshot()
+	res.Fetched, res.Elapsed = snap.Fetched, snap.Elapsed
+	var errs []string
+	var first error
+	for i, r := range out {
+		if r.Name == "" {
+			out[i] = FileResult{Name: files[i].Name, Err: context.Canceled}
+			r = out[i]
+		}
+		if r.Err != nil {
+			if first == nil || errors.Is(first, context.Canceled) {
+				first = r.Err
+			}
+			if !errors.Is(r.Err, context.Canceled) {
+				errs = append(errs, r.Err.Error())
+			}
+		}
+	}
+	if err := ctx.Err(); err != nil && len(errs) == 0 && first == nil {
+		first = err
+	}
+	if first != nil {
+		if len(errs) > 1 {
+			return res, fmt.Errorf("%d files failed; first: %w", len(errs), first)
+		}
+		return res, first
+	}
+	return res, nil
+}
+
+// selectFiles applies --layers and Files to the repository listing.
+func (d *downloader) selectFiles(ctx context.Context, info *RepoInfo) ([]RemoteFile, error) {
+	files := info.Files
+	if d.opt.Layers > 0 {
+		var idx *RemoteFile
+		for i := range files {
+			if files[i].Name == verify.IndexFile {
+				idx = &files[i]
+			}
+		}
+		if idx == nil {
+			return nil, fmt.Errorf("--layers needs %s, which commit %s of %s does not have", verify.IndexFile, d.commit, d.c.Repo)
+		}
+		d.tr.add(idx.Name, idx.Size)
+		if r := d.fetch(ctx, *idx); r.Err != nil {
+			return nil, r.Err
+		}
+		ix, err := verify.ReadIndex(d.opt.Dest)
+		if err != nil {
+			return nil, err
+		}
+		need, err := ix.ShardsForLayers(d.opt.Layers)
+		if err != nil {
+			return nil, err
+		}
+		want := map[string]bool{}
+		for _, s := range need {
+			want[s] = true
+		}
+		var sel []RemoteFile
+		for _, f := range files {
+			if !strings.HasSuffix(f.Name, ".safetensors") || want[f.Name] {
+				sel = append(sel, f)
+				delete(want, f.Name)
+			}
+		}
+		if len(want) > 0 {
+			var miss []string
+			for s := range want {
+				miss = append(miss, s)
+			}
+			sort.Strings(miss)
+			return nil, fmt.Errorf("the index names shards the commit does not have: %s", strings.Join(miss, ", "))
+		}
+		files = sel
+	}
+	if len(d.opt.Files) > 0 {
+		want := map[string]bool{}
+		for _, f := range d.opt.Files {
+			want[f] = true
+		}
+		var sel []RemoteFile
+		for _, f := range files {
+			if want[f.Name] {
+				sel = append(sel, f)
+				delete(want, f.Name)
+			}
+		}
+		for f := range want {
+			return nil, fmt.Errorf("file %s is not in %s at commit %s", f, d.c.Repo, d.commit)
+		}
+		files = sel
+	}
+	if len(files) == 0 {
+		return nil, fmt.Errorf("nothing to download: %s at commit %s has no matching files", d.c.Repo, d.commit)
+	}
+	return files, nil
+}
+
+// presentBytes estimates what is already on disk for f (for the free-space
+// check): a finished file of the right size, or a .part's length.
+func (d *downloader) presentBytes(f RemoteFile) int64 {
+	p := filepath.Join(d.opt.Dest, filepath.FromSlash(f.Name))
+	if st, err := os.Stat(p); err == nil && st.Size() == f.Size {
+		return f.Size
+	}
+	if st, err := os.Stat(p + verify.PartSuffix); err == nil && st.Size() <= f.Size {
+		return st.Size()
+	}
+	return 0
+}
+
+func (d *downloader) saveManifest() error {
+	d.manMu.Lock()
+	defer d.manMu.Unlock()
+	if err := d.man.Write(d.opt.Dest); err != nil {
+		return fatal("%v", err)
+	}
+	return nil
+}
+
+// expect reports whether sum (sha256 hex) and, for non-LFS files, the git
+// blob id of the content at path match what the hub published.
+func expect(f RemoteFile, sum, path string) (bool, string) {
+	if f.SHA256 != "" {
+		if sum != f.SHA256 {
+			return false, fmt.Sprintf("sha256 %s, hub says %s", sum, f.SHA256)
+		}
+		return true, ""
+	}
+	if f.BlobID == "" || len(f.BlobID) != 40 {
+		return true, "" // nothing published to compare with beyond the size
+	}
+	fh, err := os.Open(path)
+	if err != nil {
+		return false, err.Error()
+	}
+	defer fh.Close()
+	h := sha1.New()
+	fmt.Fprintf(h, "blob %d\x00", f.Size)
+	if _, err := io.Copy(h, fh); err != nil {
+		return false, err.Error()
+	}
+	if got := hex.EncodeToString(h.Sum(nil)); got != f.BlobID {
+		return false, fmt.Sprintf("git blob id %s, hub says %s", got, f.BlobID)
+	}
+	return true, ""
+}
+
+// fetch brings one file to its verified final state.
+func (d *downloader) fetch(ctx context.Context, f RemoteFile) FileResult {
+	res := FileResult{Name: f.Name, Size: f.Size}
+	final := filepath.Join(d.opt.Dest, filepath.FromSlash(f.Name))
+	part := final + verify.PartSuffix
+	if err := os.MkdirAll(filepath.Dir(final), 0o755); err != nil {
+		res.Err = fatal("create %s: %v", filepath.Dir(final), err)
+		return res
+	}
+	setState := func(s FileState) { d.tr.set(f.Name, func(p *FileProgress) { p.State = s }) }
+	fail := func(err error) FileResult {
+		setState(StateFailed)
+		res.Err = err
+		return res
+	}
+
+	// 1. A finished file: keep it if it verifies, otherwise fetch it again.
+	if st, err := os.Stat(final); err == nil {
+		if st.Size() == f.Size {
+			if e, ok := d.man.Lookup(f.Name); ok && e.Size == f.Size && e.Commit == d.commit &&
+				(f.SHA256 == "" || e.SHA256 == f.SHA256) && e.ModTime == st.ModTime().UnixNano() {
+				d.tr.have(f.Name, f.Size)
+				d.tr.set(f.Name, func(p *FileProgress) { p.State, p.Skipped = StateDone, true })
+				res.SHA256, res.Skipped = e.SHA256, true
+				d.emit(Event{Kind: EventFileDone, File: f.Name, Message: "already verified"})
+				return res
+			}
+			setState(StateChecking)
+			sum, _, err := verify.HashFile(ctx, final, nil)
+			if err != nil {
+				if ctx.Err() != nil {
+					return fail(ctx.Err())
+				}
+				return fail(fatal("check %s: %v", final, err))
+			}
+			if ok, _ := expect(f, sum, final); ok {
+				if err := d.record(f, sum, final); err != nil {
+					return fail(err)
+				}
+				d.tr.have(f.Name, f.Size)
+				d.tr.set(f.Name, func(p *FileProgress) { p.State, p.Skipped = StateDone, true })
+				res.SHA256, res.Skipped = sum, true
+				d.emit(Event{Kind: EventFileDone, File: f.Name, Message: "already present, hash verified"})
+				return res
+			}
+			d.note("%s: on disk with the right size but the wrong content; fetching it again", f.Name)
+		} else {
+			d.note("%s: on disk with %d bytes, want %d; fetching it again", f.Name, st.Size(), f.Size)
+		}
+		d.man.Remove(f.Name)
+		if err := os.Remove(final); err != nil {
+			return fail(fatal("remove bad %s: %v", final, err))
+		}
+	}
+
+	// 2. Resume a .part.
+	h := sha256.New()
+	var have int64
+	if st, err := os.Stat(part); err == nil {
+		have = st.Size()
+		if have > f.Size {
+			d.note("%s: %s is longer than the file (%d > %d); starting over", f.Name, filepath.Base(part), have, f.Size)
+			if err := os.Truncate(part, 0); err != nil {
+				return fail(fatal("truncate %s: %v", part, err))
+			}
+			have = 0
+		} else if have > 0 {
+			setState(StateChecking)
+			if err := verify.HashPrefix(ctx, h, part, have, nil); err != nil {
+				if ctx.Err() != nil {
+					return fail(ctx.Err())
+				}
+				d.note("%s: cannot read %s (%v); starting over", f.Name, filepath.Base(part), err)
+				h.Reset()
+				have = 0
+				if err := os.Truncate(part, 0); err != nil {
+					return fail(fatal("truncate %s: %v", part, err))
+				}
+			}
+		}
+	}
+	d.tr.have(f.Name, have)
+
+	// 3. Transfer until the .part is complete and verifies. A hash mismatch
+	// after a complete transfer restarts the file once.
+	for round := 0; ; round++ {
+		if have < f.Size || f.Size == 0 && !exists(part) {
+			var err error
+			have, err = d.transfer(ctx, f, part, h, have)
+			if err != nil {
+				return fail(err)
+			}
+		}
+		setState(StateVerifying)
+		sum := hex.EncodeToString(h.Sum(nil))
+		ok, why := expect(f, sum, part)
+		if ok {
+			if err := d.finish(f, sum, part, final); err != nil {
+				return fail(err)
+			}
+			res.SHA256 = sum
+			setState(StateDone)
+			d.emit(Event{Kind: EventFileDone, File: f.Name})
+			return res
+		}
+		if err := os.Remove(part); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fail(fatal("remove %s: %v", part, err))
+		}
+		if round >= 1 {
+			return fail(fatal("%s: downloaded twice and the content is still wrong (%s); the hub or a proxy serves bad data: try later or another --endpoint", f.Name, why))
+		}
+		d.note("%s: complete but wrong (%s); deleted the .part, fetching again", f.Name, why)
+		h.Reset()
+		have = 0
+		d.tr.have(f.Name, 0)
+	}
+}
+
+func exists(p string) bool { _, err := os.Stat(p); return err == nil }
+
+// record writes f's manifest entry.
+func (d *downloader) record(f RemoteFile, sum, final string) error {
+	st, err := os.Stat(final)
+	if err != nil {
+		return fatal("stat %s: %v", final, err)
+	}
+	d.man.Set(verify.ManifestEntry{Name: f.Name, Size: f.Size, SHA256: sum, Commit: d.commit, ModTime: st.ModTime().UnixNano()})
+	return d.saveManifest()
+}
+
+// finish fsyncs the .part, renames it to its final name, fsyncs the
+// directory and records the file.
+func (d *downloader) finish(f RemoteFile, sum, part, final string) error {
+	fh, err := os.OpenFile(part, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return fatal("open %s: %v", part, err)
+	}
+	serr := fh.Sync()
+	cerr := fh.Close()
+	if serr != nil || cerr != nil {
+		return fatal("fsync %s: %v", part, errors.Join(serr, cerr))
+	}
+	if err := os.Rename(part, final); err != nil {
+		return fatal("rename %s to %s: %v", part, filepath.Base(final), err)
+	}
+	if dh, err := os.Open(filepath.Dir(final)); err == nil {
+		_ = dh.Sync()
+		dh.Close()
+	}
+	return d.record(f, sum, final)
+}
+
+// fileURL is {endpoint}/{repo}/resolve/{commit}/{path}.
+func (d *downloader) fileURL(name string) string {
+	parts := strings.Split(name, "/")
+	for i := range parts {
+		parts[i] = url.PathEscape(parts[i])
+	}
+	return fmt.Sprintf("%s/%s/resolve/%s/%s", d.c.Endpoint, d.c.Repo, d.commit, strings.Join(parts, "/"))
+}
+
+// transfer appends to part from byte have until the file is complete,
+// retrying with backoff; h holds the hash of the bytes already in part.
+func (d *downloader) transfer(ctx context.Context, f RemoteFile, part string, h hash.Hash, have int64) (int64, error) {
+	fh, err := os.OpenFile(part, os.O_WRONLY|os.O_CREATE, 0o644)
+	if err != nil {
+		return have, fatal("open %s: %v", part, err)
+	}
+	defer fh.Close()
+	d.tr.set(f.Name, func(p *FileProgress) { p.State = StateDownloading })
+	d.emit(Event{Kind: EventStart, File: f.Name, Message: resumeMsg(have, f.Size)})
+	buf := make([]byte, 1<<20)
+	restarts416 := 0
+
+	op := func() (bool, error) {
+		start := have
+		hdr := http.Header{}
+		if have > 0 {
+			hdr.Set("Range", "bytes="+strconv.FormatInt(have, 10)+"-")
+		}
+		var hubHdr http.Header
+		rctx, rcancel := context.WithCancel(ctx)
+		defer rcancel()
+		resp, err := d.c.get(rctx, d.fileURL(f.Name), hdr, &hubHdr)
+		if err != nil {
+			return false, err
+		}
+		defer resp.Body.Close()
+		if err := d.checkHubHeaders(f, hubHdr); err != nil {
+			return false, err
+		}
+		switch resp.StatusCode {
+		case http.StatusOK:
+			if have > 0 {
+				d.note("%s: the server ignored the byte range; restarting the file from 0", f.Name)
+				if err := d.restart(fh, f, h); err != nil {
+					return false, err
+				}
+				have = 0
+			}
+			if resp.ContentLength >= 0 && resp.ContentLength != f.Size {
+				return false, errRetry{fmt.Errorf("server sends %d bytes, the file is %d", resp.ContentLength, f.Size)}
+			}
+		case http.StatusPartialContent:
+			s, total, ok := parseContentRange(resp.Header.Get("Content-Range"))
+			if !ok || s != have || (total >= 0 && total != f.Size) {
+				return false, errRetry{fmt.Errorf("server answered range %d- with %q", have, resp.Header.Get("Content-Range"))}
+			}
+		case http.StatusRequestedRangeNotSatisfiable:
+			_, total, _ := parseContentRange(resp.Header.Get("Content-Range"))
+			if have == f.Size && (total < 0 || total == f.Size) {
+				return false, nil // complete: verification decides
+			}
+			restarts416++
+			if restarts416 > 2 {
+				return false, fatal("%s: the server keeps refusing byte ranges (HTTP 416) at byte %d of %d; delete %s and re-run", f.Name, have, f.Size, filepath.Base(part))
+			}
+			d.note("%s: server refused the range from byte %d (HTTP 416, it reports %d bytes); restarting the file", f.Name, have, total)
+			if err := d.restart(fh, f, h); err != nil {
+				return false, err
+			}
+			have = 0
+			return false, errRetry{fmt.Errorf("HTTP 416 at byte %d", start)}
+		default:
+			return false, d.c.httpError(resp, "file "+f.Name)
+		}
+
+		// Stream the body, aborting if it stalls.
+		stall := time.AfterFunc(d.c.stall(), rcancel)
+		defer stall.Stop()
+		for have < f.Size {
+			n, rerr := resp.Body.Read(buf)
+			if n > 0 {
+				stall.Reset(d.c.stall())
+				if have+int64(n) > f.Size {
+					// More bytes than the file has: the .part would be wrong.
+					if err := d.restart(fh, f, h); err != nil {
+						return false, err
+					}
+					have = 0
+					return false, errRetry{fmt.Errorf("server sent more than the file's %d bytes; restarting it", f.Size)}
+				}
+				if _, werr := fh.WriteAt(buf[:n], have); werr != nil {
+					if errors.Is(werr, syscall.ENOSPC) {
+						return have > start, fatal("disk full writing %s at byte %d: free some space and re-run; the .part is kept and resumes: %w", part, have, syscall.ENOSPC)
+					}
+					return have > start, fatal("write %s at byte %d: %v", part, have, werr)
+				}
+				h.Write(buf[:n])
+				have += int64(n)
+				d.tr.got(f.Name, int64(n))
+			}
+			if rerr == io.EOF {
+				break
+			}
+			if rerr != nil {
+				if ctx.Err() != nil {
+					return have > start, ctx.Err()
+				}
+				if rctx.Err() != nil {
+					rerr = fmt.Errorf("no data for %s", d.c.stall())
+				}
+				return have > start, errRetry{fmt.Errorf("connection lost at byte %d of %d: %v", have, f.Size, rerr)}
+			}
+		}
+		if have < f.Size {
+			return have > start, errRetry{fmt.Errorf("transfer ended at byte %d of %d", have, f.Size)}
+		}
+		return have > start, nil
+	}
+	onRetry := func(attempt int, wait time.Duration, err error) {
+		d.tr.set(f.Name, func(p *FileProgress) { p.State, p.Attempt = StateRetrying, attempt })
+		d.emit(Event{Kind: EventRetry, File: f.Name, Attempt: attempt, Wait: wait, Err: err})
+	}
+	err = d.c.retry(ctx, f.Name, func() (bool, error) {
+		d.tr.set(f.Name, func(p *FileProgress) { p.State = StateDownloading })
+		return op()
+	}, onRetry)
+	return have, err
+}
+
+func resumeMsg(have, size int64) string {
+	if have > 0 {
+		return fmt.Sprintf("resuming at %s of %s", gb(have), gb(size))
+	}
+	return ""
+}
+
+// restart empties the .part and the running hash.
+func (d *downloader) restart(fh *os.File, f RemoteFile, h hash.Hash) error {
+	if err := fh.Truncate(0); err != nil {
+		return fatal("truncate %s.part: %v", f.Name, err)
+	}
+	h.Reset()
+	d.tr.have(f.Name, 0)
+	return nil
+}
+
+// checkHubHeaders compares the hub's X-Repo-Commit, X-Linked-Size and
+// X-Linked-Etag with the pinned metadata.
+func (d *downloader) checkHubHeaders(f RemoteFile, h http.Header) error {
+	if h == nil {
+		return nil
+	}
+	if c := h.Get("X-Repo-Commit"); c != "" && c != d.commit {
+		return fatal("%s: hub served commit %s, the download is pinned to %s", f.Name, c, d.commit)
+	}
+	if s := h.Get("X-Linked-Size"); s != "" {
+		if n, err := strconv.ParseInt(s, 10, 64); err == nil && n != f.Size {
+			return fatal("%s: hub says %d bytes (X-Linked-Size), the file list said %d; the repository changed under the pinned commit?", f.Name, n, f.Size)
+		}
+	}
+	if e := normEtag(h.Get("X-Linked-Etag")); e != "" && f.SHA256 != "" && e != f.SHA256 {
+		return fatal("%s: hub's X-Linked-Etag %s differs from the listed sha256 %s", f.Name, e, f.SHA256)
+	}
+	return nil
+}
+
+func normEtag(e string) string {
+	e = strings.TrimPrefix(strings.TrimSpace(e), "W/")
+	return strings.ToLower(strings.Trim(e, `"`))
+}
+
+// parseContentRange parses "bytes START-END/TOTAL" or "bytes */TOTAL";
+// total is -1 for "*".
+func parseContentRange(s string) (start, total int64, ok bool) {
+	rest, found := strings.CutPrefix(strings.TrimSpace(s), "bytes ")
+	if !found {
+		return 0, -1, false
+	}
+	rng, tot, found := strings.Cut(rest, "/")
+	if !found {
+		return 0, -1, false
+	}
+	total = -1
+	if tot != "*" {
+		t, err := strconv.ParseInt(tot, 10, 64)
+		if err != nil || t < 0 {
+			return 0, -1, false
+		}
+		total = t
+	}
+	if rng == "*" {
+		return -1, total, true
+	}
+	a, b, found := strings.Cut(rng, "-")
+	if !found {
+		return 0, -1, false
+	}
+	st, err1 := strconv.ParseInt(a, 10, 64)
+	en, err2 := strconv.ParseInt(b, 10, 64)
+	if err1 != nil || err2 != nil || st < 0 || en < st {
+		return 0, -1, false
+	}
+	return st, total, true
+}
+
+// gb formats bytes as decimal GB/MB.
+func gb(n int64) string {
+	switch {
+	case n >= 1e9:
+		return fmt.Sprintf("%.2f GB", float64(n)/1e9)
+	case n >= 1e6:
+		return fmt.Sprintf("%.1f MB", float64(n)/1e6)
+	default:
+		return fmt.Sprintf("%d B", n)
+	}
+}

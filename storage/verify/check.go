@@ -1,0 +1,383 @@
+// Package verify knows the released Kimi K3 file set and checks a model
+// directory against it: present, missing, wrong size, extra, and (with the
+// manifest `k3 download` writes) SHA-256. It also parses the safetensors
+// index to say which shards the first N layers need, for partial sets.
+package verify
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+)
+
+// FileSpec is a released file and its exact size (-1: size not published).
+type FileSpec struct {
+	Name string
+	Size int64
+}
+
+// TokenizerFiles are the non-shard files the engine needs besides the
+// shards (seed-engine-spec §1.1). Their sizes are not published; when the
+// manifest records them, that size is checked.
+var TokenizerFiles = []string{"config.json", "tiktoken.model", "tokenizer_config.json"}
+
+// PartSuffix marks an unfinished download.
+const PartSuffix = ".part"
+
+// Released returns the released file set: the 96 shards with their sizes,
+// then the config and tokenizer files.
+func Released() []FileSpec {
+	out := append([]FileSpec(nil), ReleasedShards[:]...)
+	for _, n := range TokenizerFiles {
+		out = append(out, FileSpec{n, -1})
+	}
+	return out
+}
+
+// ReleasedSize returns the published size of a shard (ok=false for other
+// names).
+func ReleasedSize(name string) (int64, bool) {
+	i := sort.Search(len(ReleasedShards), func(i int) bool { return ReleasedShards[i].Name >= name })
+	if i < len(ReleasedShards) && ReleasedShards[i].Name == name {
+		return ReleasedShards[i].Size, true
+	}
+	return 0, false
+}
+
+// Status of one file.
+type Status string
+
+const (
+	StatusOK           Status = "ok"            // present, right size (and hash, when checked)
+	StatusMissing      Status = "missing"       // required, not there
+	StatusWrongSize    Status = "wrong-size"    // there, size differs
+	StatusHashMismatch Status = "hash-mismatch" // there, right size, SHA-256 differs from the manifest
+	StatusNoHash       Status = "no-hash"       // --sha256 asked, manifest has no entry for it
+	StatusPartial      Status = "partial"       // an unfinished NAME.part
+	StatusExtra        Status = "extra"         // not part of the release (harmless)
+	StatusNotNeeded    Status = "not-needed"    // released shard the --layers prefix does not need, absent
+	StatusUnreadable   Status = "unreadable"    // stat or read failed
+	StatusKnown        Status = "repo-file"     // not required, but recorded by the downloader (README, …)
+)
+
+// FileResult is the verdict for one file.
+type FileResult struct {
+	Name   string `json:"name"`
+	Status Status `json:"status"`
+	Size   int64  `json:"size"` // bytes on disk (-1 if absent)
+	Want   int64  `json:"want"` // expected bytes (-1 if unknown)
+	SHA256 string `json:"sha256,omitempty"`
+	Detail string `json:"detail,omitempty"`
+}
+
+// Report is the result of Check.
+type Report struct {
+	Dir        string       `json:"dir"`
+	Layers     int          `json:"layers"` // 0: the whole model
+	Files      []FileResult `json:"files"`
+	Required   int          `json:"required"`
+	OK         int          `json:"ok"`
+	Missing    int          `json:"missing"`
+	WrongSize  int          `json:"wrong_size"`
+	HashBad    int          `json:"hash_mismatch"`
+	NoHash     int          `json:"no_hash"`
+	Extra      int          `json:"extra"`
+	Partial    int          `json:"partial"`
+	Bytes      int64        `json:"bytes"`      // bytes of required files present with the right size
+	WantBytes  int64        `json:"want_bytes"` // bytes of all required files (known sizes)
+	Hashed     bool         `json:"hashed"`
+	Commit     string       `json:"commit,omitempty"` // from the manifest
+	Complete   bool         `json:"complete"`
+	Unreadable int          `json:"unreadable"`
+}
+
+// Options for Check.
+type Options struct {
+	SHA256 bool // hash every required file and compare with the manifest
+	Layers int  // > 0: only the shards the first Layers layers need (needs the index)
+	Jobs   int  // files hashed in parallel (default min(4, GOMAXPROCS))
+	// Shards replaces the released shard table (nil: ReleasedShards). For
+	// other checkpoints and for tests.
+	Shards []FileSpec
+	// Progress, if set, is called from hashing goroutines with the bytes
+	// hashed so far and the total to hash.
+	Progress func(done, total int64)
+}
+
+// Check inspects dir. It returns an error only when the check itself cannot
+// run (directory unreadable, --layers without an index, --sha256 without a
+// manifest); problems with files are in the Report.
+func Check(ctx context.Context, dir string, opt Options) (*Report, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", dir, err)
+	}
+	onDisk := map[string]fs.DirEntry{}
+	for _, e := range entries {
+		onDisk[e.Name()] = e
+	}
+	var man *Manifest
+	if m, err := ReadManifest(dir); err == nil {
+		man = m
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
+	if opt.SHA256 && man == nil {
+		return nil, fmt.Errorf("--sha256 needs %s in %s, which 'k3 download' writes; files fetched another way can be checked with 'hf cache verify'", ManifestFile, dir)
+	}
+
+	// The required set.
+	shards := opt.Shards
+	if shards == nil {
+		shards = ReleasedShards[:]
+	}
+	sizeOf := func(name string) (int64, bool) {
+		for _, s := range shards {
+			if s.Name == name {
+				return s.Size, true
+			}
+		}
+		return 0, false
+	}
+	required := map[string]int64{} // name -> size (-1 unknown)
+	for _, s := range shards {
+		required[s.Name] = s.Size
+	}
+	notNeeded := map[string]bool{}
+	if opt.Layers > 0 {
+		ix, err := ReadIndex(dir)
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil, fmt.Errorf("--layers needs %s in %s to know which shards hold which layers ('k3 download --layers N' fetches it)", IndexFile, dir)
+			}
+			return nil, err
+		}
+		need, err := ix.ShardsForLayers(opt.Layers)
+		if err != nil {
+			return nil, err
+		}
+		required = map[string]int64{IndexFile: -1}
+		for _, s := range need {
+			sz, ok := sizeOf(s)
+			if !ok {
+				sz = -1
+			}
+			required[s] = sz
+		}
+		for _, s := range shards {
+			if _, ok := required[s.Name]; !ok {
+				notNeeded[s.Name] = true
+			}
+		}
+	}
+	for _, n := range TokenizerFiles {
+		required[n] = -1
+	}
+	if man != nil {
+		for n, sz := range required {
+			if e, ok := man.Lookup(n); ok && sz < 0 {
+				required[n] = e.Size
+			}
+		}
+	}
+
+	rep := &Report{Dir: dir, Layers: opt.Layers, Hashed: opt.SHA256}
+	if man != nil {
+		rep.Commit = man.Commit
+	}
+	var toHash []int // indexes into rep.Files
+	names := make([]string, 0, len(required))
+	for n := range required {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		want := required[n]
+		rep.Required++
+		if want > 0 {
+			rep.WantBytes += want
+		}
+		r := FileResult{Name: n, Want: want, Size: -1}
+		e, ok := onDisk[n]
+		switch {
+		case !ok:
+			r.Status = StatusMissing
+			if _, part := onDisk[n+PartSuffix]; part {
+				r.Detail = "download in progress (" + n + PartSuffix + ")"
+			}
+		default:
+			info, err := e.Info()
+			if err != nil || !info.Mode().IsRegular() {
+				r.Status = StatusUnreadable
+				if err != nil {
+					r.Detail = err.Error()
+				} else {
+					r.Detail = "not a regular file"
+				}
+				break
+			}
+			r.Size = info.Size()
+			if want >= 0 && r.Size != want {
+				r.Status = StatusWrongSize
+				r.Detail = fmt.Sprintf("%d bytes, want %d (%+d): delete it and re-run 'k3 download'", r.Size, want, r.Size-want)
+				break
+			}
+			r.Status = StatusOK
+			rep.Bytes += r.Size
+			if opt.SHA256 {
+				toHash = append(toHash, len(rep.Files))
+			}
+		}
+		rep.Files = append(rep.Files, r)
+	}
+	// Everything else in the directory.
+	var others []string
+	for n := range onDisk {
+		if _, ok := required[n]; !ok {
+			others = append(others, n)
+		}
+	}
+	sort.Strings(others)
+	for _, n := range others {
+		e := onDisk[n]
+		if e.IsDir() || n == ManifestFile || strings.HasPrefix(n, "."+ManifestFile) {
+			continue
+		}
+		info, _ := e.Info()
+		size := int64(-1)
+		if info != nil {
+			size = info.Size()
+		}
+		r := FileResult{Name: n, Size: size, Want: -1}
+		switch {
+		case strings.HasSuffix(n, PartSuffix):
+			r.Status = StatusPartial
+			r.Detail = "unfinished download; re-run 'k3 download' to resume it"
+		case notNeeded[n]:
+			r.Status = StatusOK
+			r.Detail = "not needed for --layers, present"
+			if sz, _ := sizeOf(n); sz != size {
+				r.Status = StatusWrongSize
+				r.Want = sz
+				r.Detail = fmt.Sprintf("%d bytes, want %d (not needed for --layers)", size, sz)
+			}
+		case n == IndexFile:
+			r.Status = StatusKnown
+		default:
+			if man != nil {
+				if _, ok := man.Lookup(n); ok {
+					r.Status = StatusKnown
+					break
+				}
+			}
+			r.Status = StatusExtra
+		}
+		rep.Files = append(rep.Files, r)
+	}
+
+	if len(toHash) > 0 {
+		if err := hashAll(ctx, dir, rep, toHash, man, opt); err != nil {
+			return nil, err
+		}
+	}
+	for i := range rep.Files {
+		switch rep.Files[i].Status {
+		case StatusOK:
+			if _, req := required[rep.Files[i].Name]; req {
+				rep.OK++
+			}
+		case StatusMissing:
+			rep.Missing++
+		case StatusWrongSize:
+			if _, req := required[rep.Files[i].Name]; req {
+				rep.WrongSize++
+			}
+		case StatusHashMismatch:
+			rep.HashBad++
+		case StatusNoHash:
+			rep.NoHash++
+		case StatusExtra:
+			rep.Extra++
+		case StatusPartial:
+			rep.Partial++
+		case StatusUnreadable:
+			rep.Unreadable++
+		}
+	}
+	rep.Complete = rep.OK == rep.Required
+	return rep, nil
+}
+
+func hashAll(ctx context.Context, dir string, rep *Report, idx []int, man *Manifest, opt Options) error {
+	var total, done atomic.Int64
+	for _, i := range idx {
+		total.Add(rep.Files[i].Size)
+	}
+	jobs := opt.Jobs
+	if jobs <= 0 {
+		jobs = min(4, runtime.GOMAXPROCS(0))
+	}
+	work := make(chan int)
+	var wg sync.WaitGroup
+	var firstErr error
+	var errMu sync.Mutex
+	for w := 0; w < jobs; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range work {
+				r := &rep.Files[i]
+				e, ok := man.Lookup(r.Name)
+				if !ok {
+					r.Status = StatusNoHash
+					r.Detail = "no recorded SHA-256 in " + ManifestFile + "; re-run 'k3 download' to hash and record it"
+					continue
+				}
+				sum, _, err := HashFile(ctx, filepath.Join(dir, r.Name), func(n int64) {
+					d := done.Add(n)
+					if opt.Progress != nil {
+						opt.Progress(d, total.Load())
+					}
+				})
+				if err != nil {
+					if ctx.Err() != nil {
+						errMu.Lock()
+						if firstErr == nil {
+							firstErr = ctx.Err()
+						}
+						errMu.Unlock()
+						continue
+					}
+					r.Status = StatusUnreadable
+					r.Detail = err.Error()
+					continue
+				}
+				r.SHA256 = sum
+				if sum != e.SHA256 {
+					r.Status = StatusHashMismatch
+					r.Detail = fmt.Sprintf("sha256 %s, manifest says %s: delete it and re-run 'k3 download'", sum, e.SHA256)
+				}
+			}
+		}()
+	}
+	for _, i := range idx {
+		if ctx.Err() != nil {
+			break
+		}
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	if firstErr != nil {
+		return firstErr
+	}
+	return ctx.Err()
+}
