@@ -11,7 +11,9 @@ import (
 	"k3/engine/plan"
 	"k3/kernels"
 	"k3/storage/config"
+	"k3/storage/direct"
 	st "k3/storage/safetensors"
+	"k3/storage/trunk"
 )
 
 // Model holds the bound weights of a (possibly prefix of a) checkpoint.
@@ -30,7 +32,9 @@ type Model struct {
 	Experts ExpertSource
 	// Store is the shard-backed expert store Bind created (also in Experts
 	// unless a caller replaced the source).
-	Store *ExpertStore
+	Store   *ExpertStore
+	trunk   *trunk.Trunk     // packed trunk the model streams from (nil: resident)
+	buffers []*direct.Buffer // huge-page memory holding trunk runs
 	// stream builds the layer provider of a streamed model (nil: resident).
 	stream func(e *Engine) (layerProvider, error)
 	// Plan is the memory plan the model was opened with (nil from Bind).
@@ -349,4 +353,26 @@ func (b *binder) layer(i int, ex *ExpertStore) *Layer {
 		}
 	}
 	return L
+}
+
+func u64bytes(w []uint64) []byte {
+	if len(w) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(&w[0])), len(w)*8)
+}
+
+// Close releases the model's expert store, trunk file and run memory.
+func (m *Model) Close() {
+	if m.Store != nil {
+		m.Store.Close()
+	}
+	if m.trunk != nil {
+		m.trunk.Close()
+		m.trunk = nil
+	}
+	for _, b := range m.buffers {
+		b.Free()
+	}
+	m.buffers = nil
 }

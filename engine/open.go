@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"fmt"
 	"path/filepath"
 
 	"k3/engine/plan"
@@ -66,7 +65,7 @@ func OpenModel(dir string, opt OpenOptions) (*Model, *st.Set, *plan.Plan, error)
 	}
 	var m *Model
 	if opt.TrunkDir != "" {
-		m, err = bindStreaming(set, cfg, layers, opt.TrunkDir, p, opt.Progress)
+		m, err = bindStreaming(set, cfg, layers, dir, opt.TrunkDir, p, opt.Progress)
 	} else {
 		m, err = Bind(set, cfg, layers, opt.Progress)
 	}
@@ -78,10 +77,4 @@ func OpenModel(dir string, opt OpenOptions) (*Model, *st.Set, *plan.Plan, error)
 	m.Store.SetBudget(opt.Budget.CacheBytes)
 	m.Fingerprint = Fingerprint(m, set.Files())
 	return m, set, p, nil
-}
-
-var errNoTrunk = fmt.Errorf("streaming from a packed trunk is not built in yet")
-
-func bindStreaming(set *st.Set, cfg *config.Config, layers int, dir string, p *plan.Plan, progress func(done, total int)) (*Model, error) {
-	return nil, errNoTrunk
 }

@@ -91,7 +91,7 @@ func cmdChat(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	defer set.Close()
-	defer m.Store.Close()
+	defer m.Close()
 	if m.Cfg.VocabSize < tok.VocabSize() {
 		fmt.Fprintf(stderr, "k3 chat: the tokenizer has %d ids but the model only %d\n", tok.VocabSize(), m.Cfg.VocabSize)
 		return ExitUsage

@@ -165,7 +165,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	defer set.Close()
-	defer m.Store.Close()
+	defer m.Close()
 	cfg := m.Cfg
 	for _, id := range ids {
 		if id >= cfg.VocabSize {

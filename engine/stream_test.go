@@ -1,0 +1,247 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"k3/engine/plan"
+	"k3/engine/synth"
+	"k3/storage/trunk"
+)
+
+// budgetModel is a generated checkpoint large enough that budgets matter
+// (~40 MB: 10 layers of ~1 MB trunk and 48 experts of 52 KB each).
+func budgetSpec() synth.Spec {
+	return synth.Spec{Vocab: 1024, Hidden: 256, Layers: 10, KDAHeads: 4, KDAHeadDim: 64, ConvK: 4,
+		Heads: 4, QLora: 128, KVLora: 64, Nope: 32, Rope: 16, VHead: 32, Inter: 512, FirstDense: 1,
+		Experts: 48, TopK: 6, Shared: 1, MoEInter: 256, Latent: 128, Block: 4, FullAttn: []int{4, 9, 10}, Seed: 3}
+}
+
+var (
+	budgetOnce sync.Once
+	budgetDir  string
+	budgetErr  error
+)
+
+// budgetCheckpoint generates and packs the checkpoint once per test binary.
+func budgetCheckpoint(t *testing.T) (model, tr string) {
+	budgetOnce.Do(func() {
+		budgetDir, budgetErr = os.MkdirTemp("", "k3-budget-*")
+		if budgetErr != nil {
+			return
+		}
+		if budgetErr = synth.Write(filepath.Join(budgetDir, "model"), budgetSpec()); budgetErr != nil {
+			return
+		}
+		_, budgetErr = trunk.Pack(context.Background(), filepath.Join(budgetDir, "model"), filepath.Join(budgetDir, "trunk"), trunk.Options{})
+	})
+	if budgetErr != nil {
+		t.Fatal(budgetErr)
+	}
+	return filepath.Join(budgetDir, "model"), filepath.Join(budgetDir, "trunk")
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if budgetDir != "" {
+		os.RemoveAll(budgetDir)
+	}
+	os.Exit(code)
+}
+
+type runResult struct {
+	ids    []int
+	logits []float32
+	plan   *plan.Plan
+	stats  Stats
+}
+
+func runBudget(t *testing.T, dir string, opt OpenOptions, threads int, prompt []int, gen int) runResult {
+	t.Helper()
+	opt.Budget.Chunk = 16
+	opt.Budget.Positions = len(prompt) + gen
+	m, set, p, err := OpenModel(dir, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer set.Close()
+	defer m.Close()
+	e, err := NewEngineFor(m, threads)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	e.Chunk = 16
+	res, err := e.Generate(context.Background(), nil, prompt, GenOptions{Gen: gen})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return runResult{res.Generated, res.FirstLogits, p, e.Snapshot()}
+}
+
+// TestSameOutputAtEveryBudget: token ids and logits bytes are identical with
+// no trunk, a fully pinned trunk, a streamed trunk with 1- and 3-slot rings,
+// an expert cache so small that every step evicts, and 1 or 2 threads.
+func TestSameOutputAtEveryBudget(t *testing.T) {
+	model, tr := budgetCheckpoint(t)
+	prompt := []int{5, 77, 300, 12, 999, 41, 8, 150, 151, 152, 3, 600, 601, 2, 9, 10, 11, 12, 13, 14, 700}
+	const gen = 6
+	big := int64(1 << 40)
+	cases := []struct {
+		name    string
+		opt     OpenOptions
+		threads int
+	}{
+		{"resident", OpenOptions{Budget: Budget{CacheBytes: big}}, 2},
+		{"trunk pinned", OpenOptions{TrunkDir: tr, Budget: Budget{TrunkBytes: big, Ring: 2, CacheBytes: big}}, 2},
+		{"ring 1", OpenOptions{TrunkDir: tr, Budget: Budget{TrunkBytes: 1, Ring: 1, CacheBytes: big}}, 2},
+		{"ring 3 + some pinned", OpenOptions{TrunkDir: tr, Budget: Budget{TrunkBytes: 6e6, Ring: 3, CacheBytes: big}}, 1},
+		{"tiny expert cache", OpenOptions{TrunkDir: tr, Budget: Budget{TrunkBytes: 1, Ring: 2, CacheBytes: 1}}, 2},
+		{"tiny cache, 1 thread", OpenOptions{Budget: Budget{CacheBytes: 1}}, 1},
+	}
+	var ref runResult
+	for i, c := range cases {
+		r := runBudget(t, model, c.opt, c.threads, prompt, gen)
+		switch c.name {
+		case "ring 1":
+			if r.plan.RingSlots != 1 || r.plan.PinnedBytes != 0 || r.stats.TrunkBytesRead == 0 {
+				t.Fatalf("%s: plan %+v, streamed %d bytes", c.name, r.plan, r.stats.TrunkBytesRead)
+			}
+		case "ring 3 + some pinned":
+			if r.plan.RingSlots != 3 || r.plan.PinnedBytes == 0 || !slices.Contains(r.plan.Pinned, false) {
+				t.Fatalf("%s: plan %+v", c.name, r.plan)
+			}
+		case "tiny expert cache":
+			if r.stats.Expert.Evictions == 0 || r.plan.CacheSlots != 7 {
+				t.Fatalf("%s: %d evictions, %d slots", c.name, r.stats.Expert.Evictions, r.plan.CacheSlots)
+			}
+		}
+		if i == 0 {
+			ref = r
+			continue
+		}
+		if !slices.Equal(r.ids, ref.ids) {
+			t.Fatalf("%s: ids %v, resident %v", c.name, r.ids, ref.ids)
+		}
+		for j := range r.logits {
+			if math.Float32bits(r.logits[j]) != math.Float32bits(ref.logits[j]) {
+				t.Fatalf("%s: logit %d differs", c.name, j)
+			}
+		}
+	}
+}
+
+// TestStreamedStateRoundTrip: save after a streamed prefill, load, continue
+// == one uninterrupted run.
+func TestStreamedStateRoundTrip(t *testing.T) {
+	model, tr := budgetCheckpoint(t)
+	opt := OpenOptions{TrunkDir: tr, Budget: Budget{TrunkBytes: 1, Ring: 2, CacheBytes: 1, Positions: 40, Chunk: 16}}
+	m, set, _, err := OpenModel(model, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer set.Close()
+	defer m.Close()
+	e, _ := NewEngineFor(m, 2)
+	defer e.Close()
+	prompt := []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19}
+	whole, err := e.Generate(context.Background(), nil, prompt, GenOptions{Gen: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := m.NewState()
+	e.Generate(context.Background(), st, prompt[:11], GenOptions{Gen: 0})
+	path := filepath.Join(t.TempDir(), "s")
+	if err := m.SaveState(path, st); err != nil {
+		t.Fatal(err)
+	}
+	ld, err := m.LoadState(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rest, err := e.Generate(context.Background(), ld, prompt[11:], GenOptions{Gen: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(rest.Generated, whole.Generated) {
+		t.Fatalf("resumed %v, whole %v", rest.Generated, whole.Generated)
+	}
+}
+
+// TestStreamFaults: an expert read that fails with EIO, a truncated shard,
+// a corrupt trunk.json and a corrupt trunk run each give a clear error.
+func TestStreamFaults(t *testing.T) {
+	model, tr := budgetCheckpoint(t)
+	// EIO from an expert read: the run is invalid
+	m, set, _, err := OpenModel(model, OpenOptions{TrunkDir: tr, Budget: Budget{TrunkBytes: 1, Ring: 1, CacheBytes: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Store.ReadAt = func(path string, off int64, dst []byte) error { return errors.New("input/output error") }
+	e, _ := NewEngineFor(m, 1)
+	_, err = e.Generate(context.Background(), nil, []int{1, 2, 3}, GenOptions{Gen: 2})
+	var ee *ExpertError
+	if !errors.As(err, &ee) || !strings.Contains(err.Error(), "model-0000") || m.Store.Stats().Failures == 0 {
+		t.Fatalf("EIO: %v", err)
+	}
+	e.Close()
+	m.Close()
+	set.Close()
+
+	copyDir := func(src string) string {
+		dst := filepath.Join(t.TempDir(), filepath.Base(src))
+		os.MkdirAll(dst, 0o755)
+		ents, _ := os.ReadDir(src)
+		for _, en := range ents {
+			b, _ := os.ReadFile(filepath.Join(src, en.Name()))
+			os.WriteFile(filepath.Join(dst, en.Name()), b, 0o644)
+		}
+		return dst
+	}
+	// truncated shard: refused when the checkpoint is opened
+	bad := copyDir(model)
+	shard := filepath.Join(bad, "model-00002-of-00011.safetensors")
+	fi, _ := os.Stat(shard)
+	os.Truncate(shard, fi.Size()-100)
+	if _, _, _, err := OpenModel(bad, OpenOptions{Budget: Budget{CacheBytes: 1}}); err == nil || !strings.Contains(err.Error(), "model-00002-of-00011") {
+		t.Fatalf("truncated shard: %v", err)
+	}
+	// corrupt trunk.json
+	badTrunk := copyDir(tr)
+	os.WriteFile(filepath.Join(badTrunk, "trunk.json"), []byte(`{"format":"k3-trunk","version":1,"runs":[`), 0o644)
+	if _, _, _, err := OpenModel(model, OpenOptions{TrunkDir: badTrunk, Budget: Budget{TrunkBytes: 1, Ring: 1, CacheBytes: 1}}); err == nil || !strings.Contains(err.Error(), "trunk") {
+		t.Fatalf("corrupt trunk.json: %v", err)
+	}
+	// a flipped byte inside a streamed layer's run: the first read's CRC check catches it
+	badTrunk = copyDir(tr)
+	trk, err := trunk.Open(badTrunk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _ := trk.LayerRun(5)
+	trk.Close()
+	f, _ := os.OpenFile(filepath.Join(badTrunk, "trunk.bin"), os.O_RDWR, 0)
+	b := []byte{0}
+	f.ReadAt(b, r.Offset+100)
+	b[0] ^= 0xff
+	f.WriteAt(b, r.Offset+100)
+	f.Close()
+	m, set, _, err = OpenModel(model, OpenOptions{TrunkDir: badTrunk, Budget: Budget{TrunkBytes: 1, Ring: 1, CacheBytes: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer set.Close()
+	defer m.Close()
+	e, _ = NewEngineFor(m, 1)
+	defer e.Close()
+	if _, err := e.Generate(context.Background(), nil, []int{1, 2}, GenOptions{Gen: 1}); err == nil || !strings.Contains(err.Error(), "CRC") {
+		t.Fatalf("corrupt run: %v", err)
+	}
+}
