@@ -18,11 +18,7 @@ import (
 
 // budgetModel is a generated checkpoint large enough that budgets matter
 // (~40 MB: 10 layers of ~1 MB trunk and 48 experts of 52 KB each).
-func budgetSpec() synth.Spec {
-	return synth.Spec{Vocab: 1024, Hidden: 256, Layers: 10, KDAHeads: 4, KDAHeadDim: 64, ConvK: 4,
-		Heads: 4, QLora: 128, KVLora: 64, Nope: 32, Rope: 16, VHead: 32, Inter: 512, FirstDense: 1,
-		Experts: 48, TopK: 6, Shared: 1, MoEInter: 256, Latent: 128, Block: 4, FullAttn: []int{4, 9, 10}, Seed: 3}
-}
+func budgetSpec() synth.Spec { return synth.Medium() }
 
 var (
 	budgetOnce sync.Once

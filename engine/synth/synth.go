@@ -277,3 +277,19 @@ func (s Spec) layer(g *gen, i int) {
 		g.mxfp4(x+"w2", s.Latent, s.MoEInter)
 	}
 }
+
+// Medium is a ~40 MB spec where memory budgets matter (tests of streaming
+// and eviction).
+func Medium() Spec {
+	return Spec{Vocab: 1024, Hidden: 256, Layers: 10, KDAHeads: 4, KDAHeadDim: 64, ConvK: 4,
+		Heads: 4, QLora: 128, KVLora: 64, Nope: 32, Rope: 16, VHead: 32, Inter: 512, FirstDense: 1,
+		Experts: 48, TopK: 6, Shared: 1, MoEInter: 256, Latent: 128, Block: 4, FullAttn: []int{4, 9, 10}, Seed: 3}
+}
+
+// Large is a ~600 MB spec for measuring plans against peak RSS and
+// streaming throughput.
+func Large() Spec {
+	return Spec{Vocab: 8192, Hidden: 1024, Layers: 12, KDAHeads: 8, KDAHeadDim: 128, ConvK: 4,
+		Heads: 8, QLora: 384, KVLora: 256, Nope: 64, Rope: 32, VHead: 64, Inter: 2048, FirstDense: 1,
+		Experts: 64, TopK: 8, Shared: 1, MoEInter: 512, Latent: 512, Block: 4, FullAttn: []int{4, 8, 11, 12}, Seed: 5}
+}

@@ -1,0 +1,70 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"k3/engine/synth"
+	"k3/tokenizer"
+)
+
+func init() {
+	register("demo", "write a small demo checkpoint (K3 tensor graph, random weights) with a tokenizer", cmdDemo)
+}
+
+// demoText trains the demo tokenizer's merges: any text works; this keeps the
+// demo's vocabulary within its 512-id model.
+const demoText = "Kimi K3 runs on one machine. The demo model has random weights, so its text is not meaningful. "
+
+func cmdDemo(args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("demo", stderr)
+	size := fs.String("size", "small", "small (~2 MB, for trying the app), medium (~40 MB) or large (~600 MB, for measuring)")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: k3 demo DIR [--size small|medium|large]")
+		fs.PrintDefaults()
+	}
+	pos, err := parseMixed(fs, args)
+	if err != nil {
+		return ExitUsage
+	}
+	if len(pos) != 1 {
+		fmt.Fprintln(stderr, "k3 demo: give exactly one DIR to write the demo checkpoint into")
+		return ExitUsage
+	}
+	var spec synth.Spec
+	switch *size {
+	case "small":
+		spec = synth.Small()
+	case "medium":
+		spec = synth.Medium()
+	case "large":
+		spec = synth.Large()
+	default:
+		fmt.Fprintf(stderr, "k3 demo: --size %q is not small, medium or large\n", *size)
+		return ExitUsage
+	}
+	dir := pos[0]
+	if ents, err := os.ReadDir(dir); err == nil && len(ents) > 0 {
+		if _, err := os.Stat(filepath.Join(dir, "config.json")); err != nil {
+			fmt.Fprintf(stderr, "k3 demo: %s exists and is not empty; choose an empty or new directory\n", dir)
+			return ExitUsage
+		}
+	}
+	t0 := time.Now()
+	if err := synth.Write(dir, spec); err != nil {
+		fmt.Fprintf(stderr, "k3 demo: %v\n", err)
+		return ExitRuntime
+	}
+	merges := min(spec.Vocab-256-256, 200)
+	if err := tokenizer.WriteByteLevel(dir, tokenizer.ByteLevelOptions{Text: demoText, Merges: merges, NumBase: spec.Vocab - 256}); err != nil {
+		fmt.Fprintf(stderr, "k3 demo: %v\n", err)
+		return ExitRuntime
+	}
+	fmt.Fprintf(stdout, "wrote a %s demo checkpoint to %s in %.1f s\n", *size, dir, time.Since(t0).Seconds())
+	fmt.Fprintln(stdout, "DEMO: random weights with the Kimi K3 tensor graph; its text is not meaningful.")
+	fmt.Fprintf(stdout, "try: k3 chat %s --gen 32\n", dir)
+	return ExitOK
+}
