@@ -105,7 +105,9 @@ func (e *Engine) forward(s *State, ids []int, all, want bool) ([]float32, error)
 	T := len(ids)
 	P := make([]float32, T*H) // running sum of sub-layer outputs since the last block boundary
 	for t, id := range ids {
-		embedRow(P[t*H:(t+1)*H], m.Embed, id)
+		if err := m.embed(P[t*H:(t+1)*H], id); err != nil {
+			return nil, err
+		}
 	}
 	var blocks [][]float32
 	hIn := make([]float32, T*H)
@@ -187,7 +189,9 @@ func (e *Engine) forward(s *State, ids []int, all, want bool) ([]float32, error)
 		kernels.RMSNorm(row, row, m.FinalNorm, c.RMSEps)
 	}
 	logits := make([]float32, n*c.VocabSize)
-	kernels.MatMul(e.Pool, logits, m.LMHead, h, n)
+	if err := m.head(e.Pool, logits, h, n); err != nil {
+		return nil, err
+	}
 	return logits, nil
 }
 

@@ -35,6 +35,7 @@ type Model struct {
 	Store   *ExpertStore
 	trunk   *trunk.Trunk     // packed trunk the model streams from (nil: resident)
 	buffers []*direct.Buffer // huge-page memory holding trunk runs
+	ultra   *ultraTables     // embedding and lm_head read from disk when needed
 	// stream builds the layer provider of a streamed model (nil: resident).
 	stream func(e *Engine) (layerProvider, error)
 	// Plan is the memory plan the model was opened with (nil from Bind).
@@ -166,20 +167,25 @@ func (b *binder) mat(name string, rows, cols int) *kernels.Mat {
 	if d == nil && t.Size > 0 {
 		return nil
 	}
-	m := &kernels.Mat{Rows: rows, Cols: cols}
-	n := rows * cols
+	m := &kernels.Mat{Rows: rows, Cols: cols, DType: kernels.F32}
 	if t.DType == st.BF16 {
 		m.DType = kernels.BF16
-		if n > 0 {
-			m.BF16 = unsafe.Slice((*uint16)(unsafe.Pointer(&d[0])), n)
-		}
-	} else {
-		m.DType = kernels.F32
-		if n > 0 {
-			m.F32 = unsafe.Slice((*float32)(unsafe.Pointer(&d[0])), n)
-		}
 	}
+	bindBytes(m, d)
 	return m
+}
+
+// bindBytes points a matrix of DType f32 or bf16 at raw little-endian bytes.
+func bindBytes(m *kernels.Mat, d []byte) {
+	n := m.Rows * m.Cols
+	if n == 0 {
+		return
+	}
+	if m.DType == kernels.BF16 {
+		m.BF16 = unsafe.Slice((*uint16)(unsafe.Pointer(&d[0])), n)
+	} else {
+		m.F32 = unsafe.Slice((*float32)(unsafe.Pointer(&d[0])), n)
+	}
 }
 
 // vec binds a tensor of any float dtype as float32 (a copy); shape nil
@@ -366,6 +372,10 @@ func u64bytes(w []uint64) []byte {
 func (m *Model) Close() {
 	if m.Store != nil {
 		m.Store.Close()
+	}
+	if m.ultra != nil {
+		m.ultra.f.Close()
+		m.ultra = nil
 	}
 	if m.trunk != nil {
 		m.trunk.Close()

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"fmt"
 	"path/filepath"
 
 	"k3/engine/plan"
@@ -56,6 +57,10 @@ func OpenModel(dir string, opt OpenOptions) (*Model, *st.Set, *plan.Plan, error)
 		layers = cfg.Layers
 	}
 	opt.Budget.Streaming = opt.TrunkDir != ""
+	if opt.Budget.Ultra && !opt.Budget.Streaming {
+		set.Close()
+		return nil, nil, nil, fmt.Errorf("ultra-low-memory mode streams the model tables from a packed trunk: give --trunk")
+	}
 	p := MakePlan(set, cfg, layers, opt.Budget)
 	if opt.Memory != nil {
 		if err := p.Check(*opt.Memory); err != nil {
@@ -65,7 +70,7 @@ func OpenModel(dir string, opt OpenOptions) (*Model, *st.Set, *plan.Plan, error)
 	}
 	var m *Model
 	if opt.TrunkDir != "" {
-		m, err = bindStreaming(set, cfg, layers, dir, opt.TrunkDir, p, opt.Progress)
+		m, err = bindStreaming(set, cfg, layers, dir, opt.TrunkDir, p, opt.Budget.Ultra, opt.Progress)
 	} else {
 		m, err = Bind(set, cfg, layers, opt.Progress)
 	}

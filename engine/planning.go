@@ -18,6 +18,7 @@ type Budget struct {
 	Positions  int   // context needed: resumed + prompt + generated
 	Chunk      int   // prefill chunk
 	AllLogits  bool  // teacher forcing keeps logits for every position
+	Ultra      bool  // embedding rows and lm_head chunks read from the trunk when needed
 }
 
 func detectPrefix(set *st.Set) (string, error) {
@@ -82,6 +83,15 @@ func MakePlan(set *st.Set, cfg *config.Config, layers int, b Budget) *plan.Plan 
 		logitRows = int64(max(b.Positions, 1))
 	}
 	buffers += logitRows * int64(c.VocabSize) * 4
+	if b.Ultra {
+		prefix, _ := detectPrefix(set)
+		for _, n := range []string{"model.embed_tokens.weight", "lm_head.weight"} {
+			if t, ok := set.Get(prefix + n); ok {
+				globals -= t.Size
+			}
+		}
+		buffers += headChunkBytes + int64(c.VocabSize)*4
+	}
 	expertBytes := int64(0)
 	if c.Experts > 0 && layers > c.FirstKDense {
 		expertBytes = slotSizeFor(expertSize(c))

@@ -43,7 +43,7 @@ func runBuffer(n int64) ([]byte, *direct.Buffer) {
 // bindStreaming binds a model whose trunk comes from a packed trunk: the
 // model tables and the layers the plan pins are read (and CRC-checked) now;
 // the other layers are streamed through a ring of slots while decoding.
-func bindStreaming(set *st.Set, cfg *config.Config, layers int, modelDir, dir string, p *plan.Plan, progress func(done, total int)) (*Model, error) {
+func bindStreaming(set *st.Set, cfg *config.Config, layers int, modelDir, dir string, p *plan.Plan, ultra bool, progress func(done, total int)) (*Model, error) {
 	tr, err := trunk.Open(dir)
 	if err != nil {
 		return nil, err
@@ -77,6 +77,13 @@ func bindStreaming(set *st.Set, cfg *config.Config, layers int, modelDir, dir st
 		if !ok {
 			return fail(fmt.Errorf("trunk %s has no %q run", dir, name))
 		}
+		if ultra && (name == trunk.RunEmbed || name == trunk.RunHead) {
+			if err := m.setUltra(tr, name, r); err != nil {
+				m.Close()
+				return nil, err
+			}
+			continue
+		}
 		mem, err := load(r)
 		if err != nil {
 			m.Close()
@@ -95,7 +102,7 @@ func bindStreaming(set *st.Set, cfg *config.Config, layers int, modelDir, dir st
 		}
 		errs = append(errs, b.errs...)
 	}
-	if cfg.TieEmbeddings {
+	if cfg.TieEmbeddings && !ultra {
 		m.LMHead = m.Embed
 	}
 	m.Store = newExpertStore(set, cfg)

@@ -101,6 +101,7 @@ func TestSameOutputAtEveryBudget(t *testing.T) {
 		{"ring 3 + some pinned", OpenOptions{TrunkDir: tr, Budget: Budget{TrunkBytes: 6e6, Ring: 3, CacheBytes: big}}, 1},
 		{"tiny expert cache", OpenOptions{TrunkDir: tr, Budget: Budget{TrunkBytes: 1, Ring: 2, CacheBytes: 1}}, 2},
 		{"tiny cache, 1 thread", OpenOptions{Budget: Budget{CacheBytes: 1}}, 1},
+		{"ultra-low-memory", OpenOptions{TrunkDir: tr, Budget: Budget{TrunkBytes: 1, Ring: 1, CacheBytes: 1, Ultra: true}}, 2},
 	}
 	var ref runResult
 	for i, c := range cases {
@@ -113,6 +114,10 @@ func TestSameOutputAtEveryBudget(t *testing.T) {
 		case "ring 3 + some pinned":
 			if r.plan.RingSlots != 3 || r.plan.PinnedBytes == 0 || !slices.Contains(r.plan.Pinned, false) {
 				t.Fatalf("%s: plan %+v", c.name, r.plan)
+			}
+		case "ultra-low-memory":
+			if r.plan.Globals > 10000 {
+				t.Fatalf("%s: model tables %d bytes planned resident", c.name, r.plan.Globals)
 			}
 		case "tiny expert cache":
 			if r.stats.Expert.Evictions == 0 || r.plan.CacheSlots != 7 {

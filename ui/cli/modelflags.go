@@ -26,6 +26,7 @@ type modelFlags struct {
 	trunkGB  *float64
 	ring     *int
 	preset   *string
+	ultra    *bool
 }
 
 func addModelFlags(fs *flag.FlagSet, cmd string) *modelFlags {
@@ -40,6 +41,7 @@ func addModelFlags(fs *flag.FlagSet, cmd string) *modelFlags {
 		trunkGB:  fs.Float64("trunk-gb", 16, "budget for pinned trunk layers plus the streaming ring, in GB"),
 		ring:     fs.Int("trunk-ring", 2, "ring slots for streamed layers (read ahead while the current layer computes)"),
 		preset:   fs.String("preset", "", "memory preset: "+strings.Join(plan.Names(), ", ")+" (see k3 presets)"),
+		ultra:    fs.Bool("ultra-low-memory", false, "read embedding rows and lm_head from the packed trunk as needed (needs --trunk)"),
 	}
 }
 
@@ -63,6 +65,7 @@ func (f *modelFlags) resolve(fs *flag.FlagSet, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stdout, "auto budget: trunk %.2f GB, expert cache %.2f GB (from %s usable)\n", t, c, humanBytes(float64(mem.Usable())))
 		} else if p, ok := plan.Lookup(*f.preset); ok {
 			t, c = p.TrunkGB, p.CacheGB
+			*f.ultra = *f.ultra || p.Ultra
 		} else {
 			fmt.Fprintf(stderr, "k3 %s: unknown preset %q\n%s", f.cmd, *f.preset, plan.Table())
 			return ExitUsage
@@ -81,6 +84,9 @@ func (f *modelFlags) resolve(fs *flag.FlagSet, stdout, stderr io.Writer) int {
 	case *f.chunk < 1:
 		fmt.Fprintf(stderr, "k3 %s: --chunk must be at least 1\n", f.cmd)
 		return ExitUsage
+	case *f.ultra && *f.trunkDir == "":
+		fmt.Fprintf(stderr, "k3 %s: --ultra-low-memory (and --preset ultra) stream the model tables from a packed trunk: give --trunk DIR (see k3 pack)\n", f.cmd)
+		return ExitUsage
 	case *f.trunkGB < 0 || *f.cacheGB < 0:
 		fmt.Fprintf(stderr, "k3 %s: budgets must not be negative\n", f.cmd)
 		return ExitUsage
@@ -98,7 +104,7 @@ func (f *modelFlags) open(dir string, positions int, allLogits bool, stdout, std
 	}
 	m, set, mplan, err := engine.OpenModel(dir, engine.OpenOptions{Config: *f.cfgPath, Layers: *f.layers, TrunkDir: *f.trunkDir,
 		Memory: memp, Budget: engine.Budget{TrunkBytes: int64(*f.trunkGB * 1e9), Ring: *f.ring, CacheBytes: int64(*f.cacheGB * 1e9),
-			Positions: positions, Chunk: *f.chunk, AllLogits: allLogits}})
+			Positions: positions, Chunk: *f.chunk, AllLogits: allLogits, Ultra: *f.ultra}})
 	if err != nil {
 		var ce *config.Error
 		var pe *engine.PlanError
