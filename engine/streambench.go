@@ -1,0 +1,215 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"k3/engine/synth"
+	"k3/storage/direct"
+	st "k3/storage/safetensors"
+	"k3/storage/trunk"
+)
+
+// StreamBenchSpec is the checkpoint `k3 bench stream` reads: real-size
+// routed experts (3072 x 3584 MXFP4, 17.5 MB each) and trunk layers of about
+// 110 MB, ~2 GB in all (quick: ~0.8 GB).
+func StreamBenchSpec(quick bool) synth.Spec {
+	s := synth.Spec{Vocab: 8192, Hidden: 2048, Layers: 6, KDAHeads: 16, KDAHeadDim: 128, ConvK: 4,
+		Heads: 16, QLora: 768, KVLora: 512, Nope: 128, Rope: 64, VHead: 128, Inter: 4096, FirstDense: 1,
+		Experts: 16, TopK: 8, Shared: 2, MoEInter: 3072, Latent: 3584, Block: 4, FullAttn: []int{4, 6}, Seed: 11}
+	if quick {
+		s.Layers, s.Experts, s.FullAttn = 3, 10, []int{3}
+	}
+	return s
+}
+
+// StreamMeasure is one line of `k3 bench stream`.
+type StreamMeasure struct {
+	Kind    string  `json:"kind"` // raw, trunk, experts, decode
+	Bytes   int64   `json:"bytes"`
+	Seconds float64 `json:"seconds"`
+	GBps    float64 `json:"gbps"`
+	RawGBps float64 `json:"raw_gbps"`
+	Ratio   float64 `json:"ratio"`
+	Note    string  `json:"note,omitempty"`
+}
+
+// PrepareStreamBench generates (once, reused) the benchmark checkpoint and
+// its packed trunk under dir.
+func PrepareStreamBench(ctx context.Context, dir string, quick bool, logf func(string, ...any)) (model, tr string, err error) {
+	name := "stream-full"
+	if quick {
+		name = "stream-quick"
+	}
+	model = filepath.Join(dir, name, "model")
+	tr = filepath.Join(dir, name, "trunk")
+	if _, err := os.Stat(filepath.Join(model, "model.safetensors.index.json")); err != nil {
+		logf("generating the benchmark checkpoint in %s (once)", model)
+		os.RemoveAll(model)
+		if err := synth.Write(model, StreamBenchSpec(quick)); err != nil {
+			return "", "", err
+		}
+	}
+	if _, err := os.Stat(filepath.Join(tr, trunk.ManifestFile)); err != nil {
+		logf("packing its trunk into %s (once)", tr)
+		if _, err := trunk.Pack(ctx, model, tr, trunk.Options{}); err != nil {
+			return "", "", err
+		}
+	}
+	return model, tr, nil
+}
+
+// dropCaches asks the kernel to forget the files' cached pages (best effort:
+// O_DIRECT reads bypass the page cache anyway). It reports whether the
+// global drop (root only) worked.
+func dropCaches(paths []string) bool {
+	for _, p := range paths {
+		if f, err := direct.Open(p); err == nil {
+			f.DropCache()
+			f.Close()
+		}
+	}
+	if err := os.WriteFile("/proc/sys/vm/drop_caches", []byte("1"), 0); err == nil {
+		return true
+	}
+	return false
+}
+
+// RunStreamBench measures, in one run: the raw O_DIRECT sequential read
+// speed of the checkpoint's disk (64 MiB requests into huge pages), reading
+// every trunk layer run through the trunk reader, reading every routed
+// expert through the expert cache (top-k at a time, queue depth 8), and a
+// streamed decode at the smallest budgets (bytes read per second of wall
+// time, compute included).
+func RunStreamBench(ctx context.Context, model, tr string, tokens int, logf func(string, ...any)) ([]StreamMeasure, error) {
+	set, err := st.Open(model)
+	if err != nil {
+		return nil, err
+	}
+	defer set.Close()
+	var files []string
+	for _, f := range set.Files() {
+		files = append(files, f.Path)
+	}
+	files = append(files, filepath.Join(tr, trunk.BinFile))
+	note := ""
+	if !dropCaches(files) {
+		note = "page cache not dropped (not root); reads are O_DIRECT"
+	}
+	var out []StreamMeasure
+	add := func(kind string, bytes int64, sec float64, raw float64) {
+		m := StreamMeasure{Kind: kind, Bytes: bytes, Seconds: sec, GBps: float64(bytes) / sec / 1e9, Note: note}
+		if raw > 0 {
+			m.RawGBps, m.Ratio = raw, m.GBps/raw
+		}
+		out = append(out, m)
+	}
+
+	// raw: the shards, sequentially, 64 MiB at a time
+	buf, err := direct.AllocHuge(64 << 20)
+	if err != nil {
+		return nil, err
+	}
+	defer buf.Free()
+	var rawBytes int64
+	t0 := time.Now()
+	for _, p := range files[:len(files)-1] {
+		f, err := direct.Open(p)
+		if err != nil {
+			return nil, err
+		}
+		size, _ := f.Size()
+		for off := int64(0); off+direct.Align <= size; off += int64(len(buf.Bytes())) {
+			n := min(int64(len(buf.Bytes())), direct.AlignDown(size-off))
+			if _, err := f.ReadAt(buf.Bytes()[:n], off); err != nil {
+				f.Close()
+				return nil, err
+			}
+			rawBytes += n
+		}
+		f.Close()
+	}
+	raw := float64(rawBytes) / time.Since(t0).Seconds() / 1e9
+	add("raw", rawBytes, time.Since(t0).Seconds(), 0)
+	out[0].RawGBps, out[0].Ratio = raw, 1
+	logf("raw O_DIRECT sequential read: %.2f GB/s", raw)
+
+	// trunk: every layer run
+	trk, err := trunk.Open(tr)
+	if err != nil {
+		return nil, err
+	}
+	var largest int64
+	for i := 0; i < trk.Layers(); i++ {
+		r, _ := trk.LayerRun(i)
+		largest = max(largest, r.Length)
+	}
+	rb, err := direct.AllocHuge(int(largest))
+	if err != nil {
+		trk.Close()
+		return nil, err
+	}
+	var tb int64
+	t0 = time.Now()
+	for i := 0; i < trk.Layers(); i++ {
+		r, _ := trk.LayerRun(i)
+		if err := trk.ReadRun(r, rb.Bytes()); err != nil {
+			trk.Close()
+			rb.Free()
+			return nil, err
+		}
+		tb += r.Length
+	}
+	add("trunk", tb, time.Since(t0).Seconds(), raw)
+	trk.Close()
+	rb.Free()
+
+	// experts: all of them, top-k at a time, through the cache
+	opt := OpenOptions{TrunkDir: tr, Budget: Budget{TrunkBytes: 1, Ring: 2, CacheBytes: 1, Positions: 64, Chunk: 64}}
+	m, mset, _, err := OpenModel(model, opt)
+	if err != nil {
+		return nil, err
+	}
+	defer mset.Close()
+	defer m.Close()
+	c := m.Cfg
+	t0 = time.Now()
+	before := m.Store.Stats()
+	for li := c.FirstKDense; li < c.Layers; li++ {
+		ids := make([]int, c.Experts)
+		for e := range ids {
+			ids[e] = e
+		}
+		sort.Ints(ids)
+		for i := 0; i < len(ids); i += c.TopK {
+			part := ids[i:min(i+c.TopK, len(ids))]
+			if _, err := m.Store.Acquire(li, part); err != nil {
+				return nil, err
+			}
+			m.Store.Release(li, part)
+		}
+	}
+	eb := m.Store.Stats().Sub(before).BytesRead
+	add("experts", eb, time.Since(t0).Seconds(), raw)
+
+	// decode at the smallest budgets: every step streams its layers and experts
+	e, err := NewEngineFor(m, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer e.Close()
+	s0 := e.Snapshot()
+	t0 = time.Now()
+	if _, err := e.Generate(ctx, nil, []int{1, 2, 3, 4}, GenOptions{Gen: tokens}); err != nil {
+		return nil, err
+	}
+	d := e.Snapshot().Sub(s0)
+	add("decode", d.TrunkBytesRead+d.Expert.BytesRead, time.Since(t0).Seconds(), raw)
+	last := &out[len(out)-1]
+	last.Note = fmt.Sprintf("%d tokens at the smallest budgets; includes compute", tokens)
+	return out, nil
+}

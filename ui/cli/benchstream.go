@@ -1,0 +1,55 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"k3/engine"
+)
+
+func init() {
+	registerBench("stream", "trunk and expert streaming from disk vs the disk's raw O_DIRECT speed", benchStream)
+}
+
+func benchStream(args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("k3 bench stream", stderr)
+	jsonOut := fs.Bool("json", false, "one JSON object per line")
+	quick := fs.Bool("quick", false, "a ~0.8 GB checkpoint (under 40 s once generated)")
+	cache, _ := os.UserCacheDir()
+	dir := fs.String("dir", filepath.Join(cache, "k3", "bench"), "where the benchmark checkpoint is generated (reused)")
+	tokens := fs.Int("tokens", 3, "decode steps measured")
+	if _, err := parseMixed(fs, args); err != nil {
+		return ExitUsage
+	}
+	logf := func(f string, a ...any) { fmt.Fprintf(stderr, f+"\n", a...) }
+	model, tr, err := engine.PrepareStreamBench(context.Background(), *dir, *quick, logf)
+	if err != nil {
+		fmt.Fprintf(stderr, "k3 bench stream: %v\n", err)
+		return ExitRuntime
+	}
+	res, err := engine.RunStreamBench(context.Background(), model, tr, *tokens, logf)
+	if err != nil {
+		fmt.Fprintf(stderr, "k3 bench stream: %v\n", err)
+		return ExitRuntime
+	}
+	if *jsonOut {
+		for _, r := range res {
+			b, _ := json.Marshal(r)
+			fmt.Fprintln(stdout, string(b))
+		}
+		return ExitOK
+	}
+	fmt.Fprintf(stdout, "%-8s %12s %9s %8s %9s %7s\n", "KIND", "BYTES", "SECONDS", "GB/S", "RAW GB/S", "RATIO")
+	for _, r := range res {
+		fmt.Fprintf(stdout, "%-8s %12d %9.3f %8.2f %9.2f %7.2f\n", r.Kind, r.Bytes, r.Seconds, r.GBps, r.RawGBps, r.Ratio)
+	}
+	if len(res) > 0 && res[0].Note != "" {
+		fmt.Fprintf(stdout, "note: %s\n", res[0].Note)
+	}
+	fmt.Fprintf(stdout, "note: decode: %s\n", res[len(res)-1].Note)
+	return ExitOK
+}
