@@ -26,6 +26,32 @@
 //     nothing, as in the C engine; callers count such groups when they load
 //     an expert (CountNaNScales).
 //
+// # SIMD paths
+//
+// On amd64 the hot loops run in Go assembly (simd_avx512_amd64.s,
+// simd_avx2_amd64.s), chosen at start-up from the CPU features
+// (golang.org/x/sys/cpu): LevelAVX512, LevelAVX2 (+FMA) or LevelPortable.
+// Setting K3_PORTABLE=1 forces the portable Go code; SetLevel switches at run
+// time (tests force each level and compare bit for bit with the portable
+// path). Other architectures use the portable code. The assembly follows the
+// contract exactly: one zmm (or two ymm) holds the 8 lanes, each lane is
+// accumulated in ascending element order, and Go code adds the < 8 tail
+// columns and combines the lanes with the same tree. NaN results may differ
+// from the portable path in their payload bits only.
+//
+//   - T = 1 (mat-vec): fused row kernels, 8 rows in flight (AVX-512) with
+//     software prefetch. bf16 is decoded with integer operations to w*2^-896
+//     and the activations are pre-scaled by 2^896 (products stay exact);
+//     blocks holding a bf16 Inf/NaN weight are redone on the portable path.
+//     MXFP4 looks the nibbles up in the scaled E2M1 table (VPERMI2PD).
+//   - T > 1 (mat-mat): panels of 48 output rows; each 6-row block of 512
+//     columns is decoded once to float64 and multiplied with all tokens by a
+//     6x4 (AVX-512) or 3x2 (AVX2) register-tiled micro-kernel whose lane
+//     accumulators persist in memory between column blocks.
+//   - MXFP4 kernels give a NaN-scale group zero products instead of skipping
+//     it, which is the same for finite activations; with a non-finite
+//     activation the call runs on the portable path.
+//
 // Parallel kernels split OUTPUT rows among workers and never split a
 // reduction, so results do not depend on the number of threads.
 //

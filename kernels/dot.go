@@ -24,21 +24,7 @@ func F32ToBF16(f float32) uint16 {
 }
 
 // DotF32 is the contract dot product of float32 weights and activations.
-func DotF32(w, x []float32) float32 {
-	var a [Lanes]float64
-	n := len(x)
-	w = w[:n]
-	i := 0
-	for ; i+Lanes <= n; i += Lanes {
-		for l := 0; l < Lanes; l++ {
-			a[l] += float64(w[i+l]) * float64(x[i+l])
-		}
-	}
-	for l := 0; i < n; i, l = i+1, l+1 {
-		a[l] += float64(w[i]) * float64(x[i])
-	}
-	return float32(combine(&a))
-}
+func DotF32(w, x []float32) float32 { return float32(DotF64(w, x)) }
 
 // DotF64 is DotF32 without the final rounding (used where a caller needs the
 // float64 sum, e.g. sums of squares).
@@ -46,7 +32,7 @@ func DotF64(w, x []float32) float64 {
 	var a [Lanes]float64
 	n := len(x)
 	w = w[:n]
-	i := 0
+	i := simdDotF32(w, x, &a) // a multiple of 8 elements, or 0
 	for ; i+Lanes <= n; i += Lanes {
 		for l := 0; l < Lanes; l++ {
 			a[l] += float64(w[i+l]) * float64(x[i+l])

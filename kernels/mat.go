@@ -85,12 +85,17 @@ func (m *Mat) RowDot(r int, x []float32) float32 {
 	}
 }
 
+// weight64 is element i of row r as an exact float64 (f32 and bf16 only).
+func (m *Mat) weight64(r, i int) float64 {
+	if m.DType == BF16 {
+		return float64(BF16ToF32(m.BF16[r*m.Cols+i]))
+	}
+	return float64(m.F32[r*m.Cols+i])
+}
+
 // rowsBlock computes dst[t*ldd + r] for rows r in [r0,r1) and tokens t < T,
 // with token t's activations at x[t*Cols:]. It is the unit of parallel work.
 func (m *Mat) rowsBlock(dst []float32, ldd int, x []float32, T, r0, r1 int) {
-	if accel != nil && accel(m, dst, ldd, x, T, r0, r1) {
-		return
-	}
 	c := m.Cols
 	for r := r0; r < r1; r++ {
 		for t := 0; t < T; t++ {
@@ -98,10 +103,6 @@ func (m *Mat) rowsBlock(dst []float32, ldd int, x []float32, T, r0, r1 int) {
 		}
 	}
 }
-
-// accel, when set by a SIMD implementation, computes a block and returns
-// true; it must give exactly the portable results.
-var accel func(m *Mat, dst []float32, ldd int, x []float32, T, r0, r1 int) bool
 
 // MatVec computes dst[r] = row r · x for every row, in parallel on p (nil: serial).
 func MatVec(p *Pool, dst []float32, m *Mat, x []float32) {
@@ -113,6 +114,9 @@ func MatVec(p *Pool, dst []float32, m *Mat, x []float32) {
 func MatMul(p *Pool, dst []float32, m *Mat, x []float32, T int) {
 	if len(x) < T*m.Cols || len(dst) < T*m.Rows {
 		panic(fmt.Sprintf("kernels: MatMul %dx%d with T=%d: x has %d, dst %d", m.Rows, m.Cols, T, len(x), len(dst)))
+	}
+	if simdMatMul(p, dst, m, x, T) {
+		return
 	}
 	p.Rows(m.Rows, rowChunk(m), func(r0, r1 int) {
 		m.rowsBlock(dst, m.Rows, x, T, r0, r1)
@@ -133,23 +137,25 @@ func rowChunk(m *Mat) int {
 // dst[j] = Σ_{i<n} x[i]·W[row0+i][col0+j] for j < len(dst), accumulated in
 // float64 sequentially over i (one accumulator per output). W must be f32 or bf16.
 func MatTVec(dst []float32, m *Mat, row0, col0 int, x []float32) {
-	acc := make([]float64, len(dst))
+	j0 := simdTVec(dst, m, row0, col0, x) // leading columns done by SIMD
+	rest := dst[j0:]
+	acc := make([]float64, len(rest))
 	for i, xi := range x {
 		xv := float64(xi)
-		base := (row0+i)*m.Cols + col0
+		base := (row0+i)*m.Cols + col0 + j0
 		if m.DType == BF16 {
-			w := m.BF16[base : base+len(dst)]
+			w := m.BF16[base : base+len(rest)]
 			for j, wj := range w {
 				acc[j] += float64(BF16ToF32(wj)) * xv
 			}
 		} else {
-			w := m.F32[base : base+len(dst)]
+			w := m.F32[base : base+len(rest)]
 			for j, wj := range w {
 				acc[j] += float64(wj) * xv
 			}
 		}
 	}
-	for j := range dst {
-		dst[j] = float32(acc[j])
+	for j := range rest {
+		rest[j] = float32(acc[j])
 	}
 }

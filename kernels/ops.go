@@ -70,10 +70,11 @@ func AttnRes(dst []float32, sources [][]float32, fold []float32, eps float32) {
 		s = append(s, r*DotF64(v, fold))
 	}
 	Softmax64(s)
-	for i := 0; i < n; i++ {
+	// each product is rounded before the add (explicit conversion: never fused)
+	for i := simdMix(dst, sources, s); i < n; i++ {
 		acc := 0.0
 		for j, v := range sources {
-			acc += s[j] * float64(v[i])
+			acc += float64(s[j] * float64(v[i]))
 		}
 		dst[i] = float32(acc)
 	}

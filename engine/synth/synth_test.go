@@ -1,4 +1,4 @@
-package synth
+package synth_test
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"k3/engine"
+	"k3/engine/synth"
 )
 
 // TestSmallRuns: a generated checkpoint binds and generates deterministically,
@@ -14,7 +15,7 @@ func TestSmallRuns(t *testing.T) {
 	var first []int
 	for run := 0; run < 2; run++ {
 		dir := filepath.Join(t.TempDir(), "m")
-		if err := Write(dir, Small()); err != nil {
+		if err := synth.Write(dir, synth.Small()); err != nil {
 			t.Fatal(err)
 		}
 		m, set, err := engine.Open(dir, "", 0, nil)

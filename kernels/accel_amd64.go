@@ -1,0 +1,388 @@
+package kernels
+
+import (
+	"math"
+	"sync"
+	"unsafe"
+)
+
+// Tables shared by the MXFP4 kernels.
+var (
+	pow2Tab  [256]float64 // 2^(s-127); 0 for the NaN scale 255
+	pow2hTab [256]float64 // 2^(s-128); 0 for 255 (the AVX2 LUT holds 2*E2M1)
+	mxShifts = [8]uint64{0, 4, 8, 12, 16, 20, 24, 28}
+	e2m1Int  = [16]int8{0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12}
+)
+
+func init() {
+	for s := 0; s < 255; s++ {
+		pow2Tab[s] = math.Ldexp(1, s-127)
+		pow2hTab[s] = math.Ldexp(1, s-128)
+	}
+}
+
+func newMxArgs() mxArgs {
+	return mxArgs{pow2: &pow2Tab, e2m1: &E2M1, shifts: mxShifts, pow2h: &pow2hTab, lut: e2m1Int}
+}
+
+// f64Pool recycles float64 scratch (activations widened once per call).
+var f64Pool sync.Pool
+
+func getF64(n int) *[]float64 {
+	if v, ok := f64Pool.Get().(*[]float64); ok && cap(*v) >= n {
+		*v = (*v)[:n]
+		return v
+	}
+	b := make([]float64, n, n+n/4)
+	return &b
+}
+
+func putF64(b *[]float64) { f64Pool.Put(b) }
+
+// allFinite reports whether no value is Inf or NaN.
+func allFinite(x []float32) bool {
+	for _, v := range x {
+		if math.Float32bits(v)&0x7f800000 == 0x7f800000 {
+			return false
+		}
+	}
+	return true
+}
+
+// finishRow adds the columns [n8, Cols) that the kernels leave to Go (fewer
+// than 8, into lanes 0..) and combines the lanes.
+func (m *Mat) finishRow(l *[Lanes]float64, r, n8 int, x []float32) float32 {
+	for i := n8; i < m.Cols; i++ {
+		l[i-n8] += m.weight64(r, i) * float64(x[i])
+	}
+	return float32(combine(l))
+}
+
+// simdMatMul is MatMul on the SIMD path; false means "use the portable path".
+func simdMatMul(p *Pool, dst []float32, m *Mat, x []float32, T int) bool {
+	lvl := CurrentLevel()
+	if lvl == LevelPortable {
+		return false
+	}
+	n := m.Cols
+	n8 := n &^ 7
+	if n8 == 0 || m.Rows == 0 || T <= 0 {
+		return false
+	}
+	if m.DType == MXFP4 && !allFinite(x[:T*n]) {
+		// the kernels turn NaN-scale groups into zero products, which only
+		// equals skipping them for finite activations
+		return false
+	}
+	if T == 1 && (lvl == LevelAVX512 || m.DType != MXFP4) {
+		matVecSIMD(p, dst, m, x, lvl)
+		return true
+	}
+	matMulSIMD(p, dst, m, x, T, lvl)
+	return true
+}
+
+// matVecSIMD streams the rows through the fused row kernels.
+func matVecSIMD(p *Pool, dst []float32, m *Mat, x []float32, lvl Level) {
+	n := m.Cols
+	n8 := n &^ 7
+	xb := getF64(n8)
+	xd := *xb
+	if m.DType == BF16 && lvl == LevelAVX512 {
+		// the integer bf16 decode yields w*2^-896; see BF16ISTEP
+		for i, v := range x[:n8] {
+			xd[i] = float64(v) * 0x1p896
+		}
+	} else {
+		for i, v := range x[:n8] {
+			xd[i] = float64(v)
+		}
+	}
+	inflight := 8
+	if lvl == LevelAVX2 {
+		inflight = 4
+	}
+	chunk := rowChunk(m)
+	chunk = max(inflight, chunk/inflight*inflight)
+	p.Rows(m.Rows, chunk, func(r0, r1 int) {
+		var acc [64]float64
+		for r := r0; r < r1; r += inflight {
+			k := min(inflight, r1-r)
+			if !m.rowsSIMD(lvl, r, k, xd, n8, &acc) {
+				for j := 0; j < k; j++ {
+					dst[r+j] = m.RowDot(r+j, x)
+				}
+				continue
+			}
+			for j := 0; j < k; j++ {
+				dst[r+j] = m.finishRow((*[Lanes]float64)(acc[j*Lanes:]), r+j, n8, x)
+			}
+		}
+	})
+	putF64(xb)
+}
+
+// rowsSIMD runs one row kernel on rows [r, r+k) (k <= rows in flight; the
+// remaining slots repeat row r). It reports false if the block must be
+// recomputed on the portable path.
+func (m *Mat) rowsSIMD(lvl Level, r, k int, xd []float64, n8 int, acc *[64]float64) bool {
+	c := m.Cols
+	switch m.DType {
+	case F32:
+		if lvl == LevelAVX512 {
+			var rows [8]*float32
+			for j := range rows {
+				rows[j] = &m.F32[(r+min(j, k-1))*c]
+			}
+			f32Rows8AVX512(&rows, &xd[0], n8, acc)
+			return true
+		}
+		var rows [4]*float32
+		for j := range rows {
+			rows[j] = &m.F32[(r+min(j, k-1))*c]
+		}
+		f32Rows4AVX2(&rows, &xd[0], n8, (*[32]float64)(acc[:32]))
+		return true
+	case BF16:
+		if lvl == LevelAVX512 {
+			var rows [8]*uint16
+			for j := range rows {
+				rows[j] = &m.BF16[(r+min(j, k-1))*c]
+			}
+			return bf16Rows8AVX512(&rows, &xd[0], n8, acc)
+		}
+		var rows [4]*uint16
+		for j := range rows {
+			rows[j] = &m.BF16[(r+min(j, k-1))*c]
+		}
+		bf16Rows4AVX2(&rows, &xd[0], n8, (*[32]float64)(acc[:32]))
+		return true
+	default: // MXFP4, AVX-512 only
+		a := newMxArgs()
+		for j := 0; j < 8; j++ {
+			row := r + min(j, k-1)
+			a.packed[j] = &m.Packed[row*c/2]
+			a.scales[j] = &m.Scales[row*c/MXGroup]
+		}
+		mxfp4Rows8AVX512(&a, &xd[0], c, acc)
+		return true
+	}
+}
+
+// Blocking of the mat-mat path: a panel of panelRows output rows is computed
+// in column blocks of kBlock; each block of 6 rows is decoded once to float64
+// and multiplied with every token by the register-tiled micro-kernel.
+const (
+	panelRows = 48
+	kBlock    = 512
+	wStride   = kBlock + 8 // float64s between decoded rows (breaks 4 KiB aliasing)
+)
+
+type gemmScratch struct {
+	w   [6 * wStride]float64
+	acc []float64
+}
+
+var gemmPool = sync.Pool{New: func() any { return new(gemmScratch) }}
+
+func matMulSIMD(p *Pool, dst []float32, m *Mat, x []float32, T int, lvl Level) {
+	n := m.Cols
+	n8 := n &^ 7
+	Tp := (T + 3) &^ 3
+	xs := n8 + 8 // float64s between tokens (breaks 4 KiB aliasing)
+	xb := getF64(Tp * xs)
+	xd := *xb
+	for t := 0; t < Tp; t++ {
+		row := xd[t*xs : (t+1)*xs]
+		if t >= T {
+			clear(row)
+			continue
+		}
+		for i, v := range x[t*n : t*n+n8] {
+			row[i] = float64(v)
+		}
+	}
+	p.Rows(m.Rows, panelRows, func(r0, r1 int) {
+		sc := gemmPool.Get().(*gemmScratch)
+		m.gemmPanel(sc, dst, x, xd, xs, T, Tp, r0, r1, lvl)
+		gemmPool.Put(sc)
+	})
+	putF64(xb)
+}
+
+func (m *Mat) gemmPanel(sc *gemmScratch, dst, x []float32, xd []float64, xs, T, Tp, r0, r1 int, lvl Level) {
+	n := m.Cols
+	n8 := n &^ 7
+	tiles := (r1 - r0 + 5) / 6
+	na := tiles * 6 * Tp * Lanes
+	if cap(sc.acc) < na {
+		sc.acc = make([]float64, na)
+	}
+	acc := sc.acc[:na]
+	clear(acc)
+	ma := newMxArgs()
+	var ga gemmArgs
+	ga.accStride = Tp * Lanes * 8
+	for kb := 0; kb < n8; kb += kBlock {
+		kl := min(kBlock, n8-kb)
+		for tile := 0; tile < tiles; tile++ {
+			for j := 0; j < 6; j++ {
+				out := sc.w[j*wStride : j*wStride+kl]
+				ga.w[j] = &out[0]
+				row := r0 + tile*6 + j
+				if row >= r1 {
+					clear(out)
+					continue
+				}
+				switch m.DType {
+				case F32:
+					src := &m.F32[row*n+kb]
+					if lvl == LevelAVX512 {
+						decodeF32AVX512(src, &out[0], kl)
+					} else {
+						decodeF32AVX2(src, &out[0], kl)
+					}
+				case BF16:
+					src := &m.BF16[row*n+kb]
+					if lvl == LevelAVX512 {
+						decodeBF16AVX512(src, &out[0], kl)
+					} else {
+						decodeBF16AVX2(src, &out[0], kl)
+					}
+				default:
+					ma.packed[0] = &m.Packed[(row*n+kb)/2]
+					ma.scales[0] = &m.Scales[(row*n+kb)/MXGroup]
+					if lvl == LevelAVX512 {
+						decodeMXFP4AVX512(&ma, &out[0], kl)
+					} else {
+						decodeMXFP4AVX2(&ma, &out[0], kl)
+					}
+				}
+			}
+			if lvl == LevelAVX512 {
+				for tg := 0; tg < Tp; tg += 4 {
+					for t := 0; t < 4; t++ {
+						ga.x[t] = &xd[(tg+t)*xs+kb]
+					}
+					ga.acc = &acc[(tile*6*Tp+tg)*Lanes]
+					gemm6x4AVX512(&ga, kl)
+				}
+				continue
+			}
+			for half := 0; half < 2; half++ {
+				var ga2 gemmArgs
+				ga2.accStride = ga.accStride
+				copy(ga2.w[:3], ga.w[half*3:half*3+3])
+				for tg := 0; tg < Tp; tg += 2 {
+					ga2.x[0] = &xd[tg*xs+kb]
+					ga2.x[1] = &xd[(tg+1)*xs+kb]
+					ga2.acc = &acc[((tile*6+half*3)*Tp+tg)*Lanes]
+					gemm3x2AVX2(&ga2, kl)
+				}
+			}
+		}
+	}
+	ldd := m.Rows
+	for i := 0; i < r1-r0; i++ {
+		for t := 0; t < T; t++ {
+			l := (*[Lanes]float64)(acc[(i*Tp+t)*Lanes:])
+			dst[t*ldd+r0+i] = m.finishRow(l, r0+i, n8, x[t*n:(t+1)*n])
+		}
+	}
+}
+
+// simdDotF32 accumulates the first n&^7 products of w·x into the lanes a and
+// returns how many elements it consumed (0: none, use the portable loop).
+func simdDotF32(w, x []float32, a *[Lanes]float64) int {
+	n8 := len(x) &^ 7
+	if n8 < 32 {
+		return 0
+	}
+	switch CurrentLevel() {
+	case LevelAVX512:
+		dotF32AVX512(&w[0], &x[0], n8, a)
+	case LevelAVX2:
+		dotF32AVX2(&w[0], &x[0], n8, a)
+	default:
+		return 0
+	}
+	return n8
+}
+
+// simdTVec computes the leading columns of MatTVec in blocks the kernels
+// handle and returns how many columns it did.
+func simdTVec(dst []float32, m *Mat, row0, col0 int, x []float32) int {
+	lvl := CurrentLevel()
+	block := 64
+	if lvl == LevelAVX2 {
+		block = 32
+	} else if lvl != LevelAVX512 {
+		return 0
+	}
+	nb := len(dst) / block * block
+	if nb == 0 || len(x) == 0 {
+		return 0
+	}
+	xb := getF64(len(x))
+	xd := *xb
+	for i, v := range x {
+		xd[i] = float64(v)
+	}
+	var out [64]float64
+	esize := 4
+	if m.DType == BF16 {
+		esize = 2
+	}
+	stride := m.Cols * esize
+	for j := 0; j < nb; j += block {
+		base := (row0*m.Cols + col0 + j)
+		var w unsafe.Pointer
+		if m.DType == BF16 {
+			_ = m.BF16[base+(len(x)-1)*m.Cols+block-1]
+			w = unsafe.Pointer(&m.BF16[base])
+		} else {
+			_ = m.F32[base+(len(x)-1)*m.Cols+block-1]
+			w = unsafe.Pointer(&m.F32[base])
+		}
+		if lvl == LevelAVX512 {
+			tvecAVX512(w, stride, m.DType == BF16, &xd[0], len(x), &out)
+		} else {
+			tvecAVX2(w, stride, m.DType == BF16, &xd[0], len(x), (*[32]float64)(out[:32]))
+		}
+		for c := 0; c < block; c++ {
+			dst[j+c] = float32(out[c])
+		}
+	}
+	putF64(xb)
+	return nb
+}
+
+// simdMix computes the leading elements of AttnRes's weighted sum and
+// returns how many it did.
+func simdMix(dst []float32, sources [][]float32, s []float64) int {
+	lvl := CurrentLevel()
+	n8 := len(dst) &^ 7
+	if lvl == LevelPortable || n8 == 0 || len(sources) > 64 {
+		return 0
+	}
+	var ptrs [64]*float32
+	for j, v := range sources {
+		_ = v[n8-1]
+		ptrs[j] = &v[0]
+	}
+	if lvl == LevelAVX512 {
+		mixAVX512(&dst[0], &ptrs[0], &s[0], len(sources), n8)
+	} else {
+		mixAVX2(&dst[0], &ptrs[0], &s[0], len(sources), n8)
+	}
+	return n8
+}
+
+// readBlock reads every byte of b (len a multiple of 512) as fast as the
+// machine can.
+func readBlock(b []byte) uint64 {
+	if CurrentLevel() == LevelAVX512 {
+		return readAVX512(&b[0], len(b))
+	}
+	return readGo(b)
+}

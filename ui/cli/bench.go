@@ -1,0 +1,111 @@
+package cli
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"runtime"
+	"sort"
+	"time"
+
+	"k3/kernels"
+)
+
+// benchCommand is one `k3 bench WHAT` subcommand. Other files add theirs
+// with registerBench from an init function (e.g. layer, stream).
+type benchCommand struct {
+	summary string
+	run     func(args []string, stdout, stderr io.Writer) int
+}
+
+var benchCommands = map[string]benchCommand{}
+
+// registerBench adds `k3 bench NAME`.
+func registerBench(name, summary string, run func(args []string, stdout, stderr io.Writer) int) {
+	if _, dup := benchCommands[name]; dup {
+		panic("cli: duplicate bench subcommand " + name)
+	}
+	benchCommands[name] = benchCommand{summary, run}
+}
+
+func init() {
+	register("bench", "measure this machine and the engine (k3 bench kernels|...)", runBench)
+	registerBench("kernels", "read bandwidth and every kernel at the real K3 shapes", benchKernels)
+}
+
+func runBench(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		w := stdout
+		code := ExitOK
+		if len(args) == 0 {
+			w, code = stderr, ExitUsage
+		}
+		fmt.Fprintln(w, "usage: k3 bench WHAT [flags]")
+		names := make([]string, 0, len(benchCommands))
+		for n := range benchCommands {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		for _, n := range names {
+			fmt.Fprintf(w, "  %-10s %s\n", n, benchCommands[n].summary)
+		}
+		return code
+	}
+	c, ok := benchCommands[args[0]]
+	if !ok {
+		fmt.Fprintf(stderr, "k3 bench: unknown benchmark %q (run 'k3 bench --help')\n", args[0])
+		return ExitUsage
+	}
+	return c.run(args[1:], stdout, stderr)
+}
+
+func benchKernels(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("k3 bench kernels", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	jsonOut := fs.Bool("json", false, "one JSON object per line instead of a table")
+	quick := fs.Bool("quick", false, "short measurements (the whole run in under 40 s)")
+	threads := fs.Int("threads", 0, "threads of the multi-threaded measurements (0: physical cores)")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: k3 bench kernels [--json] [--quick] [--threads N]")
+		fmt.Fprintln(stderr, "Measures streaming read bandwidth (1 and N threads), then mat-vec and mat-mat")
+		fmt.Fprintln(stderr, "(T = 1, 8, 32) at the K3 shapes over >1 GiB of weights; K3_PORTABLE=1 measures")
+		fmt.Fprintln(stderr, "the portable Go path.")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			return ExitOK
+		}
+		return ExitUsage
+	}
+	if fs.NArg() > 0 || *threads < 0 {
+		fs.Usage()
+		return ExitUsage
+	}
+	start := time.Now()
+	enc := json.NewEncoder(stdout)
+	cfg := kernels.BenchConfig{Quick: *quick, Threads: *threads}
+	if *jsonOut {
+		cfg.Report = func(r kernels.BenchResult) { enc.Encode(r) }
+	} else {
+		fmt.Fprintf(stdout, "k3 bench kernels: level %v, %d physical cores, GOMAXPROCS %d\n",
+			kernels.CurrentLevel(), kernels.PhysicalCores(), runtime.GOMAXPROCS(0))
+		fmt.Fprintf(stdout, "%-15s %-6s %-12s %4s %4s %8s %8s %8s %6s\n",
+			"kernel", "dtype", "shape", "T", "thr", "GB/s", "GFLOP/s", "limit", "ratio")
+		cfg.Report = func(r kernels.BenchResult) {
+			shape := ""
+			if r.Rows > 0 {
+				shape = fmt.Sprintf("%dx%d", r.Rows, r.Cols)
+			}
+			fmt.Fprintf(stdout, "%-15s %-6s %-12s %4d %4d %8.2f %8.2f %8.2f %6.3f\n",
+				r.Kernel, r.DType, shape, r.Tokens, r.Threads, r.GBps, r.GFLOPs, r.LimitGBps, r.Ratio)
+		}
+		cfg.Log = func(s string) { fmt.Fprintln(stderr, "  "+s) }
+	}
+	kernels.BenchKernels(cfg)
+	if !*jsonOut {
+		fmt.Fprintf(stdout, "done in %.1f s\n", time.Since(start).Seconds())
+	}
+	return ExitOK
+}
