@@ -1,0 +1,437 @@
+package trunk
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"math/bits"
+	"slices"
+	"strconv"
+	"strings"
+
+	"k3/storage/safetensors"
+)
+
+// File names inside a trunk directory.
+const (
+	BinFile      = "trunk.bin"
+	ManifestFile = "trunk.json"
+	PartialFile  = "trunk.partial.json"
+)
+
+// Format and Version identify trunk.json.
+const (
+	Format  = "k3-trunk"
+	Version = 1
+)
+
+// RunAlign is the alignment of every run's offset and length in trunk.bin
+// (O_DIRECT); TensorAlign the alignment of every tensor inside its run.
+const (
+	RunAlign    = 4096
+	TensorAlign = 64
+)
+
+// The names of the global runs; layer runs are called LayerRunName(i).
+const (
+	RunEmbed = "embed"
+	RunHead  = "head"
+	RunFinal = "final"
+)
+
+// LayerRunName returns the name of layer i's run: "layer.<i>".
+func LayerRunName(i int) string { return "layer." + strconv.Itoa(i) }
+
+// maxManifestBytes bounds the size of a trunk.json this package reads (the
+// released model's is well under 1 MB).
+const maxManifestBytes = 64 << 20
+
+// Manifest is the content of trunk.json.
+type Manifest struct {
+	Format     string `json:"format"`
+	Version    int    `json:"version"`
+	Source     Source `json:"source"`
+	Runs       []Run  `json:"runs"`
+	TotalBytes int64  `json:"total_bytes"`
+}
+
+// Source identifies the checkpoint a trunk was packed from.
+type Source struct {
+	Files  []SourceFile `json:"files"`
+	Prefix string       `json:"prefix"`
+}
+
+// SourceFile is one safetensors file of the source checkpoint.
+type SourceFile struct {
+	Name string `json:"name"` // base name
+	Size int64  `json:"size"` // bytes
+}
+
+// Run is one aligned byte run of trunk.bin.
+type Run struct {
+	Name      string   `json:"name"`
+	Layer     int      `json:"layer"`      // -1 for embed, head and final
+	Offset    int64    `json:"offset"`     // in trunk.bin, multiple of RunAlign
+	Length    int64    `json:"length"`     // AlignUp(DataBytes), multiple of RunAlign
+	DataBytes int64    `json:"data_bytes"` // end of the last tensor
+	CRC32C    uint32   `json:"crc32c"`     // over all Length bytes, padding included
+	Tensors   []Tensor `json:"tensors"`
+}
+
+// Tensor is one tensor inside a run.
+type Tensor struct {
+	Name   string  `json:"name"` // full checkpoint name
+	DType  string  `json:"dtype"`
+	Shape  []int64 `json:"shape"`
+	Offset int64   `json:"offset"` // relative to the run start, multiple of TensorAlign
+	Size   int64   `json:"size"`
+}
+
+// partial is the content of trunk.partial.json.
+type partial struct {
+	Manifest
+	Done []string `json:"done"`
+}
+
+// Tensor returns the run's tensor called name.
+func (r *Run) Tensor(name string) (*Tensor, bool) {
+	for i := range r.Tensors {
+		if r.Tensors[i].Name == name {
+			return &r.Tensors[i], true
+		}
+	}
+	return nil, false
+}
+
+// Bytes returns the slice of a buffer holding the whole run (as filled by
+// ReadRun) that holds tensor t.
+func (t *Tensor) Bytes(run []byte) []byte { return run[t.Offset : t.Offset+t.Size : t.Offset+t.Size] }
+
+// Layers returns the number of layer runs.
+func (m *Manifest) Layers() int {
+	n := 0
+	for i := range m.Runs {
+		if m.Runs[i].Layer >= 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// Marshal renders the manifest as indented JSON (deterministic).
+func (m *Manifest) Marshal() ([]byte, error) {
+	b, err := json.MarshalIndent(m, "", " ")
+	if err != nil {
+		return nil, err
+	}
+	return append(b, '\n'), nil
+}
+
+func (p *partial) marshal() ([]byte, error) {
+	b, err := json.MarshalIndent(p, "", " ")
+	if err != nil {
+		return nil, err
+	}
+	return append(b, '\n'), nil
+}
+
+// ManifestError is a trunk.json (or trunk.partial.json) that breaks the
+// format's rules.
+type ManifestError struct {
+	Path string // file, "" when parsing bytes
+	Msg  string
+}
+
+func (e *ManifestError) Error() string {
+	if e.Path == "" {
+		return "trunk manifest: " + e.Msg
+	}
+	return e.Path + ": " + e.Msg
+}
+
+func merr(format string, args ...any) error { return &ManifestError{Msg: fmt.Sprintf(format, args...)} }
+
+// ParseManifest decodes and validates a trunk.json. Unknown fields,
+// trailing data and every broken rule of the format (see the package
+// documentation) are refused with a *ManifestError naming the problem. It
+// does not check trunk.bin (Open does).
+func ParseManifest(data []byte) (*Manifest, error) {
+	var m Manifest
+	if err := decodeStrict(data, &m); err != nil {
+		return nil, err
+	}
+	if err := m.validate(nil); err != nil {
+		return nil, err
+	}
+	return &m, nil
+}
+
+// parsePartial decodes and validates a trunk.partial.json: the manifest
+// rules, plus "done" naming distinct existing runs. CRCs of runs not done
+// are not meaningful.
+func parsePartial(data []byte) (*partial, error) {
+	var p partial
+	if err := decodeStrict(data, &p); err != nil {
+		return nil, err
+	}
+	if err := p.validate(p.Done); err != nil {
+		return nil, err
+	}
+	return &p, nil
+}
+
+func decodeStrict(data []byte, v any) error {
+	if len(data) > maxManifestBytes {
+		return merr("%d bytes is too large for a trunk manifest", len(data))
+	}
+	if len(bytes.TrimSpace(data)) == 0 {
+		return merr("empty file")
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		if err == io.ErrUnexpectedEOF || err == io.EOF {
+			return merr("truncated JSON")
+		}
+		return merr("invalid JSON: %v", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return merr("trailing data after the JSON object")
+	}
+	return nil
+}
+
+// validate checks every rule of the format. done, if non-nil, lists runs
+// that must exist (a partial file's finished runs).
+func (m *Manifest) validate(done []string) error {
+	if m.Format != Format {
+		return merr("format is %q, want %q", m.Format, Format)
+	}
+	if m.Version != Version {
+		return merr("version %d is not supported (this build reads version %d; repack with this k3)", m.Version, Version)
+	}
+	if err := m.Source.validate(); err != nil {
+		return err
+	}
+	if len(m.Runs) == 0 {
+		return merr("no runs")
+	}
+	if m.TotalBytes < 0 || m.TotalBytes%RunAlign != 0 {
+		return merr("total_bytes %d is not a non-negative multiple of %d", m.TotalBytes, RunAlign)
+	}
+	names := make(map[string]int, len(m.Runs))
+	tnames := map[string]string{}
+	layers := 0
+	for i := range m.Runs {
+		r := &m.Runs[i]
+		if err := r.validate(m.Source.Prefix); err != nil {
+			return err
+		}
+		if j, dup := names[r.Name]; dup {
+			return merr("runs %d and %d are both called %q", j, i, r.Name)
+		}
+		names[r.Name] = i
+		if r.Layer >= 0 {
+			layers++
+		}
+		for _, t := range r.Tensors {
+			if prev, dup := tnames[t.Name]; dup {
+				return merr("tensor %q is in run %q and in run %q", t.Name, prev, r.Name)
+			}
+			tnames[t.Name] = r.Name
+		}
+		if r.Offset+r.Length > m.TotalBytes {
+			return merr("run %q [%d, %d) ends past total_bytes %d", r.Name, r.Offset, r.Offset+r.Length, m.TotalBytes)
+		}
+	}
+	for _, g := range []string{RunEmbed, RunHead, RunFinal} {
+		if _, ok := names[g]; !ok {
+			return merr("run %q is missing", g)
+		}
+	}
+	for i := 0; i < layers; i++ {
+		if _, ok := names[LayerRunName(i)]; !ok {
+			return merr("%d layer runs but %q is missing", layers, LayerRunName(i))
+		}
+	}
+	// Runs may not overlap (checked in offset order).
+	order := make([]int, len(m.Runs))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int {
+		switch {
+		case m.Runs[a].Offset < m.Runs[b].Offset:
+			return -1
+		case m.Runs[a].Offset > m.Runs[b].Offset:
+			return 1
+		}
+		return 0
+	})
+	for k := 1; k < len(order); k++ {
+		a, b := &m.Runs[order[k-1]], &m.Runs[order[k]]
+		if b.Offset < a.Offset+a.Length {
+			return merr("runs %q [%d, %d) and %q [%d, %d) overlap", a.Name, a.Offset, a.Offset+a.Length, b.Name, b.Offset, b.Offset+b.Length)
+		}
+	}
+	last := &m.Runs[order[len(order)-1]]
+	if end := last.Offset + last.Length; end != m.TotalBytes {
+		return merr("total_bytes is %d but the last run %q ends at %d", m.TotalBytes, last.Name, end)
+	}
+	seen := map[string]bool{}
+	for _, d := range done {
+		if _, ok := names[d]; !ok {
+			return merr("done lists %q, which is not a run", d)
+		}
+		if seen[d] {
+			return merr("done lists %q twice", d)
+		}
+		seen[d] = true
+	}
+	return nil
+}
+
+func (s *Source) validate() error {
+	if len(s.Files) == 0 {
+		return merr("source.files is empty")
+	}
+	seen := map[string]bool{}
+	for i, f := range s.Files {
+		if f.Name == "" || strings.ContainsAny(f.Name, `/\`) || f.Name == "." || f.Name == ".." {
+			return merr("source.files[%d]: bad file name %q", i, f.Name)
+		}
+		if f.Size < 0 {
+			return merr("source.files[%d] %q: negative size %d", i, f.Name, f.Size)
+		}
+		if seen[f.Name] {
+			return merr("source.files lists %q twice", f.Name)
+		}
+		seen[f.Name] = true
+	}
+	if s.Prefix != "" && s.Prefix != "language_model." {
+		return merr("source.prefix is %q, want \"language_model.\" or \"\"", s.Prefix)
+	}
+	return nil
+}
+
+func (r *Run) validate(prefix string) error {
+	switch r.Name {
+	case RunEmbed, RunHead, RunFinal:
+		if r.Layer != -1 {
+			return merr("run %q has layer %d, want -1", r.Name, r.Layer)
+		}
+	default:
+		s, ok := strings.CutPrefix(r.Name, "layer.")
+		n, err := strconv.Atoi(s)
+		if !ok || err != nil || n < 0 || strconv.Itoa(n) != s {
+			return merr("run name %q is not embed, head, final or layer.<n>", r.Name)
+		}
+		if r.Layer != n {
+			return merr("run %q has layer %d", r.Name, r.Layer)
+		}
+	}
+	if r.Offset < 0 || r.Offset%RunAlign != 0 {
+		return merr("run %q: offset %d is not a non-negative multiple of %d", r.Name, r.Offset, RunAlign)
+	}
+	if r.Length <= 0 || r.Length%RunAlign != 0 || r.Length > math.MaxInt64-r.Offset {
+		return merr("run %q: length %d is not a positive multiple of %d", r.Name, r.Length, RunAlign)
+	}
+	if r.DataBytes <= 0 || r.DataBytes > r.Length || r.Length-r.DataBytes >= RunAlign {
+		return merr("run %q: data_bytes %d does not round up to length %d", r.Name, r.DataBytes, r.Length)
+	}
+	if len(r.Tensors) == 0 {
+		return merr("run %q has no tensors", r.Name)
+	}
+	end := int64(0)
+	for i := range r.Tensors {
+		t := &r.Tensors[i]
+		if t.Name == "" {
+			return merr("run %q: tensor %d has no name", r.Name, i)
+		}
+		if !strings.HasPrefix(t.Name, prefix) {
+			return merr("run %q: tensor %q lacks the source prefix %q", r.Name, t.Name, prefix)
+		}
+		dt := safetensors.DType(t.DType)
+		if !dt.Valid() {
+			return merr("run %q: tensor %q has unsupported dtype %q", r.Name, t.Name, t.DType)
+		}
+		if len(t.Shape) > 8 {
+			return merr("run %q: tensor %q has rank %d", r.Name, t.Name, len(t.Shape))
+		}
+		n := uint64(dt.Size())
+		for _, d := range t.Shape {
+			if d < 0 {
+				return merr("run %q: tensor %q has a negative dimension in %v", r.Name, t.Name, t.Shape)
+			}
+			hi, lo := bits.Mul64(n, uint64(d))
+			if hi != 0 || lo > math.MaxInt64 {
+				return merr("run %q: tensor %q: shape %v is too large", r.Name, t.Name, t.Shape)
+			}
+			n = lo
+		}
+		if t.Size < 0 || uint64(t.Size) != n {
+			return merr("run %q: tensor %q: size %d does not match %s%v (%d bytes)", r.Name, t.Name, t.Size, t.DType, t.Shape, n)
+		}
+		if t.Offset < 0 || t.Offset%TensorAlign != 0 {
+			return merr("run %q: tensor %q: offset %d is not a non-negative multiple of %d", r.Name, t.Name, t.Offset, TensorAlign)
+		}
+		if t.Offset < end {
+			return merr("run %q: tensor %q at %d overlaps the previous tensor (ending at %d) or is out of order", r.Name, t.Name, t.Offset, end)
+		}
+		if t.Size > r.DataBytes || t.Offset > r.DataBytes-t.Size {
+			return merr("run %q: tensor %q [%d, %d) lies outside the run's %d data bytes", r.Name, t.Name, t.Offset, t.Offset+t.Size, r.DataBytes)
+		}
+		end = t.Offset + t.Size
+	}
+	if end != r.DataBytes {
+		return merr("run %q: data_bytes is %d but the last tensor ends at %d", r.Name, r.DataBytes, end)
+	}
+	return nil
+}
+
+// sameSource reports whether two sources are identical, and if not, how
+// they differ.
+func sameSource(have, want *Source) (bool, string) {
+	if have.Prefix != want.Prefix {
+		return false, fmt.Sprintf("tensor prefix %q, the checkpoint's is %q", have.Prefix, want.Prefix)
+	}
+	if len(have.Files) != len(want.Files) {
+		return false, fmt.Sprintf("%d source files, the checkpoint has %d", len(have.Files), len(want.Files))
+	}
+	for i := range have.Files {
+		h, w := have.Files[i], want.Files[i]
+		if h.Name != w.Name {
+			return false, fmt.Sprintf("source file %d is %s, the checkpoint's is %s", i+1, h.Name, w.Name)
+		}
+		if h.Size != w.Size {
+			return false, fmt.Sprintf("%s was %d bytes, it is now %d", h.Name, h.Size, w.Size)
+		}
+	}
+	return true, ""
+}
+
+// sameLayout reports whether two manifests describe the same trunk.bin
+// layout (everything but the CRCs).
+func sameLayout(a, b *Manifest) bool {
+	if a.Format != b.Format || a.Version != b.Version || a.TotalBytes != b.TotalBytes || len(a.Runs) != len(b.Runs) {
+		return false
+	}
+	if ok, _ := sameSource(&a.Source, &b.Source); !ok {
+		return false
+	}
+	for i := range a.Runs {
+		x, y := &a.Runs[i], &b.Runs[i]
+		if x.Name != y.Name || x.Layer != y.Layer || x.Offset != y.Offset || x.Length != y.Length || x.DataBytes != y.DataBytes || len(x.Tensors) != len(y.Tensors) {
+			return false
+		}
+		for j := range x.Tensors {
+			s, t := &x.Tensors[j], &y.Tensors[j]
+			if s.Name != t.Name || s.DType != t.DType || s.Offset != t.Offset || s.Size != t.Size || !slices.Equal(s.Shape, t.Shape) {
+				return false
+			}
+		}
+	}
+	return true
+}

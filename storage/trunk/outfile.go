@@ -1,0 +1,94 @@
+package trunk
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"syscall"
+
+	"k3/storage/direct"
+)
+
+// outFile is trunk.bin opened for writing, with O_DIRECT where the
+// filesystem accepts it. (storage/direct.Create only creates new files; a
+// resumed pack writes into an existing one.)
+type outFile struct {
+	path   string
+	f      *os.File
+	direct bool
+	note   string
+}
+
+// openOut opens (creating if needed) path for reading and writing.
+func openOut(path string) (*outFile, error) {
+	o := &outFile{path: path}
+	if oDirect != 0 {
+		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|oDirect, 0o644)
+		if err == nil {
+			o.f, o.direct = f, true
+			return o, nil
+		}
+		if !refusesDirect(err) {
+			return nil, err
+		}
+		o.note = fmt.Sprintf("O_DIRECT refused for %s (%v): writing through the page cache", path, err)
+	} else {
+		o.note = "no O_DIRECT on this system: writing through the page cache"
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	o.f = f
+	return o, nil
+}
+
+func refusesDirect(err error) bool {
+	return errors.Is(err, syscall.EINVAL) || errors.Is(err, syscall.EOPNOTSUPP) || errors.Is(err, syscall.ENOTSUP)
+}
+
+// writeAt writes all of p at off. p, off and len(p) must be aligned when the
+// file is direct (callers write from huge-page buffers). An O_DIRECT write
+// the filesystem refuses switches the file to buffered I/O and is retried.
+func (o *outFile) writeAt(p []byte, off int64) error {
+	for done := 0; done < len(p); {
+		c := min(len(p)-done, direct.MaxIO)
+		n, err := o.f.WriteAt(p[done:done+c], off+int64(done))
+		done += n
+		if err == nil {
+			continue
+		}
+		if o.direct && refusesDirect(err) && done%RunAlign == 0 {
+			f, oerr := os.OpenFile(o.path, os.O_RDWR, 0)
+			if oerr != nil {
+				return fmt.Errorf("write %s: %w", o.path, oerr)
+			}
+			o.f.Close()
+			o.f, o.direct = f, false
+			o.note = fmt.Sprintf("O_DIRECT writes refused for %s (%v): writing through the page cache", o.path, err)
+			continue
+		}
+		if errors.Is(err, syscall.ENOSPC) {
+			return fmt.Errorf("write %s at offset %d: the disk is full: %w", o.path, off+int64(done), err)
+		}
+		return fmt.Errorf("write %s at offset %d: %w", o.path, off+int64(done), err)
+	}
+	return nil
+}
+
+func (o *outFile) size() (int64, error) {
+	fi, err := o.f.Stat()
+	if err != nil {
+		return 0, err
+	}
+	return fi.Size(), nil
+}
+
+func (o *outFile) sync() error {
+	if err := o.f.Sync(); err != nil {
+		return fmt.Errorf("fsync %s: %w", o.path, err)
+	}
+	return nil
+}
+
+func (o *outFile) close() error { return o.f.Close() }

@@ -1,0 +1,171 @@
+package trunk
+
+import (
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"k3/storage/safetensors"
+)
+
+// ReleasePrefix is the tensor name prefix of the released checkpoint.
+const ReleasePrefix = "language_model."
+
+// routedExpert marks the tensors a trunk leaves out.
+const routedExpert = ".block_sparse_moe.experts."
+
+// plan is a manifest together with where each tensor comes from.
+type plan struct {
+	m   *Manifest
+	src [][]*safetensors.Tensor // per run, parallel to m.Runs[i].Tensors
+	// fileIdx maps a shard path to its index in the set's file order.
+	fileIdx map[string]int
+	paths   []string
+}
+
+// sourceOf returns the identity of an opened set and its tensor prefix.
+func sourceOf(set *safetensors.Set) (Source, error) {
+	var src Source
+	switch {
+	case has(set, ReleasePrefix+"model.embed_tokens.weight"):
+		src.Prefix = ReleasePrefix
+	case has(set, "model.embed_tokens.weight"):
+		src.Prefix = ""
+	default:
+		return src, fmt.Errorf("not a Kimi K3 checkpoint: no model.embed_tokens.weight (with or without the %q prefix)", ReleasePrefix)
+	}
+	for _, f := range set.Files() {
+		src.Files = append(src.Files, SourceFile{Name: filepath.Base(f.Path), Size: f.Size})
+	}
+	return src, nil
+}
+
+func has(set *safetensors.Set, name string) bool {
+	_, ok := set.Get(name)
+	return ok
+}
+
+// makePlan lays out the trunk of an opened checkpoint (see the package
+// documentation for the rules).
+func makePlan(set *safetensors.Set) (*plan, error) {
+	src, err := sourceOf(set)
+	if err != nil {
+		return nil, err
+	}
+	p := &plan{
+		m:       &Manifest{Format: Format, Version: Version, Source: src},
+		fileIdx: map[string]int{},
+	}
+	for i, f := range set.Files() {
+		p.fileIdx[f.Path] = i
+		p.paths = append(p.paths, f.Path)
+	}
+	pre := src.Prefix
+	get := func(name string) (*safetensors.Tensor, error) {
+		t, ok := set.Get(pre + name)
+		if !ok {
+			return nil, fmt.Errorf("not a complete Kimi K3 checkpoint: tensor %s%s is missing", pre, name)
+		}
+		return t, nil
+	}
+	globals := []struct {
+		run   string
+		names []string
+	}{
+		{RunEmbed, []string{"model.embed_tokens.weight"}},
+		{RunHead, []string{"lm_head.weight"}},
+		{RunFinal, []string{"model.norm.weight", "model.output_attn_res_norm.weight", "model.output_attn_res_proj.weight"}},
+	}
+	type group struct {
+		name  string
+		layer int
+		ts    []*safetensors.Tensor
+	}
+	var groups []group
+	for _, g := range globals {
+		var ts []*safetensors.Tensor
+		for _, n := range g.names {
+			t, err := get(n)
+			if err != nil {
+				return nil, err
+			}
+			ts = append(ts, t)
+		}
+		groups = append(groups, group{g.run, -1, ts})
+	}
+	byLayer := map[int][]*safetensors.Tensor{}
+	maxLayer := -1
+	lp := pre + "model.layers."
+	for _, name := range set.Names() {
+		rest, ok := strings.CutPrefix(name, lp)
+		if !ok {
+			continue
+		}
+		num, tail, ok := strings.Cut(rest, ".")
+		i, err := strconv.Atoi(num)
+		if !ok || err != nil || i < 0 || strconv.Itoa(i) != num || tail == "" {
+			return nil, fmt.Errorf("unexpected tensor name %q (want %s<layer>.<name>)", name, lp)
+		}
+		if strings.Contains(name, routedExpert) {
+			continue
+		}
+		if i > 1<<20 {
+			return nil, fmt.Errorf("tensor %q: layer index %d is implausible", name, i)
+		}
+		t, _ := set.Get(name)
+		byLayer[i] = append(byLayer[i], t)
+		maxLayer = max(maxLayer, i)
+	}
+	if maxLayer < 0 {
+		return nil, fmt.Errorf("not a Kimi K3 checkpoint: no %s* tensors", lp)
+	}
+	for i := 0; i <= maxLayer; i++ {
+		ts, ok := byLayer[i]
+		if !ok {
+			return nil, fmt.Errorf("layer %d has no trunk tensors but layer %d has (incomplete checkpoint?)", i, maxLayer)
+		}
+		groups = append(groups, group{LayerRunName(i), i, ts})
+	}
+
+	var off int64
+	for _, g := range groups {
+		ts := slices.Clone(g.ts)
+		slices.SortFunc(ts, func(a, b *safetensors.Tensor) int {
+			if fa, fb := p.fileIdx[a.Path], p.fileIdx[b.Path]; fa != fb {
+				return fa - fb
+			}
+			switch {
+			case a.Offset < b.Offset:
+				return -1
+			case a.Offset > b.Offset:
+				return 1
+			}
+			return strings.Compare(a.Name, b.Name)
+		})
+		r := Run{Name: g.name, Layer: g.layer, Offset: off}
+		var pos int64
+		for _, t := range ts {
+			pos = alignUp(pos, TensorAlign)
+			shape := append([]int64{}, t.Shape...)
+			r.Tensors = append(r.Tensors, Tensor{Name: t.Name, DType: string(t.DType), Shape: shape, Offset: pos, Size: t.Size})
+			pos += t.Size
+		}
+		if pos == 0 {
+			return nil, fmt.Errorf("run %s holds no data (only empty tensors)", g.name)
+		}
+		r.DataBytes = pos
+		r.Length = alignUp(pos, RunAlign)
+		off += r.Length
+		p.m.Runs = append(p.m.Runs, r)
+		p.src = append(p.src, ts)
+	}
+	p.m.TotalBytes = off
+	if err := p.m.validate(nil); err != nil {
+		return nil, fmt.Errorf("internal error: planned manifest is invalid: %w", err)
+	}
+	return p, nil
+}
+
+func alignUp(x, a int64) int64 { return (x + a - 1) &^ (a - 1) }

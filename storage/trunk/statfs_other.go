@@ -1,0 +1,17 @@
+//go:build !unix
+
+package trunk
+
+import "os"
+
+// statFree is unknown on this system.
+func statFree(dir string) int64 { return -1 }
+
+// allocated returns path's size (0 if missing).
+func allocated(path string) int64 {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return 0
+	}
+	return fi.Size()
+}

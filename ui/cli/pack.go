@@ -1,0 +1,235 @@
+package cli
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"k3/storage/trunk"
+)
+
+func init() {
+	register("pack", "pack the dense trunk into one file for fast layer streaming (resumable)", runPack)
+}
+
+// runPack is `k3 pack MODEL_DIR TRUNK_DIR`. Exit codes: 0 packed (or
+// already complete), 1 runtime failure (I/O, not a K3 checkpoint, disk too
+// small), 2 usage or a refused trunk directory (another checkpoint's trunk,
+// a corrupt trunk.json: --force), 3 TRUNK_DIR not writable, 5 interrupted
+// (run the same command again to resume).
+func runPack(args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("pack", stderr)
+	force := fs.Bool("force", false, "discard whatever TRUNK_DIR holds (another checkpoint's trunk, an interrupted pack, a corrupt trunk.json) and pack from scratch")
+	bufMB := fs.Int("buffer-mb", trunk.DefaultBufferSize>>20, "I/O request size in MiB (the pack holds three huge-page buffers of this size)")
+	diskMB := fs.Int("disk-test-mb", 1024, "before packing, time a sequential O_DIRECT read of this many MiB of the checkpoint and a write (+fsync) of as many to TRUNK_DIR, to compare the pack with (0 skips)")
+	quiet := fs.Bool("quiet", false, "no progress line")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: k3 pack MODEL_DIR TRUNK_DIR [--force] [--buffer-mb N] [--disk-test-mb N] [--quiet]")
+		fmt.Fprintln(stderr, "Packs the dense trunk (embeddings, head, final norms and every layer without its routed")
+		fmt.Fprintln(stderr, "experts) into TRUNK_DIR/trunk.bin + trunk.json, one aligned run per layer, for k3 run --trunk.")
+		fmt.Fprintln(stderr, "An interrupted pack resumes where it stopped; a complete trunk of the same checkpoint is kept.")
+		fmt.Fprintln(stderr, "exit codes: 0 ok, 1 failure, 2 usage or refused TRUNK_DIR (see --force), 3 TRUNK_DIR not writable, 5 interrupted")
+		fs.PrintDefaults()
+	}
+	pos, err := parseMixed(fs, args)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return ExitOK
+		}
+		return ExitUsage
+	}
+	if len(pos) != 2 {
+		fs.Usage()
+		return ExitUsage
+	}
+	if *bufMB < 1 || *bufMB > 1024 {
+		fmt.Fprintln(stderr, "k3 pack: --buffer-mb must be 1..1024")
+		return ExitUsage
+	}
+	if *diskMB < 0 {
+		fmt.Fprintln(stderr, "k3 pack: --disk-test-mb must be >= 0")
+		return ExitUsage
+	}
+	model, dir := pos[0], pos[1]
+	if st, err := os.Stat(model); err != nil || !st.IsDir() {
+		fmt.Fprintf(stderr, "k3 pack: %s is not a model directory\n", model)
+		return ExitUsage
+	}
+	plan, err := trunk.Plan(model)
+	if err != nil {
+		fmt.Fprintf(stderr, "k3 pack: %v\n", err)
+		return ExitRuntime
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		fmt.Fprintf(stderr, "k3 pack: %v\n", err)
+		return ExitOutput
+	}
+	if err := checkWritable(filepath.Join(dir, trunk.BinFile)); err != nil {
+		fmt.Fprintf(stderr, "k3 pack: %s is not writable: %v\n", dir, err)
+		return ExitOutput
+	}
+	ctx, stop := storeInterrupt()
+	defer stop()
+
+	fmt.Fprintf(stdout, "k3 pack: %s -> %s: %d runs (embed, head, final, %d layers), %s\n",
+		model, dir, len(plan.Runs), plan.Layers(), humanBytes(float64(plan.TotalBytes)))
+
+	r := &packRenderer{w: stderr, tty: isTerminal(stderr), start: time.Now()}
+	r.every = 5 * time.Second
+	if r.tty {
+		r.every = 250 * time.Millisecond
+	}
+	opt := trunk.Options{Force: *force, BufferSize: *bufMB << 20}
+	if !*quiet {
+		opt.Progress = r.update
+	}
+	res, err := trunk.Pack(ctx, model, dir, opt)
+	r.finish()
+	if err != nil {
+		var se *trunk.SpaceError
+		switch {
+		case ctx.Err() != nil:
+			fmt.Fprintf(stderr, "k3 pack: interrupted; what was packed is kept in %s: run the same command again to resume\n", filepath.Join(dir, trunk.PartialFile))
+			return ExitInterrupted
+		case errors.Is(err, trunk.ErrSourceMismatch):
+			fmt.Fprintf(stderr, "k3 pack: refused: %v\n", err)
+			return ExitUsage
+		case errors.As(err, &se):
+			fmt.Fprintf(stderr, "k3 pack: %v\n", err)
+			return ExitRuntime
+		case errors.Is(err, trunk.ErrRefused):
+			fmt.Fprintf(stderr, "k3 pack: refused: %v\n", err)
+			return ExitUsage
+		}
+		fmt.Fprintf(stderr, "k3 pack: %v\n", err)
+		return ExitRuntime
+	}
+	for _, n := range res.Notes {
+		fmt.Fprintf(stdout, "note: %s\n", n)
+	}
+	if res.UpToDate {
+		fmt.Fprintf(stdout, "%s is already complete for this checkpoint (%s); nothing to do (--force repacks)\n",
+			filepath.Join(dir, trunk.ManifestFile), humanBytes(float64(res.Manifest.TotalBytes)))
+		return ExitOK
+	}
+	// The disk's own speed, measured after the pack so a refused or
+	// interrupted pack wastes nothing on it.
+	var disk *trunk.DiskSpeed
+	if *diskMB > 0 {
+		n := int64(*diskMB) << 20
+		disk, err = trunk.MeasureDisk(ctx, model, dir, n, n, *bufMB<<20)
+		if err != nil {
+			fmt.Fprintf(stderr, "k3 pack: disk speed test skipped: %v\n", err)
+			disk = nil
+		}
+	}
+	printPackSummary(stdout, res, disk)
+	fmt.Fprintf(stdout, "wrote %s\n", filepath.Join(dir, trunk.ManifestFile))
+	fmt.Fprintf(stdout, "next: k3 run %s --trunk %s --prompt 'Hello'\n", storeQuote(model), storeQuote(dir))
+	return ExitOK
+}
+
+func ioMode(direct bool) string {
+	if direct {
+		return "O_DIRECT"
+	}
+	return "buffered"
+}
+
+// printPackSummary prints what was done, the throughput, where the time
+// went, and the comparison with the disk's own speed.
+func printPackSummary(w io.Writer, res *trunk.Result, disk *trunk.DiskSpeed) {
+	sec := func(d time.Duration) string { return fmt.Sprintf("%.2f s", d.Seconds()) }
+	if res.Resumed {
+		fmt.Fprintf(w, "resumed: %d runs kept (re-verified in %s), %d rewritten after a CRC failure\n",
+			res.RunsKept, sec(res.CheckTime), res.RunsRewritten)
+	}
+	// Throughput: trunk bytes written per second of packing (gather,
+	// write, verify) plus the final fsync.
+	tp, took := 0.0, res.PackTime+res.SyncTime
+	if s := took.Seconds(); s > 0 {
+		tp = float64(res.BytesWritten) / s
+	}
+	fmt.Fprintf(w, "packed %d runs, %s in %s: %s/s\n", res.RunsWritten, humanBytes(float64(res.BytesWritten)), sec(took), humanBytes(tp))
+	fmt.Fprintf(w, "  checkpoint reads %s (%s, %s), trunk.bin writes %s (%s), verification re-reads %s, fsync %s; total %s\n",
+		sec(res.ReadTime), humanBytes(float64(res.BytesRead)), ioMode(res.DirectRead), sec(res.WriteTime), ioMode(res.DirectWrite),
+		sec(res.VerifyTime), sec(res.SyncTime), sec(res.Elapsed))
+	if disk == nil {
+		return
+	}
+	fmt.Fprintf(w, "disk's own sequential speed (measured after packing): read %s/s (%s of %s, %s), write %s/s (%s + fsync, %s)\n",
+		humanBytes(disk.ReadBPS()), humanBytes(float64(disk.ReadBytes)), filepath.Base(disk.ReadFile), ioMode(disk.ReadDirect),
+		humanBytes(disk.WriteBPS()), humanBytes(float64(disk.WriteBytes)), ioMode(disk.WriteDirect))
+	if b := disk.PackBound(); b > 0 && tp > 0 {
+		fmt.Fprintf(w, "  a pack reads, writes and re-reads every byte: at these speeds, one after the other, that is %s/s; the pack ran at %.0f%% of it\n",
+			humanBytes(b), 100*tp/b)
+	}
+}
+
+// packRenderer draws the progress line: on a terminal one line redrawn
+// at most 4 times a second, otherwise a line every 5 seconds.
+type packRenderer struct {
+	w     io.Writer
+	tty   bool
+	every time.Duration
+	start time.Time
+	mu    sync.Mutex
+	last  time.Time
+	width int
+}
+
+func (r *packRenderer) update(p trunk.Progress) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if p.Phase == trunk.PhaseDone || time.Since(r.last) < r.every {
+		return
+	}
+	r.last = time.Now()
+	verb := "packing"
+	if p.Phase == trunk.PhaseCheck {
+		verb = "re-verifying the interrupted pack"
+	}
+	run := p.Run
+	if run == "" {
+		run = "-"
+	}
+	line := fmt.Sprintf("%s: %s of %s (%.1f%%), %s/s, ETA %s, runs %d/%d, %s",
+		verb, humanBytes(float64(p.BytesDone)), humanBytes(float64(p.BytesTotal)), 100*float64(p.BytesDone)/max(float64(p.BytesTotal), 1),
+		humanBytes(p.BytesPerSec), etaStr(p.ETA), p.RunsDone, p.RunsTotal, run)
+	if !r.tty {
+		fmt.Fprintln(r.w, line)
+		return
+	}
+	pad := ""
+	if n := r.width - len(line); n > 0 {
+		pad = strings.Repeat(" ", n)
+	}
+	r.width = len(line)
+	fmt.Fprintf(r.w, "\r%s%s", line, pad)
+}
+
+// finish ends a redrawn line.
+func (r *packRenderer) finish() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.tty && r.width > 0 {
+		fmt.Fprintln(r.w)
+		r.width = 0
+	}
+}
+
+// isTerminal reports whether w is a character device (a terminal).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}

@@ -1,0 +1,112 @@
+package cli
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"k3/storage/trunk"
+)
+
+const tinyFlatF32 = "../../testdata/models/tiny-flat-f32"
+
+func TestPackCLI(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "trunk")
+	code, out, errs := runK3("pack", tinyRelease, dir, "--disk-test-mb", "1", "--quiet")
+	if code != ExitOK {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errs)
+	}
+	for _, want := range []string{
+		"11 runs (embed, head, final, 8 layers), 831.49 KB",
+		"packed 11 runs, 831.49 KB in ",
+		"disk's own sequential speed (measured after packing): read ",
+		"the pack ran at ",
+		"wrote " + filepath.Join(dir, "trunk.json"),
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if errs != "" {
+		t.Errorf("stderr with --quiet: %q", errs)
+	}
+	tr, err := trunk.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := tr.Manifest()
+	if m.TotalBytes != 831488 || len(m.Runs) != 11 {
+		t.Fatalf("manifest: %d bytes, %d runs", m.TotalBytes, len(m.Runs))
+	}
+	buf := make([]byte, m.Runs[0].Length)
+	if err := tr.VerifyRun(&m.Runs[0], buf); err != nil {
+		t.Fatal(err)
+	}
+	tr.Close()
+
+	// Again: already complete, nothing written, no disk test.
+	code, _, errs = runK3("pack", dir, tinyRelease, "--quiet")
+	if code != ExitRuntime || !strings.Contains(errs, "no .safetensors files") {
+		t.Fatalf("swapped arguments: exit %d, %q", code, errs)
+	}
+	code, out, _ = runK3("pack", tinyRelease, dir)
+	if code != ExitOK || !strings.Contains(out, "is already complete for this checkpoint (831.49 KB); nothing to do") || strings.Contains(out, "disk") {
+		t.Fatalf("second pack: exit %d\n%s", code, out)
+	}
+
+	// Another checkpoint into the same directory: refused, then forced.
+	code, _, errs = runK3("pack", tinyFlatF32, dir, "--disk-test-mb", "0")
+	if code != ExitUsage || !strings.Contains(errs, "refused: the trunk directory holds a trunk of a different checkpoint") || !strings.Contains(errs, "--force") {
+		t.Fatalf("mismatch: exit %d\n%s", code, errs)
+	}
+	code, out, errs = runK3("pack", "--force", tinyFlatF32, dir, "--disk-test-mb", "0")
+	if code != ExitOK || !strings.Contains(out, "note: discarded the existing trunk (--force)") || !strings.Contains(out, "packed 10 runs") || strings.Contains(out, "disk's own") {
+		t.Fatalf("forced: exit %d\n%s\n%s", code, out, errs)
+	}
+	// Non-terminal progress: at least the first line.
+	if !strings.Contains(errs, "packing: 0.00 B of 2.40 MB (0.0%)") {
+		t.Fatalf("progress: %q", errs)
+	}
+
+	// A corrupt trunk.json is refused (2) until --force.
+	os.WriteFile(filepath.Join(dir, "trunk.json"), []byte(`{"format":"k3-trunk","version":9}`), 0o644)
+	code, _, errs = runK3("pack", tinyFlatF32, dir, "--disk-test-mb", "0", "--quiet")
+	if code != ExitUsage || !strings.Contains(errs, "version 9 is not supported") {
+		t.Fatalf("corrupt manifest: exit %d\n%s", code, errs)
+	}
+}
+
+func TestPackCLIErrors(t *testing.T) {
+	tmp := t.TempDir()
+	notModel := filepath.Join(tmp, "empty")
+	os.Mkdir(notModel, 0o755)
+	blocker := filepath.Join(tmp, "file")
+	os.WriteFile(blocker, []byte("x"), 0o644)
+	cases := []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"pack"}, ExitUsage, "usage: k3 pack MODEL_DIR TRUNK_DIR"},
+		{[]string{"pack", tinyRelease}, ExitUsage, "usage: k3 pack"},
+		{[]string{"pack", tinyRelease, tmp, "extra"}, ExitUsage, "usage: k3 pack"},
+		{[]string{"pack", "--bogus", tinyRelease, tmp}, ExitUsage, "flag provided but not defined: -bogus"},
+		{[]string{"pack", tinyRelease, tmp, "--buffer-mb", "0"}, ExitUsage, "--buffer-mb must be 1..1024"},
+		{[]string{"pack", tinyRelease, tmp, "--disk-test-mb", "-1"}, ExitUsage, "--disk-test-mb must be >= 0"},
+		{[]string{"pack", filepath.Join(tmp, "missing"), tmp}, ExitUsage, "is not a model directory"},
+		{[]string{"pack", notModel, tmp}, ExitRuntime, "no .safetensors files"},
+		{[]string{"pack", tinyRelease, filepath.Join(blocker, "sub")}, ExitOutput, "not a directory"},
+	}
+	for _, c := range cases {
+		var o, e bytes.Buffer
+		code := run(c.args, &o, &e)
+		if code != c.code || !strings.Contains(e.String(), c.want) {
+			t.Errorf("%v: exit %d, stderr %q; want %d and %q", c.args, code, e.String(), c.code, c.want)
+		}
+	}
+	if code, out, _ := runK3("pack", "--help"); code != ExitOK || out != "" {
+		t.Errorf("--help: exit %d", code)
+	}
+}
