@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+
+	"k3/kernels"
 )
 
 type expectFile struct {
@@ -159,5 +161,35 @@ func TestGenerateCancel(t *testing.T) {
 	}
 	if !slices.Equal(res.Generated, p.GreedyIDs[:3]) {
 		t.Fatalf("partial %v, want %v", res.Generated, p.GreedyIDs[:3])
+	}
+}
+
+// TestPortableEqualsSIMD: the whole engine gives byte-identical logits with
+// the portable kernels forced and with the best SIMD path of this machine.
+func TestPortableEqualsSIMD(t *testing.T) {
+	if kernels.BestLevel() == kernels.LevelPortable {
+		t.Skip("no SIMD path on this machine")
+	}
+	for _, name := range modelCases {
+		m, ex := loadCase(t, name)
+		ids := ex.Prompts[1].FullIDs
+		run := func(l kernels.Level) []float32 {
+			prev := kernels.SetLevel(l)
+			defer kernels.SetLevel(prev)
+			e := NewEngine(m, 2)
+			defer e.Close()
+			e.Chunk = 16
+			lg, err := e.Feed(m.NewState(), ids, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return lg
+		}
+		a, b := run(kernels.LevelPortable), run(kernels.BestLevel())
+		for i := range a {
+			if math.Float32bits(a[i]) != math.Float32bits(b[i]) {
+				t.Fatalf("%s logit %d: portable %v, level %v %v", name, i, a[i], kernels.BestLevel(), b[i])
+			}
+		}
 	}
 }
