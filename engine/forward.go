@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 	"math"
+	"time"
 
 	"k3/kernels"
 )
@@ -16,6 +17,9 @@ type Engine struct {
 	Chunk int
 	// Observe, when set, receives progress and statistics events.
 	Observe func(Event)
+	// LayerSeconds, when not nil (len >= bound layers), accumulates the wall
+	// time of each layer, waiting for its weights included.
+	LayerSeconds []float64
 
 	layers layerProvider // nil: every layer resident in M.Layers
 }
@@ -124,6 +128,7 @@ func (e *Engine) forward(s *State, ids []int, all, want bool) ([]float32, error)
 		}
 	}
 	for li := 0; li < m.Bound; li++ {
+		tl := time.Now()
 		L, err := e.layer(li)
 		if err != nil {
 			return nil, err
@@ -166,6 +171,9 @@ func (e *Engine) forward(s *State, ids []int, all, want bool) ([]float32, error)
 		}
 		f32add(P, mo)
 		e.releaseLayer(li)
+		if e.LayerSeconds != nil {
+			e.LayerSeconds[li] += time.Since(tl).Seconds()
+		}
 	}
 	s.Pos += T
 	s.IDs = append(s.IDs, ids...)

@@ -110,31 +110,12 @@ func RunStreamBench(ctx context.Context, model, tr string, tokens int, logf func
 	}
 
 	// raw: the shards, sequentially, 64 MiB at a time
-	buf, err := direct.AllocHuge(64 << 20)
+	rawBytes, rawSec, err := rawRead(files[:len(files)-1], 1<<62)
 	if err != nil {
 		return nil, err
 	}
-	defer buf.Free()
-	var rawBytes int64
-	t0 := time.Now()
-	for _, p := range files[:len(files)-1] {
-		f, err := direct.Open(p)
-		if err != nil {
-			return nil, err
-		}
-		size, _ := f.Size()
-		for off := int64(0); off+direct.Align <= size; off += int64(len(buf.Bytes())) {
-			n := min(int64(len(buf.Bytes())), direct.AlignDown(size-off))
-			if _, err := f.ReadAt(buf.Bytes()[:n], off); err != nil {
-				f.Close()
-				return nil, err
-			}
-			rawBytes += n
-		}
-		f.Close()
-	}
-	raw := float64(rawBytes) / time.Since(t0).Seconds() / 1e9
-	add("raw", rawBytes, time.Since(t0).Seconds(), 0)
+	raw := float64(rawBytes) / rawSec / 1e9
+	add("raw", rawBytes, rawSec, 0)
 	out[0].RawGBps, out[0].Ratio = raw, 1
 	logf("raw O_DIRECT sequential read: %.2f GB/s", raw)
 
@@ -154,7 +135,7 @@ func RunStreamBench(ctx context.Context, model, tr string, tokens int, logf func
 		return nil, err
 	}
 	var tb int64
-	t0 = time.Now()
+	t0 := time.Now()
 	for i := 0; i < trk.Layers(); i++ {
 		r, _ := trk.LayerRun(i)
 		if err := trk.ReadRun(r, rb.Bytes()); err != nil {

@@ -1,0 +1,208 @@
+package engine
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"time"
+
+	"k3/engine/synth"
+	"k3/kernels"
+	"k3/storage/direct"
+	st "k3/storage/safetensors"
+	"k3/storage/trunk"
+)
+
+// LayerBenchSpec is a checkpoint at the real Kimi K3 width: hidden 7168, 96
+// KDA heads of 128, MLA with the released ranks, latent 3584, expert width
+// 3072, vocab 163840; layer 0 is KDA + the dense MLP, layer 1 KDA + MoE,
+// layer 2 MLA + MoE. It has 64 experts per MoE layer instead of 896: a token
+// reads the same 16 x 17.5 MB per layer. About 10.5 GB on disk.
+func LayerBenchSpec() synth.Spec {
+	return synth.Spec{Vocab: 163840, Hidden: 7168, Layers: 3, KDAHeads: 96, KDAHeadDim: 128, ConvK: 4,
+		Heads: 96, QLora: 1536, KVLora: 512, Nope: 128, Rope: 64, VHead: 128, Inter: 33792, FirstDense: 1,
+		Experts: 64, TopK: 16, Shared: 2, MoEInter: 3072, Latent: 3584, Block: 12, FullAttn: []int{3}, Seed: 13}
+}
+
+// The RAM bandwidth measurement: a buffer well above L3, read for a while
+// (tests shrink both).
+var (
+	layerBenchRAMBytes = 1 << 30
+	layerBenchRAMTime  = 2 * time.Second
+)
+
+// LayerTiming is one layer's decode cost.
+type LayerTiming struct {
+	Layer        int
+	Kind         string  // "kda+dense", "kda+moe", "mla+moe"
+	Bytes        int64   // weight bytes one token touches: trunk + top-k experts
+	Seconds      float64 // per token
+	LimitSeconds float64 // Bytes / measured bandwidth
+}
+
+// LayerBench is what `k3 bench layer` measures in one run.
+type LayerBench struct {
+	RAMGBps           float64 // streaming read bandwidth, all threads
+	DiskGBps          float64 // raw O_DIRECT sequential read of the checkpoint's disk
+	Resident          []LayerTiming
+	Streamed          []LayerTiming
+	PrefillTokensPerS float64
+	PrefillTokens     int
+	Threads           int
+}
+
+// PrepareLayerBench generates (once, reused) the real-width checkpoint and
+// its packed trunk under dir.
+func PrepareLayerBench(ctx context.Context, dir string, spec synth.Spec, logf func(string, ...any)) (model, tr string, err error) {
+	model, tr = filepath.Join(dir, "layer", "model"), filepath.Join(dir, "layer", "trunk")
+	if _, err := os.Stat(filepath.Join(model, "model.safetensors.index.json")); err != nil {
+		logf("generating the real-width checkpoint in %s (once; about 10 GB)", model)
+		os.RemoveAll(model)
+		if err := synth.Write(model, spec); err != nil {
+			return "", "", err
+		}
+	}
+	if _, err := os.Stat(filepath.Join(tr, trunk.ManifestFile)); err != nil {
+		logf("packing its trunk into %s (once)", tr)
+		if _, err := trunk.Pack(ctx, model, tr, trunk.Options{}); err != nil {
+			return "", "", err
+		}
+	}
+	return model, tr, nil
+}
+
+func layerKind(m *Model, i int) string {
+	a := "kda"
+	if m.Cfg.IsMLA(i) {
+		a = "mla"
+	}
+	if m.Cfg.IsDense(i) {
+		return a + "+dense"
+	}
+	return a + "+moe"
+}
+
+// RunLayerBench measures per-layer decode time with everything resident and
+// with the trunk and experts streamed cold from disk, and prefill speed.
+func RunLayerBench(ctx context.Context, model, tr string, threads, tokens int, logf func(string, ...any)) (*LayerBench, error) {
+	pool := kernels.NewPool(threads)
+	res := &LayerBench{Threads: pool.Threads()}
+	buf, err := direct.AllocHuge(layerBenchRAMBytes)
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	b := buf.Bytes()
+	for i := range b { // fault the pages in before timing
+		b[i] = byte(i)
+	}
+	res.RAMGBps = kernels.ReadBandwidth(pool, b, layerBenchRAMTime)
+	buf.Free()
+	pool.Close()
+	logf("RAM read bandwidth: %.1f GB/s (%d threads)", res.RAMGBps, res.Threads)
+
+	set, err := st.Open(model)
+	if err != nil {
+		return nil, err
+	}
+	var files []string
+	for _, f := range set.Files() {
+		files = append(files, f.Path)
+	}
+	set.Close()
+	dropCaches(files)
+	rawBytes, rawSec, err := rawRead(files, 2<<30)
+	if err != nil {
+		return nil, err
+	}
+	res.DiskGBps = float64(rawBytes) / rawSec / 1e9
+	logf("raw O_DIRECT read: %.2f GB/s", res.DiskGBps)
+
+	prompt := make([]int, 64)
+	for i := range prompt {
+		prompt[i] = (1000 + 37*i) % 512 // inside any vocabulary the benchmark generates
+	}
+	measure := func(opt OpenOptions, cold bool, bw float64) ([]LayerTiming, float64, error) {
+		opt.Budget.Positions, opt.Budget.Chunk = len(prompt)+tokens+1, 64
+		m, mset, _, err := OpenModel(model, opt)
+		if err != nil {
+			return nil, 0, err
+		}
+		defer mset.Close()
+		defer m.Close()
+		e, err := NewEngineFor(m, threads)
+		if err != nil {
+			return nil, 0, err
+		}
+		defer e.Close()
+		e.Chunk = 64
+		st := m.NewState()
+		t0 := time.Now()
+		logits, err := e.Feed(st, prompt, false)
+		if err != nil {
+			return nil, 0, err
+		}
+		prefill := float64(len(prompt)) / time.Since(t0).Seconds()
+		if cold {
+			dropCaches(append(files, filepath.Join(tr, trunk.BinFile)))
+		}
+		e.LayerSeconds = make([]float64, m.Bound)
+		id := kernels.Argmax(logits)
+		for i := 0; i < tokens; i++ {
+			if logits, err = e.Feed(st, []int{id}, false); err != nil {
+				return nil, 0, err
+			}
+			id = kernels.Argmax(logits)
+		}
+		perLayer, _ := TrunkSizes(mset, m.Cfg, m.Bound)
+		var out []LayerTiming
+		for i := 0; i < m.Bound; i++ {
+			b := perLayer[i]
+			if !m.Cfg.IsDense(i) {
+				b += int64(m.Cfg.TopK) * m.Store.ExpertBytes()
+			}
+			out = append(out, LayerTiming{Layer: i, Kind: layerKind(m, i), Bytes: b,
+				Seconds: e.LayerSeconds[i] / float64(tokens), LimitSeconds: float64(b) / (bw * 1e9)})
+		}
+		return out, prefill, nil
+	}
+	logf("resident: trunk in RAM, every expert cached")
+	if res.Resident, res.PrefillTokensPerS, err = measure(OpenOptions{Budget: Budget{CacheBytes: 1 << 40}}, false, res.RAMGBps); err != nil {
+		return nil, err
+	}
+	res.PrefillTokens = len(prompt)
+	logf("streamed: trunk from the packed trunk through a 2-slot ring, the smallest expert cache, caches dropped")
+	if res.Streamed, _, err = measure(OpenOptions{TrunkDir: tr, Budget: Budget{TrunkBytes: 1, Ring: 2, CacheBytes: 1}}, true, res.DiskGBps); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// rawRead reads up to limit bytes of the files sequentially with O_DIRECT in
+// 64 MiB requests into huge pages.
+func rawRead(files []string, limit int64) (int64, float64, error) {
+	buf, err := direct.AllocHuge(64 << 20)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer buf.Free()
+	var n int64
+	t0 := time.Now()
+	for _, p := range files {
+		f, err := direct.Open(p)
+		if err != nil {
+			return 0, 0, err
+		}
+		size, _ := f.Size()
+		for off := int64(0); off+direct.Align <= size && n < limit; off += int64(len(buf.Bytes())) {
+			k := min(int64(len(buf.Bytes())), direct.AlignDown(size-off))
+			if _, err := f.ReadAt(buf.Bytes()[:k], off); err != nil {
+				f.Close()
+				return 0, 0, err
+			}
+			n += k
+		}
+		f.Close()
+	}
+	return n, time.Since(t0).Seconds(), nil
+}

@@ -1,0 +1,103 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+
+	"k3/doctor"
+	"k3/engine"
+	"k3/engine/plan"
+)
+
+func init() {
+	registerBench("layer", "per-layer decode time at the real K3 width, resident and streamed; projected s/token per preset", benchLayer)
+}
+
+// Released model: layer 0 is KDA + dense, 68 KDA + MoE, 24 MLA + MoE.
+var releasedLayerCounts = map[string]float64{"kda+dense": 1, "kda+moe": 68, "mla+moe": 24}
+
+type layerBenchLine struct {
+	Kind         string  `json:"kind"` // resident, streamed, prefill, projection, bandwidth
+	Layer        string  `json:"layer,omitempty"`
+	Bytes        int64   `json:"bytes,omitempty"`
+	Seconds      float64 `json:"seconds,omitempty"`
+	LimitSeconds float64 `json:"limit_seconds,omitempty"`
+	Ratio        float64 `json:"ratio,omitempty"`
+	Preset       string  `json:"preset,omitempty"`
+	TokensPerS   float64 `json:"tokens_per_s,omitempty"`
+	GBps         float64 `json:"gbps,omitempty"`
+}
+
+func benchLayer(args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("k3 bench layer", stderr)
+	jsonOut := fs.Bool("json", false, "one JSON object per line")
+	cache, _ := os.UserCacheDir()
+	dir := fs.String("dir", filepath.Join(cache, "k3", "bench"), "where the real-width checkpoint is generated (reused; ~10 GB + trunk)")
+	threads := fs.Int("threads", 0, "threads (0: physical cores)")
+	tokens := fs.Int("tokens", 3, "decode steps measured")
+	if _, err := parseMixed(fs, args); err != nil {
+		return ExitUsage
+	}
+	logf := func(f string, a ...any) { fmt.Fprintf(stderr, f+"\n", a...) }
+	model, tr, err := engine.PrepareLayerBench(context.Background(), *dir, engine.LayerBenchSpec(), logf)
+	if err != nil {
+		fmt.Fprintf(stderr, "k3 bench layer: %v\n", err)
+		return ExitRuntime
+	}
+	r, err := engine.RunLayerBench(context.Background(), model, tr, *threads, max(*tokens, 1), logf)
+	if err != nil {
+		fmt.Fprintf(stderr, "k3 bench layer: %v\n", err)
+		return ExitRuntime
+	}
+	var lines []layerBenchLine
+	lines = append(lines, layerBenchLine{Kind: "bandwidth", Layer: "ram", GBps: r.RAMGBps}, layerBenchLine{Kind: "bandwidth", Layer: "disk", GBps: r.DiskGBps})
+	compute := 0.0
+	for _, t := range r.Resident {
+		lines = append(lines, layerBenchLine{Kind: "resident", Layer: t.Kind, Bytes: t.Bytes, Seconds: t.Seconds, LimitSeconds: t.LimitSeconds, Ratio: t.LimitSeconds / t.Seconds})
+		compute += releasedLayerCounts[t.Kind] * t.Seconds
+	}
+	for _, t := range r.Streamed {
+		lines = append(lines, layerBenchLine{Kind: "streamed", Layer: t.Kind, Bytes: t.Bytes, Seconds: t.Seconds, LimitSeconds: t.LimitSeconds, Ratio: t.LimitSeconds / t.Seconds})
+	}
+	lines = append(lines, layerBenchLine{Kind: "prefill", TokensPerS: r.PrefillTokensPerS, Layer: fmt.Sprintf("%d-token chunk, 3 layers", r.PrefillTokens)})
+	// lm_head: a bf16 mat-vec of 163840 x 7168 at the resident KDA trunk rate
+	for _, t := range r.Resident {
+		if t.Kind == "kda+dense" {
+			compute += doctor.LMHeadBytes / (float64(t.Bytes) / t.Seconds)
+		}
+	}
+	inf := math.Inf(1)
+	for _, p := range plan.Presets {
+		io := doctor.Predict(p, doctor.Speeds{TrunkDiskGBps: r.DiskGBps, ExpertDiskGBps: r.DiskGBps, BF16GBps: inf, MXFP4GBps: inf}).IOSeconds
+		lines = append(lines, layerBenchLine{Kind: "projection", Preset: p.Name, Seconds: compute + io, LimitSeconds: math.Max(compute, io)})
+	}
+	if *jsonOut {
+		for _, l := range lines {
+			b, _ := json.Marshal(l)
+			fmt.Fprintln(stdout, string(b))
+		}
+		return ExitOK
+	}
+	fmt.Fprintf(stdout, "RAM read %.1f GB/s (%d threads); disk O_DIRECT read %.2f GB/s\n\n", r.RAMGBps, r.Threads, r.DiskGBps)
+	fmt.Fprintf(stdout, "%-9s %-10s %10s %10s %10s %7s\n", "MODE", "LAYER", "MB/TOKEN", "S/TOKEN", "LIMIT S", "RATIO")
+	for _, l := range lines {
+		if l.Kind == "resident" || l.Kind == "streamed" {
+			fmt.Fprintf(stdout, "%-9s %-10s %10.1f %10.3f %10.3f %7.2f\n", l.Kind, l.Layer, float64(l.Bytes)/1e6, l.Seconds, l.LimitSeconds, l.Ratio)
+		}
+	}
+	fmt.Fprintf(stdout, "\nprefill: %.1f tokens/s (%d-token chunk through the 3 layers)\n", r.PrefillTokensPerS, r.PrefillTokens)
+	fmt.Fprintf(stdout, "\nprojected full model (1 dense + 68 KDA + 24 MLA layers, lm_head), compute %.1f s/token resident:\n", compute)
+	fmt.Fprintf(stdout, "%-12s %12s %14s\n", "PRESET", "S/TOKEN", "IF OVERLAPPED")
+	for _, l := range lines {
+		if l.Kind == "projection" {
+			fmt.Fprintf(stdout, "%-12s %12.1f %14.1f\n", l.Preset, l.Seconds, l.LimitSeconds)
+		}
+	}
+	fmt.Fprintln(stdout, "(I/O per preset from the doctor's cost model at the disk speed measured here; compute from the resident layers.)")
+	return ExitOK
+}
