@@ -10,11 +10,13 @@ import (
 	"math"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
 
 	"k3/engine"
+	"k3/engine/cachesim"
 )
 
 func init() {
@@ -76,6 +78,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	dump := fs.String("dump-logits", "", "write the first generated position's logits (little-endian float32)")
 	out := fs.String("out", "", "write a JSON report")
 	mf := addModelFlags(fs, "run")
+	traceDir := fs.String("dump-cache-trace", "", "write DIR/expert_trace.bin and DIR/expert_hist.json (replay with k3 sim-cache)")
 	saveState := fs.String("save-state", "", "write the decode state after the run (resume later with --load-state)")
 	loadState := fs.String("load-state", "", "resume from a state file; the prompt continues it")
 	var stops intList
@@ -181,6 +184,12 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	}
 	if afterBind != nil {
 		afterBind(m)
+	}
+	var trace []cachesim.Request
+	if *traceDir != "" {
+		m.Store.Trace = func(layer, expert int) {
+			trace = append(trace, cachesim.Request{Layer: int32(layer), Expert: int32(expert)})
+		}
 	}
 	files := set.Files()
 	fmt.Fprintf(stdout, "  model    : %s (%d tensors in %d file(s))\n", dir, set.Len(), len(files))
@@ -293,6 +302,23 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 			return ExitOutput
 		}
 		fmt.Fprintf(stdout, "wrote %s (%d positions)\n", *saveState, final.Pos)
+	}
+	if *traceDir != "" {
+		if err := os.MkdirAll(*traceDir, 0o755); err != nil {
+			fmt.Fprintf(stderr, "k3 run: --dump-cache-trace: %v\n", err)
+			return ExitOutput
+		}
+		tp := filepath.Join(*traceDir, "expert_trace.bin")
+		hp := filepath.Join(*traceDir, "expert_hist.json")
+		if err := cachesim.WriteTrace(tp, trace); err != nil {
+			fmt.Fprintf(stderr, "k3 run: --dump-cache-trace: %v\n", err)
+			return ExitOutput
+		}
+		if err := cachesim.WriteHistogram(hp, m.Bound, m.Cfg.Experts, trace); err != nil {
+			fmt.Fprintf(stderr, "k3 run: --dump-cache-trace: %v\n", err)
+			return ExitOutput
+		}
+		fmt.Fprintf(stdout, "wrote %s (%d expert requests) and %s\n", tp, len(trace), hp)
 	}
 	total := e.Snapshot().Sub(start)
 	es := total.Expert

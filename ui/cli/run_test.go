@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"k3/engine"
+	"k3/engine/cachesim"
 )
 
 const tinyRelease = "../../testdata/models/tiny-release"
@@ -202,5 +203,25 @@ func TestRunPrompt(t *testing.T) {
 	}
 	if !strings.Contains(stdout, "tokenized: 10 bytes -> 10 ids") || !strings.Contains(stdout, "--- generated text ---") {
 		t.Fatalf("stdout:\n%s", stdout)
+	}
+}
+
+// TestRunTrace: the expert-access trace holds one request per (token, layer, expert).
+func TestRunTrace(t *testing.T) {
+	dir := t.TempDir()
+	code, _, stderr := runK3("run", tinyRelease, "--ids", "1,2,3,4", "--gen", "3", "--chunk", "1", "--dump-cache-trace", dir)
+	if code != ExitOK {
+		t.Fatalf("exit %d %s", code, stderr)
+	}
+	reqs, err := cachesim.ReadTrace(filepath.Join(dir, "expert_trace.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 6 positions fed (4 prompt + 2 generated), 6 MoE layers (layers 2..7), top-3
+	if len(reqs) != 6*6*3 {
+		t.Fatalf("%d requests", len(reqs))
+	}
+	if _, err := os.Stat(filepath.Join(dir, "expert_hist.json")); err != nil {
+		t.Fatal(err)
 	}
 }
