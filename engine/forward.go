@@ -116,61 +116,17 @@ func (e *Engine) forward(s *State, ids []int, all, want bool) ([]float32, error)
 	var blocks [][]float32
 	hIn := make([]float32, T*H)
 	x := make([]float32, T*H)
-	srcs := make([][]float32, 0, 16)
-	mix := func(dst, cur []float32, fold []float32) {
-		for t := 0; t < T; t++ {
-			srcs = srcs[:0]
-			for _, b := range blocks {
-				srcs = append(srcs, b[t*H:(t+1)*H])
-			}
-			srcs = append(srcs, cur[t*H:(t+1)*H])
-			kernels.AttnRes(dst[t*H:(t+1)*H], srcs, fold, c.RMSEps)
-		}
-	}
 	for li := 0; li < m.Bound; li++ {
 		tl := time.Now()
 		L, err := e.layer(li)
 		if err != nil {
 			return nil, err
 		}
-		if len(blocks) > 0 {
-			mix(hIn, P, L.AttnFold)
-		} else {
-			copy(hIn, P)
-		}
-		if li%c.AttnResBlock == 0 {
-			blocks = append(blocks, P)
-			P = nil
-		}
-		for t := 0; t < T; t++ {
-			kernels.RMSNorm(x[t*H:(t+1)*H], hIn[t*H:(t+1)*H], L.InNorm, c.RMSEps)
-		}
-		var a []float32
-		if L.MLA {
-			a = e.mla(L, s.mla[li], s.Pos, x, T)
-		} else {
-			a = e.kda(L, s.kda[li], x, T)
-		}
-		if P == nil {
-			P = a
-		} else {
-			f32add(P, a)
-		}
-		mix(hIn, P, L.MLPFold)
-		for t := 0; t < T; t++ {
-			kernels.RMSNorm(x[t*H:(t+1)*H], hIn[t*H:(t+1)*H], L.PostNorm, c.RMSEps)
-		}
-		var mo []float32
-		if L.Dense {
-			mo = e.dense(L, x, T)
-		} else {
-			if mo, err = e.moe(L, x, T); err != nil {
-				e.releaseLayer(li)
-				return nil, err
-			}
-		}
-		f32add(P, mo)
+		P, blocks, err = e.layerStep(L, s.kda[li], s.mla[li], s.Pos, P, blocks, hIn, x, T)
 		e.releaseLayer(li)
+		if err != nil {
+			return nil, err
+		}
 		if e.LayerSeconds != nil {
 			e.LayerSeconds[li] += time.Since(tl).Seconds()
 		}
@@ -186,6 +142,7 @@ func (e *Engine) forward(s *State, ids []int, all, want bool) ([]float32, error)
 	}
 	n := T - t0
 	h := make([]float32, n*H)
+	srcs := make([][]float32, 0, len(blocks)+1)
 	for t := t0; t < T; t++ {
 		srcs = srcs[:0]
 		for _, b := range blocks {
@@ -201,6 +158,76 @@ func (e *Engine) forward(s *State, ids []int, all, want bool) ([]float32, error)
 		return nil, err
 	}
 	return logits, nil
+}
+
+// attnResMix writes, per position, the AttnRes mixture of the blocks and cur.
+func attnResMix(dst, cur []float32, blocks [][]float32, fold []float32, H, T int, eps float32) {
+	srcs := make([][]float32, 0, len(blocks)+1)
+	for t := 0; t < T; t++ {
+		srcs = srcs[:0]
+		for _, b := range blocks {
+			srcs = append(srcs, b[t*H:(t+1)*H])
+		}
+		srcs = append(srcs, cur[t*H:(t+1)*H])
+		kernels.AttnRes(dst[t*H:(t+1)*H], srcs, fold, eps)
+	}
+}
+
+// layerStep runs decoder layer L over T positions. P is the running sum of
+// sub-layer outputs since the last block boundary and blocks the completed
+// block snapshots; both come back updated (there is no plain residual add:
+// each sub-layer's input is an AttnRes mixture). hIn and x are T*H scratch.
+func (e *Engine) layerStep(L *Layer, kd *kdaState, mc *mlaCache, pos int, P []float32, blocks [][]float32, hIn, x []float32, T int) ([]float32, [][]float32, error) {
+	c := e.M.Cfg
+	H := c.Hidden
+	if len(blocks) > 0 {
+		attnResMix(hIn, P, blocks, L.AttnFold, H, T, c.RMSEps)
+	} else {
+		copy(hIn, P)
+	}
+	if L.Index%c.AttnResBlock == 0 {
+		blocks = append(blocks, P)
+		P = nil
+	}
+	for t := 0; t < T; t++ {
+		kernels.RMSNorm(x[t*H:(t+1)*H], hIn[t*H:(t+1)*H], L.InNorm, c.RMSEps)
+	}
+	var a []float32
+	if L.MLA {
+		a = e.mla(L, mc, pos, x, T)
+	} else {
+		a = e.kda(L, kd, x, T)
+	}
+	if P == nil {
+		P = a
+	} else {
+		f32add(P, a)
+	}
+	attnResMix(hIn, P, blocks, L.MLPFold, H, T, c.RMSEps)
+	for t := 0; t < T; t++ {
+		kernels.RMSNorm(x[t*H:(t+1)*H], hIn[t*H:(t+1)*H], L.PostNorm, c.RMSEps)
+	}
+	var mo []float32
+	if L.Dense {
+		mo = e.dense(L, x, T)
+	} else {
+		var err error
+		if mo, err = e.moe(L, x, T); err != nil {
+			return nil, nil, err
+		}
+	}
+	f32add(P, mo)
+	return P, blocks, nil
+}
+
+// kdaDecay writes one head's per-key-channel decay for one position:
+// alpha[i] = exp(lb·sigmoid(exp(A_log)·(f[i]+dt_bias[i]))), A_log per head.
+func kdaDecay(alpha, f, dtBias []float32, aLog float32, lb float64) {
+	aH := math.Exp(float64(aLog))
+	for i := range alpha {
+		z := aH * (float64(f[i]) + float64(dtBias[i]))
+		alpha[i] = float32(math.Exp(lb / (1 + math.Exp(-z))))
+	}
 }
 
 func embedRow(dst []float32, m *kernels.Mat, id int) {
@@ -254,7 +281,6 @@ func (e *Engine) kda(L *Layer, s *kdaState, x []float32, T int) []float32 {
 		alpha := make([]float32, d)
 		u := make([]float64, d)
 		delta := make([]float32, d)
-		aH := math.Exp(float64(L.ALog[h]))
 		for t := 0; t < T; t++ {
 			qh := q[t*P+h*d : t*P+(h+1)*d]
 			kh := k[t*P+h*d : t*P+(h+1)*d]
@@ -264,10 +290,7 @@ func (e *Engine) kda(L *Layer, s *kdaState, x []float32, T int) []float32 {
 			for i := range qh {
 				qh[i] = float32(float64(qh[i]) * scale)
 			}
-			for i := 0; i < d; i++ {
-				z := aH * (float64(f[t*P+h*d+i]) + float64(L.DtBias[h*d+i]))
-				alpha[i] = float32(math.Exp(lb / (1 + math.Exp(-z))))
-			}
+			kdaDecay(alpha, f[t*P+h*d:t*P+(h+1)*d], L.DtBias[h*d:(h+1)*d], L.ALog[h], lb)
 			beta := float64(kernels.Sigmoid(b[t*nh+h]))
 			kdaStep(S, qh, kh, vh, alpha, beta, u, delta, o[t*P+h*d:t*P+(h+1)*d])
 			// gated RMSNorm: norm over the head, weight, then the sigmoid gate

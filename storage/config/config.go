@@ -450,7 +450,7 @@ func (c *Config) validate(e *Error, full, kda []int, haveKDA bool) {
 		name string
 		v    int
 	}{{"routed_expert_hidden_size", c.Latent}, {"moe_intermediate_size", c.MoEInter}} {
-		if m.v > 0 && m.v%32 != 0 {
+		if c.ExpertsMXFP4 && m.v > 0 && m.v%32 != 0 {
 			bad("%s = %d is not a multiple of 32 (MXFP4 groups)", m.name, m.v)
 		}
 	}
