@@ -39,6 +39,10 @@ type S3FIFO struct {
 	ghostHead int      // next ring position to write
 	ghostN    int      // entries in use
 	ghostMark []int32  // per key: ring position+1 of its latest ghost entry, 0 = not in G
+	// lossyGhost, for tests only, reproduces tools/sim_cache.py's ghost: a key
+	// leaves G when ANY of its ring entries ages out, even a stale one from
+	// an earlier eviction that a newer entry superseded.
+	lossyGhost bool
 }
 
 const (
@@ -102,7 +106,7 @@ func (p *S3FIFO) ghostAdd(key uint64) {
 	pos := p.ghostHead
 	if p.ghostN == len(p.ghost) { // overwrite the oldest entry
 		old := p.ghost[pos]
-		if p.ghostMark[old] == int32(pos+1) {
+		if p.ghostMark[old] == int32(pos+1) || (p.lossyGhost && p.ghostMark[old] != 0) {
 			p.ghostMark[old] = 0
 		}
 	} else {

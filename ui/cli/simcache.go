@@ -1,0 +1,249 @@
+package cli
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"k3/engine/cachesim"
+)
+
+func init() {
+	register("sim-cache", "replay an expert trace (--dump-cache-trace) under cache policies at many sizes", runSimCache)
+}
+
+const simCacheUsage = `usage: k3 sim-cache TRACE [--capacities 8,16,...] [--slots N,...] [--policies LRU,S3-FIFO,...]
+                     [--read-policy LRU] [--incremental] [--json]`
+
+// defaultCapacitiesGB are the published table's sizes.
+var defaultCapacitiesGB = []float64{8, 16, 32, 64, 128, 192, 256, 384, 512, 768, 1024, 1450}
+
+// runSimCache: k3 sim-cache TRACE [flags]. Prints the capacity table of
+// docs/data/expert-cache-capacity.txt for the chosen policies, or one JSON
+// object per capacity with --json.
+func runSimCache(args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("sim-cache", stderr)
+	caps := fs.String("capacities", "", "cache sizes in GB (1e9 bytes), comma separated (default: the published 8..1450)")
+	slots := fs.String("slots", "", "cache sizes in slots (experts), comma separated, instead of --capacities")
+	pols := fs.String("policies", strings.Join(cachesim.Policies, ","), "policies, one column each")
+	readPol := fs.String("read-policy", cachesim.PolicyLRU, "policy the GB READ/TOK and SEC/TOK columns follow")
+	incremental := fs.Bool("incremental", false, "replay the incremental-decode trace derived from a full-recompute trace")
+	asJSON := fs.Bool("json", false, "one JSON object per line per capacity")
+	m := cachesim.K3
+	fs.Int64Var(&m.ExpertBytes, "expert-bytes", m.ExpertBytes, "bytes read per miss")
+	fs.Float64Var(&m.DiskMBps, "disk-mbs", m.DiskMBps, "read rate in MB/s for SEC/TOK")
+	fs.IntVar(&m.TopK, "top-k", m.TopK, "experts per token per MoE layer")
+	fs.IntVar(&m.MoELayers, "moe-layers", m.MoELayers, "MoE layers")
+	fs.IntVar(&m.Experts, "experts", m.Experts, "routed experts per layer")
+	pos, err := parseMixed(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintln(stdout, simCacheUsage)
+		fs.SetOutput(stdout)
+		fs.PrintDefaults()
+		return ExitOK
+	}
+	bad := func(msg string) int {
+		fmt.Fprintf(stderr, "k3 sim-cache: %s\n%s\n", msg, simCacheUsage)
+		return ExitUsage
+	}
+	if err != nil {
+		return bad(err.Error())
+	}
+	if len(pos) != 1 {
+		return bad("want exactly one trace file")
+	}
+	if m.ExpertBytes < 1 || m.DiskMBps <= 0 || m.TopK < 1 || m.MoELayers < 1 || m.Experts < 1 {
+		return bad("--expert-bytes, --disk-mbs, --top-k, --moe-layers and --experts must be positive")
+	}
+	var policies []string
+	for _, p := range strings.Split(*pols, ",") {
+		n, err := cachesim.LookupPolicy(p)
+		if err != nil {
+			return bad(err.Error())
+		}
+		policies = append(policies, n)
+	}
+	rp, err := cachesim.LookupPolicy(*readPol)
+	if err != nil {
+		return bad("--read-policy: " + err.Error())
+	}
+
+	type size struct {
+		gb    float64 // 0: given in slots
+		slots int
+	}
+	var sizes []size
+	switch {
+	case *caps != "" && *slots != "":
+		return bad("give --capacities or --slots, not both")
+	case *slots != "":
+		for _, f := range strings.Split(*slots, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < 1 {
+				return bad(fmt.Sprintf("--slots: %q is not a positive integer", f))
+			}
+			sizes = append(sizes, size{0, n})
+		}
+	default:
+		gbs := defaultCapacitiesGB
+		if *caps != "" {
+			gbs = nil
+			for _, f := range strings.Split(*caps, ",") {
+				f = strings.TrimSuffix(strings.TrimSpace(f), "GB")
+				g, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+				if err != nil || !(g > 0) {
+					return bad(fmt.Sprintf("--capacities: %q is not a positive number of GB", f))
+				}
+				gbs = append(gbs, g)
+			}
+		}
+		for _, g := range gbs {
+			n := cachesim.SlotsForGB(g, m.ExpertBytes)
+			if n < m.TopK+1 { // the engine refuses a cache that cannot hold one layer's top-k
+				fmt.Fprintf(stderr, "k3 sim-cache: skipping %s GB: %d slots < top-%d + 1\n", fmtGB(g), n, m.TopK)
+				continue
+			}
+			sizes = append(sizes, size{g, n})
+		}
+	}
+
+	reqs, err := cachesim.ReadTrace(pos[0])
+	if err != nil {
+		fmt.Fprintf(stderr, "k3 sim-cache: %v\n", err)
+		return ExitUsage
+	}
+	if *incremental {
+		if reqs, err = cachesim.IncrementalFromRecompute(reqs, m.TopK); err != nil {
+			fmt.Fprintf(stderr, "k3 sim-cache: --incremental: %s: %v\n", pos[0], err)
+			return ExitUsage
+		}
+	}
+	tr := cachesim.NewTrace(reqs)
+	slotList := make([]int, len(sizes))
+	for i, s := range sizes {
+		slotList[i] = s.slots
+	}
+	rows, err := cachesim.Table(tr, m, policies, slotList, rp)
+	if err != nil {
+		fmt.Fprintf(stderr, "k3 sim-cache: %v\n", err)
+		return ExitRuntime
+	}
+	for i := range rows {
+		rows[i].CacheGB = sizes[i].gb
+	}
+	if *asJSON {
+		return simCacheJSON(stdout, stderr, m, rows)
+	}
+	simCacheText(stdout, cachesim.Summarize(reqs, m, 6), m, policies, rows)
+	return ExitOK
+}
+
+func fmtGB(g float64) string { return strconv.FormatFloat(g, 'f', -1, 64) }
+
+// simCacheText prints the report in the layout of the C tool's table.
+func simCacheText(w io.Writer, s cachesim.Summary, m cachesim.Model, policies []string, rows []cachesim.Row) {
+	fmt.Fprintf(w, "trace: %d requests, %d distinct experts, about %d token(s)\n", s.Requests, s.Distinct, s.Tokens)
+	fmt.Fprintf(w, "distinct experts touched: %d of %d (%.2f%% of the pool)\n", s.Distinct, s.Pool, pctOf(s.Distinct, s.Pool))
+	fmt.Fprintf(w, "if nothing were cached: %.2f GB per token\n\n", float64(m.TokenRequests())*float64(m.ExpertBytes)/1e9)
+	hot := make([]string, len(s.Hottest))
+	for i, h := range s.Hottest {
+		hot[i] = fmt.Sprintf("L%d/e%d x%d", h.Layer, h.Expert, h.Count)
+	}
+	fmt.Fprintf(w, "hottest experts: %s\n", strings.Join(hot, ", "))
+	fmt.Fprintf(w, "total reuse: %d of %d requests are repeats (%.1f%%)\n\n", s.Repeats, s.Requests, pctOf(s.Repeats, s.Requests))
+
+	widths := make([]int, len(policies))
+	rule := 46
+	fmt.Fprintf(w, "%-9s %8s", "CACHE", "SLOTS")
+	for i, p := range policies {
+		widths[i] = max(9, len(p))
+		rule += widths[i] + 1
+		fmt.Fprintf(w, " %*s", widths[i], p)
+	}
+	fmt.Fprintf(w, " %12s %11s\n", "GB READ/TOK", "SEC/TOK")
+	fmt.Fprintln(w, strings.Repeat("-", rule))
+	for _, r := range rows {
+		name := fmtGB(r.CacheGB) + " GB"
+		if r.CacheGB == 0 {
+			name = "-"
+		}
+		fmt.Fprintf(w, "%-9s %8d", name, r.Slots)
+		for i, st := range r.Stats {
+			fmt.Fprintf(w, " %*.2f%%", widths[i]-1, 100*st.HitRate())
+		}
+		fmt.Fprintf(w, " %12.2f %11.2f\n", r.GBPerToken, r.SecPerTok)
+	}
+	fmt.Fprintln(w, strings.Repeat("-", rule))
+	read := cachesim.PolicyLRU
+	if len(rows) > 0 {
+		read = rows[0].ReadPolicy
+	}
+	fmt.Fprintf(w, "SEC/TOK is expert I/O only, at the measured %.0f MB/s random-cold rate.\n", m.DiskMBps)
+	fmt.Fprintf(w, "GB READ/TOK and SEC/TOK follow the %s column (misses x %d bytes / %d token(s)).\n", read, m.ExpertBytes, s.Tokens)
+	var offline []string
+	for _, p := range policies {
+		if cachesim.Offline(p) {
+			offline = append(offline, p)
+		}
+	}
+	switch len(offline) {
+	case 0:
+	case 1:
+		fmt.Fprintf(w, "%s uses future knowledge: a ceiling rather than an achievable policy.\n", offline[0])
+	default:
+		fmt.Fprintf(w, "%s use future knowledge: ceilings rather than achievable policies.\n", strings.Join(offline, " and "))
+	}
+	fmt.Fprintf(w, "compulsory misses: %d (every expert must be read at least once), a ceiling of\n", s.Distinct)
+	fmt.Fprintf(w, "%.2f%% hit rate for ANY policy at ANY size on this trace.\n\n", pctOf(s.Repeats, s.Requests))
+	fmt.Fprintf(w, "holding every expert this trace touched needs %.2f GB.\n", float64(s.Distinct)*float64(m.ExpertBytes)/1e9)
+	fmt.Fprintf(w, "holding the whole pool needs %.2f GB.\n", float64(s.Pool)*float64(m.ExpertBytes)/1e9)
+}
+
+func pctOf(a, b int) float64 {
+	if b == 0 {
+		return 0
+	}
+	return 100 * float64(a) / float64(b)
+}
+
+type simCachePolicyJSON struct {
+	Policy    string  `json:"policy"`
+	Hits      int     `json:"hits"`
+	Misses    int     `json:"misses"`
+	Evictions int     `json:"evictions"`
+	HitRate   float64 `json:"hit_rate"`
+	GBPerTok  float64 `json:"gb_read_per_token"`
+}
+
+type simCacheRowJSON struct {
+	CacheGB    float64              `json:"cache_gb,omitempty"`
+	Slots      int                  `json:"slots"`
+	Requests   int                  `json:"requests"`
+	Tokens     int                  `json:"tokens"`
+	Policies   []simCachePolicyJSON `json:"policies"`
+	ReadPolicy string               `json:"read_policy"`
+	GBPerTok   float64              `json:"gb_read_per_token"`
+	SecPerTok  float64              `json:"sec_per_token"`
+}
+
+func simCacheJSON(stdout, stderr io.Writer, m cachesim.Model, rows []cachesim.Row) int {
+	enc := json.NewEncoder(stdout)
+	for _, r := range rows {
+		o := simCacheRowJSON{CacheGB: r.CacheGB, Slots: r.Slots, ReadPolicy: r.ReadPolicy, GBPerTok: r.GBPerToken, SecPerTok: r.SecPerTok}
+		for _, st := range r.Stats {
+			o.Requests = st.Requests
+			o.Policies = append(o.Policies, simCachePolicyJSON{st.Policy, st.Hits, st.Misses, st.Evictions, st.HitRate(),
+				m.GBPerToken(st.Misses, st.Requests)})
+		}
+		o.Tokens = m.Tokens(o.Requests)
+		if err := enc.Encode(o); err != nil {
+			fmt.Fprintf(stderr, "k3 sim-cache: %v\n", err)
+			return ExitOutput
+		}
+	}
+	return ExitOK
+}

@@ -1,0 +1,130 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const (
+	simTrace     = "../../testdata/seed-v1/expert_trace.bin"
+	simPublished = "../../testdata/seed-v1/published-data/expert-cache-capacity.txt"
+)
+
+func runSim(t *testing.T, args ...string) (code int, out, errOut string) {
+	t.Helper()
+	var o, e bytes.Buffer
+	code = run(append([]string{"sim-cache"}, args...), &o, &e)
+	return code, o.String(), e.String()
+}
+
+// TestSimCacheReproducesPublished: with the published policy columns, every
+// line of the report (summary, table, footer) is a line of the published
+// expert-cache-capacity.txt, except the two this command adds.
+func TestSimCacheReproducesPublished(t *testing.T) {
+	code, out, errOut := runSim(t, simTrace, "--policies", "lru,belady,pin+lru")
+	if code != ExitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	pub, err := os.ReadFile(simPublished)
+	if err != nil {
+		t.Fatal(err)
+	}
+	published := map[string]bool{}
+	for _, l := range strings.Split(string(pub), "\n") {
+		published[l] = true
+	}
+	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+	rows := 0
+	for _, l := range lines {
+		if l == "" || strings.HasPrefix(l, "GB READ/TOK and SEC/TOK follow the LRU column") ||
+			l == "BELADY and PIN+LRU use future knowledge: ceilings rather than achievable policies." {
+			continue
+		}
+		if !published[l] {
+			t.Errorf("line not in the published table:\n%q", l)
+		}
+		if strings.HasSuffix(l, "%") || strings.Contains(l, "% ") && strings.Contains(l, " GB ") {
+			rows++
+		}
+	}
+	if !strings.Contains(out, "CACHE        SLOTS       LRU    BELADY   PIN+LRU  GB READ/TOK     SEC/TOK\n") ||
+		!strings.Contains(out, "64 GB         3647    36.24%    61.74%    48.66%        16.47       13.35\n") ||
+		rows != 12 || len(lines) != 30 {
+		t.Errorf("unexpected report (%d lines, %d table rows):\n%s", len(lines), rows, out)
+	}
+}
+
+func TestSimCacheJSON(t *testing.T) {
+	code, out, errOut := runSim(t, simTrace, "--json", "--capacities", "8,64GB", "--policies", "LRU,S3-FIFO,LAYER+R,BELADY")
+	if code != ExitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("want 2 JSON lines, got %d:\n%s", len(lines), out)
+	}
+	var row simCacheRowJSON
+	if err := json.Unmarshal([]byte(lines[1]), &row); err != nil {
+		t.Fatal(err)
+	}
+	if row.CacheGB != 64 || row.Slots != 3647 || row.Requests != 100096 || row.Tokens != 68 || row.ReadPolicy != "LRU" || len(row.Policies) != 4 {
+		t.Fatalf("row %+v", row)
+	}
+	want := map[string]int{"LRU": 36272, "S3-FIFO": 50016, "LAYER+R": 61518, "BELADY": 61801}
+	for _, p := range row.Policies {
+		if p.Hits != want[p.Policy] || p.Hits+p.Misses != 100096 {
+			t.Errorf("%s: %d hits, want %d", p.Policy, p.Hits, want[p.Policy])
+		}
+	}
+	if s := strings.TrimSpace(strings.Split(out, "\n")[0]); !strings.HasPrefix(s, `{"cache_gb":8,"slots":455,"requests":100096,"tokens":68,"policies":[{"policy":"LRU","hits":36272,`) {
+		t.Errorf("first line %s", s)
+	}
+}
+
+func TestSimCacheSlotsAndIncremental(t *testing.T) {
+	code, out, errOut := runSim(t, "--slots", "1823", "--policies", "lru,layer+r", "--incremental", "--read-policy", "layer+r", simTrace)
+	if code != ExitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{
+		"trace: 17664 requests, 10010 distinct experts, about 12 token(s)",
+		"-             1823    30.16%    30.80%",
+		"GB READ/TOK and SEC/TOK follow the LAYER+R column",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("missing %q in\n%s", want, out)
+		}
+	}
+}
+
+func TestSimCacheErrors(t *testing.T) {
+	dir := t.TempDir()
+	odd := filepath.Join(dir, "odd.bin")
+	os.WriteFile(odd, []byte{1, 0, 0, 0, 2, 0, 0, 0, 3}, 0o644)
+	for _, c := range []struct {
+		args []string
+		code int
+		msg  string
+	}{
+		{nil, ExitUsage, "want exactly one trace file"},
+		{[]string{odd}, ExitUsage, odd + ": offset 9: length 9 is not a multiple of 8"},
+		{[]string{filepath.Join(dir, "none.bin")}, ExitUsage, "no such file"},
+		{[]string{simTrace, "--policies", "fifo"}, ExitUsage, `unknown cache policy "fifo"`},
+		{[]string{simTrace, "--slots", "10", "--capacities", "8"}, ExitUsage, "not both"},
+		{[]string{simTrace, "--capacities", "x"}, ExitUsage, "not a positive number"},
+		{[]string{simTrace, "--slots", "0"}, ExitUsage, "not a positive integer"},
+		{[]string{odd, "--incremental"}, ExitUsage, "offset 9"},
+	} {
+		code, _, errOut := runSim(t, c.args...)
+		if code != c.code || !strings.Contains(errOut, c.msg) {
+			t.Errorf("%v: exit %d, stderr %q; want %d and %q", c.args, code, errOut, c.code, c.msg)
+		}
+	}
+	if code, out, _ := runSim(t, "--help"); code != ExitOK || !strings.Contains(out, "usage: k3 sim-cache") {
+		t.Errorf("--help: %d %q", code, out)
+	}
+}
