@@ -1,12 +1,12 @@
 package engine
 
 import (
-	"container/list"
 	"fmt"
 	"sort"
 	"sync"
 	"time"
 
+	"k3/engine/cachesim"
 	"k3/kernels"
 	"k3/storage/config"
 	"k3/storage/direct"
@@ -92,10 +92,14 @@ type ExpertStore struct {
 	heap     [][]byte // fallback slot memory when no arena
 	slots    []*slot
 	index    map[int]*slot
-	lru      *list.List // ready, unpinned slots; front = most recent
-	stats    ExpertStats
-	files    map[string]*direct.File
-	bound    int // layers bound (caps the useful cache size)
+	pol      cachesim.Policy
+	free     []*slot
+	// Policy names the replacement policy: "layer+r" (default), "lru",
+	// "s3fifo" or "layer" (see engine/cachesim). Set before the first Acquire.
+	Policy string
+	stats  ExpertStats
+	files  map[string]*direct.File
+	bound  int // layers bound (caps the useful cache size)
 }
 
 type slot struct {
@@ -103,11 +107,10 @@ type slot struct {
 	key  int
 	ex   *Expert
 	pins int
-	elem *list.Element
 }
 
 func newExpertStore(set *st.Set, cfg *config.Config) *ExpertStore {
-	s := &ExpertStore{set: set, cfg: cfg, locs: map[int]*expertLoc{}, lru: list.New(),
+	s := &ExpertStore{set: set, cfg: cfg, locs: map[int]*expertLoc{},
 		index: map[int]*slot{}, budget: 1 << 62, files: map[string]*direct.File{}, QueueDepth: 8}
 	s.ReadAt = s.readDirect
 	return s
@@ -253,33 +256,49 @@ func (s *ExpertStore) Acquire(li int, experts []int) ([]*Expert, error) {
 	}
 	var misses []*miss
 	s.mu.Lock()
+	if err := s.ensurePolicy(); err != nil {
+		s.mu.Unlock()
+		return nil, err
+	}
+	unwind := func(upto int) {
+		for j := 0; j < upto; j++ {
+			s.unpin(li*s.cfg.Experts + experts[j])
+		}
+	}
 	for i, e := range experts {
 		key := li*s.cfg.Experts + e
 		s.stats.Requests++
 		if s.Trace != nil {
 			s.Trace(li, e)
 		}
-		if sl, ok := s.index[key]; ok {
+		loc := s.locs[key]
+		if loc == nil {
+			unwind(i)
+			s.mu.Unlock()
+			return nil, &ExpertError{li, e, "?", fmt.Errorf("expert was never located")}
+		}
+		ev := s.pol.Access(uint64(key))
+		if ev.Hit {
 			s.stats.Hits++
+			sl := s.index[key]
 			sl.pins++
-			if sl.elem != nil {
-				s.lru.Remove(sl.elem)
-				sl.elem = nil
-			}
 			out[i] = sl.ex
 			continue
 		}
 		s.stats.Misses++
-		loc := s.locs[key]
-		if loc == nil {
-			s.mu.Unlock()
-			return nil, &ExpertError{li, e, "?", fmt.Errorf("expert was never located")}
+		if ev.Evicted {
+			v := s.index[int(ev.Victim)]
+			delete(s.index, int(ev.Victim))
+			v.key, v.ex = -1, nil
+			s.free = append(s.free, v)
+			s.stats.Evictions++
 		}
-		sl, err := s.reserve()
-		if err != nil {
+		if !ev.Admitted {
+			unwind(i)
 			s.mu.Unlock()
-			return nil, &ExpertError{li, e, loc.path, err}
+			return nil, &ExpertError{li, e, loc.path, fmt.Errorf("expert cache: all %d slots are pinned", s.pol.Capacity())}
 		}
+		sl := s.takeSlot()
 		sl.key, sl.pins, sl.ex = key, 1, nil
 		s.index[key] = sl
 		misses = append(misses, &miss{i: i, sl: sl, loc: loc, key: key})
@@ -321,7 +340,9 @@ func (s *ExpertStore) Acquire(li int, experts []int) ([]*Expert, error) {
 		if m.err != nil {
 			s.stats.Failures++
 			delete(s.index, m.key)
+			s.pol.Remove(uint64(m.key))
 			m.sl.pins, m.sl.key = 0, -1
+			s.free = append(s.free, m.sl)
 			if firstErr == nil {
 				firstErr = &ExpertError{li, experts[m.i], m.loc.path, m.err}
 			}
@@ -359,49 +380,61 @@ func (s *ExpertStore) unpin(key int) {
 		return
 	}
 	sl.pins--
-	if sl.pins == 0 {
-		sl.elem = s.lru.PushFront(sl)
-	}
 }
 
-// reserve returns a free slot: a new one while under capacity, else the
-// least recently used unpinned one (evicted). Called with s.mu held.
-func (s *ExpertStore) reserve() (*slot, error) {
-	for _, sl := range s.slots {
-		if sl.key < 0 && sl.pins == 0 {
-			return sl, nil
-		}
+// ensurePolicy builds the replacement policy at the budget's capacity.
+// Called with s.mu held.
+func (s *ExpertStore) ensurePolicy() error {
+	if s.pol != nil {
+		return nil
 	}
-	if n := s.capacity(); len(s.slots) < n {
-		size := s.slotBytes()
-		if s.arena == nil && s.heap == nil {
-			if a, err := direct.AllocHuge(int(int64(n) * size)); err == nil {
-				s.arena = a
-			} else {
-				s.heap = [][]byte{}
-			}
-		}
-		var mem []byte
-		if s.arena != nil {
-			i := int64(len(s.slots))
-			mem = s.arena.Bytes()[i*size : (i+1)*size : (i+1)*size]
+	n, layers, E := s.capacity(), max(s.bound, 1), s.cfg.Experts
+	switch s.Policy {
+	case "", "layer+r":
+		s.pol = cachesim.NewLayerCycleRecency(n, layers, E)
+	case "layer":
+		s.pol = cachesim.NewLayerCycle(n, layers, E)
+	case "lru":
+		s.pol = cachesim.NewLRU(n, layers*E)
+	case "s3fifo":
+		s.pol = cachesim.NewS3FIFO(n, layers*E)
+	default:
+		return fmt.Errorf("unknown expert cache policy %q (layer+r, layer, lru, s3fifo)", s.Policy)
+	}
+	// pinned experts (handed to the batch in flight) are never evicted
+	s.pol.SetEvictable(func(k uint64) bool {
+		sl := s.index[int(k)]
+		return sl != nil && sl.pins == 0
+	})
+	return nil
+}
+
+// takeSlot returns slot memory for an admitted expert: one an eviction (or
+// a failed read) freed, else a new one of the arena. Called with s.mu held.
+func (s *ExpertStore) takeSlot() *slot {
+	if n := len(s.free); n > 0 {
+		sl := s.free[n-1]
+		s.free = s.free[:n-1]
+		return sl
+	}
+	size := s.slotBytes()
+	n := s.capacity()
+	if s.arena == nil && s.heap == nil {
+		if a, err := direct.AllocHuge(int(int64(n) * size)); err == nil {
+			s.arena = a
 		} else {
-			mem = make([]byte, size)
+			s.heap = [][]byte{}
 		}
-		sl := &slot{mem: mem, key: -1}
-		s.slots = append(s.slots, sl)
-		return sl, nil
 	}
-	back := s.lru.Back()
-	if back == nil {
-		return nil, fmt.Errorf("expert cache: all %d slots are pinned", len(s.slots))
+	var mem []byte
+	if i := int64(len(s.slots)); s.arena != nil && i < int64(n) {
+		mem = s.arena.Bytes()[i*size : (i+1)*size : (i+1)*size]
+	} else {
+		mem = make([]byte, size)
 	}
-	sl := s.lru.Remove(back).(*slot)
-	sl.elem = nil
-	delete(s.index, sl.key)
-	sl.key, sl.ex = -1, nil
-	s.stats.Evictions++
-	return sl, nil
+	sl := &slot{mem: mem, key: -1}
+	s.slots = append(s.slots, sl)
+	return sl
 }
 
 // load reads an expert's run into slot memory: the 4096-aligned span that
@@ -463,6 +496,8 @@ func (s *ExpertStore) Close() {
 		s.arena.Free()
 		s.arena = nil
 	}
-	s.slots, s.index = nil, map[int]*slot{}
-	s.lru.Init()
+	s.slots, s.index, s.free = nil, map[int]*slot{}, nil
+	if s.pol != nil {
+		s.pol.Reset()
+	}
 }

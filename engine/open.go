@@ -80,6 +80,7 @@ func OpenModel(dir string, opt OpenOptions) (*Model, *st.Set, *plan.Plan, error)
 	}
 	m.Plan = p
 	m.Store.SetBudget(opt.Budget.CacheBytes)
+	m.Store.Policy = opt.Budget.CachePolicy
 	m.Fingerprint = Fingerprint(m, set.Files())
 	return m, set, p, nil
 }

@@ -19,6 +19,8 @@ type Budget struct {
 	Chunk      int   // prefill chunk
 	AllLogits  bool  // teacher forcing keeps logits for every position
 	Ultra      bool  // embedding rows and lm_head chunks read from the trunk when needed
+	// CachePolicy is the expert cache's replacement policy ("" = layer+r).
+	CachePolicy string
 }
 
 func detectPrefix(set *st.Set) (string, error) {

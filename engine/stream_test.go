@@ -100,6 +100,8 @@ func TestSameOutputAtEveryBudget(t *testing.T) {
 		{"ring 1", OpenOptions{TrunkDir: tr, Budget: Budget{TrunkBytes: 1, Ring: 1, CacheBytes: big}}, 2},
 		{"ring 3 + some pinned", OpenOptions{TrunkDir: tr, Budget: Budget{TrunkBytes: 6e6, Ring: 3, CacheBytes: big}}, 1},
 		{"tiny expert cache", OpenOptions{TrunkDir: tr, Budget: Budget{TrunkBytes: 1, Ring: 2, CacheBytes: 1}}, 2},
+		{"small cache, lru", OpenOptions{Budget: Budget{CacheBytes: 3e6, CachePolicy: "lru"}}, 2},
+		{"small cache, s3fifo", OpenOptions{Budget: Budget{CacheBytes: 3e6, CachePolicy: "s3fifo"}}, 2},
 		{"tiny cache, 1 thread", OpenOptions{Budget: Budget{CacheBytes: 1}}, 1},
 		{"ultra-low-memory", OpenOptions{TrunkDir: tr, Budget: Budget{TrunkBytes: 1, Ring: 1, CacheBytes: 1, Ultra: true}}, 2},
 	}

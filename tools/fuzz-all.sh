@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs every `func FuzzXxx` target in the module for a short time each.
 set -euo pipefail
-t=${1:-5s}
+t=${1:-2000x}
 cd "$(dirname "$0")/.."
 grep -rl --include='*_test.go' '^func Fuzz' . | while read -r f; do
   pkg=./$(dirname "${f#./}")

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 
 	"k3/engine"
@@ -27,6 +28,7 @@ type modelFlags struct {
 	ring     *int
 	preset   *string
 	ultra    *bool
+	policy   *string
 }
 
 func addModelFlags(fs *flag.FlagSet, cmd string) *modelFlags {
@@ -41,6 +43,7 @@ func addModelFlags(fs *flag.FlagSet, cmd string) *modelFlags {
 		trunkGB:  fs.Float64("trunk-gb", 16, "budget for pinned trunk layers plus the streaming ring, in GB"),
 		ring:     fs.Int("trunk-ring", 2, "ring slots for streamed layers (read ahead while the current layer computes)"),
 		preset:   fs.String("preset", "", "memory preset: "+strings.Join(plan.Names(), ", ")+" (see k3 presets)"),
+		policy:   fs.String("cache-policy", "layer+r", "expert cache replacement: layer+r, layer, lru or s3fifo (k3 sim-cache compares them)"),
 		ultra:    fs.Bool("ultra-low-memory", false, "read embedding rows and lm_head from the packed trunk as needed (needs --trunk)"),
 	}
 }
@@ -84,6 +87,9 @@ func (f *modelFlags) resolve(fs *flag.FlagSet, stdout, stderr io.Writer) int {
 	case *f.chunk < 1:
 		fmt.Fprintf(stderr, "k3 %s: --chunk must be at least 1\n", f.cmd)
 		return ExitUsage
+	case !slices.Contains([]string{"layer+r", "layer", "lru", "s3fifo"}, *f.policy):
+		fmt.Fprintf(stderr, "k3 %s: --cache-policy %q is not layer+r, layer, lru or s3fifo\n", f.cmd, *f.policy)
+		return ExitUsage
 	case *f.ultra && *f.trunkDir == "":
 		fmt.Fprintf(stderr, "k3 %s: --ultra-low-memory (and --preset ultra) stream the model tables from a packed trunk: give --trunk DIR (see k3 pack)\n", f.cmd)
 		return ExitUsage
@@ -104,7 +110,7 @@ func (f *modelFlags) open(dir string, positions int, allLogits bool, stdout, std
 	}
 	m, set, mplan, err := engine.OpenModel(dir, engine.OpenOptions{Config: *f.cfgPath, Layers: *f.layers, TrunkDir: *f.trunkDir,
 		Memory: memp, Budget: engine.Budget{TrunkBytes: int64(*f.trunkGB * 1e9), Ring: *f.ring, CacheBytes: int64(*f.cacheGB * 1e9),
-			Positions: positions, Chunk: *f.chunk, AllLogits: allLogits, Ultra: *f.ultra}})
+			Positions: positions, Chunk: *f.chunk, AllLogits: allLogits, Ultra: *f.ultra, CachePolicy: *f.policy}})
 	if err != nil {
 		var ce *config.Error
 		var pe *engine.PlanError
