@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"k3/storage/atomicfile"
 	st "k3/storage/safetensors"
 )
 
@@ -69,26 +70,7 @@ func (m *Model) SaveState(path string, s *State) error {
 		}
 	}
 	w32(crc32.Checksum(b.Bytes(), castagnoli))
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	_, err = f.Write(b.Bytes())
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
-	}
-	return err
+	return atomicfile.Write(path, b.Bytes())
 }
 
 // ErrStateMismatch is wrapped by LoadState when the file belongs to another

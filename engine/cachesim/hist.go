@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"k3/storage/atomicfile"
 )
 
 // Histogram is expert_hist.json, the per-expert request counts the engine
@@ -59,7 +61,7 @@ func (h *Histogram) Marshal() []byte {
 
 // WriteHistogram writes expert_hist.json for reqs to path atomically.
 func WriteHistogram(path string, nLayers, nExperts int, reqs []Request) error {
-	return writeAtomic(path, NewHistogram(nLayers, nExperts, reqs).Marshal())
+	return atomicfile.Write(path, NewHistogram(nLayers, nExperts, reqs).Marshal())
 }
 
 // ParseHistogram reads the engine's expert_hist.json format.

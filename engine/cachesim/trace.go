@@ -17,7 +17,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
+
+	"k3/storage/atomicfile"
 )
 
 // Request is one routed-expert request: the expert's layer and its index
@@ -104,34 +105,5 @@ func WriteTrace(path string, reqs []Request) error {
 			return fmt.Errorf("write trace %s: request %d has a negative index (layer %d, expert %d)", path, i, r.Layer, r.Expert)
 		}
 	}
-	return writeAtomic(path, EncodeTrace(reqs))
-}
-
-// writeAtomic writes data to path via a synced temporary file and a rename.
-func writeAtomic(path string, data []byte) (err error) {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(tmp)
-		}
-	}()
-	if _, err = f.Write(data); err != nil {
-		return err
-	}
-	if err = f.Sync(); err != nil {
-		return err
-	}
-	if err = f.Chmod(0o644); err != nil {
-		return err
-	}
-	if err = f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+	return atomicfile.Write(path, EncodeTrace(reqs))
 }

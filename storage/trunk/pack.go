@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"k3/storage/atomicfile"
 	"k3/storage/direct"
 	"k3/storage/safetensors"
 )
@@ -390,7 +391,7 @@ func Pack(ctx context.Context, modelDir, trunkDir string, opt Options) (*Result,
 	if err != nil {
 		return nil, err
 	}
-	if err := writeAtomic(finalPath, data, true); err != nil {
+	if err := atomicfile.WriteDurable(finalPath, data); err != nil {
 		return nil, err
 	}
 	if err := os.Remove(partPath); err != nil && !os.IsNotExist(err) {
@@ -505,7 +506,7 @@ func (p *packer) savePartial(path string, done map[string]uint32) error {
 	// machines): a partial file lost or emptied by a crash only costs the
 	// progress it recorded, and a run it lists whose data did not reach the
 	// disk fails its CRC on resume and is rewritten.
-	return writeAtomic(path, data, false)
+	return atomicfile.WriteNoSync(path, data)
 }
 
 type chunk struct {
@@ -727,40 +728,4 @@ func (s *progress) emit(run string) {
 		p.ETA = 0
 	}
 	s.fn(p)
-}
-
-// writeAtomic writes data to path through a temporary file and a rename,
-// so path is always either the old or the new content. With durable the
-// temporary file is fsynced before the rename and the directory after it.
-func writeAtomic(path string, data []byte, durable bool) error {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	if _, err = f.Write(data); err == nil {
-		err = f.Chmod(0o644)
-	}
-	if err == nil && durable {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	if !durable {
-		return nil
-	}
-	if d, derr := os.Open(dir); derr == nil {
-		_ = d.Sync()
-		d.Close()
-	}
-	return nil
 }

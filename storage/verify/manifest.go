@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
+
+	"k3/storage/atomicfile"
 )
 
 // ManifestFile is the record `k3 download` keeps in the model directory:
@@ -142,28 +144,7 @@ func (m *Manifest) Write(dir string) error {
 
 // WriteFileAtomic writes data to path through a temporary file in the same
 // directory, fsyncs it and renames it into place.
-func WriteFileAtomic(path string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	name := tmp.Name()
-	_, werr := tmp.Write(data)
-	if werr == nil {
-		werr = tmp.Sync()
-	}
-	if cerr := tmp.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr == nil {
-		werr = os.Rename(name, path)
-	}
-	if werr != nil {
-		_ = os.Remove(name)
-		return fmt.Errorf("write %s: %w", path, werr)
-	}
-	return nil
-}
+func WriteFileAtomic(path string, data []byte) error { return atomicfile.Write(path, data) }
 
 // IsSHA256 reports whether s is 64 lowercase hex digits.
 func IsSHA256(s string) bool { return len(s) == 64 && isHex(s) }

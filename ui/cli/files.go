@@ -4,31 +4,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"k3/storage/atomicfile"
 )
 
-// writeAtomic writes data to path through a temporary file and a rename, so
-// a reader never sees a partial file.
-func writeAtomic(path string, data []byte) error {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	if _, err = f.Write(data); err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
-	}
-	return err
-}
+// writeAtomic writes a result file atomically.
+var writeAtomic = atomicfile.Write
 
 // checkWritable fails early when path cannot be written (its directory is
 // missing or read-only, or it is a directory).
