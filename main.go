@@ -6,6 +6,7 @@ import (
 	"os"
 
 	"k3/ui/cli"
+	_ "k3/ui/gui" // the desktop app: sets cli.OpenApp
 )
 
 func main() {

@@ -222,10 +222,9 @@ func (s *Session) finish(rep *Reply, sm *streamer, gen []int, opt Options) {
 	if err == nil && rep.Cut == "" {
 		rep.Reasoning, rep.Content, rep.ToolCalls = a.Reasoning, a.Content, a.ToolCalls
 	} else {
+		// cut, or ended by a stop token without the expected structure: keep
+		// what streamed, channel by channel
 		rep.Reasoning, rep.Content = sm.reasoning.String(), sm.answer.String()
-		if rep.Cut == "" {
-			rep.Cut = "stopped"
-		}
 	}
 	s.History = append(s.History, Message{Role: "assistant", Content: rep.Content, ReasoningContent: rep.Reasoning, Cut: rep.Cut})
 }

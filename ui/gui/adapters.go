@@ -1,0 +1,122 @@
+package gui
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+
+	"k3/doctor"
+	"k3/engine"
+	"k3/engine/plan"
+	"k3/storage/config"
+	"k3/storage/hub"
+	st "k3/storage/safetensors"
+	"k3/storage/trunk"
+	"k3/storage/verify"
+)
+
+// This file connects the views' interfaces (backends.go) to the real
+// packages. Pieces that wait for a package still being written say so.
+
+// RealBackends returns the backends of the shipping app, keeping app data
+// (conversations, the demo model) under dataDir.
+func RealBackends(dataDir string) Backends {
+	return Backends{
+		Machine:    doctorMachine{},
+		Downloader: hubDownloader{},
+		Verifier:   storageVerifier{},
+		Packer:     trunkPacker{},
+		Planner:    enginePlanner{},
+		NewChat:    func(s Settings) (ChatEngine, error) { return NewEngineChat(s), nil },
+		MakeDemo:   MakeDemoModel,
+		DataDir:    dataDir,
+	}
+}
+
+// doctorMachine runs the doctor.
+type doctorMachine struct{}
+
+func (doctorMachine) Measure(ctx context.Context, dirs []string, quick bool, progress func(float64, string)) (*doctor.Report, error) {
+	return doctor.Run(ctx, doctor.Options{Dirs: dirs, Quick: quick, NoDevice: true,
+		Progress: func(p doctor.Progress) {
+			if progress != nil {
+				progress(p.Fraction, p.Message)
+			}
+		}})
+}
+
+// hubDownloader downloads from the Hugging Face hub (HF_ENDPOINT honoured).
+type hubDownloader struct{}
+
+func (hubDownloader) Download(ctx context.Context, req DownloadRequest, progress func(hub.Event)) error {
+	c := hub.NewClient("", "")
+	if req.Token != "" {
+		c.Token = hub.NewToken(req.Token, "the app")
+	}
+	_, err := c.Download(ctx, hub.Options{Dest: req.Dest, Revision: req.Revision, Layers: req.Layers, Progress: progress})
+	return err
+}
+
+// storageVerifier checks sizes (and hashes when a manifest is present).
+type storageVerifier struct{}
+
+func (storageVerifier) Verify(ctx context.Context, dir string, layers int, progress func(done, total int64)) (*verify.Report, error) {
+	return verify.Check(ctx, dir, verify.Options{Layers: layers, Progress: progress})
+}
+
+// trunkPacker packs with storage/trunk (resumable: a cancelled pack keeps
+// the runs it finished and the next Pack continues).
+type trunkPacker struct{}
+
+func (trunkPacker) Pack(ctx context.Context, modelDir, trunkDir string, layers int, progress func(PackProgress)) error {
+	_, err := trunk.Pack(ctx, modelDir, trunkDir, trunk.Options{Progress: func(p trunk.Progress) {
+		if progress != nil {
+			progress(PackProgress{Done: p.BytesDone, Total: p.BytesTotal, Layer: p.RunsDone, Layers: p.RunsTotal})
+		}
+	}})
+	return err
+}
+
+func (trunkPacker) TrunkBytes(modelDir string, layers int) (int64, error) {
+	set, cfg, err := openMeta(modelDir)
+	if err != nil {
+		return 0, err
+	}
+	defer set.Close()
+	if layers <= 0 || layers > cfg.Layers {
+		layers = cfg.Layers
+	}
+	per, globals := engine.TrunkSizes(set, cfg, layers)
+	total := globals
+	for _, b := range per {
+		total += b
+	}
+	return total, nil
+}
+
+// enginePlanner makes plans from the checkpoint's metadata alone.
+type enginePlanner struct{}
+
+func (enginePlanner) Memory() (plan.Memory, error) { return plan.ReadMemory() }
+
+func (enginePlanner) Plan(modelDir string, layers int, b engine.Budget) (*plan.Plan, error) {
+	set, cfg, err := openMeta(modelDir)
+	if err != nil {
+		return nil, err
+	}
+	defer set.Close()
+	return engine.MakePlan(set, cfg, layers, b), nil
+}
+
+// openMeta reads the config and the shard headers (no tensor data).
+func openMeta(dir string) (*st.Set, *config.Config, error) {
+	cfg, err := config.Load(filepath.Join(dir, "config.json"))
+	if err != nil {
+		return nil, nil, err
+	}
+	set, err := st.Open(dir)
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading the checkpoint's shards: %w", err)
+	}
+	return set, cfg, nil
+}

@@ -1,0 +1,62 @@
+// Package gui is k3's desktop app (Fyne): a setup wizard (machine check,
+// checkpoint download or choice, trunk packing, memory plan) and a chat
+// view with live engine gauges. Views are one file each (view_*.go); the
+// bridge (bridge.go) turns engine events into throttled UI updates; the
+// engine and storage packages are reached only through the interfaces in
+// backends.go (real ones in adapters.go).
+//
+// Importing the package sets cli.OpenApp, so `k3` with no arguments opens
+// the window.
+package gui
+
+import (
+	"os"
+	"path/filepath"
+
+	"fyne.io/fyne/v2"
+	"fyne.io/fyne/v2/app"
+
+	"k3/ui/cli"
+)
+
+// AppID is the app's unique id (also in FyneApp.toml).
+const AppID = "io.github.k3.desktop"
+
+func init() { cli.OpenApp = Open }
+
+// DataDir is where the app keeps conversations and the demo model:
+// $K3_DATA_DIR, else the user's config folder /k3.
+func DataDir() string {
+	if d := os.Getenv("K3_DATA_DIR"); d != "" {
+		return d
+	}
+	if d, err := os.UserConfigDir(); err == nil {
+		return filepath.Join(d, "k3")
+	}
+	return filepath.Join(os.TempDir(), "k3")
+}
+
+// NewWindow creates the app's main window; call the UI's Start once the
+// app runs (Lifecycle().SetOnStarted) so background work begins on a live
+// event loop.
+func NewWindow(a fyne.App, b Backends) (*UI, fyne.Window) {
+	w := a.NewWindow("k3 — Kimi K3 on this machine")
+	w.Resize(fyne.NewSize(1280, 800))
+	u := NewUI(a, w, b)
+	return u, w
+}
+
+// Open runs the desktop app until its window closes; it returns the exit code.
+func Open() int {
+	a := app.NewWithID(AppID)
+	a.SetIcon(iconResource)
+	u, w := NewWindow(a, RealBackends(DataDir()))
+	a.Lifecycle().SetOnStarted(u.Start)
+	w.SetOnClosed(func() {
+		if u.Chat != nil {
+			u.Chat.Shutdown()
+		}
+	})
+	w.ShowAndRun()
+	return 0
+}

@@ -1,0 +1,265 @@
+package gui
+
+import (
+	"sync"
+	"time"
+
+	"fyne.io/fyne/v2"
+
+	"k3/engine"
+)
+
+// The bridge turns the engine's event stream (called on engine goroutines,
+// possibly thousands of times a second) into a few UI updates a second:
+// streamed text at most TextHz, gauges at GaugeHz, always through fyne.Do.
+
+const (
+	TextHz  = 30
+	GaugeHz = 5
+	// HistoryWindow is how far back the gauge plots reach.
+	HistoryWindow = 5 * time.Minute
+)
+
+// Gauges are the values the gauge panel shows.
+type Gauges struct {
+	RSS, PeakRSS int64   // bytes
+	Budget       int64   // the memory plan's total
+	Available    int64   // usable memory when the model was opened
+	TrunkMBps    float64 // streamed trunk read rate, recent
+	ExpertMBps   float64 // expert read rate, recent
+	IOShare      float64 // 0..1 of wall clock spent waiting for reads, this turn
+	HitRate      float64 // 0..1 expert-cache resident hit rate, this turn
+	HitKnown     bool
+	SecPerToken  float64 // mean over this turn's generated tokens
+	LastToken    float64 // last step
+	TTFT         float64 // seconds from send to the first token (0: none yet)
+	Tokens       int
+	Speed        []Point // s/token per generated token
+	Memory       []Point // RSS samples
+}
+
+// Point is one sample of a history plot.
+type Point struct {
+	T time.Time
+	V float64
+}
+
+// Meter accumulates engine statistics into Gauges. It is not safe for
+// concurrent use: the pump serialises calls.
+type Meter struct {
+	g        Gauges
+	turnT0   time.Time
+	turnBase engine.Stats
+	haveBase bool
+	last     engine.Stats
+	lastT    time.Time
+	haveLast bool
+	tokSum   float64
+}
+
+// SetLimits records the plan's total and the usable memory.
+func (m *Meter) SetLimits(budget, available int64) { m.g.Budget, m.g.Available = budget, available }
+
+// StartTurn resets the per-turn numbers (I/O share, hit rate, s/token, TTFT).
+func (m *Meter) StartTurn(t time.Time) {
+	m.turnT0 = t
+	m.haveBase = false
+	m.g.TTFT, m.g.Tokens, m.tokSum, m.g.SecPerToken, m.g.LastToken = 0, 0, 0, 0, 0
+	m.g.IOShare, m.g.HitRate, m.g.HitKnown = 0, 0, false
+}
+
+// Stats applies a statistics snapshot taken at t.
+func (m *Meter) Stats(t time.Time, s engine.Stats) {
+	if s.RSSBytes > 0 {
+		m.g.RSS = s.RSSBytes
+		m.g.PeakRSS = max(m.g.PeakRSS, s.RSSBytes)
+		m.g.Memory = appendWindow(m.g.Memory, Point{t, float64(s.RSSBytes)}, t)
+	}
+	if m.haveLast {
+		if dt := t.Sub(m.lastT).Seconds(); dt >= 0.2 {
+			d := s.Sub(m.last)
+			m.g.TrunkMBps = float64(d.TrunkBytesRead) / 1e6 / dt
+			m.g.ExpertMBps = float64(d.Expert.BytesRead) / 1e6 / dt
+			m.last, m.lastT = s, t
+		}
+	} else {
+		m.last, m.lastT, m.haveLast = s, t, true
+	}
+	if !m.turnT0.IsZero() {
+		if !m.haveBase {
+			m.turnBase, m.haveBase = s, true
+		}
+		d := s.Sub(m.turnBase)
+		if wall := t.Sub(m.turnT0).Seconds(); wall > 0 {
+			m.g.IOShare = min(max(d.IOWaitSeconds()/wall, 0), 1)
+		}
+		if d.Expert.Requests > 0 {
+			m.g.HitRate, m.g.HitKnown = float64(d.Expert.Hits)/float64(d.Expert.Requests), true
+		}
+	}
+}
+
+// Token records one generated token's step time.
+func (m *Meter) Token(t time.Time, seconds float64) {
+	if m.g.Tokens == 0 && !m.turnT0.IsZero() {
+		m.g.TTFT = t.Sub(m.turnT0).Seconds()
+	}
+	m.g.Tokens++
+	m.tokSum += seconds
+	m.g.LastToken = seconds
+	m.g.SecPerToken = m.tokSum / float64(m.g.Tokens)
+	m.g.Speed = appendWindow(m.g.Speed, Point{t, seconds}, t)
+}
+
+// Gauges returns a copy of the current values.
+func (m *Meter) Gauges() Gauges {
+	g := m.g
+	g.Speed = append([]Point(nil), m.g.Speed...)
+	g.Memory = append([]Point(nil), m.g.Memory...)
+	return g
+}
+
+func appendWindow(ps []Point, p Point, now time.Time) []Point {
+	ps = append(ps, p)
+	cut := 0
+	for cut < len(ps) && now.Sub(ps[cut].T) > HistoryWindow {
+		cut++
+	}
+	if cut > 0 {
+		ps = append(ps[:0], ps[cut:]...)
+	}
+	return ps
+}
+
+// Pump collects a turn's events from engine goroutines and delivers them to
+// the UI, throttled. Its callbacks run on the Fyne goroutine (through the
+// do function, fyne.Do by default).
+type Pump struct {
+	OnText   func(reasoning, answer string) // the text added since the last call
+	OnPhase  func(phase string)
+	OnGauges func(Gauges)
+	do       func(func())
+
+	mu         sync.Mutex
+	meter      Meter
+	reasoning  []byte
+	answer     []byte
+	phase      string
+	phaseDirty bool
+	gaugeDirty bool
+	stop       chan struct{}
+	done       chan struct{}
+}
+
+// NewPump returns a stopped pump; Start runs it.
+func NewPump(do func(func())) *Pump {
+	if do == nil {
+		do = fyne.Do
+	}
+	return &Pump{do: do}
+}
+
+// Meter gives locked access to the pump's meter.
+func (p *Pump) WithMeter(f func(m *Meter)) {
+	p.mu.Lock()
+	f(&p.meter)
+	p.gaugeDirty = true
+	p.mu.Unlock()
+}
+
+// Event takes one chat event; safe from any goroutine, never blocks.
+func (p *Pump) Event(ev ChatEvent) {
+	at := ev.At
+	if at.IsZero() {
+		at = time.Now()
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch ev.Kind {
+	case EvReasoning:
+		p.reasoning = append(p.reasoning, ev.Text...)
+	case EvAnswer:
+		p.answer = append(p.answer, ev.Text...)
+	case EvPhase:
+		p.phase, p.phaseDirty = ev.Phase, true
+	case EvStats:
+		p.meter.Stats(at, ev.Stats)
+		p.gaugeDirty = true
+	case EvToken:
+		p.meter.Token(at, ev.Seconds)
+		p.gaugeDirty = true
+	}
+}
+
+// Start begins delivering updates until Stop.
+func (p *Pump) Start() {
+	p.mu.Lock()
+	if p.stop != nil {
+		p.mu.Unlock()
+		return
+	}
+	p.stop, p.done = make(chan struct{}), make(chan struct{})
+	stop, done := p.stop, p.done
+	p.mu.Unlock()
+	go func() {
+		defer close(done)
+		t := time.NewTicker(time.Second / TextHz)
+		defer t.Stop()
+		n := 0
+		for {
+			select {
+			case <-stop:
+				p.flush(true)
+				return
+			case <-t.C:
+				n++
+				p.flush(n%(TextHz/GaugeHz) == 0)
+			}
+		}
+	}()
+}
+
+// Stop delivers what is pending and stops; it returns after the last
+// delivery was handed to the UI.
+func (p *Pump) Stop() {
+	p.mu.Lock()
+	stop, done := p.stop, p.done
+	p.stop = nil
+	p.mu.Unlock()
+	if stop != nil {
+		close(stop)
+		<-done
+	}
+}
+
+// Flush delivers pending updates now (tests and the end of a turn).
+func (p *Pump) Flush() { p.flush(true) }
+
+func (p *Pump) flush(gauges bool) {
+	p.mu.Lock()
+	r, a := string(p.reasoning), string(p.answer)
+	p.reasoning, p.answer = p.reasoning[:0], p.answer[:0]
+	phase, phaseDirty := p.phase, p.phaseDirty
+	p.phaseDirty = false
+	var g Gauges
+	sendG := gauges && p.gaugeDirty
+	if sendG {
+		g = p.meter.Gauges()
+		p.gaugeDirty = false
+	}
+	p.mu.Unlock()
+	if r == "" && a == "" && !phaseDirty && !sendG {
+		return
+	}
+	p.do(func() {
+		if (r != "" || a != "") && p.OnText != nil {
+			p.OnText(r, a)
+		}
+		if phaseDirty && p.OnPhase != nil {
+			p.OnPhase(phase)
+		}
+		if sendG && p.OnGauges != nil {
+			p.OnGauges(g)
+		}
+	})
+}

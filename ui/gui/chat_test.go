@@ -1,0 +1,233 @@
+package gui
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"fyne.io/fyne/v2"
+	"fyne.io/fyne/v2/driver/desktop"
+	"fyne.io/fyne/v2/test"
+
+	"k3/engine"
+	"k3/engine/chat"
+	"k3/engine/plan"
+)
+
+func chatUI(t *testing.T, fc *fakeChat) (*UI, *ChatView) {
+	t.Helper()
+	u, _ := newTestUI(t, fc)
+	u.S.WizardDone, u.S.ModelDir = true, t.TempDir()
+	u.SaveSettings()
+	ui(u.Start)
+	if u.Chat == nil {
+		t.Fatal("chat not shown")
+	}
+	return u, u.Chat
+}
+
+func TestChatStreamStopKeepsPartial(t *testing.T) {
+	fc := &fakeChat{gate: make(chan struct{})}
+	u, v := chatUI(t, fc)
+	ui(func() {
+		test.Type(v.Entry, "Hi there")
+		v.Entry.TypedKey(&fyne.KeyEvent{Name: fyne.KeyReturn}) // Enter sends
+		if !v.Busy || v.Entry.Text != "" || !v.SendBt.Disabled() || v.StopBt.Disabled() {
+			t.Fatalf("after Enter: busy %v entry %q", v.Busy, v.Entry.Text)
+		}
+	})
+	fc.gate <- struct{}{}
+	fc.gate <- struct{}{}
+	waitFor(t, "two streamed pieces", func() bool { return len(v.Views) == 2 && v.Views[1].Answer == "Hello world" })
+	ui(func() {
+		r := v.Views[1]
+		if r.Reasoning != "Let me think." || r.think.Hidden {
+			t.Errorf("thinking section %q hidden %v", r.Reasoning, r.think.Hidden)
+		}
+		if v.Phase.Text != "answering" {
+			t.Errorf("phase %q", v.Phase.Text)
+		}
+		v.Entry.TypedKey(&fyne.KeyEvent{Name: fyne.KeyEscape}) // Esc stops
+	})
+	waitFor(t, "turn end", func() bool { return !v.Busy })
+	ui(func() {
+		last := v.History[len(v.History)-1]
+		if last.Role != "assistant" || last.Content != "Hello world" || last.Cut != "stopped" || last.ReasoningContent != "Let me think." {
+			t.Errorf("kept %+v", last)
+		}
+		if v.Views[1].cutLbl.Hidden || !strings.Contains(v.Views[1].cutLbl.Text, "partial reply is kept") {
+			t.Error("the stop must be visible on the reply")
+		}
+		if v.Phase.Text != "stopped — the partial reply is kept" {
+			t.Errorf("phase %q", v.Phase.Text)
+		}
+	})
+	h, err := chat.LoadHistory(filepath.Join(u.conversationsDir(), v.Current+Ext))
+	if err != nil || len(h) != 2 || h[0].Content != "Hi there" || h[1].Content != "Hello world" || h[1].Cut != "stopped" {
+		t.Fatalf("saved history %+v %v", h, err)
+	}
+}
+
+func TestChatTurnGaugesRegenerateEdit(t *testing.T) {
+	fc := &fakeChat{}
+	u, v := chatUI(t, fc)
+	ui(func() {
+		u.S.SystemPrompt = "Be brief."
+		v.Effort.SetSelected("low")
+		v.Send("Question one")
+	})
+	waitFor(t, "turn", func() bool { return !v.Busy })
+	ui(func() {
+		want := []string{"system", "user", "assistant"}
+		for i, m := range v.History {
+			if m.Role != want[i] {
+				t.Fatalf("history roles %+v", v.History)
+			}
+		}
+		if got := v.History[2].Content; got != "Hello world, this is reply 1" {
+			t.Errorf("reply %q", got)
+		}
+		if fc.lastOpt.Effort != "low" || !fc.lastOpt.Thinking || !fc.lastOpt.Greedy {
+			t.Errorf("options %+v", fc.lastOpt)
+		}
+		g := v.Gauges.G
+		if g.Tokens != 5 || g.SecPerToken != 0.5 || g.RSS != 1.004e9 || g.PeakRSS != 1.004e9 || g.Budget != 4e9 || g.Available != 16e9 {
+			t.Errorf("gauges %+v", g)
+		}
+		if !strings.HasPrefix(v.Gauges.Speed.Text, "speed 0.50 s/token (last 0.50), 5 tokens") {
+			t.Errorf("speed text %q", v.Gauges.Speed.Text)
+		}
+		if len(v.Gauges.SpeedPlot.Points()) != 5 {
+			t.Errorf("speed plot %d points", len(v.Gauges.SpeedPlot.Points()))
+		}
+		if !strings.HasPrefix(v.Phase.Text, "done: 5 tokens") {
+			t.Errorf("phase %q", v.Phase.Text)
+		}
+		if v.RegenBt.Disabled() {
+			t.Error("Regenerate should be available")
+		}
+		test.Tap(v.RegenBt)
+	})
+	waitFor(t, "regenerate", func() bool { return !v.Busy })
+	ui(func() {
+		if len(v.History) != 3 || v.History[2].Content != "Hello world, this is reply 2" || len(v.Views) != 3 {
+			t.Errorf("after regenerate %+v", v.History)
+		}
+		test.Tap(v.EditBt)
+		if v.Entry.Text != "Question one" || len(v.History) != 1 || len(v.Msgs.Objects) != 1 {
+			t.Errorf("edit: entry %q history %d", v.Entry.Text, len(v.History))
+		}
+		v.Entry.SetText("Question one, edited")
+		test.Tap(v.SendBt)
+	})
+	waitFor(t, "resend", func() bool { return !v.Busy })
+	ui(func() {
+		if fc.last[len(fc.last)-1].Content != "Question one, edited" || len(v.History) != 3 {
+			t.Errorf("resent %+v", fc.last)
+		}
+	})
+}
+
+func TestChatEntryKeys(t *testing.T) {
+	e := newChatEntry()
+	w := test.NewTempWindow(t, e)
+	w.Canvas().Focus(e)
+	sent, stopped := 0, 0
+	e.OnSend = func() { sent++ }
+	e.OnStop = func() { stopped++ }
+	test.Type(e, "a")
+	e.KeyDown(&fyne.KeyEvent{Name: desktop.KeyShiftLeft})
+	e.TypedKey(&fyne.KeyEvent{Name: fyne.KeyReturn})
+	e.KeyUp(&fyne.KeyEvent{Name: desktop.KeyShiftLeft})
+	test.Type(e, "b")
+	e.TypedKey(&fyne.KeyEvent{Name: fyne.KeyReturn})
+	e.TypedKey(&fyne.KeyEvent{Name: fyne.KeyEscape})
+	if e.Text != "a\nb" || sent != 1 || stopped != 1 {
+		t.Errorf("text %q sent %d stopped %d", e.Text, sent, stopped)
+	}
+}
+
+func TestChatErrorsInPlainWords(t *testing.T) {
+	pe := &engine.PlanError{Plan: &plan.Plan{Total: 40e9}, Err: errors.New("the memory plan needs 40.00 GB but only 15.20 GB is available")}
+	fc := &fakeChat{openErr: pe}
+	_, v := chatUI(t, fc)
+	ui(func() { v.Send("hello") })
+	waitFor(t, "turn", func() bool { return !v.Busy })
+	ui(func() {
+		if !strings.HasPrefix(v.Notice.Text, "There is not enough memory for these settings: the memory plan needs 40.00 GB") ||
+			!strings.Contains(v.Notice.Text, "step 4 Memory") {
+			t.Errorf("notice %q", v.Notice.Text)
+		}
+		if len(v.Views) != 1 || len(v.History) != 1 {
+			t.Errorf("an empty failed reply must not stay: %d views", len(v.Views))
+		}
+	})
+	if got := Explain(os.ErrNotExist); !strings.HasPrefix(got, "A file or folder is missing") {
+		t.Errorf("not-exist: %q", got)
+	}
+}
+
+func TestConversationsNewRenameDelete(t *testing.T) {
+	_, v := chatUI(t, &fakeChat{})
+	ui(func() {
+		first := v.Current
+		v.Send("one")
+		_ = first
+	})
+	waitFor(t, "turn", func() bool { return !v.Busy })
+	ui(func() {
+		first := v.Current
+		if err := v.Rename(first, "Trip / plans"); err != nil {
+			t.Fatal(err)
+		}
+		if v.Current != "Trip - plans" || v.Convs.Selected != "Trip - plans" {
+			t.Errorf("renamed to %q", v.Current)
+		}
+		time.Sleep(10 * time.Millisecond) // distinct modification times
+		v.NewConversation()
+		if len(v.History) != 0 || len(v.Convs.Titles) != 2 || v.Convs.Titles[0] != v.Current {
+			t.Errorf("new: %v current %q", v.Convs.Titles, v.Current)
+		}
+		if err := v.Rename(v.Current, "Trip - plans"); err == nil || !strings.Contains(err.Error(), "already a conversation") {
+			t.Errorf("duplicate rename: %v", err)
+		}
+		v.Open("Trip - plans")
+		if len(v.History) != 2 || v.History[0].Content != "one" {
+			t.Errorf("reopened %+v", v.History)
+		}
+		if err := v.Delete("Trip - plans"); err != nil {
+			t.Fatal(err)
+		}
+		if len(v.Convs.Titles) != 1 || v.Current == "Trip - plans" {
+			t.Errorf("after delete %v current %q", v.Convs.Titles, v.Current)
+		}
+	})
+}
+
+func TestSettingsPersist(t *testing.T) {
+	a := test.NewTempApp(t)
+	s := DefaultSettings()
+	s.ModelDir, s.Layers, s.TrunkDir, s.Preset, s.TrunkGB, s.CacheGB = "/m", 7, "/t", "desktop", 16, 10.5
+	s.SystemPrompt, s.Thinking, s.Effort, s.Greedy, s.Temperature, s.TopP, s.TopK, s.Seed, s.MaxTokens = "sys", false, "max", false, 0.7, 0.9, 40, 3, 99
+	s.WizardDone, s.LastConversation, s.DownloadDest = true, "c", "/d"
+	s.Save(a.Preferences())
+	if got := LoadSettings(a.Preferences()); got != s {
+		t.Errorf("round trip\n got %+v\nwant %+v", got, s)
+	}
+	if got := LoadSettings(test.NewTempApp(t).Preferences()); got != DefaultSettings() {
+		t.Errorf("defaults %+v", got)
+	}
+	f := NewChatSettingsForm(s)
+	f.Temperature.SetText("9")
+	if err := f.Apply(&s); err == nil || err.Error() != "Temperature must be a number from 0 to 5" {
+		t.Errorf("bad temperature: %v", err)
+	}
+	f.Temperature.SetText("1.1")
+	f.MaxTokens.SetText("512")
+	if err := f.Apply(&s); err != nil || s.Temperature != 1.1 || s.MaxTokens != 512 {
+		t.Errorf("apply %v %+v", err, s)
+	}
+}

@@ -1,0 +1,60 @@
+package gui
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"syscall"
+
+	"k3/engine"
+	"k3/storage/config"
+	"k3/storage/hub"
+	"k3/storage/trunk"
+)
+
+// Explain turns an error into plain words: what happened and what to do.
+func Explain(err error) string {
+	if err == nil {
+		return ""
+	}
+	var pe *engine.PlanError
+	var ce *config.Error
+	var he *hub.HTTPError
+	var ee *engine.ExpertError
+	var ne net.Error
+	first := strings.SplitN(err.Error(), "\n", 2)[0]
+	switch {
+	case errors.Is(err, context.Canceled):
+		return "Stopped. Nothing was lost: start again to continue where it stopped."
+	case errors.As(err, &pe):
+		return "There is not enough memory for these settings: " + first +
+			". Lower the trunk or expert-cache slider, or pick a smaller preset (Setup wizard, step 4 Memory)."
+	case errors.As(err, &ce):
+		return "The checkpoint's config.json is not one k3 understands (" + first +
+			"). Choose the folder of the Kimi K3 release, or download it again (Setup wizard, step 2)."
+	case errors.As(err, &ee):
+		return fmt.Sprintf("Routed expert %d of layer %d could not be read from %s, so this reply is not valid. "+
+			"Verify the checkpoint (Setup wizard, step 2) and download any bad file again.", ee.Expert, ee.Layer, ee.Path)
+	case errors.As(err, &he) && (he.Status == 401 || he.Status == 403):
+		return fmt.Sprintf("The model hub refused access (HTTP %d). Paste a valid access token in the Token field "+
+			"(from your Hugging Face account settings) and press Resume.", he.Status)
+	case errors.As(err, &he) && he.Status == 404:
+		return "The model hub does not have that repository or revision. Check the Revision field (empty means main) and press Resume."
+	case errors.As(err, &he):
+		return fmt.Sprintf("The model hub answered with an error (HTTP %d). Wait a little and press Resume: finished files are kept.", he.Status)
+	case errors.Is(err, trunk.ErrSourceMismatch):
+		return "The trunk folder holds a packed trunk of a different checkpoint. Choose an empty folder, or delete that trunk and pack again."
+	case errors.Is(err, syscall.ENOSPC):
+		return "The disk is full (" + first + "). Free some space or choose a folder on another disk, then try again: finished parts are kept."
+	case errors.Is(err, os.ErrPermission):
+		return "k3 is not allowed to use a file or folder (" + first + "). Choose a folder you own, or change its permissions."
+	case errors.Is(err, os.ErrNotExist):
+		return "A file or folder is missing (" + first + "). Check that the folder is the right one, or download the checkpoint again."
+	case errors.As(err, &ne):
+		return "The network connection failed (" + first + "). Check the connection and press Resume: the download continues where it stopped."
+	}
+	return "Something went wrong: " + first
+}

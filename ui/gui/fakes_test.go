@@ -1,0 +1,212 @@
+package gui
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"fyne.io/fyne/v2"
+	"fyne.io/fyne/v2/test"
+
+	"k3/doctor"
+	"k3/engine"
+	"k3/engine/chat"
+	"k3/engine/plan"
+	"k3/storage/hub"
+	"k3/storage/verify"
+)
+
+// uiMu serialises UI work between test goroutines and the views'
+// background goroutines (the test driver runs fyne.Do inline).
+var uiMu sync.Mutex
+
+func ui(f func()) {
+	uiMu.Lock()
+	defer uiMu.Unlock()
+	f()
+}
+
+// waitFor polls cond (under the UI lock) until it holds or 10 s pass.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		ok := false
+		ui(func() { ok = cond() })
+		if ok {
+			return
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	t.Fatalf("timed out waiting for %s", what)
+}
+
+func f64p(x float64) *float64 { return &x }
+
+type fakeMachine struct{ block chan struct{} }
+
+func (f *fakeMachine) Measure(ctx context.Context, dirs []string, quick bool, progress func(float64, string)) (*doctor.Report, error) {
+	progress(0.5, "measuring the disk of "+dirs[0])
+	if f.block != nil {
+		select {
+		case <-f.block:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return &doctor.Report{
+		CPU:    doctor.CPUInfo{Model: "Test CPU", PhysicalCores: 16, LogicalCores: 32, Features: []string{"avx2", "fma"}},
+		Memory: doctor.MemoryInfo{TotalBytes: 64e9, AvailableBytes: 58e9},
+		Disks: []doctor.DiskResult{
+			{Path: "/slow", FreeBytes: 2000e9, TotalBytes: 4000e9, ReadGBpsQD1: f64p(0.5), ReadGBpsQD8: f64p(0.55), SeqGBps: f64p(0.56)},
+			{Path: "/fast", FreeBytes: 500e9, TotalBytes: 1000e9, ReadGBpsQD1: f64p(2.1), ReadGBpsQD8: f64p(5.2), SeqGBps: f64p(6.1)},
+			{Path: "/full", FreeBytes: 10e9, TotalBytes: 1000e9, SeqGBps: f64p(9.9)},
+		},
+		Preset:  doctor.Prediction{Name: "desktop", TrunkGB: 16, CacheGB: 10, PredictedSecondsPerToken: 25.3, PredictedPeakRSSBytes: 31.9e9},
+		CanRun:  true,
+		Seconds: 12,
+	}, nil
+}
+
+// fakeDownloader "downloads" a config.json into Dest; with gate set it
+// waits for the gate (or a pause) before finishing.
+type fakeDownloader struct {
+	gate  chan struct{}
+	calls int
+	mu    sync.Mutex
+}
+
+func (f *fakeDownloader) Download(ctx context.Context, req DownloadRequest, progress func(hub.Event)) error {
+	f.mu.Lock()
+	f.calls++
+	f.mu.Unlock()
+	snap := hub.Snapshot{Done: 50e6, Total: 100e6, Rate: 25e6, ETA: 2 * time.Second, FilesDone: 1, FilesTotal: 2,
+		Files: []hub.FileProgress{{Name: "model-00001-of-00002.safetensors", State: hub.StateDone, Done: 50e6, Total: 50e6},
+			{Name: "model-00002-of-00002.safetensors", State: hub.StateDownloading, Done: 0, Total: 50e6, Rate: 25e6}}}
+	progress(hub.Event{Kind: hub.EventProgress, Snap: snap})
+	if f.gate != nil {
+		select {
+		case <-f.gate:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	if err := os.MkdirAll(req.Dest, 0o755); err != nil {
+		return err
+	}
+	snap.Done, snap.FilesDone, snap.ETA = 100e6, 2, 0
+	progress(hub.Event{Kind: hub.EventDone, Snap: snap})
+	return os.WriteFile(filepath.Join(req.Dest, "config.json"), []byte("{}"), 0o644)
+}
+
+type fakeVerifier struct{}
+
+func (fakeVerifier) Verify(ctx context.Context, dir string, layers int, progress func(done, total int64)) (*verify.Report, error) {
+	progress(1, 2)
+	return &verify.Report{Dir: dir, Required: 2, OK: 1, Missing: 1, Files: []verify.FileResult{
+		{Name: "model-00001-of-00002.safetensors", Status: verify.StatusOK, Size: 50e6, Want: 50e6},
+		{Name: "model-00002-of-00002.safetensors", Status: verify.StatusMissing, Size: -1, Want: 50e6},
+	}}, nil
+}
+
+type fakePacker struct{ packed string }
+
+func (f *fakePacker) Pack(ctx context.Context, modelDir, trunkDir string, layers int, progress func(PackProgress)) error {
+	progress(PackProgress{Done: 50, Total: 100, Layer: 1, Layers: 2})
+	f.packed = trunkDir
+	return nil
+}
+
+func (f *fakePacker) TrunkBytes(modelDir string, layers int) (int64, error) { return 109e9, nil }
+
+// fakePlanner: 16 GB usable; the plan is the two budgets plus 2 GB.
+type fakePlanner struct{}
+
+func (fakePlanner) Memory() (plan.Memory, error) {
+	return plan.Memory{TotalBytes: 32e9, AvailableBytes: 16e9}, nil
+}
+
+func (fakePlanner) Plan(dir string, layers int, b engine.Budget) (*plan.Plan, error) {
+	return &plan.Plan{PinnedBytes: b.TrunkBytes, CacheBytes: b.CacheBytes, Globals: 2e9, Total: b.TrunkBytes + b.CacheBytes + 2e9}, nil
+}
+
+// fakeChat streams a scripted reply one piece per gate receive (or freely
+// when gate is nil).
+type fakeChat struct {
+	gate    chan struct{}
+	openErr error
+	reply   []string
+	turns   int
+	mu      sync.Mutex
+	last    []chat.Message
+	lastOpt TurnOptions
+}
+
+func (f *fakeChat) Open(ctx context.Context, on func(ChatEvent)) (ModelInfo, error) {
+	if f.openErr != nil {
+		return ModelInfo{}, f.openErr
+	}
+	for i := 1; i <= 3; i++ {
+		on(ChatEvent{Kind: EvPhase, Phase: "loading layer " + string(rune('0'+i)) + "/3"})
+	}
+	return ModelInfo{Name: "fake", Layers: 3, BudgetBytes: 4e9}, nil
+}
+
+func (f *fakeChat) Turn(ctx context.Context, h []chat.Message, opt TurnOptions, on func(ChatEvent)) (chat.Message, error) {
+	f.mu.Lock()
+	f.turns++
+	n := f.turns
+	f.last, f.lastOpt = h, opt
+	f.mu.Unlock()
+	on(ChatEvent{Kind: EvPhase, Phase: "thinking"})
+	on(ChatEvent{Kind: EvReasoning, Text: "Let me think."})
+	var ans strings.Builder
+	reply := f.reply
+	if len(reply) == 0 {
+		reply = []string{"Hello", " world", ", this", " is", " reply"}
+	}
+	on(ChatEvent{Kind: EvPhase, Phase: "answering"})
+	for i, piece := range reply {
+		if f.gate != nil {
+			select {
+			case <-f.gate:
+			case <-ctx.Done():
+				return chat.Message{Role: "assistant", Content: ans.String(), ReasoningContent: "Let me think.", Cut: "stopped"}, nil
+			}
+		}
+		if i == len(reply)-1 {
+			piece += " " + string(rune('0'+n))
+		}
+		ans.WriteString(piece)
+		on(ChatEvent{Kind: EvAnswer, Text: piece})
+		on(ChatEvent{Kind: EvToken, Seconds: 0.5})
+		on(ChatEvent{Kind: EvStats, Stats: engine.Stats{RSSBytes: int64(1e9 + i*1e6)}})
+	}
+	return chat.Message{Role: "assistant", Content: ans.String(), ReasoningContent: "Let me think."}, nil
+}
+
+func (f *fakeChat) Close() {}
+
+// newTestUI builds the app on fakes with a 1280x800 test window.
+func newTestUI(t *testing.T, fc *fakeChat) (*UI, fyne.App) {
+	t.Helper()
+	a := test.NewTempApp(t)
+	return newTestUIOn(t, a, fc), a
+}
+
+func newTestUIOn(t *testing.T, a fyne.App, fc *fakeChat) *UI {
+	t.Helper()
+	w := test.NewTempWindow(t, nil)
+	w.Resize(fyne.NewSize(1280, 800))
+	b := Backends{Machine: &fakeMachine{}, Downloader: &fakeDownloader{}, Verifier: fakeVerifier{}, Packer: &fakePacker{},
+		Planner: fakePlanner{}, DataDir: t.TempDir(),
+		NewChat:  func(Settings) (ChatEngine, error) { return fc, nil },
+		MakeDemo: MakeDemoModel}
+	u := NewUI(a, w, b)
+	u.do = func(f func()) { ui(f) }
+	return u
+}

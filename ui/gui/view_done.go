@@ -1,0 +1,67 @@
+package gui
+
+import (
+	"fmt"
+	"strings"
+
+	"fyne.io/fyne/v2"
+	"fyne.io/fyne/v2/container"
+	"fyne.io/fyne/v2/widget"
+)
+
+// DoneStep is wizard step 5: a summary and the way into the chat.
+type DoneStep struct {
+	w       *Wizard
+	view    fyne.CanvasObject
+	Summary *widget.Label
+	OpenBt  *widget.Button
+}
+
+func newDoneStep(w *Wizard) *DoneStep {
+	s := &DoneStep{w: w}
+	s.Summary = wrapLabel("")
+	s.OpenBt = widget.NewButton("Open the chat", s.Finish)
+	s.OpenBt.Importance = widget.HighImportance
+	s.view = container.NewVBox(s.Summary, s.OpenBt,
+		wrapLabel("You can run this wizard again any time from the k3 menu (Setup wizard…)."))
+	return s
+}
+
+func (s *DoneStep) Title() string           { return "Done" }
+func (s *DoneStep) View() fyne.CanvasObject { return s.view }
+func (s *DoneStep) Ready() (bool, string)   { return true, "" }
+func (s *DoneStep) Cancel()                 {}
+
+func (s *DoneStep) Enter() {
+	st := s.w.u.S
+	var b strings.Builder
+	model := st.ModelDir
+	if st.Demo {
+		model += " (DEMO model: its text is not meaningful)"
+	}
+	fmt.Fprintf(&b, "Model: %s\n", model)
+	if st.Layers > 0 {
+		fmt.Fprintf(&b, "Layers: only the first %d (the output is not the model's)\n", st.Layers)
+	}
+	if st.TrunkDir != "" {
+		fmt.Fprintf(&b, "Packed trunk: %s\n", st.TrunkDir)
+	} else {
+		b.WriteString("Packed trunk: none (every layer in memory)\n")
+	}
+	fmt.Fprintf(&b, "Memory: preset %s, trunk %.1f GB, expert cache %.1f GB\n", st.Preset, st.TrunkGB, st.CacheGB)
+	if p := s.w.Memory.Plan; p != nil {
+		fmt.Fprintf(&b, "Planned peak memory: %s\n", gb(uint64(p.Total)))
+	}
+	if r := s.w.Machine.Report; r != nil && r.CanRun && !st.Demo {
+		fmt.Fprintf(&b, "Expected speed: about %.1f s per token with the %s preset\n", r.Preset.PredictedSecondsPerToken, r.Preset.Name)
+	}
+	s.Summary.SetText(b.String())
+}
+
+// Finish marks the wizard done and opens the chat.
+func (s *DoneStep) Finish() {
+	u := s.w.u
+	u.S.WizardDone = true
+	u.SaveSettings()
+	u.ShowChat()
+}

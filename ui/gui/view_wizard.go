@@ -1,0 +1,139 @@
+package gui
+
+import (
+	"fmt"
+	"strings"
+
+	"fyne.io/fyne/v2"
+	"fyne.io/fyne/v2/container"
+	"fyne.io/fyne/v2/theme"
+	"fyne.io/fyne/v2/widget"
+)
+
+// wizardStep is one page of the setup wizard.
+type wizardStep interface {
+	Title() string
+	View() fyne.CanvasObject
+	// Enter is called each time the step is shown.
+	Enter()
+	// Ready says whether Next may be pressed, and if not, why.
+	Ready() (bool, string)
+	// Cancel stops any background work of the step.
+	Cancel()
+}
+
+// Wizard is the setup wizard: This machine, The model, Pack the trunk,
+// Memory, Done. Steps report changes with Changed so Next follows them.
+type Wizard struct {
+	u     *UI
+	Steps []wizardStep
+	Cur   int
+
+	Machine *MachineStep
+	Model   *ModelStep
+	Pack    *PackStep
+	Memory  *MemoryStep
+	Done    *DoneStep
+
+	Root     fyne.CanvasObject
+	crumbs   *widget.Label
+	title    *widget.Label
+	why      *widget.Label
+	body     *fyne.Container
+	BackBtn  *widget.Button
+	NextBtn  *widget.Button
+	CloseBtn *widget.Button
+}
+
+// NewWizard builds the wizard's steps and frame.
+func NewWizard(u *UI) *Wizard {
+	w := &Wizard{u: u}
+	w.Machine = newMachineStep(w)
+	w.Model = newModelStep(w)
+	w.Pack = newPackStep(w)
+	w.Memory = newMemoryStep(w)
+	w.Done = newDoneStep(w)
+	w.Steps = []wizardStep{w.Machine, w.Model, w.Pack, w.Memory, w.Done}
+
+	w.crumbs = widget.NewLabel("")
+	w.title = widget.NewLabelWithStyle("", fyne.TextAlignLeading, fyne.TextStyle{Bold: true})
+	w.title.SizeName = theme.SizeNameSubHeadingText
+	w.why = widget.NewLabel("")
+	w.why.Wrapping = fyne.TextWrapWord
+	w.body = container.NewStack()
+	w.BackBtn = widget.NewButton("Back", func() { w.Go(w.Cur - 1) })
+	w.NextBtn = widget.NewButton("Next", func() { w.Go(w.Cur + 1) })
+	w.NextBtn.Importance = widget.HighImportance
+	w.CloseBtn = widget.NewButton("Back to the chat", func() { u.ShowChat() })
+	bottom := container.NewBorder(nil, nil, container.NewHBox(w.BackBtn, w.CloseBtn), w.NextBtn, w.why)
+	top := container.NewVBox(w.crumbs, w.title, widget.NewSeparator())
+	w.Root = container.NewPadded(container.NewBorder(top, container.NewVBox(widget.NewSeparator(), bottom), nil, nil, w.body))
+	return w
+}
+
+// Go shows step i.
+func (w *Wizard) Go(i int) {
+	if i < 0 || i >= len(w.Steps) {
+		return
+	}
+	w.Cur = i
+	s := w.Steps[i]
+	var names []string
+	for j, st := range w.Steps {
+		n := fmt.Sprintf("%d %s", j+1, st.Title())
+		if j == i {
+			n = "[" + n + "]"
+		}
+		names = append(names, n)
+	}
+	w.crumbs.SetText(strings.Join(names, "   ›   "))
+	w.title.SetText(fmt.Sprintf("Step %d of %d: %s", i+1, len(w.Steps), s.Title()))
+	w.body.Objects = []fyne.CanvasObject{s.View()}
+	w.body.Refresh()
+	s.Enter()
+	w.Changed()
+}
+
+// Changed re-evaluates the buttons after a step's state changed.
+func (w *Wizard) Changed() {
+	s := w.Steps[w.Cur]
+	ok, why := s.Ready()
+	if w.Cur == 0 {
+		w.BackBtn.Disable()
+	} else {
+		w.BackBtn.Enable()
+	}
+	if w.Cur == len(w.Steps)-1 {
+		w.NextBtn.Hide()
+	} else {
+		w.NextBtn.Show()
+		if ok {
+			w.NextBtn.Enable()
+		} else {
+			w.NextBtn.Disable()
+		}
+	}
+	if w.u.S.WizardDone && w.u.S.ModelDir != "" {
+		w.CloseBtn.Show()
+	} else {
+		w.CloseBtn.Hide()
+	}
+	w.why.SetText(why)
+}
+
+// Cancel stops every step's background work.
+func (w *Wizard) Cancel() {
+	for _, s := range w.Steps {
+		s.Cancel()
+	}
+}
+
+// scroll wraps a step's content so it fits at 1280x800 and below.
+func scroll(o fyne.CanvasObject) fyne.CanvasObject { return container.NewVScroll(o) }
+
+// wrapLabel is a label that wraps words.
+func wrapLabel(text string) *widget.Label {
+	l := widget.NewLabel(text)
+	l.Wrapping = fyne.TextWrapWord
+	return l
+}

@@ -1,0 +1,258 @@
+package gui
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"fyne.io/fyne/v2/test"
+)
+
+func TestWizardFlowOnFakes(t *testing.T) {
+	u, a := newTestUI(t, &fakeChat{})
+	ui(u.Start)
+	var w *Wizard
+	ui(func() { w = u.Wizard })
+	if w == nil {
+		t.Fatal("a first start must open the wizard")
+	}
+
+	// 1 This machine: measured in the background, described in plain words.
+	waitFor(t, "machine report", func() bool { return w.Machine.Report != nil })
+	ui(func() {
+		md := describeReport(w.Machine.Report)
+		for _, want := range []string{"64.0 GB in all, 58.0 GB free", "16 cores (32 threads)", "**Disk of /fast**",
+			"5.20 GB/s (8 at a time)", "500.0 GB free", "*desktop* preset", "**25.3 s per token**", "31.9 GB"} {
+			if !strings.Contains(md, want) {
+				t.Errorf("machine description lacks %q:\n%s", want, md)
+			}
+		}
+		if w.Machine.Progress.Value != 1 {
+			t.Errorf("progress %v after the measurement, want 1", w.Machine.Progress.Value)
+		}
+		test.Tap(w.NextBtn)
+	})
+
+	// 2 The model: no folder -> Next refused; download into a folder.
+	dir := filepath.Join(t.TempDir(), "Kimi-K3")
+	ui(func() {
+		if w.Cur != 1 || !w.NextBtn.Disabled() {
+			t.Fatalf("step %d, next disabled %v; want step 1 with Next disabled", w.Cur, w.NextBtn.Disabled())
+		}
+		w.Model.Dir.SetText(dir)
+		if !strings.Contains(w.Model.Status.Text, "No checkpoint here yet") {
+			t.Errorf("status %q", w.Model.Status.Text)
+		}
+		w.Model.Layers.SetText("4")
+		if !strings.Contains(w.Model.LayerMsg.Text, "first 4 layers") || !strings.Contains(w.Model.LayerMsg.Text, "NOT the model's") {
+			t.Errorf("partial-set warning %q", w.Model.LayerMsg.Text)
+		}
+		w.Model.Token.SetText("hf_secret")
+		test.Tap(w.Model.DownloadBt)
+	})
+	waitFor(t, "download", func() bool { return !w.Model.Downloading })
+	ui(func() {
+		if w.Model.DlStatus.Text != "Downloaded and verified." || w.Model.DlBar.Value != 1 {
+			t.Errorf("download status %q bar %v", w.Model.DlStatus.Text, w.Model.DlBar.Value)
+		}
+		if u.S.ModelDir != dir || u.S.Layers != 4 || u.S.DownloadDest != "" {
+			t.Errorf("settings after download: dir %q layers %d pending %q", u.S.ModelDir, u.S.Layers, u.S.DownloadDest)
+		}
+		if a.Preferences().String(kModelDir) != dir {
+			t.Errorf("model dir not persisted")
+		}
+		a.Preferences().(interface{ ReadValues(func(map[string]any)) }).ReadValues(func(m map[string]any) {
+			for k, v := range m {
+				if s, ok := v.(string); ok && strings.Contains(s, "hf_secret") {
+					t.Errorf("the token must never be stored (found in %s)", k)
+				}
+			}
+		})
+		test.Tap(w.Model.VerifyBt)
+	})
+	waitFor(t, "verify", func() bool { return w.Model.Verified != nil })
+	ui(func() {
+		if got := w.Model.VfList.Length(); got != 2 {
+			t.Errorf("per-file results: %d rows", got)
+		}
+		if got := describeFile(w.Model.Verified.Files[1]); got != "✗ model-00002-of-00002.safetensors — missing" {
+			t.Errorf("file row %q", got)
+		}
+		if want := "1 of 2 required files are right; 1 missing."; !strings.HasPrefix(w.Model.VfStatus.Text, want) {
+			t.Errorf("verify summary %q", w.Model.VfStatus.Text)
+		}
+		if !strings.Contains(w.why.Text, "missing or wrong") || w.NextBtn.Disabled() {
+			t.Errorf("an incomplete set may go on with a warning: %q", w.why.Text)
+		}
+		test.Tap(w.NextBtn)
+	})
+
+	// 3 Pack: the fastest disk with room is suggested (not /full, too small).
+	ui(func() {
+		if w.Cur != 2 {
+			t.Fatalf("step %d", w.Cur)
+		}
+		if w.Pack.Dir.Text != "/fast/k3-trunk" {
+			t.Errorf("suggested trunk dir %q", w.Pack.Dir.Text)
+		}
+		if !strings.Contains(w.Pack.Info.Text, "109.0 GB") || !strings.Contains(w.Pack.Info.Text, "streams at 6.10 GB/s") {
+			t.Errorf("pack info %q", w.Pack.Info.Text)
+		}
+		test.Tap(w.Pack.PackBt)
+	})
+	waitFor(t, "pack", func() bool { return !w.Pack.Packing })
+	ui(func() {
+		if u.S.TrunkDir != "/fast/k3-trunk" || w.Pack.Status.Text != "Packed into /fast/k3-trunk." {
+			t.Errorf("trunk %q status %q", u.S.TrunkDir, w.Pack.Status.Text)
+		}
+		test.Tap(w.NextBtn)
+	})
+
+	// 4 Memory: the recommended preset, a live plan, impossible settings refused.
+	waitFor(t, "plan", func() bool { return w.Memory.Plan != nil && !w.Memory.busy })
+	ui(func() {
+		if w.Memory.Preset.Selected != "desktop" || w.Memory.Trunk.Value != 16 || w.Memory.Cache.Value != 10 {
+			t.Errorf("preset %q %v/%v", w.Memory.Preset.Selected, w.Memory.Trunk.Value, w.Memory.Cache.Value)
+		}
+		// 16 + 10 + 2 = 28 GB of 16 GB usable: refused
+		if w.Memory.PlanErr == nil || !w.NextBtn.Disabled() || !strings.HasPrefix(w.Memory.Verdict.Text, "These settings do not fit") {
+			t.Errorf("28 GB on 16 GB must be refused: %v %q", w.Memory.PlanErr, w.Memory.Verdict.Text)
+		}
+		w.Memory.Preset.SetSelected("laptop") // 3 + 1 + 2 = 6 GB
+	})
+	waitFor(t, "replan", func() bool { return !w.Memory.busy && w.Memory.PlanErr == nil })
+	ui(func() {
+		if w.Memory.Verdict.Text != "Fits: the plan needs 6.0 GB of the 16.0 GB available." || w.NextBtn.Disabled() {
+			t.Errorf("verdict %q", w.Memory.Verdict.Text)
+		}
+		w.Memory.Cache.SetValue(12.5) // 3 + 12.5 + 2 = 17.5 GB
+	})
+	waitFor(t, "replan", func() bool { return !w.Memory.busy && w.Memory.PlanErr != nil })
+	ui(func() {
+		if !w.NextBtn.Disabled() {
+			t.Error("Next must be disabled for a plan that does not fit")
+		}
+		w.Memory.Cache.SetValue(2)
+	})
+	waitFor(t, "replan", func() bool { return !w.Memory.busy && w.Memory.PlanErr == nil })
+	ui(func() {
+		if got := a.Preferences().Float(kCacheGB); got != 2 {
+			t.Errorf("cache GB persisted %v", got)
+		}
+		test.Tap(w.NextBtn)
+	})
+
+	// 5 Done: opens the chat and remembers it.
+	ui(func() {
+		if w.Cur != 4 || !strings.Contains(w.Done.Summary.Text, "Packed trunk: /fast/k3-trunk") ||
+			!strings.Contains(w.Done.Summary.Text, "only the first 4") {
+			t.Errorf("summary %q", w.Done.Summary.Text)
+		}
+		test.Tap(w.Done.OpenBt)
+		if u.Chat == nil || u.Win.Content() != u.Chat.Root || !a.Preferences().Bool(kWizardDone) {
+			t.Error("Done must open the chat and persist it")
+		}
+	})
+
+	// A restart goes straight to the chat; the wizard can be re-run.
+	u2 := newTestUIOn(t, a, &fakeChat{})
+	ui(func() {
+		u2.Start()
+		if u2.Chat == nil || u2.Wizard != nil {
+			t.Fatal("second start must open the chat")
+		}
+		u2.ShowWizard()
+		if u2.Wizard == nil || u2.Win.Content() != u2.Wizard.Root || u2.Wizard.CloseBtn.Hidden {
+			t.Error("re-running the wizard")
+		}
+	})
+	waitFor(t, "re-run machine step", func() bool { return u2.Wizard.Machine.Report != nil })
+}
+
+func TestWizardMeasureCancel(t *testing.T) {
+	u, _ := newTestUI(t, &fakeChat{})
+	fm := &fakeMachine{block: make(chan struct{})}
+	u.B.Machine = fm
+	ui(u.Start)
+	w := u.Wizard
+	waitFor(t, "measuring", func() bool { return w.Machine.running && w.Machine.Status.Text != "Measuring…" })
+	ui(func() {
+		if w.NextBtn.Disabled() {
+			t.Error("measuring runs in the background: Next stays available")
+		}
+		test.Tap(w.Machine.CancelBt)
+	})
+	waitFor(t, "cancelled", func() bool { return !w.Machine.running })
+	ui(func() {
+		if w.Machine.Report != nil || !strings.HasPrefix(w.Machine.Status.Text, "Stopped.") {
+			t.Errorf("after cancel: report %v status %q", w.Machine.Report, w.Machine.Status.Text)
+		}
+	})
+}
+
+func TestDownloadPauseResumeSurvivesRestart(t *testing.T) {
+	u, a := newTestUI(t, &fakeChat{})
+	fd := &fakeDownloader{gate: make(chan struct{})}
+	u.B.Downloader = fd
+	ui(u.Start)
+	w := u.Wizard
+	dir := filepath.Join(t.TempDir(), "m")
+	ui(func() {
+		w.Go(1)
+		w.Model.Dir.SetText(dir)
+		w.Model.Revision.SetText("abc123")
+		test.Tap(w.Model.DownloadBt)
+	})
+	waitFor(t, "progress", func() bool { return strings.HasPrefix(w.Model.DlStatus.Text, "0.05 of 0.10 GB") })
+	ui(func() {
+		if w.Model.DlStatus.Text != "0.05 of 0.10 GB, 1 of 2 files, 25.0 MB/s, about 2s left" {
+			t.Errorf("overall line %q", w.Model.DlStatus.Text)
+		}
+		if !strings.Contains(w.Model.DlFiles.Text, "model-00002-of-00002.safetensors") || !strings.Contains(w.Model.DlFiles.Text, "25.0 MB/s") {
+			t.Errorf("per-file lines %q", w.Model.DlFiles.Text)
+		}
+		if w.Model.DownloadBt.Text != "Pause" || !w.NextBtn.Disabled() {
+			t.Errorf("button %q", w.Model.DownloadBt.Text)
+		}
+		test.Tap(w.Model.DownloadBt) // pause
+	})
+	waitFor(t, "paused", func() bool { return !w.Model.Downloading })
+	ui(func() {
+		if w.Model.DownloadBt.Text != "Resume download" || !strings.HasPrefix(w.Model.DlStatus.Text, "Paused.") {
+			t.Errorf("after pause %q %q", w.Model.DownloadBt.Text, w.Model.DlStatus.Text)
+		}
+	})
+	// "restart": a new UI on the same preferences offers to resume
+	u2 := newTestUIOn(t, a, &fakeChat{})
+	fd2 := &fakeDownloader{}
+	u2.B.Downloader = fd2
+	ui(u2.Start)
+	w2 := u2.Wizard
+	ui(func() {
+		w2.Go(1)
+		if w2.Model.Dir.Text != dir || w2.Model.Revision.Text != "abc123" || w2.Model.DownloadBt.Text != "Resume download" {
+			t.Errorf("resume offer: dir %q rev %q button %q", w2.Model.Dir.Text, w2.Model.Revision.Text, w2.Model.DownloadBt.Text)
+		}
+		test.Tap(w2.Model.DownloadBt)
+	})
+	waitFor(t, "resumed download", func() bool { return !w2.Model.Downloading && fd2.calls == 1 })
+	ui(func() {
+		if _, err := os.Stat(filepath.Join(dir, "config.json")); err != nil || u2.S.DownloadDest != "" {
+			t.Errorf("resume did not finish: %v pending %q", err, u2.S.DownloadDest)
+		}
+	})
+}
+
+func TestSuggestTrunkDir(t *testing.T) {
+	r, _ := (&fakeMachine{}).Measure(t.Context(), []string{"/"}, true, func(float64, string) {})
+	if d, _ := SuggestTrunkDir(r, 109e9); d != "/fast/k3-trunk" {
+		t.Errorf("109 GB: %q", d)
+	}
+	if d, _ := SuggestTrunkDir(r, 600e9); d != "/slow/k3-trunk" {
+		t.Errorf("600 GB: %q (only /slow has room)", d)
+	}
+	if d, _ := SuggestTrunkDir(r, 5000e9); d != "" {
+		t.Errorf("5 TB: %q", d)
+	}
+}
