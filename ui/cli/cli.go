@@ -59,6 +59,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "-h", "--help", "help":
 		usage(stdout)
 		return ExitOK
+	case "--list-presets":
+		args[0] = "presets"
 	case "--version", "version":
 		fmt.Fprintf(stdout, "k3 %s\n", Version)
 		return ExitOK

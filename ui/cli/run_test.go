@@ -225,3 +225,12 @@ func TestRunTrace(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestPresetsList(t *testing.T) {
+	for _, args := range [][]string{{"presets"}, {"--list-presets"}} {
+		code, out, _ := runK3(args...)
+		if code != ExitOK || !strings.Contains(out, "laptop") || !strings.Contains(out, "3.00 / 1.00") || !strings.Contains(out, "auto") {
+			t.Fatalf("%v: %d\n%s", args, code, out)
+		}
+	}
+}
