@@ -32,13 +32,18 @@ type Spec struct {
 	Seed                        uint64
 	// F32Trunk stores every trunk matrix as F32 instead of BF16.
 	F32Trunk bool
+	// QuietSpecials zeroes the lm_head rows of the last 256 ids (the K3
+	// special tokens of a byte-level demo vocabulary), so random weights
+	// rarely emit control tokens and the demo shows streamed text.
+	QuietSpecials bool
 }
 
 // Small is a spec of a few MB used by tests and the demo.
 func Small() Spec {
 	return Spec{Vocab: 512, Hidden: 64, Layers: 8, KDAHeads: 4, KDAHeadDim: 16, ConvK: 4,
 		Heads: 4, QLora: 32, KVLora: 16, Nope: 16, Rope: 8, VHead: 16, Inter: 128, FirstDense: 1,
-		Experts: 16, TopK: 4, Shared: 1, MoEInter: 64, Latent: 64, Block: 3, FullAttn: []int{3, 6, 8}, Seed: 1}
+		Experts: 16, TopK: 4, Shared: 1, MoEInter: 64, Latent: 64, Block: 3, FullAttn: []int{3, 6, 8}, Seed: 1,
+		QuietSpecials: true}
 }
 
 // ExpertBytes is the size of one MXFP4 expert (six tensors).
@@ -198,7 +203,11 @@ func Write(dir string, s Spec) error {
 func (s Spec) globals(g *gen) {
 	H := int64(s.Hidden)
 	g.trunk("model.embed_tokens.weight", []int64{int64(s.Vocab), H}, g.uniform(s.Vocab*s.Hidden, 1.7))
-	g.mat("lm_head.weight", s.Vocab, s.Hidden, 1)
+	head := g.uniform(s.Vocab*s.Hidden, math.Sqrt(3/float64(s.Hidden)))
+	if s.QuietSpecials && s.Vocab > 256 {
+		clear(head[(s.Vocab-256)*s.Hidden:])
+	}
+	g.trunk("lm_head.weight", []int64{int64(s.Vocab), H}, head)
 	g.norm("model.norm.weight", s.Hidden)
 	g.norm("model.output_attn_res_norm.weight", s.Hidden)
 	g.trunk("model.output_attn_res_proj.weight", []int64{1, H}, g.uniform(s.Hidden, 0.5))
