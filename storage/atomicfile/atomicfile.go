@@ -9,14 +9,19 @@ import (
 	"path/filepath"
 )
 
-// Write replaces path with data atomically (mode 0644). With sync it also
-// syncs the directory after the rename, so the new name survives a crash.
-func Write(path string, data []byte) error { return write(path, data, false) }
+// Write replaces path with data atomically (mode 0644), syncing the file
+// before the rename.
+func Write(path string, data []byte) error { return write(path, data, true, false) }
 
-// WriteDurable is Write followed by a sync of the directory.
-func WriteDurable(path string, data []byte) error { return write(path, data, true) }
+// WriteDurable is Write followed by a sync of the directory, so the new name
+// survives a crash.
+func WriteDurable(path string, data []byte) error { return write(path, data, true, true) }
 
-func write(path string, data []byte, dirSync bool) error {
+// WriteNoSync is Write without any fsync: for progress records whose loss
+// in a crash costs only progress (a reader must verify what they claim).
+func WriteNoSync(path string, data []byte) error { return write(path, data, false, false) }
+
+func write(path string, data []byte, fileSync, dirSync bool) error {
 	dir := filepath.Dir(path)
 	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
 	if err != nil {
@@ -26,7 +31,7 @@ func write(path string, data []byte, dirSync bool) error {
 	if _, err = f.Write(data); err == nil {
 		err = f.Chmod(0o644)
 	}
-	if err == nil {
+	if err == nil && fileSync {
 		err = f.Sync()
 	}
 	if cerr := f.Close(); err == nil {
@@ -47,31 +52,6 @@ func write(path string, data []byte, dirSync bool) error {
 				return fmt.Errorf("sync %s: %w", dir, err)
 			}
 		}
-	}
-	return nil
-}
-
-// WriteNoSync is Write without any fsync: for progress records whose loss
-// in a crash costs only progress (a reader must verify what they claim).
-func WriteNoSync(path string, data []byte) error {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	tmp := f.Name()
-	if _, err = f.Write(data); err == nil {
-		err = f.Chmod(0o644)
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return nil
 }

@@ -40,8 +40,8 @@ func benchLayer(args []string, stdout, stderr io.Writer) int {
 	dir := fs.String("dir", filepath.Join(cache, "k3", "bench"), "where the real-width checkpoint is generated (reused; ~10 GB + trunk)")
 	threads := fs.Int("threads", 0, "threads (0: physical cores)")
 	tokens := fs.Int("tokens", 3, "decode steps measured")
-	if _, err := parseMixed(fs, args); err != nil {
-		return ExitUsage
+	if _, code := parseArgs(fs, args); code >= 0 {
+		return code
 	}
 	logf := func(f string, a ...any) { fmt.Fprintf(stderr, f+"\n", a...) }
 	model, tr, err := engine.PrepareLayerBench(context.Background(), *dir, engine.LayerBenchSpec(), logf)

@@ -22,8 +22,8 @@ func benchStream(args []string, stdout, stderr io.Writer) int {
 	cache, _ := os.UserCacheDir()
 	dir := fs.String("dir", filepath.Join(cache, "k3", "bench"), "where the benchmark checkpoint is generated (reused)")
 	tokens := fs.Int("tokens", 3, "decode steps measured")
-	if _, err := parseMixed(fs, args); err != nil {
-		return ExitUsage
+	if _, code := parseArgs(fs, args); code >= 0 {
+		return code
 	}
 	logf := func(f string, a ...any) { fmt.Fprintf(stderr, f+"\n", a...) }
 	model, tr, err := engine.PrepareStreamBench(context.Background(), *dir, *quick, logf)

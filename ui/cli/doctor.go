@@ -38,12 +38,9 @@ func runDoctor(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "Exit 1 only when this machine cannot run the model at all.")
 		fs.PrintDefaults()
 	}
-	pos, err := storeParseArgs(fs, args)
-	if err != nil {
-		if err == flag.ErrHelp {
-			return ExitOK
-		}
-		return ExitUsage
+	pos, code := parseArgs(fs, args)
+	if code >= 0 {
+		return code
 	}
 	dirs = append(dirs, pos...) // "k3 doctor DIR" works too
 	ctx, stop := storeInterrupt()

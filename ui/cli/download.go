@@ -37,12 +37,9 @@ func runDownload(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "~/.cache/huggingface/token (HF_TOKEN_PATH) and never printed.")
 		fs.PrintDefaults()
 	}
-	pos, err := storeParseArgs(fs, args)
-	if err != nil {
-		if err == flag.ErrHelp {
-			return ExitOK
-		}
-		return ExitUsage
+	pos, code := parseArgs(fs, args)
+	if code >= 0 {
+		return code
 	}
 	if len(pos) != 1 {
 		fs.Usage()

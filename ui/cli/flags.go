@@ -15,7 +15,8 @@ func newFlags(name string, stderr io.Writer) *flag.FlagSet {
 	return fs
 }
 
-// parseMixed parses flags and positional arguments in any order.
+// parseMixed parses flags and positional arguments in any order ("--" ends
+// the flags).
 func parseMixed(fs *flag.FlagSet, args []string) ([]string, error) {
 	var pos []string
 	for {
@@ -26,9 +27,25 @@ func parseMixed(fs *flag.FlagSet, args []string) ([]string, error) {
 		if len(args) == 0 {
 			return pos, nil
 		}
+		if args[0] == "--" {
+			return append(pos, args[1:]...), nil
+		}
 		pos = append(pos, args[0])
 		args = args[1:]
 	}
+}
+
+// parseArgs is parseMixed with the exit code decided: -1 to go on, ExitOK
+// after -h (the usage was printed), ExitUsage for a bad flag.
+func parseArgs(fs *flag.FlagSet, args []string) ([]string, int) {
+	pos, err := parseMixed(fs, args)
+	switch {
+	case err == flag.ErrHelp:
+		return nil, ExitOK
+	case err != nil:
+		return nil, ExitUsage
+	}
+	return pos, -1
 }
 
 // intList is a repeatable integer flag (--stop-id 1 --stop-id 2).

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -37,12 +36,9 @@ func runPack(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "exit codes: 0 ok, 1 failure, 2 usage or refused TRUNK_DIR (see --force), 3 TRUNK_DIR not writable, 5 interrupted")
 		fs.PrintDefaults()
 	}
-	pos, err := parseMixed(fs, args)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return ExitOK
-		}
-		return ExitUsage
+	pos, code := parseArgs(fs, args)
+	if code >= 0 {
+		return code
 	}
 	if len(pos) != 2 {
 		fs.Usage()

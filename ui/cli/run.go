@@ -87,9 +87,9 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "usage: k3 run MODEL_DIR (--ids 1,2,3 | --prompt TEXT | --prompt-file PATH) [flags]")
 		fs.PrintDefaults()
 	}
-	pos, err := parseMixed(fs, args)
-	if err != nil {
-		return ExitUsage
+	pos, code := parseArgs(fs, args)
+	if code >= 0 {
+		return code
 	}
 	if len(pos) != 1 {
 		fmt.Fprintln(stderr, "k3 run: give exactly one MODEL_DIR (run 'k3 run -h' for the flags)")
@@ -127,6 +127,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	}
 	var tok textCodec
 	var ids []int
+	var err error
 	if *idsFlag != "" {
 		if ids, err = parseIDs(*idsFlag); err != nil {
 			fmt.Fprintln(stderr, "k3 run:", err)

@@ -20,28 +20,6 @@ func init() {
 	register("verify", "check a model directory: files, sizes, optional SHA-256", runVerify)
 }
 
-// storeParseArgs (the store* helpers serve verify, download and doctor)
-// parses flags that may come before or after the
-// positional arguments ("k3 verify DIR --sha256" and "k3 verify --sha256
-// DIR"), returning the positionals.
-func storeParseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, err
-		}
-		args = fs.Args()
-		if len(args) == 0 {
-			return pos, nil
-		}
-		if args[0] == "--" {
-			return append(pos, args[1:]...), nil
-		}
-		pos = append(pos, args[0])
-		args = args[1:]
-	}
-}
-
 // storeInterrupt is cancelled by Ctrl-C (and SIGTERM on Unix).
 func storeInterrupt() (context.Context, func()) {
 	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -60,12 +38,9 @@ func runVerify(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "tokenizer_config.json). Exit 0 only when everything needed is present and right.")
 		fs.PrintDefaults()
 	}
-	pos, err := storeParseArgs(fs, args)
-	if err != nil {
-		if err == flag.ErrHelp {
-			return ExitOK
-		}
-		return ExitUsage
+	pos, code := parseArgs(fs, args)
+	if code >= 0 {
+		return code
 	}
 	if len(pos) != 1 {
 		fs.Usage()
