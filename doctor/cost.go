@@ -33,11 +33,10 @@ import (
 //
 // The sum is deliberately conservative: an engine that overlaps reads and
 // compute perfectly approaches max(io, compute). Kernel speeds are measured
-// (exact float64-accumulating bf16 and MXFP4 dot products in portable Go,
-// the kernels package's numeric contract, on every physical core; see
-// kernel.go) or, when not measured, DefaultBF16GBps / DefaultMXFP4GBps per
-// core. The engine's SIMD kernels are faster (machine-limits.md: 3-6x), so
-// the compute term is an upper bound.
+// with the engine's own mat-vec kernels (package kernels, the SIMD path
+// this CPU gets) on every physical core (see kernel.go) or, when not
+// measured, DefaultBF16GBps / DefaultMXFP4GBps per core (the portable
+// path's rates: a floor).
 //
 // hit(C) is the LRU hit rate the C engine measured in steady-state
 // incremental decode (published-data/memory-ladder.tsv, expert_hit_true):
