@@ -19,10 +19,28 @@ func init() {
 		pow2Tab[s] = math.Ldexp(1, s-127)
 		pow2hTab[s] = math.Ldexp(1, s-128)
 	}
+	// mxTable, 64-byte aligned: each 64-byte half of a row is then one cache
+	// line (line-split loads cost the row kernel ~20%). Built here rather
+	// than copied: this init runs before mxfp4.go's.
+	buf := make([]float64, 256*16+8)
+	off := int(-uintptr(unsafe.Pointer(&buf[0])) & 63 / 8)
+	mxTab = (*[256][16]float64)(unsafe.Pointer(&buf[off]))
+	for s := 0; s < 255; s++ {
+		for c := 0; c < 16; c++ {
+			v := E2M1[c&7] * math.Ldexp(1, s-127)
+			if c&8 != 0 {
+				v = -v
+			}
+			mxTab[s][c] = v
+		}
+	}
 }
 
+// mxTab is mxTable, 64-byte aligned, for the MXFP4 row kernel.
+var mxTab *[256][16]float64
+
 func newMxArgs() mxArgs {
-	return mxArgs{pow2: &pow2Tab, e2m1: &E2M1, shifts: mxShifts, pow2h: &pow2hTab, lut: e2m1Int}
+	return mxArgs{pow2: &pow2Tab, e2m1: &E2M1, shifts: mxShifts, pow2h: &pow2hTab, lut: e2m1Int, tab: mxTab}
 }
 
 // f64Pool recycles float64 scratch (activations widened once per call).
@@ -74,28 +92,34 @@ func simdMatMul(p *Pool, dst []float32, m *Mat, x []float32, T int) bool {
 		// equals skipping them for finite activations
 		return false
 	}
-	if T == 1 && (lvl == LevelAVX512 || m.DType != MXFP4) {
-		matVecSIMD(p, dst, m, x, lvl)
+	if T <= rowKernelMaxT && (lvl == LevelAVX512 || m.DType != MXFP4) {
+		matVecSIMD(p, dst, m, x, T, lvl)
 		return true
 	}
 	matMulSIMD(p, dst, m, x, T, lvl)
 	return true
 }
 
-// matVecSIMD streams the rows through the fused row kernels.
-func matVecSIMD(p *Pool, dst []float32, m *Mat, x []float32, lvl Level) {
+// rowKernelMaxT is the largest token count that runs on the row kernels
+// (one mat-vec per token over each block of rows, whose weights stay in L1/L2
+// after the first token) rather than on the decode-and-gemm path.
+const rowKernelMaxT = 8
+
+// matVecSIMD streams the rows through the fused row kernels; with T > 1 each
+// block of rows is multiplied with every token while it is in cache.
+func matVecSIMD(p *Pool, dst []float32, m *Mat, x []float32, T int, lvl Level) {
 	n := m.Cols
 	n8 := n &^ 7
-	xb := getF64(n8)
+	xb := getF64(T * n8)
 	xd := *xb
+	scale := 1.0
 	if m.DType == BF16 && lvl == LevelAVX512 {
-		// the integer bf16 decode yields w*2^-896; see BF16ISTEP
-		for i, v := range x[:n8] {
-			xd[i] = float64(v) * 0x1p896
-		}
-	} else {
-		for i, v := range x[:n8] {
-			xd[i] = float64(v)
+		scale = 0x1p896 // the integer bf16 decode yields w*2^-896; see BF16ISTEP
+	}
+	for t := 0; t < T; t++ {
+		xt := xd[t*n8 : (t+1)*n8]
+		for i, v := range x[t*n : t*n+n8] {
+			xt[i] = float64(v) * scale
 		}
 	}
 	inflight := 8
@@ -104,18 +128,23 @@ func matVecSIMD(p *Pool, dst []float32, m *Mat, x []float32, lvl Level) {
 	}
 	chunk := rowChunk(m)
 	chunk = max(inflight, chunk/inflight*inflight)
+	ldd := m.Rows
 	p.Rows(m.Rows, chunk, func(r0, r1 int) {
 		var acc [64]float64
 		for r := r0; r < r1; r += inflight {
 			k := min(inflight, r1-r)
-			if !m.rowsSIMD(lvl, r, k, xd, n8, &acc) {
-				for j := 0; j < k; j++ {
-					dst[r+j] = m.RowDot(r+j, x)
+			for t := 0; t < T; t++ {
+				xt := x[t*n : (t+1)*n]
+				out := dst[t*ldd : (t+1)*ldd]
+				if !m.rowsSIMD(lvl, r, k, xd[t*n8:(t+1)*n8], n8, &acc) {
+					for j := 0; j < k; j++ {
+						out[r+j] = m.RowDot(r+j, xt)
+					}
+					continue
 				}
-				continue
-			}
-			for j := 0; j < k; j++ {
-				dst[r+j] = m.finishRow((*[Lanes]float64)(acc[j*Lanes:]), r+j, n8, x)
+				for j := 0; j < k; j++ {
+					out[r+j] = m.finishRow((*[Lanes]float64)(acc[j*Lanes:]), r+j, n8, xt)
+				}
 			}
 		}
 	})
@@ -163,6 +192,11 @@ func (m *Mat) rowsSIMD(lvl Level, r, k int, xd []float64, n8 int, acc *[64]float
 			row := r + min(j, k-1)
 			a.packed[j] = &m.Packed[row*c/2]
 			a.scales[j] = &m.Scales[row*c/MXGroup]
+		}
+		// the next block of rows follows this one in memory
+		a.pf = a.packed[0]
+		if r+16 <= m.Rows {
+			a.pf = &m.Packed[(r+8)*c/2]
 		}
 		mxfp4Rows8AVX512(&a, &xd[0], c, acc)
 		return true

@@ -39,12 +39,18 @@
 // columns and combines the lanes with the same tree. NaN results may differ
 // from the portable path in their payload bits only.
 //
-//   - T = 1 (mat-vec): fused row kernels, 8 rows in flight (AVX-512) with
-//     software prefetch. bf16 is decoded with integer operations to w*2^-896
+//   - T <= 8: fused row kernels, 8 rows in flight (AVX-512) with software
+//     prefetch (within each row and of the next block of rows); for T > 1
+//     each block of rows is multiplied with every token in turn while its
+//     weights are in L1/L2 (one mat-vec per token, so the contract order is
+//     the T = 1 one). bf16 is decoded with integer operations to w*2^-896
 //     and the activations are pre-scaled by 2^896 (products stay exact);
 //     blocks holding a bf16 Inf/NaN weight are redone on the portable path.
-//     MXFP4 looks the nibbles up in the scaled E2M1 table (VPERMI2PD).
-//   - T > 1 (mat-mat): panels of 48 output rows; each 6-row block of 512
+//     MXFP4 loads each row's scaled E2M1 table E2M1*2^(s-127) per group
+//     (mxTable; all zero for s = 255), moves each element's nibble to the low
+//     bits of its qword (one 8-byte broadcast, VPSRLVQ) and looks it up with
+//     VPERMI2PD; the FMA then forms the exact product with the activation.
+//   - T > 8 (mat-mat): panels of 48 output rows; each 6-row block of 512
 //     columns is decoded once to float64 and multiplied with all tokens by a
 //     6x4 (AVX-512) or 3x2 (AVX2) register-tiled micro-kernel whose lane
 //     accumulators persist in memory between column blocks.

@@ -21,13 +21,15 @@ func readAVX512(p *byte, n int) uint64
 // mxArgs is the argument block of the MXFP4 kernels; the assembly relies
 // on the offsets noted.
 type mxArgs struct {
-	packed [8]*byte      // 0
-	scales [8]*byte      // 64
-	pow2   *[256]float64 // 128: 2^(s-127), 0 for s = 255
-	e2m1   *[16]float64  // 136
-	shifts [8]uint64     // 144: 0, 4, ..., 28
-	pow2h  *[256]float64 // 208: 2^(s-128), 0 for s = 255
-	lut    [16]int8      // 216: 2*E2M1 as integers
+	packed [8]*byte          // 0
+	scales [8]*byte          // 64
+	pow2   *[256]float64     // 128: 2^(s-127), 0 for s = 255
+	e2m1   *[16]float64      // 136
+	shifts [8]uint64         // 144: 0, 4, ..., 28
+	pow2h  *[256]float64     // 208: 2^(s-128), 0 for s = 255
+	lut    [16]int8          // 216: 2*E2M1 as integers
+	tab    *[256][16]float64 // 232: mxTable (E2M1 * 2^(s-127), row 255 zero)
+	pf     *byte             // 240: packed bytes to prefetch (the next 8 rows)
 }
 
 // mxfp4Rows8AVX512 accumulates 8 MXFP4 rows over n elements (a multiple of 32).

@@ -64,6 +64,10 @@ rloop:
 // (zero, subnormal and normal alike); the activations are pre-scaled by
 // 2^896, so each product is exact. Exponent 255 (Inf/NaN) would decode to a
 // finite value: the caller is told through the result and falls back.
+// Prefetch of the bf16 mat-vec: distance ahead of each row, instruction.
+#define BFPFD 1024
+#define BFPF PREFETCHT0
+
 #define BF16ISTEP(off, row, ty, tz, acc) \
 	VPMOVSXWQ off(row)(BX*1), tz \
 	VPSLLQ    $45, tz, tz \
@@ -103,28 +107,43 @@ TEXT ·bf16Rows8AVX512(SB), NOSPLIT, $0-33
 	CMPQ BX, R14
 	JG   itail
 iloop4:
-	PREFETCHT0 PFD(SI)(BX*1)
+	// also prefetch the first 1 KiB of each row of the next 8-row block
+	// (row 8 = row 7 + the row stride), one line per step, while BX < 8 KiB
+	CMPQ BX, $8192
+	JAE  inonext
+	MOVQ BX, R15
+	SHRQ $10, R15
+	INCQ R15
+	MOVQ DI, AX
+	SUBQ SI, AX
+	IMULQ AX, R15
+	ADDQ R13, R15
+	MOVQ BX, AX
+	ANDQ $1023, AX
+	BFPF (R15)(AX*1)
+inonext:
+	BFPF BFPFD(SI)(BX*1)
 	VPROLD $1, 0(SI)(BX*1), Z24
 	VPMAXUW Z24, Z28, Z28
-	PREFETCHT0 PFD(DI)(BX*1)
+	BFPF BFPFD(DI)(BX*1)
 	VPROLD $1, 0(DI)(BX*1), Z25
 	VPMAXUW Z25, Z29, Z29
-	PREFETCHT0 PFD(R8)(BX*1)
+	BFPF BFPFD(R8)(BX*1)
 	VPROLD $1, 0(R8)(BX*1), Z26
 	VPMAXUW Z26, Z28, Z28
-	PREFETCHT0 PFD(R9)(BX*1)
+	BFPF BFPFD(R9)(BX*1)
 	VPROLD $1, 0(R9)(BX*1), Z27
 	VPMAXUW Z27, Z29, Z29
-	PREFETCHT0 PFD(R10)(BX*1)
+	BFPF BFPFD(R10)(BX*1)
 	VPROLD $1, 0(R10)(BX*1), Z24
 	VPMAXUW Z24, Z28, Z28
-	PREFETCHT0 PFD(R11)(BX*1)
+	BFPF BFPFD(R11)(BX*1)
 	VPROLD $1, 0(R11)(BX*1), Z25
 	VPMAXUW Z25, Z29, Z29
-	PREFETCHT0 PFD(R12)(BX*1)
+	BFPF BFPFD(R12)(BX*1)
 	VPROLD $1, 0(R12)(BX*1), Z26
 	VPMAXUW Z26, Z28, Z28
-	PREFETCHT0 PFD(R13)(BX*1)
+	BFPF BFPFD(R13)(BX*1)
 	VPROLD $1, 0(R13)(BX*1), Z27
 	VPMAXUW Z27, Z29, Z29
 	VMOVUPD 0(DX)(BX*4), Z8
@@ -197,6 +216,7 @@ itail:
 	ADDQ $16, BX
 	JMP  itail
 idone:
+	MOVQ acc+24(FP), AX
 	VMOVUPD Z0, 0(AX)
 	VMOVUPD Z1, 64(AX)
 	VMOVUPD Z2, 128(AX)
@@ -212,246 +232,6 @@ idone:
 	VPCMPUW $5, Z24, Z28, K1
 	KORTESTD K1, K1
 	SETEQ finite+32(FP)
-	VZEROUPPER
-	RET
-
-// MXFP4, 8 rows in flight. Each row's E2M1 table (Z10: codes 0-7, Z11: codes
-// 8-15) is scaled once per group by 2^(s-127) (0 for s = 255, so the group adds
-// only zero products), then each step decodes 8 nibbles: the 4 packed bytes
-// are broadcast to every qword, shifted right by 4*lane (Z9), and the low 4
-// bits index the scaled table (VPERMI2PD ignores the other bits).
-//
-// mxArgs layout: packed [8]*byte at 0, scales [8]*byte at 64, pow2 *[256]float64
-// at 128, e2m1 *[16]float64 at 136, shifts [8]uint64 at 144.
-//
-// func mxfp4Rows8AVX512(a *mxArgs, x *float64, n int, acc *[64]float64)
-TEXT ·mxfp4Rows8AVX512(SB), NOSPLIT, $0-32
-	MOVQ a+0(FP), AX
-	MOVQ 0(AX), SI
-	MOVQ 8(AX), DI
-	MOVQ 16(AX), R8
-	MOVQ 24(AX), R9
-	MOVQ 32(AX), R10
-	MOVQ 40(AX), R11
-	MOVQ 48(AX), R12
-	MOVQ 56(AX), R13
-	MOVQ 128(AX), R15
-	MOVQ 136(AX), R14
-	VMOVUPD 0(R14), Z10
-	VMOVUPD 64(R14), Z11
-	VMOVDQU64 144(AX), Z9
-	MOVQ x+8(FP), DX
-	XORQ BX, BX
-	XORQ CX, CX
-	VPXORQ Z0, Z0, Z0
-	VPXORQ Z1, Z1, Z1
-	VPXORQ Z2, Z2, Z2
-	VPXORQ Z3, Z3, Z3
-	VPXORQ Z4, Z4, Z4
-	VPXORQ Z5, Z5, Z5
-	VPXORQ Z6, Z6, Z6
-	VPXORQ Z7, Z7, Z7
-	MOVQ n+16(FP), R14
-	SHRQ $1, R14
-	MOVQ R14, n+16(FP)
-	TESTQ R14, R14
-	JEQ  mxdone
-mxloop:
-	PREFETCHT0 512(SI)(BX*1)
-	PREFETCHT0 512(DI)(BX*1)
-	PREFETCHT0 512(R8)(BX*1)
-	PREFETCHT0 512(R9)(BX*1)
-	PREFETCHT0 512(R10)(BX*1)
-	PREFETCHT0 512(R11)(BX*1)
-	PREFETCHT0 512(R12)(BX*1)
-	PREFETCHT0 512(R13)(BX*1)
-	MOVQ 64(AX), R14
-	MOVBQZX (R14)(CX*1), R14
-	VBROADCASTSD (R15)(R14*8), Z28
-	VMULPD Z28, Z10, Z12
-	VMULPD Z28, Z11, Z13
-	MOVQ 72(AX), R14
-	MOVBQZX (R14)(CX*1), R14
-	VBROADCASTSD (R15)(R14*8), Z29
-	VMULPD Z29, Z10, Z14
-	VMULPD Z29, Z11, Z15
-	MOVQ 80(AX), R14
-	MOVBQZX (R14)(CX*1), R14
-	VBROADCASTSD (R15)(R14*8), Z28
-	VMULPD Z28, Z10, Z16
-	VMULPD Z28, Z11, Z17
-	MOVQ 88(AX), R14
-	MOVBQZX (R14)(CX*1), R14
-	VBROADCASTSD (R15)(R14*8), Z29
-	VMULPD Z29, Z10, Z18
-	VMULPD Z29, Z11, Z19
-	MOVQ 96(AX), R14
-	MOVBQZX (R14)(CX*1), R14
-	VBROADCASTSD (R15)(R14*8), Z28
-	VMULPD Z28, Z10, Z20
-	VMULPD Z28, Z11, Z21
-	MOVQ 104(AX), R14
-	MOVBQZX (R14)(CX*1), R14
-	VBROADCASTSD (R15)(R14*8), Z29
-	VMULPD Z29, Z10, Z22
-	VMULPD Z29, Z11, Z23
-	MOVQ 112(AX), R14
-	MOVBQZX (R14)(CX*1), R14
-	VBROADCASTSD (R15)(R14*8), Z28
-	VMULPD Z28, Z10, Z24
-	VMULPD Z28, Z11, Z25
-	MOVQ 120(AX), R14
-	MOVBQZX (R14)(CX*1), R14
-	VBROADCASTSD (R15)(R14*8), Z29
-	VMULPD Z29, Z10, Z26
-	VMULPD Z29, Z11, Z27
-	VMOVUPD 0(DX), Z8
-	VPBROADCASTD 0(SI)(BX*1), Z28
-	VPSRLVQ Z9, Z28, Z28
-	VPERMI2PD Z13, Z12, Z28
-	VFMADD231PD Z28, Z8, Z0
-	VPBROADCASTD 0(DI)(BX*1), Z29
-	VPSRLVQ Z9, Z29, Z29
-	VPERMI2PD Z15, Z14, Z29
-	VFMADD231PD Z29, Z8, Z1
-	VPBROADCASTD 0(R8)(BX*1), Z30
-	VPSRLVQ Z9, Z30, Z30
-	VPERMI2PD Z17, Z16, Z30
-	VFMADD231PD Z30, Z8, Z2
-	VPBROADCASTD 0(R9)(BX*1), Z31
-	VPSRLVQ Z9, Z31, Z31
-	VPERMI2PD Z19, Z18, Z31
-	VFMADD231PD Z31, Z8, Z3
-	VPBROADCASTD 0(R10)(BX*1), Z28
-	VPSRLVQ Z9, Z28, Z28
-	VPERMI2PD Z21, Z20, Z28
-	VFMADD231PD Z28, Z8, Z4
-	VPBROADCASTD 0(R11)(BX*1), Z29
-	VPSRLVQ Z9, Z29, Z29
-	VPERMI2PD Z23, Z22, Z29
-	VFMADD231PD Z29, Z8, Z5
-	VPBROADCASTD 0(R12)(BX*1), Z30
-	VPSRLVQ Z9, Z30, Z30
-	VPERMI2PD Z25, Z24, Z30
-	VFMADD231PD Z30, Z8, Z6
-	VPBROADCASTD 0(R13)(BX*1), Z31
-	VPSRLVQ Z9, Z31, Z31
-	VPERMI2PD Z27, Z26, Z31
-	VFMADD231PD Z31, Z8, Z7
-	VMOVUPD 64(DX), Z8
-	VPBROADCASTD 4(SI)(BX*1), Z28
-	VPSRLVQ Z9, Z28, Z28
-	VPERMI2PD Z13, Z12, Z28
-	VFMADD231PD Z28, Z8, Z0
-	VPBROADCASTD 4(DI)(BX*1), Z29
-	VPSRLVQ Z9, Z29, Z29
-	VPERMI2PD Z15, Z14, Z29
-	VFMADD231PD Z29, Z8, Z1
-	VPBROADCASTD 4(R8)(BX*1), Z30
-	VPSRLVQ Z9, Z30, Z30
-	VPERMI2PD Z17, Z16, Z30
-	VFMADD231PD Z30, Z8, Z2
-	VPBROADCASTD 4(R9)(BX*1), Z31
-	VPSRLVQ Z9, Z31, Z31
-	VPERMI2PD Z19, Z18, Z31
-	VFMADD231PD Z31, Z8, Z3
-	VPBROADCASTD 4(R10)(BX*1), Z28
-	VPSRLVQ Z9, Z28, Z28
-	VPERMI2PD Z21, Z20, Z28
-	VFMADD231PD Z28, Z8, Z4
-	VPBROADCASTD 4(R11)(BX*1), Z29
-	VPSRLVQ Z9, Z29, Z29
-	VPERMI2PD Z23, Z22, Z29
-	VFMADD231PD Z29, Z8, Z5
-	VPBROADCASTD 4(R12)(BX*1), Z30
-	VPSRLVQ Z9, Z30, Z30
-	VPERMI2PD Z25, Z24, Z30
-	VFMADD231PD Z30, Z8, Z6
-	VPBROADCASTD 4(R13)(BX*1), Z31
-	VPSRLVQ Z9, Z31, Z31
-	VPERMI2PD Z27, Z26, Z31
-	VFMADD231PD Z31, Z8, Z7
-	VMOVUPD 128(DX), Z8
-	VPBROADCASTD 8(SI)(BX*1), Z28
-	VPSRLVQ Z9, Z28, Z28
-	VPERMI2PD Z13, Z12, Z28
-	VFMADD231PD Z28, Z8, Z0
-	VPBROADCASTD 8(DI)(BX*1), Z29
-	VPSRLVQ Z9, Z29, Z29
-	VPERMI2PD Z15, Z14, Z29
-	VFMADD231PD Z29, Z8, Z1
-	VPBROADCASTD 8(R8)(BX*1), Z30
-	VPSRLVQ Z9, Z30, Z30
-	VPERMI2PD Z17, Z16, Z30
-	VFMADD231PD Z30, Z8, Z2
-	VPBROADCASTD 8(R9)(BX*1), Z31
-	VPSRLVQ Z9, Z31, Z31
-	VPERMI2PD Z19, Z18, Z31
-	VFMADD231PD Z31, Z8, Z3
-	VPBROADCASTD 8(R10)(BX*1), Z28
-	VPSRLVQ Z9, Z28, Z28
-	VPERMI2PD Z21, Z20, Z28
-	VFMADD231PD Z28, Z8, Z4
-	VPBROADCASTD 8(R11)(BX*1), Z29
-	VPSRLVQ Z9, Z29, Z29
-	VPERMI2PD Z23, Z22, Z29
-	VFMADD231PD Z29, Z8, Z5
-	VPBROADCASTD 8(R12)(BX*1), Z30
-	VPSRLVQ Z9, Z30, Z30
-	VPERMI2PD Z25, Z24, Z30
-	VFMADD231PD Z30, Z8, Z6
-	VPBROADCASTD 8(R13)(BX*1), Z31
-	VPSRLVQ Z9, Z31, Z31
-	VPERMI2PD Z27, Z26, Z31
-	VFMADD231PD Z31, Z8, Z7
-	VMOVUPD 192(DX), Z8
-	VPBROADCASTD 12(SI)(BX*1), Z28
-	VPSRLVQ Z9, Z28, Z28
-	VPERMI2PD Z13, Z12, Z28
-	VFMADD231PD Z28, Z8, Z0
-	VPBROADCASTD 12(DI)(BX*1), Z29
-	VPSRLVQ Z9, Z29, Z29
-	VPERMI2PD Z15, Z14, Z29
-	VFMADD231PD Z29, Z8, Z1
-	VPBROADCASTD 12(R8)(BX*1), Z30
-	VPSRLVQ Z9, Z30, Z30
-	VPERMI2PD Z17, Z16, Z30
-	VFMADD231PD Z30, Z8, Z2
-	VPBROADCASTD 12(R9)(BX*1), Z31
-	VPSRLVQ Z9, Z31, Z31
-	VPERMI2PD Z19, Z18, Z31
-	VFMADD231PD Z31, Z8, Z3
-	VPBROADCASTD 12(R10)(BX*1), Z28
-	VPSRLVQ Z9, Z28, Z28
-	VPERMI2PD Z21, Z20, Z28
-	VFMADD231PD Z28, Z8, Z4
-	VPBROADCASTD 12(R11)(BX*1), Z29
-	VPSRLVQ Z9, Z29, Z29
-	VPERMI2PD Z23, Z22, Z29
-	VFMADD231PD Z29, Z8, Z5
-	VPBROADCASTD 12(R12)(BX*1), Z30
-	VPSRLVQ Z9, Z30, Z30
-	VPERMI2PD Z25, Z24, Z30
-	VFMADD231PD Z30, Z8, Z6
-	VPBROADCASTD 12(R13)(BX*1), Z31
-	VPSRLVQ Z9, Z31, Z31
-	VPERMI2PD Z27, Z26, Z31
-	VFMADD231PD Z31, Z8, Z7
-	ADDQ $256, DX
-	ADDQ $16, BX
-	INCQ CX
-	CMPQ BX, n+16(FP)
-	JLT  mxloop
-mxdone:
-	MOVQ acc+24(FP), AX
-	VMOVUPD Z0, 0(AX)
-	VMOVUPD Z1, 64(AX)
-	VMOVUPD Z2, 128(AX)
-	VMOVUPD Z3, 192(AX)
-	VMOVUPD Z4, 256(AX)
-	VMOVUPD Z5, 320(AX)
-	VMOVUPD Z6, 384(AX)
-	VMOVUPD Z7, 448(AX)
 	VZEROUPPER
 	RET
 
@@ -927,5 +707,128 @@ mixinner:
 mixcond:
 	CMPQ BX, CX
 	JLT  mixouter
+	VZEROUPPER
+	RET
+
+// MXFP4, 8 rows in flight. Per group of 32 elements each row's scaled E2M1
+// table mxTable[s] (16 float64; row 255 is zero, so a NaN-scale group adds
+// only zero products) is loaded into two registers; each 8-element step
+// broadcasts packed bytes, shifts qword q right by 4q so that its low 4 bits
+// are the code of element q, and looks the codes up with VPERMI2PD. One
+// 8-byte load serves two steps. Each iteration does one group (16 bytes per
+// row; a longer unrolled body was slower) and prefetches the next 8-row
+// block, which follows this one in memory (pf), at the rate this block is
+// consumed. The tables must be 64-byte aligned (mxTab): a line-split table
+// load costs ~20%.
+//
+// mxArgs layout: packed [8]*byte at 0, scales [8]*byte at 64, shifts [8]uint64
+// at 144, tab *[256][16]float64 at 232, pf *byte at 240.
+#define MXPF PREFETCHT0
+
+// Load row j's scaled E2M1 table for group CX+g: mxTable[s] (16 float64,
+// codes 0-7 in tlo, 8-15 in thi; row 255 is all zero).
+#define MXTAB(soff, g, tlo, thi) \
+	MOVQ soff(AX), R14 \
+	MOVBQZX g(R14)(CX*1), R14 \
+	SHLQ $7, R14 \
+	VMOVUPD (R15)(R14*1), tlo \
+	VMOVUPD 64(R15)(R14*1), thi
+
+// Steps 2j and 2j+1 of one row: the 8 packed bytes at boff are broadcast to
+// every qword; step 2j shifts qword q right by 4q (Z9), step 2j+1 by 32+4q
+// (Z30), and VPERMI2PD looks up the low 4 bits of each qword in the row's
+// scaled table. Activations: Z8 (step 2j), Z31 (step 2j+1).
+#define MXPAIR(boff, row, tlo, thi, acc) \
+	VPBROADCASTQ boff(row)(BX*1), Z26 \
+	VPSRLVQ Z9, Z26, Z27 \
+	VPSRLVQ Z30, Z26, Z28 \
+	VPERMI2PD thi, tlo, Z27 \
+	VPERMI2PD thi, tlo, Z28 \
+	VFMADD231PD Z27, Z8, acc \
+	VFMADD231PD Z28, Z31, acc
+
+#define MXPAIR8(boff) \
+	MXPAIR(boff, SI, Z10, Z11, Z0) \
+	MXPAIR(boff, DI, Z12, Z13, Z1) \
+	MXPAIR(boff, R8, Z14, Z15, Z2) \
+	MXPAIR(boff, R9, Z16, Z17, Z3) \
+	MXPAIR(boff, R10, Z18, Z19, Z4) \
+	MXPAIR(boff, R11, Z20, Z21, Z5) \
+	MXPAIR(boff, R12, Z22, Z23, Z6) \
+	MXPAIR(boff, R13, Z24, Z25, Z7)
+
+// One group of 32 elements of all 8 rows: packed bytes at BX+b0..b0+15 (b2 = b0+8),
+// scales at CX+g, activations at DX+x0.
+#define MXGROUP(g, b0, b2, x0, x1, x2, x3) \
+	MXTAB(64, g, Z10, Z11) \
+	MXTAB(72, g, Z12, Z13) \
+	MXTAB(80, g, Z14, Z15) \
+	MXTAB(88, g, Z16, Z17) \
+	MXTAB(96, g, Z18, Z19) \
+	MXTAB(104, g, Z20, Z21) \
+	MXTAB(112, g, Z22, Z23) \
+	MXTAB(120, g, Z24, Z25) \
+	VMOVUPD x0(DX), Z8 \
+	VMOVUPD x1(DX), Z31 \
+	MXPAIR8(b0) \
+	VMOVUPD x2(DX), Z8 \
+	VMOVUPD x3(DX), Z31 \
+	MXPAIR8(b2)
+
+// func mxfp4Rows8AVX512(a *mxArgs, x *float64, n int, acc *[64]float64)
+TEXT ·mxfp4Rows8AVX512(SB), NOSPLIT, $0-32
+	MOVQ a+0(FP), AX
+	MOVQ 0(AX), SI
+	MOVQ 8(AX), DI
+	MOVQ 16(AX), R8
+	MOVQ 24(AX), R9
+	MOVQ 32(AX), R10
+	MOVQ 40(AX), R11
+	MOVQ 48(AX), R12
+	MOVQ 56(AX), R13
+	MOVQ 232(AX), R15
+	VMOVDQU64 144(AX), Z9
+	MOVQ $32, R14
+	VPBROADCASTQ R14, Z30
+	VPADDQ Z9, Z30, Z30
+	MOVQ x+8(FP), DX
+	MOVQ n+16(FP), R14
+	SHRQ $1, R14         // packed bytes per row
+	XORQ BX, BX
+	XORQ CX, CX
+	VPXORQ Z0, Z0, Z0
+	VPXORQ Z1, Z1, Z1
+	VPXORQ Z2, Z2, Z2
+	VPXORQ Z3, Z3, Z3
+	VPXORQ Z4, Z4, Z4
+	VPXORQ Z5, Z5, Z5
+	VPXORQ Z6, Z6, Z6
+	VPXORQ Z7, Z7, Z7
+	MOVQ R14, n+16(FP)   // packed bytes per row
+	TESTQ R14, R14
+	JEQ  msdone
+	PCALIGN $64
+ms1:
+	// prefetch the next 8-row block (contiguous, 8x this block's position)
+	MOVQ 240(AX), R14
+	LEAQ (R14)(BX*8), R14
+	MXPF 0(R14)
+	MXPF 64(R14)
+	MXGROUP(0, 0, 8, 0, 64, 128, 192)
+	ADDQ $16, BX
+	INCQ CX
+	ADDQ $256, DX
+	CMPQ BX, n+16(FP)
+	JLT  ms1
+msdone:
+	MOVQ acc+24(FP), AX
+	VMOVUPD Z0, 0(AX)
+	VMOVUPD Z1, 64(AX)
+	VMOVUPD Z2, 128(AX)
+	VMOVUPD Z3, 192(AX)
+	VMOVUPD Z4, 256(AX)
+	VMOVUPD Z5, 320(AX)
+	VMOVUPD Z6, 384(AX)
+	VMOVUPD Z7, 448(AX)
 	VZEROUPPER
 	RET

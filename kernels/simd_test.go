@@ -377,3 +377,54 @@ func TestLevelSwitch(t *testing.T) {
 	}
 	SetLevel(prev)
 }
+
+// TestSIMDMXFP4AllScales gives every row one E8M0 scale (all 256 values, so
+// the scaled tables are exercised at both ends of the exponent range, and 255
+// must contribute nothing), every code in every lane and nibble position, and
+// activations from the extremes of float32 (largest finite, smallest
+// subnormal) mixed with ordinary values; mat-vec and mat-mat must match the
+// portable path bit for bit at each level.
+func TestSIMDMXFP4AllScales(t *testing.T) {
+	r := rand.New(rand.NewPCG(21, 22))
+	rows, cols := 256+5, 13*MXGroup // 4-group blocks plus a 1-group tail
+	packed := make([]byte, rows*cols/2)
+	scales := make([]byte, rows*cols/MXGroup)
+	for row := 0; row < rows; row++ {
+		for g := 0; g < cols/MXGroup; g++ {
+			scales[row*cols/MXGroup+g] = byte(row + g%2) // neighbours differ
+		}
+		for i := 0; i < cols/2; i++ {
+			lo := byte(i+row) & 15
+			hi := byte(i*7+row*3) & 15
+			if r.IntN(4) == 0 {
+				lo, hi = byte(r.IntN(16)), byte(r.IntN(16))
+			}
+			packed[row*cols/2+i] = lo | hi<<4
+		}
+	}
+	m := &Mat{DType: MXFP4, Rows: rows, Cols: cols, Packed: packed, Scales: scales}
+	extremes := []float32{math.MaxFloat32, -math.MaxFloat32, math.SmallestNonzeroFloat32, -math.SmallestNonzeroFloat32, 1, -0.75, 0}
+	p := NewPool(2)
+	defer p.Close()
+	for _, T := range []int{1, 3} {
+		for trial := 0; trial < 3; trial++ {
+			x := make([]float32, T*cols)
+			for i := range x {
+				switch {
+				case trial == 0:
+					x[i] = extremes[(i/3)%len(extremes)]
+				case trial == 1 && i%5 == 0:
+					x[i] = extremes[r.IntN(len(extremes))]
+				default:
+					x[i] = specialF32(r)
+				}
+			}
+			want := matMulAt(LevelPortable, nil, m, x, T)
+			for _, l := range simdLevels(t) {
+				for _, pp := range []*Pool{nil, p} {
+					compare(t, fmt.Sprintf("%v T=%d trial %d", l, T, trial), matMulAt(l, pp, m, x, T), want)
+				}
+			}
+		}
+	}
+}
