@@ -136,6 +136,10 @@ func RunLayerBench(ctx context.Context, model, tr string, threads, tokens int, l
 		}
 		defer e.Close()
 		e.Chunk = 64
+		// prefill twice: the first run reads the experts, the second is timed
+		if _, err := e.Feed(m.NewState(), prompt, false); err != nil {
+			return nil, 0, err
+		}
 		st := m.NewState()
 		t0 := time.Now()
 		logits, err := e.Feed(st, prompt, false)
