@@ -501,3 +501,16 @@ func (s *ExpertStore) Close() {
 		s.pol.Reset()
 	}
 }
+
+func (s *ExpertStore) ioNotes() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var notes []string
+	for path, f := range s.files {
+		if !f.Direct() {
+			notes = append(notes, fmt.Sprintf("%s: %s", path, f.Note()))
+		}
+	}
+	sort.Strings(notes)
+	return notes
+}

@@ -386,3 +386,17 @@ func (m *Model) Close() {
 	}
 	m.buffers = nil
 }
+
+// IONotes says where reads could not use O_DIRECT and fell back to buffered
+// I/O (tmpfs and some filesystems refuse it); empty when every read bypassed
+// the page cache.
+func (m *Model) IONotes() []string {
+	var notes []string
+	if m.trunk != nil && !m.trunk.Direct() {
+		notes = append(notes, "packed trunk: O_DIRECT refused by the filesystem, buffered reads")
+	}
+	if m.Store != nil {
+		notes = append(notes, m.Store.ioNotes()...)
+	}
+	return notes
+}

@@ -345,6 +345,9 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	if es.NaNScaleGroups > 0 {
 		fmt.Fprintf(stdout, "note: %d MXFP4 groups with scale byte 255 (NaN) were read as zero\n", es.NaNScaleGroups)
 	}
+	for _, n := range m.IONotes() {
+		fmt.Fprintf(stdout, "note: %s\n", n)
+	}
 	if *out != "" {
 		b, _ := json.Marshal(rep)
 		if err := writeAtomic(*out, append(b, '\n')); err != nil {
