@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -54,21 +53,7 @@ type LayerBench struct {
 // PrepareLayerBench generates (once, reused) the real-width checkpoint and
 // its packed trunk under dir.
 func PrepareLayerBench(ctx context.Context, dir string, spec synth.Spec, logf func(string, ...any)) (model, tr string, err error) {
-	model, tr = filepath.Join(dir, "layer", "model"), filepath.Join(dir, "layer", "trunk")
-	if _, err := os.Stat(filepath.Join(model, "model.safetensors.index.json")); err != nil {
-		logf("generating the real-width checkpoint in %s (once; about 10 GB)", model)
-		os.RemoveAll(model)
-		if err := synth.Write(model, spec); err != nil {
-			return "", "", err
-		}
-	}
-	if _, err := os.Stat(filepath.Join(tr, trunk.ManifestFile)); err != nil {
-		logf("packing its trunk into %s (once)", tr)
-		if _, err := trunk.Pack(ctx, model, tr, trunk.Options{}); err != nil {
-			return "", "", err
-		}
-	}
-	return model, tr, nil
+	return prepareBench(ctx, filepath.Join(dir, "layer"), spec, logf)
 }
 
 func layerKind(m *Model, i int) string {

@@ -45,12 +45,17 @@ func PrepareStreamBench(ctx context.Context, dir string, quick bool, logf func(s
 	if quick {
 		name = "stream-quick"
 	}
-	model = filepath.Join(dir, name, "model")
-	tr = filepath.Join(dir, name, "trunk")
+	return prepareBench(ctx, filepath.Join(dir, name), StreamBenchSpec(quick), logf)
+}
+
+// prepareBench writes spec's checkpoint to dir/model and packs its trunk
+// into dir/trunk, each only when it is not there yet.
+func prepareBench(ctx context.Context, dir string, spec synth.Spec, logf func(string, ...any)) (model, tr string, err error) {
+	model, tr = filepath.Join(dir, "model"), filepath.Join(dir, "trunk")
 	if _, err := os.Stat(filepath.Join(model, "model.safetensors.index.json")); err != nil {
 		logf("generating the benchmark checkpoint in %s (once)", model)
 		os.RemoveAll(model)
-		if err := synth.Write(model, StreamBenchSpec(quick)); err != nil {
+		if err := synth.Write(model, spec); err != nil {
 			return "", "", err
 		}
 	}
