@@ -99,7 +99,8 @@ type ExpertStore struct {
 	Policy string
 	stats  ExpertStats
 	files  map[string]*direct.File
-	bound  int // layers bound (caps the useful cache size)
+	bound  int              // layers bound (caps the useful cache size)
+	sizes  map[string]int64 // shard sizes, for runs that end a file
 }
 
 type slot struct {
@@ -476,10 +477,16 @@ func (s *ExpertStore) load(loc *expertLoc, mem []byte) (*Expert, error) {
 }
 
 func (s *ExpertStore) fileSize(path string) int64 {
-	for _, f := range s.set.Files() {
-		if f.Path == path {
-			return f.Size
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.sizes == nil {
+		s.sizes = map[string]int64{}
+		for _, f := range s.set.Files() {
+			s.sizes[f.Path] = f.Size
 		}
+	}
+	if n, ok := s.sizes[path]; ok {
+		return n
 	}
 	return -1
 }
