@@ -237,8 +237,12 @@ func matMulSIMD(p *Pool, dst []float32, m *Mat, x []float32, T int, lvl Level) {
 		}
 	}
 	p.Rows(m.Rows, panelRows, func(r0, r1 int) {
+		// a pool without workers hands over all rows at once: keep the
+		// panels (and their accumulators) at panelRows all the same
 		sc := gemmPool.Get().(*gemmScratch)
-		m.gemmPanel(sc, dst, x, xd, xs, T, Tp, r0, r1, lvl)
+		for r := r0; r < r1; r += panelRows {
+			m.gemmPanel(sc, dst, x, xd, xs, T, Tp, r, min(r+panelRows, r1), lvl)
+		}
 		gemmPool.Put(sc)
 	})
 	putF64(xb)
