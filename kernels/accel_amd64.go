@@ -194,9 +194,10 @@ func (m *Mat) rowsSIMD(lvl Level, r, k int, xd []float64, n8 int, acc *[64]float
 			a.scales[j] = &m.Scales[row*c/MXGroup]
 		}
 		// the next block of rows follows this one in memory
-		a.pf = a.packed[0]
+		a.pf, a.pfs = a.packed[0], a.scales[0]
 		if r+16 <= m.Rows {
 			a.pf = &m.Packed[(r+8)*c/2]
+			a.pfs = &m.Scales[(r+8)*c/MXGroup]
 		}
 		mxfp4Rows8AVX512(&a, &xd[0], c, acc)
 		return true

@@ -30,6 +30,7 @@ type mxArgs struct {
 	lut    [16]int8          // 216: 2*E2M1 as integers
 	tab    *[256][16]float64 // 232: mxTable (E2M1 * 2^(s-127), row 255 zero)
 	pf     *byte             // 240: packed bytes to prefetch (the next 8 rows)
+	pfs    *byte             // 248: scales to prefetch (the next 8 rows)
 }
 
 // mxfp4Rows8AVX512 accumulates 8 MXFP4 rows over n elements (a multiple of 32).
