@@ -19,7 +19,7 @@ type BenchResult struct {
 	Threads   int     `json:"threads"`
 	GBps      float64 `json:"gbps"`       // weight bytes per second / 1e9
 	GFLOPs    float64 `json:"gflops"`     // 2*rows*cols*tokens per second / 1e9
-	LimitGBps float64 `json:"limit_gbps"` // read bandwidth measured at this thread count
+	LimitGBps float64 `json:"limit_gbps"` // read bandwidth at this thread count (for T = 1: the larger of the measurements just before and after)
 	Ratio     float64 `json:"ratio"`      // GBps / LimitGBps
 }
 
@@ -49,7 +49,9 @@ type BenchConfig struct {
 }
 
 // BenchKernels measures the read bandwidth with 1 and N threads and then
-// every kernel shape at each token count with 1 and N threads. The weights
+// every kernel shape at each token count with 1 and N threads; each mat-vec
+// is bracketed by two more read-bandwidth measurements and compared with the
+// larger, mat-mat with the latest at its thread count. The weights
 // are copies spread over an arena larger than any cache, cycled so that each
 // call streams its matrix from DRAM.
 func BenchKernels(cfg BenchConfig) []BenchResult {
@@ -88,10 +90,14 @@ func BenchKernels(cfg BenchConfig) []BenchResult {
 			cfg.Report(r)
 		}
 	}
-	logf("level %v, filling %.1f GiB of weights", CurrentLevel(), float64(cfg.Arena)/(1<<30))
-	arena := make([]uint64, cfg.Arena/8)
-	fillArena(arena)
-	raw := unsafe.Slice((*byte)(unsafe.Pointer(&arena[0])), len(arena)*8)
+	raw, huge, free := benchArena(int(cfg.Arena &^ 7))
+	defer free()
+	pages := "4 KiB pages"
+	if huge {
+		pages = "huge pages advised"
+	}
+	logf("level %v, filling %.1f GiB of weights (%s)", CurrentLevel(), float64(cfg.Arena)/(1<<30), pages)
+	fillArena(unsafe.Slice((*uint64)(unsafe.Pointer(&raw[0])), len(raw)/8))
 
 	limit := map[int]float64{}
 	for _, th := range threads {
@@ -112,9 +118,19 @@ func BenchKernels(cfg BenchConfig) []BenchResult {
 			dst := make([]float32, T*sh.Rows)
 			for _, th := range threads {
 				p := NewPool(th)
+				// mat-vec is compared with the read bandwidth measured just
+				// before and just after it (the larger of the two): on a
+				// shared machine the rate drifts within a run
+				var before float64
+				if T == 1 {
+					before = ReadBandwidth(p, raw, cfg.MinTime/2)
+				}
 				p.Hold()
 				sec := timeCalls(func(i int) { MatMul(p, dst, mats[i%len(mats)], x, T) }, cfg.MinTime)
 				p.Release()
+				if T == 1 {
+					limit[th] = max(before, ReadBandwidth(p, raw, cfg.MinTime/2))
+				}
 				p.Close()
 				m := mats[0]
 				gb := float64(m.Bytes()) / sec / 1e9
@@ -130,7 +146,6 @@ func BenchKernels(cfg BenchConfig) []BenchResult {
 			}
 		}
 	}
-	runtime.KeepAlive(arena)
 	return out
 }
 
@@ -232,3 +247,11 @@ func readGo(b []byte) uint64 {
 	}
 	return a[0] ^ a[1] ^ a[2] ^ a[3] ^ a[4] ^ a[5] ^ a[6] ^ a[7]
 }
+
+// heapArena is benchArena on the Go heap (8-byte aligned).
+func heapArena(n int) ([]byte, bool, func()) {
+	a := make([]uint64, (n+7)/8)
+	return unsafe.Slice((*byte)(unsafe.Pointer(&a[0])), n), false, func() { runtime.KeepAlive(a) }
+}
+
+func uintptrOf(b []byte) uintptr { return uintptr(unsafe.Pointer(&b[0])) }
