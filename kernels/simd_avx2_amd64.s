@@ -1,26 +1,46 @@
 #include "textflag.h"
 
+// The 4-row kernels: row pointers rows[0..3] at (AX) into SI, DI, R8, R9;
+// the lane accumulators Y0-Y7 (lanes 0-3 of row r in Y(2r), 4-7 in Y(2r+1))
+// cleared; and stored to acc at (AX).
+#define LOADPTRS4 \
+	MOVQ 0(AX), SI \
+	MOVQ 8(AX), DI \
+	MOVQ 16(AX), R8 \
+	MOVQ 24(AX), R9
+
+#define ZEROACC8 \
+	VXORPD Y0, Y0, Y0 \
+	VXORPD Y1, Y1, Y1 \
+	VXORPD Y2, Y2, Y2 \
+	VXORPD Y3, Y3, Y3 \
+	VXORPD Y4, Y4, Y4 \
+	VXORPD Y5, Y5, Y5 \
+	VXORPD Y6, Y6, Y6 \
+	VXORPD Y7, Y7, Y7
+
+#define STOREACC8 \
+	VMOVUPD Y0, 0(AX) \
+	VMOVUPD Y1, 32(AX) \
+	VMOVUPD Y2, 64(AX) \
+	VMOVUPD Y3, 96(AX) \
+	VMOVUPD Y4, 128(AX) \
+	VMOVUPD Y5, 160(AX) \
+	VMOVUPD Y6, 192(AX) \
+	VMOVUPD Y7, 224(AX)
+
+
 #define PFD 1024
 
 // func f32Rows4AVX2(rows *[4]*float32, x *float64, n int, acc *[32]float64)
 // 4 rows in flight; lanes 0-3 of row r in Y(2r), lanes 4-7 in Y(2r+1).
 TEXT ·f32Rows4AVX2(SB), NOSPLIT, $0-32
 	MOVQ rows+0(FP), AX
-	MOVQ 0(AX), SI
-	MOVQ 8(AX), DI
-	MOVQ 16(AX), R8
-	MOVQ 24(AX), R9
+	LOADPTRS4
 	MOVQ x+8(FP), DX
 	MOVQ n+16(FP), CX
 	SHLQ $2, CX
-	VXORPD Y0, Y0, Y0
-	VXORPD Y1, Y1, Y1
-	VXORPD Y2, Y2, Y2
-	VXORPD Y3, Y3, Y3
-	VXORPD Y4, Y4, Y4
-	VXORPD Y5, Y5, Y5
-	VXORPD Y6, Y6, Y6
-	VXORPD Y7, Y7, Y7
+	ZEROACC8
 	XORQ BX, BX
 	JMP  f32cond
 f32loop:
@@ -51,14 +71,7 @@ f32cond:
 	CMPQ BX, CX
 	JLT  f32loop
 	MOVQ acc+24(FP), AX
-	VMOVUPD Y0, 0(AX)
-	VMOVUPD Y1, 32(AX)
-	VMOVUPD Y2, 64(AX)
-	VMOVUPD Y3, 96(AX)
-	VMOVUPD Y4, 128(AX)
-	VMOVUPD Y5, 160(AX)
-	VMOVUPD Y6, 192(AX)
-	VMOVUPD Y7, 224(AX)
+	STOREACC8
 	VZEROUPPER
 	RET
 
@@ -66,21 +79,11 @@ f32cond:
 // 4 rows in flight; lanes 0-3 of row r in Y(2r), lanes 4-7 in Y(2r+1).
 TEXT ·bf16Rows4AVX2(SB), NOSPLIT, $0-32
 	MOVQ rows+0(FP), AX
-	MOVQ 0(AX), SI
-	MOVQ 8(AX), DI
-	MOVQ 16(AX), R8
-	MOVQ 24(AX), R9
+	LOADPTRS4
 	MOVQ x+8(FP), DX
 	MOVQ n+16(FP), CX
 	SHLQ $1, CX
-	VXORPD Y0, Y0, Y0
-	VXORPD Y1, Y1, Y1
-	VXORPD Y2, Y2, Y2
-	VXORPD Y3, Y3, Y3
-	VXORPD Y4, Y4, Y4
-	VXORPD Y5, Y5, Y5
-	VXORPD Y6, Y6, Y6
-	VXORPD Y7, Y7, Y7
+	ZEROACC8
 	XORQ BX, BX
 	JMP  bf16cond
 bf16loop:
@@ -127,14 +130,7 @@ bf16cond:
 	CMPQ BX, CX
 	JLT  bf16loop
 	MOVQ acc+24(FP), AX
-	VMOVUPD Y0, 0(AX)
-	VMOVUPD Y1, 32(AX)
-	VMOVUPD Y2, 64(AX)
-	VMOVUPD Y3, 96(AX)
-	VMOVUPD Y4, 128(AX)
-	VMOVUPD Y5, 160(AX)
-	VMOVUPD Y6, 192(AX)
-	VMOVUPD Y7, 224(AX)
+	STOREACC8
 	VZEROUPPER
 	RET
 
@@ -364,14 +360,7 @@ TEXT ·tvecAVX2(SB), NOSPLIT, $0-48
 	MOVQ stride+8(FP), DX
 	MOVQ x+24(FP), DI
 	MOVQ n+32(FP), CX
-	VXORPD Y0, Y0, Y0
-	VXORPD Y1, Y1, Y1
-	VXORPD Y2, Y2, Y2
-	VXORPD Y3, Y3, Y3
-	VXORPD Y4, Y4, Y4
-	VXORPD Y5, Y5, Y5
-	VXORPD Y6, Y6, Y6
-	VXORPD Y7, Y7, Y7
+	ZEROACC8
 	TESTQ CX, CX
 	JEQ  tvdone
 	CMPB bf16+16(FP), $0
@@ -439,14 +428,7 @@ tvbf:
 	JNZ  tvbf
 tvdone:
 	MOVQ out+40(FP), AX
-	VMOVUPD Y0, 0(AX)
-	VMOVUPD Y1, 32(AX)
-	VMOVUPD Y2, 64(AX)
-	VMOVUPD Y3, 96(AX)
-	VMOVUPD Y4, 128(AX)
-	VMOVUPD Y5, 160(AX)
-	VMOVUPD Y6, 192(AX)
-	VMOVUPD Y7, 224(AX)
+	STOREACC8
 	VZEROUPPER
 	RET
 

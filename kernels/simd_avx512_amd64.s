@@ -1,5 +1,38 @@
 #include "textflag.h"
 
+// Eight pointers at (AX) (the rows of the 8-row kernels) into SI, DI, R8-R13;
+// eight accumulators Z0-Z7 cleared; and stored to 512 bytes at (AX).
+#define LOADPTRS8 \
+	MOVQ 0(AX), SI \
+	MOVQ 8(AX), DI \
+	MOVQ 16(AX), R8 \
+	MOVQ 24(AX), R9 \
+	MOVQ 32(AX), R10 \
+	MOVQ 40(AX), R11 \
+	MOVQ 48(AX), R12 \
+	MOVQ 56(AX), R13
+
+#define ZEROACC8 \
+	VPXORQ Z0, Z0, Z0 \
+	VPXORQ Z1, Z1, Z1 \
+	VPXORQ Z2, Z2, Z2 \
+	VPXORQ Z3, Z3, Z3 \
+	VPXORQ Z4, Z4, Z4 \
+	VPXORQ Z5, Z5, Z5 \
+	VPXORQ Z6, Z6, Z6 \
+	VPXORQ Z7, Z7, Z7
+
+#define STOREACC8 \
+	VMOVUPD Z0, 0(AX) \
+	VMOVUPD Z1, 64(AX) \
+	VMOVUPD Z2, 128(AX) \
+	VMOVUPD Z3, 192(AX) \
+	VMOVUPD Z4, 256(AX) \
+	VMOVUPD Z5, 320(AX) \
+	VMOVUPD Z6, 384(AX) \
+	VMOVUPD Z7, 448(AX)
+
+
 // Prefetch distance in bytes ahead of the current position of each row.
 #define PFD 1024
 
@@ -77,26 +110,12 @@ rloop:
 // func bf16Rows8AVX512(rows *[8]*uint16, x *float64, n int, acc *[64]float64)
 TEXT ·bf16Rows8AVX512(SB), NOSPLIT, $0-33
 	MOVQ rows+0(FP), AX
-	MOVQ 0(AX), SI
-	MOVQ 8(AX), DI
-	MOVQ 16(AX), R8
-	MOVQ 24(AX), R9
-	MOVQ 32(AX), R10
-	MOVQ 40(AX), R11
-	MOVQ 48(AX), R12
-	MOVQ 56(AX), R13
+	LOADPTRS8
 	MOVQ x+8(FP), DX
 	MOVQ n+16(FP), CX
 	SHLQ $1, CX        // bytes of bf16 per row
 	MOVQ acc+24(FP), AX
-	VPXORQ Z0, Z0, Z0
-	VPXORQ Z1, Z1, Z1
-	VPXORQ Z2, Z2, Z2
-	VPXORQ Z3, Z3, Z3
-	VPXORQ Z4, Z4, Z4
-	VPXORQ Z5, Z5, Z5
-	VPXORQ Z6, Z6, Z6
-	VPXORQ Z7, Z7, Z7
+	ZEROACC8
 	XORQ BX, BX
 	VPXORQ Z28, Z28, Z28
 	VPXORQ Z29, Z29, Z29
@@ -217,14 +236,7 @@ itail:
 	JMP  itail
 idone:
 	MOVQ acc+24(FP), AX
-	VMOVUPD Z0, 0(AX)
-	VMOVUPD Z1, 64(AX)
-	VMOVUPD Z2, 128(AX)
-	VMOVUPD Z3, 192(AX)
-	VMOVUPD Z4, 256(AX)
-	VMOVUPD Z5, 320(AX)
-	VMOVUPD Z6, 384(AX)
-	VMOVUPD Z7, 448(AX)
+	STOREACC8
 	// a bf16 exponent of 255 (Inf/NaN) shows as a rotated word >= 0xFF00
 	VPMAXUW Z29, Z28, Z28
 	MOVL $0xff00, AX
@@ -239,25 +251,11 @@ idone:
 // 8 float32 rows: each step widens 8 weights (VCVTPS2PD) and accumulates.
 TEXT ·f32Rows8AVX512(SB), NOSPLIT, $0-32
 	MOVQ rows+0(FP), AX
-	MOVQ 0(AX), SI
-	MOVQ 8(AX), DI
-	MOVQ 16(AX), R8
-	MOVQ 24(AX), R9
-	MOVQ 32(AX), R10
-	MOVQ 40(AX), R11
-	MOVQ 48(AX), R12
-	MOVQ 56(AX), R13
+	LOADPTRS8
 	MOVQ x+8(FP), DX
 	MOVQ n+16(FP), CX
 	SHLQ $2, CX
-	VPXORQ Z0, Z0, Z0
-	VPXORQ Z1, Z1, Z1
-	VPXORQ Z2, Z2, Z2
-	VPXORQ Z3, Z3, Z3
-	VPXORQ Z4, Z4, Z4
-	VPXORQ Z5, Z5, Z5
-	VPXORQ Z6, Z6, Z6
-	VPXORQ Z7, Z7, Z7
+	ZEROACC8
 	XORQ BX, BX
 	LEAQ -64(CX), R14
 	CMPQ BX, R14
@@ -332,14 +330,7 @@ f32tail:
 	JMP  f32tail
 f32done:
 	MOVQ acc+24(FP), AX
-	VMOVUPD Z0, 0(AX)
-	VMOVUPD Z1, 64(AX)
-	VMOVUPD Z2, 128(AX)
-	VMOVUPD Z3, 192(AX)
-	VMOVUPD Z4, 256(AX)
-	VMOVUPD Z5, 320(AX)
-	VMOVUPD Z6, 384(AX)
-	VMOVUPD Z7, 448(AX)
+	STOREACC8
 	VZEROUPPER
 	RET
 
@@ -439,14 +430,7 @@ dmxdone:
 // of 8), element i into lane i mod 8, ascending.
 TEXT ·gemm6x4AVX512(SB), NOSPLIT, $0-16
 	MOVQ a+0(FP), AX
-	MOVQ 0(AX), SI
-	MOVQ 8(AX), DI
-	MOVQ 16(AX), R8
-	MOVQ 24(AX), R9
-	MOVQ 32(AX), R10
-	MOVQ 40(AX), R11
-	MOVQ 48(AX), R12
-	MOVQ 56(AX), R13
+	LOADPTRS8
 	MOVQ 64(AX), R14
 	MOVQ 72(AX), DX
 	MOVQ 88(AX), CX
@@ -590,14 +574,7 @@ TEXT ·tvecAVX512(SB), NOSPLIT, $0-48
 	MOVQ x+24(FP), DI
 	MOVQ n+32(FP), CX
 
-	VPXORQ Z0, Z0, Z0
-	VPXORQ Z1, Z1, Z1
-	VPXORQ Z2, Z2, Z2
-	VPXORQ Z3, Z3, Z3
-	VPXORQ Z4, Z4, Z4
-	VPXORQ Z5, Z5, Z5
-	VPXORQ Z6, Z6, Z6
-	VPXORQ Z7, Z7, Z7
+	ZEROACC8
 	TESTQ CX, CX
 	JEQ  tvdone
 	CMPB bf16+16(FP), $0
@@ -665,14 +642,7 @@ tvbf:
 	JNZ  tvbf
 tvdone:
 	MOVQ out+40(FP), AX
-	VMOVUPD Z0, 0(AX)
-	VMOVUPD Z1, 64(AX)
-	VMOVUPD Z2, 128(AX)
-	VMOVUPD Z3, 192(AX)
-	VMOVUPD Z4, 256(AX)
-	VMOVUPD Z5, 320(AX)
-	VMOVUPD Z6, 384(AX)
-	VMOVUPD Z7, 448(AX)
+	STOREACC8
 	VZEROUPPER
 	RET
 
@@ -779,14 +749,7 @@ mixcond:
 // func mxfp4Rows8AVX512(a *mxArgs, x *float64, n int, acc *[64]float64)
 TEXT ·mxfp4Rows8AVX512(SB), NOSPLIT, $0-32
 	MOVQ a+0(FP), AX
-	MOVQ 0(AX), SI
-	MOVQ 8(AX), DI
-	MOVQ 16(AX), R8
-	MOVQ 24(AX), R9
-	MOVQ 32(AX), R10
-	MOVQ 40(AX), R11
-	MOVQ 48(AX), R12
-	MOVQ 56(AX), R13
+	LOADPTRS8
 	MOVQ 232(AX), R15
 	VMOVDQU64 144(AX), Z9
 	MOVQ $32, R14
@@ -797,14 +760,7 @@ TEXT ·mxfp4Rows8AVX512(SB), NOSPLIT, $0-32
 	SHRQ $1, R14         // packed bytes per row
 	XORQ BX, BX
 	XORQ CX, CX
-	VPXORQ Z0, Z0, Z0
-	VPXORQ Z1, Z1, Z1
-	VPXORQ Z2, Z2, Z2
-	VPXORQ Z3, Z3, Z3
-	VPXORQ Z4, Z4, Z4
-	VPXORQ Z5, Z5, Z5
-	VPXORQ Z6, Z6, Z6
-	VPXORQ Z7, Z7, Z7
+	ZEROACC8
 	MOVQ R14, n+16(FP)   // packed bytes per row
 	TESTQ R14, R14
 	JEQ  msdone
@@ -826,13 +782,6 @@ ms1:
 	JLT  ms1
 msdone:
 	MOVQ acc+24(FP), AX
-	VMOVUPD Z0, 0(AX)
-	VMOVUPD Z1, 64(AX)
-	VMOVUPD Z2, 128(AX)
-	VMOVUPD Z3, 192(AX)
-	VMOVUPD Z4, 256(AX)
-	VMOVUPD Z5, 320(AX)
-	VMOVUPD Z6, 384(AX)
-	VMOVUPD Z7, 448(AX)
+	STOREACC8
 	VZEROUPPER
 	RET
