@@ -116,6 +116,39 @@ func (s *scanner) sep(closing byte) (more bool, err *hdrError) {
 	return false, s.errf("expected ',' or %s, found %s", quoteByte(closing), quoteByte(c))
 }
 
+// object parses a JSON object whose '{' comes next (what names it if it
+// does not). member is called with each key, before its ':' (read it with
+// colon), and parses the value.
+func (s *scanner) object(what string, member func(key string) *hdrError) *hdrError {
+	if err := s.expect('{', what); err != nil {
+		return err
+	}
+	c, err := s.next()
+	if err != nil {
+		return err
+	}
+	if c == '}' {
+		s.i++
+		return nil
+	}
+	for {
+		key, err := s.str()
+		if err != nil {
+			return err
+		}
+		if err = member(key); err != nil {
+			return err
+		}
+		more, err := s.sep('}')
+		if err != nil || !more {
+			return err
+		}
+	}
+}
+
+// colon consumes the ':' after an object key.
+func (s *scanner) colon() *hdrError { return s.expect(':', "':'") }
+
 func quoteByte(c byte) string {
 	if c >= 0x20 && c < 0x7f {
 		return fmt.Sprintf("'%c'", c)
@@ -318,29 +351,12 @@ func (s *scanner) skipValue(depth int) *hdrError {
 		_, err = s.str()
 		return err
 	case c == '{':
-		s.i++
-		if c, err = s.next(); err != nil {
-			return err
-		}
-		if c == '}' {
-			s.i++
-			return nil
-		}
-		for {
-			if _, err = s.str(); err != nil {
+		return s.object("'{'", func(string) *hdrError {
+			if err := s.colon(); err != nil {
 				return err
 			}
-			if err = s.expect(':', "':'"); err != nil {
-				return err
-			}
-			if err = s.skipValue(depth + 1); err != nil {
-				return err
-			}
-			more, err := s.sep('}')
-			if err != nil || !more {
-				return err
-			}
-		}
+			return s.skipValue(depth + 1)
+		})
 	case c == '[':
 		s.i++
 		if c, err = s.next(); err != nil {
@@ -432,53 +448,32 @@ func parseHeader(b string, dataLen int64) (*header, *hdrError) {
 	h.entries = make([]entry, 0, est)
 	h.shapes = make([]int64, 0, 2*est)
 	s := &scanner{b: b}
-	if err := s.expect('{', "'{' opening the header"); err != nil {
-		return nil, err
-	}
-	c, err := s.next()
+	err := s.object("'{' opening the header", func(key string) *hdrError {
+		err := s.colon()
+		switch {
+		case err != nil:
+			return err
+		case key == metadataKey:
+			if h.meta != nil {
+				return s.errf("duplicate %s", metadataKey)
+			}
+			h.meta, err = s.metadata()
+			return err
+		case len(key) == 0:
+			return s.errf("empty tensor name")
+		case len(h.shapes) > math.MaxInt32-MaxRank:
+			return s.errf("header too large")
+		}
+		e := entry{name: key}
+		if err = s.tensorEntry(h, &e, dataLen); err != nil {
+			err.tensor = key
+			return err
+		}
+		h.entries = append(h.entries, e)
+		return nil
+	})
 	if err != nil {
 		return nil, err
-	}
-	if c == '}' {
-		s.i++
-	} else {
-		for {
-			key, err := s.str()
-			if err != nil {
-				return nil, err
-			}
-			if err = s.expect(':', "':'"); err != nil {
-				return nil, err
-			}
-			if key == metadataKey {
-				if h.meta != nil {
-					return nil, s.errf("duplicate %s", metadataKey)
-				}
-				if h.meta, err = s.metadata(); err != nil {
-					return nil, err
-				}
-			} else {
-				if len(key) == 0 {
-					return nil, s.errf("empty tensor name")
-				}
-				if len(h.shapes) > math.MaxInt32-MaxRank {
-					return nil, s.errf("header too large")
-				}
-				e := entry{name: key}
-				if err = s.tensorEntry(h, &e, dataLen); err != nil {
-					err.tensor = key
-					return nil, err
-				}
-				h.entries = append(h.entries, e)
-			}
-			more, err := s.sep('}')
-			if err != nil {
-				return nil, err
-			}
-			if !more {
-				break
-			}
-		}
 	}
 	s.ws()
 	if s.i != len(b) {
@@ -492,129 +487,93 @@ func parseHeader(b string, dataLen int64) (*header, *hdrError) {
 
 // metadata parses the __metadata__ object: string keys to string values.
 func (s *scanner) metadata() (map[string]string, *hdrError) {
-	if err := s.expect('{', "'{' opening __metadata__"); err != nil {
-		return nil, err
-	}
 	m := map[string]string{}
-	c, err := s.next()
-	if err != nil {
-		return nil, err
-	}
-	if c == '}' {
-		s.i++
-		return m, nil
-	}
-	for {
-		k, err := s.str()
-		if err != nil {
-			return nil, err
-		}
+	err := s.object("'{' opening __metadata__", func(k string) *hdrError {
 		if _, dup := m[k]; dup {
-			return nil, s.errf("duplicate %s key %q", metadataKey, k)
+			return s.errf("duplicate %s key %q", metadataKey, k)
 		}
-		if err = s.expect(':', "':'"); err != nil {
-			return nil, err
+		if err := s.colon(); err != nil {
+			return err
 		}
-		if c, err = s.next(); err != nil {
-			return nil, err
-		}
-		if c != '"' {
-			return nil, s.errf("%s value for %q is not a string", metadataKey, k)
+		if c, err := s.next(); err != nil {
+			return err
+		} else if c != '"' {
+			return s.errf("%s value for %q is not a string", metadataKey, k)
 		}
 		v, err := s.str()
 		if err != nil {
-			return nil, err
+			return err
 		}
 		m[k] = v
-		more, err := s.sep('}')
-		if err != nil {
-			return nil, err
-		}
-		if !more {
-			return m, nil
-		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
+	return m, nil
 }
 
 // tensorEntry parses {"dtype":..,"shape":[..],"data_offsets":[a,b]} and
 // validates it against dataLen.
 func (s *scanner) tensorEntry(h *header, e *entry, dataLen int64) *hdrError {
-	if err := s.expect('{', "'{' opening the tensor entry"); err != nil {
-		return err
-	}
 	const (
 		seenDType = 1 << iota
 		seenShape
 		seenOffsets
 	)
 	seen := 0
-	c, err := s.next()
+	err := s.object("'{' opening the tensor entry", func(key string) *hdrError {
+		var bit int
+		switch key {
+		case "dtype":
+			bit = seenDType
+		case "shape":
+			bit = seenShape
+		case "data_offsets":
+			bit = seenOffsets
+		default:
+			return s.errf("unknown key %q in tensor entry", key)
+		}
+		if seen&bit != 0 {
+			return s.errf("duplicate key %q in tensor entry", key)
+		}
+		seen |= bit
+		if err := s.colon(); err != nil {
+			return err
+		}
+		switch bit {
+		case seenDType:
+			v, err := s.str()
+			if err != nil {
+				return err
+			}
+			dt, ok := dtypeFromString(v)
+			if !ok {
+				return &hdrError{msg: unsupportedDType(v)}
+			}
+			e.dtype = dt
+		case seenShape:
+			vals, n, err := s.intArray(MaxRank, "shape")
+			if err != nil {
+				return err
+			}
+			e.shapeOff = int32(len(h.shapes))
+			e.rank = int8(n)
+			h.shapes = append(h.shapes, vals[:n]...)
+		case seenOffsets:
+			offs, n, err := s.intArray(2, "data_offsets")
+			if err != nil {
+				return err
+			}
+			if n != 2 {
+				return s.errf("data_offsets has %d values, want 2", n)
+			}
+			e.start, e.end = offs[0], offs[1]
+		}
+		return nil
+	})
 	if err != nil {
 		return err
-	}
-	if c == '}' {
-		s.i++
-	} else {
-		for {
-			key, err := s.str()
-			if err != nil {
-				return err
-			}
-			var bit int
-			switch key {
-			case "dtype":
-				bit = seenDType
-			case "shape":
-				bit = seenShape
-			case "data_offsets":
-				bit = seenOffsets
-			default:
-				return s.errf("unknown key %q in tensor entry", key)
-			}
-			if seen&bit != 0 {
-				return s.errf("duplicate key %q in tensor entry", key)
-			}
-			seen |= bit
-			if err = s.expect(':', "':'"); err != nil {
-				return err
-			}
-			switch bit {
-			case seenDType:
-				v, err := s.str()
-				if err != nil {
-					return err
-				}
-				dt, ok := dtypeFromString(v)
-				if !ok {
-					return &hdrError{msg: unsupportedDType(v)}
-				}
-				e.dtype = dt
-			case seenShape:
-				vals, n, err := s.intArray(MaxRank, "shape")
-				if err != nil {
-					return err
-				}
-				e.shapeOff = int32(len(h.shapes))
-				e.rank = int8(n)
-				h.shapes = append(h.shapes, vals[:n]...)
-			case seenOffsets:
-				offs, n, err := s.intArray(2, "data_offsets")
-				if err != nil {
-					return err
-				}
-				if n != 2 {
-					return s.errf("data_offsets has %d values, want 2", n)
-				}
-				e.start, e.end = offs[0], offs[1]
-			}
-			more, err := s.sep('}')
-			if err != nil {
-				return err
-			}
-			if !more {
-				break
-			}
-		}
 	}
 	switch {
 	case seen&seenDType == 0:

@@ -34,93 +34,49 @@ func parseIndex(b string) (*index, *hdrError) {
 	s := &scanner{b: b}
 	fileIdx := map[string]int32{}
 	x.entries = make([]indexEntry, 0, len(b)/96+1)
-	if err := s.expect('{', "'{' opening the index"); err != nil {
-		return nil, err
-	}
-	c, err := s.next()
+	seenMap := false
+	err := s.object("'{' opening the index", func(key string) *hdrError {
+		if err := s.colon(); err != nil {
+			return err
+		}
+		if key != "weight_map" {
+			return s.skipValue(0)
+		}
+		if seenMap {
+			return s.errf("duplicate weight_map")
+		}
+		seenMap = true
+		return s.object("'{' opening weight_map", func(name string) *hdrError {
+			if name == "" {
+				return s.errf("empty tensor name in weight_map")
+			}
+			if err := s.colon(); err != nil {
+				return err
+			}
+			if c, err := s.next(); err != nil {
+				return err
+			} else if c != '"' {
+				return &hdrError{tensor: name, msg: s.errf("weight_map value is not a string").msg}
+			}
+			f, err := s.str()
+			if err != nil {
+				return err
+			}
+			fi, ok := fileIdx[f]
+			if !ok {
+				if f == "" || f == "." || f == ".." || strings.ContainsAny(f, "/\\") {
+					return &hdrError{tensor: name, msg: fmt.Sprintf("weight_map names %q, which is not a plain file name", f)}
+				}
+				fi = int32(len(x.files))
+				fileIdx[f] = fi
+				x.files = append(x.files, f)
+			}
+			x.entries = append(x.entries, indexEntry{name: name, file: fi})
+			return nil
+		})
+	})
 	if err != nil {
 		return nil, err
-	}
-	seenMap := false
-	if c == '}' {
-		s.i++
-	} else {
-		for {
-			key, err := s.str()
-			if err != nil {
-				return nil, err
-			}
-			isMap := key == "weight_map"
-			if err = s.expect(':', "':'"); err != nil {
-				return nil, err
-			}
-			if !isMap {
-				if err = s.skipValue(0); err != nil {
-					return nil, err
-				}
-			} else {
-				if seenMap {
-					return nil, s.errf("duplicate weight_map")
-				}
-				seenMap = true
-				if err = s.expect('{', "'{' opening weight_map"); err != nil {
-					return nil, err
-				}
-				if c, err = s.next(); err != nil {
-					return nil, err
-				}
-				if c == '}' {
-					s.i++
-				} else {
-					for {
-						name, err := s.str()
-						if err != nil {
-							return nil, err
-						}
-						if name == "" {
-							return nil, s.errf("empty tensor name in weight_map")
-						}
-						if err = s.expect(':', "':'"); err != nil {
-							return nil, err
-						}
-						if c, err = s.next(); err != nil {
-							return nil, err
-						}
-						if c != '"' {
-							return nil, &hdrError{tensor: name, msg: s.errf("weight_map value is not a string").msg}
-						}
-						f, err := s.str()
-						if err != nil {
-							return nil, err
-						}
-						fi, ok := fileIdx[f]
-						if !ok {
-							if f == "" || f == "." || f == ".." || strings.ContainsAny(f, "/\\") {
-								return nil, &hdrError{tensor: name, msg: fmt.Sprintf("weight_map names %q, which is not a plain file name", f)}
-							}
-							fi = int32(len(x.files))
-							fileIdx[f] = fi
-							x.files = append(x.files, f)
-						}
-						x.entries = append(x.entries, indexEntry{name: name, file: fi})
-						more, err := s.sep('}')
-						if err != nil {
-							return nil, err
-						}
-						if !more {
-							break
-						}
-					}
-				}
-			}
-			more, err := s.sep('}')
-			if err != nil {
-				return nil, err
-			}
-			if !more {
-				break
-			}
-		}
 	}
 	s.ws()
 	if s.i != len(b) {
