@@ -61,8 +61,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 }
 
 func benchKernels(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("k3 bench kernels", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("k3 bench kernels", stderr)
 	jsonOut := fs.Bool("json", false, "one JSON object per line instead of a table")
 	quick := fs.Bool("quick", false, "short measurements (the whole run in under 40 s)")
 	threads := fs.Int("threads", 0, "threads of the multi-threaded measurements (0: physical cores)")

@@ -50,13 +50,9 @@ func cmdChat(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "usage: k3 chat MODEL_DIR [flags]")
 		fs.PrintDefaults()
 	}
-	pos, code := parseArgs(fs, args)
+	pos, code := parseN(fs, args, 1, stderr, "k3 chat: give exactly one MODEL_DIR (run 'k3 chat -h' for the flags)")
 	if code >= 0 {
 		return code
-	}
-	if len(pos) != 1 {
-		fmt.Fprintln(stderr, "k3 chat: give exactly one MODEL_DIR (run 'k3 chat -h' for the flags)")
-		return ExitUsage
 	}
 	if code := mf.resolve(fs, stdout, stderr); code >= 0 {
 		return code

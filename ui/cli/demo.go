@@ -26,13 +26,9 @@ func cmdDemo(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "usage: k3 demo DIR [--size small|medium|large]")
 		fs.PrintDefaults()
 	}
-	pos, code := parseArgs(fs, args)
+	pos, code := parseN(fs, args, 1, stderr, "k3 demo: give exactly one DIR to write the demo checkpoint into")
 	if code >= 0 {
 		return code
-	}
-	if len(pos) != 1 {
-		fmt.Fprintln(stderr, "k3 demo: give exactly one DIR to write the demo checkpoint into")
-		return ExitUsage
 	}
 	var spec synth.Spec
 	switch *size {

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -24,8 +23,7 @@ func (d *storeDirs) Set(s string) error { *d = append(*d, s); return nil }
 var doctorOptions = func(o doctor.Options) doctor.Options { return o }
 
 func runDoctor(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("doctor", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("doctor", stderr)
 	var dirs storeDirs
 	fs.Var(&dirs, "dir", "directory to check (model, trunk; repeatable; default: current directory)")
 	asJSON := fs.Bool("json", false, "print one JSON object")

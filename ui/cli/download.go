@@ -2,7 +2,6 @@ package cli
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -22,8 +21,7 @@ func init() {
 var downloadNewClient = hub.NewClient
 
 func runDownload(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("download", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("download", stderr)
 	layers := fs.Int("layers", 0, "fetch only the shards the first N layers need, plus config and tokenizer files")
 	rev := fs.String("revision", "main", "branch, tag or 40-hex commit; a branch is resolved once and pinned in k3-manifest.json")
 	jobs := fs.Int("jobs", 4, "files downloaded in parallel")
@@ -37,13 +35,9 @@ func runDownload(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "~/.cache/huggingface/token (HF_TOKEN_PATH) and never printed.")
 		fs.PrintDefaults()
 	}
-	pos, code := parseArgs(fs, args)
+	pos, code := parseN(fs, args, 1, stderr, "")
 	if code >= 0 {
 		return code
-	}
-	if len(pos) != 1 {
-		fs.Usage()
-		return ExitUsage
 	}
 	if *layers < 0 || *jobs < 1 || *jobs > 64 {
 		fmt.Fprintln(stderr, "k3 download: --layers must be >= 1 and --jobs between 1 and 64")

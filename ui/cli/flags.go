@@ -48,6 +48,25 @@ func parseArgs(fs *flag.FlagSet, args []string) ([]string, int) {
 	return pos, -1
 }
 
+// parseN is parseArgs for a command that takes exactly n positional
+// arguments: for another count it prints msg (the usage if msg is "") and
+// returns ExitUsage.
+func parseN(fs *flag.FlagSet, args []string, n int, stderr io.Writer, msg string) ([]string, int) {
+	pos, code := parseArgs(fs, args)
+	if code >= 0 {
+		return nil, code
+	}
+	if len(pos) != n {
+		if msg == "" {
+			fs.Usage()
+		} else {
+			fmt.Fprintln(stderr, msg)
+		}
+		return nil, ExitUsage
+	}
+	return pos, -1
+}
+
 // intList is a repeatable integer flag (--stop-id 1 --stop-id 2).
 type intList []int
 

@@ -36,13 +36,9 @@ func runPack(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "exit codes: 0 ok, 1 failure, 2 usage or refused TRUNK_DIR (see --force), 3 TRUNK_DIR not writable, 5 interrupted")
 		fs.PrintDefaults()
 	}
-	pos, code := parseArgs(fs, args)
+	pos, code := parseN(fs, args, 2, stderr, "")
 	if code >= 0 {
 		return code
-	}
-	if len(pos) != 2 {
-		fs.Usage()
-		return ExitUsage
 	}
 	if *bufMB < 1 || *bufMB > 1024 {
 		fmt.Fprintln(stderr, "k3 pack: --buffer-mb must be 1..1024")

@@ -87,13 +87,9 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "usage: k3 run MODEL_DIR (--ids 1,2,3 | --prompt TEXT | --prompt-file PATH) [flags]")
 		fs.PrintDefaults()
 	}
-	pos, code := parseArgs(fs, args)
+	pos, code := parseN(fs, args, 1, stderr, "k3 run: give exactly one MODEL_DIR (run 'k3 run -h' for the flags)")
 	if code >= 0 {
 		return code
-	}
-	if len(pos) != 1 {
-		fmt.Fprintln(stderr, "k3 run: give exactly one MODEL_DIR (run 'k3 run -h' for the flags)")
-		return ExitUsage
 	}
 	dir := pos[0]
 	nsrc := 0

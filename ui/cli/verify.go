@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -26,8 +25,7 @@ func storeInterrupt() (context.Context, func()) {
 }
 
 func runVerify(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("verify", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("verify", stderr)
 	sha := fs.Bool("sha256", false, "hash every file and compare with k3-manifest.json (reads the whole checkpoint)")
 	layers := fs.Int("layers", 0, "check only the shards the first N layers need (partial sets; needs model.safetensors.index.json)")
 	jobs := fs.Int("jobs", 0, "files hashed in parallel (default min(4, cores))")
@@ -38,13 +36,9 @@ func runVerify(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "tokenizer_config.json). Exit 0 only when everything needed is present and right.")
 		fs.PrintDefaults()
 	}
-	pos, code := parseArgs(fs, args)
+	pos, code := parseN(fs, args, 1, stderr, "")
 	if code >= 0 {
 		return code
-	}
-	if len(pos) != 1 {
-		fs.Usage()
-		return ExitUsage
 	}
 	if *layers < 0 {
 		fmt.Fprintln(stderr, "k3 verify: --layers must be >= 1")
