@@ -338,14 +338,7 @@ func kdaStep(S, q, k, v, alpha []float32, beta float64, u []float64, delta, o []
 			row[j] *= a
 		}
 	}
-	clear(u)
-	for i := 0; i < d; i++ {
-		ki := float64(k[i])
-		row := S[i*d : (i+1)*d]
-		for j, sv := range row {
-			u[j] += ki * float64(sv)
-		}
-	}
+	stateTVec(u, S, k)
 	for j := range delta {
 		delta[j] = float32(beta * (float64(v[j]) - u[j]))
 	}
@@ -356,16 +349,23 @@ func kdaStep(S, q, k, v, alpha []float32, beta float64, u []float64, delta, o []
 			row[j] = float32(float64(row[j]) + ki*float64(delta[j]))
 		}
 	}
-	clear(u)
-	for i := 0; i < d; i++ {
-		qi := float64(q[i])
-		row := S[i*d : (i+1)*d]
-		for j, sv := range row {
-			u[j] += qi * float64(sv)
-		}
-	}
+	stateTVec(u, S, q)
 	for j := range o {
 		o[j] = float32(u[j])
+	}
+}
+
+// stateTVec sets u = Sᵀx for a d x d state S (d = len(x)), each sum over the
+// key rows i ascending in float64.
+func stateTVec(u []float64, S, x []float32) {
+	d := len(x)
+	clear(u)
+	for i, xv := range x {
+		xi := float64(xv)
+		row := S[i*d : (i+1)*d]
+		for j, sv := range row {
+			u[j] += xi * float64(sv)
+		}
 	}
 }
 
