@@ -71,31 +71,14 @@ func specialVec(r *rand.Rand, n int) []float32 {
 type testMats struct{ f32, bf16, mx *Mat }
 
 func makeMats(r *rand.Rand, rows, cols int) testMats {
-	w := specialVec(r, rows*cols)
-	b := make([]uint16, len(w))
-	for i := range w {
-		b[i] = uint16(math.Float32bits(w[i]) >> 16) // truncation keeps subnormals
-	}
-	tm := testMats{
-		f32:  &Mat{DType: F32, Rows: rows, Cols: cols, F32: w},
-		bf16: &Mat{DType: BF16, Rows: rows, Cols: cols, BF16: b},
-	}
-	if cols%MXGroup == 0 {
-		packed := make([]byte, rows*cols/2)
-		for i := range packed {
-			packed[i] = byte(r.Uint32())
-		}
-		scales := make([]byte, rows*cols/MXGroup)
-		for i := range scales {
+	return testMatsOf(rows, cols, specialVec(r, rows*cols),
+		func() byte { return byte(r.Uint32()) },
+		func() byte {
 			if r.IntN(2) == 0 {
-				scales[i] = byte(r.IntN(256)) // every E8M0 value, incl. 255
-			} else {
-				scales[i] = byte(110 + r.IntN(30))
+				return byte(r.IntN(256)) // every E8M0 value, incl. 255
 			}
-		}
-		tm.mx = &Mat{DType: MXFP4, Rows: rows, Cols: cols, Packed: packed, Scales: scales}
-	}
-	return tm
+			return byte(110 + r.IntN(30))
+		})
 }
 
 // cancelMats builds matrices whose rows hold pairs of huge products that
@@ -113,6 +96,21 @@ func cancelMats(r *rand.Rand, rows, cols int) testMats {
 			i++
 		}
 	}
+	return testMatsOf(rows, cols, w,
+		func() byte {
+			c := byte(r.IntN(16))
+			if r.IntN(2) == 0 {
+				return c | (c^8)<<4 // opposite values in one byte
+			}
+			return c | byte(r.IntN(16))<<4
+		},
+		func() byte { return byte(100 + 40*r.IntN(2) + r.IntN(4)) })
+}
+
+// testMatsOf wraps w as f32 and bf16 (truncated: subnormals stay) matrices
+// and, when cols is a multiple of MXGroup, an MXFP4 one whose packed bytes
+// and then scales come from packed() and scale() in order.
+func testMatsOf(rows, cols int, w []float32, packed, scale func() byte) testMats {
 	b := make([]uint16, len(w))
 	for i := range w {
 		b[i] = uint16(math.Float32bits(w[i]) >> 16)
@@ -122,20 +120,15 @@ func cancelMats(r *rand.Rand, rows, cols int) testMats {
 		bf16: &Mat{DType: BF16, Rows: rows, Cols: cols, BF16: b},
 	}
 	if cols%MXGroup == 0 {
-		packed := make([]byte, rows*cols/2)
-		for i := range packed {
-			c := byte(r.IntN(16))
-			if r.IntN(2) == 0 {
-				packed[i] = c | (c^8)<<4 // opposite values in one byte
-			} else {
-				packed[i] = c | byte(r.IntN(16))<<4
-			}
+		p := make([]byte, rows*cols/2)
+		for i := range p {
+			p[i] = packed()
 		}
-		scales := make([]byte, rows*cols/MXGroup)
-		for i := range scales {
-			scales[i] = byte(100 + 40*r.IntN(2) + r.IntN(4))
+		sc := make([]byte, rows*cols/MXGroup)
+		for i := range sc {
+			sc[i] = scale()
 		}
-		tm.mx = &Mat{DType: MXFP4, Rows: rows, Cols: cols, Packed: packed, Scales: scales}
+		tm.mx = &Mat{DType: MXFP4, Rows: rows, Cols: cols, Packed: p, Scales: sc}
 	}
 	return tm
 }
