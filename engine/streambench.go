@@ -55,13 +55,23 @@ func prepareBench(ctx context.Context, dir string, spec synth.Spec, logf func(st
 	if _, err := os.Stat(filepath.Join(model, "model.safetensors.index.json")); err != nil {
 		logf("generating the benchmark checkpoint in %s (once)", model)
 		os.RemoveAll(model)
-		if err := synth.Write(model, spec); err != nil {
+		err := synth.WriteProgress(ctx, model, spec, func(shards, of int, bytes int64) {
+			logf("  shard %d of %d written (%.1f GB so far)", shards, of, float64(bytes)/1e9)
+		})
+		if err != nil {
 			return "", "", err
 		}
 	}
 	if _, err := os.Stat(filepath.Join(tr, trunk.ManifestFile)); err != nil {
 		logf("packing its trunk into %s (once)", tr)
-		if _, err := trunk.Pack(ctx, model, tr, trunk.Options{}); err != nil {
+		last := time.Now()
+		progress := func(p trunk.Progress) {
+			if p.Phase == trunk.PhasePack && time.Since(last) >= 5*time.Second {
+				last = time.Now()
+				logf("  packed %.1f of %.1f GB", float64(p.BytesDone)/1e9, float64(p.BytesTotal)/1e9)
+			}
+		}
+		if _, err := trunk.Pack(ctx, model, tr, trunk.Options{Progress: progress}); err != nil {
 			return "", "", err
 		}
 	}

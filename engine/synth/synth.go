@@ -7,6 +7,7 @@
 package synth
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -169,7 +170,12 @@ func (g *gen) mxfp4(name string, rows, cols int) {
 
 // Write generates the checkpoint into dir: config.json, one shard per layer
 // plus one for the embeddings and head, and model.safetensors.index.json.
-func Write(dir string, s Spec) error {
+func Write(dir string, s Spec) error { return WriteProgress(context.Background(), dir, s, nil) }
+
+// WriteProgress is Write that stops between shards when ctx is done and calls
+// progress (if set) after each shard with the shards and bytes written so
+// far. The index is written last, so an interrupted checkpoint has none.
+func WriteProgress(ctx context.Context, dir string, s Spec, progress func(shards, of int, bytes int64)) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
@@ -181,6 +187,9 @@ func Write(dir string, s Spec) error {
 	weightMap := map[string]string{}
 	var total int64
 	for shard := 0; shard < n; shard++ {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		g := &gen{r: rand.New(rand.NewPCG(s.Seed, uint64(shard)+1)), f32: s.F32Trunk}
 		if shard == s.Layers {
 			s.globals(g)
@@ -194,6 +203,9 @@ func Write(dir string, s Spec) error {
 		for _, t := range g.list {
 			weightMap[t.Name] = name
 			total += int64(len(t.Data))
+		}
+		if progress != nil {
+			progress(shard+1, n, total)
 		}
 	}
 	idx, _ := json.MarshalIndent(map[string]any{"metadata": map[string]any{"total_size": total}, "weight_map": weightMap}, "", "  ")

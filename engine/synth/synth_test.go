@@ -2,6 +2,8 @@ package synth_test
 
 import (
 	"context"
+	"encoding/json"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -46,5 +48,53 @@ func TestSmallRuns(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestWriteProgress: progress comes once per shard with the bytes written so
+// far (the index's total_size at the end); a cancelled write leaves no index.
+func TestWriteProgress(t *testing.T) {
+	spec := synth.Small()
+	dir := filepath.Join(t.TempDir(), "m")
+	var calls []int
+	var last int64
+	err := synth.WriteProgress(context.Background(), dir, spec, func(shards, of int, bytes int64) {
+		if of != spec.Layers+1 || bytes <= last {
+			t.Errorf("progress %d of %d, %d bytes after %d", shards, of, bytes, last)
+		}
+		calls = append(calls, shards)
+		last = bytes
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(calls) != spec.Layers+1 || calls[len(calls)-1] != spec.Layers+1 {
+		t.Fatalf("progress calls %v for %d shards", calls, spec.Layers+1)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "model.safetensors.index.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var idx struct {
+		Metadata struct {
+			TotalSize int64 `json:"total_size"`
+		} `json:"metadata"`
+	}
+	if err := json.Unmarshal(b, &idx); err != nil || idx.Metadata.TotalSize != last {
+		t.Fatalf("index total_size %d (err %v), progress ended at %d", idx.Metadata.TotalSize, err, last)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	dir2 := filepath.Join(t.TempDir(), "m")
+	err = synth.WriteProgress(ctx, dir2, spec, func(shards, of int, bytes int64) {
+		if shards == 1 {
+			cancel()
+		}
+	})
+	if err != context.Canceled {
+		t.Fatalf("cancelled write: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir2, "model.safetensors.index.json")); !os.IsNotExist(err) {
+		t.Fatalf("a cancelled write left an index (%v)", err)
 	}
 }
