@@ -126,13 +126,7 @@ func matVecSIMD(p *Pool, dst []float32, m *Mat, x []float32, T int, lvl Level) {
 	if lvl == LevelAVX2 {
 		inflight = 4
 	}
-	chunk := rowChunk(m)
-	if m.DType == MXFP4 {
-		// each 8-row block prefetches the next one, so a chunk's first
-		// block starts cold: take longer runs (~256 KiB; 2 threads on a
-		// 3072x3584 expert: 17-18 -> 21-22 GB/s), keeping >= 4 per thread
-		chunk = max(chunk, min(4*chunk, m.Rows/(4*p.Threads())))
-	}
+	chunk := rowChunk(m, p.Threads())
 	chunk = max(inflight, chunk/inflight*inflight)
 	ldd := m.Rows
 	p.Rows(m.Rows, chunk, func(r0, r1 int) {

@@ -429,8 +429,8 @@ func TestSIMDMXFP4LongRuns(t *testing.T) {
 	r := rand.New(rand.NewPCG(17, 18))
 	tm := makeMats(r, 800, 1536)
 	m := tm.mx
-	if c := rowChunk(m); 800/(4*2) <= c+8 {
-		t.Fatalf("shape no longer exercises the long runs (chunk %d)", c)
+	if base, c := int(65536/(m.Bytes()/800)), rowChunk(m, 2); c/8*8 <= base/8*8 {
+		t.Fatalf("shape no longer exercises the long runs (chunk %d, 64 KiB %d)", c, base)
 	}
 	for _, n := range []int{2, 3} {
 		p := NewPool(n)
