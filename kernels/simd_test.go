@@ -422,23 +422,24 @@ func TestSIMDMXFP4AllScales(t *testing.T) {
 	}
 }
 
-// TestSIMDMXFP4LongRuns covers MXFP4 mat-vec rows handed out in the longer
-// runs used when a matrix has many rows per thread (rows/(4*threads) above
-// the 64 KiB chunk): results must still equal the portable path.
-func TestSIMDMXFP4LongRuns(t *testing.T) {
+// TestSIMDLongRuns covers bf16 and MXFP4 mat-vec rows handed out in the
+// long runs used when a matrix has many rows per thread (rows/(4*threads)
+// above the 64 KiB chunk): results must still equal the portable path.
+func TestSIMDLongRuns(t *testing.T) {
 	r := rand.New(rand.NewPCG(17, 18))
 	tm := makeMats(r, 800, 1536)
-	m := tm.mx
-	if base, c := int(65536/(m.Bytes()/800)), rowChunk(m, 2); c/8*8 <= base/8*8 {
-		t.Fatalf("shape no longer exercises the long runs (chunk %d, 64 KiB %d)", c, base)
-	}
-	for _, n := range []int{2, 3} {
-		p := NewPool(n)
-		x := specialVec(r, 1536)
-		want := matMulAt(LevelPortable, nil, m, x, 1)
-		for _, l := range simdLevels(t) {
-			compare(t, fmt.Sprintf("%v threads=%d", l, n), matMulAt(l, p, m, x, 1), want)
+	for _, m := range []*Mat{tm.bf16, tm.mx} {
+		if base, c := int(65536/(m.Bytes()/800)), rowChunk(m, 2); c/8*8 <= base/8*8 {
+			t.Fatalf("%v: shape no longer exercises the long runs (chunk %d, 64 KiB %d)", m.DType, c, base)
 		}
-		p.Close()
+		for _, n := range []int{2, 3} {
+			p := NewPool(n)
+			x := specialVec(r, 1536)
+			want := matMulAt(LevelPortable, nil, m, x, 1)
+			for _, l := range simdLevels(t) {
+				compare(t, fmt.Sprintf("%v %v threads=%d", l, m.DType, n), matMulAt(l, p, m, x, 1), want)
+			}
+			p.Close()
+		}
 	}
 }
