@@ -39,7 +39,7 @@ func benchLayer(args []string, stdout, stderr io.Writer) int {
 	cache, _ := os.UserCacheDir()
 	dir := fs.String("dir", filepath.Join(cache, "k3", "bench"), "where the real-width checkpoint is generated (reused; ~10 GB + trunk)")
 	threads := fs.Int("threads", 0, "threads (0: physical cores)")
-	tokens := fs.Int("tokens", 3, "decode steps measured")
+	tokens := fs.Int("tokens", 8, "decode steps measured (the per-layer times are their mean)")
 	if _, code := parseArgs(fs, args); code >= 0 {
 		return code
 	}
