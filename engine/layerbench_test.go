@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -30,6 +31,29 @@ func TestLayerBenchSmall(t *testing.T) {
 	if len(r.Resident) != 3 || len(r.Streamed) != 3 || r.RAMGBps <= 0 || r.DiskGBps <= 0 || r.PrefillTokensPerS <= 0 {
 		t.Fatalf("%+v", r)
 	}
+	// the limits are the best of the measurements before and after
+	if len(r.RAMRuns) != 2 || len(r.DiskRuns) != 4 {
+		t.Fatalf("RAM runs %v, disk runs %+v", r.RAMRuns, r.DiskRuns)
+	}
+	if r.RAMGBps != max(r.RAMRuns[0], r.RAMRuns[1]) {
+		t.Fatalf("RAM limit %v, runs %v", r.RAMGBps, r.RAMRuns)
+	}
+	best := 0.0
+	for i, d := range r.DiskRuns {
+		want := DiskRun{When: []string{"before", "after"}[i/2], QD: 1 + i%2}
+		if d.When != want.When || d.QD != want.QD || d.Bytes <= 0 || d.GBps <= 0 {
+			t.Fatalf("disk run %d: %+v", i, d)
+		}
+		best = max(best, d.GBps)
+	}
+	if r.DiskGBps != best {
+		t.Fatalf("disk limit %v, runs %+v", r.DiskGBps, r.DiskRuns)
+	}
+	for _, l := range r.Streamed {
+		if want := float64(l.Bytes) / (best * 1e9); l.LimitSeconds != want {
+			t.Fatalf("%s: limit %v s, want %v", l.Kind, l.LimitSeconds, want)
+		}
+	}
 	kinds := []string{"kda+dense", "kda+moe", "mla+moe"}
 	for i, l := range r.Resident {
 		if l.Kind != kinds[i] || l.Bytes <= 0 || l.Seconds <= 0 || l.LimitSeconds <= 0 {
@@ -38,5 +62,36 @@ func TestLayerBenchSmall(t *testing.T) {
 		if i > 0 && l.Bytes <= r.Streamed[i].Bytes-1 && l.Bytes != r.Streamed[i].Bytes {
 			t.Fatalf("resident and streamed byte counts differ: %+v %+v", l, r.Streamed[i])
 		}
+	}
+}
+
+// TestRawRead reads whole aligned files, stops at the limit after the request
+// that reaches it, and gives the same byte count at every queue depth.
+func TestRawRead(t *testing.T) {
+	defer func(n int) { rawReadRequest = n }(rawReadRequest)
+	rawReadRequest = 1 << 20
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a"), filepath.Join(dir, "b")
+	if err := os.WriteFile(a, make([]byte, 5<<20+4096), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(b, make([]byte, 3<<20+100), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for qd := 1; qd <= 3; qd++ {
+		n, sec, err := rawRead([]string{a, b}, 1<<40, qd)
+		if err != nil || n != 8<<20+4096 || sec <= 0 {
+			t.Fatalf("qd %d: %d bytes in %v s, %v", qd, n, sec, err)
+		}
+		if n, _, err := rawRead([]string{a, b}, 2<<20+1, qd); err != nil || n != 3<<20 {
+			t.Fatalf("qd %d with a limit: %d bytes, %v", qd, n, err)
+		}
+	}
+	if _, _, err := rawRead([]string{a, filepath.Join(dir, "missing")}, 1<<40, 2); err == nil {
+		t.Fatal("a missing file read without error")
+	}
+	runs, err := diskReadLimit([]string{a, b}, 1<<40, "before")
+	if err != nil || len(runs) != 2 || runs[0].QD != 1 || runs[1].QD != 2 || runs[1].Bytes != 8<<20+4096 {
+		t.Fatalf("%+v %v", runs, err)
 	}
 }

@@ -2,10 +2,13 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"k3/engine/synth"
@@ -116,23 +119,24 @@ func RunStreamBench(ctx context.Context, model, tr string, tokens int, logf func
 		note = "page cache not dropped (not root); reads are O_DIRECT"
 	}
 	var out []StreamMeasure
-	add := func(kind string, bytes int64, sec float64, raw float64) {
-		m := StreamMeasure{Kind: kind, Bytes: bytes, Seconds: sec, GBps: float64(bytes) / sec / 1e9, Note: note}
-		if raw > 0 {
-			m.RawGBps, m.Ratio = raw, m.GBps/raw
-		}
-		out = append(out, m)
+	add := func(kind string, bytes int64, sec float64) {
+		out = append(out, StreamMeasure{Kind: kind, Bytes: bytes, Seconds: sec, GBps: float64(bytes) / sec / 1e9, Note: note})
 	}
 
-	// raw: the shards, sequentially, 64 MiB at a time
-	rawBytes, rawSec, err := rawRead(files[:len(files)-1], 1<<62)
-	if err != nil {
+	// raw: the shards, 64 MiB at a time, at queue depth 1 and 2; again at
+	// the end, and the best is the limit every ratio is taken against
+	var raws []DiskRun
+	rawRuns := func(when string) error {
+		runs, err := diskReadLimit(files[:len(files)-1], 1<<62, when)
+		for _, r := range runs {
+			logf("raw O_DIRECT read, queue depth %d (%s): %.2f GB/s", r.QD, r.When, r.GBps)
+		}
+		raws = append(raws, runs...)
+		return err
+	}
+	if err := rawRuns("before"); err != nil {
 		return nil, err
 	}
-	raw := float64(rawBytes) / rawSec / 1e9
-	add("raw", rawBytes, rawSec, 0)
-	out[0].RawGBps, out[0].Ratio = raw, 1
-	logf("raw O_DIRECT sequential read: %.2f GB/s", raw)
 
 	// trunk: every layer run
 	trk, err := trunk.Open(tr)
@@ -160,7 +164,7 @@ func RunStreamBench(ctx context.Context, model, tr string, tokens int, logf func
 		}
 		tb += r.Length
 	}
-	add("trunk", tb, time.Since(t0).Seconds(), raw)
+	add("trunk", tb, time.Since(t0).Seconds())
 	trk.Close()
 	rb.Free()
 
@@ -190,7 +194,7 @@ func RunStreamBench(ctx context.Context, model, tr string, tokens int, logf func
 		}
 	}
 	eb := m.Store.Stats().Sub(before).BytesRead
-	add("experts", eb, time.Since(t0).Seconds(), raw)
+	add("experts", eb, time.Since(t0).Seconds())
 
 	// decode at the smallest budgets: every step streams its layers and experts
 	e, err := NewEngineFor(m, 0)
@@ -204,8 +208,120 @@ func RunStreamBench(ctx context.Context, model, tr string, tokens int, logf func
 		return nil, err
 	}
 	d := e.Snapshot().Sub(s0)
-	add("decode", d.TrunkBytesRead+d.Expert.BytesRead, time.Since(t0).Seconds(), raw)
-	last := &out[len(out)-1]
-	last.Note = fmt.Sprintf("%d tokens at the smallest budgets; includes compute", tokens)
-	return out, nil
+	add("decode", d.TrunkBytesRead+d.Expert.BytesRead, time.Since(t0).Seconds())
+	out[len(out)-1].Note = fmt.Sprintf("%d tokens at the smallest budgets; includes compute", tokens)
+	if err := rawRuns("after"); err != nil {
+		return nil, err
+	}
+	// one "raw" line per measurement, first; the limit is the best of them
+	var raw float64
+	var lines []StreamMeasure
+	for _, r := range raws {
+		raw = max(raw, r.GBps)
+		lines = append(lines, StreamMeasure{Kind: "raw", Bytes: r.Bytes, Seconds: r.Seconds, GBps: r.GBps, Note: fmt.Sprintf("queue depth %d, %s", r.QD, r.When)})
+	}
+	for i := range lines {
+		lines[i].RawGBps, lines[i].Ratio = raw, lines[i].GBps/raw
+	}
+	for _, m := range out {
+		m.RawGBps, m.Ratio = raw, m.GBps/raw
+		lines = append(lines, m)
+	}
+	return lines, nil
+}
+
+// DiskRun is one raw O_DIRECT read measurement.
+type DiskRun struct {
+	When    string  `json:"when"` // "before" or "after" what it bounds
+	QD      int     `json:"queue_depth"`
+	Bytes   int64   `json:"bytes"`
+	Seconds float64 `json:"seconds"`
+	GBps    float64 `json:"gbps"`
+}
+
+// diskReadLimit measures what the files' disk gives O_DIRECT reads of
+// 64 MiB into huge pages, at queue depth 1 and at 2, with the page cache
+// dropped before each, reading at most limit bytes each time. The engine
+// reads the trunk and experts with several requests in flight, and here
+// depth 2 reads 5.4-5.6 GB/s where depth 1 reads 3.8-4.4.
+func diskReadLimit(files []string, limit int64, when string) ([]DiskRun, error) {
+	var runs []DiskRun
+	for _, qd := range []int{1, 2} {
+		dropCaches(files)
+		n, sec, err := rawRead(files, limit, qd)
+		if err != nil {
+			return runs, err
+		}
+		runs = append(runs, DiskRun{When: when, QD: qd, Bytes: n, Seconds: sec, GBps: float64(n) / sec / 1e9})
+	}
+	return runs, nil
+}
+
+// rawReadRequest is the size of one raw read (tests shrink it).
+var rawReadRequest = 64 << 20
+
+// rawRead reads the files in order, up to limit bytes, with O_DIRECT in
+// 64 MiB requests into huge pages, qd requests at a time.
+func rawRead(files []string, limit int64, qd int) (int64, float64, error) {
+	req := rawReadRequest
+	type piece struct {
+		f      *direct.File
+		off, n int64
+	}
+	var fs []*direct.File
+	defer func() {
+		for _, f := range fs {
+			f.Close()
+		}
+	}()
+	var pieces []piece
+	var total int64
+	for _, p := range files {
+		f, err := direct.Open(p)
+		if err != nil {
+			return 0, 0, err
+		}
+		fs = append(fs, f)
+		size, err := f.Size()
+		if err != nil {
+			return 0, 0, err
+		}
+		for off := int64(0); off+direct.Align <= size && total < limit; off += int64(req) {
+			k := min(int64(req), direct.AlignDown(size-off))
+			pieces = append(pieces, piece{f, off, k})
+			total += k
+		}
+	}
+	bufs := make([]*direct.Buffer, qd)
+	for i := range bufs {
+		b, err := direct.AllocHuge(req)
+		if err != nil {
+			return 0, 0, err
+		}
+		defer b.Free()
+		bufs[i] = b
+	}
+	var next atomic.Int64
+	errs := make([]error, qd)
+	var wg sync.WaitGroup
+	t0 := time.Now()
+	for w := 0; w < qd; w++ {
+		wg.Add(1)
+		go func(buf []byte) {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(pieces) || errs[w] != nil {
+					return
+				}
+				p := pieces[i]
+				if _, err := p.f.ReadAt(buf[:p.n], p.off); err != nil {
+					errs[w] = err
+				}
+			}
+		}(bufs[w].Bytes())
+	}
+	wg.Wait()
+	sec := time.Since(t0).Seconds()
+	return total, sec, errors.Join(errs...)
 }

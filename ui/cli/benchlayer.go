@@ -31,6 +31,7 @@ type layerBenchLine struct {
 	Preset       string  `json:"preset,omitempty"`
 	TokensPerS   float64 `json:"tokens_per_s,omitempty"`
 	GBps         float64 `json:"gbps,omitempty"`
+	Note         string  `json:"note,omitempty"`
 }
 
 func benchLayer(args []string, stdout, stderr io.Writer) int {
@@ -55,7 +56,8 @@ func benchLayer(args []string, stdout, stderr io.Writer) int {
 		return ExitRuntime
 	}
 	var lines []layerBenchLine
-	lines = append(lines, layerBenchLine{Kind: "bandwidth", Layer: "ram", GBps: r.RAMGBps}, layerBenchLine{Kind: "bandwidth", Layer: "disk", GBps: r.DiskGBps})
+	ramNote, diskNote := layerBenchNotes(r)
+	lines = append(lines, layerBenchLine{Kind: "bandwidth", Layer: "ram", GBps: r.RAMGBps, Note: ramNote}, layerBenchLine{Kind: "bandwidth", Layer: "disk", GBps: r.DiskGBps, Note: diskNote})
 	compute := 0.0
 	for _, t := range r.Resident {
 		lines = append(lines, layerBenchLine{Kind: "resident", Layer: t.Kind, Bytes: t.Bytes, Seconds: t.Seconds, LimitSeconds: t.LimitSeconds, Ratio: t.LimitSeconds / t.Seconds})
@@ -83,7 +85,7 @@ func benchLayer(args []string, stdout, stderr io.Writer) int {
 		}
 		return ExitOK
 	}
-	fmt.Fprintf(stdout, "RAM read %.1f GB/s (%d threads); disk O_DIRECT read %.2f GB/s\n\n", r.RAMGBps, r.Threads, r.DiskGBps)
+	fmt.Fprintf(stdout, "RAM read %.1f GB/s (%d threads; %s)\ndisk O_DIRECT read %.2f GB/s (%s)\n\n", r.RAMGBps, r.Threads, ramNote, r.DiskGBps, diskNote)
 	fmt.Fprintf(stdout, "%-9s %-10s %10s %10s %10s %7s\n", "MODE", "LAYER", "MB/TOKEN", "S/TOKEN", "LIMIT S", "RATIO")
 	for _, l := range lines {
 		if l.Kind == "resident" || l.Kind == "streamed" {
@@ -100,4 +102,24 @@ func benchLayer(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintln(stdout, "(I/O per preset from the doctor's cost model at the disk speed measured here; compute from the resident layers.)")
 	return ExitOK
+}
+
+// layerBenchNotes lists the bandwidth measurements each limit is the best of.
+func layerBenchNotes(r *engine.LayerBench) (ram, disk string) {
+	ram = "best of"
+	for i, g := range r.RAMRuns {
+		if i > 0 {
+			ram += ","
+		}
+		ram += fmt.Sprintf(" %.1f", g)
+	}
+	ram += " before and after the resident runs"
+	disk = "best of"
+	for i, d := range r.DiskRuns {
+		if i > 0 {
+			disk += ","
+		}
+		disk += fmt.Sprintf(" %.2f at queue depth %d %s", d.GBps, d.QD, d.When)
+	}
+	return ram, disk + " the streamed runs"
 }

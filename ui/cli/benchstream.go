@@ -44,11 +44,20 @@ func benchStream(args []string, stdout, stderr io.Writer) int {
 		return ExitOK
 	}
 	fmt.Fprintf(stdout, "%-8s %12s %9s %8s %9s %7s\n", "KIND", "BYTES", "SECONDS", "GB/S", "RAW GB/S", "RATIO")
+	cacheNote := ""
 	for _, r := range res {
-		fmt.Fprintf(stdout, "%-8s %12d %9.3f %8.2f %9.2f %7.2f\n", r.Kind, r.Bytes, r.Seconds, r.GBps, r.RawGBps, r.Ratio)
+		fmt.Fprintf(stdout, "%-8s %12d %9.3f %8.2f %9.2f %7.2f", r.Kind, r.Bytes, r.Seconds, r.GBps, r.RawGBps, r.Ratio)
+		switch r.Kind {
+		case "raw":
+			fmt.Fprintf(stdout, "  (%s)", r.Note)
+		case "trunk":
+			cacheNote = r.Note
+		}
+		fmt.Fprintln(stdout)
 	}
-	if len(res) > 0 && res[0].Note != "" {
-		fmt.Fprintf(stdout, "note: %s\n", res[0].Note)
+	fmt.Fprintln(stdout, "RAW GB/S is the best raw read of the run; each raw line's ratio is to it.")
+	if cacheNote != "" {
+		fmt.Fprintf(stdout, "note: %s\n", cacheNote)
 	}
 	fmt.Fprintf(stdout, "note: decode: %s\n", res[len(res)-1].Note)
 	return ExitOK
