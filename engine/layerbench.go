@@ -113,7 +113,7 @@ func RunLayerBench(ctx context.Context, model, tr string, threads, tokens int, l
 		for _, r := range runs {
 			res.DiskRuns = append(res.DiskRuns, r)
 			res.DiskGBps = max(res.DiskGBps, r.GBps)
-			logf("raw O_DIRECT read, queue depth %d (%s): %.2f GB/s", r.QD, r.When, r.GBps)
+			logf("raw O_DIRECT read, %s: %.2f GB/s", r, r.GBps)
 		}
 		return err
 	}

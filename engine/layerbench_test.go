@@ -32,7 +32,8 @@ func TestLayerBenchSmall(t *testing.T) {
 		t.Fatalf("%+v", r)
 	}
 	// the limits are the best of the measurements before and after
-	if len(r.RAMRuns) != 2 || len(r.DiskRuns) != 4 {
+	nc := len(diskReadConfigs)
+	if len(r.RAMRuns) != 2 || len(r.DiskRuns) != 2*nc {
 		t.Fatalf("RAM runs %v, disk runs %+v", r.RAMRuns, r.DiskRuns)
 	}
 	if r.RAMGBps != max(r.RAMRuns[0], r.RAMRuns[1]) {
@@ -40,8 +41,8 @@ func TestLayerBenchSmall(t *testing.T) {
 	}
 	best := 0.0
 	for i, d := range r.DiskRuns {
-		want := DiskRun{When: []string{"before", "after"}[i/2], QD: 1 + i%2}
-		if d.When != want.When || d.QD != want.QD || d.Bytes <= 0 || d.GBps <= 0 {
+		c := diskReadConfigs[i%nc]
+		if d.When != []string{"before", "after"}[i/nc] || d.QD != c.qd || d.RequestMiB<<20 != c.req || d.Bytes <= 0 || d.GBps <= 0 {
 			t.Fatalf("disk run %d: %+v", i, d)
 		}
 		best = max(best, d.GBps)
@@ -68,8 +69,6 @@ func TestLayerBenchSmall(t *testing.T) {
 // TestRawRead reads whole aligned files, stops at the limit after the request
 // that reaches it, and gives the same byte count at every queue depth.
 func TestRawRead(t *testing.T) {
-	defer func(n int) { rawReadRequest = n }(rawReadRequest)
-	rawReadRequest = 1 << 20
 	dir := t.TempDir()
 	a, b := filepath.Join(dir, "a"), filepath.Join(dir, "b")
 	if err := os.WriteFile(a, make([]byte, 5<<20+4096), 0o644); err != nil {
@@ -79,19 +78,26 @@ func TestRawRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	for qd := 1; qd <= 3; qd++ {
-		n, sec, err := rawRead([]string{a, b}, 1<<40, qd)
+		n, sec, err := rawRead([]string{a, b}, 1<<40, qd, 1<<20)
 		if err != nil || n != 8<<20+4096 || sec <= 0 {
 			t.Fatalf("qd %d: %d bytes in %v s, %v", qd, n, sec, err)
 		}
-		if n, _, err := rawRead([]string{a, b}, 2<<20+1, qd); err != nil || n != 3<<20 {
+		if n, _, err := rawRead([]string{a, b}, 2<<20+1, qd, 1<<20); err != nil || n != 3<<20 {
 			t.Fatalf("qd %d with a limit: %d bytes, %v", qd, n, err)
 		}
 	}
-	if _, _, err := rawRead([]string{a, filepath.Join(dir, "missing")}, 1<<40, 2); err == nil {
+	if _, _, err := rawRead([]string{a, filepath.Join(dir, "missing")}, 1<<40, 2, 1<<20); err == nil {
 		t.Fatal("a missing file read without error")
 	}
+	// one request larger than a file reads all of it
+	if n, _, err := rawRead([]string{a, b}, 1<<40, 1, 64<<20); err != nil || n != 8<<20+4096 {
+		t.Fatalf("64 MiB requests: %d bytes, %v", n, err)
+	}
 	runs, err := diskReadLimit([]string{a, b}, 1<<40, "before")
-	if err != nil || len(runs) != 2 || runs[0].QD != 1 || runs[1].QD != 2 || runs[1].Bytes != 8<<20+4096 {
+	if err != nil || len(runs) != 3 || runs[0].QD != 1 || runs[1].QD != 2 || runs[2].RequestMiB != 256 || runs[1].Bytes != 8<<20+4096 {
 		t.Fatalf("%+v %v", runs, err)
+	}
+	if got := runs[1].String(); got != "64 MiB requests at queue depth 2, before" {
+		t.Fatalf("%q", got)
 	}
 }

@@ -119,7 +119,7 @@ func layerBenchNotes(r *engine.LayerBench) (ram, disk string) {
 		if i > 0 {
 			disk += ","
 		}
-		disk += fmt.Sprintf(" %.2f at queue depth %d %s", d.GBps, d.QD, d.When)
+		disk += fmt.Sprintf(" %.2f (%s)", d.GBps, d)
 	}
-	return ram, disk + " the streamed runs"
+	return ram, disk
 }
