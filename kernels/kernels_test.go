@@ -243,3 +243,44 @@ func TestMatTVec(t *testing.T) {
 		}
 	}
 }
+
+// TestCountNaNScales counts 255 bytes at every length up to 300 (the
+// vectorised count has block and tail paths) and over all byte values.
+func TestCountNaNScales(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 9))
+	buf := make([]byte, 300)
+	for i := range buf {
+		buf[i] = byte(rng.IntN(256))
+		if rng.IntN(4) == 0 {
+			buf[i] = 255
+		}
+	}
+	for n := 0; n <= len(buf); n++ {
+		want := 0
+		for _, b := range buf[:n] {
+			if b == 255 {
+				want++
+			}
+		}
+		if got := CountNaNScales(buf[:n]); got != want {
+			t.Fatalf("length %d: %d, want %d", n, got, want)
+		}
+	}
+	all := make([]byte, 256)
+	for i := range all {
+		all[i] = byte(i)
+	}
+	if got := CountNaNScales(all); got != 1 {
+		t.Fatalf("all byte values: %d", got)
+	}
+}
+
+// BenchmarkCountNaNScales scans the scales of one K3 expert (3 x 3072 x
+// 3584 / 32 bytes).
+func BenchmarkCountNaNScales(b *testing.B) {
+	s := make([]byte, 3*3072*3584/32)
+	b.SetBytes(int64(len(s)))
+	for b.Loop() {
+		CountNaNScales(s)
+	}
+}
