@@ -419,9 +419,8 @@ func (e *Engine) mla(L *Layer, cache *mlaCache, pos int, x []float32, T int) []f
 			lat[j] = float32(agg[j])
 		}
 		oh := o[t*nh*vd+h*vd : t*nh*vd+(h+1)*vd]
-		for d := range oh {
-			oh[d] = L.KVB.RowDot(h*(nope+vd)+nope+d, lat)
-		}
+		vb := L.KVB.RowRange(h*(nope+vd)+nope, (h+1)*(nope+vd)) // this head's value rows
+		kernels.MatVec(nil, oh, &vb, lat)
 		if g != nil {
 			gh := g[t*nh*vd+h*vd : t*nh*vd+(h+1)*vd]
 			for d := range oh {

@@ -85,6 +85,25 @@ func (m *Mat) RowDot(r int, x []float32) float32 {
 	}
 }
 
+// RowRange is rows [r0, r1) of m as a matrix sharing m's storage.
+func (m *Mat) RowRange(r0, r1 int) Mat {
+	if r0 < 0 || r1 < r0 || r1 > m.Rows {
+		panic(fmt.Sprintf("kernels: rows %d..%d of a %d-row matrix", r0, r1, m.Rows))
+	}
+	v := Mat{DType: m.DType, Rows: r1 - r0, Cols: m.Cols}
+	c := m.Cols
+	switch m.DType {
+	case F32:
+		v.F32 = m.F32[r0*c : r1*c : r1*c]
+	case BF16:
+		v.BF16 = m.BF16[r0*c : r1*c : r1*c]
+	default:
+		v.Packed = m.Packed[r0*c/2 : r1*c/2 : r1*c/2]
+		v.Scales = m.Scales[r0*c/MXGroup : r1*c/MXGroup : r1*c/MXGroup]
+	}
+	return v
+}
+
 // weight64 is element i of row r as an exact float64 (f32 and bf16 only).
 func (m *Mat) weight64(r, i int) float64 {
 	if m.DType == BF16 {

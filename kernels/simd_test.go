@@ -443,3 +443,39 @@ func TestSIMDLongRuns(t *testing.T) {
 		}
 	}
 }
+
+// TestRowRange: a mat-vec over a range of rows is those rows' contract dots,
+// bit for bit, for every dtype and level; out-of-range rows panic.
+func TestRowRange(t *testing.T) {
+	r := rand.New(rand.NewPCG(21, 5))
+	tm := makeMats(r, 37, 96)
+	x := make([]float32, 96)
+	for i := range x {
+		x[i] = float32(r.NormFloat64())
+	}
+	for _, lvl := range []Level{LevelPortable, CurrentLevel()} {
+		prev := SetLevel(lvl)
+		for _, m := range []*Mat{tm.f32, tm.bf16, tm.mx} {
+			for _, rr := range [][2]int{{0, 37}, {5, 18}, {29, 37}, {12, 12}} {
+				v := m.RowRange(rr[0], rr[1])
+				if v.Rows != rr[1]-rr[0] || v.Check() != nil {
+					t.Fatalf("%v rows %v: %+v %v", m.DType, rr, v.Rows, v.Check())
+				}
+				got := make([]float32, v.Rows)
+				MatVec(nil, got, &v, x)
+				for i := range got {
+					if want := m.RowDot(rr[0]+i, x); math.Float32bits(got[i]) != math.Float32bits(want) && !(got[i] != got[i] && want != want) {
+						t.Fatalf("%v %v rows %v row %d: %v, want %v", lvl, m.DType, rr, i, got[i], want)
+					}
+				}
+			}
+		}
+		SetLevel(prev)
+	}
+	defer func() {
+		if recover() == nil {
+			t.Fatal("rows 30..38 of a 37-row matrix did not panic")
+		}
+	}()
+	tm.bf16.RowRange(30, 38)
+}
