@@ -123,8 +123,8 @@ func RunStreamBench(ctx context.Context, model, tr string, tokens int, logf func
 		out = append(out, StreamMeasure{Kind: kind, Bytes: bytes, Seconds: sec, GBps: float64(bytes) / sec / 1e9, Note: note})
 	}
 
-	// raw: the shards, 64 MiB at a time, at queue depth 1 and 2; again at
-	// the end, and the best is the limit every ratio is taken against
+	// raw: the shards, read as diskReadLimit does; again at the end, and the
+	// best is the limit every ratio is taken against
 	var raws []DiskRun
 	rawRuns := func(when string) error {
 		runs, err := diskReadLimit(files[:len(files)-1], 1<<62, when)
@@ -245,10 +245,11 @@ type DiskRun struct {
 
 // diskReadLimit measures what the files' disk gives O_DIRECT reads into
 // huge pages: 64 MiB requests at queue depth 1 and 2, and 256 MiB requests
-// (the size of a streamed trunk layer's runs) at depth 1, with the page
-// cache dropped before each, reading at most limit bytes each time. On
-// this machine's virtual disk depth 2 read 5.4-5.6 GB/s where depth 1 read
-// 3.8-4.4, and a whole trunk layer in one request beat both at times.
+// at depth 1 (the trunk reader asks for a whole layer run in one system
+// call), with the page cache dropped before each, reading at most limit
+// bytes each time. On this machine's virtual disk depth 2 once read
+// 5.4-5.6 GB/s where depth 1 read 3.8-4.4, and whole-layer trunk reads at
+// times beat 64 MiB requests at both depths.
 func diskReadLimit(files []string, limit int64, when string) ([]DiskRun, error) {
 	var runs []DiskRun
 	for _, c := range diskReadConfigs {
