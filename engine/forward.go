@@ -403,21 +403,13 @@ func (e *Engine) mla(L *Layer, cache *mlaCache, pos int, x []float32, T int) []f
 		kernels.MatTVec(qabs[:r], L.KVB, h*(nope+vd), 0, qv[:nope])
 		copy(qabs[r:], qv[nope:])
 		p := make([]float64, n)
-		for s := 0; s < n; s++ {
-			p[s] = kernels.DotF64(qabs, cache.rows[s*w:(s+1)*w]) * scale
+		kernels.DotRowsF64(p, cache.rows, w, qabs)
+		for s := range p {
+			p[s] *= scale
 		}
 		kernels.Softmax64(p)
-		agg := make([]float64, r)
-		for s := 0; s < n; s++ {
-			ps := p[s]
-			for j, cv := range cache.rows[s*w : s*w+r] {
-				agg[j] += ps * float64(cv)
-			}
-		}
-		lat := make([]float32, r)
-		for j := range lat {
-			lat[j] = float32(agg[j])
-		}
+		lat := make([]float32, r) // Σ_s p[s]·latent_s
+		kernels.WeightedRows(lat, p, cache.rows, w)
 		oh := o[t*nh*vd+h*vd : t*nh*vd+(h+1)*vd]
 		vb := L.KVB.RowRange(h*(nope+vd)+nope, (h+1)*(nope+vd)) // this head's value rows
 		kernels.MatVec(nil, oh, &vb, lat)

@@ -425,3 +425,80 @@ func readBlock(b []byte) uint64 {
 	}
 	return readGo(b)
 }
+
+// simdDotRows computes the leading scores of DotRowsF64 with the f32 row
+// kernels (8 rows in flight, or 4 on AVX2) and returns how many it did.
+func simdDotRows(dst []float64, rows []float32, stride int, x []float32) int {
+	lvl := CurrentLevel()
+	n := len(x)
+	n8 := n &^ 7
+	inflight := 8
+	if lvl == LevelAVX2 {
+		inflight = 4
+	} else if lvl != LevelAVX512 {
+		return 0
+	}
+	if n8 == 0 || len(dst) < inflight {
+		return 0
+	}
+	xb := getF64(n8)
+	xd := *xb
+	for i, v := range x[:n8] {
+		xd[i] = float64(v)
+	}
+	var acc [64]float64
+	s := 0
+	for ; s+inflight <= len(dst); s += inflight {
+		if lvl == LevelAVX512 {
+			var ptrs [8]*float32
+			for k := range ptrs {
+				ptrs[k] = &rows[(s+k)*stride]
+			}
+			f32Rows8AVX512(&ptrs, &xd[0], n8, &acc)
+		} else {
+			var ptrs [4]*float32
+			for k := range ptrs {
+				ptrs[k] = &rows[(s+k)*stride]
+			}
+			f32Rows4AVX2(&ptrs, &xd[0], n8, (*[32]float64)(acc[:32]))
+		}
+		for k := 0; k < inflight; k++ {
+			l := (*[Lanes]float64)(acc[k*Lanes:])
+			row := rows[(s+k)*stride:]
+			for i := n8; i < n; i++ {
+				l[i-n8] += float64(row[i]) * float64(x[i])
+			}
+			dst[s+k] = combine(l)
+		}
+	}
+	putF64(xb)
+	return s
+}
+
+// simdWeightedRows computes the leading outputs of WeightedRows (64 at a
+// time with eight accumulators, then 8; AVX2 32, then 4) and returns how
+// many it did.
+func simdWeightedRows(dst []float32, p []float64, rows []float32, stride int) int {
+	var m int
+	switch CurrentLevel() {
+	case LevelAVX512:
+		m = len(dst) &^ 7
+	case LevelAVX2:
+		m = len(dst) &^ 3
+	default:
+		return 0
+	}
+	if m == 0 {
+		return 0
+	}
+	var pp *float64
+	if len(p) > 0 {
+		pp = &p[0]
+	}
+	if CurrentLevel() == LevelAVX512 {
+		wrowsAVX512(&dst[0], pp, &rows[0], stride, len(p), m)
+	} else {
+		wrowsAVX2(&dst[0], pp, &rows[0], stride, len(p), m)
+	}
+	return m
+}

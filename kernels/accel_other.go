@@ -11,3 +11,7 @@ func simdTVec(dst []float32, m *Mat, row0, col0 int, x []float32) int { return 0
 func simdMix(dst []float32, sources [][]float32, s []float64) int { return 0 }
 
 func readBlock(b []byte) uint64 { return readGo(b) }
+
+func simdDotRows(dst []float64, rows []float32, stride int, x []float32) int { return 0 }
+
+func simdWeightedRows(dst []float32, p []float64, rows []float32, stride int) int { return 0 }

@@ -54,6 +54,13 @@
 //     columns is decoded once to float64 and multiplied with all tokens by a
 //     6x4 (AVX-512) or 3x2 (AVX2) register-tiled micro-kernel whose lane
 //     accumulators persist in memory between column blocks.
+//   - Attention over a cache of float32 rows (MLA): DotRowsF64 runs the
+//     scores through the f32 row kernels (8 rows in flight, so eight
+//     independent lane sets instead of one dependent chain), and
+//     WeightedRows keeps eight vector accumulators of outputs while it walks
+//     the rows (each output still sums over the rows in order, products
+//     rounded before the add). At a 4096-position cache one MLA head went
+//     from 2.45 ms (scalar value sum) to 0.41 ms.
 //   - MXFP4 kernels give a NaN-scale group zero products instead of skipping
 //     it, which is the same for finite activations; with a non-finite
 //     activation the call runs on the portable path.

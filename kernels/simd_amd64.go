@@ -96,3 +96,14 @@ func mixAVX512(dst *float32, srcs **float32, s *float64, nsrc, n int)
 
 //go:noescape
 func mixAVX2(dst *float32, srcs **float32, s *float64, nsrc, n int)
+
+// wrowsAVX512 writes dst[j] = float32(Σ_{s<n} p[s]·rows[s*stride+j]) for
+// j < m (a multiple of 8); products rounded before each add.
+//
+//go:noescape
+func wrowsAVX512(dst *float32, p *float64, rows *float32, stride, n, m int)
+
+// wrowsAVX2 is wrowsAVX512 for m a multiple of 4.
+//
+//go:noescape
+func wrowsAVX2(dst *float32, p *float64, rows *float32, stride, n, m int)
