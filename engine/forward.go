@@ -252,7 +252,7 @@ func (e *Engine) dense(L *Layer, x []float32, T int) []float32 {
 	c := e.M.Cfg
 	g := e.mm(L.Gate, x, T)
 	u := e.mm(L.Up, x, T)
-	kernels.SiTU(g, g, u, c.SituBeta, c.SituLinearBeta)
+	kernels.SiTUPool(e.Pool, g, g, u, c.SituBeta, c.SituLinearBeta)
 	return e.mm(L.Down, g, T)
 }
 

@@ -83,7 +83,7 @@ func (e *Engine) moe(L *Layer, x []float32, T int) ([]float32, error) {
 		}
 		g := e.mm(&exp.W1, xin, n)
 		up := e.mm(&exp.W3, xin, n)
-		kernels.SiTU(g, g, up, c.SituBeta, c.SituLinearBeta)
+		kernels.SiTUPool(e.Pool, g, g, up, c.SituBeta, c.SituLinearBeta)
 		y := e.mm(&exp.W2, g, n)
 		for i, ts := range u {
 			copy(contrib[ts*lat:(ts+1)*lat], y[i*lat:(i+1)*lat])
@@ -134,7 +134,7 @@ func (e *Engine) moe(L *Layer, x []float32, T int) ([]float32, error) {
 	if L.ShGate != nil {
 		sg := e.mm(L.ShGate, x, T)
 		su := e.mm(L.ShUp, x, T)
-		kernels.SiTU(sg, sg, su, c.SituBeta, c.SituLinearBeta)
+		kernels.SiTUPool(e.Pool, sg, sg, su, c.SituBeta, c.SituLinearBeta)
 		f32add(out, e.mm(L.ShDown, sg, T))
 	}
 	return out, nil

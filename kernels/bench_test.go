@@ -106,3 +106,27 @@ func BenchmarkAttnRes(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkSiTU is one routed expert's activation (3072 values).
+func BenchmarkSiTU(b *testing.B) {
+	g, u, d := make([]float32, 3072), make([]float32, 3072), make([]float32, 3072)
+	for i := range g {
+		g[i], u[i] = float32(i%97-48)*0.1, float32(i%89-44)*0.1
+	}
+	for b.Loop() {
+		SiTU(d, g, u, 4, 8)
+	}
+}
+
+// BenchmarkSiTUPool is BenchmarkSiTU on a pool of the physical cores.
+func BenchmarkSiTUPool(b *testing.B) {
+	g, u, d := make([]float32, 3072), make([]float32, 3072), make([]float32, 3072)
+	for i := range g {
+		g[i], u[i] = float32(i%97-48)*0.1, float32(i%89-44)*0.1
+	}
+	p := NewPool(0)
+	defer p.Close()
+	for b.Loop() {
+		SiTUPool(p, d, g, u, 4, 8)
+	}
+}

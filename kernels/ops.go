@@ -53,6 +53,18 @@ func SiTU(dst, gate, up []float32, b1, b2 float32) {
 	}
 }
 
+// SiTUPool is SiTU with the elements split among p's workers (384 at a
+// time): the values are the same, element by element. One routed expert's
+// 3072 activations take 0.17 ms on one thread here (~0.24 s per token of
+// the full model) and 0.09 ms on two (BenchmarkSiTU, BenchmarkSiTUPool).
+func SiTUPool(p *Pool, dst, gate, up []float32, b1, b2 float32) {
+	n := len(gate)
+	up, dst = up[:n], dst[:n]
+	p.Rows(n, 384, func(i0, i1 int) {
+		SiTU(dst[i0:i1], gate[i0:i1], up[i0:i1], b1, b2)
+	})
+}
+
 // AttnRes mixes sources by a softmax over their RMS-normalised keys:
 // score_j = rms(V_j)^-1 · (V_j · fold), p = softmax(score), dst = Σ_j p_j·V_j
 // (values raw). Scores, weights and sums are float64; sums run over j ascending.
