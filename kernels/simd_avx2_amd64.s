@@ -466,6 +466,14 @@ mixcond:
 	VZEROUPPER
 	RET
 
+
+// One row of WeightedRows for one register of outputs: widen the float32
+// values at off(R11), multiply by the row's weight (Y8), add.
+#define WRSTEP(off, t, acc) \
+	VCVTPS2PD off(R11), t \
+	VMULPD Y8, t, t \
+	VADDPD t, acc, acc
+
 // func wrowsAVX2(dst *float32, p *float64, rows *float32, stride, n, m int)
 // Blocks of 32 outputs keep eight accumulators over all rows (each output's
 // sum still runs over s ascending); the remainder goes 4 at a time.
@@ -482,43 +490,20 @@ wrbig:
 	LEAQ 32(R10), AX
 	CMPQ AX, R9
 	JGT  wrone
-	VXORPD Y0, Y0, Y0
-	VXORPD Y1, Y1, Y1
-	VXORPD Y2, Y2, Y2
-	VXORPD Y3, Y3, Y3
-	VXORPD Y4, Y4, Y4
-	VXORPD Y5, Y5, Y5
-	VXORPD Y6, Y6, Y6
-	VXORPD Y7, Y7, Y7
+	ZEROACC8
 	LEAQ (DX)(R10*4), R11
 	XORQ BX, BX
 	JMP  wrbigc
 wrbigl:
 	VBROADCASTSD (SI)(BX*8), Y8
-	VCVTPS2PD 0(R11), Y9
-	VMULPD Y8, Y9, Y9
-	VADDPD Y9, Y0, Y0
-	VCVTPS2PD 16(R11), Y10
-	VMULPD Y8, Y10, Y10
-	VADDPD Y10, Y1, Y1
-	VCVTPS2PD 32(R11), Y11
-	VMULPD Y8, Y11, Y11
-	VADDPD Y11, Y2, Y2
-	VCVTPS2PD 48(R11), Y12
-	VMULPD Y8, Y12, Y12
-	VADDPD Y12, Y3, Y3
-	VCVTPS2PD 64(R11), Y9
-	VMULPD Y8, Y9, Y9
-	VADDPD Y9, Y4, Y4
-	VCVTPS2PD 80(R11), Y10
-	VMULPD Y8, Y10, Y10
-	VADDPD Y10, Y5, Y5
-	VCVTPS2PD 96(R11), Y11
-	VMULPD Y8, Y11, Y11
-	VADDPD Y11, Y6, Y6
-	VCVTPS2PD 112(R11), Y12
-	VMULPD Y8, Y12, Y12
-	VADDPD Y12, Y7, Y7
+	WRSTEP(0, Y9, Y0)
+	WRSTEP(16, Y10, Y1)
+	WRSTEP(32, Y11, Y2)
+	WRSTEP(48, Y12, Y3)
+	WRSTEP(64, Y9, Y4)
+	WRSTEP(80, Y10, Y5)
+	WRSTEP(96, Y11, Y6)
+	WRSTEP(112, Y12, Y7)
 	ADDQ R8, R11
 	INCQ BX
 wrbigc:
@@ -552,9 +537,7 @@ wrone:
 	JMP  wronec
 wronel:
 	VBROADCASTSD (SI)(BX*8), Y8
-	VCVTPS2PD (R11), Y9
-	VMULPD Y8, Y9, Y9
-	VADDPD Y9, Y0, Y0
+	WRSTEP(0, Y9, Y0)
 	ADDQ R8, R11
 	INCQ BX
 wronec:

@@ -786,6 +786,14 @@ msdone:
 	VZEROUPPER
 	RET
 
+
+// One row of WeightedRows for one register of outputs: widen the float32
+// values at off(R11), multiply by the row's weight (Z8), add.
+#define WRSTEP(off, t, acc) \
+	VCVTPS2PD off(R11), t \
+	VMULPD Z8, t, t \
+	VADDPD t, acc, acc
+
 // func wrowsAVX512(dst *float32, p *float64, rows *float32, stride, n, m int)
 // Blocks of 64 outputs keep eight accumulators over all rows (each output's
 // sum still runs over s ascending); the remainder goes 8 at a time.
@@ -802,43 +810,20 @@ wrbig:
 	LEAQ 64(R10), AX
 	CMPQ AX, R9
 	JGT  wrone
-	VPXORQ Z0, Z0, Z0
-	VPXORQ Z1, Z1, Z1
-	VPXORQ Z2, Z2, Z2
-	VPXORQ Z3, Z3, Z3
-	VPXORQ Z4, Z4, Z4
-	VPXORQ Z5, Z5, Z5
-	VPXORQ Z6, Z6, Z6
-	VPXORQ Z7, Z7, Z7
+	ZEROACC8
 	LEAQ (DX)(R10*4), R11
 	XORQ BX, BX
 	JMP  wrbigc
 wrbigl:
 	VBROADCASTSD (SI)(BX*8), Z8
-	VCVTPS2PD 0(R11), Z9
-	VMULPD Z8, Z9, Z9
-	VADDPD Z9, Z0, Z0
-	VCVTPS2PD 32(R11), Z10
-	VMULPD Z8, Z10, Z10
-	VADDPD Z10, Z1, Z1
-	VCVTPS2PD 64(R11), Z11
-	VMULPD Z8, Z11, Z11
-	VADDPD Z11, Z2, Z2
-	VCVTPS2PD 96(R11), Z12
-	VMULPD Z8, Z12, Z12
-	VADDPD Z12, Z3, Z3
-	VCVTPS2PD 128(R11), Z13
-	VMULPD Z8, Z13, Z13
-	VADDPD Z13, Z4, Z4
-	VCVTPS2PD 160(R11), Z14
-	VMULPD Z8, Z14, Z14
-	VADDPD Z14, Z5, Z5
-	VCVTPS2PD 192(R11), Z15
-	VMULPD Z8, Z15, Z15
-	VADDPD Z15, Z6, Z6
-	VCVTPS2PD 224(R11), Z16
-	VMULPD Z8, Z16, Z16
-	VADDPD Z16, Z7, Z7
+	WRSTEP(0, Z9, Z0)
+	WRSTEP(32, Z10, Z1)
+	WRSTEP(64, Z11, Z2)
+	WRSTEP(96, Z12, Z3)
+	WRSTEP(128, Z13, Z4)
+	WRSTEP(160, Z14, Z5)
+	WRSTEP(192, Z15, Z6)
+	WRSTEP(224, Z16, Z7)
 	ADDQ R8, R11
 	INCQ BX
 wrbigc:
@@ -872,9 +857,7 @@ wrone:
 	JMP  wronec
 wronel:
 	VBROADCASTSD (SI)(BX*8), Z8
-	VCVTPS2PD (R11), Z9
-	VMULPD Z8, Z9, Z9
-	VADDPD Z9, Z0, Z0
+	WRSTEP(0, Z9, Z0)
 	ADDQ R8, R11
 	INCQ BX
 wronec:
