@@ -9,7 +9,8 @@ package kernels
 // being rows[s*stride : s*stride+len(x)].
 func DotRowsF64(dst []float64, rows []float32, stride int, x []float32) {
 	n := len(x)
-	if len(dst) == 0 {
+	if len(dst) == 0 || n == 0 {
+		clear(dst) // an empty dot product is +0
 		return
 	}
 	_ = rows[(len(dst)-1)*stride+n-1]
