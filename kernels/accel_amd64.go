@@ -491,14 +491,10 @@ func simdWeightedRows(dst []float32, p []float64, rows []float32, stride int) in
 	if m == 0 {
 		return 0
 	}
-	var pp *float64
-	if len(p) > 0 {
-		pp = &p[0]
-	}
 	if CurrentLevel() == LevelAVX512 {
-		wrowsAVX512(&dst[0], pp, &rows[0], stride, len(p), m)
+		wrowsAVX512(&dst[0], &p[0], &rows[0], stride, len(p), m)
 	} else {
-		wrowsAVX2(&dst[0], pp, &rows[0], stride, len(p), m)
+		wrowsAVX2(&dst[0], &p[0], &rows[0], stride, len(p), m)
 	}
 	return m
 }

@@ -24,12 +24,14 @@ func DotRowsF64(dst []float64, rows []float32, stride int, x []float32) {
 // ascending, and each product is rounded before it is added (never fused).
 func WeightedRows(dst []float32, p []float64, rows []float32, stride int) {
 	m := len(dst)
+	if len(p) == 0 {
+		clear(dst) // an empty sum is +0
+		return
+	}
 	if m == 0 {
 		return
 	}
-	if len(p) > 0 {
-		_ = rows[(len(p)-1)*stride+m-1]
-	}
+	_ = rows[(len(p)-1)*stride+m-1]
 	j0 := simdWeightedRows(dst, p, rows, stride)
 	if j0 == m {
 		return

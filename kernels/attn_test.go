@@ -95,6 +95,23 @@ func TestWeightedRows(t *testing.T) {
 	}
 }
 
+// TestAttnEmpty: no rows (or an empty query) give +0, not a panic.
+func TestAttnEmpty(t *testing.T) {
+	for _, lvl := range append([]Level{LevelPortable}, simdLevels(t)...) {
+		withLevel(lvl, func() {
+			out := []float32{5, 5, 5, 5, 5, 5, 5, 5, 5}
+			WeightedRows(out, nil, nil, 9)
+			sc := []float64{5, 5, 5, 5, 5, 5, 5, 5, 5}
+			DotRowsF64(sc, nil, 0, nil)
+			for i := range out {
+				if math.Float32bits(out[i]) != 0 || math.Float64bits(sc[i]) != 0 {
+					t.Fatalf("%v: %v %v", lvl, out, sc)
+				}
+			}
+		})
+	}
+}
+
 func BenchmarkDotRowsF64(b *testing.B) {
 	r := rand.New(rand.NewPCG(1, 2))
 	rows, x := attnCase(r, 4096, 576, 576)
