@@ -1,5 +1,7 @@
 package kernels
 
+import "fmt"
+
 // Attention over a cache of float32 rows (row s at rows[s*stride:]): the
 // scores are contract dot products kept in float64, the output is the
 // probability-weighted sum of the rows. Both are the same at every SIMD
@@ -13,6 +15,7 @@ func DotRowsF64(dst []float64, rows []float32, stride int, x []float32) {
 		clear(dst) // an empty dot product is +0
 		return
 	}
+	checkStride(stride)
 	_ = rows[(len(dst)-1)*stride+n-1]
 	for s := simdDotRows(dst, rows, stride, x); s < len(dst); s++ {
 		dst[s] = DotF64(x, rows[s*stride:s*stride+n])
@@ -31,6 +34,7 @@ func WeightedRows(dst []float32, p []float64, rows []float32, stride int) {
 	if m == 0 {
 		return
 	}
+	checkStride(stride)
 	_ = rows[(len(p)-1)*stride+m-1]
 	j0 := simdWeightedRows(dst, p, rows, stride)
 	if j0 == m {
@@ -48,4 +52,12 @@ func WeightedRows(dst []float32, p []float64, rows []float32, stride int) {
 		dst[j0+j] = float32(a)
 	}
 	putF64(ab)
+}
+
+// checkStride guards the assembly: with a negative stride, checking the
+// last row's bounds would not cover the others.
+func checkStride(stride int) {
+	if stride < 0 {
+		panic(fmt.Sprintf("kernels: negative row stride %d", stride))
+	}
 }
