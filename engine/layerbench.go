@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"time"
 
@@ -46,6 +47,7 @@ type LayerBench struct {
 	DiskGBps          float64 // raw O_DIRECT read of the checkpoint's disk (the best of DiskRuns)
 	RAMRuns           []float64
 	DiskRuns          []DiskRun
+	StreamRingSlots   int // trunk ring slots of the streamed runs (1: no read-ahead)
 	Resident          []LayerTiming
 	Streamed          []LayerTiming
 	PrefillTokensPerS float64
@@ -127,12 +129,18 @@ func RunLayerBench(ctx context.Context, model, tr string, threads, tokens int, l
 	}
 	measure := func(opt OpenOptions, cold bool) ([]LayerTiming, float64, error) {
 		opt.Budget.Positions, opt.Budget.Chunk = len(prompt)+tokens+1, 64
-		m, mset, _, err := OpenModel(model, opt)
+		m, mset, p, err := OpenModel(model, opt)
 		if err != nil {
 			return nil, 0, err
 		}
 		defer mset.Close()
 		defer m.Close()
+		if opt.TrunkDir != "" {
+			res.StreamRingSlots = p.RingSlots
+			if p.PinnedBytes > 0 || p.RingSlots != 1 {
+				return nil, 0, fmt.Errorf("the streamed run should stream every layer through one ring slot; the plan pins %d bytes and has %d slots", p.PinnedBytes, p.RingSlots)
+			}
+		}
 		e, err := NewEngineFor(m, threads)
 		if err != nil {
 			return nil, 0, err
@@ -181,8 +189,11 @@ func RunLayerBench(ctx context.Context, model, tr string, threads, tokens int, l
 		return nil, err
 	}
 	res.PrefillTokens = len(prompt)
-	logf("streamed: trunk from the packed trunk through a 2-slot ring, the smallest expert cache, caches dropped")
-	if res.Streamed, _, err = measure(OpenOptions{TrunkDir: tr, Budget: Budget{TrunkBytes: 1, Ring: 2, CacheBytes: 1}}, true); err != nil {
+	// the smallest budgets: one ring slot, so a layer's read starts when the
+	// layer is needed (no read-ahead: the 3-layer benchmark model would fit
+	// whole in two slots of its largest layer, and then nothing streams)
+	logf("streamed: every layer from the packed trunk through one ring slot (no read-ahead), the smallest expert cache, caches dropped")
+	if res.Streamed, _, err = measure(OpenOptions{TrunkDir: tr, Budget: Budget{TrunkBytes: 1, Ring: 1, CacheBytes: 1}}, true); err != nil {
 		return nil, err
 	}
 	if err := disk("after"); err != nil {

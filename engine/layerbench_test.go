@@ -31,6 +31,9 @@ func TestLayerBenchSmall(t *testing.T) {
 	if len(r.Resident) != 3 || len(r.Streamed) != 3 || r.RAMGBps <= 0 || r.DiskGBps <= 0 || r.PrefillTokensPerS <= 0 {
 		t.Fatalf("%+v", r)
 	}
+	if r.StreamRingSlots != 1 {
+		t.Fatalf("streamed through %d ring slots", r.StreamRingSlots)
+	}
 	// the limits are the best of the measurements before and after
 	nc := len(diskReadConfigs)
 	if len(r.RAMRuns) != 2 || len(r.DiskRuns) != 2*nc {

@@ -172,7 +172,7 @@ func RunStreamBench(ctx context.Context, model, tr string, tokens int, logf func
 	rb.Free()
 
 	// experts: all of them, top-k at a time, through the cache
-	opt := OpenOptions{TrunkDir: tr, Budget: Budget{TrunkBytes: 1, Ring: 2, CacheBytes: 1, Positions: 64, Chunk: 64}}
+	opt := OpenOptions{TrunkDir: tr, Budget: Budget{TrunkBytes: 1, Ring: 1, CacheBytes: 1, Positions: 64, Chunk: 64}}
 	m, mset, _, err := OpenModel(model, opt)
 	if err != nil {
 		return nil, err

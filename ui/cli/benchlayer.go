@@ -92,6 +92,7 @@ func benchLayer(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stdout, "%-9s %-10s %10.1f %10.3f %10.3f %7.2f\n", l.Kind, l.Layer, float64(l.Bytes)/1e6, l.Seconds, l.LimitSeconds, l.Ratio)
 		}
 	}
+	fmt.Fprintf(stdout, "(streamed: caches dropped, %d trunk ring slot(s), so no read-ahead; the smallest expert cache)\n", r.StreamRingSlots)
 	fmt.Fprintf(stdout, "\nprefill: %.1f tokens/s (%d-token chunk through the 3 layers)\n", r.PrefillTokensPerS, r.PrefillTokens)
 	fmt.Fprintf(stdout, "\nprojected full model (1 dense + 68 KDA + 24 MLA layers, lm_head), compute %.1f s/token resident:\n", compute)
 	fmt.Fprintf(stdout, "%-12s %12s %14s\n", "PRESET", "S/TOKEN", "IF OVERLAPPED")
