@@ -41,6 +41,10 @@ func benchLayer(args []string, stdout, stderr io.Writer) int {
 	dir := fs.String("dir", filepath.Join(cache, "k3", "bench"), "where the real-width checkpoint is generated (reused; ~10 GB + trunk)")
 	threads := fs.Int("threads", 0, "threads (0: physical cores)")
 	tokens := fs.Int("tokens", 8, "decode steps measured (the per-layer times are their mean)")
+	setUsage(fs, stderr, "usage: k3 bench layer [--json] [--threads N] [--tokens N] [--dir PATH]",
+		"Generates (once, ~10 GB) a 3-layer checkpoint at the real K3 width, then measures each layer's",
+		"decode time resident and streamed from disk against this machine's RAM and disk speed,",
+		"prefill, and the projected seconds per token of the full model at each preset.")
 	if _, code := parseArgs(fs, args); code >= 0 {
 		return code
 	}

@@ -22,6 +22,9 @@ func benchStream(args []string, stdout, stderr io.Writer) int {
 	cache, _ := os.UserCacheDir()
 	dir := fs.String("dir", filepath.Join(cache, "k3", "bench"), "where the benchmark checkpoint is generated (reused)")
 	tokens := fs.Int("tokens", 3, "decode steps measured")
+	setUsage(fs, stderr, "usage: k3 bench stream [--json] [--quick] [--tokens N] [--dir PATH]",
+		"Generates (once) a checkpoint with real-size experts, then compares reading the packed trunk,",
+		"the experts through the cache and a streamed decode with the disk's raw O_DIRECT speed.")
 	if _, code := parseArgs(fs, args); code >= 0 {
 		return code
 	}

@@ -15,6 +15,17 @@ func newFlags(name string, stderr io.Writer) *flag.FlagSet {
 	return fs
 }
 
+// setUsage makes fs's usage the given lines (a "usage:" line and what the
+// command does) followed by the flag defaults.
+func setUsage(fs *flag.FlagSet, stderr io.Writer, lines ...string) {
+	fs.Usage = func() {
+		for _, l := range lines {
+			fmt.Fprintln(stderr, l)
+		}
+		fs.PrintDefaults()
+	}
+}
+
 // parseMixed parses flags and positional arguments in any order ("--" ends
 // the flags).
 func parseMixed(fs *flag.FlagSet, args []string) ([]string, error) {
