@@ -65,13 +65,12 @@ func benchKernels(args []string, stdout, stderr io.Writer) int {
 	jsonOut := fs.Bool("json", false, "one JSON object per line instead of a table")
 	quick := fs.Bool("quick", false, "short measurements (the whole run in under 40 s)")
 	threads := fs.Int("threads", 0, "threads of the multi-threaded measurements (0: physical cores)")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: k3 bench kernels [--json] [--quick] [--threads N]")
-		fmt.Fprintln(stderr, "Measures streaming read bandwidth (1 and N threads), then mat-vec and mat-mat")
-		fmt.Fprintln(stderr, "(T = 1, 8, 32) at the K3 shapes over >1 GiB of weights; K3_PORTABLE=1 measures")
-		fmt.Fprintln(stderr, "the portable Go path.")
-		fs.PrintDefaults()
-	}
+	setUsage(fs, stderr,
+		"usage: k3 bench kernels [--json] [--quick] [--threads N]",
+		"Measures streaming read bandwidth (1 and N threads), then mat-vec and mat-mat",
+		"(T = 1, 8, 32) at the K3 shapes over >1 GiB of weights; K3_PORTABLE=1 measures",
+		"the portable Go path.",
+	)
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
 			return ExitOK

@@ -46,10 +46,7 @@ func cmdChat(args []string, stdout, stderr io.Writer) int {
 	noThink := fs.Bool("no-think", false, "thinking off: answer directly")
 	effort := fs.String("thinking-effort", "max", "low, high or max")
 	gen := fs.Int("gen", 4096, "turn cap in tokens, thinking included")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: k3 chat MODEL_DIR [flags]")
-		fs.PrintDefaults()
-	}
+	setUsage(fs, stderr, "usage: k3 chat MODEL_DIR [flags]")
 	pos, code := parseN(fs, args, 1, stderr, "k3 chat: give exactly one MODEL_DIR (run 'k3 chat -h' for the flags)")
 	if code >= 0 {
 		return code

@@ -22,10 +22,7 @@ const demoText = "Kimi K3 runs on one machine. The demo model has random weights
 func cmdDemo(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("demo", stderr)
 	size := fs.String("size", "small", "small (~2 MB, for trying the app), medium (~40 MB) or large (~600 MB, for measuring)")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: k3 demo DIR [--size small|medium|large]")
-		fs.PrintDefaults()
-	}
+	setUsage(fs, stderr, "usage: k3 demo DIR [--size small|medium|large]")
 	pos, code := parseN(fs, args, 1, stderr, "k3 demo: give exactly one DIR to write the demo checkpoint into")
 	if code >= 0 {
 		return code

@@ -29,13 +29,12 @@ func runDoctor(args []string, stdout, stderr io.Writer) int {
 	asJSON := fs.Bool("json", false, "print one JSON object")
 	quick := fs.Bool("quick", false, "measure for under 15 s instead of about a minute")
 	noDevice := fs.Bool("no-device", false, "never read a block device directly, even as root")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: k3 doctor [--dir PATH]... [--json] [--quick]")
-		fmt.Fprintln(stderr, "Measures CPU, memory (cgroup limits included), and each directory's free space and")
-		fmt.Fprintln(stderr, "disk speed the way the engine reads; recommends a preset and prints the next command.")
-		fmt.Fprintln(stderr, "Exit 1 only when this machine cannot run the model at all.")
-		fs.PrintDefaults()
-	}
+	setUsage(fs, stderr,
+		"usage: k3 doctor [--dir PATH]... [--json] [--quick]",
+		"Measures CPU, memory (cgroup limits included), and each directory's free space and",
+		"disk speed the way the engine reads; recommends a preset and prints the next command.",
+		"Exit 1 only when this machine cannot run the model at all.",
+	)
 	pos, code := parseArgs(fs, args)
 	if code >= 0 {
 		return code

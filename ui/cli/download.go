@@ -28,13 +28,12 @@ func runDownload(args []string, stdout, stderr io.Writer) int {
 	endpoint := fs.String("endpoint", "", "hub base URL (default $HF_ENDPOINT or https://huggingface.co)")
 	repo := fs.String("repo", hub.DefaultRepo, "repository")
 	interval := fs.Duration("progress", 5*time.Second, "interval between progress lines")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: k3 download DEST [--layers N] [--revision REV] [--jobs N] [--endpoint URL]")
-		fmt.Fprintln(stderr, "Downloads Kimi K3 into DEST. Re-run the same command to resume: finished files are kept,")
-		fmt.Fprintln(stderr, "partial ones continue where they stopped. A token is read from HF_TOKEN or")
-		fmt.Fprintln(stderr, "~/.cache/huggingface/token (HF_TOKEN_PATH) and never printed.")
-		fs.PrintDefaults()
-	}
+	setUsage(fs, stderr,
+		"usage: k3 download DEST [--layers N] [--revision REV] [--jobs N] [--endpoint URL]",
+		"Downloads Kimi K3 into DEST. Re-run the same command to resume: finished files are kept,",
+		"partial ones continue where they stopped. A token is read from HF_TOKEN or",
+		"~/.cache/huggingface/token (HF_TOKEN_PATH) and never printed.",
+	)
 	pos, code := parseN(fs, args, 1, stderr, "")
 	if code >= 0 {
 		return code

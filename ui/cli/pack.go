@@ -28,14 +28,13 @@ func runPack(args []string, stdout, stderr io.Writer) int {
 	bufMB := fs.Int("buffer-mb", trunk.DefaultBufferSize>>20, "I/O request size in MiB (the pack holds three huge-page buffers of this size)")
 	diskMB := fs.Int("disk-test-mb", 1024, "before packing, time a sequential O_DIRECT read of this many MiB of the checkpoint and a write (+fsync) of as many to TRUNK_DIR, to compare the pack with (0 skips)")
 	quiet := fs.Bool("quiet", false, "no progress line")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: k3 pack MODEL_DIR TRUNK_DIR [--force] [--buffer-mb N] [--disk-test-mb N] [--quiet]")
-		fmt.Fprintln(stderr, "Packs the dense trunk (embeddings, head, final norms and every layer without its routed")
-		fmt.Fprintln(stderr, "experts) into TRUNK_DIR/trunk.bin + trunk.json, one aligned run per layer, for k3 run --trunk.")
-		fmt.Fprintln(stderr, "An interrupted pack resumes where it stopped; a complete trunk of the same checkpoint is kept.")
-		fmt.Fprintln(stderr, "exit codes: 0 ok, 1 failure, 2 usage or refused TRUNK_DIR (see --force), 3 TRUNK_DIR not writable, 5 interrupted")
-		fs.PrintDefaults()
-	}
+	setUsage(fs, stderr,
+		"usage: k3 pack MODEL_DIR TRUNK_DIR [--force] [--buffer-mb N] [--disk-test-mb N] [--quiet]",
+		"Packs the dense trunk (embeddings, head, final norms and every layer without its routed",
+		"experts) into TRUNK_DIR/trunk.bin + trunk.json, one aligned run per layer, for k3 run --trunk.",
+		"An interrupted pack resumes where it stopped; a complete trunk of the same checkpoint is kept.",
+		"exit codes: 0 ok, 1 failure, 2 usage or refused TRUNK_DIR (see --force), 3 TRUNK_DIR not writable, 5 interrupted",
+	)
 	pos, code := parseN(fs, args, 2, stderr, "")
 	if code >= 0 {
 		return code

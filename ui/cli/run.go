@@ -83,10 +83,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	loadState := fs.String("load-state", "", "resume from a state file; the prompt continues it")
 	var stops intList
 	fs.Var(&stops, "stop-id", "stop after emitting this id (repeatable)")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: k3 run MODEL_DIR (--ids 1,2,3 | --prompt TEXT | --prompt-file PATH) [flags]")
-		fs.PrintDefaults()
-	}
+	setUsage(fs, stderr, "usage: k3 run MODEL_DIR (--ids 1,2,3 | --prompt TEXT | --prompt-file PATH) [flags]")
 	pos, code := parseN(fs, args, 1, stderr, "k3 run: give exactly one MODEL_DIR (run 'k3 run -h' for the flags)")
 	if code >= 0 {
 		return code

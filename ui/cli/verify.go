@@ -30,12 +30,11 @@ func runVerify(args []string, stdout, stderr io.Writer) int {
 	layers := fs.Int("layers", 0, "check only the shards the first N layers need (partial sets; needs model.safetensors.index.json)")
 	jobs := fs.Int("jobs", 0, "files hashed in parallel (default min(4, cores))")
 	asJSON := fs.Bool("json", false, "print the report as one JSON object")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: k3 verify MODEL_DIR [--sha256] [--layers N] [--json]")
-		fmt.Fprintln(stderr, "Checks the released file set (96 shards with exact sizes, config.json, tiktoken.model,")
-		fmt.Fprintln(stderr, "tokenizer_config.json). Exit 0 only when everything needed is present and right.")
-		fs.PrintDefaults()
-	}
+	setUsage(fs, stderr,
+		"usage: k3 verify MODEL_DIR [--sha256] [--layers N] [--json]",
+		"Checks the released file set (96 shards with exact sizes, config.json, tiktoken.model,",
+		"tokenizer_config.json). Exit 0 only when everything needed is present and right.",
+	)
 	pos, code := parseN(fs, args, 1, stderr, "")
 	if code >= 0 {
 		return code
