@@ -403,7 +403,8 @@ func (e *Engine) mla(L *Layer, cache *mlaCache, pos int, x []float32, T int) []f
 		kernels.MatTVec(qabs[:r], L.KVB, h*(nope+vd), 0, qv[:nope])
 		copy(qabs[r:], qv[nope:])
 		p := make([]float64, n)
-		kernels.DotRowsF64(p, cache.rows, w, qabs)
+		scores := kernels.Mat{DType: kernels.F32, Rows: n, Cols: w, F32: cache.rows[:n*w]}
+		kernels.MatVec64(p, &scores, qabs)
 		for s := range p {
 			p[s] *= scale
 		}

@@ -68,12 +68,17 @@ func allFinite(x []float32) bool {
 }
 
 // finishRow adds the columns [n8, Cols) that the kernels leave to Go (fewer
-// than 8, into lanes 0..) and combines the lanes.
+// than 8, into lanes 0..) and combines the lanes, rounded to float32.
 func (m *Mat) finishRow(l *[Lanes]float64, r, n8 int, x []float32) float32 {
+	return float32(m.finishRow64(l, r, n8, x))
+}
+
+// finishRow64 is finishRow without the final rounding.
+func (m *Mat) finishRow64(l *[Lanes]float64, r, n8 int, x []float32) float64 {
 	for i := n8; i < m.Cols; i++ {
 		l[i-n8] += m.weight64(r, i) * float64(x[i])
 	}
-	return float32(combine(l))
+	return combine(l)
 }
 
 // simdMatMul is MatMul on the SIMD path; false means "use the portable path".
@@ -426,20 +431,17 @@ func readBlock(b []byte) uint64 {
 	return readGo(b)
 }
 
-// simdDotRows computes the leading scores of DotRowsF64 with the f32 row
-// kernels (8 rows in flight, or 4 on AVX2) and returns how many it did.
-func simdDotRows(dst []float64, rows []float32, stride int, x []float32) int {
+// simdMatVec64 is MatVec64 on the row kernels (8 rows in flight, 4 on
+// AVX2); false means "use the portable path".
+func simdMatVec64(dst []float64, m *Mat, x []float32) bool {
 	lvl := CurrentLevel()
-	n := len(x)
-	n8 := n &^ 7
+	n8 := m.Cols &^ 7
+	if lvl == LevelPortable || n8 == 0 {
+		return false
+	}
 	inflight := 8
 	if lvl == LevelAVX2 {
 		inflight = 4
-	} else if lvl != LevelAVX512 {
-		return 0
-	}
-	if n8 == 0 || len(dst) < inflight {
-		return 0
 	}
 	xb := getF64(n8)
 	xd := *xb
@@ -447,32 +449,15 @@ func simdDotRows(dst []float64, rows []float32, stride int, x []float32) int {
 		xd[i] = float64(v)
 	}
 	var acc [64]float64
-	s := 0
-	for ; s+inflight <= len(dst); s += inflight {
-		if lvl == LevelAVX512 {
-			var ptrs [8]*float32
-			for k := range ptrs {
-				ptrs[k] = &rows[(s+k)*stride]
-			}
-			f32Rows8AVX512(&ptrs, &xd[0], n8, &acc)
-		} else {
-			var ptrs [4]*float32
-			for k := range ptrs {
-				ptrs[k] = &rows[(s+k)*stride]
-			}
-			f32Rows4AVX2(&ptrs, &xd[0], n8, (*[32]float64)(acc[:32]))
-		}
-		for k := 0; k < inflight; k++ {
-			l := (*[Lanes]float64)(acc[k*Lanes:])
-			row := rows[(s+k)*stride:]
-			for i := n8; i < n; i++ {
-				l[i-n8] += float64(row[i]) * float64(x[i])
-			}
-			dst[s+k] = combine(l)
+	for r := 0; r < m.Rows; r += inflight {
+		k := min(inflight, m.Rows-r)
+		m.rowsSIMD(lvl, r, k, xd, n8, &acc) // f32 rows: always true
+		for j := 0; j < k; j++ {
+			dst[r+j] = m.finishRow64((*[Lanes]float64)(acc[j*Lanes:]), r+j, n8, x)
 		}
 	}
 	putF64(xb)
-	return s
+	return true
 }
 
 // simdWeightedRows computes the leading outputs of WeightedRows (64 at a

@@ -12,6 +12,6 @@ func simdMix(dst []float32, sources [][]float32, s []float64) int { return 0 }
 
 func readBlock(b []byte) uint64 { return readGo(b) }
 
-func simdDotRows(dst []float64, rows []float32, stride int, x []float32) int { return 0 }
+func simdMatVec64(dst []float64, m *Mat, x []float32) bool { return false }
 
 func simdWeightedRows(dst []float32, p []float64, rows []float32, stride int) int { return 0 }

@@ -2,23 +2,23 @@ package kernels
 
 import "fmt"
 
-// Attention over a cache of float32 rows (row s at rows[s*stride:]): the
-// scores are contract dot products kept in float64, the output is the
-// probability-weighted sum of the rows. Both are the same at every SIMD
+// Attention over a cache of float32 rows: the scores are contract dot
+// products kept in float64 (MatVec64), the output is the probability-
+// weighted sum of the rows (WeightedRows). Both are the same at every SIMD
 // level (tested bit for bit against these portable loops).
 
-// DotRowsF64 writes dst[s] = DotF64(x, row s) for s < len(dst), each row
-// being rows[s*stride : s*stride+len(x)].
-func DotRowsF64(dst []float64, rows []float32, stride int, x []float32) {
-	n := len(x)
-	if len(dst) == 0 || n == 0 {
-		clear(dst) // an empty dot product is +0
+// MatVec64 writes dst[r] = DotF64(x, row r) of a float32 matrix: the
+// contract dot products, serial, not rounded to float32 (attention scores).
+func MatVec64(dst []float64, m *Mat, x []float32) {
+	if m.DType != F32 || len(m.F32) < m.Rows*m.Cols || len(x) < m.Cols || len(dst) < m.Rows {
+		panic(fmt.Sprintf("kernels: MatVec64 of a %v %dx%d matrix, x %d, dst %d", m.DType, m.Rows, m.Cols, len(x), len(dst)))
+	}
+	if simdMatVec64(dst, m, x) {
 		return
 	}
-	checkStride(stride)
-	_ = rows[(len(dst)-1)*stride+n-1]
-	for s := simdDotRows(dst, rows, stride, x); s < len(dst); s++ {
-		dst[s] = DotF64(x, rows[s*stride:s*stride+n])
+	c := m.Cols
+	for r := 0; r < m.Rows; r++ {
+		dst[r] = DotF64(x[:c], m.F32[r*c:(r+1)*c])
 	}
 }
 

@@ -14,24 +14,24 @@ func attnCase(r *rand.Rand, n, w, stride int) (rows, x []float32) {
 	return rows, x
 }
 
-// TestDotRowsF64 compares the scores with DotF64 row by row, bit for bit, at
+// TestMatVec64 compares the scores with DotF64 row by row, bit for bit, at
 // every level, over row counts around the 8 (4) rows in flight and widths
 // that leave every tail.
-func TestDotRowsF64(t *testing.T) {
+func TestMatVec64(t *testing.T) {
 	r := rand.New(rand.NewPCG(31, 7))
 	for _, lvl := range append([]Level{LevelPortable}, simdLevels(t)...) {
 		withLevel(lvl, func() {
 			for _, n := range []int{0, 1, 3, 4, 7, 8, 9, 16, 17, 45} {
 				for _, w := range []int{0, 1, 7, 8, 9, 31, 64, 65, 576} {
-					stride := w + r.IntN(3)
-					rows, x := attnCase(r, n, w, stride)
+					rows, x := attnCase(r, n, w, w)
+					m := Mat{DType: F32, Rows: n, Cols: w, F32: rows[:n*w]}
 					got := make([]float64, n)
 					for s := range got {
 						got[s] = 7 // must be overwritten
 					}
-					DotRowsF64(got, rows, stride, x)
+					MatVec64(got, &m, x)
 					for s := range got {
-						want := DotF64(x, rows[s*stride:s*stride+w])
+						want := DotF64(x, rows[s*w:s*w+w])
 						if math.Float64bits(got[s]) != math.Float64bits(want) && !(got[s] != got[s] && want != want) {
 							t.Fatalf("%v n=%d w=%d row %d: %v, want %v", lvl, n, w, s, got[s], want)
 						}
@@ -102,7 +102,7 @@ func TestAttnEmpty(t *testing.T) {
 			out := []float32{5, 5, 5, 5, 5, 5, 5, 5, 5}
 			WeightedRows(out, nil, nil, 9)
 			sc := []float64{5, 5, 5, 5, 5, 5, 5, 5, 5}
-			DotRowsF64(sc, nil, 0, nil)
+			MatVec64(sc, &Mat{DType: F32, Rows: len(sc)}, nil)
 			for i := range out {
 				if math.Float32bits(out[i]) != 0 || math.Float64bits(sc[i]) != 0 {
 					t.Fatalf("%v: %v %v", lvl, out, sc)
@@ -112,13 +112,15 @@ func TestAttnEmpty(t *testing.T) {
 	}
 }
 
-func BenchmarkDotRowsF64(b *testing.B) {
+// BenchmarkMatVec64 is one MLA head's scores over a 4096-position cache.
+func BenchmarkMatVec64(b *testing.B) {
 	r := rand.New(rand.NewPCG(1, 2))
 	rows, x := attnCase(r, 4096, 576, 576)
+	m := Mat{DType: F32, Rows: 4096, Cols: 576, F32: rows}
 	dst := make([]float64, 4096)
 	b.SetBytes(int64(len(rows) * 4))
 	for b.Loop() {
-		DotRowsF64(dst, rows, 576, x)
+		MatVec64(dst, &m, x)
 	}
 }
 

@@ -54,7 +54,7 @@
 //     columns is decoded once to float64 and multiplied with all tokens by a
 //     6x4 (AVX-512) or 3x2 (AVX2) register-tiled micro-kernel whose lane
 //     accumulators persist in memory between column blocks.
-//   - Attention over a cache of float32 rows (MLA): DotRowsF64 runs the
+//   - Attention over a cache of float32 rows (MLA): MatVec64 runs the
 //     scores through the f32 row kernels (8 rows in flight, so eight
 //     independent lane sets instead of one dependent chain), and
 //     WeightedRows keeps eight vector accumulators of outputs while it walks
