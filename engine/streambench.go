@@ -153,8 +153,8 @@ func RunStreamBench(ctx context.Context, model, tr string, tokens int, logf func
 		trk.Close()
 		return nil, err
 	}
-	// fault the buffer in first, as the engine's ring slots are before the
-	// first token: the timed reads then measure the disk, not page zeroing
+	// fault the buffer in first: the engine reuses its ring slots, so only
+	// its first token pays for page zeroing; the timed reads measure the disk
 	clear(rb.Bytes())
 	var tb int64
 	t0 := time.Now()
