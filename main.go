@@ -6,17 +6,16 @@ import (
 	"os"
 
 	"k3/ui/cli"
-	_ "k3/ui/gui" // the desktop app: sets cli.OpenApp
+	"k3/ui/gui"
 )
 
 func main() {
 	if len(os.Args) < 2 {
-		os.Exit(cli.Main(nil)) // the window: Fyne runs it on the main thread
+		os.Exit(gui.Open()) // the window: Fyne runs it on the main thread
 	}
-	// Fyne's driver locks main.main to the main OS thread. A headless
-	// command runs on another goroutine: with the kernel pool's caller on
-	// that thread (even after UnlockOSThread), MXFP4 mat-vec on 2 threads
-	// ran at 9-19 GB/s instead of 21-25.
+	// Fyne's driver locks main.main to the main OS thread; a headless command
+	// runs on another goroutine so the kernel pool's caller is not pinned to
+	// that thread (pinned, the pool's mat-vecs ran measurably slower).
 	code := make(chan int)
 	go func() { code <- cli.Main(os.Args[1:]) }()
 	os.Exit(<-code)

@@ -2,58 +2,38 @@ package engine
 
 import (
 	"context"
-	"encoding/json"
 	"math"
 	"os"
 	"path/filepath"
 	"slices"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"k3/internal/fixture"
 	"k3/kernels"
 )
 
-type expectFile struct {
-	Case    string `json:"case"`
-	Prompts []struct {
-		PromptIDs   []int     `json:"prompt_ids"`
-		GreedyIDs   []int     `json:"greedy_ids"`
-		FullIDs     []int     `json:"full_ids"`
-		TFPred      []int     `json:"tf_pred"`
-		FirstLogits []float64 `json:"first_logits"`
-	} `json:"prompts"`
+// openCase opens reference checkpoint name (resident) with the given prefill chunk.
+func openCase(t *testing.T, name string, chunk int) *Model {
+	t.Helper()
+	m, err := Open(fixture.ModelDir(name), Options{Budget: Budget{CacheBytes: 1 << 62}, Chunk: chunk})
+	require.NoError(t, err)
+	t.Cleanup(m.Close)
+	return m
 }
 
-var modelCases = []string{"tiny-release", "tiny-flat-f32"}
-
-func loadCase(t *testing.T, name string) (*Model, *expectFile) {
+func loadCase(t *testing.T, name string) (*Model, *fixture.Expect) {
 	t.Helper()
-	dir := filepath.Join("..", "testdata", "models", name)
-	m, set, err := Open(dir, "", 0, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { m.Store.Close(); set.Close() })
-	raw, err := os.ReadFile(filepath.Join(dir, "expect.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ex expectFile
-	if err := json.Unmarshal(raw, &ex); err != nil {
-		t.Fatal(err)
-	}
-	if len(ex.Prompts) < 2 {
-		t.Fatalf("%s: expect.json has %d prompts", name, len(ex.Prompts))
-	}
-	return m, &ex
+	return openCase(t, name, 0), fixture.LoadExpect(t, name)
 }
 
 // checkLogits compares against the float64 reference: every value within
 // 1e-4 of the largest reference magnitude.
 func checkLogits(t *testing.T, what string, got []float32, want []float64) {
 	t.Helper()
-	if len(got) != len(want) {
-		t.Fatalf("%s: %d logits, reference %d", what, len(got), len(want))
-	}
+	require.Len(t, got, len(want), what)
 	scale := 0.0
 	for _, w := range want {
 		scale = math.Max(scale, math.Abs(w))
@@ -62,52 +42,48 @@ func checkLogits(t *testing.T, what string, got []float32, want []float64) {
 	for i := range got {
 		worst = math.Max(worst, math.Abs(float64(got[i])-want[i])/scale)
 	}
-	if worst > 1e-4 {
-		t.Fatalf("%s: logits differ from the reference by %.3g relative (limit 1e-4)", what, worst)
-	}
+	require.LessOrEqual(t, worst, 1e-4, "%s: logits differ from the reference (relative to the largest)", what)
 	t.Logf("%s: max relative logit difference %.2g", what, worst)
+}
+
+// requireSameBits fails unless a and b are identical bit for bit.
+func requireSameBits(t *testing.T, what string, a, b []float32) {
+	t.Helper()
+	require.Len(t, b, len(a), what)
+	for i := range a {
+		if math.Float32bits(a[i]) != math.Float32bits(b[i]) {
+			require.Failf(t, "bits differ", "%s: value %d is %v, want %v", what, i, a[i], b[i])
+		}
+	}
 }
 
 // TestGates is the engine's acceptance gate against the PyTorch reference:
 // greedy, incremental == recompute, teacher forcing and first-step logits.
 func TestGates(t *testing.T) {
-	for _, name := range modelCases {
+	ctx := context.Background()
+	for _, name := range fixture.Models {
 		t.Run(name, func(t *testing.T) {
-			m, ex := loadCase(t, name)
+			ex := fixture.LoadExpect(t, name)
 			for _, chunk := range []int{64, 16, 1} {
-				e := NewEngine(m, 2)
-				e.Chunk = chunk
+				m := openCase(t, name, chunk)
+				e := m.NewEngine(2)
 				for pi, p := range ex.Prompts {
-					res, err := e.Generate(context.Background(), nil, p.PromptIDs, GenOptions{Gen: len(p.GreedyIDs)})
-					if err != nil {
-						t.Fatal(err)
-					}
-					if !slices.Equal(res.Generated, p.GreedyIDs) {
-						t.Fatalf("chunk %d prompt %d: greedy %v, reference %v", chunk, pi, res.Generated, p.GreedyIDs)
-					}
+					res, err := e.Generate(ctx, nil, p.PromptIDs, GenOptions{MaxTokens: len(p.GreedyIDs)})
+					require.NoError(t, err)
+					require.Equal(t, p.GreedyIDs, res.Generated, "chunk %d prompt %d: greedy", chunk, pi)
+					assert.Equal(t, StopLength, res.Stop)
+					assert.Equal(t, p.FullIDs, res.FullIDs())
 					checkLogits(t, name, res.FirstLogits, p.FirstLogits)
 					if chunk != 16 {
 						continue
 					}
-					rc, err := e.Generate(context.Background(), nil, p.PromptIDs, GenOptions{Gen: len(p.GreedyIDs), Recompute: true})
-					if err != nil {
-						t.Fatal(err)
-					}
-					if !slices.Equal(rc.Generated, res.Generated) {
-						t.Fatalf("prompt %d: recompute %v, incremental %v", pi, rc.Generated, res.Generated)
-					}
-					for i := range rc.FirstLogits {
-						if math.Float32bits(rc.FirstLogits[i]) != math.Float32bits(res.FirstLogits[i]) {
-							t.Fatalf("prompt %d: recompute logits differ at %d", pi, i)
-						}
-					}
-					tf, err := e.TeacherForce(p.FullIDs)
-					if err != nil {
-						t.Fatal(err)
-					}
-					if !slices.Equal(tf, p.TFPred) {
-						t.Fatalf("prompt %d: teacher forcing %v, reference %v", pi, tf, p.TFPred)
-					}
+					rc, err := e.Generate(ctx, nil, p.PromptIDs, GenOptions{MaxTokens: len(p.GreedyIDs), Recompute: true})
+					require.NoError(t, err)
+					require.Equal(t, res.Generated, rc.Generated, "prompt %d: recompute", pi)
+					requireSameBits(t, "recompute logits", rc.FirstLogits, res.FirstLogits)
+					tf, err := e.TeacherForce(ctx, p.FullIDs)
+					require.NoError(t, err)
+					require.Equal(t, p.TFPred, tf, "prompt %d: teacher forcing", pi)
 				}
 				e.Close()
 			}
@@ -118,27 +94,20 @@ func TestGates(t *testing.T) {
 // TestChunkAndThreadInvariance: prefill chunk size and thread count never
 // change a bit of the logits (teacher forcing over every position).
 func TestChunkAndThreadInvariance(t *testing.T) {
-	m, ex := loadCase(t, "tiny-release")
-	ids := ex.Prompts[1].FullIDs
+	ids := fixture.LoadExpect(t, "tiny-release").Prompts[1].FullIDs
 	var ref []float32
-	for _, threads := range []int{1, 2, 3} {
-		for _, chunk := range []int{1, 7, 16, 64} {
-			e := NewEngine(m, threads)
-			e.Chunk = chunk
-			lg, err := e.Feed(m.NewState(), ids, true)
+	for _, chunk := range []int{1, 7, 16, 64} {
+		m := openCase(t, "tiny-release", chunk)
+		for _, threads := range []int{1, 2, 3} {
+			e := m.NewEngine(threads)
+			lg, err := e.Feed(context.Background(), m.NewState(), ids, true)
 			e.Close()
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			if ref == nil {
 				ref = lg
 				continue
 			}
-			for i := range lg {
-				if math.Float32bits(lg[i]) != math.Float32bits(ref[i]) {
-					t.Fatalf("threads %d chunk %d: logit %d differs", threads, chunk, i)
-				}
-			}
+			requireSameBits(t, "logits", lg, ref)
 		}
 	}
 }
@@ -148,19 +117,113 @@ func TestChunkAndThreadInvariance(t *testing.T) {
 func TestGenerateCancel(t *testing.T) {
 	m, ex := loadCase(t, "tiny-release")
 	p := ex.Prompts[0]
-	e := NewEngine(m, 1)
+	e := m.NewEngine(1)
 	defer e.Close()
 	ctx, cancel := context.WithCancel(context.Background())
-	res, err := e.Generate(ctx, nil, p.PromptIDs, GenOptions{Gen: 12, OnStep: func(step, id int, s float64) {
-		if step == 2 {
+	res, err := e.Generate(ctx, nil, p.PromptIDs, GenOptions{MaxTokens: 12, OnToken: func(ev Event) bool {
+		if ev.Step == 2 {
 			cancel()
 		}
+		return false
 	}})
-	if err != ErrCancelled || res.StopReason != StopCancelled {
-		t.Fatalf("err %v reason %q", err, res.StopReason)
-	}
-	if !slices.Equal(res.Generated, p.GreedyIDs[:3]) {
-		t.Fatalf("partial %v, want %v", res.Generated, p.GreedyIDs[:3])
+	require.ErrorIs(t, err, context.Canceled)
+	assert.Equal(t, StopCancelled, res.Stop)
+	assert.Equal(t, p.GreedyIDs[:3], res.Generated)
+}
+
+// TestGenerateStops: a stop id ends generation (kept in the output), and
+// OnToken can end it too.
+func TestGenerateStops(t *testing.T) {
+	m, ex := loadCase(t, "tiny-release")
+	p := ex.Prompts[0]
+	e := m.NewEngine(1)
+	defer e.Close()
+	res, err := e.Generate(context.Background(), nil, p.PromptIDs, GenOptions{MaxTokens: 12, StopIDs: []int{p.GreedyIDs[4]}})
+	require.NoError(t, err)
+	assert.Equal(t, StopToken, res.Stop)
+	assert.Equal(t, p.GreedyIDs[:slices.Index(p.GreedyIDs, p.GreedyIDs[4])+1], res.Generated)
+	res, err = e.Generate(context.Background(), nil, p.PromptIDs, GenOptions{MaxTokens: 12, OnToken: func(ev Event) bool { return ev.Step == 1 }})
+	require.NoError(t, err)
+	assert.Equal(t, StopCaller, res.Stop)
+	assert.Equal(t, p.GreedyIDs[:2], res.Generated)
+	assert.Equal(t, "stop_id", StopToken.String())
+}
+
+// stateBytes is the state as SaveState writes it.
+func stateBytes(t *testing.T, m *Model, s *State) []byte {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "state")
+	require.NoError(t, m.SaveState(path, s))
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	return b
+}
+
+// TestCancelInsidePrefill: cancelling while a prompt is read stops before the
+// next layer; the state keeps exactly the chunks that completed (the chunk
+// in flight is rolled back), equals the state of feeding those positions
+// alone byte for byte, and generation resumed from it gives the reference.
+func TestCancelInsidePrefill(t *testing.T) {
+	const chunk = 8
+	name := "tiny-release"
+	p := fixture.LoadExpect(t, name).Prompts[1]
+	require.Greater(t, len(p.PromptIDs), 2*chunk, "the prompt must span more than two chunks")
+	dir := fixture.ModelDir(name)
+	m := openCase(t, name, chunk)
+	for _, at := range []struct {
+		what  string
+		chunk int // cancel during this prefill chunk (0-based)
+		layer int // ... when this layer asks for its experts (-1: at the chunk's end)
+	}{{"between chunks", 0, -1}, {"mid chunk, early layer", 1, 2}, {"mid chunk, late layer", 2, m.Cfg.Layers - 2}} {
+		t.Run(at.what, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			done := 0
+			m, err := Open(dir, Options{Budget: Budget{CacheBytes: 1 << 62}, Chunk: chunk, Trace: func(layer, expert int) {
+				if done == at.chunk && layer == at.layer {
+					cancel()
+				}
+			}})
+			require.NoError(t, err)
+			defer m.Close()
+			require.False(t, at.layer >= 0 && m.Cfg.IsDense(at.layer), "layer %d must be an MoE layer", at.layer)
+			e := m.NewEngine(2)
+			defer e.Close()
+			var events []Event
+			res, err := e.Generate(ctx, nil, p.PromptIDs, GenOptions{MaxTokens: 4, OnEvent: func(ev Event) {
+				events = append(events, ev)
+				if ev.Kind == EventPrefill {
+					done++
+					if at.layer < 0 && done == at.chunk+1 {
+						cancel()
+					}
+				}
+			}})
+			require.ErrorIs(t, err, context.Canceled)
+			assert.Equal(t, StopCancelled, res.Stop)
+			assert.Empty(t, res.Generated)
+			kept := chunk * (at.chunk + 1)
+			if at.layer >= 0 {
+				kept = chunk * at.chunk
+			}
+			require.Equal(t, kept, res.State.Pos, "positions kept")
+			require.Equal(t, p.PromptIDs[:kept], res.State.IDs)
+			require.Len(t, events, kept/chunk)
+			for i, ev := range events {
+				assert.Equal(t, EventPrefill, ev.Kind)
+				assert.Equal(t, (i+1)*chunk, ev.Done)
+				assert.Equal(t, len(p.PromptIDs), ev.Total)
+			}
+			// the kept state is the state of those positions fed alone
+			fresh := m.NewState()
+			_, err = e.Feed(context.Background(), fresh, p.PromptIDs[:kept], false)
+			require.NoError(t, err)
+			require.Equal(t, stateBytes(t, m, fresh), stateBytes(t, m, res.State))
+			// and generation continues from it as if never interrupted
+			rest, err := e.Generate(context.Background(), res.State, p.PromptIDs[kept:], GenOptions{MaxTokens: len(p.GreedyIDs)})
+			require.NoError(t, err)
+			require.Equal(t, p.GreedyIDs, rest.Generated)
+		})
 	}
 }
 
@@ -170,26 +233,18 @@ func TestPortableEqualsSIMD(t *testing.T) {
 	if kernels.BestLevel() == kernels.LevelPortable {
 		t.Skip("no SIMD path on this machine")
 	}
-	for _, name := range modelCases {
-		m, ex := loadCase(t, name)
-		ids := ex.Prompts[1].FullIDs
+	for _, name := range fixture.Models {
+		m := openCase(t, name, 16)
+		ids := fixture.LoadExpect(t, name).Prompts[1].FullIDs
 		run := func(l kernels.Level) []float32 {
 			prev := kernels.SetLevel(l)
 			defer kernels.SetLevel(prev)
-			e := NewEngine(m, 2)
+			e := m.NewEngine(2)
 			defer e.Close()
-			e.Chunk = 16
-			lg, err := e.Feed(m.NewState(), ids, true)
-			if err != nil {
-				t.Fatal(err)
-			}
+			lg, err := e.Feed(context.Background(), m.NewState(), ids, true)
+			require.NoError(t, err)
 			return lg
 		}
-		a, b := run(kernels.LevelPortable), run(kernels.BestLevel())
-		for i := range a {
-			if math.Float32bits(a[i]) != math.Float32bits(b[i]) {
-				t.Fatalf("%s logit %d: portable %v, level %v %v", name, i, a[i], kernels.BestLevel(), b[i])
-			}
-		}
+		requireSameBits(t, name+" portable vs "+kernels.BestLevel().String(), run(kernels.LevelPortable), run(kernels.BestLevel()))
 	}
 }

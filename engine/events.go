@@ -1,61 +1,92 @@
 package engine
 
 import (
+	"time"
+
 	"k3/engine/plan"
 )
 
-// Event kinds sent to Engine.Observe.
+// EventKind says what an Event reports.
+type EventKind int
+
+// Event kinds. The engine sends prefill and token events; a chat session
+// adds the text of the channel each token belongs to; the app adds phases
+// and periodic statistics.
 const (
-	EventPrefill = "prefill" // a prefill chunk finished: Done of Total positions
-	EventToken   = "token"   // a token was generated: Step, Token, Seconds
+	EventPrefill   EventKind = iota // Done of Total prompt positions are in the state (Reused were already)
+	EventToken                      // token Token was generated at Step in Seconds
+	EventReasoning                  // Text is more of the thinking section
+	EventAnswer                     // Text is more of the answer
+	EventTool                       // Text is more of a tool call
+	EventPhase                      // Text says what is happening ("loading layer 3/93")
+	EventStats                      // Stats are fresh
 )
 
-// Event is one progress or statistics update from the engine. The desktop
-// app's gauges and the CLI's reports read the same events.
+var eventNames = [...]string{"prefill", "token", "reasoning", "answer", "tool", "phase", "stats"}
+
+func (k EventKind) String() string {
+	if k >= 0 && int(k) < len(eventNames) {
+		return eventNames[k]
+	}
+	return "event?"
+}
+
+// Event is one progress, text or statistics update. The app's gauges, the
+// chat views and the CLI's reports read the same events.
 type Event struct {
-	Kind        string
-	Done, Total int     // prefill positions
-	Step, Token int     // generation step and token id
-	Seconds     float64 // this step's wall time
-	Stats       Stats   // cumulative counters at the time of the event
+	Kind                EventKind
+	Done, Total, Reused int     // prefill positions
+	Step, Token         int     // generation step and token id
+	Seconds             float64 // this step's wall time
+	Text                string
+	Stats               Stats // cumulative counters at the time of the event
+	At                  time.Time
 }
 
 // Stats are cumulative engine counters.
 type Stats struct {
 	Positions        int
 	RSSBytes         int64
-	TrunkBytesRead   int64   // streamed trunk bytes (excludes the initial bind)
+	TrunkBytesRead   int64   // streamed trunk and table bytes (excludes the initial bind)
 	TrunkWaitSeconds float64 // time the forward waited for trunk reads
 	Expert           ExpertStats
-	ComputeSeconds   float64
 }
 
 // IOWaitSeconds is the time the forward pass spent blocked on reads; it never
 // counts a read that overlapped computation.
 func (s Stats) IOWaitSeconds() float64 { return s.TrunkWaitSeconds + s.Expert.ReadSeconds }
 
+// IOShare is the share of wall seconds spent waiting on reads (0..1).
+func (s Stats) IOShare(wall float64) float64 {
+	if wall <= 0 {
+		return 0
+	}
+	return min(max(s.IOWaitSeconds()/wall, 0), 1)
+}
+
+// HitRate is the share of expert requests served from memory, and whether
+// there were any requests.
+func (s Stats) HitRate() (float64, bool) {
+	if s.Expert.Requests == 0 {
+		return 0, false
+	}
+	return float64(s.Expert.Hits) / float64(s.Expert.Requests), true
+}
+
+// BytesRead is every byte the forward read from disk (trunk, tables, experts).
+func (s Stats) BytesRead() int64 { return s.TrunkBytesRead + s.Expert.BytesRead }
+
 // Sub returns what accumulated since an earlier snapshot.
 func (s Stats) Sub(o Stats) Stats {
 	return Stats{Positions: s.Positions - o.Positions, RSSBytes: s.RSSBytes,
 		TrunkBytesRead: s.TrunkBytesRead - o.TrunkBytesRead, TrunkWaitSeconds: s.TrunkWaitSeconds - o.TrunkWaitSeconds,
-		Expert: s.Expert.Sub(o.Expert), ComputeSeconds: s.ComputeSeconds - o.ComputeSeconds}
+		Expert: s.Expert.Sub(o.Expert)}
 }
 
 // Snapshot reads the engine's counters now.
 func (e *Engine) Snapshot() Stats {
-	s := Stats{RSSBytes: plan.CurrentRSS()}
-	if st, ok := e.M.Experts.(interface{ Stats() ExpertStats }); ok {
-		s.Expert = st.Stats()
-	}
-	if e.layers != nil {
-		s.TrunkBytesRead, s.TrunkWaitSeconds = e.layers.trunkStats()
-	}
+	s := Stats{RSSBytes: plan.CurrentRSS(), Expert: e.m.experts.Stats(), Positions: e.positions}
+	s.TrunkBytesRead, s.TrunkWaitSeconds = e.layers.trunkStats()
+	s.TrunkBytesRead += e.m.tables.bytesRead()
 	return s
-}
-
-func (e *Engine) emit(ev Event) {
-	if e.Observe != nil {
-		ev.Stats = e.Snapshot()
-		e.Observe(ev)
-	}
 }

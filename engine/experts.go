@@ -13,10 +13,21 @@ import (
 	st "k3/storage/safetensors"
 )
 
-// ExpertSource supplies routed experts by (layer, expert). A failed load must
-// return an error (an *ExpertError names the expert and the file).
+// ExpertSource supplies routed experts: the ExpertStore, which reads them
+// from the shards into a cache (tests supply in-memory ones).
 type ExpertSource interface {
-	Get(layer, expert int) (*Expert, error)
+	// Acquire makes the experts of a layer resident and pins them until
+	// Release; a failed read returns an *ExpertError.
+	Acquire(layer int, experts []int) ([]*Expert, error)
+	Release(layer int, experts []int)
+	// MaxPinned is how many experts one Acquire may hold.
+	MaxPinned() int
+	Stats() ExpertStats
+	// ExpertBytes is the size of one expert's tensors.
+	ExpertBytes() int64
+	// IONotes says where reads fell back to buffered I/O.
+	IONotes() []string
+	Close()
 }
 
 // Expert is one routed expert's matrices (MXFP4 in the released checkpoint): W1 (gate) and W3 (up) map the
@@ -77,13 +88,13 @@ type ExpertStore struct {
 	cfg  *config.Config
 	locs map[int]*expertLoc
 
-	// ReadAt reads len(dst) bytes at off from path; tests replace it to
-	// inject faults. The default reads with O_DIRECT where possible.
-	ReadAt func(path string, off int64, dst []byte) error
-	// QueueDepth is how many expert reads run at once (default 8).
-	QueueDepth int
-	// Trace, when set, receives every request in order.
-	Trace func(layer, expert int)
+	// readAt reads len(dst) bytes at off from path: with O_DIRECT where
+	// possible, or Options.ExpertReadAt.
+	readAt func(path string, off int64, dst []byte) error
+	// queueDepth is how many expert reads run at once.
+	queueDepth int
+	// trace, when set, receives every request in order.
+	trace func(layer, expert int)
 
 	mu       sync.Mutex
 	budget   int64
@@ -94,9 +105,9 @@ type ExpertStore struct {
 	index    map[int]*slot
 	pol      cachesim.Policy
 	free     []*slot
-	// Policy names the replacement policy: "layer+r" (default), "lru",
-	// "s3fifo" or "layer" (see engine/cachesim). Set before the first Acquire.
-	Policy string
+	// policy names the replacement policy: "layer+r" (default), "lru",
+	// "s3fifo" or "layer".
+	policy string
 	stats  ExpertStats
 	files  map[string]*direct.File
 	bound  int              // layers bound (caps the useful cache size)
@@ -110,19 +121,14 @@ type slot struct {
 	pins int
 }
 
-func newExpertStore(set *st.Set, cfg *config.Config) *ExpertStore {
-	s := &ExpertStore{set: set, cfg: cfg, locs: map[int]*expertLoc{},
-		index: map[int]*slot{}, budget: 1 << 62, files: map[string]*direct.File{}, QueueDepth: 8}
-	s.ReadAt = s.readDirect
+// newExpertStore returns the store of the first `layers` layers' experts
+// with a cache of budget bytes (at least top-k+1 slots are kept) under the
+// named replacement policy.
+func newExpertStore(set *st.Set, cfg *config.Config, layers int, budget int64, policy string) *ExpertStore {
+	s := &ExpertStore{set: set, cfg: cfg, locs: map[int]*expertLoc{}, bound: layers, policy: policy,
+		index: map[int]*slot{}, budget: budget, files: map[string]*direct.File{}, queueDepth: 8}
+	s.readAt = s.readDirect
 	return s
-}
-
-// SetBudget sets the cache budget in bytes; at least top-k+1 slots are kept.
-// It must be called before the first Acquire.
-func (s *ExpertStore) SetBudget(bytes int64) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.budget = bytes
 }
 
 // Slots returns the number of slots the budget gives.
@@ -192,6 +198,26 @@ func (s *ExpertStore) readDirect(path string, off int64, dst []byte) error {
 	return err
 }
 
+// locateAll locates every routed expert of the bound MoE layers; one error
+// lists every problem.
+func (s *ExpertStore) locateAll(prefix string) error {
+	var errs []string
+	for li := 0; li < s.bound; li++ {
+		if s.cfg.IsDense(li) {
+			continue
+		}
+		for e := 0; e < s.cfg.Experts; e++ {
+			if msg := s.locate(prefix, li, e); msg != "" {
+				errs = append(errs, msg)
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return &BindError{errs}
+	}
+	return nil
+}
+
 // locate checks the six tensors of expert e of layer li and records where
 // they are; it returns a problem description or "".
 func (s *ExpertStore) locate(prefix string, li, e int) string {
@@ -229,17 +255,6 @@ func (s *ExpertStore) locate(prefix string, li, e int) string {
 	return ""
 }
 
-// Get returns expert e of layer li pinned; callers that use Get must not
-// hold more than one at a time (the MoE block uses Acquire).
-func (s *ExpertStore) Get(li, e int) (*Expert, error) {
-	ex, err := s.Acquire(li, []int{e})
-	if err != nil {
-		return nil, err
-	}
-	s.Release(li, []int{e})
-	return ex[0], nil
-}
-
 // MaxPinned is how many experts one Acquire may hold.
 func (s *ExpertStore) MaxPinned() int { return s.Slots() }
 
@@ -269,8 +284,8 @@ func (s *ExpertStore) Acquire(li int, experts []int) ([]*Expert, error) {
 	for i, e := range experts {
 		key := li*s.cfg.Experts + e
 		s.stats.Requests++
-		if s.Trace != nil {
-			s.Trace(li, e)
+		if s.trace != nil {
+			s.trace(li, e)
 		}
 		loc := s.locs[key]
 		if loc == nil {
@@ -318,7 +333,7 @@ func (s *ExpertStore) Acquire(li int, experts []int) ([]*Expert, error) {
 	t0 := time.Now()
 	var wg sync.WaitGroup
 	next := make(chan *miss)
-	for w := 0; w < max(1, min(s.QueueDepth, len(misses))); w++ {
+	for w := 0; w < max(1, min(s.queueDepth, len(misses))); w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -390,7 +405,7 @@ func (s *ExpertStore) ensurePolicy() error {
 		return nil
 	}
 	n, layers, E := s.capacity(), max(s.bound, 1), s.cfg.Experts
-	switch s.Policy {
+	switch s.policy {
 	case "", "layer+r":
 		s.pol = cachesim.NewLayerCycleRecency(n, layers, E)
 	case "layer":
@@ -400,7 +415,7 @@ func (s *ExpertStore) ensurePolicy() error {
 	case "s3fifo":
 		s.pol = cachesim.NewS3FIFO(n, layers*E)
 	default:
-		return fmt.Errorf("unknown expert cache policy %q (layer+r, layer, lru, s3fifo)", s.Policy)
+		return fmt.Errorf("unknown expert cache policy %q (layer+r, layer, lru, s3fifo)", s.policy)
 	}
 	// pinned experts (handed to the batch in flight) are never evicted
 	s.pol.SetEvictable(func(k uint64) bool {
@@ -450,7 +465,7 @@ func (s *ExpertStore) load(loc *expertLoc, mem []byte) (*Expert, error) {
 			start = loc.off
 		}
 		span := mem[:end-start]
-		if err := s.ReadAt(loc.path, start, span); err != nil {
+		if err := s.readAt(loc.path, start, span); err != nil {
 			return nil, err
 		}
 		base := loc.off - start
@@ -462,7 +477,7 @@ func (s *ExpertStore) load(loc *expertLoc, mem []byte) (*Expert, error) {
 		o := int64(0)
 		for i, t := range loc.parts {
 			parts[i] = mem[o : o+t.Size]
-			if err := s.ReadAt(t.Path, t.Offset, parts[i]); err != nil {
+			if err := s.readAt(t.Path, t.Offset, parts[i]); err != nil {
 				return nil, err
 			}
 			o += t.Size
@@ -509,7 +524,8 @@ func (s *ExpertStore) Close() {
 	}
 }
 
-func (s *ExpertStore) ioNotes() []string {
+// IONotes lists the shard files read through the page cache, and why.
+func (s *ExpertStore) IONotes() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var notes []string

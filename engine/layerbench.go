@@ -125,33 +125,29 @@ func RunLayerBench(ctx context.Context, model, tr string, threads, tokens int, l
 	for i := range prompt {
 		prompt[i] = (1000 + 37*i) % 512 // inside any vocabulary the benchmark generates
 	}
-	measure := func(opt OpenOptions, cold bool) ([]LayerTiming, float64, error) {
-		opt.Budget.Positions, opt.Budget.Chunk = len(prompt)+tokens+1, 64
-		m, mset, p, err := OpenModel(model, opt)
+	measure := func(opt Options, cold bool) ([]LayerTiming, float64, error) {
+		opt.Positions, opt.Chunk = len(prompt)+tokens+1, 64
+		m, err := Open(model, opt)
 		if err != nil {
 			return nil, 0, err
 		}
-		defer mset.Close()
 		defer m.Close()
+		p := m.Plan
 		if opt.TrunkDir != "" {
 			res.StreamRingSlots = p.RingSlots
 			if p.PinnedBytes > 0 || p.RingSlots != 1 {
 				return nil, 0, fmt.Errorf("the streamed run should stream every layer through one ring slot; the plan pins %d bytes and has %d slots", p.PinnedBytes, p.RingSlots)
 			}
 		}
-		e, err := NewEngineFor(m, threads)
-		if err != nil {
-			return nil, 0, err
-		}
+		e := m.NewEngine(threads)
 		defer e.Close()
-		e.Chunk = 64
 		// prefill twice: the first run reads the experts, the second is timed
-		if _, err := e.Feed(m.NewState(), prompt, false); err != nil {
+		if _, err := e.Feed(ctx, m.NewState(), prompt, false); err != nil {
 			return nil, 0, err
 		}
 		st := m.NewState()
 		t0 := time.Now()
-		logits, err := e.Feed(st, prompt, false)
+		logits, err := e.Feed(ctx, st, prompt, false)
 		if err != nil {
 			return nil, 0, err
 		}
@@ -162,17 +158,17 @@ func RunLayerBench(ctx context.Context, model, tr string, threads, tokens int, l
 		e.LayerSeconds = make([]float64, m.Bound)
 		id := kernels.Argmax(logits)
 		for i := 0; i < tokens; i++ {
-			if logits, err = e.Feed(st, []int{id}, false); err != nil {
+			if logits, err = e.Feed(ctx, st, []int{id}, false); err != nil {
 				return nil, 0, err
 			}
 			id = kernels.Argmax(logits)
 		}
-		perLayer, _ := TrunkSizes(mset, m.Cfg, m.Bound)
+		perLayer := m.TrunkLayerBytes()
 		var out []LayerTiming
 		for i := 0; i < m.Bound; i++ {
 			b := perLayer[i]
 			if !m.Cfg.IsDense(i) {
-				b += int64(m.Cfg.TopK) * m.Store.ExpertBytes()
+				b += int64(m.Cfg.TopK) * m.Experts().ExpertBytes()
 			}
 			out = append(out, LayerTiming{Layer: i, Kind: layerKind(m, i), Bytes: b,
 				Seconds: e.LayerSeconds[i] / float64(tokens)})
@@ -180,7 +176,7 @@ func RunLayerBench(ctx context.Context, model, tr string, threads, tokens int, l
 		return out, prefill, nil
 	}
 	logf("resident: trunk in RAM, every expert cached")
-	if res.Resident, res.PrefillTokensPerS, err = measure(OpenOptions{Budget: Budget{CacheBytes: 1 << 40}}, false); err != nil {
+	if res.Resident, res.PrefillTokensPerS, err = measure(Options{Budget: Budget{CacheBytes: 1 << 40}}, false); err != nil {
 		return nil, err
 	}
 	if err := ram(); err != nil {
@@ -191,7 +187,7 @@ func RunLayerBench(ctx context.Context, model, tr string, threads, tokens int, l
 	// layer is needed (no read-ahead: the 3-layer benchmark model would fit
 	// whole in two slots of its largest layer, and then nothing streams)
 	logf("streamed: every layer from the packed trunk through one ring slot (no read-ahead), the smallest expert cache, caches dropped")
-	if res.Streamed, _, err = measure(OpenOptions{TrunkDir: tr, Budget: Budget{TrunkBytes: 1, Ring: 1, CacheBytes: 1}}, true); err != nil {
+	if res.Streamed, _, err = measure(Options{TrunkDir: tr, Budget: Budget{TrunkBytes: 1, Ring: 1, CacheBytes: 1}}, true); err != nil {
 		return nil, err
 	}
 	if err := disk("after"); err != nil {

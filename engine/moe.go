@@ -6,12 +6,38 @@ import (
 	"k3/kernels"
 )
 
-// batchSource is an expert source that can pin several experts at once and
-// read their misses together (the ExpertStore).
-type batchSource interface {
-	Acquire(layer int, experts []int) ([]*Expert, error)
-	Release(layer int, experts []int)
-	MaxPinned() int
+// moeBlock is the Stable LatentMoE block: a router on the full width, routed
+// MXFP4 experts that run in a smaller latent space (their weights come from
+// the expert store, not the trunk), and shared experts on the full width.
+type moeBlock struct {
+	layer                int
+	Router               *kernels.Mat
+	RouterBias           []float32
+	LatDown, LatUp       *kernels.Mat
+	LatNorm              []float32 // nil without routed_expert_norm
+	ShGate, ShUp, ShDown *kernels.Mat
+}
+
+func (b *binder) moe(li int, f string) *moeBlock {
+	c := b.cfg
+	H := c.Hidden
+	L := &moeBlock{
+		layer:      li,
+		Router:     b.mat(f+"gate.weight", c.Experts, H),
+		RouterBias: b.vec(f+"gate.e_score_correction_bias", []int{c.Experts}, 0),
+		LatDown:    b.mat(f+"routed_expert_down_proj.weight", c.Latent, H),
+		LatUp:      b.mat(f+"routed_expert_up_proj.weight", H, c.Latent),
+	}
+	if c.LatentNorm {
+		L.LatNorm = b.vec(f+"routed_expert_norm.weight", []int{c.Latent}, 0)
+	}
+	if c.SharedExperts > 0 {
+		w := c.SharedExperts * c.MoEInter
+		L.ShGate = b.mat(f+"shared_experts.gate_proj.weight", w, H)
+		L.ShUp = b.mat(f+"shared_experts.up_proj.weight", w, H)
+		L.ShDown = b.mat(f+"shared_experts.down_proj.weight", H, w)
+	}
+	return L
 }
 
 // Route picks the top-k experts of one token: selection by sigmoid score plus
@@ -49,12 +75,12 @@ func Route(logits, bias []float32, topk int, renorm bool, scale float32, idx []i
 	}
 }
 
-// moe is the Stable LatentMoE block over T positions: route on the full
-// width, run the selected MXFP4 experts in the latent space (each distinct
-// expert fetched once for the whole chunk), normalise the weighted
-// aggregate, project up, and add the shared experts.
-func (e *Engine) moe(L *Layer, x []float32, T int) ([]float32, error) {
-	c := e.M.Cfg
+// forward runs the block over T positions: route, run the selected experts
+// in the latent space (each distinct expert fetched once for the whole
+// chunk), normalise the weighted aggregate, project up, add the shared
+// experts.
+func (L *moeBlock) forward(e *Engine, x []float32, T int) ([]float32, error) {
+	c := e.m.Cfg
 	k, lat := c.TopK, c.Latent
 	logits := e.mm(L.Router, x, T)
 	idx := make([]int, T*k)
@@ -83,34 +109,25 @@ func (e *Engine) moe(L *Layer, x []float32, T int) ([]float32, error) {
 		}
 		g := e.mm(&exp.W1, xin, n)
 		up := e.mm(&exp.W3, xin, n)
-		kernels.SiTUPool(e.Pool, g, g, up, c.SituBeta, c.SituLinearBeta)
+		kernels.SiTUPool(e.pool, g, g, up, c.SituBeta, c.SituLinearBeta)
 		y := e.mm(&exp.W2, g, n)
 		for i, ts := range u {
 			copy(contrib[ts*lat:(ts+1)*lat], y[i*lat:(i+1)*lat])
 		}
 	}
-	if bs, ok := e.M.Experts.(batchSource); ok {
-		// pin as many distinct experts at once as the cache allows
-		group := max(1, bs.MaxPinned())
-		for i := 0; i < len(order); i += group {
-			part := order[i:min(i+group, len(order))]
-			exps, err := bs.Acquire(L.Index, part)
-			if err != nil {
-				return nil, err
-			}
-			for j, ex := range part {
-				run(ex, exps[j])
-			}
-			bs.Release(L.Index, part)
+	// pin as many distinct experts at once as the cache allows
+	store := e.m.experts
+	group := max(1, store.MaxPinned())
+	for i := 0; i < len(order); i += group {
+		part := order[i:min(i+group, len(order))]
+		exps, err := store.Acquire(L.layer, part)
+		if err != nil {
+			return nil, err
 		}
-	} else {
-		for _, ex := range order {
-			exp, err := e.M.Experts.Get(L.Index, ex)
-			if err != nil {
-				return nil, err
-			}
-			run(ex, exp)
+		for j, ex := range part {
+			run(ex, exps[j])
 		}
+		store.Release(L.layer, part)
 	}
 	agg := make([]float32, T*lat)
 	acc := make([]float64, lat)
@@ -134,7 +151,7 @@ func (e *Engine) moe(L *Layer, x []float32, T int) ([]float32, error) {
 	if L.ShGate != nil {
 		sg := e.mm(L.ShGate, x, T)
 		su := e.mm(L.ShUp, x, T)
-		kernels.SiTUPool(e.Pool, sg, sg, su, c.SituBeta, c.SituLinearBeta)
+		kernels.SiTUPool(e.pool, sg, sg, su, c.SituBeta, c.SituLinearBeta)
 		f32add(out, e.mm(L.ShDown, sg, T))
 	}
 	return out, nil

@@ -1,23 +1,55 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 
 	"k3/engine/plan"
 	"k3/storage/config"
 	st "k3/storage/safetensors"
 )
 
-// OpenOptions say how to open a model.
-type OpenOptions struct {
+// Budget is what a run may take of memory.
+type Budget struct {
+	TrunkBytes int64 // pinned trunk layers + the streaming ring
+	Ring       int   // ring slots for streamed layers (default 2)
+	CacheBytes int64 // routed-expert cache
+	Ultra      bool  // embedding rows and lm_head read from the packed trunk when needed
+}
+
+// DefaultChunk is the prefill chunk: prompts go through every layer this
+// many positions at a time.
+const DefaultChunk = 64
+
+// Options say how to open a model.
+type Options struct {
 	Config   string // config path; "" = MODEL_DIR/config.json
 	Layers   int    // bind only the first N layers (0: all)
-	TrunkDir string // packed trunk: stream layers from it (see k3 pack)
+	TrunkDir string // packed trunk (k3 pack): layers that do not fit the budget stream from it
 	Budget   Budget
+	// CachePolicy is the expert cache's replacement policy ("" = the default).
+	CachePolicy string
+	Chunk       int  // prefill chunk (0: DefaultChunk)
+	Positions   int  // context the plan reserves: resumed + prompt + generated
+	AllLogits   bool // keep logits for every position (teacher forcing)
 	// Memory to check the plan against; nil skips the check.
-	Memory   *plan.Memory
+	Memory *plan.Memory
+	// Progress is called after each layer is bound.
 	Progress func(done, total int)
+	// Trace, when set, receives every routed-expert request in order.
+	Trace func(layer, expert int)
+	// ExpertReadAt replaces the expert store's reads (fault injection in
+	// tests); nil reads the shards with O_DIRECT where possible.
+	ExpertReadAt func(path string, off int64, dst []byte) error
+}
+
+func (o Options) chunk() int {
+	if o.Chunk < 1 {
+		return DefaultChunk
+	}
+	return o.Chunk
 }
 
 // PlanError is a memory plan that does not fit.
@@ -28,59 +60,175 @@ type PlanError struct {
 
 func (e *PlanError) Error() string { return e.Err.Error() + "\n" + e.Plan.String() }
 
-// Open reads the config (cfgPath, or MODEL_DIR/config.json when empty),
-// indexes the shards and binds the first `layers` layers (0: all), resident.
-func Open(dir, cfgPath string, layers int, progress func(done, total int)) (*Model, *st.Set, error) {
-	m, set, _, err := OpenModel(dir, OpenOptions{Config: cfgPath, Layers: layers, Progress: progress,
-		Budget: Budget{CacheBytes: 1 << 62}})
-	return m, set, err
+// checkpoint is a config and its shard set, opened for reading metadata.
+type checkpoint struct {
+	cfg    *config.Config
+	set    *st.Set
+	prefix string
+	layers int
 }
 
-// OpenModel reads the config, indexes the shards, makes the memory plan from
-// the checkpoint's metadata, checks it against opt.Memory before anything
-// large is allocated, and binds the model.
-func OpenModel(dir string, opt OpenOptions) (*Model, *st.Set, *plan.Plan, error) {
-	cfgPath := opt.Config
+func openCheckpoint(dir string, o Options) (*checkpoint, error) {
+	cfgPath := o.Config
 	if cfgPath == "" {
 		cfgPath = filepath.Join(dir, "config.json")
 	}
 	cfg, err := config.Load(cfgPath)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, err
 	}
 	set, err := st.Open(dir)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, err
 	}
-	layers := opt.Layers
+	prefix, err := detectPrefix(set)
+	if err != nil {
+		set.Close()
+		return nil, &BindError{[]string{err.Error()}}
+	}
+	layers := o.Layers
 	if layers <= 0 || layers > cfg.Layers {
 		layers = cfg.Layers
 	}
-	opt.Budget.Streaming = opt.TrunkDir != ""
-	if opt.Budget.Ultra && !opt.Budget.Streaming {
-		set.Close()
-		return nil, nil, nil, fmt.Errorf("ultra-low-memory mode streams the model tables from a packed trunk: give --trunk")
+	return &checkpoint{cfg: cfg, set: set, prefix: prefix, layers: layers}, nil
+}
+
+// ErrUltraNeedsTrunk refuses ultra-low-memory mode without a packed trunk.
+var ErrUltraNeedsTrunk = errors.New("ultra-low-memory mode streams the model tables from a packed trunk: give a packed trunk (k3 pack)")
+
+// Open reads the config, indexes the shards, makes the memory plan from the
+// checkpoint's metadata, checks it against o.Memory before anything large is
+// allocated, and binds the model: resident, or from the packed trunk in
+// o.TrunkDir with the layers the plan does not pin streamed.
+func Open(dir string, o Options) (*Model, error) {
+	if o.Budget.Ultra && o.TrunkDir == "" {
+		return nil, ErrUltraNeedsTrunk
 	}
-	p := MakePlan(set, cfg, layers, opt.Budget)
-	if opt.Memory != nil {
-		if err := p.Check(*opt.Memory); err != nil {
-			set.Close()
-			return nil, nil, p, &PlanError{p, err}
+	ck, err := openCheckpoint(dir, o)
+	if err != nil {
+		return nil, err
+	}
+	p := ck.plan(o)
+	if o.Memory != nil {
+		if err := p.Check(*o.Memory); err != nil {
+			ck.set.Close()
+			return nil, &PlanError{p, err}
 		}
 	}
-	var m *Model
-	if opt.TrunkDir != "" {
-		m, err = bindStreaming(set, cfg, layers, dir, opt.TrunkDir, p, opt.Budget.Ultra, opt.Progress)
+	m := &Model{Cfg: ck.cfg, Prefix: ck.prefix, Bound: ck.layers, Plan: p, set: ck.set, chunk: o.chunk()}
+	store := newExpertStore(ck.set, ck.cfg, ck.layers, o.Budget.CacheBytes, o.CachePolicy)
+	store.trace = o.Trace
+	if o.ExpertReadAt != nil {
+		store.readAt = o.ExpertReadAt
+	}
+	m.experts = store
+	if o.TrunkDir != "" {
+		err = m.bindTrunk(dir, o.TrunkDir, o.Budget.Ultra, o.Progress)
 	} else {
-		m, err = Bind(set, cfg, layers, opt.Progress)
+		err = m.bindResident(o.Progress)
+	}
+	if err == nil {
+		err = store.locateAll(ck.prefix)
 	}
 	if err != nil {
-		set.Close()
-		return nil, nil, p, err
+		m.Close()
+		return nil, err
 	}
-	m.Plan = p
-	m.Store.SetBudget(opt.Budget.CacheBytes)
-	m.Store.Policy = opt.Budget.CachePolicy
-	m.Fingerprint = Fingerprint(m, set.Files())
-	return m, set, p, nil
+	m.Fingerprint = Fingerprint(m, ck.set.Files())
+	return m, nil
+}
+
+// PlanFor makes the memory plan of opening dir with o, from the checkpoint's
+// metadata alone (no tensor data is read).
+func PlanFor(dir string, o Options) (*plan.Plan, error) {
+	ck, err := openCheckpoint(dir, o)
+	if err != nil {
+		return nil, err
+	}
+	defer ck.set.Close()
+	return ck.plan(o), nil
+}
+
+// TrunkBytes is the size of the packed trunk of dir's first `layers` layers
+// (0: all): every tensor but the routed experts.
+func TrunkBytes(dir string, layers int) (int64, error) {
+	ck, err := openCheckpoint(dir, Options{Layers: layers})
+	if err != nil {
+		return 0, err
+	}
+	defer ck.set.Close()
+	per, globals := ck.trunkSizes()
+	for _, b := range per {
+		globals += b
+	}
+	return globals, nil
+}
+
+// trunkSizes adds up, from the checkpoint's metadata alone, the trunk bytes
+// of each bound layer and of the model tables (embeddings, lm_head, final
+// norms). Routed experts are not trunk.
+func (ck *checkpoint) trunkSizes() (perLayer []int64, globals int64) {
+	perLayer = make([]int64, ck.layers)
+	for _, name := range ck.set.Names() {
+		t, _ := ck.set.Get(name)
+		n := strings.TrimPrefix(name, ck.prefix)
+		var li int
+		if _, err := fmt.Sscanf(n, "model.layers.%d.", &li); err == nil {
+			if li < ck.layers && !strings.Contains(n, ".block_sparse_moe.experts.") {
+				perLayer[li] += t.Size
+			}
+			continue
+		}
+		if strings.HasPrefix(n, "model.") || strings.HasPrefix(n, "lm_head.") {
+			globals += t.Size
+		}
+	}
+	return perLayer, globals
+}
+
+// plan adds up every part of a run's memory before anything is allocated.
+func (ck *checkpoint) plan(o Options) *plan.Plan {
+	c, layers, b := ck.cfg, ck.layers, o.Budget
+	perLayer, globals := ck.trunkSizes()
+	P := int64(c.KDAHeads * c.KDAHeadDim)
+	var state, kvPerPos int64
+	for i := 0; i < layers; i++ {
+		if c.IsMLA(i) {
+			kvPerPos += int64(c.KVLoraRank+c.QKRope) * 4
+		} else {
+			state += (P*int64(c.KDAHeadDim) + 3*P*int64(c.ConvK-1)) * 4
+		}
+	}
+	// a forward that can be cancelled keeps a copy of the KDA state from
+	// before its chunk, to roll back to (see State.rollback)
+	state *= 2
+	chunk := int64(o.chunk())
+	if o.Positions > 0 {
+		chunk = min(chunk, int64(o.Positions))
+	}
+	widest := int64(max(c.Hidden, int(P), c.Intermediate, c.Heads*(c.QKNope+c.QKRope), c.Experts))
+	// activations: the AttnRes block stack plus about a dozen layer-wide
+	// buffers per position, and the logits
+	buffers := chunk * 4 * (int64(c.Hidden)*int64(layers/max(c.AttnResBlock, 1)+14) + 8*widest)
+	logitRows := int64(1)
+	if o.AllLogits {
+		logitRows = int64(max(o.Positions, 1))
+	}
+	buffers += logitRows * int64(c.VocabSize) * 4
+	if b.Ultra {
+		for _, n := range []string{"model.embed_tokens.weight", "lm_head.weight"} {
+			if t, ok := ck.set.Get(ck.prefix + n); ok {
+				globals -= t.Size
+			}
+		}
+		buffers += headChunkBytes + int64(c.VocabSize)*4
+	}
+	expertBytes := int64(0)
+	if c.Experts > 0 && layers > c.FirstKDense {
+		expertBytes = slotSizeFor(expertSize(c))
+	}
+	return plan.Make(plan.Inputs{LayerBytes: perLayer, GlobalBytes: globals, ExpertBytes: expertBytes, TopK: c.TopK,
+		MaxExperts: c.Experts * max(0, layers-c.FirstKDense),
+		Streaming:  o.TrunkDir != "", TrunkBudget: b.TrunkBytes, Ring: b.Ring, CacheBudget: b.CacheBytes,
+		StateBytes: state, KVPerPos: kvPerPos, Positions: o.Positions, BufferBytes: buffers, BaselineRSS: plan.CurrentRSS()})
 }

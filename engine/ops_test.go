@@ -199,10 +199,19 @@ func opCheck(t *testing.T, what string, got []float32, want []float64) {
 // routed experts when given); layers are passed to the op methods directly.
 func opEngine(t *testing.T, cfg *config.Config, ex ExpertSource) *Engine {
 	t.Helper()
-	e := NewEngine(&Model{Cfg: cfg, Experts: ex}, 3)
+	e := &Engine{m: &Model{Cfg: cfg, experts: ex, chunk: DefaultChunk}, pool: kernels.NewPool(3), layers: residentLayers(nil)}
 	t.Cleanup(e.Close)
 	return e
 }
+
+// opState is a decoding state whose layer li holds kda or mla (the other nil).
+func opState(li, pos int, kda *kdaState, mla *mlaCache) *State {
+	s := &State{Pos: pos, kda: make([]*kdaState, li+1), mla: make([]*mlaCache, li+1)}
+	s.kda[li], s.mla[li] = kda, mla
+	return s
+}
+
+func opMLACache(cfg *config.Config) *mlaCache { return &mlaCache{width: cfg.KVLoraRank + cfg.QKRope} }
 
 func opKDAState(cfg *config.Config) *kdaState {
 	P := cfg.KDAHeads * cfg.KDAHeadDim
@@ -388,11 +397,11 @@ func TestOpKDARecur1(t *testing.T) { testKDARecur(t, "kda_recur1", 1) }
 func TestOpKDARecur8(t *testing.T) { testKDARecur(t, "kda_recur8", 8) }
 
 // opKDALayer builds a KDA layer from fixture tensors named pre+suffix.
-func opKDALayer(f *opFixture, cfg *config.Config, names map[string]string) *Layer {
+func opKDALayer(f *opFixture, cfg *config.Config, names map[string]string) *kdaBlock {
 	f.t.Helper()
 	H, nh, d, K := cfg.Hidden, cfg.KDAHeads, cfg.KDAHeadDim, cfg.ConvK
 	P := nh * d
-	return &Layer{
+	return &kdaBlock{
 		Q: f.mat(names["q"], P, H), K: f.mat(names["k"], P, H), V: f.mat(names["v"], P, H),
 		G: f.mat(names["g"], P, H), O: f.mat(names["o"], H, P),
 		FA: f.mat(names["fa"], d, H), FB: f.mat(names["fb"], P, d), B: f.mat(names["b"], nh, H),
@@ -419,7 +428,7 @@ func testKDALayer(t *testing.T, name string, T int) {
 	x := f.f32("in", 1, T, H)
 	e := opEngine(t, cfg, nil)
 	s := opKDAState(cfg)
-	out := e.kda(L, s, x, T)
+	out := L.forward(e, opState(0, 0, s, nil), 0, x, T)
 	opCheck(t, name+" out", out, f.f64("out", 1, T, H))
 	opCheck(t, name+" state", s.S, f.f64("state_out", 1, cfg.KDAHeads, cfg.KDAHeadDim, cfg.KDAHeadDim))
 
@@ -428,7 +437,7 @@ func testKDALayer(t *testing.T, name string, T int) {
 		s1 := opKDAState(cfg)
 		step := make([]float32, 0, T*H)
 		for p := 0; p < T; p++ {
-			step = append(step, e.kda(L, s1, x[p*H:(p+1)*H], 1)...)
+			step = append(step, L.forward(e, opState(0, p, s1, nil), 0, x[p*H:(p+1)*H], 1)...)
 		}
 		opCheck(t, name+" out (decode)", step, f.f64("out", 1, T, H))
 		opCheck(t, name+" state (decode)", s1.S, f.f64("state_out", 1, cfg.KDAHeads, cfg.KDAHeadDim, cfg.KDAHeadDim))
@@ -438,12 +447,11 @@ func testKDALayer(t *testing.T, name string, T int) {
 func TestOpKDALayer1(t *testing.T) { testKDALayer(t, "kda_layer1", 1) }
 func TestOpKDALayer8(t *testing.T) { testKDALayer(t, "kda_layer8", 8) }
 
-func opMLALayer(f *opFixture, cfg *config.Config, pre string) *Layer {
+func opMLALayer(f *opFixture, cfg *config.Config, pre string) *mlaBlock {
 	f.t.Helper()
 	H, nh := cfg.Hidden, cfg.Heads
 	qh := cfg.QKNope + cfg.QKRope
-	return &Layer{
-		MLA:     true,
+	return &mlaBlock{
 		QA:      f.mat(pre+"q_a_proj_weight", cfg.QLoraRank, H),
 		QANorm:  f.f32(pre+"q_a_layernorm_weight", cfg.QLoraRank),
 		QB:      f.mat(pre+"q_b_proj_weight", nh*qh, cfg.QLoraRank),
@@ -469,8 +477,8 @@ func TestOpMLA(t *testing.T) {
 	L := opMLALayer(f, cfg, "")
 	x := f.f32("in", 1, T, H)
 	e := opEngine(t, cfg, nil)
-	cache := &mlaCache{}
-	out := e.mla(L, cache, 0, x, T)
+	cache := opMLACache(cfg)
+	out := L.forward(e, opState(0, 0, nil, cache), 0, x, T)
 	opCheck(t, "mla out", out, f.f64("out", 1, T, H))
 	checkCache := func(what string, c *mlaCache) {
 		if len(c.rows) != T*(r+rope) {
@@ -489,10 +497,10 @@ func TestOpMLA(t *testing.T) {
 	checkCache("mla cache", cache)
 
 	// decode: one position per call against the growing cache
-	c1 := &mlaCache{}
+	c1 := opMLACache(cfg)
 	step := make([]float32, 0, T*H)
 	for p := 0; p < T; p++ {
-		step = append(step, e.mla(L, c1, p, x[p*H:(p+1)*H], 1)...)
+		step = append(step, L.forward(e, opState(0, p, nil, c1), 0, x[p*H:(p+1)*H], 1)...)
 	}
 	opCheck(t, "mla out (decode)", step, f.f64("out", 1, T, H))
 	checkCache("mla cache (decode)", c1)
@@ -577,19 +585,31 @@ func TestOpRouter(t *testing.T) {
 // opExperts is a resident f32 expert source for the fixtures.
 type opExperts []*Expert
 
-func (s opExperts) Get(layer, expert int) (*Expert, error) {
-	if expert < 0 || expert >= len(s) {
-		return nil, fmt.Errorf("no expert %d", expert)
+func (s opExperts) Acquire(layer int, experts []int) ([]*Expert, error) {
+	out := make([]*Expert, len(experts))
+	for i, e := range experts {
+		if e < 0 || e >= len(s) {
+			return nil, fmt.Errorf("no expert %d", e)
+		}
+		out[i] = s[e]
 	}
-	return s[expert], nil
+	return out, nil
 }
 
-// opMoE fills the MoE part of L and returns the routed experts; pre is the
+func (opExperts) Release(int, []int) {}
+func (s opExperts) MaxPinned() int   { return len(s) }
+func (opExperts) Stats() ExpertStats { return ExpertStats{} }
+func (opExperts) ExpertBytes() int64 { return 0 }
+func (opExperts) IONotes() []string  { return nil }
+func (opExperts) Close()             {}
+
+// opMoE builds layer li's MoE block and its routed experts; pre is the
 // fixture's key prefix ("" or "mlp_").
-func opMoE(f *opFixture, cfg *config.Config, L *Layer, pre string) opExperts {
+func opMoE(f *opFixture, cfg *config.Config, li int, pre string) (*moeBlock, opExperts) {
 	f.t.Helper()
 	H, E, lat, inter := cfg.Hidden, cfg.Experts, cfg.Latent, cfg.MoEInter
 	sh := cfg.SharedExperts * inter
+	L := &moeBlock{layer: li}
 	L.Router = f.mat(pre+"gate_weight", E, H)
 	L.RouterBias = f.f32(pre+"e_score_correction_bias", E)
 	L.LatDown = f.mat(pre+"down_weight", lat, H)
@@ -609,7 +629,7 @@ func opMoE(f *opFixture, cfg *config.Config, L *Layer, pre string) opExperts {
 			W2: *f.mat(p+"w2_weight", lat, inter),
 		}
 	}
-	return ex
+	return L, ex
 }
 
 func TestOpMoE(t *testing.T) {
@@ -623,11 +643,10 @@ func TestOpMoE(t *testing.T) {
 		t.Fatal("fixture scalars differ from the config")
 	}
 	H, T := cfg.Hidden, 3
-	L := &Layer{Index: 1}
-	ex := opMoE(f, cfg, L, "")
+	L, ex := opMoE(f, cfg, 1, "")
 	e := opEngine(t, cfg, ex)
 	x := f.f32("in", 1, T, H)
-	out, err := e.moe(L, x, T)
+	out, err := L.forward(e, x, T)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -636,7 +655,7 @@ func TestOpMoE(t *testing.T) {
 	opCheckAdjudicated(t, "moe", out, want, exact)
 	// per token (the decode path) gives the same bits
 	for p := 0; p < T; p++ {
-		o, err := e.moe(L, x[p*H:(p+1)*H], 1)
+		o, err := L.forward(e, x[p*H:(p+1)*H], 1)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -772,9 +791,11 @@ func testLayer(t *testing.T, name string) {
 		int(f.num("hidden")) != H || float32(f.num("rms_eps")) != cfg.RMSEps {
 		t.Fatal("fixture scalars differ from the config")
 	}
-	var L *Layer
+	L := &Layer{Index: li}
+	st := opState(li, 0, opKDAState(cfg), nil)
 	if isMLA {
-		L = opMLALayer(f, cfg, "self_attn_")
+		L.Attn = opMLALayer(f, cfg, "self_attn_")
+		st = opState(li, 0, nil, opMLACache(cfg))
 	} else {
 		names := map[string]string{}
 		for k, v := range map[string]string{
@@ -784,14 +805,14 @@ func testLayer(t *testing.T, name string) {
 		} {
 			names[k] = "self_attn_" + v
 		}
-		L = opKDALayer(f, cfg, names)
+		L.Attn = opKDALayer(f, cfg, names)
 	}
-	L.Index, L.MLA, L.Dense = li, isMLA, false
 	L.InNorm = f.f32("input_layernorm_weight", H)
 	L.PostNorm = f.f32("post_attention_layernorm_weight", H)
 	L.AttnFold = opFold(f, "self_attention_res_norm_weight", "self_attention_res_proj_weight", H)
 	L.MLPFold = opFold(f, "mlp_res_norm_weight", "mlp_res_proj_weight", H)
-	ex := opMoE(f, cfg, L, "mlp_")
+	mb, ex := opMoE(f, cfg, li, "mlp_")
+	L.MLP = mb
 	e := opEngine(t, cfg, ex)
 
 	P := f.f32("in", 1, T, H)
@@ -808,7 +829,7 @@ func testLayer(t *testing.T, name string) {
 			copy(blocks[b][tt*H:(tt+1)*H], br[(tt*nb+b)*H:(tt*nb+b+1)*H])
 		}
 	}
-	P, blocks, err := e.layerStep(L, opKDAState(cfg), &mlaCache{}, 0, P, blocks, make([]float32, T*cfg.Hidden), make([]float32, T*cfg.Hidden), T)
+	P, blocks, err := L.step(e, st, P, blocks, make([]float32, T*cfg.Hidden), make([]float32, T*cfg.Hidden), T)
 	if err != nil {
 		t.Fatal(err)
 	}

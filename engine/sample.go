@@ -35,21 +35,51 @@ func (p *PCG32) Float64() float64 {
 	return float64(hi<<26|lo) / (1 << 53)
 }
 
-// Sampler picks the next token from logits. The zero value and Greedy pick
-// the argmax.
-type Sampler struct {
-	Greedy      bool
+// Sampler picks the next token from a position's logits.
+type Sampler interface {
+	Pick(logits []float32) int
+}
+
+// pick uses s, or the argmax when s is nil.
+func pick(s Sampler, logits []float32) int {
+	if s == nil {
+		return argmax(logits)
+	}
+	return s.Pick(logits)
+}
+
+// Sampling are the sampling settings every face shares (CLI flags, chat
+// options, the app's settings, server requests). The zero value is greedy.
+type Sampling struct {
+	Greedy      bool    // argmax, whatever the temperature
 	Temperature float64 // <= 0: greedy
 	TopK        int     // 0: all
 	TopP        float64 // 0 or >= 1: all
-	Rand        *PCG32
+	Seed        uint64
+}
+
+// IsGreedy reports whether these settings always pick the argmax.
+func (o Sampling) IsGreedy() bool { return o.Greedy || o.Temperature <= 0 }
+
+// Sampler returns a sampler for these settings drawing from PCG32 stream
+// `stream` of the seed (nil when greedy).
+func (o Sampling) Sampler(stream uint64) Sampler {
+	if o.IsGreedy() {
+		return nil
+	}
+	return &randomSampler{o: o, rand: NewPCG32(o.Seed, stream)}
+}
+
+// randomSampler draws from the tempered, top-k and top-p filtered
+// distribution.
+type randomSampler struct {
+	o    Sampling
+	rand *PCG32
 }
 
 // Pick returns the chosen token id.
-func (s *Sampler) Pick(logits []float32) int {
-	if s == nil || s.Greedy || s.Temperature <= 0 || s.Rand == nil {
-		return argmax(logits)
-	}
+func (r *randomSampler) Pick(logits []float32) int {
+	s := r.o
 	type cand struct {
 		id int
 		l  float64
@@ -94,7 +124,7 @@ func (s *Sampler) Pick(logits []float32) int {
 			p[i] /= z
 		}
 	}
-	u := s.Rand.Float64()
+	u := r.rand.Float64()
 	cum := 0.0
 	for i := range p {
 		cum += p[i]

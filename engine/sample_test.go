@@ -17,7 +17,7 @@ func TestPCG32Reference(t *testing.T) {
 func TestSamplerDeterministic(t *testing.T) {
 	logits := []float32{1, 2, 3, 2.5, -1, 0.5, 3}
 	draw := func(seed uint64) []int {
-		s := &Sampler{Temperature: 0.8, TopK: 5, TopP: 0.95, Rand: NewPCG32(seed, 1)}
+		s := Sampling{Temperature: 0.8, TopK: 5, TopP: 0.95, Seed: seed}.Sampler(1)
 		var out []int
 		for i := 0; i < 200; i++ {
 			out = append(out, s.Pick(logits))
@@ -40,7 +40,10 @@ func TestSamplerDeterministic(t *testing.T) {
 	if counts[4] != 0 || counts[5] != 0 || counts[2]+counts[6] < 100 {
 		t.Fatalf("counts %v", counts)
 	}
-	if g := (&Sampler{Greedy: true, Temperature: 1, Rand: NewPCG32(1, 1)}).Pick(logits); g != 2 {
+	if s := (Sampling{Greedy: true, Temperature: 1, Seed: 1}).Sampler(1); s != nil {
+		t.Fatalf("greedy settings gave a random sampler %T", s)
+	}
+	if g := pick(nil, logits); g != 2 {
 		t.Fatalf("greedy picked %d, want the first maximum 2", g)
 	}
 }

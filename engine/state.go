@@ -9,6 +9,12 @@ type State struct {
 	IDs []int // the ids fed so far
 	kda []*kdaState
 	mla []*mlaCache
+	// backup holds, per KDA layer, the layer's state from before the chunk
+	// in flight, taken at position backupPos[layer] (-1: none).
+	backup    []*kdaState
+	backupPos []int
+	// damaged: a forward failed part-way with no copy to roll back to.
+	damaged bool
 }
 
 type kdaState struct {
@@ -19,7 +25,8 @@ type kdaState struct {
 // mlaCache holds, per position, the normalised latent followed by the raw
 // rope dims (kv_lora_rank + qk_rope_head_dim floats).
 type mlaCache struct {
-	rows []float32
+	rows  []float32
+	width int // floats per position
 }
 
 // NewState returns an empty state for the model.
@@ -29,7 +36,7 @@ func (m *Model) NewState() *State {
 	P := c.KDAHeads * c.KDAHeadDim
 	for i := 0; i < m.Bound; i++ {
 		if c.IsMLA(i) {
-			s.mla[i] = &mlaCache{}
+			s.mla[i] = &mlaCache{width: c.KVLoraRank + c.QKRope}
 			continue
 		}
 		k := &kdaState{S: make([]float32, c.KDAHeads*c.KDAHeadDim*c.KDAHeadDim)}
@@ -41,9 +48,59 @@ func (m *Model) NewState() *State {
 	return s
 }
 
+// keep copies layer li's KDA state before a chunk changes it, so rollback
+// can restore it.
+func (s *State) keep(li int) {
+	k := s.kda[li]
+	if k == nil {
+		return
+	}
+	if s.backup == nil {
+		s.backup = make([]*kdaState, len(s.kda))
+		s.backupPos = make([]int, len(s.kda))
+		for i := range s.backupPos {
+			s.backupPos[i] = -1
+		}
+	}
+	b := s.backup[li]
+	if b == nil {
+		b = &kdaState{S: make([]float32, len(k.S))}
+		for j := range k.conv {
+			b.conv[j] = make([]float32, len(k.conv[j]))
+		}
+		s.backup[li] = b
+	}
+	copy(b.S, k.S)
+	for j := range k.conv {
+		copy(b.conv[j], k.conv[j])
+	}
+	s.backupPos[li] = s.Pos
+}
+
+// rollback undoes what the chunk in flight did to layers 0..n-1: their MLA
+// rows past Pos are dropped and their KDA state restored from keep. A KDA
+// layer without a copy leaves the state damaged.
+func (s *State) rollback(n int) {
+	for li := 0; li < n && li < len(s.kda); li++ {
+		if c := s.mla[li]; c != nil {
+			c.rows = c.rows[:min(len(c.rows), s.Pos*c.width)]
+			continue
+		}
+		if s.backup == nil || s.backup[li] == nil || s.backupPos[li] != s.Pos {
+			s.damaged = true
+			continue
+		}
+		k, b := s.kda[li], s.backup[li]
+		copy(k.S, b.S)
+		for j := range k.conv {
+			copy(k.conv[j], b.conv[j])
+		}
+	}
+}
+
 // Clone returns a deep copy of the state.
 func (s *State) Clone() *State {
-	n := &State{Pos: s.Pos, IDs: append([]int(nil), s.IDs...), kda: make([]*kdaState, len(s.kda)), mla: make([]*mlaCache, len(s.mla))}
+	n := &State{Pos: s.Pos, IDs: append([]int(nil), s.IDs...), kda: make([]*kdaState, len(s.kda)), mla: make([]*mlaCache, len(s.mla)), damaged: s.damaged}
 	for i, k := range s.kda {
 		if k != nil {
 			c := &kdaState{S: append([]float32(nil), k.S...)}
@@ -55,7 +112,7 @@ func (s *State) Clone() *State {
 	}
 	for i, m := range s.mla {
 		if m != nil {
-			n.mla[i] = &mlaCache{rows: append([]float32(nil), m.rows...)}
+			n.mla[i] = &mlaCache{rows: append([]float32(nil), m.rows...), width: m.width}
 		}
 	}
 	return n

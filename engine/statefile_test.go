@@ -7,18 +7,19 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+
+	"k3/internal/fixture"
 )
 
 // TestStateRoundTrip: prefill, save, load, continue == one uninterrupted run.
 func TestStateRoundTrip(t *testing.T) {
-	m, ex := loadCase(t, "tiny-release")
-	p := ex.Prompts[1]
-	e := NewEngine(m, 2)
+	m := openCase(t, "tiny-release", 16)
+	p := fixture.LoadExpect(t, "tiny-release").Prompts[1]
+	e := m.NewEngine(2)
 	defer e.Close()
-	e.Chunk = 16
 	path := filepath.Join(t.TempDir(), "s.k3state")
 	st := m.NewState()
-	if _, err := e.Generate(context.Background(), st, p.PromptIDs[:30], GenOptions{Gen: 0}); err != nil {
+	if _, err := e.Generate(context.Background(), st, p.PromptIDs[:30], GenOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if st.Pos != 30 {
@@ -31,7 +32,7 @@ func TestStateRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := e.Generate(context.Background(), ld, p.PromptIDs[30:], GenOptions{Gen: len(p.GreedyIDs)})
+	res, err := e.Generate(context.Background(), ld, p.PromptIDs[30:], GenOptions{MaxTokens: len(p.GreedyIDs)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +41,7 @@ func TestStateRoundTrip(t *testing.T) {
 	}
 	// the resumed state equals the uninterrupted one byte for byte
 	full := m.NewState()
-	e.Generate(context.Background(), full, p.PromptIDs, GenOptions{Gen: len(p.GreedyIDs)})
+	e.Generate(context.Background(), full, p.PromptIDs, GenOptions{MaxTokens: len(p.GreedyIDs)})
 	a, b := filepath.Join(t.TempDir(), "a"), filepath.Join(t.TempDir(), "b")
 	m.SaveState(a, full)
 	m.SaveState(b, res.State)

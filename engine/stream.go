@@ -1,143 +1,37 @@
 package engine
 
 import (
-	"fmt"
 	"sync"
 	"time"
 
-	"k3/engine/plan"
-	"k3/storage/config"
 	"k3/storage/direct"
-	st "k3/storage/safetensors"
 	"k3/storage/trunk"
 )
 
-// runSource binds tensors aliased in place from one packed-trunk run in memory.
-type runSource struct {
-	run *trunk.Run
-	mem []byte
+// layerProvider hands out layers for one forward step: resident layers, or
+// layers streamed from a packed trunk into a ring of slots.
+type layerProvider interface {
+	acquire(li int) (*Layer, error)
+	release(li int)
+	trunkStats() (bytes int64, waitSeconds float64)
+	close()
 }
 
-func (r runSource) get(name string) (*st.Tensor, bool) {
-	t, ok := r.run.Tensor(name)
-	if !ok {
-		return nil, false
-	}
-	return &st.Tensor{Name: t.Name, DType: st.DType(t.DType), Shape: t.Shape, Offset: t.Offset, Size: t.Size}, true
-}
+// residentLayers are every layer bound in memory.
+type residentLayers []*Layer
 
-func (r runSource) data(t *st.Tensor) ([]byte, error) {
-	return r.mem[t.Offset : t.Offset+t.Size : t.Offset+t.Size], nil
-}
+func (r residentLayers) acquire(li int) (*Layer, error) { return r[li], nil }
+func (residentLayers) release(int)                      {}
+func (residentLayers) trunkStats() (int64, float64)     { return 0, 0 }
+func (residentLayers) close()                           {}
 
 // runBuffer allocates memory for a run: huge pages when possible (so O_DIRECT
-// reads go straight in), else an 8-byte aligned heap slice.
-func runBuffer(n int64) ([]byte, *direct.Buffer) {
+// reads go straight in), else an 8-byte aligned heap slice. release frees it.
+func runBuffer(n int64) (mem []byte, release func()) {
 	if b, err := direct.AllocHuge(int(n)); err == nil {
-		return b.Bytes(), b
+		return b.Bytes(), func() { b.Free() }
 	}
-	w := make([]uint64, (n+7)/8)
-	return u64bytes(w)[:n], nil
-}
-
-// bindStreaming binds a model whose trunk comes from a packed trunk: the
-// model tables and the layers the plan pins are read (and CRC-checked) now;
-// the other layers are streamed through a ring of slots while decoding.
-func bindStreaming(set *st.Set, cfg *config.Config, layers int, modelDir, dir string, p *plan.Plan, ultra bool, progress func(done, total int)) (*Model, error) {
-	tr, err := trunk.Open(dir)
-	if err != nil {
-		return nil, err
-	}
-	fail := func(err error) (*Model, error) {
-		tr.Close()
-		return nil, err
-	}
-	if err := tr.CheckSource(modelDir); err != nil {
-		return fail(err)
-	}
-	if tr.Layers() < layers {
-		return fail(fmt.Errorf("trunk %s has %d layers, the model needs %d", dir, tr.Layers(), layers))
-	}
-	prefix := tr.Manifest().Source.Prefix
-	m := &Model{Cfg: cfg, Prefix: prefix, Bound: layers, Layers: make([]*Layer, layers), trunk: tr}
-	load := func(r *trunk.Run) ([]byte, error) {
-		mem, buf := runBuffer(r.Length)
-		if buf != nil {
-			m.buffers = append(m.buffers, buf)
-		}
-		if err := tr.VerifyRun(r, mem); err != nil {
-			return nil, err
-		}
-		m.TrunkBytes += r.Length
-		return mem, nil
-	}
-	var errs []string
-	for _, name := range []string{trunk.RunEmbed, trunk.RunHead, trunk.RunFinal} {
-		r, ok := tr.Run(name)
-		if !ok {
-			return fail(fmt.Errorf("trunk %s has no %q run", dir, name))
-		}
-		if ultra && (name == trunk.RunEmbed || name == trunk.RunHead) {
-			if err := m.setUltra(tr, name, r); err != nil {
-				m.Close()
-				return nil, err
-			}
-			continue
-		}
-		mem, err := load(r)
-		if err != nil {
-			m.Close()
-			return nil, err
-		}
-		b := &binder{src: runSource{r, mem}, cfg: cfg, prefix: prefix}
-		H := cfg.Hidden
-		switch name {
-		case trunk.RunEmbed:
-			m.Embed = b.mat("model.embed_tokens.weight", cfg.VocabSize, H)
-		case trunk.RunHead:
-			m.LMHead = b.mat("lm_head.weight", cfg.VocabSize, H)
-		case trunk.RunFinal:
-			m.FinalNorm = b.vec("model.norm.weight", []int{H}, 0)
-			m.OutFold = b.fold("model.output_attn_res_norm.weight", "model.output_attn_res_proj.weight", H)
-		}
-		errs = append(errs, b.errs...)
-	}
-	if cfg.TieEmbeddings && !ultra {
-		m.LMHead = m.Embed
-	}
-	m.Store = newExpertStore(set, cfg)
-	m.Store.bound = layers
-	m.Experts = m.Store
-	for i := 0; i < layers; i++ {
-		r, _ := tr.LayerRun(i)
-		if p.Pinned[i] {
-			mem, err := load(r)
-			if err != nil {
-				m.Close()
-				return nil, err
-			}
-			b := &binder{src: runSource{r, mem}, cfg: cfg, prefix: prefix}
-			m.Layers[i] = b.layer(i, nil)
-			errs = append(errs, b.errs...)
-		}
-		if !cfg.IsDense(i) {
-			for e := 0; e < cfg.Experts; e++ {
-				if msg := m.Store.locate(prefix, i, e); msg != "" {
-					errs = append(errs, msg)
-				}
-			}
-		}
-		if progress != nil {
-			progress(i+1, layers)
-		}
-	}
-	if len(errs) > 0 {
-		m.Close()
-		return nil, &BindError{errs}
-	}
-	ring, slot := p.RingSlots, p.SlotBytes
-	m.stream = func(e *Engine) (layerProvider, error) { return newTrunkStream(m, tr, ring, slot), nil }
-	return m, nil
+	return alignedBytes(n), func() {}
 }
 
 // trunkStream hands out layers: pinned ones directly, streamed ones through
@@ -161,7 +55,7 @@ type trunkStream struct {
 
 type ringSlot struct {
 	mem   []byte
-	buf   *direct.Buffer
+	free  func()
 	layer int // -1: empty
 	ready chan struct{}
 	err   error
@@ -172,7 +66,7 @@ type ringSlot struct {
 func newTrunkStream(m *Model, tr *trunk.Trunk, ring int, slotBytes int64) *trunkStream {
 	s := &trunkStream{m: m, tr: tr, size: slotBytes, reads: make(chan *ringSlot, 64), done: make(chan struct{}), verified: map[int]bool{}}
 	for i := 0; i < m.Bound; i++ {
-		if m.Layers[i] == nil {
+		if m.layers[i] == nil {
 			s.streamed = append(s.streamed, i)
 			if r, ok := tr.LayerRun(i); ok && r.Length > s.size {
 				s.size = r.Length // the plan's slot is a lower bound; never overrun
@@ -181,8 +75,8 @@ func newTrunkStream(m *Model, tr *trunk.Trunk, ring int, slotBytes int64) *trunk
 	}
 	if len(s.streamed) > 0 {
 		for i := 0; i < max(ring, 1); i++ {
-			mem, buf := runBuffer(s.size)
-			s.slots = append(s.slots, &ringSlot{mem: mem, buf: buf, layer: -1})
+			mem, free := runBuffer(s.size)
+			s.slots = append(s.slots, &ringSlot{mem: mem, free: free, layer: -1})
 		}
 	}
 	go s.reader()
@@ -259,7 +153,7 @@ func (s *trunkStream) upcoming(li, n int) []int {
 }
 
 func (s *trunkStream) acquire(li int) (*Layer, error) {
-	if L := s.m.Layers[li]; L != nil {
+	if L := s.m.layers[li]; L != nil {
 		return L, nil
 	}
 	t0 := time.Now()
@@ -294,10 +188,10 @@ func (s *trunkStream) acquire(li int) (*Layer, error) {
 	if sl.L == nil {
 		r, _ := s.tr.LayerRun(li)
 		b := &binder{src: runSource{r, sl.mem}, cfg: s.m.Cfg, prefix: s.m.Prefix}
-		L := b.layer(li, nil)
-		if len(b.errs) > 0 {
+		L := b.layer(li)
+		if err := b.err(); err != nil {
 			s.release(li)
-			return nil, &BindError{b.errs}
+			return nil, err
 		}
 		sl.L = L
 	}
@@ -332,9 +226,7 @@ func (s *trunkStream) close() {
 	}
 	close(s.done)
 	for _, sl := range slots {
-		if sl.buf != nil {
-			sl.buf.Free()
-		}
+		sl.free()
 	}
 	s.slots = nil
 }

@@ -3,13 +3,15 @@ package engine
 import (
 	"context"
 	"errors"
-	"math"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"k3/engine/plan"
 	"k3/engine/synth"
@@ -59,27 +61,18 @@ type runResult struct {
 	stats  Stats
 }
 
-func runBudget(t *testing.T, dir string, opt OpenOptions, threads int, prompt []int, gen int) runResult {
+func runBudget(t *testing.T, dir string, opt Options, threads int, prompt []int, gen int) runResult {
 	t.Helper()
-	opt.Budget.Chunk = 16
-	opt.Budget.Positions = len(prompt) + gen
-	m, set, p, err := OpenModel(dir, opt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer set.Close()
+	opt.Chunk = 16
+	opt.Positions = len(prompt) + gen
+	m, err := Open(dir, opt)
+	require.NoError(t, err)
 	defer m.Close()
-	e, err := NewEngineFor(m, threads)
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := m.NewEngine(threads)
 	defer e.Close()
-	e.Chunk = 16
-	res, err := e.Generate(context.Background(), nil, prompt, GenOptions{Gen: gen})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return runResult{res.Generated, res.FirstLogits, p, e.Snapshot()}
+	res, err := e.Generate(context.Background(), nil, prompt, GenOptions{MaxTokens: gen})
+	require.NoError(t, err)
+	return runResult{res.Generated, res.FirstLogits, m.Plan, e.Snapshot()}
 }
 
 // TestSameOutputAtEveryBudget: token ids and logits bytes are identical with
@@ -92,18 +85,18 @@ func TestSameOutputAtEveryBudget(t *testing.T) {
 	big := int64(1 << 40)
 	cases := []struct {
 		name    string
-		opt     OpenOptions
+		opt     Options
 		threads int
 	}{
-		{"resident", OpenOptions{Budget: Budget{CacheBytes: big}}, 2},
-		{"trunk pinned", OpenOptions{TrunkDir: tr, Budget: Budget{TrunkBytes: big, Ring: 2, CacheBytes: big}}, 2},
-		{"ring 1", OpenOptions{TrunkDir: tr, Budget: Budget{TrunkBytes: 1, Ring: 1, CacheBytes: big}}, 2},
-		{"ring 3 + some pinned", OpenOptions{TrunkDir: tr, Budget: Budget{TrunkBytes: 6e6, Ring: 3, CacheBytes: big}}, 1},
-		{"tiny expert cache", OpenOptions{TrunkDir: tr, Budget: Budget{TrunkBytes: 1, Ring: 2, CacheBytes: 1}}, 2},
-		{"small cache, lru", OpenOptions{Budget: Budget{CacheBytes: 3e6, CachePolicy: "lru"}}, 2},
-		{"small cache, s3fifo", OpenOptions{Budget: Budget{CacheBytes: 3e6, CachePolicy: "s3fifo"}}, 2},
-		{"tiny cache, 1 thread", OpenOptions{Budget: Budget{CacheBytes: 1}}, 1},
-		{"ultra-low-memory", OpenOptions{TrunkDir: tr, Budget: Budget{TrunkBytes: 1, Ring: 1, CacheBytes: 1, Ultra: true}}, 2},
+		{"resident", Options{Budget: Budget{CacheBytes: big}}, 2},
+		{"trunk pinned", Options{TrunkDir: tr, Budget: Budget{TrunkBytes: big, Ring: 2, CacheBytes: big}}, 2},
+		{"ring 1", Options{TrunkDir: tr, Budget: Budget{TrunkBytes: 1, Ring: 1, CacheBytes: big}}, 2},
+		{"ring 3 + some pinned", Options{TrunkDir: tr, Budget: Budget{TrunkBytes: 6e6, Ring: 3, CacheBytes: big}}, 1},
+		{"tiny expert cache", Options{TrunkDir: tr, Budget: Budget{TrunkBytes: 1, Ring: 2, CacheBytes: 1}}, 2},
+		{"small cache, lru", Options{Budget: Budget{CacheBytes: 3e6}, CachePolicy: "lru"}, 2},
+		{"small cache, s3fifo", Options{Budget: Budget{CacheBytes: 3e6}, CachePolicy: "s3fifo"}, 2},
+		{"tiny cache, 1 thread", Options{Budget: Budget{CacheBytes: 1}}, 1},
+		{"ultra-low-memory", Options{TrunkDir: tr, Budget: Budget{TrunkBytes: 1, Ring: 1, CacheBytes: 1, Ultra: true}}, 2},
 	}
 	var ref runResult
 	for i, c := range cases {
@@ -130,14 +123,8 @@ func TestSameOutputAtEveryBudget(t *testing.T) {
 			ref = r
 			continue
 		}
-		if !slices.Equal(r.ids, ref.ids) {
-			t.Fatalf("%s: ids %v, resident %v", c.name, r.ids, ref.ids)
-		}
-		for j := range r.logits {
-			if math.Float32bits(r.logits[j]) != math.Float32bits(ref.logits[j]) {
-				t.Fatalf("%s: logit %d differs", c.name, j)
-			}
-		}
+		require.Equal(t, ref.ids, r.ids, c.name)
+		requireSameBits(t, c.name+" logits", r.logits, ref.logits)
 	}
 }
 
@@ -145,22 +132,19 @@ func TestSameOutputAtEveryBudget(t *testing.T) {
 // == one uninterrupted run.
 func TestStreamedStateRoundTrip(t *testing.T) {
 	model, tr := budgetCheckpoint(t)
-	opt := OpenOptions{TrunkDir: tr, Budget: Budget{TrunkBytes: 1, Ring: 2, CacheBytes: 1, Positions: 40, Chunk: 16}}
-	m, set, _, err := OpenModel(model, opt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer set.Close()
+	opt := Options{TrunkDir: tr, Budget: Budget{TrunkBytes: 1, Ring: 2, CacheBytes: 1}, Positions: 40, Chunk: 16}
+	m, err := Open(model, opt)
+	require.NoError(t, err)
 	defer m.Close()
-	e, _ := NewEngineFor(m, 2)
+	e := m.NewEngine(2)
 	defer e.Close()
 	prompt := []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19}
-	whole, err := e.Generate(context.Background(), nil, prompt, GenOptions{Gen: 5})
+	whole, err := e.Generate(context.Background(), nil, prompt, GenOptions{MaxTokens: 5})
 	if err != nil {
 		t.Fatal(err)
 	}
 	st := m.NewState()
-	e.Generate(context.Background(), st, prompt[:11], GenOptions{Gen: 0})
+	e.Generate(context.Background(), st, prompt[:11], GenOptions{})
 	path := filepath.Join(t.TempDir(), "s")
 	if err := m.SaveState(path, st); err != nil {
 		t.Fatal(err)
@@ -169,7 +153,7 @@ func TestStreamedStateRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rest, err := e.Generate(context.Background(), ld, prompt[11:], GenOptions{Gen: 5})
+	rest, err := e.Generate(context.Background(), ld, prompt[11:], GenOptions{MaxTokens: 5})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,20 +167,20 @@ func TestStreamedStateRoundTrip(t *testing.T) {
 func TestStreamFaults(t *testing.T) {
 	model, tr := budgetCheckpoint(t)
 	// EIO from an expert read: the run is invalid
-	m, set, _, err := OpenModel(model, OpenOptions{TrunkDir: tr, Budget: Budget{TrunkBytes: 1, Ring: 1, CacheBytes: 1}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m.Store.ReadAt = func(path string, off int64, dst []byte) error { return errors.New("input/output error") }
-	e, _ := NewEngineFor(m, 1)
-	_, err = e.Generate(context.Background(), nil, []int{1, 2, 3}, GenOptions{Gen: 2})
+	m, err := Open(model, Options{TrunkDir: tr, Budget: Budget{TrunkBytes: 1, Ring: 1, CacheBytes: 1},
+		ExpertReadAt: func(path string, off int64, dst []byte) error { return errors.New("input/output error") }})
+	require.NoError(t, err)
+	e := m.NewEngine(1)
+	res, err := e.Generate(context.Background(), nil, []int{1, 2, 3}, GenOptions{MaxTokens: 2})
 	var ee *ExpertError
-	if !errors.As(err, &ee) || !strings.Contains(err.Error(), "model-0000") || m.Store.Stats().Failures == 0 {
-		t.Fatalf("EIO: %v", err)
-	}
+	require.ErrorAs(t, err, &ee)
+	assert.Contains(t, err.Error(), "model-0000")
+	assert.NotZero(t, m.Experts().Stats().Failures)
+	// the failed forward left the state half-updated: it is refused, not reused
+	_, err = e.Feed(context.Background(), res.State, []int{4}, false)
+	assert.ErrorIs(t, err, errDamaged)
 	e.Close()
 	m.Close()
-	set.Close()
 
 	copyDir := func(src string) string {
 		dst := filepath.Join(t.TempDir(), filepath.Base(src))
@@ -213,13 +197,13 @@ func TestStreamFaults(t *testing.T) {
 	shard := filepath.Join(bad, "model-00002-of-00011.safetensors")
 	fi, _ := os.Stat(shard)
 	os.Truncate(shard, fi.Size()-100)
-	if _, _, _, err := OpenModel(bad, OpenOptions{Budget: Budget{CacheBytes: 1}}); err == nil || !strings.Contains(err.Error(), "model-00002-of-00011") {
+	if _, err := Open(bad, Options{Budget: Budget{CacheBytes: 1}}); err == nil || !strings.Contains(err.Error(), "model-00002-of-00011") {
 		t.Fatalf("truncated shard: %v", err)
 	}
 	// corrupt trunk.json
 	badTrunk := copyDir(tr)
 	os.WriteFile(filepath.Join(badTrunk, "trunk.json"), []byte(`{"format":"k3-trunk","version":1,"runs":[`), 0o644)
-	if _, _, _, err := OpenModel(model, OpenOptions{TrunkDir: badTrunk, Budget: Budget{TrunkBytes: 1, Ring: 1, CacheBytes: 1}}); err == nil || !strings.Contains(err.Error(), "trunk") {
+	if _, err := Open(model, Options{TrunkDir: badTrunk, Budget: Budget{TrunkBytes: 1, Ring: 1, CacheBytes: 1}}); err == nil || !strings.Contains(err.Error(), "trunk") {
 		t.Fatalf("corrupt trunk.json: %v", err)
 	}
 	// a flipped byte inside a streamed layer's run: the first read's CRC check catches it
@@ -236,15 +220,12 @@ func TestStreamFaults(t *testing.T) {
 	b[0] ^= 0xff
 	f.WriteAt(b, r.Offset+100)
 	f.Close()
-	m, set, _, err = OpenModel(model, OpenOptions{TrunkDir: badTrunk, Budget: Budget{TrunkBytes: 1, Ring: 1, CacheBytes: 1}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer set.Close()
+	m, err = Open(model, Options{TrunkDir: badTrunk, Budget: Budget{TrunkBytes: 1, Ring: 1, CacheBytes: 1}})
+	require.NoError(t, err)
 	defer m.Close()
-	e, _ = NewEngineFor(m, 1)
+	e = m.NewEngine(1)
 	defer e.Close()
-	if _, err := e.Generate(context.Background(), nil, []int{1, 2}, GenOptions{Gen: 1}); err == nil || !strings.Contains(err.Error(), "CRC") {
+	if _, err := e.Generate(context.Background(), nil, []int{1, 2}, GenOptions{MaxTokens: 1}); err == nil || !strings.Contains(err.Error(), "CRC") {
 		t.Fatalf("corrupt run: %v", err)
 	}
 }

@@ -172,16 +172,15 @@ func RunStreamBench(ctx context.Context, model, tr string, tokens int, logf func
 	rb.Free()
 
 	// experts: all of them, top-k at a time, through the cache
-	opt := OpenOptions{TrunkDir: tr, Budget: Budget{TrunkBytes: 1, Ring: 1, CacheBytes: 1, Positions: 64, Chunk: 64}}
-	m, mset, _, err := OpenModel(model, opt)
+	opt := Options{TrunkDir: tr, Budget: Budget{TrunkBytes: 1, Ring: 1, CacheBytes: 1}, Positions: 64, Chunk: 64}
+	m, err := Open(model, opt)
 	if err != nil {
 		return nil, err
 	}
-	defer mset.Close()
 	defer m.Close()
 	c := m.Cfg
 	t0 = time.Now()
-	before := m.Store.Stats()
+	before := m.Experts().Stats()
 	for li := c.FirstKDense; li < c.Layers; li++ {
 		ids := make([]int, c.Experts)
 		for e := range ids {
@@ -190,24 +189,21 @@ func RunStreamBench(ctx context.Context, model, tr string, tokens int, logf func
 		sort.Ints(ids)
 		for i := 0; i < len(ids); i += c.TopK {
 			part := ids[i:min(i+c.TopK, len(ids))]
-			if _, err := m.Store.Acquire(li, part); err != nil {
+			if _, err := m.Experts().Acquire(li, part); err != nil {
 				return nil, err
 			}
-			m.Store.Release(li, part)
+			m.Experts().Release(li, part)
 		}
 	}
-	eb := m.Store.Stats().Sub(before).BytesRead
+	eb := m.Experts().Stats().Sub(before).BytesRead
 	add("experts", eb, time.Since(t0).Seconds())
 
 	// decode at the smallest budgets: every step streams its layers and experts
-	e, err := NewEngineFor(m, 0)
-	if err != nil {
-		return nil, err
-	}
+	e := m.NewEngine(0)
 	defer e.Close()
 	s0 := e.Snapshot()
 	t0 = time.Now()
-	if _, err := e.Generate(ctx, nil, []int{1, 2, 3, 4}, GenOptions{Gen: tokens}); err != nil {
+	if _, err := e.Generate(ctx, nil, []int{1, 2, 3, 4}, GenOptions{MaxTokens: tokens}); err != nil {
 		return nil, err
 	}
 	d := e.Snapshot().Sub(s0)

@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 
+	"k3/engine"
 	"k3/storage/atomicfile"
 )
 
@@ -16,9 +17,29 @@ type Message struct {
 	Role             string `json:"role"`
 	Content          string `json:"content"`
 	ReasoningContent string `json:"reasoning_content,omitempty"`
-	// Cut marks an assistant reply that did not finish: "stopped" (by the
-	// user) or "turn cap" (the token limit). It is kept, never dropped.
-	Cut string `json:"cut,omitempty"`
+	// Cut marks an assistant reply that did not finish. It is kept, never
+	// dropped.
+	Cut Cut `json:"cut,omitempty"`
+}
+
+// Cut is why an assistant reply did not finish, as history files store it.
+type Cut string
+
+// Cuts.
+const (
+	CutStopped Cut = "stopped"  // the user stopped it
+	CutTurnCap Cut = "turn cap" // it reached the reply cap
+)
+
+// cutOf maps a generation's stop reason to the history's mark.
+func cutOf(r engine.StopReason) Cut {
+	switch r {
+	case engine.StopCancelled:
+		return CutStopped
+	case engine.StopLength:
+		return CutTurnCap
+	}
+	return ""
 }
 
 var roles = map[string]bool{"system": true, "user": true, "assistant": true, "tool": true}
@@ -60,7 +81,7 @@ func ParseHistory(data []byte) ([]Message, error) {
 			return nil, fmt.Errorf("line %d: no content", n)
 		case m.ReasoningContent != nil && *m.Role != "assistant":
 			return nil, fmt.Errorf("line %d: reasoning_content on a %s message", n, *m.Role)
-		case m.Cut != nil && (*m.Role != "assistant" || (*m.Cut != "stopped" && *m.Cut != "turn cap")):
+		case m.Cut != nil && (*m.Role != "assistant" || (Cut(*m.Cut) != CutStopped && Cut(*m.Cut) != CutTurnCap)):
 			return nil, fmt.Errorf("line %d: cut must be \"stopped\" or \"turn cap\" on an assistant message", n)
 		}
 		msg := Message{Role: *m.Role, Content: *m.Content}
@@ -68,7 +89,7 @@ func ParseHistory(data []byte) ([]Message, error) {
 			msg.ReasoningContent = *m.ReasoningContent
 		}
 		if m.Cut != nil {
-			msg.Cut = *m.Cut
+			msg.Cut = Cut(*m.Cut)
 		}
 		out = append(out, msg)
 	}

@@ -20,53 +20,35 @@ import (
 
 // Options control one turn.
 type Options struct {
-	System      string  // system prompt, sent first when not empty
-	NoThink     bool    // thinking off: the reply opens the response channel
-	Effort      string  // thinking effort: low, high or max (default)
-	Greedy      bool    // argmax, whatever the temperature
-	Temperature float64 // 0: greedy
-	TopP        float64
-	TopK        int
-	Seed        uint64
-	MaxTokens   int // turn cap, thinking included (default 4096)
+	System  string // system prompt, sent first when not empty
+	NoThink bool   // thinking off: the reply opens the response channel
+	Effort  string // thinking effort: low, high or max (default)
+	// MaxTokens caps the reply, thinking included (0: DefaultMaxTokens).
+	MaxTokens int
+	engine.Sampling
 }
 
-// Event kinds.
-const (
-	EventPrefill   = "prefill"   // Done of Total prompt positions read (Reused were already in the state)
-	EventReasoning = "reasoning" // Text: a piece of the think channel
-	EventAnswer    = "answer"    // Text: a piece of the response channel
-	EventTool      = "tool"      // Text: a piece of a tool call
-	EventToken     = "token"     // one token generated: Step, Seconds, Stats
-)
-
-// Event is a streamed update of a turn.
-type Event struct {
-	Kind        string
-	Text        string
-	Done, Total int
-	Reused      int
-	Step        int
-	Seconds     float64
-	Stats       engine.Stats
-}
+// DefaultMaxTokens is the reply cap when Options.MaxTokens is 0.
+const DefaultMaxTokens = 4096
 
 // Reply is a finished (or cut) assistant turn.
 type Reply struct {
 	Reasoning, Content string
 	ToolCalls          []tokenizer.ToolCall
-	Cut                string // "", "stopped" or "turn cap"
-	IDs                []int  // the generated ids
-	Tokens             int
-	Reused, Prefilled  int // prompt positions reused from the state / read this turn
+	Stop               engine.StopReason
+	IDs                []int // the generated ids
+	Reused, Prefilled  int   // prompt positions reused from the state / read this turn
 	FirstTokenSeconds  float64
 	SecondsPerToken    float64
 }
 
+// Cut is how the history marks the reply: "" when it ended by itself.
+func (r *Reply) Cut() Cut { return cutOf(r.Stop) }
+
 // Session is one conversation.
 type Session struct {
-	E   *engine.Engine
-	Tok *tokenizer.Tokenizer
+	Engine *engine.Engine
+	Tok    *tokenizer.Tokenizer
 	// History is the conversation so far (without the system prompt).
 	History []Message
 	// HistoryPath, when set, is where the history is written after every turn.
@@ -78,7 +60,7 @@ type Session struct {
 
 // NewSession starts an empty conversation.
 func NewSession(e *engine.Engine, tok *tokenizer.Tokenizer) *Session {
-	return &Session{E: e, Tok: tok}
+	return &Session{Engine: e, Tok: tok}
 }
 
 // Reset forgets the conversation and the engine state.
@@ -110,15 +92,17 @@ func (s *Session) Prompt(user string, opt Options) ([]int, error) {
 	return s.transcript(opt)
 }
 
-// Turn adds the user's message, generates the reply and returns it. The
-// reply is streamed to on. Cancelling ctx stops after the token in flight;
-// the partial reply is kept in the history, marked "stopped".
-func (s *Session) Turn(ctx context.Context, user string, opt Options, on func(Event)) (*Reply, error) {
+// Turn adds the user's message, generates the reply with the engine's
+// Generate and returns it; on receives prefill progress, the reply's text by
+// channel and one event per token. Cancelling ctx stops within one layer's
+// work, during the prompt too; the partial reply is kept in the history,
+// marked "stopped", and Turn returns it with no error.
+func (s *Session) Turn(ctx context.Context, user string, opt Options, on func(engine.Event)) (*Reply, error) {
 	if on == nil {
-		on = func(Event) {}
+		on = func(engine.Event) {}
 	}
 	if opt.MaxTokens <= 0 {
-		opt.MaxTokens = 4096
+		opt.MaxTokens = DefaultMaxTokens
 	}
 	s.History = append(s.History, Message{Role: "user", Content: user})
 	ids, err := s.transcript(opt)
@@ -128,7 +112,7 @@ func (s *Session) Turn(ctx context.Context, user string, opt Options, on func(Ev
 	}
 	// reuse the longest state whose ids start the transcript (leaving at
 	// least one position to feed, whose logits choose the first token)
-	st := s.E.M.NewState()
+	st := s.Engine.Model().NewState()
 	for _, cand := range []*engine.State{s.live, s.snap} {
 		if cand != nil && cand.Pos < len(ids) && slices.Equal(cand.IDs, ids[:cand.Pos]) && cand.Pos > st.Pos {
 			st = cand
@@ -140,70 +124,46 @@ func (s *Session) Turn(ctx context.Context, user string, opt Options, on func(Ev
 	if st == s.snap {
 		st = st.Clone()
 	}
-	rep := &Reply{Reused: st.Pos, Prefilled: len(ids) - st.Pos}
-	prevObs := s.E.Observe
-	defer func() { s.E.Observe = prevObs }()
 	reused := st.Pos
-	s.E.Observe = func(ev engine.Event) {
-		if ev.Kind == engine.EventPrefill {
-			on(Event{Kind: EventPrefill, Done: reused + ev.Done, Total: len(ids), Reused: reused, Stats: ev.Stats})
-		}
-	}
-	t0 := time.Now()
-	if _, err := s.E.Feed(st, ids[st.Pos:len(ids)-1], false); err != nil {
-		return nil, err
-	}
-	s.snap = st.Clone()
-	logits, err := s.E.Feed(st, ids[len(ids)-1:], false)
-	if err != nil {
-		return nil, err
-	}
-	s.E.Observe = nil
-	on(Event{Kind: EventPrefill, Done: len(ids), Total: len(ids), Reused: reused, Stats: s.E.Snapshot()})
-
+	rep := &Reply{Reused: reused, Prefilled: len(ids) - reused}
 	turnIndex := 0
 	for _, m := range s.History {
 		if m.Role == "user" {
 			turnIndex++
 		}
 	}
-	smp := &engine.Sampler{Greedy: opt.Greedy, Temperature: opt.Temperature, TopP: opt.TopP, TopK: opt.TopK,
-		Rand: engine.NewPCG32(opt.Seed, uint64(turnIndex))}
-	stops := s.Tok.StopIDs()
 	sm := newStreamer(s.Tok, !opt.NoThink, on)
-	var gen []int
-	tStep := time.Now()
-	for {
-		id := smp.Pick(logits)
-		gen = append(gen, id)
-		now := time.Now()
-		if len(gen) == 1 {
-			rep.FirstTokenSeconds = now.Sub(t0).Seconds()
-		}
-		sm.add(id)
-		on(Event{Kind: EventToken, Step: len(gen) - 1, Seconds: now.Sub(tStep).Seconds(), Stats: s.E.Snapshot()})
-		tStep = now
-		if slices.Contains(stops, id) {
-			break
-		}
-		if len(gen) >= opt.MaxTokens {
-			rep.Cut = "turn cap"
-			break
-		}
-		if ctx != nil && ctx.Err() != nil {
-			rep.Cut = "stopped"
-			break
-		}
-		if logits, err = s.E.Feed(st, []int{id}, false); err != nil {
-			s.finish(rep, sm, gen, opt)
-			return rep, err
+	res, err := s.Engine.Generate(ctx, st, ids[reused:], engine.GenOptions{
+		MaxTokens: opt.MaxTokens, StopIDs: s.Tok.StopIDs(), Sampler: opt.Sampler(uint64(turnIndex)), KeepPrefix: true,
+		OnEvent: func(ev engine.Event) {
+			if ev.Kind == engine.EventPrefill {
+				ev.Done += reused
+				ev.Total += reused
+				ev.Reused = reused
+			}
+			on(ev)
+			if ev.Kind == engine.EventToken {
+				sm.add(ev.Token)
+			}
+		}})
+	rep.Stop = res.Stop
+	if res.PrefixState != nil {
+		s.snap = res.PrefixState
+	}
+	if err != nil && !errors.Is(err, context.Canceled) {
+		s.finish(rep, sm, res.Generated, opt)
+		return rep, err
+	}
+	if len(res.StepSeconds) > 0 {
+		rep.FirstTokenSeconds = res.StepSeconds[0]
+		if n := len(res.StepSeconds); n > 1 {
+			rep.SecondsPerToken = (sum(res.StepSeconds) - rep.FirstTokenSeconds) / float64(n-1)
 		}
 	}
-	s.live = st
-	s.finish(rep, sm, gen, opt)
-	if n := len(gen); n > 1 {
-		rep.SecondsPerToken = (time.Since(t0).Seconds() - rep.FirstTokenSeconds) / float64(n-1)
-	}
+	// a stopped turn's state holds whole chunks of the prompt (and tokens):
+	// a prefix the next transcript can still reuse
+	s.live = res.State
+	s.finish(rep, sm, res.Generated, opt)
 	if s.HistoryPath != "" {
 		if err := SaveHistory(s.HistoryPath, s.History); err != nil {
 			return rep, fmt.Errorf("history: %w", err)
@@ -212,21 +172,28 @@ func (s *Session) Turn(ctx context.Context, user string, opt Options, on func(Ev
 	return rep, nil
 }
 
+func sum(xs []float64) float64 {
+	t := 0.0
+	for _, x := range xs {
+		t += x
+	}
+	return t
+}
+
 // finish parses the generated ids (or keeps what streamed when the turn was
 // cut) and appends the assistant message to the history.
 func (s *Session) finish(rep *Reply, sm *streamer, gen []int, opt Options) {
 	sm.flush()
-	rep.Tokens = len(gen)
 	rep.IDs = gen
 	a, err := s.Tok.ParseAssistantIDs(gen, !opt.NoThink)
-	if err == nil && rep.Cut == "" {
+	if err == nil && rep.Cut() == "" {
 		rep.Reasoning, rep.Content, rep.ToolCalls = a.Reasoning, a.Content, a.ToolCalls
 	} else {
 		// cut, or ended by a stop token without the expected structure: keep
 		// what streamed, channel by channel
 		rep.Reasoning, rep.Content = sm.reasoning.String(), sm.answer.String()
 	}
-	s.History = append(s.History, Message{Role: "assistant", Content: rep.Content, ReasoningContent: rep.Reasoning, Cut: rep.Cut})
+	s.History = append(s.History, Message{Role: "assistant", Content: rep.Content, ReasoningContent: rep.Reasoning, Cut: rep.Cut()})
 }
 
 // streamer turns generated ids into reasoning/answer text as they come:
@@ -234,18 +201,18 @@ func (s *Session) finish(rep *Reply, sm *streamer, gen []int, opt Options) {
 // are structure, everything else is text of the current channel.
 type streamer struct {
 	tok               *tokenizer.Tokenizer
-	on                func(Event)
-	kind              string
+	on                func(engine.Event)
+	kind              engine.EventKind // -1: structure, not shown
 	inTag, opening    bool
 	tag               []int
 	dec               *tokenizer.StreamDecoder
 	reasoning, answer strings.Builder
 }
 
-func newStreamer(tok *tokenizer.Tokenizer, thinking bool, on func(Event)) *streamer {
-	k := EventAnswer
+func newStreamer(tok *tokenizer.Tokenizer, thinking bool, on func(engine.Event)) *streamer {
+	k := engine.EventAnswer
 	if thinking {
-		k = EventReasoning
+		k = engine.EventReasoning
 	}
 	return &streamer{tok: tok, on: on, kind: k, dec: tok.NewStreamDecoder()}
 }
@@ -255,12 +222,14 @@ func (m *streamer) emit(text string) {
 		return
 	}
 	switch m.kind {
-	case EventReasoning:
+	case engine.EventReasoning:
 		m.reasoning.WriteString(text)
-	case EventAnswer:
+	case engine.EventAnswer:
 		m.answer.WriteString(text)
+	case noText:
+		return
 	}
-	m.on(Event{Kind: m.kind, Text: text})
+	m.on(engine.Event{Kind: m.kind, Text: text, At: time.Now()})
 }
 
 func (m *streamer) flush() { m.emit(m.dec.Flush()) }
@@ -286,14 +255,14 @@ func (m *streamer) add(id int) {
 		name := strings.Fields(string(m.tok.Decode(m.tag)) + " ")[0]
 		switch {
 		case m.opening && name == "response":
-			m.kind = EventAnswer
+			m.kind = engine.EventAnswer
 		case m.opening && (name == "tools" || name == "call" || name == "argument" || name == "json"):
-			m.kind = EventTool
+			m.kind = engine.EventTool
 		case !m.opening && name == "think":
-			m.kind = ""
+			m.kind = noText
 		}
 	}
 }
 
-// ErrNoTokenizer is returned when a model directory has no tokenizer files.
-var ErrNoTokenizer = errors.New("no tokenizer")
+// noText marks the stretch between channels, which is structure.
+const noText engine.EventKind = -1

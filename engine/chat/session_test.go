@@ -8,6 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"k3/engine"
 	"k3/engine/synth"
 	"k3/tokenizer"
@@ -27,13 +30,10 @@ func demo(t *testing.T) (*engine.Engine, *tokenizer.Tokenizer) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, set, err := engine.Open(dir, "", 0, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := engine.NewEngine(m, 2)
-	e.Chunk = 16
-	t.Cleanup(func() { e.Close(); m.Store.Close(); set.Close() })
+	m, err := engine.Open(dir, engine.Options{Budget: engine.Budget{CacheBytes: 1 << 62}, Chunk: 16})
+	require.NoError(t, err)
+	e := m.NewEngine(2)
+	t.Cleanup(func() { e.Close(); m.Close() })
 	return e, tok
 }
 
@@ -41,18 +41,16 @@ func demo(t *testing.T) (*engine.Engine, *tokenizer.Tokenizer) {
 // first, produces exactly what a fresh session over the same history does.
 func TestResumedTurnEqualsFreshRun(t *testing.T) {
 	e, tok := demo(t)
-	opt := Options{MaxTokens: 10, Greedy: true}
+	opt := Options{MaxTokens: 10, Sampling: engine.Sampling{Greedy: true}}
 	s := NewSession(e, tok)
 	r1, err := s.Turn(context.Background(), "Hello there", opt, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r1.Reused != 0 || r1.Tokens != 10 || r1.Cut != "turn cap" {
-		t.Fatalf("turn 1: %+v", r1)
-	}
+	require.NoError(t, err)
+	assert.Equal(t, 0, r1.Reused)
+	assert.Len(t, r1.IDs, 10)
+	assert.Equal(t, CutTurnCap, r1.Cut())
 	var streamed strings.Builder
-	r2, err := s.Turn(context.Background(), "And again?", opt, func(ev Event) {
-		if ev.Kind == EventReasoning || ev.Kind == EventAnswer {
+	r2, err := s.Turn(context.Background(), "And again?", opt, func(ev engine.Event) {
+		if ev.Kind == engine.EventReasoning || ev.Kind == engine.EventAnswer {
 			streamed.WriteString(ev.Text)
 		}
 	})
@@ -76,7 +74,7 @@ func TestResumedTurnEqualsFreshRun(t *testing.T) {
 	}
 	// the fresh run equals a plain greedy generation over the rendered prompt
 	prompt, _ := NewSession(e, tok).withHistory(s.History[:2]).Prompt("And again?", opt)
-	res, err := e.Generate(context.Background(), nil, prompt, engine.GenOptions{Gen: 10})
+	res, err := e.Generate(context.Background(), nil, prompt, engine.GenOptions{MaxTokens: 10})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +89,7 @@ func (s *Session) withHistory(h []Message) *Session { s.History = slices.Clone(h
 // second turn draws from its own stream.
 func TestSampledTurnsReproducible(t *testing.T) {
 	e, tok := demo(t)
-	opt := Options{MaxTokens: 8, Temperature: 0.9, TopP: 0.95, Seed: 42}
+	opt := Options{MaxTokens: 8, Sampling: engine.Sampling{Temperature: 0.9, TopP: 0.95, Seed: 42}}
 	run := func() [][]int {
 		s := NewSession(e, tok)
 		var out [][]int
@@ -111,7 +109,7 @@ func TestSampledTurnsReproducible(t *testing.T) {
 		}
 	}
 	greedy := NewSession(e, tok)
-	g, _ := greedy.Turn(context.Background(), "one", Options{MaxTokens: 8, Greedy: true}, nil)
+	g, _ := greedy.Turn(context.Background(), "one", Options{MaxTokens: 8, Sampling: engine.Sampling{Greedy: true}}, nil)
 	if slices.Equal(g.IDs, a[0]) {
 		t.Fatalf("sampling at temperature 0.9 gave the greedy reply %v", g.IDs)
 	}
@@ -125,30 +123,65 @@ func TestStopKeepsPartial(t *testing.T) {
 	s.HistoryPath = filepath.Join(t.TempDir(), "h.jsonl")
 	ctx, cancel := context.WithCancel(context.Background())
 	n := 0
-	r, err := s.Turn(ctx, "stop me", Options{MaxTokens: 50, Greedy: true}, func(ev Event) {
-		if ev.Kind == EventToken {
+	r, err := s.Turn(ctx, "stop me", Options{MaxTokens: 50, Sampling: engine.Sampling{Greedy: true}}, func(ev engine.Event) {
+		if ev.Kind == engine.EventToken {
 			n++
 			if n == 3 {
 				cancel()
 			}
 		}
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r.Cut != "stopped" || r.Tokens != 3 {
-		t.Fatalf("reply %+v", r)
-	}
+	require.NoError(t, err)
+	assert.Equal(t, CutStopped, r.Cut())
+	assert.Len(t, r.IDs, 3)
 	h, err := LoadHistory(s.HistoryPath)
-	if err != nil || len(h) != 2 || h[1].Cut != "stopped" || h[0].Content != "stop me" {
-		t.Fatalf("history %+v %v", h, err)
-	}
+	require.NoError(t, err)
+	require.Len(t, h, 2)
+	assert.Equal(t, CutStopped, h[1].Cut)
+	assert.Equal(t, "stop me", h[0].Content)
+}
+
+// TestStopDuringPrompt: cancelling while the prompt is read ends the turn
+// before any token, keeps the user's message and an empty reply marked
+// stopped, and the next turn reuses the whole chunks already read.
+func TestStopDuringPrompt(t *testing.T) {
+	e, tok := demo(t)
+	s := NewSession(e, tok)
+	ctx, cancel := context.WithCancel(context.Background())
+	long := strings.Repeat("a long prompt that takes several chunks to read ", 8)
+	var prefill []engine.Event
+	tokens := 0
+	r, err := s.Turn(ctx, long, Options{MaxTokens: 5}, func(ev engine.Event) {
+		switch ev.Kind {
+		case engine.EventPrefill:
+			prefill = append(prefill, ev)
+			if len(prefill) == 2 {
+				cancel()
+			}
+		case engine.EventToken:
+			tokens++
+		}
+	})
+	require.NoError(t, err)
+	assert.Equal(t, CutStopped, r.Cut())
+	assert.Zero(t, tokens)
+	assert.Empty(t, r.IDs)
+	require.Len(t, prefill, 2, "no prefill progress after the stop")
+	assert.Equal(t, 32, prefill[1].Done)
+	assert.Greater(t, prefill[1].Total, 64)
+	require.Len(t, s.History, 2)
+	assert.Equal(t, long, s.History[0].Content)
+	assert.Equal(t, CutStopped, s.History[1].Cut)
+	// the 32 positions read stay usable
+	r2, err := s.Turn(context.Background(), "again", Options{MaxTokens: 3}, nil)
+	require.NoError(t, err)
+	assert.Equal(t, 32, r2.Reused)
 }
 
 func TestHistoryValidation(t *testing.T) {
 	good := `{"role":"user","content":"hi"}` + "\n" + `{"role":"assistant","content":"yo","reasoning_content":"hmm","cut":"turn cap"}` + "\n"
 	h, err := ParseHistory([]byte(good))
-	if err != nil || len(h) != 2 || h[1].ReasoningContent != "hmm" || h[1].Cut != "turn cap" {
+	if err != nil || len(h) != 2 || h[1].ReasoningContent != "hmm" || h[1].Cut != CutTurnCap {
 		t.Fatalf("%+v %v", h, err)
 	}
 	for bad, want := range map[string]string{

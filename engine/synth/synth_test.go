@@ -20,15 +20,14 @@ func TestSmallRuns(t *testing.T) {
 		if err := synth.Write(dir, synth.Small()); err != nil {
 			t.Fatal(err)
 		}
-		m, set, err := engine.Open(dir, "", 0, nil)
+		m, err := engine.Open(dir, engine.Options{Budget: engine.Budget{CacheBytes: 1 << 62}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		e := engine.NewEngine(m, 2)
-		res, err := e.Generate(context.Background(), nil, []int{1, 2, 3, 4, 5}, engine.GenOptions{Gen: 8})
+		e := m.NewEngine(2)
+		res, err := e.Generate(context.Background(), nil, []int{1, 2, 3, 4, 5}, engine.GenOptions{MaxTokens: 8})
 		e.Close()
-		m.Store.Close()
-		set.Close()
+		m.Close()
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -79,27 +79,21 @@ func cmdChat(args []string, stdout, stderr io.Writer) int {
 			return ExitUsage
 		}
 	}
-	m, set, _, code := mf.open(dir, 8192+*gen, false, stdout, stderr)
+	m, code := mf.open(dir, mf.options(8192+*gen, false), stdout, stderr)
 	if code >= 0 {
 		return code
 	}
-	defer set.Close()
 	defer m.Close()
 	if m.Cfg.VocabSize < tok.VocabSize() {
 		fmt.Fprintf(stderr, "k3 chat: the tokenizer has %d ids but the model only %d\n", tok.VocabSize(), m.Cfg.VocabSize)
 		return ExitUsage
 	}
-	e, err := engine.NewEngineFor(m, *mf.threads)
-	if err != nil {
-		fmt.Fprintf(stderr, "k3 chat: %v\n", err)
-		return ExitRuntime
-	}
+	e := m.NewEngine(*mf.threads)
 	defer e.Close()
-	e.Chunk = *mf.chunk
 	s := chat.NewSession(e, tok)
 	s.History, s.HistoryPath = hist, *history
-	opt := chat.Options{System: *system, NoThink: *noThink, Effort: *effort, Greedy: *greedy || *temp == 0,
-		Temperature: *temp, TopP: *topP, TopK: *topK, Seed: *seed, MaxTokens: *gen}
+	opt := chat.Options{System: *system, NoThink: *noThink, Effort: *effort, MaxTokens: *gen,
+		Sampling: engine.Sampling{Greedy: *greedy, Temperature: *temp, TopP: *topP, TopK: *topK, Seed: *seed}}
 	if len(hist) > 0 {
 		fmt.Fprintf(stdout, "history: %d messages from %s\n", len(hist), *history)
 	}
@@ -169,42 +163,36 @@ func cmdChat(args []string, stdout, stderr io.Writer) int {
 		mu.Unlock()
 		cancel()
 		if err != nil {
-			var ee *engine.ExpertError
-			if asExpert(err, &ee) {
-				fmt.Fprintf(stderr, "chat invalid: %v\n", err)
-				return ExitExpertLoad
-			}
-			fmt.Fprintf(stderr, "k3 chat: %v\n", err)
-			return ExitRuntime
+			return exitFor(stderr, "chat", err)
 		}
 		fmt.Fprintln(stdout)
-		switch rep.Cut {
-		case "stopped":
+		switch rep.Cut() {
+		case chat.CutStopped:
 			fmt.Fprintln(stdout, "[stopped; the partial reply is kept]")
-		case "turn cap":
+		case chat.CutTurnCap:
 			fmt.Fprintf(stdout, "[turn cap of %d tokens reached; the reply is kept]\n", opt.MaxTokens)
 		}
 		fmt.Fprintf(stdout, "[%d tokens, %d prompt positions reused, %d read; first token %.2f s, %.3f s/token]\n",
-			rep.Tokens, rep.Reused, rep.Prefilled, rep.FirstTokenSeconds, rep.SecondsPerToken)
+			len(rep.IDs), rep.Reused, rep.Prefilled, rep.FirstTokenSeconds, rep.SecondsPerToken)
 	}
 }
 
 // chatPrinter streams a reply: the think channel under a "thinking" header,
 // then the answer after a rule.
-func chatPrinter(w io.Writer) func(chat.Event) {
-	phase := ""
-	return func(ev chat.Event) {
+func chatPrinter(w io.Writer) func(engine.Event) {
+	phase := engine.EventKind(-1)
+	return func(ev engine.Event) {
 		switch ev.Kind {
-		case chat.EventReasoning, chat.EventAnswer, chat.EventTool:
+		case engine.EventReasoning, engine.EventAnswer, engine.EventTool:
 			if ev.Kind != phase {
 				switch ev.Kind {
-				case chat.EventReasoning:
+				case engine.EventReasoning:
 					fmt.Fprint(w, "[thinking]\n")
-				case chat.EventAnswer:
-					if phase == chat.EventReasoning {
+				case engine.EventAnswer:
+					if phase == engine.EventReasoning {
 						fmt.Fprint(w, "\n[/thinking]\n")
 					}
-				case chat.EventTool:
+				case engine.EventTool:
 					fmt.Fprint(w, "\n[tool call]\n")
 				}
 				phase = ev.Kind

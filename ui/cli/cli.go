@@ -39,9 +39,6 @@ func register(name, summary string, run func(args []string, stdout, stderr io.Wr
 	commands[name] = command{name, summary, run}
 }
 
-// OpenApp is set by the desktop package (when built in) to open the window.
-var OpenApp func() int
-
 // Main runs k3 with the given arguments and returns the exit code.
 func Main(args []string) int {
 	return run(args, os.Stdout, os.Stderr)
@@ -49,9 +46,6 @@ func Main(args []string) int {
 
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		if OpenApp != nil {
-			return OpenApp()
-		}
 		usage(stderr)
 		return ExitUsage
 	}

@@ -12,7 +12,6 @@ import (
 	"k3/engine"
 	"k3/engine/plan"
 	"k3/storage/config"
-	st "k3/storage/safetensors"
 )
 
 // modelFlags are the flags every command that runs the model shares.
@@ -100,37 +99,39 @@ func (f *modelFlags) resolve(fs *flag.FlagSet, stdout, stderr io.Writer) int {
 	return -1
 }
 
-// open makes the memory plan, checks it against available memory and binds
-// the model. It returns an exit code, or -1 with the model.
-func (f *modelFlags) open(dir string, positions int, allLogits bool, stdout, stderr io.Writer) (*engine.Model, *st.Set, *plan.Plan, int) {
-	mem, memErr := plan.ReadMemory()
-	var memp *plan.Memory
-	if memErr == nil {
-		memp = &mem
+// options are the engine options the flags give, for a run that needs
+// `positions` of context (and the logits of every position with allLogits).
+func (f *modelFlags) options(positions int, allLogits bool) engine.Options {
+	return engine.Options{Config: *f.cfgPath, Layers: *f.layers, TrunkDir: *f.trunkDir,
+		Budget:      engine.Budget{TrunkBytes: int64(*f.trunkGB * 1e9), Ring: *f.ring, CacheBytes: int64(*f.cacheGB * 1e9), Ultra: *f.ultra},
+		CachePolicy: *f.policy, Chunk: *f.chunk, Positions: positions, AllLogits: allLogits}
+}
+
+// open checks the plan against the available memory, opens the model and
+// prints its summary and plan. It returns an exit code, or -1 with the model.
+func (f *modelFlags) open(dir string, o engine.Options, stdout, stderr io.Writer) (*engine.Model, int) {
+	if mem, err := plan.ReadMemory(); err == nil {
+		o.Memory = &mem
 	}
-	m, set, mplan, err := engine.OpenModel(dir, engine.OpenOptions{Config: *f.cfgPath, Layers: *f.layers, TrunkDir: *f.trunkDir,
-		Memory: memp, Budget: engine.Budget{TrunkBytes: int64(*f.trunkGB * 1e9), Ring: *f.ring, CacheBytes: int64(*f.cacheGB * 1e9),
-			Positions: positions, Chunk: *f.chunk, AllLogits: allLogits, Ultra: *f.ultra, CachePolicy: *f.policy}})
+	m, err := engine.Open(dir, o)
 	if err != nil {
 		var ce *config.Error
 		var pe *engine.PlanError
 		switch {
 		case errors.As(err, &ce) || errors.Is(err, os.ErrNotExist):
 			fmt.Fprintf(stderr, "k3 %s: %v\n", f.cmd, err)
-			return nil, nil, nil, ExitUsage
+			return nil, ExitUsage
 		case errors.As(err, &pe):
 			fmt.Fprintf(stderr, "k3 %s: refused before loading anything: %v", f.cmd, err)
-			return nil, nil, nil, ExitRuntime
+			return nil, ExitRuntime
 		}
 		fmt.Fprintf(stderr, "k3 %s: %v\n", f.cmd, err)
-		return nil, nil, nil, ExitRuntime
+		return nil, ExitRuntime
 	}
 	fmt.Fprintln(stdout, m.Cfg.Summary())
 	if m.Bound < m.Cfg.Layers {
 		fmt.Fprintf(stdout, "NOTE: binding only the first %d of %d layers: the output is NOT the model's\n", m.Bound, m.Cfg.Layers)
 	}
-	fmt.Fprint(stdout, mplan.String())
-	return m, set, mplan, -1
+	fmt.Fprint(stdout, m.Plan.String())
+	return m, -1
 }
-
-func asExpert(err error, target **engine.ExpertError) bool { return errors.As(err, target) }

@@ -17,23 +17,12 @@ import (
 
 	"k3/engine"
 	"k3/engine/cachesim"
+	"k3/tokenizer"
 )
 
 func init() {
 	register("run", "generate from a prompt or ids (greedy), with a per-step report", cmdRun)
 }
-
-// textCodec is what `k3 run` needs of a tokenizer.
-type textCodec interface {
-	Encode(text string) []int
-	Decode(ids []int) []byte
-}
-
-// afterBind lets tests inject faults into a bound model.
-var afterBind func(m *engine.Model)
-
-// loadTokenizer opens the tokenizer in dir; nil until a tokenizer is built in.
-var loadTokenizer func(dir string) (textCodec, error)
 
 type runReport struct {
 	PromptIDs       []int     `json:"prompt_ids"`
@@ -66,7 +55,33 @@ func peakRSS() int64 {
 	return ru.Maxrss * 1024
 }
 
+// runConfig is a parsed `k3 run` command line.
+type runConfig struct {
+	dir                                          string
+	ids, stops                                   []int
+	tok                                          *tokenizer.Tokenizer // nil with --ids
+	gen                                          int
+	recompute, teacherForcing                    bool
+	dumpLogits, out, traceDir, saveState, loadSt string
+	threads                                      int
+	mf                                           *modelFlags
+	// opts are the engine options the flags give (tests add fault hooks).
+	opts engine.Options
+}
+
 func cmdRun(args []string, stdout, stderr io.Writer) int {
+	c, code := parseRun(args, stdout, stderr)
+	if code >= 0 {
+		return code
+	}
+	ctx, stop := interruptContext(stderr)
+	defer stop()
+	return c.run(ctx, stdout, stderr)
+}
+
+// parseRun reads and checks the flags and the prompt; it returns an exit
+// code, or -1 with the configuration.
+func parseRun(args []string, stdout, stderr io.Writer) (*runConfig, int) {
 	fs := newFlags("run", stderr)
 	idsFlag := fs.String("ids", "", "token ids, e.g. 1,2,3")
 	prompt := fs.String("prompt", "", "prompt text (needs the tokenizer)")
@@ -86,9 +101,10 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	setUsage(fs, stderr, "usage: k3 run MODEL_DIR (--ids 1,2,3 | --prompt TEXT | --prompt-file PATH) [flags]")
 	pos, code := parseN(fs, args, 1, stderr, "k3 run: give exactly one MODEL_DIR (run 'k3 run -h' for the flags)")
 	if code >= 0 {
-		return code
+		return nil, code
 	}
-	dir := pos[0]
+	c := &runConfig{dir: pos[0], gen: *gen, stops: stops, recompute: *recompute, teacherForcing: *tf, dumpLogits: *dump,
+		out: *out, traceDir: *traceDir, saveState: *saveState, loadSt: *loadState, mf: mf}
 	nsrc := 0
 	for _, s := range []string{*idsFlag, *prompt, *promptFile} {
 		if s != "" {
@@ -97,276 +113,319 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	}
 	if nsrc != 1 {
 		fmt.Fprintln(stderr, "k3 run: give exactly one of --ids, --prompt or --prompt-file")
-		return ExitUsage
+		return nil, ExitUsage
 	}
 	if *gen < 0 || *gen > 1<<20 {
 		fmt.Fprintf(stderr, "k3 run: --gen %d is outside 0..%d\n", *gen, 1<<20)
-		return ExitUsage
+		return nil, ExitUsage
 	}
 	if code := mf.resolve(fs, stdout, stderr); code >= 0 {
-		return code
+		return nil, code
 	}
 	if *recompute && (*saveState != "" || *loadState != "") {
 		fmt.Fprintln(stderr, "k3 run: --save-state and --load-state need the carried state; drop --recompute")
-		return ExitUsage
+		return nil, ExitUsage
 	}
 	for _, p := range []string{*out, *dump, *saveState} {
 		if p != "" {
 			if err := checkWritable(p); err != nil {
 				fmt.Fprintf(stderr, "k3 run: cannot write %s: %v\n", p, err)
-				return ExitOutput
+				return nil, ExitOutput
 			}
 		}
 	}
-	var tok textCodec
-	var ids []int
-	var err error
 	if *idsFlag != "" {
-		if ids, err = parseIDs(*idsFlag); err != nil {
+		ids, err := parseIDs(*idsFlag)
+		if err != nil {
 			fmt.Fprintln(stderr, "k3 run:", err)
-			return ExitUsage
+			return nil, ExitUsage
 		}
+		c.ids = ids
 	} else {
 		text := *prompt
 		if *promptFile != "" {
 			b, err := os.ReadFile(*promptFile)
 			if err != nil {
 				fmt.Fprintln(stderr, "k3 run:", err)
-				return ExitUsage
+				return nil, ExitUsage
 			}
 			text = string(b)
 		}
-		if loadTokenizer == nil {
-			fmt.Fprintln(stderr, "k3 run: --prompt and --prompt-file need the tokenizer, which this build does not include; use --ids")
-			return ExitUsage
-		}
 		td := *tokDir
 		if td == "" {
-			td = dir
+			td = c.dir
 		}
-		if tok, err = loadTokenizer(td); err != nil {
+		tok, err := tokenizer.Load(td)
+		if err != nil {
 			fmt.Fprintf(stderr, "k3 run: tokenizer: %v\n", err)
-			return ExitUsage
+			return nil, ExitUsage
 		}
-		ids = tok.Encode(text)
-		fmt.Fprintf(stdout, "  tokenized: %d bytes -> %d ids\n", len(text), len(ids))
-		if len(ids) == 0 {
+		c.tok, c.ids = tok, tok.Encode(text)
+		fmt.Fprintf(stdout, "  tokenized: %d bytes -> %d ids\n", len(text), len(c.ids))
+		if len(c.ids) == 0 {
 			fmt.Fprintln(stderr, "k3 run: the prompt is empty")
-			return ExitUsage
+			return nil, ExitUsage
 		}
 	}
+	c.threads = *mf.threads
+	c.opts = mf.options(len(c.ids)+c.gen+statePositions(c.loadSt), c.teacherForcing)
+	return c, -1
+}
 
+// runResult is what a run did, for the report.
+type runResult struct {
+	m       *engine.Model
+	gen     *engine.GenResult // nil with teacher forcing
+	tfPred  []int
+	final   *engine.State
+	trace   []cachesim.Request
+	stats   engine.Stats
+	wall    float64
+	err     error
+	outcode int // an output file could not be written: its exit code
+}
+
+// run opens the model, runs the command and writes the report; it returns
+// the exit code.
+func (c *runConfig) run(ctx context.Context, stdout, stderr io.Writer) int {
 	t0 := time.Now()
-	m, set, mplan, code := mf.open(dir, len(ids)+*gen+statePositions(*loadState), *tf, stdout, stderr)
+	res := &runResult{}
+	if c.traceDir != "" {
+		c.opts.Trace = func(layer, expert int) {
+			res.trace = append(res.trace, cachesim.Request{Layer: int32(layer), Expert: int32(expert)})
+		}
+	}
+	m, code := c.mf.open(c.dir, c.opts, stdout, stderr)
 	if code >= 0 {
 		return code
 	}
-	defer set.Close()
 	defer m.Close()
+	res.m = m
 	cfg := m.Cfg
-	for _, id := range ids {
+	for _, id := range c.ids {
 		if id >= cfg.VocabSize {
 			fmt.Fprintf(stderr, "k3 run: token id %d is outside the vocabulary 0..%d\n", id, cfg.VocabSize-1)
 			return ExitUsage
 		}
 	}
-	for _, id := range stops {
+	for _, id := range c.stops {
 		if id >= cfg.VocabSize {
 			fmt.Fprintf(stderr, "k3 run: --stop-id %d is outside the vocabulary 0..%d\n", id, cfg.VocabSize-1)
 			return ExitUsage
 		}
 	}
-	if afterBind != nil {
-		afterBind(m)
-	}
-	var trace []cachesim.Request
-	if *traceDir != "" {
-		m.Store.Trace = func(layer, expert int) {
-			trace = append(trace, cachesim.Request{Layer: int32(layer), Expert: int32(expert)})
-		}
-	}
-	files := set.Files()
-	fmt.Fprintf(stdout, "  model    : %s (%d tensors in %d file(s))\n", dir, set.Len(), len(files))
-	fmt.Fprintf(stdout, "  trunk    : %s resident, bound in %.2f s\n", humanBytes(float64(m.TrunkBytes)), time.Since(t0).Seconds())
-	fmt.Fprintf(stdout, "  prompt   : %d tokens, generating %d\n", len(ids), *gen)
-
+	fmt.Fprintf(stdout, "  model    : %s (%d tensors in %d file(s))\n", c.dir, m.Tensors(), len(m.Files()))
+	fmt.Fprintf(stdout, "  trunk    : %s resident, bound in %.2f s\n", humanBytes(float64(m.BoundBytes)), time.Since(t0).Seconds())
+	fmt.Fprintf(stdout, "  prompt   : %d tokens, generating %d\n", len(c.ids), c.gen)
 	var st *engine.State
-	if *loadState != "" {
-		if st, err = m.LoadState(*loadState); err != nil {
+	if c.loadSt != "" {
+		var err error
+		if st, err = m.LoadState(c.loadSt); err != nil {
 			fmt.Fprintf(stderr, "k3 run: --load-state: %v\n", err)
 			return ExitRuntime
 		}
-		fmt.Fprintf(stdout, "  resumed  : %d positions from %s\n", st.Pos, *loadState)
+		fmt.Fprintf(stdout, "  resumed  : %d positions from %s\n", st.Pos, c.loadSt)
 	}
-
-	e, err := engine.NewEngineFor(m, *mf.threads)
-	if err != nil {
-		fmt.Fprintf(stderr, "k3 run: %v\n", err)
-		return ExitRuntime
-	}
+	e := m.NewEngine(c.threads)
 	defer e.Close()
-	e.Chunk = *mf.chunk
-	ctx, stop := interruptContext(stderr)
-	defer stop()
 	start := e.Snapshot()
-	last := start
+	c.execute(ctx, e, st, res, stdout)
+	res.stats = e.Snapshot().Sub(start)
+	res.wall = time.Since(t0).Seconds()
+	if res.outcode == 0 {
+		res.outcode = c.writeFiles(res, stdout, stderr)
+	}
+	return c.report(res, stdout, stderr)
+}
 
-	rep := runReport{PromptIDs: ids, Layers: m.Bound, LayersInModel: cfg.Layers, GeneratedIDs: []int{}, PlanBytes: mplan.Total}
-	var runErr error
-	var final *engine.State
-	if *tf {
-		rep.TFPred, runErr = e.TeacherForce(ids)
-		rep.FullIDs = ids
-		rep.StopReason = "teacher_forcing"
-		if runErr == nil {
+// execute runs teacher forcing or generation, printing a line per step.
+func (c *runConfig) execute(ctx context.Context, e *engine.Engine, st *engine.State, res *runResult, stdout io.Writer) {
+	if c.teacherForcing {
+		res.tfPred, res.err = e.TeacherForce(ctx, c.ids)
+		if res.err == nil {
 			agree := 0
-			for i := 0; i+1 < len(ids); i++ {
-				if rep.TFPred[i] == ids[i+1] {
+			for i := 0; i+1 < len(c.ids); i++ {
+				if res.tfPred[i] == c.ids[i+1] {
 					agree++
 				}
 			}
-			fmt.Fprintf(stdout, "teacher forcing: %d positions; the argmax matches the next id at %d/%d\n", len(ids), agree, max(len(ids)-1, 0))
-			fmt.Fprintf(stdout, "tf_pred: %v\n", rep.TFPred)
+			fmt.Fprintf(stdout, "teacher forcing: %d positions; the argmax matches the next id at %d/%d\n", len(c.ids), agree, max(len(c.ids)-1, 0))
+			fmt.Fprintf(stdout, "tf_pred: %v\n", res.tfPred)
 		}
-	} else {
-		fmt.Fprintf(stdout, "%-6s %-10s %-10s %-10s %-10s %s\n", "STEP", "TOKEN", "SECONDS", "CACHE HIT", "READ GB", "TOK/S")
-		fmt.Fprintln(stdout, strings.Repeat("-", 62))
-		var res *engine.GenResult
-		res, runErr = e.Generate(ctx, st, ids, engine.GenOptions{Gen: *gen, StopIDs: stops, Recompute: *recompute,
-			OnStep: func(step, id int, sec float64) {
-				now := e.Snapshot()
-				d := now.Sub(last)
-				last = now
-				hit := 0.0
-				if d.Expert.Requests > 0 {
-					hit = 100 * float64(d.Expert.Hits) / float64(d.Expert.Requests)
-				}
-				fmt.Fprintf(stdout, "%-6d %-10d %-10.3f %-10.1f %-10.3f %.3f\n", step, id, sec, hit,
-					float64(d.Expert.BytesRead+d.TrunkBytesRead)/1e9, 1/math.Max(sec, 1e-9))
-			}})
-		if res != nil {
-			final = res.State
-			rep.GeneratedIDs = append(rep.GeneratedIDs, res.Generated...)
-			rep.StopReason = res.StopReason
-			rep.StepSeconds = res.StepSeconds
-			for _, s := range res.StepSeconds {
-				rep.WallSeconds += s
-			}
-			if n := len(res.Generated); n > 0 {
-				rep.SecondsPerToken = rep.WallSeconds / float64(n)
-			}
-			if *dump != "" && res.FirstLogits != nil {
-				b := make([]byte, 4*len(res.FirstLogits))
-				for i, v := range res.FirstLogits {
-					binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(v))
-				}
-				if err := writeAtomic(*dump, b); err != nil {
-					fmt.Fprintf(stderr, "k3 run: %v\n", err)
-					return ExitOutput
-				}
-				fmt.Fprintf(stdout, "wrote %s (%d float32 logits)\n", *dump, len(res.FirstLogits))
-			}
-		}
-		var prior []int
-		if st != nil && final != nil {
-			prior = final.IDs[:len(final.IDs)-len(ids)-max(len(rep.GeneratedIDs)-1, 0)]
-			prior = prior[:len(prior):len(prior)]
-		}
-		rep.FullIDs = append(append(append([]int{}, prior...), ids...), rep.GeneratedIDs...)
-		fmt.Fprintln(stdout, strings.Repeat("-", 62))
-		if *gen == 0 {
-			fmt.Fprintf(stdout, "prefill only: %d positions in the state, 0 tokens generated\n", len(ids)+len(prior))
-		}
-		fmt.Fprintf(stdout, "%d tokens in %.2f s, %.3f s/token\n", len(rep.GeneratedIDs), rep.WallSeconds, rep.SecondsPerToken)
-		if tok != nil {
-			text := string(tok.Decode(rep.GeneratedIDs))
-			rep.GeneratedText = &text
-			fmt.Fprintf(stdout, "\n--- generated text ---\n%s\n----------------------\n", text)
-		}
+		return
 	}
-	if *saveState != "" && final != nil && runErr == nil && len(rep.GeneratedIDs) > 0 {
-		// feed the last generated token too, so the state holds the whole sequence
-		if _, err := e.Feed(final, rep.GeneratedIDs[len(rep.GeneratedIDs)-1:], false); err != nil {
-			runErr = err
-		}
+	prefill := newPrefillPrinter(stdout)
+	header := false
+	last := e.Snapshot()
+	res.gen, res.err = e.Generate(ctx, st, c.ids, engine.GenOptions{MaxTokens: c.gen, StopIDs: c.stops,
+		Recompute: c.recompute, Complete: c.saveState != "",
+		OnEvent: func(ev engine.Event) {
+			switch ev.Kind {
+			case engine.EventPrefill:
+				prefill.add(ev)
+			case engine.EventToken:
+				if !header {
+					fmt.Fprintf(stdout, "%-6s %-10s %-10s %-10s %-10s %s\n", "STEP", "TOKEN", "SECONDS", "CACHE HIT", "READ GB", "TOK/S")
+					fmt.Fprintln(stdout, strings.Repeat("-", 62))
+					header = true
+				}
+				d := ev.Stats.Sub(last)
+				last = ev.Stats
+				hit, _ := d.HitRate()
+				fmt.Fprintf(stdout, "%-6d %-10d %-10.3f %-10.1f %-10.3f %.3f\n", ev.Step, ev.Token, ev.Seconds, 100*hit,
+					float64(d.BytesRead())/1e9, 1/math.Max(ev.Seconds, 1e-9))
+			}
+		}})
+	res.final = res.gen.State
+	g := res.gen
+	fmt.Fprintln(stdout, strings.Repeat("-", 62))
+	if c.gen == 0 {
+		fmt.Fprintf(stdout, "prefill only: %d positions in the state, 0 tokens generated\n", g.State.Pos)
 	}
-	if *saveState != "" && final != nil && (runErr == nil || errors.Is(runErr, engine.ErrCancelled)) {
-		if err := m.SaveState(*saveState, final); err != nil {
+	fmt.Fprintf(stdout, "%d tokens in %.2f s, %.3f s/token\n", len(g.Generated), sum(g.StepSeconds), g.SecondsPerToken())
+	if c.tok != nil {
+		fmt.Fprintf(stdout, "\n--- generated text ---\n%s\n----------------------\n", c.tok.Decode(g.Generated))
+	}
+}
+
+// prefillPrinter prints prefill progress about every tenth of the prompt.
+type prefillPrinter struct {
+	w    io.Writer
+	t0   time.Time
+	next int
+}
+
+func newPrefillPrinter(w io.Writer) *prefillPrinter { return &prefillPrinter{w: w, t0: time.Now()} }
+
+func (p *prefillPrinter) add(ev engine.Event) {
+	if ev.Done < p.next && ev.Done < ev.Total {
+		return
+	}
+	p.next = ev.Done + max(ev.Total/10, 1)
+	fmt.Fprintf(p.w, "  prefill  : %d/%d positions, %.2f s\n", ev.Done, ev.Total, time.Since(p.t0).Seconds())
+}
+
+func sum(xs []float64) float64 {
+	t := 0.0
+	for _, x := range xs {
+		t += x
+	}
+	return t
+}
+
+// writeFiles writes --dump-logits, --save-state and --dump-cache-trace; it
+// returns an exit code for a file that could not be written, else 0.
+func (c *runConfig) writeFiles(res *runResult, stdout, stderr io.Writer) int {
+	if g := res.gen; c.dumpLogits != "" && g != nil && g.FirstLogits != nil {
+		b := make([]byte, 4*len(g.FirstLogits))
+		for i, v := range g.FirstLogits {
+			binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(v))
+		}
+		if err := writeAtomic(c.dumpLogits, b); err != nil {
+			fmt.Fprintf(stderr, "k3 run: %v\n", err)
+			return ExitOutput
+		}
+		fmt.Fprintf(stdout, "wrote %s (%d float32 logits)\n", c.dumpLogits, len(g.FirstLogits))
+	}
+	if c.saveState != "" && res.final != nil && (res.err == nil || errors.Is(res.err, context.Canceled)) {
+		if err := res.m.SaveState(c.saveState, res.final); err != nil {
 			fmt.Fprintf(stderr, "k3 run: --save-state: %v\n", err)
 			return ExitOutput
 		}
-		fmt.Fprintf(stdout, "wrote %s (%d positions)\n", *saveState, final.Pos)
+		fmt.Fprintf(stdout, "wrote %s (%d positions)\n", c.saveState, res.final.Pos)
 	}
-	if *traceDir != "" {
-		if err := os.MkdirAll(*traceDir, 0o755); err != nil {
+	if c.traceDir != "" {
+		fail := func(err error) int {
 			fmt.Fprintf(stderr, "k3 run: --dump-cache-trace: %v\n", err)
 			return ExitOutput
 		}
-		tp := filepath.Join(*traceDir, "expert_trace.bin")
-		hp := filepath.Join(*traceDir, "expert_hist.json")
-		if err := cachesim.WriteTrace(tp, trace); err != nil {
-			fmt.Fprintf(stderr, "k3 run: --dump-cache-trace: %v\n", err)
-			return ExitOutput
+		if err := os.MkdirAll(c.traceDir, 0o755); err != nil {
+			return fail(err)
 		}
-		if err := cachesim.WriteHistogram(hp, m.Bound, m.Cfg.Experts, trace); err != nil {
-			fmt.Fprintf(stderr, "k3 run: --dump-cache-trace: %v\n", err)
-			return ExitOutput
+		tp := filepath.Join(c.traceDir, "expert_trace.bin")
+		hp := filepath.Join(c.traceDir, "expert_hist.json")
+		if err := cachesim.WriteTrace(tp, res.trace); err != nil {
+			return fail(err)
 		}
-		fmt.Fprintf(stdout, "wrote %s (%d expert requests) and %s\n", tp, len(trace), hp)
+		if err := cachesim.WriteHistogram(hp, res.m.Bound, res.m.Cfg.Experts, res.trace); err != nil {
+			return fail(err)
+		}
+		fmt.Fprintf(stdout, "wrote %s (%d expert requests) and %s\n", tp, len(res.trace), hp)
 	}
-	total := e.Snapshot().Sub(start)
+	return 0
+}
+
+// report prints the totals, writes --out and maps the outcome to an exit code.
+func (c *runConfig) report(res *runResult, stdout, stderr io.Writer) int {
+	m, total := res.m, res.stats
 	es := total.Expert
-	rep.PeakRSSBytes = peakRSS()
-	rep.TrunkBytesRead = m.TrunkBytes + total.TrunkBytesRead
-	rep.ExpertBytesRead = es.BytesRead
-	rep.ExpertDrops = es.Failures
-	rep.ExpertRequests, rep.ExpertHits, rep.ExpertEvictions = es.Requests, es.Hits, es.Evictions
-	wall := time.Since(t0).Seconds()
-	rep.IOShare = math.Min(1, total.IOWaitSeconds()/math.Max(wall, 1e-9))
-	fmt.Fprintf(stdout, "PEAK RSS for the whole run: %s   <- quote this, not the plan (%s planned)\n",
-		humanBytes(float64(rep.PeakRSSBytes)), humanBytes(float64(mplan.Total)))
-	hitPct := 0.0
-	if es.Requests > 0 {
-		hitPct = 100 * float64(es.Hits) / float64(es.Requests)
+	rep := runReport{PromptIDs: c.ids, Layers: m.Bound, LayersInModel: m.Cfg.Layers, GeneratedIDs: []int{}, PlanBytes: m.Plan.Total,
+		PeakRSSBytes: peakRSS(), TrunkBytesRead: m.BoundBytes + total.TrunkBytesRead, ExpertBytesRead: es.BytesRead,
+		ExpertDrops: es.Failures, ExpertRequests: es.Requests, ExpertHits: es.Hits, ExpertEvictions: es.Evictions,
+		IOShare: total.IOShare(res.wall)}
+	if g := res.gen; g != nil {
+		rep.GeneratedIDs = append(rep.GeneratedIDs, g.Generated...)
+		rep.FullIDs = g.FullIDs()
+		rep.StopReason = g.Stop.String()
+		rep.StepSeconds = g.StepSeconds
+		rep.WallSeconds = sum(g.StepSeconds)
+		rep.SecondsPerToken = g.SecondsPerToken()
+		if c.tok != nil {
+			text := string(c.tok.Decode(g.Generated))
+			rep.GeneratedText = &text
+		}
+	} else {
+		rep.TFPred, rep.FullIDs, rep.StopReason = res.tfPred, c.ids, "teacher_forcing"
 	}
+	fmt.Fprintf(stdout, "PEAK RSS for the whole run: %s   <- quote this, not the plan (%s planned)\n",
+		humanBytes(float64(rep.PeakRSSBytes)), humanBytes(float64(m.Plan.Total)))
+	hit, _ := total.HitRate()
 	fmt.Fprintf(stdout, "experts: %d requests, %d served from RAM (%.1f%%), %d evictions, %s read in %.2f s, %d load failure(s)\n",
-		es.Requests, es.Hits, hitPct, es.Evictions, humanBytes(float64(es.BytesRead)), es.ReadSeconds, es.Failures)
+		es.Requests, es.Hits, 100*hit, es.Evictions, humanBytes(float64(es.BytesRead)), es.ReadSeconds, es.Failures)
 	fmt.Fprintf(stdout, "trunk: %s bound at load, %s streamed; waited %.2f s for trunk reads\n",
-		humanBytes(float64(m.TrunkBytes)), humanBytes(float64(total.TrunkBytesRead)), total.TrunkWaitSeconds)
+		humanBytes(float64(m.BoundBytes)), humanBytes(float64(total.TrunkBytesRead)), total.TrunkWaitSeconds)
 	fmt.Fprintf(stdout, "I/O share of wall clock: %.1f%% (waiting on trunk %.2f s + experts %.2f s of %.2f s; reads overlapped with compute are not counted)\n",
-		100*rep.IOShare, total.TrunkWaitSeconds, es.ReadSeconds, wall)
+		100*rep.IOShare, total.TrunkWaitSeconds, es.ReadSeconds, res.wall)
 	if es.NaNScaleGroups > 0 {
 		fmt.Fprintf(stdout, "note: %d MXFP4 groups with scale byte 255 (NaN) were read as zero\n", es.NaNScaleGroups)
 	}
 	for _, n := range m.IONotes() {
 		fmt.Fprintf(stdout, "note: %s\n", n)
 	}
-	if *out != "" {
+	if c.out != "" {
 		b, _ := json.Marshal(rep)
-		if err := writeAtomic(*out, append(b, '\n')); err != nil {
+		if err := writeAtomic(c.out, append(b, '\n')); err != nil {
 			fmt.Fprintf(stderr, "k3 run: %v\n", err)
 			return ExitOutput
 		}
-		fmt.Fprintf(stdout, "wrote %s\n", *out)
+		fmt.Fprintf(stdout, "wrote %s\n", c.out)
 	}
+	if res.outcode != 0 {
+		return res.outcode
+	}
+	return exitFor(stderr, "run", res.err)
+}
+
+// exitFor reports a run's error and maps it to the exit code.
+func exitFor(stderr io.Writer, cmd string, err error) int {
 	var ee *engine.ExpertError
 	switch {
-	case runErr == nil:
+	case err == nil:
 		return ExitOK
-	case errors.As(runErr, &ee):
-		fmt.Fprintf(stderr, "RUN INVALID: %v; refusing partial MoE output\n", runErr)
+	case errors.As(err, &ee):
+		fmt.Fprintf(stderr, "RUN INVALID: %v; refusing partial MoE output\n", err)
 		return ExitExpertLoad
-	case errors.Is(runErr, engine.ErrCancelled):
-		fmt.Fprintln(stderr, "k3 run: interrupted; results so far were written")
+	case errors.Is(err, context.Canceled):
+		fmt.Fprintf(stderr, "k3 %s: interrupted; results so far were written\n", cmd)
 		return ExitInterrupted
 	default:
-		fmt.Fprintf(stderr, "k3 run: %v\n", runErr)
+		fmt.Fprintf(stderr, "k3 %s: %v\n", cmd, err)
 		return ExitRuntime
 	}
 }
 
-// interruptContext is cancelled by the first Ctrl-C (the step in flight
-// completes and results are written); a second Ctrl-C exits at once.
+// interruptContext is cancelled by the first Ctrl-C (the forward stops before
+// its next layer and results are written); a second Ctrl-C exits at once.
 func interruptContext(stderr io.Writer) (context.Context, func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	ch := make(chan os.Signal, 2)
@@ -376,7 +435,7 @@ func interruptContext(stderr io.Writer) (context.Context, func()) {
 		for range ch {
 			n++
 			if n == 1 {
-				fmt.Fprintln(stderr, "\ninterrupt: the step in flight will complete, then results are written and k3 exits 5. Press Ctrl-C again to stop now.")
+				fmt.Fprintln(stderr, "\ninterrupt: stopping before the next layer; results so far are written and k3 exits 5. Press Ctrl-C again to stop now.")
 				cancel()
 				continue
 			}

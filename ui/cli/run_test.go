@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -11,35 +12,22 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"k3/engine"
 	"k3/engine/cachesim"
+	"k3/internal/fixture"
 )
 
-const tinyRelease = "../../testdata/models/tiny-release"
+var tinyRelease = fixture.ModelDir("tiny-release")
 
-type expectCase struct {
-	Prompts []struct {
-		PromptIDs   []int     `json:"prompt_ids"`
-		GreedyIDs   []int     `json:"greedy_ids"`
-		FullIDs     []int     `json:"full_ids"`
-		TFPred      []int     `json:"tf_pred"`
-		FirstLogits []float64 `json:"first_logits"`
-	} `json:"prompts"`
-}
-
-func readExpect(t *testing.T) *expectCase {
-	raw, err := os.ReadFile(filepath.Join(tinyRelease, "expect.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var e expectCase
-	if err := json.Unmarshal(raw, &e); err != nil {
-		t.Fatal(err)
-	}
-	return &e
-}
+func readExpect(t *testing.T) *fixture.Expect { return fixture.LoadExpect(t, "tiny-release") }
 
 func runK3(args ...string) (int, string, string) {
 	var o, e bytes.Buffer
@@ -47,13 +35,7 @@ func runK3(args ...string) (int, string, string) {
 	return code, o.String(), e.String()
 }
 
-func idsArg(ids []int) string {
-	s := make([]string, len(ids))
-	for i, v := range ids {
-		s[i] = strconv.Itoa(v)
-	}
-	return strings.Join(s, ",")
-}
+func idsArg(ids []int) string { return fixture.IDs(ids) }
 
 func itoa(v int) string { return strconv.Itoa(v) }
 
@@ -168,22 +150,96 @@ func TestRunMissingTensor(t *testing.T) {
 
 // TestRunExpertFailure: a routed expert that cannot be read makes the run invalid (exit 4).
 func TestRunExpertFailure(t *testing.T) {
-	afterBind = func(m *engine.Model) {
-		m.Store.ReadAt = func(path string, off int64, dst []byte) error {
-			return errors.New("input/output error")
-		}
-	}
-	defer func() { afterBind = nil }()
 	out := filepath.Join(t.TempDir(), "r.json")
-	code, _, stderr := runK3("run", tinyRelease, "--ids", "1,2,3", "--out", out)
-	if code != ExitExpertLoad || !strings.Contains(stderr, "RUN INVALID") || !strings.Contains(stderr, "model-0000") {
-		t.Fatalf("exit %d, stderr %s", code, stderr)
-	}
+	var o, e bytes.Buffer
+	c, code := parseRun([]string{tinyRelease, "--ids", "1,2,3", "--out", out}, &o, &e)
+	require.Equal(t, -1, code, e.String())
+	c.opts.ExpertReadAt = func(path string, off int64, dst []byte) error { return errors.New("input/output error") }
+	code = c.run(context.Background(), &o, &e)
+	require.Equal(t, ExitExpertLoad, code, e.String())
+	assert.Contains(t, e.String(), "RUN INVALID")
+	assert.Contains(t, e.String(), "model-0000")
 	var rep runReport
-	raw, _ := os.ReadFile(out)
-	if json.Unmarshal(raw, &rep) != nil || rep.ExpertDrops == 0 {
-		t.Fatalf("report not written or drops not counted: %s", raw)
+	raw, err := os.ReadFile(out)
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(raw, &rep))
+	assert.NotZero(t, rep.ExpertDrops, "drops counted")
+}
+
+// lineWatcher is an io.Writer that reports the first write containing a word.
+type lineWatcher struct {
+	mu   sync.Mutex
+	buf  bytes.Buffer
+	word string
+	seen chan struct{}
+}
+
+func (w *lineWatcher) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf.Write(p)
+	if w.seen != nil && bytes.Contains(p, []byte(w.word)) {
+		close(w.seen)
+		w.seen = nil
 	}
+	return len(p), nil
+}
+
+// TestRunInterruptDuringPrefill: Ctrl-C while a long prompt is read stops
+// before the next layer — a small fraction of the uninterrupted prefill —
+// writes --out and the saved state (the whole chunks read), and exits 5.
+func TestRunInterruptDuringPrefill(t *testing.T) {
+	dir := demoModel(t)
+	ids := make([]int, 2000)
+	for i := range ids {
+		ids[i] = (7 + 13*i) % 256
+	}
+	tmp := t.TempDir()
+	args := func(out string) []string {
+		return []string{"run", dir, "--ids", idsArg(ids), "--gen", "4", "--chunk", "64", "--threads", "2", "--out", filepath.Join(tmp, out)}
+	}
+	t0 := time.Now()
+	code, _, stderr := runK3(args("full.json")...)
+	full := time.Since(t0)
+	require.Equal(t, ExitOK, code, stderr)
+
+	w := &lineWatcher{word: "prefill", seen: make(chan struct{})}
+	seen := w.seen
+	var errOut bytes.Buffer
+	state := filepath.Join(tmp, "cut.k3state")
+	done := make(chan int)
+	go func() { done <- run(append(args("cut.json"), "--save-state", state), w, &errOut) }()
+	<-seen // the first progress line: the prompt is being read
+	t1 := time.Now()
+	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGINT))
+	code = <-done
+	stop := time.Since(t1)
+	require.Equal(t, ExitInterrupted, code, errOut.String())
+	assert.Contains(t, errOut.String(), "interrupted")
+	t.Logf("uninterrupted run %v; stopped %v after Ctrl-C (%.1f%%)", full, stop, 100*stop.Seconds()/full.Seconds())
+	assert.Less(t, stop.Seconds(), 0.25*full.Seconds(), "Ctrl-C took %v of a %v run", stop, full)
+	var rep runReport
+	raw, err := os.ReadFile(filepath.Join(tmp, "cut.json"))
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(raw, &rep))
+	assert.Equal(t, "cancelled", rep.StopReason)
+	assert.Empty(t, rep.GeneratedIDs)
+	assert.Equal(t, ids, rep.PromptIDs)
+	// the saved state holds whole chunks of the prompt, and resumes exactly
+	n, err := engine.PeekStatePositions(state)
+	require.NoError(t, err)
+	assert.Positive(t, n)
+	assert.Less(t, n, len(ids))
+	assert.Zero(t, n%64, "whole chunks only")
+	var fullRep runReport
+	raw, _ = os.ReadFile(filepath.Join(tmp, "full.json"))
+	require.NoError(t, json.Unmarshal(raw, &fullRep))
+	code, _, stderr = runK3("run", dir, "--ids", idsArg(ids[n:]), "--gen", "4", "--load-state", state, "--out", filepath.Join(tmp, "resumed.json"))
+	require.Equal(t, ExitOK, code, stderr)
+	var resumed runReport
+	raw, _ = os.ReadFile(filepath.Join(tmp, "resumed.json"))
+	require.NoError(t, json.Unmarshal(raw, &resumed))
+	assert.Equal(t, fullRep.GeneratedIDs, resumed.GeneratedIDs)
 }
 
 // TestRunPrompt: text in, text out, with the model directory's tokenizer.

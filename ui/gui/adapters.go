@@ -2,15 +2,11 @@ package gui
 
 import (
 	"context"
-	"fmt"
-	"path/filepath"
 
 	"k3/doctor"
 	"k3/engine"
 	"k3/engine/plan"
-	"k3/storage/config"
 	"k3/storage/hub"
-	st "k3/storage/safetensors"
 	"k3/storage/trunk"
 	"k3/storage/verify"
 )
@@ -78,20 +74,7 @@ func (trunkPacker) Pack(ctx context.Context, modelDir, trunkDir string, layers i
 }
 
 func (trunkPacker) TrunkBytes(modelDir string, layers int) (int64, error) {
-	set, cfg, err := openMeta(modelDir)
-	if err != nil {
-		return 0, err
-	}
-	defer set.Close()
-	if layers <= 0 || layers > cfg.Layers {
-		layers = cfg.Layers
-	}
-	per, globals := engine.TrunkSizes(set, cfg, layers)
-	total := globals
-	for _, b := range per {
-		total += b
-	}
-	return total, nil
+	return engine.TrunkBytes(modelDir, layers)
 }
 
 // enginePlanner makes plans from the checkpoint's metadata alone.
@@ -99,24 +82,6 @@ type enginePlanner struct{}
 
 func (enginePlanner) Memory() (plan.Memory, error) { return plan.ReadMemory() }
 
-func (enginePlanner) Plan(modelDir string, layers int, b engine.Budget) (*plan.Plan, error) {
-	set, cfg, err := openMeta(modelDir)
-	if err != nil {
-		return nil, err
-	}
-	defer set.Close()
-	return engine.MakePlan(set, cfg, layers, b), nil
-}
-
-// openMeta reads the config and the shard headers (no tensor data).
-func openMeta(dir string) (*st.Set, *config.Config, error) {
-	cfg, err := config.Load(filepath.Join(dir, "config.json"))
-	if err != nil {
-		return nil, nil, err
-	}
-	set, err := st.Open(dir)
-	if err != nil {
-		return nil, nil, fmt.Errorf("reading the checkpoint's shards: %w", err)
-	}
-	return set, cfg, nil
+func (enginePlanner) Plan(modelDir string, o engine.Options) (*plan.Plan, error) {
+	return engine.PlanFor(modelDir, o)
 }

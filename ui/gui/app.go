@@ -4,9 +4,6 @@
 // bridge (bridge.go) turns engine events into throttled UI updates; the
 // engine and storage packages are reached only through the interfaces in
 // backends.go (real ones in adapters.go).
-//
-// Importing the package sets cli.OpenApp, so `k3` with no arguments opens
-// the window.
 package gui
 
 import (
@@ -15,14 +12,10 @@ import (
 
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/app"
-
-	"k3/ui/cli"
 )
 
 // AppID is the app's unique id (also in FyneApp.toml).
 const AppID = "io.github.k3.desktop"
-
-func init() { cli.OpenApp = Open }
 
 // DataDir is where the app keeps conversations and the demo model:
 // $K3_DATA_DIR, else the user's config folder /k3.

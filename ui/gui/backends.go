@@ -2,7 +2,6 @@ package gui
 
 import (
 	"context"
-	"time"
 
 	"k3/doctor"
 	"k3/engine"
@@ -62,39 +61,7 @@ type Packer interface {
 // anything is loaded.
 type MemoryPlanner interface {
 	Memory() (plan.Memory, error)
-	Plan(modelDir string, layers int, b engine.Budget) (*plan.Plan, error)
-}
-
-// TurnOptions are one chat turn's settings.
-type TurnOptions struct {
-	System      string
-	Thinking    bool
-	Effort      string // low, high, max
-	Greedy      bool
-	Temperature float64
-	TopP        float64
-	TopK        int
-	Seed        int
-	MaxTokens   int
-}
-
-// Chat event kinds.
-const (
-	EvPhase     = "phase"     // Phase says what the engine is doing
-	EvReasoning = "reasoning" // Text is more of the thinking section
-	EvAnswer    = "answer"    // Text is more of the reply
-	EvStats     = "stats"     // Stats (and Seconds for a token) are fresh
-	EvToken     = "token"     // a token was generated in Seconds
-)
-
-// ChatEvent is one streamed update of a turn.
-type ChatEvent struct {
-	Kind    string
-	Phase   string // e.g. "loading layer 37/93", "reading prompt 120/400", "thinking", "answering"
-	Text    string
-	Seconds float64 // EvToken: the step's wall time
-	Stats   engine.Stats
-	At      time.Time
+	Plan(modelDir string, o engine.Options) (*plan.Plan, error)
 }
 
 // ModelInfo describes the loaded model for the gauges.
@@ -107,13 +74,15 @@ type ModelInfo struct {
 }
 
 // ChatEngine runs chat turns. Turn gets the whole conversation (the last
-// message is the user's) and returns the assistant message; when ctx is
-// cancelled it returns the partial message with Cut "stopped" and no error.
-// Implementations keep the engine state between turns and reuse it when
-// the conversation continues the previous one.
+// message is the user's; a leading system message overrides opt.System) and
+// returns the assistant message; when ctx is cancelled — while the prompt is
+// read too — it returns the partial message with Cut "stopped" and no error.
+// Events are the engine's: phases (Text), prefill progress, the reply's text
+// by channel, tokens and statistics. Implementations keep the engine state
+// between turns and reuse it when the conversation continues the previous one.
 type ChatEngine interface {
-	Open(ctx context.Context, on func(ChatEvent)) (ModelInfo, error)
-	Turn(ctx context.Context, history []chat.Message, opt TurnOptions, on func(ChatEvent)) (chat.Message, error)
+	Open(ctx context.Context, on func(engine.Event)) (ModelInfo, error)
+	Turn(ctx context.Context, history []chat.Message, opt chat.Options, on func(engine.Event)) (chat.Message, error)
 	Close()
 }
 

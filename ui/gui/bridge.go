@@ -168,7 +168,7 @@ func (p *Pump) WithMeter(f func(m *Meter)) {
 }
 
 // Event takes one chat event; safe from any goroutine, never blocks.
-func (p *Pump) Event(ev ChatEvent) {
+func (p *Pump) Event(ev engine.Event) {
 	at := ev.At
 	if at.IsZero() {
 		at = time.Now()
@@ -176,16 +176,17 @@ func (p *Pump) Event(ev ChatEvent) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	switch ev.Kind {
-	case EvReasoning:
+	case engine.EventReasoning:
 		p.reasoning = append(p.reasoning, ev.Text...)
-	case EvAnswer:
+	case engine.EventAnswer:
 		p.answer = append(p.answer, ev.Text...)
-	case EvPhase:
-		p.phase, p.phaseDirty = ev.Phase, true
-	case EvStats:
+	case engine.EventPhase:
+		p.phase, p.phaseDirty = ev.Text, true
+	case engine.EventStats, engine.EventPrefill:
 		p.meter.Stats(at, ev.Stats)
 		p.gaugeDirty = true
-	case EvToken:
+	case engine.EventToken:
+		p.meter.Stats(at, ev.Stats)
 		p.meter.Token(at, ev.Seconds)
 		p.gaugeDirty = true
 	}

@@ -59,14 +59,14 @@ func TestPumpThrottlesAndKeepsAllText(t *testing.T) {
 	p.OnGauges = func(Gauges) { gauges++ }
 	p.Start()
 	start := time.Now()
-	p.Event(ChatEvent{Kind: EvPhase, Phase: "thinking"})
+	p.Event(engine.Event{Kind: engine.EventPhase, Text: "thinking"})
 	for i := 0; i < 2000; i++ {
-		p.Event(ChatEvent{Kind: EvReasoning, Text: "r"})
-		p.Event(ChatEvent{Kind: EvStats, Stats: engine.Stats{RSSBytes: int64(i + 1)}})
+		p.Event(engine.Event{Kind: engine.EventReasoning, Text: "r"})
+		p.Event(engine.Event{Kind: engine.EventStats, Stats: engine.Stats{RSSBytes: int64(i + 1)}})
 	}
-	p.Event(ChatEvent{Kind: EvPhase, Phase: "answering"})
+	p.Event(engine.Event{Kind: engine.EventPhase, Text: "answering"})
 	for i := 0; i < 2000; i++ {
-		p.Event(ChatEvent{Kind: EvAnswer, Text: "a"})
+		p.Event(engine.Event{Kind: engine.EventAnswer, Text: "a"})
 		if i%400 == 0 {
 			time.Sleep(20 * time.Millisecond)
 		}

@@ -90,7 +90,7 @@ func TestChatTurnGaugesRegenerateEdit(t *testing.T) {
 		if got := v.History[2].Content; got != "Hello world, this is reply 1" {
 			t.Errorf("reply %q", got)
 		}
-		if fc.lastOpt.Effort != "low" || !fc.lastOpt.Thinking || !fc.lastOpt.Greedy {
+		if fc.lastOpt.Effort != "low" || fc.lastOpt.NoThink || !fc.lastOpt.Greedy {
 			t.Errorf("options %+v", fc.lastOpt)
 		}
 		g := v.Gauges.G

@@ -6,14 +6,12 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
 	"k3/engine"
 	"k3/engine/chat"
 	"k3/engine/plan"
-	st "k3/storage/safetensors"
 	"k3/tokenizer"
 )
 
@@ -25,7 +23,6 @@ type engineChat struct {
 	mu   sync.Mutex
 	tok  *tokenizer.Tokenizer
 	m    *engine.Model
-	set  *st.Set
 	e    *engine.Engine
 	sess *chat.Session
 	info ModelInfo
@@ -43,8 +40,12 @@ func (s Settings) Budget(mem *plan.Memory) engine.Budget {
 	if t <= 0 && c <= 0 {
 		t, c = presetBudget(s.Preset, mem)
 	}
-	return engine.Budget{TrunkBytes: int64(t * plan.GB), CacheBytes: int64(c * plan.GB), Ring: 2,
-		Positions: ContextPositions, Chunk: 64, Streaming: s.TrunkDir != ""}
+	return engine.Budget{TrunkBytes: int64(t * plan.GB), CacheBytes: int64(c * plan.GB), Ring: 2}
+}
+
+// OpenOptions are the engine options the settings give.
+func (s Settings) OpenOptions(mem *plan.Memory) engine.Options {
+	return engine.Options{Layers: s.Layers, TrunkDir: s.TrunkDir, Budget: s.Budget(mem), Positions: ContextPositions, Memory: mem}
 }
 
 // presetBudget returns a preset's budgets in GB ("auto" from memory).
@@ -61,7 +62,11 @@ func presetBudget(name string, mem *plan.Memory) (trunkGB, cacheGB float64) {
 	return p.TrunkGB, p.CacheGB
 }
 
-func (c *engineChat) Open(ctx context.Context, on func(ChatEvent)) (ModelInfo, error) {
+func phase(on func(engine.Event), text string) {
+	on(engine.Event{Kind: engine.EventPhase, Text: text, At: time.Now()})
+}
+
+func (c *engineChat) Open(ctx context.Context, on func(engine.Event)) (ModelInfo, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.e != nil {
@@ -69,7 +74,7 @@ func (c *engineChat) Open(ctx context.Context, on func(ChatEvent)) (ModelInfo, e
 	}
 	dir := c.s.ModelDir
 	if dir == "" {
-		return ModelInfo{}, errors.New("no model folder is set: run the setup wizard (Model menu > Setup wizard) and choose one")
+		return ModelInfo{}, errors.New("no model folder is set: run the setup wizard and choose one")
 	}
 	tok, err := tokenizer.Load(dir)
 	if err != nil {
@@ -79,29 +84,23 @@ func (c *engineChat) Open(ctx context.Context, on func(ChatEvent)) (ModelInfo, e
 	if mem, err := plan.ReadMemory(); err == nil {
 		memp = &mem
 	}
-	on(ChatEvent{Kind: EvPhase, Phase: "loading the model", At: time.Now()})
-	m, set, p, err := engine.OpenModel(dir, engine.OpenOptions{Layers: c.s.Layers, TrunkDir: c.s.TrunkDir,
-		Memory: memp, Budget: c.s.Budget(memp),
-		Progress: func(done, total int) {
-			on(ChatEvent{Kind: EvPhase, Phase: fmt.Sprintf("loading layer %d/%d", done, total), At: time.Now()})
-		}})
+	phase(on, "loading the model")
+	o := c.s.OpenOptions(memp)
+	o.Progress = func(done, total int) { phase(on, fmt.Sprintf("loading layer %d/%d", done, total)) }
+	m, err := engine.Open(dir, o)
 	if err != nil {
 		return ModelInfo{}, err
 	}
-	e, err := engine.NewEngineFor(m, c.s.Threads)
-	if err != nil {
-		set.Close()
-		return ModelInfo{}, err
-	}
-	c.tok, c.m, c.set, c.e = tok, m, set, e
+	e := m.NewEngine(c.s.Threads)
+	c.tok, c.m, c.e = tok, m, e
 	c.sess = chat.NewSession(e, tok)
 	name := filepath.Base(dir)
 	if c.s.Demo || IsDemoModel(dir) {
 		name = "DEMO model (random weights: the text is not meaningful)"
 	}
-	c.info = ModelInfo{Name: name, Demo: c.s.Demo || IsDemoModel(dir), Layers: m.Bound, BudgetBytes: p.Total, Plan: p.String()}
-	on(ChatEvent{Kind: EvStats, Stats: e.Snapshot(), At: time.Now()})
-	on(ChatEvent{Kind: EvPhase, Phase: "ready", At: time.Now()})
+	c.info = ModelInfo{Name: name, Demo: c.s.Demo || IsDemoModel(dir), Layers: m.Bound, BudgetBytes: m.Plan.Total, Plan: m.Plan.String()}
+	on(engine.Event{Kind: engine.EventStats, Stats: e.Snapshot(), At: time.Now()})
+	phase(on, "ready")
 	return c.info, nil
 }
 
@@ -111,8 +110,7 @@ func (c *engineChat) Close() {
 	if c.e != nil {
 		c.e.Close()
 		c.m.Close()
-		c.set.Close()
-		c.e, c.set, c.m, c.sess = nil, nil, nil, nil
+		c.e, c.m, c.sess = nil, nil, nil
 	}
 }
 
@@ -120,7 +118,7 @@ func (c *engineChat) Close() {
 // engine state and reuses it when the conversation continues what was fed
 // (and re-reads the prompt otherwise), so the history passed in is the
 // truth: edits, regenerations and conversation switches just work.
-func (c *engineChat) Turn(ctx context.Context, history []chat.Message, opt TurnOptions, on func(ChatEvent)) (chat.Message, error) {
+func (c *engineChat) Turn(ctx context.Context, history []chat.Message, opt chat.Options, on func(engine.Event)) (chat.Message, error) {
 	if _, err := c.Open(ctx, on); err != nil {
 		return chat.Message{}, err
 	}
@@ -129,15 +127,11 @@ func (c *engineChat) Turn(ctx context.Context, history []chat.Message, opt TurnO
 	if len(history) == 0 || history[len(history)-1].Role != "user" {
 		return chat.Message{}, errors.New("the conversation must end with your message")
 	}
-	system := opt.System
 	past := history[:len(history)-1]
 	if len(past) > 0 && past[0].Role == "system" {
-		system, past = past[0].Content, past[1:]
+		opt.System, past = past[0].Content, past[1:]
 	}
 	c.sess.History = slices.Clone(past)
-	copt := chat.Options{System: strings.TrimSpace(system), NoThink: !opt.Thinking, Effort: opt.Effort,
-		Greedy: opt.Greedy || opt.Temperature <= 0, Temperature: opt.Temperature, TopP: opt.TopP, TopK: opt.TopK,
-		Seed: uint64(opt.Seed), MaxTokens: opt.MaxTokens}
 	e := c.e
 	// gauges keep moving during long steps
 	pollDone := make(chan struct{})
@@ -152,37 +146,31 @@ func (c *engineChat) Turn(ctx context.Context, history []chat.Message, opt TurnO
 			case <-pollDone:
 				return
 			case now := <-t.C:
-				on(ChatEvent{Kind: EvStats, Stats: e.Snapshot(), At: now})
+				on(engine.Event{Kind: engine.EventStats, Stats: e.Snapshot(), At: now})
 			}
 		}
 	}()
 	defer func() { close(pollDone); pollWG.Wait() }()
-	phase := ""
+	last := ""
 	setPhase := func(p string) {
-		if p != phase {
-			phase = p
-			on(ChatEvent{Kind: EvPhase, Phase: p, At: time.Now()})
+		if p != last {
+			last = p
+			phase(on, p)
 		}
 	}
-	rep, err := c.sess.Turn(ctx, history[len(history)-1].Content, copt, func(ev chat.Event) {
-		now := time.Now()
+	rep, err := c.sess.Turn(ctx, history[len(history)-1].Content, opt, func(ev engine.Event) {
 		switch ev.Kind {
-		case chat.EventPrefill:
+		case engine.EventPrefill:
 			setPhase(fmt.Sprintf("reading prompt %d/%d", ev.Done, ev.Total))
-			on(ChatEvent{Kind: EvStats, Stats: ev.Stats, At: now})
-		case chat.EventReasoning:
+		case engine.EventReasoning:
 			setPhase("thinking")
-			on(ChatEvent{Kind: EvReasoning, Text: ev.Text, At: now})
-		case chat.EventAnswer:
+		case engine.EventAnswer:
 			setPhase("answering")
-			on(ChatEvent{Kind: EvAnswer, Text: ev.Text, At: now})
-		case chat.EventToken:
-			on(ChatEvent{Kind: EvToken, Seconds: ev.Seconds, Stats: ev.Stats, At: now})
 		}
+		on(ev)
 	})
 	if rep == nil {
 		return chat.Message{}, err
 	}
-	msg := chat.Message{Role: "assistant", Content: rep.Content, ReasoningContent: rep.Reasoning, Cut: rep.Cut}
-	return msg, err
+	return chat.Message{Role: "assistant", Content: rep.Content, ReasoningContent: rep.Reasoning, Cut: rep.Cut()}, err
 }

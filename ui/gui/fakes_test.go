@@ -130,7 +130,8 @@ func (fakePlanner) Memory() (plan.Memory, error) {
 	return plan.Memory{TotalBytes: 32e9, AvailableBytes: 16e9}, nil
 }
 
-func (fakePlanner) Plan(dir string, layers int, b engine.Budget) (*plan.Plan, error) {
+func (fakePlanner) Plan(dir string, o engine.Options) (*plan.Plan, error) {
+	b := o.Budget
 	return &plan.Plan{PinnedBytes: b.TrunkBytes, CacheBytes: b.CacheBytes, Globals: 2e9, Total: b.TrunkBytes + b.CacheBytes + 2e9}, nil
 }
 
@@ -143,48 +144,48 @@ type fakeChat struct {
 	turns   int
 	mu      sync.Mutex
 	last    []chat.Message
-	lastOpt TurnOptions
+	lastOpt chat.Options
 }
 
-func (f *fakeChat) Open(ctx context.Context, on func(ChatEvent)) (ModelInfo, error) {
+func (f *fakeChat) Open(ctx context.Context, on func(engine.Event)) (ModelInfo, error) {
 	if f.openErr != nil {
 		return ModelInfo{}, f.openErr
 	}
 	for i := 1; i <= 3; i++ {
-		on(ChatEvent{Kind: EvPhase, Phase: "loading layer " + string(rune('0'+i)) + "/3"})
+		on(engine.Event{Kind: engine.EventPhase, Text: "loading layer " + string(rune('0'+i)) + "/3"})
 	}
 	return ModelInfo{Name: "fake", Layers: 3, BudgetBytes: 4e9}, nil
 }
 
-func (f *fakeChat) Turn(ctx context.Context, h []chat.Message, opt TurnOptions, on func(ChatEvent)) (chat.Message, error) {
+func (f *fakeChat) Turn(ctx context.Context, h []chat.Message, opt chat.Options, on func(engine.Event)) (chat.Message, error) {
 	f.mu.Lock()
 	f.turns++
 	n := f.turns
 	f.last, f.lastOpt = h, opt
 	f.mu.Unlock()
-	on(ChatEvent{Kind: EvPhase, Phase: "thinking"})
-	on(ChatEvent{Kind: EvReasoning, Text: "Let me think."})
+	on(engine.Event{Kind: engine.EventPhase, Text: "thinking"})
+	on(engine.Event{Kind: engine.EventReasoning, Text: "Let me think."})
 	var ans strings.Builder
 	reply := f.reply
 	if len(reply) == 0 {
 		reply = []string{"Hello", " world", ", this", " is", " reply"}
 	}
-	on(ChatEvent{Kind: EvPhase, Phase: "answering"})
+	on(engine.Event{Kind: engine.EventPhase, Text: "answering"})
 	for i, piece := range reply {
 		if f.gate != nil {
 			select {
 			case <-f.gate:
 			case <-ctx.Done():
-				return chat.Message{Role: "assistant", Content: ans.String(), ReasoningContent: "Let me think.", Cut: "stopped"}, nil
+				return chat.Message{Role: "assistant", Content: ans.String(), ReasoningContent: "Let me think.", Cut: chat.CutStopped}, nil
 			}
 		}
 		if i == len(reply)-1 {
 			piece += " " + string(rune('0'+n))
 		}
 		ans.WriteString(piece)
-		on(ChatEvent{Kind: EvAnswer, Text: piece})
-		on(ChatEvent{Kind: EvToken, Seconds: 0.5})
-		on(ChatEvent{Kind: EvStats, Stats: engine.Stats{RSSBytes: int64(1e9 + i*1e6)}})
+		on(engine.Event{Kind: engine.EventAnswer, Text: piece})
+		on(engine.Event{Kind: engine.EventToken, Seconds: 0.5})
+		on(engine.Event{Kind: engine.EventStats, Stats: engine.Stats{RSSBytes: int64(1e9 + i*1e6)}})
 	}
 	return chat.Message{Role: "assistant", Content: ans.String(), ReasoningContent: "Let me think."}, nil
 }

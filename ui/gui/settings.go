@@ -1,8 +1,19 @@
 package gui
 
 import (
+	"strings"
+
 	"fyne.io/fyne/v2"
+
+	"k3/engine"
+	"k3/engine/chat"
 )
+
+// ChatOptions are a turn's options from the settings.
+func (s Settings) ChatOptions() chat.Options {
+	return chat.Options{System: strings.TrimSpace(s.SystemPrompt), NoThink: !s.Thinking, Effort: s.Effort,
+		MaxTokens: s.MaxTokens, Sampling: s.Sampling}
+}
 
 // Settings are everything the app remembers between runs. They live in the
 // Fyne preferences of the app (one key per field, see Load and Save).
@@ -28,21 +39,17 @@ type Settings struct {
 	SystemPrompt string
 	Thinking     bool
 	Effort       string // low, high, max
-	Greedy       bool
-	Temperature  float64
-	TopP         float64
-	TopK         int
-	Seed         int
 	MaxTokens    int
-	Threads      int // 0: all CPUs
+	engine.Sampling
+	Threads int // 0: all CPUs
 
 	LastConversation string
 }
 
 // DefaultSettings are the settings of a first start.
 func DefaultSettings() Settings {
-	return Settings{Preset: "auto", Thinking: true, Effort: "high", Greedy: true,
-		Temperature: 0.6, TopP: 0.95, MaxTokens: 256}
+	return Settings{Preset: "auto", Thinking: true, Effort: "high", MaxTokens: 256,
+		Sampling: engine.Sampling{Greedy: true, Temperature: 0.6, TopP: 0.95}}
 }
 
 // Preference keys.
@@ -89,12 +96,14 @@ func LoadSettings(p fyne.Preferences) Settings {
 		SystemPrompt:     p.String(kSystem),
 		Thinking:         p.BoolWithFallback(kThinking, d.Thinking),
 		Effort:           p.StringWithFallback(kEffort, d.Effort),
-		Greedy:           p.BoolWithFallback(kGreedy, d.Greedy),
-		Temperature:      p.FloatWithFallback(kTemperature, d.Temperature),
-		TopP:             p.FloatWithFallback(kTopP, d.TopP),
-		TopK:             p.IntWithFallback(kTopK, d.TopK),
-		Seed:             p.IntWithFallback(kSeed, d.Seed),
 		MaxTokens:        p.IntWithFallback(kMaxTokens, d.MaxTokens),
+		Sampling: engine.Sampling{
+			Greedy:      p.BoolWithFallback(kGreedy, d.Greedy),
+			Temperature: p.FloatWithFallback(kTemperature, d.Temperature),
+			TopP:        p.FloatWithFallback(kTopP, d.TopP),
+			TopK:        p.IntWithFallback(kTopK, d.TopK),
+			Seed:        uint64(max(p.IntWithFallback(kSeed, int(d.Seed)), 0)),
+		},
 		Threads:          p.IntWithFallback(kThreads, d.Threads),
 		LastConversation: p.String(kLastConv),
 	}
@@ -120,7 +129,7 @@ func (s Settings) Save(p fyne.Preferences) {
 	p.SetFloat(kTemperature, s.Temperature)
 	p.SetFloat(kTopP, s.TopP)
 	p.SetInt(kTopK, s.TopK)
-	p.SetInt(kSeed, s.Seed)
+	p.SetInt(kSeed, int(s.Seed))
 	p.SetInt(kMaxTokens, s.MaxTokens)
 	p.SetInt(kThreads, s.Threads)
 	p.SetString(kLastConv, s.LastConversation)

@@ -348,11 +348,7 @@ func (v *ChatView) Stop() {
 // Idle returns a channel closed when no turn is running (tests wait on it).
 func (v *ChatView) Idle() <-chan struct{} { return v.idle }
 
-func (v *ChatView) turnOptions() TurnOptions {
-	s := v.u.S
-	return TurnOptions{System: s.SystemPrompt, Thinking: s.Thinking, Effort: s.Effort, Greedy: s.Greedy,
-		Temperature: s.Temperature, TopP: s.TopP, TopK: s.TopK, Seed: s.Seed, MaxTokens: s.MaxTokens}
-}
+func (v *ChatView) turnOptions() chat.Options { return v.u.S.ChatOptions() }
 
 func (v *ChatView) startTurn() {
 	u := v.u
@@ -434,7 +430,7 @@ func (v *ChatView) finishTurn(reply *MessageView, msg chat.Message, err error) {
 	if err != nil {
 		v.Notice.SetText(Explain(err))
 		if msg.Cut == "" {
-			msg.Cut = "stopped"
+			msg.Cut = chat.CutStopped
 		}
 	}
 	msg.Role = "assistant"
@@ -443,7 +439,7 @@ func (v *ChatView) finishTurn(reply *MessageView, msg chat.Message, err error) {
 	v.save()
 	g := v.Gauges.G
 	switch {
-	case msg.Cut == "stopped":
+	case msg.Cut == chat.CutStopped:
 		v.Phase.SetText("stopped — the partial reply is kept")
 	case g.Tokens > 0:
 		v.Phase.SetText(fmt.Sprintf("done: %d tokens, first after %.2f s, %.2f s/token", g.Tokens, g.TTFT, g.SecPerToken))

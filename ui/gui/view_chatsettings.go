@@ -34,7 +34,7 @@ func NewChatSettingsForm(s Settings) *ChatSettingsForm {
 	f.Temperature = num(strconv.FormatFloat(s.Temperature, 'g', -1, 64))
 	f.TopP = num(strconv.FormatFloat(s.TopP, 'g', -1, 64))
 	f.TopK = num(strconv.Itoa(s.TopK))
-	f.Seed = num(strconv.Itoa(s.Seed))
+	f.Seed = num(strconv.FormatUint(s.Seed, 10))
 	f.MaxTokens = num(strconv.Itoa(s.MaxTokens))
 	f.Items = []*widget.FormItem{
 		widget.NewFormItem("System prompt", f.System),
@@ -85,7 +85,7 @@ func (f *ChatSettingsForm) Apply(s *Settings) error {
 		return err
 	}
 	s.SystemPrompt, s.Greedy = f.System.Text, f.Greedy.Checked
-	s.Temperature, s.TopP, s.TopK, s.Seed, s.MaxTokens = temp, topP, topK, seed, maxTok
+	s.Temperature, s.TopP, s.TopK, s.Seed, s.MaxTokens = temp, topP, topK, uint64(seed), maxTok
 	return nil
 }
 

@@ -138,7 +138,7 @@ func (s *MemoryStep) Replan() {
 	settings := u.S
 	mem := s.mem
 	go func() {
-		p, err := u.B.Planner.Plan(settings.ModelDir, settings.Layers, settings.Budget(mem))
+		p, err := u.B.Planner.Plan(settings.ModelDir, settings.OpenOptions(mem))
 		if err == nil && mem != nil {
 			err = p.Check(*mem)
 		}

@@ -58,7 +58,7 @@ func NewMessageView(m chat.Message, copy func(string)) *MessageView {
 	top := container.NewBorder(nil, nil, nil, copyAll, v.header)
 	v.Root = container.NewVBox(top, v.think, v.body, v.cutLbl)
 	v.Append(m.ReasoningContent, m.Content)
-	v.SetCut(m.Cut)
+	v.SetCut(string(m.Cut))
 	if m.ReasoningContent != "" {
 		v.think.Close(0) // finished thinking starts folded
 	}
@@ -96,7 +96,7 @@ func (v *MessageView) SetFinal(m chat.Message) {
 	if m.Content == "" {
 		v.render()
 	}
-	v.SetCut(m.Cut)
+	v.SetCut(string(m.Cut))
 }
 
 // SetCut shows why a reply is incomplete.

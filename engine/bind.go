@@ -1,0 +1,264 @@
+package engine
+
+import (
+	"fmt"
+	"strings"
+	"unsafe"
+
+	"k3/kernels"
+	"k3/storage/config"
+	st "k3/storage/safetensors"
+	"k3/storage/trunk"
+)
+
+// tensorSource supplies tensor metadata and bytes to the binder: the
+// checkpoint's shards (bytes copied into fresh memory) or a packed trunk run
+// already in memory (bytes aliased in place).
+type tensorSource interface {
+	get(name string) (*st.Tensor, bool)
+	// data returns the tensor's bytes, 8-byte aligned.
+	data(t *st.Tensor) ([]byte, error)
+}
+
+type setSource struct{ set *st.Set }
+
+func (s setSource) get(name string) (*st.Tensor, bool) { return s.set.Get(name) }
+
+func (s setSource) data(t *st.Tensor) ([]byte, error) {
+	b := alignedBytes(t.Size)
+	return b, s.set.ReadTensor(t, b)
+}
+
+// runSource binds tensors aliased in place from one packed-trunk run in memory.
+type runSource struct {
+	run *trunk.Run
+	mem []byte
+}
+
+func (r runSource) get(name string) (*st.Tensor, bool) {
+	t, ok := r.run.Tensor(name)
+	if !ok {
+		return nil, false
+	}
+	return &st.Tensor{Name: t.Name, DType: st.DType(t.DType), Shape: t.Shape, Offset: t.Offset, Size: t.Size}, true
+}
+
+func (r runSource) data(t *st.Tensor) ([]byte, error) {
+	return r.mem[t.Offset : t.Offset+t.Size : t.Offset+t.Size], nil
+}
+
+// alignedBytes returns n zeroed bytes with 8-byte alignment.
+func alignedBytes(n int64) []byte {
+	w := make([]uint64, (n+7)/8)
+	if len(w) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(&w[0])), len(w)*8)[:n]
+}
+
+// binder collects every problem found while binding so one error lists them.
+type binder struct {
+	src    tensorSource
+	cfg    *config.Config
+	prefix string
+	errs   []string
+	bytes  int64
+}
+
+func (b *binder) fail(f string, a ...any) { b.errs = append(b.errs, fmt.Sprintf(f, a...)) }
+
+func shapeEq(s []int64, want []int) bool {
+	if len(s) != len(want) {
+		return false
+	}
+	for i := range s {
+		if s[i] != int64(want[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func (b *binder) get(name string, shape []int, dtypes ...st.DType) *st.Tensor {
+	full := b.prefix + name
+	t, ok := b.src.get(full)
+	if !ok {
+		b.fail("missing tensor %s (expected shape %v)", full, shape)
+		return nil
+	}
+	if shape != nil && !shapeEq(t.Shape, shape) {
+		b.fail("tensor %s has shape %v, expected %v", full, t.Shape, shape)
+		return nil
+	}
+	okType := false
+	for _, d := range dtypes {
+		okType = okType || t.DType == d
+	}
+	if !okType {
+		b.fail("tensor %s is %s, expected one of %v", full, t.DType, dtypes)
+		return nil
+	}
+	return t
+}
+
+func (b *binder) data(t *st.Tensor) []byte {
+	d, err := b.src.data(t)
+	if err != nil {
+		b.fail("%v", err)
+		return nil
+	}
+	b.bytes += t.Size
+	return d
+}
+
+// mat binds a 2-D f32 or bf16 matrix (aliasing the source bytes).
+func (b *binder) mat(name string, rows, cols int) *kernels.Mat {
+	t := b.get(name, []int{rows, cols}, st.BF16, st.F32)
+	if t == nil {
+		return nil
+	}
+	d := b.data(t)
+	if d == nil && t.Size > 0 {
+		return nil
+	}
+	m := &kernels.Mat{Rows: rows, Cols: cols, DType: kernels.F32}
+	if t.DType == st.BF16 {
+		m.DType = kernels.BF16
+	}
+	bindBytes(m, d)
+	return m
+}
+
+// bindBytes points a matrix of DType f32 or bf16 at raw little-endian bytes.
+func bindBytes(m *kernels.Mat, d []byte) {
+	n := m.Rows * m.Cols
+	if n == 0 {
+		return
+	}
+	if m.DType == kernels.BF16 {
+		m.BF16 = unsafe.Slice((*uint16)(unsafe.Pointer(&d[0])), n)
+	} else {
+		m.F32 = unsafe.Slice((*float32)(unsafe.Pointer(&d[0])), n)
+	}
+}
+
+// vec binds a tensor of any float dtype as float32 (a copy); shape nil
+// accepts any, and n > 0 keeps only the first n values (padded A_log).
+func (b *binder) vec(name string, shape []int, n int) []float32 {
+	t := b.get(name, shape, st.BF16, st.F32, st.F16)
+	if t == nil {
+		return nil
+	}
+	d := b.data(t)
+	if d == nil && t.Size > 0 {
+		return nil
+	}
+	out := make([]float32, t.Numel())
+	if err := st.DecodeFloat32(t.DType, d, out); err != nil {
+		b.fail("tensor %s: %v", t.Name, err)
+		return nil
+	}
+	if n > 0 {
+		if len(out) < n {
+			b.fail("tensor %s%s has %d values, need at least %d", b.prefix, name, len(out), n)
+			return nil
+		}
+		out = out[:n]
+	}
+	return out
+}
+
+// fold returns norm ⊙ proj[0] for an AttnRes pair.
+func (b *binder) fold(normName, projName string, h int) []float32 {
+	nw := b.vec(normName, []int{h}, 0)
+	pw := b.vec(projName, []int{1, h}, 0)
+	if nw == nil || pw == nil {
+		return nil
+	}
+	f := make([]float32, h)
+	for i := range f {
+		f[i] = nw[i] * pw[i]
+	}
+	return f
+}
+
+// err returns the problems found so far as one error, or nil.
+func (b *binder) err() error {
+	if len(b.errs) == 0 {
+		return nil
+	}
+	return &BindError{b.errs}
+}
+
+func f32bytes(s []float32) []byte {
+	if len(s) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(&s[0])), len(s)*4)
+}
+
+// BindError lists every tensor problem found while binding.
+type BindError struct{ Problems []string }
+
+func (e *BindError) Error() string {
+	const most = 40
+	p := e.Problems
+	more := ""
+	if len(p) > most {
+		more = fmt.Sprintf("\n  ... and %d more", len(p)-most)
+		p = p[:most]
+	}
+	return fmt.Sprintf("the checkpoint does not match its config (%d problem(s)):\n  %s%s", len(e.Problems), strings.Join(p, "\n  "), more)
+}
+
+// layer binds decoder layer i's trunk weights (routed experts are located
+// separately, see ExpertStore.locateAll).
+func (b *binder) layer(i int) *Layer {
+	c := b.cfg
+	H := c.Hidden
+	p := fmt.Sprintf("model.layers.%d.", i)
+	L := &Layer{Index: i}
+	L.InNorm = b.vec(p+"input_layernorm.weight", []int{H}, 0)
+	L.PostNorm = b.vec(p+"post_attention_layernorm.weight", []int{H}, 0)
+	L.AttnFold = b.fold(p+"self_attention_res_norm.weight", p+"self_attention_res_proj.weight", H)
+	L.MLPFold = b.fold(p+"mlp_res_norm.weight", p+"mlp_res_proj.weight", H)
+	if c.IsMLA(i) {
+		L.Attn = b.mla(p + "self_attn.")
+	} else {
+		L.Attn = b.kda(p + "self_attn.")
+	}
+	if c.IsDense(i) {
+		L.MLP = b.dense(p + "mlp.")
+	} else {
+		L.MLP = b.moe(i, p+"block_sparse_moe.")
+	}
+	return L
+}
+
+// tables binds the model tables (embedding, lm_head, final norms) from the
+// checkpoint's shards, resident.
+func (b *binder) tables() (*residentTables, []float32, []float32) {
+	c := b.cfg
+	H := c.Hidden
+	t := &residentTables{embedding: b.mat("model.embed_tokens.weight", c.VocabSize, H)}
+	if c.TieEmbeddings {
+		t.lmHead = t.embedding
+	} else {
+		t.lmHead = b.mat("lm_head.weight", c.VocabSize, H)
+	}
+	final := b.vec("model.norm.weight", []int{H}, 0)
+	fold := b.fold("model.output_attn_res_norm.weight", "model.output_attn_res_proj.weight", H)
+	return t, final, fold
+}
+
+func has(set *st.Set, name string) bool { _, ok := set.Get(name); return ok }
+
+func detectPrefix(set *st.Set) (string, error) {
+	switch {
+	case has(set, "language_model.model.embed_tokens.weight"):
+		return "language_model.", nil
+	case has(set, "model.embed_tokens.weight"):
+		return "", nil
+	}
+	return "", fmt.Errorf("no embedding tensor: expected language_model.model.embed_tokens.weight or model.embed_tokens.weight")
+}
