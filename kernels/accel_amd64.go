@@ -157,8 +157,9 @@ func matVecSIMD(p *Pool, dst []float32, m *Mat, x []float32, T int, lvl Level) {
 }
 
 // rowsSIMD runs one row kernel on rows [r, r+k) (k <= rows in flight; the
-// remaining slots repeat row r). It reports false if the block must be
-// recomputed on the portable path.
+// remaining slots repeat the last row, r+k-1) and leaves row r+j's lanes in
+// acc[j*8:j*8+8]. It reports false if the block must be recomputed on the
+// portable path (a bf16 Inf or NaN weight on AVX-512).
 func (m *Mat) rowsSIMD(lvl Level, r, k int, xd []float64, n8 int, acc *[64]float64) bool {
 	c := m.Cols
 	switch m.DType {
