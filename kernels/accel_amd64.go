@@ -20,8 +20,9 @@ func init() {
 		pow2hTab[s] = math.Ldexp(1, s-128)
 	}
 	// mxTable, 64-byte aligned: each 64-byte half of a row is then one cache
-	// line (line-split loads cost the row kernel ~20%). Built here rather
-	// than copied: this init runs before mxfp4.go's.
+	// line (loads split across two lines slow the row kernel markedly;
+	// docs/BENCHMARKS.md). Built here rather than copied: this init runs
+	// before mxfp4.go's.
 	buf := make([]float64, 256*16+8)
 	off := int(-uintptr(unsafe.Pointer(&buf[0])) & 63 / 8)
 	mxTab = (*[256][16]float64)(unsafe.Pointer(&buf[off]))

@@ -59,8 +59,7 @@
 //     independent lane sets instead of one dependent chain), and
 //     WeightedRows keeps eight vector accumulators of outputs while it walks
 //     the rows (each output still sums over the rows in order, products
-//     rounded before the add). At a 4096-position cache one MLA head went
-//     from 2.45 ms (scalar value sum) to 0.41 ms.
+//     rounded before the add) instead of one scalar sum per output.
 //   - MXFP4 kernels give a NaN-scale group zero products instead of skipping
 //     it, which is the same for finite activations; with a non-finite
 //     activation the call runs on the portable path.

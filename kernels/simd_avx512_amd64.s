@@ -703,8 +703,9 @@ mixcond:
 // row; a longer unrolled body was slower) and prefetches the next 8-row
 // block, which follows this one in memory (pf), at the rate this block is
 // consumed, and its scales (pfs; without it every block starts with ~16
-// scale misses, each stalling a table load: 10 -> 12 GB/s from DRAM). The tables must be 64-byte aligned (mxTab): a line-split table
-// load costs ~20%.
+// scale misses, each stalling a table load). The tables must be 64-byte
+// aligned (mxTab): a table load split across two cache lines is markedly
+// slower. The measurements are in docs/BENCHMARKS.md.
 //
 // mxArgs layout: packed [8]*byte at 0, scales [8]*byte at 64, shifts [8]uint64
 // at 144, tab *[256][16]float64 at 232, pf *byte at 240, pfs *byte at 248.
