@@ -16,7 +16,7 @@ func main() {
 	// Fyne's driver locks main.main to the main OS thread. A headless
 	// command runs on another goroutine: with the kernel pool's caller on
 	// that thread (even after UnlockOSThread), MXFP4 mat-vec on 2 threads
-	// ran at 9-19 GB/s instead of 21-25.
+	// ran markedly slower and less steadily (docs/BENCHMARKS.md).
 	code := make(chan int)
 	go func() { code <- cli.Main(os.Args[1:]) }()
 	os.Exit(<-code)
