@@ -22,9 +22,10 @@
 //   - Because the lanes start at +0 and round-to-nearest never produces -0 from
 //     a sum that is not exactly -0+-0, padding a tail with zero products never
 //     changes a lane: tails need no special order.
-//   - An MXFP4 group whose E8M0 scale is 255 (NaN by the OCP spec) contributes
-//     nothing, as in the C engine; callers count such groups when they load
-//     an expert (CountNaNScales).
+//   - An MXFP4 group whose E8M0 scale is 255 (NaN by the OCP Microscaling
+//     specification) contributes nothing: its elements are read as zeros,
+//     not NaN, so such a group cannot by itself make a dot product NaN.
+//     Callers count such groups when they load an expert (CountNaNScales).
 //
 // # SIMD paths
 //

@@ -40,8 +40,8 @@ const Align = 4096
 // HugePage is the transparent huge page size buffers are aligned to.
 const HugePage = 2 << 20
 
-// MaxIO caps one read or write system call (macOS pread fails at >= 2 GiB;
-// the C engine's K3_PREAD_MAX); longer requests loop.
+// MaxIO caps one read or write system call (macOS pread fails for requests
+// of 2 GiB or more); longer requests loop.
 const MaxIO = 1 << 30
 
 // AlignDown rounds x down to a multiple of Align.
