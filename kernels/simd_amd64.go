@@ -37,7 +37,7 @@ import "unsafe"
 //			acc[r*8+i%8] += w * x[i]
 //		}
 //	}
-//	finite = no rows[r][i] (r < 8, i < n) has the exponent 255 of Inf and NaN
+//	finite = no rows[r][i] (r < 8, i < n) is Inf or NaN (exponent 255)
 //
 // n is a multiple of 8. An Inf or NaN weight decodes to a finite value, so
 // when finite is false the lanes are meaningless and the caller recomputes
