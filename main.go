@@ -13,9 +13,10 @@ func main() {
 	if len(os.Args) < 2 {
 		os.Exit(gui.Open()) // the window: Fyne runs it on the main thread
 	}
-	// Fyne's driver locks main.main to the main OS thread; a headless command
-	// runs on another goroutine so the kernel pool's caller is not pinned to
-	// that thread (pinned, the pool's mat-vecs ran measurably slower).
+	// Fyne's driver locks main.main to the main OS thread. A headless
+	// command runs on another goroutine: with the kernel pool's caller on
+	// that thread (even after UnlockOSThread), MXFP4 mat-vec on 2 threads
+	// ran markedly slower and less steadily (docs/BENCHMARKS.md).
 	code := make(chan int)
 	go func() { code <- cli.Main(os.Args[1:]) }()
 	os.Exit(<-code)

@@ -243,9 +243,10 @@ type DiskRun struct {
 // huge pages: 64 MiB requests at queue depth 1 and 2, and 256 MiB requests
 // at depth 1 (the trunk reader asks for a whole layer run in one system
 // call), with the page cache dropped before each, reading at most limit
-// bytes each time. On this machine's virtual disk depth 2 once read
-// 5.4-5.6 GB/s where depth 1 read 3.8-4.4, and whole-layer trunk reads at
-// times beat 64 MiB requests at both depths.
+// bytes each time. Which of the three is fastest depends on the disk (on a
+// virtual disk depth 2 has read well above depth 1, and whole-layer trunk
+// reads at times beat 64 MiB requests at both depths: docs/BENCHMARKS.md),
+// so all three are measured.
 func diskReadLimit(files []string, limit int64, when string) ([]DiskRun, error) {
 	var runs []DiskRun
 	for _, c := range diskReadConfigs {

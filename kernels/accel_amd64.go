@@ -20,8 +20,9 @@ func init() {
 		pow2hTab[s] = math.Ldexp(1, s-128)
 	}
 	// mxTable, 64-byte aligned: each 64-byte half of a row is then one cache
-	// line (line-split loads cost the row kernel ~20%). Built here rather
-	// than copied: this init runs before mxfp4.go's.
+	// line (loads split across two lines slow the row kernel markedly;
+	// docs/BENCHMARKS.md). Built here rather than copied: this init runs
+	// before mxfp4.go's.
 	buf := make([]float64, 256*16+8)
 	off := int(-uintptr(unsafe.Pointer(&buf[0])) & 63 / 8)
 	mxTab = (*[256][16]float64)(unsafe.Pointer(&buf[off]))
@@ -157,8 +158,9 @@ func matVecSIMD(p *Pool, dst []float32, m *Mat, x []float32, T int, lvl Level) {
 }
 
 // rowsSIMD runs one row kernel on rows [r, r+k) (k <= rows in flight; the
-// remaining slots repeat row r). It reports false if the block must be
-// recomputed on the portable path.
+// remaining slots repeat the last row, r+k-1) and leaves row r+j's lanes in
+// acc[j*8:j*8+8]. It reports false if the block must be recomputed on the
+// portable path (a bf16 Inf or NaN weight on AVX-512).
 func (m *Mat) rowsSIMD(lvl Level, r, k int, xd []float64, n8 int, acc *[64]float64) bool {
 	c := m.Cols
 	switch m.DType {

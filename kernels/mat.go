@@ -146,9 +146,9 @@ func MatMul(p *Pool, dst []float32, m *Mat, x []float32, T int) {
 // weights, and for bf16 and MXFP4 runs of about 1 MiB while that still
 // leaves at least 4 runs per thread. The row kernels prefetch each 8-row
 // block during the one before, so the first block of a run starts cold, and
-// two threads taking short turns interleave their streams in memory.
-// Measured on 2 threads (k3 bench kernels): bf16 7168x7168 41-42 -> 53-58
-// GB/s, MXFP4 3072x3584 17-18 -> 21-24.
+// two threads taking short turns interleave their streams in memory; long
+// runs let each thread stream its own rows (measurements:
+// docs/BENCHMARKS.md).
 func rowChunk(m *Mat, threads int) int {
 	b := m.Bytes() / int64(max(m.Rows, 1))
 	if b <= 0 {

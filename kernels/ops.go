@@ -55,8 +55,9 @@ func SiTU(dst, gate, up []float32, b1, b2 float32) {
 
 // SiTUPool is SiTU with the elements split among p's workers (384 at a
 // time): the values are the same, element by element. One routed expert's
-// 3072 activations take 0.17 ms on one thread here (~0.24 s per token of
-// the full model) and 0.09 ms on two (BenchmarkSiTU, BenchmarkSiTUPool).
+// activations are cheap, but they run for every routed expert of every
+// layer, which adds up per token of the full model (BenchmarkSiTU,
+// BenchmarkSiTUPool; docs/BENCHMARKS.md).
 func SiTUPool(p *Pool, dst, gate, up []float32, b1, b2 float32) {
 	n := len(gate)
 	up, dst = up[:n], dst[:n]

@@ -1,5 +1,9 @@
 #include "textflag.h"
 
+// Each routine's header gives its Go signature, its preconditions and its
+// register layout; the Go declaration in simd_amd64.go states what it
+// computes as a Go loop.
+
 // The 4-row kernels: row pointers rows[0..3] at (AX) into SI, DI, R8, R9;
 // the lane accumulators Y0-Y7 (lanes 0-3 of row r in Y(2r), 4-7 in Y(2r+1))
 // cleared; and stored to acc at (AX).
@@ -33,7 +37,8 @@
 #define PFD 1024
 
 // func f32Rows4AVX2(rows *[4]*float32, x *float64, n int, acc *[32]float64)
-// 4 rows in flight; lanes 0-3 of row r in Y(2r), lanes 4-7 in Y(2r+1).
+// 4 rows in flight, n a multiple of 8; lanes 0-3 of row r in Y(2r), lanes
+// 4-7 in Y(2r+1), stored to acc[r*8:].
 TEXT ·f32Rows4AVX2(SB), NOSPLIT, $0-32
 	MOVQ rows+0(FP), AX
 	LOADPTRS4
@@ -76,7 +81,9 @@ f32cond:
 	RET
 
 // func bf16Rows4AVX2(rows *[4]*uint16, x *float64, n int, acc *[32]float64)
-// 4 rows in flight; lanes 0-3 of row r in Y(2r), lanes 4-7 in Y(2r+1).
+// 4 rows in flight, n a multiple of 8, each weight widened exactly by a
+// 16-bit shift; lanes 0-3 of row r in Y(2r), lanes 4-7 in Y(2r+1), stored to
+// acc[r*8:].
 TEXT ·bf16Rows4AVX2(SB), NOSPLIT, $0-32
 	MOVQ rows+0(FP), AX
 	LOADPTRS4
@@ -135,6 +142,7 @@ bf16cond:
 	RET
 
 // func decodeF32AVX2(src *float32, dst *float64, n int)
+// dst[i] = float64(src[i]) for i < n (n a multiple of 8).
 TEXT ·decodeF32AVX2(SB), NOSPLIT, $0-24
 	MOVQ src+0(FP), SI
 	MOVQ dst+8(FP), DI
@@ -155,6 +163,8 @@ df32cond:
 	RET
 
 // func decodeBF16AVX2(src *uint16, dst *float64, n int)
+// dst[i] = float64(bf16 src[i]) exactly, subnormals, Inf and NaN included
+// (n a multiple of 8).
 TEXT ·decodeBF16AVX2(SB), NOSPLIT, $0-24
 	MOVQ src+0(FP), SI
 	MOVQ dst+8(FP), DI
@@ -179,6 +189,7 @@ dbfcond:
 	RET
 
 // func decodeMXFP4AVX2(a *mxArgs, dst *float64, n int)
+// Decodes one MXFP4 row (packed[0], scales[0] of a), n a multiple of 32.
 // The nibbles are put in element order (low nibble first), mapped by VPSHUFB
 // to the integers 2*E2M1 (-12..12), widened and converted exactly to float64
 // and multiplied by 2^(s-128) (0 for s = 255): E2M1*2^(s-127) exactly, with
@@ -251,7 +262,9 @@ dmxdone:
 	RET
 
 // func gemm3x2AVX2(a *gemmArgs, k int)
-// Rows w[0..2] and tokens x[0..1] of a; same contract as gemm6x4AVX512.
+// Rows w[0..2] and tokens x[0..1] of a; same contract as gemm6x4AVX512
+// (k a multiple of 8). Lanes 0-3 of row r, token t in Y(4r+2t), lanes 4-7 in
+// Y(4r+2t+1).
 TEXT ·gemm3x2AVX2(SB), NOSPLIT, $0-16
 	MOVQ a+0(FP), AX
 	MOVQ 0(AX), SI
@@ -327,6 +340,8 @@ g2cond:
 	RET
 
 // func dotF32AVX2(w, x *float32, n int, acc *[8]float64)
+// acc = the 8 contract lanes of Σ w[i]*x[i] over n elements (n a multiple of
+// 8): lanes 0-3 in Y0, 4-7 in Y1.
 TEXT ·dotF32AVX2(SB), NOSPLIT, $0-32
 	MOVQ w+0(FP), SI
 	MOVQ x+8(FP), DI
@@ -354,7 +369,7 @@ dotcond:
 	RET
 
 // func tvecAVX2(w unsafe.Pointer, stride int, bf16 bool, x *float64, n int, out *[32]float64)
-// tvecAVX512 for 32 columns.
+// tvecAVX512 for 32 columns (stride in bytes); columns 4j..4j+3 in Y(j).
 TEXT ·tvecAVX2(SB), NOSPLIT, $0-48
 	MOVQ w+0(FP), SI
 	MOVQ stride+8(FP), DX
@@ -435,7 +450,8 @@ tvdone:
 
 // func mixAVX2(dst *float32, srcs **float32, s *float64, nsrc, n int)
 // dst[i] = float32(Σ_j s[j]*float64(srcs[j][i])), j ascending from +0, each
-// product rounded before the add (no FMA), for i < n (n a multiple of 4).
+// product rounded before the add (no FMA), for i < n (n a multiple of 4);
+// nsrc >= 1: the loop over the sources runs at least once.
 TEXT ·mixAVX2(SB), NOSPLIT, $0-40
 	MOVQ dst+0(FP), DI
 	MOVQ srcs+8(FP), SI

@@ -1,5 +1,9 @@
 #include "textflag.h"
 
+// Each routine's header gives its Go signature, its preconditions and its
+// register layout; the Go declaration in simd_amd64.go states what it
+// computes as a Go loop.
+
 // Eight pointers at (AX) (the rows of the 8-row kernels) into SI, DI, R8-R13;
 // eight accumulators Z0-Z7 cleared; and stored to 512 bytes at (AX).
 #define LOADPTRS8 \
@@ -37,9 +41,10 @@
 #define PFD 1024
 
 // func readAVX512(p *byte, n int) uint64
-// Reads n bytes (a multiple of 512) as 8 concurrent streams, one per eighth,
-// with the same prefetch distance as the mat-vec kernels: the access
-// pattern of a mat-vec with 8 rows in flight.
+// The XOR of the uint64 words of n bytes (n a positive multiple of 512),
+// read as 8 concurrent streams, one per eighth, with the same prefetch
+// distance as the mat-vec kernels: the access pattern of a mat-vec with 8
+// rows in flight.
 TEXT ·readAVX512(SB), NOSPLIT, $0-24
 	MOVQ p+0(FP), SI
 	MOVQ n+8(FP), CX
@@ -107,7 +112,11 @@ rloop:
 	VPANDQ    Z9, tz, tz \
 	VFMADD231PD tz, Z8, acc
 
-// func bf16Rows8AVX512(rows *[8]*uint16, x *float64, n int, acc *[64]float64)
+// func bf16Rows8AVX512(rows *[8]*uint16, x *float64, n int, acc *[64]float64) (finite bool)
+// 8 bf16 rows, n a multiple of 8, x pre-scaled by 2^896: the lanes of row r
+// in Z(r), stored to acc[r*8:]. Z28/Z29 keep the unsigned maximum of the
+// weights' dwords rotated left by one bit, which moves each word's sign out
+// of it, so that finite reports whether no weight has exponent 255.
 TEXT ·bf16Rows8AVX512(SB), NOSPLIT, $0-33
 	MOVQ rows+0(FP), AX
 	LOADPTRS8
@@ -248,7 +257,8 @@ idone:
 	RET
 
 // func f32Rows8AVX512(rows *[8]*float32, x *float64, n int, acc *[64]float64)
-// 8 float32 rows: each step widens 8 weights (VCVTPS2PD) and accumulates.
+// 8 float32 rows, n a multiple of 8: each step widens 8 weights (VCVTPS2PD)
+// and accumulates; the lanes of row r in Z(r), stored to acc[r*8:].
 TEXT ·f32Rows8AVX512(SB), NOSPLIT, $0-32
 	MOVQ rows+0(FP), AX
 	LOADPTRS8
@@ -354,7 +364,8 @@ df32cond:
 	RET
 
 // func decodeBF16AVX512(src *uint16, dst *float64, n int)
-// dst[i] = float64(bf16 src[i]) exactly, for every bit pattern (n a multiple of 8).
+// dst[i] = float64(bf16 src[i]) exactly, subnormals, Inf and NaN included
+// (n a multiple of 8).
 TEXT ·decodeBF16AVX512(SB), NOSPLIT, $0-24
 	MOVQ src+0(FP), SI
 	MOVQ dst+8(FP), DI
@@ -427,7 +438,8 @@ dmxdone:
 //
 // func gemm6x4AVX512(a *gemmArgs, k int)
 // For r < 6, t < 4: lanes[r][t] += w[r][i]*x[t][i] for i < k (k a multiple
-// of 8), element i into lane i mod 8, ascending.
+// of 8), element i into lane i mod 8, ascending. The lanes of row r, token t
+// are in Z(4r+t) between the load from acc and the store back.
 TEXT ·gemm6x4AVX512(SB), NOSPLIT, $0-16
 	MOVQ a+0(FP), AX
 	LOADPTRS8
@@ -567,7 +579,8 @@ dotcond:
 
 // func tvecAVX512(w unsafe.Pointer, stride int, bf16 bool, x *float64, n int, out *[64]float64)
 // For 64 consecutive columns c: out[c] = Σ_{i<n} x[i]*W[i][c], sequential in
-// i, where row i of W starts at w + i*stride (float32, or bfloat16 if bf16).
+// i from +0, where row i of W starts at w + i*stride bytes (float32, or
+// bfloat16 if bf16); columns 8j..8j+7 in Z(j).
 TEXT ·tvecAVX512(SB), NOSPLIT, $0-48
 	MOVQ w+0(FP), SI
 	MOVQ stride+8(FP), DX
@@ -649,7 +662,8 @@ tvdone:
 
 // func mixAVX512(dst *float32, srcs **float32, s *float64, nsrc, n int)
 // dst[i] = float32(Σ_j s[j]*float64(srcs[j][i])), j ascending from +0, each
-// product rounded before the add (no FMA), for i < n (n a multiple of 8).
+// product rounded before the add (no FMA), for i < n (n a multiple of 8);
+// nsrc >= 1: the loop over the sources runs at least once.
 TEXT ·mixAVX512(SB), NOSPLIT, $0-40
 	MOVQ dst+0(FP), DI
 	MOVQ srcs+8(FP), SI
@@ -689,8 +703,9 @@ mixcond:
 // row; a longer unrolled body was slower) and prefetches the next 8-row
 // block, which follows this one in memory (pf), at the rate this block is
 // consumed, and its scales (pfs; without it every block starts with ~16
-// scale misses, each stalling a table load: 10 -> 12 GB/s from DRAM). The tables must be 64-byte aligned (mxTab): a line-split table
-// load costs ~20%.
+// scale misses, each stalling a table load). The tables must be 64-byte
+// aligned (mxTab): a table load split across two cache lines is markedly
+// slower. The measurements are in docs/BENCHMARKS.md.
 //
 // mxArgs layout: packed [8]*byte at 0, scales [8]*byte at 64, shifts [8]uint64
 // at 144, tab *[256][16]float64 at 232, pf *byte at 240, pfs *byte at 248.
@@ -747,6 +762,9 @@ mixcond:
 	MXPAIR8(b2)
 
 // func mxfp4Rows8AVX512(a *mxArgs, x *float64, n int, acc *[64]float64)
+// 8 MXFP4 rows of n elements (n a multiple of 32): the lanes of row r in
+// Z(r), stored to acc[r*8:]; row r's table of the current group in Z(10+2r)
+// (codes 0-7) and Z(11+2r) (codes 8-15).
 TEXT ·mxfp4Rows8AVX512(SB), NOSPLIT, $0-32
 	MOVQ a+0(FP), AX
 	LOADPTRS8

@@ -1,10 +1,11 @@
 // Package direct reads (and, for probes, writes) files with O_DIRECT into
 // huge-page-backed buffers, the way the engine streams weights from NVMe.
 //
-// Why: on the development machines (reference/machine-limits.md) O_DIRECT
-// reads into 2 MiB-aligned anonymous memory advised MADV_HUGEPAGE run at the
-// disk's ceiling (~3.6 GB/s), the same reads into ordinary 4 KiB pages run at
-// 1.3-2.2 GB/s, and buffered reads cost 0.3-1.5 core-seconds per GB. So:
+// Why: O_DIRECT reads into 2 MiB-aligned anonymous memory advised
+// MADV_HUGEPAGE run at the disk's ceiling, the same reads into ordinary
+// 4 KiB pages fall well short of it, and buffered reads spend far more CPU
+// time per byte (the development machines' measurements are in
+// docs/BENCHMARKS.md). So:
 //
 //   - AllocHuge returns a Buffer outside the Go heap: anonymous mmap, 2 MiB
 //     aligned, madvise(MADV_HUGEPAGE). Free it explicitly.
@@ -39,8 +40,8 @@ const Align = 4096
 // HugePage is the transparent huge page size buffers are aligned to.
 const HugePage = 2 << 20
 
-// MaxIO caps one read or write system call (macOS pread fails at >= 2 GiB;
-// the C engine's K3_PREAD_MAX); longer requests loop.
+// MaxIO caps one read or write system call (macOS pread fails for requests
+// of 2 GiB or more); longer requests loop.
 const MaxIO = 1 << 30
 
 // AlignDown rounds x down to a multiple of Align.
