@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"k3/engine/cachesim"
+	"k3/engine/expertcache"
 	"k3/kernels"
 	"k3/storage/config"
 	"k3/storage/direct"
@@ -92,10 +92,10 @@ type ExpertStore struct {
 	heap     [][]byte // fallback slot memory when no arena
 	slots    []*slot
 	index    map[int]*slot
-	pol      cachesim.Policy
+	pol      expertcache.Policy
 	free     []*slot
-	// Policy names the replacement policy: "layer+r" (default), "lru",
-	// "s3fifo" or "layer" (see engine/cachesim). Set before the first Acquire.
+	// Policy names the replacement policy, one of expertcache.Names() ("" is
+	// expertcache.Default, "layer+r"). Set before the first Acquire.
 	Policy string
 	stats  ExpertStats
 	files  map[string]*direct.File
@@ -389,19 +389,11 @@ func (s *ExpertStore) ensurePolicy() error {
 	if s.pol != nil {
 		return nil
 	}
-	n, layers, E := s.capacity(), max(s.bound, 1), s.cfg.Experts
-	switch s.Policy {
-	case "", "layer+r":
-		s.pol = cachesim.NewLayerCycleRecency(n, layers, E)
-	case "layer":
-		s.pol = cachesim.NewLayerCycle(n, layers, E)
-	case "lru":
-		s.pol = cachesim.NewLRU(n, layers*E)
-	case "s3fifo":
-		s.pol = cachesim.NewS3FIFO(n, layers*E)
-	default:
-		return fmt.Errorf("unknown expert cache policy %q (layer+r, layer, lru, s3fifo)", s.Policy)
+	p, err := expertcache.New(s.Policy, s.capacity(), max(s.bound, 1), s.cfg.Experts)
+	if err != nil {
+		return err
 	}
+	s.pol = p
 	// pinned experts (handed to the batch in flight) are never evicted
 	s.pol.SetEvictable(func(k uint64) bool {
 		sl := s.index[int(k)]

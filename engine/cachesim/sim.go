@@ -5,6 +5,8 @@ import (
 	"math"
 	"sort"
 	"strings"
+
+	"k3/engine/expertcache"
 )
 
 // Kimi K3 constants used by the capacity table.
@@ -60,7 +62,7 @@ func NewTrace(reqs []Request) *Trace {
 	limit := maxDenseKeys(len(reqs))
 	if uint64(t.NLayers)*uint64(t.NExperts) <= uint64(limit) {
 		for i, r := range reqs {
-			t.Keys[i] = Key(r.Layer, r.Expert, int32(t.NExperts))
+			t.Keys[i] = expertcache.Key(r.Layer, r.Expert, int32(t.NExperts))
 		}
 		return t
 	}
@@ -115,7 +117,7 @@ func (t *Trace) KeySpace() int {
 }
 
 // Replay runs keys through an online policy from its current state.
-func Replay(p Policy, keys []uint64) Stats {
+func Replay(p expertcache.Policy, keys []uint64) Stats {
 	st := Stats{Policy: p.Name(), Capacity: p.Capacity(), Requests: len(keys)}
 	for _, k := range keys {
 		ev := p.Access(k)
@@ -216,14 +218,12 @@ const WorkingSet = K3TopK * K3MoELayers
 // NewS3FIFOWS is the C tool's later S3-FIFO sizing: a 10% small queue when
 // the cache holds at least one token's working set of workingSet slots,
 // 50% below that (where an admission filter has nothing to protect).
-func NewS3FIFOWS(capacity, keySpace, workingSet int) *S3FIFO {
+func NewS3FIFOWS(capacity, keySpace, workingSet int) *expertcache.S3FIFO {
 	frac := 0.10
 	if capacity < workingSet {
 		frac = 0.50
 	}
-	p := NewS3FIFOWith(capacity, keySpace, frac, capacity)
-	p.name = PolicyS3FIFOWS
-	return p
+	return expertcache.NewS3FIFOWith(capacity, keySpace, frac, capacity)
 }
 
 // Simulate replays the trace under the named policy at capacity slots.
@@ -236,32 +236,34 @@ func Simulate(t *Trace, policy string, capacity int) (Stats, error) {
 		return Stats{}, fmt.Errorf("capacity %d slots: need at least 1", capacity)
 	}
 	ks := t.KeySpace()
-	var p Policy
+	var p expertcache.Policy
 	switch name {
 	case PolicyBelady:
 		return SimBelady(t.Keys, ks, capacity), nil
 	case PolicyPinnedLRU:
 		return SimPinnedLRU(t.Keys, ks, capacity), nil
 	case PolicyLRU:
-		p = NewLRU(capacity, ks)
+		p = expertcache.NewLRU(capacity, ks)
 	case PolicyS3FIFO:
-		p = NewS3FIFO(capacity, ks)
+		p = expertcache.NewS3FIFO(capacity, ks)
 	case PolicyS3FIFOWS:
 		p = NewS3FIFOWS(capacity, ks, WorkingSet)
 	case PolicyLFU:
 		p = NewLFU(capacity, ks)
 	case PolicyLayer:
 		if t.NExperts == 0 {
-			return Stats{}, fmt.Errorf("LAYER needs (layer, expert) indices below %d combined", MaxKey)
+			return Stats{}, fmt.Errorf("LAYER needs (layer, expert) indices below %d combined", expertcache.MaxKey)
 		}
-		p = NewLayerCycle(capacity, t.NLayers, t.NExperts)
+		p = expertcache.NewLayerCycle(capacity, t.NLayers, t.NExperts)
 	case PolicyLayerR:
 		if t.NExperts == 0 {
-			return Stats{}, fmt.Errorf("LAYER+R needs (layer, expert) indices below %d combined", MaxKey)
+			return Stats{}, fmt.Errorf("LAYER+R needs (layer, expert) indices below %d combined", expertcache.MaxKey)
 		}
-		p = NewLayerCycleRecency(capacity, t.NLayers, t.NExperts)
+		p = expertcache.NewLayerCycleRecency(capacity, t.NLayers, t.NExperts)
 	}
-	return Replay(p, t.Keys), nil
+	st := Replay(p, t.Keys)
+	st.Policy = name
+	return st, nil
 }
 
 // SlotsForGB is the number of whole experts of expertBytes in gb

@@ -1,4 +1,4 @@
-package cachesim
+package expertcache
 
 import (
 	"fmt"
@@ -40,7 +40,7 @@ type LayerCycle struct {
 // NewLayerCycle returns the policy for nLayers layers of nExperts experts.
 func NewLayerCycle(capacity, nLayers, nExperts int) *LayerCycle {
 	if nLayers < 1 || nExperts < 1 {
-		panic(fmt.Sprintf("cachesim: LayerCycle needs nLayers, nExperts >= 1 (got %d, %d)", nLayers, nExperts))
+		panic(fmt.Sprintf("expertcache: LayerCycle needs nLayers, nExperts >= 1 (got %d, %d)", nLayers, nExperts))
 	}
 	return &LayerCycle{
 		slots:    newSlots(capacity, nLayers*nExperts),
@@ -71,9 +71,9 @@ func NewLayerCycleRecency(capacity, nLayers, nExperts int) *LayerCycle {
 
 func (p *LayerCycle) Name() string {
 	if p.recency {
-		return "LAYER+R"
+		return NameLayerR
 	}
-	return "LAYER"
+	return NameLayer
 }
 
 func (p *LayerCycle) Reset() {
@@ -92,7 +92,7 @@ func (p *LayerCycle) Reset() {
 func (p *LayerCycle) layer(key uint64) int {
 	l := key / p.nExperts
 	if l >= uint64(p.nLayers) {
-		panic(fmt.Sprintf("cachesim: LayerCycle key %d is beyond layer %d", key, p.nLayers-1))
+		panic(fmt.Sprintf("expertcache: LayerCycle key %d is beyond layer %d", key, p.nLayers-1))
 	}
 	return int(l)
 }
