@@ -49,7 +49,7 @@ func NewPinnedLRU(capacity, keySpace int, pinned []uint64) *PinnedLRU {
 	return p
 }
 
-func (p *PinnedLRU) Name() string  { return "PIN+LRU" }
+func (p *PinnedLRU) Name() string  { return PolicyPinnedLRU }
 func (p *PinnedLRU) Capacity() int { return p.capacity }
 func (p *PinnedLRU) Len() int      { return p.loaded + p.lru.Len() }
 

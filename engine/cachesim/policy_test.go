@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -172,18 +173,44 @@ func TestIncrementalFromRecompute(t *testing.T) {
 }
 
 func TestSlotsAndModel(t *testing.T) {
-	if SlotsForGB(8, ExpertBytes) != 455 || SlotsForGB(1450, ExpertBytes) != 82633 {
-		t.Error("slots: GB must be 1e9 bytes, rounded down")
+	assert.Equal(t, 455, SlotsForGB(8, ExpertBytes), "GB is 1e9 bytes, rounded down")
+	assert.Equal(t, 82633, SlotsForGB(1450, ExpertBytes))
+	assert.Equal(t, 1472, K3.TokenRequests())
+	assert.Equal(t, 68, K3.Tokens(100096))
+	assert.Equal(t, 1, K3.Tokens(5))
+}
+
+// TestPolicyNames: one set of names, the registry's for the engine's
+// policies, and Simulate runs those through the registry.
+func TestPolicyNames(t *testing.T) {
+	require.Equal(t, []string{"lru", "s3fifo", "s3fifo-ws", "lfu", "layer", "layer+r", "belady", "pin+lru"}, Policies)
+	for _, n := range expertcache.Names() {
+		assert.Contains(t, Policies, n, "every engine policy is a simulator column")
 	}
-	if K3.TokenRequests() != 1472 || K3.Tokens(100096) != 68 || K3.Tokens(5) != 1 {
-		t.Error("tokens")
-	}
-	if _, err := LookupPolicy("nope"); err == nil {
-		t.Error("unknown policy accepted")
-	}
-	for in, want := range map[string]string{"lru": "LRU", "s3fifo": "S3-FIFO", "pin": "PIN+LRU", "opt": "BELADY", "layer+r": "LAYER+R"} {
-		if got, err := LookupPolicy(in); err != nil || got != want {
-			t.Errorf("LookupPolicy(%q) = %q, %v", in, got, err)
+	for _, p := range Policies {
+		for _, in := range []string{p, strings.ToUpper(p)} {
+			got, err := LookupPolicy(in)
+			require.NoError(t, err, in)
+			assert.Equal(t, p, got)
 		}
 	}
+	for _, old := range []string{"S3-FIFO", "S3-FIFO-WS", "pin", "opt", "nope", " lru"} {
+		_, err := LookupPolicy(old)
+		assert.EqualError(t, err, fmt.Sprintf("unknown cache policy %q (known: lru, s3fifo, s3fifo-ws, lfu, layer, layer+r, belady, pin+lru)", old))
+	}
+	assert.True(t, Offline(PolicyBelady) && Offline(PolicyPinnedLRU))
+	assert.False(t, Offline(expertcache.NameLRU) || Offline(PolicyLFU))
+
+	tr := NewTrace([]Request{{0, 1}, {1, 2}, {0, 1}, {2, 3}, {1, 2}, {0, 1}})
+	for _, p := range Policies {
+		st, err := Simulate(tr, strings.ToUpper(p), 2)
+		require.NoError(t, err, p)
+		assert.Equal(t, p, st.Policy, "Stats name the policy as the registry does")
+		assert.Equal(t, 6, st.Hits+st.Misses)
+		if newPolicy, ok := expertcache.Lookup(p); ok {
+			assert.Equal(t, Replay(newPolicy(2, tr.NLayers, tr.NExperts), tr.Keys).Hits, st.Hits, p)
+		}
+	}
+	_, err := Simulate(tr, "lru", 0)
+	assert.Error(t, err, "capacity 0")
 }

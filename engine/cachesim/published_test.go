@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"k3/engine/expertcache"
 )
 
 const (
@@ -61,7 +63,7 @@ func TestPublishedTable(t *testing.T) {
 		if slots != r.slots {
 			t.Errorf("%d GB: %d slots, published %d", r.gb, slots, r.slots)
 		}
-		lru, _ := Simulate(tr, PolicyLRU, slots)
+		lru, _ := Simulate(tr, expertcache.NameLRU, slots)
 		bel, _ := Simulate(tr, PolicyBelady, slots)
 		pin, _ := Simulate(tr, PolicyPinnedLRU, slots)
 		gbTok := m.GBPerToken(lru.Misses, lru.Requests)
@@ -86,7 +88,7 @@ func TestPublishedTable(t *testing.T) {
 	for _, h := range s.Hottest {
 		hot = append(hot, fmt.Sprintf("L%d/e%d x%d", h.Layer, h.Expert, h.Count))
 	}
-	lru64, _ := Simulate(tr, PolicyLRU, SlotsForGB(64, m.ExpertBytes))
+	lru64, _ := Simulate(tr, expertcache.NameLRU, SlotsForGB(64, m.ExpertBytes))
 	bel64, _ := Simulate(tr, PolicyBelady, SlotsForGB(64, m.ExpertBytes))
 	for _, line := range []string{
 		fmt.Sprintf("input   : tests/fixtures/expert_trace.bin (800,768 bytes, %s expert requests)", commas(s.Requests)),

@@ -50,9 +50,9 @@ func maxDenseKeys(n int) int { return max(1<<20, 4*n) }
 
 // NewTrace derives dense keys for reqs: layer*(max expert+1)+expert when
 // that space is small (real traces: 93x896); otherwise layers and experts
-// are each renumbered by rank (keeping the layer order LAYER relies on), and
-// if even that is too large, keys are first-appearance ids (LAYER policies
-// then refuse the trace).
+// are each renumbered by rank (keeping the layer order the layer policies
+// rely on), and if even that is too large, keys are first-appearance ids
+// (layer and layer+r then refuse the trace).
 func NewTrace(reqs []Request) *Trace {
 	t := &Trace{Reqs: reqs, Keys: make([]uint64, len(reqs)), NLayers: 1, NExperts: 1}
 	for _, r := range reqs {
@@ -160,7 +160,7 @@ func HotKeys(keys []uint64, n int) []uint64 {
 	return out
 }
 
-// SimPinnedLRU is the C tool's PIN+LRU column: the capacity/2 hottest
+// SimPinnedLRU is the C tool's pin+lru column: the capacity/2 hottest
 // experts of this very trace pinned (future knowledge), LRU for the rest.
 func SimPinnedLRU(keys []uint64, keySpace, capacity int) Stats {
 	npin := capacity / 2
@@ -171,40 +171,28 @@ func SimPinnedLRU(keys []uint64, keySpace, capacity int) Stats {
 	return Replay(p, keys)
 }
 
-// Policy names accepted by Simulate, in table order.
+// The simulator's own policies, on top of the engine's (expertcache.Names:
+// layer+r, layer, lru, s3fifo), spelled as in the registry.
 const (
-	PolicyLRU       = "LRU"
-	PolicyS3FIFO    = "S3-FIFO"
-	PolicyS3FIFOWS  = "S3-FIFO-WS"
-	PolicyBelady    = "BELADY"
-	PolicyPinnedLRU = "PIN+LRU"
-	PolicyLFU       = "LFU"
-	PolicyLayer     = "LAYER"
-	PolicyLayerR    = "LAYER+R"
+	PolicyS3FIFOWS  = "s3fifo-ws" // online: S3-FIFO sized against one token's working set
+	PolicyLFU       = "lfu"       // online: LFU
+	PolicyBelady    = "belady"    // offline: the optimum (SimBelady)
+	PolicyPinnedLRU = "pin+lru"   // offline: this trace's hottest experts pinned (SimPinnedLRU)
 )
 
-// Policies lists every policy Simulate knows.
-var Policies = []string{PolicyLRU, PolicyS3FIFO, PolicyS3FIFOWS, PolicyLFU, PolicyLayer, PolicyLayerR, PolicyBelady, PolicyPinnedLRU}
+// Policies lists every policy Simulate knows, in table order: every
+// expertcache policy and the simulator's own.
+var Policies = []string{expertcache.NameLRU, expertcache.NameS3FIFO, PolicyS3FIFOWS, PolicyLFU,
+	expertcache.NameLayer, expertcache.NameLayerR, PolicyBelady, PolicyPinnedLRU}
 
 // Offline reports whether a policy needs the whole trace (future knowledge).
 func Offline(name string) bool { return name == PolicyBelady || name == PolicyPinnedLRU }
 
-// LookupPolicy resolves a case-insensitive policy name ("s3fifo" and
-// "pin" are accepted too).
+// LookupPolicy resolves a policy name, case-insensitively as the registry
+// does ("LRU" is "lru"; the text table prints names upper-case).
 func LookupPolicy(name string) (string, error) {
-	n := strings.ToUpper(strings.TrimSpace(name))
-	switch n {
-	case "S3FIFO":
-		n = PolicyS3FIFO
-	case "S3FIFO-WS":
-		n = PolicyS3FIFOWS
-	case "PIN", "PINNED", "PIN-LRU", "PINLRU":
-		n = PolicyPinnedLRU
-	case "OPT", "MIN":
-		n = PolicyBelady
-	}
 	for _, p := range Policies {
-		if p == n {
+		if strings.EqualFold(p, name) {
 			return p, nil
 		}
 	}
@@ -212,7 +200,7 @@ func LookupPolicy(name string) (string, error) {
 }
 
 // WorkingSet is one token's expert requests (top-k x MoE layers); the
-// S3-FIFO-WS variant sizes its small queue against it.
+// s3fifo-ws variant sizes its small queue against it.
 const WorkingSet = K3TopK * K3MoELayers
 
 // NewS3FIFOWS is the C tool's later S3-FIFO sizing: a 10% small queue when
@@ -242,24 +230,20 @@ func Simulate(t *Trace, policy string, capacity int) (Stats, error) {
 		return SimBelady(t.Keys, ks, capacity), nil
 	case PolicyPinnedLRU:
 		return SimPinnedLRU(t.Keys, ks, capacity), nil
-	case PolicyLRU:
-		p = expertcache.NewLRU(capacity, ks)
-	case PolicyS3FIFO:
-		p = expertcache.NewS3FIFO(capacity, ks)
 	case PolicyS3FIFOWS:
 		p = NewS3FIFOWS(capacity, ks, WorkingSet)
 	case PolicyLFU:
 		p = NewLFU(capacity, ks)
-	case PolicyLayer:
-		if t.NExperts == 0 {
-			return Stats{}, fmt.Errorf("LAYER needs (layer, expert) indices below %d combined", expertcache.MaxKey)
+	default: // the engine's, from the registry
+		layers, experts := t.NLayers, t.NExperts
+		if experts == 0 { // opaque ids: one row of keys, no layer to cycle on
+			if name == expertcache.NameLayer || name == expertcache.NameLayerR {
+				return Stats{}, fmt.Errorf("%s needs (layer, expert) indices below %d combined", name, expertcache.MaxKey)
+			}
+			layers, experts = 1, max(ks, 1)
 		}
-		p = expertcache.NewLayerCycle(capacity, t.NLayers, t.NExperts)
-	case PolicyLayerR:
-		if t.NExperts == 0 {
-			return Stats{}, fmt.Errorf("LAYER+R needs (layer, expert) indices below %d combined", expertcache.MaxKey)
-		}
-		p = expertcache.NewLayerCycleRecency(capacity, t.NLayers, t.NExperts)
+		newPolicy, _ := expertcache.Lookup(name)
+		p = newPolicy(capacity, layers, experts)
 	}
 	st := Replay(p, t.Keys)
 	st.Policy = name

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"k3/engine/expertcache"
 )
 
 func TestRealTraceFormat(t *testing.T) {
@@ -181,7 +183,7 @@ func FuzzReadTrace(f *testing.F) {
 		}
 		for _, p := range Policies {
 			st, err := Simulate(tr, p, 3)
-			if err != nil && tr.NExperts == 0 && strings.HasPrefix(p, PolicyLayer) {
+			if err != nil && tr.NExperts == 0 && strings.HasPrefix(p, expertcache.NameLayer) {
 				continue // opaque keys: no layer to cycle on
 			}
 			if err != nil || st.Hits+st.Misses != len(reqs) {
