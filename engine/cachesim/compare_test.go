@@ -22,10 +22,10 @@ func compare(t *testing.T, tr *Trace, gbs []float64) comparison {
 	}
 	sb.WriteByte('\n')
 	for _, gb := range gbs {
-		c := SlotsForGB(gb, ExpertBytes)
+		c := SlotsForGB(gb, K3.ExpertBytes)
 		fmt.Fprintf(&sb, "%-8s %6d", fmt.Sprintf("%v GB", gb), c)
 		for _, p := range Policies {
-			st, err := Simulate(tr, p, c)
+			st, err := Simulate(tr, K3, p, c)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -85,12 +85,12 @@ func TestPolicyComparisonIncremental(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	inc, err := IncrementalFromRecompute(reqs, K3TopK)
+	inc, err := IncrementalFromRecompute(reqs, K3.TopK)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(inc) != 12*WorkingSet {
-		t.Fatalf("derived %d requests, want %d", len(inc), 12*WorkingSet)
+	if len(inc) != 12*K3.TokenRequests() {
+		t.Fatalf("derived %d requests, want %d", len(inc), 12*K3.TokenRequests())
 	}
 	got := compare(t, NewTrace(inc), compareGB)
 	checkComparison(t, got, map[string][]string{

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"k3/engine/expertcache"
+	"k3/storage/config"
 )
 
 // run feeds keys to p and renders each access as H (hit) or M<victim>/M,
@@ -173,11 +174,31 @@ func TestIncrementalFromRecompute(t *testing.T) {
 }
 
 func TestSlotsAndModel(t *testing.T) {
-	assert.Equal(t, 455, SlotsForGB(8, ExpertBytes), "GB is 1e9 bytes, rounded down")
-	assert.Equal(t, 82633, SlotsForGB(1450, ExpertBytes))
+	assert.Equal(t, 455, SlotsForGB(8, K3.ExpertBytes), "GB is 1e9 bytes, rounded down")
+	assert.Equal(t, 82633, SlotsForGB(1450, K3.ExpertBytes))
 	assert.Equal(t, 1472, K3.TokenRequests())
 	assert.Equal(t, 68, K3.Tokens(100096))
 	assert.Equal(t, 1, K3.Tokens(5))
+}
+
+// TestModelFromConfig: the K3 default is what the released config gives,
+// and another config gives its own numbers.
+func TestModelFromConfig(t *testing.T) {
+	c, err := config.Load("../../testdata/kimi-k3/released-config.json")
+	require.NoError(t, err)
+	assert.Equal(t, K3, ModelFromConfig(c, DiskMBps))
+	assert.Equal(t, Model{ExpertBytes: 17_547_264, MoELayers: 92, Experts: 896, TopK: 16, DiskMBps: 1234}, K3)
+
+	tiny, err := config.Load("../../testdata/models/tiny-release/config.json")
+	require.NoError(t, err)
+	m := ModelFromConfig(tiny, 500)
+	l, i := int64(tiny.Latent), int64(tiny.MoEInter)
+	assert.Equal(t, 3*i*l/2+3*i*l/32, m.ExpertBytes, "three MXFP4 projections with a scale byte per 32")
+	assert.Equal(t, tiny.Layers-tiny.FirstKDense, m.MoELayers)
+	assert.Equal(t, tiny.Experts, m.Experts)
+	assert.Equal(t, tiny.TopK, m.TopK)
+	assert.Equal(t, 500.0, m.DiskMBps)
+	assert.NotEqual(t, K3, m)
 }
 
 // TestPolicyNames: one set of names, the registry's for the engine's
@@ -203,7 +224,7 @@ func TestPolicyNames(t *testing.T) {
 
 	tr := NewTrace([]Request{{0, 1}, {1, 2}, {0, 1}, {2, 3}, {1, 2}, {0, 1}})
 	for _, p := range Policies {
-		st, err := Simulate(tr, strings.ToUpper(p), 2)
+		st, err := Simulate(tr, K3, strings.ToUpper(p), 2)
 		require.NoError(t, err, p)
 		assert.Equal(t, p, st.Policy, "Stats name the policy as the registry does")
 		assert.Equal(t, 6, st.Hits+st.Misses)
@@ -211,6 +232,6 @@ func TestPolicyNames(t *testing.T) {
 			assert.Equal(t, Replay(newPolicy(2, tr.NLayers, tr.NExperts), tr.Keys).Hits, st.Hits, p)
 		}
 	}
-	_, err := Simulate(tr, "lru", 0)
+	_, err := Simulate(tr, K3, "lru", 0)
 	assert.Error(t, err, "capacity 0")
 }

@@ -63,9 +63,9 @@ func TestPublishedTable(t *testing.T) {
 		if slots != r.slots {
 			t.Errorf("%d GB: %d slots, published %d", r.gb, slots, r.slots)
 		}
-		lru, _ := Simulate(tr, expertcache.NameLRU, slots)
-		bel, _ := Simulate(tr, PolicyBelady, slots)
-		pin, _ := Simulate(tr, PolicyPinnedLRU, slots)
+		lru, _ := Simulate(tr, K3, expertcache.NameLRU, slots)
+		bel, _ := Simulate(tr, K3, PolicyBelady, slots)
+		pin, _ := Simulate(tr, K3, PolicyPinnedLRU, slots)
 		gbTok := m.GBPerToken(lru.Misses, lru.Requests)
 		got := []string{pct(lru), pct(bel), pct(pin), fmt.Sprintf("%.2f", gbTok), fmt.Sprintf("%.2f", m.SecPerToken(gbTok))}
 		want := []string{r.lru, r.belady, r.pin, r.gbTok, r.sec}
@@ -88,8 +88,8 @@ func TestPublishedTable(t *testing.T) {
 	for _, h := range s.Hottest {
 		hot = append(hot, fmt.Sprintf("L%d/e%d x%d", h.Layer, h.Expert, h.Count))
 	}
-	lru64, _ := Simulate(tr, expertcache.NameLRU, SlotsForGB(64, m.ExpertBytes))
-	bel64, _ := Simulate(tr, PolicyBelady, SlotsForGB(64, m.ExpertBytes))
+	lru64, _ := Simulate(tr, K3, expertcache.NameLRU, SlotsForGB(64, m.ExpertBytes))
+	bel64, _ := Simulate(tr, K3, PolicyBelady, SlotsForGB(64, m.ExpertBytes))
 	for _, line := range []string{
 		fmt.Sprintf("input   : tests/fixtures/expert_trace.bin (800,768 bytes, %s expert requests)", commas(s.Requests)),
 		fmt.Sprintf("trace: %d requests, %d distinct experts, about %d token(s)", s.Requests, s.Distinct, s.Tokens),

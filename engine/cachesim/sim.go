@@ -7,15 +7,7 @@ import (
 	"strings"
 
 	"k3/engine/expertcache"
-)
-
-// Kimi K3 constants used by the capacity table.
-const (
-	ExpertBytes = 17_547_264 // one routed expert on disk (MXFP4 weights + scales)
-	K3MoELayers = 92
-	K3Experts   = 896
-	K3TopK      = 16
-	DiskMBps    = 1234.0 // measured random-cold read rate behind the published SEC/TOK column
+	"k3/storage/config"
 )
 
 // Stats is the outcome of replaying a trace under one policy.
@@ -199,13 +191,10 @@ func LookupPolicy(name string) (string, error) {
 	return "", fmt.Errorf("unknown cache policy %q (known: %s)", name, strings.Join(Policies, ", "))
 }
 
-// WorkingSet is one token's expert requests (top-k x MoE layers); the
-// s3fifo-ws variant sizes its small queue against it.
-const WorkingSet = K3TopK * K3MoELayers
-
 // NewS3FIFOWS is the C tool's later S3-FIFO sizing: a 10% small queue when
-// the cache holds at least one token's working set of workingSet slots,
-// 50% below that (where an admission filter has nothing to protect).
+// the cache holds at least one token's working set of workingSet slots
+// (Model.TokenRequests), 50% below that (where an admission filter has
+// nothing to protect).
 func NewS3FIFOWS(capacity, keySpace, workingSet int) *expertcache.S3FIFO {
 	frac := 0.10
 	if capacity < workingSet {
@@ -214,8 +203,9 @@ func NewS3FIFOWS(capacity, keySpace, workingSet int) *expertcache.S3FIFO {
 	return expertcache.NewS3FIFOWith(capacity, keySpace, frac, capacity)
 }
 
-// Simulate replays the trace under the named policy at capacity slots.
-func Simulate(t *Trace, policy string, capacity int) (Stats, error) {
+// Simulate replays the trace under the named policy at capacity slots; m
+// sizes s3fifo-ws.
+func Simulate(t *Trace, m Model, policy string, capacity int) (Stats, error) {
 	name, err := LookupPolicy(policy)
 	if err != nil {
 		return Stats{}, err
@@ -231,7 +221,7 @@ func Simulate(t *Trace, policy string, capacity int) (Stats, error) {
 	case PolicyPinnedLRU:
 		return SimPinnedLRU(t.Keys, ks, capacity), nil
 	case PolicyS3FIFOWS:
-		p = NewS3FIFOWS(capacity, ks, WorkingSet)
+		p = NewS3FIFOWS(capacity, ks, m.TokenRequests())
 	case PolicyLFU:
 		p = NewLFU(capacity, ks)
 	default: // the engine's, from the registry
@@ -265,8 +255,32 @@ type Model struct {
 	DiskMBps    float64 // read rate for SEC/TOK, MB = 1e6 bytes
 }
 
-// K3 is Kimi K3 with the published table's read rate.
-var K3 = Model{ExpertBytes: ExpertBytes, MoELayers: K3MoELayers, Experts: K3Experts, TopK: K3TopK, DiskMBps: DiskMBps}
+// DiskMBps is the measured random-cold read rate behind the published
+// SEC/TOK column.
+const DiskMBps = 1234.0
+
+// K3 is Kimi K3 as released, for k3 sim-cache without a config: what
+// ModelFromConfig gives for testdata/kimi-k3/released-config.json (93
+// layers, the first dense; 896 routed experts, top-16; moe_intermediate_size
+// 3072 over a 3584 latent, so 17,547,264 bytes an expert), at DiskMBps.
+var K3 = Model{ExpertBytes: 17_547_264, MoELayers: 92, Experts: 896, TopK: 16, DiskMBps: DiskMBps}
+
+// ModelFromConfig is the Model of a checkpoint's config at a read rate:
+// its MoE layers (all but the first_k_dense_replace dense ones), routed
+// experts, top-k, and the bytes of one routed expert as the engine reads it
+// (engine/experts.go expertSize: gate and up [MoEInter x Latent] and down
+// [Latent x MoEInter] in MXFP4, half a byte a weight plus a scale byte per
+// 32).
+func ModelFromConfig(c *config.Config, diskMBps float64) Model {
+	l, i := c.Latent, c.MoEInter
+	return Model{
+		ExpertBytes: int64(2*i*(l/2+l/32) + l*(i/2+i/32)),
+		MoELayers:   max(c.Layers-c.FirstKDense, 0),
+		Experts:     c.Experts,
+		TopK:        c.TopK,
+		DiskMBps:    diskMBps,
+	}
+}
 
 // TokenRequests is one token's expert requests (1472 for K3).
 func (m Model) TokenRequests() int { return m.TopK * m.MoELayers }
@@ -349,7 +363,7 @@ func Table(t *Trace, m Model, policies []string, slots []int, readPolicy string)
 		r := Row{Slots: c, ReadPolicy: rp}
 		var readStats *Stats
 		for _, n := range names {
-			st, err := Simulate(t, n, c)
+			st, err := Simulate(t, m, n, c)
 			if err != nil {
 				return nil, err
 			}
@@ -359,7 +373,7 @@ func Table(t *Trace, m Model, policies []string, slots []int, readPolicy string)
 			}
 		}
 		if readStats == nil {
-			st, err := Simulate(t, rp, c)
+			st, err := Simulate(t, m, rp, c)
 			if err != nil {
 				return nil, err
 			}

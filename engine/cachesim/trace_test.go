@@ -182,7 +182,7 @@ func FuzzReadTrace(f *testing.F) {
 			return
 		}
 		for _, p := range Policies {
-			st, err := Simulate(tr, p, 3)
+			st, err := Simulate(tr, K3, p, 3)
 			if err != nil && tr.NExperts == 0 && strings.HasPrefix(p, expertcache.NameLayer) {
 				continue // opaque keys: no layer to cycle on
 			}

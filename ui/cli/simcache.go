@@ -11,6 +11,7 @@ import (
 
 	"k3/engine/cachesim"
 	"k3/engine/expertcache"
+	"k3/storage/config"
 )
 
 func init() {
@@ -18,7 +19,7 @@ func init() {
 }
 
 const simCacheUsage = `usage: k3 sim-cache TRACE [--capacities 8,16,...] [--slots N,...] [--policies lru,s3fifo,...]
-                     [--read-policy lru] [--incremental] [--json]`
+                     [--read-policy lru] [--config PATH] [--incremental] [--json]`
 
 // defaultCapacitiesGB are the published table's sizes.
 var defaultCapacitiesGB = []float64{8, 16, 32, 64, 128, 192, 256, 384, 512, 768, 1024, 1450}
@@ -34,6 +35,7 @@ func runSimCache(args []string, stdout, stderr io.Writer) int {
 	readPol := fs.String("read-policy", expertcache.NameLRU, "policy the GB READ/TOK and SEC/TOK columns follow")
 	incremental := fs.Bool("incremental", false, "replay the incremental-decode trace derived from a full-recompute trace")
 	asJSON := fs.Bool("json", false, "one JSON object per line per capacity")
+	cfgPath := fs.String("config", "", "config.json to take the model numbers from (default: Kimi K3 as released); --expert-bytes, --top-k, --moe-layers and --experts override it")
 	m := cachesim.K3
 	fs.Int64Var(&m.ExpertBytes, "expert-bytes", m.ExpertBytes, "bytes read per miss")
 	fs.Float64Var(&m.DiskMBps, "disk-mbs", m.DiskMBps, "read rate in MB/s for SEC/TOK")
@@ -56,6 +58,28 @@ func runSimCache(args []string, stdout, stderr io.Writer) int {
 	}
 	if len(pos) != 1 {
 		return bad("want exactly one trace file")
+	}
+	if *cfgPath != "" {
+		c, err := config.Load(*cfgPath)
+		if err != nil {
+			fmt.Fprintf(stderr, "k3 sim-cache: %v\n", err)
+			return ExitUsage
+		}
+		given := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+		fromCfg := cachesim.ModelFromConfig(c, m.DiskMBps)
+		if !given["expert-bytes"] {
+			m.ExpertBytes = fromCfg.ExpertBytes
+		}
+		if !given["top-k"] {
+			m.TopK = fromCfg.TopK
+		}
+		if !given["moe-layers"] {
+			m.MoELayers = fromCfg.MoELayers
+		}
+		if !given["experts"] {
+			m.Experts = fromCfg.Experts
+		}
 	}
 	if m.ExpertBytes < 1 || m.DiskMBps <= 0 || m.TopK < 1 || m.MoELayers < 1 || m.Experts < 1 {
 		return bad("--expert-bytes, --disk-mbs, --top-k, --moe-layers and --experts must be positive")

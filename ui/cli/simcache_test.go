@@ -3,10 +3,17 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"k3/engine/cachesim"
+	"k3/storage/config"
 )
 
 const (
@@ -99,6 +106,30 @@ func TestSimCacheSlotsAndIncremental(t *testing.T) {
 			t.Errorf("missing %q in\n%s", want, out)
 		}
 	}
+}
+
+// TestSimCacheConfig: --config takes the model numbers from a config; the
+// released one gives the built-in K3 report, and explicit flags win.
+func TestSimCacheConfig(t *testing.T) {
+	args := []string{simTrace, "--capacities", "8,64", "--policies", "lru,layer+r,belady"}
+	code, want, errOut := runSim(t, args...)
+	require.Equal(t, ExitOK, code, errOut)
+	code, got, errOut := runSim(t, append(args, "--config", "../../testdata/kimi-k3/released-config.json")...)
+	require.Equal(t, ExitOK, code, errOut)
+	assert.Equal(t, want, got, "the released config is the K3 default")
+
+	tinyCfg := filepath.Join(tinyRelease, "config.json")
+	c, err := config.Load(tinyCfg)
+	require.NoError(t, err)
+	m := cachesim.ModelFromConfig(c, cachesim.DiskMBps)
+	code, got, errOut = runSim(t, simTrace, "--slots", "2000", "--policies", "lru", "--config", tinyCfg, "--experts", "896")
+	require.Equal(t, ExitOK, code, errOut)
+	assert.Contains(t, got, fmt.Sprintf("distinct experts touched: 10010 of %d ", m.MoELayers*896), "--experts wins over the config")
+	assert.Contains(t, got, fmt.Sprintf("follow the LRU column (misses x %d bytes / %d token(s))", m.ExpertBytes, 100096/(m.TopK*m.MoELayers)))
+
+	code, _, errOut = runSim(t, simTrace, "--config", "../../testdata/seed-v1/cfg/bad_topk.json")
+	assert.Equal(t, ExitUsage, code)
+	assert.Contains(t, errOut, "k3 sim-cache: config ../../testdata/seed-v1/cfg/bad_topk.json is refused")
 }
 
 func TestSimCacheErrors(t *testing.T) {
