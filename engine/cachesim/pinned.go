@@ -13,7 +13,7 @@ import "k3/engine/expertcache"
 //
 // With the pinned set chosen from the very trace being replayed (SimPinnedLRU)
 // this is a ceiling that uses future knowledge; with a set chosen from a
-// previous run's expert_hist.json (Histogram.Hottest) it is an online policy.
+// previous run's counts it would be an online policy.
 type PinnedLRU struct {
 	lru      *expertcache.LRU
 	capacity int
