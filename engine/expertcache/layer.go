@@ -25,7 +25,7 @@ type LayerCycle struct {
 	count    []int32  // residents per layer
 	nonEmpty []uint64 // bitset of layers with residents
 
-	// recency mode (LAYER+R): a resident untouched since before the previous
+	// recency mode (layer+r): a resident untouched since before the previous
 	// visit of the current layer began (it sat out one whole cycle) goes first,
 	// oldest first; only when there is none does the cycle rule apply.
 	recency    bool
@@ -53,7 +53,7 @@ func NewLayerCycle(capacity, nLayers, nExperts int) *LayerCycle {
 	}
 }
 
-// NewLayerCycleRecency returns LAYER+R: LayerCycle that first evicts, least
+// NewLayerCycleRecency returns layer+r: LayerCycle that first evicts, least
 // recently used first, any resident not touched during the last full cycle
 // (since the previous visit of the requesting layer began). Under
 // incremental decoding with a cache larger than one token's working set this

@@ -1,8 +1,9 @@
 // Package expertcache holds the replacement policies the engine's routed-expert
-// cache runs on the decode path (LRU, S3-FIFO, LAYER and LAYER+R) and the one
+// cache runs on the decode path (lru, s3fifo, layer and layer+r) and the one
 // registry of their names (Lookup, Names, New; Default is "layer+r"). They are
 // online and allocation-free once the key space is reserved; engine/cachesim
-// replays traces through them and adds offline policies of its own.
+// replays traces through them and adds policies of its own (lfu, s3fifo-ws
+// and the offline belady and pin+lru).
 package expertcache
 
 import "fmt"
