@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"k3/engine/cachesim"
+	"k3/engine/expertcache"
 	"k3/kernels"
 	"k3/storage/config"
 	"k3/storage/direct"
@@ -103,10 +103,10 @@ type ExpertStore struct {
 	heap     [][]byte // fallback slot memory when no arena
 	slots    []*slot
 	index    map[int]*slot
-	pol      cachesim.Policy
+	pol      expertcache.Policy
 	free     []*slot
-	// policy names the replacement policy: "layer+r" (default), "lru",
-	// "s3fifo" or "layer".
+	// policy names the replacement policy, one of expertcache.Names() (""
+	// is expertcache.Default).
 	policy string
 	stats  ExpertStats
 	files  map[string]*direct.File
@@ -268,7 +268,6 @@ func (s *ExpertStore) Acquire(li int, experts []int) ([]*Expert, error) {
 		loc  *expertLoc
 		key  int
 		err  error
-		done bool
 	}
 	var misses []*miss
 	s.mu.Lock()
@@ -404,19 +403,11 @@ func (s *ExpertStore) ensurePolicy() error {
 	if s.pol != nil {
 		return nil
 	}
-	n, layers, E := s.capacity(), max(s.bound, 1), s.cfg.Experts
-	switch s.policy {
-	case "", "layer+r":
-		s.pol = cachesim.NewLayerCycleRecency(n, layers, E)
-	case "layer":
-		s.pol = cachesim.NewLayerCycle(n, layers, E)
-	case "lru":
-		s.pol = cachesim.NewLRU(n, layers*E)
-	case "s3fifo":
-		s.pol = cachesim.NewS3FIFO(n, layers*E)
-	default:
-		return fmt.Errorf("unknown expert cache policy %q (layer+r, layer, lru, s3fifo)", s.policy)
+	p, err := expertcache.New(s.policy, s.capacity(), max(s.bound, 1), s.cfg.Experts)
+	if err != nil {
+		return err
 	}
+	s.pol = p
 	// pinned experts (handed to the batch in flight) are never evicted
 	s.pol.SetEvictable(func(k uint64) bool {
 		sl := s.index[int(k)]

@@ -32,7 +32,7 @@ type beladyEntry struct {
 // tool. O(n log n): next uses are precomputed and the victim comes from a
 // lazily pruned max-heap.
 func SimBelady(keys []uint64, keySpace, capacity int) Stats {
-	st := Stats{Policy: "BELADY", Capacity: capacity, Requests: len(keys)}
+	st := Stats{Policy: PolicyBelady, Capacity: capacity, Requests: len(keys)}
 	if capacity < 1 {
 		st.Misses = len(keys)
 		return st

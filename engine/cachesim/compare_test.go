@@ -22,10 +22,10 @@ func compare(t *testing.T, tr *Trace, gbs []float64) comparison {
 	}
 	sb.WriteByte('\n')
 	for _, gb := range gbs {
-		c := SlotsForGB(gb, ExpertBytes)
+		c := SlotsForGB(gb, K3.ExpertBytes)
 		fmt.Fprintf(&sb, "%-8s %6d", fmt.Sprintf("%v GB", gb), c)
 		for _, p := range Policies {
-			st, err := Simulate(tr, p, c)
+			st, err := Simulate(tr, K3, p, c)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -56,14 +56,14 @@ var compareGB = []float64{4, 8, 16, 32, 64, 128, 192}
 func TestPolicyComparison(t *testing.T) {
 	got := compare(t, loadReal(t), compareGB)
 	checkComparison(t, got, map[string][]string{
-		PolicyLRU:       {"36.24", "36.24", "36.24", "36.24", "36.24", "49.19", "90.00"},
-		PolicyS3FIFO:    {"32.92", "35.32", "36.11", "42.68", "49.97", "73.65", "90.00"},
-		PolicyS3FIFOWS:  {"36.21", "36.24", "36.24", "42.68", "49.97", "73.65", "90.00"},
-		PolicyLFU:       {"9.00", "15.30", "24.69", "36.62", "46.50", "79.56", "90.00"},
-		PolicyLayer:     {"37.18", "39.00", "42.33", "48.70", "61.46", "84.51", "90.00"},
-		PolicyLayerR:    {"37.18", "39.00", "42.33", "48.70", "61.46", "84.51", "90.00"},
-		PolicyBelady:    {"37.82", "39.42", "42.61", "48.99", "61.74", "84.59", "90.00"},
-		PolicyPinnedLRU: {"36.99", "37.82", "39.42", "42.57", "48.66", "62.86", "90.00"},
+		"lru":       {"36.24", "36.24", "36.24", "36.24", "36.24", "49.19", "90.00"},
+		"s3fifo":    {"32.92", "35.32", "36.11", "42.68", "49.97", "73.65", "90.00"},
+		"s3fifo-ws": {"36.21", "36.24", "36.24", "42.68", "49.97", "73.65", "90.00"},
+		"lfu":       {"9.00", "15.30", "24.69", "36.62", "46.50", "79.56", "90.00"},
+		"layer":     {"37.18", "39.00", "42.33", "48.70", "61.46", "84.51", "90.00"},
+		"layer+r":   {"37.18", "39.00", "42.33", "48.70", "61.46", "84.51", "90.00"},
+		"belady":    {"37.82", "39.42", "42.61", "48.99", "61.74", "84.59", "90.00"},
+		"pin+lru":   {"36.99", "37.82", "39.42", "42.57", "48.66", "62.86", "90.00"},
 	}, compareGB)
 	// No online policy may beat the optimum.
 	for _, p := range Policies {
@@ -85,22 +85,22 @@ func TestPolicyComparisonIncremental(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	inc, err := IncrementalFromRecompute(reqs, K3TopK)
+	inc, err := IncrementalFromRecompute(reqs, K3.TopK)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(inc) != 12*WorkingSet {
-		t.Fatalf("derived %d requests, want %d", len(inc), 12*WorkingSet)
+	if len(inc) != 12*K3.TokenRequests() {
+		t.Fatalf("derived %d requests, want %d", len(inc), 12*K3.TokenRequests())
 	}
 	got := compare(t, NewTrace(inc), compareGB)
 	checkComparison(t, got, map[string][]string{
-		PolicyLRU:       {"9.50", "9.50", "9.50", "30.16", "36.19", "42.32", "43.33"},
-		PolicyS3FIFO:    {"10.08", "12.42", "16.06", "26.60", "37.00", "42.40", "43.33"},
-		PolicyS3FIFOWS:  {"10.33", "11.17", "12.68", "26.60", "37.00", "42.40", "43.33"},
-		PolicyLFU:       {"6.11", "11.66", "17.73", "28.29", "37.00", "42.40", "43.33"},
-		PolicyLayer:     {"10.48", "11.36", "13.10", "17.52", "29.19", "42.56", "43.33"},
-		PolicyLayerR:    {"11.43", "14.17", "20.99", "30.80", "37.05", "42.32", "43.33"},
-		PolicyBelady:    {"18.45", "26.62", "35.81", "42.36", "43.33", "43.33", "43.33"},
-		PolicyPinnedLRU: {"13.45", "16.64", "21.33", "29.42", "40.30", "43.33", "43.33"},
+		"lru":       {"9.50", "9.50", "9.50", "30.16", "36.19", "42.32", "43.33"},
+		"s3fifo":    {"10.08", "12.42", "16.06", "26.60", "37.00", "42.40", "43.33"},
+		"s3fifo-ws": {"10.33", "11.17", "12.68", "26.60", "37.00", "42.40", "43.33"},
+		"lfu":       {"6.11", "11.66", "17.73", "28.29", "37.00", "42.40", "43.33"},
+		"layer":     {"10.48", "11.36", "13.10", "17.52", "29.19", "42.56", "43.33"},
+		"layer+r":   {"11.43", "14.17", "20.99", "30.80", "37.05", "42.32", "43.33"},
+		"belady":    {"18.45", "26.62", "35.81", "42.36", "43.33", "43.33", "43.33"},
+		"pin+lru":   {"13.45", "16.64", "21.33", "29.42", "40.30", "43.33", "43.33"},
 	}, compareGB)
 }

@@ -1,11 +1,8 @@
 package cachesim
 
 import (
-	"encoding/json"
 	"fmt"
-	"os"
 	"sort"
-	"strconv"
 	"strings"
 
 	"k3/storage/atomicfile"
@@ -62,71 +59,4 @@ func (h *Histogram) Marshal() []byte {
 // WriteHistogram writes expert_hist.json for reqs to path atomically.
 func WriteHistogram(path string, nLayers, nExperts int, reqs []Request) error {
 	return atomicfile.Write(path, NewHistogram(nLayers, nExperts, reqs).Marshal())
-}
-
-// ParseHistogram reads the engine's expert_hist.json format.
-func ParseHistogram(b []byte) (*Histogram, error) {
-	var raw struct {
-		NLayers  *int           `json:"n_layers"`
-		NExperts *int           `json:"n_experts"`
-		Counts   map[string]int `json:"counts"`
-	}
-	if err := json.Unmarshal(b, &raw); err != nil {
-		return nil, fmt.Errorf("expert histogram: %w", err)
-	}
-	if raw.NLayers == nil || raw.NExperts == nil || raw.Counts == nil {
-		return nil, fmt.Errorf("expert histogram: want n_layers, n_experts and counts")
-	}
-	h := &Histogram{NLayers: *raw.NLayers, NExperts: *raw.NExperts, Counts: make(map[Request]int, len(raw.Counts))}
-	for k, c := range raw.Counts {
-		ls, es, ok := strings.Cut(k, ",")
-		l, err1 := strconv.ParseInt(ls, 10, 32)
-		e, err2 := strconv.ParseInt(es, 10, 32)
-		if !ok || err1 != nil || err2 != nil || l < 0 || e < 0 {
-			return nil, fmt.Errorf("expert histogram: bad key %q (want \"layer,expert\")", k)
-		}
-		if c < 0 {
-			return nil, fmt.Errorf("expert histogram: negative count %d for %q", c, k)
-		}
-		h.Counts[Request{int32(l), int32(e)}] = c
-	}
-	return h, nil
-}
-
-// ReadHistogram reads expert_hist.json from path.
-func ReadHistogram(path string) (*Histogram, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	h, err := ParseHistogram(b)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return h, nil
-}
-
-// Hottest returns up to n experts by descending count; ties go to the lower
-// (layer, expert). Useful for choosing experts to pin from a previous run.
-func (h *Histogram) Hottest(n int) []Request {
-	keys := make([]Request, 0, len(h.Counts))
-	for k, c := range h.Counts {
-		if c > 0 {
-			keys = append(keys, k)
-		}
-	}
-	sort.Slice(keys, func(i, j int) bool {
-		a, b := keys[i], keys[j]
-		if h.Counts[a] != h.Counts[b] {
-			return h.Counts[a] > h.Counts[b]
-		}
-		if a.Layer != b.Layer {
-			return a.Layer < b.Layer
-		}
-		return a.Expert < b.Expert
-	})
-	if n < len(keys) {
-		keys = keys[:n]
-	}
-	return keys
 }

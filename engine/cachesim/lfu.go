@@ -1,43 +1,76 @@
 package cachesim
 
+import (
+	"fmt"
+
+	"k3/engine/expertcache"
+)
+
 // LFU evicts the resident key with the fewest requests so far, counting the
 // key's whole history (requests made while it was not resident included);
 // ties go to the least recently used. Counts never decay. It is the online
 // counterpart of pinning from a histogram: the experts the router keeps
-// choosing stay, one-off experts leave first.
+// choosing stay, one-off experts leave first. The simulator's own: the
+// engine does not offer it.
 type LFU struct {
-	slots
-	count []uint32 // per key: requests so far
-	last  []uint64 // per slot: tick of the last request
-	heap  []int32  // min-heap of slots by (count, last)
-	pos   []int32  // per slot: position in heap
-	tick  uint64
+	capacity int
+	count    []uint32 // per key: requests so far
+	last     []uint64 // per key: tick of its last request
+	pos      []int32  // per key: position in heap, -1 when not resident
+	heap     []uint64 // min-heap of resident keys by (count, last)
+	ok       func(uint64) bool
+	tick     uint64
 }
 
-// NewLFU returns an LFU policy with capacity slots.
+// NewLFU returns an LFU policy with capacity slots; keySpace (may be 0)
+// pre-sizes the per-key state for keys below it.
 func NewLFU(capacity, keySpace int) *LFU {
-	return &LFU{
-		slots: newSlots(capacity, keySpace),
-		count: make([]uint32, max(keySpace, 0)),
-		last:  make([]uint64, capacity),
-		heap:  make([]int32, 0, capacity),
-		pos:   make([]int32, capacity),
+	if capacity < 1 {
+		panic(fmt.Sprintf("cachesim: capacity %d < 1", capacity))
+	}
+	p := &LFU{capacity: capacity, heap: make([]uint64, 0, capacity)}
+	p.reserve(keySpace)
+	return p
+}
+
+// reserve grows the per-key state to n keys.
+func (p *LFU) reserve(n int) {
+	if n <= len(p.pos) {
+		return
+	}
+	old := len(p.pos)
+	p.count = append(p.count, make([]uint32, n-old)...)
+	p.last = append(p.last, make([]uint64, n-old)...)
+	p.pos = append(p.pos, make([]int32, n-old)...)
+	for i := old; i < n; i++ {
+		p.pos[i] = -1
 	}
 }
 
-func (p *LFU) Name() string { return "LFU" }
+func (p *LFU) Name() string                          { return PolicyLFU }
+func (p *LFU) Capacity() int                         { return p.capacity }
+func (p *LFU) Len() int                              { return len(p.heap) }
+func (p *LFU) SetEvictable(ok func(key uint64) bool) { p.ok = ok }
+
+func (p *LFU) Contains(key uint64) bool {
+	return key < uint64(len(p.pos)) && p.pos[key] >= 0
+}
 
 func (p *LFU) Reset() {
-	p.resetSlots()
 	clear(p.count)
+	clear(p.last)
+	for i := range p.pos {
+		p.pos[i] = -1
+	}
 	p.heap = p.heap[:0]
 	p.tick = 0
 }
 
-func (p *LFU) less(a, b int32) bool {
-	ca, cb := p.count[p.keyOf[a]], p.count[p.keyOf[b]]
-	if ca != cb {
-		return ca < cb
+func (p *LFU) evictable(key uint64) bool { return p.ok == nil || p.ok(key) }
+
+func (p *LFU) less(a, b uint64) bool {
+	if p.count[a] != p.count[b] {
+		return p.count[a] < p.count[b]
 	}
 	return p.last[a] < p.last[b]
 }
@@ -79,8 +112,10 @@ func (p *LFU) down(i int) {
 
 func (p *LFU) removeAt(i int) {
 	last := len(p.heap) - 1
+	p.pos[p.heap[i]] = -1
 	if i != last {
-		p.swap(i, last)
+		p.heap[i] = p.heap[last]
+		p.pos[p.heap[i]] = int32(i)
 	}
 	p.heap = p.heap[:last]
 	if i != last {
@@ -89,28 +124,26 @@ func (p *LFU) removeAt(i int) {
 	}
 }
 
-func (p *LFU) Access(key uint64) Event {
+func (p *LFU) Access(key uint64) expertcache.Event {
 	p.tick++
-	if key >= uint64(len(p.count)) {
-		c := make([]uint32, growTo(key))
-		copy(c, p.count)
-		p.count = c
+	if key >= uint64(len(p.pos)) {
+		p.reserve(growTo(key))
 	}
 	if p.count[key] < ^uint32(0) {
 		p.count[key]++
 	}
-	if i := p.index.get(key); i != none {
-		p.last[i] = p.tick
-		p.down(int(p.pos[i]))
-		return Event{Hit: true}
+	if i := p.pos[key]; i >= 0 {
+		p.last[key] = p.tick
+		p.down(int(i))
+		return expertcache.Event{Hit: true}
 	}
-	var ev Event
-	if len(p.free) == 0 {
+	var ev expertcache.Event
+	if len(p.heap) == p.capacity {
 		at := 0
-		if !p.evictable(p.heap[0]) { // rare: linear search for the best evictable slot
+		if !p.evictable(p.heap[0]) { // rare: linear search for the best evictable key
 			at = -1
-			for j, s := range p.heap {
-				if p.evictable(s) && (at < 0 || p.less(s, p.heap[at])) {
+			for j, k := range p.heap {
+				if p.evictable(k) && (at < 0 || p.less(k, p.heap[at])) {
 					at = j
 				}
 			}
@@ -118,26 +151,33 @@ func (p *LFU) Access(key uint64) Event {
 				return ev
 			}
 		}
-		v := p.heap[at]
-		ev.Evicted, ev.Victim = true, p.keyOf[v]
+		ev.Evicted, ev.Victim = true, p.heap[at]
 		p.removeAt(at)
-		p.release(v)
 	}
-	i := p.take(key)
-	p.last[i] = p.tick
-	p.pos[i] = int32(len(p.heap))
-	p.heap = append(p.heap, i)
+	p.last[key] = p.tick
+	p.pos[key] = int32(len(p.heap))
+	p.heap = append(p.heap, key)
 	p.up(len(p.heap) - 1)
 	ev.Admitted = true
 	return ev
 }
 
 func (p *LFU) Remove(key uint64) bool {
-	i := p.index.get(key)
-	if i == none {
+	if !p.Contains(key) {
 		return false
 	}
-	p.removeAt(int(p.pos[i]))
-	p.release(i)
+	p.removeAt(int(p.pos[key]))
 	return true
+}
+
+// growTo is the new length of per-key state that must hold key.
+func growTo(key uint64) int {
+	if key >= expertcache.MaxKey {
+		panic(fmt.Sprintf("cachesim: key %d exceeds MaxKey %d (keys must be dense, e.g. layer*nExperts+expert)", key, expertcache.MaxKey))
+	}
+	n := uint64(1024)
+	for n <= key {
+		n *= 2
+	}
+	return int(min(n, expertcache.MaxKey))
 }

@@ -1,5 +1,7 @@
 package cachesim
 
+import "k3/engine/expertcache"
+
 // PinnedLRU holds a fixed set of keys permanently and runs LRU over the
 // remaining slots, as the C tool's pinned-LRU does:
 //
@@ -11,9 +13,9 @@ package cachesim
 //
 // With the pinned set chosen from the very trace being replayed (SimPinnedLRU)
 // this is a ceiling that uses future knowledge; with a set chosen from a
-// previous run's expert_hist.json (Histogram.Hottest) it is an online policy.
+// previous run's counts it would be an online policy.
 type PinnedLRU struct {
-	lru      *LRU
+	lru      *expertcache.LRU
 	capacity int
 	pin      []uint8 // per key: 0 not pinned, 1 pinned not loaded, 2 pinned and loaded
 	npin     int
@@ -43,11 +45,11 @@ func NewPinnedLRU(capacity, keySpace int, pinned []uint64) *PinnedLRU {
 			p.npin++
 		}
 	}
-	p.lru = NewLRU(max(capacity-p.npin, 1), keySpace)
+	p.lru = expertcache.NewLRU(max(capacity-p.npin, 1), keySpace)
 	return p
 }
 
-func (p *PinnedLRU) Name() string  { return "PIN+LRU" }
+func (p *PinnedLRU) Name() string  { return PolicyPinnedLRU }
 func (p *PinnedLRU) Capacity() int { return p.capacity }
 func (p *PinnedLRU) Len() int      { return p.loaded + p.lru.Len() }
 
@@ -68,14 +70,14 @@ func (p *PinnedLRU) Contains(key uint64) bool {
 	return p.lru.Contains(key)
 }
 
-func (p *PinnedLRU) Access(key uint64) Event {
+func (p *PinnedLRU) Access(key uint64) expertcache.Event {
 	switch p.pinState(key) {
 	case 2:
-		return Event{Hit: true}
+		return expertcache.Event{Hit: true}
 	case 1:
 		p.pin[key] = 2
 		p.loaded++
-		return Event{Admitted: true}
+		return expertcache.Event{Admitted: true}
 	}
 	return p.lru.Access(key)
 }

@@ -5,15 +5,9 @@ import (
 	"math"
 	"sort"
 	"strings"
-)
 
-// Kimi K3 constants used by the capacity table.
-const (
-	ExpertBytes = 17_547_264 // one routed expert on disk (MXFP4 weights + scales)
-	K3MoELayers = 92
-	K3Experts   = 896
-	K3TopK      = 16
-	DiskMBps    = 1234.0 // measured random-cold read rate behind the published SEC/TOK column
+	"k3/engine/expertcache"
+	"k3/storage/config"
 )
 
 // Stats is the outcome of replaying a trace under one policy.
@@ -48,9 +42,9 @@ func maxDenseKeys(n int) int { return max(1<<20, 4*n) }
 
 // NewTrace derives dense keys for reqs: layer*(max expert+1)+expert when
 // that space is small (real traces: 93x896); otherwise layers and experts
-// are each renumbered by rank (keeping the layer order LAYER relies on), and
-// if even that is too large, keys are first-appearance ids (LAYER policies
-// then refuse the trace).
+// are each renumbered by rank (keeping the layer order the layer policies
+// rely on), and if even that is too large, keys are first-appearance ids
+// (layer and layer+r then refuse the trace).
 func NewTrace(reqs []Request) *Trace {
 	t := &Trace{Reqs: reqs, Keys: make([]uint64, len(reqs)), NLayers: 1, NExperts: 1}
 	for _, r := range reqs {
@@ -60,7 +54,7 @@ func NewTrace(reqs []Request) *Trace {
 	limit := maxDenseKeys(len(reqs))
 	if uint64(t.NLayers)*uint64(t.NExperts) <= uint64(limit) {
 		for i, r := range reqs {
-			t.Keys[i] = Key(r.Layer, r.Expert, int32(t.NExperts))
+			t.Keys[i] = expertcache.Key(r.Layer, r.Expert, int32(t.NExperts))
 		}
 		return t
 	}
@@ -115,7 +109,7 @@ func (t *Trace) KeySpace() int {
 }
 
 // Replay runs keys through an online policy from its current state.
-func Replay(p Policy, keys []uint64) Stats {
+func Replay(p expertcache.Policy, keys []uint64) Stats {
 	st := Stats{Policy: p.Name(), Capacity: p.Capacity(), Requests: len(keys)}
 	for _, k := range keys {
 		ev := p.Access(k)
@@ -158,7 +152,7 @@ func HotKeys(keys []uint64, n int) []uint64 {
 	return out
 }
 
-// SimPinnedLRU is the C tool's PIN+LRU column: the capacity/2 hottest
+// SimPinnedLRU is the C tool's pin+lru column: the capacity/2 hottest
 // experts of this very trace pinned (future knowledge), LRU for the rest.
 func SimPinnedLRU(keys []uint64, keySpace, capacity int) Stats {
 	npin := capacity / 2
@@ -169,65 +163,49 @@ func SimPinnedLRU(keys []uint64, keySpace, capacity int) Stats {
 	return Replay(p, keys)
 }
 
-// Policy names accepted by Simulate, in table order.
+// The simulator's own policies, on top of the engine's (expertcache.Names:
+// layer+r, layer, lru, s3fifo), spelled as in the registry.
 const (
-	PolicyLRU       = "LRU"
-	PolicyS3FIFO    = "S3-FIFO"
-	PolicyS3FIFOWS  = "S3-FIFO-WS"
-	PolicyBelady    = "BELADY"
-	PolicyPinnedLRU = "PIN+LRU"
-	PolicyLFU       = "LFU"
-	PolicyLayer     = "LAYER"
-	PolicyLayerR    = "LAYER+R"
+	PolicyS3FIFOWS  = "s3fifo-ws" // online: S3-FIFO sized against one token's working set
+	PolicyLFU       = "lfu"       // online: LFU
+	PolicyBelady    = "belady"    // offline: the optimum (SimBelady)
+	PolicyPinnedLRU = "pin+lru"   // offline: this trace's hottest experts pinned (SimPinnedLRU)
 )
 
-// Policies lists every policy Simulate knows.
-var Policies = []string{PolicyLRU, PolicyS3FIFO, PolicyS3FIFOWS, PolicyLFU, PolicyLayer, PolicyLayerR, PolicyBelady, PolicyPinnedLRU}
+// Policies lists every policy Simulate knows, in table order: every
+// expertcache policy and the simulator's own.
+var Policies = []string{expertcache.NameLRU, expertcache.NameS3FIFO, PolicyS3FIFOWS, PolicyLFU,
+	expertcache.NameLayer, expertcache.NameLayerR, PolicyBelady, PolicyPinnedLRU}
 
 // Offline reports whether a policy needs the whole trace (future knowledge).
 func Offline(name string) bool { return name == PolicyBelady || name == PolicyPinnedLRU }
 
-// LookupPolicy resolves a case-insensitive policy name ("s3fifo" and
-// "pin" are accepted too).
+// LookupPolicy resolves a policy name, case-insensitively as the registry
+// does ("LRU" is "lru"; the text table prints names upper-case).
 func LookupPolicy(name string) (string, error) {
-	n := strings.ToUpper(strings.TrimSpace(name))
-	switch n {
-	case "S3FIFO":
-		n = PolicyS3FIFO
-	case "S3FIFO-WS":
-		n = PolicyS3FIFOWS
-	case "PIN", "PINNED", "PIN-LRU", "PINLRU":
-		n = PolicyPinnedLRU
-	case "OPT", "MIN":
-		n = PolicyBelady
-	}
 	for _, p := range Policies {
-		if p == n {
+		if strings.EqualFold(p, name) {
 			return p, nil
 		}
 	}
 	return "", fmt.Errorf("unknown cache policy %q (known: %s)", name, strings.Join(Policies, ", "))
 }
 
-// WorkingSet is one token's expert requests (top-k x MoE layers); the
-// S3-FIFO-WS variant sizes its small queue against it.
-const WorkingSet = K3TopK * K3MoELayers
-
 // NewS3FIFOWS is the C tool's later S3-FIFO sizing: a 10% small queue when
-// the cache holds at least one token's working set of workingSet slots,
-// 50% below that (where an admission filter has nothing to protect).
-func NewS3FIFOWS(capacity, keySpace, workingSet int) *S3FIFO {
+// the cache holds at least one token's working set of workingSet slots
+// (Model.TokenRequests), 50% below that (where an admission filter has
+// nothing to protect).
+func NewS3FIFOWS(capacity, keySpace, workingSet int) *expertcache.S3FIFO {
 	frac := 0.10
 	if capacity < workingSet {
 		frac = 0.50
 	}
-	p := NewS3FIFOWith(capacity, keySpace, frac, capacity)
-	p.name = PolicyS3FIFOWS
-	return p
+	return expertcache.NewS3FIFOWith(capacity, keySpace, frac, capacity)
 }
 
-// Simulate replays the trace under the named policy at capacity slots.
-func Simulate(t *Trace, policy string, capacity int) (Stats, error) {
+// Simulate replays the trace under the named policy at capacity slots; m
+// sizes s3fifo-ws.
+func Simulate(t *Trace, m Model, policy string, capacity int) (Stats, error) {
 	name, err := LookupPolicy(policy)
 	if err != nil {
 		return Stats{}, err
@@ -236,32 +214,30 @@ func Simulate(t *Trace, policy string, capacity int) (Stats, error) {
 		return Stats{}, fmt.Errorf("capacity %d slots: need at least 1", capacity)
 	}
 	ks := t.KeySpace()
-	var p Policy
+	var p expertcache.Policy
 	switch name {
 	case PolicyBelady:
 		return SimBelady(t.Keys, ks, capacity), nil
 	case PolicyPinnedLRU:
 		return SimPinnedLRU(t.Keys, ks, capacity), nil
-	case PolicyLRU:
-		p = NewLRU(capacity, ks)
-	case PolicyS3FIFO:
-		p = NewS3FIFO(capacity, ks)
 	case PolicyS3FIFOWS:
-		p = NewS3FIFOWS(capacity, ks, WorkingSet)
+		p = NewS3FIFOWS(capacity, ks, m.TokenRequests())
 	case PolicyLFU:
 		p = NewLFU(capacity, ks)
-	case PolicyLayer:
-		if t.NExperts == 0 {
-			return Stats{}, fmt.Errorf("LAYER needs (layer, expert) indices below %d combined", MaxKey)
+	default: // the engine's, from the registry
+		layers, experts := t.NLayers, t.NExperts
+		if experts == 0 { // opaque ids: one row of keys, no layer to cycle on
+			if name == expertcache.NameLayer || name == expertcache.NameLayerR {
+				return Stats{}, fmt.Errorf("%s needs (layer, expert) indices below %d combined", name, expertcache.MaxKey)
+			}
+			layers, experts = 1, max(ks, 1)
 		}
-		p = NewLayerCycle(capacity, t.NLayers, t.NExperts)
-	case PolicyLayerR:
-		if t.NExperts == 0 {
-			return Stats{}, fmt.Errorf("LAYER+R needs (layer, expert) indices below %d combined", MaxKey)
-		}
-		p = NewLayerCycleRecency(capacity, t.NLayers, t.NExperts)
+		newPolicy, _ := expertcache.Lookup(name)
+		p = newPolicy(capacity, layers, experts)
 	}
-	return Replay(p, t.Keys), nil
+	st := Replay(p, t.Keys)
+	st.Policy = name
+	return st, nil
 }
 
 // SlotsForGB is the number of whole experts of expertBytes in gb
@@ -279,8 +255,32 @@ type Model struct {
 	DiskMBps    float64 // read rate for SEC/TOK, MB = 1e6 bytes
 }
 
-// K3 is Kimi K3 with the published table's read rate.
-var K3 = Model{ExpertBytes: ExpertBytes, MoELayers: K3MoELayers, Experts: K3Experts, TopK: K3TopK, DiskMBps: DiskMBps}
+// DiskMBps is the measured random-cold read rate behind the published
+// SEC/TOK column.
+const DiskMBps = 1234.0
+
+// K3 is Kimi K3 as released, for k3 sim-cache without a config: what
+// ModelFromConfig gives for testdata/kimi-k3/released-config.json (93
+// layers, the first dense; 896 routed experts, top-16; moe_intermediate_size
+// 3072 over a 3584 latent, so 17,547,264 bytes an expert), at DiskMBps.
+var K3 = Model{ExpertBytes: 17_547_264, MoELayers: 92, Experts: 896, TopK: 16, DiskMBps: DiskMBps}
+
+// ModelFromConfig is the Model of a checkpoint's config at a read rate:
+// its MoE layers (all but the first_k_dense_replace dense ones), routed
+// experts, top-k, and the bytes of one routed expert as the engine reads it
+// (engine/experts.go expertSize: gate and up [MoEInter x Latent] and down
+// [Latent x MoEInter] in MXFP4, half a byte a weight plus a scale byte per
+// 32).
+func ModelFromConfig(c *config.Config, diskMBps float64) Model {
+	l, i := c.Latent, c.MoEInter
+	return Model{
+		ExpertBytes: int64(2*i*(l/2+l/32) + l*(i/2+i/32)),
+		MoELayers:   max(c.Layers-c.FirstKDense, 0),
+		Experts:     c.Experts,
+		TopK:        c.TopK,
+		DiskMBps:    diskMBps,
+	}
+}
 
 // TokenRequests is one token's expert requests (1472 for K3).
 func (m Model) TokenRequests() int { return m.TopK * m.MoELayers }
@@ -363,7 +363,7 @@ func Table(t *Trace, m Model, policies []string, slots []int, readPolicy string)
 		r := Row{Slots: c, ReadPolicy: rp}
 		var readStats *Stats
 		for _, n := range names {
-			st, err := Simulate(t, n, c)
+			st, err := Simulate(t, m, n, c)
 			if err != nil {
 				return nil, err
 			}
@@ -373,7 +373,7 @@ func Table(t *Trace, m Model, policies []string, slots []int, readPolicy string)
 			}
 		}
 		if readStats == nil {
-			st, err := Simulate(t, rp, c)
+			st, err := Simulate(t, m, rp, c)
 			if err != nil {
 				return nil, err
 			}

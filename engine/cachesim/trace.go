@@ -1,6 +1,7 @@
 // Package cachesim replays routed-expert request traces through cache
-// replacement policies, and provides those policies in an online,
-// allocation-free form the engine's expert cache can run directly.
+// replacement policies: the engine's own (engine/expertcache, under the
+// registry's names) and the simulator's (s3fifo-ws, lfu, and the offline
+// belady and pin+lru), and prints the capacity table of k3 sim-cache.
 //
 // A trace is what the engine records with --dump-cache-trace: every routed
 // expert request, in order, as flat little-endian int32 pairs (layer, expert),

@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"slices"
 	"strings"
 
 	"k3/engine"
+	"k3/engine/expertcache"
 	"k3/engine/plan"
 	"k3/storage/config"
 )
@@ -42,7 +42,7 @@ func addModelFlags(fs *flag.FlagSet, cmd string) *modelFlags {
 		trunkGB:  fs.Float64("trunk-gb", 16, "budget for pinned trunk layers plus the streaming ring, in GB"),
 		ring:     fs.Int("trunk-ring", 2, "ring slots for streamed layers (read ahead while the current layer computes)"),
 		preset:   fs.String("preset", "", "memory preset: "+strings.Join(plan.Names(), ", ")+" (see k3 presets)"),
-		policy:   fs.String("cache-policy", "layer+r", "expert cache replacement: layer+r, layer, lru or s3fifo (k3 sim-cache compares them)"),
+		policy:   fs.String("cache-policy", expertcache.Default, "expert cache replacement: "+orList(expertcache.Names())+" (k3 sim-cache compares them)"),
 		ultra:    fs.Bool("ultra-low-memory", false, "read embedding rows and lm_head from the packed trunk as needed (needs --trunk)"),
 	}
 }
@@ -86,8 +86,8 @@ func (f *modelFlags) resolve(fs *flag.FlagSet, stdout, stderr io.Writer) int {
 	case *f.chunk < 1:
 		fmt.Fprintf(stderr, "k3 %s: --chunk must be at least 1\n", f.cmd)
 		return ExitUsage
-	case !slices.Contains([]string{"layer+r", "layer", "lru", "s3fifo"}, *f.policy):
-		fmt.Fprintf(stderr, "k3 %s: --cache-policy %q is not layer+r, layer, lru or s3fifo\n", f.cmd, *f.policy)
+	case !knownPolicy(*f.policy):
+		fmt.Fprintf(stderr, "k3 %s: --cache-policy %q is not %s\n", f.cmd, *f.policy, orList(expertcache.Names()))
 		return ExitUsage
 	case *f.ultra && *f.trunkDir == "":
 		fmt.Fprintf(stderr, "k3 %s: --ultra-low-memory (and --preset ultra) stream the model tables from a packed trunk: give --trunk DIR (see k3 pack)\n", f.cmd)
@@ -134,4 +134,18 @@ func (f *modelFlags) open(dir string, o engine.Options, stdout, stderr io.Writer
 	}
 	fmt.Fprint(stdout, m.Plan.String())
 	return m, -1
+}
+
+// knownPolicy reports whether the expert cache registry has the policy.
+func knownPolicy(name string) bool {
+	_, ok := expertcache.Lookup(name)
+	return ok
+}
+
+// orList renders names as "a, b, c or d".
+func orList(names []string) string {
+	if len(names) < 2 {
+		return strings.Join(names, "")
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
 }

@@ -10,14 +10,16 @@ import (
 	"strings"
 
 	"k3/engine/cachesim"
+	"k3/engine/expertcache"
+	"k3/storage/config"
 )
 
 func init() {
 	register("sim-cache", "replay an expert trace (--dump-cache-trace) under cache policies at many sizes", runSimCache)
 }
 
-const simCacheUsage = `usage: k3 sim-cache TRACE [--capacities 8,16,...] [--slots N,...] [--policies LRU,S3-FIFO,...]
-                     [--read-policy LRU] [--incremental] [--json]`
+const simCacheUsage = `usage: k3 sim-cache TRACE [--capacities 8,16,...] [--slots N,...] [--policies lru,s3fifo,...]
+                     [--read-policy lru] [--config PATH] [--incremental] [--json]`
 
 // defaultCapacitiesGB are the published table's sizes.
 var defaultCapacitiesGB = []float64{8, 16, 32, 64, 128, 192, 256, 384, 512, 768, 1024, 1450}
@@ -29,10 +31,11 @@ func runSimCache(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("sim-cache", stderr)
 	caps := fs.String("capacities", "", "cache sizes in GB (1e9 bytes), comma separated (default: the published 8..1450)")
 	slots := fs.String("slots", "", "cache sizes in slots (experts), comma separated, instead of --capacities")
-	pols := fs.String("policies", strings.Join(cachesim.Policies, ","), "policies, one column each")
-	readPol := fs.String("read-policy", cachesim.PolicyLRU, "policy the GB READ/TOK and SEC/TOK columns follow")
+	pols := fs.String("policies", strings.Join(cachesim.Policies, ","), "policies, one column each (any case; the engine's are "+strings.Join(expertcache.Names(), ", ")+")")
+	readPol := fs.String("read-policy", expertcache.NameLRU, "policy the GB READ/TOK and SEC/TOK columns follow")
 	incremental := fs.Bool("incremental", false, "replay the incremental-decode trace derived from a full-recompute trace")
 	asJSON := fs.Bool("json", false, "one JSON object per line per capacity")
+	cfgPath := fs.String("config", "", "config.json to take the model numbers from (default: Kimi K3 as released); --expert-bytes, --top-k, --moe-layers and --experts override it")
 	m := cachesim.K3
 	fs.Int64Var(&m.ExpertBytes, "expert-bytes", m.ExpertBytes, "bytes read per miss")
 	fs.Float64Var(&m.DiskMBps, "disk-mbs", m.DiskMBps, "read rate in MB/s for SEC/TOK")
@@ -56,18 +59,40 @@ func runSimCache(args []string, stdout, stderr io.Writer) int {
 	if len(pos) != 1 {
 		return bad("want exactly one trace file")
 	}
+	if *cfgPath != "" {
+		c, err := config.Load(*cfgPath)
+		if err != nil {
+			fmt.Fprintf(stderr, "k3 sim-cache: %v\n", err)
+			return ExitUsage
+		}
+		given := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+		fromCfg := cachesim.ModelFromConfig(c, m.DiskMBps)
+		if !given["expert-bytes"] {
+			m.ExpertBytes = fromCfg.ExpertBytes
+		}
+		if !given["top-k"] {
+			m.TopK = fromCfg.TopK
+		}
+		if !given["moe-layers"] {
+			m.MoELayers = fromCfg.MoELayers
+		}
+		if !given["experts"] {
+			m.Experts = fromCfg.Experts
+		}
+	}
 	if m.ExpertBytes < 1 || m.DiskMBps <= 0 || m.TopK < 1 || m.MoELayers < 1 || m.Experts < 1 {
 		return bad("--expert-bytes, --disk-mbs, --top-k, --moe-layers and --experts must be positive")
 	}
 	var policies []string
 	for _, p := range strings.Split(*pols, ",") {
-		n, err := cachesim.LookupPolicy(p)
+		n, err := cachesim.LookupPolicy(strings.TrimSpace(p))
 		if err != nil {
 			return bad(err.Error())
 		}
 		policies = append(policies, n)
 	}
-	rp, err := cachesim.LookupPolicy(*readPol)
+	rp, err := cachesim.LookupPolicy(strings.TrimSpace(*readPol))
 	if err != nil {
 		return bad("--read-policy: " + err.Error())
 	}
@@ -144,7 +169,8 @@ func runSimCache(args []string, stdout, stderr io.Writer) int {
 
 func fmtGB(g float64) string { return strconv.FormatFloat(g, 'f', -1, 64) }
 
-// simCacheText prints the report in the layout of the C tool's table.
+// simCacheText prints the report in the layout of the C tool's table, policy
+// names upper-case as that table has them.
 func simCacheText(w io.Writer, s cachesim.Summary, m cachesim.Model, policies []string, rows []cachesim.Row) {
 	fmt.Fprintf(w, "trace: %d requests, %d distinct experts, about %d token(s)\n", s.Requests, s.Distinct, s.Tokens)
 	fmt.Fprintf(w, "distinct experts touched: %d of %d (%.2f%% of the pool)\n", s.Distinct, s.Pool, pctOf(s.Distinct, s.Pool))
@@ -162,7 +188,7 @@ func simCacheText(w io.Writer, s cachesim.Summary, m cachesim.Model, policies []
 	for i, p := range policies {
 		widths[i] = max(9, len(p))
 		rule += widths[i] + 1
-		fmt.Fprintf(w, " %*s", widths[i], p)
+		fmt.Fprintf(w, " %*s", widths[i], strings.ToUpper(p))
 	}
 	fmt.Fprintf(w, " %12s %11s\n", "GB READ/TOK", "SEC/TOK")
 	fmt.Fprintln(w, strings.Repeat("-", rule))
@@ -178,16 +204,17 @@ func simCacheText(w io.Writer, s cachesim.Summary, m cachesim.Model, policies []
 		fmt.Fprintf(w, " %12.2f %11.2f\n", r.GBPerToken, r.SecPerTok)
 	}
 	fmt.Fprintln(w, strings.Repeat("-", rule))
-	read := cachesim.PolicyLRU
+	read := expertcache.NameLRU
 	if len(rows) > 0 {
 		read = rows[0].ReadPolicy
 	}
+	read = strings.ToUpper(read)
 	fmt.Fprintf(w, "SEC/TOK is expert I/O only, at the measured %.0f MB/s random-cold rate.\n", m.DiskMBps)
 	fmt.Fprintf(w, "GB READ/TOK and SEC/TOK follow the %s column (misses x %d bytes / %d token(s)).\n", read, m.ExpertBytes, s.Tokens)
 	var offline []string
 	for _, p := range policies {
 		if cachesim.Offline(p) {
-			offline = append(offline, p)
+			offline = append(offline, strings.ToUpper(p))
 		}
 	}
 	switch len(offline) {

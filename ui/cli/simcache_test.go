@@ -3,10 +3,17 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"k3/engine/cachesim"
+	"k3/storage/config"
 )
 
 const (
@@ -59,7 +66,7 @@ func TestSimCacheReproducesPublished(t *testing.T) {
 }
 
 func TestSimCacheJSON(t *testing.T) {
-	code, out, errOut := runSim(t, simTrace, "--json", "--capacities", "8,64GB", "--policies", "LRU,S3-FIFO,LAYER+R,BELADY")
+	code, out, errOut := runSim(t, simTrace, "--json", "--capacities", "8,64GB", "--policies", "LRU,s3fifo, Layer+R,belady")
 	if code != ExitOK {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
@@ -71,16 +78,16 @@ func TestSimCacheJSON(t *testing.T) {
 	if err := json.Unmarshal([]byte(lines[1]), &row); err != nil {
 		t.Fatal(err)
 	}
-	if row.CacheGB != 64 || row.Slots != 3647 || row.Requests != 100096 || row.Tokens != 68 || row.ReadPolicy != "LRU" || len(row.Policies) != 4 {
+	if row.CacheGB != 64 || row.Slots != 3647 || row.Requests != 100096 || row.Tokens != 68 || row.ReadPolicy != "lru" || len(row.Policies) != 4 {
 		t.Fatalf("row %+v", row)
 	}
-	want := map[string]int{"LRU": 36272, "S3-FIFO": 50016, "LAYER+R": 61518, "BELADY": 61801}
+	want := map[string]int{"lru": 36272, "s3fifo": 50016, "layer+r": 61518, "belady": 61801}
 	for _, p := range row.Policies {
 		if p.Hits != want[p.Policy] || p.Hits+p.Misses != 100096 {
 			t.Errorf("%s: %d hits, want %d", p.Policy, p.Hits, want[p.Policy])
 		}
 	}
-	if s := strings.TrimSpace(strings.Split(out, "\n")[0]); !strings.HasPrefix(s, `{"cache_gb":8,"slots":455,"requests":100096,"tokens":68,"policies":[{"policy":"LRU","hits":36272,`) {
+	if s := strings.TrimSpace(strings.Split(out, "\n")[0]); !strings.HasPrefix(s, `{"cache_gb":8,"slots":455,"requests":100096,"tokens":68,"policies":[{"policy":"lru","hits":36272,`) {
 		t.Errorf("first line %s", s)
 	}
 }
@@ -101,6 +108,30 @@ func TestSimCacheSlotsAndIncremental(t *testing.T) {
 	}
 }
 
+// TestSimCacheConfig: --config takes the model numbers from a config; the
+// released one gives the built-in K3 report, and explicit flags win.
+func TestSimCacheConfig(t *testing.T) {
+	args := []string{simTrace, "--capacities", "8,64", "--policies", "lru,layer+r,belady"}
+	code, want, errOut := runSim(t, args...)
+	require.Equal(t, ExitOK, code, errOut)
+	code, got, errOut := runSim(t, append(args, "--config", "../../testdata/kimi-k3/released-config.json")...)
+	require.Equal(t, ExitOK, code, errOut)
+	assert.Equal(t, want, got, "the released config is the K3 default")
+
+	tinyCfg := filepath.Join(tinyRelease, "config.json")
+	c, err := config.Load(tinyCfg)
+	require.NoError(t, err)
+	m := cachesim.ModelFromConfig(c, cachesim.DiskMBps)
+	code, got, errOut = runSim(t, simTrace, "--slots", "2000", "--policies", "lru", "--config", tinyCfg, "--experts", "896")
+	require.Equal(t, ExitOK, code, errOut)
+	assert.Contains(t, got, fmt.Sprintf("distinct experts touched: 10010 of %d ", m.MoELayers*896), "--experts wins over the config")
+	assert.Contains(t, got, fmt.Sprintf("follow the LRU column (misses x %d bytes / %d token(s))", m.ExpertBytes, 100096/(m.TopK*m.MoELayers)))
+
+	code, _, errOut = runSim(t, simTrace, "--config", "../../testdata/seed-v1/cfg/bad_topk.json")
+	assert.Equal(t, ExitUsage, code)
+	assert.Contains(t, errOut, "k3 sim-cache: config ../../testdata/seed-v1/cfg/bad_topk.json is refused")
+}
+
 func TestSimCacheErrors(t *testing.T) {
 	dir := t.TempDir()
 	odd := filepath.Join(dir, "odd.bin")
@@ -114,6 +145,8 @@ func TestSimCacheErrors(t *testing.T) {
 		{[]string{odd}, ExitUsage, odd + ": offset 9: length 9 is not a multiple of 8"},
 		{[]string{filepath.Join(dir, "none.bin")}, ExitUsage, "no such file"},
 		{[]string{simTrace, "--policies", "fifo"}, ExitUsage, `unknown cache policy "fifo"`},
+		{[]string{simTrace, "--policies", "S3-FIFO"}, ExitUsage, `unknown cache policy "S3-FIFO" (known: lru, s3fifo, s3fifo-ws, lfu, layer, layer+r, belady, pin+lru)`},
+		{[]string{simTrace, "--read-policy", "opt"}, ExitUsage, `--read-policy: unknown cache policy "opt"`},
 		{[]string{simTrace, "--slots", "10", "--capacities", "8"}, ExitUsage, "not both"},
 		{[]string{simTrace, "--capacities", "x"}, ExitUsage, "not a positive number"},
 		{[]string{simTrace, "--slots", "0"}, ExitUsage, "not a positive integer"},

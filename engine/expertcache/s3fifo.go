@@ -1,4 +1,4 @@
-package cachesim
+package expertcache
 
 import "fmt"
 
@@ -33,7 +33,6 @@ type S3FIFO struct {
 	queue      []uint8 // per slot: qSmall or qMain
 	sLen, mLen int
 	sTarget    int
-	name       string
 
 	ghost     []uint64 // ring of evicted-from-S keys
 	ghostHead int      // next ring position to write
@@ -60,7 +59,7 @@ func NewS3FIFO(capacity, keySpace int) *S3FIFO {
 // (0 < smallFrac < 1) and the ghost's length in keys (>= 1).
 func NewS3FIFOWith(capacity, keySpace int, smallFrac float64, ghostCap int) *S3FIFO {
 	if !(smallFrac > 0 && smallFrac < 1) {
-		panic(fmt.Sprintf("cachesim: S3-FIFO small fraction %v not in (0,1)", smallFrac))
+		panic(fmt.Sprintf("expertcache: S3-FIFO small fraction %v not in (0,1)", smallFrac))
 	}
 	if ghostCap < 1 {
 		ghostCap = 1
@@ -71,7 +70,6 @@ func NewS3FIFOWith(capacity, keySpace int, smallFrac float64, ghostCap int) *S3F
 		freq:  make([]uint8, capacity),
 		queue: make([]uint8, capacity),
 		ghost: make([]uint64, ghostCap),
-		name:  "S3-FIFO",
 	}
 	p.sTarget = max(1, int(float64(capacity)*smallFrac))
 	if keySpace > 0 {
@@ -80,7 +78,7 @@ func NewS3FIFOWith(capacity, keySpace int, smallFrac float64, ghostCap int) *S3F
 	return p
 }
 
-func (p *S3FIFO) Name() string { return p.name }
+func (p *S3FIFO) Name() string { return NameS3FIFO }
 
 // SmallTarget is the small queue's target length in slots.
 func (p *S3FIFO) SmallTarget() int { return p.sTarget }

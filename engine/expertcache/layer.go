@@ -1,4 +1,4 @@
-package cachesim
+package expertcache
 
 import (
 	"fmt"
@@ -25,7 +25,7 @@ type LayerCycle struct {
 	count    []int32  // residents per layer
 	nonEmpty []uint64 // bitset of layers with residents
 
-	// recency mode (LAYER+R): a resident untouched since before the previous
+	// recency mode (layer+r): a resident untouched since before the previous
 	// visit of the current layer began (it sat out one whole cycle) goes first,
 	// oldest first; only when there is none does the cycle rule apply.
 	recency    bool
@@ -40,7 +40,7 @@ type LayerCycle struct {
 // NewLayerCycle returns the policy for nLayers layers of nExperts experts.
 func NewLayerCycle(capacity, nLayers, nExperts int) *LayerCycle {
 	if nLayers < 1 || nExperts < 1 {
-		panic(fmt.Sprintf("cachesim: LayerCycle needs nLayers, nExperts >= 1 (got %d, %d)", nLayers, nExperts))
+		panic(fmt.Sprintf("expertcache: LayerCycle needs nLayers, nExperts >= 1 (got %d, %d)", nLayers, nExperts))
 	}
 	return &LayerCycle{
 		slots:    newSlots(capacity, nLayers*nExperts),
@@ -53,7 +53,7 @@ func NewLayerCycle(capacity, nLayers, nExperts int) *LayerCycle {
 	}
 }
 
-// NewLayerCycleRecency returns LAYER+R: LayerCycle that first evicts, least
+// NewLayerCycleRecency returns layer+r: LayerCycle that first evicts, least
 // recently used first, any resident not touched during the last full cycle
 // (since the previous visit of the requesting layer began). Under
 // incremental decoding with a cache larger than one token's working set this
@@ -71,9 +71,9 @@ func NewLayerCycleRecency(capacity, nLayers, nExperts int) *LayerCycle {
 
 func (p *LayerCycle) Name() string {
 	if p.recency {
-		return "LAYER+R"
+		return NameLayerR
 	}
-	return "LAYER"
+	return NameLayer
 }
 
 func (p *LayerCycle) Reset() {
@@ -92,7 +92,7 @@ func (p *LayerCycle) Reset() {
 func (p *LayerCycle) layer(key uint64) int {
 	l := key / p.nExperts
 	if l >= uint64(p.nLayers) {
-		panic(fmt.Sprintf("cachesim: LayerCycle key %d is beyond layer %d", key, p.nLayers-1))
+		panic(fmt.Sprintf("expertcache: LayerCycle key %d is beyond layer %d", key, p.nLayers-1))
 	}
 	return int(l)
 }

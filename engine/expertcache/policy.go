@@ -1,4 +1,10 @@
-package cachesim
+// Package expertcache holds the replacement policies the engine's routed-expert
+// cache runs on the decode path (lru, s3fifo, layer and layer+r) and the one
+// registry of their names (Lookup, Names, New; Default is "layer+r"). They are
+// online and allocation-free once the key space is reserved; engine/cachesim
+// replays traces through them and adds policies of its own (lfu, s3fifo-ws
+// and the offline belady and pin+lru).
+package expertcache
 
 import "fmt"
 
@@ -11,7 +17,8 @@ import "fmt"
 // Policies are deterministic and not safe for concurrent use: the engine's
 // cache calls them under its own lock.
 type Policy interface {
-	// Name is the policy's column name (e.g. "LRU", "S3-FIFO").
+	// Name is the policy's name (for this package's policies, the registry's:
+	// "lru", "s3fifo", ...).
 	Name() string
 	// Capacity is the number of slots.
 	Capacity() int
@@ -61,7 +68,7 @@ type slotIndex struct{ slot []int32 }
 func (x *slotIndex) reserve(n int) {
 	if n > len(x.slot) {
 		if n > MaxKey {
-			panic(fmt.Sprintf("cachesim: key space %d exceeds MaxKey %d (keys must be dense, e.g. layer*nExperts+expert)", n, MaxKey))
+			panic(fmt.Sprintf("expertcache: key space %d exceeds MaxKey %d (keys must be dense, e.g. layer*nExperts+expert)", n, MaxKey))
 		}
 		s := make([]int32, n)
 		copy(s, x.slot)
@@ -95,7 +102,7 @@ func (x *slotIndex) clear() {
 // growTo is the new length of per-key state that must hold key.
 func growTo(key uint64) int {
 	if key >= MaxKey {
-		panic(fmt.Sprintf("cachesim: key %d exceeds MaxKey %d (keys must be dense, e.g. layer*nExperts+expert)", key, MaxKey))
+		panic(fmt.Sprintf("expertcache: key %d exceeds MaxKey %d (keys must be dense, e.g. layer*nExperts+expert)", key, MaxKey))
 	}
 	n := uint64(1024)
 	for n <= key {
@@ -168,7 +175,7 @@ type slots struct {
 
 func newSlots(capacity, keySpace int) slots {
 	if capacity < 1 {
-		panic(fmt.Sprintf("cachesim: capacity %d < 1", capacity))
+		panic(fmt.Sprintf("expertcache: capacity %d < 1", capacity))
 	}
 	s := slots{keyOf: make([]uint64, capacity), free: make([]int32, 0, capacity)}
 	s.index.reserve(keySpace)
@@ -221,7 +228,7 @@ func NewLRU(capacity, keySpace int) *LRU {
 	return &LRU{slots: newSlots(capacity, keySpace), l: newLists(capacity, 1)}
 }
 
-func (p *LRU) Name() string { return "LRU" }
+func (p *LRU) Name() string { return NameLRU }
 
 func (p *LRU) Reset() {
 	p.resetSlots()
