@@ -7,12 +7,6 @@ func Sigmoid(x float32) float32 { return float32(sigmoid64(float64(x))) }
 
 func sigmoid64(x float64) float64 { return 1 / (1 + math.Exp(-x)) }
 
-// SiLU is x·sigmoid(x) evaluated in float64 and rounded once.
-func SiLU(x float32) float32 {
-	v := float64(x)
-	return float32(v / (1 + math.Exp(-v)))
-}
-
 // RMSNorm writes dst[i] = w[i] · float32(x[i]/sqrt(mean(x²)+eps)); w nil means
 // no weight. The sum of squares follows the dot contract; dst may alias x.
 func RMSNorm(dst, x, w []float32, eps float32) {
