@@ -36,7 +36,7 @@ func addModelFlags(fs *flag.FlagSet, cmd string) *modelFlags {
 		cfgPath:  fs.String("config", "", "config file (default MODEL_DIR/config.json)"),
 		layers:   fs.Int("layers", 0, "bind only the first N layers (the output is then not the model's)"),
 		threads:  fs.Int("threads", 0, "worker threads (default: all CPUs)"),
-		chunk:    fs.Int("chunk", 64, "prefill chunk in positions"),
+		chunk:    fs.Int("chunk", engine.DefaultChunk, "prefill chunk in positions"),
 		cacheGB:  fs.Float64("cache-gb", 64, "routed-expert cache budget in GB (1 GB = 1e9 bytes)"),
 		trunkDir: fs.String("trunk", "", "packed trunk directory (k3 pack): stream layers that do not fit --trunk-gb"),
 		trunkGB:  fs.Float64("trunk-gb", 16, "budget for pinned trunk layers plus the streaming ring, in GB"),
