@@ -20,6 +20,7 @@ import (
 	"strings"
 	"time"
 
+	"k3/doctor/machine"
 	"k3/engine/plan"
 	"k3/storage/verify"
 )
@@ -31,7 +32,7 @@ type Options struct {
 	// Root is the filesystem /proc and /sys are read from (nil: the real
 	// one). Tests pass an fstest.MapFS.
 	Root fs.FS
-	// Memory reports total and available memory (nil: gopsutil).
+	// Memory reports total and available memory (nil: doctor/machine).
 	Memory MemorySource
 	// SkipDisk and SkipCompute leave those measurements out (their fields
 	// say "not measured"); for tests and for a GUI's instant first pass.
@@ -95,7 +96,7 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 	}
 	src := opt.Memory
 	if src == nil {
-		src = gopsutilMemory{}
+		src = machineMemory{}
 	}
 	dirs := opt.Dirs
 	if len(dirs) == 0 {
@@ -104,7 +105,11 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 	r := &Report{OS: runtime.GOOS, Arch: runtime.GOARCH, Quick: opt.Quick, Problems: []string{}, Warnings: []string{}, Notes: []string{}, Then: []string{}}
 
 	prog(Progress{Step: "system", Message: "reading CPU and memory"})
-	r.CPU = readCPU(root)
+	if opt.Root != nil {
+		r.CPU = cpuInfo(machine.ReadCPUFS(opt.Root))
+	} else {
+		r.CPU = cpuInfo(machine.ReadCPU())
+	}
 	var notes []string
 	r.Memory, notes = readMemory(ctx, src, root)
 	r.Notes = append(r.Notes, notes...)

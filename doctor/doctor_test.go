@@ -39,26 +39,6 @@ physical id	: 0
 core id		: 1
 `
 
-func TestReadCPU(t *testing.T) {
-	c := readCPU(fstest.MapFS{"proc/cpuinfo": {Data: []byte(cpuinfo2x2)}})
-	if c.Model != "Test CPU 9000" || c.LogicalCores != 4 || c.PhysicalCores != 2 {
-		t.Fatalf("%+v", c)
-	}
-	// ARM style: no core ids in cpuinfo, topology in sysfs.
-	arm := fstest.MapFS{
-		"proc/cpuinfo": {Data: []byte("processor\t: 0\nBogoMIPS\t: 50\n\nprocessor\t: 1\n\nprocessor\t: 2\n")},
-	}
-	for i, core := range []string{"0", "1", "1"} {
-		d := "sys/devices/system/cpu/cpu" + string(rune('0'+i)) + "/topology/"
-		arm[d+"core_id"] = &fstest.MapFile{Data: []byte(core + "\n")}
-		arm[d+"physical_package_id"] = &fstest.MapFile{Data: []byte("0\n")}
-	}
-	c = readCPU(arm)
-	if c.LogicalCores != 3 || c.PhysicalCores != 2 || !strings.HasPrefix(c.Model, "unknown") {
-		t.Fatalf("arm: %+v", c)
-	}
-}
-
 func TestCgroupV2Nested(t *testing.T) {
 	fsys := fstest.MapFS{
 		"proc/self/cgroup":                                  {Data: []byte("0::/user.slice/app.scope\n")},

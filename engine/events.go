@@ -1,7 +1,7 @@
 package engine
 
 import (
-	"k3/engine/plan"
+	"k3/doctor/machine"
 )
 
 // Event kinds sent to Engine.Observe.
@@ -43,7 +43,7 @@ func (s Stats) Sub(o Stats) Stats {
 
 // Snapshot reads the engine's counters now.
 func (e *Engine) Snapshot() Stats {
-	s := Stats{RSSBytes: plan.CurrentRSS()}
+	s := Stats{RSSBytes: machine.RSS()}
 	if st, ok := e.M.Experts.(interface{ Stats() ExpertStats }); ok {
 		s.Expert = st.Stats()
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"k3/doctor/machine"
 	"k3/engine/plan"
 	"k3/storage/config"
 	st "k3/storage/safetensors"
@@ -101,5 +102,5 @@ func MakePlan(set *st.Set, cfg *config.Config, layers int, b Budget) *plan.Plan 
 	return plan.Make(plan.Inputs{LayerBytes: perLayer, GlobalBytes: globals, ExpertBytes: expertBytes, TopK: c.TopK,
 		MaxExperts: c.Experts * max(0, layers-c.FirstKDense),
 		Streaming:  b.Streaming, TrunkBudget: b.TrunkBytes, Ring: b.Ring, CacheBudget: b.CacheBytes,
-		StateBytes: state, KVPerPos: kvPerPos, Positions: b.Positions, BufferBytes: buffers, BaselineRSS: plan.CurrentRSS()})
+		StateBytes: state, KVPerPos: kvPerPos, Positions: b.Positions, BufferBytes: buffers, BaselineRSS: machine.RSS()})
 }

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"k3/doctor"
 	"k3/engine"
 	"k3/engine/plan"
 	"k3/storage/config"
@@ -56,7 +57,7 @@ func (f *modelFlags) resolve(fs *flag.FlagSet, stdout, stderr io.Writer) int {
 	if *f.preset != "" {
 		var t, c float64
 		if *f.preset == "auto" {
-			mem, err := plan.ReadMemory()
+			mem, err := doctor.ReadMemory()
 			if err != nil {
 				fmt.Fprintf(stderr, "k3 %s: --preset auto needs the available memory: %v\n", f.cmd, err)
 				return ExitUsage
@@ -103,7 +104,7 @@ func (f *modelFlags) resolve(fs *flag.FlagSet, stdout, stderr io.Writer) int {
 // open makes the memory plan, checks it against available memory and binds
 // the model. It returns an exit code, or -1 with the model.
 func (f *modelFlags) open(dir string, positions int, allLogits bool, stdout, stderr io.Writer) (*engine.Model, *st.Set, *plan.Plan, int) {
-	mem, memErr := plan.ReadMemory()
+	mem, memErr := doctor.ReadMemory()
 	var memp *plan.Memory
 	if memErr == nil {
 		memp = &mem

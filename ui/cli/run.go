@@ -12,9 +12,9 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
+	"k3/doctor/machine"
 	"k3/engine"
 	"k3/engine/cachesim"
 )
@@ -56,14 +56,6 @@ type runReport struct {
 	ExpertRequests  int64     `json:"expert_requests"`
 	ExpertHits      int64     `json:"expert_hits"`
 	ExpertEvictions int64     `json:"expert_evictions"`
-}
-
-func peakRSS() int64 {
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
-		return 0
-	}
-	return ru.Maxrss * 1024
 }
 
 func cmdRun(args []string, stdout, stderr io.Writer) int {
@@ -316,7 +308,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	}
 	total := e.Snapshot().Sub(start)
 	es := total.Expert
-	rep.PeakRSSBytes = peakRSS()
+	rep.PeakRSSBytes = machine.PeakRSS()
 	rep.TrunkBytesRead = m.TrunkBytes + total.TrunkBytesRead
 	rep.ExpertBytesRead = es.BytesRead
 	rep.ExpertDrops = es.Failures

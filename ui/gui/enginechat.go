@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"k3/doctor"
 	"k3/engine"
 	"k3/engine/chat"
 	"k3/engine/plan"
@@ -76,7 +77,7 @@ func (c *engineChat) Open(ctx context.Context, on func(ChatEvent)) (ModelInfo, e
 		return ModelInfo{}, fmt.Errorf("the tokenizer in %s could not be read (%v); the checkpoint folder needs tiktoken.model and tokenizer_config.json", dir, err)
 	}
 	var memp *plan.Memory
-	if mem, err := plan.ReadMemory(); err == nil {
+	if mem, err := doctor.ReadMemory(); err == nil {
 		memp = &mem
 	}
 	on(ChatEvent{Kind: EvPhase, Phase: "loading the model", At: time.Now()})
