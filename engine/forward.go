@@ -5,6 +5,7 @@ import (
 	"math"
 	"time"
 
+	"k3/doctor/machine"
 	"k3/kernels"
 )
 
@@ -46,8 +47,11 @@ func (e *Engine) releaseLayer(li int) {
 	}
 }
 
-// NewEngine returns an engine over m with a pool of the given threads (0: all CPUs).
+// NewEngine returns an engine over m with a pool of the given threads (0: one per physical core).
 func NewEngine(m *Model, threads int) *Engine {
+	if threads <= 0 {
+		threads = machine.DefaultThreads()
+	}
 	return &Engine{M: m, Pool: kernels.NewPool(threads), Chunk: 64}
 }
 

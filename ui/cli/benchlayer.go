@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"path/filepath"
 
 	"k3/doctor"
+	"k3/doctor/machine"
 	"k3/engine"
 	"k3/engine/plan"
 )
@@ -54,7 +56,7 @@ func benchLayer(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "k3 bench layer: %v\n", err)
 		return ExitRuntime
 	}
-	r, err := engine.RunLayerBench(context.Background(), model, tr, *threads, max(*tokens, 1), logf)
+	r, err := engine.RunLayerBench(context.Background(), model, tr, cmp.Or(*threads, machine.DefaultThreads()), max(*tokens, 1), logf)
 	if err != nil {
 		fmt.Fprintf(stderr, "k3 bench layer: %v\n", err)
 		return ExitRuntime

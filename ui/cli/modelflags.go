@@ -37,7 +37,7 @@ func addModelFlags(fs *flag.FlagSet, cmd string) *modelFlags {
 		cmd:      cmd,
 		cfgPath:  fs.String("config", "", "config file (default MODEL_DIR/config.json)"),
 		layers:   fs.Int("layers", 0, "bind only the first N layers (the output is then not the model's)"),
-		threads:  fs.Int("threads", 0, "worker threads (default: all CPUs)"),
+		threads:  fs.Int("threads", 0, "worker threads (default: one per physical core)"),
 		chunk:    fs.Int("chunk", 64, "prefill chunk in positions"),
 		cacheGB:  fs.Float64("cache-gb", 64, "routed-expert cache budget in GB (1 GB = 1e9 bytes)"),
 		trunkDir: fs.String("trunk", "", "packed trunk directory (k3 pack): stream layers that do not fit --trunk-gb"),

@@ -34,7 +34,7 @@ type Settings struct {
 	TopK         int
 	Seed         int
 	MaxTokens    int
-	Threads      int // 0: all CPUs
+	Threads      int // 0: one per physical core
 
 	LastConversation string
 }
