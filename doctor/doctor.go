@@ -290,12 +290,12 @@ func decide(r *Report) {
 	for _, p := range plan.Presets {
 		r.AllPresets = append(r.AllPresets, Predict(p, sp))
 	}
-	pred, memOK := Choose(r.Memory.AvailableBytes, sp)
+	pred, memOK := Choose(r.Memory.Plan(), sp)
 	r.Preset = pred
 
 	if !memOK {
-		r.Problems = append(r.Problems, fmt.Sprintf("only %.1f GB of memory is available; even the ultra preset needs ~%.1f GB (peak RSS) within %.0f%% of it",
-			float64(r.Memory.AvailableBytes)/1e9, float64(PeakRSS(plan.Presets[0]))/1e9, memoryHeadroom*100))
+		r.Problems = append(r.Problems, fmt.Sprintf("only %.1f GB of memory is available; even the ultra preset needs ~%.1f GB (its memory plan) within 95%% of it",
+			float64(r.Memory.AvailableBytes)/1e9, float64(PeakRSS(plan.Presets[0]))/1e9))
 	}
 	if !storageOK {
 		largest := uint64(0)

@@ -112,13 +112,17 @@ func Make(in Inputs) *Plan {
 	return p
 }
 
+// fits is the one test of a plan's total against memory: at most 95% of
+// the usable memory.
+func fits(total int64, mem Memory) bool { return float64(total) <= 0.95*float64(mem.Usable()) }
+
 // Check refuses a plan that needs more than 95% of the usable memory.
 func (p *Plan) Check(mem Memory) error {
 	usable := mem.Usable()
 	if usable <= 0 {
 		return nil // unknown: nothing to check against
 	}
-	if float64(p.Total) > 0.95*float64(usable) {
+	if !fits(p.Total, mem) {
 		return fmt.Errorf("the memory plan needs %s but only %s is available (95%% of %s); lower --trunk-gb/--cache-gb, pick a smaller --preset, or shorten the context (the KV cache takes %s)",
 			human(p.Total), human(int64(0.95*float64(usable))), human(usable), human(p.KV))
 	}

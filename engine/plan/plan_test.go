@@ -53,3 +53,40 @@ func TestCheckUsable(t *testing.T) {
 	assert.Equal(t, int64(0), Memory{AvailableBytes: 10, CgroupLimit: 5, CgroupUsage: 6}.Usable())
 	assert.NoError(t, p.Check(Memory{}), "unknown memory: nothing to check against")
 }
+
+func TestResolve(t *testing.T) {
+	b, err := Resolve("ultra", nil, nil)
+	require.NoError(t, err)
+	assert.Equal(t, Budget{Preset: "ultra", TrunkGB: 2.5, CacheGB: 0.31, Ultra: true}, b)
+	b, err = Resolve("desktop", nil, nil)
+	require.NoError(t, err)
+	assert.Equal(t, Budget{Preset: "desktop", TrunkGB: 16, CacheGB: 10}, b)
+	_, err = Resolve("huge", nil, nil)
+	assert.ErrorIs(t, err, ErrUnknownPreset)
+
+	// auto: the largest preset whose plan fits Check's 95% of the usable
+	// memory; here a plan needs its two budgets plus 1 GB
+	need := func(b Budget) int64 { return int64((b.TrunkGB + b.CacheGB + 1) * GB) }
+	for _, c := range []struct {
+		usable float64
+		want   string
+	}{{3.80 / 0.95, ""}, {3.82 / 0.95, "ultra"}, {5.01 / 0.95, "laptop"}, {27.01 / 0.95, "desktop"}, {26.99 / 0.95, "laptop"}, {91.01 / 0.95, "workstation"}, {124.01 / 0.95, "server"}, {220.01 / 0.95, "max"}} {
+		mem := &Memory{TotalBytes: 1e12, AvailableBytes: int64(c.usable * GB)}
+		b, err := Resolve("auto", mem, need)
+		if c.want == "" {
+			assert.ErrorContains(t, err, "even the ultra preset", "%v GB", c.usable)
+			continue
+		}
+		require.NoError(t, err, "%v GB", c.usable)
+		assert.Equal(t, c.want, b.Preset, "%v GB", c.usable)
+		assert.NoError(t, (&Plan{Total: need(b)}).Check(*mem), "%v GB: auto picked %s, which Check refuses", c.usable, b.Preset)
+	}
+	// a cgroup's headroom counts
+	b, err = Resolve("auto", &Memory{TotalBytes: 1e12, AvailableBytes: 1e12, CgroupLimit: 31e9, CgroupUsage: 2e9}, need)
+	require.NoError(t, err)
+	assert.Equal(t, "desktop", b.Preset)
+	_, err = Resolve("auto", nil, need)
+	assert.ErrorContains(t, err, "unknown")
+	_, err = Resolve("auto", &Memory{}, need)
+	assert.ErrorContains(t, err, "unknown")
+}

@@ -76,7 +76,7 @@ func benchLayer(args []string, stdout, stderr io.Writer) int {
 	// lm_head: a bf16 mat-vec of 163840 x 7168 at the resident KDA trunk rate
 	for _, t := range r.Resident {
 		if t.Kind == "kda+dense" {
-			compute += doctor.LMHeadBytes / (float64(t.Bytes) / t.Seconds)
+			compute += float64(doctor.K3.LMHeadBytes) / (float64(t.Bytes) / t.Seconds)
 		}
 	}
 	inf := math.Inf(1)
