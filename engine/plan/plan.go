@@ -166,14 +166,3 @@ func human(n int64) string {
 	}
 	return fmt.Sprintf("%.2f %s", f, units[i])
 }
-
-// Auto sizes budgets from the usable memory: what is left after the fixed
-// parts goes 60/40 to trunk and expert cache, never below the laptop preset's
-// minimums. It returns an error below the ultra floor.
-func Auto(mem Memory, fixed int64) (trunkGB, cacheGB float64, err error) {
-	usable := float64(mem.Usable())*0.9 - float64(fixed)
-	if usable < 3e9 {
-		return 0, 0, fmt.Errorf("only %s usable: below the ~3 GB floor of the ultra preset", human(int64(usable)))
-	}
-	return usable * 0.6 / GB, usable * 0.4 / GB, nil
-}

@@ -55,25 +55,30 @@ func (f *modelFlags) resolve(fs *flag.FlagSet, stdout, stderr io.Writer) int {
 	given := map[string]bool{}
 	fs.Visit(func(fl *flag.Flag) { given[fl.Name] = true })
 	if *f.preset != "" {
-		var t, c float64
+		var mem *plan.Memory
 		if *f.preset == "auto" {
-			mem, err := doctor.ReadMemory()
+			m, err := doctor.ReadMemory()
 			if err != nil {
 				fmt.Fprintf(stderr, "k3 %s: --preset auto needs the available memory: %v\n", f.cmd, err)
 				return ExitUsage
 			}
-			if t, c, err = plan.Auto(mem, 0); err != nil {
-				fmt.Fprintf(stderr, "k3 %s: --preset auto: %v\n", f.cmd, err)
-				return ExitUsage
-			}
-			fmt.Fprintf(stdout, "auto budget: trunk %.2f GB, expert cache %.2f GB (from %s usable)\n", t, c, humanBytes(float64(mem.Usable())))
-		} else if p, ok := plan.Lookup(*f.preset); ok {
-			t, c = p.TrunkGB, p.CacheGB
-			*f.ultra = *f.ultra || p.Ultra
-		} else {
+			mem = &m
+		}
+		b, err := plan.Resolve(*f.preset, mem, doctor.Need)
+		switch {
+		case errors.Is(err, plan.ErrUnknownPreset):
 			fmt.Fprintf(stderr, "k3 %s: unknown preset %q\n%s", f.cmd, *f.preset, plan.Table())
 			return ExitUsage
+		case err != nil:
+			fmt.Fprintf(stderr, "k3 %s: --preset %v\n", f.cmd, err)
+			return ExitUsage
 		}
+		if *f.preset == "auto" {
+			fmt.Fprintf(stdout, "auto: preset %s (trunk %.2f GB, expert cache %.2f GB), the largest whose memory plan fits %s usable\n",
+				b.Preset, b.TrunkGB, b.CacheGB, humanBytes(float64(mem.Usable())))
+		}
+		t, c := b.TrunkGB, b.CacheGB
+		*f.ultra = *f.ultra || b.Ultra
 		if !given["trunk-gb"] {
 			*f.trunkGB = t
 		}

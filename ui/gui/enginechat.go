@@ -38,28 +38,26 @@ const ContextPositions = 4096
 // NewEngineChat returns a chat engine for the model the settings name.
 func NewEngineChat(s Settings) ChatEngine { return &engineChat{s: s} }
 
-// Budget turns the memory settings into the engine's budget.
+// Budget turns the memory settings into the engine's budget: the preset
+// resolved by plan.Resolve (auto included), the sliders' budgets when set,
+// ultra mode with the ultra preset (it streams the model tables from the
+// packed trunk, so only with one).
 func (s Settings) Budget(mem *plan.Memory) engine.Budget {
-	t, c := s.TrunkGB, s.CacheGB
-	if t <= 0 && c <= 0 {
-		t, c = presetBudget(s.Preset, mem)
+	b := presetBudget(s.Preset, mem)
+	if s.TrunkGB > 0 || s.CacheGB > 0 {
+		b.TrunkGB, b.CacheGB = s.TrunkGB, s.CacheGB
 	}
-	return engine.Budget{TrunkBytes: int64(t * plan.GB), CacheBytes: int64(c * plan.GB), Ring: 2,
-		Positions: ContextPositions, Chunk: 64, Streaming: s.TrunkDir != ""}
+	return engine.Budget{TrunkBytes: int64(b.TrunkGB * plan.GB), CacheBytes: int64(b.CacheGB * plan.GB), Ring: 2,
+		Positions: ContextPositions, Chunk: 64, Streaming: s.TrunkDir != "", Ultra: b.Ultra && s.TrunkDir != ""}
 }
 
-// presetBudget returns a preset's budgets in GB ("auto" from memory).
-func presetBudget(name string, mem *plan.Memory) (trunkGB, cacheGB float64) {
-	if p, ok := plan.Lookup(name); ok {
-		return p.TrunkGB, p.CacheGB
+// presetBudget resolves a preset (plan.Resolve; "auto" from memory), the
+// laptop preset when it cannot be.
+func presetBudget(name string, mem *plan.Memory) plan.Budget {
+	if b, err := plan.Resolve(name, mem, doctor.Need); err == nil {
+		return b
 	}
-	if mem != nil {
-		if t, c, err := plan.Auto(*mem, 0); err == nil {
-			return t, c
-		}
-	}
-	p := plan.Presets[1] // laptop
-	return p.TrunkGB, p.CacheGB
+	return plan.Presets[1].Budget() // laptop
 }
 
 func (c *engineChat) Open(ctx context.Context, on func(ChatEvent)) (ModelInfo, error) {
