@@ -1,7 +1,6 @@
 package doctor
 
 import (
-	"fmt"
 	"math"
 
 	"k3/engine/plan"
@@ -9,26 +8,25 @@ import (
 
 // The cost model: what one decoded token costs at a memory preset.
 //
-// Facts about the released checkpoint (reference/k3-model.md,
-// reference/machine-limits.md, published-data/):
+// The bytes come from the released checkpoint's config (K3, model.go) and
+// the memory plan from plan.Make over them — the engine's own plan, so the
+// doctor and the engine agree on the bytes of a preset:
 //
-//   - TrunkBytes: everything but the routed experts, 108.8 GB in 93 layers
-//     (~1.17 GB per layer). Every token runs every layer, so the part of
-//     the trunk that is not pinned in RAM is read from disk every token.
-//   - ExpertBytesPerToken: 16 routed experts of 17.55 MB in each of the 92
-//     MoE layers = 25.83 GB per token, minus what the expert cache hits.
-//   - ModelTableBytes: embed_tokens and lm_head, 163840 x 7168 bf16 each,
-//     4.70 GB resident (the ultra preset streams them; lm_head is then read
-//     every token).
+//   - trunk: everything but the routed experts, 108.81 GB in 93 layers.
+//     Every token runs every layer, so the part of the trunk the plan does
+//     not pin is read from disk every token.
+//   - experts per token: 16 routed experts of 17.55 MB in each of the 92
+//     MoE layers = 25.83 GB, minus what the expert cache hits.
+//   - lm_head: 163840 x 7168 bf16, 2.35 GB; ultra streams it (and the
+//     embeddings), so it is then read every token.
 //
-// Per token, at trunk budget T and expert-cache budget C (plan.Presets):
+// Per token, at a preset's plan (pinned trunk bytes, expert cache bytes C):
 //
-//	pinned     = clamp(T - RingBytes, 0, TrunkBytes)     RingBytes: two layers in flight
-//	disk bytes = (TrunkBytes - pinned)                   streamed trunk, sequential
-//	           + (1 - hit(C)) * ExpertBytesPerToken      expert misses, random 17.55 MB reads
-//	           + (ultra ? LMHeadBytes : 0)
+//	disk bytes = (trunk - pinned)                        streamed trunk, sequential
+//	           + (1 - hit(C)) * experts per token        expert misses, random 17.55 MB reads
+//	           + (ultra ? lm_head : 0)
 //	io s       = trunk part / trunk disk seq GB/s + expert part / expert disk best(qd1, qd8) GB/s
-//	compute s  = (TrunkBytes + LMHeadBytes) / bf16 GB/s + ExpertBytesPerToken / mxfp4 GB/s
+//	compute s  = (trunk + lm_head) / bf16 GB/s + experts per token / mxfp4 GB/s
 //	s/token    = io s + compute s
 //
 // The sum is deliberately conservative: an engine that overlaps reads and
@@ -47,35 +45,15 @@ import (
 // 64 GB, 49% at 128 GB, 90% from 192 GB) is reported as the optimistic
 // bound: that file says itself that steady-state decode hits less.
 //
-// Peak RSS = T + C + ModelTableBytes + RuntimeBytes (state, KV cache, buffers,
-// Go runtime), or T + C + UltraRuntimeBytes for ultra. Against the C
-// engine's published peaks (8.2, 31.9, 95.5, ~128, ~224, ~3 GB) this is
-// within 0.7 GB, except laptop (9.2 vs 8.2 GB: the safe side).
+// Peak RSS is the plan's total (Model.Plan: the KV cache for PlanPositions,
+// the KDA state, buffers, the process base).
 const (
-	TrunkBytes          = 108.8e9
-	TrunkLayers         = 93
-	ExpertBytes         = 17.55e6
-	ExpertsPerToken     = 16 * 92
-	ExpertBytesPerToken = ExpertBytes * ExpertsPerToken // 25.83 GB
-	ExpertPoolBytes     = 1.45e12
-	LMHeadBytes         = 163840 * 7168 * 2
-	ModelTableBytes     = 2 * LMHeadBytes
-	RingBytes           = 2 * TrunkBytes / TrunkLayers
-	RuntimeBytes        = 0.5e9
-	UltraRuntimeBytes   = 0.2e9
-
 	// DefaultBF16GBps and DefaultMXFP4GBps are per-core weight-byte rates
 	// of the portable exact kernels (machine-limits.md: pure Go scalar
 	// exact f64, ~5 GB/s; exact MXFP4 about 0.4 of bf16), used when no
 	// measurement is available.
 	DefaultBF16GBps  = 5.0
 	DefaultMXFP4GBps = 2.0
-
-	// UltraFloorBytes: below this the ultra preset cannot run at all.
-	UltraFloorBytes = 3.0e9
-	// memoryHeadroom is the share of available memory a preset may plan
-	// to use (the engine refuses above 95%; leave the OS some room).
-	memoryHeadroom = 0.90
 )
 
 // hitPoint is one point of a hit-rate curve: cache GB -> hit fraction.
@@ -85,12 +63,12 @@ type hitPoint struct{ gb, hit float64 }
 // with the 90% ceiling at the whole pool.
 var steadyHits = []hitPoint{
 	{0, 0}, {23.59, 0}, {36.39, 0.2989}, {49.19, 0.322}, {61.99, 0.3308},
-	{77.0, 0.3553}, {108.98, 0.4375}, {ExpertPoolBytes / 1e9, 0.90},
+	{77.0, 0.3553}, {108.98, 0.4375}, {float64(K3.ExpertPoolBytes) / 1e9, 0.90},
 }
 
 // traceHits: published-data/expert-cache-capacity.txt, LRU column.
 var traceHits = []hitPoint{
-	{0, 0}, {8, 0.3624}, {64, 0.3624}, {128, 0.4919}, {192, 0.90}, {ExpertPoolBytes / 1e9, 0.90},
+	{0, 0}, {8, 0.3624}, {64, 0.3624}, {128, 0.4919}, {192, 0.90}, {float64(K3.ExpertPoolBytes) / 1e9, 0.90},
 }
 
 func interp(pts []hitPoint, gb float64) float64 {
@@ -136,37 +114,34 @@ type Prediction struct {
 	StreamedTrunkBytesPerToken int64   `json:"streamed_trunk_bytes_per_token"`
 }
 
-// PeakRSS returns the predicted peak resident memory of a preset.
-func PeakRSS(p plan.Preset) int64 {
-	extra := ModelTableBytes + RuntimeBytes
-	if p.Ultra {
-		extra = UltraRuntimeBytes
-	}
-	return int64(p.TrunkGB*plan.GB + p.CacheGB*plan.GB + extra)
-}
+// PeakRSS returns the predicted peak resident memory of a preset: its
+// memory plan's total.
+func PeakRSS(p plan.Preset) int64 { return Need(p.Budget()) }
 
 // Predict applies the cost model to a preset.
 func Predict(p plan.Preset, s Speeds) Prediction {
-	pinned := math.Min(math.Max(p.TrunkGB*plan.GB-RingBytes, 0), TrunkBytes)
-	streamed := TrunkBytes - pinned
-	hit, opt := HitRate(p.CacheGB)
+	pl := K3.Plan(p.Budget())
+	pinned := float64(pl.PinnedBytes)
+	streamed := float64(K3.TrunkBytes) - pinned
+	hit, opt := HitRate(float64(pl.CacheBytes) / plan.GB)
 	ultraBytes := 0.0
 	if p.Ultra {
-		ultraBytes = LMHeadBytes
+		ultraBytes = float64(K3.LMHeadBytes)
 	}
+	perToken := float64(K3.ExpertBytesPerToken())
 	ioFor := func(h float64) float64 {
 		t := (streamed + ultraBytes) / (s.TrunkDiskGBps * 1e9)
-		e := (1 - h) * ExpertBytesPerToken / (s.ExpertDiskGBps * 1e9)
+		e := (1 - h) * perToken / (s.ExpertDiskGBps * 1e9)
 		return t + e
 	}
-	compute := (TrunkBytes+LMHeadBytes)/(s.BF16GBps*1e9) + ExpertBytesPerToken/(s.MXFP4GBps*1e9)
+	compute := float64(K3.TrunkBytes+K3.LMHeadBytes)/(s.BF16GBps*1e9) + perToken/(s.MXFP4GBps*1e9)
 	io := ioFor(hit)
 	return Prediction{
 		Name: p.Name, TrunkGB: p.TrunkGB, CacheGB: p.CacheGB,
 		PredictedSecondsPerToken:   round2(io + compute),
 		OptimisticSecondsPerToken:  round2(ioFor(opt) + compute),
-		PredictedPeakRSSBytes:      PeakRSS(p),
-		DiskBytesPerToken:          int64(streamed + ultraBytes + (1-hit)*ExpertBytesPerToken),
+		PredictedPeakRSSBytes:      pl.Total,
+		DiskBytesPerToken:          int64(streamed + ultraBytes + (1-hit)*perToken),
 		IOSeconds:                  round2(io),
 		ComputeSeconds:             round2(compute),
 		ExpertHitRate:              round4(hit),
@@ -178,25 +153,15 @@ func Predict(p plan.Preset, s Speeds) Prediction {
 func round2(x float64) float64 { return math.Round(x*100) / 100 }
 func round4(x float64) float64 { return math.Round(x*1e4) / 1e4 }
 
-// Choose returns the largest preset whose predicted peak RSS fits in
-// memoryHeadroom of the available memory, with its prediction; ok is false
-// when not even ultra fits (or less than UltraFloorBytes is available).
-func Choose(available uint64, s Speeds) (Prediction, bool) {
-	budget := float64(available) * memoryHeadroom
-	best := -1
-	for i, p := range plan.Presets {
-		if float64(PeakRSS(p)) <= budget {
-			best = i
-		}
-	}
-	if best < 0 || available < UltraFloorBytes {
+// Choose returns the preset "auto" resolves to on mem (plan.Resolve over
+// the released model's plan, Need) with its prediction; ok is false when
+// not even ultra fits (or the memory is unknown), and the prediction is
+// then ultra's.
+func Choose(mem plan.Memory, s Speeds) (Prediction, bool) {
+	b, err := plan.Resolve("auto", &mem, Need)
+	if err != nil {
 		return Predict(plan.Presets[0], s), false
 	}
-	return Predict(plan.Presets[best], s), true
-}
-
-// describe renders a prediction on one line.
-func (p Prediction) describe() string {
-	return fmt.Sprintf("%s (trunk %.1f GB, expert cache %.2f GB): ~%.1f s/token (%.1f if the cache hits like the recorded trace), peak RSS ~%.1f GB",
-		p.Name, p.TrunkGB, p.CacheGB, p.PredictedSecondsPerToken, p.OptimisticSecondsPerToken, float64(p.PredictedPeakRSSBytes)/1e9)
+	p, _ := plan.Lookup(b.Preset)
+	return Predict(p, s), true
 }

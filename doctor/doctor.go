@@ -20,6 +20,7 @@ import (
 	"strings"
 	"time"
 
+	"k3/doctor/machine"
 	"k3/engine/plan"
 	"k3/storage/verify"
 )
@@ -31,7 +32,7 @@ type Options struct {
 	// Root is the filesystem /proc and /sys are read from (nil: the real
 	// one). Tests pass an fstest.MapFS.
 	Root fs.FS
-	// Memory reports total and available memory (nil: gopsutil).
+	// Memory reports total and available memory (nil: doctor/machine).
 	Memory MemorySource
 	// SkipDisk and SkipCompute leave those measurements out (their fields
 	// say "not measured"); for tests and for a GUI's instant first pass.
@@ -95,7 +96,7 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 	}
 	src := opt.Memory
 	if src == nil {
-		src = gopsutilMemory{}
+		src = machineMemory{}
 	}
 	dirs := opt.Dirs
 	if len(dirs) == 0 {
@@ -104,7 +105,11 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 	r := &Report{OS: runtime.GOOS, Arch: runtime.GOARCH, Quick: opt.Quick, Problems: []string{}, Warnings: []string{}, Notes: []string{}, Then: []string{}}
 
 	prog(Progress{Step: "system", Message: "reading CPU and memory"})
-	r.CPU = readCPU(root)
+	if opt.Root != nil {
+		r.CPU = cpuInfo(machine.ReadCPUFS(opt.Root))
+	} else {
+		r.CPU = cpuInfo(machine.ReadCPU())
+	}
 	var notes []string
 	r.Memory, notes = readMemory(ctx, src, root)
 	r.Notes = append(r.Notes, notes...)
@@ -285,12 +290,12 @@ func decide(r *Report) {
 	for _, p := range plan.Presets {
 		r.AllPresets = append(r.AllPresets, Predict(p, sp))
 	}
-	pred, memOK := Choose(r.Memory.AvailableBytes, sp)
+	pred, memOK := Choose(r.Memory.Plan(), sp)
 	r.Preset = pred
 
 	if !memOK {
-		r.Problems = append(r.Problems, fmt.Sprintf("only %.1f GB of memory is available; even the ultra preset needs ~%.1f GB (peak RSS) within %.0f%% of it",
-			float64(r.Memory.AvailableBytes)/1e9, float64(PeakRSS(plan.Presets[0]))/1e9, memoryHeadroom*100))
+		r.Problems = append(r.Problems, fmt.Sprintf("only %.1f GB of memory is available; even the ultra preset needs ~%.1f GB (its memory plan) within 95%% of it",
+			float64(r.Memory.AvailableBytes)/1e9, float64(PeakRSS(plan.Presets[0]))/1e9))
 	}
 	if !storageOK {
 		largest := uint64(0)

@@ -3,13 +3,14 @@ package doctor
 import (
 	"context"
 	"encoding/json"
-	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"testing/fstest"
 	"time"
+
+	"github.com/stretchr/testify/assert"
 
 	"k3/engine/plan"
 )
@@ -38,26 +39,6 @@ model name	: Test CPU 9000
 physical id	: 0
 core id		: 1
 `
-
-func TestReadCPU(t *testing.T) {
-	c := readCPU(fstest.MapFS{"proc/cpuinfo": {Data: []byte(cpuinfo2x2)}})
-	if c.Model != "Test CPU 9000" || c.LogicalCores != 4 || c.PhysicalCores != 2 {
-		t.Fatalf("%+v", c)
-	}
-	// ARM style: no core ids in cpuinfo, topology in sysfs.
-	arm := fstest.MapFS{
-		"proc/cpuinfo": {Data: []byte("processor\t: 0\nBogoMIPS\t: 50\n\nprocessor\t: 1\n\nprocessor\t: 2\n")},
-	}
-	for i, core := range []string{"0", "1", "1"} {
-		d := "sys/devices/system/cpu/cpu" + string(rune('0'+i)) + "/topology/"
-		arm[d+"core_id"] = &fstest.MapFile{Data: []byte(core + "\n")}
-		arm[d+"physical_package_id"] = &fstest.MapFile{Data: []byte("0\n")}
-	}
-	c = readCPU(arm)
-	if c.LogicalCores != 3 || c.PhysicalCores != 2 || !strings.HasPrefix(c.Model, "unknown") {
-		t.Fatalf("arm: %+v", c)
-	}
-}
 
 func TestCgroupV2Nested(t *testing.T) {
 	fsys := fstest.MapFS{
@@ -118,48 +99,54 @@ func TestCgroupV1(t *testing.T) {
 }
 
 func TestCostModel(t *testing.T) {
-	// Peak RSS against the C engine's published peaks (presets.go notes).
+	// Peak RSS is the preset's memory plan (plan.Make over the released
+	// config), no longer a constant per preset. Against the C engine's
+	// published peaks (presets.go notes) it is within 0.7 GB from desktop
+	// up; ultra (4.2 vs ~3 GB) and laptop (9.6 vs 8.2 GB) are higher, on
+	// the safe side: their trunk budget holds one ring slot of the whole
+	// 2.34 GB dense layer 0, and the KV cache is planned for PlanPositions.
+	// The C engine has no copy of the KDA state to roll a cancelled chunk
+	// back to (0.46 GB at K3 size); the comparison leaves it out.
 	pub := map[string]float64{"ultra": 3.0, "laptop": 8.2, "desktop": 31.9, "workstation": 95.5, "server": 128, "max": 224}
+	rollback := float64(K3.Plan(plan.Presets[0].Budget()).State) / 2
+	assert.InDelta(t, 0.46e9, rollback, 0.01e9, "the KDA state's rollback copy at K3 size")
 	for _, p := range plan.Presets {
 		got := float64(PeakRSS(p)) / 1e9
-		if d := got - pub[p.Name]; d < -0.75 || d > 1.01 {
-			t.Errorf("%s: predicted peak %.2f GB, published %.1f", p.Name, got, pub[p.Name])
-		}
-	}
-	if math.Abs(ExpertBytesPerToken-25.83e9) > 0.01e9 {
-		t.Fatalf("expert bytes per token %v", ExpertBytesPerToken)
+		t.Logf("%-12s predicted peak %6.2f GB (%.2f GB of it the rollback copy), published %5.1f", p.Name, got, rollback/1e9, pub[p.Name])
+		assert.InDelta(t, pub[p.Name], got-rollback/1e9, 1.5, p.Name)
 	}
 	// Hit rates: 0 below one token's expert set, the ladder's 43.75% at
 	// 108.98 GB, the trace's 36.24% optimistic at 8 GB.
-	if h, o := HitRate(10); h != 0 || math.Abs(o-0.3624) > 1e-9 {
-		t.Fatalf("HitRate(10) = %v %v", h, o)
-	}
-	if h, _ := HitRate(108.98); math.Abs(h-0.4375) > 1e-9 {
-		t.Fatalf("HitRate(108.98) = %v", h)
-	}
-	// A worked example: laptop at 3.6 GB/s and 10/4 GB/s kernels.
+	h, o := HitRate(10)
+	assert.Zero(t, h)
+	assert.InDelta(t, 0.3624, o, 1e-9)
+	h, _ = HitRate(108.98)
+	assert.InDelta(t, 0.4375, h, 1e-9)
+	// A worked example: laptop at 3.6 GB/s and 10/4 GB/s kernels. Its
+	// 3 GB trunk budget holds one ring slot (the 2.34 GB dense layer 0),
+	// so nothing is pinned and the whole trunk streams.
 	sp := Speeds{TrunkDiskGBps: 3.6, ExpertDiskGBps: 3.6, BF16GBps: 10, MXFP4GBps: 4}
 	p := Predict(plan.Presets[1], sp)
-	streamed := TrunkBytes - (3e9 - RingBytes)
-	io := streamed/3.6e9 + ExpertBytesPerToken/3.6e9
-	comp := (TrunkBytes+LMHeadBytes)/10e9 + ExpertBytesPerToken/4e9
-	if math.Abs(p.PredictedSecondsPerToken-(io+comp)) > 0.006 || p.DiskBytesPerToken != int64(streamed+ExpertBytesPerToken) {
-		t.Fatalf("laptop: %+v, want %.2f s", p, io+comp)
-	}
-	// Server streams only what does not fit after the ring.
-	if s := Predict(plan.Presets[4], sp); s.StreamedTrunkBytesPerToken > 2e9 || s.PredictedSecondsPerToken >= p.PredictedSecondsPerToken {
-		t.Fatalf("server: %+v", s)
-	}
-	// Choice by memory.
+	trunk, perToken := float64(K3.TrunkBytes), float64(K3.ExpertBytesPerToken())
+	io := trunk/3.6e9 + perToken/3.6e9
+	comp := (trunk+float64(K3.LMHeadBytes))/10e9 + perToken/4e9
+	assert.Zero(t, p.PinnedTrunkBytes)
+	assert.InDelta(t, io+comp, p.PredictedSecondsPerToken, 0.006)
+	assert.Equal(t, int64(trunk+perToken), p.DiskBytesPerToken)
+	// Server pins the whole trunk (110 GB > 108.81 GB).
+	s := Predict(plan.Presets[4], sp)
+	assert.Zero(t, s.StreamedTrunkBytesPerToken)
+	assert.Less(t, s.PredictedSecondsPerToken, p.PredictedSecondsPerToken)
+	// Choice by memory (plan.Resolve's auto; TestChooseNeverRefused holds
+	// it to the plan check).
 	for _, c := range []struct {
-		avail uint64
+		avail float64
 		want  string
 		ok    bool
-	}{{2e9, "ultra", false}, {4e9, "ultra", true}, {12e9, "laptop", true}, {24.6e9, "laptop", true}, {36e9, "desktop", true}, {150e9, "server", true}, {300e9, "max", true}} {
-		got, ok := Choose(c.avail, sp)
-		if got.Name != c.want || ok != c.ok {
-			t.Errorf("Choose(%.1f GB) = %s %v, want %s %v", float64(c.avail)/1e9, got.Name, ok, c.want, c.ok)
-		}
+	}{{2e9, "ultra", false}, {5e9, "ultra", true}, {12e9, "laptop", true}, {24.6e9, "laptop", true}, {36e9, "desktop", true}, {150e9, "server", true}, {300e9, "max", true}} {
+		got, ok := Choose(plan.Memory{TotalBytes: 2 * int64(c.avail), AvailableBytes: int64(c.avail)}, sp)
+		assert.Equal(t, c.want, got.Name, "Choose(%.1f GB)", c.avail/1e9)
+		assert.Equal(t, c.ok, ok, "Choose(%.1f GB)", c.avail/1e9)
 	}
 }
 
@@ -252,7 +239,7 @@ func TestRunReportJSON(t *testing.T) {
 			t.Fatalf("preset lacks %q", k)
 		}
 	}
-	// 6 GB cgroup -> ultra (laptop's 9.2 GB does not fit).
+	// 6 GB cgroup -> ultra (laptop's 9.6 GB plan does not fit).
 	if r.Preset.Name != "ultra" {
 		t.Fatalf("preset %s", r.Preset.Name)
 	}

@@ -3,7 +3,7 @@ package engine
 import (
 	"time"
 
-	"k3/engine/plan"
+	"k3/doctor/machine"
 )
 
 // EventKind says what an Event reports.
@@ -85,7 +85,7 @@ func (s Stats) Sub(o Stats) Stats {
 
 // Snapshot reads the engine's counters now.
 func (e *Engine) Snapshot() Stats {
-	s := Stats{RSSBytes: plan.CurrentRSS(), Expert: e.m.experts.Stats(), Positions: e.positions}
+	s := Stats{RSSBytes: machine.RSS(), Expert: e.m.experts.Stats(), Positions: e.positions}
 	s.TrunkBytesRead, s.TrunkWaitSeconds = e.layers.trunkStats()
 	s.TrunkBytesRead += e.m.tables.bytesRead()
 	return s

@@ -163,11 +163,7 @@ func (s *ExpertStore) Stats() ExpertStats {
 }
 
 // ExpertBytes is the size of one expert's six tensors.
-func (s *ExpertStore) ExpertBytes() int64 { return expertSize(s.cfg) }
-
-func expertSize(c *config.Config) int64 {
-	return int64(2*c.MoEInter*(c.Latent/2+c.Latent/32) + c.Latent*(c.MoEInter/2+c.MoEInter/32))
-}
+func (s *ExpertStore) ExpertBytes() int64 { return s.cfg.ExpertBytes() }
 
 // slotSizeFor is one cache slot: the expert run rounded up to the O_DIRECT
 // alignment plus one page, so the aligned span covering a run at any offset fits.
@@ -263,11 +259,11 @@ func (s *ExpertStore) MaxPinned() int { return s.Slots() }
 func (s *ExpertStore) Acquire(li int, experts []int) ([]*Expert, error) {
 	out := make([]*Expert, len(experts))
 	type miss struct {
-		i    int
-		sl   *slot
-		loc  *expertLoc
-		key  int
-		err  error
+		i   int
+		sl  *slot
+		loc *expertLoc
+		key int
+		err error
 	}
 	var misses []*miss
 	s.mu.Lock()

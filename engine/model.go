@@ -8,6 +8,7 @@ package engine
 import (
 	"fmt"
 
+	"k3/doctor/machine"
 	"k3/engine/plan"
 	"k3/kernels"
 	"k3/storage/config"
@@ -68,9 +69,12 @@ func (m *Model) Layer(i int) *Layer { return m.layers[i] }
 func (m *Model) TableBytesRead() int64 { return m.tables.bytesRead() }
 
 // NewEngine returns an engine over the model with a pool of the given
-// threads (0: all CPUs). Layers the plan did not pin are streamed through a
-// ring of slots; the engine owns the ring and its reader.
+// threads (0: one per physical core). Layers the plan did not pin are
+// streamed through a ring of slots; the engine owns the ring and its reader.
 func (m *Model) NewEngine(threads int) *Engine {
+	if threads <= 0 {
+		threads = machine.DefaultThreads()
+	}
 	e := &Engine{m: m, pool: kernels.NewPool(threads)}
 	if m.Streamed() {
 		e.layers = newTrunkStream(m, m.trunk, m.ring, m.slotBytes)

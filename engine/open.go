@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"k3/doctor/machine"
 	"k3/engine/plan"
 	"k3/storage/config"
 	st "k3/storage/safetensors"
@@ -188,47 +189,16 @@ func (ck *checkpoint) trunkSizes() (perLayer []int64, globals int64) {
 
 // plan adds up every part of a run's memory before anything is allocated.
 func (ck *checkpoint) plan(o Options) *plan.Plan {
-	c, layers, b := ck.cfg, ck.layers, o.Budget
+	c, b := ck.cfg, o.Budget
 	perLayer, globals := ck.trunkSizes()
-	P := int64(c.KDAHeads * c.KDAHeadDim)
-	var state, kvPerPos int64
-	for i := 0; i < layers; i++ {
-		if c.IsMLA(i) {
-			kvPerPos += int64(c.KVLoraRank+c.QKRope) * 4
-		} else {
-			state += (P*int64(c.KDAHeadDim) + 3*P*int64(c.ConvK-1)) * 4
+	var tables int64
+	for _, n := range []string{"model.embed_tokens.weight", "lm_head.weight"} {
+		if t, ok := ck.set.Get(ck.prefix + n); ok {
+			tables += t.Size
 		}
 	}
-	// a forward that can be cancelled keeps a copy of the KDA state from
-	// before its chunk, to roll back to (see State.rollback)
-	state *= 2
-	chunk := int64(o.chunk())
-	if o.Positions > 0 {
-		chunk = min(chunk, int64(o.Positions))
-	}
-	widest := int64(max(c.Hidden, int(P), c.Intermediate, c.Heads*(c.QKNope+c.QKRope), c.Experts))
-	// activations: the AttnRes block stack plus about a dozen layer-wide
-	// buffers per position, and the logits
-	buffers := chunk * 4 * (int64(c.Hidden)*int64(layers/max(c.AttnResBlock, 1)+14) + 8*widest)
-	logitRows := int64(1)
-	if o.AllLogits {
-		logitRows = int64(max(o.Positions, 1))
-	}
-	buffers += logitRows * int64(c.VocabSize) * 4
-	if b.Ultra {
-		for _, n := range []string{"model.embed_tokens.weight", "lm_head.weight"} {
-			if t, ok := ck.set.Get(ck.prefix + n); ok {
-				globals -= t.Size
-			}
-		}
-		buffers += headChunkBytes + int64(c.VocabSize)*4
-	}
-	expertBytes := int64(0)
-	if c.Experts > 0 && layers > c.FirstKDense {
-		expertBytes = slotSizeFor(expertSize(c))
-	}
-	return plan.Make(plan.Inputs{LayerBytes: perLayer, GlobalBytes: globals, ExpertBytes: expertBytes, TopK: c.TopK,
-		MaxExperts: c.Experts * max(0, layers-c.FirstKDense),
-		Streaming:  o.TrunkDir != "", TrunkBudget: b.TrunkBytes, Ring: b.Ring, CacheBudget: b.CacheBytes,
-		StateBytes: state, KVPerPos: kvPerPos, Positions: o.Positions, BufferBytes: buffers, BaselineRSS: plan.CurrentRSS()})
+	return plan.Make(plan.ForModel(c, ck.layers,
+		plan.Sizes{LayerBytes: perLayer, GlobalBytes: globals, TableBytes: tables, SlotBytes: slotSizeFor(c.ExpertBytes())},
+		plan.Run{Streaming: o.TrunkDir != "", TrunkBudget: b.TrunkBytes, Ring: b.Ring, CacheBudget: b.CacheBytes, Ultra: b.Ultra,
+			Positions: o.Positions, Chunk: o.chunk(), AllLogits: o.AllLogits, BaselineRSS: machine.RSS()}))
 }

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"sync"
 
+	"k3/engine/plan"
 	"k3/kernels"
 	"k3/storage/direct"
 	"k3/storage/trunk"
@@ -52,9 +53,6 @@ func embedRow(dst []float32, m *kernels.Mat, id int) {
 	}
 	copy(dst, m.F32[id*c:(id+1)*c])
 }
-
-// headChunkBytes is the lm_head chunk ultra mode reads at a time.
-const headChunkBytes = 4 << 20
 
 // streamedTables read embedding rows from the packed trunk when a token
 // needs them and apply lm_head in chunks of rows read one after another.
@@ -141,7 +139,7 @@ func (u *streamedTables) embed(dst []float32, id int) error {
 func (u *streamedTables) head(p *kernels.Pool, logits, h []float32, n int) error {
 	H, V := u.hidden, u.vocab
 	rb := u.rowBytes()
-	rows := max(1, headChunkBytes/rb)
+	rows := max(1, plan.HeadChunkBytes/rb)
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if u.buf == nil {

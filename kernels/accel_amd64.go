@@ -44,20 +44,6 @@ func newMxArgs() mxArgs {
 	return mxArgs{pow2: &pow2Tab, e2m1: &E2M1, shifts: mxShifts, pow2h: &pow2hTab, lut: e2m1Int, tab: mxTab}
 }
 
-// f64Pool recycles float64 scratch (activations widened once per call).
-var f64Pool sync.Pool
-
-func getF64(n int) *[]float64 {
-	if v, ok := f64Pool.Get().(*[]float64); ok && cap(*v) >= n {
-		*v = (*v)[:n]
-		return v
-	}
-	b := make([]float64, n, n+n/4)
-	return &b
-}
-
-func putF64(b *[]float64) { f64Pool.Put(b) }
-
 // allFinite reports whether no value is Inf or NaN.
 func allFinite(x []float32) bool {
 	for _, v := range x {

@@ -39,7 +39,7 @@ var BenchShapes = []BenchShape{
 // BenchConfig controls BenchKernels.
 type BenchConfig struct {
 	Quick   bool              // short runs (the whole suite in well under 40 s)
-	Threads int               // the multi-threaded measurements (<= 0: physical cores)
+	Threads int               // the multi-threaded measurements (<= 0: GOMAXPROCS; k3 bench passes one per physical core)
 	Tokens  []int             // nil: 1, 8, 32
 	Shapes  []BenchShape      // nil: BenchShapes
 	Report  func(BenchResult) // called as each result is ready (may be nil)
@@ -72,7 +72,7 @@ func BenchKernels(cfg BenchConfig) []BenchResult {
 	}
 	nt := cfg.Threads
 	if nt <= 0 {
-		nt = min(PhysicalCores(), runtime.GOMAXPROCS(0))
+		nt = runtime.GOMAXPROCS(0)
 	}
 	threads := []int{1}
 	if nt > 1 {

@@ -1,8 +1,6 @@
 package kernels
 
 import (
-	"os"
-	"path/filepath"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -47,11 +45,12 @@ type job struct {
 // goes to sleep.
 const DefaultSpin = 500 * time.Microsecond
 
-// NewPool starts a pool with n workers including the caller (n <= 0: the
-// number of physical cores, at most GOMAXPROCS), so n-1 goroutines start.
+// NewPool starts a pool with n workers including the caller, so n-1
+// goroutines start. The caller chooses n (k3 uses one per physical core,
+// doctor/machine.DefaultThreads); n <= 0 falls back to GOMAXPROCS.
 func NewPool(n int) *Pool {
 	if n <= 0 {
-		n = min(PhysicalCores(), runtime.GOMAXPROCS(0))
+		n = runtime.GOMAXPROCS(0)
 	}
 	n = max(n, 1)
 	p := &Pool{n: n}
@@ -63,24 +62,6 @@ func NewPool(n int) *Pool {
 		go p.work(w)
 	}
 	return p
-}
-
-// PhysicalCores counts physical cores (Linux sysfs topology; elsewhere, or if
-// that fails, the number of logical CPUs).
-func PhysicalCores() int {
-	files, _ := filepath.Glob("/sys/devices/system/cpu/cpu[0-9]*/topology/thread_siblings_list")
-	seen := map[string]bool{}
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			return runtime.NumCPU()
-		}
-		seen[string(b)] = true
-	}
-	if len(seen) == 0 || len(seen) > runtime.NumCPU() {
-		return runtime.NumCPU()
-	}
-	return len(seen)
 }
 
 // Threads is the number of workers including the caller.

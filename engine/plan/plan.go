@@ -112,13 +112,17 @@ func Make(in Inputs) *Plan {
 	return p
 }
 
+// fits is the one test of a plan's total against memory: at most 95% of
+// the usable memory.
+func fits(total int64, mem Memory) bool { return float64(total) <= 0.95*float64(mem.Usable()) }
+
 // Check refuses a plan that needs more than 95% of the usable memory.
 func (p *Plan) Check(mem Memory) error {
 	usable := mem.Usable()
 	if usable <= 0 {
 		return nil // unknown: nothing to check against
 	}
-	if float64(p.Total) > 0.95*float64(usable) {
+	if !fits(p.Total, mem) {
 		return fmt.Errorf("the memory plan needs %s but only %s is available (95%% of %s); lower --trunk-gb/--cache-gb, pick a smaller --preset, or shorten the context (the KV cache takes %s)",
 			human(p.Total), human(int64(0.95*float64(usable))), human(usable), human(p.KV))
 	}
@@ -161,15 +165,4 @@ func human(n int64) string {
 		i++
 	}
 	return fmt.Sprintf("%.2f %s", f, units[i])
-}
-
-// Auto sizes budgets from the usable memory: what is left after the fixed
-// parts goes 60/40 to trunk and expert cache, never below the laptop preset's
-// minimums. It returns an error below the ultra floor.
-func Auto(mem Memory, fixed int64) (trunkGB, cacheGB float64, err error) {
-	usable := float64(mem.Usable())*0.9 - float64(fixed)
-	if usable < 3e9 {
-		return 0, 0, fmt.Errorf("only %s usable: below the ~3 GB floor of the ultra preset", human(int64(usable)))
-	}
-	return usable * 0.6 / GB, usable * 0.4 / GB, nil
 }

@@ -1,10 +1,11 @@
 package plan
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestMakePinsLargestFirst(t *testing.T) {
@@ -39,67 +40,53 @@ func TestMakePinsLargestFirst(t *testing.T) {
 	}
 }
 
-func fakeTree(t *testing.T, files map[string]string) string {
-	root := t.TempDir()
-	for name, body := range files {
-		path := filepath.Join(root, name)
-		os.MkdirAll(filepath.Dir(path), 0o755)
-		os.WriteFile(path, []byte(body), 0o644)
-	}
-	return root
-}
-
-func TestReadMemoryCgroup(t *testing.T) {
-	root := fakeTree(t, map[string]string{
-		"proc/meminfo":     "MemTotal:       24000000 kB\nMemFree: 1 kB\nMemAvailable:   20000000 kB\n",
-		"proc/self/cgroup": "0::/user.slice/k3.scope\n",
-		"sys/fs/cgroup/user.slice/k3.scope/memory.max": "max\n",
-		"sys/fs/cgroup/user.slice/memory.max":          "8589934592\n",
-		"sys/fs/cgroup/user.slice/memory.current":      "1073741824\n",
-	})
-	m, err := ReadMemoryAt(root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if m.TotalBytes != 24000000*1024 || m.AvailableBytes != 20000000*1024 || m.CgroupLimit != 8589934592 || m.CgroupUsage != 1073741824 {
-		t.Fatalf("%+v", m)
-	}
-	if m.Usable() != 8589934592-1073741824 {
-		t.Fatalf("usable %d", m.Usable())
-	}
+// Check tests a plan against the usable memory: MemAvailable lowered to the
+// cgroup's headroom (the numbers of an 8 GiB cgroup with 1 GiB used).
+func TestCheckUsable(t *testing.T) {
+	m := Memory{TotalBytes: 24000000 * 1024, AvailableBytes: 20000000 * 1024, CgroupLimit: 8589934592, CgroupUsage: 1073741824}
+	require.Equal(t, int64(8589934592-1073741824), m.Usable())
 	p := &Plan{Total: 8e9}
-	if err := p.Check(m); err == nil || !strings.Contains(err.Error(), "lower --trunk-gb") {
-		t.Fatalf("plan over the cgroup limit accepted: %v", err)
-	}
+	assert.ErrorContains(t, p.Check(m), "lower --trunk-gb", "plan over the cgroup limit accepted")
 	p.Total = 6e9
-	if err := p.Check(m); err != nil {
-		t.Fatal(err)
-	}
-	// v1 and no cgroup
-	root = fakeTree(t, map[string]string{
-		"proc/meminfo":     "MemTotal: 100 kB\nMemAvailable: 50 kB\n",
-		"proc/self/cgroup": "12:memory:/box\n",
-		"sys/fs/cgroup/memory/box/memory.limit_in_bytes": "40960\n",
-		"sys/fs/cgroup/memory/box/memory.usage_in_bytes": "1024\n",
-	})
-	m, _ = ReadMemoryAt(root)
-	if m.CgroupLimit != 40960 || m.Usable() != 39936 {
-		t.Fatalf("v1 %+v", m)
-	}
-	if _, err := ReadMemoryAt(t.TempDir()); err == nil {
-		t.Fatal("missing meminfo accepted")
-	}
+	assert.NoError(t, p.Check(m))
+	assert.Equal(t, int64(39936), Memory{TotalBytes: 102400, AvailableBytes: 51200, CgroupLimit: 40960, CgroupUsage: 1024}.Usable())
+	assert.Equal(t, int64(0), Memory{AvailableBytes: 10, CgroupLimit: 5, CgroupUsage: 6}.Usable())
+	assert.NoError(t, p.Check(Memory{}), "unknown memory: nothing to check against")
 }
 
-func TestReadMemoryHere(t *testing.T) {
-	m, err := ReadMemory()
-	if err != nil {
-		t.Skip("no /proc/meminfo:", err)
+func TestResolve(t *testing.T) {
+	b, err := Resolve("ultra", nil, nil)
+	require.NoError(t, err)
+	assert.Equal(t, Budget{Preset: "ultra", TrunkGB: 2.5, CacheGB: 0.31, Ultra: true}, b)
+	b, err = Resolve("desktop", nil, nil)
+	require.NoError(t, err)
+	assert.Equal(t, Budget{Preset: "desktop", TrunkGB: 16, CacheGB: 10}, b)
+	_, err = Resolve("huge", nil, nil)
+	assert.ErrorIs(t, err, ErrUnknownPreset)
+
+	// auto: the largest preset whose plan fits Check's 95% of the usable
+	// memory; here a plan needs its two budgets plus 1 GB
+	need := func(b Budget) int64 { return int64((b.TrunkGB + b.CacheGB + 1) * GB) }
+	for _, c := range []struct {
+		usable float64
+		want   string
+	}{{3.80 / 0.95, ""}, {3.82 / 0.95, "ultra"}, {5.01 / 0.95, "laptop"}, {27.01 / 0.95, "desktop"}, {26.99 / 0.95, "laptop"}, {91.01 / 0.95, "workstation"}, {124.01 / 0.95, "server"}, {220.01 / 0.95, "max"}} {
+		mem := &Memory{TotalBytes: 1e12, AvailableBytes: int64(c.usable * GB)}
+		b, err := Resolve("auto", mem, need)
+		if c.want == "" {
+			assert.ErrorContains(t, err, "even the ultra preset", "%v GB", c.usable)
+			continue
+		}
+		require.NoError(t, err, "%v GB", c.usable)
+		assert.Equal(t, c.want, b.Preset, "%v GB", c.usable)
+		assert.NoError(t, (&Plan{Total: need(b)}).Check(*mem), "%v GB: auto picked %s, which Check refuses", c.usable, b.Preset)
 	}
-	if m.TotalBytes <= 0 || m.AvailableBytes <= 0 || m.AvailableBytes > m.TotalBytes {
-		t.Fatalf("%+v", m)
-	}
-	if CurrentRSS() <= 0 {
-		t.Fatal("no RSS")
-	}
+	// a cgroup's headroom counts
+	b, err = Resolve("auto", &Memory{TotalBytes: 1e12, AvailableBytes: 1e12, CgroupLimit: 31e9, CgroupUsage: 2e9}, need)
+	require.NoError(t, err)
+	assert.Equal(t, "desktop", b.Preset)
+	_, err = Resolve("auto", nil, need)
+	assert.ErrorContains(t, err, "unknown")
+	_, err = Resolve("auto", &Memory{}, need)
+	assert.ErrorContains(t, err, "unknown")
 }

@@ -4,6 +4,7 @@
 package plan
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 )
@@ -21,7 +22,8 @@ type Preset struct {
 }
 
 // Presets are the C engine's budgets (seed-engine-spec §4.3), smallest first.
-// "auto" is computed from available memory and is not in this table.
+// "auto" picks one of them from the available memory (Resolve) and is not in
+// this table.
 var Presets = []Preset{
 	{"ultra", 2.5, 0.31, true, "~3 GB planned: streamed model tables, one state slot. Slow."},
 	{"laptop", 3.0, 1.0, false, "8.2 GB peak RSS. The ordinary-path floor."},
@@ -57,7 +59,64 @@ func Table() string {
 	for _, p := range Presets {
 		fmt.Fprintf(&b, "  %-12s %6.2f / %-6.2f  %s\n", p.Name, p.TrunkGB, p.CacheGB, p.Note)
 	}
-	b.WriteString("  auto         fit from available memory (cgroup limits respected). Recommended.\n")
+	b.WriteString("  auto         the largest preset whose memory plan fits the available memory (cgroup limits respected); what k3 doctor recommends.\n")
 	b.WriteString("All presets stream the trunk, so they need --trunk <packed_dir> (see 'k3 pack', 'k3 doctor').\n")
 	return b.String()
+}
+
+// Budget is a preset resolved: the two budgets and whether the model
+// tables are streamed too.
+type Budget struct {
+	Preset  string  // the preset's name ("auto" resolves to a named one)
+	TrunkGB float64 // pinned trunk layers plus the streaming ring
+	CacheGB float64 // routed-expert cache
+	Ultra   bool    // embedding rows and lm_head streamed from the packed trunk
+}
+
+// Budget is the preset's budget.
+func (p Preset) Budget() Budget {
+	return Budget{Preset: p.Name, TrunkGB: p.TrunkGB, CacheGB: p.CacheGB, Ultra: p.Ultra}
+}
+
+// ErrUnknownPreset is wrapped by Resolve's error for a name that is no
+// preset.
+var ErrUnknownPreset = errors.New("unknown preset")
+
+// Resolve is the one translation of a preset name into a budget, for the
+// CLI's --preset, the app and the doctor.
+//
+// A named preset is its row of Presets (ultra included: Budget.Ultra); mem
+// and need are not used.
+//
+// "auto" is the largest preset whose memory plan fits mem by the test
+// Plan.Check applies (at most 95% of the usable memory: MemAvailable
+// lowered to the cgroup's headroom), where need(b) is the total bytes of
+// the memory plan at budget b (doctor.Need: the released model's plan
+// made by Make). Because the doctor recommends exactly this choice, the
+// doctor never recommends a preset the plan check refuses on the same
+// memory. auto fails when the usable memory is unknown (mem nil or zero)
+// or when not even the smallest preset fits.
+func Resolve(name string, mem *Memory, need func(Budget) int64) (Budget, error) {
+	if name != "auto" {
+		p, ok := Lookup(name)
+		if !ok {
+			return Budget{}, fmt.Errorf("%w %q: one of %s", ErrUnknownPreset, name, strings.Join(Names(), ", "))
+		}
+		return p.Budget(), nil
+	}
+	if mem == nil || mem.Usable() <= 0 {
+		return Budget{}, errors.New("auto: the available memory is unknown, so no preset can be chosen; pick one (see k3 presets)")
+	}
+	if need == nil {
+		return Budget{}, errors.New("auto: no memory plan to fit")
+	}
+	for i := len(Presets) - 1; i >= 0; i-- {
+		b := Presets[i].Budget()
+		if fits(need(b), *mem) {
+			return b, nil
+		}
+	}
+	smallest := Presets[0].Budget()
+	return Budget{}, fmt.Errorf("auto: only %s usable, and even the %s preset's memory plan needs %s (at most 95%% of the usable memory may be planned)",
+		human(mem.Usable()), smallest.Preset, human(need(smallest)))
 }

@@ -502,3 +502,10 @@ func contains(list []string, s string) bool {
 	}
 	return false
 }
+
+// ExpertBytes is the size of one routed expert: its three MXFP4 projections
+// (w1 and w3 latent -> MoE width, w2 back), packed two weights a byte with
+// one E8M0 scale byte per 32 weights.
+func (c *Config) ExpertBytes() int64 {
+	return int64(2*c.MoEInter*(c.Latent/2+c.Latent/32) + c.Latent*(c.MoEInter/2+c.MoEInter/32))
+}

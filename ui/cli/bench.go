@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"sort"
 	"time"
 
+	"k3/doctor/machine"
 	"k3/kernels"
 )
 
@@ -83,12 +85,12 @@ func benchKernels(args []string, stdout, stderr io.Writer) int {
 	}
 	start := time.Now()
 	enc := json.NewEncoder(stdout)
-	cfg := kernels.BenchConfig{Quick: *quick, Threads: *threads}
+	cfg := kernels.BenchConfig{Quick: *quick, Threads: cmp.Or(*threads, machine.DefaultThreads())}
 	if *jsonOut {
 		cfg.Report = func(r kernels.BenchResult) { enc.Encode(r) }
 	} else {
 		fmt.Fprintf(stdout, "k3 bench kernels: level %v, %d physical cores, GOMAXPROCS %d\n",
-			kernels.CurrentLevel(), kernels.PhysicalCores(), runtime.GOMAXPROCS(0))
+			kernels.CurrentLevel(), machine.PhysicalCores(), runtime.GOMAXPROCS(0))
 		fmt.Fprintf(stdout, "%-15s %-6s %-12s %4s %4s %8s %8s %8s %6s\n",
 			"kernel", "dtype", "shape", "T", "thr", "GB/s", "GFLOP/s", "limit", "ratio")
 		cfg.Report = func(r kernels.BenchResult) {

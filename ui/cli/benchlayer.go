@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"path/filepath"
 
 	"k3/doctor"
+	"k3/doctor/machine"
 	"k3/engine"
 	"k3/engine/plan"
 )
@@ -54,7 +56,7 @@ func benchLayer(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "k3 bench layer: %v\n", err)
 		return ExitRuntime
 	}
-	r, err := engine.RunLayerBench(context.Background(), model, tr, *threads, max(*tokens, 1), logf)
+	r, err := engine.RunLayerBench(context.Background(), model, tr, cmp.Or(*threads, machine.DefaultThreads()), max(*tokens, 1), logf)
 	if err != nil {
 		fmt.Fprintf(stderr, "k3 bench layer: %v\n", err)
 		return ExitRuntime
@@ -74,7 +76,7 @@ func benchLayer(args []string, stdout, stderr io.Writer) int {
 	// lm_head: a bf16 mat-vec of 163840 x 7168 at the resident KDA trunk rate
 	for _, t := range r.Resident {
 		if t.Kind == "kda+dense" {
-			compute += doctor.LMHeadBytes / (float64(t.Bytes) / t.Seconds)
+			compute += float64(doctor.K3.LMHeadBytes) / (float64(t.Bytes) / t.Seconds)
 		}
 	}
 	inf := math.Inf(1)

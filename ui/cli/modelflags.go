@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 
+	"k3/doctor"
 	"k3/engine"
 	"k3/engine/expertcache"
 	"k3/engine/plan"
@@ -35,7 +36,7 @@ func addModelFlags(fs *flag.FlagSet, cmd string) *modelFlags {
 		cmd:      cmd,
 		cfgPath:  fs.String("config", "", "config file (default MODEL_DIR/config.json)"),
 		layers:   fs.Int("layers", 0, "bind only the first N layers (the output is then not the model's)"),
-		threads:  fs.Int("threads", 0, "worker threads (default: all CPUs)"),
+		threads:  fs.Int("threads", 0, "worker threads (default: one per physical core)"),
 		chunk:    fs.Int("chunk", engine.DefaultChunk, "prefill chunk in positions"),
 		cacheGB:  fs.Float64("cache-gb", 64, "routed-expert cache budget in GB (1 GB = 1e9 bytes)"),
 		trunkDir: fs.String("trunk", "", "packed trunk directory (k3 pack): stream layers that do not fit --trunk-gb"),
@@ -53,25 +54,30 @@ func (f *modelFlags) resolve(fs *flag.FlagSet, stdout, stderr io.Writer) int {
 	given := map[string]bool{}
 	fs.Visit(func(fl *flag.Flag) { given[fl.Name] = true })
 	if *f.preset != "" {
-		var t, c float64
+		var mem *plan.Memory
 		if *f.preset == "auto" {
-			mem, err := plan.ReadMemory()
+			m, err := doctor.ReadMemory()
 			if err != nil {
 				fmt.Fprintf(stderr, "k3 %s: --preset auto needs the available memory: %v\n", f.cmd, err)
 				return ExitUsage
 			}
-			if t, c, err = plan.Auto(mem, 0); err != nil {
-				fmt.Fprintf(stderr, "k3 %s: --preset auto: %v\n", f.cmd, err)
-				return ExitUsage
-			}
-			fmt.Fprintf(stdout, "auto budget: trunk %.2f GB, expert cache %.2f GB (from %s usable)\n", t, c, humanBytes(float64(mem.Usable())))
-		} else if p, ok := plan.Lookup(*f.preset); ok {
-			t, c = p.TrunkGB, p.CacheGB
-			*f.ultra = *f.ultra || p.Ultra
-		} else {
+			mem = &m
+		}
+		b, err := plan.Resolve(*f.preset, mem, doctor.Need)
+		switch {
+		case errors.Is(err, plan.ErrUnknownPreset):
 			fmt.Fprintf(stderr, "k3 %s: unknown preset %q\n%s", f.cmd, *f.preset, plan.Table())
 			return ExitUsage
+		case err != nil:
+			fmt.Fprintf(stderr, "k3 %s: --preset %v\n", f.cmd, err)
+			return ExitUsage
 		}
+		if *f.preset == "auto" {
+			fmt.Fprintf(stdout, "auto: preset %s (trunk %.2f GB, expert cache %.2f GB), the largest whose memory plan fits %s usable\n",
+				b.Preset, b.TrunkGB, b.CacheGB, humanBytes(float64(mem.Usable())))
+		}
+		t, c := b.TrunkGB, b.CacheGB
+		*f.ultra = *f.ultra || b.Ultra
 		if !given["trunk-gb"] {
 			*f.trunkGB = t
 		}
@@ -110,7 +116,7 @@ func (f *modelFlags) options(positions int, allLogits bool) engine.Options {
 // open checks the plan against the available memory, opens the model and
 // prints its summary and plan. It returns an exit code, or -1 with the model.
 func (f *modelFlags) open(dir string, o engine.Options, stdout, stderr io.Writer) (*engine.Model, int) {
-	if mem, err := plan.ReadMemory(); err == nil {
+	if mem, err := doctor.ReadMemory(); err == nil {
 		o.Memory = &mem
 	}
 	m, err := engine.Open(dir, o)

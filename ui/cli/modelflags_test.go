@@ -1,13 +1,16 @@
 package cli
 
 import (
+	"bytes"
 	"io"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"k3/doctor"
 	"k3/engine/expertcache"
+	"k3/engine/plan"
 )
 
 // TestCachePolicyFlag: --cache-policy offers and accepts exactly the expert
@@ -40,4 +43,56 @@ func TestCachePolicyFlag(t *testing.T) {
 	assert.Equal(t, "a", orList([]string{"a"}))
 	assert.Equal(t, "a or b", orList([]string{"a", "b"}))
 	assert.Equal(t, "a, b or c", orList([]string{"a", "b", "c"}))
+}
+
+func resolveArgs(t *testing.T, args ...string) (*modelFlags, int, string, string) {
+	t.Helper()
+	var out, errs bytes.Buffer
+	fs := newFlags("run", &errs)
+	mf := addModelFlags(fs, "run")
+	require.NoError(t, fs.Parse(args))
+	code := mf.resolve(fs, &out, &errs)
+	return mf, code, out.String(), errs.String()
+}
+
+// --preset goes through plan.Resolve: the budgets, ultra mode with the
+// ultra preset, explicit budgets winning, auto from this machine's memory.
+func TestResolvePreset(t *testing.T) {
+	mf, code, _, _ := resolveArgs(t, "--preset", "desktop")
+	require.Equal(t, -1, code)
+	assert.Equal(t, 16.0, *mf.trunkGB)
+	assert.Equal(t, 10.0, *mf.cacheGB)
+	assert.False(t, *mf.ultra)
+
+	mf, code, _, _ = resolveArgs(t, "--preset", "ultra", "--trunk", "/t", "--cache-gb", "1")
+	require.Equal(t, -1, code)
+	assert.True(t, *mf.ultra, "--preset ultra without ultra mode")
+	assert.Equal(t, 2.5, *mf.trunkGB)
+	assert.Equal(t, 1.0, *mf.cacheGB, "an explicit --cache-gb wins")
+
+	_, code, _, errs := resolveArgs(t, "--preset", "ultra")
+	assert.Equal(t, ExitUsage, code)
+	assert.Contains(t, errs, "give --trunk DIR")
+
+	_, code, _, errs = resolveArgs(t, "--preset", "huge")
+	assert.Equal(t, ExitUsage, code)
+	assert.Contains(t, errs, `unknown preset "huge"`)
+	assert.Contains(t, errs, "presets (trunk / expert-cache")
+
+	// auto: what the doctor would choose on this machine's memory now
+	mem, err := doctor.ReadMemory()
+	if err != nil {
+		t.Skip("memory not readable here:", err)
+	}
+	want, werr := plan.Resolve("auto", &mem, doctor.Need)
+	mf, code, out, errs := resolveArgs(t, "--preset", "auto", "--trunk", "/t")
+	if werr != nil {
+		assert.Equal(t, ExitUsage, code)
+		assert.Contains(t, errs, "--preset auto: ")
+		return
+	}
+	require.Equal(t, -1, code, errs)
+	assert.Contains(t, out, "auto: preset "+want.Preset)
+	assert.Equal(t, want.TrunkGB, *mf.trunkGB)
+	assert.Equal(t, want.Ultra, *mf.ultra)
 }

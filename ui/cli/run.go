@@ -12,9 +12,9 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
+	"k3/doctor/machine"
 	"k3/engine"
 	"k3/engine/cachesim"
 	"k3/tokenizer"
@@ -45,14 +45,6 @@ type runReport struct {
 	ExpertRequests  int64     `json:"expert_requests"`
 	ExpertHits      int64     `json:"expert_hits"`
 	ExpertEvictions int64     `json:"expert_evictions"`
-}
-
-func peakRSS() int64 {
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
-		return 0
-	}
-	return ru.Maxrss * 1024
 }
 
 // runConfig is a parsed `k3 run` command line.
@@ -360,7 +352,7 @@ func (c *runConfig) report(res *runResult, stdout, stderr io.Writer) int {
 	m, total := res.m, res.stats
 	es := total.Expert
 	rep := runReport{PromptIDs: c.ids, Layers: m.Bound, LayersInModel: m.Cfg.Layers, GeneratedIDs: []int{}, PlanBytes: m.Plan.Total,
-		PeakRSSBytes: peakRSS(), TrunkBytesRead: m.BoundBytes + total.TrunkBytesRead, ExpertBytesRead: es.BytesRead,
+		PeakRSSBytes: machine.PeakRSS(), TrunkBytesRead: m.BoundBytes + total.TrunkBytesRead, ExpertBytesRead: es.BytesRead,
 		ExpertDrops: es.Failures, ExpertRequests: es.Requests, ExpertHits: es.Hits, ExpertEvictions: es.Evictions,
 		IOShare: total.IOShare(res.wall)}
 	if g := res.gen; g != nil {

@@ -80,7 +80,7 @@ func (trunkPacker) TrunkBytes(modelDir string, layers int) (int64, error) {
 // enginePlanner makes plans from the checkpoint's metadata alone.
 type enginePlanner struct{}
 
-func (enginePlanner) Memory() (plan.Memory, error) { return plan.ReadMemory() }
+func (enginePlanner) Memory() (plan.Memory, error) { return doctor.ReadMemory() }
 
 func (enginePlanner) Plan(modelDir string, o engine.Options) (*plan.Plan, error) {
 	return engine.PlanFor(modelDir, o)

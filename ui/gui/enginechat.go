@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"k3/doctor"
 	"k3/engine"
 	"k3/engine/chat"
 	"k3/engine/plan"
@@ -34,13 +35,17 @@ const ContextPositions = 4096
 // NewEngineChat returns a chat engine for the model the settings name.
 func NewEngineChat(s Settings) ChatEngine { return &engineChat{s: s} }
 
-// Budget turns the memory settings into the engine's budget.
+// Budget turns the memory settings into the engine's budget: the preset
+// resolved by plan.Resolve (auto included), the sliders' budgets when set,
+// ultra mode with the ultra preset (it streams the model tables from the
+// packed trunk, so only with one).
 func (s Settings) Budget(mem *plan.Memory) engine.Budget {
-	t, c := s.TrunkGB, s.CacheGB
-	if t <= 0 && c <= 0 {
-		t, c = presetBudget(s.Preset, mem)
+	b := presetBudget(s.Preset, mem)
+	if s.TrunkGB > 0 || s.CacheGB > 0 {
+		b.TrunkGB, b.CacheGB = s.TrunkGB, s.CacheGB
 	}
-	return engine.Budget{TrunkBytes: int64(t * plan.GB), CacheBytes: int64(c * plan.GB), Ring: 2}
+	return engine.Budget{TrunkBytes: int64(b.TrunkGB * plan.GB), CacheBytes: int64(b.CacheGB * plan.GB), Ring: 2,
+		Ultra: b.Ultra && s.TrunkDir != ""}
 }
 
 // OpenOptions are the engine options the settings give.
@@ -48,18 +53,13 @@ func (s Settings) OpenOptions(mem *plan.Memory) engine.Options {
 	return engine.Options{Layers: s.Layers, TrunkDir: s.TrunkDir, Budget: s.Budget(mem), Positions: ContextPositions, Memory: mem}
 }
 
-// presetBudget returns a preset's budgets in GB ("auto" from memory).
-func presetBudget(name string, mem *plan.Memory) (trunkGB, cacheGB float64) {
-	if p, ok := plan.Lookup(name); ok {
-		return p.TrunkGB, p.CacheGB
+// presetBudget resolves a preset (plan.Resolve; "auto" from memory), the
+// laptop preset when it cannot be.
+func presetBudget(name string, mem *plan.Memory) plan.Budget {
+	if b, err := plan.Resolve(name, mem, doctor.Need); err == nil {
+		return b
 	}
-	if mem != nil {
-		if t, c, err := plan.Auto(*mem, 0); err == nil {
-			return t, c
-		}
-	}
-	p := plan.Presets[1] // laptop
-	return p.TrunkGB, p.CacheGB
+	return plan.Presets[1].Budget() // laptop
 }
 
 func phase(on func(engine.Event), text string) {
@@ -81,7 +81,7 @@ func (c *engineChat) Open(ctx context.Context, on func(engine.Event)) (ModelInfo
 		return ModelInfo{}, fmt.Errorf("the tokenizer in %s could not be read (%v); the checkpoint folder needs tiktoken.model and tokenizer_config.json", dir, err)
 	}
 	var memp *plan.Memory
-	if mem, err := plan.ReadMemory(); err == nil {
+	if mem, err := doctor.ReadMemory(); err == nil {
 		memp = &mem
 	}
 	phase(on, "loading the model")

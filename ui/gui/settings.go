@@ -41,7 +41,7 @@ type Settings struct {
 	Effort       string // low, high, max
 	MaxTokens    int
 	engine.Sampling
-	Threads int // 0: all CPUs
+	Threads int // 0: one per physical core
 
 	LastConversation string
 }

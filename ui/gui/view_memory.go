@@ -99,10 +99,10 @@ func (s *MemoryStep) Enter() {
 }
 
 func (s *MemoryStep) presetChosen(name string) {
-	t, c := presetBudget(name, s.mem)
+	b := presetBudget(name, s.mem)
 	s.setting = true
-	s.Trunk.SetValue(math.Round(t*2) / 2)
-	s.Cache.SetValue(math.Round(c*2) / 2)
+	s.Trunk.SetValue(math.Round(b.TrunkGB*2) / 2)
+	s.Cache.SetValue(math.Round(b.CacheGB*2) / 2)
 	s.setting = false
 	s.w.u.S.Preset = name
 	s.slid()

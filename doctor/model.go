@@ -1,0 +1,135 @@
+package doctor
+
+import (
+	_ "embed"
+
+	"k3/engine/plan"
+	"k3/storage/config"
+	"k3/storage/direct"
+)
+
+// releasedConfig is the released checkpoint's config.json (a copy of
+// testdata/kimi-k3/released-config.json; a test keeps them equal), so the
+// doctor can predict before anything is downloaded.
+//
+//go:embed k3-config.json
+var releasedConfig []byte
+
+// K3 is the released Kimi K3 model, as the cost model sees it.
+var K3 = mustModel(config.Parse("k3-config.json", releasedConfig))
+
+func mustModel(c *config.Config, err error) Model {
+	if err != nil {
+		panic("doctor: the embedded released config: " + err.Error())
+	}
+	return ModelOf(c)
+}
+
+// The run the doctor plans for, in the terms of engine.Budget: what k3 run,
+// k3 chat and the app use by default.
+const (
+	// PlanPositions is the context reserved in the KV cache: k3 chat's
+	// (8192 + its 4096-token turn cap), the largest any command plans by
+	// default (the app plans 4096, k3 run prompt + --gen), so a preset the
+	// doctor finds fitting fits those runs too.
+	PlanPositions = 8192 + 4096
+	// PlanRing and PlanChunk are the CLI's --trunk-ring and --chunk
+	// defaults, and the app's.
+	PlanRing  = 2
+	PlanChunk = 64
+	// BaselineBytes is what a k3 process holds before the plan's parts are
+	// allocated (the Go runtime, the tokenizer; the app's window toolkit).
+	// The engine measures its own (machine.RSS when it plans); the doctor,
+	// which plans for another process, assumes this.
+	BaselineBytes = 0.3e9
+)
+
+// Model is what the memory plan and the cost per token need of a model,
+// derived from its config alone (no checkpoint): the size of every tensor
+// the engine binds, at the dtypes of the released checkpoint (bf16 trunk
+// matrices and norms; f32 KDA convolutions, A_log, dt_bias, o_norm and
+// router bias; MXFP4 routed experts). On a real checkpoint these are the
+// sizes the engine adds up from a checkpoint (a test holds them
+// equal on testdata/models/tiny-release).
+type Model struct {
+	Cfg             *config.Config
+	LayerBytes      []int64 // trunk bytes of each layer (routed experts excluded)
+	GlobalBytes     int64   // embeddings, lm_head, final norms
+	EmbedBytes      int64
+	LMHeadBytes     int64 // 0 with tied embeddings (lm_head is then the embedding table)
+	TrunkBytes      int64 // all layers: what every token runs through
+	ExpertBytes     int64 // one routed expert (its six MXFP4 tensors)
+	ExpertsPerToken int   // top-k in every MoE layer
+	MoELayers       int
+	ExpertPoolBytes int64 // every routed expert of every MoE layer
+}
+
+// ExpertBytesPerToken is what one token's routed experts weigh.
+func (m Model) ExpertBytesPerToken() int64 { return m.ExpertBytes * int64(m.ExpertsPerToken) }
+
+// ModelOf derives a Model from a config.
+func ModelOf(c *config.Config) Model {
+	const bf, f32 = 2, 4
+	H := int64(c.Hidden)
+	KH, D := int64(c.KDAHeads), int64(c.KDAHeadDim)
+	P := KH * D
+	m := Model{Cfg: c}
+	for i := 0; i < c.Layers; i++ {
+		// input and post-attention norms; attention- and MLP-residual norm and projection
+		n := int64(bf * 6 * H)
+		if c.IsMLA(i) {
+			nh, ql, kvl := int64(c.Heads), int64(c.QLoraRank), int64(c.KVLoraRank)
+			nope, rope, vh := int64(c.QKNope), int64(c.QKRope), int64(c.VHead)
+			n += bf * (ql*H + ql + nh*(nope+rope)*ql + (kvl+rope)*H + kvl + nh*(nope+vh)*kvl + H*nh*vh)
+			if c.OutputGate {
+				n += bf * nh * vh * H
+			}
+		} else {
+			// q, k, v, g, o, f_a, f_b, b projections; q/k/v convolutions,
+			// A_log (stored padded to the head dim), dt_bias, o_norm
+			n += bf*(5*P*H+D*H+P*D+KH*H) + f32*(3*P*int64(c.ConvK)+max(KH, D)+P+D)
+		}
+		if c.IsDense(i) {
+			n += bf * 3 * int64(c.Intermediate) * H
+		} else {
+			E, lat := int64(c.Experts), int64(c.Latent)
+			n += bf*(E*H+2*lat*H) + f32*E // router, latent down/up projections, router bias
+			if c.LatentNorm {
+				n += bf * lat
+			}
+			n += bf * 3 * int64(c.SharedExperts*c.MoEInter) * H
+			m.MoELayers++
+		}
+		m.LayerBytes = append(m.LayerBytes, n)
+		m.TrunkBytes += n
+	}
+	m.EmbedBytes = bf * int64(c.VocabSize) * H
+	if !c.TieEmbeddings {
+		m.LMHeadBytes = m.EmbedBytes
+	}
+	m.GlobalBytes = m.EmbedBytes + m.LMHeadBytes + bf*3*H // + final norm, output residual norm and projection
+	m.ExpertBytes = c.ExpertBytes()
+	m.ExpertsPerToken = c.TopK * m.MoELayers
+	m.ExpertPoolBytes = m.ExpertBytes * int64(c.Experts) * int64(m.MoELayers)
+	return m
+}
+
+// Inputs are the plan inputs of a streamed run at budget b with a KV cache
+// for positions: plan.ForModel over this model's sizes, as the engine plans
+// (ring PlanRing, prefill chunk PlanChunk, process base BaselineBytes).
+func (m Model) Inputs(b plan.Budget, positions int) plan.Inputs {
+	return plan.ForModel(m.Cfg, m.Cfg.Layers,
+		plan.Sizes{LayerBytes: m.LayerBytes, GlobalBytes: m.GlobalBytes, TableBytes: m.EmbedBytes + m.LMHeadBytes,
+			SlotBytes: direct.AlignUp(m.ExpertBytes) + direct.Align},
+		plan.Run{Streaming: true, TrunkBudget: int64(b.TrunkGB * plan.GB), Ring: PlanRing, CacheBudget: int64(b.CacheGB * plan.GB),
+			Ultra: b.Ultra, Positions: positions, Chunk: PlanChunk, BaselineRSS: BaselineBytes})
+}
+
+// Plan is the memory plan of a run of the model at budget b, at the context
+// the doctor plans for (PlanPositions).
+func (m Model) Plan(b plan.Budget) *plan.Plan { return plan.Make(m.Inputs(b, PlanPositions)) }
+
+// Need is the released model's planned memory at budget b: what
+// plan.Resolve's "auto" (and so Choose, --preset auto and the app) fits
+// into the available memory.
+func Need(b plan.Budget) int64 { return K3.Plan(b).Total }

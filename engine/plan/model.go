@@ -1,0 +1,70 @@
+package plan
+
+import "k3/storage/config"
+
+// HeadChunkBytes is the lm_head chunk ultra-low-memory mode reads at a time.
+const HeadChunkBytes = 4 << 20
+
+// Sizes are a model's bytes as the plan adds them up: from a checkpoint's
+// metadata (the engine) or from a config alone (the doctor).
+type Sizes struct {
+	LayerBytes  []int64 // trunk bytes of each bound layer (routed experts excluded)
+	GlobalBytes int64   // embeddings, lm_head, final norms
+	TableBytes  int64   // embedding + lm_head: what ultra mode leaves on disk
+	SlotBytes   int64   // one routed-expert cache slot
+}
+
+// Run is what a run asks of memory besides the model's sizes.
+type Run struct {
+	Streaming   bool  // a packed trunk: layers may be streamed
+	TrunkBudget int64 // pinned layers + ring
+	Ring        int
+	CacheBudget int64
+	Ultra       bool
+	Positions   int  // context: resumed + prompt + generated
+	Chunk       int  // prefill chunk
+	AllLogits   bool // logits kept for every position (teacher forcing)
+	BaselineRSS int64
+}
+
+// ForModel are the plan inputs of a run of the first `layers` layers of a
+// model with config c: the KDA state (twice: a cancellable forward keeps a
+// copy from before its chunk to roll back to), the MLA latent cache per
+// position, the activations of one prefill chunk and the logits.
+func ForModel(c *config.Config, layers int, s Sizes, r Run) Inputs {
+	P := int64(c.KDAHeads * c.KDAHeadDim)
+	var state, kvPerPos int64
+	for i := 0; i < layers; i++ {
+		if c.IsMLA(i) {
+			kvPerPos += int64(c.KVLoraRank+c.QKRope) * 4
+		} else {
+			state += (P*int64(c.KDAHeadDim) + 3*P*int64(c.ConvK-1)) * 4
+		}
+	}
+	chunk := int64(max(r.Chunk, 1))
+	if r.Positions > 0 {
+		chunk = min(chunk, int64(r.Positions))
+	}
+	widest := int64(max(c.Hidden, int(P), c.Intermediate, c.Heads*(c.QKNope+c.QKRope), c.Experts))
+	// the AttnRes block stack plus about a dozen layer-wide buffers per
+	// position, and the logits
+	buffers := chunk * 4 * (int64(c.Hidden)*int64(layers/max(c.AttnResBlock, 1)+14) + 8*widest)
+	logitRows := int64(1)
+	if r.AllLogits {
+		logitRows = int64(max(r.Positions, 1))
+	}
+	buffers += logitRows * int64(c.VocabSize) * 4
+	globals := s.GlobalBytes
+	if r.Ultra {
+		globals -= s.TableBytes
+		buffers += HeadChunkBytes + int64(c.VocabSize)*4
+	}
+	slot := int64(0)
+	if c.Experts > 0 && layers > c.FirstKDense {
+		slot = s.SlotBytes
+	}
+	return Inputs{LayerBytes: s.LayerBytes, GlobalBytes: globals, ExpertBytes: slot, TopK: c.TopK,
+		MaxExperts: c.Experts * max(0, layers-c.FirstKDense),
+		Streaming:  r.Streaming, TrunkBudget: r.TrunkBudget, Ring: r.Ring, CacheBudget: r.CacheBudget,
+		StateBytes: 2 * state, KVPerPos: kvPerPos, Positions: r.Positions, BufferBytes: buffers, BaselineRSS: r.BaselineRSS}
+}

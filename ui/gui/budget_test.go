@@ -1,0 +1,41 @@
+package gui
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+
+	"k3/doctor"
+	"k3/engine/plan"
+)
+
+// The app resolves presets as the CLI and the doctor do (plan.Resolve):
+// the ultra preset runs ultra mode, auto is the doctor's choice.
+func TestSettingsBudgetPresets(t *testing.T) {
+	b := Settings{Preset: "ultra", TrunkDir: "/t"}.Budget(nil)
+	assert.True(t, b.Ultra, "ultra preset without ultra mode")
+	assert.Equal(t, int64(2.5e9), b.TrunkBytes)
+	assert.Equal(t, int64(0.31e9), b.CacheBytes)
+
+	// the sliders set the budgets; the preset still says ultra
+	b = Settings{Preset: "ultra", TrunkDir: "/t", TrunkGB: 3, CacheGB: 0.5}.Budget(nil)
+	assert.True(t, b.Ultra)
+	assert.Equal(t, int64(3e9), b.TrunkBytes)
+
+	// ultra streams the model tables from the packed trunk: none, no ultra
+	assert.False(t, Settings{Preset: "ultra"}.Budget(nil).Ultra)
+	assert.False(t, Settings{Preset: "laptop", TrunkDir: "/t"}.Budget(nil).Ultra)
+
+	for _, gb := range []float64{5, 12, 40, 150, 300} {
+		mem := &plan.Memory{TotalBytes: int64(2 * gb * 1e9), AvailableBytes: int64(gb * 1e9)}
+		want, ok := doctor.Choose(*mem, doctor.Speeds{TrunkDiskGBps: 1, ExpertDiskGBps: 1, BF16GBps: 1, MXFP4GBps: 1})
+		assert.True(t, ok)
+		p, _ := plan.Lookup(want.Name)
+		b := Settings{Preset: "auto", TrunkDir: "/t"}.Budget(mem)
+		assert.Equal(t, int64(p.TrunkGB*plan.GB), b.TrunkBytes, "%v GB: auto is not the doctor's %s", gb, p.Name)
+		assert.Equal(t, int64(p.CacheGB*plan.GB), b.CacheBytes, "%v GB", gb)
+		assert.Equal(t, p.Ultra, b.Ultra, "%v GB", gb)
+	}
+	// auto without the memory: laptop, as before
+	assert.Equal(t, int64(3e9), Settings{Preset: "auto", TrunkDir: "/t"}.Budget(nil).TrunkBytes)
+}
