@@ -272,9 +272,8 @@ var K3 = Model{ExpertBytes: 17_547_264, MoELayers: 92, Experts: 896, TopK: 16, D
 // [Latent x MoEInter] in MXFP4, half a byte a weight plus a scale byte per
 // 32).
 func ModelFromConfig(c *config.Config, diskMBps float64) Model {
-	l, i := c.Latent, c.MoEInter
 	return Model{
-		ExpertBytes: int64(2*i*(l/2+l/32) + l*(i/2+i/32)),
+		ExpertBytes: c.ExpertBytes(),
 		MoELayers:   max(c.Layers-c.FirstKDense, 0),
 		Experts:     c.Experts,
 		TopK:        c.TopK,
