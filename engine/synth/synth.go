@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 
 	"k3/kernels"
+	"k3/storage/atomicfile"
 	st "k3/storage/safetensors"
 )
 
@@ -180,7 +181,7 @@ func WriteProgress(ctx context.Context, dir string, s Spec, progress func(shards
 		return err
 	}
 	cfg, _ := json.MarshalIndent(s.Config(), "", "  ")
-	if err := os.WriteFile(filepath.Join(dir, "config.json"), cfg, 0o644); err != nil {
+	if err := atomicfile.Write(filepath.Join(dir, "config.json"), cfg); err != nil {
 		return err
 	}
 	n := s.Layers + 1
@@ -208,8 +209,7 @@ func WriteProgress(ctx context.Context, dir string, s Spec, progress func(shards
 			progress(shard+1, n, total)
 		}
 	}
-	idx, _ := json.MarshalIndent(map[string]any{"metadata": map[string]any{"total_size": total}, "weight_map": weightMap}, "", "  ")
-	return os.WriteFile(filepath.Join(dir, "model.safetensors.index.json"), idx, 0o644)
+	return st.WriteIndex(dir, weightMap, total)
 }
 
 func (s Spec) globals(g *gen) {
