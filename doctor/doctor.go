@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"k3/engine/plan"
+	"k3/storage/safetensors"
 	"k3/storage/verify"
 )
 
@@ -339,7 +340,7 @@ func decide(r *Report) {
 // looksLikeModelDir is true for a directory that already has model files
 // or a download in progress.
 func looksLikeModelDir(dir string) bool {
-	for _, n := range []string{verify.ManifestFile, "config.json", verify.IndexFile} {
+	for _, n := range []string{verify.ManifestFile, "config.json", safetensors.IndexFile} {
 		if _, err := os.Stat(filepath.Join(dir, n)); err == nil {
 			return true
 		}

@@ -21,6 +21,7 @@ import (
 	"syscall"
 	"time"
 
+	"k3/storage/safetensors"
 	"k3/storage/verify"
 )
 
@@ -280,22 +281,22 @@ func (d *downloader) selectFiles(ctx context.Context, info *RepoInfo) ([]RemoteF
 	if d.opt.Layers > 0 {
 		var idx *RemoteFile
 		for i := range files {
-			if files[i].Name == verify.IndexFile {
+			if files[i].Name == safetensors.IndexFile {
 				idx = &files[i]
 			}
 		}
 		if idx == nil {
-			return nil, fmt.Errorf("--layers needs %s, which commit %s of %s does not have", verify.IndexFile, d.commit, d.c.Repo)
+			return nil, fmt.Errorf("--layers needs %s, which commit %s of %s does not have", safetensors.IndexFile, d.commit, d.c.Repo)
 		}
 		d.tr.add(idx.Name, idx.Size)
 		if r := d.fetch(ctx, *idx); r.Err != nil {
 			return nil, r.Err
 		}
-		ix, err := verify.ReadIndex(d.opt.Dest)
+		ix, err := safetensors.ReadIndex(d.opt.Dest)
 		if err != nil {
 			return nil, err
 		}
-		need, err := ix.ShardsForLayers(d.opt.Layers)
+		need, err := verify.ShardsForLayers(ix, d.opt.Layers)
 		if err != nil {
 			return nil, err
 		}
