@@ -152,10 +152,9 @@ func measureDisk(ctx context.Context, dir string, pl diskPlan, progress func(pha
 		r.Notes = append(r.Notes, fmt.Sprintf("%s is not a directory (%v): nothing measured; create it first", dir, err))
 		return r
 	}
-	fsi := statFS(dir)
-	r.FreeBytes, r.TotalBytes, r.Device, r.Filesystem = fsi.free, fsi.total, fsi.device, fsi.fstype
-	if fsi.fstype == "tmpfs" || fsi.fstype == "ramfs" {
-		r.Notes = append(r.Notes, "this directory is on "+fsi.fstype+" (RAM), not a disk: its speed says nothing about storage")
+	statDisk(&r, dir)
+	if r.Filesystem == "tmpfs" || r.Filesystem == "ramfs" {
+		r.Notes = append(r.Notes, "this directory is on "+r.Filesystem+" (RAM), not a disk: its speed says nothing about storage")
 	}
 	shards, have, complete := modelShards(dir)
 	r.ModelBytes, r.ModelComplete = have, complete
@@ -182,7 +181,7 @@ func measureDisk(ctx context.Context, dir string, pl diskPlan, progress func(pha
 				p.f.Close()
 			}
 		}
-	} else if bd, bsize, ok := openBlockDevice(fsi.device, pl); ok {
+	} else if bd, bsize, ok := openBlockDevice(r.Device, pl); ok {
 		// The filesystem's own block device, read-only: cold data over the
 		// whole device, so neither the page cache nor a virtual disk's host
 		// cache can serve it. Needs read permission on /dev (root).
@@ -481,6 +480,15 @@ func dropCaches(probes []probeFile) string {
 	return "buffered reads after " + strings.Join(how, " and ")
 }
 
+// statDisk fills r's free space, size, device and filesystem type for dir
+// (each left zero when unknown).
+func statDisk(r *DiskResult, dir string) {
+	if free, total, err := direct.DiskFree(dir); err == nil {
+		r.FreeBytes, r.TotalBytes = uint64(free), uint64(total)
+	}
+	r.Device, r.Filesystem = deviceOf(dir), fsType(dir)
+}
+
 // sameDevice marks results that share a device with an earlier one.
 func sameDevice(rs []DiskResult) {
 	first := map[string]string{}
@@ -503,7 +511,7 @@ func devicesOf(dirs []string) []string {
 	seen := map[string]bool{}
 	var out []string
 	for _, d := range dirs {
-		k := statFS(d).device
+		k := deviceOf(d)
 		if k == "" {
 			k = "dir:" + d
 		}

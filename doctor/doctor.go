@@ -143,7 +143,7 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 	}
 	measured := map[string]DiskResult{}
 	for i, d := range dirs {
-		dev := statFS(d).device
+		dev := deviceOf(d)
 		if prev, ok := measured[dev]; ok && dev != "" {
 			res := measureDisk(ctx, d, diskPlan{}, func(string, float64) {}) // free space etc. only
 			if opt.SkipDisk {
@@ -191,8 +191,7 @@ func statOnly(dir string, r DiskResult) DiskResult {
 			r.Path = abs
 		}
 	}
-	fsi := statFS(dir)
-	r.FreeBytes, r.TotalBytes, r.Device, r.Filesystem = fsi.free, fsi.total, fsi.device, fsi.fstype
+	statDisk(&r, dir)
 	_, r.ModelBytes, r.ModelComplete = modelShards(dir)
 	if r.Notes == nil {
 		r.Notes = []string{}

@@ -21,6 +21,7 @@ import (
 	"syscall"
 	"time"
 
+	"k3/storage/direct"
 	"k3/storage/safetensors"
 	"k3/storage/verify"
 )
@@ -61,9 +62,8 @@ type Result struct {
 	Elapsed  time.Duration
 }
 
-// freeSpace returns the bytes available to an unprivileged user in dir's
-// filesystem (-1 if unknown). A variable so tests can simulate a full disk.
-var freeSpace = statFree
+// diskFree is direct.DiskFree, a variable so tests can simulate a full disk.
+var diskFree = direct.DiskFree
 
 // Download fetches the repository at one pinned commit into opt.Dest. It
 // can be re-run at any time: finished files recorded in the manifest are
@@ -178,7 +178,7 @@ func (d *downloader) run(ctx context.Context) (*Result, error) {
 	for _, f := range files {
 		need += f.Size - d.presentBytes(f)
 	}
-	if free := freeSpace(dest); free >= 0 && need > free {
+	if free, _, err := diskFree(dest); err == nil && need > free {
 		return nil, fmt.Errorf("not enough space in %s: %s still to download, %s free (short by %s); free space or choose another --dest (the checkpoint is %s)",
 			dest, gb(need), gb(free), gb(need-free), gb(res.Total))
 	}

@@ -434,9 +434,9 @@ func TestPinnedRevisionAndLayers(t *testing.T) {
 func TestNotEnoughSpace(t *testing.T) {
 	h := newFakeHub(t)
 	h.addCommit(commitA, "main", standardFiles("a"))
-	orig := freeSpace
-	defer func() { freeSpace = orig }()
-	freeSpace = func(string) int64 { return 1_000_000 }
+	orig := diskFree
+	defer func() { diskFree = orig }()
+	diskFree = func(string) (int64, int64, error) { return 1_000_000, 2_000_000, nil }
 	dest := t.TempDir()
 	_, err := client(h).Download(context.Background(), Options{Dest: dest})
 	if err == nil || !strings.Contains(err.Error(), "not enough space") || !strings.Contains(err.Error(), "1.0 MB free") {

@@ -107,8 +107,8 @@ func (e *SpaceError) Error() string {
 		e.Dir, e.Need, float64(e.Need)/1e9, e.Avail, float64(e.Avail)/1e9)
 }
 
-// freeSpace reports free bytes in a directory (tests replace it).
-var freeSpace = statFree
+// diskFree is direct.DiskFree, a variable so tests can simulate a full disk.
+var diskFree = direct.DiskFree
 
 // Plan opens the checkpoint in modelDir and returns the manifest Pack would
 // write (CRCs zero), without writing anything.
@@ -241,7 +241,7 @@ func Pack(ctx context.Context, modelDir, trunkDir string, opt Options) (*Result,
 
 	// Room for the rest?
 	need := pl.m.TotalBytes - allocated(binPath) + 1<<20
-	if avail := freeSpace(trunkDir); avail >= 0 && need > avail {
+	if avail, _, err := diskFree(trunkDir); err == nil && need > avail {
 		return nil, &SpaceError{Dir: trunkDir, Need: need, Avail: avail}
 	}
 

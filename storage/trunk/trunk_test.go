@@ -485,9 +485,9 @@ func TestSourceMismatch(t *testing.T) {
 }
 
 func TestNoSpace(t *testing.T) {
-	old := freeSpace
-	defer func() { freeSpace = old }()
-	freeSpace = func(string) int64 { return 5000 }
+	old := diskFree
+	defer func() { diskFree = old }()
+	diskFree = func(string) (int64, int64, error) { return 5000, 10000, nil }
 	dir := t.TempDir()
 	_, err := Pack(context.Background(), tinyRelease, dir, Options{})
 	var se *SpaceError
