@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"k3/engine/plan"
+	"k3/storage/units"
 )
 
 // The cost model: what one decoded token costs at a memory preset.
@@ -197,6 +198,6 @@ func Choose(available uint64, s Speeds) (Prediction, bool) {
 
 // describe renders a prediction on one line.
 func (p Prediction) describe() string {
-	return fmt.Sprintf("%s (trunk %.1f GB, expert cache %.2f GB): ~%.1f s/token (%.1f if the cache hits like the recorded trace), peak RSS ~%.1f GB",
-		p.Name, p.TrunkGB, p.CacheGB, p.PredictedSecondsPerToken, p.OptimisticSecondsPerToken, float64(p.PredictedPeakRSSBytes)/1e9)
+	return fmt.Sprintf("%s (trunk %.1f GB, expert cache %.2f GB): ~%.1f s/token (%.1f if the cache hits like the recorded trace), peak RSS ~%s",
+		p.Name, p.TrunkGB, p.CacheGB, p.PredictedSecondsPerToken, p.OptimisticSecondsPerToken, units.Bytes(p.PredictedPeakRSSBytes))
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"k3/storage/direct"
+	"k3/storage/units"
 	"k3/storage/verify"
 )
 
@@ -198,11 +199,11 @@ func measureDisk(ctx context.Context, dir string, pl diskPlan, progress func(pha
 		}
 		size &^= writeBlock - 1
 		if size < minProbe {
-			r.Notes = append(r.Notes, fmt.Sprintf("only %.1f GB free: too little for a %d MiB probe file; read speed not measured", float64(r.FreeBytes)/1e9, minProbe>>20))
+			r.Notes = append(r.Notes, fmt.Sprintf("only %s free: too little for a %d MiB probe file; read speed not measured", units.Bytes(int64(r.FreeBytes)), minProbe>>20))
 			return r
 		}
 		if size < pl.probe {
-			r.Notes = append(r.Notes, fmt.Sprintf("probe file reduced to %.1f GB by free space", float64(size)/1e9))
+			r.Notes = append(r.Notes, fmt.Sprintf("probe file reduced to %s by free space", units.Bytes(size)))
 		}
 		pf, wgbps, cc, err := writeProbe(ctx, dir, size, pl.writeMax, func(f float64) { progress("write", f) })
 		if err != nil {
@@ -392,7 +393,7 @@ func measureDisk(ctx context.Context, dir string, pl diskPlan, progress func(pha
 		r.Notes = append(r.Notes, "measurement cancelled")
 	}
 	if r.ProbeSource == "temporary file" && r.Direct {
-		r.Notes = append(r.Notes, fmt.Sprintf("%.1f GB freshly written probe: on a virtual disk the host may still hold it in its cache and report more than the disk delivers cold; run as root to read the device itself, or run doctor on the model directory once downloaded", float64(r.ProbeBytes)/1e9))
+		r.Notes = append(r.Notes, fmt.Sprintf("%s freshly written probe: on a virtual disk the host may still hold it in its cache and report more than the disk delivers cold; run as root to read the device itself, or run doctor on the model directory once downloaded", units.Bytes(r.ProbeBytes)))
 	}
 	return r
 }

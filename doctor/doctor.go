@@ -22,6 +22,7 @@ import (
 
 	"k3/engine/plan"
 	"k3/storage/safetensors"
+	"k3/storage/units"
 	"k3/storage/verify"
 )
 
@@ -289,16 +290,16 @@ func decide(r *Report) {
 	r.Preset = pred
 
 	if !memOK {
-		r.Problems = append(r.Problems, fmt.Sprintf("only %.1f GB of memory is available; even the ultra preset needs ~%.1f GB (peak RSS) within %.0f%% of it",
-			float64(r.Memory.AvailableBytes)/1e9, float64(PeakRSS(plan.Presets[0]))/1e9, memoryHeadroom*100))
+		r.Problems = append(r.Problems, fmt.Sprintf("only %s of memory is available; even the ultra preset needs ~%s (peak RSS) within %.0f%% of it",
+			units.Bytes(int64(r.Memory.AvailableBytes)), units.Bytes(PeakRSS(plan.Presets[0])), memoryHeadroom*100))
 	}
 	if !storageOK {
 		largest := uint64(0)
 		for _, d := range r.Disks {
 			largest = max(largest, d.FreeBytes)
 		}
-		r.Problems = append(r.Problems, fmt.Sprintf("no directory given has room for the checkpoint: it needs %.2f TB more and the most free space is %.1f GB (%s); pass --dir on a disk with at least %.2f TB free",
-			float64(need)/1e12, float64(largest)/1e9, md.Path, float64(need+trunkReserve)/1e12))
+		r.Problems = append(r.Problems, fmt.Sprintf("no directory given has room for the checkpoint: it needs %s more and the most free space is %s (%s); pass --dir on a disk with at least %s free",
+			units.Bytes(need), units.Bytes(int64(largest)), md.Path, units.Bytes(need+trunkReserve)))
 	} else if !md.ModelComplete && int64(md.FreeBytes) < need+trunkReserve && ti == mi {
 		r.Warnings = append(r.Warnings, fmt.Sprintf("%s has room for the checkpoint but not for the packed trunk (~110 GB more): put the trunk on another disk", md.Path))
 	}

@@ -23,6 +23,7 @@ import (
 
 	"k3/storage/direct"
 	"k3/storage/safetensors"
+	"k3/storage/units"
 	"k3/storage/verify"
 )
 
@@ -180,9 +181,9 @@ func (d *downloader) run(ctx context.Context) (*Result, error) {
 	}
 	if free, _, err := diskFree(dest); err == nil && need > free {
 		return nil, fmt.Errorf("not enough space in %s: %s still to download, %s free (short by %s); free space or choose another --dest (the checkpoint is %s)",
-			dest, gb(need), gb(free), gb(need-free), gb(res.Total))
+			dest, units.Bytes(need), units.Bytes(free), units.Bytes(need-free), units.Bytes(res.Total))
 	}
-	d.emit(Event{Kind: EventPlan, Message: fmt.Sprintf("%d files, %s at commit %s, %s to fetch", len(files), gb(res.Total), d.commit, gb(need))})
+	d.emit(Event{Kind: EventPlan, Message: fmt.Sprintf("%d files, %s at commit %s, %s to fetch", len(files), units.Bytes(res.Total), d.commit, units.Bytes(need))})
 
 	// Periodic snapshots.
 	stopTick := make(chan struct{})
@@ -677,7 +678,7 @@ func (d *downloader) transfer(ctx context.Context, f RemoteFile, part string, h 
 
 func resumeMsg(have, size int64) string {
 	if have > 0 {
-		return fmt.Sprintf("resuming at %s of %s", gb(have), gb(size))
+		return fmt.Sprintf("resuming at %s of %s", units.Bytes(have), units.Bytes(size))
 	}
 	return ""
 }
@@ -749,16 +750,4 @@ func parseContentRange(s string) (start, total int64, ok bool) {
 		return 0, -1, false
 	}
 	return st, total, true
-}
-
-// gb formats bytes as decimal GB/MB.
-func gb(n int64) string {
-	switch {
-	case n >= 1e9:
-		return fmt.Sprintf("%.2f GB", float64(n)/1e9)
-	case n >= 1e6:
-		return fmt.Sprintf("%.1f MB", float64(n)/1e6)
-	default:
-		return fmt.Sprintf("%d B", n)
-	}
 }

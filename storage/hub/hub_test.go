@@ -439,7 +439,7 @@ func TestNotEnoughSpace(t *testing.T) {
 	diskFree = func(string) (int64, int64, error) { return 1_000_000, 2_000_000, nil }
 	dest := t.TempDir()
 	_, err := client(h).Download(context.Background(), Options{Dest: dest})
-	if err == nil || !strings.Contains(err.Error(), "not enough space") || !strings.Contains(err.Error(), "1.0 MB free") {
+	if err == nil || !strings.Contains(err.Error(), "not enough space") || !strings.Contains(err.Error(), "1.00 MB free") {
 		t.Fatalf("space check: %v", err)
 	}
 	if h.gets["model-00001-of-000004.safetensors"] != 0 {

@@ -13,6 +13,7 @@ import (
 	"k3/engine/plan"
 	"k3/storage/config"
 	st "k3/storage/safetensors"
+	"k3/storage/units"
 )
 
 // modelFlags are the flags every command that runs the model shares.
@@ -65,7 +66,7 @@ func (f *modelFlags) resolve(fs *flag.FlagSet, stdout, stderr io.Writer) int {
 				fmt.Fprintf(stderr, "k3 %s: --preset auto: %v\n", f.cmd, err)
 				return ExitUsage
 			}
-			fmt.Fprintf(stdout, "auto budget: trunk %.2f GB, expert cache %.2f GB (from %s usable)\n", t, c, humanBytes(float64(mem.Usable())))
+			fmt.Fprintf(stdout, "auto budget: trunk %.2f GB, expert cache %.2f GB (from %s usable)\n", t, c, units.Bytes(mem.Usable()))
 		} else if p, ok := plan.Lookup(*f.preset); ok {
 			t, c = p.TrunkGB, p.CacheGB
 			*f.ultra = *f.ultra || p.Ultra

@@ -17,6 +17,7 @@ import (
 
 	"k3/engine"
 	"k3/engine/cachesim"
+	"k3/storage/units"
 )
 
 func init() {
@@ -187,7 +188,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	}
 	files := set.Files()
 	fmt.Fprintf(stdout, "  model    : %s (%d tensors in %d file(s))\n", dir, set.Len(), len(files))
-	fmt.Fprintf(stdout, "  trunk    : %s resident, bound in %.2f s\n", humanBytes(float64(m.TrunkBytes)), time.Since(t0).Seconds())
+	fmt.Fprintf(stdout, "  trunk    : %s resident, bound in %.2f s\n", units.Bytes(m.TrunkBytes), time.Since(t0).Seconds())
 	fmt.Fprintf(stdout, "  prompt   : %d tokens, generating %d\n", len(ids), *gen)
 
 	var st *engine.State
@@ -324,15 +325,15 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	wall := time.Since(t0).Seconds()
 	rep.IOShare = math.Min(1, total.IOWaitSeconds()/math.Max(wall, 1e-9))
 	fmt.Fprintf(stdout, "PEAK RSS for the whole run: %s   <- quote this, not the plan (%s planned)\n",
-		humanBytes(float64(rep.PeakRSSBytes)), humanBytes(float64(mplan.Total)))
+		units.Bytes(rep.PeakRSSBytes), units.Bytes(mplan.Total))
 	hitPct := 0.0
 	if es.Requests > 0 {
 		hitPct = 100 * float64(es.Hits) / float64(es.Requests)
 	}
 	fmt.Fprintf(stdout, "experts: %d requests, %d served from RAM (%.1f%%), %d evictions, %s read in %.2f s, %d load failure(s)\n",
-		es.Requests, es.Hits, hitPct, es.Evictions, humanBytes(float64(es.BytesRead)), es.ReadSeconds, es.Failures)
+		es.Requests, es.Hits, hitPct, es.Evictions, units.Bytes(es.BytesRead), es.ReadSeconds, es.Failures)
 	fmt.Fprintf(stdout, "trunk: %s bound at load, %s streamed; waited %.2f s for trunk reads\n",
-		humanBytes(float64(m.TrunkBytes)), humanBytes(float64(total.TrunkBytesRead)), total.TrunkWaitSeconds)
+		units.Bytes(m.TrunkBytes), units.Bytes(total.TrunkBytesRead), total.TrunkWaitSeconds)
 	fmt.Fprintf(stdout, "I/O share of wall clock: %.1f%% (waiting on trunk %.2f s + experts %.2f s of %.2f s; reads overlapped with compute are not counted)\n",
 		100*rep.IOShare, total.TrunkWaitSeconds, es.ReadSeconds, wall)
 	if es.NaNScaleGroups > 0 {

@@ -16,6 +16,7 @@ import (
 	"fyne.io/fyne/v2/widget"
 
 	"k3/storage/hub"
+	"k3/storage/units"
 	"k3/storage/verify"
 )
 
@@ -284,19 +285,23 @@ func (s *ModelStep) showDownload(ev hub.Event) {
 		if i == 6 {
 			break
 		}
-		lines = append(lines, fmt.Sprintf("%-44s %6.1f%%  %7.1f MB/s", f.Name, 100*float64(f.Done)/float64(max(f.Total, 1)), f.Rate/1e6))
+		lines = append(lines, fmt.Sprintf("%-44s %6.1f%%  %12s", f.Name, 100*float64(f.Done)/float64(max(f.Total, 1)), units.PerSec(f.Rate)))
 	}
 	s.DlFiles.SetText(strings.Join(lines, "\n"))
 }
 
 // describeSnapshot is the download's one-line summary.
 func describeSnapshot(sn hub.Snapshot) string {
-	eta := "estimating time left"
-	if sn.ETA >= 0 {
-		eta = "about " + sn.ETA.Round(time.Second).String() + " left"
+	return fmt.Sprintf("%s of %s, %d of %d files, %s, %s", units.Bytes(sn.Done), units.Bytes(sn.Total),
+		sn.FilesDone, sn.FilesTotal, units.PerSec(sn.Rate), timeLeft(sn.ETA))
+}
+
+// timeLeft renders an ETA (-1: unknown) for a progress line.
+func timeLeft(eta time.Duration) string {
+	if eta < 0 {
+		return "estimating time left"
 	}
-	return fmt.Sprintf("%.2f of %.2f GB, %d of %d files, %.1f MB/s, %s", float64(sn.Done)/1e9, float64(sn.Total)/1e9,
-		sn.FilesDone, sn.FilesTotal, sn.Rate/1e6, eta)
+	return "about " + eta.Round(time.Second).String() + " left"
 }
 
 func (s *ModelStep) downloadDone(err error) {
@@ -374,7 +379,7 @@ func describeVerify(r *verify.Report) string {
 		if r.Hashed {
 			what = "sizes and checksums"
 		}
-		return fmt.Sprintf("All %d required files are here and right (%s checked, %.1f GB).", r.Required, what, float64(r.Bytes)/1e9)
+		return fmt.Sprintf("All %d required files are here and right (%s checked, %s).", r.Required, what, units.Bytes(r.Bytes))
 	}
 	var parts []string
 	if r.Missing > 0 {
