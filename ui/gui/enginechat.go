@@ -13,6 +13,7 @@ import (
 	"k3/engine"
 	"k3/engine/chat"
 	"k3/engine/plan"
+	"k3/engine/synth"
 	st "k3/storage/safetensors"
 	"k3/tokenizer"
 )
@@ -96,10 +97,10 @@ func (c *engineChat) Open(ctx context.Context, on func(ChatEvent)) (ModelInfo, e
 	c.tok, c.m, c.set, c.e = tok, m, set, e
 	c.sess = chat.NewSession(e, tok)
 	name := filepath.Base(dir)
-	if c.s.Demo || IsDemoModel(dir) {
+	if c.s.Demo || synth.IsDemo(dir) {
 		name = "DEMO model (random weights: the text is not meaningful)"
 	}
-	c.info = ModelInfo{Name: name, Demo: c.s.Demo || IsDemoModel(dir), Layers: m.Bound, BudgetBytes: p.Total, Plan: p.String()}
+	c.info = ModelInfo{Name: name, Demo: c.s.Demo || synth.IsDemo(dir), Layers: m.Bound, BudgetBytes: p.Total, Plan: p.String()}
 	on(ChatEvent{Kind: EvStats, Stats: e.Snapshot(), At: time.Now()})
 	on(ChatEvent{Kind: EvPhase, Phase: "ready", At: time.Now()})
 	return c.info, nil

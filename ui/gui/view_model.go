@@ -15,6 +15,7 @@ import (
 	"fyne.io/fyne/v2/dialog"
 	"fyne.io/fyne/v2/widget"
 
+	"k3/engine/synth"
 	"k3/storage/hub"
 	"k3/storage/units"
 	"k3/storage/verify"
@@ -165,7 +166,7 @@ func (s *ModelStep) dirChanged() {
 	switch {
 	case dir == "":
 		s.Status.SetText("Choose the folder that holds the checkpoint, or a folder to download it into.")
-	case IsDemoModel(dir):
+	case synth.IsDemo(dir):
 		s.Status.SetText("This is the DEMO model: random weights with the K3 layout. Everything works, but its text is not meaningful.")
 	case hasConfig(dir):
 		s.Status.SetText("A checkpoint is here. Verify it before the first run.")
@@ -175,7 +176,7 @@ func (s *ModelStep) dirChanged() {
 	if err == nil && hasConfig(dir) {
 		s.w.u.S.ModelDir = dir
 		s.w.u.S.Layers = n
-		s.w.u.S.Demo = IsDemoModel(dir)
+		s.w.u.S.Demo = synth.IsDemo(dir)
 		s.w.u.SaveSettings()
 	}
 	if s.w.u.Wizard == s.w {
@@ -194,7 +195,7 @@ func (s *ModelStep) Ready() (bool, string) {
 	if !hasConfig(dir) {
 		return false, "Choose a folder with the checkpoint, download it, or use the demo model."
 	}
-	if s.Verified != nil && s.Verified.Dir == dir && !s.Verified.Complete && !IsDemoModel(dir) {
+	if s.Verified != nil && s.Verified.Dir == dir && !s.Verified.Complete && !synth.IsDemo(dir) {
 		return true, "Some files are missing or wrong (see Verify); the run will fail on them."
 	}
 	return true, ""
@@ -335,7 +336,7 @@ func (s *ModelStep) StartVerify() {
 		return
 	}
 	dir := strings.TrimSpace(s.Dir.Text)
-	if IsDemoModel(dir) {
+	if synth.IsDemo(dir) {
 		s.VfStatus.SetText("The demo model was generated here: there is nothing to verify.")
 		return
 	}
