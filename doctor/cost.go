@@ -1,11 +1,9 @@
 package doctor
 
 import (
-	"fmt"
 	"math"
 
 	"k3/engine/plan"
-	"k3/storage/units"
 )
 
 // The cost model: what one decoded token costs at a memory preset.
@@ -194,10 +192,4 @@ func Choose(available uint64, s Speeds) (Prediction, bool) {
 		return Predict(plan.Presets[0], s), false
 	}
 	return Predict(plan.Presets[best], s), true
-}
-
-// describe renders a prediction on one line.
-func (p Prediction) describe() string {
-	return fmt.Sprintf("%s (trunk %.1f GB, expert cache %.2f GB): ~%.1f s/token (%.1f if the cache hits like the recorded trace), peak RSS ~%s",
-		p.Name, p.TrunkGB, p.CacheGB, p.PredictedSecondsPerToken, p.OptimisticSecondsPerToken, units.Bytes(p.PredictedPeakRSSBytes))
 }

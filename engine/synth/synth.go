@@ -48,11 +48,6 @@ func Small() Spec {
 		QuietSpecials: true}
 }
 
-// ExpertBytes is the size of one MXFP4 expert (six tensors).
-func (s Spec) ExpertBytes() int64 {
-	return int64(2*s.MoEInter*(s.Latent/2+s.Latent/32) + s.Latent*(s.MoEInter/2+s.MoEInter/32))
-}
-
 func (s Spec) isMLA(i int) bool {
 	for _, n := range s.FullAttn {
 		if n == i+1 {

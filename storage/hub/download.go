@@ -81,14 +81,13 @@ func (c *Client) Download(ctx context.Context, opt Options) (*Result, error) {
 }
 
 type downloader struct {
-	c       *Client
-	opt     Options
-	tr      *tracker
-	man     *verify.Manifest
-	manMu   sync.Mutex
-	commit  string
-	emitMu  sync.Mutex
-	results []FileResult
+	c      *Client
+	opt    Options
+	tr     *tracker
+	man    *verify.Manifest
+	manMu  sync.Mutex
+	commit string
+	emitMu sync.Mutex
 }
 
 func (d *downloader) emit(e Event) {

@@ -55,9 +55,6 @@ func parseIndexStrict(path, b string) (*Index, error) {
 	return &Index{x}, nil
 }
 
-// Len returns the number of tensors the index lists.
-func (ix *Index) Len() int { return len(ix.x.entries) }
-
 // Files returns the distinct shard files the index names, sorted.
 func (ix *Index) Files() []string {
 	files := slices.Clone(ix.x.files)

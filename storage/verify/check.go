@@ -34,16 +34,6 @@ var TokenizerFiles = []string{"config.json", "tiktoken.model", "tokenizer_config
 // PartSuffix marks an unfinished download.
 const PartSuffix = ".part"
 
-// Released returns the released file set: the 96 shards with their sizes,
-// then the config and tokenizer files.
-func Released() []FileSpec {
-	out := append([]FileSpec(nil), ReleasedShards[:]...)
-	for _, n := range TokenizerFiles {
-		out = append(out, FileSpec{n, -1})
-	}
-	return out
-}
-
 // ReleasedSize returns the published size of a shard (ok=false for other
 // names).
 func ReleasedSize(name string) (int64, bool) {
