@@ -315,34 +315,34 @@ func TestLayerOf(t *testing.T) {
 
 func TestCheckLayers(t *testing.T) {
 	dir := t.TempDir()
-	os.WriteFile(filepath.Join(dir, safetensors.IndexFile), testIndexJSON(), 0o644)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, safetensors.IndexFile), testIndexJSON(), 0o644))
 	set := []FileSpec{{"a-1.safetensors", 10}, {"a-2.safetensors", 20}, {"a-3.safetensors", 30}, {"a-4.safetensors", 40}, {"a-5.safetensors", 50}}
 	for _, s := range set[:3] {
-		os.WriteFile(filepath.Join(dir, s.Name), make([]byte, s.Size), 0o644)
+		require.NoError(t, os.WriteFile(filepath.Join(dir, s.Name), make([]byte, s.Size), 0o644))
 	}
 	for _, n := range TokenizerFiles {
-		os.WriteFile(filepath.Join(dir, n), []byte("{}"), 0o644)
+		require.NoError(t, os.WriteFile(filepath.Join(dir, n), []byte("{}"), 0o644))
 	}
 	ctx := context.Background()
 	rep, err := Check(ctx, dir, Options{Layers: 2, Shards: set})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !rep.Complete || rep.Required != 7 || rep.WantBytes != 60 {
-		t.Fatalf("layers 2: %+v", *rep)
-	}
-	rep, _ = Check(ctx, dir, Options{Layers: 4, Shards: set})
-	if rep.Complete || find(rep, "a-5.safetensors").Status != StatusMissing {
-		t.Fatalf("layers 4 should miss a-5: %+v", *rep)
-	}
-	rep, _ = Check(ctx, dir, Options{Shards: set})
-	if rep.Complete || rep.Missing != 2 {
-		t.Fatalf("full set should miss a-4, a-5: missing=%d", rep.Missing)
-	}
-	os.Remove(filepath.Join(dir, safetensors.IndexFile))
-	if _, err := Check(ctx, dir, Options{Layers: 2, Shards: set}); err == nil || !strings.Contains(err.Error(), safetensors.IndexFile) {
-		t.Fatalf("no index: %v", err)
-	}
+	require.NoError(t, err)
+	assert.True(t, rep.Complete, "layers 2: %+v", *rep)
+	assert.Equal(t, 7, rep.Required)
+	assert.Equal(t, int64(60), rep.WantBytes)
+
+	rep, err = Check(ctx, dir, Options{Layers: 4, Shards: set})
+	require.NoError(t, err)
+	assert.False(t, rep.Complete)
+	assert.Equal(t, StatusMissing, find(rep, "a-5.safetensors").Status, "layers 4 should miss a-5")
+
+	rep, err = Check(ctx, dir, Options{Shards: set})
+	require.NoError(t, err)
+	assert.False(t, rep.Complete)
+	assert.Equal(t, 2, rep.Missing, "the full set misses a-4 and a-5")
+
+	require.NoError(t, os.Remove(filepath.Join(dir, safetensors.IndexFile)))
+	_, err = Check(ctx, dir, Options{Layers: 2, Shards: set})
+	assert.ErrorContains(t, err, "--layers needs "+safetensors.IndexFile)
 }
 
 func TestManifestRoundTripAndRefusals(t *testing.T) {
