@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"k3/storage/direct"
+	"k3/storage/units"
 	"k3/storage/verify"
 )
 
@@ -152,10 +153,9 @@ func measureDisk(ctx context.Context, dir string, pl diskPlan, progress func(pha
 		r.Notes = append(r.Notes, fmt.Sprintf("%s is not a directory (%v): nothing measured; create it first", dir, err))
 		return r
 	}
-	fsi := statFS(dir)
-	r.FreeBytes, r.TotalBytes, r.Device, r.Filesystem = fsi.free, fsi.total, fsi.device, fsi.fstype
-	if fsi.fstype == "tmpfs" || fsi.fstype == "ramfs" {
-		r.Notes = append(r.Notes, "this directory is on "+fsi.fstype+" (RAM), not a disk: its speed says nothing about storage")
+	statDisk(&r, dir)
+	if r.Filesystem == "tmpfs" || r.Filesystem == "ramfs" {
+		r.Notes = append(r.Notes, "this directory is on "+r.Filesystem+" (RAM), not a disk: its speed says nothing about storage")
 	}
 	shards, have, complete := modelShards(dir)
 	r.ModelBytes, r.ModelComplete = have, complete
@@ -182,7 +182,7 @@ func measureDisk(ctx context.Context, dir string, pl diskPlan, progress func(pha
 				p.f.Close()
 			}
 		}
-	} else if bd, bsize, ok := openBlockDevice(fsi.device, pl); ok {
+	} else if bd, bsize, ok := openBlockDevice(r.Device, pl); ok {
 		// The filesystem's own block device, read-only: cold data over the
 		// whole device, so neither the page cache nor a virtual disk's host
 		// cache can serve it. Needs read permission on /dev (root).
@@ -199,11 +199,11 @@ func measureDisk(ctx context.Context, dir string, pl diskPlan, progress func(pha
 		}
 		size &^= writeBlock - 1
 		if size < minProbe {
-			r.Notes = append(r.Notes, fmt.Sprintf("only %.1f GB free: too little for a %d MiB probe file; read speed not measured", float64(r.FreeBytes)/1e9, minProbe>>20))
+			r.Notes = append(r.Notes, fmt.Sprintf("only %s free: too little for a %d MiB probe file; read speed not measured", units.Bytes(int64(r.FreeBytes)), minProbe>>20))
 			return r
 		}
 		if size < pl.probe {
-			r.Notes = append(r.Notes, fmt.Sprintf("probe file reduced to %.1f GB by free space", float64(size)/1e9))
+			r.Notes = append(r.Notes, fmt.Sprintf("probe file reduced to %s by free space", units.Bytes(size)))
 		}
 		pf, wgbps, cc, err := writeProbe(ctx, dir, size, pl.writeMax, func(f float64) { progress("write", f) })
 		if err != nil {
@@ -393,7 +393,7 @@ func measureDisk(ctx context.Context, dir string, pl diskPlan, progress func(pha
 		r.Notes = append(r.Notes, "measurement cancelled")
 	}
 	if r.ProbeSource == "temporary file" && r.Direct {
-		r.Notes = append(r.Notes, fmt.Sprintf("%.1f GB freshly written probe: on a virtual disk the host may still hold it in its cache and report more than the disk delivers cold; run as root to read the device itself, or run doctor on the model directory once downloaded", float64(r.ProbeBytes)/1e9))
+		r.Notes = append(r.Notes, fmt.Sprintf("%s freshly written probe: on a virtual disk the host may still hold it in its cache and report more than the disk delivers cold; run as root to read the device itself, or run doctor on the model directory once downloaded", units.Bytes(r.ProbeBytes)))
 	}
 	return r
 }
@@ -481,6 +481,15 @@ func dropCaches(probes []probeFile) string {
 	return "buffered reads after " + strings.Join(how, " and ")
 }
 
+// statDisk fills r's free space, size, device and filesystem type for dir
+// (each left zero when unknown).
+func statDisk(r *DiskResult, dir string) {
+	if free, total, err := direct.DiskFree(dir); err == nil {
+		r.FreeBytes, r.TotalBytes = uint64(free), uint64(total)
+	}
+	r.Device, r.Filesystem = deviceOf(dir), fsType(dir)
+}
+
 // sameDevice marks results that share a device with an earlier one.
 func sameDevice(rs []DiskResult) {
 	first := map[string]string{}
@@ -503,7 +512,7 @@ func devicesOf(dirs []string) []string {
 	seen := map[string]bool{}
 	var out []string
 	for _, d := range dirs {
-		k := statFS(d).device
+		k := deviceOf(d)
 		if k == "" {
 			k = "dir:" + d
 		}

@@ -2,4 +2,4 @@
 
 package doctor
 
-func fsTypeName(magic int64) string { return "" }
+func fsType(dir string) string { return "" }

@@ -21,6 +21,9 @@ import (
 	"syscall"
 	"time"
 
+	"k3/storage/direct"
+	"k3/storage/safetensors"
+	"k3/storage/units"
 	"k3/storage/verify"
 )
 
@@ -60,9 +63,8 @@ type Result struct {
 	Elapsed  time.Duration
 }
 
-// freeSpace returns the bytes available to an unprivileged user in dir's
-// filesystem (-1 if unknown). A variable so tests can simulate a full disk.
-var freeSpace = statFree
+// diskFree is direct.DiskFree, a variable so tests can simulate a full disk.
+var diskFree = direct.DiskFree
 
 // Download fetches the repository at one pinned commit into opt.Dest. It
 // can be re-run at any time: finished files recorded in the manifest are
@@ -79,14 +81,13 @@ func (c *Client) Download(ctx context.Context, opt Options) (*Result, error) {
 }
 
 type downloader struct {
-	c       *Client
-	opt     Options
-	tr      *tracker
-	man     *verify.Manifest
-	manMu   sync.Mutex
-	commit  string
-	emitMu  sync.Mutex
-	results []FileResult
+	c      *Client
+	opt    Options
+	tr     *tracker
+	man    *verify.Manifest
+	manMu  sync.Mutex
+	commit string
+	emitMu sync.Mutex
 }
 
 func (d *downloader) emit(e Event) {
@@ -177,11 +178,11 @@ func (d *downloader) run(ctx context.Context) (*Result, error) {
 	for _, f := range files {
 		need += f.Size - d.presentBytes(f)
 	}
-	if free := freeSpace(dest); free >= 0 && need > free {
+	if free, _, err := diskFree(dest); err == nil && need > free {
 		return nil, fmt.Errorf("not enough space in %s: %s still to download, %s free (short by %s); free space or choose another --dest (the checkpoint is %s)",
-			dest, gb(need), gb(free), gb(need-free), gb(res.Total))
+			dest, units.Bytes(need), units.Bytes(free), units.Bytes(need-free), units.Bytes(res.Total))
 	}
-	d.emit(Event{Kind: EventPlan, Message: fmt.Sprintf("%d files, %s at commit %s, %s to fetch", len(files), gb(res.Total), d.commit, gb(need))})
+	d.emit(Event{Kind: EventPlan, Message: fmt.Sprintf("%d files, %s at commit %s, %s to fetch", len(files), units.Bytes(res.Total), d.commit, units.Bytes(need))})
 
 	// Periodic snapshots.
 	stopTick := make(chan struct{})
@@ -280,22 +281,22 @@ func (d *downloader) selectFiles(ctx context.Context, info *RepoInfo) ([]RemoteF
 	if d.opt.Layers > 0 {
 		var idx *RemoteFile
 		for i := range files {
-			if files[i].Name == verify.IndexFile {
+			if files[i].Name == safetensors.IndexFile {
 				idx = &files[i]
 			}
 		}
 		if idx == nil {
-			return nil, fmt.Errorf("--layers needs %s, which commit %s of %s does not have", verify.IndexFile, d.commit, d.c.Repo)
+			return nil, fmt.Errorf("--layers needs %s, which commit %s of %s does not have", safetensors.IndexFile, d.commit, d.c.Repo)
 		}
 		d.tr.add(idx.Name, idx.Size)
 		if r := d.fetch(ctx, *idx); r.Err != nil {
 			return nil, r.Err
 		}
-		ix, err := verify.ReadIndex(d.opt.Dest)
+		ix, err := safetensors.ReadIndex(d.opt.Dest)
 		if err != nil {
 			return nil, err
 		}
-		need, err := ix.ShardsForLayers(d.opt.Layers)
+		need, err := verify.ShardsForLayers(ix, d.opt.Layers)
 		if err != nil {
 			return nil, err
 		}
@@ -676,7 +677,7 @@ func (d *downloader) transfer(ctx context.Context, f RemoteFile, part string, h 
 
 func resumeMsg(have, size int64) string {
 	if have > 0 {
-		return fmt.Sprintf("resuming at %s of %s", gb(have), gb(size))
+		return fmt.Sprintf("resuming at %s of %s", units.Bytes(have), units.Bytes(size))
 	}
 	return ""
 }
@@ -748,16 +749,4 @@ func parseContentRange(s string) (start, total int64, ok bool) {
 		return 0, -1, false
 	}
 	return st, total, true
-}
-
-// gb formats bytes as decimal GB/MB.
-func gb(n int64) string {
-	switch {
-	case n >= 1e9:
-		return fmt.Sprintf("%.2f GB", float64(n)/1e9)
-	case n >= 1e6:
-		return fmt.Sprintf("%.1f MB", float64(n)/1e6)
-	default:
-		return fmt.Sprintf("%d B", n)
-	}
 }

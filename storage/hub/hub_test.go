@@ -13,6 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"k3/storage/verify"
 )
 
@@ -434,17 +437,15 @@ func TestPinnedRevisionAndLayers(t *testing.T) {
 func TestNotEnoughSpace(t *testing.T) {
 	h := newFakeHub(t)
 	h.addCommit(commitA, "main", standardFiles("a"))
-	orig := freeSpace
-	defer func() { freeSpace = orig }()
-	freeSpace = func(string) int64 { return 1_000_000 }
+	orig := diskFree
+	defer func() { diskFree = orig }()
+	diskFree = func(string) (int64, int64, error) { return 1_000_000, 2_000_000, nil }
 	dest := t.TempDir()
 	_, err := client(h).Download(context.Background(), Options{Dest: dest})
-	if err == nil || !strings.Contains(err.Error(), "not enough space") || !strings.Contains(err.Error(), "1.0 MB free") {
-		t.Fatalf("space check: %v", err)
-	}
-	if h.gets["model-00001-of-000004.safetensors"] != 0 {
-		t.Fatal("downloaded despite the space check")
-	}
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "not enough space")
+	assert.Contains(t, err.Error(), "1.00 MB free")
+	assert.Zero(t, h.gets["model-00001-of-000004.safetensors"], "downloaded despite the space check")
 }
 
 func TestCancelThenResume(t *testing.T) {

@@ -44,13 +44,6 @@ type hdrError struct {
 	msg    string
 }
 
-func (e *hdrError) Error() string {
-	if e.tensor != "" {
-		return fmt.Sprintf("tensor %q: %s", e.tensor, e.msg)
-	}
-	return e.msg
-}
-
 // scanner walks a JSON text held in memory.
 type scanner struct {
 	b       string

@@ -13,6 +13,7 @@ import (
 	"k3/storage/atomicfile"
 	"k3/storage/direct"
 	"k3/storage/safetensors"
+	"k3/storage/units"
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -53,8 +54,8 @@ type Progress struct {
 	// done plus the part of the current run written; in PhaseCheck the
 	// bytes re-verified out of those to re-verify.
 	BytesDone, BytesTotal int64
-	// BytesPerSec is this phase's rate so far (bytes done in this call of
-	// Pack per second of wall time, verification included).
+	// BytesPerSec is this phase's rate over the last units.Window (bytes
+	// done per second of wall time, verification included).
 	BytesPerSec float64
 	ETA         time.Duration // -1 when unknown
 }
@@ -103,12 +104,12 @@ type SpaceError struct {
 }
 
 func (e *SpaceError) Error() string {
-	return fmt.Sprintf("not enough free space in %s: the trunk needs %d more bytes (%.2f GB), %d (%.2f GB) available",
-		e.Dir, e.Need, float64(e.Need)/1e9, e.Avail, float64(e.Avail)/1e9)
+	return fmt.Sprintf("not enough free space in %s: the trunk needs %d more bytes (%s), %d (%s) available",
+		e.Dir, e.Need, units.Bytes(e.Need), e.Avail, units.Bytes(e.Avail))
 }
 
-// freeSpace reports free bytes in a directory (tests replace it).
-var freeSpace = statFree
+// diskFree is direct.DiskFree, a variable so tests can simulate a full disk.
+var diskFree = direct.DiskFree
 
 // Plan opens the checkpoint in modelDir and returns the manifest Pack would
 // write (CRCs zero), without writing anything.
@@ -241,7 +242,7 @@ func Pack(ctx context.Context, modelDir, trunkDir string, opt Options) (*Result,
 
 	// Room for the rest?
 	need := pl.m.TotalBytes - allocated(binPath) + 1<<20
-	if avail := freeSpace(trunkDir); avail >= 0 && need > avail {
+	if avail, _, err := diskFree(trunkDir); err == nil && need > avail {
 		return nil, &SpaceError{Dir: trunkDir, Need: need, Avail: avail}
 	}
 
@@ -701,12 +702,13 @@ type progress struct {
 	phase                 string
 	runsDone, runsTotal   int
 	bytesDone, bytesTotal int64
-	base                  int64
-	start                 time.Time
+	meter                 units.Meter // bytesDone in this phase
 }
 
 func (s *progress) begin(phase string, done, total int64) {
-	s.phase, s.bytesDone, s.bytesTotal, s.base, s.start = phase, done, total, done, time.Now()
+	s.phase, s.bytesDone, s.bytesTotal = phase, done, total
+	s.meter.Reset()
+	s.meter.Observe(time.Now(), done)
 }
 
 func (s *progress) add(run string, n int64) {
@@ -718,12 +720,11 @@ func (s *progress) emit(run string) {
 	if s.fn == nil {
 		return
 	}
+	now := time.Now()
+	s.meter.Observe(now, s.bytesDone)
 	p := Progress{Phase: s.phase, Run: run, RunsDone: s.runsDone, RunsTotal: s.runsTotal,
-		BytesDone: s.bytesDone, BytesTotal: s.bytesTotal, ETA: -1}
-	if el := time.Since(s.start).Seconds(); el > 0 && s.bytesDone > s.base {
-		p.BytesPerSec = float64(s.bytesDone-s.base) / el
-		p.ETA = time.Duration(float64(s.bytesTotal-s.bytesDone) / p.BytesPerSec * float64(time.Second))
-	}
+		BytesDone: s.bytesDone, BytesTotal: s.bytesTotal, BytesPerSec: s.meter.Rate(now)}
+	p.ETA = units.ETA(s.bytesTotal-s.bytesDone, p.BytesPerSec)
 	if s.phase == PhaseDone {
 		p.ETA = 0
 	}

@@ -14,8 +14,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"k3/storage/direct"
 	"k3/storage/safetensors"
+	"k3/storage/units"
 )
 
 const (
@@ -485,25 +489,25 @@ func TestSourceMismatch(t *testing.T) {
 }
 
 func TestNoSpace(t *testing.T) {
-	old := freeSpace
-	defer func() { freeSpace = old }()
-	freeSpace = func(string) int64 { return 5000 }
+	old := diskFree
+	defer func() { diskFree = old }()
+	diskFree = func(string) (int64, int64, error) { return 5000, 10000, nil }
 	dir := t.TempDir()
 	_, err := Pack(context.Background(), tinyRelease, dir, Options{})
-	var se *SpaceError
 	m, perr := Plan(tinyRelease)
-	if perr != nil {
-		t.Fatal(perr)
-	}
-	if !errors.As(err, &se) || se.Avail != 5000 || se.Need != m.TotalBytes+1<<20 {
-		t.Fatalf("err %v", err)
-	}
-	if !strings.Contains(err.Error(), fmt.Sprint(m.TotalBytes+1<<20)) {
-		t.Fatalf("message lacks the byte count: %v", err)
-	}
-	if _, err := os.Stat(filepath.Join(dir, BinFile)); !os.IsNotExist(err) {
-		t.Fatal("trunk.bin created despite the refusal")
-	}
+	require.NoError(t, perr)
+	var se *SpaceError
+	require.ErrorAs(t, err, &se)
+	assert.Equal(t, int64(5000), se.Avail)
+	assert.Equal(t, m.TotalBytes+1<<20, se.Need)
+	assert.Contains(t, err.Error(), fmt.Sprintf("the trunk needs %d more bytes (%s), 5000 (5.00 KB) available", se.Need, units.Bytes(se.Need)))
+	_, err = os.Stat(filepath.Join(dir, BinFile))
+	assert.True(t, os.IsNotExist(err), "trunk.bin created despite the refusal")
+
+	// an unknown free space does not refuse
+	diskFree = func(string) (int64, int64, error) { return 0, 0, errors.ErrUnsupported }
+	_, err = Pack(context.Background(), tinyRelease, dir, Options{})
+	assert.NoError(t, err)
 }
 
 func TestNotK3(t *testing.T) {

@@ -139,12 +139,8 @@ func (m *Manifest) Write(dir string) error {
 	if err != nil {
 		return err
 	}
-	return WriteFileAtomic(filepath.Join(dir, ManifestFile), append(b, '\n'))
+	return atomicfile.Write(filepath.Join(dir, ManifestFile), append(b, '\n'))
 }
-
-// WriteFileAtomic writes data to path through a temporary file in the same
-// directory, fsyncs it and renames it into place.
-func WriteFileAtomic(path string, data []byte) error { return atomicfile.Write(path, data) }
 
 // IsSHA256 reports whether s is 64 lowercase hex digits.
 func IsSHA256(s string) bool { return len(s) == 64 && isHex(s) }

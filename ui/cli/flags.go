@@ -107,14 +107,3 @@ func parseIDs(s string) ([]int, error) {
 	}
 	return ids, nil
 }
-
-// humanBytes renders a byte count in decimal units with two decimals.
-func humanBytes(n float64) string {
-	units := []string{"B", "KB", "MB", "GB", "TB"}
-	i := 0
-	for n >= 1000 && i < len(units)-1 {
-		n /= 1000
-		i++
-	}
-	return fmt.Sprintf("%.2f %s", n, units[i])
-}

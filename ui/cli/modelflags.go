@@ -13,6 +13,7 @@ import (
 	"k3/engine/expertcache"
 	"k3/engine/plan"
 	"k3/storage/config"
+	"k3/storage/units"
 )
 
 // modelFlags are the flags every command that runs the model shares.
@@ -74,7 +75,7 @@ func (f *modelFlags) resolve(fs *flag.FlagSet, stdout, stderr io.Writer) int {
 		}
 		if *f.preset == "auto" {
 			fmt.Fprintf(stdout, "auto: preset %s (trunk %.2f GB, expert cache %.2f GB), the largest whose memory plan fits %s usable\n",
-				b.Preset, b.TrunkGB, b.CacheGB, humanBytes(float64(mem.Usable())))
+				b.Preset, b.TrunkGB, b.CacheGB, units.Bytes(mem.Usable()))
 		}
 		t, c := b.TrunkGB, b.CacheGB
 		*f.ultra = *f.ultra || b.Ultra

@@ -17,6 +17,7 @@ import (
 	"k3/doctor/machine"
 	"k3/engine"
 	"k3/engine/cachesim"
+	"k3/storage/units"
 	"k3/tokenizer"
 )
 
@@ -207,7 +208,7 @@ func (c *runConfig) run(ctx context.Context, stdout, stderr io.Writer) int {
 		}
 	}
 	fmt.Fprintf(stdout, "  model    : %s (%d tensors in %d file(s))\n", c.dir, m.Tensors(), len(m.Files()))
-	fmt.Fprintf(stdout, "  trunk    : %s resident, bound in %.2f s\n", humanBytes(float64(m.BoundBytes)), time.Since(t0).Seconds())
+	fmt.Fprintf(stdout, "  trunk    : %s resident, bound in %.2f s\n", units.Bytes(m.BoundBytes), time.Since(t0).Seconds())
 	fmt.Fprintf(stdout, "  prompt   : %d tokens, generating %d\n", len(c.ids), c.gen)
 	var st *engine.State
 	if c.loadSt != "" {
@@ -370,12 +371,12 @@ func (c *runConfig) report(res *runResult, stdout, stderr io.Writer) int {
 		rep.TFPred, rep.FullIDs, rep.StopReason = res.tfPred, c.ids, "teacher_forcing"
 	}
 	fmt.Fprintf(stdout, "PEAK RSS for the whole run: %s   <- quote this, not the plan (%s planned)\n",
-		humanBytes(float64(rep.PeakRSSBytes)), humanBytes(float64(m.Plan.Total)))
+		units.Bytes(rep.PeakRSSBytes), units.Bytes(m.Plan.Total))
 	hit, _ := total.HitRate()
 	fmt.Fprintf(stdout, "experts: %d requests, %d served from RAM (%.1f%%), %d evictions, %s read in %.2f s, %d load failure(s)\n",
-		es.Requests, es.Hits, 100*hit, es.Evictions, humanBytes(float64(es.BytesRead)), es.ReadSeconds, es.Failures)
+		es.Requests, es.Hits, 100*hit, es.Evictions, units.Bytes(es.BytesRead), es.ReadSeconds, es.Failures)
 	fmt.Fprintf(stdout, "trunk: %s bound at load, %s streamed; waited %.2f s for trunk reads\n",
-		humanBytes(float64(m.BoundBytes)), humanBytes(float64(total.TrunkBytesRead)), total.TrunkWaitSeconds)
+		units.Bytes(m.BoundBytes), units.Bytes(total.TrunkBytesRead), total.TrunkWaitSeconds)
 	fmt.Fprintf(stdout, "I/O share of wall clock: %.1f%% (waiting on trunk %.2f s + experts %.2f s of %.2f s; reads overlapped with compute are not counted)\n",
 		100*rep.IOShare, total.TrunkWaitSeconds, es.ReadSeconds, res.wall)
 	if es.NaNScaleGroups > 0 {

@@ -13,6 +13,7 @@ import (
 	"k3/engine"
 	"k3/engine/chat"
 	"k3/engine/plan"
+	"k3/engine/synth"
 	"k3/tokenizer"
 )
 
@@ -95,10 +96,10 @@ func (c *engineChat) Open(ctx context.Context, on func(engine.Event)) (ModelInfo
 	c.tok, c.m, c.e = tok, m, e
 	c.sess = chat.NewSession(e, tok)
 	name := filepath.Base(dir)
-	if c.s.Demo || IsDemoModel(dir) {
+	if c.s.Demo || synth.IsDemo(dir) {
 		name = "DEMO model (random weights: the text is not meaningful)"
 	}
-	c.info = ModelInfo{Name: name, Demo: c.s.Demo || IsDemoModel(dir), Layers: m.Bound, BudgetBytes: m.Plan.Total, Plan: m.Plan.String()}
+	c.info = ModelInfo{Name: name, Demo: c.s.Demo || synth.IsDemo(dir), Layers: m.Bound, BudgetBytes: m.Plan.Total, Plan: m.Plan.String()}
 	on(engine.Event{Kind: engine.EventStats, Stats: e.Snapshot(), At: time.Now()})
 	phase(on, "ready")
 	return c.info, nil

@@ -4,9 +4,6 @@ package trunk
 
 import "os"
 
-// statFree is unknown on this system.
-func statFree(dir string) int64 { return -1 }
-
 // allocated returns path's size (0 if missing).
 func allocated(path string) int64 {
 	fi, err := os.Stat(path)
