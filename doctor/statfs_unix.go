@@ -28,5 +28,3 @@ func statFS(dir string) fsInfo {
 	}
 	return fi
 }
-
-func syncAll() { unix.Sync() }

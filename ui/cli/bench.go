@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"sort"
 	"time"
 
+	"k3/doctor/measure"
 	"k3/kernels"
 )
 
@@ -83,15 +85,15 @@ func benchKernels(args []string, stdout, stderr io.Writer) int {
 	}
 	start := time.Now()
 	enc := json.NewEncoder(stdout)
-	cfg := kernels.BenchConfig{Quick: *quick, Threads: *threads}
+	cfg := measure.KernelConfig{Quick: *quick, Threads: measure.KernelThreads(*threads)}
 	if *jsonOut {
-		cfg.Report = func(r kernels.BenchResult) { enc.Encode(r) }
+		cfg.Report = func(r measure.KernelResult) { enc.Encode(r) }
 	} else {
 		fmt.Fprintf(stdout, "k3 bench kernels: level %v, %d physical cores, GOMAXPROCS %d\n",
 			kernels.CurrentLevel(), kernels.PhysicalCores(), runtime.GOMAXPROCS(0))
 		fmt.Fprintf(stdout, "%-15s %-6s %-12s %4s %4s %8s %8s %8s %6s\n",
 			"kernel", "dtype", "shape", "T", "thr", "GB/s", "GFLOP/s", "limit", "ratio")
-		cfg.Report = func(r kernels.BenchResult) {
+		cfg.Report = func(r measure.KernelResult) {
 			shape := ""
 			if r.Rows > 0 {
 				shape = fmt.Sprintf("%dx%d", r.Rows, r.Cols)
@@ -101,7 +103,10 @@ func benchKernels(args []string, stdout, stderr io.Writer) int {
 		}
 		cfg.Log = func(s string) { fmt.Fprintln(stderr, "  "+s) }
 	}
-	kernels.BenchKernels(cfg)
+	if _, err := measure.Kernels(context.Background(), cfg); err != nil {
+		fmt.Fprintf(stderr, "k3 bench kernels: %v\n", err)
+		return ExitRuntime
+	}
 	if !*jsonOut {
 		fmt.Fprintf(stdout, "done in %.1f s\n", time.Since(start).Seconds())
 	}

@@ -10,7 +10,7 @@ import (
 	"path/filepath"
 
 	"k3/doctor"
-	"k3/engine"
+	"k3/doctor/measure"
 	"k3/engine/plan"
 )
 
@@ -49,12 +49,12 @@ func benchLayer(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	logf := func(f string, a ...any) { fmt.Fprintf(stderr, f+"\n", a...) }
-	model, tr, err := engine.PrepareLayerBench(context.Background(), *dir, engine.LayerBenchSpec(), logf)
+	model, tr, err := measure.PrepareLayer(context.Background(), *dir, measure.LayerSpec(), logf)
 	if err != nil {
 		fmt.Fprintf(stderr, "k3 bench layer: %v\n", err)
 		return ExitRuntime
 	}
-	r, err := engine.RunLayerBench(context.Background(), model, tr, *threads, max(*tokens, 1), logf)
+	r, err := measure.Layer(context.Background(), model, tr, *threads, max(*tokens, 1), logf)
 	if err != nil {
 		fmt.Fprintf(stderr, "k3 bench layer: %v\n", err)
 		return ExitRuntime
@@ -110,7 +110,7 @@ func benchLayer(args []string, stdout, stderr io.Writer) int {
 }
 
 // layerBenchNotes lists the bandwidth measurements each limit is the best of.
-func layerBenchNotes(r *engine.LayerBench) (ram, disk string) {
+func layerBenchNotes(r *measure.LayerResult) (ram, disk string) {
 	ram = "best of"
 	for i, g := range r.RAMRuns {
 		if i > 0 {
