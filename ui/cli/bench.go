@@ -7,33 +7,19 @@ import (
 	"fmt"
 	"io"
 	"runtime"
-	"sort"
 	"time"
 
 	"k3/doctor/measure"
 	"k3/kernels"
 )
 
-// benchCommand is one `k3 bench WHAT` subcommand. Other files add theirs
-// with registerBench from an init function (e.g. layer, stream).
-type benchCommand struct {
-	summary string
-	run     func(args []string, stdout, stderr io.Writer) int
-}
-
-var benchCommands = map[string]benchCommand{}
-
-// registerBench adds `k3 bench NAME`.
-func registerBench(name, summary string, run func(args []string, stdout, stderr io.Writer) int) {
-	if _, dup := benchCommands[name]; dup {
-		panic("cli: duplicate bench subcommand " + name)
-	}
-	benchCommands[name] = benchCommand{summary, run}
-}
+// benchCommands are the `k3 bench WHAT` subcommands; each file adds its own
+// from an init function (kernels here, layer, stream).
+var benchCommands = newRegistry("k3 bench", "unknown benchmark %q (run 'k3 bench --help')", 10)
 
 func init() {
 	register("bench", "measure this machine and the engine (k3 bench kernels|...)", runBench)
-	registerBench("kernels", "read bandwidth and every kernel at the real K3 shapes", benchKernels)
+	benchCommands.add("kernels", "read bandwidth and every kernel at the real K3 shapes", benchKernels)
 }
 
 func runBench(args []string, stdout, stderr io.Writer) int {
@@ -44,22 +30,10 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 			w, code = stderr, ExitUsage
 		}
 		fmt.Fprintln(w, "usage: k3 bench WHAT [flags]")
-		names := make([]string, 0, len(benchCommands))
-		for n := range benchCommands {
-			names = append(names, n)
-		}
-		sort.Strings(names)
-		for _, n := range names {
-			fmt.Fprintf(w, "  %-10s %s\n", n, benchCommands[n].summary)
-		}
+		benchCommands.list(w)
 		return code
 	}
-	c, ok := benchCommands[args[0]]
-	if !ok {
-		fmt.Fprintf(stderr, "k3 bench: unknown benchmark %q (run 'k3 bench --help')\n", args[0])
-		return ExitUsage
-	}
-	return c.run(args[1:], stdout, stderr)
+	return benchCommands.dispatch(args, stdout, stderr)
 }
 
 func benchKernels(args []string, stdout, stderr io.Writer) int {

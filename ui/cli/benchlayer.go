@@ -15,7 +15,7 @@ import (
 )
 
 func init() {
-	registerBench("layer", "per-layer decode time at the real K3 width, resident and streamed; projected s/token per preset", benchLayer)
+	benchCommands.add("layer", "per-layer decode time at the real K3 width, resident and streamed; projected s/token per preset", benchLayer)
 }
 
 // Released model: layer 0 is KDA + dense, 68 KDA + MoE, 24 MLA + MoE.

@@ -12,7 +12,7 @@ import (
 )
 
 func init() {
-	registerBench("stream", "trunk and expert streaming from disk vs the disk's raw O_DIRECT speed", benchStream)
+	benchCommands.add("stream", "trunk and expert streaming from disk vs the disk's raw O_DIRECT speed", benchStream)
 }
 
 func benchStream(args []string, stdout, stderr io.Writer) int {
