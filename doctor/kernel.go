@@ -18,10 +18,10 @@ type Compute struct {
 	Kernels   string  `json:"kernels"`    // the kernel path measured (avx512, avx2, portable)
 }
 
-// The measured shapes: the 7168 x 7168 bf16 trunk projection and the
-// 3072 x 3584 MXFP4 routed expert, T = 1 (decode), in copies spread over
-// a 384 MiB arena, far beyond L3, so DRAM is read as in decode.
-var computeShapes = []measure.Shape{{DType: kernels.BF16, Rows: 7168, Cols: 7168}, {DType: kernels.MXFP4, Rows: 3072, Cols: 3584}}
+// The measured shapes: 4096 x 7168 blocks in bf16 and in MXFP4, T = 1
+// (decode), in copies spread over a 384 MiB arena, far beyond L3, so DRAM
+// is read as in decode.
+var computeShapes = []measure.Shape{{DType: kernels.BF16, Rows: 4096, Cols: 7168}, {DType: kernels.MXFP4, Rows: 4096, Cols: 7168}}
 
 const computeArena = 384 << 20
 
