@@ -17,5 +17,3 @@ func deviceOf(dir string) string {
 	}
 	return fmt.Sprintf("%d:%d", unix.Major(uint64(st.Dev)), unix.Minor(uint64(st.Dev)))
 }
-
-func syncAll() { unix.Sync() }

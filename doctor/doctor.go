@@ -130,7 +130,11 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 		if opt.Quick {
 			d = 300 * time.Millisecond
 		}
-		r.Compute = measureCompute(ctx, threads, d)
+		var err error
+		if r.Compute, err = measureCompute(ctx, threads, d); err != nil && ctx.Err() == nil {
+			r.Compute = defaultCompute(threads)
+			r.Notes = append(r.Notes, fmt.Sprintf("kernel speed not measured (%v): assumed %.0f GB/s bf16 and %.0f GB/s MXFP4 per core", err, DefaultBF16GBps, DefaultMXFP4GBps))
+		}
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err

@@ -98,6 +98,8 @@ func printDoctor(w io.Writer, r *doctor.Report) {
 	kind := "measured"
 	if !r.Compute.Measured {
 		kind = "assumed"
+	} else if r.Compute.RAMGBps > 0 {
+		kind += fmt.Sprintf("; RAM read %.1f GB/s", r.Compute.RAMGBps)
 	}
 	fmt.Fprintf(w, "kernels  exact bf16 %.1f GB/s, MXFP4 %.1f GB/s on %d threads (%s)\n", r.Compute.BF16GBps, r.Compute.MXFP4GBps, r.Compute.Threads, kind)
 	for _, d := range r.Disks {

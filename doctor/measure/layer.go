@@ -1,4 +1,4 @@
-package engine
+package measure
 
 import (
 	"context"
@@ -6,19 +6,18 @@ import (
 	"path/filepath"
 	"time"
 
+	"k3/engine"
 	"k3/engine/synth"
 	"k3/kernels"
-	"k3/storage/direct"
-	st "k3/storage/safetensors"
 	"k3/storage/trunk"
 )
 
-// LayerBenchSpec is a checkpoint at the real Kimi K3 width: hidden 7168, 96
+// LayerSpec is a checkpoint at the real Kimi K3 width: hidden 7168, 96
 // KDA heads of 128, MLA with the released ranks, latent 3584, expert width
 // 3072, vocab 163840; layer 0 is KDA + the dense MLP, layer 1 KDA + MoE,
 // layer 2 MLA + MoE. It has 64 experts per MoE layer instead of 896: a token
 // reads the same 16 x 17.5 MB per layer. About 10.5 GB on disk.
-func LayerBenchSpec() synth.Spec {
+func LayerSpec() synth.Spec {
 	return synth.Spec{Vocab: 163840, Hidden: 7168, Layers: 3, KDAHeads: 96, KDAHeadDim: 128, ConvK: 4,
 		Heads: 96, QLora: 1536, KVLora: 512, Nope: 128, Rope: 64, VHead: 128, Inter: 33792, FirstDense: 1,
 		Experts: 64, TopK: 16, Shared: 2, MoEInter: 3072, Latent: 3584, Block: 12, FullAttn: []int{3}, Seed: 13}
@@ -27,9 +26,9 @@ func LayerBenchSpec() synth.Spec {
 // The RAM bandwidth measurement: a buffer well above L3, read for a while
 // (tests shrink both).
 var (
-	layerBenchRAMBytes  = 1 << 30
-	layerBenchRAMTime   = 2 * time.Second
-	layerBenchDiskBytes = int64(2 << 30) // per disk measurement
+	layerRAMBytes  = 1 << 30
+	layerRAMTime   = 2 * time.Second
+	layerDiskBytes = int64(2 << 30) // per disk measurement
 )
 
 // LayerTiming is one layer's decode cost.
@@ -41,8 +40,8 @@ type LayerTiming struct {
 	LimitSeconds float64 // Bytes / measured bandwidth
 }
 
-// LayerBench is what `k3 bench layer` measures in one run.
-type LayerBench struct {
+// LayerResult is what `k3 bench layer` measures in one run.
+type LayerResult struct {
 	RAMGBps           float64 // streaming read bandwidth, all threads (the better of before and after the resident runs)
 	DiskGBps          float64 // raw O_DIRECT read of the checkpoint's disk (the best of DiskRuns)
 	RAMRuns           []float64
@@ -55,13 +54,13 @@ type LayerBench struct {
 	Threads           int
 }
 
-// PrepareLayerBench generates (once, reused) the real-width checkpoint and
+// PrepareLayer generates (once, reused) the real-width checkpoint and
 // its packed trunk under dir.
-func PrepareLayerBench(ctx context.Context, dir string, spec synth.Spec, logf func(string, ...any)) (model, tr string, err error) {
-	return prepareBench(ctx, filepath.Join(dir, "layer"), spec, logf)
+func PrepareLayer(ctx context.Context, dir string, spec synth.Spec, logf func(string, ...any)) (model, tr string, err error) {
+	return prepare(ctx, filepath.Join(dir, "layer"), spec, logf)
 }
 
-func layerKind(m *Model, i int) string {
+func layerKind(m *engine.Model, i int) string {
 	a := "kda"
 	if m.Cfg.IsMLA(i) {
 		a = "mla"
@@ -72,24 +71,20 @@ func layerKind(m *Model, i int) string {
 	return a + "+moe"
 }
 
-// RunLayerBench measures per-layer decode time with everything resident and
+// Layer measures per-layer decode time with everything resident and
 // with the trunk and experts streamed cold from disk, and prefill speed.
-func RunLayerBench(ctx context.Context, model, tr string, threads, tokens int, logf func(string, ...any)) (*LayerBench, error) {
-	res := &LayerBench{}
+func Layer(ctx context.Context, model, tr string, threads, tokens int, logf func(string, ...any)) (*LayerResult, error) {
+	res := &LayerResult{}
 	// the RAM and disk limits are measured before and after the runs they
 	// bound, and the better kept: on a shared machine both drift
 	ram := func() error {
 		pool := kernels.NewPool(threads)
 		defer pool.Close()
 		res.Threads = pool.Threads()
-		buf, err := direct.AllocHuge(layerBenchRAMBytes)
+		bw, err := RAM(pool, layerRAMBytes, layerRAMTime)
 		if err != nil {
 			return err
 		}
-		defer buf.Free()
-		b := buf.Bytes()
-		clear(b) // fault the pages in before timing
-		bw := kernels.ReadBandwidth(pool, b, layerBenchRAMTime)
 		res.RAMRuns = append(res.RAMRuns, bw)
 		res.RAMGBps = max(res.RAMGBps, bw)
 		logf("RAM read bandwidth: %.1f GB/s (%d threads)", bw, res.Threads)
@@ -99,17 +94,12 @@ func RunLayerBench(ctx context.Context, model, tr string, threads, tokens int, l
 		return nil, err
 	}
 
-	set, err := st.Open(model)
+	files, err := shardPaths(model)
 	if err != nil {
 		return nil, err
 	}
-	var files []string
-	for _, f := range set.Files() {
-		files = append(files, f.Path)
-	}
-	set.Close()
 	disk := func(when string) error {
-		runs, err := diskReadLimit(files, layerBenchDiskBytes, when)
+		runs, err := LimitRuns(ctx, files, layerDiskBytes, when)
 		for _, r := range runs {
 			res.DiskRuns = append(res.DiskRuns, r)
 			res.DiskGBps = max(res.DiskGBps, r.GBps)
@@ -125,9 +115,9 @@ func RunLayerBench(ctx context.Context, model, tr string, threads, tokens int, l
 	for i := range prompt {
 		prompt[i] = (1000 + 37*i) % 512 // inside any vocabulary the benchmark generates
 	}
-	measure := func(opt Options, cold bool) ([]LayerTiming, float64, error) {
+	run := func(opt engine.Options, cold bool) ([]LayerTiming, float64, error) {
 		opt.Positions, opt.Chunk = len(prompt)+tokens+1, 64
-		m, err := Open(model, opt)
+		m, err := engine.Open(model, opt)
 		if err != nil {
 			return nil, 0, err
 		}
@@ -153,7 +143,7 @@ func RunLayerBench(ctx context.Context, model, tr string, threads, tokens int, l
 		}
 		prefill := float64(len(prompt)) / time.Since(t0).Seconds()
 		if cold {
-			dropCaches(append(files, filepath.Join(tr, trunk.BinFile)))
+			dropPaths(append(files, filepath.Join(tr, trunk.BinFile)))
 		}
 		e.LayerSeconds = make([]float64, m.Bound)
 		id := kernels.Argmax(logits)
@@ -176,7 +166,7 @@ func RunLayerBench(ctx context.Context, model, tr string, threads, tokens int, l
 		return out, prefill, nil
 	}
 	logf("resident: trunk in RAM, every expert cached")
-	if res.Resident, res.PrefillTokensPerS, err = measure(Options{Budget: Budget{CacheBytes: 1 << 40}}, false); err != nil {
+	if res.Resident, res.PrefillTokensPerS, err = run(engine.Options{Budget: engine.Budget{CacheBytes: 1 << 40}}, false); err != nil {
 		return nil, err
 	}
 	if err := ram(); err != nil {
@@ -187,7 +177,7 @@ func RunLayerBench(ctx context.Context, model, tr string, threads, tokens int, l
 	// layer is needed (no read-ahead: the 3-layer benchmark model would fit
 	// whole in two slots of its largest layer, and then nothing streams)
 	logf("streamed: every layer from the packed trunk through one ring slot (no read-ahead), the smallest expert cache, caches dropped")
-	if res.Streamed, _, err = measure(Options{TrunkDir: tr, Budget: Budget{TrunkBytes: 1, Ring: 1, CacheBytes: 1}}, true); err != nil {
+	if res.Streamed, _, err = run(engine.Options{TrunkDir: tr, Budget: engine.Budget{TrunkBytes: 1, Ring: 1, CacheBytes: 1}}, true); err != nil {
 		return nil, err
 	}
 	if err := disk("after"); err != nil {
