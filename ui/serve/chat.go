@@ -188,6 +188,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	} else {
 		if err = p.wait(r.Context()); err == nil {
 			res, err = s.generate(r.Context(), j)
+			p.leave() // before the reply goes out: the client's next request finds the place free
 		}
 		if err == nil {
 			s.writeChat(w, j, res, &q, id, created)
@@ -259,6 +260,7 @@ func (s *Server) streamChat(ctx context.Context, w http.ResponseWriter, p *place
 	j.onReasoning = func(t string) { send(chunk(respMessage{ReasoningContent: &t}, nil)) }
 	j.onAnswer = func(t string) { send(chunk(respMessage{Content: &t}, nil)) }
 	res, err := s.generate(ctx, j)
+	p.leave()
 	if err != nil {
 		if ctx.Err() == nil {
 			e.data(struct {

@@ -83,6 +83,7 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 	} else {
 		if err = p.wait(r.Context()); err == nil {
 			res, err = s.generate(r.Context(), j)
+			p.leave()
 		}
 		if err == nil {
 			out := completionResponse{ID: id, Object: "text_completion", Created: created, Model: s.o.ModelID,
@@ -113,6 +114,7 @@ func (s *Server) streamCompletion(ctx context.Context, w http.ResponseWriter, p 
 	j.onPrefill = func(done, total int) { e.comment(fmt.Sprintf("prefill %d/%d", done, total)) }
 	j.onAnswer = func(t string) { e.data(chunk(t, nil)) }
 	res, err := s.generate(ctx, j)
+	p.leave()
 	if err != nil {
 		if ctx.Err() == nil {
 			e.data(struct {
