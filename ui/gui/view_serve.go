@@ -66,6 +66,9 @@ func NewServePanel(u *UI) *ServePanel {
 	p.Status = widget.NewLabel("")
 	p.Status.Wrapping = fyne.TextWrapWord
 	p.Toggle = widget.NewButton("", p.toggle)
+	if _, err := u.localEngine(); err != nil {
+		p.Status.SetText(err.Error())
+	}
 	p.refresh()
 	p.Root = container.NewVBox(
 		widget.NewForm(widget.NewFormItem("Address", p.Addr), widget.NewFormItem("API key", p.Key)),
