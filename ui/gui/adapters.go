@@ -23,7 +23,7 @@ func RealBackends(dataDir string) Backends {
 		Verifier:   storageVerifier{},
 		Packer:     trunkPacker{},
 		Planner:    enginePlanner{},
-		NewChat:    func(s Settings) (ChatEngine, error) { return NewEngineChat(s), nil },
+		NewChat:    NewChatFor,
 		MakeDemo:   MakeDemoModel,
 		DataDir:    dataDir,
 	}

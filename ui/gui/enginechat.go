@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"k3/doctor"
@@ -28,6 +29,7 @@ type engineChat struct {
 	e    *engine.Engine
 	sess *chat.Session
 	info ModelInfo
+	srv  atomic.Pointer[appServer] // the app's HTTP server over this model (remotechat.go)
 }
 
 // ContextPositions is the context the memory plan reserves for a chat.
@@ -106,6 +108,7 @@ func (c *engineChat) Open(ctx context.Context, on func(engine.Event)) (ModelInfo
 }
 
 func (c *engineChat) Close() {
+	c.stopServer()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.e != nil {
