@@ -3,6 +3,7 @@ package cli
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -74,6 +75,12 @@ func cmdChat(args []string, stdout, stderr io.Writer) int {
 	}
 	var hist []chat.Message
 	if *history != "" {
+		lk, err := chat.LockHistory(*history)
+		if err != nil {
+			fmt.Fprintf(stderr, "k3 chat: %v\n", err)
+			return ExitUsage
+		}
+		defer lk.Release()
 		if hist, err = chat.LoadHistory(*history); err != nil {
 			fmt.Fprintf(stderr, "k3 chat: %v\n", err)
 			return ExitUsage
@@ -162,7 +169,10 @@ func cmdChat(args []string, stdout, stderr io.Writer) int {
 		cancelTurn = nil
 		mu.Unlock()
 		cancel()
-		if err != nil {
+		var conflict *chat.ConflictError
+		if errors.As(err, &conflict) {
+			fmt.Fprintf(stderr, "\nk3 chat: %v\n", err)
+		} else if err != nil {
 			return exitFor(stderr, "chat", err)
 		}
 		fmt.Fprintln(stdout)
