@@ -9,11 +9,12 @@ import (
 	"hash/crc32"
 	"hash/fnv"
 	"io"
-	"os"
 	"path/filepath"
 
 	"k3/storage/atomicfile"
 	st "k3/storage/safetensors"
+
+	"k3/storage/regfile"
 )
 
 // State files hold the exact decode state (ids, KDA recurrent and conv
@@ -79,7 +80,7 @@ var ErrStateMismatch = errors.New("state file does not belong to this model")
 
 // LoadState reads a state file written by SaveState for this model.
 func (m *Model) LoadState(path string) (*State, error) {
-	raw, err := os.ReadFile(path)
+	raw, err := regfile.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
@@ -149,7 +150,7 @@ func (m *Model) LoadState(path string) (*State, error) {
 
 // PeekStatePositions reads the position count from a state file's header.
 func PeekStatePositions(path string) (int, error) {
-	f, err := os.Open(path)
+	f, err := regfile.Open(path)
 	if err != nil {
 		return 0, err
 	}

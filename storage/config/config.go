@@ -15,9 +15,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"os"
 	"sort"
 	"strings"
+
+	"k3/storage/regfile"
 )
 
 // Config is the validated text-model configuration.
@@ -99,7 +100,7 @@ func (e *Error) Error() string {
 
 // Load reads and validates a config file.
 func Load(path string) (*Config, error) {
-	raw, err := os.ReadFile(path)
+	raw, err := regfile.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}

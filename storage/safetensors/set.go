@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+
+	"k3/storage/regfile"
 )
 
 // IndexFile is the name of the optional shard index of a sharded set.
@@ -366,6 +368,14 @@ func newShardFile(sh *shard, f *os.File, seed maphash.Seed) *shardFile {
 }
 
 func loadShard(path string, seed maphash.Seed) (*shardFile, error) {
+	// a named pipe would block open(2) forever
+	if err := regfile.Check(path); err != nil {
+		var nr *regfile.NotRegularError
+		if errors.As(err, &nr) {
+			return nil, &FormatError{Path: path, Msg: nr.Error()}
+		}
+		return nil, fmt.Errorf("safetensors: %w", err)
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("safetensors: %w", err)

@@ -14,6 +14,8 @@ import (
 	"k3/storage/direct"
 	"k3/storage/safetensors"
 	"k3/storage/units"
+
+	"k3/storage/regfile"
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -158,7 +160,7 @@ func Pack(ctx context.Context, modelDir, trunkDir string, opt Options) (*Result,
 	res := &Result{}
 
 	// A complete trunk already there?
-	if data, err := os.ReadFile(finalPath); err == nil {
+	if data, err := regfile.ReadFile(finalPath); err == nil {
 		m, perr := ParseManifest(data)
 		var refuse error
 		switch {
@@ -201,7 +203,7 @@ func Pack(ctx context.Context, modelDir, trunkDir string, opt Options) (*Result,
 
 	// An interrupted pack to continue?
 	done := map[string]uint32{}
-	if data, err := os.ReadFile(partPath); err == nil {
+	if data, err := regfile.ReadFile(partPath); err == nil {
 		p, perr := parsePartial(data)
 		discard := ""
 		switch {

@@ -9,6 +9,8 @@ import (
 
 	"k3/storage/direct"
 	"k3/storage/safetensors"
+
+	"k3/storage/regfile"
 )
 
 // Trunk is an opened, complete trunk directory. Its methods are safe for
@@ -34,7 +36,7 @@ type tensorRef struct {
 // Run contents are not read; VerifyRun checks a run's CRC.
 func Open(dir string) (*Trunk, error) {
 	mpath := filepath.Join(dir, ManifestFile)
-	data, err := os.ReadFile(mpath)
+	data, err := regfile.ReadFile(mpath)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			if _, perr := os.Stat(filepath.Join(dir, PartialFile)); perr == nil {

@@ -4,12 +4,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"sort"
 	"sync"
 
 	"k3/storage/atomicfile"
+
+	"k3/storage/regfile"
 )
 
 // ManifestFile is the record `k3 download` keeps in the model directory:
@@ -79,7 +80,7 @@ func ParseManifest(r io.Reader) (*Manifest, error) {
 // satisfying errors.Is(err, fs.ErrNotExist).
 func ReadManifest(dir string) (*Manifest, error) {
 	p := filepath.Join(dir, ManifestFile)
-	f, err := os.Open(p)
+	f, err := regfile.Open(p)
 	if err != nil {
 		return nil, err
 	}
