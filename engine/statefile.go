@@ -32,13 +32,17 @@ const (
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// Fingerprint identifies a model: its config values, the bound layer count and
-// the checkpoint's files (names, sizes, header lengths).
+// Fingerprint identifies a model by content, never by where it is: its
+// config values (not the config's path), the bound layer count and the
+// checkpoint's files (base names, sizes and header hashes). The same model
+// reached by another path, or copied elsewhere, has the same fingerprint.
 func Fingerprint(m *Model, files []st.FileInfo) uint64 {
 	h := fnv.New64a()
-	fmt.Fprintf(h, "%+v|%d|", *m.Cfg, m.Bound)
+	cfg := *m.Cfg
+	cfg.Path = ""
+	fmt.Fprintf(h, "%+v|%d|", cfg, m.Bound)
 	for _, f := range files {
-		fmt.Fprintf(h, "%s:%d:%d|", filepath.Base(f.Path), f.Size, f.HeaderLen)
+		fmt.Fprintf(h, "%s:%d:%x|", filepath.Base(f.Path), f.Size, f.HeaderSHA256)
 	}
 	return h.Sum64()
 }
