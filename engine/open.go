@@ -88,11 +88,19 @@ func openCheckpoint(dir string, o Options) (*checkpoint, error) {
 		return nil, &BindError{[]string{err.Error()}}
 	}
 	layers := o.Layers
-	if layers <= 0 || layers > cfg.Layers {
+	if layers < 0 || layers > cfg.Layers {
+		set.Close()
+		return nil, fmt.Errorf("%d layers asked for, the model has %d (0 binds them all): %w", layers, cfg.Layers, ErrOptions)
+	}
+	if layers == 0 {
 		layers = cfg.Layers
 	}
 	return &checkpoint{cfg: cfg, set: set, prefix: prefix, layers: layers}, nil
 }
+
+// ErrOptions is wrapped by Open's errors for options that do not fit the
+// model (a layer count it does not have).
+var ErrOptions = errors.New("the options do not fit this model")
 
 // ErrUltraNeedsTrunk refuses ultra-low-memory mode without a packed trunk.
 var ErrUltraNeedsTrunk = errors.New("ultra-low-memory mode streams the model tables from a packed trunk: give a packed trunk (k3 pack)")

@@ -3,6 +3,7 @@ package cli
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -44,4 +45,49 @@ func TestRunRefusesNonFiniteOutput(t *testing.T) {
 	code, _, errs := runK3("run", dir, "--ids", "1,2,3", "--gen", "2", "--out", out)
 	assert.Equal(t, ExitRuntime, code)
 	assert.Contains(t, errs, "non-finite values (NaN or Inf) first appeared in the output of layer 1 (model.layers.1.*)")
+}
+
+// Audit D8 and D22 (rows 5.9, 5.28, 5.33-5.36): numeric flags that overflow,
+// are not numbers or are out of range are refused with exit 2 before
+// anything runs.
+func TestNumericFlagsRefused(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"--cache-gb", "1e10"}, "budgets are at most 9e+09 GB"},
+		{[]string{"--cache-gb", "9.3e9"}, "budgets are at most"},
+		{[]string{"--cache-gb", "1e300"}, "budgets are at most"},
+		{[]string{"--cache-gb", "Inf"}, `invalid value "Inf" for flag -cache-gb: want a finite number`},
+		{[]string{"--cache-gb=NaN"}, `invalid value "NaN" for flag -cache-gb: want a finite number`},
+		{[]string{"--trunk-gb", "nan"}, "want a finite number"},
+		{[]string{"--trunk-gb", "-inf"}, "want a finite number"},
+		{[]string{"--trunk-gb", "0x10p0"}, "want a decimal number"},
+		{[]string{"--threads", "-3"}, "--threads -3 must be 0"},
+		{[]string{"--threads", "+2"}, `invalid value "+2" for flag -threads: want a decimal integer`},
+		{[]string{"--layers", "-1"}, "--layers -1 must be 0"},
+		{[]string{"--layers", "1000"}, "1000 layers asked for, the model has 8"},
+		{[]string{"--gen", "0x10"}, "want a decimal integer"},
+		{[]string{"--chunk", "1_0"}, "want a decimal integer"},
+		{[]string{"--stop-id", "+5"}, "want a non-negative integer"},
+	} {
+		args := append([]string{"run", tinyRelease, "--ids", "1,2,3", "--gen", "1"}, c.args...)
+		code, _, errs := runK3(args...)
+		assert.Equal(t, ExitUsage, code, "%v: %s", c.args, errs)
+		assert.Contains(t, errs, c.msg, c.args)
+	}
+	code, _, errs := runK3("run", tinyRelease, "--ids", "+5", "--gen", "1")
+	assert.Equal(t, ExitUsage, code)
+	assert.Contains(t, errs, `"+5" is not a non-negative integer`)
+	dir := demoModel(t)
+	for _, bad := range []string{"NaN", "Inf"} {
+		stdin = strings.NewReader("hi\n")
+		code, _, errs := runK3("chat", dir, "--temperature", bad)
+		stdin = nil
+		assert.Equal(t, ExitUsage, code, errs)
+		assert.Contains(t, errs, "want a finite number")
+	}
+	// plain values still work, a sign on a float included
+	code, out, errs := runK3("run", tinyRelease, "--ids", "1,2,3", "--gen", "1", "--cache-gb", "+0.5", "--threads", "2", "--layers", "4")
+	assert.Equal(t, ExitOK, code, out+errs)
 }
