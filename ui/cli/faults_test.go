@@ -91,3 +91,58 @@ func TestNumericFlagsRefused(t *testing.T) {
 	code, out, errs := runK3("run", tinyRelease, "--ids", "1,2,3", "--gen", "1", "--cache-gb", "+0.5", "--threads", "2", "--layers", "4")
 	assert.Equal(t, ExitOK, code, out+errs)
 }
+
+// Audit D12 (row 1.66): a config with fewer layers than the checkpoint is
+// refused instead of silently dropping the last layers.
+func TestRunRefusesAConfigWithFewerLayers(t *testing.T) {
+	dir := copyModel(t, tinyRelease)
+	cfgPath := filepath.Join(dir, "config.json")
+	raw, err := os.ReadFile(cfgPath)
+	require.NoError(t, err)
+	edited := strings.Replace(string(raw), `"num_hidden_layers": 8`, `"num_hidden_layers": 7`, 1)
+	edited = strings.Replace(edited, `"full_attn_layers": [
+        3,
+        7,
+        8
+      ]`, `"full_attn_layers": [3, 7]`, 1)
+	require.Equal(t, 2, strings.Count(string(raw), "8")-strings.Count(edited, "8"), "the fixture's layer lists moved")
+	require.NoError(t, os.WriteFile(cfgPath, []byte(edited), 0o644))
+	code, _, errs := runK3("run", dir, "--ids", "1,2,3", "--gen", "1")
+	assert.Equal(t, ExitRuntime, code)
+	assert.Contains(t, errs, "the checkpoint has weights for 8 layers (language_model.model.layers.0 to .7) but")
+	assert.Contains(t, errs, "num_hidden_layers = 7")
+}
+
+// Audit D2 (rows 1.116, 1.117): a trunk packed from one checkpoint is not
+// used for, nor called complete for, a same-layout checkpoint with other
+// weights.
+func TestPackAndRunRefuseAStaleTrunk(t *testing.T) {
+	orig := copyModel(t, tinyRelease)
+	trunkDir := filepath.Join(t.TempDir(), "T")
+	code, out, errs := runK3("pack", orig, trunkDir, "--disk-test-mb", "0", "--quiet")
+	require.Equal(t, ExitOK, code, out+errs)
+
+	ft := copyModel(t, orig)
+	name := "language_model.model.layers.1.self_attn.o_proj.weight"
+	set, err := st.Open(ft)
+	require.NoError(t, err)
+	tn, _ := set.Get(name)
+	shard, size := filepath.Base(tn.Path), tn.Size
+	set.Close()
+	patchTensor(t, ft, name, 0, make([]byte, size)) // other weights, same layout
+
+	code, out, errs = runK3("pack", ft, trunkDir, "--disk-test-mb", "0", "--quiet")
+	assert.Equal(t, ExitUsage, code)
+	assert.NotContains(t, out, "already complete")
+	assert.Contains(t, errs, shard+" changed after the trunk in "+trunkDir+" was packed: run layer.1")
+	assert.Contains(t, errs, "--force")
+
+	code, _, errs = runK3("run", ft, "--trunk", trunkDir, "--ids", "1,2,3", "--gen", "2")
+	assert.Equal(t, ExitRuntime, code)
+	assert.Contains(t, errs, "was modified after the trunk in "+trunkDir)
+
+	code, out, errs = runK3("pack", ft, trunkDir, "--disk-test-mb", "0", "--quiet", "--force")
+	require.Equal(t, ExitOK, code, out+errs)
+	code, out, errs = runK3("run", ft, "--trunk", trunkDir, "--ids", "1,2,3", "--gen", "2")
+	assert.Equal(t, ExitOK, code, out+errs)
+}

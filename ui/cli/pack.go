@@ -184,8 +184,11 @@ func (r *packRenderer) update(p trunk.Progress) {
 	}
 	r.last = time.Now()
 	verb := "packing"
-	if p.Phase == trunk.PhaseCheck {
+	switch p.Phase {
+	case trunk.PhaseCheck:
 		verb = "re-verifying the interrupted pack"
+	case trunk.PhaseSource:
+		verb = "comparing the modified checkpoint with the packed trunk"
 	}
 	run := p.Run
 	if run == "" {
