@@ -39,7 +39,20 @@ type ManifestEntry struct {
 	SHA256  string `json:"sha256"`   // lowercase hex
 	Commit  string `json:"commit"`   // commit the file was downloaded from
 	ModTime int64  `json:"mtime_ns"` // mtime of the finished file; lets a re-run skip re-hashing
+	// Checked is what the content was compared with when it was
+	// downloaded: CheckedSHA256, CheckedGitBlob or CheckedSize ("" in
+	// manifests of older k3 versions, which did not say).
+	Checked string `json:"checked,omitempty"`
 }
+
+// What a download compared a file's content with.
+const (
+	CheckedSHA256  = "sha256"   // the hub's LFS sha256
+	CheckedGitBlob = "git-blob" // the hub's git blob id
+	// CheckedSize: the hub published no hash, only the size was checked;
+	// SHA256 is then the file's own hash, not a verified one.
+	CheckedSize = "size"
+)
 
 // ParseManifest reads and validates a manifest.
 func ParseManifest(r io.Reader) (*Manifest, error) {
@@ -71,6 +84,11 @@ func ParseManifest(r io.Reader) (*Manifest, error) {
 		}
 		if f.Commit != "" && !IsCommit(f.Commit) {
 			return nil, fmt.Errorf("manifest: %s has commit %q, want 40 hex digits", f.Name, f.Commit)
+		}
+		switch f.Checked {
+		case "", CheckedSHA256, CheckedGitBlob, CheckedSize:
+		default:
+			return nil, fmt.Errorf("manifest: %s has checked %q, want %s, %s or %s", f.Name, f.Checked, CheckedSHA256, CheckedGitBlob, CheckedSize)
 		}
 	}
 	return &m, nil
