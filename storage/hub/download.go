@@ -52,7 +52,7 @@ type FileResult struct {
 	// SizeOnly: the hub published no hash for the file (neither an LFS
 	// sha256 nor a git blob id), so only its size was checked.
 	SizeOnly bool
-	Err     error
+	Err      error
 }
 
 // Result of Download.

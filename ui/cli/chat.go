@@ -81,6 +81,7 @@ func cmdChat(args []string, stdout, stderr io.Writer) int {
 			return ExitUsage
 		}
 		defer lk.Release()
+		cleanStaleFiles(stdout, "chat", *history)
 		if hist, err = chat.LoadHistory(*history); err != nil {
 			fmt.Fprintf(stderr, "k3 chat: %v\n", err)
 			return ExitUsage

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -44,6 +45,7 @@ func runDownload(args []string, stdout, stderr io.Writer) int {
 		return ExitUsage
 	}
 	dest := pos[0]
+	cleanStaleFiles(stdout, "download", filepath.Join(dest, verify.ManifestFile))
 	c := downloadNewClient(*endpoint, *repo)
 	ctx, stop := storeInterrupt()
 	defer stop()

@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -145,4 +147,42 @@ func TestPackAndRunRefuseAStaleTrunk(t *testing.T) {
 	require.Equal(t, ExitOK, code, out+errs)
 	code, out, errs = runK3("run", ft, "--trunk", trunkDir, "--ids", "1,2,3", "--gen", "2")
 	assert.Equal(t, ExitOK, code, out+errs)
+}
+
+// deadPID is the id of a process that has exited.
+func deadPID(t *testing.T) int {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	require.NoError(t, cmd.Run())
+	return cmd.Process.Pid
+}
+
+// Audit D11 (rows 2.31, 3.28): what a pack or a state save killed with -9
+// left behind is removed by the next run of the same command, which says so.
+func TestStaleTemporaryFilesRemoved(t *testing.T) {
+	dead := deadPID(t)
+	trunkDir := t.TempDir()
+	disk := filepath.Join(trunkDir, fmt.Sprintf(".k3-disktest-%d.tmp", dead))
+	tmp := filepath.Join(trunkDir, fmt.Sprintf(".trunk.partial.json.tmp%d-42", dead))
+	mine := filepath.Join(trunkDir, fmt.Sprintf(".k3-disktest-%d.tmp", os.Getpid()))
+	for _, p := range []string{disk, tmp, mine} {
+		require.NoError(t, os.WriteFile(p, make([]byte, 5000), 0o644))
+	}
+	code, out, errs := runK3("pack", tinyRelease, trunkDir, "--disk-test-mb", "0", "--quiet")
+	require.Equal(t, ExitOK, code, errs)
+	assert.Contains(t, out, "note: removed 2 temporary file(s) an interrupted k3 pack left: ")
+	assert.Contains(t, out, disk+" (5.00 KB)")
+	for _, p := range []string{disk, tmp} {
+		assert.NoFileExists(t, p)
+	}
+	assert.FileExists(t, mine, "a live process's file is kept")
+
+	state := filepath.Join(t.TempDir(), "s.k3state")
+	left := filepath.Join(filepath.Dir(state), fmt.Sprintf(".s.k3state.tmp%d-7", dead))
+	require.NoError(t, os.WriteFile(left, []byte("half a state"), 0o644))
+	code, out, errs = runK3("run", tinyRelease, "--ids", "1,2,3", "--gen", "0", "--save-state", state)
+	require.Equal(t, ExitOK, code, errs)
+	assert.Contains(t, out, "note: removed 1 temporary file(s) an interrupted k3 run left: "+left)
+	assert.NoFileExists(t, left)
+	assert.FileExists(t, state)
 }

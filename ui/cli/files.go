@@ -1,11 +1,15 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"k3/storage/atomicfile"
+	"k3/storage/units"
 )
 
 // writeAtomic writes a result file atomically.
@@ -24,4 +28,35 @@ func checkWritable(path string) error {
 	name := f.Name()
 	f.Close()
 	return os.Remove(name)
+}
+
+// noteStale says what CleanStale removed: temporary files that a run of
+// the same command, killed before it could clean up, left behind.
+func noteStale(w io.Writer, cmd string, removed []atomicfile.Stale, err error) {
+	if len(removed) > 0 {
+		parts := make([]string, len(removed))
+		for i, s := range removed {
+			parts[i] = fmt.Sprintf("%s (%s)", s.Path, units.Bytes(s.Size))
+		}
+		fmt.Fprintf(w, "note: removed %d temporary file(s) an interrupted k3 %s left: %s\n", len(removed), cmd, strings.Join(parts, ", "))
+	}
+	if err != nil {
+		fmt.Fprintf(w, "note: could not remove every stale temporary file: %v\n", err)
+	}
+}
+
+// cleanStaleFiles removes the stale temporary files of atomic writes of
+// paths (empty ones skipped) and says so.
+func cleanStaleFiles(w io.Writer, cmd string, paths ...string) {
+	var all []atomicfile.Stale
+	var errs []error
+	for _, p := range paths {
+		if p == "" {
+			continue
+		}
+		s, err := atomicfile.CleanStale(p)
+		all = append(all, s...)
+		errs = append(errs, err)
+	}
+	noteStale(w, cmd, all, errors.Join(errs...))
 }

@@ -66,6 +66,8 @@ func runPack(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "k3 pack: %s is not writable: %v\n", dir, err)
 		return ExitOutput
 	}
+	removed, serr := trunk.CleanStale(dir)
+	noteStale(stdout, "pack", removed, serr)
 	ctx, stop := storeInterrupt()
 	defer stop()
 

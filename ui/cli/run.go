@@ -127,6 +127,7 @@ func parseRun(args []string, stdout, stderr io.Writer) (*runConfig, int) {
 			}
 		}
 	}
+	cleanStaleFiles(stdout, "run", *out, *dump, *saveState)
 	if *idsFlag != "" {
 		ids, err := parseIDs(*idsFlag)
 		if err != nil {
