@@ -1,16 +1,24 @@
 package cli
 
 import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"k3/engine"
+	"k3/engine/chat"
 	st "k3/storage/safetensors"
 )
 
@@ -185,4 +193,105 @@ func TestStaleTemporaryFilesRemoved(t *testing.T) {
 	assert.Contains(t, out, "note: removed 1 temporary file(s) an interrupted k3 run left: "+left)
 	assert.NoFileExists(t, left)
 	assert.FileExists(t, state)
+}
+
+// Audit D14 (row 4.27): a message over 16 MiB is refused with a message and
+// the chat goes on with the next line (it used to end with exit 0).
+func TestChatRefusesAHugeLineAndGoesOn(t *testing.T) {
+	dir := demoModel(t)
+	hist := filepath.Join(t.TempDir(), "h.jsonl")
+	stdin = strings.NewReader(strings.Repeat("a", 17<<20) + "\nhi\n")
+	defer func() { stdin = nil }()
+	code, _, errs := runK3("chat", dir, "--gen", "2", "--history", hist, "--chunk", "8")
+	assert.Equal(t, ExitOK, code, errs)
+	assert.Contains(t, errs, "that message is longer than 16 MiB and was not sent")
+	h, err := chat.LoadHistory(hist)
+	require.NoError(t, err)
+	require.Len(t, h, 2)
+	assert.Equal(t, "hi", h[0].Content)
+}
+
+func TestReadLine(t *testing.T) {
+	r := bufio.NewReaderSize(strings.NewReader("one\r\n"+strings.Repeat("x", 100)+"\n"+strings.Repeat("y", 10)+"\nlast"), 16)
+	for _, want := range []struct {
+		line    string
+		tooLong bool
+		err     error
+	}{{"one\r", false, nil}, {"", true, nil}, {strings.Repeat("y", 10), false, nil}, {"last", false, io.EOF}, {"", false, io.EOF}} {
+		line, tooLong, err := readLine(r, 10)
+		assert.Equal(t, want.line, line)
+		assert.Equal(t, want.tooLong, tooLong)
+		assert.Equal(t, want.err, err)
+	}
+}
+
+// Audit D21 and D9 (rows 4.30, 5.21): a second Ctrl-C writes what was done
+// and exits 5, not 130.
+func TestSecondInterruptWritesWhatWasDoneAndExits5(t *testing.T) {
+	exited := make(chan int, 1)
+	exitNow = func(code int) { exited <- code }
+	defer func() { exitNow = os.Exit }()
+
+	out := filepath.Join(t.TempDir(), "o.json")
+	c := &runConfig{ids: []int{1, 2, 3}, out: out, saveState: "s"}
+	c.soFar.gen, c.soFar.steps = []int{7, 8}, []float64{0.5, 0.25}
+	ch := make(chan os.Signal, 2)
+	var errs bytes.Buffer
+	ctx, cancel := watchInterrupts(ch, &errs, func() { c.writeSoFar(&errs) })
+	defer cancel()
+	ch <- os.Interrupt
+	<-ctx.Done()
+	ch <- os.Interrupt
+	assert.Equal(t, ExitInterrupted, <-exited)
+	var rep runReport
+	raw, err := os.ReadFile(out)
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(raw, &rep))
+	assert.Equal(t, []int{7, 8}, rep.GeneratedIDs)
+	assert.Equal(t, []int{1, 2, 3, 7, 8}, rep.FullIDs)
+	assert.Equal(t, "cancelled", rep.StopReason)
+	assert.Contains(t, errs.String(), "stopped at once by a second Ctrl-C: wrote "+out+" with the 2 token(s) generated so far; the decode state was not saved")
+
+	// chat: the reply being stopped is kept, marked stopped
+	hist := filepath.Join(t.TempDir(), "h.jsonl")
+	pt := &partialTurn{before: []chat.Message{{Role: "user", Content: "a"}, {Role: "assistant", Content: "b"}}, user: "c"}
+	pt.add(engine.Event{Kind: engine.EventReasoning, Text: "thinking"})
+	pt.add(engine.Event{Kind: engine.EventAnswer, Text: "half an ans"})
+	var mu sync.Mutex
+	var cancelTurn context.CancelFunc
+	inFlight := pt
+	sig := make(chan os.Signal, 1)
+	errs.Reset()
+	go watchChatInterrupts(sig, &errs, &mu, &cancelTurn, &inFlight, hist)
+	sig <- os.Interrupt
+	assert.Equal(t, ExitInterrupted, <-exited)
+	h, err := chat.LoadHistory(hist)
+	require.NoError(t, err)
+	require.Len(t, h, 4)
+	assert.Equal(t, chat.Message{Role: "assistant", Content: "half an ans", ReasoningContent: "thinking", Cut: chat.CutStopped}, h[3])
+
+	// at the idle prompt: exit 5 too
+	inFlight = nil
+	sig2 := make(chan os.Signal, 1)
+	go watchChatInterrupts(sig2, &errs, &mu, &cancelTurn, &inFlight, hist)
+	sig2 <- os.Interrupt
+	assert.Equal(t, ExitInterrupted, <-exited)
+}
+
+// Audit D17 (row 5.44): an unwritable --dump-cache-trace is refused before
+// the run (exit 3), not after all the work.
+func TestRunChecksTheTraceDirFirst(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "plain")
+	require.NoError(t, os.WriteFile(file, nil, 0o644))
+	out := filepath.Join(t.TempDir(), "o.json")
+	code, stdout, errs := runK3("run", tinyRelease, "--ids", "1,2,3", "--gen", "2", "--out", out, "--dump-cache-trace", filepath.Join(file, "trace"))
+	assert.Equal(t, ExitOutput, code)
+	assert.Contains(t, errs, "--dump-cache-trace: cannot write "+filepath.Join(file, "trace"))
+	assert.NotContains(t, stdout, "STEP", "refused before the run")
+	// a trace directory that does not exist yet is fine
+	trace := filepath.Join(t.TempDir(), "a", "b")
+	code, _, errs = runK3("run", tinyRelease, "--ids", "1,2,3", "--gen", "2", "--out", out, "--dump-cache-trace", trace)
+	require.Equal(t, ExitOK, code, errs)
+	assert.FileExists(t, filepath.Join(trace, "expert_trace.bin"))
+	assert.FileExists(t, out)
 }

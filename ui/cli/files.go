@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -59,4 +60,40 @@ func cleanStaleFiles(w io.Writer, cmd string, paths ...string) {
 		errs = append(errs, err)
 	}
 	noteStale(w, cmd, all, errors.Join(errs...))
+}
+
+// checkDirWritable fails early when the files could not be written in dir:
+// dir exists and they are writable there, or dir can be created (its
+// nearest existing ancestor is a writable directory). Nothing is created.
+func checkDirWritable(dir string, files ...string) error {
+	st, err := os.Stat(dir)
+	if err == nil {
+		if !st.IsDir() {
+			return fmt.Errorf("%s is not a directory", dir)
+		}
+		for _, f := range files {
+			if err := checkWritable(filepath.Join(dir, f)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	for p := filepath.Dir(filepath.Clean(dir)); ; p = filepath.Dir(p) {
+		st, err := os.Stat(p)
+		if err == nil {
+			if !st.IsDir() {
+				return fmt.Errorf("%s is not a directory", p)
+			}
+			return checkWritable(filepath.Join(p, "probe"))
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		if filepath.Dir(p) == p {
+			return err
+		}
+	}
 }
