@@ -125,6 +125,10 @@ func (s *Session) Turn(ctx context.Context, user string, opt Options, on func(en
 	s.finish(rep, sm, gen, opt)
 	if s.HistoryPath != "" {
 		if err := SaveHistory(s.HistoryPath, s.History); err != nil {
+			var ce *ConflictError
+			if errors.As(err, &ce) {
+				s.HistoryPath = ce.SavedAs // the next turns continue there
+			}
 			return rep, fmt.Errorf("history: %w", err)
 		}
 	}

@@ -1,14 +1,21 @@
 // Package atomicfile writes files so that a reader sees either the old
 // content or the new, never a partial file: the data goes to a temporary
-// file in the same directory, is synced, and is renamed over the target.
+// file in the same directory (.NAME.tmpPID-RANDOM), is synced, and is
+// renamed over the target. A writer killed before the rename leaves its
+// temporary file; CleanStale removes those of writers no longer running.
 package atomicfile
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
 )
 
 // Write replaces path with data atomically (mode 0644), syncing the file
@@ -51,7 +58,9 @@ func bytesFill(data []byte) func(*os.File) error {
 
 func write(path string, fill func(*os.File) error, fileSync, dirSync bool) error {
 	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
+	// the writer's pid in the name lets CleanStale tell a temporary file
+	// of a writer killed before its rename from one still being written
+	f, err := os.CreateTemp(dir, tempPrefix(path)+strconv.Itoa(os.Getpid())+"-*")
 	if err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
@@ -85,4 +94,82 @@ func write(path string, fill func(*os.File) error, fileSync, dirSync bool) error
 		}
 	}
 	return nil
+}
+
+func tempPrefix(path string) string { return "." + filepath.Base(path) + ".tmp" }
+
+// Stale is a temporary file CleanStale removed.
+type Stale struct {
+	Path string
+	Size int64
+}
+
+// legacyAge is how old a temporary file without a writer pid (written by
+// an older k3) must be before CleanStale takes it for abandoned.
+const legacyAge = time.Hour
+
+// CleanStale removes the temporary files an interrupted Write of path left
+// beside it: those whose writer process no longer runs (and, from older k3
+// versions that did not record the writer, those over an hour old). A
+// temporary file of a live writer, this process's included, is kept. It
+// returns what it removed.
+func CleanStale(path string) ([]Stale, error) {
+	dir := filepath.Dir(path)
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	pre := tempPrefix(path)
+	var out []Stale
+	var errs []error
+	for _, e := range ents {
+		rest, ok := strings.CutPrefix(e.Name(), pre)
+		if !ok || !e.Type().IsRegular() {
+			continue
+		}
+		info, err := e.Info()
+		if err != nil {
+			continue
+		}
+		pidText, _, withPID := strings.Cut(rest, "-")
+		pid, perr := strconv.Atoi(pidText)
+		switch {
+		case withPID && perr == nil && pid > 0:
+			if pid == os.Getpid() || processAlive(pid) {
+				continue
+			}
+		case isDigits(rest):
+			if time.Since(info.ModTime()) < legacyAge {
+				continue
+			}
+		default:
+			continue // not ours
+		}
+		p := filepath.Join(dir, e.Name())
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, err)
+			continue
+		}
+		out = append(out, Stale{p, info.Size()})
+	}
+	return out, errors.Join(errs...)
+}
+
+// ProcessAlive reports whether a process with this id runs (a process the
+// caller may not signal counts as running).
+func ProcessAlive(pid int) bool { return pid == os.Getpid() || processAlive(pid) }
+
+func isDigits(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
 }

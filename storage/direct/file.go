@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"unsafe"
+
+	"k3/storage/regfile"
 )
 
 // File is an open file read (or written) with O_DIRECT where the filesystem
@@ -34,8 +36,14 @@ type File struct {
 var openFn = os.OpenFile
 
 // Open opens path read-only, with O_DIRECT if the filesystem accepts it.
-// It fails only when the file cannot be opened at all.
-func Open(path string) (*File, error) { return open(path, os.O_RDONLY, 0) }
+// It fails when the file cannot be opened at all, and for anything but a
+// regular file (opening a named pipe would block forever).
+func Open(path string) (*File, error) {
+	if err := regfile.Check(path); err != nil {
+		return nil, openError(path, err)
+	}
+	return open(path, os.O_RDONLY, 0)
+}
 
 // Create creates a new file (it must not exist) for reading and writing,
 // with O_DIRECT if the filesystem accepts it. Writes to an O_DIRECT file

@@ -4,11 +4,12 @@ import (
 	"fmt"
 	"hash/maphash"
 	"iter"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync/atomic"
+
+	"k3/storage/regfile"
 )
 
 // maxIndexLen bounds the size of model.safetensors.index.json (the released
@@ -251,7 +252,7 @@ func joinAll(dir string, files []string) []string {
 }
 
 func readIndexFile(path string) (string, error) {
-	f, err := os.Open(path)
+	f, err := regfile.Open(path)
 	if err != nil {
 		return "", fmt.Errorf("safetensors: %w", err)
 	}

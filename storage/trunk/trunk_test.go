@@ -3,6 +3,9 @@ package trunk
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -143,9 +146,11 @@ func TestPackTinyRelease(t *testing.T) {
 	if m.Source.Prefix != "language_model." || len(m.Source.Files) != 3 || m.Layers() != 8 || len(m.Runs) != 11 {
 		t.Fatalf("prefix %q, %d files, %d layers, %d runs", m.Source.Prefix, len(m.Source.Files), m.Layers(), len(m.Runs))
 	}
-	if m.Source.Files[0] != (SourceFile{"model-00001-of-00003.safetensors", 412584}) {
-		t.Fatalf("source file 0: %+v", m.Source.Files[0])
-	}
+	f0 := m.Source.Files[0]
+	src0, err := os.Stat(filepath.Join(tinyRelease, f0.Name))
+	require.NoError(t, err)
+	assert.Equal(t, SourceFile{Name: "model-00001-of-00003.safetensors", Size: 412584, ModTime: src0.ModTime().UnixNano(), HeaderSHA256: headerSHA256(t, filepath.Join(tinyRelease, f0.Name))}, f0)
+	assert.Equal(t, Version, m.Version)
 	names := []string{"embed", "head", "final"}
 	for i := 0; i < 8; i++ {
 		names = append(names, fmt.Sprintf("layer.%d", i))
@@ -570,7 +575,10 @@ func TestOpenRefusesCorruptManifest(t *testing.T) {
 		{"truncated", openWith(t, good[:len(good)/2]), "truncated JSON"},
 		{"empty", openWith(t, nil), "empty file"},
 		{"trailing", openWith(t, append(slices.Clone(good), "{}"...)), "trailing data"},
-		{"version", mutate(t, good, func(m map[string]any) { m["version"] = 2 }), "version 2 is not supported"},
+		{"version", mutate(t, good, func(m map[string]any) { m["version"] = 3 }), "version 3 is not supported"},
+		{"header hash", mutate(t, good, func(m map[string]any) {
+			m["source"].(map[string]any)["files"].([]any)[0].(map[string]any)["header_sha256"] = "abc"
+		}), "header_sha256 \"abc\" is not 64 lowercase hex digits"},
 		{"format", mutate(t, good, func(m map[string]any) { m["format"] = "gguf" }), `format is "gguf"`},
 		{"unknown field", mutate(t, good, func(m map[string]any) { m["extra"] = 1 }), `unknown field "extra"`},
 		{"overlap", mutate(t, good, func(m map[string]any) { run(m, 4)["offset"] = run(m, 3)["offset"] }), "overlap"},
@@ -656,4 +664,14 @@ func TestMeasureDisk(t *testing.T) {
 	if len(ents) != 0 {
 		t.Fatalf("test file left behind: %v", ents)
 	}
+}
+
+// headerSHA256 hashes a safetensors file's length prefix and header.
+func headerSHA256(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	n := binary.LittleEndian.Uint64(b[:8])
+	sum := sha256.Sum256(b[:8+n])
+	return hex.EncodeToString(sum[:])
 }

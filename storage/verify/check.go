@@ -52,7 +52,7 @@ const (
 	StatusMissing      Status = "missing"       // required, not there
 	StatusWrongSize    Status = "wrong-size"    // there, size differs
 	StatusHashMismatch Status = "hash-mismatch" // there, right size, SHA-256 differs from the manifest
-	StatusNoHash       Status = "no-hash"       // --sha256 asked, manifest has no entry for it
+	StatusNoHash       Status = "no-hash"       // --sha256 asked, manifest has no verified hash for it
 	StatusPartial      Status = "partial"       // an unfinished NAME.part
 	StatusExtra        Status = "extra"         // not part of the release (harmless)
 	StatusNotNeeded    Status = "not-needed"    // released shard the --layers prefix does not need, absent
@@ -331,6 +331,12 @@ func hashAll(ctx context.Context, dir string, rep *Report, idx []int, man *Manif
 				if !ok {
 					r.Status = StatusNoHash
 					r.Detail = "no recorded SHA-256 in " + ManifestFile + "; re-run 'k3 download' to hash and record it"
+					continue
+				}
+				if e.Checked == CheckedSize {
+					// its recorded hash is its own: a match would prove nothing
+					r.Status = StatusNoHash
+					r.Detail = "size checked, no published hash: the hub listed no SHA-256 or git blob id for it, so its content was never compared with the source"
 					continue
 				}
 				sum, _, err := HashFile(ctx, filepath.Join(dir, r.Name), func(n int64) {

@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -170,8 +171,15 @@ func smallSet(t *testing.T) (string, []FileSpec, *Manifest) {
 func TestCheckSHA256(t *testing.T) {
 	dir, set, _ := smallSet(t)
 	ctx := context.Background()
+	// Progress comes from the hashing goroutines: keep the largest count
+	// under a lock (the calls may arrive out of order).
+	var mu sync.Mutex
 	var last int64
-	rep, err := Check(ctx, dir, Options{SHA256: true, Shards: set, Progress: func(d, tot int64) { last = d }})
+	rep, err := Check(ctx, dir, Options{SHA256: true, Shards: set, Progress: func(d, tot int64) {
+		mu.Lock()
+		last = max(last, d)
+		mu.Unlock()
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -44,6 +45,7 @@ func runDownload(args []string, stdout, stderr io.Writer) int {
 		return ExitUsage
 	}
 	dest := pos[0]
+	cleanStaleFiles(stdout, "download", filepath.Join(dest, verify.ManifestFile))
 	c := downloadNewClient(*endpoint, *repo)
 	ctx, stop := storeInterrupt()
 	defer stop()
@@ -75,6 +77,16 @@ func runDownload(args []string, stdout, stderr io.Writer) int {
 	el := res.Elapsed.Seconds()
 	fmt.Fprintf(stdout, "done: %d files (%s) at commit %s, %d fetched (%s in %s, %s), %d already verified\n",
 		len(res.Files), units.Bytes(res.Total), res.Commit, fetched, units.Bytes(res.Fetched), res.Elapsed.Round(time.Second), units.PerSec(float64(res.Fetched)/max(el, 1e-9)), len(res.Files)-fetched)
+	var sizeOnly []string
+	for _, f := range res.Files {
+		if f.SizeOnly {
+			sizeOnly = append(sizeOnly, f.Name)
+		}
+	}
+	if len(sizeOnly) > 0 {
+		fmt.Fprintf(stdout, "note: the hub published no hash for %d file(s), so only their size was checked: %s (k3 verify --sha256 does not count them as verified)\n",
+			len(sizeOnly), strings.Join(sizeOnly, ", "))
+	}
 	fmt.Fprintf(stdout, "manifest: %s/%s\n", strings.TrimRight(dest, "/"), verify.ManifestFile)
 	if *layers > 0 {
 		fmt.Fprintf(stdout, "next: k3 verify %s --layers %d --sha256\n", storeQuote(dest), *layers)

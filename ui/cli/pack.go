@@ -66,6 +66,8 @@ func runPack(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "k3 pack: %s is not writable: %v\n", dir, err)
 		return ExitOutput
 	}
+	removed, serr := trunk.CleanStale(dir)
+	noteStale(stdout, "pack", removed, serr)
 	ctx, stop := storeInterrupt()
 	defer stop()
 
@@ -184,8 +186,11 @@ func (r *packRenderer) update(p trunk.Progress) {
 	}
 	r.last = time.Now()
 	verb := "packing"
-	if p.Phase == trunk.PhaseCheck {
+	switch p.Phase {
+	case trunk.PhaseCheck:
 		verb = "re-verifying the interrupted pack"
+	case trunk.PhaseSource:
+		verb = "comparing the modified checkpoint with the packed trunk"
 	}
 	run := p.Run
 	if run == "" {

@@ -11,7 +11,9 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"k3/doctor/machine"
@@ -60,6 +62,39 @@ type runConfig struct {
 	mf                                           *modelFlags
 	// opts are the engine options the flags give (tests add fault hooks).
 	opts engine.Options
+	// soFar is what the generation produced, for a second Ctrl-C.
+	soFar struct {
+		sync.Mutex
+		prior, gen []int
+		steps      []float64
+	}
+}
+
+// writeSoFar writes --out with the tokens generated so far, when a second
+// Ctrl-C stops the run without waiting for the step in flight.
+func (c *runConfig) writeSoFar(stderr io.Writer) {
+	c.soFar.Lock()
+	rep := runReport{PromptIDs: c.ids, GeneratedIDs: slices.Clone(c.soFar.gen), StopReason: engine.StopCancelled.String(),
+		StepSeconds: slices.Clone(c.soFar.steps), PeakRSSBytes: machine.PeakRSS()}
+	rep.FullIDs = slices.Concat(c.soFar.prior, c.ids, rep.GeneratedIDs)
+	c.soFar.Unlock()
+	if rep.GeneratedIDs == nil {
+		rep.GeneratedIDs = []int{}
+	}
+	rep.WallSeconds = sum(rep.StepSeconds)
+	what := "nothing else was written"
+	if c.out != "" {
+		b, _ := json.Marshal(rep)
+		if err := writeAtomic(c.out, append(b, '\n')); err != nil {
+			what = fmt.Sprintf("writing %s failed: %v", c.out, err)
+		} else {
+			what = fmt.Sprintf("wrote %s with the %d token(s) generated so far", c.out, len(rep.GeneratedIDs))
+		}
+	}
+	if c.saveState != "" {
+		what += "; the decode state was not saved (the step in flight did not finish)"
+	}
+	fmt.Fprintf(stderr, "\nk3 run: stopped at once by a second Ctrl-C: %s\n", what)
 }
 
 func cmdRun(args []string, stdout, stderr io.Writer) int {
@@ -67,7 +102,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	if code >= 0 {
 		return code
 	}
-	ctx, stop := interruptContext(stderr)
+	ctx, stop := interruptContext(stderr, func() { c.writeSoFar(stderr) })
 	defer stop()
 	return c.run(ctx, stdout, stderr)
 }
@@ -127,6 +162,14 @@ func parseRun(args []string, stdout, stderr io.Writer) (*runConfig, int) {
 			}
 		}
 	}
+	if *traceDir != "" {
+		// checked now: failing after the whole run would lose its work
+		if err := checkDirWritable(*traceDir, "expert_trace.bin", "expert_hist.json"); err != nil {
+			fmt.Fprintf(stderr, "k3 run: --dump-cache-trace: cannot write %s: %v\n", *traceDir, err)
+			return nil, ExitOutput
+		}
+	}
+	cleanStaleFiles(stdout, "run", *out, *dump, *saveState)
 	if *idsFlag != "" {
 		ids, err := parseIDs(*idsFlag)
 		if err != nil {
@@ -250,6 +293,11 @@ func (c *runConfig) execute(ctx context.Context, e *engine.Engine, st *engine.St
 	prefill := newPrefillPrinter(stdout)
 	header := false
 	last := e.Snapshot()
+	if st != nil {
+		c.soFar.Lock()
+		c.soFar.prior = slices.Clone(st.IDs)
+		c.soFar.Unlock()
+	}
 	res.gen, res.err = e.Generate(ctx, st, c.ids, engine.GenOptions{MaxTokens: c.gen, StopIDs: c.stops,
 		Recompute: c.recompute, Complete: c.saveState != "",
 		OnEvent: func(ev engine.Event) {
@@ -257,6 +305,10 @@ func (c *runConfig) execute(ctx context.Context, e *engine.Engine, st *engine.St
 			case engine.EventPrefill:
 				prefill.add(ev)
 			case engine.EventToken:
+				c.soFar.Lock()
+				c.soFar.gen = append(c.soFar.gen, ev.Token)
+				c.soFar.steps = append(c.soFar.steps, ev.Seconds)
+				c.soFar.Unlock()
 				if !header {
 					fmt.Fprintf(stdout, "%-6s %-10s %-10s %-10s %-10s %s\n", "STEP", "TOKEN", "SECONDS", "CACHE HIT", "READ GB", "TOK/S")
 					fmt.Fprintln(stdout, strings.Repeat("-", 62))
@@ -417,12 +469,21 @@ func exitFor(stderr io.Writer, cmd string, err error) int {
 	}
 }
 
+// exitNow ends the process at a second Ctrl-C (tests replace it).
+var exitNow = os.Exit
+
 // interruptContext is cancelled by the first Ctrl-C (the forward stops before
-// its next layer and results are written); a second Ctrl-C exits at once.
-func interruptContext(stderr io.Writer) (context.Context, func()) {
-	ctx, cancel := context.WithCancel(context.Background())
+// its next layer and results are written); a second Ctrl-C calls onSecond
+// (which writes what it can of what was done) and exits 5 at once.
+func interruptContext(stderr io.Writer, onSecond func()) (context.Context, func()) {
 	ch := make(chan os.Signal, 2)
 	signal.Notify(ch, os.Interrupt)
+	ctx, cancel := watchInterrupts(ch, stderr, onSecond)
+	return ctx, func() { signal.Stop(ch); cancel() }
+}
+
+func watchInterrupts(ch <-chan os.Signal, stderr io.Writer, onSecond func()) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
 		n := 0
 		for range ch {
@@ -432,10 +493,14 @@ func interruptContext(stderr io.Writer) (context.Context, func()) {
 				cancel()
 				continue
 			}
-			os.Exit(130)
+			if onSecond != nil {
+				onSecond()
+			}
+			exitNow(ExitInterrupted)
+			return
 		}
 	}()
-	return ctx, func() { signal.Stop(ch); cancel() }
+	return ctx, cancel
 }
 
 // statePositions peeks at a state file's position count (0 when absent or
