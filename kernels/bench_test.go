@@ -29,10 +29,7 @@ func benchMatMul(b *testing.B, dt DType, rows, cols, T, threads int) {
 }
 
 func BenchmarkMatMul(b *testing.B) {
-	for _, lv := range []Level{LevelPortable, LevelAVX2, LevelAVX512} {
-		if lv > BestLevel() {
-			continue
-		}
+	for _, lv := range Levels() {
 		for _, c := range []struct {
 			dt         DType
 			rows, cols int
