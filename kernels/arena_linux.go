@@ -1,6 +1,10 @@
 package kernels
 
-import "golang.org/x/sys/unix"
+import (
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
 
 // benchArena returns n bytes (a multiple of 8) for the benchmark weights:
 // anonymous memory aligned to 2 MiB and advised MADV_HUGEPAGE, like the
@@ -21,3 +25,5 @@ func benchArena(n int) (b []byte, huge bool, free func()) {
 	huge = unix.Madvise(b, unix.MADV_HUGEPAGE) == nil
 	return b, huge, func() { _ = unix.Munmap(m) }
 }
+
+func uintptrOf(b []byte) uintptr { return uintptr(unsafe.Pointer(&b[0])) }

@@ -253,5 +253,3 @@ func heapArena(n int) ([]byte, bool, func()) {
 	a := make([]uint64, (n+7)/8)
 	return unsafe.Slice((*byte)(unsafe.Pointer(&a[0])), n), false, func() { runtime.KeepAlive(a) }
 }
-
-func uintptrOf(b []byte) uintptr { return uintptr(unsafe.Pointer(&b[0])) }

@@ -10,7 +10,8 @@ import (
 // bit-identical to LevelPortable (see the contract in doc.go).
 type Level int32
 
-// Implementation levels, in increasing order of preference.
+// Implementation levels; those of one architecture in increasing order of
+// preference.
 const (
 	LevelPortable Level = iota // plain Go, every architecture
 	LevelAVX2                  // amd64 AVX2 + FMA

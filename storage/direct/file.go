@@ -111,6 +111,12 @@ func RefusesUncached(err error) bool {
 	return errors.Is(err, syscall.EINVAL) || errors.Is(err, syscall.EOPNOTSUPP) || errors.Is(err, syscall.ENOTSUP) || osRefuses(err)
 }
 
+// DiskFull reports whether a write error means the disk is full (ENOSPC or
+// EDQUOT; ERROR_DISK_FULL or ERROR_HANDLE_DISK_FULL on Windows).
+func DiskFull(err error) bool {
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) || diskFull(err)
+}
+
 // Path returns the file name given to Open or Create.
 func (f *File) Path() string { return f.path }
 
@@ -290,7 +296,7 @@ func (f *File) WriteAt(p []byte, off int64) (int, error) {
 			if errors.Is(err, syscall.EINTR) {
 				continue
 			}
-			if errors.Is(err, syscall.ENOSPC) {
+			if DiskFull(err) {
 				err = fmt.Errorf("%w: the disk is full", err)
 			}
 			return done, &WriteError{Path: f.path, Off: off, Len: len(p), Err: err}

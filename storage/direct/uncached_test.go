@@ -2,11 +2,14 @@ package direct
 
 import (
 	"bytes"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -132,4 +135,16 @@ func TestOpenUncached(t *testing.T) {
 	require.NoError(t, err)
 	assert.Zero(t, n)
 	require.NoError(t, f.Close())
+}
+
+// TestDiskFull: ENOSPC, EDQUOT and (on Windows) ERROR_DISK_FULL, wrapped
+// or not, are a full disk; other errors are not.
+func TestDiskFull(t *testing.T) {
+	assert.True(t, DiskFull(&WriteError{Path: "x", Err: fmt.Errorf("write: %w", syscall.ENOSPC)}))
+	assert.True(t, DiskFull(syscall.EDQUOT))
+	assert.False(t, DiskFull(io.ErrShortWrite))
+	assert.False(t, DiskFull(syscall.EIO))
+	if runtime.GOOS == "windows" {
+		assert.True(t, DiskFull(&os.PathError{Op: "write", Path: "x", Err: syscall.Errno(112)})) // ERROR_DISK_FULL
+	}
 }

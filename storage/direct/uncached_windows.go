@@ -23,3 +23,9 @@ func openUncached(path string, flag int, perm os.FileMode) (*os.File, error) {
 func osRefuses(err error) bool {
 	return errors.Is(err, windows.ERROR_INVALID_PARAMETER) || errors.Is(err, windows.ERROR_NOT_SUPPORTED)
 }
+
+// diskFull: Windows reports a full volume as ERROR_DISK_FULL or
+// ERROR_HANDLE_DISK_FULL, never as ENOSPC.
+func diskFull(err error) bool {
+	return errors.Is(err, windows.ERROR_DISK_FULL) || errors.Is(err, windows.ERROR_HANDLE_DISK_FULL)
+}

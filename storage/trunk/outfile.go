@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"syscall"
 
 	"k3/storage/direct"
 )
@@ -63,7 +62,7 @@ func (o *outFile) writeAt(p []byte, off int64) error {
 			o.note = fmt.Sprintf("%s writes refused for %s (%v): writing through the page cache", direct.UncachedName, o.path, err)
 			continue
 		}
-		if errors.Is(err, syscall.ENOSPC) {
+		if direct.DiskFull(err) {
 			return fmt.Errorf("write %s at offset %d: the disk is full: %w", o.path, off+int64(done), err)
 		}
 		return fmt.Errorf("write %s at offset %d: %w", o.path, off+int64(done), err)
