@@ -2,7 +2,6 @@ package kernels
 
 import (
 	"math"
-	"sync"
 	"unsafe"
 )
 
@@ -44,30 +43,6 @@ func newMxArgs() mxArgs {
 	return mxArgs{pow2: &pow2Tab, e2m1: &E2M1, shifts: mxShifts, pow2h: &pow2hTab, lut: e2m1Int, tab: mxTab}
 }
 
-// allFinite reports whether no value is Inf or NaN.
-func allFinite(x []float32) bool {
-	for _, v := range x {
-		if math.Float32bits(v)&0x7f800000 == 0x7f800000 {
-			return false
-		}
-	}
-	return true
-}
-
-// finishRow adds the columns [n8, Cols) that the kernels leave to Go (fewer
-// than 8, into lanes 0..) and combines the lanes, rounded to float32.
-func (m *Mat) finishRow(l *[Lanes]float64, r, n8 int, x []float32) float32 {
-	return float32(m.finishRow64(l, r, n8, x))
-}
-
-// finishRow64 is finishRow without the final rounding.
-func (m *Mat) finishRow64(l *[Lanes]float64, r, n8 int, x []float32) float64 {
-	for i := n8; i < m.Cols; i++ {
-		l[i-n8] += m.weight64(r, i) * float64(x[i])
-	}
-	return combine(l)
-}
-
 // simdMatMul is MatMul on the SIMD path; false means "use the portable path".
 func simdMatMul(p *Pool, dst []float32, m *Mat, x []float32, T int) bool {
 	lvl := CurrentLevel()
@@ -91,11 +66,6 @@ func simdMatMul(p *Pool, dst []float32, m *Mat, x []float32, T int) bool {
 	matMulSIMD(p, dst, m, x, T, lvl)
 	return true
 }
-
-// rowKernelMaxT is the largest token count that runs on the row kernels
-// (one mat-vec per token over each block of rows, whose weights stay in L1/L2
-// after the first token) rather than on the decode-and-gemm path.
-const rowKernelMaxT = 8
 
 // matVecSIMD streams the rows through the fused row kernels; with T > 1 each
 // block of rows is multiplied with every token while it is in cache.
@@ -196,22 +166,6 @@ func (m *Mat) rowsSIMD(lvl Level, r, k int, xd []float64, n8 int, acc *[64]float
 		return true
 	}
 }
-
-// Blocking of the mat-mat path: a panel of panelRows output rows is computed
-// in column blocks of kBlock; each block of 6 rows is decoded once to float64
-// and multiplied with every token by the register-tiled micro-kernel.
-const (
-	panelRows = 48
-	kBlock    = 512
-	wStride   = kBlock + 8 // float64s between decoded rows (breaks 4 KiB aliasing)
-)
-
-type gemmScratch struct {
-	w   [6 * wStride]float64
-	acc []float64
-}
-
-var gemmPool = sync.Pool{New: func() any { return new(gemmScratch) }}
 
 func matMulSIMD(p *Pool, dst []float32, m *Mat, x []float32, T int, lvl Level) {
 	n := m.Cols

@@ -53,10 +53,7 @@ func benchMat(dt DType, rows, cols int) *Mat {
 }
 
 func BenchmarkMatMul(b *testing.B) {
-	for _, lv := range []Level{LevelPortable, LevelAVX2, LevelAVX512} {
-		if lv > BestLevel() {
-			continue
-		}
+	for _, lv := range Levels() {
 		for _, c := range []struct {
 			dt         DType
 			rows, cols int

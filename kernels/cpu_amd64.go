@@ -14,3 +14,6 @@ func detectLevel() Level {
 	}
 	return LevelPortable
 }
+
+// runs reports whether l is an amd64 level this CPU has.
+func runs(l Level) bool { return l <= bestLevel && l <= LevelAVX512 }

@@ -10,11 +10,13 @@ import (
 // bit-identical to LevelPortable (see the contract in doc.go).
 type Level int32
 
-// Implementation levels, in increasing order of preference.
+// Implementation levels; those of one architecture in increasing order of
+// preference.
 const (
 	LevelPortable Level = iota // plain Go, every architecture
 	LevelAVX2                  // amd64 AVX2 + FMA
 	LevelAVX512                // amd64 AVX-512 F/BW/DQ/VL/VBMI
+	LevelNEON                  // arm64 Advanced SIMD (ASIMD)
 )
 
 func (l Level) String() string {
@@ -25,6 +27,8 @@ func (l Level) String() string {
 		return "avx2"
 	case LevelAVX512:
 		return "avx512"
+	case LevelNEON:
+		return "neon"
 	}
 	return fmt.Sprintf("level(%d)", int32(l))
 }
@@ -47,18 +51,30 @@ func init() {
 // BestLevel is the fastest level this CPU supports.
 func BestLevel() Level { return bestLevel }
 
+// Levels lists the levels this CPU runs, portable first and BestLevel last.
+func Levels() []Level {
+	var ls []Level
+	for l := LevelPortable; l <= bestLevel; l++ {
+		if runs(l) {
+			ls = append(ls, l)
+		}
+	}
+	return ls
+}
+
 // CurrentLevel is the level the kernels use now.
 func CurrentLevel() Level { return Level(level.Load()) }
 
-// SetLevel switches the implementation (clamped to what the CPU supports)
-// and returns the previous level. It is meant for tests and benchmarks; do
+// SetLevel switches the implementation (clamped to what the CPU supports:
+// above BestLevel means BestLevel, another architecture's level means
+// portable) and returns the previous level. It is meant for tests and benchmarks; do
 // not call it while kernels run on other goroutines if you need a definite
 // level for those calls (results are identical either way).
 func SetLevel(l Level) Level {
 	if l > bestLevel {
 		l = bestLevel
 	}
-	if l < LevelPortable {
+	if l < LevelPortable || !runs(l) {
 		l = LevelPortable
 	}
 	return Level(level.Swap(int32(l)))

@@ -34,7 +34,9 @@
 // (golang.org/x/sys/cpu): LevelAVX512, LevelAVX2 (+FMA) or LevelPortable.
 // Setting K3_PORTABLE=1 forces the portable Go code; SetLevel switches at run
 // time (tests force each level and compare bit for bit with the portable
-// path). Other architectures use the portable code. The assembly follows the
+// path). On arm64 the same loops run in NEON (Advanced SIMD) assembly,
+// simd_neon_arm64.s, as LevelNEON (see below); other architectures use the
+// portable code. The assembly follows the
 // contract exactly: one zmm (or two ymm) holds the 8 lanes, each lane is
 // accumulated in ascending element order, and Go code adds the < 8 tail
 // columns and combines the lanes with the same tree. NaN results may differ
@@ -64,6 +66,16 @@
 //   - MXFP4 kernels give a NaN-scale group zero products instead of skipping
 //     it, which is the same for finite activations; with a non-finite
 //     activation the call runs on the portable path.
+//
+// On arm64 (LevelNEON) the 8 lanes of a row are four 2 x float64 registers
+// and the blocking is the AVX2 path's with the rows the 32 vector registers
+// hold: row kernels with 4 f32 or bf16 rows (bf16 widened by a 16-bit shift,
+// exact for every value, so no block falls back) or 2 MXFP4 rows in flight
+// for T <= 8, decode and a 3x2 micro-kernel above. An MXFP4 weight
+// E2M1*2^(s-127) has only its top 16 bits set as a float64, so the kernels
+// look each code's two top bytes up in a per-scale table with TBL and move
+// them to the top of a 64-bit lane with ZIP (mxNEONTab); the FMA then forms
+// the exact product, as on amd64.
 //
 // Parallel kernels split OUTPUT rows among workers and never split a
 // reduction, so results do not depend on the number of threads.

@@ -162,15 +162,6 @@ func decodeBF16AVX512(src *uint16, dst *float64, n int)
 //go:noescape
 func decodeMXFP4AVX512(a *mxArgs, dst *float64, n int)
 
-// gemmArgs is the argument block of the gemm micro-kernels; the assembly
-// relies on the offsets noted.
-type gemmArgs struct {
-	w         [6]*float64 // 0: decoded weight rows
-	x         [4]*float64 // 48: widened activations, one row per token
-	acc       *float64    // 80: lanes of weight row r, token t at acc[r*accStride/8+t*8:][:8]
-	accStride int         // 88: bytes (not float64s) between consecutive weight rows' lanes
-}
-
 // gemm6x4AVX512 is the AVX-512 mat-mat micro-kernel: 6 weight rows times 4
 // tokens, 24 lane sets held in registers over one column block and added
 // to the lanes in memory (a.acc is read and written):

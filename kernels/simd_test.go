@@ -10,10 +10,7 @@ import (
 // simdLevels lists the non-portable levels this CPU can run; each test forces
 // every one of them through SetLevel and compares with LevelPortable.
 func simdLevels(t *testing.T) []Level {
-	var ls []Level
-	for l := LevelAVX2; l <= BestLevel(); l++ {
-		ls = append(ls, l)
-	}
+	ls := Levels()[1:]
 	if len(ls) == 0 {
 		t.Logf("no SIMD level on this machine (%v): comparing portable with itself", BestLevel())
 	}

@@ -85,12 +85,8 @@ func write(path string, fill func(*os.File) error, fileSync, dirSync bool) error
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	if dirSync {
-		if d, err := os.Open(dir); err == nil {
-			err = d.Sync()
-			d.Close()
-			if err != nil {
-				return fmt.Errorf("sync %s: %w", dir, err)
-			}
+		if err := syncDir(dir); err != nil {
+			return fmt.Errorf("sync %s: %w", dir, err)
 		}
 	}
 	return nil

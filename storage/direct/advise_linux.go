@@ -10,8 +10,5 @@ import (
 // development machines' setting) only backs advised regions with them.
 func adviseHuge(b []byte) bool { return unix.Madvise(b, unix.MADV_HUGEPAGE) == nil }
 
-// directFlag is the open(2) flag that bypasses the page cache.
-const directFlag = unix.O_DIRECT
-
 // dropCache tells the kernel the file's cached pages are not needed.
 func dropCache(f *os.File) error { return unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED) }

@@ -86,7 +86,7 @@ func TestReadAtMatches(t *testing.T) {
 	}
 	defer f.Close()
 	t.Logf("direct=%v note=%q", f.Direct(), f.Note())
-	if runtime.GOOS == "linux" && !f.Direct() && !strings.Contains(f.Note(), "refused") {
+	if uncachedOS() && !f.Direct() && !strings.Contains(f.Note(), "refused") {
 		t.Fatalf("not direct and no reason given: %q", f.Note())
 	}
 	hb, err := AllocHuge(size + 2*Align)
@@ -241,25 +241,19 @@ func TestInjectedEIOAndShortReads(t *testing.T) {
 }
 
 func TestODirectRefusedAtOpenFallsBack(t *testing.T) {
-	if directFlag == 0 {
-		t.Skip("no O_DIRECT on this system")
-	}
 	data := pattern(100000)
 	path := writeTemp(t, data)
-	orig := openFn
-	defer func() { openFn = orig }()
-	openFn = func(name string, flag int, perm os.FileMode) (*os.File, error) {
-		if flag&directFlag != 0 {
-			return nil, &os.PathError{Op: "open", Path: name, Err: syscall.EINVAL}
-		}
-		return orig(name, flag, perm)
+	orig := openUncachedFn
+	defer func() { openUncachedFn = orig }()
+	openUncachedFn = func(name string, flag int, perm os.FileMode) (*os.File, error) {
+		return nil, &os.PathError{Op: "open", Path: name, Err: syscall.EINVAL}
 	}
 	f, err := Open(path)
 	if err != nil {
 		t.Fatalf("Open failed instead of falling back: %v", err)
 	}
 	defer f.Close()
-	if f.Direct() || !strings.Contains(f.Note(), "O_DIRECT refused") {
+	if f.Direct() || !strings.Contains(f.Note(), UncachedName+" refused") {
 		t.Fatalf("direct=%v note=%q", f.Direct(), f.Note())
 	}
 	p := make([]byte, 5000)

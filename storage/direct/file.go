@@ -31,13 +31,30 @@ type File struct {
 	pwriteFn func(f *os.File, p []byte, off int64) (int, error)
 }
 
-// openFn opens a file; tests replace it to imitate filesystems that refuse
-// O_DIRECT.
-var openFn = os.OpenFile
+// openFn opens a file buffered and openUncachedFn bypassing the page cache
+// (O_DIRECT, F_NOCACHE or FILE_FLAG_NO_BUFFERING: see UncachedName); tests
+// replace them to imitate filesystems that refuse it.
+var (
+	openFn         = os.OpenFile
+	openUncachedFn = openUncached
+)
 
-// Open opens path read-only, with O_DIRECT if the filesystem accepts it.
-// It fails when the file cannot be opened at all, and for anything but a
-// regular file (opening a named pipe would block forever).
+// ErrNoUncached is OpenUncached's answer on a system without uncached file
+// I/O.
+var ErrNoUncached = fmt.Errorf("no uncached file I/O on this system: %w", errors.ErrUnsupported)
+
+// OpenUncached opens path like os.OpenFile, bypassing the page cache: with
+// O_DIRECT on Linux, F_NOCACHE and read-ahead off on macOS,
+// FILE_FLAG_NO_BUFFERING on Windows, ErrNoUncached elsewhere. Its reads and
+// writes must be aligned (Aligned) on Linux and Windows. RefusesUncached
+// tells a filesystem's refusal from a real failure.
+func OpenUncached(path string, flag int, perm os.FileMode) (*os.File, error) {
+	return openUncachedFn(path, flag, perm)
+}
+
+// Open opens path read-only, bypassing the page cache if the filesystem
+// allows it. It fails when the file cannot be opened at all, and for
+// anything but a regular file (opening a named pipe would block forever).
 func Open(path string) (*File, error) {
 	if err := regfile.Check(path); err != nil {
 		return nil, openError(path, err)
@@ -46,34 +63,33 @@ func Open(path string) (*File, error) {
 }
 
 // Create creates a new file (it must not exist) for reading and writing,
-// with O_DIRECT if the filesystem accepts it. Writes to an O_DIRECT file
-// must be aligned (see WriteAt).
+// bypassing the page cache if the filesystem allows it. Writes to such a
+// file must be aligned (see WriteAt).
 func Create(path string) (*File, error) {
 	return open(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 }
 
 func open(path string, flag int, perm os.FileMode) (*File, error) {
 	f := &File{path: path, flag: flag, perm: perm, preadFn: pread, pwriteFn: pwrite}
-	if directFlag != 0 {
-		fd, err := openFn(path, flag|directFlag, perm)
-		if err == nil {
-			f.cur.Store(fd)
-			f.dio.Store(true)
-			return f, nil
-		}
-		if !refusesDirect(err) {
-			return nil, openError(path, err)
-		}
+	fd, err := openUncachedFn(path, flag, perm)
+	switch {
+	case err == nil:
+		f.cur.Store(fd)
+		f.dio.Store(true)
+		return f, nil
+	case errors.Is(err, errors.ErrUnsupported):
+		f.note = "this system has no uncached reads: buffered reads through the page cache"
+	case RefusesUncached(err):
 		if flag&os.O_EXCL != 0 {
 			// Some filesystems create the file and then refuse O_DIRECT;
 			// with O_EXCL anything at path now is ours.
 			_ = os.Remove(path)
 		}
-		f.note = fmt.Sprintf("O_DIRECT refused by the filesystem (%v): buffered reads through the page cache", unwrapSys(err))
-	} else {
-		f.note = "this system has no O_DIRECT: buffered reads through the page cache"
+		f.note = fmt.Sprintf("%s refused by the filesystem (%v): buffered reads through the page cache", UncachedName, unwrapSys(err))
+	default:
+		return nil, openError(path, err)
 	}
-	fd, err := openFn(path, flag, perm)
+	fd, err = openFn(path, flag, perm)
 	if err != nil {
 		return nil, openError(path, err)
 	}
@@ -97,10 +113,16 @@ func unwrapSys(err error) error {
 	return err
 }
 
-// refusesDirect reports whether an open or read error means "this
-// filesystem does not do O_DIRECT" rather than a real failure.
-func refusesDirect(err error) bool {
-	return errors.Is(err, syscall.EINVAL) || errors.Is(err, syscall.EOPNOTSUPP) || errors.Is(err, syscall.ENOTSUP)
+// RefusesUncached reports whether an open, read or write error means "this
+// filesystem does not do uncached I/O" rather than a real failure.
+func RefusesUncached(err error) bool {
+	return errors.Is(err, syscall.EINVAL) || errors.Is(err, syscall.EOPNOTSUPP) || errors.Is(err, syscall.ENOTSUP) || osRefuses(err)
+}
+
+// DiskFull reports whether a write error means the disk is full (ENOSPC or
+// EDQUOT; ERROR_DISK_FULL or ERROR_HANDLE_DISK_FULL on Windows).
+func DiskFull(err error) bool {
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) || diskFull(err)
 }
 
 // Path returns the file name given to Open or Create.
@@ -149,7 +171,7 @@ func (f *File) fallback(bad *os.File, cause error) error {
 	f.old = append(f.old, bad)
 	f.cur.Store(fd)
 	f.dio.Store(false)
-	f.note = fmt.Sprintf("O_DIRECT I/O refused by the filesystem (%v): buffered reads through the page cache", cause)
+	f.note = fmt.Sprintf("%s I/O refused by the filesystem (%v): buffered reads through the page cache", UncachedName, cause)
 	return nil
 }
 
@@ -167,7 +189,7 @@ func (f *File) rawRead(p []byte, off int64) (int, error) {
 			if errors.Is(err, syscall.EINTR) {
 				continue
 			}
-			if dio && refusesDirect(err) && Aligned(p[done:done+c], off+int64(done)) {
+			if dio && RefusesUncached(err) && Aligned(p[done:done+c], off+int64(done)) {
 				if ferr := f.fallback(fd, err); ferr != nil {
 					return done, ferr
 				}
@@ -282,7 +304,7 @@ func (f *File) WriteAt(p []byte, off int64) (int, error) {
 			if errors.Is(err, syscall.EINTR) {
 				continue
 			}
-			if errors.Is(err, syscall.ENOSPC) {
+			if DiskFull(err) {
 				err = fmt.Errorf("%w: the disk is full", err)
 			}
 			return done, &WriteError{Path: f.path, Off: off, Len: len(p), Err: err}

@@ -4,14 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"syscall"
 
 	"k3/storage/direct"
 )
 
-// outFile is trunk.bin opened for writing, with O_DIRECT where the
-// filesystem accepts it. (storage/direct.Create only creates new files; a
-// resumed pack writes into an existing one.)
+// outFile is trunk.bin opened for writing, bypassing the page cache where
+// the filesystem allows it (direct.OpenUncached). (storage/direct.Create
+// only creates new files; a resumed pack writes into an existing one.)
 type outFile struct {
 	path   string
 	f      *os.File
@@ -22,29 +21,24 @@ type outFile struct {
 // openOut opens (creating if needed) path for reading and writing.
 func openOut(path string) (*outFile, error) {
 	o := &outFile{path: path}
-	if oDirect != 0 {
-		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|oDirect, 0o644)
-		if err == nil {
-			o.f, o.direct = f, true
-			return o, nil
-		}
-		if !refusesDirect(err) {
-			return nil, err
-		}
-		o.note = fmt.Sprintf("O_DIRECT refused for %s (%v): writing through the page cache", path, err)
-	} else {
-		o.note = "no O_DIRECT on this system: writing through the page cache"
+	f, err := direct.OpenUncached(path, os.O_RDWR|os.O_CREATE, 0o644)
+	switch {
+	case err == nil:
+		o.f, o.direct = f, true
+		return o, nil
+	case errors.Is(err, errors.ErrUnsupported):
+		o.note = "no uncached writes on this system: writing through the page cache"
+	case direct.RefusesUncached(err):
+		o.note = fmt.Sprintf("%s refused for %s (%v): writing through the page cache", direct.UncachedName, path, err)
+	default:
+		return nil, err
 	}
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	f, err = os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return nil, err
 	}
 	o.f = f
 	return o, nil
-}
-
-func refusesDirect(err error) bool {
-	return errors.Is(err, syscall.EINVAL) || errors.Is(err, syscall.EOPNOTSUPP) || errors.Is(err, syscall.ENOTSUP)
 }
 
 // writeAt writes all of p at off. p, off and len(p) must be aligned when the
@@ -58,17 +52,17 @@ func (o *outFile) writeAt(p []byte, off int64) error {
 		if err == nil {
 			continue
 		}
-		if o.direct && refusesDirect(err) && done%RunAlign == 0 {
+		if o.direct && direct.RefusesUncached(err) && done%RunAlign == 0 {
 			f, oerr := os.OpenFile(o.path, os.O_RDWR, 0)
 			if oerr != nil {
 				return fmt.Errorf("write %s: %w", o.path, oerr)
 			}
 			o.f.Close()
 			o.f, o.direct = f, false
-			o.note = fmt.Sprintf("O_DIRECT writes refused for %s (%v): writing through the page cache", o.path, err)
+			o.note = fmt.Sprintf("%s writes refused for %s (%v): writing through the page cache", direct.UncachedName, o.path, err)
 			continue
 		}
-		if errors.Is(err, syscall.ENOSPC) {
+		if direct.DiskFull(err) {
 			return fmt.Errorf("write %s at offset %d: the disk is full: %w", o.path, off+int64(done), err)
 		}
 		return fmt.Errorf("write %s at offset %d: %w", o.path, off+int64(done), err)

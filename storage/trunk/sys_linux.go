@@ -6,9 +6,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// oDirect is the open(2) flag that bypasses the page cache.
-const oDirect = unix.O_DIRECT
-
 // preallocate reserves size bytes for f (so a pack does not run out of
 // space half way), falling back to a plain size change when the
 // filesystem cannot reserve.

@@ -13,7 +13,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -211,7 +210,7 @@ func TestRunInterruptDuringPrefill(t *testing.T) {
 	go func() { done <- run(append(args("cut.json"), "--save-state", state), w, &errOut) }()
 	<-seen // the first progress line: the prompt is being read
 	t1 := time.Now()
-	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGINT))
+	require.NoError(t, interruptSelf())
 	code = <-done
 	stop := time.Since(t1)
 	require.Equal(t, ExitInterrupted, code, errOut.String())

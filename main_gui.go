@@ -1,0 +1,8 @@
+//go:build !headless && cgo
+
+package main
+
+import "k3/ui/gui"
+
+// openApp opens the desktop window: Fyne runs it on the main thread.
+func openApp() int { return gui.Open() }
