@@ -29,12 +29,11 @@ func DataDir() string {
 	return filepath.Join(os.TempDir(), "k3")
 }
 
-// NewWindow creates the app's main window; call the UI's Start once the
-// app runs (Lifecycle().SetOnStarted) so background work begins on a live
-// event loop.
+// NewWindow creates the app's main window; once the app runs
+// (Lifecycle().SetOnStarted) call FitScreen and the UI's Start, so the
+// window knows its screen and background work begins on a live event loop.
 func NewWindow(a fyne.App, b Backends) (*UI, fyne.Window) {
 	w := a.NewWindow("k3 — Kimi K3 on this machine")
-	w.Resize(fyne.NewSize(1280, 800))
 	u := NewUI(a, w, b)
 	return u, w
 }
@@ -44,7 +43,10 @@ func Open() int {
 	a := app.NewWithID(AppID)
 	a.SetIcon(iconResource)
 	u, w := NewWindow(a, RealBackends(DataDir()))
-	a.Lifecycle().SetOnStarted(u.Start)
+	a.Lifecycle().SetOnStarted(func() {
+		FitScreen(w)
+		u.Start()
+	})
 	w.SetOnClosed(func() {
 		if u.Chat != nil {
 			u.Chat.Shutdown()

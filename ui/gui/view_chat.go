@@ -93,7 +93,7 @@ func NewChatView(u *UI) *ChatView {
 	v.Notice.Importance = widget.WarningImportance
 	v.Gauges = NewGaugesView()
 
-	tools := container.NewHBox(v.Thinking, widget.NewLabel("effort"), v.Effort, settingsBt, v.RegenBt, v.EditBt)
+	tools := newFlow(v.Thinking, container.NewHBox(widget.NewLabel("effort"), v.Effort), settingsBt, v.RegenBt, v.EditBt)
 	inputRow := container.NewBorder(nil, nil, nil, container.NewVBox(v.SendBt, v.StopBt), v.Entry)
 	bottom := container.NewVBox(v.Notice, v.Phase, tools, inputRow)
 	center := container.NewBorder(nil, bottom, nil, nil, v.scroller)

@@ -58,7 +58,7 @@ func newMemoryStep(w *Wizard) *MemoryStep {
 		widget.NewFormItem("Trunk (pinned layers + ring)", container.NewBorder(nil, nil, nil, s.TrunkLbl, s.Trunk)),
 		widget.NewFormItem("Expert cache", container.NewBorder(nil, nil, nil, s.CacheLbl, s.Cache)),
 	)
-	s.view = scroll(container.NewVBox(intro, form, s.Note, s.Verdict, widget.NewCard("Memory plan", "what goes where", s.PlanText)))
+	s.view = scroll(container.NewVBox(intro, form, s.Note, s.Verdict, widget.NewCard("Memory plan", "what goes where", container.NewHScroll(s.PlanText))))
 	return s
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"image/color"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"fyne.io/fyne/v2"
+	"fyne.io/fyne/v2/canvas"
 	"fyne.io/fyne/v2/container"
 	"fyne.io/fyne/v2/dialog"
 	"fyne.io/fyne/v2/widget"
@@ -25,11 +27,12 @@ type ModelStep struct {
 	w    *Wizard
 	view fyne.CanvasObject
 
-	Dir      *widget.Entry
-	Layers   *widget.Entry
-	LayerMsg *widget.Label
-	Status   *widget.Label
-	DemoBt   *widget.Button
+	Dir       *widget.Entry
+	Layers    *widget.Entry
+	LayersLbl *widget.Label
+	LayerMsg  *widget.Label
+	Status    *widget.Label
+	DemoBt    *widget.Button
 
 	Token       *widget.Entry
 	Revision    *widget.Entry
@@ -53,7 +56,7 @@ func newModelStep(w *Wizard) *ModelStep {
 	s := &ModelStep{w: w}
 	u := w.u
 	s.Dir = widget.NewEntry()
-	s.Dir.SetPlaceHolder("/path/to/Kimi-K3 (the folder with config.json and the .safetensors shards)")
+	s.Dir.SetPlaceHolder("the folder that holds (or will hold) the Kimi K3 files")
 	s.Dir.OnChanged = func(string) { s.dirChanged() }
 	choose := widget.NewButton("Choose folder…", func() {
 		dialog.ShowFolderOpen(func(l fyne.ListableURI, err error) {
@@ -66,18 +69,20 @@ func newModelStep(w *Wizard) *ModelStep {
 	s.Layers.SetPlaceHolder("all")
 	s.Layers.OnChanged = func(string) { s.dirChanged() }
 	s.LayerMsg = wrapLabel("")
+	s.LayerMsg.Hide()
 	s.Status = wrapLabel("")
-	s.DemoBt = widget.NewButton("Use the DEMO model instead (a few MB, made here in seconds; its text is not meaningful)", s.UseDemo)
+	s.DemoBt = widget.NewButton("Use the DEMO model instead", s.UseDemo)
 
 	s.Token = widget.NewPasswordEntry()
-	s.Token.SetPlaceHolder("access token (only if the hub asks for one; never saved)")
+	s.Token.SetPlaceHolder("only if the hub asks for one; never saved")
 	s.Revision = widget.NewEntry()
-	s.Revision.SetPlaceHolder("main")
+	s.Revision.SetPlaceHolder("main (the latest)")
 	s.DownloadBt = widget.NewButton("Download into this folder", s.ToggleDownload)
 	s.DlBar = widget.NewProgressBar()
 	s.DlStatus = wrapLabel("")
 	s.DlFiles = widget.NewLabel("")
 	s.DlFiles.TextStyle = fyne.TextStyle{Monospace: true}
+	s.DlFiles.Hide()
 
 	s.VerifyBt = widget.NewButton("Verify the files", s.StartVerify)
 	s.VfBar = widget.NewProgressBar()
@@ -92,18 +97,23 @@ func newModelStep(w *Wizard) *ModelStep {
 		o.(*widget.Label).SetText(describeFile(f))
 	})
 
-	folder := container.NewBorder(nil, nil, widget.NewLabel("Checkpoint folder"), choose, s.Dir)
-	layers := container.NewBorder(nil, nil, widget.NewLabel("Layers to use (empty = all 93)"), nil, s.Layers)
-	dl := widget.NewCard("Download", "from the model hub into the folder above; pause and resume any time, even after closing the app",
-		container.NewVBox(
-			container.NewBorder(nil, nil, widget.NewLabel("Token"), nil, s.Token),
-			container.NewBorder(nil, nil, widget.NewLabel("Revision"), nil, s.Revision),
-			s.DownloadBt, s.DlBar, s.DlStatus, s.DlFiles))
-	vf := widget.NewCard("Verify", "every file's size (and checksum when the download recorded one)",
-		container.NewBorder(container.NewVBox(s.VerifyBt, s.VfBar, s.VfStatus), nil, nil, nil, s.VfList))
-	vfList := container.NewGridWrap(fyne.NewSize(560, 260), vf)
-	s.view = scroll(container.NewVBox(folder, layers, s.LayerMsg, s.Status, s.DemoBt,
-		container.NewGridWithColumns(2, dl, vfList)))
+	folder := container.NewBorder(nil, nil, widget.NewLabel("Model folder"), choose, s.Dir)
+	s.LayersLbl = widget.NewLabel("Layers to use (empty = all)")
+	layers := container.NewBorder(nil, nil, s.LayersLbl, nil, s.Layers)
+	// a list in a box is one row high: the spacer gives it room for several
+	listRoom := canvas.NewRectangle(color.Transparent)
+	listRoom.SetMinSize(fyne.NewSize(0, 180))
+	dl := widget.NewCard("Download", "", container.NewVBox(
+		wrapLabel("From the model hub into the folder above. You can pause and resume at any time, even after closing the app."),
+		container.NewBorder(nil, nil, widget.NewLabel("Access token"), nil, s.Token),
+		container.NewBorder(nil, nil, widget.NewLabel("Version"), nil, s.Revision),
+		s.DownloadBt, s.DlBar, s.DlStatus, container.NewHScroll(s.DlFiles)))
+	vf := widget.NewCard("Verify", "", container.NewVBox(
+		wrapLabel("Checks every file's size, and its checksum when the download recorded one."),
+		s.VerifyBt, s.VfBar, s.VfStatus, container.NewStack(listRoom, s.VfList)))
+	demo := container.NewBorder(nil, nil, s.DemoBt, nil,
+		wrapLabel("A few MB, made here in seconds, so you can try everything; its text is not meaningful."))
+	s.view = scroll(container.NewVBox(folder, layers, s.LayerMsg, s.Status, demo, dl, vf))
 	return s
 }
 
@@ -155,11 +165,11 @@ func (s *ModelStep) dirChanged() {
 	n, err := s.layers()
 	switch {
 	case err != nil:
-		s.LayerMsg.SetText(err.Error())
+		setNote(s.LayerMsg, err.Error())
 	case n > 0:
-		s.LayerMsg.SetText(fmt.Sprintf("Only the first %d layers will be used: fine for trying things out, but the text is then NOT the model's.", n))
+		setNote(s.LayerMsg, fmt.Sprintf("Only the first %d layers will be used: fine for trying things out, but the text is then NOT the model's.", n))
 	default:
-		s.LayerMsg.SetText("")
+		setNote(s.LayerMsg, "")
 	}
 	switch {
 	case dir == "":
@@ -286,7 +296,7 @@ func (s *ModelStep) showDownload(ev hub.Event) {
 		}
 		lines = append(lines, fmt.Sprintf("%-44s %6.1f%%  %7.1f MB/s", f.Name, 100*float64(f.Done)/float64(max(f.Total, 1)), f.Rate/1e6))
 	}
-	s.DlFiles.SetText(strings.Join(lines, "\n"))
+	setNote(s.DlFiles, strings.Join(lines, "\n"))
 }
 
 // describeSnapshot is the download's one-line summary.
@@ -309,7 +319,7 @@ func (s *ModelStep) downloadDone(err error) {
 		s.DlBar.SetValue(1)
 		s.DownloadBt.SetText("Download into this folder")
 		s.DlStatus.SetText("Downloaded and verified.")
-		s.DlFiles.SetText("")
+		setNote(s.DlFiles, "")
 	case errors.Is(err, context.Canceled):
 		s.DownloadBt.SetText("Resume download")
 		s.DlStatus.SetText("Paused. Finished files and partial files are kept; Resume continues where it stopped, even after a restart.")

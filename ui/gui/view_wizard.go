@@ -137,3 +137,14 @@ func wrapLabel(text string) *widget.Label {
 	l.Wrapping = fyne.TextWrapWord
 	return l
 }
+
+// setNote shows text in a label, and hides the label when text is empty so
+// an empty line does not leave a gap.
+func setNote(l *widget.Label, text string) {
+	l.SetText(text)
+	if text == "" {
+		l.Hide()
+	} else {
+		l.Show()
+	}
+}

@@ -44,7 +44,10 @@ func TestMain(m *testing.M) {
 	s.WizardDone, s.ModelDir, s.Demo, s.Preset, s.MaxTokens = true, filepath.Join(data, "demo-model"), true, "laptop", 32
 	s.Save(realApp.Preferences())
 	u, w = NewWindow(realApp, b)
-	realApp.Lifecycle().SetOnStarted(u.Start)
+	realApp.Lifecycle().SetOnStarted(func() {
+		FitScreen(w)
+		u.Start()
+	})
 	w.Show()
 	code := make(chan int, 1)
 	go func() {

@@ -1,0 +1,31 @@
+package gui
+
+import "fyne.io/fyne/v2"
+
+// PreferredSize is the window's size on a screen with room for it.
+var PreferredSize = fyne.NewSize(1280, 800)
+
+// titleBar is left free above the window when the screen is too small for
+// PreferredSize, so a window manager's title bar does not push the bottom
+// row (Next, Send) off the screen.
+const titleBar = 32
+
+// FitScreen sizes the window to PreferredSize, or to the screen's work area
+// when that is smaller. Call it on the Fyne goroutine once the app runs.
+func FitScreen(w fyne.Window) {
+	size := PreferredSize
+	if px, ok := screenPixels(); ok {
+		sc := w.Canvas().Scale()
+		if sc <= 0 {
+			sc = 1
+		}
+		scr := fyne.NewSize(float32(px.X)/sc, float32(px.Y)/sc)
+		if scr.Width < size.Width {
+			size.Width = scr.Width
+		}
+		if scr.Height < size.Height {
+			size.Height = max(scr.Height-titleBar, scr.Height*0.9)
+		}
+	}
+	w.Resize(size)
+}
