@@ -41,13 +41,13 @@ type ChatView struct {
 	Notice   *widget.Label
 	Gauges   *GaugesView
 
-	engine  ChatEngine
-	Info    *ModelInfo
-	Busy    bool
-	cancel  context.CancelFunc
-	pump    *Pump
-	idle    chan struct{} // closed when no turn runs
-	opening bool
+	engine   ChatEngine
+	Info     *ModelInfo
+	Busy     bool
+	cancel   context.CancelFunc
+	pump     *Pump
+	idle     chan struct{} // closed when no turn runs
+	stopping bool          // Stop was pressed; the turn is ending
 }
 
 // NewChatView builds the chat and opens the last conversation.
@@ -339,8 +339,9 @@ func (v *ChatView) truncate(n int) {
 
 // Stop ends the reply in flight; the partial reply is kept.
 func (v *ChatView) Stop() {
-	if v.Busy && v.cancel != nil {
-		v.Phase.SetText("stopping after the step in flight…")
+	if v.Busy && v.cancel != nil && !v.stopping {
+		v.stopping = true
+		v.Phase.SetText("stopping — what was written so far is kept")
 		v.cancel()
 	}
 }
@@ -382,7 +383,11 @@ func (v *ChatView) startTurn() {
 		reply.Append(r, a)
 		v.scroller.ScrollToBottom()
 	}
-	p.OnPhase = func(ph string) { v.Phase.SetText(ph) }
+	p.OnPhase = func(ph string) {
+		if !v.stopping { // progress that was on its way must not hide "stopping"
+			v.Phase.SetText(ph)
+		}
+	}
 	p.WithMeter(func(m *Meter) { m.StartTurn(time.Now()) })
 	p.Start()
 	history := append([]chat.Message(nil), v.History...)
@@ -417,7 +422,7 @@ func (v *ChatView) startTurn() {
 }
 
 func (v *ChatView) finishTurn(reply *MessageView, msg chat.Message, err error) {
-	v.Busy, v.cancel = false, nil
+	v.Busy, v.cancel, v.stopping = false, nil, false
 	if err != nil && msg.Content == "" && msg.ReasoningContent == "" {
 		// nothing to keep: drop the empty reply
 		v.Views = v.Views[:len(v.Views)-1]
