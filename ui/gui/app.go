@@ -1,9 +1,9 @@
 // Package gui is k3's desktop app (Fyne): a setup wizard (machine check,
 // checkpoint download or choice, trunk packing, memory plan) and a chat
-// view with live engine gauges. Views are one file each (view_*.go); the
-// bridge (bridge.go) turns engine events into throttled UI updates; the
-// engine and storage packages are reached only through the interfaces in
-// backends.go (real ones in adapters.go).
+// view with live engine gauges. Views are one file each (view_*.go). The
+// engine and storage packages are reached only through k3/ui/bridge, which
+// has no Fyne import: its interfaces (Backends), the chat engine, the event
+// pump, background jobs, settings and conversation files.
 package gui
 
 import (
@@ -12,6 +12,8 @@ import (
 
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/app"
+
+	"k3/ui/bridge"
 )
 
 // AppID is the app's unique id (also in FyneApp.toml).
@@ -32,7 +34,7 @@ func DataDir() string {
 // NewWindow creates the app's main window; once the app runs
 // (Lifecycle().SetOnStarted) call FitScreen and the UI's Start, so the
 // window knows its screen and background work begins on a live event loop.
-func NewWindow(a fyne.App, b Backends) (*UI, fyne.Window) {
+func NewWindow(a fyne.App, b bridge.Backends) (*UI, fyne.Window) {
 	w := a.NewWindow("k3 — Kimi K3 on this machine")
 	u := NewUI(a, w, b)
 	return u, w
@@ -42,7 +44,7 @@ func NewWindow(a fyne.App, b Backends) (*UI, fyne.Window) {
 func Open() int {
 	a := app.NewWithID(AppID)
 	a.SetIcon(iconResource)
-	u, w := NewWindow(a, RealBackends(DataDir()))
+	u, w := NewWindow(a, bridge.RealBackends(DataDir()))
 	a.Lifecycle().SetOnStarted(func() {
 		FitScreen(w)
 		u.Start()

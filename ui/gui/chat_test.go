@@ -15,6 +15,7 @@ import (
 	"k3/engine"
 	"k3/engine/chat"
 	"k3/engine/plan"
+	"k3/ui/bridge"
 )
 
 func chatUI(t *testing.T, fc *fakeChat) (*UI, *ChatView) {
@@ -65,7 +66,7 @@ func TestChatStreamStopKeepsPartial(t *testing.T) {
 			t.Errorf("phase %q", v.Phase.Text)
 		}
 	})
-	h, err := chat.LoadHistory(filepath.Join(u.conversationsDir(), v.Current+Ext))
+	h, err := chat.LoadHistory(filepath.Join(u.conversationsDir(), v.Current+bridge.Ext))
 	if err != nil || len(h) != 2 || h[0].Content != "Hi there" || h[1].Content != "Hello world" || h[1].Cut != "stopped" {
 		t.Fatalf("saved history %+v %v", h, err)
 	}
@@ -165,7 +166,7 @@ func TestChatErrorsInPlainWords(t *testing.T) {
 			t.Errorf("an empty failed reply must not stay: %d views", len(v.Views))
 		}
 	})
-	if got := Explain(os.ErrNotExist); !strings.HasPrefix(got, "A file or folder is missing") {
+	if got := bridge.Explain(os.ErrNotExist); !strings.HasPrefix(got, "A file or folder is missing") {
 		t.Errorf("not-exist: %q", got)
 	}
 }
@@ -209,15 +210,15 @@ func TestConversationsNewRenameDelete(t *testing.T) {
 
 func TestSettingsPersist(t *testing.T) {
 	a := test.NewTempApp(t)
-	s := DefaultSettings()
+	s := bridge.DefaultSettings()
 	s.ModelDir, s.Layers, s.TrunkDir, s.Preset, s.TrunkGB, s.CacheGB = "/m", 7, "/t", "desktop", 16, 10.5
 	s.SystemPrompt, s.Thinking, s.Effort, s.Greedy, s.Temperature, s.TopP, s.TopK, s.Seed, s.MaxTokens = "sys", false, "max", false, 0.7, 0.9, 40, 3, 99
 	s.WizardDone, s.LastConversation, s.DownloadDest = true, "c", "/d"
 	s.Save(a.Preferences())
-	if got := LoadSettings(a.Preferences()); got != s {
+	if got := bridge.LoadSettings(a.Preferences()); got != s {
 		t.Errorf("round trip\n got %+v\nwant %+v", got, s)
 	}
-	if got := LoadSettings(test.NewTempApp(t).Preferences()); got != DefaultSettings() {
+	if got := bridge.LoadSettings(test.NewTempApp(t).Preferences()); got != bridge.DefaultSettings() {
 		t.Errorf("defaults %+v", got)
 	}
 	f := NewChatSettingsForm(s)

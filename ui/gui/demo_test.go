@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"fyne.io/fyne/v2/test"
+
+	"k3/ui/bridge"
 )
 
 // The demo end to end on the real engine, headless: the wizard makes the
@@ -13,7 +15,7 @@ import (
 func TestDemoEndToEnd(t *testing.T) {
 	a := test.NewTempApp(t)
 	u := newTestUIOn(t, a, nil)
-	u.B = RealBackends(t.TempDir())
+	u.B = bridge.RealBackends(t.TempDir())
 	u.B.Machine = &fakeMachine{} // the real doctor measures disks for seconds
 	ui(u.Start)
 	w := u.Wizard

@@ -18,6 +18,7 @@ import (
 	"k3/engine/plan"
 	"k3/storage/hub"
 	"k3/storage/verify"
+	"k3/ui/bridge"
 )
 
 // uiMu serialises UI work between test goroutines and the views'
@@ -80,7 +81,7 @@ type fakeDownloader struct {
 	mu    sync.Mutex
 }
 
-func (f *fakeDownloader) Download(ctx context.Context, req DownloadRequest, progress func(hub.Event)) error {
+func (f *fakeDownloader) Download(ctx context.Context, req bridge.DownloadRequest, progress func(hub.Event)) error {
 	f.mu.Lock()
 	f.calls++
 	f.mu.Unlock()
@@ -115,8 +116,8 @@ func (fakeVerifier) Verify(ctx context.Context, dir string, layers int, progress
 
 type fakePacker struct{ packed string }
 
-func (f *fakePacker) Pack(ctx context.Context, modelDir, trunkDir string, layers int, progress func(PackProgress)) error {
-	progress(PackProgress{Done: 50, Total: 100, Layer: 1, Layers: 2})
+func (f *fakePacker) Pack(ctx context.Context, modelDir, trunkDir string, layers int, progress func(bridge.PackProgress)) error {
+	progress(bridge.PackProgress{Done: 50, Total: 100, Layer: 1, Layers: 2})
 	f.packed = trunkDir
 	return nil
 }
@@ -147,14 +148,14 @@ type fakeChat struct {
 	lastOpt chat.Options
 }
 
-func (f *fakeChat) Open(ctx context.Context, on func(engine.Event)) (ModelInfo, error) {
+func (f *fakeChat) Open(ctx context.Context, on func(engine.Event)) (bridge.ModelInfo, error) {
 	if f.openErr != nil {
-		return ModelInfo{}, f.openErr
+		return bridge.ModelInfo{}, f.openErr
 	}
 	for i := 1; i <= 3; i++ {
 		on(engine.Event{Kind: engine.EventPhase, Text: "loading layer " + string(rune('0'+i)) + "/3"})
 	}
-	return ModelInfo{Name: "fake", Layers: 3, BudgetBytes: 4e9}, nil
+	return bridge.ModelInfo{Name: "fake", Layers: 3, BudgetBytes: 4e9}, nil
 }
 
 func (f *fakeChat) Turn(ctx context.Context, h []chat.Message, opt chat.Options, on func(engine.Event)) (chat.Message, error) {
@@ -203,10 +204,10 @@ func newTestUIOn(t *testing.T, a fyne.App, fc *fakeChat) *UI {
 	t.Helper()
 	w := test.NewTempWindow(t, nil)
 	w.Resize(fyne.NewSize(1280, 800))
-	b := Backends{Machine: &fakeMachine{}, Downloader: &fakeDownloader{}, Verifier: fakeVerifier{}, Packer: &fakePacker{},
+	b := bridge.Backends{Machine: &fakeMachine{}, Downloader: &fakeDownloader{}, Verifier: fakeVerifier{}, Packer: &fakePacker{},
 		Planner: fakePlanner{}, DataDir: t.TempDir(),
-		NewChat:  func(Settings) (ChatEngine, error) { return fc, nil },
-		MakeDemo: MakeDemoModel}
+		NewChat:  func(bridge.Settings) (bridge.ChatEngine, error) { return fc, nil },
+		MakeDemo: bridge.MakeDemoModel}
 	u := NewUI(a, w, b)
 	u.do = func(f func()) { ui(f) }
 	return u

@@ -1,6 +1,8 @@
 package gui
 
-import "fyne.io/fyne/v2"
+import (
+	"fyne.io/fyne/v2"
+)
 
 // PreferredSize is the window's size on a screen with room for it.
 var PreferredSize = fyne.NewSize(1280, 800)

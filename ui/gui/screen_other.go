@@ -2,6 +2,8 @@
 
 package gui
 
-import "image"
+import (
+	"image"
+)
 
 func screenPixels() (image.Point, bool) { return image.Point{}, false }

@@ -14,6 +14,7 @@ import (
 	"k3/engine/chat"
 	"k3/engine/synth"
 	"k3/tokenizer"
+	"k3/ui/bridge"
 )
 
 // smallModel writes a generated checkpoint (K3 graph, random weights) and a
@@ -27,8 +28,8 @@ func smallModel(t *testing.T) string {
 	return dir
 }
 
-func realChatSettings(dir string) Settings {
-	s := DefaultSettings()
+func realChatSettings(dir string) bridge.Settings {
+	s := bridge.DefaultSettings()
 	s.ModelDir, s.Preset, s.WizardDone = dir, "laptop", true
 	return s
 }
@@ -39,7 +40,7 @@ var longPrompt = strings.Repeat("Tell me about the weather in the mountains. ", 
 // Cancelling during prefill ends the turn before any token: the real
 // engine checks the context before every layer, prompt included.
 func TestEngineChatStopDuringPrefill(t *testing.T) {
-	c := NewEngineChat(realChatSettings(smallModel(t)))
+	c := bridge.NewEngineChat(realChatSettings(smallModel(t)))
 	defer c.Close()
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
@@ -70,7 +71,7 @@ func TestEngineChatStopDuringPrefill(t *testing.T) {
 // reports prefill progress, from the engine's goroutine as a user's click
 // would arrive while the prompt is read.
 type stopOnPrefill struct {
-	ChatEngine
+	bridge.ChatEngine
 	press func()
 	once  sync.Once
 	after []engine.EventKind
@@ -110,8 +111,8 @@ func TestChatStopDuringPrefillRealEngine(t *testing.T) {
 			assert.True(t, strings.HasPrefix(v.Phase.Text, "stopping"), "phase %q", v.Phase.Text)
 		})
 	}
-	u.B.NewChat = func(s Settings) (ChatEngine, error) {
-		sp.ChatEngine = NewEngineChat(s)
+	u.B.NewChat = func(s bridge.Settings) (bridge.ChatEngine, error) {
+		sp.ChatEngine = bridge.NewEngineChat(s)
 		return sp, nil
 	}
 	ui(u.Start)
@@ -129,7 +130,7 @@ func TestChatStopDuringPrefillRealEngine(t *testing.T) {
 		assert.False(t, v.Views[1].cutLbl.Hidden)
 		v.Shutdown()
 	})
-	h, err := chat.LoadHistory(u.conversationsDir() + "/" + v.Current + Ext)
+	h, err := chat.LoadHistory(u.conversationsDir() + "/" + v.Current + bridge.Ext)
 	require.NoError(t, err)
 	require.Len(t, h, 2)
 	assert.Equal(t, chat.CutStopped, h[1].Cut)

@@ -5,14 +5,16 @@ import (
 
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/dialog"
+
+	"k3/ui/bridge"
 )
 
 // UI is the app: one window showing either the setup wizard or the chat.
 type UI struct {
 	App fyne.App
 	Win fyne.Window
-	B   Backends
-	S   Settings
+	B   bridge.Backends
+	S   bridge.Settings
 
 	// do runs a function on the Fyne goroutine (fyne.Do; tests may swap it).
 	do func(func())
@@ -22,8 +24,8 @@ type UI struct {
 }
 
 // NewUI builds the views. Call Start to show the first one.
-func NewUI(a fyne.App, w fyne.Window, b Backends) *UI {
-	u := &UI{App: a, Win: w, B: b, S: LoadSettings(a.Preferences()), do: fyne.Do}
+func NewUI(a fyne.App, w fyne.Window, b bridge.Backends) *UI {
+	u := &UI{App: a, Win: w, B: b, S: bridge.LoadSettings(a.Preferences()), do: fyne.Do}
 	return u
 }
 
@@ -86,7 +88,7 @@ func (u *UI) ShowChat() {
 
 // ShowError shows an error in plain words.
 func (u *UI) ShowError(title string, err error) {
-	dialog.ShowInformation(title, Explain(err), u.Win)
+	dialog.ShowInformation(title, bridge.Explain(err), u.Win)
 }
 
 // conversationsDir is where history files live.

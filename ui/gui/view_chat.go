@@ -13,6 +13,7 @@ import (
 
 	"k3/engine/chat"
 	"k3/tokenizer"
+	"k3/ui/bridge"
 )
 
 // ChatView is the main view: conversations on the left, the conversation
@@ -21,7 +22,7 @@ type ChatView struct {
 	u    *UI
 	Root fyne.CanvasObject
 
-	store   Conversations
+	store   bridge.Conversations
 	Convs   *ConversationsView
 	Current string
 	History []chat.Message
@@ -41,18 +42,18 @@ type ChatView struct {
 	Notice   *widget.Label
 	Gauges   *GaugesView
 
-	engine   ChatEngine
-	Info     *ModelInfo
+	engine   bridge.ChatEngine
+	Info     *bridge.ModelInfo
 	Busy     bool
 	cancel   context.CancelFunc
-	pump     *Pump
+	pump     *bridge.Pump
 	idle     chan struct{} // closed when no turn runs
 	stopping bool          // Stop was pressed; the turn is ending
 }
 
 // NewChatView builds the chat and opens the last conversation.
 func NewChatView(u *UI) *ChatView {
-	v := &ChatView{u: u, store: Conversations{Dir: u.conversationsDir()}, idle: make(chan struct{})}
+	v := &ChatView{u: u, store: bridge.Conversations{Dir: u.conversationsDir()}, idle: make(chan struct{})}
 	close(v.idle)
 	v.Convs = NewConversationsView(u.Win)
 	v.Convs.OnSelect = v.Open
@@ -64,7 +65,7 @@ func NewChatView(u *UI) *ChatView {
 	}
 	v.Convs.OnDelete = func(t string) {
 		if err := v.Delete(t); err != nil {
-			v.Notice.SetText(Explain(err))
+			v.Notice.SetText(bridge.Explain(err))
 		}
 	}
 
@@ -123,7 +124,7 @@ func (v *ChatView) Focus() { v.u.Win.Canvas().Focus(v.Entry) }
 func (v *ChatView) reload(want string) {
 	titles, err := v.store.List()
 	if err != nil {
-		v.Notice.SetText(Explain(err))
+		v.Notice.SetText(bridge.Explain(err))
 	}
 	sel := ""
 	for _, t := range titles {
@@ -147,7 +148,7 @@ func (v *ChatView) Open(title string) {
 	}
 	h, err := v.store.Load(title)
 	if err != nil {
-		v.Notice.SetText(Explain(err))
+		v.Notice.SetText(bridge.Explain(err))
 		return
 	}
 	v.Current, v.History = title, h
@@ -170,7 +171,7 @@ func (v *ChatView) NewConversation() {
 	}
 	t, err := v.store.New("Conversation " + time.Now().Format("2006-01-02 15.04"))
 	if err != nil {
-		v.Notice.SetText(Explain(err))
+		v.Notice.SetText(bridge.Explain(err))
 		return
 	}
 	v.reload(t)
@@ -214,7 +215,7 @@ func (v *ChatView) Delete(title string) error {
 }
 
 func (v *ChatView) addView(m chat.Message) *MessageView {
-	mv := NewMessageView(m, func(s string) { v.u.Win.Clipboard().SetContent(s) })
+	mv := NewMessageView(m, func(s string) { v.u.App.Clipboard().SetContent(s) })
 	v.Views = append(v.Views, mv)
 	v.Msgs.Add(mv.Root)
 	return mv
@@ -222,7 +223,7 @@ func (v *ChatView) addView(m chat.Message) *MessageView {
 
 func (v *ChatView) save() {
 	if err := v.store.Save(v.Current, v.History); err != nil {
-		v.Notice.SetText("The conversation could not be saved: " + Explain(err))
+		v.Notice.SetText("The conversation could not be saved: " + bridge.Explain(err))
 	}
 }
 
@@ -360,7 +361,7 @@ func (v *ChatView) startTurn() {
 		}
 		e, err := u.B.NewChat(u.S)
 		if err != nil {
-			v.Notice.SetText(Explain(err))
+			v.Notice.SetText(bridge.Explain(err))
 			return
 		}
 		v.engine = e
@@ -375,7 +376,7 @@ func (v *ChatView) startTurn() {
 	v.scroller.ScrollToBottom()
 
 	if v.pump == nil {
-		v.pump = NewPump(u.do)
+		v.pump = bridge.NewPump(u.do)
 		v.pump.OnGauges = v.Gauges.Set
 	}
 	p := v.pump
@@ -388,7 +389,7 @@ func (v *ChatView) startTurn() {
 			v.Phase.SetText(ph)
 		}
 	}
-	p.WithMeter(func(m *Meter) { m.StartTurn(time.Now()) })
+	p.WithMeter(func(m *bridge.Meter) { m.StartTurn(time.Now()) })
 	p.Start()
 	history := append([]chat.Message(nil), v.History...)
 	opt := v.turnOptions()
@@ -404,7 +405,7 @@ func (v *ChatView) startTurn() {
 					avail = mem.Usable()
 				}
 			}
-			p.WithMeter(func(m *Meter) { m.SetLimits(info.BudgetBytes, avail) })
+			p.WithMeter(func(m *bridge.Meter) { m.SetLimits(info.BudgetBytes, avail) })
 			u.do(func() {
 				v.Info = &info
 				v.Gauges.SetModel(info)
@@ -427,13 +428,13 @@ func (v *ChatView) finishTurn(reply *MessageView, msg chat.Message, err error) {
 		// nothing to keep: drop the empty reply
 		v.Views = v.Views[:len(v.Views)-1]
 		v.Msgs.Remove(reply.Root)
-		v.Notice.SetText(Explain(err))
+		v.Notice.SetText(bridge.Explain(err))
 		v.Phase.SetText("")
 		v.refreshButtons()
 		return
 	}
 	if err != nil {
-		v.Notice.SetText(Explain(err))
+		v.Notice.SetText(bridge.Explain(err))
 		if msg.Cut == "" {
 			msg.Cut = chat.CutStopped
 		}

@@ -7,6 +7,8 @@ import (
 
 	"fyne.io/fyne/v2/dialog"
 	"fyne.io/fyne/v2/widget"
+
+	"k3/ui/bridge"
 )
 
 // ChatSettingsForm edits the system prompt and the sampling settings.
@@ -22,7 +24,7 @@ type ChatSettingsForm struct {
 }
 
 // NewChatSettingsForm fills the form from s.
-func NewChatSettingsForm(s Settings) *ChatSettingsForm {
+func NewChatSettingsForm(s bridge.Settings) *ChatSettingsForm {
 	f := &ChatSettingsForm{}
 	f.System = widget.NewMultiLineEntry()
 	f.System.SetText(s.SystemPrompt)
@@ -49,7 +51,7 @@ func NewChatSettingsForm(s Settings) *ChatSettingsForm {
 }
 
 // Apply copies the form into s, or explains what is wrong.
-func (f *ChatSettingsForm) Apply(s *Settings) error {
+func (f *ChatSettingsForm) Apply(s *bridge.Settings) error {
 	pf := func(name, t string, lo, hi float64) (float64, error) {
 		v, err := strconv.ParseFloat(strings.TrimSpace(t), 64)
 		if err != nil || v < lo || v > hi {

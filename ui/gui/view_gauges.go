@@ -8,6 +8,8 @@ import (
 	"fyne.io/fyne/v2/container"
 	"fyne.io/fyne/v2/theme"
 	"fyne.io/fyne/v2/widget"
+
+	"k3/ui/bridge"
 )
 
 // GaugesView is the always-visible engine panel: memory against the budget
@@ -27,7 +29,7 @@ type GaugesView struct {
 	SpeedPlot *Sparkline
 	MemPlot   *Sparkline
 
-	G Gauges
+	G bridge.Gauges
 }
 
 // NewGaugesView builds the panel.
@@ -60,12 +62,12 @@ func NewGaugesView() *GaugesView {
 		widget.NewSeparator(), v.Speed,
 		widget.NewLabel("Seconds per token (last 5 min)"), v.SpeedPlot,
 		widget.NewLabel("Memory in use (last 5 min)"), v.MemPlot)
-	v.Set(Gauges{})
+	v.Set(bridge.Gauges{})
 	return v
 }
 
 // SetModel shows which model runs.
-func (v *GaugesView) SetModel(info ModelInfo) {
+func (v *GaugesView) SetModel(info bridge.ModelInfo) {
 	v.Model.SetText(fmt.Sprintf("%s, %d layers", info.Name, info.Layers))
 	if info.Demo {
 		v.Demo.SetText("DEMO: random weights, the text is not meaningful")
@@ -83,7 +85,7 @@ func mb(b int64) string {
 }
 
 // Set shows new values.
-func (v *GaugesView) Set(g Gauges) {
+func (v *GaugesView) Set(g bridge.Gauges) {
 	v.G = g
 	if g.Available > 0 {
 		v.Mem.SetValue(min(float64(g.RSS)/float64(g.Available), 1))

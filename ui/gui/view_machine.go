@@ -11,6 +11,7 @@ import (
 	"fyne.io/fyne/v2/widget"
 
 	"k3/doctor"
+	"k3/ui/bridge"
 )
 
 // MachineStep is wizard step 1: what this machine has and how fast it can
@@ -26,8 +27,7 @@ type MachineStep struct {
 	Result    *widget.RichText
 	MeasureBt *widget.Button
 	CancelBt  *widget.Button
-	cancel    context.CancelFunc
-	running   bool
+	job       *bridge.Job
 }
 
 func newMachineStep(w *Wizard) *MachineStep {
@@ -49,14 +49,14 @@ func newMachineStep(w *Wizard) *MachineStep {
 func (s *MachineStep) Title() string           { return "This machine" }
 func (s *MachineStep) View() fyne.CanvasObject { return s.view }
 func (s *MachineStep) Ready() (bool, string) {
-	if s.running {
+	if s.job != nil {
 		return true, "Measuring in the background; you can go on."
 	}
 	return true, ""
 }
 
 func (s *MachineStep) Enter() {
-	if s.Report == nil && !s.running {
+	if s.Report == nil && s.job == nil {
 		s.Start(true)
 	}
 }
@@ -84,43 +84,40 @@ func (s *MachineStep) dirsToMeasure() []string {
 
 // Start measures in the background.
 func (s *MachineStep) Start(quick bool) {
-	if s.running || s.w.u.B.Machine == nil {
+	if s.job != nil || s.w.u.B.Machine == nil {
 		return
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	s.cancel, s.running = cancel, true
 	s.MeasureBt.Disable()
 	s.CancelBt.Enable()
 	s.Progress.SetValue(0)
 	s.Status.SetText("Measuring…")
 	dirs := s.dirsToMeasure()
 	m := s.w.u.B.Machine
-	do := s.w.u.do
-	go func() {
-		lim := newLimiter(GaugeHz)
-		rep, err := m.Measure(ctx, dirs, quick, func(frac float64, msg string) {
-			if lim.ok() {
-				do(func() {
-					s.Progress.SetValue(frac)
-					if msg != "" {
-						s.Status.SetText(msg)
-					}
-				})
-			}
-		})
-		do(func() { s.finish(rep, err) })
-	}()
+	type step struct {
+		frac float64
+		msg  string
+	}
+	var rep *doctor.Report
+	s.job = bridge.StartJob(s.w.u.do, bridge.GaugeHz, func(ctx context.Context, progress func(step)) error {
+		var err error
+		rep, err = m.Measure(ctx, dirs, quick, func(frac float64, msg string) { progress(step{frac, msg}) })
+		return err
+	}, func(p step) {
+		s.Progress.SetValue(p.frac)
+		if p.msg != "" {
+			s.Status.SetText(p.msg)
+		}
+	}, func(err error) { s.finish(rep, err) })
 	s.w.Changed()
 }
 
 func (s *MachineStep) finish(rep *doctor.Report, err error) {
-	s.running = false
-	s.cancel = nil
+	s.job = nil
 	s.MeasureBt.Enable()
 	s.CancelBt.Disable()
 	s.Err = err
 	if err != nil {
-		s.Status.SetText(Explain(err))
+		s.Status.SetText(bridge.Explain(err))
 	} else {
 		s.Report = rep
 		s.Progress.SetValue(1)
@@ -133,11 +130,7 @@ func (s *MachineStep) finish(rep *doctor.Report, err error) {
 }
 
 // Cancel stops a measurement in flight.
-func (s *MachineStep) Cancel() {
-	if s.cancel != nil {
-		s.cancel()
-	}
-}
+func (s *MachineStep) Cancel() { s.job.Cancel() }
 
 func gb(b uint64) string { return fmt.Sprintf("%.1f GB", float64(b)/1e9) }
 

@@ -9,6 +9,7 @@ import (
 	"fyne.io/fyne/v2/widget"
 
 	"k3/engine/plan"
+	"k3/ui/bridge"
 )
 
 // MemoryStep is wizard step 4: a preset and two budgets, with the memory
@@ -99,7 +100,7 @@ func (s *MemoryStep) Enter() {
 }
 
 func (s *MemoryStep) presetChosen(name string) {
-	t, c := presetBudget(name, s.mem)
+	t, c := bridge.PresetBudget(name, s.mem)
 	s.setting = true
 	s.Trunk.SetValue(math.Round(t*2) / 2)
 	s.Cache.SetValue(math.Round(c*2) / 2)
@@ -161,7 +162,7 @@ func (s *MemoryStep) showPlan(p *plan.Plan, err error) {
 	}
 	switch {
 	case err != nil && p == nil:
-		s.Verdict.SetText(Explain(err))
+		s.Verdict.SetText(bridge.Explain(err))
 	case err != nil:
 		s.Verdict.SetText("These settings do not fit: " + err.Error())
 	case s.mem != nil:

@@ -19,6 +19,7 @@ import (
 
 	"k3/storage/hub"
 	"k3/storage/verify"
+	"k3/ui/bridge"
 )
 
 // ModelStep is wizard step 2: choose the checkpoint folder, or download the
@@ -40,7 +41,7 @@ type ModelStep struct {
 	DlBar       *widget.ProgressBar
 	DlStatus    *widget.Label
 	DlFiles     *widget.Label
-	dlCancel    context.CancelFunc
+	dlJob       *bridge.Job
 	Downloading bool
 
 	VerifyBt  *widget.Button
@@ -48,7 +49,7 @@ type ModelStep struct {
 	VfStatus  *widget.Label
 	VfList    *widget.List
 	Verified  *verify.Report
-	vfCancel  context.CancelFunc
+	vfJob     *bridge.Job
 	verifying bool
 }
 
@@ -174,7 +175,7 @@ func (s *ModelStep) dirChanged() {
 	switch {
 	case dir == "":
 		s.Status.SetText("Choose the folder that holds the checkpoint, or a folder to download it into.")
-	case IsDemoModel(dir):
+	case bridge.IsDemoModel(dir):
 		s.Status.SetText("This is the DEMO model: random weights with the K3 layout. Everything works, but its text is not meaningful.")
 	case hasConfig(dir):
 		s.Status.SetText("A checkpoint is here. Verify it before the first run.")
@@ -184,7 +185,7 @@ func (s *ModelStep) dirChanged() {
 	if err == nil && hasConfig(dir) {
 		s.w.u.S.ModelDir = dir
 		s.w.u.S.Layers = n
-		s.w.u.S.Demo = IsDemoModel(dir)
+		s.w.u.S.Demo = bridge.IsDemoModel(dir)
 		s.w.u.SaveSettings()
 	}
 	if s.w.u.Wizard == s.w {
@@ -203,7 +204,7 @@ func (s *ModelStep) Ready() (bool, string) {
 	if !hasConfig(dir) {
 		return false, "Choose a folder with the checkpoint, download it, or use the demo model."
 	}
-	if s.Verified != nil && s.Verified.Dir == dir && !s.Verified.Complete && !IsDemoModel(dir) {
+	if s.Verified != nil && s.Verified.Dir == dir && !s.Verified.Complete && !bridge.IsDemoModel(dir) {
 		return true, "Some files are missing or wrong (see Verify); the run will fail on them."
 	}
 	return true, ""
@@ -223,7 +224,7 @@ func (s *ModelStep) UseDemo() {
 		u.do(func() {
 			s.DemoBt.Enable()
 			if err != nil {
-				s.Status.SetText(Explain(err))
+				s.Status.SetText(bridge.Explain(err))
 				return
 			}
 			s.Layers.SetText("")
@@ -236,9 +237,7 @@ func (s *ModelStep) UseDemo() {
 // ToggleDownload starts, pauses or resumes the download.
 func (s *ModelStep) ToggleDownload() {
 	if s.Downloading {
-		if s.dlCancel != nil {
-			s.dlCancel()
-		}
+		s.dlJob.Cancel()
 		return
 	}
 	u := s.w.u
@@ -255,24 +254,17 @@ func (s *ModelStep) ToggleDownload() {
 	if u.B.Downloader == nil {
 		return
 	}
-	req := DownloadRequest{Dest: dir, Revision: strings.TrimSpace(s.Revision.Text), Layers: n, Token: s.Token.Text}
+	req := bridge.DownloadRequest{Dest: dir, Revision: strings.TrimSpace(s.Revision.Text), Layers: n, Token: s.Token.Text}
 	u.S.DownloadDest, u.S.DownloadRevision, u.S.DownloadLayers = req.Dest, req.Revision, req.Layers
 	u.SaveSettings()
-	ctx, cancel := context.WithCancel(context.Background())
-	s.dlCancel, s.Downloading = cancel, true
+	s.Downloading = true
 	s.DownloadBt.SetText("Pause")
 	s.DlStatus.SetText("Starting…")
 	s.w.Changed()
-	lim := newLimiter(GaugeHz)
-	go func() {
-		err := u.B.Downloader.Download(ctx, req, func(ev hub.Event) {
-			final := ev.Kind == hub.EventDone || ev.Kind == hub.EventRetry || ev.Kind == hub.EventNote
-			if final || lim.ok() {
-				u.do(func() { s.showDownload(ev) })
-			}
-		})
-		u.do(func() { s.downloadDone(err) })
-	}()
+	dl := u.B.Downloader
+	s.dlJob = bridge.StartJob(u.do, bridge.GaugeHz, func(ctx context.Context, progress func(hub.Event)) error {
+		return dl.Download(ctx, req, progress)
+	}, s.showDownload, s.downloadDone)
 }
 
 func (s *ModelStep) showDownload(ev hub.Event) {
@@ -282,7 +274,7 @@ func (s *ModelStep) showDownload(ev hub.Event) {
 	}
 	switch ev.Kind {
 	case hub.EventRetry:
-		s.DlStatus.SetText(fmt.Sprintf("%s: the connection failed (%s); trying again in %s.", ev.File, Explain(ev.Err), ev.Wait.Round(time.Second)))
+		s.DlStatus.SetText(fmt.Sprintf("%s: the connection failed (%s); trying again in %s.", ev.File, bridge.Explain(ev.Err), ev.Wait.Round(time.Second)))
 		return
 	case hub.EventNote:
 		s.DlStatus.SetText(ev.Message)
@@ -311,7 +303,7 @@ func describeSnapshot(sn hub.Snapshot) string {
 
 func (s *ModelStep) downloadDone(err error) {
 	u := s.w.u
-	s.Downloading, s.dlCancel = false, nil
+	s.Downloading, s.dlJob = false, nil
 	switch {
 	case err == nil:
 		u.S.DownloadDest, u.S.DownloadRevision, u.S.DownloadLayers = "", "", 0
@@ -325,7 +317,7 @@ func (s *ModelStep) downloadDone(err error) {
 		s.DlStatus.SetText("Paused. Finished files and partial files are kept; Resume continues where it stopped, even after a restart.")
 	default:
 		s.DownloadBt.SetText("Resume download")
-		s.DlStatus.SetText(Explain(err))
+		s.DlStatus.SetText(bridge.Explain(err))
 	}
 	s.dirChanged()
 }
@@ -334,13 +326,11 @@ func (s *ModelStep) downloadDone(err error) {
 func (s *ModelStep) StartVerify() {
 	u := s.w.u
 	if s.verifying {
-		if s.vfCancel != nil {
-			s.vfCancel()
-		}
+		s.vfJob.Cancel()
 		return
 	}
 	dir := strings.TrimSpace(s.Dir.Text)
-	if IsDemoModel(dir) {
+	if bridge.IsDemoModel(dir) {
 		s.VfStatus.SetText("The demo model was generated here: there is nothing to verify.")
 		return
 	}
@@ -348,26 +338,27 @@ func (s *ModelStep) StartVerify() {
 	if u.B.Verifier == nil || dir == "" {
 		return
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	s.vfCancel, s.verifying = cancel, true
+	s.verifying = true
 	s.VerifyBt.SetText("Cancel verification")
 	s.VfStatus.SetText("Checking…")
-	lim := newLimiter(GaugeHz)
-	go func() {
-		rep, err := u.B.Verifier.Verify(ctx, dir, n, func(done, total int64) {
-			if lim.ok() && total > 0 {
-				u.do(func() { s.VfBar.SetValue(float64(done) / float64(total)) })
+	vf := u.B.Verifier
+	var rep *verify.Report
+	s.vfJob = bridge.StartJob(u.do, bridge.GaugeHz, func(ctx context.Context, progress func(float64)) error {
+		var err error
+		rep, err = vf.Verify(ctx, dir, n, func(done, total int64) {
+			if total > 0 {
+				progress(float64(done) / float64(total))
 			}
 		})
-		u.do(func() { s.verifyDone(rep, err) })
-	}()
+		return err
+	}, s.VfBar.SetValue, func(err error) { s.verifyDone(rep, err) })
 }
 
 func (s *ModelStep) verifyDone(rep *verify.Report, err error) {
-	s.verifying, s.vfCancel = false, nil
+	s.verifying, s.vfJob = false, nil
 	s.VerifyBt.SetText("Verify the files")
 	if err != nil {
-		s.VfStatus.SetText(Explain(err))
+		s.VfStatus.SetText(bridge.Explain(err))
 		return
 	}
 	s.Verified = rep
@@ -423,10 +414,6 @@ func describeFile(f verify.FileResult) string {
 }
 
 func (s *ModelStep) Cancel() {
-	if s.dlCancel != nil {
-		s.dlCancel()
-	}
-	if s.vfCancel != nil {
-		s.vfCancel()
-	}
+	s.dlJob.Cancel()
+	s.vfJob.Cancel()
 }

@@ -14,6 +14,7 @@ import (
 	"fyne.io/fyne/v2/widget"
 
 	"k3/doctor"
+	"k3/ui/bridge"
 )
 
 // PackStep is wizard step 3: write the packed trunk (every layer's dense
@@ -28,7 +29,7 @@ type PackStep struct {
 	Bar     *widget.ProgressBar
 	Status  *widget.Label
 	need    int64
-	cancel  context.CancelFunc
+	job     *bridge.Job
 	Packing bool
 }
 
@@ -93,7 +94,7 @@ func (s *PackStep) Enter() {
 	}
 	need, err := u.B.Packer.TrunkBytes(u.S.ModelDir, u.S.Layers)
 	if err != nil {
-		s.Info.SetText(Explain(err))
+		s.Info.SetText(bridge.Explain(err))
 		return
 	}
 	s.need = need
@@ -131,9 +132,7 @@ func (s *PackStep) Ready() (bool, string) {
 func (s *PackStep) Toggle() {
 	u := s.w.u
 	if s.Packing {
-		if s.cancel != nil {
-			s.cancel()
-		}
+		s.job.Cancel()
 		return
 	}
 	dir := strings.TrimSpace(s.Dir.Text)
@@ -141,25 +140,19 @@ func (s *PackStep) Toggle() {
 		s.Status.SetText("Choose the folder for the packed trunk first.")
 		return
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	s.cancel, s.Packing = cancel, true
+	s.Packing = true
 	s.PackBt.SetText("Cancel packing")
 	s.Status.SetText("Packing…")
 	s.w.Changed()
 	model, layers := u.S.ModelDir, u.S.Layers
 	start := time.Now()
-	lim := newLimiter(GaugeHz)
-	go func() {
-		err := u.B.Packer.Pack(ctx, model, dir, layers, func(p PackProgress) {
-			if lim.ok() {
-				u.do(func() { s.showProgress(p, time.Since(start)) })
-			}
-		})
-		u.do(func() { s.done(dir, err) })
-	}()
+	pk := u.B.Packer
+	s.job = bridge.StartJob(u.do, bridge.GaugeHz, func(ctx context.Context, progress func(bridge.PackProgress)) error {
+		return pk.Pack(ctx, model, dir, layers, progress)
+	}, func(p bridge.PackProgress) { s.showProgress(p, time.Since(start)) }, func(err error) { s.done(dir, err) })
 }
 
-func (s *PackStep) showProgress(p PackProgress, elapsed time.Duration) {
+func (s *PackStep) showProgress(p bridge.PackProgress, elapsed time.Duration) {
 	if p.Total > 0 {
 		s.Bar.SetValue(float64(p.Done) / float64(p.Total))
 	}
@@ -175,7 +168,7 @@ func (s *PackStep) showProgress(p PackProgress, elapsed time.Duration) {
 
 func (s *PackStep) done(dir string, err error) {
 	u := s.w.u
-	s.Packing, s.cancel = false, nil
+	s.Packing, s.job = false, nil
 	s.PackBt.SetText("Pack the trunk")
 	switch {
 	case err == nil:
@@ -187,15 +180,11 @@ func (s *PackStep) done(dir string, err error) {
 		s.PackBt.SetText("Continue packing")
 		s.Status.SetText("Stopped. The finished layers are kept; Continue picks up where it stopped.")
 	default:
-		s.Status.SetText(Explain(err))
+		s.Status.SetText(bridge.Explain(err))
 	}
 	if u.Wizard == s.w {
 		s.w.Changed()
 	}
 }
 
-func (s *PackStep) Cancel() {
-	if s.cancel != nil {
-		s.cancel()
-	}
-}
+func (s *PackStep) Cancel() { s.job.Cancel() }

@@ -8,12 +8,14 @@ import (
 	"fyne.io/fyne/v2/canvas"
 	"fyne.io/fyne/v2/theme"
 	"fyne.io/fyne/v2/widget"
+
+	"k3/ui/bridge"
 )
 
 // Sparkline is a small line plot of the last HistoryWindow of samples.
 type Sparkline struct {
 	widget.BaseWidget
-	points []Point
+	points []bridge.Point
 	now    time.Time
 	Color  fyne.ThemeColorName
 }
@@ -26,13 +28,13 @@ func NewSparkline(c fyne.ThemeColorName) *Sparkline {
 }
 
 // SetPoints replaces the samples and redraws.
-func (s *Sparkline) SetPoints(ps []Point, now time.Time) {
+func (s *Sparkline) SetPoints(ps []bridge.Point, now time.Time) {
 	s.points, s.now = ps, now
 	s.Refresh()
 }
 
 // Points returns the samples shown.
-func (s *Sparkline) Points() []Point { return s.points }
+func (s *Sparkline) Points() []bridge.Point { return s.points }
 
 func (s *Sparkline) CreateRenderer() fyne.WidgetRenderer {
 	r := &sparkRenderer{s: s, bg: canvas.NewRectangle(color.Transparent)}
@@ -77,12 +79,12 @@ func (r *sparkRenderer) place() {
 		now = ps[len(ps)-1].T
 	}
 	// the axis spans the history window, or less while the data is younger
-	t0 := now.Add(-HistoryWindow)
+	t0 := now.Add(-bridge.HistoryWindow)
 	if ps[0].T.After(t0) {
 		t0 = ps[0].T
 	}
 	span := max(now.Sub(t0).Seconds(), 1e-3)
-	pos := func(p Point) fyne.Position {
+	pos := func(p bridge.Point) fyne.Position {
 		x := float32(p.T.Sub(t0).Seconds()/span) * size.Width
 		y := size.Height - 2 - float32((p.V-lo)/(hi-lo))*(size.Height-4)
 		return fyne.NewPos(max(0, min(x, size.Width)), y)

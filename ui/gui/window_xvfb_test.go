@@ -20,6 +20,8 @@ import (
 
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/app"
+
+	"k3/ui/bridge"
 )
 
 var (
@@ -38,9 +40,9 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	defer os.RemoveAll(data)
-	b := RealBackends(data)
+	b := bridge.RealBackends(data)
 	setupErr = b.MakeDemo(filepath.Join(data, "demo-model"))
-	s := DefaultSettings()
+	s := bridge.DefaultSettings()
 	s.WizardDone, s.ModelDir, s.Demo, s.Preset, s.MaxTokens = true, filepath.Join(data, "demo-model"), true, "laptop", 32
 	s.Save(realApp.Preferences())
 	u, w = NewWindow(realApp, b)
@@ -106,7 +108,7 @@ func TestRealWindow(t *testing.T) {
 		n = len(v.History)
 		if n > 0 {
 			m := v.History[n-1]
-			last = m.Role + ":" + m.Cut
+			last = m.Role + ":" + string(m.Cut)
 		}
 		notice = v.Notice.Text
 	})

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"fyne.io/fyne/v2/test"
+
+	"k3/ui/bridge"
 )
 
 func TestWizardFlowOnFakes(t *testing.T) {
@@ -59,7 +61,7 @@ func TestWizardFlowOnFakes(t *testing.T) {
 		if u.S.ModelDir != dir || u.S.Layers != 4 || u.S.DownloadDest != "" {
 			t.Errorf("settings after download: dir %q layers %d pending %q", u.S.ModelDir, u.S.Layers, u.S.DownloadDest)
 		}
-		if a.Preferences().String(kModelDir) != dir {
+		if bridge.LoadSettings(a.Preferences()).ModelDir != dir {
 			t.Errorf("model dir not persisted")
 		}
 		a.Preferences().(interface{ ReadValues(func(map[string]any)) }).ReadValues(func(m map[string]any) {
@@ -137,7 +139,7 @@ func TestWizardFlowOnFakes(t *testing.T) {
 	})
 	waitFor(t, "replan", func() bool { return !w.Memory.busy && w.Memory.PlanErr == nil })
 	ui(func() {
-		if got := a.Preferences().Float(kCacheGB); got != 2 {
+		if got := bridge.LoadSettings(a.Preferences()).CacheGB; got != 2 {
 			t.Errorf("cache GB persisted %v", got)
 		}
 		test.Tap(w.NextBtn)
@@ -150,7 +152,7 @@ func TestWizardFlowOnFakes(t *testing.T) {
 			t.Errorf("summary %q", w.Done.Summary.Text)
 		}
 		test.Tap(w.Done.OpenBt)
-		if u.Chat == nil || u.Win.Content() != u.Chat.Root || !a.Preferences().Bool(kWizardDone) {
+		if u.Chat == nil || u.Win.Content() != u.Chat.Root || !bridge.LoadSettings(a.Preferences()).WizardDone {
 			t.Error("Done must open the chat and persist it")
 		}
 	})
@@ -176,14 +178,14 @@ func TestWizardMeasureCancel(t *testing.T) {
 	u.B.Machine = fm
 	ui(u.Start)
 	w := u.Wizard
-	waitFor(t, "measuring", func() bool { return w.Machine.running && w.Machine.Status.Text != "Measuring…" })
+	waitFor(t, "measuring", func() bool { return (w.Machine.job != nil) && w.Machine.Status.Text != "Measuring…" })
 	ui(func() {
 		if w.NextBtn.Disabled() {
 			t.Error("measuring runs in the background: Next stays available")
 		}
 		test.Tap(w.Machine.CancelBt)
 	})
-	waitFor(t, "cancelled", func() bool { return !w.Machine.running })
+	waitFor(t, "cancelled", func() bool { return !(w.Machine.job != nil) })
 	ui(func() {
 		if w.Machine.Report != nil || !strings.HasPrefix(w.Machine.Status.Text, "Stopped.") {
 			t.Errorf("after cancel: report %v status %q", w.Machine.Report, w.Machine.Status.Text)

@@ -1,9 +1,7 @@
-package gui
+package bridge
 
 import (
 	"strings"
-
-	"fyne.io/fyne/v2"
 
 	"k3/engine"
 	"k3/engine/chat"
@@ -16,7 +14,7 @@ func (s Settings) ChatOptions() chat.Options {
 }
 
 // Settings are everything the app remembers between runs. They live in the
-// Fyne preferences of the app (one key per field, see Load and Save).
+// app's preferences (one key per field, see LoadSettings and Save).
 type Settings struct {
 	WizardDone bool // the wizard finished once: start in the chat
 
@@ -52,6 +50,23 @@ func DefaultSettings() Settings {
 		Sampling: engine.Sampling{Greedy: true, Temperature: 0.6, TopP: 0.95}}
 }
 
+// Prefs is the part of the app's preferences (fyne.Preferences) the
+// settings use.
+type Prefs interface {
+	Bool(key string) bool
+	BoolWithFallback(key string, fallback bool) bool
+	SetBool(key string, value bool)
+	Float(key string) float64
+	FloatWithFallback(key string, fallback float64) float64
+	SetFloat(key string, value float64)
+	Int(key string) int
+	IntWithFallback(key string, fallback int) int
+	SetInt(key string, value int)
+	String(key string) string
+	StringWithFallback(key, fallback string) string
+	SetString(key string, value string)
+}
+
 // Preference keys.
 const (
 	kWizardDone  = "wizard.done"
@@ -79,7 +94,7 @@ const (
 )
 
 // LoadSettings reads the settings, with defaults for anything never saved.
-func LoadSettings(p fyne.Preferences) Settings {
+func LoadSettings(p Prefs) Settings {
 	d := DefaultSettings()
 	return Settings{
 		WizardDone:       p.BoolWithFallback(kWizardDone, d.WizardDone),
@@ -110,7 +125,7 @@ func LoadSettings(p fyne.Preferences) Settings {
 }
 
 // Save writes every field.
-func (s Settings) Save(p fyne.Preferences) {
+func (s Settings) Save(p Prefs) {
 	p.SetBool(kWizardDone, s.WizardDone)
 	p.SetString(kModelDir, s.ModelDir)
 	p.SetInt(kLayers, s.Layers)

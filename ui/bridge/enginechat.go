@@ -1,4 +1,4 @@
-package gui
+package bridge
 
 import (
 	"context"
@@ -38,7 +38,7 @@ func NewEngineChat(s Settings) ChatEngine { return &engineChat{s: s} }
 func (s Settings) Budget(mem *plan.Memory) engine.Budget {
 	t, c := s.TrunkGB, s.CacheGB
 	if t <= 0 && c <= 0 {
-		t, c = presetBudget(s.Preset, mem)
+		t, c = PresetBudget(s.Preset, mem)
 	}
 	return engine.Budget{TrunkBytes: int64(t * plan.GB), CacheBytes: int64(c * plan.GB), Ring: 2}
 }
@@ -48,8 +48,8 @@ func (s Settings) OpenOptions(mem *plan.Memory) engine.Options {
 	return engine.Options{Layers: s.Layers, TrunkDir: s.TrunkDir, Budget: s.Budget(mem), Positions: ContextPositions, Memory: mem}
 }
 
-// presetBudget returns a preset's budgets in GB ("auto" from memory).
-func presetBudget(name string, mem *plan.Memory) (trunkGB, cacheGB float64) {
+// PresetBudget returns a preset's budgets in GB ("auto" from memory).
+func PresetBudget(name string, mem *plan.Memory) (trunkGB, cacheGB float64) {
 	if p, ok := plan.Lookup(name); ok {
 		return p.TrunkGB, p.CacheGB
 	}

@@ -1,17 +1,15 @@
-package gui
+package bridge
 
 import (
 	"sync"
 	"time"
 
-	"fyne.io/fyne/v2"
-
 	"k3/engine"
 )
 
-// The bridge turns the engine's event stream (called on engine goroutines,
+// The pump turns the engine's event stream (called on engine goroutines,
 // possibly thousands of times a second) into a few UI updates a second:
-// streamed text at most TextHz, gauges at GaugeHz, always through fyne.Do.
+// streamed text at most TextHz, gauges at GaugeHz, always through do.
 
 const (
 	TextHz  = 30
@@ -132,8 +130,8 @@ func appendWindow(ps []Point, p Point, now time.Time) []Point {
 }
 
 // Pump collects a turn's events from engine goroutines and delivers them to
-// the UI, throttled. Its callbacks run on the Fyne goroutine (through the
-// do function, fyne.Do by default).
+// the UI, throttled. Its callbacks run on the UI goroutine (through the
+// do function the app gives, fyne.Do).
 type Pump struct {
 	OnText   func(reasoning, answer string) // the text added since the last call
 	OnPhase  func(phase string)
@@ -151,11 +149,9 @@ type Pump struct {
 	done       chan struct{}
 }
 
-// NewPump returns a stopped pump; Start runs it.
+// NewPump returns a stopped pump; Start runs it. do runs a function on the
+// UI goroutine (fyne.Do in the app).
 func NewPump(do func(func())) *Pump {
-	if do == nil {
-		do = fyne.Do
-	}
 	return &Pump{do: do}
 }
 

@@ -1,4 +1,11 @@
-package gui
+// Package bridge is everything the desktop app does that is not drawing:
+// the interfaces the views reach the engine and the storage packages
+// through (Backends, with the real implementations in adapters.go and
+// tests' fakes), the chat engine over chat.Session, the pump that turns
+// engine events into a few UI updates a second, background jobs, the
+// settings and the conversation files. It imports no Fyne: views hand it a
+// do func(func()) (fyne.Do) to run their callbacks on the UI goroutine.
+package bridge
 
 import (
 	"context"
@@ -13,8 +20,8 @@ import (
 
 // The app talks to the engine and the storage packages only through these
 // small interfaces. adapters.go implements them with the real packages;
-// tests use fakes. Every method may be slow: the views call them on
-// goroutines and report back through fyne.Do.
+// tests use fakes. Every method may be slow: the views call them in jobs
+// (StartJob) and see the results through do.
 
 // Machine measures this machine (the doctor).
 type Machine interface {
