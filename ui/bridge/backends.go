@@ -9,6 +9,7 @@ package bridge
 
 import (
 	"context"
+	"time"
 
 	"k3/doctor"
 	"k3/engine"
@@ -51,15 +52,21 @@ type Verifier interface {
 
 // PackProgress is the packer's progress.
 type PackProgress struct {
-	Done, Total int64 // bytes
-	Layer       int   // layer being written (1-based; 0 before the first)
-	Layers      int
+	Checking    bool  // re-checking the parts an interrupted pack finished
+	Done, Total int64 // bytes (of those to re-check while Checking)
+	Parts       int   // parts (layers, embeddings, head) finished
+	PartsTotal  int
+	Rate        float64       // bytes per second so far
+	ETA         time.Duration // < 0: unknown
 }
 
 // Packer writes the packed trunk (storage/trunk). Pack resumes a partial
-// pack in trunkDir; cancelling ctx stops it with the finished part kept.
+// pack in trunkDir; cancelling ctx stops it with the finished part kept;
+// force replaces whatever trunkDir holds (another model's trunk). Check
+// says what trunkDir holds for modelDir.
 type Packer interface {
-	Pack(ctx context.Context, modelDir, trunkDir string, layers int, progress func(PackProgress)) error
+	Pack(ctx context.Context, modelDir, trunkDir string, layers int, force bool, progress func(PackProgress)) error
+	Check(modelDir, trunkDir string) TrunkCheck
 	// TrunkBytes is the size the packed trunk will take (for choosing a disk).
 	TrunkBytes(modelDir string, layers int) (int64, error)
 }

@@ -34,10 +34,15 @@ const ContextPositions = 4096
 // NewEngineChat returns a chat engine for the model the settings name.
 func NewEngineChat(s Settings) ChatEngine { return &engineChat{s: s} }
 
-// Budget turns the memory settings into the engine's budget.
+// CustomPreset is the preset name of budgets set by hand: TrunkGB and
+// CacheGB are used as they are, zero included (the smallest plan).
+const CustomPreset = "custom"
+
+// Budget turns the memory settings into the engine's budget: a preset's
+// (auto from memory), or the GB values when the preset is CustomPreset.
 func (s Settings) Budget(mem *plan.Memory) engine.Budget {
 	t, c := s.TrunkGB, s.CacheGB
-	if t <= 0 && c <= 0 {
+	if s.Preset != CustomPreset {
 		t, c = PresetBudget(s.Preset, mem)
 	}
 	return engine.Budget{TrunkBytes: int64(t * plan.GB), CacheBytes: int64(c * plan.GB), Ring: 2}

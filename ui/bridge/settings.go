@@ -22,6 +22,9 @@ type Settings struct {
 	Layers   int    // > 0: a partial checkpoint (only the first N layers)
 	Demo     bool   // ModelDir is the generated demo checkpoint
 	TrunkDir string // packed trunk folder ("" = not packed: run resident)
+	// TrunkModel is the checkpoint folder TrunkDir was packed from: a
+	// trunk is offered again only for the model it belongs to.
+	TrunkModel string
 
 	Preset  string  // memory preset name ("auto", "laptop", ...)
 	TrunkGB float64 // pinned trunk + ring budget
@@ -74,6 +77,7 @@ const (
 	kLayers      = "model.layers"
 	kDemo        = "model.demo"
 	kTrunkDir    = "trunk.dir"
+	kTrunkModel  = "trunk.model"
 	kPreset      = "memory.preset"
 	kTrunkGB     = "memory.trunk_gb"
 	kCacheGB     = "memory.cache_gb"
@@ -102,6 +106,7 @@ func LoadSettings(p Prefs) Settings {
 		Layers:           p.Int(kLayers),
 		Demo:             p.Bool(kDemo),
 		TrunkDir:         p.String(kTrunkDir),
+		TrunkModel:       p.String(kTrunkModel),
 		Preset:           p.StringWithFallback(kPreset, d.Preset),
 		TrunkGB:          p.FloatWithFallback(kTrunkGB, d.TrunkGB),
 		CacheGB:          p.FloatWithFallback(kCacheGB, d.CacheGB),
@@ -131,6 +136,7 @@ func (s Settings) Save(p Prefs) {
 	p.SetInt(kLayers, s.Layers)
 	p.SetBool(kDemo, s.Demo)
 	p.SetString(kTrunkDir, s.TrunkDir)
+	p.SetString(kTrunkModel, s.TrunkModel)
 	p.SetString(kPreset, s.Preset)
 	p.SetFloat(kTrunkGB, s.TrunkGB)
 	p.SetFloat(kCacheGB, s.CacheGB)
@@ -148,4 +154,29 @@ func (s Settings) Save(p Prefs) {
 	p.SetInt(kMaxTokens, s.MaxTokens)
 	p.SetInt(kThreads, s.Threads)
 	p.SetString(kLastConv, s.LastConversation)
+}
+
+// Setup is the part of the settings the setup wizard decides: which model,
+// which trunk, how much memory. The wizard edits a copy and applies it on
+// Done, so a half-finished change never replaces the working model.
+type Setup struct {
+	ModelDir   string
+	Layers     int
+	Demo       bool
+	TrunkDir   string
+	TrunkModel string
+	Preset     string
+	TrunkGB    float64
+	CacheGB    float64
+}
+
+// Setup returns the wizard's part of the settings.
+func (s Settings) Setup() Setup {
+	return Setup{s.ModelDir, s.Layers, s.Demo, s.TrunkDir, s.TrunkModel, s.Preset, s.TrunkGB, s.CacheGB}
+}
+
+// SetSetup replaces the wizard's part of the settings.
+func (s *Settings) SetSetup(x Setup) {
+	s.ModelDir, s.Layers, s.Demo, s.TrunkDir, s.TrunkModel = x.ModelDir, x.Layers, x.Demo, x.TrunkDir, x.TrunkModel
+	s.Preset, s.TrunkGB, s.CacheGB = x.Preset, x.TrunkGB, x.CacheGB
 }
