@@ -77,9 +77,10 @@ type FolderError struct {
 
 func (e *FolderError) Error() string { return e.Msg }
 
-// CheckFolder checks the model folder dir. It reads every shard's header
-// (a few hundred KB each for the release), not the weights.
-func CheckFolder(ctx context.Context, dir string) *FolderCheck {
+// CheckFolder checks the model folder dir, only the shards the first
+// layers need when layers > 0 (a partial download). It reads every shard's
+// header (a few hundred KB each for the release), not the weights.
+func CheckFolder(ctx context.Context, dir string, layers int) *FolderCheck {
 	c := &FolderCheck{Dir: dir}
 	problem := func(file, format string, args ...any) {
 		c.Problems = append(c.Problems, FolderProblem{File: file, Text: fmt.Sprintf(format, args...)})
@@ -115,7 +116,7 @@ func CheckFolder(ctx context.Context, dir string) *FolderCheck {
 			problem(f, "%s is missing: the tokenizer needs it. Download it (Download fetches only the missing files).", f)
 		}
 	}
-	shards, why := folderShards(dir)
+	shards, why := folderShards(dir, layers)
 	if why != "" {
 		problem(safetensors.IndexFile, "%s", why)
 		return c
@@ -151,11 +152,18 @@ func CheckFolder(ctx context.Context, dir string) *FolderCheck {
 // folderShards lists the shards the folder's index names, or else its
 // model-N-of-M set (every N of M, present or not), or model.safetensors;
 // when it cannot, it says why in a sentence.
-func folderShards(dir string) ([]string, string) {
+func folderShards(dir string, layers int) ([]string, string) {
 	if _, err := os.Stat(filepath.Join(dir, safetensors.IndexFile)); err == nil {
 		ix, err := verify.ReadIndex(dir)
 		if err != nil {
 			return nil, fmt.Sprintf("%s cannot be read (%v). Download it again.", safetensors.IndexFile, firstLine(err))
+		}
+		if layers > 0 {
+			need, err := ix.ShardsForLayers(layers)
+			if err != nil {
+				return nil, fmt.Sprintf("The index cannot say which files the first %d layers need (%v).", layers, firstLine(err))
+			}
+			return need, ""
 		}
 		var names []string
 		for _, s := range ix.WeightMap {
@@ -298,7 +306,7 @@ func Bytes(b int64) string {
 // header and the config (CheckFolder), whose problems mark their files.
 func VerifyFolder(ctx context.Context, dir string, layers int, progress func(done, total int64)) (*verify.Report, error) {
 	opt := verify.Options{Layers: layers, Progress: progress}
-	if shards, why := folderShards(dir); why == "" && !released(shards) {
+	if shards, why := folderShards(dir, 0); why == "" && !released(shards) {
 		sizes := expectedSizes(dir)
 		for _, n := range shards {
 			sz, ok := sizes[n]
@@ -312,7 +320,7 @@ func VerifyFolder(ctx context.Context, dir string, layers int, progress func(don
 	if err != nil {
 		return nil, err
 	}
-	fc := CheckFolder(ctx, dir)
+	fc := CheckFolder(ctx, dir, layers)
 	for _, p := range fc.Problems {
 		i := slices.IndexFunc(rep.Files, func(f verify.FileResult) bool { return f.Name == p.File })
 		if i < 0 {

@@ -24,7 +24,7 @@ func writeModel(t *testing.T, s synth.Spec) string {
 
 func TestCheckFolderGood(t *testing.T) {
 	dir := writeModel(t, synth.Small())
-	c := CheckFolder(t.Context(), dir)
+	c := CheckFolder(t.Context(), dir, 0)
 	assert.True(t, c.OK(), "%+v", c.Problems)
 	assert.Equal(t, synth.Small().Layers, c.Layers)
 	assert.Len(t, c.Shards, synth.Small().Layers+1)
@@ -39,7 +39,7 @@ func TestCheckFolderTruncatedShardAndBadConfig(t *testing.T) {
 	whole, err := os.ReadFile(shard)
 	require.NoError(t, err)
 	require.NoError(t, os.Truncate(shard, 1000))
-	c := CheckFolder(t.Context(), dir)
+	c := CheckFolder(t.Context(), dir, 0)
 	require.Len(t, c.Problems, 1)
 	assert.Equal(t, "model-00003-of-00009.safetensors", c.Problems[0].File)
 	assert.Regexp(t, `^model-00003-of-00009.safetensors is incomplete: 1000 bytes, but its header alone takes \d+ kB. Download it again.$`, c.Problems[0].Text)
@@ -48,12 +48,12 @@ func TestCheckFolderTruncatedShardAndBadConfig(t *testing.T) {
 
 	// cut after the header: the header says how large the file must be
 	require.NoError(t, os.WriteFile(shard, whole[:len(whole)/2], 0o644))
-	c = CheckFolder(t.Context(), dir)
+	c = CheckFolder(t.Context(), dir, 0)
 	require.Len(t, c.Problems, 1)
 	assert.Equal(t, "model-00003-of-00009.safetensors is incomplete: "+Bytes(int64(len(whole)/2))+" of "+Bytes(int64(len(whole)))+". Download it again.", c.Problems[0].Text)
 
 	require.NoError(t, os.Remove(shard))
-	c = CheckFolder(t.Context(), dir)
+	c = CheckFolder(t.Context(), dir, 0)
 	require.Len(t, c.Problems, 1)
 	assert.Contains(t, c.Problems[0].Text, "model-00003-of-00009.safetensors is missing")
 
@@ -72,7 +72,7 @@ func TestCheckFolderTruncatedShardAndBadConfig(t *testing.T) {
 	raw, err = json.Marshal(cfg)
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "config.json"), raw, 0o644))
-	c = CheckFolder(t.Context(), dir)
+	c = CheckFolder(t.Context(), dir, 0)
 	require.NotEmpty(t, c.Problems)
 	assert.Equal(t, "config.json", c.Problems[0].File)
 	for _, k := range []string{"hidden_size", "num_hidden_layers", "num_experts", "kv_lora_rank"} {
@@ -82,7 +82,7 @@ func TestCheckFolderTruncatedShardAndBadConfig(t *testing.T) {
 }
 
 func TestCheckFolderEmpty(t *testing.T) {
-	c := CheckFolder(t.Context(), t.TempDir())
+	c := CheckFolder(t.Context(), t.TempDir(), 0)
 	assert.False(t, c.HasConfig)
 	assert.False(t, c.OK())
 	assert.Empty(t, c.Problems)
@@ -112,4 +112,11 @@ func TestVerifyFolderOwnShards(t *testing.T) {
 	}
 	require.Len(t, bad, 1)
 	assert.Contains(t, bad[0], "model-00003-of-00009.safetensors: model-00003-of-00009.safetensors is incomplete: 1000 bytes")
+}
+
+// A `k3 demo` folder (no marker file, synth's note in config.json) is a demo.
+func TestIsDemoModelSynthNote(t *testing.T) {
+	dir := writeModel(t, synth.Small())
+	assert.True(t, IsDemoModel(dir))
+	assert.False(t, IsDemoModel(t.TempDir()))
 }

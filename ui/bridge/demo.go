@@ -1,9 +1,11 @@
 package bridge
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"k3/engine/synth"
 	"k3/tokenizer"
@@ -47,8 +49,24 @@ func MakeDemoModel(dir string) error {
 	return os.WriteFile(filepath.Join(dir, DemoMarker), []byte(demoNotice), 0o644)
 }
 
-// IsDemoModel reports whether dir holds the demo checkpoint.
+// IsDemoModel reports whether dir holds a demo checkpoint: the app's (its
+// marker file) or one `k3 demo` wrote (engine/synth's note in config.json).
 func IsDemoModel(dir string) bool {
-	_, err := os.Stat(filepath.Join(dir, DemoMarker))
-	return dir != "" && err == nil
+	if dir == "" {
+		return false
+	}
+	if _, err := os.Stat(filepath.Join(dir, DemoMarker)); err == nil {
+		return true
+	}
+	raw, err := os.ReadFile(filepath.Join(dir, "config.json"))
+	if err != nil {
+		return false
+	}
+	var cfg struct {
+		Note string `json:"note"`
+	}
+	return json.Unmarshal(raw, &cfg) == nil && strings.HasPrefix(cfg.Note, synthNote)
 }
+
+// synthNote starts the note engine/synth writes into a generated config.
+const synthNote = "synthetic K3-shaped checkpoint written by k3"

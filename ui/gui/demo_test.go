@@ -23,7 +23,7 @@ func TestDemoEndToEnd(t *testing.T) {
 		w.Go(1)
 		test.Tap(w.Model.DemoBt)
 	})
-	waitFor(t, "demo model", func() bool { return u.S.Demo && u.S.ModelDir == u.demoDir() })
+	waitFor(t, "demo model", func() bool { return w.D.Demo && w.D.ModelDir == u.demoDir() })
 	ui(func() {
 		if !strings.Contains(w.Model.Status.Text, "DEMO model") || w.NextBtn.Disabled() {
 			t.Fatalf("status %q", w.Model.Status.Text)

@@ -2,6 +2,8 @@ package gui
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,8 +18,11 @@ import (
 	"k3/engine"
 	"k3/engine/chat"
 	"k3/engine/plan"
+	"k3/engine/synth"
 	"k3/storage/hub"
+	"k3/storage/trunk"
 	"k3/storage/verify"
+	"k3/tokenizer"
 	"k3/ui/bridge"
 )
 
@@ -96,12 +101,40 @@ func (f *fakeDownloader) Download(ctx context.Context, req bridge.DownloadReques
 			return ctx.Err()
 		}
 	}
-	if err := os.MkdirAll(req.Dest, 0o755); err != nil {
-		return err
-	}
 	snap.Done, snap.FilesDone, snap.ETA = 100e6, 2, 0
 	progress(hub.Event{Kind: hub.EventDone, Snap: snap})
-	return os.WriteFile(filepath.Join(req.Dest, "config.json"), []byte("{}"), 0o644)
+	if err := writeSmallModel(req.Dest); err != nil {
+		return err
+	}
+	return unmarkDemo(req.Dest)
+}
+
+// unmarkDemo drops the note that labels a generated checkpoint as a demo,
+// so it stands for a downloaded one.
+func unmarkDemo(dir string) error {
+	p := filepath.Join(dir, "config.json")
+	raw, err := os.ReadFile(p)
+	if err != nil {
+		return err
+	}
+	var cfg map[string]any
+	if err := json.Unmarshal(raw, &cfg); err != nil {
+		return err
+	}
+	delete(cfg, "note")
+	if raw, err = json.Marshal(cfg); err != nil {
+		return err
+	}
+	return os.WriteFile(p, raw, 0o644)
+}
+
+// writeSmallModel writes a generated checkpoint (the K3 graph at a tiny
+// size, random weights) and a byte-level tokenizer into dir.
+func writeSmallModel(dir string) error {
+	if err := synth.Write(dir, synth.Small()); err != nil {
+		return err
+	}
+	return tokenizer.WriteByteLevel(dir, tokenizer.ByteLevelOptions{})
 }
 
 type fakeVerifier struct{}
@@ -114,12 +147,38 @@ func (fakeVerifier) Verify(ctx context.Context, dir string, layers int, progress
 	}}, nil
 }
 
-type fakePacker struct{ packed string }
+// fakePacker remembers which model it packed into which folder.
+type fakePacker struct {
+	mu     sync.Mutex
+	packed string            // the last folder packed
+	into   map[string]string // trunk folder -> model packed there
+	forced bool
+}
 
-func (f *fakePacker) Pack(ctx context.Context, modelDir, trunkDir string, layers int, progress func(bridge.PackProgress)) error {
-	progress(bridge.PackProgress{Done: 50, Total: 100, Layer: 1, Layers: 2})
-	f.packed = trunkDir
+func (f *fakePacker) Pack(ctx context.Context, modelDir, trunkDir string, layers int, force bool, progress func(bridge.PackProgress)) error {
+	progress(bridge.PackProgress{Done: 50, Total: 100, Parts: 1, PartsTotal: 2, Rate: 25e6, ETA: 2 * time.Second})
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if m, ok := f.into[trunkDir]; ok && m != modelDir && !force {
+		return fmt.Errorf("%w: %s", trunk.ErrSourceMismatch, trunkDir)
+	}
+	if f.into == nil {
+		f.into = map[string]string{}
+	}
+	f.into[trunkDir], f.packed, f.forced = modelDir, trunkDir, force
 	return nil
+}
+
+func (f *fakePacker) Check(modelDir, trunkDir string) bridge.TrunkCheck {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch m, ok := f.into[trunkDir]; {
+	case !ok:
+		return bridge.TrunkCheck{Status: bridge.TrunkNone}
+	case m == modelDir:
+		return bridge.TrunkCheck{Status: bridge.TrunkPacked}
+	}
+	return bridge.TrunkCheck{Status: bridge.TrunkOther, Why: "model-00001-of-00002.safetensors was 100 bytes, this checkpoint's is 200"}
 }
 
 func (f *fakePacker) TrunkBytes(modelDir string, layers int) (int64, error) { return 109e9, nil }

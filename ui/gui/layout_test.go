@@ -99,7 +99,7 @@ func TestLayoutWizardFitsSmallScreens(t *testing.T) {
 		requireFits(t, u.Win, "step 2 with a long folder, download lines and verify results")
 		test.Tap(w.Model.DemoBt)
 	})
-	waitFor(t, "demo", func() bool { return u.S.Demo })
+	waitFor(t, "demo", func() bool { return w.D.Demo })
 	ui(func() {
 		w.Go(2)
 		requireFits(t, u.Win, "step 3")

@@ -12,8 +12,6 @@ import (
 
 	"k3/engine"
 	"k3/engine/chat"
-	"k3/engine/synth"
-	"k3/tokenizer"
 	"k3/ui/bridge"
 )
 
@@ -23,8 +21,7 @@ import (
 func smallModel(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	require.NoError(t, synth.Write(dir, synth.Small()))
-	require.NoError(t, tokenizer.WriteByteLevel(dir, tokenizer.ByteLevelOptions{}))
+	require.NoError(t, writeSmallModel(dir))
 	return dir
 }
 

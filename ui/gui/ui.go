@@ -44,7 +44,12 @@ func (u *UI) menu() *fyne.MainMenu {
 		fyne.NewMenu("k3",
 			fyne.NewMenuItem("Setup wizard…", u.ShowWizard),
 			fyne.NewMenuItem("Chat", func() {
-				if u.S.ModelDir != "" {
+				switch {
+				case u.Wizard != nil && u.Win.Content() == u.Wizard.Root:
+					if u.S.WizardDone && u.S.ModelDir != "" || u.Wizard.Changes() {
+						u.Wizard.BackToChat()
+					}
+				case u.S.ModelDir != "":
 					u.ShowChat()
 				}
 			}),
@@ -62,11 +67,11 @@ func (u *UI) menu() *fyne.MainMenu {
 // SaveSettings persists the settings.
 func (u *UI) SaveSettings() { u.S.Save(u.App.Preferences()) }
 
-// ShowWizard shows the setup wizard from its first step.
+// ShowWizard shows the setup wizard from its first step. The chat (and a
+// reply it is writing) goes on behind it, on the model in use.
 func (u *UI) ShowWizard() {
-	if u.Chat != nil {
-		u.Chat.Shutdown()
-		u.Chat = nil
+	if u.Wizard != nil {
+		u.Wizard.Cancel()
 	}
 	u.Wizard = NewWizard(u)
 	u.Win.SetContent(u.Wizard.Root)

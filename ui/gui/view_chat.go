@@ -456,6 +456,22 @@ func (v *ChatView) finishTurn(reply *MessageView, msg chat.Message, err error) {
 	v.Focus()
 }
 
+// ResetEngine releases the engine once the turn in flight (if any) ended,
+// so the next message opens the model the settings name now.
+func (v *ChatView) ResetEngine() {
+	v.Stop()
+	e := v.engine
+	v.engine, v.Info = nil, nil
+	v.Gauges.SetModel(bridge.ModelInfo{})
+	if e != nil {
+		idle := v.idle
+		go func() {
+			<-idle
+			e.Close()
+		}()
+	}
+}
+
 // Shutdown stops any turn and releases the engine.
 func (v *ChatView) Shutdown() {
 	if v.cancel != nil {

@@ -33,7 +33,7 @@ func (s *DoneStep) Ready() (bool, string)   { return true, "" }
 func (s *DoneStep) Cancel()                 {}
 
 func (s *DoneStep) Enter() {
-	st := s.w.u.S
+	st := s.w.D
 	var b strings.Builder
 	model := st.ModelDir
 	if st.Demo {
@@ -43,12 +43,15 @@ func (s *DoneStep) Enter() {
 	if st.Layers > 0 {
 		fmt.Fprintf(&b, "Layers: only the first %d (the output is not the model's)\n", st.Layers)
 	}
-	if st.TrunkDir != "" {
+	if st.TrunkDir != "" && st.TrunkModel == st.ModelDir {
 		fmt.Fprintf(&b, "Packed trunk: %s\n", st.TrunkDir)
 	} else {
 		b.WriteString("Packed trunk: none (every layer in memory)\n")
 	}
 	fmt.Fprintf(&b, "Memory: preset %s, trunk %.1f GB, expert cache %.1f GB\n", st.Preset, st.TrunkGB, st.CacheGB)
+	if s.w.Changes() && s.w.u.S.WizardDone {
+		b.WriteString("\nThe chat switches to this setup when you open it.\n")
+	}
 	if p := s.w.Memory.Plan; p != nil {
 		fmt.Fprintf(&b, "Planned peak memory: %s\n", gb(uint64(p.Total)))
 	}
@@ -58,10 +61,8 @@ func (s *DoneStep) Enter() {
 	s.Summary.SetText(b.String())
 }
 
-// Finish marks the wizard done and opens the chat.
+// Finish makes the setup the one in use and opens the chat.
 func (s *DoneStep) Finish() {
-	u := s.w.u
-	u.S.WizardDone = true
-	u.SaveSettings()
-	u.ShowChat()
+	s.w.Apply()
+	s.w.u.ShowChat()
 }

@@ -35,7 +35,7 @@ type GaugesView struct {
 // NewGaugesView builds the panel.
 func NewGaugesView() *GaugesView {
 	v := &GaugesView{}
-	v.Model = wrapLabel("No model loaded yet.")
+	v.Model = wrapLabel("No model loaded yet: it loads with the first message.")
 	v.Demo = wrapLabel("")
 	v.Demo.Importance = widget.DangerImportance
 	v.Demo.Hide()
@@ -68,7 +68,11 @@ func NewGaugesView() *GaugesView {
 
 // SetModel shows which model runs.
 func (v *GaugesView) SetModel(info bridge.ModelInfo) {
-	v.Model.SetText(fmt.Sprintf("%s, %d layers", info.Name, info.Layers))
+	if info.Name == "" {
+		v.Model.SetText("No model loaded yet: it loads with the first message.")
+	} else {
+		v.Model.SetText(fmt.Sprintf("%s, %d layers", info.Name, info.Layers))
+	}
 	if info.Demo {
 		v.Demo.SetText("DEMO: random weights, the text is not meaningful")
 		v.Demo.Show()

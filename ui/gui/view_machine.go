@@ -66,7 +66,7 @@ func (s *MachineStep) Enter() {
 func (s *MachineStep) dirsToMeasure() []string {
 	var dirs []string
 	seen := map[string]bool{}
-	for _, d := range []string{s.w.u.S.ModelDir, s.w.u.S.TrunkDir} {
+	for _, d := range []string{s.w.D.ModelDir, s.w.D.TrunkDir} {
 		if d != "" && !seen[d] {
 			if _, err := os.Stat(d); err == nil {
 				dirs = append(dirs, d)

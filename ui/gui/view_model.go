@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"image/color"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -23,7 +21,9 @@ import (
 )
 
 // ModelStep is wizard step 2: choose the checkpoint folder, or download the
-// checkpoint into one, or use the demo model; then verify it.
+// checkpoint into one, or use the demo model; then verify it. Every folder
+// chosen is checked at once (config, every shard's size and header), and
+// what is shown about downloads and verification belongs to that folder.
 type ModelStep struct {
 	w    *Wizard
 	view fyne.CanvasObject
@@ -35,14 +35,22 @@ type ModelStep struct {
 	Status    *widget.Label
 	DemoBt    *widget.Button
 
+	// Check is the folder check of the folder typed (nil while it runs).
+	Check    *bridge.FolderCheck
+	checkJob *bridge.Job
+	checkFor string // the folder and layers the check in flight is for
+
 	Token       *widget.Entry
 	Revision    *widget.Entry
 	DownloadBt  *widget.Button
+	RetryBt     *widget.Button
 	DlBar       *widget.ProgressBar
 	DlStatus    *widget.Label
 	DlFiles     *widget.Label
 	dlJob       *bridge.Job
+	dlDir       string // the folder the download status is about
 	Downloading bool
+	retrying    bool // Try again now: the cancelled download restarts
 
 	VerifyBt  *widget.Button
 	VfBar     *widget.ProgressBar
@@ -79,6 +87,8 @@ func newModelStep(w *Wizard) *ModelStep {
 	s.Revision = widget.NewEntry()
 	s.Revision.SetPlaceHolder("main (the latest)")
 	s.DownloadBt = widget.NewButton("Download into this folder", s.ToggleDownload)
+	s.RetryBt = widget.NewButton("Try again now", s.RetryNow)
+	s.RetryBt.Hide()
 	s.DlBar = widget.NewProgressBar()
 	s.DlStatus = wrapLabel("")
 	s.DlFiles = widget.NewLabel("")
@@ -93,9 +103,12 @@ func newModelStep(w *Wizard) *ModelStep {
 			return 0
 		}
 		return len(s.Verified.Files)
-	}, func() fyne.CanvasObject { return widget.NewLabel("") }, func(i widget.ListItemID, o fyne.CanvasObject) {
-		f := s.Verified.Files[i]
-		o.(*widget.Label).SetText(describeFile(f))
+	}, func() fyne.CanvasObject {
+		l := widget.NewLabel("")
+		l.Truncation = fyne.TextTruncateEllipsis
+		return l
+	}, func(i widget.ListItemID, o fyne.CanvasObject) {
+		o.(*widget.Label).SetText(describeFile(s.Verified.Files[i]))
 	})
 
 	folder := container.NewBorder(nil, nil, widget.NewLabel("Model folder"), choose, s.Dir)
@@ -108,9 +121,9 @@ func newModelStep(w *Wizard) *ModelStep {
 		wrapLabel("From the model hub into the folder above. You can pause and resume at any time, even after closing the app."),
 		container.NewBorder(nil, nil, widget.NewLabel("Access token"), nil, s.Token),
 		container.NewBorder(nil, nil, widget.NewLabel("Version"), nil, s.Revision),
-		s.DownloadBt, s.DlBar, s.DlStatus, container.NewHScroll(s.DlFiles)))
+		container.NewBorder(nil, nil, nil, s.RetryBt, s.DownloadBt), s.DlBar, s.DlStatus, container.NewHScroll(s.DlFiles)))
 	vf := widget.NewCard("Verify", "", container.NewVBox(
-		wrapLabel("Checks every file's size, and its checksum when the download recorded one."),
+		wrapLabel("Checks every file of the folder: its size, its header, and its checksum when the download recorded one."),
 		s.VerifyBt, s.VfBar, s.VfStatus, container.NewStack(listRoom, s.VfList)))
 	demo := container.NewBorder(nil, nil, s.DemoBt, nil,
 		wrapLabel("A few MB, made here in seconds, so you can try everything; its text is not meaningful."))
@@ -121,22 +134,22 @@ func newModelStep(w *Wizard) *ModelStep {
 func (s *ModelStep) Title() string           { return "The model" }
 func (s *ModelStep) View() fyne.CanvasObject { return s.view }
 
+// Enter shows the model in use the first time; a download that did not
+// finish is offered again when its folder is the one shown.
 func (s *ModelStep) Enter() {
-	st := s.w.u.S
+	d := s.w.D
 	if s.Dir.Text == "" {
 		switch {
-		case st.DownloadDest != "":
-			s.Dir.SetText(st.DownloadDest)
-			s.Revision.SetText(st.DownloadRevision)
-			if st.DownloadLayers > 0 {
-				s.Layers.SetText(strconv.Itoa(st.DownloadLayers))
+		case d.ModelDir != "":
+			s.Dir.SetText(d.ModelDir)
+			if d.Layers > 0 {
+				s.Layers.SetText(strconv.Itoa(d.Layers))
 			}
-			s.DlStatus.SetText("A download into this folder did not finish. Press Resume to continue where it stopped.")
-			s.DownloadBt.SetText("Resume download")
-		case st.ModelDir != "":
-			s.Dir.SetText(st.ModelDir)
-			if st.Layers > 0 {
-				s.Layers.SetText(strconv.Itoa(st.Layers))
+		case d.DownloadDest != "":
+			s.Dir.SetText(d.DownloadDest)
+			s.Revision.SetText(d.DownloadRevision)
+			if d.DownloadLayers > 0 {
+				s.Layers.SetText(strconv.Itoa(d.DownloadLayers))
 			}
 		}
 	}
@@ -156,13 +169,12 @@ func (s *ModelStep) layers() (int, error) {
 	return n, nil
 }
 
-func hasConfig(dir string) bool {
-	_, err := os.Stat(filepath.Join(dir, "config.json"))
-	return dir != "" && err == nil
-}
+func (s *ModelStep) dir() string { return strings.TrimSpace(s.Dir.Text) }
 
+// dirChanged follows the folder and layers typed: status of another folder
+// is cleared, and the new folder is checked in the background.
 func (s *ModelStep) dirChanged() {
-	dir := strings.TrimSpace(s.Dir.Text)
+	dir := s.dir()
 	n, err := s.layers()
 	switch {
 	case err != nil:
@@ -172,22 +184,68 @@ func (s *ModelStep) dirChanged() {
 	default:
 		setNote(s.LayerMsg, "")
 	}
-	switch {
-	case dir == "":
+	if s.Verified != nil && s.Verified.Dir != dir {
+		s.Verified = nil
+		s.VfList.Refresh()
+		s.VfBar.SetValue(0)
+		s.VfStatus.SetText("")
+	}
+	if !s.Downloading && s.dlDir != dir {
+		s.showDownloadState(dir)
+	}
+	key := fmt.Sprintf("%s\x00%d", dir, n)
+	if s.Check != nil && s.checkFor == key {
+		s.showCheck()
+		return
+	}
+	s.checkJob.Cancel()
+	s.Check, s.checkFor = nil, key
+	if dir == "" {
 		s.Status.SetText("Choose the folder that holds the checkpoint, or a folder to download it into.")
-	case bridge.IsDemoModel(dir):
-		s.Status.SetText("This is the DEMO model: random weights with the K3 layout. Everything works, but its text is not meaningful.")
-	case hasConfig(dir):
-		s.Status.SetText("A checkpoint is here. Verify it before the first run.")
-	default:
+		s.changed()
+		return
+	}
+	s.Status.SetText("Checking the folder…")
+	s.changed()
+	var c *bridge.FolderCheck
+	s.checkJob = bridge.StartJob(s.w.u.do, 1, func(ctx context.Context, _ func(struct{})) error {
+		c = bridge.CheckFolder(ctx, dir, n)
+		return ctx.Err()
+	}, nil, func(err error) {
+		if err != nil || s.checkFor != key {
+			return // a newer folder was typed
+		}
+		s.Check, s.checkJob = c, nil
+		s.showCheck()
+	})
+}
+
+func (s *ModelStep) showCheck() {
+	c := s.Check
+	if c.Layers > 0 {
+		s.LayersLbl.SetText(fmt.Sprintf("Layers to use (empty = all %d)", c.Layers))
+	} else {
+		s.LayersLbl.SetText("Layers to use (empty = all)")
+	}
+	demo := bridge.IsDemoModel(c.Dir)
+	switch {
+	case !c.HasConfig:
 		s.Status.SetText("No checkpoint here yet (no config.json). Download it into this folder, or choose another one.")
+	case !c.OK():
+		s.Status.SetText(c.Summary())
+	case demo:
+		s.Status.SetText("This is the DEMO model: random weights with the K3 layout. Everything works, but its text is not meaningful.")
+	default:
+		s.Status.SetText(fmt.Sprintf("A checkpoint is here: %d files, %s, every header readable. Verify checks their contents.", len(c.Shards), bridge.Bytes(c.Bytes)))
 	}
-	if err == nil && hasConfig(dir) {
-		s.w.u.S.ModelDir = dir
-		s.w.u.S.Layers = n
-		s.w.u.S.Demo = bridge.IsDemoModel(dir)
-		s.w.u.SaveSettings()
+	n, err := s.layers()
+	if err == nil && c.OK() {
+		s.w.D.ModelDir, s.w.D.Layers, s.w.D.Demo = c.Dir, n, demo
 	}
+	s.changed()
+}
+
+func (s *ModelStep) changed() {
 	if s.w.u.Wizard == s.w {
 		s.w.Changed()
 	}
@@ -200,14 +258,29 @@ func (s *ModelStep) Ready() (bool, string) {
 	if s.Downloading {
 		return false, "The download is running. Pause it or wait until it finishes."
 	}
-	dir := strings.TrimSpace(s.Dir.Text)
-	if !hasConfig(dir) {
+	c := s.Check
+	switch {
+	case s.dir() == "":
 		return false, "Choose a folder with the checkpoint, download it, or use the demo model."
-	}
-	if s.Verified != nil && s.Verified.Dir == dir && !s.Verified.Complete && !bridge.IsDemoModel(dir) {
+	case c == nil:
+		return false, "Checking the folder…"
+	case !c.HasConfig:
+		return false, "Choose a folder with the checkpoint, download it, or use the demo model."
+	case !c.OK():
+		return false, "This folder's checkpoint cannot be used yet: " + c.Summary()
+	case s.Verified != nil && s.Verified.Dir == c.Dir && !s.Verified.Complete && !bridge.IsDemoModel(c.Dir):
 		return true, "Some files are missing or wrong (see Verify); the run will fail on them."
 	}
 	return true, ""
+}
+
+// Err is the cause the later steps repeat when this step's folder cannot
+// be used (nil when it can, or before it was checked).
+func (s *ModelStep) Err() error {
+	if s.Check == nil || s.Check.Dir != s.w.D.ModelDir {
+		return nil
+	}
+	return s.Check.Err()
 }
 
 // UseDemo writes the demo model (if needed) and selects it.
@@ -219,19 +292,34 @@ func (s *ModelStep) UseDemo() {
 	dir := u.demoDir()
 	s.DemoBt.Disable()
 	s.Status.SetText("Writing the demo model…")
-	go func() {
-		err := u.B.MakeDemo(dir)
-		u.do(func() {
-			s.DemoBt.Enable()
-			if err != nil {
-				s.Status.SetText(bridge.Explain(err))
-				return
-			}
-			s.Layers.SetText("")
-			s.Dir.SetText(dir)
-			s.dirChanged()
-		})
-	}()
+	mk := u.B.MakeDemo
+	bridge.StartJob(u.do, 1, func(context.Context, func(struct{})) error { return mk(dir) }, nil, func(err error) {
+		s.DemoBt.Enable()
+		if err != nil {
+			s.Status.SetText(bridge.Explain(err))
+			return
+		}
+		s.Layers.SetText("")
+		s.Dir.SetText(dir)
+		s.dirChanged()
+	})
+}
+
+// showDownloadState shows what is known about a download into dir: one
+// that did not finish there is offered to resume; another folder's status
+// is not shown.
+func (s *ModelStep) showDownloadState(dir string) {
+	s.dlDir = dir
+	s.DlBar.SetValue(0)
+	setNote(s.DlFiles, "")
+	s.RetryBt.Hide()
+	if d := s.w.u.S; dir != "" && d.DownloadDest == dir {
+		s.DlStatus.SetText("A download into this folder did not finish. Press Resume to continue where it stopped.")
+		s.DownloadBt.SetText("Resume download")
+		return
+	}
+	s.DlStatus.SetText("")
+	s.DownloadBt.SetText("Download into this folder")
 }
 
 // ToggleDownload starts, pauses or resumes the download.
@@ -241,7 +329,7 @@ func (s *ModelStep) ToggleDownload() {
 		return
 	}
 	u := s.w.u
-	dir := strings.TrimSpace(s.Dir.Text)
+	dir := s.dir()
 	n, err := s.layers()
 	if err != nil {
 		s.DlStatus.SetText(err.Error())
@@ -255,16 +343,27 @@ func (s *ModelStep) ToggleDownload() {
 		return
 	}
 	req := bridge.DownloadRequest{Dest: dir, Revision: strings.TrimSpace(s.Revision.Text), Layers: n, Token: s.Token.Text}
+	// download bookkeeping is saved at once: it is not the model in use
 	u.S.DownloadDest, u.S.DownloadRevision, u.S.DownloadLayers = req.Dest, req.Revision, req.Layers
 	u.SaveSettings()
-	s.Downloading = true
+	s.Downloading, s.dlDir = true, dir
 	s.DownloadBt.SetText("Pause")
-	s.DlStatus.SetText("Starting…")
-	s.w.Changed()
+	s.RetryBt.Hide()
+	s.DlStatus.SetText("Connecting to the model hub…")
+	s.changed()
 	dl := u.B.Downloader
 	s.dlJob = bridge.StartJob(u.do, bridge.GaugeHz, func(ctx context.Context, progress func(hub.Event)) error {
 		return dl.Download(ctx, req, progress)
 	}, s.showDownload, s.downloadDone)
+}
+
+// RetryNow ends the wait before the next attempt and tries at once.
+func (s *ModelStep) RetryNow() {
+	if !s.Downloading {
+		return
+	}
+	s.retrying = true
+	s.dlJob.Cancel()
 }
 
 func (s *ModelStep) showDownload(ev hub.Event) {
@@ -274,10 +373,20 @@ func (s *ModelStep) showDownload(ev hub.Event) {
 	}
 	switch ev.Kind {
 	case hub.EventRetry:
-		s.DlStatus.SetText(fmt.Sprintf("%s: the connection failed (%s); trying again in %s.", ev.File, bridge.Explain(ev.Err), ev.Wait.Round(time.Second)))
+		what := "the model hub"
+		if ev.File != "" {
+			what = ev.File
+		}
+		s.DlStatus.SetText(fmt.Sprintf("%s (attempt %d). Trying again in %s; finished files are kept.",
+			strings.TrimSuffix(describeRetry(what, ev.Err), "."), ev.Attempt, ev.Wait.Round(time.Second)))
+		s.RetryBt.Show()
 		return
 	case hub.EventNote:
 		s.DlStatus.SetText(ev.Message)
+		return
+	}
+	s.RetryBt.Hide()
+	if sn.Total == 0 {
 		return
 	}
 	s.DlStatus.SetText(describeSnapshot(sn))
@@ -289,6 +398,18 @@ func (s *ModelStep) showDownload(ev hub.Event) {
 		lines = append(lines, fmt.Sprintf("%-44s %6.1f%%  %7.1f MB/s", f.Name, 100*float64(f.Done)/float64(max(f.Total, 1)), f.Rate/1e6))
 	}
 	setNote(s.DlFiles, strings.Join(lines, "\n"))
+}
+
+// describeRetry says in plain words why an attempt failed.
+func describeRetry(what string, err error) string {
+	var ue *bridge.UnreachableError
+	if errors.As(err, &ue) {
+		return fmt.Sprintf("Cannot reach the model hub (%s): %v", ue.Host, ue.Err)
+	}
+	if err == nil {
+		return what + ": the attempt failed"
+	}
+	return fmt.Sprintf("%s: the connection failed (%s)", what, strings.TrimSuffix(bridge.Explain(err), "."))
 }
 
 // describeSnapshot is the download's one-line summary.
@@ -304,6 +425,13 @@ func describeSnapshot(sn hub.Snapshot) string {
 func (s *ModelStep) downloadDone(err error) {
 	u := s.w.u
 	s.Downloading, s.dlJob = false, nil
+	s.RetryBt.Hide()
+	if s.retrying && errors.Is(err, context.Canceled) {
+		s.retrying = false
+		s.ToggleDownload()
+		return
+	}
+	s.retrying = false
 	switch {
 	case err == nil:
 		u.S.DownloadDest, u.S.DownloadRevision, u.S.DownloadLayers = "", "", 0
@@ -319,6 +447,7 @@ func (s *ModelStep) downloadDone(err error) {
 		s.DownloadBt.SetText("Resume download")
 		s.DlStatus.SetText(bridge.Explain(err))
 	}
+	s.Check, s.checkFor = nil, "" // the folder changed: check it again
 	s.dirChanged()
 }
 
@@ -329,7 +458,7 @@ func (s *ModelStep) StartVerify() {
 		s.vfJob.Cancel()
 		return
 	}
-	dir := strings.TrimSpace(s.Dir.Text)
+	dir := s.dir()
 	if bridge.IsDemoModel(dir) {
 		s.VfStatus.SetText("The demo model was generated here: there is nothing to verify.")
 		return
@@ -351,12 +480,15 @@ func (s *ModelStep) StartVerify() {
 			}
 		})
 		return err
-	}, s.VfBar.SetValue, func(err error) { s.verifyDone(rep, err) })
+	}, s.VfBar.SetValue, func(err error) { s.verifyDone(dir, rep, err) })
 }
 
-func (s *ModelStep) verifyDone(rep *verify.Report, err error) {
+func (s *ModelStep) verifyDone(dir string, rep *verify.Report, err error) {
 	s.verifying, s.vfJob = false, nil
 	s.VerifyBt.SetText("Verify the files")
+	if dir != s.dir() {
+		return // the result is another folder's
+	}
 	if err != nil {
 		s.VfStatus.SetText(bridge.Explain(err))
 		return
@@ -365,7 +497,7 @@ func (s *ModelStep) verifyDone(rep *verify.Report, err error) {
 	s.VfBar.SetValue(1)
 	s.VfList.Refresh()
 	s.VfStatus.SetText(describeVerify(rep))
-	s.w.Changed()
+	s.changed()
 }
 
 // describeVerify summarises a verification in plain words.
@@ -375,14 +507,14 @@ func describeVerify(r *verify.Report) string {
 		if r.Hashed {
 			what = "sizes and checksums"
 		}
-		return fmt.Sprintf("All %d required files are here and right (%s checked, %.1f GB).", r.Required, what, float64(r.Bytes)/1e9)
+		return fmt.Sprintf("All %d required files are here and right (%s checked, %s).", r.Required, what, bridge.Bytes(r.Bytes))
 	}
 	var parts []string
 	if r.Missing > 0 {
 		parts = append(parts, fmt.Sprintf("%d missing", r.Missing))
 	}
 	if r.WrongSize > 0 {
-		parts = append(parts, fmt.Sprintf("%d with the wrong size", r.WrongSize))
+		parts = append(parts, fmt.Sprintf("%d incomplete or the wrong size", r.WrongSize))
 	}
 	if r.HashBad > 0 {
 		parts = append(parts, fmt.Sprintf("%d with the wrong checksum", r.HashBad))
@@ -406,14 +538,24 @@ func describeFile(f verify.FileResult) string {
 	case verify.StatusExtra, verify.StatusKnown, verify.StatusNotNeeded:
 		mark = "·"
 	}
-	line := fmt.Sprintf("%s %s — %s", mark, f.Name, f.Status)
-	if f.Detail != "" {
-		line += " (" + f.Detail + ")"
+	what := map[verify.Status]string{
+		verify.StatusOK: "right", verify.StatusMissing: "missing", verify.StatusWrongSize: "the wrong size",
+		verify.StatusHashMismatch: "the wrong checksum: download it again", verify.StatusNoHash: "no checksum recorded",
+		verify.StatusPartial: "partly downloaded: Resume finishes it", verify.StatusExtra: "not part of the model",
+		verify.StatusNotNeeded: "not needed for the layers chosen", verify.StatusUnreadable: "cannot be read",
+		verify.StatusKnown: "part of the download",
+	}[f.Status]
+	if f.Status == verify.StatusWrongSize && f.Want > 0 && f.Size >= 0 {
+		what = fmt.Sprintf("%s of %s: download it again", bridge.Bytes(f.Size), bridge.Bytes(f.Want))
 	}
-	return line
+	if f.Detail != "" && strings.HasPrefix(f.Detail, f.Name) {
+		return mark + " " + f.Detail // a sentence of the folder check, naming the file
+	}
+	return fmt.Sprintf("%s %s — %s", mark, f.Name, what)
 }
 
 func (s *ModelStep) Cancel() {
 	s.dlJob.Cancel()
 	s.vfJob.Cancel()
+	s.checkJob.Cancel()
 }

@@ -6,8 +6,11 @@ import (
 
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/container"
+	"fyne.io/fyne/v2/dialog"
 	"fyne.io/fyne/v2/theme"
 	"fyne.io/fyne/v2/widget"
+
+	"k3/ui/bridge"
 )
 
 // wizardStep is one page of the setup wizard.
@@ -24,8 +27,12 @@ type wizardStep interface {
 
 // Wizard is the setup wizard: This machine, The model, Pack the trunk,
 // Memory, Done. Steps report changes with Changed so Next follows them.
+// They edit D, a copy of the settings: the working model changes only on
+// Done (or when the user, going back to the chat, chooses to keep the
+// changes), never while a path is being typed.
 type Wizard struct {
 	u     *UI
+	D     bridge.Settings
 	Steps []wizardStep
 	Cur   int
 
@@ -47,7 +54,7 @@ type Wizard struct {
 
 // NewWizard builds the wizard's steps and frame.
 func NewWizard(u *UI) *Wizard {
-	w := &Wizard{u: u}
+	w := &Wizard{u: u, D: u.S}
 	w.Machine = newMachineStep(w)
 	w.Model = newModelStep(w)
 	w.Pack = newPackStep(w)
@@ -64,7 +71,7 @@ func NewWizard(u *UI) *Wizard {
 	w.BackBtn = widget.NewButton("Back", func() { w.Go(w.Cur - 1) })
 	w.NextBtn = widget.NewButton("Next", func() { w.Go(w.Cur + 1) })
 	w.NextBtn.Importance = widget.HighImportance
-	w.CloseBtn = widget.NewButton("Back to the chat", func() { u.ShowChat() })
+	w.CloseBtn = widget.NewButton("Back to the chat", w.BackToChat)
 	bottom := container.NewBorder(nil, nil, container.NewHBox(w.BackBtn, w.CloseBtn), w.NextBtn, w.why)
 	top := container.NewVBox(w.crumbs, w.title, widget.NewSeparator())
 	w.Root = container.NewPadded(container.NewBorder(top, container.NewVBox(widget.NewSeparator(), bottom), nil, nil, w.body))
@@ -119,6 +126,41 @@ func (w *Wizard) Changed() {
 		w.CloseBtn.Hide()
 	}
 	w.why.SetText(why)
+}
+
+// Changes reports whether the setup being edited differs from the one in use.
+func (w *Wizard) Changes() bool { return w.D.Setup() != w.u.S.Setup() }
+
+// Apply makes the edited setup the one in use (and saves it); the chat
+// opens the new model at its next message.
+func (w *Wizard) Apply() {
+	u := w.u
+	changed := w.Changes()
+	u.S.SetSetup(w.D.Setup())
+	u.S.WizardDone = true
+	u.SaveSettings()
+	if changed && u.Chat != nil {
+		u.Chat.ResetEngine()
+	}
+}
+
+// BackToChat returns to the chat; with changes to the setup it asks first
+// whether to use them or keep the setup in use.
+func (w *Wizard) BackToChat() {
+	if !w.Changes() {
+		w.u.ShowChat()
+		return
+	}
+	d := dialog.NewCustomConfirm("Use the new setup?",
+		"Use the new setup", "Keep the one in use",
+		wrapLabel("You changed the model, the trunk or the memory settings. The chat can switch to them now, or keep running what it ran before."),
+		func(use bool) {
+			if use {
+				w.Apply()
+			}
+			w.u.ShowChat()
+		}, w.u.Win)
+	d.Show()
 }
 
 // Cancel stops every step's background work.
