@@ -1,10 +1,13 @@
 package gui
 
 import (
+	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/container"
@@ -13,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"k3/storage/hub"
 	"k3/ui/bridge"
 )
 
@@ -222,5 +226,73 @@ func TestWizardChangesApplyOnlyOnDone(t *testing.T) {
 		assert.Equal(t, other, u.S.ModelDir)
 		assert.Equal(t, other, bridge.LoadSettings(u.App.Preferences()).ModelDir)
 		assert.Nil(t, u.Chat.engine, "the next message opens the new model")
+	})
+}
+
+// unreachableDownloader reports what the real downloader reports without a
+// network, then waits to be paused.
+type unreachableDownloader struct{ calls int }
+
+func (d *unreachableDownloader) Download(ctx context.Context, req bridge.DownloadRequest, progress func(hub.Event)) error {
+	d.calls++
+	progress(hub.Event{Kind: hub.EventRetry, Attempt: d.calls, Wait: 5 * time.Second,
+		Err: &bridge.UnreachableError{Host: "huggingface.co", Err: errors.New("the name huggingface.co does not resolve (no network, or no DNS)")}})
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// Defect 4: without a network the download says so at once, with the
+// attempt and the wait, and offers Try again now and Pause.
+func TestDownloadWithoutNetworkSaysSo(t *testing.T) {
+	u, _ := newTestUI(t, &fakeChat{})
+	fd := &unreachableDownloader{}
+	u.B.Downloader = fd
+	ui(u.Start)
+	w := u.Wizard
+	ui(func() {
+		w.Go(1)
+		w.Model.Dir.SetText(t.TempDir())
+		test.Tap(w.Model.DownloadBt)
+	})
+	waitFor(t, "the retry report", func() bool { return strings.HasPrefix(w.Model.DlStatus.Text, "Cannot reach") })
+	ui(func() {
+		assert.Equal(t, "Cannot reach the model hub (huggingface.co): the name huggingface.co does not resolve (no network, or no DNS) (attempt 1). "+
+			"Trying again in 5s; finished files are kept.", w.Model.DlStatus.Text)
+		assert.False(t, w.Model.RetryBt.Hidden)
+		assert.Equal(t, "Pause", w.Model.DownloadBt.Text)
+		test.Tap(w.Model.RetryBt)
+	})
+	waitFor(t, "the second attempt", func() bool { return strings.Contains(w.Model.DlStatus.Text, "(attempt 2)") })
+	ui(func() { test.Tap(w.Model.DownloadBt) })
+	waitFor(t, "paused", func() bool { return !w.Model.Downloading })
+	ui(func() {
+		assert.True(t, strings.HasPrefix(w.Model.DlStatus.Text, "Paused."))
+		assert.True(t, w.Model.RetryBt.Hidden)
+	})
+}
+
+// Defect 10: both sliders at 0 GB plan 0 GB (not the auto plan), and a
+// slider moved by hand makes the preset "custom".
+func TestMemorySlidersAtZeroPlanZero(t *testing.T) {
+	u, _ := newTestUI(t, &fakeChat{})
+	u.S.ModelDir = t.TempDir()
+	ui(u.Start)
+	w := u.Wizard
+	ui(func() {
+		w.D.ModelDir = u.S.ModelDir
+		w.Go(3)
+		w.Memory.Preset.SetSelected("laptop")
+	})
+	waitFor(t, "plan", func() bool { return !w.Memory.busy && w.Memory.Plan != nil })
+	ui(func() {
+		w.Memory.Trunk.SetValue(0)
+		w.Memory.Cache.SetValue(0)
+	})
+	waitFor(t, "replan", func() bool { return !w.Memory.busy && w.Memory.Plan != nil && w.Memory.Plan.CacheBytes == 0 })
+	ui(func() {
+		assert.Equal(t, bridge.CustomPreset, w.Memory.Preset.Selected)
+		assert.Equal(t, int64(0), w.Memory.Plan.PinnedBytes)
+		assert.Equal(t, int64(2e9), w.Memory.Plan.Total)
+		assert.Equal(t, presetNotes[bridge.CustomPreset], w.Memory.PresetNote.Text)
 	})
 }
