@@ -85,6 +85,14 @@ type ModelInfo struct {
 	Layers      int   // bound layers
 	BudgetBytes int64 // the memory plan's total
 	Plan        string
+	Context     int // positions the plan reserves for a conversation
+}
+
+// Reply is a finished (or cut) turn: the assistant message and how much of
+// the context the conversation now takes.
+type Reply struct {
+	chat.Message
+	Positions int // positions the conversation takes after the turn (0: unknown)
 }
 
 // ChatEngine runs chat turns. Turn gets the whole conversation (the last
@@ -96,7 +104,7 @@ type ModelInfo struct {
 // between turns and reuse it when the conversation continues the previous one.
 type ChatEngine interface {
 	Open(ctx context.Context, on func(engine.Event)) (ModelInfo, error)
-	Turn(ctx context.Context, history []chat.Message, opt chat.Options, on func(engine.Event)) (chat.Message, error)
+	Turn(ctx context.Context, history []chat.Message, opt chat.Options, on func(engine.Event)) (Reply, error)
 	Close()
 }
 

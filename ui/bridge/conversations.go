@@ -1,6 +1,7 @@
 package bridge
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -9,7 +10,9 @@ import (
 	"strings"
 	"time"
 
+	"k3/engine"
 	"k3/engine/chat"
+	"k3/storage/atomicfile"
 )
 
 // Conversations keeps one JSONL history file per conversation in a folder;
@@ -111,7 +114,10 @@ func (c Conversations) Save(title string, h []chat.Message) error {
 }
 
 // Rename gives a conversation a new title; the new title must be free.
+// Characters a file name cannot hold are replaced, and the error says so
+// when that happened (the rename is done).
 func (c Conversations) Rename(from, to string) (string, error) {
+	want := strings.TrimSpace(to)
 	to, err := cleanTitle(to)
 	if err != nil {
 		return "", err
@@ -125,14 +131,151 @@ func (c Conversations) Rename(from, to string) (string, error) {
 	if err := os.Rename(c.path(from), c.path(to)); err != nil {
 		return "", fmt.Errorf("renaming %q failed: %w", from, err)
 	}
+	if err := os.Rename(c.optionsPath(from), c.optionsPath(to)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return to, fmt.Errorf("the conversation's settings could not follow the rename: %w", err)
+	}
+	if want != to && len(want) <= 120 {
+		return to, &RenamedError{Title: to}
+	}
 	return to, nil
 }
 
-// Delete removes a conversation's file.
+// RenamedError says that a title was changed to be a file name.
+type RenamedError struct{ Title string }
+
+func (e *RenamedError) Error() string {
+	return fmt.Sprintf("renamed to %q: / \\ and : cannot be in a conversation's name", e.Title)
+}
+
+// Delete removes a conversation's file (and its settings).
 func (c Conversations) Delete(title string) error {
+	os.Remove(c.optionsPath(title))
 	err := os.Remove(c.path(title))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
 	return err
+}
+
+// ConvOptions are a conversation's own settings; a new conversation starts
+// with the app's (Settings.ConvDefaults).
+type ConvOptions struct {
+	Thinking        bool   `json:"thinking"`
+	Effort          string `json:"effort"`
+	MaxTokens       int    `json:"max_tokens"`
+	engine.Sampling `json:"sampling"`
+}
+
+// ConvDefaults are the settings a new conversation starts with.
+func (s Settings) ConvDefaults() ConvOptions {
+	return ConvOptions{Thinking: s.Thinking, Effort: s.Effort, MaxTokens: s.MaxTokens, Sampling: s.Sampling}
+}
+
+// ChatOptions are a turn's options (the system prompt is the
+// conversation's first message, if it has one).
+func (o ConvOptions) ChatOptions() chat.Options {
+	return chat.Options{NoThink: !o.Thinking, Effort: o.Effort, MaxTokens: o.MaxTokens, Sampling: o.Sampling}
+}
+
+func (c Conversations) optionsPath(title string) string {
+	return filepath.Join(c.Dir, title+".options.json")
+}
+
+// LoadOptions reads a conversation's settings; ok is false when it has none
+// of its own.
+func (c Conversations) LoadOptions(title string) (o ConvOptions, ok bool, err error) {
+	raw, err := os.ReadFile(c.optionsPath(title))
+	if errors.Is(err, os.ErrNotExist) {
+		return o, false, nil
+	}
+	if err != nil {
+		return o, false, err
+	}
+	if err := json.Unmarshal(raw, &o); err != nil {
+		return o, false, fmt.Errorf("%s: %w", c.optionsPath(title), err)
+	}
+	return o, true, nil
+}
+
+// SaveOptions writes a conversation's settings atomically.
+func (c Conversations) SaveOptions(title string, o ConvOptions) error {
+	raw, err := json.MarshalIndent(o, "", "  ")
+	if err != nil {
+		return err
+	}
+	return atomicfile.Write(c.optionsPath(title), raw)
+}
+
+// AutoTitlePrefix starts the title a new conversation gets; a conversation
+// still called so is titled from its first message.
+const AutoTitlePrefix = "Conversation "
+
+// TitleFrom makes a title of a first message: its first line, cut at a word
+// before 48 characters.
+func TitleFrom(msg string) string {
+	line := strings.TrimSpace(strings.SplitN(strings.TrimSpace(msg), "\n", 2)[0])
+	r := []rune(line)
+	if len(r) <= 48 {
+		return line
+	}
+	cut := string(r[:48])
+	if i := strings.LastIndexByte(cut, ' '); i > 16 {
+		cut = cut[:i]
+	}
+	return strings.TrimRight(cut, " ,.;:") + "…"
+}
+
+// Search returns the titles (in List order) whose title or messages contain
+// query, case-insensitively.
+func (c Conversations) Search(query string) ([]string, error) {
+	titles, err := c.List()
+	q := strings.ToLower(strings.TrimSpace(query))
+	if err != nil || q == "" {
+		return titles, err
+	}
+	var out []string
+	for _, t := range titles {
+		if strings.Contains(strings.ToLower(t), q) {
+			out = append(out, t)
+			continue
+		}
+		h, err := c.Load(t)
+		if err != nil {
+			continue
+		}
+		for _, m := range h {
+			if strings.Contains(strings.ToLower(m.Content), q) || strings.Contains(strings.ToLower(m.ReasoningContent), q) {
+				out = append(out, t)
+				break
+			}
+		}
+	}
+	return out, nil
+}
+
+// Markdown is a conversation as a Markdown document (for export).
+func Markdown(title string, h []chat.Message) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# %s\n", title)
+	for _, m := range h {
+		who := map[string]string{"system": "System prompt", "user": "You", "assistant": "Kimi K3"}[m.Role]
+		if who == "" {
+			who = m.Role
+		}
+		fmt.Fprintf(&b, "\n## %s\n\n", who)
+		if m.ReasoningContent != "" {
+			b.WriteString("<details><summary>Thinking</summary>\n\n")
+			b.WriteString(strings.TrimSpace(m.ReasoningContent))
+			b.WriteString("\n\n</details>\n\n")
+		}
+		b.WriteString(strings.TrimSpace(m.Content))
+		b.WriteString("\n")
+		switch m.Cut {
+		case chat.CutStopped:
+			b.WriteString("\n*(stopped)*\n")
+		case chat.CutTurnCap:
+			b.WriteString("\n*(reached the reply length limit)*\n")
+		}
+	}
+	return b.String()
 }

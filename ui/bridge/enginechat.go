@@ -28,8 +28,9 @@ type engineChat struct {
 	info ModelInfo
 }
 
-// ContextPositions is the context the memory plan reserves for a chat.
-const ContextPositions = 4096
+// ContextPositions is the conversation context the memory plan reserves,
+// besides the reply (the same as k3 chat: 8192 plus the reply cap).
+const ContextPositions = 8192
 
 // NewEngineChat returns a chat engine for the model the settings name.
 func NewEngineChat(s Settings) ChatEngine { return &engineChat{s: s} }
@@ -50,7 +51,17 @@ func (s Settings) Budget(mem *plan.Memory) engine.Budget {
 
 // OpenOptions are the engine options the settings give.
 func (s Settings) OpenOptions(mem *plan.Memory) engine.Options {
-	return engine.Options{Layers: s.Layers, TrunkDir: s.TrunkDir, Budget: s.Budget(mem), Positions: ContextPositions, Memory: mem}
+	return engine.Options{Layers: s.Layers, TrunkDir: s.TrunkDir, Budget: s.Budget(mem), Positions: s.Positions(), Memory: mem}
+}
+
+// Positions is the context a conversation may take: ContextPositions and
+// the reply cap.
+func (s Settings) Positions() int {
+	n := s.MaxTokens
+	if n <= 0 {
+		n = chat.DefaultMaxTokens
+	}
+	return ContextPositions + n
 }
 
 // PresetBudget returns a preset's budgets in GB ("auto" from memory).
@@ -103,7 +114,8 @@ func (c *engineChat) Open(ctx context.Context, on func(engine.Event)) (ModelInfo
 	if c.s.Demo || IsDemoModel(dir) {
 		name = "DEMO model (random weights: the text is not meaningful)"
 	}
-	c.info = ModelInfo{Name: name, Demo: c.s.Demo || IsDemoModel(dir), Layers: m.Bound, BudgetBytes: m.Plan.Total, Plan: m.Plan.String()}
+	c.info = ModelInfo{Name: name, Demo: c.s.Demo || IsDemoModel(dir), Layers: m.Bound, BudgetBytes: m.Plan.Total, Plan: m.Plan.String(),
+		Context: c.s.Positions()}
 	on(engine.Event{Kind: engine.EventStats, Stats: e.Snapshot(), At: time.Now()})
 	phase(on, "ready")
 	return c.info, nil
@@ -123,14 +135,14 @@ func (c *engineChat) Close() {
 // engine state and reuses it when the conversation continues what was fed
 // (and re-reads the prompt otherwise), so the history passed in is the
 // truth: edits, regenerations and conversation switches just work.
-func (c *engineChat) Turn(ctx context.Context, history []chat.Message, opt chat.Options, on func(engine.Event)) (chat.Message, error) {
+func (c *engineChat) Turn(ctx context.Context, history []chat.Message, opt chat.Options, on func(engine.Event)) (Reply, error) {
 	if _, err := c.Open(ctx, on); err != nil {
-		return chat.Message{}, err
+		return Reply{}, err
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if len(history) == 0 || history[len(history)-1].Role != "user" {
-		return chat.Message{}, errors.New("the conversation must end with your message")
+		return Reply{}, errors.New("the conversation must end with your message")
 	}
 	past := history[:len(history)-1]
 	if len(past) > 0 && past[0].Role == "system" {
@@ -175,7 +187,8 @@ func (c *engineChat) Turn(ctx context.Context, history []chat.Message, opt chat.
 		on(ev)
 	})
 	if rep == nil {
-		return chat.Message{}, err
+		return Reply{}, err
 	}
-	return chat.Message{Role: "assistant", Content: rep.Content, ReasoningContent: rep.Reasoning, Cut: rep.Cut()}, err
+	return Reply{Message: chat.Message{Role: "assistant", Content: rep.Content, ReasoningContent: rep.Reasoning, Cut: rep.Cut()},
+		Positions: rep.Reused + rep.Prefilled + len(rep.IDs)}, err
 }

@@ -29,6 +29,7 @@ type Gauges struct {
 	HitRate      float64 // 0..1 expert-cache resident hit rate, this turn
 	HitKnown     bool
 	SecPerToken  float64 // mean over this turn's generated tokens
+	FirstStep    float64 // the first token's step (it includes reading the prompt)
 	LastToken    float64 // last step
 	TTFT         float64 // seconds from send to the first token (0: none yet)
 	Tokens       int
@@ -36,7 +37,7 @@ type Gauges struct {
 	Memory       []Point // RSS samples
 }
 
-// Point is one sample of a history plot.
+// Point is one sample of a history plot; a zero Point (no time) is a gap.
 type Point struct {
 	T time.Time
 	V float64
@@ -62,7 +63,7 @@ func (m *Meter) SetLimits(budget, available int64) { m.g.Budget, m.g.Available =
 func (m *Meter) StartTurn(t time.Time) {
 	m.turnT0 = t
 	m.haveBase = false
-	m.g.TTFT, m.g.Tokens, m.tokSum, m.g.SecPerToken, m.g.LastToken = 0, 0, 0, 0, 0
+	m.g.TTFT, m.g.Tokens, m.tokSum, m.g.SecPerToken, m.g.LastToken, m.g.FirstStep = 0, 0, 0, 0, 0, 0
 	m.g.IOShare, m.g.HitRate, m.g.HitKnown = 0, 0, false
 }
 
@@ -97,10 +98,24 @@ func (m *Meter) Stats(t time.Time, s engine.Stats) {
 	}
 }
 
+// EndTurn marks the end of a turn: nothing is being read any more, so the
+// read rates drop to zero (the per-turn numbers stay until the next turn),
+// and the plots get a gap instead of a line across the idle time.
+func (m *Meter) EndTurn() {
+	m.g.TrunkMBps, m.g.ExpertMBps = 0, 0
+	m.haveLast = false
+	m.turnT0 = time.Time{}
+	m.g.Speed = append(m.g.Speed, Point{})
+	m.g.Memory = append(m.g.Memory, Point{})
+}
+
 // Token records one generated token's step time.
 func (m *Meter) Token(t time.Time, seconds float64) {
-	if m.g.Tokens == 0 && !m.turnT0.IsZero() {
-		m.g.TTFT = t.Sub(m.turnT0).Seconds()
+	if m.g.Tokens == 0 {
+		m.g.FirstStep = seconds
+		if !m.turnT0.IsZero() {
+			m.g.TTFT = t.Sub(m.turnT0).Seconds()
+		}
 	}
 	m.g.Tokens++
 	m.tokSum += seconds
@@ -120,7 +135,7 @@ func (m *Meter) Gauges() Gauges {
 func appendWindow(ps []Point, p Point, now time.Time) []Point {
 	ps = append(ps, p)
 	cut := 0
-	for cut < len(ps) && now.Sub(ps[cut].T) > HistoryWindow {
+	for cut < len(ps) && (ps[cut].T.IsZero() || now.Sub(ps[cut].T) > HistoryWindow) {
 		cut++
 	}
 	if cut > 0 {

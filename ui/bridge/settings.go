@@ -5,6 +5,7 @@ import (
 
 	"k3/engine"
 	"k3/engine/chat"
+	"k3/tokenizer"
 )
 
 // ChatOptions are a turn's options from the settings.
@@ -49,7 +50,7 @@ type Settings struct {
 
 // DefaultSettings are the settings of a first start.
 func DefaultSettings() Settings {
-	return Settings{Preset: "auto", Thinking: true, Effort: "high", MaxTokens: 256,
+	return Settings{Preset: "auto", Thinking: true, Effort: tokenizer.DefaultThinkingEffort, MaxTokens: chat.DefaultMaxTokens,
 		Sampling: engine.Sampling{Greedy: true, Temperature: 0.6, TopP: 0.95}}
 }
 

@@ -49,11 +49,7 @@ func Open() int {
 		FitScreen(w)
 		u.Start()
 	})
-	w.SetOnClosed(func() {
-		if u.Chat != nil {
-			u.Chat.Shutdown()
-		}
-	})
+	w.SetCloseIntercept(u.Quit)
 	w.ShowAndRun()
 	return 0
 }

@@ -214,10 +214,10 @@ func (f *fakeChat) Open(ctx context.Context, on func(engine.Event)) (bridge.Mode
 	for i := 1; i <= 3; i++ {
 		on(engine.Event{Kind: engine.EventPhase, Text: "loading layer " + string(rune('0'+i)) + "/3"})
 	}
-	return bridge.ModelInfo{Name: "fake", Layers: 3, BudgetBytes: 4e9}, nil
+	return bridge.ModelInfo{Name: "fake", Layers: 3, BudgetBytes: 4e9, Context: 12288}, nil
 }
 
-func (f *fakeChat) Turn(ctx context.Context, h []chat.Message, opt chat.Options, on func(engine.Event)) (chat.Message, error) {
+func (f *fakeChat) Turn(ctx context.Context, h []chat.Message, opt chat.Options, on func(engine.Event)) (bridge.Reply, error) {
 	f.mu.Lock()
 	f.turns++
 	n := f.turns
@@ -236,7 +236,7 @@ func (f *fakeChat) Turn(ctx context.Context, h []chat.Message, opt chat.Options,
 			select {
 			case <-f.gate:
 			case <-ctx.Done():
-				return chat.Message{Role: "assistant", Content: ans.String(), ReasoningContent: "Let me think.", Cut: chat.CutStopped}, nil
+				return bridge.Reply{Message: chat.Message{Role: "assistant", Content: ans.String(), ReasoningContent: "Let me think.", Cut: chat.CutStopped}}, nil
 			}
 		}
 		if i == len(reply)-1 {
@@ -247,7 +247,7 @@ func (f *fakeChat) Turn(ctx context.Context, h []chat.Message, opt chat.Options,
 		on(engine.Event{Kind: engine.EventToken, Seconds: 0.5})
 		on(engine.Event{Kind: engine.EventStats, Stats: engine.Stats{RSSBytes: int64(1e9 + i*1e6)}})
 	}
-	return chat.Message{Role: "assistant", Content: ans.String(), ReasoningContent: "Let me think."}, nil
+	return bridge.Reply{Message: chat.Message{Role: "assistant", Content: ans.String(), ReasoningContent: "Let me think."}, Positions: 40 + len(h)}, nil
 }
 
 func (f *fakeChat) Close() {}

@@ -1,7 +1,14 @@
 package gui
 
 import (
+	"strings"
 	"testing"
+
+	"fyne.io/fyne/v2"
+	"fyne.io/fyne/v2/test"
+	"fyne.io/fyne/v2/widget"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"k3/engine/chat"
 )
@@ -9,29 +16,72 @@ import (
 func TestSplitBlocks(t *testing.T) {
 	md := "Intro *text*.\n\n```go\nfmt.Println(1)\n\nx := 2\n```\nAfter.\n~~~\nraw\n"
 	b := SplitBlocks(md)
-	if len(b) != 4 || b[0].Code || !b[1].Code || b[1].Lang != "go" || b[1].Text != "fmt.Println(1)\n\nx := 2" ||
-		b[2].Text != "After.\n" || !b[3].Code || b[3].Text != "raw" {
-		t.Errorf("%+v", b)
-	}
+	require.Len(t, b, 4, "%+v", b)
+	assert.Equal(t, Block{Kind: textBlock, Text: "Intro *text*.\n\n", End: 15}, b[0])
+	assert.Equal(t, Block{Kind: codeBlock, Lang: "go", Text: "fmt.Println(1)\n\nx := 2", End: len("Intro *text*.\n\n```go\nfmt.Println(1)\n\nx := 2\n```\n")}, b[1])
+	assert.Equal(t, "After.\n", b[2].Text)
+	assert.Equal(t, Block{Kind: codeBlock, Text: "raw", End: len(md)}, b[3])
+
+	// a table is its own block; a list split by blank lines stays one
+	b = SplitBlocks("Look:\n| a | b |\n|---|---|\n| 1 | 2 |\n\n1. one\n\n2. two\n\nEnd.")
+	require.Len(t, b, 4, "%+v", b)
+	assert.Equal(t, textBlock, b[0].Kind)
+	assert.Equal(t, tableBlock, b[1].Kind)
+	assert.Equal(t, "| a | b |\n|---|---|\n| 1 | 2 |\n", b[1].Text)
+	assert.Equal(t, "1. one\n\n2. two\n\n", b[2].Text)
+	assert.Equal(t, "End.", b[3].Text)
+}
+
+func newMV(m chat.Message, copied *string) *MessageView {
+	return NewMessageView(m, messageEnv{copy: func(s string) { *copied = s }})
 }
 
 func TestMessageViewCopyAndThinking(t *testing.T) {
 	var copied string
-	v := NewMessageView(chatMsg("assistant", "See:\n```sh\nmake test\n```\n", "plan"), func(s string) { copied = s })
-	if v.think.Hidden || v.think.Items[0].Open {
-		t.Error("a finished thinking section shows folded")
-	}
-	if len(v.body.Objects) != 2 {
-		t.Fatalf("%d blocks", len(v.body.Objects))
-	}
-	v.copy(v.Answer)
-	if copied != "See:\n```sh\nmake test\n```\n" {
-		t.Errorf("copy all %q", copied)
-	}
+	v := newMV(chat.Message{Role: "assistant", Content: "See:\n```sh\nmake test\n```\n", ReasoningContent: "plan"}, &copied)
+	assert.False(t, v.think.Hidden)
+	assert.False(t, v.think.Items[0].Open, "a finished thinking section shows folded")
+	require.Len(t, v.body.Objects, 2)
+	test.Tap(v.copyBt)
+	assert.Equal(t, "See:\n```sh\nmake test\n```\n", copied)
+	test.Tap(findButton(v.body.Objects[1], "Copy"))
+	assert.Equal(t, "make test", copied)
+	assert.NotNil(t, findButton(v.body.Objects[1], "Copied"), "copying is confirmed on the button")
 }
 
-func chatMsg(role, content, reasoning string) chatMessage {
-	return chatMessage{Role: role, Content: content, ReasoningContent: reasoning}
+// Streamed text is appended: the blocks already finished keep their
+// widgets; only the block still growing is built again.
+func TestMessageViewAppendsToTheLastBlock(t *testing.T) {
+	var copied string
+	v := newMV(chat.Message{Role: "assistant"}, &copied)
+	v.Append("", "First paragraph.\n\n")
+	v.Append("", "Second ")
+	first := v.body.Objects[0]
+	require.Len(t, v.body.Objects, 2)
+	v.Append("", "paragraph, longer.\n\n```go\nx := 1\n")
+	require.Len(t, v.body.Objects, 3)
+	assert.Same(t, first, v.body.Objects[0], "a finished block is not rebuilt")
+	second := v.body.Objects[1]
+	v.Append("", "y := 2\n```\nDone.")
+	require.Len(t, v.body.Objects, 4)
+	assert.Same(t, second, v.body.Objects[1])
+	assert.Equal(t, "First paragraph.\n\nSecond paragraph, longer.\n\n```go\nx := 1\ny := 2\n```\nDone.", v.Answer)
+	// the same as rendering the whole text at once
+	w := newMV(chat.Message{Role: "assistant", Content: v.Answer}, &copied)
+	require.Len(t, w.body.Objects, len(v.body.Objects))
 }
 
-type chatMessage = chat.Message
+// Walk-through 21: a Markdown table is a grid, not one line of pipes.
+func TestMessageViewTable(t *testing.T) {
+	var copied string
+	v := newMV(chat.Message{Role: "assistant", Content: "| a | b |\n|---|---|\n| 1 | 2 |\n"}, &copied)
+	require.Len(t, v.body.Objects, 1)
+	grid := v.body.Objects[0].(*fyne.Container).Objects[1].(*fyne.Container)
+	require.Len(t, grid.Objects, 4)
+	var cells []string
+	for _, o := range grid.Objects {
+		cells = append(cells, strings.TrimSpace(o.(*widget.RichText).String()))
+	}
+	assert.Equal(t, []string{"a", "b", "1", "2"}, cells)
+	assert.True(t, grid.Objects[0].(*widget.RichText).Segments[0].(*widget.TextSegment).Style.TextStyle.Bold, "the header is bold")
+}

@@ -75,7 +75,7 @@ type stopOnPrefill struct {
 	mu    sync.Mutex
 }
 
-func (s *stopOnPrefill) Turn(ctx context.Context, h []chat.Message, opt chat.Options, on func(engine.Event)) (chat.Message, error) {
+func (s *stopOnPrefill) Turn(ctx context.Context, h []chat.Message, opt chat.Options, on func(engine.Event)) (bridge.Reply, error) {
 	pressed := false
 	return s.ChatEngine.Turn(ctx, h, opt, func(ev engine.Event) {
 		on(ev)

@@ -53,6 +53,7 @@ func (u *UI) menu() *fyne.MainMenu {
 					u.ShowChat()
 				}
 			}),
+			quitItem(u.Quit),
 		),
 		fyne.NewMenu("Conversation",
 			fyne.NewMenuItem("New", func() {
@@ -60,8 +61,34 @@ func (u *UI) menu() *fyne.MainMenu {
 					u.Chat.NewConversation()
 				}
 			}),
+			fyne.NewMenuItem("Settings…", func() {
+				if u.Chat != nil {
+					u.Chat.showChatSettings()
+				}
+			}),
+			fyne.NewMenuItem("Export as Markdown…", func() {
+				if u.Chat != nil {
+					u.Chat.Export()
+				}
+			}),
 		),
 	)
+}
+
+func quitItem(quit func()) *fyne.MenuItem {
+	q := fyne.NewMenuItem("Quit", quit)
+	q.IsQuit = true
+	return q
+}
+
+// Quit closes the app; a reply being written is saved first, marked
+// stopped, as Stop keeps it.
+func (u *UI) Quit() {
+	if u.Chat != nil {
+		u.Chat.SavePartial()
+		u.Chat.Shutdown()
+	}
+	u.App.Quit()
 }
 
 // SaveSettings persists the settings.

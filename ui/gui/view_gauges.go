@@ -22,6 +22,7 @@ type GaugesView struct {
 	Demo      *widget.Label
 	Mem       *widget.ProgressBar
 	MemText   *widget.Label
+	OverPlan  *widget.Label
 	Reads     *widget.Label
 	IOShare   *widget.ProgressBar
 	Hits      *widget.ProgressBar
@@ -42,6 +43,9 @@ func NewGaugesView() *GaugesView {
 	v.Mem = widget.NewProgressBar()
 	v.Mem.TextFormatter = func() string { return fmt.Sprintf("%.0f%% of available", v.Mem.Value*100) }
 	v.MemText = wrapLabel("")
+	v.OverPlan = wrapLabel("")
+	v.OverPlan.Importance = widget.WarningImportance
+	v.OverPlan.Hide()
 	v.Reads = widget.NewLabel("")
 	v.IOShare = widget.NewProgressBar()
 	v.IOShare.TextFormatter = func() string { return fmt.Sprintf("waiting for disk %.0f%% of the time", v.IOShare.Value*100) }
@@ -53,11 +57,11 @@ func NewGaugesView() *GaugesView {
 		return fmt.Sprintf("expert cache hits %.0f%%", v.Hits.Value*100)
 	}
 	v.Speed = widget.NewLabel("")
-	v.SpeedPlot = NewSparkline(theme.ColorNamePrimary)
-	v.MemPlot = NewSparkline(theme.ColorNameSuccess)
+	v.SpeedPlot = NewSparkline(theme.ColorNamePrimary, func(x float64) string { return trimFloat(x) + " s" })
+	v.MemPlot = NewSparkline(theme.ColorNameSuccess, func(x float64) string { return mb(int64(x)) })
 	title := widget.NewLabelWithStyle("Engine", fyne.TextAlignLeading, fyne.TextStyle{Bold: true})
 	v.Root = container.NewVBox(title, v.Model, v.Demo, widget.NewSeparator(),
-		widget.NewLabel("Memory"), v.Mem, v.MemText,
+		widget.NewLabel("Memory"), v.Mem, v.MemText, v.OverPlan,
 		widget.NewLabel("Disk reads"), v.Reads, v.IOShare, v.Hits,
 		widget.NewSeparator(), v.Speed,
 		widget.NewLabel("Seconds per token (last 5 min)"), v.SpeedPlot,
@@ -95,12 +99,19 @@ func (v *GaugesView) Set(g bridge.Gauges) {
 		v.Mem.SetValue(min(float64(g.RSS)/float64(g.Available), 1))
 	}
 	v.MemText.SetText(fmt.Sprintf("in use %s (peak %s)\nplan %s, available %s", mb(g.RSS), mb(g.PeakRSS), mb(g.Budget), mb(g.Available)))
+	if g.Budget > 0 && g.RSS > g.Budget {
+		v.OverPlan.SetText(fmt.Sprintf("In use is %s above the plan (%.0f%% more): the plan does not count everything this process holds.",
+			mb(g.RSS-g.Budget), 100*float64(g.RSS-g.Budget)/float64(g.Budget)))
+		v.OverPlan.Show()
+	} else {
+		v.OverPlan.Hide()
+	}
 	v.Reads.SetText(fmt.Sprintf("trunk %.0f MB/s   experts %.0f MB/s", g.TrunkMBps, g.ExpertMBps))
 	v.IOShare.SetValue(g.IOShare)
 	v.Hits.SetValue(g.HitRate)
 	speed := "—"
 	if g.Tokens > 0 {
-		speed = fmt.Sprintf("%.2f s/token (last %.2f), %d tokens", g.SecPerToken, g.LastToken, g.Tokens)
+		speed = fmt.Sprintf("%s (last %s), %d tokens", perToken(g.SecPerToken), perToken(g.LastToken), g.Tokens)
 	}
 	ttft := "—"
 	if g.TTFT > 0 {
@@ -110,4 +121,16 @@ func (v *GaugesView) Set(g bridge.Gauges) {
 	now := time.Now()
 	v.SpeedPlot.SetPoints(g.Speed, now)
 	v.MemPlot.SetPoints(g.Memory, now)
+}
+
+// perToken is a speed people read: tokens per second for fast models,
+// seconds per token for slow ones.
+func perToken(sec float64) string {
+	switch {
+	case sec <= 0:
+		return "—"
+	case sec < 1:
+		return fmt.Sprintf("%.1f tokens/s", 1/sec)
+	}
+	return fmt.Sprintf("%.1f s/token", sec)
 }
