@@ -25,14 +25,38 @@ func StartJob[P any](do func(func()), hz int, work func(ctx context.Context, pro
 	var mu sync.Mutex
 	var latest P
 	dirty := false
-	flush := func() {
+	var inflight chan struct{} // a show handed to do and not run yet
+	// flush shows the newest progress; while a show waits for the UI the
+	// next is held back (final waits for it), so a slow UI gets no backlog
+	flush := func(final bool) {
 		mu.Lock()
+		if ch := inflight; ch != nil {
+			if !final {
+				mu.Unlock()
+				return
+			}
+			mu.Unlock()
+			<-ch
+			mu.Lock()
+		}
 		p, ok := latest, dirty
 		dirty = false
-		mu.Unlock()
-		if ok && show != nil {
-			do(func() { show(p) })
+		if !ok || show == nil {
+			mu.Unlock()
+			return
 		}
+		ch := make(chan struct{})
+		inflight = ch
+		mu.Unlock()
+		do(func() {
+			defer func() {
+				mu.Lock()
+				inflight = nil
+				mu.Unlock()
+				close(ch)
+			}()
+			show(p)
+		})
 	}
 	stop := make(chan struct{})
 	ticked := make(chan struct{})
@@ -45,7 +69,7 @@ func StartJob[P any](do func(func()), hz int, work func(ctx context.Context, pro
 			case <-stop:
 				return
 			case <-t.C:
-				flush()
+				flush(false)
 			}
 		}
 	}()
@@ -58,7 +82,7 @@ func StartJob[P any](do func(func()), hz int, work func(ctx context.Context, pro
 		})
 		close(stop)
 		<-ticked
-		flush()
+		flush(true)
 		cancel()
 		if done != nil {
 			do(func() { done(err) })

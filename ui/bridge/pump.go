@@ -162,6 +162,7 @@ type Pump struct {
 	gaugeDirty bool
 	stop       chan struct{}
 	done       chan struct{}
+	inflight   chan struct{} // closed when the delivery handed to do has run
 }
 
 // NewPump returns a stopped pump; Start runs it. do runs a function on the
@@ -221,11 +222,11 @@ func (p *Pump) Start() {
 		for {
 			select {
 			case <-stop:
-				p.flush(true)
+				p.flush(true, true)
 				return
 			case <-t.C:
 				n++
-				p.flush(n%(TextHz/GaugeHz) == 0)
+				p.flush(n%(TextHz/GaugeHz) == 0, false)
 			}
 		}
 	}()
@@ -245,10 +246,23 @@ func (p *Pump) Stop() {
 }
 
 // Flush delivers pending updates now (tests and the end of a turn).
-func (p *Pump) Flush() { p.flush(true) }
+func (p *Pump) Flush() { p.flush(true, true) }
 
-func (p *Pump) flush(gauges bool) {
+// flush hands what is pending to the UI. A delivery still waiting to run
+// on the UI goroutine holds the next one back (its text keeps
+// accumulating), so a UI slower than TextHz is never handed a backlog;
+// final waits for it and delivers everything.
+func (p *Pump) flush(gauges, final bool) {
 	p.mu.Lock()
+	if ch := p.inflight; ch != nil {
+		if !final {
+			p.mu.Unlock()
+			return
+		}
+		p.mu.Unlock()
+		<-ch
+		p.mu.Lock()
+	}
 	r, a := string(p.reasoning), string(p.answer)
 	p.reasoning, p.answer = p.reasoning[:0], p.answer[:0]
 	phase, phaseDirty := p.phase, p.phaseDirty
@@ -259,11 +273,20 @@ func (p *Pump) flush(gauges bool) {
 		g = p.meter.Gauges()
 		p.gaugeDirty = false
 	}
-	p.mu.Unlock()
 	if r == "" && a == "" && !phaseDirty && !sendG {
+		p.mu.Unlock()
 		return
 	}
+	done := make(chan struct{})
+	p.inflight = done
+	p.mu.Unlock()
 	p.do(func() {
+		defer func() {
+			p.mu.Lock()
+			p.inflight = nil
+			p.mu.Unlock()
+			close(done)
+		}()
 		if (r != "" || a != "") && p.OnText != nil {
 			p.OnText(r, a)
 		}

@@ -87,3 +87,46 @@ func TestPumpThrottlesAndKeepsAllText(t *testing.T) {
 		t.Errorf("phases %v", phases)
 	}
 }
+
+// A UI slower than the pump never gets a backlog: at most one delivery
+// waits for it at a time, and all the text still arrives.
+func TestPumpHoldsBackForASlowUI(t *testing.T) {
+	queue := make(chan func(), 1000)
+	var mu sync.Mutex
+	waiting, most := 0, 0
+	do := func(f func()) {
+		mu.Lock()
+		waiting++
+		most = max(most, waiting)
+		mu.Unlock()
+		queue <- f
+	}
+	uiDone := make(chan struct{})
+	go func() { // the UI goroutine: 50 ms a frame
+		defer close(uiDone)
+		for f := range queue {
+			time.Sleep(50 * time.Millisecond)
+			mu.Lock()
+			waiting--
+			mu.Unlock()
+			f()
+		}
+	}()
+	p := NewPump(do)
+	var got strings.Builder
+	p.OnText = func(_, a string) { got.WriteString(a) }
+	p.Start()
+	for i := 0; i < 300; i++ {
+		p.Event(engine.Event{Kind: engine.EventAnswer, Text: "a"})
+		time.Sleep(time.Millisecond)
+	}
+	p.Stop()
+	close(queue)
+	<-uiDone
+	if most > 1 {
+		t.Errorf("%d deliveries waited for the UI at once", most)
+	}
+	if got.Len() != 300 {
+		t.Errorf("%d of 300 bytes delivered", got.Len())
+	}
+}

@@ -85,3 +85,22 @@ func TestMessageViewTable(t *testing.T) {
 	assert.Equal(t, []string{"a", "b", "1", "2"}, cells)
 	assert.True(t, grid.Objects[0].(*widget.RichText).Segments[0].(*widget.TextSegment).Style.TextStyle.Bold, "the header is bold")
 }
+
+// Long thinking is shown in pieces: the finished ones keep their widgets.
+func TestMessageViewThinkingInPieces(t *testing.T) {
+	var copied string
+	v := newMV(chat.Message{Role: "assistant"}, &copied)
+	line := strings.Repeat("word ", 19) + "end\n" // 100 bytes
+	for range 40 {
+		v.Append(line, "")
+	}
+	require.Greater(t, len(v.thinkBox.Objects), 2)
+	first := v.thinkBox.Objects[0]
+	v.Append(line, "")
+	assert.Same(t, first, v.thinkBox.Objects[0])
+	var all strings.Builder
+	for _, o := range v.thinkBox.Objects {
+		all.WriteString(o.(*widget.RichText).String())
+	}
+	assert.Equal(t, strings.Repeat(line, 41), all.String(), "no text lost or doubled")
+}

@@ -52,18 +52,19 @@ type ChatView struct {
 	Notice    *widget.Label
 	Gauges    *GaugesView
 
-	engine   bridge.ChatEngine
-	Info     *bridge.ModelInfo
-	Busy     bool
-	cancel   context.CancelFunc
-	pump     *bridge.Pump
-	idle     chan struct{}     // closed when no turn runs
-	stopping bool              // Stop was pressed; the turn is ending
-	quitting bool              // the app is closing: the partial reply is saved already
-	editFrom int               // >= 0: the message being edited (its old branch is kept)
-	reply    *MessageView      // the reply being written
-	turnFrom int               // where the turn's new messages start (a version), or -1
-	settings *ChatSettingsForm // the settings dialog's form, while shown
+	engine        bridge.ChatEngine
+	Info          *bridge.ModelInfo
+	Busy          bool
+	cancel        context.CancelFunc
+	pump          *bridge.Pump
+	idle          chan struct{}     // closed when no turn runs
+	stopping      bool              // Stop was pressed; the turn is ending
+	quitting      bool              // the app is closing: the partial reply is saved already
+	editFrom      int               // >= 0: the message being edited (its old branch is kept)
+	reply         *MessageView      // the reply being written
+	turnFrom      int               // where the turn's new messages start (a version), or -1
+	settings      *ChatSettingsForm // the settings dialog's form, while shown
+	scrollPending bool              // a second scroll to the end is on its way
 }
 
 // versionSet is the branches that started at one position: tails of the
@@ -358,7 +359,7 @@ func (v *ChatView) refreshButtons() {
 		last = v.History[n-1].Role
 	}
 	set(v.RegenBt, !v.Busy && (last == "assistant" || last == "user"))
-	if last == "user" {
+	if last == "user" && !v.Busy {
 		v.RegenBt.SetText("Retry")
 	} else {
 		v.RegenBt.SetText("Regenerate")
@@ -578,11 +579,21 @@ func (v *ChatView) Stop() {
 // Idle returns a channel closed when no turn is running (tests wait on it).
 func (v *ChatView) Idle() <-chan struct{} { return v.idle }
 
-// scrollToEnd shows the last line, once the new text has its height.
+// scrollToEnd shows the last line. Wrapped text gets its height when it
+// is laid out, after this frame, so the scroll is done again a moment
+// later: otherwise the view stops a few lines short of the end.
 func (v *ChatView) scrollToEnd() {
-	v.Msgs.Refresh()
-	v.scroller.Refresh()
 	v.scroller.ScrollToBottom()
+	if v.scrollPending {
+		return
+	}
+	v.scrollPending = true
+	time.AfterFunc(80*time.Millisecond, func() {
+		v.u.do(func() {
+			v.scrollPending = false
+			v.scroller.ScrollToBottom()
+		})
+	})
 }
 
 // atEnd reports whether the view shows the last line (a user who scrolled

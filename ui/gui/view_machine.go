@@ -2,6 +2,7 @@ package gui
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -116,9 +117,12 @@ func (s *MachineStep) finish(rep *doctor.Report, err error) {
 	s.MeasureBt.Enable()
 	s.CancelBt.Disable()
 	s.Err = err
-	if err != nil {
+	switch {
+	case errors.Is(err, context.Canceled):
+		s.Status.SetText("Stopped. A measurement cannot go on from the middle: Measure starts it again.")
+	case err != nil:
 		s.Status.SetText(bridge.Explain(err))
-	} else {
+	default:
 		s.Report = rep
 		s.Progress.SetValue(1)
 		s.Status.SetText(fmt.Sprintf("Measured in %.0f s.", rep.Seconds))
@@ -173,17 +177,31 @@ func describeReport(r *doctor.Report) string {
 			rate(d.ReadGBpsQD8), rate(d.ReadGBpsQD1), rate(d.SeqGBps))
 	}
 	p := r.Preset
-	if r.CanRun {
+	switch {
+	case r.CanRun:
 		fmt.Fprintf(&b, "**Recommended:** the *%s* preset (trunk %.0f GB, expert cache %.0f GB): about **%.1f s per token**, peak memory about %s.\n\n",
 			p.Name, p.TrunkGB, p.CacheGB, p.PredictedSecondsPerToken, gb(uint64(max(p.PredictedPeakRSSBytes, 0))))
-	} else {
+	case p.PredictedSecondsPerToken > 0:
+		b.WriteString("**This machine cannot run the full model as it is** (see below). The demo model still works.\n\n")
+		fmt.Fprintf(&b, "**Once that is solved:** the *%s* preset (trunk %.0f GB, expert cache %.0f GB) would give about **%.1f s per token**, peak memory about %s.\n\n",
+			p.Name, p.TrunkGB, p.CacheGB, p.PredictedSecondsPerToken, gb(uint64(max(p.PredictedPeakRSSBytes, 0))))
+	default:
 		b.WriteString("**This machine cannot run the full model as it is.** The demo model still works.\n\n")
 	}
 	for _, x := range r.Problems {
-		fmt.Fprintf(&b, "- Problem: %s\n", x)
+		fmt.Fprintf(&b, "- Problem: %s\n", appWords(x))
 	}
 	for _, x := range r.Warnings {
-		fmt.Fprintf(&b, "- Note: %s\n", x)
+		fmt.Fprintf(&b, "- Note: %s\n", appWords(x))
 	}
 	return b.String()
 }
+
+// appWords puts the doctor's command-line advice in the app's terms.
+var appWords = strings.NewReplacer(
+	"no directory given has room", "no disk measured has room",
+	"; pass --dir on a disk with at least", ". Choose a model folder (step 2) on a disk with at least",
+	"pass --dir", "choose a folder (step 2)",
+	"--trunk-gb/--cache-gb", "the memory sliders (step 4)",
+	"--preset", "preset",
+).Replace

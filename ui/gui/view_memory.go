@@ -118,9 +118,9 @@ func (s *MemoryStep) Enter() {
 	}
 	s.Preset.SetSelected(preset)
 	if d.TrunkDir == "" {
-		s.Note.SetText("The trunk is not packed, so every layer is held in memory and the trunk slider has no effect. Pack it (step 3) to run in less memory.")
+		setNote(s.Note, "The trunk is not packed, so every layer is held in memory and the trunk slider has no effect. Pack it (step 3) to run in less memory.")
 	} else {
-		s.Note.SetText("")
+		setNote(s.Note, "")
 	}
 	s.Replan()
 }

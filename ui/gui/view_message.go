@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/canvas"
@@ -44,7 +45,8 @@ type MessageView struct {
 	nav       *fyne.Container
 	navLbl    *widget.Label
 	think     *widget.Accordion
-	thinkText *widget.RichText
+	thinkBox  *fyne.Container // the thinking text: finished pieces, then the one growing
+	thinkDone int             // bytes of Reasoning in finished pieces
 	body      *fyne.Container
 	done      int // bytes of Answer whose blocks are final (rendered for good)
 	statsLbl  *widget.Label
@@ -87,9 +89,8 @@ func NewMessageView(m chat.Message, env messageEnv) *MessageView {
 	v.cutLbl = widget.NewLabel("")
 	v.cutLbl.Wrapping = fyne.TextWrapWord
 	v.cutLbl.Hide()
-	v.thinkText = widget.NewRichText()
-	v.thinkText.Wrapping = fyne.TextWrapWord
-	item := widget.NewAccordionItem("Thinking", container.NewStack(newBackground(theme.ColorNameInputBackground), container.NewPadded(v.thinkText)))
+	v.thinkBox = container.NewVBox()
+	item := widget.NewAccordionItem("Thinking", container.NewStack(newBackground(theme.ColorNameInputBackground), container.NewPadded(v.thinkBox)))
 	v.think = widget.NewAccordion(item)
 	v.think.Hide()
 	top := container.NewBorder(nil, nil, nil, container.NewHBox(v.nav, v.editBt, v.copyBt), v.header)
@@ -150,9 +151,7 @@ func (v *MessageView) Append(reasoning, answer string) {
 			v.think.Open(0)
 		}
 		v.Reasoning += reasoning
-		v.thinkText.Segments = []widget.RichTextSegment{&widget.TextSegment{Text: v.Reasoning,
-			Style: widget.RichTextStyle{Inline: false, ColorName: theme.ColorNamePlaceHolder, TextStyle: fyne.TextStyle{Italic: true}}}}
-		v.thinkText.Refresh()
+		v.renderThinking()
 	}
 	if answer != "" {
 		if v.Answer == "" && v.Reasoning != "" {
@@ -167,6 +166,45 @@ func (v *MessageView) Append(reasoning, answer string) {
 	if answer != "" || len(v.body.Objects) == 0 {
 		v.render()
 	}
+}
+
+// thinkPiece is the length past which the growing piece of thinking text
+// is cut (at a line, else a space) so each flush lays out a bounded piece.
+const thinkPiece = 1500
+
+// renderThinking shows Reasoning: finished pieces keep their widgets, the
+// last is set again.
+func (v *MessageView) renderThinking() {
+	piece := func(t string) *widget.RichText {
+		rt := widget.NewRichText(&widget.TextSegment{Text: t,
+			Style: widget.RichTextStyle{ColorName: theme.ColorNamePlaceHolder, TextStyle: fyne.TextStyle{Italic: true}}})
+		rt.Wrapping = fyne.TextWrapWord
+		return rt
+	}
+	n := len(v.thinkBox.Objects)
+	if n > 0 {
+		v.thinkBox.Objects = v.thinkBox.Objects[:n-1] // the open piece
+	}
+	for {
+		tail := v.Reasoning[v.thinkDone:]
+		if len(tail) <= thinkPiece {
+			v.thinkBox.Objects = append(v.thinkBox.Objects, piece(tail))
+			break
+		}
+		cut := strings.LastIndexByte(tail[:thinkPiece], '\n') + 1
+		if cut < thinkPiece/3 {
+			cut = strings.LastIndexByte(tail[:thinkPiece], ' ') + 1
+		}
+		if cut <= 0 {
+			cut = thinkPiece
+			for cut > 0 && !utf8.RuneStart(tail[cut]) {
+				cut--
+			}
+		}
+		v.thinkBox.Objects = append(v.thinkBox.Objects, piece(tail[:cut]))
+		v.thinkDone += cut
+	}
+	v.thinkBox.Refresh()
 }
 
 // StartStream marks the start of a reply streamed into this view.
@@ -210,8 +248,8 @@ func (v *MessageView) SetStats(s ReplyStats) {
 // SetFinal replaces the text with the final message.
 func (v *MessageView) SetFinal(m chat.Message) {
 	if m.ReasoningContent != v.Reasoning || m.Content != v.Answer {
-		v.Reasoning, v.Answer, v.done = "", "", 0
-		v.thinkText.Segments = nil
+		v.Reasoning, v.Answer, v.done, v.thinkDone = "", "", 0, 0
+		v.thinkBox.Objects = nil
 		v.body.Objects = nil
 		v.Append(m.ReasoningContent, m.Content)
 		if m.Content == "" {
