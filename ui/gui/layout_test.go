@@ -21,8 +21,7 @@ var screens = []fyne.Size{fyne.NewSize(1024, 600), fyne.NewSize(1280, 760)}
 
 // layoutProblems lays the window's content out at size and lists what does
 // not fit: a content minimum larger than size, and every visible button
-// that lies outside the window (or, inside a vertical scroll, outside the
-// scroll's width: below is reachable by scrolling, beside is not).
+// outside the window (buttonsOutside).
 func layoutProblems(w fyne.Window, size fyne.Size) []string {
 	w.Resize(size)
 	c := w.Content()
@@ -33,6 +32,15 @@ func layoutProblems(w fyne.Window, size fyne.Size) []string {
 	if got := w.Canvas().Size(); got != size {
 		out = append(out, fmt.Sprintf("window grew to %.0fx%.0f", got.Width, got.Height))
 	}
+	return append(out, buttonsOutside(c, size)...)
+}
+
+// buttonsOutside lists every visible button of c (as laid out) that lies
+// outside 0..size, or, inside a vertical scroll, outside the scroll's width:
+// below is reachable by scrolling, beside is not. Content that scrolls
+// sideways is reachable whole.
+func buttonsOutside(c fyne.CanvasObject, size fyne.Size) []string {
+	var out []string
 	var walk func(o fyne.CanvasObject, at fyne.Position, clipX, clipW float32)
 	walk = func(o fyne.CanvasObject, at fyne.Position, clipX, clipW float32) {
 		if o == nil || !o.Visible() {
@@ -41,7 +49,11 @@ func layoutProblems(w fyne.Window, size fyne.Size) []string {
 		at = at.Add(o.Position())
 		if b, ok := o.(*widget.Button); ok {
 			end := at.X + b.Size().Width
-			if at.X < clipX-0.5 || end > clipX+clipW+0.5 || at.Y+b.Size().Height > size.Height+0.5 && clipW == size.Width && clipX == 0 {
+			outside := at.X < clipX-0.5 || end > clipX+clipW+0.5
+			if clipX == 0 && clipW == size.Width && at.Y+b.Size().Height > size.Height+0.5 {
+				outside = true // not in a scroll: below the window is lost
+			}
+			if outside {
 				out = append(out, fmt.Sprintf("button %q at %.0f,%.0f size %.0fx%.0f is outside %.0f..%.0f",
 					b.Text, at.X, at.Y, b.Size().Width, b.Size().Height, clipX, clipX+clipW))
 			}
@@ -51,11 +63,10 @@ func layoutProblems(w fyne.Window, size fyne.Size) []string {
 		case *fyne.Container:
 			kids = x.Objects
 		case *container.Scroll:
-			if x.Direction == container.ScrollVerticalOnly {
-				clipX, clipW = at.X, x.Size().Width
-			} else {
-				return // wide content scrolls: what it holds is reachable
+			if x.Direction != container.ScrollVerticalOnly {
+				return
 			}
+			clipX, clipW = at.X, x.Size().Width
 			kids = []fyne.CanvasObject{x.Content}
 		case fyne.Widget:
 			kids = test.WidgetRenderer(x).Objects()

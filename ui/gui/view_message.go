@@ -397,7 +397,7 @@ func (v *MessageView) render() {
 		return
 	}
 	if v.Answer == "" {
-		v.body.Objects = []fyne.CanvasObject{widget.NewLabel("")}
+		v.body.Objects = []fyne.CanvasObject{placeholder()}
 		v.body.Refresh()
 		return
 	}
@@ -415,9 +415,16 @@ func (v *MessageView) render() {
 		}
 	}
 	if len(blocks) == 0 {
-		v.body.Objects = append(v.body.Objects, widget.NewLabel("")) // keeps one open object
+		v.body.Objects = append(v.body.Objects, placeholder()) // keeps one open object
 	}
 	v.body.Refresh()
+}
+
+// placeholder stands for a block not written yet; it takes no room.
+func placeholder() fyne.CanvasObject {
+	l := widget.NewLabel("")
+	l.Hide()
+	return l
 }
 
 func (v *MessageView) blockObject(b Block) fyne.CanvasObject {
