@@ -16,12 +16,12 @@ import (
 	"k3/ui/bridge"
 )
 
-// AppID is the app's unique id (also in FyneApp.toml).
-const AppID = "io.github.k3.desktop"
+// appID is the app's unique id (also in FyneApp.toml).
+const appID = "io.github.k3.desktop"
 
-// DataDir is where the app keeps conversations and the demo model:
+// dataDir is where the app keeps conversations and the demo model:
 // $K3_DATA_DIR, else the user's config folder /k3.
-func DataDir() string {
+func dataDir() string {
 	if d := os.Getenv("K3_DATA_DIR"); d != "" {
 		return d
 	}
@@ -31,22 +31,22 @@ func DataDir() string {
 	return filepath.Join(os.TempDir(), "k3")
 }
 
-// NewWindow creates the app's main window; once the app runs
-// (Lifecycle().SetOnStarted) call FitScreen and the UI's Start, so the
+// newWindow creates the app's main window; once the app runs
+// (Lifecycle().SetOnStarted) call fitScreen and the UI's Start, so the
 // window knows its screen and background work begins on a live event loop.
-func NewWindow(a fyne.App, b bridge.Backends) (*UI, fyne.Window) {
+func newWindow(a fyne.App, b bridge.Backends) (*appUI, fyne.Window) {
 	w := a.NewWindow("k3 — Kimi K3 on this machine")
-	u := NewUI(a, w, b)
+	u := newAppUI(a, w, b)
 	return u, w
 }
 
 // Open runs the desktop app until its window closes; it returns the exit code.
 func Open() int {
-	a := app.NewWithID(AppID)
+	a := app.NewWithID(appID)
 	a.SetIcon(iconResource)
-	u, w := NewWindow(a, bridge.RealBackends(DataDir()))
+	u, w := newWindow(a, bridge.RealBackends(dataDir()))
 	a.Lifecycle().SetOnStarted(func() {
-		FitScreen(w)
+		fitScreen(w)
 		u.Start()
 	})
 	w.SetCloseIntercept(u.Quit)

@@ -21,7 +21,7 @@ import (
 	"k3/ui/bridge"
 )
 
-func chatUI(t *testing.T, fc *fakeChat) (*UI, *ChatView) {
+func chatUI(t *testing.T, fc *fakeChat) (*appUI, *chatView) {
 	t.Helper()
 	u, _ := newTestUI(t, fc)
 	u.S.WizardDone, u.S.ModelDir = true, t.TempDir()
@@ -239,7 +239,7 @@ func TestSettingsPersist(t *testing.T) {
 		t.Errorf("defaults %+v", got)
 	}
 	o := s.ConvDefaults()
-	f := NewChatSettingsForm("sys", o)
+	f := newSettingsForm("sys", o)
 	f.Temperature.SetText("9")
 	if err := f.Apply(&o); err == nil || err.Error() != "Temperature must be a number from 0 to 5" {
 		t.Errorf("bad temperature: %v", err)

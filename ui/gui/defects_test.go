@@ -75,7 +75,7 @@ func TestPackStepTrunkOfAnotherModel(t *testing.T) {
 	// the settings of a machine where model A was packed, then B chosen
 	u.S.ModelDir, u.S.TrunkDir, u.S.TrunkModel, u.S.WizardDone = modelA, trunkA, modelA, true
 	ui(u.ShowWizard)
-	w := u.Wizard
+	w := u.wizard
 	waitFor(t, "machine", func() bool { return w.Machine.Report != nil })
 	ui(func() {
 		w.Go(1)
@@ -128,7 +128,7 @@ func TestModelStepNamesTheBrokenShard(t *testing.T) {
 	require.NoError(t, unmarkDemo(dir))
 	breakShard(t, dir)
 	ui(u.Start)
-	w := u.Wizard
+	w := u.wizard
 	ui(func() {
 		w.Go(1)
 		w.Model.Dir.SetText(dir)
@@ -173,7 +173,7 @@ func TestModelStepNamesMissingConfigFields(t *testing.T) {
 	raw = []byte(strings.Replace(string(raw), `"hidden_size"`, `"hidden_size_was"`, 1))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "config.json"), raw, 0o644))
 	ui(u.Start)
-	w := u.Wizard
+	w := u.wizard
 	ui(func() {
 		w.Go(1)
 		w.Model.Dir.SetText(dir)
@@ -197,7 +197,7 @@ func TestWizardChangesApplyOnlyOnDone(t *testing.T) {
 	other := filepath.Join(t.TempDir(), "other")
 	require.NoError(t, writeSmallModel(other))
 	ui(u.ShowWizard)
-	w := u.Wizard
+	w := u.wizard
 	ui(func() {
 		w.Go(1)
 		w.Model.Dir.SetText(other)
@@ -214,7 +214,7 @@ func TestWizardChangesApplyOnlyOnDone(t *testing.T) {
 	})
 	// and "use" switches: the engine is released and reopened for the new one
 	ui(u.ShowWizard)
-	w = u.Wizard
+	w = u.wizard
 	ui(func() {
 		w.Go(1)
 		w.Model.Dir.SetText(other)
@@ -248,7 +248,7 @@ func TestDownloadWithoutNetworkSaysSo(t *testing.T) {
 	fd := &unreachableDownloader{}
 	u.B.Downloader = fd
 	ui(u.Start)
-	w := u.Wizard
+	w := u.wizard
 	ui(func() {
 		w.Go(1)
 		w.Model.Dir.SetText(t.TempDir())
@@ -277,7 +277,7 @@ func TestMemorySlidersAtZeroPlanZero(t *testing.T) {
 	u, _ := newTestUI(t, &fakeChat{})
 	u.S.ModelDir = t.TempDir()
 	ui(u.Start)
-	w := u.Wizard
+	w := u.wizard
 	ui(func() {
 		w.D.ModelDir = u.S.ModelDir
 		w.Go(3)

@@ -18,7 +18,7 @@ func TestDemoEndToEnd(t *testing.T) {
 	u.B = bridge.RealBackends(t.TempDir())
 	u.B.Machine = &fakeMachine{} // the real doctor measures disks for seconds
 	ui(u.Start)
-	w := u.Wizard
+	w := u.wizard
 	ui(func() {
 		w.Go(1)
 		test.Tap(w.Model.DemoBt)

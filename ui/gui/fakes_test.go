@@ -253,13 +253,13 @@ func (f *fakeChat) Turn(ctx context.Context, h []chat.Message, opt chat.Options,
 func (f *fakeChat) Close() {}
 
 // newTestUI builds the app on fakes with a 1280x800 test window.
-func newTestUI(t *testing.T, fc *fakeChat) (*UI, fyne.App) {
+func newTestUI(t *testing.T, fc *fakeChat) (*appUI, fyne.App) {
 	t.Helper()
 	a := test.NewTempApp(t)
 	return newTestUIOn(t, a, fc), a
 }
 
-func newTestUIOn(t *testing.T, a fyne.App, fc *fakeChat) *UI {
+func newTestUIOn(t *testing.T, a fyne.App, fc *fakeChat) *appUI {
 	t.Helper()
 	w := test.NewTempWindow(t, nil)
 	w.Resize(fyne.NewSize(1280, 800))
@@ -267,7 +267,7 @@ func newTestUIOn(t *testing.T, a fyne.App, fc *fakeChat) *UI {
 		Planner: fakePlanner{}, DataDir: t.TempDir(),
 		NewChat:  func(bridge.Settings) (bridge.ChatEngine, error) { return fc, nil },
 		MakeDemo: bridge.MakeDemoModel}
-	u := NewUI(a, w, b)
+	u := newAppUI(a, w, b)
 	u.do = func(f func()) { ui(f) }
 	return u
 }

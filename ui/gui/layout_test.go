@@ -92,7 +92,7 @@ func requireFits(t *testing.T, w fyne.Window, what string) {
 func TestLayoutWizardFitsSmallScreens(t *testing.T) {
 	u, _ := newTestUI(t, &fakeChat{})
 	ui(u.Start)
-	w := u.Wizard
+	w := u.wizard
 	waitFor(t, "machine report", func() bool { return w.Machine.Report != nil })
 	ui(func() { requireFits(t, u.Win, "step 1 measured") })
 

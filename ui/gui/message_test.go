@@ -15,15 +15,15 @@ import (
 
 func TestSplitBlocks(t *testing.T) {
 	md := "Intro *text*.\n\n```go\nfmt.Println(1)\n\nx := 2\n```\nAfter.\n~~~\nraw\n"
-	b := SplitBlocks(md)
+	b := splitBlocks(md)
 	require.Len(t, b, 4, "%+v", b)
-	assert.Equal(t, Block{Kind: textBlock, Text: "Intro *text*.\n\n", End: 15}, b[0])
-	assert.Equal(t, Block{Kind: codeBlock, Lang: "go", Text: "fmt.Println(1)\n\nx := 2", End: len("Intro *text*.\n\n```go\nfmt.Println(1)\n\nx := 2\n```\n")}, b[1])
+	assert.Equal(t, block{Kind: textBlock, Text: "Intro *text*.\n\n", End: 15}, b[0])
+	assert.Equal(t, block{Kind: codeBlock, Lang: "go", Text: "fmt.Println(1)\n\nx := 2", End: len("Intro *text*.\n\n```go\nfmt.Println(1)\n\nx := 2\n```\n")}, b[1])
 	assert.Equal(t, "After.\n", b[2].Text)
-	assert.Equal(t, Block{Kind: codeBlock, Text: "raw", End: len(md)}, b[3])
+	assert.Equal(t, block{Kind: codeBlock, Text: "raw", End: len(md)}, b[3])
 
 	// a table is its own block; a list split by blank lines stays one
-	b = SplitBlocks("Look:\n| a | b |\n|---|---|\n| 1 | 2 |\n\n1. one\n\n2. two\n\nEnd.")
+	b = splitBlocks("Look:\n| a | b |\n|---|---|\n| 1 | 2 |\n\n1. one\n\n2. two\n\nEnd.")
 	require.Len(t, b, 4, "%+v", b)
 	assert.Equal(t, textBlock, b[0].Kind)
 	assert.Equal(t, tableBlock, b[1].Kind)
@@ -32,8 +32,8 @@ func TestSplitBlocks(t *testing.T) {
 	assert.Equal(t, "End.", b[3].Text)
 }
 
-func newMV(m chat.Message, copied *string) *MessageView {
-	return NewMessageView(m, messageEnv{copy: func(s string) { *copied = s }})
+func newMV(m chat.Message, copied *string) *messageView {
+	return newMessageView(m, messageEnv{copy: func(s string) { *copied = s }})
 }
 
 func TestMessageViewCopyAndThinking(t *testing.T) {

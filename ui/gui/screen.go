@@ -4,18 +4,18 @@ import (
 	"fyne.io/fyne/v2"
 )
 
-// PreferredSize is the window's size on a screen with room for it.
-var PreferredSize = fyne.NewSize(1280, 800)
+// preferredSize is the window's size on a screen with room for it.
+var preferredSize = fyne.NewSize(1280, 800)
 
 // titleBar is left free above the window when the screen is too small for
-// PreferredSize, so a window manager's title bar does not push the bottom
+// preferredSize, so a window manager's title bar does not push the bottom
 // row (Next, Send) off the screen.
 const titleBar = 32
 
-// FitScreen sizes the window to PreferredSize, or to the screen's work area
+// fitScreen sizes the window to preferredSize, or to the screen's work area
 // when that is smaller. Call it on the Fyne goroutine once the app runs.
-func FitScreen(w fyne.Window) {
-	size := PreferredSize
+func fitScreen(w fyne.Window) {
+	size := preferredSize
 	if px, ok := screenPixels(); ok {
 		sc := w.Canvas().Scale()
 		if sc <= 0 {

@@ -98,7 +98,7 @@ func TestChatStopDuringPrefillRealEngine(t *testing.T) {
 	u, _ := newTestUI(t, nil)
 	u.S = realChatSettings(dir)
 	u.SaveSettings()
-	var v *ChatView
+	var v *chatView
 	sp := &stopOnPrefill{}
 	sp.press = func() {
 		ui(func() {

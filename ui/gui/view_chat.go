@@ -20,14 +20,14 @@ import (
 	"k3/ui/bridge"
 )
 
-// ChatView is the main view: conversations on the left, the conversation
+// chatView is the main view: conversations on the left, the conversation
 // in the middle, the engine gauges on the right.
-type ChatView struct {
-	u    *UI
+type chatView struct {
+	u    *appUI
 	Root fyne.CanvasObject
 
 	store   bridge.Conversations
-	Convs   *ConversationsView
+	Convs   *convList
 	Current string
 	History []chat.Message
 	// Opts are the current conversation's own settings.
@@ -38,7 +38,7 @@ type ChatView struct {
 
 	Msgs     *fyne.Container
 	scroller *container.Scroll
-	Views    []*MessageView
+	Views    []*messageView
 
 	Entry     *chatEntry
 	SendBt    *widget.Button
@@ -50,21 +50,21 @@ type ChatView struct {
 	ContextLb *widget.Label
 	Phase     *widget.Label
 	Notice    *widget.Label
-	Gauges    *GaugesView
+	Gauges    *gaugesView
 
 	engine        bridge.ChatEngine
 	Info          *bridge.ModelInfo
 	Busy          bool
 	cancel        context.CancelFunc
 	pump          *bridge.Pump
-	idle          chan struct{}     // closed when no turn runs
-	stopping      bool              // Stop was pressed; the turn is ending
-	quitting      bool              // the app is closing: the partial reply is saved already
-	editFrom      int               // >= 0: the message being edited (its old branch is kept)
-	reply         *MessageView      // the reply being written
-	turnFrom      int               // where the turn's new messages start (a version), or -1
-	settings      *ChatSettingsForm // the settings dialog's form, while shown
-	scrollPending bool              // a second scroll to the end is on its way
+	idle          chan struct{} // closed when no turn runs
+	stopping      bool          // Stop was pressed; the turn is ending
+	quitting      bool          // the app is closing: the partial reply is saved already
+	editFrom      int           // >= 0: the message being edited (its old branch is kept)
+	reply         *messageView  // the reply being written
+	turnFrom      int           // where the turn's new messages start (a version), or -1
+	settings      *settingsForm // the settings dialog's form, while shown
+	scrollPending bool          // a second scroll to the end is on its way
 }
 
 // versionSet is the branches that started at one position: tails of the
@@ -74,11 +74,11 @@ type versionSet struct {
 	cur   int
 }
 
-// NewChatView builds the chat and opens the last conversation.
-func NewChatView(u *UI) *ChatView {
-	v := &ChatView{u: u, store: bridge.Conversations{Dir: u.conversationsDir()}, idle: make(chan struct{}), editFrom: -1, turnFrom: -1}
+// newChatView builds the chat and opens the last conversation.
+func newChatView(u *appUI) *chatView {
+	v := &chatView{u: u, store: bridge.Conversations{Dir: u.conversationsDir()}, idle: make(chan struct{}), editFrom: -1, turnFrom: -1}
 	close(v.idle)
-	v.Convs = NewConversationsView(u.Win)
+	v.Convs = newConvList(u.Win)
 	v.Convs.OnSelect = v.Open
 	v.Convs.OnNew = v.NewConversation
 	v.Convs.OnRename = func(from, to string) {
@@ -123,7 +123,7 @@ func NewChatView(u *UI) *ChatView {
 	v.Phase.Truncation = fyne.TextTruncateEllipsis
 	v.Notice = wrapLabel("")
 	v.Notice.Importance = widget.WarningImportance
-	v.Gauges = NewGaugesView()
+	v.Gauges = newGaugesView()
 
 	tools := newFlow(v.Thinking, container.NewHBox(widget.NewLabel("effort"), v.Effort), settingsBt, v.RegenBt, exportBt, v.ContextLb)
 	inputRow := container.NewBorder(nil, nil, nil, container.NewVBox(v.SendBt, v.StopBt, v.CancelBt), v.Entry)
@@ -150,9 +150,9 @@ func NewChatView(u *UI) *ChatView {
 }
 
 // Focus puts the cursor in the message box.
-func (v *ChatView) Focus() { v.u.Win.Canvas().Focus(v.Entry) }
+func (v *chatView) Focus() { v.u.Win.Canvas().Focus(v.Entry) }
 
-func (v *ChatView) reload(want string) {
+func (v *chatView) reload(want string) {
 	titles, err := v.store.List()
 	if err != nil {
 		v.Notice.SetText(bridge.Explain(err))
@@ -175,7 +175,7 @@ func (v *ChatView) reload(want string) {
 // Open shows a saved conversation. While a reply is being written, or when
 // the file cannot be read, the conversation shown stays, and so does its
 // highlight in the list.
-func (v *ChatView) Open(title string) {
+func (v *chatView) Open(title string) {
 	if title == "" || title == v.Current && v.History != nil {
 		v.Convs.Highlight(v.Current)
 		return
@@ -212,7 +212,7 @@ func (v *ChatView) Open(title string) {
 }
 
 // rebuild shows the messages from index i on again.
-func (v *ChatView) rebuild(i int) {
+func (v *chatView) rebuild(i int) {
 	v.Views = v.Views[:min(i, len(v.Views))]
 	v.Msgs.Objects = v.Msgs.Objects[:min(i, len(v.Msgs.Objects))]
 	for j := len(v.Views); j < len(v.History); j++ {
@@ -228,7 +228,7 @@ func (v *ChatView) rebuild(i int) {
 
 // NewConversation starts an empty conversation (with the default system
 // prompt, if one is set).
-func (v *ChatView) NewConversation() {
+func (v *chatView) NewConversation() {
 	if v.Busy {
 		v.Notice.SetText("A reply is being written: wait for it (or press Stop), then start a new conversation.")
 		return
@@ -248,7 +248,7 @@ func (v *ChatView) NewConversation() {
 }
 
 // Rename renames a conversation.
-func (v *ChatView) Rename(from, to string) error {
+func (v *chatView) Rename(from, to string) error {
 	if v.Busy {
 		return fmt.Errorf("wait until the reply is finished (or press Stop) before renaming")
 	}
@@ -267,7 +267,7 @@ func (v *ChatView) Rename(from, to string) error {
 }
 
 // Delete removes a conversation and opens another (or a new one).
-func (v *ChatView) Delete(title string) error {
+func (v *chatView) Delete(title string) error {
 	if v.Busy {
 		return fmt.Errorf("wait until the reply is finished (or press Stop) before deleting")
 	}
@@ -284,24 +284,24 @@ func (v *ChatView) Delete(title string) error {
 	return nil
 }
 
-func (v *ChatView) addView(m chat.Message) *MessageView {
+func (v *chatView) addView(m chat.Message) *messageView {
 	env := messageEnv{copy: func(s string) { v.u.App.Clipboard().SetContent(s) }, do: v.u.do, version: v.switchVersion}
 	if m.Role != "assistant" {
 		env.edit = v.Edit
 	}
-	mv := NewMessageView(m, env)
+	mv := newMessageView(m, env)
 	v.Views = append(v.Views, mv)
 	v.Msgs.Add(mv.Root)
 	return mv
 }
 
-func (v *ChatView) save() {
+func (v *chatView) save() {
 	if err := v.store.Save(v.Current, v.History); err != nil {
 		v.Notice.SetText("The conversation could not be saved: " + bridge.Explain(err))
 	}
 }
 
-func (v *ChatView) saveOptions() {
+func (v *chatView) saveOptions() {
 	if v.Current == "" {
 		return
 	}
@@ -311,7 +311,7 @@ func (v *ChatView) saveOptions() {
 }
 
 // SystemPrompt is the current conversation's system prompt ("" for none).
-func (v *ChatView) SystemPrompt() string {
+func (v *chatView) SystemPrompt() string {
 	if len(v.History) > 0 && v.History[0].Role == "system" {
 		return v.History[0].Content
 	}
@@ -321,7 +321,7 @@ func (v *ChatView) SystemPrompt() string {
 // SetSystemPrompt puts sys at the head of the current conversation (or
 // removes the system prompt when empty). The next reply reads the whole
 // conversation again.
-func (v *ChatView) SetSystemPrompt(sys string) {
+func (v *chatView) SetSystemPrompt(sys string) {
 	if v.Busy {
 		return
 	}
@@ -343,7 +343,7 @@ func (v *ChatView) SetSystemPrompt(sys string) {
 	v.refreshButtons()
 }
 
-func (v *ChatView) refreshButtons() {
+func (v *chatView) refreshButtons() {
 	set := func(b *widget.Button, on bool) {
 		if on {
 			b.Enable()
@@ -379,7 +379,7 @@ func (v *ChatView) refreshButtons() {
 }
 
 // SendEntry sends what is in the message box.
-func (v *ChatView) SendEntry() {
+func (v *chatView) SendEntry() {
 	text := strings.TrimSpace(v.Entry.Text)
 	if text == "" || v.Busy {
 		return
@@ -390,7 +390,7 @@ func (v *ChatView) SendEntry() {
 
 // Send adds a user message and starts the reply. A conversation still
 // called by its date takes its title from the first message.
-func (v *ChatView) Send(text string) {
+func (v *chatView) Send(text string) {
 	if v.Busy {
 		return
 	}
@@ -414,7 +414,7 @@ func (v *ChatView) Send(text string) {
 }
 
 // freeTitle is want, or want 2, 3, ... when a conversation has that title.
-func (v *ChatView) freeTitle(want string) string {
+func (v *chatView) freeTitle(want string) string {
 	titles, _ := v.store.List()
 	t := want
 	for i := 2; slices.Contains(titles, t); i++ {
@@ -427,7 +427,7 @@ func (v *ChatView) freeTitle(want string) string {
 // version: ‹ 1/2 ›), or, after a turn that failed, tries again. A new seed
 // is drawn unless the user fixed one; when greedy decoding (or a fixed
 // seed) would give the same reply again, it asks first.
-func (v *ChatView) Regenerate() {
+func (v *chatView) Regenerate() {
 	n := len(v.History)
 	if v.Busy || n == 0 {
 		return
@@ -477,7 +477,7 @@ func (v *ChatView) Regenerate() {
 }
 
 // branch keeps the conversation from position i on as a version there.
-func (v *ChatView) branch(i int) {
+func (v *chatView) branch(i int) {
 	vs := v.versions[i]
 	tail := slices.Clone(v.History[i:])
 	if vs == nil {
@@ -488,7 +488,7 @@ func (v *ChatView) branch(i int) {
 }
 
 // switchVersion shows the previous or next version at a message.
-func (v *ChatView) switchVersion(mv *MessageView, delta int) {
+func (v *chatView) switchVersion(mv *messageView, delta int) {
 	i := slices.Index(v.Views, mv)
 	vs := v.versions[i]
 	if v.Busy || i < 0 || vs == nil {
@@ -514,7 +514,7 @@ func (v *ChatView) switchVersion(mv *MessageView, delta int) {
 // Edit takes a message back into the message box so it can be changed and
 // sent again. The conversation from there on stays as a version (‹ 1/2 ›)
 // and comes back with Cancel edit. A system prompt is edited in Settings….
-func (v *ChatView) Edit(mv *MessageView) {
+func (v *chatView) Edit(mv *messageView) {
 	if v.Busy {
 		return
 	}
@@ -538,7 +538,7 @@ func (v *ChatView) Edit(mv *MessageView) {
 }
 
 // CancelEdit brings back the conversation as it was before Edit.
-func (v *ChatView) CancelEdit() {
+func (v *chatView) CancelEdit() {
 	i := v.editFrom
 	if i < 0 || v.Busy {
 		return
@@ -555,12 +555,12 @@ func (v *ChatView) CancelEdit() {
 	v.refreshButtons()
 }
 
-func (v *ChatView) endEdit() {
+func (v *chatView) endEdit() {
 	v.editFrom = -1
 	v.CancelBt.Hide()
 }
 
-func (v *ChatView) truncate(n int) {
+func (v *chatView) truncate(n int) {
 	v.History = v.History[:n]
 	v.Views = v.Views[:n]
 	v.Msgs.Objects = v.Msgs.Objects[:n]
@@ -568,7 +568,7 @@ func (v *ChatView) truncate(n int) {
 }
 
 // Stop ends the reply in flight; the partial reply is kept.
-func (v *ChatView) Stop() {
+func (v *chatView) Stop() {
 	if v.Busy && v.cancel != nil && !v.stopping {
 		v.stopping = true
 		v.Phase.SetText("stopping — what was written so far is kept")
@@ -577,12 +577,12 @@ func (v *ChatView) Stop() {
 }
 
 // Idle returns a channel closed when no turn is running (tests wait on it).
-func (v *ChatView) Idle() <-chan struct{} { return v.idle }
+func (v *chatView) Idle() <-chan struct{} { return v.idle }
 
 // scrollToEnd shows the last line. Wrapped text gets its height when it
 // is laid out, after this frame, so the scroll is done again a moment
 // later: otherwise the view stops a few lines short of the end.
-func (v *ChatView) scrollToEnd() {
+func (v *chatView) scrollToEnd() {
 	v.scroller.ScrollToBottom()
 	if v.scrollPending {
 		return
@@ -598,13 +598,13 @@ func (v *ChatView) scrollToEnd() {
 
 // atEnd reports whether the view shows the last line (a user who scrolled
 // up to read is not pulled down).
-func (v *ChatView) atEnd() bool {
+func (v *chatView) atEnd() bool {
 	return v.scroller.Offset.Y+v.scroller.Size().Height >= v.Msgs.MinSize().Height-40
 }
 
 // startTurn runs a reply to the conversation; from >= 0 makes its messages
 // a new version at that position.
-func (v *ChatView) startTurn(opt chat.Options, from int) {
+func (v *chatView) startTurn(opt chat.Options, from int) {
 	u := v.u
 	if v.engine == nil {
 		if u.B.NewChat == nil {
@@ -680,7 +680,7 @@ func (v *ChatView) startTurn(opt chat.Options, from int) {
 	}()
 }
 
-func (v *ChatView) finishTurn(reply *MessageView, rep bridge.Reply, err error) {
+func (v *chatView) finishTurn(reply *messageView, rep bridge.Reply, err error) {
 	v.Busy, v.cancel, v.stopping, v.reply = false, nil, false, nil
 	from := v.turnFrom
 	v.turnFrom = -1
@@ -718,7 +718,7 @@ func (v *ChatView) finishTurn(reply *MessageView, rep bridge.Reply, err error) {
 	}
 	v.save()
 	g := v.Gauges.G
-	st := ReplyStats{Tokens: g.Tokens, FirstToken: g.TTFT}
+	st := replyStats{Tokens: g.Tokens, FirstToken: g.TTFT}
 	if g.Tokens > 1 {
 		st.SecPerToken = (g.SecPerToken*float64(g.Tokens) - g.FirstStep) / float64(g.Tokens-1)
 	}
@@ -744,7 +744,7 @@ func (v *ChatView) finishTurn(reply *MessageView, rep bridge.Reply, err error) {
 
 // SavePartial keeps what the reply in flight wrote so far (marked stopped)
 // and stops it: for closing the app during a reply.
-func (v *ChatView) SavePartial() {
+func (v *chatView) SavePartial() {
 	if !v.Busy || v.reply == nil || v.quitting {
 		return
 	}
@@ -758,7 +758,7 @@ func (v *ChatView) SavePartial() {
 }
 
 // Export writes the conversation as a Markdown file the user chooses.
-func (v *ChatView) Export() {
+func (v *chatView) Export() {
 	md := bridge.Markdown(v.Current, v.History)
 	d := dialog.NewFileSave(func(w fyne.URIWriteCloser, err error) {
 		if err != nil || w == nil {
@@ -777,7 +777,7 @@ func (v *ChatView) Export() {
 
 // ResetEngine releases the engine once the turn in flight (if any) ended,
 // so the next message opens the model the settings name now.
-func (v *ChatView) ResetEngine() {
+func (v *chatView) ResetEngine() {
 	v.Stop()
 	e := v.engine
 	v.engine, v.Info = nil, nil
@@ -792,7 +792,7 @@ func (v *ChatView) ResetEngine() {
 }
 
 // Shutdown stops any turn and releases the engine.
-func (v *ChatView) Shutdown() {
+func (v *chatView) Shutdown() {
 	if v.cancel != nil {
 		v.cancel()
 	}

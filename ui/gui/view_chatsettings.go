@@ -12,11 +12,11 @@ import (
 	"k3/ui/bridge"
 )
 
-// ChatSettingsForm edits a conversation's system prompt, sampling and reply
+// settingsForm edits a conversation's system prompt, sampling and reply
 // length. Every number field checks itself as it is typed: a bad value is
 // marked in place and Save waits until it is fixed, so nothing typed is
 // lost.
-type ChatSettingsForm struct {
+type settingsForm struct {
 	System      *widget.Entry
 	ForNew      *widget.Check
 	Greedy      *widget.Check
@@ -54,10 +54,10 @@ func intField(v int, name string, lo, hi int) *widget.Entry {
 	return e
 }
 
-// NewChatSettingsForm fills the form from a conversation's system prompt
+// newSettingsForm fills the form from a conversation's system prompt
 // and settings.
-func NewChatSettingsForm(system string, o bridge.ConvOptions) *ChatSettingsForm {
-	f := &ChatSettingsForm{}
+func newSettingsForm(system string, o bridge.ConvOptions) *settingsForm {
+	f := &settingsForm{}
 	f.System = widget.NewMultiLineEntry()
 	f.System.SetText(system)
 	f.System.SetPlaceHolder("optional instructions sent before this conversation")
@@ -85,7 +85,7 @@ func NewChatSettingsForm(system string, o bridge.ConvOptions) *ChatSettingsForm 
 }
 
 // Validate reports the first field that is wrong.
-func (f *ChatSettingsForm) Validate() error {
+func (f *settingsForm) Validate() error {
 	for _, e := range []*widget.Entry{f.Temperature, f.TopP, f.TopK, f.Seed, f.MaxTokens} {
 		if err := e.Validator(e.Text); err != nil {
 			return err
@@ -95,7 +95,7 @@ func (f *ChatSettingsForm) Validate() error {
 }
 
 // Apply copies the form into o, or says what is wrong (and changes nothing).
-func (f *ChatSettingsForm) Apply(o *bridge.ConvOptions) error {
+func (f *settingsForm) Apply(o *bridge.ConvOptions) error {
 	if err := f.Validate(); err != nil {
 		return err
 	}
@@ -108,9 +108,9 @@ func (f *ChatSettingsForm) Apply(o *bridge.ConvOptions) error {
 
 // showChatSettings opens the conversation's settings; Save applies them to
 // the next reply.
-func (v *ChatView) showChatSettings() {
+func (v *chatView) showChatSettings() {
 	u := v.u
-	f := NewChatSettingsForm(v.SystemPrompt(), v.Opts)
+	f := newSettingsForm(v.SystemPrompt(), v.Opts)
 	v.settings = f
 	d := dialog.NewForm("This conversation's settings", "Save", "Cancel", f.Items, func(ok bool) {
 		if !ok {

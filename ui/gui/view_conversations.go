@@ -11,11 +11,11 @@ import (
 	"fyne.io/fyne/v2/widget"
 )
 
-// ConversationsView is the list of saved conversations with search, New,
+// convList is the list of saved conversations with search, New,
 // Rename and Delete. The list shows a bound string list; selecting the
 // conversation already shown does nothing, so no guard is needed when the
 // view highlights it.
-type ConversationsView struct {
+type convList struct {
 	Root     fyne.CanvasObject
 	List     *widget.List
 	Titles   binding.StringList
@@ -33,9 +33,9 @@ type ConversationsView struct {
 	all    []string
 }
 
-// NewConversationsView builds the list; win hosts its dialogs.
-func NewConversationsView(win fyne.Window) *ConversationsView {
-	v := &ConversationsView{win: win, Titles: binding.NewStringList()}
+// newConvList builds the list; win hosts its dialogs.
+func newConvList(win fyne.Window) *convList {
+	v := &convList{win: win, Titles: binding.NewStringList()}
 	v.List = widget.NewListWithData(v.Titles,
 		func() fyne.CanvasObject {
 			l := widget.NewLabel("conversation title")
@@ -70,12 +70,12 @@ func NewConversationsView(win fyne.Window) *ConversationsView {
 }
 
 // SetTitles shows titles (filtered by the search) with sel highlighted.
-func (v *ConversationsView) SetTitles(titles []string, sel string) {
+func (v *convList) SetTitles(titles []string, sel string) {
 	v.all, v.Selected = titles, sel
 	v.filter()
 }
 
-func (v *ConversationsView) filter() {
+func (v *convList) filter() {
 	shown := v.all
 	if q := v.Query.Text; q != "" && v.Search != nil {
 		if found, err := v.Search(q); err == nil {
@@ -87,7 +87,7 @@ func (v *ConversationsView) filter() {
 }
 
 // Highlight selects title in the list (the conversation shown).
-func (v *ConversationsView) Highlight(title string) {
+func (v *convList) Highlight(title string) {
 	v.Selected = title
 	titles, _ := v.Titles.Get()
 	if i := slices.Index(titles, title); i >= 0 {
@@ -98,12 +98,12 @@ func (v *ConversationsView) Highlight(title string) {
 }
 
 // Shown are the titles the list shows now.
-func (v *ConversationsView) Shown() []string {
+func (v *convList) Shown() []string {
 	t, _ := v.Titles.Get()
 	return t
 }
 
-func (v *ConversationsView) askRename() {
+func (v *convList) askRename() {
 	if v.Selected == "" {
 		return
 	}
@@ -121,7 +121,7 @@ func (v *ConversationsView) askRename() {
 	v.win.Canvas().Focus(e)
 }
 
-func (v *ConversationsView) askDelete() {
+func (v *convList) askDelete() {
 	if v.Selected == "" {
 		return
 	}

@@ -9,16 +9,16 @@ import (
 	"fyne.io/fyne/v2/widget"
 )
 
-// DoneStep is wizard step 5: a summary and the way into the chat.
-type DoneStep struct {
-	w       *Wizard
+// doneStep is wizard step 5: a summary and the way into the chat.
+type doneStep struct {
+	w       *wizard
 	view    fyne.CanvasObject
 	Summary *widget.Label
 	OpenBt  *widget.Button
 }
 
-func newDoneStep(w *Wizard) *DoneStep {
-	s := &DoneStep{w: w}
+func newDoneStep(w *wizard) *doneStep {
+	s := &doneStep{w: w}
 	s.Summary = wrapLabel("")
 	s.OpenBt = widget.NewButton("Open the chat", s.Finish)
 	s.OpenBt.Importance = widget.HighImportance
@@ -27,12 +27,12 @@ func newDoneStep(w *Wizard) *DoneStep {
 	return s
 }
 
-func (s *DoneStep) Title() string           { return "Done" }
-func (s *DoneStep) View() fyne.CanvasObject { return s.view }
-func (s *DoneStep) Ready() (bool, string)   { return true, "" }
-func (s *DoneStep) Cancel()                 {}
+func (s *doneStep) Title() string           { return "Done" }
+func (s *doneStep) View() fyne.CanvasObject { return s.view }
+func (s *doneStep) Ready() (bool, string)   { return true, "" }
+func (s *doneStep) Cancel()                 {}
 
-func (s *DoneStep) Enter() {
+func (s *doneStep) Enter() {
 	st := s.w.D
 	var b strings.Builder
 	model := st.ModelDir
@@ -62,7 +62,7 @@ func (s *DoneStep) Enter() {
 }
 
 // Finish makes the setup the one in use and opens the chat.
-func (s *DoneStep) Finish() {
+func (s *doneStep) Finish() {
 	s.w.Apply()
 	s.w.u.ShowChat()
 }

@@ -12,10 +12,10 @@ import (
 	"k3/ui/bridge"
 )
 
-// GaugesView is the always-visible engine panel: memory against the budget
+// gaugesView is the always-visible engine panel: memory against the budget
 // and the machine, read rates, I/O share, expert-cache hits, speed, and
 // plots of the last few minutes.
-type GaugesView struct {
+type gaugesView struct {
 	Root fyne.CanvasObject
 
 	Model     *widget.Label
@@ -27,15 +27,15 @@ type GaugesView struct {
 	IOShare   *widget.ProgressBar
 	Hits      *widget.ProgressBar
 	Speed     *widget.Label
-	SpeedPlot *Sparkline
-	MemPlot   *Sparkline
+	SpeedPlot *sparkline
+	MemPlot   *sparkline
 
 	G bridge.Gauges
 }
 
-// NewGaugesView builds the panel.
-func NewGaugesView() *GaugesView {
-	v := &GaugesView{}
+// newGaugesView builds the panel.
+func newGaugesView() *gaugesView {
+	v := &gaugesView{}
 	v.Model = wrapLabel("No model loaded yet: it loads with the first message.")
 	v.Demo = wrapLabel("")
 	v.Demo.Importance = widget.DangerImportance
@@ -57,8 +57,8 @@ func NewGaugesView() *GaugesView {
 		return fmt.Sprintf("expert cache hits %.0f%%", v.Hits.Value*100)
 	}
 	v.Speed = widget.NewLabel("")
-	v.SpeedPlot = NewSparkline(theme.ColorNamePrimary, func(x float64) string { return trimFloat(x) + " s" })
-	v.MemPlot = NewSparkline(theme.ColorNameSuccess, func(x float64) string { return mb(int64(x)) })
+	v.SpeedPlot = newSparkline(theme.ColorNamePrimary, func(x float64) string { return trimFloat(x) + " s" })
+	v.MemPlot = newSparkline(theme.ColorNameSuccess, func(x float64) string { return mb(int64(x)) })
 	title := widget.NewLabelWithStyle("Engine", fyne.TextAlignLeading, fyne.TextStyle{Bold: true})
 	v.Root = container.NewVBox(title, v.Model, v.Demo, widget.NewSeparator(),
 		widget.NewLabel("Memory"), v.Mem, v.MemText, v.OverPlan,
@@ -71,7 +71,7 @@ func NewGaugesView() *GaugesView {
 }
 
 // SetModel shows which model runs.
-func (v *GaugesView) SetModel(info bridge.ModelInfo) {
+func (v *gaugesView) SetModel(info bridge.ModelInfo) {
 	if info.Name == "" {
 		v.Model.SetText("No model loaded yet: it loads with the first message.")
 	} else {
@@ -93,7 +93,7 @@ func mb(b int64) string {
 }
 
 // Set shows new values.
-func (v *GaugesView) Set(g bridge.Gauges) {
+func (v *gaugesView) Set(g bridge.Gauges) {
 	v.G = g
 	if g.Available > 0 {
 		v.Mem.SetValue(min(float64(g.RSS)/float64(g.Available), 1))

@@ -15,10 +15,10 @@ import (
 	"k3/ui/bridge"
 )
 
-// MachineStep is wizard step 1: what this machine has and how fast it can
+// machineStep is wizard step 1: what this machine has and how fast it can
 // run K3, measured in the background.
-type MachineStep struct {
-	w      *Wizard
+type machineStep struct {
+	w      *wizard
 	view   fyne.CanvasObject
 	Report *doctor.Report
 	Err    error
@@ -31,8 +31,8 @@ type MachineStep struct {
 	job       *bridge.Job
 }
 
-func newMachineStep(w *Wizard) *MachineStep {
-	s := &MachineStep{w: w}
+func newMachineStep(w *wizard) *machineStep {
+	s := &machineStep{w: w}
 	s.Progress = widget.NewProgressBar()
 	s.Status = wrapLabel("Not measured yet.")
 	s.Result = widget.NewRichTextFromMarkdown("")
@@ -47,16 +47,16 @@ func newMachineStep(w *Wizard) *MachineStep {
 	return s
 }
 
-func (s *MachineStep) Title() string           { return "This machine" }
-func (s *MachineStep) View() fyne.CanvasObject { return s.view }
-func (s *MachineStep) Ready() (bool, string) {
+func (s *machineStep) Title() string           { return "This machine" }
+func (s *machineStep) View() fyne.CanvasObject { return s.view }
+func (s *machineStep) Ready() (bool, string) {
 	if s.job != nil {
 		return true, "Measuring in the background; you can go on."
 	}
 	return true, ""
 }
 
-func (s *MachineStep) Enter() {
+func (s *machineStep) Enter() {
 	if s.Report == nil && s.job == nil {
 		s.Start(true)
 	}
@@ -64,7 +64,7 @@ func (s *MachineStep) Enter() {
 
 // dirsToMeasure are the folders whose disks matter: the model's, the
 // trunk's, and the home folder when neither is chosen yet.
-func (s *MachineStep) dirsToMeasure() []string {
+func (s *machineStep) dirsToMeasure() []string {
 	var dirs []string
 	seen := map[string]bool{}
 	for _, d := range []string{s.w.D.ModelDir, s.w.D.TrunkDir} {
@@ -84,7 +84,7 @@ func (s *MachineStep) dirsToMeasure() []string {
 }
 
 // Start measures in the background.
-func (s *MachineStep) Start(quick bool) {
+func (s *machineStep) Start(quick bool) {
 	if s.job != nil || s.w.u.B.Machine == nil {
 		return
 	}
@@ -112,7 +112,7 @@ func (s *MachineStep) Start(quick bool) {
 	s.w.Changed()
 }
 
-func (s *MachineStep) finish(rep *doctor.Report, err error) {
+func (s *machineStep) finish(rep *doctor.Report, err error) {
 	s.job = nil
 	s.MeasureBt.Enable()
 	s.CancelBt.Disable()
@@ -128,13 +128,13 @@ func (s *MachineStep) finish(rep *doctor.Report, err error) {
 		s.Status.SetText(fmt.Sprintf("Measured in %.0f s.", rep.Seconds))
 		s.Result.ParseMarkdown(describeReport(rep))
 	}
-	if s.w.u.Wizard == s.w {
+	if s.w.u.wizard == s.w {
 		s.w.Changed()
 	}
 }
 
 // Cancel stops a measurement in flight.
-func (s *MachineStep) Cancel() { s.job.Cancel() }
+func (s *machineStep) Cancel() { s.job.Cancel() }
 
 func gb(b uint64) string { return fmt.Sprintf("%.1f GB", float64(b)/1e9) }
 

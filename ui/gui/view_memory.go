@@ -31,12 +31,12 @@ var presetNotes = map[string]string{
 	bridge.CustomPreset: "Your own sizes, set with the sliders (0 GB gives the smallest plan).",
 }
 
-// MemoryStep is wizard step 4: a preset and two budgets, with the memory
+// memoryStep is wizard step 4: a preset and two budgets, with the memory
 // plan recomputed live and impossible settings refused before anything is
 // loaded. The sliders are bound to two floats; moving one away from the
 // preset's values makes the preset "custom".
-type MemoryStep struct {
-	w    *Wizard
+type memoryStep struct {
+	w    *wizard
 	view fyne.CanvasObject
 
 	Preset     *widget.Select
@@ -57,8 +57,8 @@ type MemoryStep struct {
 	dirty   bool
 }
 
-func newMemoryStep(w *Wizard) *MemoryStep {
-	s := &MemoryStep{w: w}
+func newMemoryStep(w *wizard) *memoryStep {
+	s := &memoryStep{w: w}
 	s.Preset = widget.NewSelect(append(plan.Names(), bridge.CustomPreset), s.presetChosen)
 	s.PresetNote = wrapLabel("")
 	s.TrunkGB, s.CacheGB = binding.NewFloat(), binding.NewFloat()
@@ -94,10 +94,10 @@ func newMemoryStep(w *Wizard) *MemoryStep {
 	return s
 }
 
-func (s *MemoryStep) Title() string           { return "Memory" }
-func (s *MemoryStep) View() fyne.CanvasObject { return s.view }
+func (s *memoryStep) Title() string           { return "Memory" }
+func (s *memoryStep) View() fyne.CanvasObject { return s.view }
 
-func (s *MemoryStep) Enter() {
+func (s *memoryStep) Enter() {
 	u, d := s.w.u, &s.w.D
 	if s.mem == nil && u.B.Planner != nil {
 		if m, err := u.B.Planner.Memory(); err == nil {
@@ -125,12 +125,12 @@ func (s *MemoryStep) Enter() {
 	s.Replan()
 }
 
-func (s *MemoryStep) setSliders(trunk, cache float64) {
+func (s *memoryStep) setSliders(trunk, cache float64) {
 	_ = s.TrunkGB.Set(math.Round(trunk/sliderStep) * sliderStep)
 	_ = s.CacheGB.Set(math.Round(cache/sliderStep) * sliderStep)
 }
 
-func (s *MemoryStep) presetChosen(name string) {
+func (s *memoryStep) presetChosen(name string) {
 	d := &s.w.D
 	d.Preset = name
 	s.PresetNote.SetText(presetNotes[name])
@@ -145,7 +145,7 @@ func (s *MemoryStep) presetChosen(name string) {
 // slid follows one slider (which: 0 trunk, 1 cache): a value away from the
 // preset's makes the preset custom. Each slider is compared on its own, so
 // a preset setting both never looks like a change by hand.
-func (s *MemoryStep) slid(f binding.Float, which int) {
+func (s *memoryStep) slid(f binding.Float, which int) {
 	d := &s.w.D
 	v, _ := f.Get()
 	if d.Preset != bridge.CustomPreset {
@@ -163,7 +163,7 @@ func (s *MemoryStep) slid(f binding.Float, which int) {
 
 // Replan recomputes the plan in the background (one at a time; the last
 // request wins).
-func (s *MemoryStep) Replan() {
+func (s *memoryStep) Replan() {
 	u := s.w.u
 	if u.B.Planner == nil || s.w.D.ModelDir == "" {
 		return
@@ -198,7 +198,7 @@ func (s *MemoryStep) Replan() {
 	})
 }
 
-func (s *MemoryStep) showPlan(p *plan.Plan, err error) {
+func (s *memoryStep) showPlan(p *plan.Plan, err error) {
 	s.Plan, s.PlanErr = p, err
 	s.PlanText.SetText("")
 	if p != nil {
@@ -217,12 +217,12 @@ func (s *MemoryStep) showPlan(p *plan.Plan, err error) {
 	default:
 		s.Verdict.SetText(fmt.Sprintf("The plan needs %s (the available memory could not be read).", gb(uint64(p.Total))))
 	}
-	if s.w.u.Wizard == s.w {
+	if s.w.u.wizard == s.w {
 		s.w.Changed()
 	}
 }
 
-func (s *MemoryStep) Ready() (bool, string) {
+func (s *memoryStep) Ready() (bool, string) {
 	switch {
 	case s.w.Model.Err() != nil:
 		return false, "The model folder cannot be used (see step 2)."
@@ -238,4 +238,4 @@ func (s *MemoryStep) Ready() (bool, string) {
 	return true, ""
 }
 
-func (s *MemoryStep) Cancel() {}
+func (s *memoryStep) Cancel() {}

@@ -21,18 +21,18 @@ import (
 type messageEnv struct {
 	copy func(string) // puts text on the clipboard
 	do   func(func()) // runs a function on the UI goroutine (fyne.Do)
-	edit func(*MessageView)
+	edit func(*messageView)
 	// version switches to the previous (-1) or next (+1) version
-	version func(mv *MessageView, delta int)
+	version func(mv *messageView, delta int)
 }
 
-// MessageView shows one message: the role, for the assistant a collapsible
+// messageView shows one message: the role, for the assistant a collapsible
 // thinking section set apart from the reply, and the reply rendered as
 // Markdown with code blocks (language label, copy button) and tables.
 // Streamed text is appended: finished blocks keep their widgets and only the
 // block still growing is parsed again, so a long reply costs what its last
 // paragraph costs.
-type MessageView struct {
+type messageView struct {
 	Role      string
 	Reasoning string
 	Answer    string
@@ -57,9 +57,9 @@ type MessageView struct {
 	started, thinkEnd time.Time
 }
 
-// NewMessageView shows m.
-func NewMessageView(m chat.Message, env messageEnv) *MessageView {
-	v := &MessageView{Role: m.Role, env: env}
+// newMessageView shows m.
+func newMessageView(m chat.Message, env messageEnv) *messageView {
+	v := &messageView{Role: m.Role, env: env}
 	who := map[string]string{"user": "You", "assistant": "Kimi K3", "system": "System prompt (this conversation)"}[m.Role]
 	if who == "" {
 		who = m.Role
@@ -104,7 +104,7 @@ func NewMessageView(m chat.Message, env messageEnv) *MessageView {
 }
 
 // copyText copies and says so on the button for a moment.
-func (v *MessageView) copyText(b *widget.Button, text string) {
+func (v *messageView) copyText(b *widget.Button, text string) {
 	if v.env.copy == nil {
 		return
 	}
@@ -127,14 +127,14 @@ func (v *MessageView) copyText(b *widget.Button, text string) {
 	})
 }
 
-func (v *MessageView) switchVersion(delta int) {
+func (v *messageView) switchVersion(delta int) {
 	if v.env.version != nil {
 		v.env.version(v, delta)
 	}
 }
 
 // SetVersions shows "‹ k/n ›" when the message has other versions.
-func (v *MessageView) SetVersions(k, n int) {
+func (v *messageView) SetVersions(k, n int) {
 	if n < 2 {
 		v.nav.Hide()
 		return
@@ -144,7 +144,7 @@ func (v *MessageView) SetVersions(k, n int) {
 }
 
 // Append adds streamed text and renders what changed.
-func (v *MessageView) Append(reasoning, answer string) {
+func (v *messageView) Append(reasoning, answer string) {
 	if reasoning != "" {
 		if v.Reasoning == "" {
 			v.think.Show()
@@ -174,7 +174,7 @@ const thinkPiece = 1500
 
 // renderThinking shows Reasoning: finished pieces keep their widgets, the
 // last is set again.
-func (v *MessageView) renderThinking() {
+func (v *messageView) renderThinking() {
 	piece := func(t string) *widget.RichText {
 		rt := widget.NewRichText(&widget.TextSegment{Text: t,
 			Style: widget.RichTextStyle{ColorName: theme.ColorNamePlaceHolder, TextStyle: fyne.TextStyle{Italic: true}}})
@@ -208,15 +208,15 @@ func (v *MessageView) renderThinking() {
 }
 
 // StartStream marks the start of a reply streamed into this view.
-func (v *MessageView) StartStream(t time.Time) { v.started = t }
+func (v *messageView) StartStream(t time.Time) { v.started = t }
 
-func (v *MessageView) setThought(d time.Duration) {
+func (v *messageView) setThought(d time.Duration) {
 	v.think.Items[0].Title = fmt.Sprintf("Thought for %.1f s", d.Seconds())
 	v.think.Refresh()
 }
 
-// ReplyStats are the numbers shown under a reply.
-type ReplyStats struct {
+// replyStats are the numbers shown under a reply.
+type replyStats struct {
 	Tokens       int
 	FirstToken   float64 // seconds from send to the first token
 	SecPerToken  float64 // mean over the tokens after the first
@@ -225,7 +225,7 @@ type ReplyStats struct {
 
 // SetStats shows tokens/s (s/token for slow models), the time to the first
 // token and the tokens generated under the reply.
-func (v *MessageView) SetStats(s ReplyStats) {
+func (v *messageView) SetStats(s replyStats) {
 	if s.Tokens == 0 {
 		v.statsLbl.Hide()
 		return
@@ -246,7 +246,7 @@ func (v *MessageView) SetStats(s ReplyStats) {
 }
 
 // SetFinal replaces the text with the final message.
-func (v *MessageView) SetFinal(m chat.Message) {
+func (v *messageView) SetFinal(m chat.Message) {
 	if m.ReasoningContent != v.Reasoning || m.Content != v.Answer {
 		v.Reasoning, v.Answer, v.done, v.thinkDone = "", "", 0, 0
 		v.thinkBox.Objects = nil
@@ -263,7 +263,7 @@ func (v *MessageView) SetFinal(m chat.Message) {
 }
 
 // SetCut shows why a reply is incomplete.
-func (v *MessageView) SetCut(cut chat.Cut) {
+func (v *messageView) SetCut(cut chat.Cut) {
 	v.Cut = cut
 	switch cut {
 	case chat.CutStopped:
@@ -286,9 +286,9 @@ const (
 	tableBlock
 )
 
-// Block is a piece of a reply: Markdown text, a fenced code block or a
+// block is a piece of a reply: Markdown text, a fenced code block or a
 // table. End is the byte offset just past it in the text split.
-type Block struct {
+type block struct {
 	Kind blockKind
 	Lang string
 	Text string
@@ -315,12 +315,12 @@ func isListOrIndent(line string) bool {
 	return i > 0 && i < len(t) && (t[i] == '.' || t[i] == ')')
 }
 
-// SplitBlocks cuts Markdown into text, fenced code (``` or ~~~) and tables.
+// splitBlocks cuts Markdown into text, fenced code (``` or ~~~) and tables.
 // Text breaks at a blank line unless a list goes on after it (a list split
 // in two would number from 1 again). An unclosed fence (a reply still
 // streaming) runs to the end.
-func SplitBlocks(md string) []Block {
-	var out []Block
+func splitBlocks(md string) []block {
+	var out []block
 	lines := strings.SplitAfter(md, "\n")
 	pos := 0
 	var cur strings.Builder
@@ -333,7 +333,7 @@ func SplitBlocks(md string) []Block {
 			t = strings.TrimSuffix(t, "\n")
 		}
 		if kind != textBlock || strings.TrimSpace(t) != "" {
-			out = append(out, Block{Kind: kind, Lang: lang, Text: t, End: end})
+			out = append(out, block{Kind: kind, Lang: lang, Text: t, End: end})
 		} else if len(out) > 0 {
 			out[len(out)-1].End = end // blank lines belong to the block before
 		}
@@ -388,7 +388,7 @@ func SplitBlocks(md string) []Block {
 
 // render shows the blocks of Answer past done: all but the last are final
 // and keep their widgets; the last may still grow and is redone next time.
-func (v *MessageView) render() {
+func (v *messageView) render() {
 	if v.Role != "assistant" {
 		l := widget.NewLabel(v.Answer)
 		l.Wrapping = fyne.TextWrapWord
@@ -406,7 +406,7 @@ func (v *MessageView) render() {
 		final-- // the open block (or the empty placeholder) is redone
 	}
 	v.body.Objects = v.body.Objects[:final]
-	blocks := SplitBlocks(v.Answer[v.done:])
+	blocks := splitBlocks(v.Answer[v.done:])
 	base := v.done
 	for i, b := range blocks {
 		v.body.Objects = append(v.body.Objects, v.blockObject(b))
@@ -427,7 +427,7 @@ func placeholder() fyne.CanvasObject {
 	return l
 }
 
-func (v *MessageView) blockObject(b Block) fyne.CanvasObject {
+func (v *messageView) blockObject(b block) fyne.CanvasObject {
 	switch b.Kind {
 	case codeBlock:
 		code := b.Text

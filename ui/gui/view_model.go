@@ -20,12 +20,12 @@ import (
 	"k3/ui/bridge"
 )
 
-// ModelStep is wizard step 2: choose the checkpoint folder, or download the
+// modelStep is wizard step 2: choose the checkpoint folder, or download the
 // checkpoint into one, or use the demo model; then verify it. Every folder
 // chosen is checked at once (config, every shard's size and header), and
 // what is shown about downloads and verification belongs to that folder.
-type ModelStep struct {
-	w    *Wizard
+type modelStep struct {
+	w    *wizard
 	view fyne.CanvasObject
 
 	Dir       *widget.Entry
@@ -61,8 +61,8 @@ type ModelStep struct {
 	verifying bool
 }
 
-func newModelStep(w *Wizard) *ModelStep {
-	s := &ModelStep{w: w}
+func newModelStep(w *wizard) *modelStep {
+	s := &modelStep{w: w}
 	u := w.u
 	s.Dir = widget.NewEntry()
 	s.Dir.SetPlaceHolder("the folder that holds (or will hold) the Kimi K3 files")
@@ -131,12 +131,12 @@ func newModelStep(w *Wizard) *ModelStep {
 	return s
 }
 
-func (s *ModelStep) Title() string           { return "The model" }
-func (s *ModelStep) View() fyne.CanvasObject { return s.view }
+func (s *modelStep) Title() string           { return "The model" }
+func (s *modelStep) View() fyne.CanvasObject { return s.view }
 
 // Enter shows the model in use the first time; a download that did not
 // finish is offered again when its folder is the one shown.
-func (s *ModelStep) Enter() {
+func (s *modelStep) Enter() {
 	d := s.w.D
 	if s.Dir.Text == "" {
 		switch {
@@ -157,7 +157,7 @@ func (s *ModelStep) Enter() {
 }
 
 // layers returns the layer count typed (0 = all) or an error in plain words.
-func (s *ModelStep) layers() (int, error) {
+func (s *modelStep) layers() (int, error) {
 	t := strings.TrimSpace(s.Layers.Text)
 	if t == "" || t == "all" {
 		return 0, nil
@@ -169,11 +169,11 @@ func (s *ModelStep) layers() (int, error) {
 	return n, nil
 }
 
-func (s *ModelStep) dir() string { return strings.TrimSpace(s.Dir.Text) }
+func (s *modelStep) dir() string { return strings.TrimSpace(s.Dir.Text) }
 
 // dirChanged follows the folder and layers typed: status of another folder
 // is cleared, and the new folder is checked in the background.
-func (s *ModelStep) dirChanged() {
+func (s *modelStep) dirChanged() {
 	dir := s.dir()
 	n, err := s.layers()
 	switch {
@@ -220,7 +220,7 @@ func (s *ModelStep) dirChanged() {
 	})
 }
 
-func (s *ModelStep) showCheck() {
+func (s *modelStep) showCheck() {
 	c := s.Check
 	if c.Layers > 0 {
 		s.LayersLbl.SetText(fmt.Sprintf("Layers to use (empty = all %d)", c.Layers))
@@ -245,13 +245,13 @@ func (s *ModelStep) showCheck() {
 	s.changed()
 }
 
-func (s *ModelStep) changed() {
-	if s.w.u.Wizard == s.w {
+func (s *modelStep) changed() {
+	if s.w.u.wizard == s.w {
 		s.w.Changed()
 	}
 }
 
-func (s *ModelStep) Ready() (bool, string) {
+func (s *modelStep) Ready() (bool, string) {
 	if _, err := s.layers(); err != nil {
 		return false, err.Error()
 	}
@@ -276,7 +276,7 @@ func (s *ModelStep) Ready() (bool, string) {
 
 // Err is the cause the later steps repeat when this step's folder cannot
 // be used (nil when it can, or before it was checked).
-func (s *ModelStep) Err() error {
+func (s *modelStep) Err() error {
 	if s.Check == nil || s.Check.Dir != s.w.D.ModelDir {
 		return nil
 	}
@@ -284,7 +284,7 @@ func (s *ModelStep) Err() error {
 }
 
 // UseDemo writes the demo model (if needed) and selects it.
-func (s *ModelStep) UseDemo() {
+func (s *modelStep) UseDemo() {
 	u := s.w.u
 	if u.B.MakeDemo == nil {
 		return
@@ -308,7 +308,7 @@ func (s *ModelStep) UseDemo() {
 // showDownloadState shows what is known about a download into dir: one
 // that did not finish there is offered to resume; another folder's status
 // is not shown.
-func (s *ModelStep) showDownloadState(dir string) {
+func (s *modelStep) showDownloadState(dir string) {
 	s.dlDir = dir
 	s.DlBar.SetValue(0)
 	setNote(s.DlFiles, "")
@@ -323,7 +323,7 @@ func (s *ModelStep) showDownloadState(dir string) {
 }
 
 // ToggleDownload starts, pauses or resumes the download.
-func (s *ModelStep) ToggleDownload() {
+func (s *modelStep) ToggleDownload() {
 	if s.Downloading {
 		s.dlJob.Cancel()
 		return
@@ -358,7 +358,7 @@ func (s *ModelStep) ToggleDownload() {
 }
 
 // RetryNow ends the wait before the next attempt and tries at once.
-func (s *ModelStep) RetryNow() {
+func (s *modelStep) RetryNow() {
 	if !s.Downloading {
 		return
 	}
@@ -366,7 +366,7 @@ func (s *ModelStep) RetryNow() {
 	s.dlJob.Cancel()
 }
 
-func (s *ModelStep) showDownload(ev hub.Event) {
+func (s *modelStep) showDownload(ev hub.Event) {
 	sn := ev.Snap
 	if sn.Total > 0 {
 		s.DlBar.SetValue(float64(sn.Done) / float64(sn.Total))
@@ -422,7 +422,7 @@ func describeSnapshot(sn hub.Snapshot) string {
 		sn.FilesDone, sn.FilesTotal, sn.Rate/1e6, eta)
 }
 
-func (s *ModelStep) downloadDone(err error) {
+func (s *modelStep) downloadDone(err error) {
 	u := s.w.u
 	s.Downloading, s.dlJob = false, nil
 	s.RetryBt.Hide()
@@ -452,7 +452,7 @@ func (s *ModelStep) downloadDone(err error) {
 }
 
 // StartVerify checks the folder's files in the background.
-func (s *ModelStep) StartVerify() {
+func (s *modelStep) StartVerify() {
 	u := s.w.u
 	if s.verifying {
 		s.vfJob.Cancel()
@@ -483,7 +483,7 @@ func (s *ModelStep) StartVerify() {
 	}, s.VfBar.SetValue, func(err error) { s.verifyDone(dir, rep, err) })
 }
 
-func (s *ModelStep) verifyDone(dir string, rep *verify.Report, err error) {
+func (s *modelStep) verifyDone(dir string, rep *verify.Report, err error) {
 	s.verifying, s.vfJob = false, nil
 	s.VerifyBt.SetText("Verify the files")
 	if dir != s.dir() {
@@ -554,7 +554,7 @@ func describeFile(f verify.FileResult) string {
 	return fmt.Sprintf("%s %s — %s", mark, f.Name, what)
 }
 
-func (s *ModelStep) Cancel() {
+func (s *modelStep) Cancel() {
 	s.dlJob.Cancel()
 	s.vfJob.Cancel()
 	s.checkJob.Cancel()

@@ -17,13 +17,13 @@ import (
 	"k3/ui/bridge"
 )
 
-// PackStep is wizard step 3: write the packed trunk (every layer's dense
+// packStep is wizard step 3: write the packed trunk (every layer's dense
 // weights in one file, read in order every token) onto the fastest disk.
 // Every model gets its own trunk folder; what the folder holds is checked
 // against the model (another model's trunk is never reported as packed),
 // and a trunk of another checkpoint can be replaced (Pack again here).
-type PackStep struct {
-	w    *Wizard
+type packStep struct {
+	w    *wizard
 	view fyne.CanvasObject
 
 	Info    *widget.Label
@@ -44,8 +44,8 @@ type PackStep struct {
 	note     string // how the last pack ended, shown before the folder's state
 }
 
-func newPackStep(w *Wizard) *PackStep {
-	s := &PackStep{w: w}
+func newPackStep(w *wizard) *packStep {
+	s := &packStep{w: w}
 	s.Info = wrapLabel("")
 	s.Dir = widget.NewEntry()
 	s.Dir.SetPlaceHolder("folder for the packed trunk (put it on the fastest disk)")
@@ -72,13 +72,13 @@ func newPackStep(w *Wizard) *PackStep {
 	return s
 }
 
-func (s *PackStep) Title() string           { return "Pack the trunk" }
-func (s *PackStep) View() fyne.CanvasObject { return s.view }
+func (s *packStep) Title() string           { return "Pack the trunk" }
+func (s *packStep) View() fyne.CanvasObject { return s.view }
 
-// SuggestTrunkDir picks the measured disk with the fastest sequential reads
+// suggestTrunkDir picks the measured disk with the fastest sequential reads
 // that has room for need bytes (plus 5%), and the model's folder on it. It
 // returns "" when no disk has room.
-func SuggestTrunkDir(r *doctor.Report, need int64, modelDir string) (dir, why string) {
+func suggestTrunkDir(r *doctor.Report, need int64, modelDir string) (dir, why string) {
 	if r == nil {
 		return "", ""
 	}
@@ -100,7 +100,7 @@ func SuggestTrunkDir(r *doctor.Report, need int64, modelDir string) (dir, why st
 	return dir, why
 }
 
-func (s *PackStep) Enter() {
+func (s *packStep) Enter() {
 	u, d := s.w.u, &s.w.D
 	if u.B.Packer == nil {
 		return
@@ -123,7 +123,7 @@ func (s *PackStep) Enter() {
 		case d.TrunkDir != "" && d.TrunkModel == d.ModelDir:
 			s.Dir.SetText(d.TrunkDir)
 		default:
-			if dir, why := SuggestTrunkDir(s.w.Machine.Report, need, d.ModelDir); dir != "" {
+			if dir, why := suggestTrunkDir(s.w.Machine.Report, need, d.ModelDir); dir != "" {
 				s.Dir.SetText(dir)
 				info += " " + strings.ToUpper(why[:1]) + why[1:] + "."
 			} else if d.ModelDir != "" {
@@ -137,7 +137,7 @@ func (s *PackStep) Enter() {
 }
 
 // dirChanged checks what the folder typed holds for the model.
-func (s *PackStep) dirChanged() {
+func (s *packStep) dirChanged() {
 	dir := strings.TrimSpace(s.Dir.Text)
 	if s.Packing || dir == s.checked {
 		return
@@ -167,7 +167,7 @@ func (s *PackStep) dirChanged() {
 
 // showState says what the folder holds and what Pack will do, and uses a
 // complete trunk of this model.
-func (s *PackStep) showState() {
+func (s *packStep) showState() {
 	d := &s.w.D
 	dir := strings.TrimSpace(s.Dir.Text)
 	st := s.State
@@ -212,20 +212,20 @@ func (s *PackStep) showState() {
 	if s.note != "" {
 		s.Status.SetText(strings.TrimSpace(s.note + " " + s.Status.Text))
 	}
-	if s.w.u.Wizard == s.w {
+	if s.w.u.wizard == s.w {
 		s.w.Changed()
 	}
 }
 
 // notUsed drops a trunk folder that holds no usable trunk of this model.
-func (s *PackStep) notUsed() {
+func (s *packStep) notUsed() {
 	d := &s.w.D
 	if d.TrunkModel != d.ModelDir || d.TrunkDir == strings.TrimSpace(s.Dir.Text) {
 		d.TrunkDir, d.TrunkModel = "", ""
 	}
 }
 
-func (s *PackStep) Ready() (bool, string) {
+func (s *packStep) Ready() (bool, string) {
 	switch {
 	case s.Packing:
 		return false, "Packing is running. Cancel it or wait until it finishes."
@@ -241,7 +241,7 @@ func (s *PackStep) Ready() (bool, string) {
 
 // Toggle starts, continues or cancels packing; for another model's trunk
 // it replaces it.
-func (s *PackStep) Toggle() {
+func (s *packStep) Toggle() {
 	u := s.w.u
 	if s.Packing {
 		s.job.Cancel()
@@ -264,7 +264,7 @@ func (s *PackStep) Toggle() {
 	}, s.showProgress, func(err error) { s.done(model, dir, err) })
 }
 
-func (s *PackStep) showProgress(p bridge.PackProgress) {
+func (s *packStep) showProgress(p bridge.PackProgress) {
 	if p.Total > 0 {
 		s.Bar.SetValue(float64(p.Done) / float64(p.Total))
 	}
@@ -280,7 +280,7 @@ func (s *PackStep) showProgress(p bridge.PackProgress) {
 		bridge.Bytes(p.Done), bridge.Bytes(p.Total), p.Rate/1e6, eta))
 }
 
-func (s *PackStep) done(model, dir string, err error) {
+func (s *packStep) done(model, dir string, err error) {
 	s.Packing, s.job = false, nil
 	d := &s.w.D
 	switch {
@@ -302,12 +302,12 @@ func (s *PackStep) done(model, dir string, err error) {
 		s.checked = ""
 		s.dirChanged()
 	}
-	if s.w.u.Wizard == s.w {
+	if s.w.u.wizard == s.w {
 		s.w.Changed()
 	}
 }
 
-func (s *PackStep) Cancel() {
+func (s *packStep) Cancel() {
 	s.job.Cancel()
 	s.checkJob.Cancel()
 }

@@ -25,22 +25,22 @@ type wizardStep interface {
 	Cancel()
 }
 
-// Wizard is the setup wizard: This machine, The model, Pack the trunk,
+// wizard is the setup wizard: This machine, The model, Pack the trunk,
 // Memory, Done. Steps report changes with Changed so Next follows them.
 // They edit D, a copy of the settings: the working model changes only on
 // Done (or when the user, going back to the chat, chooses to keep the
 // changes), never while a path is being typed.
-type Wizard struct {
-	u     *UI
+type wizard struct {
+	u     *appUI
 	D     bridge.Settings
 	Steps []wizardStep
 	Cur   int
 
-	Machine *MachineStep
-	Model   *ModelStep
-	Pack    *PackStep
-	Memory  *MemoryStep
-	Done    *DoneStep
+	Machine *machineStep
+	Model   *modelStep
+	Pack    *packStep
+	Memory  *memoryStep
+	Done    *doneStep
 
 	Root     fyne.CanvasObject
 	crumbs   *widget.Label
@@ -52,9 +52,9 @@ type Wizard struct {
 	CloseBtn *widget.Button
 }
 
-// NewWizard builds the wizard's steps and frame.
-func NewWizard(u *UI) *Wizard {
-	w := &Wizard{u: u, D: u.S}
+// newWizard builds the wizard's steps and frame.
+func newWizard(u *appUI) *wizard {
+	w := &wizard{u: u, D: u.S}
 	w.Machine = newMachineStep(w)
 	w.Model = newModelStep(w)
 	w.Pack = newPackStep(w)
@@ -79,7 +79,7 @@ func NewWizard(u *UI) *Wizard {
 }
 
 // Go shows step i.
-func (w *Wizard) Go(i int) {
+func (w *wizard) Go(i int) {
 	if i < 0 || i >= len(w.Steps) {
 		return
 	}
@@ -102,7 +102,7 @@ func (w *Wizard) Go(i int) {
 }
 
 // Changed re-evaluates the buttons after a step's state changed.
-func (w *Wizard) Changed() {
+func (w *wizard) Changed() {
 	s := w.Steps[w.Cur]
 	ok, why := s.Ready()
 	if w.Cur == 0 {
@@ -129,11 +129,11 @@ func (w *Wizard) Changed() {
 }
 
 // Changes reports whether the setup being edited differs from the one in use.
-func (w *Wizard) Changes() bool { return w.D.Setup() != w.u.S.Setup() }
+func (w *wizard) Changes() bool { return w.D.Setup() != w.u.S.Setup() }
 
 // Apply makes the edited setup the one in use (and saves it); the chat
 // opens the new model at its next message.
-func (w *Wizard) Apply() {
+func (w *wizard) Apply() {
 	u := w.u
 	changed := w.Changes()
 	u.S.SetSetup(w.D.Setup())
@@ -146,7 +146,7 @@ func (w *Wizard) Apply() {
 
 // BackToChat returns to the chat; with changes to the setup it asks first
 // whether to use them or keep the setup in use.
-func (w *Wizard) BackToChat() {
+func (w *wizard) BackToChat() {
 	if !w.Changes() {
 		w.u.ShowChat()
 		return
@@ -164,7 +164,7 @@ func (w *Wizard) BackToChat() {
 }
 
 // Cancel stops every step's background work.
-func (w *Wizard) Cancel() {
+func (w *wizard) Cancel() {
 	for _, s := range w.Steps {
 		s.Cancel()
 	}

@@ -13,10 +13,10 @@ import (
 	"k3/ui/bridge"
 )
 
-// Sparkline is a small line plot of the last HistoryWindow of samples, with
+// sparkline is a small line plot of the last HistoryWindow of samples, with
 // its scale (the top and bottom values) written at the left. A zero Point
 // is a gap: idle time between turns is not drawn as a line.
-type Sparkline struct {
+type sparkline struct {
 	widget.BaseWidget
 	points []bridge.Point
 	now    time.Time
@@ -25,23 +25,23 @@ type Sparkline struct {
 	Format func(float64) string
 }
 
-// NewSparkline returns an empty plot.
-func NewSparkline(c fyne.ThemeColorName, format func(float64) string) *Sparkline {
-	s := &Sparkline{Color: c, Format: format}
+// newSparkline returns an empty plot.
+func newSparkline(c fyne.ThemeColorName, format func(float64) string) *sparkline {
+	s := &sparkline{Color: c, Format: format}
 	s.ExtendBaseWidget(s)
 	return s
 }
 
 // SetPoints replaces the samples and redraws.
-func (s *Sparkline) SetPoints(ps []bridge.Point, now time.Time) {
+func (s *sparkline) SetPoints(ps []bridge.Point, now time.Time) {
 	s.points, s.now = ps, now
 	s.Refresh()
 }
 
 // Points returns the samples shown (gaps included).
-func (s *Sparkline) Points() []bridge.Point { return s.points }
+func (s *sparkline) Points() []bridge.Point { return s.points }
 
-func (s *Sparkline) CreateRenderer() fyne.WidgetRenderer {
+func (s *sparkline) CreateRenderer() fyne.WidgetRenderer {
 	r := &sparkRenderer{s: s, bg: canvas.NewRectangle(color.Transparent),
 		top: canvas.NewText("", color.Transparent), bottom: canvas.NewText("", color.Transparent)}
 	r.top.TextSize = theme.CaptionTextSize()
@@ -51,7 +51,7 @@ func (s *Sparkline) CreateRenderer() fyne.WidgetRenderer {
 }
 
 type sparkRenderer struct {
-	s           *Sparkline
+	s           *sparkline
 	bg          *canvas.Rectangle
 	top, bottom *canvas.Text
 	lines       []*canvas.Line

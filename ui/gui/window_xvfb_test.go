@@ -30,7 +30,7 @@ import (
 
 var (
 	realApp  fyne.App
-	u        *UI
+	u        *appUI
 	w        fyne.Window
 	setupErr error
 	data     string
@@ -50,14 +50,14 @@ func TestMain(m *testing.M) {
 	setupErr = os.MkdirAll(home, 0o755)
 	os.Setenv("HOME", home)
 	os.Setenv("XDG_CONFIG_HOME", filepath.Join(home, ".config"))
-	realApp = app.NewWithID(AppID + ".check")
+	realApp = app.NewWithID(appID + ".check")
 	b := bridge.RealBackends(data)
 	s := bridge.DefaultSettings()
 	s.MaxTokens = 32 // the demo's replies never end by themselves
 	s.Save(realApp.Preferences())
-	u, w = NewWindow(realApp, b)
+	u, w = newWindow(realApp, b)
 	realApp.Lifecycle().SetOnStarted(func() {
-		FitScreen(w)
+		fitScreen(w)
 		u.Start()
 	})
 	w.Show()
@@ -110,10 +110,10 @@ func TestRealWindow(t *testing.T) {
 	tag := fmt.Sprintf("%.0fx%.0f", scr.Width, scr.Height)
 	waitUntil(t, "the window", 20*time.Second, func() bool {
 		sz := w.Canvas().Size()
-		return sz.Width >= 400 && sz.Height >= 300 && u.Wizard != nil
+		return sz.Width >= 400 && sz.Height >= 300 && u.wizard != nil
 	})
-	var wiz *Wizard
-	fyne.DoAndWait(func() { wiz = u.Wizard })
+	var wiz *wizard
+	fyne.DoAndWait(func() { wiz = u.wizard })
 	n := 0
 	// check: the window within the screen, every button inside the window,
 	// and a screenshot
@@ -183,7 +183,7 @@ func TestRealWindow(t *testing.T) {
 	// 5 Done, then the chat
 	check("5-done")
 	fyne.DoAndWait(func() { wiz.Done.OpenBt.OnTapped() })
-	var v *ChatView
+	var v *chatView
 	waitUntil(t, "the chat", 10*time.Second, func() bool { v = u.Chat; return v != nil && w.Content() == v.Root })
 	check("6-chat")
 	fyne.DoAndWait(func() {

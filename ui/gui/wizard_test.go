@@ -14,8 +14,8 @@ import (
 func TestWizardFlowOnFakes(t *testing.T) {
 	u, a := newTestUI(t, &fakeChat{})
 	ui(u.Start)
-	var w *Wizard
-	ui(func() { w = u.Wizard })
+	var w *wizard
+	ui(func() { w = u.wizard })
 	if w == nil {
 		t.Fatal("a first start must open the wizard")
 	}
@@ -172,15 +172,15 @@ func TestWizardFlowOnFakes(t *testing.T) {
 	u2 := newTestUIOn(t, a, &fakeChat{})
 	ui(func() {
 		u2.Start()
-		if u2.Chat == nil || u2.Wizard != nil {
+		if u2.Chat == nil || u2.wizard != nil {
 			t.Fatal("second start must open the chat")
 		}
 		u2.ShowWizard()
-		if u2.Wizard == nil || u2.Win.Content() != u2.Wizard.Root || u2.Wizard.CloseBtn.Hidden {
+		if u2.wizard == nil || u2.Win.Content() != u2.wizard.Root || u2.wizard.CloseBtn.Hidden {
 			t.Error("re-running the wizard")
 		}
 	})
-	waitFor(t, "re-run machine step", func() bool { return u2.Wizard.Machine.Report != nil })
+	waitFor(t, "re-run machine step", func() bool { return u2.wizard.Machine.Report != nil })
 }
 
 func TestWizardMeasureCancel(t *testing.T) {
@@ -188,7 +188,7 @@ func TestWizardMeasureCancel(t *testing.T) {
 	fm := &fakeMachine{block: make(chan struct{})}
 	u.B.Machine = fm
 	ui(u.Start)
-	w := u.Wizard
+	w := u.wizard
 	waitFor(t, "measuring", func() bool { return (w.Machine.job != nil) && w.Machine.Status.Text != "Measuring…" })
 	ui(func() {
 		if w.NextBtn.Disabled() {
@@ -209,7 +209,7 @@ func TestDownloadPauseResumeSurvivesRestart(t *testing.T) {
 	fd := &fakeDownloader{gate: make(chan struct{})}
 	u.B.Downloader = fd
 	ui(u.Start)
-	w := u.Wizard
+	w := u.wizard
 	dir := filepath.Join(t.TempDir(), "m")
 	ui(func() {
 		w.Go(1)
@@ -241,7 +241,7 @@ func TestDownloadPauseResumeSurvivesRestart(t *testing.T) {
 	fd2 := &fakeDownloader{}
 	u2.B.Downloader = fd2
 	ui(u2.Start)
-	w2 := u2.Wizard
+	w2 := u2.wizard
 	ui(func() {
 		w2.Go(1)
 		if w2.Model.Dir.Text != dir || w2.Model.Revision.Text != "abc123" || w2.Model.DownloadBt.Text != "Resume download" {
@@ -259,13 +259,13 @@ func TestDownloadPauseResumeSurvivesRestart(t *testing.T) {
 
 func TestSuggestTrunkDir(t *testing.T) {
 	r, _ := (&fakeMachine{}).Measure(t.Context(), []string{"/"}, true, func(float64, string) {})
-	if d, _ := SuggestTrunkDir(r, 109e9, "/m/K3"); d != bridge.DefaultTrunkDir("/fast", "/m/K3") {
+	if d, _ := suggestTrunkDir(r, 109e9, "/m/K3"); d != bridge.DefaultTrunkDir("/fast", "/m/K3") {
 		t.Errorf("109 GB: %q", d)
 	}
-	if d, _ := SuggestTrunkDir(r, 600e9, "/m/K3"); d != bridge.DefaultTrunkDir("/slow", "/m/K3") {
+	if d, _ := suggestTrunkDir(r, 600e9, "/m/K3"); d != bridge.DefaultTrunkDir("/slow", "/m/K3") {
 		t.Errorf("600 GB: %q (only /slow has room)", d)
 	}
-	if d, _ := SuggestTrunkDir(r, 5000e9, "/m/K3"); d != "" {
+	if d, _ := suggestTrunkDir(r, 5000e9, "/m/K3"); d != "" {
 		t.Errorf("5 TB: %q", d)
 	}
 }
