@@ -130,3 +130,30 @@ func TestPumpHoldsBackForASlowUI(t *testing.T) {
 		t.Errorf("%d of 300 bytes delivered", got.Len())
 	}
 }
+
+// Walk-through 16: after a turn the read rates drop to 0 and the plots get
+// a gap instead of a line across the idle time.
+func TestMeterEndTurnIdles(t *testing.T) {
+	var m Meter
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	m.StartTurn(t0)
+	m.Stats(t0, engine.Stats{RSSBytes: 1e9, Expert: engine.ExpertStats{BytesRead: 0}})
+	m.Stats(t0.Add(time.Second), engine.Stats{RSSBytes: 1e9, Expert: engine.ExpertStats{BytesRead: 414e6}})
+	m.Token(t0.Add(time.Second), 0.5)
+	if g := m.Gauges(); g.ExpertMBps != 414 {
+		t.Fatalf("expert rate %v", g.ExpertMBps)
+	}
+	m.EndTurn()
+	g := m.Gauges()
+	if g.ExpertMBps != 0 || g.TrunkMBps != 0 {
+		t.Errorf("idle rates %v %v", g.ExpertMBps, g.TrunkMBps)
+	}
+	if n := len(g.Speed); n != 2 || !g.Speed[n-1].T.IsZero() {
+		t.Errorf("no gap after the turn: %+v", g.Speed)
+	}
+	m.StartTurn(t0.Add(time.Minute))
+	m.Token(t0.Add(time.Minute+time.Second), 0.5)
+	if g := m.Gauges(); len(g.Speed) != 3 || g.Speed[1].T.IsZero() == false {
+		t.Errorf("the gap stays between the turns: %+v", g.Speed)
+	}
+}

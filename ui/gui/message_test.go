@@ -3,14 +3,17 @@ package gui
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/test"
+	"fyne.io/fyne/v2/theme"
 	"fyne.io/fyne/v2/widget"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"k3/engine/chat"
+	"k3/ui/bridge"
 )
 
 func TestSplitBlocks(t *testing.T) {
@@ -103,4 +106,33 @@ func TestMessageViewThinkingInPieces(t *testing.T) {
 		all.WriteString(o.(*widget.RichText).String())
 	}
 	assert.Equal(t, strings.Repeat(line, 41), all.String(), "no text lost or doubled")
+}
+
+// Walk-through 16 and 17: memory above the plan is flagged; the plots
+// write their scale and break at gaps.
+func TestGaugesOverPlanAndPlotScale(t *testing.T) {
+	test.NewTempApp(t)
+	g := newGaugesView()
+	g.Set(bridge.Gauges{RSS: 688e6, Budget: 590e6, Available: 16e9})
+	assert.False(t, g.OverPlan.Hidden)
+	assert.Equal(t, "In use is 98 MB above the plan (17% more): the plan does not count everything this process holds.", g.OverPlan.Text)
+	g.Set(bridge.Gauges{RSS: 500e6, Budget: 590e6, Available: 16e9})
+	assert.True(t, g.OverPlan.Hidden)
+
+	now := time.Now()
+	sp := newSparkline(theme.ColorNamePrimary, func(x float64) string { return trimFloat(x) + " s" })
+	w := test.NewTempWindow(t, sp)
+	w.Resize(fyne.NewSize(300, 100))
+	sp.SetPoints([]bridge.Point{{T: now.Add(-3 * time.Second), V: 2}, {T: now.Add(-2 * time.Second), V: 1}, {},
+		{T: now.Add(-time.Second), V: 0.5}, {T: now, V: 0.25}}, now)
+	r := test.WidgetRenderer(sp).(*sparkRenderer)
+	assert.Equal(t, "2.0 s", r.top.Text)
+	assert.Equal(t, "0.00 s", r.bottom.Text)
+	shown := 0
+	for _, l := range r.lines {
+		if l.Visible() {
+			shown++
+		}
+	}
+	assert.Equal(t, 2, shown, "no line across the gap")
 }

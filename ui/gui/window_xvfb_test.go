@@ -115,6 +115,7 @@ func TestRealWindow(t *testing.T) {
 	var wiz *wizard
 	fyne.DoAndWait(func() { wiz = u.wizard })
 	n := 0
+	start := time.Now()
 	// check: the window within the screen, every button inside the window,
 	// and a screenshot
 	check := func(name string) {
@@ -144,7 +145,7 @@ func TestRealWindow(t *testing.T) {
 		if err := saveScreenshot(file); err != nil {
 			t.Errorf("%s: screenshot: %v", name, err)
 		} else {
-			t.Logf("%s: %s (window %.0fx%.0f)", name, file, size.Width, size.Height)
+			t.Logf("%s at %.1f s: %s (window %.0fx%.0f)", name, time.Since(start).Seconds(), file, size.Width, size.Height)
 		}
 	}
 
