@@ -32,13 +32,20 @@ test: fmt-check vet
 	else echo "xvfb-run not found: skipping the real-window check (apt-get install xvfb x11-apps)"; fi
 	@$(MAKE) --no-print-directory fuzz
 
-# The desktop app in a real window under Xvfb: opens the demo model, drives
-# one chat turn, saves a screenshot of the chat with gauges ($(SHOT)).
-SHOT ?= bin/gui-check.png
+# The desktop app in a real window under Xvfb, on a 1024x640 and on a
+# 1280x800 screen: a first start walks every wizard step with the demo model
+# and a chat turn, checks that the window fits the screen and every button
+# of each step is inside it, and saves one screenshot per step and size in
+# $(SHOTS).
+SHOTS ?= bin/gui-check
+GUI_SCREENS ?= 1024x640 1280x800
 gui-check:
-	@mkdir -p $(dir $(SHOT))
-	K3_SCREENSHOT=$(abspath $(SHOT)) xvfb-run -a -s "-screen 0 1280x800x24" \
-		$(GO) test -count=1 -tags xvfb -run TestRealWindow ./ui/gui/
+	@mkdir -p $(SHOTS)
+	@for s in $(GUI_SCREENS); do \
+		echo "gui-check at $$s"; \
+		K3_SCREEN=$$s K3_GUI_CHECK=$(abspath $(SHOTS)) xvfb-run -a -s "-screen 0 $${s}x24" \
+			$(GO) test -count=1 -tags xvfb -run TestRealWindow ./ui/gui/ || exit 1; \
+	done
 
 # A desktop package (Linux: k3.tar.xz) with the fyne tool, from FyneApp.toml.
 FYNE ?= $(shell command -v fyne 2>/dev/null || echo $(HOME)/go/bin/fyne)

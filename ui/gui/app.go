@@ -1,9 +1,9 @@
 // Package gui is k3's desktop app (Fyne): a setup wizard (machine check,
 // checkpoint download or choice, trunk packing, memory plan) and a chat
-// view with live engine gauges. Views are one file each (view_*.go); the
-// bridge (bridge.go) turns engine events into throttled UI updates; the
-// engine and storage packages are reached only through the interfaces in
-// backends.go (real ones in adapters.go).
+// view with live engine gauges. Views are one file each (view_*.go). The
+// engine and storage packages are reached only through k3/ui/bridge, which
+// has no Fyne import: its interfaces (Backends), the chat engine, the event
+// pump, background jobs, settings and conversation files.
 package gui
 
 import (
@@ -12,14 +12,16 @@ import (
 
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/app"
+
+	"k3/ui/bridge"
 )
 
-// AppID is the app's unique id (also in FyneApp.toml).
-const AppID = "io.github.k3.desktop"
+// appID is the app's unique id (also in FyneApp.toml).
+const appID = "io.github.k3.desktop"
 
-// DataDir is where the app keeps conversations and the demo model:
+// dataDir is where the app keeps conversations and the demo model:
 // $K3_DATA_DIR, else the user's config folder /k3.
-func DataDir() string {
+func dataDir() string {
 	if d := os.Getenv("K3_DATA_DIR"); d != "" {
 		return d
 	}
@@ -29,27 +31,25 @@ func DataDir() string {
 	return filepath.Join(os.TempDir(), "k3")
 }
 
-// NewWindow creates the app's main window; call the UI's Start once the
-// app runs (Lifecycle().SetOnStarted) so background work begins on a live
-// event loop.
-func NewWindow(a fyne.App, b Backends) (*UI, fyne.Window) {
+// newWindow creates the app's main window; once the app runs
+// (Lifecycle().SetOnStarted) call fitScreen and the UI's Start, so the
+// window knows its screen and background work begins on a live event loop.
+func newWindow(a fyne.App, b bridge.Backends) (*appUI, fyne.Window) {
 	w := a.NewWindow("k3 — Kimi K3 on this machine")
-	w.Resize(fyne.NewSize(1280, 800))
-	u := NewUI(a, w, b)
+	u := newAppUI(a, w, b)
 	return u, w
 }
 
 // Open runs the desktop app until its window closes; it returns the exit code.
 func Open() int {
-	a := app.NewWithID(AppID)
+	a := app.NewWithID(appID)
 	a.SetIcon(iconResource)
-	u, w := NewWindow(a, RealBackends(DataDir()))
-	a.Lifecycle().SetOnStarted(u.Start)
-	w.SetOnClosed(func() {
-		if u.Chat != nil {
-			u.Chat.Shutdown()
-		}
+	u, w := newWindow(a, bridge.RealBackends(dataDir()))
+	a.Lifecycle().SetOnStarted(func() {
+		fitScreen(w)
+		u.Start()
 	})
+	w.SetCloseIntercept(u.Quit)
 	w.ShowAndRun()
 	return 0
 }

@@ -2,6 +2,7 @@ package gui
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,13 +12,16 @@ import (
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/driver/desktop"
 	"fyne.io/fyne/v2/test"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"k3/engine"
 	"k3/engine/chat"
 	"k3/engine/plan"
+	"k3/ui/bridge"
 )
 
-func chatUI(t *testing.T, fc *fakeChat) (*UI, *ChatView) {
+func chatUI(t *testing.T, fc *fakeChat) (*appUI, *chatView) {
 	t.Helper()
 	u, _ := newTestUI(t, fc)
 	u.S.WizardDone, u.S.ModelDir = true, t.TempDir()
@@ -65,69 +69,78 @@ func TestChatStreamStopKeepsPartial(t *testing.T) {
 			t.Errorf("phase %q", v.Phase.Text)
 		}
 	})
-	h, err := chat.LoadHistory(filepath.Join(u.conversationsDir(), v.Current+Ext))
+	h, err := chat.LoadHistory(filepath.Join(u.conversationsDir(), v.Current+bridge.Ext))
 	if err != nil || len(h) != 2 || h[0].Content != "Hi there" || h[1].Content != "Hello world" || h[1].Cut != "stopped" {
 		t.Fatalf("saved history %+v %v", h, err)
 	}
 }
 
+// A turn with its gauges and the numbers under the reply; Regenerate with
+// greedy decoding asks, then samples with a new seed, and the old reply
+// stays a version (‹ 1/2 ›); editing an earlier message branches the same
+// way (defect 7 and the LM Studio list).
 func TestChatTurnGaugesRegenerateEdit(t *testing.T) {
 	fc := &fakeChat{}
 	u, v := chatUI(t, fc)
 	ui(func() {
-		u.S.SystemPrompt = "Be brief."
+		v.SetSystemPrompt("Be brief.")
 		v.Effort.SetSelected("low")
 		v.Send("Question one")
 	})
 	waitFor(t, "turn", func() bool { return !v.Busy })
 	ui(func() {
 		want := []string{"system", "user", "assistant"}
+		require.Len(t, v.History, 3)
 		for i, m := range v.History {
-			if m.Role != want[i] {
-				t.Fatalf("history roles %+v", v.History)
-			}
+			assert.Equal(t, want[i], m.Role)
 		}
-		if got := v.History[2].Content; got != "Hello world, this is reply 1" {
-			t.Errorf("reply %q", got)
-		}
-		if fc.lastOpt.Effort != "low" || fc.lastOpt.NoThink || !fc.lastOpt.Greedy {
-			t.Errorf("options %+v", fc.lastOpt)
-		}
+		assert.Equal(t, "Hello world, this is reply 1", v.History[2].Content)
+		assert.Equal(t, "low", fc.lastOpt.Effort)
+		assert.False(t, fc.lastOpt.NoThink)
+		assert.True(t, fc.lastOpt.Greedy)
 		g := v.Gauges.G
 		if g.Tokens != 5 || g.SecPerToken != 0.5 || g.RSS != 1.004e9 || g.PeakRSS != 1.004e9 || g.Budget != 4e9 || g.Available != 16e9 {
 			t.Errorf("gauges %+v", g)
 		}
-		if !strings.HasPrefix(v.Gauges.Speed.Text, "speed 0.50 s/token (last 0.50), 5 tokens") {
-			t.Errorf("speed text %q", v.Gauges.Speed.Text)
-		}
-		if len(v.Gauges.SpeedPlot.Points()) != 5 {
-			t.Errorf("speed plot %d points", len(v.Gauges.SpeedPlot.Points()))
-		}
-		if !strings.HasPrefix(v.Phase.Text, "done: 5 tokens") {
-			t.Errorf("phase %q", v.Phase.Text)
-		}
-		if v.RegenBt.Disabled() {
-			t.Error("Regenerate should be available")
-		}
+		assert.True(t, strings.HasPrefix(v.Gauges.Speed.Text, "speed 2.0 tokens/s (last 2.0 tokens/s), 5 tokens"), v.Gauges.Speed.Text)
+		assert.Equal(t, "2.0 tokens/s · 5 tokens · first token after "+fmt.Sprintf("%.2f", g.TTFT)+" s", v.Views[2].statsLbl.Text)
+		assert.False(t, v.Views[2].statsLbl.Hidden)
+		assert.Equal(t, 0.0, g.TrunkMBps, "an idle engine reads nothing")
+		assert.Equal(t, "done", v.Phase.Text)
+		assert.Equal(t, "Question one", v.Current, "the conversation is titled from its first message")
+		require.False(t, v.RegenBt.Disabled())
 		test.Tap(v.RegenBt)
+		tapDialog(t, u.Win, "Yes") // greedy: regenerate once with sampling
 	})
 	waitFor(t, "regenerate", func() bool { return !v.Busy })
 	ui(func() {
-		if len(v.History) != 3 || v.History[2].Content != "Hello world, this is reply 2" || len(v.Views) != 3 {
-			t.Errorf("after regenerate %+v", v.History)
-		}
-		test.Tap(v.EditBt)
-		if v.Entry.Text != "Question one" || len(v.History) != 1 || len(v.Msgs.Objects) != 1 {
-			t.Errorf("edit: entry %q history %d", v.Entry.Text, len(v.History))
-		}
+		require.Len(t, v.History, 3)
+		assert.Equal(t, "Hello world, this is reply 2", v.History[2].Content)
+		assert.False(t, fc.lastOpt.Greedy, "the regeneration samples")
+		assert.NotZero(t, fc.lastOpt.Seed, "with a new seed")
+		assert.False(t, v.Views[2].nav.Hidden)
+		assert.Equal(t, "2/2", v.Views[2].navLbl.Text)
+		v.switchVersion(v.Views[2], -1)
+		assert.Equal(t, "Hello world, this is reply 1", v.History[2].Content)
+		assert.Equal(t, "1/2", v.Views[2].navLbl.Text)
+		v.switchVersion(v.Views[2], +1)
+		assert.Equal(t, "Hello world, this is reply 2", v.History[2].Content)
+
+		test.Tap(v.Views[1].editBt) // edit the question
+		assert.Equal(t, "Question one", v.Entry.Text)
+		assert.Len(t, v.History, 1)
+		assert.False(t, v.CancelBt.Hidden)
 		v.Entry.SetText("Question one, edited")
 		test.Tap(v.SendBt)
 	})
 	waitFor(t, "resend", func() bool { return !v.Busy })
 	ui(func() {
-		if fc.last[len(fc.last)-1].Content != "Question one, edited" || len(v.History) != 3 {
-			t.Errorf("resent %+v", fc.last)
-		}
+		assert.Equal(t, "Question one, edited", fc.last[len(fc.last)-1].Content)
+		require.Len(t, v.History, 3)
+		assert.Equal(t, "2/2", v.Views[1].navLbl.Text, "the question before the edit is a version")
+		v.switchVersion(v.Views[1], -1)
+		assert.Equal(t, "Question one", v.History[1].Content)
+		assert.Equal(t, "Hello world, this is reply 2", v.History[2].Content, "with its reply")
 	})
 }
 
@@ -164,8 +177,11 @@ func TestChatErrorsInPlainWords(t *testing.T) {
 		if len(v.Views) != 1 || len(v.History) != 1 {
 			t.Errorf("an empty failed reply must not stay: %d views", len(v.Views))
 		}
+		// walk-through 22: the unanswered message can be retried
+		assert.Equal(t, "Retry", v.RegenBt.Text)
+		assert.False(t, v.RegenBt.Disabled())
 	})
-	if got := Explain(os.ErrNotExist); !strings.HasPrefix(got, "A file or folder is missing") {
+	if got := bridge.Explain(os.ErrNotExist); !strings.HasPrefix(got, "A file or folder is missing") {
 		t.Errorf("not-exist: %q", got)
 	}
 }
@@ -180,16 +196,18 @@ func TestConversationsNewRenameDelete(t *testing.T) {
 	waitFor(t, "turn", func() bool { return !v.Busy })
 	ui(func() {
 		first := v.Current
-		if err := v.Rename(first, "Trip / plans"); err != nil {
-			t.Fatal(err)
+		err := v.Rename(first, "Trip / plans")
+		var re *bridge.RenamedError
+		if !errors.As(err, &re) {
+			t.Fatalf("a changed name is said: %v", err)
 		}
 		if v.Current != "Trip - plans" || v.Convs.Selected != "Trip - plans" {
 			t.Errorf("renamed to %q", v.Current)
 		}
 		time.Sleep(10 * time.Millisecond) // distinct modification times
 		v.NewConversation()
-		if len(v.History) != 0 || len(v.Convs.Titles) != 2 || v.Convs.Titles[0] != v.Current {
-			t.Errorf("new: %v current %q", v.Convs.Titles, v.Current)
+		if len(v.History) != 0 || len(v.Convs.Shown()) != 2 || v.Convs.Shown()[0] != v.Current {
+			t.Errorf("new: %v current %q", v.Convs.Shown(), v.Current)
 		}
 		if err := v.Rename(v.Current, "Trip - plans"); err == nil || !strings.Contains(err.Error(), "already a conversation") {
 			t.Errorf("duplicate rename: %v", err)
@@ -201,33 +219,35 @@ func TestConversationsNewRenameDelete(t *testing.T) {
 		if err := v.Delete("Trip - plans"); err != nil {
 			t.Fatal(err)
 		}
-		if len(v.Convs.Titles) != 1 || v.Current == "Trip - plans" {
-			t.Errorf("after delete %v current %q", v.Convs.Titles, v.Current)
+		if len(v.Convs.Shown()) != 1 || v.Current == "Trip - plans" {
+			t.Errorf("after delete %v current %q", v.Convs.Shown(), v.Current)
 		}
 	})
 }
 
 func TestSettingsPersist(t *testing.T) {
 	a := test.NewTempApp(t)
-	s := DefaultSettings()
+	s := bridge.DefaultSettings()
 	s.ModelDir, s.Layers, s.TrunkDir, s.Preset, s.TrunkGB, s.CacheGB = "/m", 7, "/t", "desktop", 16, 10.5
 	s.SystemPrompt, s.Thinking, s.Effort, s.Greedy, s.Temperature, s.TopP, s.TopK, s.Seed, s.MaxTokens = "sys", false, "max", false, 0.7, 0.9, 40, 3, 99
 	s.WizardDone, s.LastConversation, s.DownloadDest = true, "c", "/d"
 	s.Save(a.Preferences())
-	if got := LoadSettings(a.Preferences()); got != s {
+	if got := bridge.LoadSettings(a.Preferences()); got != s {
 		t.Errorf("round trip\n got %+v\nwant %+v", got, s)
 	}
-	if got := LoadSettings(test.NewTempApp(t).Preferences()); got != DefaultSettings() {
+	if got := bridge.LoadSettings(test.NewTempApp(t).Preferences()); got != bridge.DefaultSettings() {
 		t.Errorf("defaults %+v", got)
 	}
-	f := NewChatSettingsForm(s)
+	o := s.ConvDefaults()
+	f := newSettingsForm("sys", o)
 	f.Temperature.SetText("9")
-	if err := f.Apply(&s); err == nil || err.Error() != "Temperature must be a number from 0 to 5" {
+	if err := f.Apply(&o); err == nil || err.Error() != "Temperature must be a number from 0 to 5" {
 		t.Errorf("bad temperature: %v", err)
 	}
+	assert.Equal(t, s.ConvDefaults(), o, "a bad field changes nothing")
 	f.Temperature.SetText("1.1")
 	f.MaxTokens.SetText("512")
-	if err := f.Apply(&s); err != nil || s.Temperature != 1.1 || s.MaxTokens != 512 {
-		t.Errorf("apply %v %+v", err, s)
+	if err := f.Apply(&o); err != nil || o.Temperature != 1.1 || o.MaxTokens != 512 {
+		t.Errorf("apply %v %+v", err, o)
 	}
 }

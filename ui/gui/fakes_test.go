@@ -2,6 +2,8 @@ package gui
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,8 +18,12 @@ import (
 	"k3/engine"
 	"k3/engine/chat"
 	"k3/engine/plan"
+	"k3/engine/synth"
 	"k3/storage/hub"
+	"k3/storage/trunk"
 	"k3/storage/verify"
+	"k3/tokenizer"
+	"k3/ui/bridge"
 )
 
 // uiMu serialises UI work between test goroutines and the views'
@@ -80,7 +86,7 @@ type fakeDownloader struct {
 	mu    sync.Mutex
 }
 
-func (f *fakeDownloader) Download(ctx context.Context, req DownloadRequest, progress func(hub.Event)) error {
+func (f *fakeDownloader) Download(ctx context.Context, req bridge.DownloadRequest, progress func(hub.Event)) error {
 	f.mu.Lock()
 	f.calls++
 	f.mu.Unlock()
@@ -95,12 +101,40 @@ func (f *fakeDownloader) Download(ctx context.Context, req DownloadRequest, prog
 			return ctx.Err()
 		}
 	}
-	if err := os.MkdirAll(req.Dest, 0o755); err != nil {
-		return err
-	}
 	snap.Done, snap.FilesDone, snap.ETA = 100e6, 2, 0
 	progress(hub.Event{Kind: hub.EventDone, Snap: snap})
-	return os.WriteFile(filepath.Join(req.Dest, "config.json"), []byte("{}"), 0o644)
+	if err := writeSmallModel(req.Dest); err != nil {
+		return err
+	}
+	return unmarkDemo(req.Dest)
+}
+
+// unmarkDemo drops the note that labels a generated checkpoint as a demo,
+// so it stands for a downloaded one.
+func unmarkDemo(dir string) error {
+	p := filepath.Join(dir, "config.json")
+	raw, err := os.ReadFile(p)
+	if err != nil {
+		return err
+	}
+	var cfg map[string]any
+	if err := json.Unmarshal(raw, &cfg); err != nil {
+		return err
+	}
+	delete(cfg, "note")
+	if raw, err = json.Marshal(cfg); err != nil {
+		return err
+	}
+	return os.WriteFile(p, raw, 0o644)
+}
+
+// writeSmallModel writes a generated checkpoint (the K3 graph at a tiny
+// size, random weights) and a byte-level tokenizer into dir.
+func writeSmallModel(dir string) error {
+	if err := synth.Write(dir, synth.Small()); err != nil {
+		return err
+	}
+	return tokenizer.WriteByteLevel(dir, tokenizer.ByteLevelOptions{})
 }
 
 type fakeVerifier struct{}
@@ -113,12 +147,38 @@ func (fakeVerifier) Verify(ctx context.Context, dir string, layers int, progress
 	}}, nil
 }
 
-type fakePacker struct{ packed string }
+// fakePacker remembers which model it packed into which folder.
+type fakePacker struct {
+	mu     sync.Mutex
+	packed string            // the last folder packed
+	into   map[string]string // trunk folder -> model packed there
+	forced bool
+}
 
-func (f *fakePacker) Pack(ctx context.Context, modelDir, trunkDir string, layers int, progress func(PackProgress)) error {
-	progress(PackProgress{Done: 50, Total: 100, Layer: 1, Layers: 2})
-	f.packed = trunkDir
+func (f *fakePacker) Pack(ctx context.Context, modelDir, trunkDir string, layers int, force bool, progress func(bridge.PackProgress)) error {
+	progress(bridge.PackProgress{Done: 50, Total: 100, Parts: 1, PartsTotal: 2, Rate: 25e6, ETA: 2 * time.Second})
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if m, ok := f.into[trunkDir]; ok && m != modelDir && !force {
+		return fmt.Errorf("%w: %s", trunk.ErrSourceMismatch, trunkDir)
+	}
+	if f.into == nil {
+		f.into = map[string]string{}
+	}
+	f.into[trunkDir], f.packed, f.forced = modelDir, trunkDir, force
 	return nil
+}
+
+func (f *fakePacker) Check(modelDir, trunkDir string) bridge.TrunkCheck {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch m, ok := f.into[trunkDir]; {
+	case !ok:
+		return bridge.TrunkCheck{Status: bridge.TrunkNone}
+	case m == modelDir:
+		return bridge.TrunkCheck{Status: bridge.TrunkPacked}
+	}
+	return bridge.TrunkCheck{Status: bridge.TrunkOther, Why: "model-00001-of-00002.safetensors was 100 bytes, this checkpoint's is 200"}
 }
 
 func (f *fakePacker) TrunkBytes(modelDir string, layers int) (int64, error) { return 109e9, nil }
@@ -147,17 +207,17 @@ type fakeChat struct {
 	lastOpt chat.Options
 }
 
-func (f *fakeChat) Open(ctx context.Context, on func(engine.Event)) (ModelInfo, error) {
+func (f *fakeChat) Open(ctx context.Context, on func(engine.Event)) (bridge.ModelInfo, error) {
 	if f.openErr != nil {
-		return ModelInfo{}, f.openErr
+		return bridge.ModelInfo{}, f.openErr
 	}
 	for i := 1; i <= 3; i++ {
 		on(engine.Event{Kind: engine.EventPhase, Text: "loading layer " + string(rune('0'+i)) + "/3"})
 	}
-	return ModelInfo{Name: "fake", Layers: 3, BudgetBytes: 4e9}, nil
+	return bridge.ModelInfo{Name: "fake", Layers: 3, BudgetBytes: 4e9, Context: 12288}, nil
 }
 
-func (f *fakeChat) Turn(ctx context.Context, h []chat.Message, opt chat.Options, on func(engine.Event)) (chat.Message, error) {
+func (f *fakeChat) Turn(ctx context.Context, h []chat.Message, opt chat.Options, on func(engine.Event)) (bridge.Reply, error) {
 	f.mu.Lock()
 	f.turns++
 	n := f.turns
@@ -176,7 +236,7 @@ func (f *fakeChat) Turn(ctx context.Context, h []chat.Message, opt chat.Options,
 			select {
 			case <-f.gate:
 			case <-ctx.Done():
-				return chat.Message{Role: "assistant", Content: ans.String(), ReasoningContent: "Let me think.", Cut: chat.CutStopped}, nil
+				return bridge.Reply{Message: chat.Message{Role: "assistant", Content: ans.String(), ReasoningContent: "Let me think.", Cut: chat.CutStopped}}, nil
 			}
 		}
 		if i == len(reply)-1 {
@@ -187,27 +247,27 @@ func (f *fakeChat) Turn(ctx context.Context, h []chat.Message, opt chat.Options,
 		on(engine.Event{Kind: engine.EventToken, Seconds: 0.5})
 		on(engine.Event{Kind: engine.EventStats, Stats: engine.Stats{RSSBytes: int64(1e9 + i*1e6)}})
 	}
-	return chat.Message{Role: "assistant", Content: ans.String(), ReasoningContent: "Let me think."}, nil
+	return bridge.Reply{Message: chat.Message{Role: "assistant", Content: ans.String(), ReasoningContent: "Let me think."}, Positions: 40 + len(h)}, nil
 }
 
 func (f *fakeChat) Close() {}
 
 // newTestUI builds the app on fakes with a 1280x800 test window.
-func newTestUI(t *testing.T, fc *fakeChat) (*UI, fyne.App) {
+func newTestUI(t *testing.T, fc *fakeChat) (*appUI, fyne.App) {
 	t.Helper()
 	a := test.NewTempApp(t)
 	return newTestUIOn(t, a, fc), a
 }
 
-func newTestUIOn(t *testing.T, a fyne.App, fc *fakeChat) *UI {
+func newTestUIOn(t *testing.T, a fyne.App, fc *fakeChat) *appUI {
 	t.Helper()
 	w := test.NewTempWindow(t, nil)
 	w.Resize(fyne.NewSize(1280, 800))
-	b := Backends{Machine: &fakeMachine{}, Downloader: &fakeDownloader{}, Verifier: fakeVerifier{}, Packer: &fakePacker{},
+	b := bridge.Backends{Machine: &fakeMachine{}, Downloader: &fakeDownloader{}, Verifier: fakeVerifier{}, Packer: &fakePacker{},
 		Planner: fakePlanner{}, DataDir: t.TempDir(),
-		NewChat:  func(Settings) (ChatEngine, error) { return fc, nil },
-		MakeDemo: MakeDemoModel}
-	u := NewUI(a, w, b)
+		NewChat:  func(bridge.Settings) (bridge.ChatEngine, error) { return fc, nil },
+		MakeDemo: bridge.MakeDemoModel}
+	u := newAppUI(a, w, b)
 	u.do = func(f func()) { ui(f) }
 	return u
 }

@@ -16,6 +16,7 @@ import (
 
 	"k3/engine"
 	"k3/engine/chat"
+	"k3/ui/bridge"
 	"k3/ui/remote"
 )
 
@@ -59,8 +60,8 @@ func vllmStub(t *testing.T) *httptest.Server {
 func TestChatOnAServer(t *testing.T) {
 	srv := vllmStub(t)
 	u, _ := newTestUI(t, nil)
-	u.B.NewChat = NewChatFor
-	u.S.Backend, u.S.ServerURL, u.S.ServerKey = BackendServer, srv.URL+"/v1", "k"
+	u.B.NewChat = bridge.NewChatFor
+	u.S.Backend, u.S.ServerURL, u.S.ServerKey = bridge.BackendServer, srv.URL+"/v1", "k"
 	u.SaveSettings()
 	ui(u.Start)
 	require.NotNil(t, u.Chat, "a server is enough to chat, without the wizard")
@@ -84,7 +85,7 @@ func TestChatOnAServer(t *testing.T) {
 func TestBackendForm(t *testing.T) {
 	srv := vllmStub(t)
 	test.NewTempApp(t)
-	f := NewBackendForm(DefaultSettings(), func(fn func()) { ui(fn) })
+	f := NewBackendForm(bridge.DefaultSettings(), func(fn func()) { ui(fn) })
 	assert.True(t, f.URL.Disabled(), "server fields are off while the model runs here")
 	ui(func() {
 		f.Where.SetSelected(choiceServer)
@@ -96,9 +97,9 @@ func TestBackendForm(t *testing.T) {
 	ui(func() {
 		assert.Equal(t, "moonshotai/Kimi-K3", f.Model.Selected)
 		f.Model.SetSelected("other")
-		s := DefaultSettings()
+		s := bridge.DefaultSettings()
 		require.NoError(t, f.Apply(&s))
-		assert.Equal(t, BackendServer, s.Backend)
+		assert.Equal(t, bridge.BackendServer, s.Backend)
 		assert.Equal(t, srv.URL+"/v1", s.ServerURL)
 		assert.Equal(t, "k", s.ServerKey)
 		assert.Equal(t, "other", s.ServerModel)
@@ -107,7 +108,7 @@ func TestBackendForm(t *testing.T) {
 		assert.ErrorContains(t, f.Apply(&s), "http://HOST:PORT/v1")
 		f.Where.SetSelected(choiceLocal)
 		require.NoError(t, f.Apply(&s))
-		assert.Equal(t, BackendLocal, s.Backend)
+		assert.Equal(t, bridge.BackendLocal, s.Backend)
 	})
 }
 
@@ -116,14 +117,15 @@ func TestBackendForm(t *testing.T) {
 // the chat engine stops the server.
 func TestServeLoadedModel(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "demo")
-	require.NoError(t, MakeDemoModel(dir))
-	s := DefaultSettings()
+	require.NoError(t, bridge.MakeDemoModel(dir))
+	s := bridge.DefaultSettings()
 	s.ModelDir, s.Demo = dir, true
-	ec := NewEngineChat(s).(*engineChat)
-	url, err := ec.startServer(context.Background(), "127.0.0.1:0", "", func(engine.Event) {})
+	ce := bridge.NewEngineChat(s)
+	ec := ce.(bridge.Server)
+	url, err := ec.StartServer(context.Background(), "127.0.0.1:0", "", func(engine.Event) {})
 	require.NoError(t, err)
-	assert.Equal(t, url, ec.serverURL())
-	_, err = ec.startServer(context.Background(), "0.0.0.0:0", "", func(engine.Event) {})
+	assert.Equal(t, url, ec.ServerURL())
+	_, err = ec.StartServer(context.Background(), "0.0.0.0:0", "", func(engine.Event) {})
 	require.NoError(t, err, "a second start returns the running server")
 
 	c, err := remote.New(url, "", "")
@@ -135,7 +137,7 @@ func TestServeLoadedModel(t *testing.T) {
 	history := []chat.Message{{Role: "user", Content: "Hello"}}
 	done := make(chan error, 1)
 	go func() {
-		_, err := ec.Turn(context.Background(), history, opt, func(engine.Event) {})
+		_, err := ce.Turn(context.Background(), history, opt, func(engine.Event) {})
 		done <- err
 	}()
 	r, err := c.Turn(context.Background(), history, opt, nil)
@@ -143,16 +145,16 @@ func TestServeLoadedModel(t *testing.T) {
 	require.NoError(t, <-done)
 	assert.Equal(t, 6, r.Usage.CompletionTokens)
 	// the same conversation in the app gives the same reply
-	msg, err := ec.Turn(context.Background(), history, opt, func(engine.Event) {})
+	msg, err := ce.Turn(context.Background(), history, opt, func(engine.Event) {})
 	require.NoError(t, err)
 	assert.Equal(t, coerceJSON(msg.ReasoningContent+msg.Content), r.Message.ReasoningContent+r.Message.Content)
 
-	ec.Close()
-	assert.Empty(t, ec.serverURL())
+	ce.Close()
+	assert.Empty(t, ec.ServerURL())
 	_, err = c.Models(context.Background())
 	assert.ErrorContains(t, err, "could not reach the server")
 
-	_, err = NewEngineChat(s).(*engineChat).startServer(context.Background(), "0.0.0.0:0", "", func(engine.Event) {})
+	_, err = bridge.NewEngineChat(s).(bridge.Server).StartServer(context.Background(), "0.0.0.0:0", "", func(engine.Event) {})
 	assert.ErrorContains(t, err, "API key")
 }
 
@@ -169,9 +171,9 @@ func coerceJSON(s string) string {
 // chat's model.
 func TestServePanelToggle(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "demo")
-	require.NoError(t, MakeDemoModel(dir))
+	require.NoError(t, bridge.MakeDemoModel(dir))
 	u, _ := newTestUI(t, nil)
-	u.B.NewChat = NewChatFor
+	u.B.NewChat = bridge.NewChatFor
 	u.S.WizardDone, u.S.ModelDir, u.S.Demo = true, dir, true
 	ui(u.Start)
 	var p *ServePanel
@@ -187,7 +189,7 @@ func TestServePanelToggle(t *testing.T) {
 		assert.Equal(t, "Stop serving", p.Toggle.Text)
 		ec, err := u.localEngine()
 		require.NoError(t, err)
-		url = ec.serverURL()
+		url = ec.ServerURL()
 	})
 	resp, err := http.Get(strings.TrimSuffix(url, "/v1") + "/health")
 	require.NoError(t, err)
@@ -199,7 +201,7 @@ func TestServePanelToggle(t *testing.T) {
 
 	// on a server backend the panel says why it cannot serve
 	ui(func() {
-		u.S.Backend = BackendServer
+		u.S.Backend = bridge.BackendServer
 		p2 := NewServePanel(u)
 		test.Tap(p2.Toggle)
 		assert.Contains(t, p2.Status.Text, "serving needs the model on this machine")

@@ -5,49 +5,57 @@ import (
 
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/dialog"
+
+	"k3/ui/bridge"
 )
 
-// UI is the app: one window showing either the setup wizard or the chat.
-type UI struct {
+// appUI is the app: one window showing either the setup wizard or the chat.
+type appUI struct {
 	App fyne.App
 	Win fyne.Window
-	B   Backends
-	S   Settings
+	B   bridge.Backends
+	S   bridge.Settings
 
 	// do runs a function on the Fyne goroutine (fyne.Do; tests may swap it).
 	do func(func())
 
-	Wizard *Wizard
-	Chat   *ChatView
+	wizard *wizard
+	Chat   *chatView
 }
 
-// NewUI builds the views. Call Start to show the first one.
-func NewUI(a fyne.App, w fyne.Window, b Backends) *UI {
-	u := &UI{App: a, Win: w, B: b, S: LoadSettings(a.Preferences()), do: fyne.Do}
+// newAppUI builds the views. Call Start to show the first one.
+func newAppUI(a fyne.App, w fyne.Window, b bridge.Backends) *appUI {
+	u := &appUI{App: a, Win: w, B: b, S: bridge.LoadSettings(a.Preferences()), do: fyne.Do}
 	return u
 }
 
 // Start shows the chat when the wizard was completed before, else the wizard.
-func (u *UI) Start() {
+func (u *appUI) Start() {
 	u.Win.SetMainMenu(u.menu())
-	if u.S.CanChat() && (u.S.WizardDone || u.S.Backend == BackendServer) {
+	if u.S.CanChat() && (u.S.WizardDone || u.S.Backend == bridge.BackendServer) {
 		u.ShowChat()
 	} else {
 		u.ShowWizard()
 	}
 }
 
-func (u *UI) menu() *fyne.MainMenu {
+func (u *appUI) menu() *fyne.MainMenu {
 	return fyne.NewMainMenu(
 		fyne.NewMenu("k3",
 			fyne.NewMenuItem("Setup wizard…", u.ShowWizard),
 			fyne.NewMenuItem("Chat", func() {
-				if u.S.CanChat() {
+				switch {
+				case u.wizard != nil && u.Win.Content() == u.wizard.Root:
+					if u.S.WizardDone && u.S.ModelDir != "" || u.wizard.Changes() {
+						u.wizard.BackToChat()
+					}
+				case u.S.CanChat():
 					u.ShowChat()
 				}
 			}),
 			fyne.NewMenuItem("Model location…", u.showBackendSettings),
 			fyne.NewMenuItem("Serve over HTTP…", u.showServeDialog),
+			quitItem(u.Quit),
 		),
 		fyne.NewMenu("Conversation",
 			fyne.NewMenuItem("New", func() {
@@ -55,44 +63,70 @@ func (u *UI) menu() *fyne.MainMenu {
 					u.Chat.NewConversation()
 				}
 			}),
+			fyne.NewMenuItem("Settings…", func() {
+				if u.Chat != nil {
+					u.Chat.showChatSettings()
+				}
+			}),
+			fyne.NewMenuItem("Export as Markdown…", func() {
+				if u.Chat != nil {
+					u.Chat.Export()
+				}
+			}),
 		),
 	)
 }
 
-// SaveSettings persists the settings.
-func (u *UI) SaveSettings() { u.S.Save(u.App.Preferences()) }
+func quitItem(quit func()) *fyne.MenuItem {
+	q := fyne.NewMenuItem("Quit", quit)
+	q.IsQuit = true
+	return q
+}
 
-// ShowWizard shows the setup wizard from its first step.
-func (u *UI) ShowWizard() {
+// Quit closes the app; a reply being written is saved first, marked
+// stopped, as Stop keeps it.
+func (u *appUI) Quit() {
 	if u.Chat != nil {
+		u.Chat.SavePartial()
 		u.Chat.Shutdown()
-		u.Chat = nil
 	}
-	u.Wizard = NewWizard(u)
-	u.Win.SetContent(u.Wizard.Root)
-	u.Wizard.Go(0)
+	u.App.Quit()
+}
+
+// SaveSettings persists the settings.
+func (u *appUI) SaveSettings() { u.S.Save(u.App.Preferences()) }
+
+// ShowWizard shows the setup wizard from its first step. The chat (and a
+// reply it is writing) goes on behind it, on the model in use.
+func (u *appUI) ShowWizard() {
+	if u.wizard != nil {
+		u.wizard.Cancel()
+	}
+	u.wizard = newWizard(u)
+	u.Win.SetContent(u.wizard.Root)
+	u.wizard.Go(0)
 }
 
 // ShowChat shows the chat view.
-func (u *UI) ShowChat() {
-	if u.Wizard != nil {
-		u.Wizard.Cancel()
-		u.Wizard = nil
+func (u *appUI) ShowChat() {
+	if u.wizard != nil {
+		u.wizard.Cancel()
+		u.wizard = nil
 	}
 	if u.Chat == nil {
-		u.Chat = NewChatView(u)
+		u.Chat = newChatView(u)
 	}
 	u.Win.SetContent(u.Chat.Root)
 	u.Chat.Focus()
 }
 
 // ShowError shows an error in plain words.
-func (u *UI) ShowError(title string, err error) {
-	dialog.ShowInformation(title, Explain(err), u.Win)
+func (u *appUI) ShowError(title string, err error) {
+	dialog.ShowInformation(title, bridge.Explain(err), u.Win)
 }
 
 // conversationsDir is where history files live.
-func (u *UI) conversationsDir() string { return filepath.Join(u.B.DataDir, "conversations") }
+func (u *appUI) conversationsDir() string { return filepath.Join(u.B.DataDir, "conversations") }
 
 // demoDir is where the demo model is written.
-func (u *UI) demoDir() string { return filepath.Join(u.B.DataDir, "demo-model") }
+func (u *appUI) demoDir() string { return filepath.Join(u.B.DataDir, "demo-model") }

@@ -9,6 +9,7 @@ import (
 	"fyne.io/fyne/v2/dialog"
 	"fyne.io/fyne/v2/widget"
 
+	"k3/ui/bridge"
 	"k3/ui/remote"
 )
 
@@ -34,7 +35,7 @@ type BackendForm struct {
 
 // NewBackendForm fills the form from s; do runs UI updates from the model
 // lookup's goroutine (fyne.Do).
-func NewBackendForm(s Settings, do func(func())) *BackendForm {
+func NewBackendForm(s bridge.Settings, do func(func())) *BackendForm {
 	f := &BackendForm{do: do}
 	f.URL = widget.NewEntry()
 	f.URL.SetPlaceHolder("http://127.0.0.1:8080/v1")
@@ -52,7 +53,7 @@ func NewBackendForm(s Settings, do func(func())) *BackendForm {
 	f.Status.Wrapping = fyne.TextWrapWord
 	f.Find = widget.NewButton("Ask the server for its models", f.findModels)
 	f.Where = widget.NewRadioGroup([]string{choiceLocal, choiceServer}, func(c string) { f.enable(c == choiceServer) })
-	if s.Backend == BackendServer {
+	if s.Backend == bridge.BackendServer {
 		f.Where.SetSelected(choiceServer)
 	} else {
 		f.Where.SetSelected(choiceLocal)
@@ -65,7 +66,7 @@ func NewBackendForm(s Settings, do func(func())) *BackendForm {
 		widget.NewFormItem("", f.Find),
 		widget.NewFormItem("", f.Status),
 	}
-	f.enable(s.Backend == BackendServer)
+	f.enable(s.Backend == bridge.BackendServer)
 	return f
 }
 
@@ -95,7 +96,7 @@ func (f *BackendForm) findModels() {
 		f.do(func() {
 			f.Find.Enable()
 			if err != nil {
-				f.Status.SetText(Explain(err))
+				f.Status.SetText(bridge.Explain(err))
 				return
 			}
 			f.Model.Options = ids
@@ -118,22 +119,22 @@ func contains(xs []string, x string) bool {
 }
 
 // Apply copies the form into s, or explains what is wrong.
-func (f *BackendForm) Apply(s *Settings) error {
+func (f *BackendForm) Apply(s *bridge.Settings) error {
 	if f.Where.Selected != choiceServer {
-		s.Backend = BackendLocal
+		s.Backend = bridge.BackendLocal
 		return nil
 	}
 	c, err := remote.New(f.URL.Text, f.Key.Text, f.Model.Selected)
 	if err != nil {
 		return err
 	}
-	s.Backend, s.ServerURL, s.ServerKey, s.ServerModel = BackendServer, c.BaseURL, c.APIKey, c.Model
+	s.Backend, s.ServerURL, s.ServerKey, s.ServerModel = bridge.BackendServer, c.BaseURL, c.APIKey, c.Model
 	return nil
 }
 
 // showBackendSettings opens the "where the model runs" dialog; a change
 // takes effect at once (the chat reopens on the chosen engine).
-func (u *UI) showBackendSettings() {
+func (u *appUI) showBackendSettings() {
 	f := NewBackendForm(u.S, u.do)
 	d := dialog.NewForm("Where the model runs", "Save", "Cancel", f.Items, func(ok bool) {
 		if !ok {

@@ -4,59 +4,82 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/container"
+	"fyne.io/fyne/v2/dialog"
 	"fyne.io/fyne/v2/theme"
 	"fyne.io/fyne/v2/widget"
 
 	"k3/engine/chat"
 	"k3/tokenizer"
+	"k3/ui/bridge"
 )
 
-// ChatView is the main view: conversations on the left, the conversation
+// chatView is the main view: conversations on the left, the conversation
 // in the middle, the engine gauges on the right.
-type ChatView struct {
-	u    *UI
+type chatView struct {
+	u    *appUI
 	Root fyne.CanvasObject
 
-	store   Conversations
-	Convs   *ConversationsView
+	store   bridge.Conversations
+	Convs   *convList
 	Current string
 	History []chat.Message
+	// Opts are the current conversation's own settings.
+	Opts bridge.ConvOptions
+	// versions are the replies (and branches after an edit) a message
+	// position had, by the index where they start.
+	versions map[int]*versionSet
 
 	Msgs     *fyne.Container
 	scroller *container.Scroll
-	Views    []*MessageView
+	Views    []*messageView
 
-	Entry    *chatEntry
-	SendBt   *widget.Button
-	StopBt   *widget.Button
-	RegenBt  *widget.Button
-	EditBt   *widget.Button
-	Thinking *widget.Check
-	Effort   *widget.Select
-	Phase    *widget.Label
-	Notice   *widget.Label
-	Gauges   *GaugesView
+	Entry     *chatEntry
+	SendBt    *widget.Button
+	StopBt    *widget.Button
+	RegenBt   *widget.Button
+	CancelBt  *widget.Button // cancels an edit in progress
+	Thinking  *widget.Check
+	Effort    *widget.Select
+	ContextLb *widget.Label
+	Phase     *widget.Label
+	Notice    *widget.Label
+	Gauges    *gaugesView
 
-	engine  ChatEngine
-	Info    *ModelInfo
-	Busy    bool
-	cancel  context.CancelFunc
-	pump    *Pump
-	idle    chan struct{} // closed when no turn runs
-	opening bool
+	engine        bridge.ChatEngine
+	Info          *bridge.ModelInfo
+	Busy          bool
+	cancel        context.CancelFunc
+	pump          *bridge.Pump
+	idle          chan struct{} // closed when no turn runs
+	stopping      bool          // Stop was pressed; the turn is ending
+	quitting      bool          // the app is closing: the partial reply is saved already
+	editFrom      int           // >= 0: the message being edited (its old branch is kept)
+	reply         *messageView  // the reply being written
+	turnFrom      int           // where the turn's new messages start (a version), or -1
+	settings      *settingsForm // the settings dialog's form, while shown
+	scrollPending bool          // a second scroll to the end is on its way
 }
 
-// NewChatView builds the chat and opens the last conversation.
-func NewChatView(u *UI) *ChatView {
-	v := &ChatView{u: u, store: Conversations{Dir: u.conversationsDir()}, idle: make(chan struct{})}
+// versionSet is the branches that started at one position: tails of the
+// conversation from there on, and the one shown.
+type versionSet struct {
+	tails [][]chat.Message
+	cur   int
+}
+
+// newChatView builds the chat and opens the last conversation.
+func newChatView(u *appUI) *chatView {
+	v := &chatView{u: u, store: bridge.Conversations{Dir: u.conversationsDir()}, idle: make(chan struct{}), editFrom: -1, turnFrom: -1}
 	close(v.idle)
-	v.Convs = NewConversationsView(u.Win)
+	v.Convs = newConvList(u.Win)
 	v.Convs.OnSelect = v.Open
 	v.Convs.OnNew = v.NewConversation
 	v.Convs.OnRename = func(from, to string) {
@@ -66,9 +89,10 @@ func NewChatView(u *UI) *ChatView {
 	}
 	v.Convs.OnDelete = func(t string) {
 		if err := v.Delete(t); err != nil {
-			v.Notice.SetText(Explain(err))
+			v.Notice.SetText(bridge.Explain(err))
 		}
 	}
+	v.Convs.Search = v.store.Search
 
 	v.Msgs = container.NewVBox()
 	v.scroller = container.NewVScroll(v.Msgs)
@@ -80,30 +104,37 @@ func NewChatView(u *UI) *ChatView {
 	v.SendBt.Importance = widget.HighImportance
 	v.StopBt = widget.NewButtonWithIcon("Stop", theme.MediaStopIcon(), v.Stop)
 	v.StopBt.Disable()
+	v.CancelBt = widget.NewButtonWithIcon("Cancel edit", theme.CancelIcon(), v.CancelEdit)
+	v.CancelBt.Hide()
 	v.RegenBt = widget.NewButtonWithIcon("Regenerate", theme.ViewRefreshIcon(), v.Regenerate)
-	v.EditBt = widget.NewButtonWithIcon("Edit last", theme.DocumentCreateIcon(), v.EditLast)
-	v.Thinking = widget.NewCheck("Thinking", nil)
-	v.Thinking.SetChecked(u.S.Thinking)
-	v.Effort = widget.NewSelect(tokenizer.ThinkingEfforts, nil)
-	v.Effort.SetSelected(u.S.Effort)
-	v.Thinking.OnChanged = func(b bool) { u.S.Thinking = b; u.SaveSettings(); v.refreshButtons() }
-	v.Effort.OnChanged = func(s string) { u.S.Effort = s; u.SaveSettings() }
-	settingsBt := widget.NewButtonWithIcon("Sampling…", theme.SettingsIcon(), v.showChatSettings)
+	v.Thinking = widget.NewCheck("Thinking", func(b bool) {
+		v.Opts.Thinking = b
+		v.saveOptions()
+		v.refreshButtons()
+	})
+	v.Effort = widget.NewSelect(tokenizer.ThinkingEfforts, func(s string) {
+		v.Opts.Effort = s
+		v.saveOptions()
+	})
+	settingsBt := widget.NewButtonWithIcon("Settings…", theme.SettingsIcon(), v.showChatSettings)
+	exportBt := widget.NewButtonWithIcon("Export…", theme.DocumentSaveIcon(), v.Export)
+	v.ContextLb = widget.NewLabel("")
+	v.ContextLb.Importance = widget.LowImportance
 	v.Phase = widget.NewLabel("")
 	v.Phase.Truncation = fyne.TextTruncateEllipsis
 	v.Notice = wrapLabel("")
 	v.Notice.Importance = widget.WarningImportance
-	v.Gauges = NewGaugesView()
+	v.Gauges = newGaugesView()
 
-	tools := container.NewHBox(v.Thinking, widget.NewLabel("effort"), v.Effort, settingsBt, v.RegenBt, v.EditBt)
-	inputRow := container.NewBorder(nil, nil, nil, container.NewVBox(v.SendBt, v.StopBt), v.Entry)
+	tools := newFlow(v.Thinking, container.NewHBox(widget.NewLabel("effort"), v.Effort), settingsBt, v.RegenBt, exportBt, v.ContextLb)
+	inputRow := container.NewBorder(nil, nil, nil, container.NewVBox(v.SendBt, v.StopBt, v.CancelBt), v.Entry)
 	bottom := container.NewVBox(v.Notice, v.Phase, tools, inputRow)
 	center := container.NewBorder(nil, bottom, nil, nil, v.scroller)
 	right := container.NewVScroll(container.NewPadded(v.Gauges.Root))
 	right.SetMinSize(fyne.NewSize(290, 0))
 	left := container.NewPadded(v.Convs.Root)
 	split := container.NewHSplit(left, container.NewBorder(nil, nil, nil, right, center))
-	split.Offset = 0.17
+	split.Offset = 0.2
 	v.Root = split
 
 	v.reload(u.S.LastConversation)
@@ -120,12 +151,12 @@ func NewChatView(u *UI) *ChatView {
 }
 
 // Focus puts the cursor in the message box.
-func (v *ChatView) Focus() { v.u.Win.Canvas().Focus(v.Entry) }
+func (v *chatView) Focus() { v.u.Win.Canvas().Focus(v.Entry) }
 
-func (v *ChatView) reload(want string) {
+func (v *chatView) reload(want string) {
 	titles, err := v.store.List()
 	if err != nil {
-		v.Notice.SetText(Explain(err))
+		v.Notice.SetText(bridge.Explain(err))
 	}
 	sel := ""
 	for _, t := range titles {
@@ -142,50 +173,89 @@ func (v *ChatView) reload(want string) {
 	}
 }
 
-// Open shows a saved conversation.
-func (v *ChatView) Open(title string) {
-	if v.Busy || title == "" {
+// Open shows a saved conversation. While a reply is being written, or when
+// the file cannot be read, the conversation shown stays, and so does its
+// highlight in the list.
+func (v *chatView) Open(title string) {
+	if title == "" || title == v.Current && v.History != nil {
+		v.Convs.Highlight(v.Current)
+		return
+	}
+	if v.Busy {
+		v.Notice.SetText("A reply is being written: wait for it (or press Stop), then switch conversations.")
+		v.Convs.Highlight(v.Current)
 		return
 	}
 	h, err := v.store.Load(title)
 	if err != nil {
-		v.Notice.SetText(Explain(err))
+		v.Notice.SetText(bridge.Explain(err))
+		v.Convs.Highlight(v.Current)
 		return
 	}
-	v.Current, v.History = title, h
+	opts, ok, err := v.store.LoadOptions(title)
+	if err != nil || !ok {
+		opts = v.u.S.ConvDefaults()
+	}
+	v.Current, v.History, v.Opts = title, h, opts
+	v.versions = map[int]*versionSet{}
+	v.endEdit()
 	v.u.S.LastConversation = title
 	v.u.SaveSettings()
-	v.Views = nil
-	v.Msgs.Objects = nil
-	for _, m := range h {
-		v.addView(m)
-	}
-	v.Msgs.Refresh()
+	v.Thinking.SetChecked(opts.Thinking)
+	v.Effort.SetSelected(opts.Effort)
+	v.rebuild(0)
+	v.Convs.Highlight(title)
 	v.Notice.SetText("")
+	v.Phase.SetText("")
+	v.ContextLb.SetText("")
 	v.refreshButtons()
+	v.scrollToEnd()
 }
 
-// NewConversation starts an empty conversation.
-func (v *ChatView) NewConversation() {
+// rebuild shows the messages from index i on again.
+func (v *chatView) rebuild(i int) {
+	v.Views = v.Views[:min(i, len(v.Views))]
+	v.Msgs.Objects = v.Msgs.Objects[:min(i, len(v.Msgs.Objects))]
+	for j := len(v.Views); j < len(v.History); j++ {
+		v.addView(v.History[j])
+	}
+	for j, vs := range v.versions {
+		if j < len(v.Views) {
+			v.Views[j].SetVersions(vs.cur, len(vs.tails))
+		}
+	}
+	v.Msgs.Refresh()
+}
+
+// NewConversation starts an empty conversation (with the default system
+// prompt, if one is set).
+func (v *chatView) NewConversation() {
 	if v.Busy {
+		v.Notice.SetText("A reply is being written: wait for it (or press Stop), then start a new conversation.")
 		return
 	}
-	t, err := v.store.New("Conversation " + time.Now().Format("2006-01-02 15.04"))
+	t, err := v.store.New(bridge.AutoTitlePrefix + time.Now().Format("2006-01-02 15.04"))
 	if err != nil {
-		v.Notice.SetText(Explain(err))
+		v.Notice.SetText(bridge.Explain(err))
 		return
 	}
+	if sys := strings.TrimSpace(v.u.S.SystemPrompt); sys != "" {
+		if err := v.store.Save(t, []chat.Message{{Role: "system", Content: sys}}); err != nil {
+			v.Notice.SetText(bridge.Explain(err))
+		}
+	}
+	v.Current, v.History = "", nil
 	v.reload(t)
-	v.Open(t)
 }
 
 // Rename renames a conversation.
-func (v *ChatView) Rename(from, to string) error {
+func (v *chatView) Rename(from, to string) error {
 	if v.Busy {
 		return fmt.Errorf("wait until the reply is finished (or press Stop) before renaming")
 	}
 	t, err := v.store.Rename(from, to)
-	if err != nil {
+	var re *bridge.RenamedError
+	if err != nil && !errors.As(err, &re) {
 		return err
 	}
 	if v.Current == from {
@@ -194,11 +264,11 @@ func (v *ChatView) Rename(from, to string) error {
 		v.u.SaveSettings()
 	}
 	v.reload(v.Current)
-	return nil
+	return err
 }
 
 // Delete removes a conversation and opens another (or a new one).
-func (v *ChatView) Delete(title string) error {
+func (v *chatView) Delete(title string) error {
 	if v.Busy {
 		return fmt.Errorf("wait until the reply is finished (or press Stop) before deleting")
 	}
@@ -206,7 +276,7 @@ func (v *ChatView) Delete(title string) error {
 		return err
 	}
 	if v.Current == title {
-		v.Current = ""
+		v.Current, v.History = "", nil
 	}
 	v.reload("")
 	if v.Current == "" {
@@ -215,20 +285,24 @@ func (v *ChatView) Delete(title string) error {
 	return nil
 }
 
-func (v *ChatView) addView(m chat.Message) *MessageView {
-	mv := NewMessageView(m, func(s string) { v.u.Win.Clipboard().SetContent(s) })
+func (v *chatView) addView(m chat.Message) *messageView {
+	env := messageEnv{copy: func(s string) { v.u.App.Clipboard().SetContent(s) }, do: v.u.do, version: v.switchVersion}
+	if m.Role != "assistant" {
+		env.edit = v.Edit
+	}
+	mv := newMessageView(m, env)
 	v.Views = append(v.Views, mv)
 	v.Msgs.Add(mv.Root)
 	return mv
 }
 
-func (v *ChatView) save() {
+func (v *chatView) save() {
 	err := v.store.Save(v.Current, v.History)
 	var ce *chat.ConflictError
 	if errors.As(err, &ce) {
 		// another k3 wrote the file: this conversation went beside it and
 		// continues there
-		v.Current = strings.TrimSuffix(filepath.Base(ce.SavedAs), Ext)
+		v.Current = strings.TrimSuffix(filepath.Base(ce.SavedAs), bridge.Ext)
 		v.u.S.LastConversation = v.Current
 		v.u.SaveSettings()
 		if titles, lerr := v.store.List(); lerr == nil {
@@ -238,17 +312,35 @@ func (v *ChatView) save() {
 		return
 	}
 	if err != nil {
-		v.Notice.SetText("The conversation could not be saved: " + Explain(err))
+		v.Notice.SetText("The conversation could not be saved: " + bridge.Explain(err))
 	}
 }
 
-// applySystemPrompt puts the settings' system prompt at the head of the
-// current conversation (or removes it when empty).
-func (v *ChatView) applySystemPrompt() {
+func (v *chatView) saveOptions() {
+	if v.Current == "" {
+		return
+	}
+	if err := v.store.SaveOptions(v.Current, v.Opts); err != nil {
+		v.Notice.SetText("The conversation's settings could not be saved: " + bridge.Explain(err))
+	}
+}
+
+// SystemPrompt is the current conversation's system prompt ("" for none).
+func (v *chatView) SystemPrompt() string {
+	if len(v.History) > 0 && v.History[0].Role == "system" {
+		return v.History[0].Content
+	}
+	return ""
+}
+
+// SetSystemPrompt puts sys at the head of the current conversation (or
+// removes the system prompt when empty). The next reply reads the whole
+// conversation again.
+func (v *chatView) SetSystemPrompt(sys string) {
 	if v.Busy {
 		return
 	}
-	sys := strings.TrimSpace(v.u.S.SystemPrompt)
+	sys = strings.TrimSpace(sys)
 	has := len(v.History) > 0 && v.History[0].Role == "system"
 	switch {
 	case has && sys == "":
@@ -260,11 +352,13 @@ func (v *ChatView) applySystemPrompt() {
 	default:
 		return
 	}
+	v.versions = map[int]*versionSet{} // positions moved
 	v.save()
-	v.Open(v.Current)
+	v.rebuild(0)
+	v.refreshButtons()
 }
 
-func (v *ChatView) refreshButtons() {
+func (v *chatView) refreshButtons() {
 	set := func(b *widget.Button, on bool) {
 		if on {
 			b.Enable()
@@ -275,26 +369,32 @@ func (v *ChatView) refreshButtons() {
 	n := len(v.History)
 	set(v.SendBt, !v.Busy)
 	set(v.StopBt, v.Busy)
-	set(v.RegenBt, !v.Busy && n > 0 && v.History[n-1].Role == "assistant")
-	set(v.EditBt, !v.Busy && v.lastUser() >= 0)
-	if v.Thinking.Checked {
+	last := ""
+	if n > 0 {
+		last = v.History[n-1].Role
+	}
+	set(v.RegenBt, !v.Busy && (last == "assistant" || last == "user"))
+	if last == "user" && !v.Busy {
+		v.RegenBt.SetText("Retry")
+	} else {
+		v.RegenBt.SetText("Regenerate")
+	}
+	if v.Opts.Thinking {
 		v.Effort.Enable()
 	} else {
 		v.Effort.Disable()
 	}
-}
-
-func (v *ChatView) lastUser() int {
-	for i := len(v.History) - 1; i >= 0; i-- {
-		if v.History[i].Role == "user" {
-			return i
+	for _, mv := range v.Views {
+		if v.Busy {
+			mv.editBt.Disable()
+		} else {
+			mv.editBt.Enable()
 		}
 	}
-	return -1
 }
 
 // SendEntry sends what is in the message box.
-func (v *ChatView) SendEntry() {
+func (v *chatView) SendEntry() {
 	text := strings.TrimSpace(v.Entry.Text)
 	if text == "" || v.Busy {
 		return
@@ -303,50 +403,179 @@ func (v *ChatView) SendEntry() {
 	v.Send(text)
 }
 
-// Send adds a user message and starts the reply.
-func (v *ChatView) Send(text string) {
+// Send adds a user message and starts the reply. A conversation still
+// called by its date takes its title from the first message.
+func (v *chatView) Send(text string) {
 	if v.Busy {
 		return
 	}
-	if len(v.History) == 0 && strings.TrimSpace(v.u.S.SystemPrompt) != "" {
-		sys := chat.Message{Role: "system", Content: strings.TrimSpace(v.u.S.SystemPrompt)}
-		v.History = append(v.History, sys)
-		v.addView(sys)
+	from := -1
+	if v.editFrom >= 0 {
+		from = v.editFrom
+		v.endEdit()
+	}
+	if strings.HasPrefix(v.Current, bridge.AutoTitlePrefix) && !slices.ContainsFunc(v.History, func(m chat.Message) bool { return m.Role == "user" }) {
+		if t, err := v.store.Rename(v.Current, v.freeTitle(bridge.TitleFrom(text))); err == nil || errors.As(err, new(*bridge.RenamedError)) {
+			v.Current, v.u.S.LastConversation = t, t
+			v.u.SaveSettings()
+			v.reload(t)
+		}
 	}
 	m := chat.Message{Role: "user", Content: text}
 	v.History = append(v.History, m)
 	v.addView(m)
 	v.save()
-	v.startTurn()
+	v.startTurn(v.Opts.ChatOptions(), from)
 }
 
-// Regenerate replaces the last reply with a new one.
-func (v *ChatView) Regenerate() {
+// freeTitle is want, or want 2, 3, ... when a conversation has that title.
+func (v *chatView) freeTitle(want string) string {
+	titles, _ := v.store.List()
+	t := want
+	for i := 2; slices.Contains(titles, t); i++ {
+		t = fmt.Sprintf("%s %d", want, i)
+	}
+	return t
+}
+
+// Regenerate replaces the last reply with a new one (the old one stays a
+// version: ‹ 1/2 ›), or, after a turn that failed, tries again. A new seed
+// is drawn unless the user fixed one; when greedy decoding (or a fixed
+// seed) would give the same reply again, it asks first.
+func (v *chatView) Regenerate() {
 	n := len(v.History)
-	if v.Busy || n == 0 || v.History[n-1].Role != "assistant" {
+	if v.Busy || n == 0 {
 		return
 	}
-	v.truncate(n - 1)
-	v.save()
-	v.startTurn()
+	if v.History[n-1].Role == "user" {
+		v.startTurn(v.Opts.ChatOptions(), -1)
+		return
+	}
+	if v.History[n-1].Role != "assistant" {
+		return
+	}
+	opt := v.Opts.ChatOptions()
+	run := func(opt chat.Options) {
+		v.branch(n - 1)
+		v.truncate(n - 1)
+		v.save()
+		v.startTurn(opt, n-1)
+	}
+	switch {
+	case opt.Greedy:
+		opt.Greedy = false
+		opt.Seed = rand.Uint64N(1<<31-1) + 1
+		dialog.ShowConfirm("Greedy decoding is on",
+			fmt.Sprintf("Greedy decoding always picks the most likely word, so the same reply would come again. "+
+				"Regenerate once with sampling instead (temperature %g, top-p %g, a new seed)? Settings… turns greedy off for good.",
+				opt.Temperature, opt.TopP),
+			func(ok bool) {
+				if ok {
+					run(opt)
+				}
+			}, v.u.Win)
+	case opt.Seed != 0:
+		fixed := opt.Seed
+		opt.Seed = rand.Uint64N(1<<31-1) + 1
+		dialog.ShowConfirm("The seed is fixed",
+			fmt.Sprintf("The seed is fixed at %d, so the same reply would come again. Regenerate once with a new seed? "+
+				"(Set the seed to 0 in Settings… for a new one every time.)", fixed),
+			func(ok bool) {
+				if ok {
+					run(opt)
+				}
+			}, v.u.Win)
+	default:
+		opt.Seed = rand.Uint64N(1<<31-1) + 1
+		run(opt)
+	}
 }
 
-// EditLast takes the last user message back into the message box (and
-// removes it and what followed) so it can be changed and sent again.
-func (v *ChatView) EditLast() {
-	i := v.lastUser()
-	if v.Busy || i < 0 {
+// branch keeps the conversation from position i on as a version there.
+func (v *chatView) branch(i int) {
+	vs := v.versions[i]
+	tail := slices.Clone(v.History[i:])
+	if vs == nil {
+		v.versions[i] = &versionSet{tails: [][]chat.Message{tail}}
+		return
+	}
+	vs.tails[vs.cur] = tail
+}
+
+// switchVersion shows the previous or next version at a message.
+func (v *chatView) switchVersion(mv *messageView, delta int) {
+	i := slices.Index(v.Views, mv)
+	vs := v.versions[i]
+	if v.Busy || i < 0 || vs == nil {
+		return
+	}
+	k := vs.cur + delta
+	if k < 0 || k >= len(vs.tails) {
+		return
+	}
+	vs.tails[vs.cur] = slices.Clone(v.History[i:])
+	vs.cur = k
+	v.History = append(v.History[:i:i], slices.Clone(vs.tails[k])...)
+	for j := range v.versions {
+		if j > i {
+			delete(v.versions, j) // they belonged to the branch left
+		}
+	}
+	v.save()
+	v.rebuild(i)
+	v.refreshButtons()
+}
+
+// Edit takes a message back into the message box so it can be changed and
+// sent again. The conversation from there on stays as a version (‹ 1/2 ›)
+// and comes back with Cancel edit. A system prompt is edited in Settings….
+func (v *chatView) Edit(mv *messageView) {
+	if v.Busy {
+		return
+	}
+	v.CancelEdit()
+	i := slices.Index(v.Views, mv)
+	if i < 0 {
+		return
+	}
+	if v.History[i].Role == "system" {
+		v.showChatSettings()
 		return
 	}
 	text := v.History[i].Content
+	v.branch(i)
 	v.truncate(i)
-	v.save()
+	v.editFrom = i
+	v.CancelBt.Show()
 	v.Entry.SetText(text)
 	v.Focus()
 	v.refreshButtons()
 }
 
-func (v *ChatView) truncate(n int) {
+// CancelEdit brings back the conversation as it was before Edit.
+func (v *chatView) CancelEdit() {
+	i := v.editFrom
+	if i < 0 || v.Busy {
+		return
+	}
+	v.endEdit()
+	if vs := v.versions[i]; vs != nil {
+		v.History = append(v.History[:i:i], slices.Clone(vs.tails[vs.cur])...)
+		if len(vs.tails) == 1 {
+			delete(v.versions, i)
+		}
+	}
+	v.Entry.SetText("")
+	v.rebuild(i)
+	v.refreshButtons()
+}
+
+func (v *chatView) endEdit() {
+	v.editFrom = -1
+	v.CancelBt.Hide()
+}
+
+func (v *chatView) truncate(n int) {
 	v.History = v.History[:n]
 	v.Views = v.Views[:n]
 	v.Msgs.Objects = v.Msgs.Objects[:n]
@@ -354,19 +583,43 @@ func (v *ChatView) truncate(n int) {
 }
 
 // Stop ends the reply in flight; the partial reply is kept.
-func (v *ChatView) Stop() {
-	if v.Busy && v.cancel != nil {
-		v.Phase.SetText("stopping after the step in flight…")
+func (v *chatView) Stop() {
+	if v.Busy && v.cancel != nil && !v.stopping {
+		v.stopping = true
+		v.Phase.SetText("stopping — what was written so far is kept")
 		v.cancel()
 	}
 }
 
 // Idle returns a channel closed when no turn is running (tests wait on it).
-func (v *ChatView) Idle() <-chan struct{} { return v.idle }
+func (v *chatView) Idle() <-chan struct{} { return v.idle }
 
-func (v *ChatView) turnOptions() chat.Options { return v.u.S.ChatOptions() }
+// scrollToEnd shows the last line. Wrapped text gets its height when it
+// is laid out, after this frame, so the scroll is done again a moment
+// later: otherwise the view stops a few lines short of the end.
+func (v *chatView) scrollToEnd() {
+	v.scroller.ScrollToBottom()
+	if v.scrollPending {
+		return
+	}
+	v.scrollPending = true
+	time.AfterFunc(80*time.Millisecond, func() {
+		v.u.do(func() {
+			v.scrollPending = false
+			v.scroller.ScrollToBottom()
+		})
+	})
+}
 
-func (v *ChatView) startTurn() {
+// atEnd reports whether the view shows the last line (a user who scrolled
+// up to read is not pulled down).
+func (v *chatView) atEnd() bool {
+	return v.scroller.Offset.Y+v.scroller.Size().Height >= v.Msgs.MinSize().Height-40
+}
+
+// startTurn runs a reply to the conversation; from >= 0 makes its messages
+// a new version at that position.
+func (v *chatView) startTurn(opt chat.Options, from int) {
 	u := v.u
 	if v.engine == nil {
 		if u.B.NewChat == nil {
@@ -375,38 +628,47 @@ func (v *ChatView) startTurn() {
 		}
 		e, err := u.B.NewChat(u.S)
 		if err != nil {
-			v.Notice.SetText(Explain(err))
+			v.Notice.SetText(bridge.Explain(err))
 			return
 		}
 		v.engine = e
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	v.Busy, v.cancel = true, cancel
+	v.Busy, v.cancel, v.turnFrom = true, cancel, from
 	v.idle = make(chan struct{})
 	idle := v.idle
 	v.Notice.SetText("")
 	v.refreshButtons()
 	reply := v.addView(chat.Message{Role: "assistant"})
-	v.scroller.ScrollToBottom()
+	v.reply = reply
+	start := time.Now()
+	reply.StartStream(start)
+	v.scrollToEnd()
 
 	if v.pump == nil {
-		v.pump = NewPump(u.do)
+		v.pump = bridge.NewPump(u.do)
 		v.pump.OnGauges = v.Gauges.Set
 	}
 	p := v.pump
 	p.OnText = func(r, a string) {
+		follow := v.atEnd()
 		reply.Append(r, a)
-		v.scroller.ScrollToBottom()
+		if follow {
+			v.scrollToEnd()
+		}
 	}
-	p.OnPhase = func(ph string) { v.Phase.SetText(ph) }
-	p.WithMeter(func(m *Meter) { m.StartTurn(time.Now()) })
+	p.OnPhase = func(ph string) {
+		if !v.stopping { // progress that was on its way must not hide "stopping"
+			v.Phase.SetText(ph)
+		}
+	}
+	p.WithMeter(func(m *bridge.Meter) { m.StartTurn(start) })
 	p.Start()
 	history := append([]chat.Message(nil), v.History...)
-	opt := v.turnOptions()
 	eng := v.engine
 	needInfo := v.Info == nil
 	go func() {
-		var msg chat.Message
+		var rep bridge.Reply
 		info, err := eng.Open(ctx, p.Event)
 		if err == nil && needInfo {
 			avail := int64(0)
@@ -415,36 +677,43 @@ func (v *ChatView) startTurn() {
 					avail = mem.Usable()
 				}
 			}
-			p.WithMeter(func(m *Meter) { m.SetLimits(info.BudgetBytes, avail) })
+			p.WithMeter(func(m *bridge.Meter) { m.SetLimits(info.BudgetBytes, avail) })
 			u.do(func() {
 				v.Info = &info
 				v.Gauges.SetModel(info)
 			})
 		}
 		if err == nil {
-			msg, err = eng.Turn(ctx, history, opt, p.Event)
+			rep, err = eng.Turn(ctx, history, opt, p.Event)
 		}
+		p.WithMeter(func(m *bridge.Meter) { m.EndTurn() })
 		p.Stop()
 		u.do(func() {
-			v.finishTurn(reply, msg, err)
+			v.finishTurn(reply, rep, err)
 			close(idle)
 		})
 	}()
 }
 
-func (v *ChatView) finishTurn(reply *MessageView, msg chat.Message, err error) {
-	v.Busy, v.cancel = false, nil
+func (v *chatView) finishTurn(reply *messageView, rep bridge.Reply, err error) {
+	v.Busy, v.cancel, v.stopping, v.reply = false, nil, false, nil
+	from := v.turnFrom
+	v.turnFrom = -1
+	if v.quitting {
+		return // saved when the window closed
+	}
+	msg := rep.Message
 	if err != nil && msg.Content == "" && msg.ReasoningContent == "" {
-		// nothing to keep: drop the empty reply
+		// nothing to keep: drop the empty reply; Retry tries again
 		v.Views = v.Views[:len(v.Views)-1]
 		v.Msgs.Remove(reply.Root)
-		v.Notice.SetText(Explain(err))
+		v.Notice.SetText(bridge.Explain(err))
 		v.Phase.SetText("")
 		v.refreshButtons()
 		return
 	}
 	if err != nil {
-		v.Notice.SetText(Explain(err))
+		v.Notice.SetText(bridge.Explain(err))
 		if msg.Cut == "" {
 			msg.Cut = chat.CutStopped
 		}
@@ -452,22 +721,93 @@ func (v *ChatView) finishTurn(reply *MessageView, msg chat.Message, err error) {
 	msg.Role = "assistant"
 	reply.SetFinal(msg)
 	v.History = append(v.History, msg)
+	if from >= 0 && from < len(v.History) {
+		tail := slices.Clone(v.History[from:])
+		if vs := v.versions[from]; vs != nil {
+			vs.tails = append(vs.tails, tail)
+			vs.cur = len(vs.tails) - 1
+			if from < len(v.Views) {
+				v.Views[from].SetVersions(vs.cur, len(vs.tails))
+			}
+		}
+	}
 	v.save()
 	g := v.Gauges.G
+	st := replyStats{Tokens: g.Tokens, FirstToken: g.TTFT}
+	if g.Tokens > 1 {
+		st.SecPerToken = (g.SecPerToken*float64(g.Tokens) - g.FirstStep) / float64(g.Tokens-1)
+	}
+	if !reply.thinkEnd.IsZero() {
+		st.ThinkSeconds = reply.thinkEnd.Sub(reply.started).Seconds()
+	}
+	reply.SetStats(st)
+	if v.Info != nil && rep.Positions > 0 && v.Info.Context > 0 {
+		v.ContextLb.SetText(fmt.Sprintf("context: %d of %d positions", rep.Positions, v.Info.Context))
+	}
 	switch {
 	case msg.Cut == chat.CutStopped:
 		v.Phase.SetText("stopped — the partial reply is kept")
-	case g.Tokens > 0:
-		v.Phase.SetText(fmt.Sprintf("done: %d tokens, first after %.2f s, %.2f s/token", g.Tokens, g.TTFT, g.SecPerToken))
+	case msg.Cut == chat.CutTurnCap:
+		v.Phase.SetText("the reply reached its length limit")
 	default:
 		v.Phase.SetText("done")
 	}
 	v.refreshButtons()
+	v.scrollToEnd()
 	v.Focus()
 }
 
+// SavePartial keeps what the reply in flight wrote so far (marked stopped)
+// and stops it: for closing the app during a reply.
+func (v *chatView) SavePartial() {
+	if !v.Busy || v.reply == nil || v.quitting {
+		return
+	}
+	v.quitting = true
+	v.History = append(v.History, chat.Message{Role: "assistant", Content: v.reply.Answer,
+		ReasoningContent: v.reply.Reasoning, Cut: chat.CutStopped})
+	v.save()
+	if v.cancel != nil {
+		v.cancel()
+	}
+}
+
+// Export writes the conversation as a Markdown file the user chooses.
+func (v *chatView) Export() {
+	md := bridge.Markdown(v.Current, v.History)
+	d := dialog.NewFileSave(func(w fyne.URIWriteCloser, err error) {
+		if err != nil || w == nil {
+			return
+		}
+		defer w.Close()
+		if _, err := w.Write([]byte(md)); err != nil {
+			v.Notice.SetText("The conversation could not be exported: " + bridge.Explain(err))
+			return
+		}
+		v.Phase.SetText("exported to " + w.URI().Path())
+	}, v.u.Win)
+	d.SetFileName(v.Current + ".md")
+	d.Show()
+}
+
+// ResetEngine releases the engine once the turn in flight (if any) ended,
+// so the next message opens the model the settings name now.
+func (v *chatView) ResetEngine() {
+	v.Stop()
+	e := v.engine
+	v.engine, v.Info = nil, nil
+	v.Gauges.SetModel(bridge.ModelInfo{})
+	if e != nil {
+		idle := v.idle
+		go func() {
+			<-idle
+			e.Close()
+		}()
+	}
+}
+
 // Shutdown stops any turn and releases the engine.
-func (v *ChatView) Shutdown() {
+func (v *chatView) Shutdown() {
 	if v.cancel != nil {
 		v.cancel()
 	}

@@ -5,13 +5,20 @@ import (
 	"strconv"
 	"strings"
 
+	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/dialog"
 	"fyne.io/fyne/v2/widget"
+
+	"k3/ui/bridge"
 )
 
-// ChatSettingsForm edits the system prompt and the sampling settings.
-type ChatSettingsForm struct {
+// settingsForm edits a conversation's system prompt, sampling and reply
+// length. Every number field checks itself as it is typed: a bad value is
+// marked in place and Save waits until it is fixed, so nothing typed is
+// lost.
+type settingsForm struct {
 	System      *widget.Entry
+	ForNew      *widget.Check
 	Greedy      *widget.Check
 	Temperature *widget.Entry
 	TopP        *widget.Entry
@@ -21,89 +28,109 @@ type ChatSettingsForm struct {
 	Items       []*widget.FormItem
 }
 
-// NewChatSettingsForm fills the form from s.
-func NewChatSettingsForm(s Settings) *ChatSettingsForm {
-	f := &ChatSettingsForm{}
+func floatField(v float64, name string, lo, hi float64) *widget.Entry {
+	e := widget.NewEntry()
+	e.SetText(strconv.FormatFloat(v, 'g', -1, 64))
+	e.Validator = func(t string) error {
+		x, err := strconv.ParseFloat(strings.TrimSpace(t), 64)
+		if err != nil || x < lo || x > hi {
+			return fmt.Errorf("%s must be a number from %g to %g", name, lo, hi)
+		}
+		return nil
+	}
+	return e
+}
+
+func intField(v int, name string, lo, hi int) *widget.Entry {
+	e := widget.NewEntry()
+	e.SetText(strconv.Itoa(v))
+	e.Validator = func(t string) error {
+		x, err := strconv.Atoi(strings.TrimSpace(t))
+		if err != nil || x < lo || x > hi {
+			return fmt.Errorf("%s must be a whole number from %d to %d", name, lo, hi)
+		}
+		return nil
+	}
+	return e
+}
+
+// newSettingsForm fills the form from a conversation's system prompt
+// and settings.
+func newSettingsForm(system string, o bridge.ConvOptions) *settingsForm {
+	f := &settingsForm{}
 	f.System = widget.NewMultiLineEntry()
-	f.System.SetText(s.SystemPrompt)
-	f.System.SetPlaceHolder("optional instructions sent before the conversation")
+	f.System.SetText(system)
+	f.System.SetPlaceHolder("optional instructions sent before this conversation")
 	f.System.SetMinRowsVisible(4)
-	f.Greedy = widget.NewCheck("Greedy (always the most likely token: the same answer at every memory size)", nil)
-	f.Greedy.SetChecked(s.Greedy)
-	num := func(v string) *widget.Entry { e := widget.NewEntry(); e.SetText(v); return e }
-	f.Temperature = num(strconv.FormatFloat(s.Temperature, 'g', -1, 64))
-	f.TopP = num(strconv.FormatFloat(s.TopP, 'g', -1, 64))
-	f.TopK = num(strconv.Itoa(s.TopK))
-	f.Seed = num(strconv.FormatUint(s.Seed, 10))
-	f.MaxTokens = num(strconv.Itoa(s.MaxTokens))
+	f.System.Wrapping = fyne.TextWrapWord
+	f.ForNew = widget.NewCheck("Start new conversations with this system prompt and these settings", nil)
+	f.Greedy = widget.NewCheck("Greedy: always the most likely word (the same reply every time)", nil)
+	f.Greedy.SetChecked(o.Greedy)
+	f.Temperature = floatField(o.Temperature, "Temperature", 0, 5)
+	f.TopP = floatField(o.TopP, "Top-p", 0, 1)
+	f.TopK = intField(o.TopK, "Top-k", 0, 1<<20)
+	f.Seed = intField(int(o.Seed), "Seed", 0, 1<<31-1)
+	f.MaxTokens = intField(o.MaxTokens, "Max tokens", 1, 1<<20)
 	f.Items = []*widget.FormItem{
 		widget.NewFormItem("System prompt", f.System),
 		widget.NewFormItem("", f.Greedy),
 		widget.NewFormItem("Temperature", f.Temperature),
 		widget.NewFormItem("Top-p", f.TopP),
 		widget.NewFormItem("Top-k (0 = all)", f.TopK),
-		widget.NewFormItem("Seed", f.Seed),
+		widget.NewFormItem("Seed (0 = a new one for Regenerate)", f.Seed),
 		widget.NewFormItem("Max tokens per reply", f.MaxTokens),
+		widget.NewFormItem("", f.ForNew),
 	}
 	return f
 }
 
-// Apply copies the form into s, or explains what is wrong.
-func (f *ChatSettingsForm) Apply(s *Settings) error {
-	pf := func(name, t string, lo, hi float64) (float64, error) {
-		v, err := strconv.ParseFloat(strings.TrimSpace(t), 64)
-		if err != nil || v < lo || v > hi {
-			return 0, fmt.Errorf("%s must be a number from %g to %g", name, lo, hi)
+// Validate reports the first field that is wrong.
+func (f *settingsForm) Validate() error {
+	for _, e := range []*widget.Entry{f.Temperature, f.TopP, f.TopK, f.Seed, f.MaxTokens} {
+		if err := e.Validator(e.Text); err != nil {
+			return err
 		}
-		return v, nil
 	}
-	pi := func(name, t string, lo, hi int) (int, error) {
-		v, err := strconv.Atoi(strings.TrimSpace(t))
-		if err != nil || v < lo || v > hi {
-			return 0, fmt.Errorf("%s must be a whole number from %d to %d", name, lo, hi)
-		}
-		return v, nil
-	}
-	temp, err := pf("Temperature", f.Temperature.Text, 0, 5)
-	if err != nil {
-		return err
-	}
-	topP, err := pf("Top-p", f.TopP.Text, 0, 1)
-	if err != nil {
-		return err
-	}
-	topK, err := pi("Top-k", f.TopK.Text, 0, 1<<20)
-	if err != nil {
-		return err
-	}
-	seed, err := pi("Seed", f.Seed.Text, 0, 1<<31-1)
-	if err != nil {
-		return err
-	}
-	maxTok, err := pi("Max tokens", f.MaxTokens.Text, 1, 1<<20)
-	if err != nil {
-		return err
-	}
-	s.SystemPrompt, s.Greedy = f.System.Text, f.Greedy.Checked
-	s.Temperature, s.TopP, s.TopK, s.Seed, s.MaxTokens = temp, topP, topK, uint64(seed), maxTok
 	return nil
 }
 
-// showChatSettings opens the dialog; saved settings apply to the next turn.
-func (v *ChatView) showChatSettings() {
+// Apply copies the form into o, or says what is wrong (and changes nothing).
+func (f *settingsForm) Apply(o *bridge.ConvOptions) error {
+	if err := f.Validate(); err != nil {
+		return err
+	}
+	pf := func(e *widget.Entry) float64 { x, _ := strconv.ParseFloat(strings.TrimSpace(e.Text), 64); return x }
+	pi := func(e *widget.Entry) int { x, _ := strconv.Atoi(strings.TrimSpace(e.Text)); return x }
+	o.Greedy = f.Greedy.Checked
+	o.Temperature, o.TopP, o.TopK, o.Seed, o.MaxTokens = pf(f.Temperature), pf(f.TopP), pi(f.TopK), uint64(pi(f.Seed)), pi(f.MaxTokens)
+	return nil
+}
+
+// showChatSettings opens the conversation's settings; Save applies them to
+// the next reply.
+func (v *chatView) showChatSettings() {
 	u := v.u
-	f := NewChatSettingsForm(u.S)
-	d := dialog.NewForm("System prompt and sampling", "Save", "Cancel", f.Items, func(ok bool) {
+	f := newSettingsForm(v.SystemPrompt(), v.Opts)
+	v.settings = f
+	d := dialog.NewForm("This conversation's settings", "Save", "Cancel", f.Items, func(ok bool) {
 		if !ok {
 			return
 		}
-		if err := f.Apply(&u.S); err != nil {
-			dialog.ShowInformation("Not saved", err.Error()+".", u.Win)
+		if err := f.Apply(&v.Opts); err != nil {
+			v.Notice.SetText("Not saved: " + err.Error() + ".") // Save waits for valid fields; this is a last guard
 			return
 		}
-		u.SaveSettings()
-		v.applySystemPrompt()
+		v.saveOptions()
+		if f.System.Text != v.SystemPrompt() {
+			v.SetSystemPrompt(f.System.Text)
+		}
+		if f.ForNew.Checked {
+			u.S.SystemPrompt = strings.TrimSpace(f.System.Text)
+			u.S.Thinking, u.S.Effort, u.S.MaxTokens, u.S.Sampling = v.Opts.Thinking, v.Opts.Effort, v.Opts.MaxTokens, v.Opts.Sampling
+			u.SaveSettings()
+		}
 	}, u.Win)
-	d.Resize(u.Win.Canvas().Size().Subtract(u.Win.Canvas().Size()).AddWidthHeight(640, 520))
+	size := u.Win.Canvas().Size()
+	d.Resize(fyne.NewSize(min(640, size.Width-40), min(560, size.Height-40)))
 	d.Show()
 }

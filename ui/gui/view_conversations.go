@@ -1,49 +1,61 @@
 package gui
 
 import (
+	"slices"
+
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/container"
+	"fyne.io/fyne/v2/data/binding"
 	"fyne.io/fyne/v2/dialog"
 	"fyne.io/fyne/v2/theme"
 	"fyne.io/fyne/v2/widget"
 )
 
-// ConversationsView is the list of saved conversations with New, Rename
-// and Delete.
-type ConversationsView struct {
+// convList is the list of saved conversations with search, New,
+// Rename and Delete. The list shows a bound string list; selecting the
+// conversation already shown does nothing, so no guard is needed when the
+// view highlights it.
+type convList struct {
 	Root     fyne.CanvasObject
 	List     *widget.List
-	Titles   []string
+	Titles   binding.StringList
 	Selected string
+	Query    *widget.Entry
 
 	NewBt, RenameBt, DeleteBt *widget.Button
 	OnSelect                  func(title string)
 	OnNew                     func()
 	OnRename                  func(from, to string)
 	OnDelete                  func(title string)
-	win                       fyne.Window
-	selecting                 bool
+	// Search returns the titles matching a query (all for "").
+	Search func(query string) ([]string, error)
+	win    fyne.Window
+	all    []string
 }
 
-// NewConversationsView builds the list; win hosts its dialogs.
-func NewConversationsView(win fyne.Window) *ConversationsView {
-	v := &ConversationsView{win: win}
-	v.List = widget.NewList(func() int { return len(v.Titles) },
-		func() fyne.CanvasObject { return widget.NewLabel("conversation title") },
-		func(i widget.ListItemID, o fyne.CanvasObject) {
-			l := o.(*widget.Label)
+// newConvList builds the list; win hosts its dialogs.
+func newConvList(win fyne.Window) *convList {
+	v := &convList{win: win, Titles: binding.NewStringList()}
+	v.List = widget.NewListWithData(v.Titles,
+		func() fyne.CanvasObject {
+			l := widget.NewLabel("conversation title")
 			l.Truncation = fyne.TextTruncateEllipsis
-			l.SetText(v.Titles[i])
-		})
+			return l
+		},
+		func(i binding.DataItem, o fyne.CanvasObject) { o.(*widget.Label).Bind(i.(binding.String)) })
 	v.List.OnSelected = func(i widget.ListItemID) {
-		if v.selecting || i < 0 || i >= len(v.Titles) {
+		t, err := v.Titles.GetValue(i)
+		if err != nil {
 			return
 		}
-		v.Selected = v.Titles[i]
+		v.Selected = t
 		if v.OnSelect != nil {
-			v.OnSelect(v.Selected)
+			v.OnSelect(t)
 		}
 	}
+	v.Query = widget.NewEntry()
+	v.Query.SetPlaceHolder("Search conversations")
+	v.Query.OnChanged = func(string) { v.filter() }
 	v.NewBt = widget.NewButtonWithIcon("New", theme.ContentAddIcon(), func() {
 		if v.OnNew != nil {
 			v.OnNew()
@@ -52,39 +64,64 @@ func NewConversationsView(win fyne.Window) *ConversationsView {
 	v.RenameBt = widget.NewButtonWithIcon("", theme.DocumentCreateIcon(), v.askRename)
 	v.DeleteBt = widget.NewButtonWithIcon("", theme.DeleteIcon(), v.askDelete)
 	bar := container.NewBorder(nil, nil, nil, container.NewHBox(v.RenameBt, v.DeleteBt), v.NewBt)
-	v.Root = container.NewBorder(container.NewVBox(widget.NewLabelWithStyle("Conversations", fyne.TextAlignLeading, fyne.TextStyle{Bold: true}), bar), nil, nil, nil, v.List)
+	head := container.NewVBox(widget.NewLabelWithStyle("Conversations", fyne.TextAlignLeading, fyne.TextStyle{Bold: true}), bar, v.Query)
+	v.Root = container.NewBorder(head, nil, nil, nil, v.List)
 	return v
 }
 
-// SetTitles shows titles with sel highlighted.
-func (v *ConversationsView) SetTitles(titles []string, sel string) {
-	v.Titles, v.Selected = titles, sel
-	v.List.Refresh()
-	v.selecting = true
-	v.List.UnselectAll()
-	for i, t := range titles {
-		if t == sel {
-			v.List.Select(i)
-		}
-	}
-	v.selecting = false
+// SetTitles shows titles (filtered by the search) with sel highlighted.
+func (v *convList) SetTitles(titles []string, sel string) {
+	v.all, v.Selected = titles, sel
+	v.filter()
 }
 
-func (v *ConversationsView) askRename() {
+func (v *convList) filter() {
+	shown := v.all
+	if q := v.Query.Text; q != "" && v.Search != nil {
+		if found, err := v.Search(q); err == nil {
+			shown = found
+		}
+	}
+	_ = v.Titles.Set(slices.Clone(shown))
+	v.Highlight(v.Selected)
+}
+
+// Highlight selects title in the list (the conversation shown).
+func (v *convList) Highlight(title string) {
+	v.Selected = title
+	titles, _ := v.Titles.Get()
+	if i := slices.Index(titles, title); i >= 0 {
+		v.List.Select(i)
+	} else {
+		v.List.UnselectAll()
+	}
+}
+
+// Shown are the titles the list shows now.
+func (v *convList) Shown() []string {
+	t, _ := v.Titles.Get()
+	return t
+}
+
+func (v *convList) askRename() {
 	if v.Selected == "" {
 		return
 	}
 	from := v.Selected
 	e := widget.NewEntry()
 	e.SetText(from)
-	dialog.ShowForm("Rename conversation", "Rename", "Cancel", []*widget.FormItem{widget.NewFormItem("Name", e)}, func(ok bool) {
+	d := dialog.NewForm("Rename conversation", "Rename", "Cancel", []*widget.FormItem{widget.NewFormItem("Name", e)}, func(ok bool) {
 		if ok && v.OnRename != nil {
 			v.OnRename(from, e.Text)
 		}
 	}, v.win)
+	e.OnSubmitted = func(string) { d.Submit() }
+	d.Resize(fyne.NewSize(min(480, v.win.Canvas().Size().Width-40), 180))
+	d.Show()
+	v.win.Canvas().Focus(e)
 }
 
-func (v *ConversationsView) askDelete() {
+func (v *convList) askDelete() {
 	if v.Selected == "" {
 		return
 	}

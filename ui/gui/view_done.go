@@ -11,16 +11,16 @@ import (
 	"k3/storage/units"
 )
 
-// DoneStep is wizard step 5: a summary and the way into the chat.
-type DoneStep struct {
-	w       *Wizard
+// doneStep is wizard step 5: a summary and the way into the chat.
+type doneStep struct {
+	w       *wizard
 	view    fyne.CanvasObject
 	Summary *widget.Label
 	OpenBt  *widget.Button
 }
 
-func newDoneStep(w *Wizard) *DoneStep {
-	s := &DoneStep{w: w}
+func newDoneStep(w *wizard) *doneStep {
+	s := &doneStep{w: w}
 	s.Summary = wrapLabel("")
 	s.OpenBt = widget.NewButton("Open the chat", s.Finish)
 	s.OpenBt.Importance = widget.HighImportance
@@ -29,13 +29,13 @@ func newDoneStep(w *Wizard) *DoneStep {
 	return s
 }
 
-func (s *DoneStep) Title() string           { return "Done" }
-func (s *DoneStep) View() fyne.CanvasObject { return s.view }
-func (s *DoneStep) Ready() (bool, string)   { return true, "" }
-func (s *DoneStep) Cancel()                 {}
+func (s *doneStep) Title() string           { return "Done" }
+func (s *doneStep) View() fyne.CanvasObject { return s.view }
+func (s *doneStep) Ready() (bool, string)   { return true, "" }
+func (s *doneStep) Cancel()                 {}
 
-func (s *DoneStep) Enter() {
-	st := s.w.u.S
+func (s *doneStep) Enter() {
+	st := s.w.D
 	var b strings.Builder
 	model := st.ModelDir
 	if st.Demo {
@@ -45,12 +45,15 @@ func (s *DoneStep) Enter() {
 	if st.Layers > 0 {
 		fmt.Fprintf(&b, "Layers: only the first %d (the output is not the model's)\n", st.Layers)
 	}
-	if st.TrunkDir != "" {
+	if st.TrunkDir != "" && st.TrunkModel == st.ModelDir {
 		fmt.Fprintf(&b, "Packed trunk: %s\n", st.TrunkDir)
 	} else {
 		b.WriteString("Packed trunk: none (every layer in memory)\n")
 	}
 	fmt.Fprintf(&b, "Memory: preset %s, trunk %.1f GB, expert cache %.1f GB\n", st.Preset, st.TrunkGB, st.CacheGB)
+	if s.w.Changes() && s.w.u.S.WizardDone {
+		b.WriteString("\nThe chat switches to this setup when you open it.\n")
+	}
 	if p := s.w.Memory.Plan; p != nil {
 		fmt.Fprintf(&b, "Planned peak memory: %s\n", units.Bytes(p.Total))
 	}
@@ -60,10 +63,8 @@ func (s *DoneStep) Enter() {
 	s.Summary.SetText(b.String())
 }
 
-// Finish marks the wizard done and opens the chat.
-func (s *DoneStep) Finish() {
-	u := s.w.u
-	u.S.WizardDone = true
-	u.SaveSettings()
-	u.ShowChat()
+// Finish makes the setup the one in use and opens the chat.
+func (s *doneStep) Finish() {
+	s.w.Apply()
+	s.w.u.ShowChat()
 }

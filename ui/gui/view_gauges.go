@@ -10,38 +10,43 @@ import (
 	"fyne.io/fyne/v2/widget"
 
 	"k3/storage/units"
+	"k3/ui/bridge"
 )
 
-// GaugesView is the always-visible engine panel: memory against the budget
+// gaugesView is the always-visible engine panel: memory against the budget
 // and the machine, read rates, I/O share, expert-cache hits, speed, and
 // plots of the last few minutes.
-type GaugesView struct {
+type gaugesView struct {
 	Root fyne.CanvasObject
 
 	Model     *widget.Label
 	Demo      *widget.Label
 	Mem       *widget.ProgressBar
 	MemText   *widget.Label
+	OverPlan  *widget.Label
 	Reads     *widget.Label
 	IOShare   *widget.ProgressBar
 	Hits      *widget.ProgressBar
 	Speed     *widget.Label
-	SpeedPlot *Sparkline
-	MemPlot   *Sparkline
+	SpeedPlot *sparkline
+	MemPlot   *sparkline
 
-	G Gauges
+	G bridge.Gauges
 }
 
-// NewGaugesView builds the panel.
-func NewGaugesView() *GaugesView {
-	v := &GaugesView{}
-	v.Model = wrapLabel("No model loaded yet.")
+// newGaugesView builds the panel.
+func newGaugesView() *gaugesView {
+	v := &gaugesView{}
+	v.Model = wrapLabel("No model loaded yet: it loads with the first message.")
 	v.Demo = wrapLabel("")
 	v.Demo.Importance = widget.DangerImportance
 	v.Demo.Hide()
 	v.Mem = widget.NewProgressBar()
 	v.Mem.TextFormatter = func() string { return fmt.Sprintf("%.0f%% of available", v.Mem.Value*100) }
 	v.MemText = wrapLabel("")
+	v.OverPlan = wrapLabel("")
+	v.OverPlan.Importance = widget.WarningImportance
+	v.OverPlan.Hide()
 	v.Reads = widget.NewLabel("")
 	v.IOShare = widget.NewProgressBar()
 	v.IOShare.TextFormatter = func() string { return fmt.Sprintf("waiting for disk %.0f%% of the time", v.IOShare.Value*100) }
@@ -53,22 +58,26 @@ func NewGaugesView() *GaugesView {
 		return fmt.Sprintf("expert cache hits %.0f%%", v.Hits.Value*100)
 	}
 	v.Speed = widget.NewLabel("")
-	v.SpeedPlot = NewSparkline(theme.ColorNamePrimary)
-	v.MemPlot = NewSparkline(theme.ColorNameSuccess)
+	v.SpeedPlot = newSparkline(theme.ColorNamePrimary, func(x float64) string { return trimFloat(x) + " s" })
+	v.MemPlot = newSparkline(theme.ColorNameSuccess, func(x float64) string { return units.Bytes(int64(x)) })
 	title := widget.NewLabelWithStyle("Engine", fyne.TextAlignLeading, fyne.TextStyle{Bold: true})
 	v.Root = container.NewVBox(title, v.Model, v.Demo, widget.NewSeparator(),
-		widget.NewLabel("Memory"), v.Mem, v.MemText,
+		widget.NewLabel("Memory"), v.Mem, v.MemText, v.OverPlan,
 		widget.NewLabel("Disk reads"), v.Reads, v.IOShare, v.Hits,
 		widget.NewSeparator(), v.Speed,
 		widget.NewLabel("Seconds per token (last 5 min)"), v.SpeedPlot,
 		widget.NewLabel("Memory in use (last 5 min)"), v.MemPlot)
-	v.Set(Gauges{})
+	v.Set(bridge.Gauges{})
 	return v
 }
 
 // SetModel shows which model runs.
-func (v *GaugesView) SetModel(info ModelInfo) {
-	v.Model.SetText(fmt.Sprintf("%s, %d layers", info.Name, info.Layers))
+func (v *gaugesView) SetModel(info bridge.ModelInfo) {
+	if info.Name == "" {
+		v.Model.SetText("No model loaded yet: it loads with the first message.")
+	} else {
+		v.Model.SetText(fmt.Sprintf("%s, %d layers", info.Name, info.Layers))
+	}
 	if info.Demo {
 		v.Demo.SetText("DEMO: random weights, the text is not meaningful")
 		v.Demo.Show()
@@ -78,18 +87,25 @@ func (v *GaugesView) SetModel(info ModelInfo) {
 }
 
 // Set shows new values.
-func (v *GaugesView) Set(g Gauges) {
+func (v *gaugesView) Set(g bridge.Gauges) {
 	v.G = g
 	if g.Available > 0 {
 		v.Mem.SetValue(min(float64(g.RSS)/float64(g.Available), 1))
 	}
 	v.MemText.SetText(fmt.Sprintf("in use %s (peak %s)\nplan %s, available %s", units.Bytes(g.RSS), units.Bytes(g.PeakRSS), units.Bytes(g.Budget), units.Bytes(g.Available)))
+	if g.Budget > 0 && g.RSS > g.Budget {
+		v.OverPlan.SetText(fmt.Sprintf("In use is %s above the plan (%.0f%% more): the plan does not count everything this process holds.",
+			units.Bytes(g.RSS-g.Budget), 100*float64(g.RSS-g.Budget)/float64(g.Budget)))
+		v.OverPlan.Show()
+	} else {
+		v.OverPlan.Hide()
+	}
 	v.Reads.SetText(fmt.Sprintf("trunk %.0f MB/s   experts %.0f MB/s", g.TrunkMBps, g.ExpertMBps))
 	v.IOShare.SetValue(g.IOShare)
 	v.Hits.SetValue(g.HitRate)
 	speed := "—"
 	if g.Tokens > 0 {
-		speed = fmt.Sprintf("%.2f s/token (last %.2f), %d tokens", g.SecPerToken, g.LastToken, g.Tokens)
+		speed = fmt.Sprintf("%s (last %s), %d tokens", perToken(g.SecPerToken), perToken(g.LastToken), g.Tokens)
 	}
 	ttft := "—"
 	if g.TTFT > 0 {
@@ -99,4 +115,16 @@ func (v *GaugesView) Set(g Gauges) {
 	now := time.Now()
 	v.SpeedPlot.SetPoints(g.Speed, now)
 	v.MemPlot.SetPoints(g.Memory, now)
+}
+
+// perToken is a speed people read: tokens per second for fast models,
+// seconds per token for slow ones.
+func perToken(sec float64) string {
+	switch {
+	case sec <= 0:
+		return "—"
+	case sec < 1:
+		return fmt.Sprintf("%.1f tokens/s", 1/sec)
+	}
+	return fmt.Sprintf("%.1f s/token", sec)
 }

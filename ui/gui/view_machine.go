@@ -2,6 +2,7 @@ package gui
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -12,12 +13,13 @@ import (
 
 	"k3/doctor"
 	"k3/storage/units"
+	"k3/ui/bridge"
 )
 
-// MachineStep is wizard step 1: what this machine has and how fast it can
+// machineStep is wizard step 1: what this machine has and how fast it can
 // run K3, measured in the background.
-type MachineStep struct {
-	w      *Wizard
+type machineStep struct {
+	w      *wizard
 	view   fyne.CanvasObject
 	Report *doctor.Report
 	Err    error
@@ -27,12 +29,11 @@ type MachineStep struct {
 	Result    *widget.RichText
 	MeasureBt *widget.Button
 	CancelBt  *widget.Button
-	cancel    context.CancelFunc
-	running   bool
+	job       *bridge.Job
 }
 
-func newMachineStep(w *Wizard) *MachineStep {
-	s := &MachineStep{w: w}
+func newMachineStep(w *wizard) *machineStep {
+	s := &machineStep{w: w}
 	s.Progress = widget.NewProgressBar()
 	s.Status = wrapLabel("Not measured yet.")
 	s.Result = widget.NewRichTextFromMarkdown("")
@@ -47,27 +48,27 @@ func newMachineStep(w *Wizard) *MachineStep {
 	return s
 }
 
-func (s *MachineStep) Title() string           { return "This machine" }
-func (s *MachineStep) View() fyne.CanvasObject { return s.view }
-func (s *MachineStep) Ready() (bool, string) {
-	if s.running {
+func (s *machineStep) Title() string           { return "This machine" }
+func (s *machineStep) View() fyne.CanvasObject { return s.view }
+func (s *machineStep) Ready() (bool, string) {
+	if s.job != nil {
 		return true, "Measuring in the background; you can go on."
 	}
 	return true, ""
 }
 
-func (s *MachineStep) Enter() {
-	if s.Report == nil && !s.running {
+func (s *machineStep) Enter() {
+	if s.Report == nil && s.job == nil {
 		s.Start(true)
 	}
 }
 
 // dirsToMeasure are the folders whose disks matter: the model's, the
 // trunk's, and the home folder when neither is chosen yet.
-func (s *MachineStep) dirsToMeasure() []string {
+func (s *machineStep) dirsToMeasure() []string {
 	var dirs []string
 	seen := map[string]bool{}
-	for _, d := range []string{s.w.u.S.ModelDir, s.w.u.S.TrunkDir} {
+	for _, d := range []string{s.w.D.ModelDir, s.w.D.TrunkDir} {
 		if d != "" && !seen[d] {
 			if _, err := os.Stat(d); err == nil {
 				dirs = append(dirs, d)
@@ -84,61 +85,57 @@ func (s *MachineStep) dirsToMeasure() []string {
 }
 
 // Start measures in the background.
-func (s *MachineStep) Start(quick bool) {
-	if s.running || s.w.u.B.Machine == nil {
+func (s *machineStep) Start(quick bool) {
+	if s.job != nil || s.w.u.B.Machine == nil {
 		return
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	s.cancel, s.running = cancel, true
 	s.MeasureBt.Disable()
 	s.CancelBt.Enable()
 	s.Progress.SetValue(0)
 	s.Status.SetText("Measuring…")
 	dirs := s.dirsToMeasure()
 	m := s.w.u.B.Machine
-	do := s.w.u.do
-	go func() {
-		lim := newLimiter(GaugeHz)
-		rep, err := m.Measure(ctx, dirs, quick, func(frac float64, msg string) {
-			if lim.ok() {
-				do(func() {
-					s.Progress.SetValue(frac)
-					if msg != "" {
-						s.Status.SetText(msg)
-					}
-				})
-			}
-		})
-		do(func() { s.finish(rep, err) })
-	}()
+	type step struct {
+		frac float64
+		msg  string
+	}
+	var rep *doctor.Report
+	s.job = bridge.StartJob(s.w.u.do, bridge.GaugeHz, func(ctx context.Context, progress func(step)) error {
+		var err error
+		rep, err = m.Measure(ctx, dirs, quick, func(frac float64, msg string) { progress(step{frac, msg}) })
+		return err
+	}, func(p step) {
+		s.Progress.SetValue(p.frac)
+		if p.msg != "" {
+			s.Status.SetText(p.msg)
+		}
+	}, func(err error) { s.finish(rep, err) })
 	s.w.Changed()
 }
 
-func (s *MachineStep) finish(rep *doctor.Report, err error) {
-	s.running = false
-	s.cancel = nil
+func (s *machineStep) finish(rep *doctor.Report, err error) {
+	s.job = nil
 	s.MeasureBt.Enable()
 	s.CancelBt.Disable()
 	s.Err = err
-	if err != nil {
-		s.Status.SetText(Explain(err))
-	} else {
+	switch {
+	case errors.Is(err, context.Canceled):
+		s.Status.SetText("Stopped. A measurement cannot go on from the middle: Measure starts it again.")
+	case err != nil:
+		s.Status.SetText(bridge.Explain(err))
+	default:
 		s.Report = rep
 		s.Progress.SetValue(1)
 		s.Status.SetText(fmt.Sprintf("Measured in %.0f s.", rep.Seconds))
 		s.Result.ParseMarkdown(describeReport(rep))
 	}
-	if s.w.u.Wizard == s.w {
+	if s.w.u.wizard == s.w {
 		s.w.Changed()
 	}
 }
 
 // Cancel stops a measurement in flight.
-func (s *MachineStep) Cancel() {
-	if s.cancel != nil {
-		s.cancel()
-	}
-}
+func (s *machineStep) Cancel() { s.job.Cancel() }
 
 func rate(p *float64) string {
 	if p == nil {
@@ -179,17 +176,31 @@ func describeReport(r *doctor.Report) string {
 			rate(d.ReadGBpsQD8), rate(d.ReadGBpsQD1), rate(d.SeqGBps))
 	}
 	p := r.Preset
-	if r.CanRun {
+	switch {
+	case r.CanRun:
 		fmt.Fprintf(&b, "**Recommended:** the *%s* preset (trunk %.0f GB, expert cache %.0f GB): about **%.1f s per token**, peak memory about %s.\n\n",
 			p.Name, p.TrunkGB, p.CacheGB, p.PredictedSecondsPerToken, units.Bytes(max(p.PredictedPeakRSSBytes, 0)))
-	} else {
+	case p.PredictedSecondsPerToken > 0:
+		b.WriteString("**This machine cannot run the full model as it is** (see below). The demo model still works.\n\n")
+		fmt.Fprintf(&b, "**Once that is solved:** the *%s* preset (trunk %.0f GB, expert cache %.0f GB) would give about **%.1f s per token**, peak memory about %s.\n\n",
+			p.Name, p.TrunkGB, p.CacheGB, p.PredictedSecondsPerToken, units.Bytes(max(p.PredictedPeakRSSBytes, 0)))
+	default:
 		b.WriteString("**This machine cannot run the full model as it is.** The demo model still works.\n\n")
 	}
 	for _, x := range r.Problems {
-		fmt.Fprintf(&b, "- Problem: %s\n", x)
+		fmt.Fprintf(&b, "- Problem: %s\n", appWords(x))
 	}
 	for _, x := range r.Warnings {
-		fmt.Fprintf(&b, "- Note: %s\n", x)
+		fmt.Fprintf(&b, "- Note: %s\n", appWords(x))
 	}
 	return b.String()
 }
+
+// appWords puts the doctor's command-line advice in the app's terms.
+var appWords = strings.NewReplacer(
+	"no directory given has room", "no disk measured has room",
+	"; pass --dir on a disk with at least", ". Choose a model folder (step 2) on a disk with at least",
+	"pass --dir", "choose a folder (step 2)",
+	"--trunk-gb/--cache-gb", "the memory sliders (step 4)",
+	"--preset", "preset",
+).Replace

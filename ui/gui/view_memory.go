@@ -1,52 +1,74 @@
 package gui
 
 import (
+	"context"
 	"fmt"
 	"math"
+	"slices"
 
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/container"
+	"fyne.io/fyne/v2/data/binding"
 	"fyne.io/fyne/v2/widget"
 
 	"k3/engine/plan"
 	"k3/storage/units"
+	"k3/ui/bridge"
 )
 
-// MemoryStep is wizard step 4: a preset and two budgets, with the memory
+// sliderStep is the sliders' resolution in GB.
+const sliderStep = 0.1
+
+// presetNotes describe the presets in plain words (the peak memory is the
+// planned peak of the full model at that preset).
+var presetNotes = map[string]string{
+	"ultra":             "The least memory (about 3 GB): even the word tables are read from disk. Very slow.",
+	"laptop":            "About 8 GB of memory at the peak: for machines with 16 GB.",
+	"desktop":           "About 32 GB at the peak: for machines with 48 to 64 GB.",
+	"workstation":       "About 96 GB at the peak; the expert cache starts to pay off.",
+	"server":            "About 128 GB at the peak: almost the whole trunk in memory. Fast.",
+	"max":               "About 224 GB at the peak: the trunk in memory and a large expert cache.",
+	"auto":              "Fits what this machine has free now (container limits included). Recommended.",
+	bridge.CustomPreset: "Your own sizes, set with the sliders (0 GB gives the smallest plan).",
+}
+
+// memoryStep is wizard step 4: a preset and two budgets, with the memory
 // plan recomputed live and impossible settings refused before anything is
-// loaded.
-type MemoryStep struct {
-	w    *Wizard
+// loaded. The sliders are bound to two floats; moving one away from the
+// preset's values makes the preset "custom".
+type memoryStep struct {
+	w    *wizard
 	view fyne.CanvasObject
 
-	Preset   *widget.Select
-	Trunk    *widget.Slider
-	Cache    *widget.Slider
-	TrunkLbl *widget.Label
-	CacheLbl *widget.Label
-	Note     *widget.Label
-	PlanText *widget.Label
-	Verdict  *widget.Label
+	Preset     *widget.Select
+	PresetNote *widget.Label
+	TrunkGB    binding.Float
+	CacheGB    binding.Float
+	Trunk      *widget.Slider
+	Cache      *widget.Slider
+	Note       *widget.Label
+	PlanText   *widget.Label
+	Verdict    *widget.Label
 
 	mem     *plan.Memory
 	Plan    *plan.Plan
 	PlanErr error
+	TooBig  bool // the plan was made and does not fit in memory
 	busy    bool
 	dirty   bool
-	setting bool // sliders moved by a preset, not the user
 }
 
-func newMemoryStep(w *Wizard) *MemoryStep {
-	s := &MemoryStep{w: w}
-	s.Preset = widget.NewSelect(plan.Names(), s.presetChosen)
-	s.Trunk = widget.NewSlider(0, 128)
-	s.Trunk.Step = 0.5
-	s.Cache = widget.NewSlider(0, 128)
-	s.Cache.Step = 0.5
-	s.TrunkLbl = widget.NewLabel("")
-	s.CacheLbl = widget.NewLabel("")
-	s.Trunk.OnChanged = func(float64) { s.slid() }
-	s.Cache.OnChanged = func(float64) { s.slid() }
+func newMemoryStep(w *wizard) *memoryStep {
+	s := &memoryStep{w: w}
+	s.Preset = widget.NewSelect(append(plan.Names(), bridge.CustomPreset), s.presetChosen)
+	s.PresetNote = wrapLabel("")
+	s.TrunkGB, s.CacheGB = binding.NewFloat(), binding.NewFloat()
+	s.Trunk = widget.NewSliderWithData(0, 128, s.TrunkGB)
+	s.Trunk.Step = sliderStep
+	s.Cache = widget.NewSliderWithData(0, 128, s.CacheGB)
+	s.Cache.Step = sliderStep
+	trunkLbl := widget.NewLabelWithData(binding.FloatToStringWithFormat(s.TrunkGB, "%6.1f GB"))
+	cacheLbl := widget.NewLabelWithData(binding.FloatToStringWithFormat(s.CacheGB, "%6.1f GB"))
 	s.Note = wrapLabel("")
 	s.PlanText = widget.NewLabel("")
 	s.PlanText.TextStyle = fyne.TextStyle{Monospace: true}
@@ -56,18 +78,29 @@ func newMemoryStep(w *Wizard) *MemoryStep {
 		"the expert cache keeps recently used experts. The plan below adds up everything before anything is loaded.")
 	form := widget.NewForm(
 		widget.NewFormItem("Preset", s.Preset),
-		widget.NewFormItem("Trunk (pinned layers + ring)", container.NewBorder(nil, nil, nil, s.TrunkLbl, s.Trunk)),
-		widget.NewFormItem("Expert cache", container.NewBorder(nil, nil, nil, s.CacheLbl, s.Cache)),
+		widget.NewFormItem("", s.PresetNote),
+		widget.NewFormItem("Trunk (pinned layers + ring)", container.NewBorder(nil, nil, nil, trunkLbl, s.Trunk)),
+		widget.NewFormItem("Expert cache", container.NewBorder(nil, nil, nil, cacheLbl, s.Cache)),
 	)
-	s.view = scroll(container.NewVBox(intro, form, s.Note, s.Verdict, widget.NewCard("Memory plan", "what goes where", s.PlanText)))
+	s.view = scroll(container.NewVBox(intro, form, s.Note, s.Verdict, widget.NewCard("Memory plan", "what goes where", container.NewHScroll(s.PlanText))))
+	// the sliders start at the setup's values, so the listeners' first
+	// call (when added) sees no change
+	if d := w.D; d.Preset == bridge.CustomPreset {
+		s.setSliders(d.TrunkGB, d.CacheGB)
+	} else {
+		b := bridge.PresetBudget(d.Preset, nil)
+		s.setSliders(b.TrunkGB, b.CacheGB)
+	}
+	s.TrunkGB.AddListener(binding.NewDataListener(func() { s.slid(s.TrunkGB, 0) }))
+	s.CacheGB.AddListener(binding.NewDataListener(func() { s.slid(s.CacheGB, 1) }))
 	return s
 }
 
-func (s *MemoryStep) Title() string           { return "Memory" }
-func (s *MemoryStep) View() fyne.CanvasObject { return s.view }
+func (s *memoryStep) Title() string           { return "Memory" }
+func (s *memoryStep) View() fyne.CanvasObject { return s.view }
 
-func (s *MemoryStep) Enter() {
-	u := s.w.u
+func (s *memoryStep) Enter() {
+	u, d := s.w.u, &s.w.D
 	if s.mem == nil && u.B.Planner != nil {
 		if m, err := u.B.Planner.Memory(); err == nil {
 			s.mem = &m
@@ -75,60 +108,68 @@ func (s *MemoryStep) Enter() {
 			s.Trunk.Max, s.Cache.Max = top, top
 		}
 	}
-	preset := u.S.Preset
-	if r := s.w.Machine.Report; r != nil && r.CanRun && (preset == "" || preset == "auto") && u.S.TrunkGB == 0 {
+	preset := d.Preset
+	if r := s.w.Machine.Report; r != nil && r.CanRun && (preset == "" || preset == "auto") {
 		preset = r.Preset.Name
 	}
-	if preset == "" {
+	if !slices.Contains(s.Preset.Options, preset) {
 		preset = "auto"
 	}
-	if u.S.TrunkGB > 0 || u.S.CacheGB > 0 {
-		s.setting = true
-		s.Preset.SetSelected(preset)
-		s.Trunk.SetValue(u.S.TrunkGB)
-		s.Cache.SetValue(u.S.CacheGB)
-		s.setting = false
-		s.slid()
-	} else {
-		s.Preset.SetSelected(preset)
+	if preset == bridge.CustomPreset {
+		s.setSliders(d.TrunkGB, d.CacheGB)
 	}
-	if u.S.TrunkDir == "" {
-		s.Note.SetText("The trunk is not packed, so every layer is held in memory and the trunk slider has no effect. Pack it (step 3) to run in less memory.")
+	s.Preset.SetSelected(preset)
+	if d.TrunkDir == "" {
+		setNote(s.Note, "The trunk is not packed, so every layer is held in memory and the trunk slider has no effect. Pack it (step 3) to run in less memory.")
 	} else {
-		s.Note.SetText("")
+		setNote(s.Note, "")
 	}
+	s.Replan()
 }
 
-func (s *MemoryStep) presetChosen(name string) {
-	b := presetBudget(name, s.mem)
-	s.setting = true
-	s.Trunk.SetValue(math.Round(b.TrunkGB*2) / 2)
-	s.Cache.SetValue(math.Round(b.CacheGB*2) / 2)
-	s.setting = false
-	s.w.u.S.Preset = name
-	s.slid()
+func (s *memoryStep) setSliders(trunk, cache float64) {
+	_ = s.TrunkGB.Set(math.Round(trunk/sliderStep) * sliderStep)
+	_ = s.CacheGB.Set(math.Round(cache/sliderStep) * sliderStep)
 }
 
-func (s *MemoryStep) slid() {
-	u := s.w.u
-	s.TrunkLbl.SetText(fmt.Sprintf("%6.1f GB", s.Trunk.Value))
-	s.CacheLbl.SetText(fmt.Sprintf("%6.1f GB", s.Cache.Value))
-	u.S.TrunkGB, u.S.CacheGB = s.Trunk.Value, s.Cache.Value
-	if !s.setting {
-		if p, ok := plan.Lookup(s.Preset.Selected); !ok || p.TrunkGB != s.Trunk.Value || p.CacheGB != s.Cache.Value {
-			// the user moved a slider away from the preset: keep the choice visible
-			u.S.Preset = s.Preset.Selected
+func (s *memoryStep) presetChosen(name string) {
+	d := &s.w.D
+	d.Preset = name
+	s.PresetNote.SetText(presetNotes[name])
+	if name != bridge.CustomPreset {
+		b := bridge.PresetBudget(name, s.mem)
+		t, c := b.TrunkGB, b.CacheGB
+		d.TrunkGB, d.CacheGB = t, c
+		s.setSliders(t, c)
+	}
+	s.Replan()
+}
+
+// slid follows one slider (which: 0 trunk, 1 cache): a value away from the
+// preset's makes the preset custom. Each slider is compared on its own, so
+// a preset setting both never looks like a change by hand.
+func (s *memoryStep) slid(f binding.Float, which int) {
+	d := &s.w.D
+	v, _ := f.Get()
+	if d.Preset != bridge.CustomPreset {
+		b := bridge.PresetBudget(d.Preset, s.mem)
+		pt, pc := b.TrunkGB, b.CacheGB
+		if math.Abs([]float64{pt, pc}[which]-v) <= sliderStep/2+1e-9 {
+			return
 		}
+		d.Preset = bridge.CustomPreset
+		s.Preset.SetSelected(bridge.CustomPreset)
 	}
-	u.SaveSettings()
+	d.TrunkGB, _ = s.TrunkGB.Get()
+	d.CacheGB, _ = s.CacheGB.Get()
 	s.Replan()
 }
 
 // Replan recomputes the plan in the background (one at a time; the last
 // request wins).
-func (s *MemoryStep) Replan() {
+func (s *memoryStep) Replan() {
 	u := s.w.u
-	if u.B.Planner == nil || u.S.ModelDir == "" {
+	if u.B.Planner == nil || s.w.D.ModelDir == "" {
 		return
 	}
 	if s.busy {
@@ -136,49 +177,63 @@ func (s *MemoryStep) Replan() {
 		return
 	}
 	s.busy = true
-	settings := u.S
+	settings := s.w.D
 	mem := s.mem
-	go func() {
-		p, err := u.B.Planner.Plan(settings.ModelDir, settings.OpenOptions(mem))
+	pl := u.B.Planner
+	var p *plan.Plan
+	tooBig := false
+	bridge.StartJob(u.do, 1, func(context.Context, func(struct{})) error {
+		var err error
+		p, err = pl.Plan(settings.ModelDir, settings.OpenOptions(mem))
 		if err == nil && mem != nil {
 			err = p.Check(*mem)
+			tooBig = err != nil
 		}
-		u.do(func() {
-			s.busy = false
-			if s.dirty {
-				s.dirty = false
-				s.Replan()
-				return
-			}
-			s.showPlan(p, err)
-		})
-	}()
+		return err
+	}, nil, func(err error) {
+		s.busy = false
+		if s.dirty {
+			s.dirty = false
+			s.Replan()
+			return
+		}
+		s.TooBig = tooBig
+		s.showPlan(p, err)
+	})
 }
 
-func (s *MemoryStep) showPlan(p *plan.Plan, err error) {
+func (s *memoryStep) showPlan(p *plan.Plan, err error) {
 	s.Plan, s.PlanErr = p, err
+	s.PlanText.SetText("")
 	if p != nil {
 		s.PlanText.SetText(p.String())
 	}
 	switch {
-	case err != nil && p == nil:
-		s.Verdict.SetText(Explain(err))
+	case s.w.Model.Err() != nil:
+		s.Verdict.SetText("The model folder cannot be used: " + bridge.Explain(s.w.Model.Err()) + " Go back to step 2.")
+	case err != nil && !s.TooBig:
+		s.Verdict.SetText(bridge.Explain(err))
 	case err != nil:
-		s.Verdict.SetText("These settings do not fit: " + err.Error())
+		s.Verdict.SetText(fmt.Sprintf("These settings do not fit: the plan needs %s, and %s of the %s available is the most k3 plans for. Lower the sliders or pick a smaller preset.",
+			units.Bytes(p.Total), units.Bytes(int64(0.95*float64(s.mem.Usable()))), units.Bytes(s.mem.Usable())))
 	case s.mem != nil:
 		s.Verdict.SetText(fmt.Sprintf("Fits: the plan needs %s of the %s available.", units.Bytes(p.Total), units.Bytes(s.mem.Usable())))
 	default:
 		s.Verdict.SetText(fmt.Sprintf("The plan needs %s (the available memory could not be read).", units.Bytes(p.Total)))
 	}
-	if s.w.u.Wizard == s.w {
+	if s.w.u.wizard == s.w {
 		s.w.Changed()
 	}
 }
 
-func (s *MemoryStep) Ready() (bool, string) {
+func (s *memoryStep) Ready() (bool, string) {
 	switch {
+	case s.w.Model.Err() != nil:
+		return false, "The model folder cannot be used (see step 2)."
 	case s.busy:
 		return false, "Computing the memory plan…"
+	case s.PlanErr != nil && !s.TooBig:
+		return false, "The memory plan cannot be made for this model (see above)."
 	case s.PlanErr != nil:
 		return false, "Lower the sliders or pick a smaller preset: the plan does not fit in memory."
 	case s.Plan == nil:
@@ -187,4 +242,4 @@ func (s *MemoryStep) Ready() (bool, string) {
 	return true, ""
 }
 
-func (s *MemoryStep) Cancel() {}
+func (s *memoryStep) Cancel() {}

@@ -1,8 +1,12 @@
 package gui
 
 import (
+	"fmt"
 	"image/color"
+	"regexp"
 	"strings"
+	"time"
+	"unicode/utf8"
 
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/canvas"
@@ -13,73 +17,149 @@ import (
 	"k3/engine/chat"
 )
 
-// MessageView shows one message: the role, for the assistant a collapsible
+// messageEnv is what a message view needs from the chat.
+type messageEnv struct {
+	copy func(string) // puts text on the clipboard
+	do   func(func()) // runs a function on the UI goroutine (fyne.Do)
+	edit func(*messageView)
+	// version switches to the previous (-1) or next (+1) version
+	version func(mv *messageView, delta int)
+}
+
+// messageView shows one message: the role, for the assistant a collapsible
 // thinking section set apart from the reply, and the reply rendered as
-// Markdown with code blocks in monospace and a copy button on each.
-type MessageView struct {
+// Markdown with code blocks (language label, copy button) and tables.
+// Streamed text is appended: finished blocks keep their widgets and only the
+// block still growing is parsed again, so a long reply costs what its last
+// paragraph costs.
+type messageView struct {
 	Role      string
 	Reasoning string
 	Answer    string
-	Cut       string
+	Cut       chat.Cut
 
 	Root      *fyne.Container
 	header    *widget.Label
+	copyBt    *widget.Button
+	editBt    *widget.Button
+	nav       *fyne.Container
+	navLbl    *widget.Label
 	think     *widget.Accordion
-	thinkText *widget.RichText
+	thinkBox  *fyne.Container // the thinking text: finished pieces, then the one growing
+	thinkDone int             // bytes of Reasoning in finished pieces
 	body      *fyne.Container
+	done      int // bytes of Answer whose blocks are final (rendered for good)
+	statsLbl  *widget.Label
 	cutLbl    *widget.Label
-	copy      func(string)
+	env       messageEnv
+
+	// timing of a reply streamed here (for "Thought for N s")
+	started, thinkEnd time.Time
 }
 
-// NewMessageView shows m; copy puts text on the clipboard.
-func NewMessageView(m chat.Message, copy func(string)) *MessageView {
-	v := &MessageView{Role: m.Role, copy: copy}
-	who := map[string]string{"user": "You", "assistant": "Kimi K3", "system": "System prompt"}[m.Role]
+// newMessageView shows m.
+func newMessageView(m chat.Message, env messageEnv) *messageView {
+	v := &messageView{Role: m.Role, env: env}
+	who := map[string]string{"user": "You", "assistant": "Kimi K3", "system": "System prompt (this conversation)"}[m.Role]
 	if who == "" {
 		who = m.Role
 	}
 	v.header = widget.NewLabelWithStyle(who, fyne.TextAlignLeading, fyne.TextStyle{Bold: true})
-	copyAll := widget.NewButtonWithIcon("", theme.ContentCopyIcon(), func() {
-		if v.copy != nil {
-			v.copy(v.Answer)
+	v.copyBt = widget.NewButtonWithIcon("", theme.ContentCopyIcon(), func() { v.copyText(v.copyBt, v.Answer) })
+	v.copyBt.Importance = widget.LowImportance
+	v.editBt = widget.NewButtonWithIcon("", theme.DocumentCreateIcon(), func() {
+		if v.env.edit != nil {
+			v.env.edit(v)
 		}
 	})
-	copyAll.Importance = widget.LowImportance
+	v.editBt.Importance = widget.LowImportance
+	if m.Role == "assistant" || env.edit == nil {
+		v.editBt.Hide()
+	}
+	prev := widget.NewButton("‹", func() { v.switchVersion(-1) })
+	next := widget.NewButton("›", func() { v.switchVersion(+1) })
+	prev.Importance, next.Importance = widget.LowImportance, widget.LowImportance
+	v.navLbl = widget.NewLabel("")
+	v.nav = container.NewHBox(prev, v.navLbl, next)
+	v.nav.Hide()
 	v.body = container.NewVBox()
+	v.statsLbl = widget.NewLabel("")
+	v.statsLbl.Importance = widget.LowImportance
+	v.statsLbl.Hide()
 	v.cutLbl = widget.NewLabel("")
+	v.cutLbl.Wrapping = fyne.TextWrapWord
 	v.cutLbl.Hide()
-	v.thinkText = widget.NewRichText()
-	v.thinkText.Wrapping = fyne.TextWrapWord
-	bg := canvas.NewRectangle(theme.Color(theme.ColorNameInputBackground))
-	bg.CornerRadius = theme.InputRadiusSize()
-	item := widget.NewAccordionItem("Thinking", container.NewStack(bg, container.NewPadded(v.thinkText)))
+	v.thinkBox = container.NewVBox()
+	item := widget.NewAccordionItem("Thinking", container.NewStack(newBackground(theme.ColorNameInputBackground), container.NewPadded(v.thinkBox)))
 	v.think = widget.NewAccordion(item)
 	v.think.Hide()
-	top := container.NewBorder(nil, nil, nil, copyAll, v.header)
-	v.Root = container.NewVBox(top, v.think, v.body, v.cutLbl)
+	top := container.NewBorder(nil, nil, nil, container.NewHBox(v.nav, v.editBt, v.copyBt), v.header)
+	v.Root = container.NewVBox(top, v.think, v.body, v.statsLbl, v.cutLbl)
 	v.Append(m.ReasoningContent, m.Content)
-	v.SetCut(string(m.Cut))
+	v.SetCut(m.Cut)
 	if m.ReasoningContent != "" {
 		v.think.Close(0) // finished thinking starts folded
 	}
 	return v
 }
 
-// Append adds streamed text and re-renders.
-func (v *MessageView) Append(reasoning, answer string) {
+// copyText copies and says so on the button for a moment.
+func (v *messageView) copyText(b *widget.Button, text string) {
+	if v.env.copy == nil {
+		return
+	}
+	v.env.copy(text)
+	label := b.Text
+	b.SetIcon(theme.ConfirmIcon())
+	if label != "" {
+		b.SetText("Copied")
+	}
+	if v.env.do == nil {
+		return
+	}
+	time.AfterFunc(1500*time.Millisecond, func() {
+		v.env.do(func() {
+			b.SetIcon(theme.ContentCopyIcon())
+			if label != "" {
+				b.SetText(label)
+			}
+		})
+	})
+}
+
+func (v *messageView) switchVersion(delta int) {
+	if v.env.version != nil {
+		v.env.version(v, delta)
+	}
+}
+
+// SetVersions shows "‹ k/n ›" when the message has other versions.
+func (v *messageView) SetVersions(k, n int) {
+	if n < 2 {
+		v.nav.Hide()
+		return
+	}
+	v.navLbl.SetText(fmt.Sprintf("%d/%d", k+1, n))
+	v.nav.Show()
+}
+
+// Append adds streamed text and renders what changed.
+func (v *messageView) Append(reasoning, answer string) {
 	if reasoning != "" {
 		if v.Reasoning == "" {
 			v.think.Show()
 			v.think.Open(0)
 		}
 		v.Reasoning += reasoning
-		v.thinkText.Segments = []widget.RichTextSegment{&widget.TextSegment{Text: v.Reasoning,
-			Style: widget.RichTextStyle{Inline: false, ColorName: theme.ColorNamePlaceHolder, TextStyle: fyne.TextStyle{Italic: true}}}}
-		v.thinkText.Refresh()
+		v.renderThinking()
 	}
 	if answer != "" {
 		if v.Answer == "" && v.Reasoning != "" {
 			v.think.Close(0)
+			if !v.started.IsZero() {
+				v.thinkEnd = time.Now()
+				v.setThought(v.thinkEnd.Sub(v.started))
+			}
 		}
 		v.Answer += answer
 	}
@@ -88,105 +168,358 @@ func (v *MessageView) Append(reasoning, answer string) {
 	}
 }
 
-// SetFinal replaces the text with the final message.
-func (v *MessageView) SetFinal(m chat.Message) {
-	v.Reasoning, v.Answer = "", ""
-	v.thinkText.Segments = nil
-	v.Append(m.ReasoningContent, m.Content)
-	if m.Content == "" {
-		v.render()
+// thinkPiece is the length past which the growing piece of thinking text
+// is cut (at a line, else a space) so each flush lays out a bounded piece.
+const thinkPiece = 1500
+
+// renderThinking shows Reasoning: finished pieces keep their widgets, the
+// last is set again.
+func (v *messageView) renderThinking() {
+	piece := func(t string) *widget.RichText {
+		rt := widget.NewRichText(&widget.TextSegment{Text: t,
+			Style: widget.RichTextStyle{ColorName: theme.ColorNamePlaceHolder, TextStyle: fyne.TextStyle{Italic: true}}})
+		rt.Wrapping = fyne.TextWrapWord
+		return rt
 	}
-	v.SetCut(string(m.Cut))
+	n := len(v.thinkBox.Objects)
+	if n > 0 {
+		v.thinkBox.Objects = v.thinkBox.Objects[:n-1] // the open piece
+	}
+	for {
+		tail := v.Reasoning[v.thinkDone:]
+		if len(tail) <= thinkPiece {
+			v.thinkBox.Objects = append(v.thinkBox.Objects, piece(tail))
+			break
+		}
+		cut := strings.LastIndexByte(tail[:thinkPiece], '\n') + 1
+		if cut < thinkPiece/3 {
+			cut = strings.LastIndexByte(tail[:thinkPiece], ' ') + 1
+		}
+		if cut <= 0 {
+			cut = thinkPiece
+			for cut > 0 && !utf8.RuneStart(tail[cut]) {
+				cut--
+			}
+		}
+		v.thinkBox.Objects = append(v.thinkBox.Objects, piece(tail[:cut]))
+		v.thinkDone += cut
+	}
+	v.thinkBox.Refresh()
+}
+
+// StartStream marks the start of a reply streamed into this view.
+func (v *messageView) StartStream(t time.Time) { v.started = t }
+
+func (v *messageView) setThought(d time.Duration) {
+	v.think.Items[0].Title = fmt.Sprintf("Thought for %.1f s", d.Seconds())
+	v.think.Refresh()
+}
+
+// replyStats are the numbers shown under a reply.
+type replyStats struct {
+	Tokens       int
+	FirstToken   float64 // seconds from send to the first token
+	SecPerToken  float64 // mean over the tokens after the first
+	ThinkSeconds float64
+}
+
+// SetStats shows tokens/s (s/token for slow models), the time to the first
+// token and the tokens generated under the reply.
+func (v *messageView) SetStats(s replyStats) {
+	if s.Tokens == 0 {
+		v.statsLbl.Hide()
+		return
+	}
+	speed := ""
+	switch {
+	case s.SecPerToken <= 0:
+	case s.SecPerToken < 1:
+		speed = fmt.Sprintf("%.1f tokens/s · ", 1/s.SecPerToken)
+	default:
+		speed = fmt.Sprintf("%.1f s/token · ", s.SecPerToken)
+	}
+	v.statsLbl.SetText(fmt.Sprintf("%s%d tokens · first token after %.2f s", speed, s.Tokens, s.FirstToken))
+	v.statsLbl.Show()
+	if s.ThinkSeconds > 0 && v.Reasoning != "" {
+		v.setThought(time.Duration(s.ThinkSeconds * float64(time.Second)))
+	}
+}
+
+// SetFinal replaces the text with the final message.
+func (v *messageView) SetFinal(m chat.Message) {
+	if m.ReasoningContent != v.Reasoning || m.Content != v.Answer {
+		v.Reasoning, v.Answer, v.done, v.thinkDone = "", "", 0, 0
+		v.thinkBox.Objects = nil
+		v.body.Objects = nil
+		v.Append(m.ReasoningContent, m.Content)
+		if m.Content == "" {
+			v.render()
+		}
+	}
+	if m.ReasoningContent == "" {
+		v.think.Hide()
+	}
+	v.SetCut(m.Cut)
 }
 
 // SetCut shows why a reply is incomplete.
-func (v *MessageView) SetCut(cut string) {
+func (v *messageView) SetCut(cut chat.Cut) {
 	v.Cut = cut
 	switch cut {
-	case "stopped":
+	case chat.CutStopped:
 		v.cutLbl.SetText("(stopped — the partial reply is kept)")
 		v.cutLbl.Show()
-	case "turn cap":
-		v.cutLbl.SetText("(reached the token limit — raise it in Sampling… and press Regenerate)")
+	case chat.CutTurnCap:
+		v.cutLbl.SetText("(reached the reply length limit — raise it in Settings… and press Regenerate)")
 		v.cutLbl.Show()
 	default:
 		v.cutLbl.Hide()
 	}
 }
 
-// Block is a piece of a reply: Markdown text or a fenced code block.
-type Block struct {
-	Code bool
+// blockKind is what a piece of a reply is.
+type blockKind int
+
+const (
+	textBlock blockKind = iota
+	codeBlock
+	tableBlock
+)
+
+// block is a piece of a reply: Markdown text, a fenced code block or a
+// table. End is the byte offset just past it in the text split.
+type block struct {
+	Kind blockKind
 	Lang string
 	Text string
+	End  int
 }
 
-// SplitBlocks cuts Markdown into text and fenced code blocks (``` or ~~~).
-// An unclosed fence (a reply still streaming) runs to the end.
-func SplitBlocks(md string) []Block {
-	var out []Block
+var tableRule = regexp.MustCompile(`^\s*\|?\s*:?-+:?\s*(\|\s*:?-+:?\s*)*\|?\s*$`)
+
+func isListOrIndent(line string) bool {
+	t := strings.TrimLeft(line, " \t")
+	if t == "" {
+		return false
+	}
+	if len(line) != len(t) {
+		return true // indented: a list item's continuation
+	}
+	if strings.HasPrefix(t, "- ") || strings.HasPrefix(t, "* ") || strings.HasPrefix(t, "+ ") {
+		return true
+	}
+	i := 0
+	for i < len(t) && t[i] >= '0' && t[i] <= '9' {
+		i++
+	}
+	return i > 0 && i < len(t) && (t[i] == '.' || t[i] == ')')
+}
+
+// splitBlocks cuts Markdown into text, fenced code (``` or ~~~) and tables.
+// Text breaks at a blank line unless a list goes on after it (a list split
+// in two would number from 1 again). An unclosed fence (a reply still
+// streaming) runs to the end.
+func splitBlocks(md string) []block {
+	var out []block
+	lines := strings.SplitAfter(md, "\n")
+	pos := 0
 	var cur strings.Builder
-	inCode, fence, lang := false, "", ""
-	flush := func(code bool) {
+	kind, fence, lang := textBlock, "", ""
+	open := false
+	flush := func(end int) {
 		t := cur.String()
-		if code {
+		cur.Reset()
+		if kind == codeBlock {
 			t = strings.TrimSuffix(t, "\n")
 		}
-		if code || strings.TrimSpace(t) != "" {
-			out = append(out, Block{Code: code, Lang: lang, Text: t})
+		if kind != textBlock || strings.TrimSpace(t) != "" {
+			out = append(out, block{Kind: kind, Lang: lang, Text: t, End: end})
+		} else if len(out) > 0 {
+			out[len(out)-1].End = end // blank lines belong to the block before
 		}
-		cur.Reset()
+		kind, lang, open = textBlock, "", false
 	}
-	lines := strings.SplitAfter(md, "\n")
-	for _, line := range lines {
+	for i := 0; i < len(lines); i++ {
+		line := lines[i]
+		start := pos
+		pos += len(line)
 		trim := strings.TrimSpace(line)
 		switch {
-		case !inCode && (strings.HasPrefix(trim, "```") || strings.HasPrefix(trim, "~~~")):
-			flush(false)
-			inCode, fence, lang = true, trim[:3], strings.TrimSpace(trim[3:])
-		case inCode && strings.HasPrefix(trim, fence) && strings.TrimSpace(strings.TrimLeft(trim, fence[:1])) == "":
-			flush(true)
-			inCode, lang = false, ""
+		case kind == codeBlock:
+			if strings.HasPrefix(trim, fence) && strings.TrimSpace(strings.TrimLeft(trim, fence[:1])) == "" {
+				flush(pos)
+				continue
+			}
+			cur.WriteString(line)
+		case strings.HasPrefix(trim, "```") || strings.HasPrefix(trim, "~~~"):
+			flush(start)
+			kind, fence, lang, open = codeBlock, trim[:3], strings.TrimSpace(strings.Trim(trim, "`~")), true
+		case kind == tableBlock:
+			if trim == "" || !strings.Contains(trim, "|") {
+				flush(start)
+				i--
+				pos = start
+				continue
+			}
+			cur.WriteString(line)
+		case strings.HasPrefix(trim, "|") && i+1 < len(lines) && tableRule.MatchString(lines[i+1]):
+			flush(start)
+			kind, open = tableBlock, true
+			cur.WriteString(line)
+		case trim == "" && cur.Len() == 0:
+			if len(out) > 0 {
+				out[len(out)-1].End = pos // blank lines belong to the block before
+			}
+		case trim == "":
+			cur.WriteString(line)
+			if open && !(i+1 < len(lines) && isListOrIndent(lines[i+1])) && cur.Len() > len(line) {
+				flush(pos)
+			}
 		default:
+			open = true
 			cur.WriteString(line)
 		}
 	}
-	flush(inCode)
+	if cur.Len() > 0 || kind == codeBlock {
+		flush(pos)
+	}
 	return out
 }
 
-func (v *MessageView) render() {
-	var objs []fyne.CanvasObject
+// render shows the blocks of Answer past done: all but the last are final
+// and keep their widgets; the last may still grow and is redone next time.
+func (v *messageView) render() {
 	if v.Role != "assistant" {
 		l := widget.NewLabel(v.Answer)
 		l.Wrapping = fyne.TextWrapWord
-		objs = append(objs, l)
-	} else {
-		for _, b := range SplitBlocks(v.Answer) {
-			if !b.Code {
-				rt := widget.NewRichTextFromMarkdown(b.Text)
-				rt.Wrapping = fyne.TextWrapWord
-				objs = append(objs, rt)
-				continue
-			}
-			code := b.Text
-			rt := widget.NewRichText(&widget.TextSegment{Text: code, Style: widget.RichTextStyleCodeBlock})
-			bg := canvas.NewRectangle(color.Transparent)
-			bg.FillColor = theme.Color(theme.ColorNameInputBackground)
-			cp := widget.NewButtonWithIcon("Copy", theme.ContentCopyIcon(), func() {
-				if v.copy != nil {
-					v.copy(code)
-				}
-			})
-			cp.Importance = widget.LowImportance
-			label := b.Lang
-			if label == "" {
-				label = "code"
-			}
-			head := container.NewBorder(nil, nil, widget.NewLabelWithStyle(label, fyne.TextAlignLeading, fyne.TextStyle{Italic: true}), cp)
-			objs = append(objs, container.NewStack(bg, container.NewVBox(head, container.NewHScroll(rt))))
+		v.body.Objects = []fyne.CanvasObject{l}
+		v.body.Refresh()
+		return
+	}
+	if v.Answer == "" {
+		v.body.Objects = []fyne.CanvasObject{placeholder()}
+		v.body.Refresh()
+		return
+	}
+	final := len(v.body.Objects)
+	if final > 0 {
+		final-- // the open block (or the empty placeholder) is redone
+	}
+	v.body.Objects = v.body.Objects[:final]
+	blocks := splitBlocks(v.Answer[v.done:])
+	base := v.done
+	for i, b := range blocks {
+		v.body.Objects = append(v.body.Objects, v.blockObject(b))
+		if i < len(blocks)-1 {
+			v.done = base + b.End
 		}
 	}
-	v.body.Objects = objs
+	if len(blocks) == 0 {
+		v.body.Objects = append(v.body.Objects, placeholder()) // keeps one open object
+	}
 	v.body.Refresh()
+}
+
+// placeholder stands for a block not written yet; it takes no room.
+func placeholder() fyne.CanvasObject {
+	l := widget.NewLabel("")
+	l.Hide()
+	return l
+}
+
+func (v *messageView) blockObject(b block) fyne.CanvasObject {
+	switch b.Kind {
+	case codeBlock:
+		code := b.Text
+		rt := widget.NewRichText(&widget.TextSegment{Text: code, Style: widget.RichTextStyleCodeBlock})
+		var cp *widget.Button
+		cp = widget.NewButtonWithIcon("Copy", theme.ContentCopyIcon(), func() { v.copyText(cp, code) })
+		cp.Importance = widget.LowImportance
+		label := b.Lang
+		if label == "" {
+			label = "code"
+		}
+		head := container.NewBorder(nil, nil, widget.NewLabelWithStyle(label, fyne.TextAlignLeading, fyne.TextStyle{Italic: true}), cp)
+		return container.NewStack(newBackground(theme.ColorNameInputBackground), container.NewVBox(head, container.NewHScroll(rt)))
+	case tableBlock:
+		return tableObject(b.Text)
+	}
+	rt := widget.NewRichTextFromMarkdown(b.Text)
+	rt.Wrapping = fyne.TextWrapWord
+	return rt
+}
+
+// tableObject lays a Markdown table out as a grid, the header row bold.
+func tableObject(md string) fyne.CanvasObject {
+	var rows [][]string
+	for _, line := range strings.Split(strings.TrimSpace(md), "\n") {
+		if tableRule.MatchString(line) {
+			continue
+		}
+		t := strings.TrimSpace(line)
+		t = strings.TrimSuffix(strings.TrimPrefix(t, "|"), "|")
+		cells := strings.Split(t, "|")
+		for i := range cells {
+			cells[i] = strings.TrimSpace(cells[i])
+		}
+		rows = append(rows, cells)
+	}
+	cols := 0
+	for _, r := range rows {
+		cols = max(cols, len(r))
+	}
+	if cols == 0 {
+		return widget.NewLabel("")
+	}
+	var cells []fyne.CanvasObject
+	for i, r := range rows {
+		for j := 0; j < cols; j++ {
+			text := ""
+			if j < len(r) {
+				text = r[j]
+			}
+			if i == 0 && text != "" {
+				text = "**" + text + "**"
+			}
+			rt := widget.NewRichTextFromMarkdown(text)
+			rt.Wrapping = fyne.TextWrapWord
+			cells = append(cells, rt)
+		}
+	}
+	return container.NewStack(newBackground(theme.ColorNameInputBackground), container.NewGridWithColumns(cols, cells...))
+}
+
+// background is a rectangle in a theme colour that follows theme changes
+// (a canvas.Rectangle keeps the colour it was given).
+type background struct {
+	widget.BaseWidget
+	name fyne.ThemeColorName
+}
+
+func newBackground(name fyne.ThemeColorName) *background {
+	b := &background{name: name}
+	b.ExtendBaseWidget(b)
+	return b
+}
+
+func (b *background) CreateRenderer() fyne.WidgetRenderer {
+	r := canvas.NewRectangle(color.Transparent)
+	br := &backgroundRenderer{b: b, r: r}
+	br.Refresh()
+	return br
+}
+
+type backgroundRenderer struct {
+	b *background
+	r *canvas.Rectangle
+}
+
+func (r *backgroundRenderer) Layout(s fyne.Size)           { r.r.Resize(s) }
+func (r *backgroundRenderer) MinSize() fyne.Size           { return fyne.Size{} }
+func (r *backgroundRenderer) Objects() []fyne.CanvasObject { return []fyne.CanvasObject{r.r} }
+func (r *backgroundRenderer) Destroy()                     {}
+func (r *backgroundRenderer) Refresh() {
+	r.r.FillColor = theme.ColorForWidget(r.b.name, r.b)
+	r.r.CornerRadius = theme.InputRadiusSize()
+	r.r.Refresh()
 }

@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
+	"image/color"
 	"strconv"
 	"strings"
 	"time"
 
 	"fyne.io/fyne/v2"
+	"fyne.io/fyne/v2/canvas"
 	"fyne.io/fyne/v2/container"
 	"fyne.io/fyne/v2/dialog"
 	"fyne.io/fyne/v2/widget"
@@ -19,43 +19,55 @@ import (
 	"k3/storage/hub"
 	"k3/storage/units"
 	"k3/storage/verify"
+	"k3/ui/bridge"
 )
 
-// ModelStep is wizard step 2: choose the checkpoint folder, or download the
-// checkpoint into one, or use the demo model; then verify it.
-type ModelStep struct {
-	w    *Wizard
+// modelStep is wizard step 2: choose the checkpoint folder, or download the
+// checkpoint into one, or use the demo model; then verify it. Every folder
+// chosen is checked at once (config, every shard's size and header), and
+// what is shown about downloads and verification belongs to that folder.
+type modelStep struct {
+	w    *wizard
 	view fyne.CanvasObject
 
-	Dir      *widget.Entry
-	Layers   *widget.Entry
-	LayerMsg *widget.Label
-	Status   *widget.Label
-	DemoBt   *widget.Button
+	Dir       *widget.Entry
+	Layers    *widget.Entry
+	LayersLbl *widget.Label
+	LayerMsg  *widget.Label
+	Status    *widget.Label
+	DemoBt    *widget.Button
+
+	// Check is the folder check of the folder typed (nil while it runs).
+	Check    *bridge.FolderCheck
+	checkJob *bridge.Job
+	checkFor string // the folder and layers the check in flight is for
 
 	Token       *widget.Entry
 	Revision    *widget.Entry
 	DownloadBt  *widget.Button
+	RetryBt     *widget.Button
 	DlBar       *widget.ProgressBar
 	DlStatus    *widget.Label
 	DlFiles     *widget.Label
-	dlCancel    context.CancelFunc
+	dlJob       *bridge.Job
+	dlDir       string // the folder the download status is about
 	Downloading bool
+	retrying    bool // Try again now: the cancelled download restarts
 
 	VerifyBt  *widget.Button
 	VfBar     *widget.ProgressBar
 	VfStatus  *widget.Label
 	VfList    *widget.List
 	Verified  *verify.Report
-	vfCancel  context.CancelFunc
+	vfJob     *bridge.Job
 	verifying bool
 }
 
-func newModelStep(w *Wizard) *ModelStep {
-	s := &ModelStep{w: w}
+func newModelStep(w *wizard) *modelStep {
+	s := &modelStep{w: w}
 	u := w.u
 	s.Dir = widget.NewEntry()
-	s.Dir.SetPlaceHolder("/path/to/Kimi-K3 (the folder with config.json and the .safetensors shards)")
+	s.Dir.SetPlaceHolder("the folder that holds (or will hold) the Kimi K3 files")
 	s.Dir.OnChanged = func(string) { s.dirChanged() }
 	choose := widget.NewButton("Choose folder…", func() {
 		dialog.ShowFolderOpen(func(l fyne.ListableURI, err error) {
@@ -68,18 +80,22 @@ func newModelStep(w *Wizard) *ModelStep {
 	s.Layers.SetPlaceHolder("all")
 	s.Layers.OnChanged = func(string) { s.dirChanged() }
 	s.LayerMsg = wrapLabel("")
+	s.LayerMsg.Hide()
 	s.Status = wrapLabel("")
-	s.DemoBt = widget.NewButton("Use the DEMO model instead (a few MB, made here in seconds; its text is not meaningful)", s.UseDemo)
+	s.DemoBt = widget.NewButton("Use the DEMO model instead", s.UseDemo)
 
 	s.Token = widget.NewPasswordEntry()
-	s.Token.SetPlaceHolder("access token (only if the hub asks for one; never saved)")
+	s.Token.SetPlaceHolder("only if the hub asks for one; never saved")
 	s.Revision = widget.NewEntry()
-	s.Revision.SetPlaceHolder("main")
+	s.Revision.SetPlaceHolder("main (the latest)")
 	s.DownloadBt = widget.NewButton("Download into this folder", s.ToggleDownload)
+	s.RetryBt = widget.NewButton("Try again now", s.RetryNow)
+	s.RetryBt.Hide()
 	s.DlBar = widget.NewProgressBar()
 	s.DlStatus = wrapLabel("")
 	s.DlFiles = widget.NewLabel("")
 	s.DlFiles.TextStyle = fyne.TextStyle{Monospace: true}
+	s.DlFiles.Hide()
 
 	s.VerifyBt = widget.NewButton("Verify the files", s.StartVerify)
 	s.VfBar = widget.NewProgressBar()
@@ -89,45 +105,53 @@ func newModelStep(w *Wizard) *ModelStep {
 			return 0
 		}
 		return len(s.Verified.Files)
-	}, func() fyne.CanvasObject { return widget.NewLabel("") }, func(i widget.ListItemID, o fyne.CanvasObject) {
-		f := s.Verified.Files[i]
-		o.(*widget.Label).SetText(describeFile(f))
+	}, func() fyne.CanvasObject {
+		l := widget.NewLabel("")
+		l.Truncation = fyne.TextTruncateEllipsis
+		return l
+	}, func(i widget.ListItemID, o fyne.CanvasObject) {
+		o.(*widget.Label).SetText(describeFile(s.Verified.Files[i]))
 	})
 
-	folder := container.NewBorder(nil, nil, widget.NewLabel("Checkpoint folder"), choose, s.Dir)
-	layers := container.NewBorder(nil, nil, widget.NewLabel("Layers to use (empty = all 93)"), nil, s.Layers)
-	dl := widget.NewCard("Download", "from the model hub into the folder above; pause and resume any time, even after closing the app",
-		container.NewVBox(
-			container.NewBorder(nil, nil, widget.NewLabel("Token"), nil, s.Token),
-			container.NewBorder(nil, nil, widget.NewLabel("Revision"), nil, s.Revision),
-			s.DownloadBt, s.DlBar, s.DlStatus, s.DlFiles))
-	vf := widget.NewCard("Verify", "every file's size (and checksum when the download recorded one)",
-		container.NewBorder(container.NewVBox(s.VerifyBt, s.VfBar, s.VfStatus), nil, nil, nil, s.VfList))
-	vfList := container.NewGridWrap(fyne.NewSize(560, 260), vf)
-	s.view = scroll(container.NewVBox(folder, layers, s.LayerMsg, s.Status, s.DemoBt,
-		container.NewGridWithColumns(2, dl, vfList)))
+	folder := container.NewBorder(nil, nil, widget.NewLabel("Model folder"), choose, s.Dir)
+	s.LayersLbl = widget.NewLabel("Layers to use (empty = all)")
+	layers := container.NewBorder(nil, nil, s.LayersLbl, nil, s.Layers)
+	// a list in a box is one row high: the spacer gives it room for several
+	listRoom := canvas.NewRectangle(color.Transparent)
+	listRoom.SetMinSize(fyne.NewSize(0, 180))
+	dl := widget.NewCard("Download", "", container.NewVBox(
+		wrapLabel("From the model hub into the folder above. You can pause and resume at any time, even after closing the app."),
+		container.NewBorder(nil, nil, widget.NewLabel("Access token"), nil, s.Token),
+		container.NewBorder(nil, nil, widget.NewLabel("Version"), nil, s.Revision),
+		container.NewBorder(nil, nil, nil, s.RetryBt, s.DownloadBt), s.DlBar, s.DlStatus, container.NewHScroll(s.DlFiles)))
+	vf := widget.NewCard("Verify", "", container.NewVBox(
+		wrapLabel("Checks every file of the folder: its size, its header, and its checksum when the download recorded one."),
+		s.VerifyBt, s.VfBar, s.VfStatus, container.NewStack(listRoom, s.VfList)))
+	demo := container.NewBorder(nil, nil, s.DemoBt, nil,
+		wrapLabel("A few MB, made here in seconds, so you can try everything; its text is not meaningful."))
+	s.view = scroll(container.NewVBox(folder, layers, s.LayerMsg, s.Status, demo, dl, vf))
 	return s
 }
 
-func (s *ModelStep) Title() string           { return "The model" }
-func (s *ModelStep) View() fyne.CanvasObject { return s.view }
+func (s *modelStep) Title() string           { return "The model" }
+func (s *modelStep) View() fyne.CanvasObject { return s.view }
 
-func (s *ModelStep) Enter() {
-	st := s.w.u.S
+// Enter shows the model in use the first time; a download that did not
+// finish is offered again when its folder is the one shown.
+func (s *modelStep) Enter() {
+	d := s.w.D
 	if s.Dir.Text == "" {
 		switch {
-		case st.DownloadDest != "":
-			s.Dir.SetText(st.DownloadDest)
-			s.Revision.SetText(st.DownloadRevision)
-			if st.DownloadLayers > 0 {
-				s.Layers.SetText(strconv.Itoa(st.DownloadLayers))
+		case d.ModelDir != "":
+			s.Dir.SetText(d.ModelDir)
+			if d.Layers > 0 {
+				s.Layers.SetText(strconv.Itoa(d.Layers))
 			}
-			s.DlStatus.SetText("A download into this folder did not finish. Press Resume to continue where it stopped.")
-			s.DownloadBt.SetText("Resume download")
-		case st.ModelDir != "":
-			s.Dir.SetText(st.ModelDir)
-			if st.Layers > 0 {
-				s.Layers.SetText(strconv.Itoa(st.Layers))
+		case d.DownloadDest != "":
+			s.Dir.SetText(d.DownloadDest)
+			s.Revision.SetText(d.DownloadRevision)
+			if d.DownloadLayers > 0 {
+				s.Layers.SetText(strconv.Itoa(d.DownloadLayers))
 			}
 		}
 	}
@@ -135,7 +159,7 @@ func (s *ModelStep) Enter() {
 }
 
 // layers returns the layer count typed (0 = all) or an error in plain words.
-func (s *ModelStep) layers() (int, error) {
+func (s *modelStep) layers() (int, error) {
 	t := strings.TrimSpace(s.Layers.Text)
 	if t == "" || t == "all" {
 		return 0, nil
@@ -147,62 +171,122 @@ func (s *ModelStep) layers() (int, error) {
 	return n, nil
 }
 
-func hasConfig(dir string) bool {
-	_, err := os.Stat(filepath.Join(dir, "config.json"))
-	return dir != "" && err == nil
-}
+func (s *modelStep) dir() string { return strings.TrimSpace(s.Dir.Text) }
 
-func (s *ModelStep) dirChanged() {
-	dir := strings.TrimSpace(s.Dir.Text)
+// dirChanged follows the folder and layers typed: status of another folder
+// is cleared, and the new folder is checked in the background.
+func (s *modelStep) dirChanged() {
+	dir := s.dir()
 	n, err := s.layers()
 	switch {
 	case err != nil:
-		s.LayerMsg.SetText(err.Error())
+		setNote(s.LayerMsg, err.Error())
 	case n > 0:
-		s.LayerMsg.SetText(fmt.Sprintf("Only the first %d layers will be used: fine for trying things out, but the text is then NOT the model's.", n))
+		setNote(s.LayerMsg, fmt.Sprintf("Only the first %d layers will be used: fine for trying things out, but the text is then NOT the model's.", n))
 	default:
-		s.LayerMsg.SetText("")
+		setNote(s.LayerMsg, "")
 	}
-	switch {
-	case dir == "":
+	if s.Verified != nil && s.Verified.Dir != dir {
+		s.Verified = nil
+		s.VfList.Refresh()
+		s.VfBar.SetValue(0)
+		s.VfStatus.SetText("")
+	}
+	if !s.Downloading && s.dlDir != dir {
+		s.showDownloadState(dir)
+	}
+	key := fmt.Sprintf("%s\x00%d", dir, n)
+	if s.Check != nil && s.checkFor == key {
+		s.showCheck()
+		return
+	}
+	s.checkJob.Cancel()
+	s.Check, s.checkFor = nil, key
+	if dir == "" {
 		s.Status.SetText("Choose the folder that holds the checkpoint, or a folder to download it into.")
-	case synth.IsDemo(dir):
-		s.Status.SetText("This is the DEMO model: random weights with the K3 layout. Everything works, but its text is not meaningful.")
-	case hasConfig(dir):
-		s.Status.SetText("A checkpoint is here. Verify it before the first run.")
-	default:
+		s.changed()
+		return
+	}
+	s.Status.SetText("Checking the folder…")
+	s.changed()
+	var c *bridge.FolderCheck
+	s.checkJob = bridge.StartJob(s.w.u.do, 1, func(ctx context.Context, _ func(struct{})) error {
+		c = bridge.CheckFolder(ctx, dir, n)
+		return ctx.Err()
+	}, nil, func(err error) {
+		if err != nil || s.checkFor != key {
+			return // a newer folder was typed
+		}
+		s.Check, s.checkJob = c, nil
+		s.showCheck()
+	})
+}
+
+func (s *modelStep) showCheck() {
+	c := s.Check
+	if c.Layers > 0 {
+		s.LayersLbl.SetText(fmt.Sprintf("Layers to use (empty = all %d)", c.Layers))
+	} else {
+		s.LayersLbl.SetText("Layers to use (empty = all)")
+	}
+	demo := synth.IsDemo(c.Dir)
+	switch {
+	case !c.HasConfig:
 		s.Status.SetText("No checkpoint here yet (no config.json). Download it into this folder, or choose another one.")
+	case !c.OK():
+		s.Status.SetText(c.Summary())
+	case demo:
+		s.Status.SetText("This is the DEMO model: random weights with the K3 layout. Everything works, but its text is not meaningful.")
+	default:
+		s.Status.SetText(fmt.Sprintf("A checkpoint is here: %d files, %s, every header readable. Verify checks their contents.", len(c.Shards), units.Bytes(c.Bytes)))
 	}
-	if err == nil && hasConfig(dir) {
-		s.w.u.S.ModelDir = dir
-		s.w.u.S.Layers = n
-		s.w.u.S.Demo = synth.IsDemo(dir)
-		s.w.u.SaveSettings()
+	n, err := s.layers()
+	if err == nil && c.OK() {
+		s.w.D.ModelDir, s.w.D.Layers, s.w.D.Demo = c.Dir, n, demo
 	}
-	if s.w.u.Wizard == s.w {
+	s.changed()
+}
+
+func (s *modelStep) changed() {
+	if s.w.u.wizard == s.w {
 		s.w.Changed()
 	}
 }
 
-func (s *ModelStep) Ready() (bool, string) {
+func (s *modelStep) Ready() (bool, string) {
 	if _, err := s.layers(); err != nil {
 		return false, err.Error()
 	}
 	if s.Downloading {
 		return false, "The download is running. Pause it or wait until it finishes."
 	}
-	dir := strings.TrimSpace(s.Dir.Text)
-	if !hasConfig(dir) {
+	c := s.Check
+	switch {
+	case s.dir() == "":
 		return false, "Choose a folder with the checkpoint, download it, or use the demo model."
-	}
-	if s.Verified != nil && s.Verified.Dir == dir && !s.Verified.Complete && !synth.IsDemo(dir) {
+	case c == nil:
+		return false, "Checking the folder…"
+	case !c.HasConfig:
+		return false, "Choose a folder with the checkpoint, download it, or use the demo model."
+	case !c.OK():
+		return false, "This folder's checkpoint cannot be used yet: " + c.Summary()
+	case s.Verified != nil && s.Verified.Dir == c.Dir && !s.Verified.Complete && !synth.IsDemo(c.Dir):
 		return true, "Some files are missing or wrong (see Verify); the run will fail on them."
 	}
 	return true, ""
 }
 
+// Err is the cause the later steps repeat when this step's folder cannot
+// be used (nil when it can, or before it was checked).
+func (s *modelStep) Err() error {
+	if s.Check == nil || s.Check.Dir != s.w.D.ModelDir {
+		return nil
+	}
+	return s.Check.Err()
+}
+
 // UseDemo writes the demo model (if needed) and selects it.
-func (s *ModelStep) UseDemo() {
+func (s *modelStep) UseDemo() {
 	u := s.w.u
 	if u.B.MakeDemo == nil {
 		return
@@ -210,31 +294,44 @@ func (s *ModelStep) UseDemo() {
 	dir := u.demoDir()
 	s.DemoBt.Disable()
 	s.Status.SetText("Writing the demo model…")
-	go func() {
-		err := u.B.MakeDemo(dir)
-		u.do(func() {
-			s.DemoBt.Enable()
-			if err != nil {
-				s.Status.SetText(Explain(err))
-				return
-			}
-			s.Layers.SetText("")
-			s.Dir.SetText(dir)
-			s.dirChanged()
-		})
-	}()
+	mk := u.B.MakeDemo
+	bridge.StartJob(u.do, 1, func(context.Context, func(struct{})) error { return mk(dir) }, nil, func(err error) {
+		s.DemoBt.Enable()
+		if err != nil {
+			s.Status.SetText(bridge.Explain(err))
+			return
+		}
+		s.Layers.SetText("")
+		s.Dir.SetText(dir)
+		s.dirChanged()
+	})
+}
+
+// showDownloadState shows what is known about a download into dir: one
+// that did not finish there is offered to resume; another folder's status
+// is not shown.
+func (s *modelStep) showDownloadState(dir string) {
+	s.dlDir = dir
+	s.DlBar.SetValue(0)
+	setNote(s.DlFiles, "")
+	s.RetryBt.Hide()
+	if d := s.w.u.S; dir != "" && d.DownloadDest == dir {
+		s.DlStatus.SetText("A download into this folder did not finish. Press Resume to continue where it stopped.")
+		s.DownloadBt.SetText("Resume download")
+		return
+	}
+	s.DlStatus.SetText("")
+	s.DownloadBt.SetText("Download into this folder")
 }
 
 // ToggleDownload starts, pauses or resumes the download.
-func (s *ModelStep) ToggleDownload() {
+func (s *modelStep) ToggleDownload() {
 	if s.Downloading {
-		if s.dlCancel != nil {
-			s.dlCancel()
-		}
+		s.dlJob.Cancel()
 		return
 	}
 	u := s.w.u
-	dir := strings.TrimSpace(s.Dir.Text)
+	dir := s.dir()
 	n, err := s.layers()
 	if err != nil {
 		s.DlStatus.SetText(err.Error())
@@ -247,37 +344,51 @@ func (s *ModelStep) ToggleDownload() {
 	if u.B.Downloader == nil {
 		return
 	}
-	req := DownloadRequest{Dest: dir, Revision: strings.TrimSpace(s.Revision.Text), Layers: n, Token: s.Token.Text}
+	req := bridge.DownloadRequest{Dest: dir, Revision: strings.TrimSpace(s.Revision.Text), Layers: n, Token: s.Token.Text}
+	// download bookkeeping is saved at once: it is not the model in use
 	u.S.DownloadDest, u.S.DownloadRevision, u.S.DownloadLayers = req.Dest, req.Revision, req.Layers
 	u.SaveSettings()
-	ctx, cancel := context.WithCancel(context.Background())
-	s.dlCancel, s.Downloading = cancel, true
+	s.Downloading, s.dlDir = true, dir
 	s.DownloadBt.SetText("Pause")
-	s.DlStatus.SetText("Starting…")
-	s.w.Changed()
-	lim := newLimiter(GaugeHz)
-	go func() {
-		err := u.B.Downloader.Download(ctx, req, func(ev hub.Event) {
-			final := ev.Kind == hub.EventDone || ev.Kind == hub.EventRetry || ev.Kind == hub.EventNote
-			if final || lim.ok() {
-				u.do(func() { s.showDownload(ev) })
-			}
-		})
-		u.do(func() { s.downloadDone(err) })
-	}()
+	s.RetryBt.Hide()
+	s.DlStatus.SetText("Connecting to the model hub…")
+	s.changed()
+	dl := u.B.Downloader
+	s.dlJob = bridge.StartJob(u.do, bridge.GaugeHz, func(ctx context.Context, progress func(hub.Event)) error {
+		return dl.Download(ctx, req, progress)
+	}, s.showDownload, s.downloadDone)
 }
 
-func (s *ModelStep) showDownload(ev hub.Event) {
+// RetryNow ends the wait before the next attempt and tries at once.
+func (s *modelStep) RetryNow() {
+	if !s.Downloading {
+		return
+	}
+	s.retrying = true
+	s.dlJob.Cancel()
+}
+
+func (s *modelStep) showDownload(ev hub.Event) {
 	sn := ev.Snap
 	if sn.Total > 0 {
 		s.DlBar.SetValue(float64(sn.Done) / float64(sn.Total))
 	}
 	switch ev.Kind {
 	case hub.EventRetry:
-		s.DlStatus.SetText(fmt.Sprintf("%s: the connection failed (%s); trying again in %s.", ev.File, Explain(ev.Err), ev.Wait.Round(time.Second)))
+		what := "the model hub"
+		if ev.File != "" {
+			what = ev.File
+		}
+		s.DlStatus.SetText(fmt.Sprintf("%s (attempt %d). Trying again in %s; finished files are kept.",
+			strings.TrimSuffix(describeRetry(what, ev.Err), "."), ev.Attempt, ev.Wait.Round(time.Second)))
+		s.RetryBt.Show()
 		return
 	case hub.EventNote:
 		s.DlStatus.SetText(ev.Message)
+		return
+	}
+	s.RetryBt.Hide()
+	if sn.Total == 0 {
 		return
 	}
 	s.DlStatus.SetText(describeSnapshot(sn))
@@ -288,7 +399,19 @@ func (s *ModelStep) showDownload(ev hub.Event) {
 		}
 		lines = append(lines, fmt.Sprintf("%-44s %6.1f%%  %12s", f.Name, 100*float64(f.Done)/float64(max(f.Total, 1)), units.PerSec(f.Rate)))
 	}
-	s.DlFiles.SetText(strings.Join(lines, "\n"))
+	setNote(s.DlFiles, strings.Join(lines, "\n"))
+}
+
+// describeRetry says in plain words why an attempt failed.
+func describeRetry(what string, err error) string {
+	var ue *bridge.UnreachableError
+	if errors.As(err, &ue) {
+		return fmt.Sprintf("Cannot reach the model hub (%s): %v", ue.Host, ue.Err)
+	}
+	if err == nil {
+		return what + ": the attempt failed"
+	}
+	return fmt.Sprintf("%s: the connection failed (%s)", what, strings.TrimSuffix(bridge.Explain(err), "."))
 }
 
 // describeSnapshot is the download's one-line summary.
@@ -305,9 +428,16 @@ func timeLeft(eta time.Duration) string {
 	return "about " + eta.Round(time.Second).String() + " left"
 }
 
-func (s *ModelStep) downloadDone(err error) {
+func (s *modelStep) downloadDone(err error) {
 	u := s.w.u
-	s.Downloading, s.dlCancel = false, nil
+	s.Downloading, s.dlJob = false, nil
+	s.RetryBt.Hide()
+	if s.retrying && errors.Is(err, context.Canceled) {
+		s.retrying = false
+		s.ToggleDownload()
+		return
+	}
+	s.retrying = false
 	switch {
 	case err == nil:
 		u.S.DownloadDest, u.S.DownloadRevision, u.S.DownloadLayers = "", "", 0
@@ -315,27 +445,26 @@ func (s *ModelStep) downloadDone(err error) {
 		s.DlBar.SetValue(1)
 		s.DownloadBt.SetText("Download into this folder")
 		s.DlStatus.SetText("Downloaded and verified.")
-		s.DlFiles.SetText("")
+		setNote(s.DlFiles, "")
 	case errors.Is(err, context.Canceled):
 		s.DownloadBt.SetText("Resume download")
 		s.DlStatus.SetText("Paused. Finished files and partial files are kept; Resume continues where it stopped, even after a restart.")
 	default:
 		s.DownloadBt.SetText("Resume download")
-		s.DlStatus.SetText(Explain(err))
+		s.DlStatus.SetText(bridge.Explain(err))
 	}
+	s.Check, s.checkFor = nil, "" // the folder changed: check it again
 	s.dirChanged()
 }
 
 // StartVerify checks the folder's files in the background.
-func (s *ModelStep) StartVerify() {
+func (s *modelStep) StartVerify() {
 	u := s.w.u
 	if s.verifying {
-		if s.vfCancel != nil {
-			s.vfCancel()
-		}
+		s.vfJob.Cancel()
 		return
 	}
-	dir := strings.TrimSpace(s.Dir.Text)
+	dir := s.dir()
 	if synth.IsDemo(dir) {
 		s.VfStatus.SetText("The demo model was generated here: there is nothing to verify.")
 		return
@@ -344,33 +473,37 @@ func (s *ModelStep) StartVerify() {
 	if u.B.Verifier == nil || dir == "" {
 		return
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	s.vfCancel, s.verifying = cancel, true
+	s.verifying = true
 	s.VerifyBt.SetText("Cancel verification")
 	s.VfStatus.SetText("Checking…")
-	lim := newLimiter(GaugeHz)
-	go func() {
-		rep, err := u.B.Verifier.Verify(ctx, dir, n, func(done, total int64) {
-			if lim.ok() && total > 0 {
-				u.do(func() { s.VfBar.SetValue(float64(done) / float64(total)) })
+	vf := u.B.Verifier
+	var rep *verify.Report
+	s.vfJob = bridge.StartJob(u.do, bridge.GaugeHz, func(ctx context.Context, progress func(float64)) error {
+		var err error
+		rep, err = vf.Verify(ctx, dir, n, func(done, total int64) {
+			if total > 0 {
+				progress(float64(done) / float64(total))
 			}
 		})
-		u.do(func() { s.verifyDone(rep, err) })
-	}()
+		return err
+	}, s.VfBar.SetValue, func(err error) { s.verifyDone(dir, rep, err) })
 }
 
-func (s *ModelStep) verifyDone(rep *verify.Report, err error) {
-	s.verifying, s.vfCancel = false, nil
+func (s *modelStep) verifyDone(dir string, rep *verify.Report, err error) {
+	s.verifying, s.vfJob = false, nil
 	s.VerifyBt.SetText("Verify the files")
+	if dir != s.dir() {
+		return // the result is another folder's
+	}
 	if err != nil {
-		s.VfStatus.SetText(Explain(err))
+		s.VfStatus.SetText(bridge.Explain(err))
 		return
 	}
 	s.Verified = rep
 	s.VfBar.SetValue(1)
 	s.VfList.Refresh()
 	s.VfStatus.SetText(describeVerify(rep))
-	s.w.Changed()
+	s.changed()
 }
 
 // describeVerify summarises a verification in plain words.
@@ -387,7 +520,7 @@ func describeVerify(r *verify.Report) string {
 		parts = append(parts, fmt.Sprintf("%d missing", r.Missing))
 	}
 	if r.WrongSize > 0 {
-		parts = append(parts, fmt.Sprintf("%d with the wrong size", r.WrongSize))
+		parts = append(parts, fmt.Sprintf("%d incomplete or the wrong size", r.WrongSize))
 	}
 	if r.HashBad > 0 {
 		parts = append(parts, fmt.Sprintf("%d with the wrong checksum", r.HashBad))
@@ -411,18 +544,24 @@ func describeFile(f verify.FileResult) string {
 	case verify.StatusExtra, verify.StatusKnown, verify.StatusNotNeeded:
 		mark = "·"
 	}
-	line := fmt.Sprintf("%s %s — %s", mark, f.Name, f.Status)
-	if f.Detail != "" {
-		line += " (" + f.Detail + ")"
+	what := map[verify.Status]string{
+		verify.StatusOK: "right", verify.StatusMissing: "missing", verify.StatusWrongSize: "the wrong size",
+		verify.StatusHashMismatch: "the wrong checksum: download it again", verify.StatusNoHash: "no checksum recorded",
+		verify.StatusPartial: "partly downloaded: Resume finishes it", verify.StatusExtra: "not part of the model",
+		verify.StatusNotNeeded: "not needed for the layers chosen", verify.StatusUnreadable: "cannot be read",
+		verify.StatusKnown: "part of the download",
+	}[f.Status]
+	if f.Status == verify.StatusWrongSize && f.Want > 0 && f.Size >= 0 {
+		what = fmt.Sprintf("%s of %s: download it again", units.Bytes(f.Size), units.Bytes(f.Want))
 	}
-	return line
+	if f.Detail != "" && strings.HasPrefix(f.Detail, f.Name) {
+		return mark + " " + f.Detail // a sentence of the folder check, naming the file
+	}
+	return fmt.Sprintf("%s %s — %s", mark, f.Name, what)
 }
 
-func (s *ModelStep) Cancel() {
-	if s.dlCancel != nil {
-		s.dlCancel()
-	}
-	if s.vfCancel != nil {
-		s.vfCancel()
-	}
+func (s *modelStep) Cancel() {
+	s.dlJob.Cancel()
+	s.vfJob.Cancel()
+	s.checkJob.Cancel()
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/container"
@@ -14,12 +15,16 @@ import (
 
 	"k3/doctor"
 	"k3/storage/units"
+	"k3/ui/bridge"
 )
 
-// PackStep is wizard step 3: write the packed trunk (every layer's dense
+// packStep is wizard step 3: write the packed trunk (every layer's dense
 // weights in one file, read in order every token) onto the fastest disk.
-type PackStep struct {
-	w    *Wizard
+// Every model gets its own trunk folder; what the folder holds is checked
+// against the model (another model's trunk is never reported as packed),
+// and a trunk of another checkpoint can be replaced (Pack again here).
+type packStep struct {
+	w    *wizard
 	view fyne.CanvasObject
 
 	Info    *widget.Label
@@ -28,22 +33,31 @@ type PackStep struct {
 	Bar     *widget.ProgressBar
 	Status  *widget.Label
 	need    int64
-	cancel  context.CancelFunc
+	job     *bridge.Job
 	Packing bool
+
+	// State is what the folder holds for the model (checked on entry and
+	// after every change of the folder).
+	State    bridge.TrunkCheck
+	checked  string // the folder State is about
+	checkJob *bridge.Job
+	model    string // the model the folder was suggested for
+	note     string // how the last pack ended, shown before the folder's state
 }
 
-// TrunkFolderName is appended to a suggested disk.
-const TrunkFolderName = "k3-trunk"
-
-func newPackStep(w *Wizard) *PackStep {
-	s := &PackStep{w: w}
+func newPackStep(w *wizard) *packStep {
+	s := &packStep{w: w}
 	s.Info = wrapLabel("")
 	s.Dir = widget.NewEntry()
 	s.Dir.SetPlaceHolder("folder for the packed trunk (put it on the fastest disk)")
+	s.Dir.OnChanged = func(string) {
+		s.note = ""
+		s.dirChanged()
+	}
 	choose := widget.NewButton("Choose folder…", func() {
 		dialog.ShowFolderOpen(func(l fyne.ListableURI, err error) {
 			if err == nil && l != nil {
-				s.Dir.SetText(filepath.Join(l.Path(), TrunkFolderName))
+				s.Dir.SetText(bridge.DefaultTrunkDir(l.Path(), w.D.ModelDir))
 			}
 		}, w.u.Win)
 	})
@@ -59,12 +73,13 @@ func newPackStep(w *Wizard) *PackStep {
 	return s
 }
 
-func (s *PackStep) Title() string           { return "Pack the trunk" }
-func (s *PackStep) View() fyne.CanvasObject { return s.view }
+func (s *packStep) Title() string           { return "Pack the trunk" }
+func (s *packStep) View() fyne.CanvasObject { return s.view }
 
-// SuggestTrunkDir picks the measured disk with the fastest sequential reads
-// that has room for need bytes (plus 5%). It returns "" when none has.
-func SuggestTrunkDir(r *doctor.Report, need int64) (dir, why string) {
+// suggestTrunkDir picks the measured disk with the fastest sequential reads
+// that has room for need bytes (plus 5%), and the model's folder on it. It
+// returns "" when no disk has room.
+func suggestTrunkDir(r *doctor.Report, need int64, modelDir string) (dir, why string) {
 	if r == nil {
 		return "", ""
 	}
@@ -79,61 +94,158 @@ func SuggestTrunkDir(r *doctor.Report, need int64) (dir, why string) {
 		}
 		if speed > best {
 			best = speed
-			dir = filepath.Join(d.Path, TrunkFolderName)
+			dir = bridge.DefaultTrunkDir(d.Path, modelDir)
 			why = fmt.Sprintf("suggested: the disk of %s streams at %s and has %s free", d.Path, rate(d.SeqGBps), units.Bytes(int64(d.FreeBytes)))
 		}
 	}
 	return dir, why
 }
 
-func (s *PackStep) Enter() {
-	u := s.w.u
+func (s *packStep) Enter() {
+	u, d := s.w.u, &s.w.D
 	if u.B.Packer == nil {
 		return
 	}
-	need, err := u.B.Packer.TrunkBytes(u.S.ModelDir, u.S.Layers)
+	if err := s.w.Model.Err(); err != nil {
+		s.Info.SetText("The model folder cannot be used: " + bridge.Explain(err) + " Go back to step 2.")
+		return
+	}
+	need, err := u.B.Packer.TrunkBytes(d.ModelDir, d.Layers)
 	if err != nil {
-		s.Info.SetText(Explain(err))
+		s.Info.SetText(bridge.Explain(err))
 		return
 	}
 	s.need = need
 	info := fmt.Sprintf("The trunk of this checkpoint takes %s.", units.Bytes(need))
-	if s.Dir.Text == "" {
+	if s.model != d.ModelDir {
+		// a folder shown for another model is not this model's
+		s.model = d.ModelDir
 		switch {
-		case u.S.TrunkDir != "":
-			s.Dir.SetText(u.S.TrunkDir)
+		case d.TrunkDir != "" && d.TrunkModel == d.ModelDir:
+			s.Dir.SetText(d.TrunkDir)
 		default:
-			if dir, why := SuggestTrunkDir(s.w.Machine.Report, need); dir != "" {
+			if dir, why := suggestTrunkDir(s.w.Machine.Report, need, d.ModelDir); dir != "" {
 				s.Dir.SetText(dir)
 				info += " " + strings.ToUpper(why[:1]) + why[1:] + "."
-			} else if u.S.ModelDir != "" {
-				s.Dir.SetText(filepath.Join(filepath.Dir(u.S.ModelDir), TrunkFolderName))
+			} else if d.ModelDir != "" {
+				s.Dir.SetText(bridge.DefaultTrunkDir(filepath.Dir(d.ModelDir), d.ModelDir))
 			}
 		}
 	}
 	s.Info.SetText(info)
-	if u.S.TrunkDir != "" && s.Status.Text == "" {
-		s.Status.SetText("The trunk is packed in " + u.S.TrunkDir + ".")
+	s.checked = "" // the model may have changed: check the folder again
+	s.dirChanged()
+}
+
+// dirChanged checks what the folder typed holds for the model.
+func (s *packStep) dirChanged() {
+	dir := strings.TrimSpace(s.Dir.Text)
+	if s.Packing || dir == s.checked {
+		return
+	}
+	s.checkJob.Cancel()
+	s.checked = dir
+	s.State = bridge.TrunkCheck{}
+	if dir == "" || s.w.u.B.Packer == nil {
+		s.showState()
+		return
+	}
+	model := s.w.D.ModelDir
+	pk := s.w.u.B.Packer
+	var c bridge.TrunkCheck
+	s.Status.SetText("Looking at the folder…")
+	s.checkJob = bridge.StartJob(s.w.u.do, 1, func(ctx context.Context, _ func(struct{})) error {
+		c = pk.Check(model, dir)
+		return nil
+	}, nil, func(error) {
+		if s.checked != dir || s.w.D.ModelDir != model {
+			return
+		}
+		s.State, s.checkJob = c, nil
+		s.showState()
+	})
+}
+
+// showState says what the folder holds and what Pack will do, and uses a
+// complete trunk of this model.
+func (s *packStep) showState() {
+	d := &s.w.D
+	dir := strings.TrimSpace(s.Dir.Text)
+	st := s.State
+	s.Bar.SetValue(0)
+	switch st.Status {
+	case bridge.TrunkPacked:
+		d.TrunkDir, d.TrunkModel = dir, d.ModelDir
+		s.Bar.SetValue(1)
+		s.PackBt.SetText("Packed")
+		s.PackBt.Disable()
+		s.Status.SetText("The trunk of this model is packed in " + dir + ".")
+	case bridge.TrunkPartial:
+		s.notUsed()
+		s.PackBt.SetText("Continue packing")
+		s.PackBt.Enable()
+		if st.Total > 0 {
+			s.Bar.SetValue(float64(st.Done) / float64(st.Total))
+		}
+		s.Status.SetText(fmt.Sprintf("An interrupted pack of this model is here (%d of %d parts done). Continue picks up where it stopped.", st.Done, st.Total))
+	case bridge.TrunkOther:
+		s.notUsed()
+		s.PackBt.SetText("Pack again here (replaces it)")
+		s.PackBt.Enable()
+		s.Status.SetText("This folder holds the trunk of another model (" + st.Why + "), so it will not be used. " +
+			"Pack again here to replace it, or choose another folder.")
+	case bridge.TrunkBroken:
+		s.notUsed()
+		s.PackBt.SetText("Pack again here (replaces it)")
+		s.PackBt.Enable()
+		s.Status.SetText("The trunk in this folder cannot be used (" + st.Why + "). Pack again here to replace it.")
+	default:
+		s.notUsed()
+		s.PackBt.SetText("Pack the trunk")
+		s.PackBt.Enable()
+		switch {
+		case st.Err != nil:
+			s.Status.SetText("The model cannot be read: " + bridge.Explain(st.Err))
+		default:
+			s.Status.SetText("")
+		}
+	}
+	if s.note != "" {
+		s.Status.SetText(strings.TrimSpace(s.note + " " + s.Status.Text))
+	}
+	if s.w.u.wizard == s.w {
+		s.w.Changed()
 	}
 }
 
-func (s *PackStep) Ready() (bool, string) {
-	if s.Packing {
-		return false, "Packing is running. Cancel it or wait until it finishes."
+// notUsed drops a trunk folder that holds no usable trunk of this model.
+func (s *packStep) notUsed() {
+	d := &s.w.D
+	if d.TrunkModel != d.ModelDir || d.TrunkDir == strings.TrimSpace(s.Dir.Text) {
+		d.TrunkDir, d.TrunkModel = "", ""
 	}
-	if s.w.u.S.TrunkDir == "" {
+}
+
+func (s *packStep) Ready() (bool, string) {
+	switch {
+	case s.Packing:
+		return false, "Packing is running. Cancel it or wait until it finishes."
+	case s.checkJob != nil:
+		return false, "Looking at the trunk folder…"
+	case s.State.Status == bridge.TrunkOther:
+		return true, "The folder holds another model's trunk: it will not be used. Without a packed trunk every layer is held in memory."
+	case s.w.D.TrunkDir == "":
 		return true, "Not packed: every layer will be held in memory (fine for the demo and partial checkpoints)."
 	}
 	return true, ""
 }
 
-// Toggle starts or cancels packing.
-func (s *PackStep) Toggle() {
+// Toggle starts, continues or cancels packing; for another model's trunk
+// it replaces it.
+func (s *packStep) Toggle() {
 	u := s.w.u
 	if s.Packing {
-		if s.cancel != nil {
-			s.cancel()
-		}
+		s.job.Cancel()
 		return
 	}
 	dir := strings.TrimSpace(s.Dir.Text)
@@ -141,54 +253,62 @@ func (s *PackStep) Toggle() {
 		s.Status.SetText("Choose the folder for the packed trunk first.")
 		return
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	s.cancel, s.Packing = cancel, true
+	force := s.State.Status == bridge.TrunkOther || s.State.Status == bridge.TrunkBroken
+	s.Packing = true
 	s.PackBt.SetText("Cancel packing")
 	s.Status.SetText("Packing…")
 	s.w.Changed()
-	model, layers := u.S.ModelDir, u.S.Layers
-	lim := newLimiter(GaugeHz)
-	go func() {
-		err := u.B.Packer.Pack(ctx, model, dir, layers, func(p PackProgress) {
-			if lim.ok() {
-				u.do(func() { s.showProgress(p) })
-			}
-		})
-		u.do(func() { s.done(dir, err) })
-	}()
+	model, layers := s.w.D.ModelDir, s.w.D.Layers
+	pk := u.B.Packer
+	s.job = bridge.StartJob(u.do, bridge.GaugeHz, func(ctx context.Context, progress func(bridge.PackProgress)) error {
+		return pk.Pack(ctx, model, dir, layers, force, progress)
+	}, s.showProgress, func(err error) { s.done(model, dir, err) })
 }
 
-func (s *PackStep) showProgress(p PackProgress) {
+func (s *packStep) showProgress(p bridge.PackProgress) {
 	if p.Total > 0 {
 		s.Bar.SetValue(float64(p.Done) / float64(p.Total))
 	}
-	s.Status.SetText(fmt.Sprintf("Layer %d of %d, %s of %s, %s, %s", p.Layer, p.Layers,
-		units.Bytes(p.Done), units.Bytes(p.Total), units.PerSec(p.BytesPerSec), timeLeft(p.ETA)))
+	eta := "estimating time left"
+	if p.ETA >= 0 && p.Done > 0 {
+		eta = "about " + p.ETA.Round(time.Second).String() + " left"
+	}
+	what := "Packing"
+	if p.Checking {
+		what = "Checking the parts packed before"
+	}
+	s.Status.SetText(fmt.Sprintf("%s: %d of %d parts done, %s of %s, %s, %s", what, p.Parts, p.PartsTotal,
+		units.Bytes(p.Done), units.Bytes(p.Total), units.PerSec(p.Rate), eta))
 }
 
-func (s *PackStep) done(dir string, err error) {
-	u := s.w.u
-	s.Packing, s.cancel = false, nil
-	s.PackBt.SetText("Pack the trunk")
+func (s *packStep) done(model, dir string, err error) {
+	s.Packing, s.job = false, nil
+	d := &s.w.D
 	switch {
-	case err == nil:
-		s.Bar.SetValue(1)
-		u.S.TrunkDir = dir
-		u.SaveSettings()
+	case err == nil && d.ModelDir == model:
+		d.TrunkDir, d.TrunkModel = dir, model
+		s.note = ""
+		s.State, s.checked = bridge.TrunkCheck{Status: bridge.TrunkPacked}, dir
+		s.showState()
 		s.Status.SetText("Packed into " + dir + ".")
 	case errors.Is(err, context.Canceled):
-		s.PackBt.SetText("Continue packing")
-		s.Status.SetText("Stopped. The finished layers are kept; Continue picks up where it stopped.")
+		s.note = "Stopped."
+		s.checked = ""
+		s.dirChanged()
 	default:
-		s.Status.SetText(Explain(err))
+		s.note = ""
+		if err != nil {
+			s.note = bridge.Explain(err)
+		}
+		s.checked = ""
+		s.dirChanged()
 	}
-	if u.Wizard == s.w {
+	if s.w.u.wizard == s.w {
 		s.w.Changed()
 	}
 }
 
-func (s *PackStep) Cancel() {
-	if s.cancel != nil {
-		s.cancel()
-	}
+func (s *packStep) Cancel() {
+	s.job.Cancel()
+	s.checkJob.Cancel()
 }

@@ -10,10 +10,8 @@ import (
 	"fyne.io/fyne/v2/widget"
 
 	"k3/engine"
+	"k3/ui/bridge"
 )
-
-// DefaultServeAddr is where the app's server listens unless told otherwise.
-const DefaultServeAddr = "127.0.0.1:8080"
 
 // ServePanel starts and stops `k3 serve` over the model the chat has
 // loaded, so other programs (OpenAI clients, editors, agents) can use it
@@ -26,14 +24,14 @@ type ServePanel struct {
 	Status *widget.Label
 	Root   fyne.CanvasObject
 
-	u    *UI
+	u    *appUI
 	busy bool
 }
 
 // localEngine returns the chat's local engine, making it when no turn has
 // yet.
-func (u *UI) localEngine() (*engineChat, error) {
-	if u.S.Backend == BackendServer {
+func (u *appUI) localEngine() (bridge.Server, error) {
+	if u.S.Backend == bridge.BackendServer {
 		return nil, errors.New("the chat runs on a server: serving needs the model on this machine (Model location…)")
 	}
 	if u.Chat == nil {
@@ -49,7 +47,7 @@ func (u *UI) localEngine() (*engineChat, error) {
 		}
 		u.Chat.engine = e
 	}
-	ec, ok := u.Chat.engine.(*engineChat)
+	ec, ok := u.Chat.engine.(bridge.Server)
 	if !ok {
 		return nil, errors.New("this chat engine cannot be served")
 	}
@@ -57,7 +55,7 @@ func (u *UI) localEngine() (*engineChat, error) {
 }
 
 // NewServePanel builds the panel for the current state.
-func NewServePanel(u *UI) *ServePanel {
+func NewServePanel(u *appUI) *ServePanel {
 	p := &ServePanel{u: u}
 	p.Addr = widget.NewEntry()
 	p.Addr.SetText(u.S.ServeAddr)
@@ -78,7 +76,7 @@ func NewServePanel(u *UI) *ServePanel {
 
 func (p *ServePanel) running() string {
 	if ec, err := p.u.localEngine(); err == nil {
-		return ec.serverURL()
+		return ec.ServerURL()
 	}
 	return ""
 }
@@ -109,9 +107,9 @@ func (p *ServePanel) toggle() {
 		p.Status.SetText(err.Error())
 		return
 	}
-	if ec.serverURL() != "" {
+	if ec.ServerURL() != "" {
 		go func() {
-			ec.stopServer()
+			ec.StopServer()
 			u.do(func() { p.Status.SetText("Stopped."); p.refresh() })
 		}()
 		return
@@ -123,7 +121,7 @@ func (p *ServePanel) toggle() {
 	p.Status.SetText("Loading the model…")
 	p.refresh()
 	go func() {
-		_, err := ec.startServer(context.Background(), addr, key, func(ev engine.Event) {
+		_, err := ec.StartServer(context.Background(), addr, key, func(ev engine.Event) {
 			if ev.Kind == engine.EventPhase {
 				u.do(func() { p.Status.SetText(ev.Text) })
 			}
@@ -131,7 +129,7 @@ func (p *ServePanel) toggle() {
 		u.do(func() {
 			p.busy = false
 			if err != nil {
-				p.Status.SetText("Not started: " + Explain(err))
+				p.Status.SetText("Not started: " + bridge.Explain(err))
 			}
 			p.refresh()
 		})
@@ -139,7 +137,7 @@ func (p *ServePanel) toggle() {
 }
 
 // showServeDialog opens the serve panel.
-func (u *UI) showServeDialog() {
+func (u *appUI) showServeDialog() {
 	p := NewServePanel(u)
 	d := dialog.NewCustom("Serve the model over HTTP", "Close", p.Root, u.Win)
 	d.Resize(fyne.NewSize(560, 300))

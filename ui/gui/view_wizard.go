@@ -6,8 +6,11 @@ import (
 
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/container"
+	"fyne.io/fyne/v2/dialog"
 	"fyne.io/fyne/v2/theme"
 	"fyne.io/fyne/v2/widget"
+
+	"k3/ui/bridge"
 )
 
 // wizardStep is one page of the setup wizard.
@@ -22,18 +25,22 @@ type wizardStep interface {
 	Cancel()
 }
 
-// Wizard is the setup wizard: This machine, The model, Pack the trunk,
+// wizard is the setup wizard: This machine, The model, Pack the trunk,
 // Memory, Done. Steps report changes with Changed so Next follows them.
-type Wizard struct {
-	u     *UI
+// They edit D, a copy of the settings: the working model changes only on
+// Done (or when the user, going back to the chat, chooses to keep the
+// changes), never while a path is being typed.
+type wizard struct {
+	u     *appUI
+	D     bridge.Settings
 	Steps []wizardStep
 	Cur   int
 
-	Machine *MachineStep
-	Model   *ModelStep
-	Pack    *PackStep
-	Memory  *MemoryStep
-	Done    *DoneStep
+	Machine *machineStep
+	Model   *modelStep
+	Pack    *packStep
+	Memory  *memoryStep
+	Done    *doneStep
 
 	Root     fyne.CanvasObject
 	crumbs   *widget.Label
@@ -45,9 +52,9 @@ type Wizard struct {
 	CloseBtn *widget.Button
 }
 
-// NewWizard builds the wizard's steps and frame.
-func NewWizard(u *UI) *Wizard {
-	w := &Wizard{u: u}
+// newWizard builds the wizard's steps and frame.
+func newWizard(u *appUI) *wizard {
+	w := &wizard{u: u, D: u.S}
 	w.Machine = newMachineStep(w)
 	w.Model = newModelStep(w)
 	w.Pack = newPackStep(w)
@@ -64,7 +71,7 @@ func NewWizard(u *UI) *Wizard {
 	w.BackBtn = widget.NewButton("Back", func() { w.Go(w.Cur - 1) })
 	w.NextBtn = widget.NewButton("Next", func() { w.Go(w.Cur + 1) })
 	w.NextBtn.Importance = widget.HighImportance
-	w.CloseBtn = widget.NewButton("Back to the chat", func() { u.ShowChat() })
+	w.CloseBtn = widget.NewButton("Back to the chat", w.BackToChat)
 	bottom := container.NewBorder(nil, nil, container.NewHBox(w.BackBtn, w.CloseBtn), w.NextBtn, w.why)
 	top := container.NewVBox(w.crumbs, w.title, widget.NewSeparator())
 	w.Root = container.NewPadded(container.NewBorder(top, container.NewVBox(widget.NewSeparator(), bottom), nil, nil, w.body))
@@ -72,7 +79,7 @@ func NewWizard(u *UI) *Wizard {
 }
 
 // Go shows step i.
-func (w *Wizard) Go(i int) {
+func (w *wizard) Go(i int) {
 	if i < 0 || i >= len(w.Steps) {
 		return
 	}
@@ -95,7 +102,7 @@ func (w *Wizard) Go(i int) {
 }
 
 // Changed re-evaluates the buttons after a step's state changed.
-func (w *Wizard) Changed() {
+func (w *wizard) Changed() {
 	s := w.Steps[w.Cur]
 	ok, why := s.Ready()
 	if w.Cur == 0 {
@@ -121,8 +128,43 @@ func (w *Wizard) Changed() {
 	w.why.SetText(why)
 }
 
+// Changes reports whether the setup being edited differs from the one in use.
+func (w *wizard) Changes() bool { return w.D.Setup() != w.u.S.Setup() }
+
+// Apply makes the edited setup the one in use (and saves it); the chat
+// opens the new model at its next message.
+func (w *wizard) Apply() {
+	u := w.u
+	changed := w.Changes()
+	u.S.SetSetup(w.D.Setup())
+	u.S.WizardDone = true
+	u.SaveSettings()
+	if changed && u.Chat != nil {
+		u.Chat.ResetEngine()
+	}
+}
+
+// BackToChat returns to the chat; with changes to the setup it asks first
+// whether to use them or keep the setup in use.
+func (w *wizard) BackToChat() {
+	if !w.Changes() {
+		w.u.ShowChat()
+		return
+	}
+	d := dialog.NewCustomConfirm("Use the new setup?",
+		"Use the new setup", "Keep the one in use",
+		wrapLabel("You changed the model, the trunk or the memory settings. The chat can switch to them now, or keep running what it ran before."),
+		func(use bool) {
+			if use {
+				w.Apply()
+			}
+			w.u.ShowChat()
+		}, w.u.Win)
+	d.Show()
+}
+
 // Cancel stops every step's background work.
-func (w *Wizard) Cancel() {
+func (w *wizard) Cancel() {
 	for _, s := range w.Steps {
 		s.Cancel()
 	}
@@ -136,4 +178,15 @@ func wrapLabel(text string) *widget.Label {
 	l := widget.NewLabel(text)
 	l.Wrapping = fyne.TextWrapWord
 	return l
+}
+
+// setNote shows text in a label, and hides the label when text is empty so
+// an empty line does not leave a gap.
+func setNote(l *widget.Label, text string) {
+	l.SetText(text)
+	if text == "" {
+		l.Hide()
+	} else {
+		l.Show()
+	}
 }

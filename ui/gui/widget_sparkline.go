@@ -2,52 +2,63 @@ package gui
 
 import (
 	"image/color"
+	"strconv"
 	"time"
 
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/canvas"
 	"fyne.io/fyne/v2/theme"
 	"fyne.io/fyne/v2/widget"
+
+	"k3/ui/bridge"
 )
 
-// Sparkline is a small line plot of the last HistoryWindow of samples.
-type Sparkline struct {
+// sparkline is a small line plot of the last HistoryWindow of samples, with
+// its scale (the top and bottom values) written at the left. A zero Point
+// is a gap: idle time between turns is not drawn as a line.
+type sparkline struct {
 	widget.BaseWidget
-	points []Point
+	points []bridge.Point
 	now    time.Time
 	Color  fyne.ThemeColorName
+	// Format writes a value of the scale (nil: plain number).
+	Format func(float64) string
 }
 
-// NewSparkline returns an empty plot.
-func NewSparkline(c fyne.ThemeColorName) *Sparkline {
-	s := &Sparkline{Color: c}
+// newSparkline returns an empty plot.
+func newSparkline(c fyne.ThemeColorName, format func(float64) string) *sparkline {
+	s := &sparkline{Color: c, Format: format}
 	s.ExtendBaseWidget(s)
 	return s
 }
 
 // SetPoints replaces the samples and redraws.
-func (s *Sparkline) SetPoints(ps []Point, now time.Time) {
+func (s *sparkline) SetPoints(ps []bridge.Point, now time.Time) {
 	s.points, s.now = ps, now
 	s.Refresh()
 }
 
-// Points returns the samples shown.
-func (s *Sparkline) Points() []Point { return s.points }
+// Points returns the samples shown (gaps included).
+func (s *sparkline) Points() []bridge.Point { return s.points }
 
-func (s *Sparkline) CreateRenderer() fyne.WidgetRenderer {
-	r := &sparkRenderer{s: s, bg: canvas.NewRectangle(color.Transparent)}
+func (s *sparkline) CreateRenderer() fyne.WidgetRenderer {
+	r := &sparkRenderer{s: s, bg: canvas.NewRectangle(color.Transparent),
+		top: canvas.NewText("", color.Transparent), bottom: canvas.NewText("", color.Transparent)}
+	r.top.TextSize = theme.CaptionTextSize()
+	r.bottom.TextSize = theme.CaptionTextSize()
 	r.Refresh()
 	return r
 }
 
 type sparkRenderer struct {
-	s     *Sparkline
-	bg    *canvas.Rectangle
-	lines []*canvas.Line
-	size  fyne.Size
+	s           *sparkline
+	bg          *canvas.Rectangle
+	top, bottom *canvas.Text
+	lines       []*canvas.Line
+	size        fyne.Size
 }
 
-func (r *sparkRenderer) MinSize() fyne.Size { return fyne.NewSize(200, 44) }
+func (r *sparkRenderer) MinSize() fyne.Size { return fyne.NewSize(200, 48) }
 
 func (r *sparkRenderer) Layout(size fyne.Size) {
 	r.size = size
@@ -55,52 +66,92 @@ func (r *sparkRenderer) Layout(size fyne.Size) {
 	r.place()
 }
 
-func (r *sparkRenderer) place() {
-	ps := r.s.points
-	size := r.size
-	if len(ps) < 2 || size.Width <= 0 {
-		for _, l := range r.lines {
-			l.Hide()
-		}
-		return
-	}
-	lo, hi := ps[0].V, ps[0].V
+// bounds are the value range drawn: from 0 (or below) to the largest value.
+func bounds(ps []bridge.Point) (lo, hi float64, ok bool) {
 	for _, p := range ps {
+		if p.T.IsZero() {
+			continue
+		}
+		if !ok {
+			lo, hi, ok = p.V, p.V, true
+		}
 		lo, hi = min(lo, p.V), max(hi, p.V)
 	}
 	lo = min(lo, 0)
 	if hi <= lo {
 		hi = lo + 1
 	}
+	return lo, hi, ok
+}
+
+func (r *sparkRenderer) place() {
+	ps := r.s.points
+	size := r.size
+	lo, hi, ok := bounds(ps)
+	for _, l := range r.lines {
+		l.Hide()
+	}
+	if !ok || size.Width <= 0 {
+		r.top.Text, r.bottom.Text = "", ""
+		return
+	}
+	f := r.s.Format
+	if f == nil {
+		f = func(v float64) string { return trimFloat(v) }
+	}
+	r.top.Text, r.bottom.Text = f(hi), f(lo)
+	r.top.Move(fyne.NewPos(2, 0))
+	r.bottom.Move(fyne.NewPos(2, size.Height-r.bottom.MinSize().Height))
 	now := r.s.now
 	if now.IsZero() {
 		now = ps[len(ps)-1].T
 	}
 	// the axis spans the history window, or less while the data is younger
-	t0 := now.Add(-HistoryWindow)
-	if ps[0].T.After(t0) {
-		t0 = ps[0].T
+	t0 := now.Add(-bridge.HistoryWindow)
+	for _, p := range ps {
+		if !p.T.IsZero() {
+			if p.T.After(t0) {
+				t0 = p.T
+			}
+			break
+		}
 	}
 	span := max(now.Sub(t0).Seconds(), 1e-3)
-	pos := func(p Point) fyne.Position {
+	pos := func(p bridge.Point) fyne.Position {
 		x := float32(p.T.Sub(t0).Seconds()/span) * size.Width
 		y := size.Height - 2 - float32((p.V-lo)/(hi-lo))*(size.Height-4)
 		return fyne.NewPos(max(0, min(x, size.Width)), y)
 	}
-	for i, l := range r.lines {
-		if i+1 < len(ps) {
-			l.Position1, l.Position2 = pos(ps[i]), pos(ps[i+1])
-			l.Show()
-		} else {
-			l.Hide()
+	for i := 0; i+1 < len(ps) && i < len(r.lines); i++ {
+		if ps[i].T.IsZero() || ps[i+1].T.IsZero() {
+			continue
 		}
+		l := r.lines[i]
+		l.Position1, l.Position2 = pos(ps[i]), pos(ps[i+1])
+		l.Show()
 	}
 }
 
+func formatFloat(v float64, prec int) string { return strconv.FormatFloat(v, 'f', prec, 64) }
+
+func trimFloat(v float64) string {
+	switch {
+	case v >= 100:
+		return formatFloat(v, 0)
+	case v >= 1:
+		return formatFloat(v, 1)
+	}
+	return formatFloat(v, 2)
+}
+
 func (r *sparkRenderer) Refresh() {
-	v := fyne.CurrentApp().Settings().ThemeVariant()
-	col := theme.Current().Color(r.s.Color, v)
-	r.bg.FillColor = theme.Current().Color(theme.ColorNameInputBackground, v)
+	col := theme.ColorForWidget(r.s.Color, r.s)
+	r.bg.FillColor = theme.ColorForWidget(theme.ColorNameInputBackground, r.s)
+	r.top.Color = theme.ColorForWidget(theme.ColorNamePlaceHolder, r.s)
+	r.bottom.Color = r.top.Color
+	if n := max(len(r.s.points)-1, 0); len(r.lines) > n {
+		r.lines = r.lines[:n]
+	}
 	for len(r.lines) < len(r.s.points)-1 {
 		l := canvas.NewLine(col)
 		l.StrokeWidth = 1.5
@@ -111,6 +162,8 @@ func (r *sparkRenderer) Refresh() {
 	}
 	r.place()
 	r.bg.Refresh()
+	r.top.Refresh()
+	r.bottom.Refresh()
 	for _, l := range r.lines {
 		l.Refresh()
 	}
@@ -121,7 +174,7 @@ func (r *sparkRenderer) Objects() []fyne.CanvasObject {
 	for _, l := range r.lines {
 		objs = append(objs, l)
 	}
-	return objs
+	return append(objs, r.top, r.bottom)
 }
 
 func (r *sparkRenderer) Destroy() {}

@@ -1,8 +1,12 @@
 //go:build xvfb
 
 // The real-window check (make gui-check, run by make test when xvfb-run
-// exists): the app opens a real window under Xvfb with the demo model,
-// drives one chat turn, and saves a screenshot of the chat with gauges.
+// exists): the app opens a real window under Xvfb on a fresh data folder,
+// walks every wizard step with the demo model (machine, model, pack,
+// memory, done) and a chat turn, and at every step checks that the window
+// is no larger than the screen and every button of the step is inside it,
+// saving one screenshot per step. make gui-check runs it at 1024x640 and at
+// 1280x800 ($K3_SCREEN), with the screenshots in $K3_GUI_CHECK.
 // Built only with -tags xvfb so plain `go test ./...` stays headless.
 package gui
 
@@ -20,31 +24,42 @@ import (
 
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/app"
+
+	"k3/ui/bridge"
 )
 
 var (
 	realApp  fyne.App
-	u        *UI
+	u        *appUI
 	w        fyne.Window
 	setupErr error
+	data     string
 )
 
-// TestMain opens the app's window with the demo model the way `k3` does and
-// runs the tests beside the Fyne event loop, which must own the main thread.
+// TestMain opens the app's window the way `k3` does, on a fresh data
+// folder, and runs the tests beside the Fyne event loop, which must own
+// the main thread.
 func TestMain(m *testing.M) {
-	realApp = app.NewWithID(AppID + ".check")
-	data, err := os.MkdirTemp("", "k3-gui-check")
+	var err error
+	data, err = os.MkdirTemp("", "k3-gui-check")
 	if err != nil {
 		panic(err)
 	}
-	defer os.RemoveAll(data)
-	b := RealBackends(data)
-	setupErr = b.MakeDemo(filepath.Join(data, "demo-model"))
-	s := DefaultSettings()
-	s.WizardDone, s.ModelDir, s.Demo, s.Preset, s.MaxTokens = true, filepath.Join(data, "demo-model"), true, "laptop", 32
+	// a first start: no preferences, the suggested folders in a new home
+	home := filepath.Join(data, "home")
+	setupErr = os.MkdirAll(home, 0o755)
+	os.Setenv("HOME", home)
+	os.Setenv("XDG_CONFIG_HOME", filepath.Join(home, ".config"))
+	realApp = app.NewWithID(appID + ".check")
+	b := bridge.RealBackends(data)
+	s := bridge.DefaultSettings()
+	s.MaxTokens = 32 // the demo's replies never end by themselves
 	s.Save(realApp.Preferences())
-	u, w = NewWindow(realApp, b)
-	realApp.Lifecycle().SetOnStarted(u.Start)
+	u, w = newWindow(realApp, b)
+	realApp.Lifecycle().SetOnStarted(func() {
+		fitScreen(w)
+		u.Start()
+	})
 	w.Show()
 	code := make(chan int, 1)
 	go func() {
@@ -58,110 +73,207 @@ func TestMain(m *testing.M) {
 	os.Exit(c)
 }
 
+// screen is the Xvfb screen's size from $K3_SCREEN (WxH).
+func screen(t *testing.T) fyne.Size {
+	var sw, sh float32
+	if _, err := fmt.Sscanf(os.Getenv("K3_SCREEN"), "%fx%f", &sw, &sh); err != nil {
+		t.Fatalf("K3_SCREEN=%q is not WxH (make gui-check sets it)", os.Getenv("K3_SCREEN"))
+	}
+	return fyne.NewSize(sw, sh)
+}
+
+func waitUntil(t *testing.T, what string, limit time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for {
+		ok := false
+		fyne.DoAndWait(func() { ok = cond() })
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", limit, what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 func TestRealWindow(t *testing.T) {
 	if setupErr != nil {
 		t.Fatal(setupErr)
 	}
-	// the window must appear and render
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		var sz fyne.Size
-		fyne.DoAndWait(func() { sz = w.Canvas().Size() })
-		if sz.Width >= 600 && sz.Height >= 400 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the window did not appear (canvas %v)", sz)
-		}
-		time.Sleep(50 * time.Millisecond)
+	scr := screen(t)
+	out := os.Getenv("K3_GUI_CHECK")
+	if out == "" {
+		out = t.TempDir()
 	}
-	var v *ChatView
-	fyne.DoAndWait(func() { v = u.Chat })
-	if v == nil {
-		t.Fatal("the chat did not open")
+	tag := fmt.Sprintf("%.0fx%.0f", scr.Width, scr.Height)
+	waitUntil(t, "the window", 20*time.Second, func() bool {
+		sz := w.Canvas().Size()
+		return sz.Width >= 400 && sz.Height >= 300 && u.wizard != nil
+	})
+	var wiz *wizard
+	fyne.DoAndWait(func() { wiz = u.wizard })
+	n := 0
+	start := time.Now()
+	// check: the window within the screen, every button inside the window,
+	// and a screenshot
+	check := func(name string) {
+		t.Helper()
+		n++
+		time.Sleep(400 * time.Millisecond) // a frame or two to lay out and draw
+		var size fyne.Size
+		var scale float32
+		var problems []string
+		var px image.Point
+		var pxOK bool
+		fyne.DoAndWait(func() {
+			size, scale = w.Canvas().Size(), w.Canvas().Scale()
+			problems = buttonsOutside(w.Content(), size)
+			px, pxOK = screenPixels()
+		})
+		if pxOK && (float32(px.X) != scr.Width || float32(px.Y) != scr.Height) {
+			t.Logf("%s: GLFW's work area is %v for a %s screen", name, px, tag)
+		}
+		if size.Width*scale > scr.Width+0.5 || size.Height*scale > scr.Height+0.5 {
+			t.Errorf("%s at %s: the window is %.0fx%.0f px, larger than the screen", name, tag, size.Width*scale, size.Height*scale)
+		}
+		for _, p := range problems {
+			t.Errorf("%s at %s: %s", name, tag, p)
+		}
+		file := filepath.Join(out, fmt.Sprintf("%s-%02d-%s.png", tag, n, name))
+		if err := saveScreenshot(file); err != nil {
+			t.Errorf("%s: screenshot: %v", name, err)
+		} else {
+			t.Logf("%s at %.1f s: %s (window %.0fx%.0f)", name, time.Since(start).Seconds(), file, size.Width, size.Height)
+		}
 	}
+
+	// 1 This machine: the quick measurement runs by itself (real disks)
+	waitUntil(t, "the machine measurement", 90*time.Second, func() bool { return wiz.Machine.Report != nil || wiz.Machine.Err != nil })
+	check("1-machine")
+	fyne.DoAndWait(func() { wiz.NextBtn.OnTapped() })
+
+	// 2 The model: the demo
+	check("2-model")
+	fyne.DoAndWait(func() { wiz.Model.DemoBt.OnTapped() })
+	waitUntil(t, "the demo model", 30*time.Second, func() bool {
+		return wiz.D.Demo && wiz.Model.Check != nil && !wiz.NextBtn.Disabled()
+	})
+	check("2-model-demo")
+	fyne.DoAndWait(func() { wiz.NextBtn.OnTapped() })
+
+	// 3 Pack the trunk
+	waitUntil(t, "the trunk folder check", 10*time.Second, func() bool { return wiz.Pack.checkJob == nil })
+	check("3-pack")
+	fyne.DoAndWait(func() { wiz.Pack.PackBt.OnTapped() })
+	waitUntil(t, "packing", 60*time.Second, func() bool { return !wiz.Pack.Packing && wiz.Pack.State.Status == bridge.TrunkPacked })
+	check("3-pack-done")
+	fyne.DoAndWait(func() { wiz.NextBtn.OnTapped() })
+
+	// 4 Memory
+	waitUntil(t, "the memory plan", 20*time.Second, func() bool { return wiz.Memory.Plan != nil && !wiz.Memory.busy })
+	check("4-memory")
+	fyne.DoAndWait(func() {
+		if wiz.Memory.PlanErr != nil || wiz.NextBtn.Disabled() {
+			t.Errorf("the demo's plan is refused: %v (%s)", wiz.Memory.PlanErr, wiz.why.Text)
+		}
+		wiz.NextBtn.OnTapped()
+	})
+
+	// 5 Done, then the chat
+	check("5-done")
+	fyne.DoAndWait(func() { wiz.Done.OpenBt.OnTapped() })
+	var v *chatView
+	waitUntil(t, "the chat", 10*time.Second, func() bool { v = u.Chat; return v != nil && w.Content() == v.Root })
+	check("6-chat")
 	fyne.DoAndWait(func() {
 		v.Entry.SetText("Hello! Show me a code block, please.")
 		v.SendEntry()
 	})
-	deadline = time.Now().Add(60 * time.Second)
-	for {
-		busy := true
-		fyne.DoAndWait(func() { busy = v.Busy })
-		if !busy {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the chat turn did not complete in 60 s")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	var last string
-	var n int
-	var notice string
+	waitUntil(t, "the chat turn", 90*time.Second, func() bool { return !v.Busy })
+	var last, notice string
+	var msgs int
 	fyne.DoAndWait(func() {
-		n = len(v.History)
-		if n > 0 {
-			m := v.History[n-1]
+		msgs = len(v.History)
+		if msgs > 0 {
+			m := v.History[msgs-1]
 			last = m.Role + ":" + string(m.Cut)
 		}
 		notice = v.Notice.Text
 	})
-	if n < 2 || (last != "assistant:" && last != "assistant:turn cap") || notice != "" {
-		t.Fatalf("turn did not complete: %d messages, last %q, notice %q", n, last, notice)
+	if msgs < 2 || (last != "assistant:" && last != "assistant:turn cap") || notice != "" {
+		t.Fatalf("the turn did not complete: %d messages, last %q, notice %q", msgs, last, notice)
 	}
-	var img image.Image
-	for i := 0; i < 20; i++ {
-		fyne.DoAndWait(func() { w.Content().Refresh() })
-		time.Sleep(250 * time.Millisecond) // let the frame render
-		// Canvas.Capture reads the GL front buffer, which Mesa's software
-		// renderer under Xvfb leaves black; the X server's copy is right.
-		fyne.DoAndWait(func() { img = w.Canvas().Capture() })
-		if r, g, b, _ := img.At(10, 10).RGBA(); r|g|b != 0 {
-			break
-		}
-		if x, err := xwdRoot(); err == nil {
-			if r, g, b, _ := x.At(10, 10).RGBA(); r|g|b != 0 {
-				img = x
-				break
-			}
-		}
-	}
-	if img == nil || img.Bounds().Dx() < 600 {
-		t.Fatal("no screenshot")
-	}
-	colors := map[[3]uint32]bool{}
-	for y := img.Bounds().Min.Y; y < img.Bounds().Max.Y; y += 7 {
-		for x := img.Bounds().Min.X; x < img.Bounds().Max.X; x += 7 {
-			r, g, b, _ := img.At(x, y).RGBA()
-			colors[[3]uint32{r >> 8, g >> 8, b >> 8}] = true
-		}
-	}
-	if len(colors) < 8 {
-		r, g, b, _ := img.At(10, 10).RGBA()
-		t.Fatalf("the window looks blank (%d colours, e.g. %d %d %d)", len(colors), r>>8, g>>8, b>>8)
-	}
-	out := os.Getenv("K3_SCREENSHOT")
-	if out == "" {
-		out = filepath.Join(t.TempDir(), "chat.png")
-	}
-	f, err := os.Create(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := png.Encode(f, img); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
-	t.Logf("screenshot: %s (%dx%d)", out, img.Bounds().Dx(), img.Bounds().Dy())
+	check("7-chat-reply")
 	fyne.DoAndWait(func() {
 		v.Shutdown()
 		w.Close()
 	})
 }
 
+// saveScreenshot writes the window as a PNG: the X screen's copy (xwd), or
+// the GL front buffer, whichever is not blank. Mesa's software renderer
+// under Xvfb often leaves the front buffer black or one colour.
+func saveScreenshot(file string) error {
+	var img image.Image
+	best := 0
+	for i := 0; i < 20 && best < 8; i++ {
+		fyne.DoAndWait(func() { w.Content().Refresh() })
+		time.Sleep(250 * time.Millisecond)
+		if x, err := xwdRoot(); err == nil {
+			if c := colours(x); c > best {
+				img, best = x, c
+			}
+		}
+		var c image.Image
+		fyne.DoAndWait(func() { c = w.Canvas().Capture() })
+		if c != nil {
+			if n := colours(c); n > best {
+				img, best = c, n
+			}
+		}
+	}
+	if img == nil {
+		return fmt.Errorf("no screenshot")
+	}
+	if best < 8 {
+		defer func() { os.Rename(file, file+".blank.png") }()
+	}
+	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+		return err
+	}
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	if err := png.Encode(f, img); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if best < 8 {
+		return fmt.Errorf("the window looks blank (%d colours, kept as %s.blank.png)", best, file)
+	}
+	return nil
+}
+
+// colours counts the distinct colours on a 7-pixel grid.
+func colours(img image.Image) int {
+	seen := map[[3]uint32]bool{}
+	for y := img.Bounds().Min.Y; y < img.Bounds().Max.Y; y += 7 {
+		for x := img.Bounds().Min.X; x < img.Bounds().Max.X; x += 7 {
+			r, g, b, _ := img.At(x, y).RGBA()
+			seen[[3]uint32{r >> 8, g >> 8, b >> 8}] = true
+		}
+	}
+	return len(seen)
+}
+
 // xwdRoot captures the X screen with xwd and decodes its ZPixmap output
-// (24/32-bit TrueColor, the Xvfb default).
+// (TrueColor in 3- or 4-byte pixels, as Xvfb writes them).
 func xwdRoot() (image.Image, error) {
 	out, err := exec.Command("xwd", "-root", "-silent").Output()
 	if err != nil {
@@ -175,9 +287,10 @@ func xwdRoot() (image.Image, error) {
 		h[i] = binary.BigEndian.Uint32(out[i*4:])
 	}
 	width, height, bpp, bpl, ncolors := int(h[4]), int(h[5]), int(h[11]), int(h[12]), int(h[19])
-	if h[2] != 2 || bpp != 32 {
-		return nil, fmt.Errorf("xwd: format %d, %d bits per pixel not handled", h[2], bpp)
+	if h[2] != 2 || (bpp != 32 && bpp != 24) || bpl < bpp/8*width {
+		return nil, fmt.Errorf("xwd: format %d, %d bits per pixel in %d bytes a line not handled", h[2], bpp, bpl)
 	}
+	px := bpp / 8
 	off := int(h[0]) + 12*ncolors
 	if off+height*bpl > len(out) {
 		return nil, fmt.Errorf("xwd: truncated")
@@ -186,11 +299,14 @@ func xwdRoot() (image.Image, error) {
 	img := image.NewRGBA(image.Rect(0, 0, width, height))
 	for y := 0; y < height; y++ {
 		for x := 0; x < width; x++ {
-			p := out[off+y*bpl+4*x:]
-			if lsb {
+			p := out[off+y*bpl+px*x:]
+			switch {
+			case lsb:
 				img.SetRGBA(x, y, color.RGBA{p[2], p[1], p[0], 255})
-			} else {
+			case px == 4:
 				img.SetRGBA(x, y, color.RGBA{p[1], p[2], p[3], 255})
+			default:
+				img.SetRGBA(x, y, color.RGBA{p[0], p[1], p[2], 255})
 			}
 		}
 	}

@@ -7,13 +7,15 @@ import (
 	"testing"
 
 	"fyne.io/fyne/v2/test"
+
+	"k3/ui/bridge"
 )
 
 func TestWizardFlowOnFakes(t *testing.T) {
 	u, a := newTestUI(t, &fakeChat{})
 	ui(u.Start)
-	var w *Wizard
-	ui(func() { w = u.Wizard })
+	var w *wizard
+	ui(func() { w = u.wizard })
 	if w == nil {
 		t.Fatal("a first start must open the wizard")
 	}
@@ -41,6 +43,9 @@ func TestWizardFlowOnFakes(t *testing.T) {
 			t.Fatalf("step %d, next disabled %v; want step 1 with Next disabled", w.Cur, w.NextBtn.Disabled())
 		}
 		w.Model.Dir.SetText(dir)
+	})
+	waitFor(t, "folder check", func() bool { return w.Model.Check != nil })
+	ui(func() {
 		if !strings.Contains(w.Model.Status.Text, "No checkpoint here yet") {
 			t.Errorf("status %q", w.Model.Status.Text)
 		}
@@ -51,16 +56,16 @@ func TestWizardFlowOnFakes(t *testing.T) {
 		w.Model.Token.SetText("hf_secret")
 		test.Tap(w.Model.DownloadBt)
 	})
-	waitFor(t, "download", func() bool { return !w.Model.Downloading })
+	waitFor(t, "download and folder check", func() bool { return !w.Model.Downloading && w.Model.Check != nil })
 	ui(func() {
 		if w.Model.DlStatus.Text != "Downloaded and verified." || w.Model.DlBar.Value != 1 {
 			t.Errorf("download status %q bar %v", w.Model.DlStatus.Text, w.Model.DlBar.Value)
 		}
-		if u.S.ModelDir != dir || u.S.Layers != 4 || u.S.DownloadDest != "" {
-			t.Errorf("settings after download: dir %q layers %d pending %q", u.S.ModelDir, u.S.Layers, u.S.DownloadDest)
+		if w.D.ModelDir != dir || w.D.Layers != 4 || u.S.DownloadDest != "" {
+			t.Errorf("setup after download: dir %q layers %d pending %q", w.D.ModelDir, w.D.Layers, u.S.DownloadDest)
 		}
-		if a.Preferences().String(kModelDir) != dir {
-			t.Errorf("model dir not persisted")
+		if u.S.ModelDir != "" || bridge.LoadSettings(a.Preferences()).ModelDir != "" {
+			t.Errorf("the model in use changes on Done only, not in step 2")
 		}
 		a.Preferences().(interface{ ReadValues(func(map[string]any)) }).ReadValues(func(m map[string]any) {
 			for k, v := range m {
@@ -93,18 +98,20 @@ func TestWizardFlowOnFakes(t *testing.T) {
 		if w.Cur != 2 {
 			t.Fatalf("step %d", w.Cur)
 		}
-		if w.Pack.Dir.Text != "/fast/k3-trunk" {
+		if w.Pack.Dir.Text != bridge.DefaultTrunkDir("/fast", dir) {
 			t.Errorf("suggested trunk dir %q", w.Pack.Dir.Text)
 		}
 		if !strings.Contains(w.Pack.Info.Text, "109.00 GB") || !strings.Contains(w.Pack.Info.Text, "streams at 6.10 GB/s") {
 			t.Errorf("pack info %q", w.Pack.Info.Text)
 		}
-		test.Tap(w.Pack.PackBt)
 	})
+	waitFor(t, "trunk folder check", func() bool { return w.Pack.checkJob == nil })
+	ui(func() { test.Tap(w.Pack.PackBt) })
 	waitFor(t, "pack", func() bool { return !w.Pack.Packing })
+	trunkDir := bridge.DefaultTrunkDir("/fast", dir)
 	ui(func() {
-		if u.S.TrunkDir != "/fast/k3-trunk" || w.Pack.Status.Text != "Packed into /fast/k3-trunk." {
-			t.Errorf("trunk %q status %q", u.S.TrunkDir, w.Pack.Status.Text)
+		if w.D.TrunkDir != trunkDir || w.Pack.Status.Text != "Packed into "+trunkDir+"." {
+			t.Errorf("trunk %q status %q", w.D.TrunkDir, w.Pack.Status.Text)
 		}
 		test.Tap(w.NextBtn)
 	})
@@ -112,7 +119,8 @@ func TestWizardFlowOnFakes(t *testing.T) {
 	// 4 Memory: the recommended preset, a live plan, impossible settings refused.
 	waitFor(t, "plan", func() bool { return w.Memory.Plan != nil && !w.Memory.busy })
 	ui(func() {
-		if w.Memory.Preset.Selected != "desktop" || w.Memory.Trunk.Value != 16 || w.Memory.Cache.Value != 10 {
+		if w.Memory.Preset.Selected != "desktop" || w.Memory.Trunk.Value != 16 || w.Memory.Cache.Value != 10 ||
+			w.Memory.PresetNote.Text != presetNotes["desktop"] {
 			t.Errorf("preset %q %v/%v", w.Memory.Preset.Selected, w.Memory.Trunk.Value, w.Memory.Cache.Value)
 		}
 		// 16 + 10 + 2 = 28 GB of 16 GB usable: refused
@@ -133,25 +141,30 @@ func TestWizardFlowOnFakes(t *testing.T) {
 		if !w.NextBtn.Disabled() {
 			t.Error("Next must be disabled for a plan that does not fit")
 		}
+		if w.Memory.Preset.Selected != bridge.CustomPreset || w.D.Preset != bridge.CustomPreset {
+			t.Errorf("a slider moved away from the preset makes it custom, not %q", w.Memory.Preset.Selected)
+		}
 		w.Memory.Cache.SetValue(2)
 	})
 	waitFor(t, "replan", func() bool { return !w.Memory.busy && w.Memory.PlanErr == nil })
 	ui(func() {
-		if got := a.Preferences().Float(kCacheGB); got != 2 {
-			t.Errorf("cache GB persisted %v", got)
+		if w.D.CacheGB != 2 || w.Memory.Plan.CacheBytes != 2e9 {
+			t.Errorf("cache GB %v, plan %v", w.D.CacheGB, w.Memory.Plan.CacheBytes)
 		}
 		test.Tap(w.NextBtn)
 	})
 
 	// 5 Done: opens the chat and remembers it.
 	ui(func() {
-		if w.Cur != 4 || !strings.Contains(w.Done.Summary.Text, "Packed trunk: /fast/k3-trunk") ||
+		if w.Cur != 4 || !strings.Contains(w.Done.Summary.Text, "Packed trunk: "+trunkDir) ||
 			!strings.Contains(w.Done.Summary.Text, "only the first 4") {
 			t.Errorf("summary %q", w.Done.Summary.Text)
 		}
 		test.Tap(w.Done.OpenBt)
-		if u.Chat == nil || u.Win.Content() != u.Chat.Root || !a.Preferences().Bool(kWizardDone) {
-			t.Error("Done must open the chat and persist it")
+		got := bridge.LoadSettings(a.Preferences())
+		if u.Chat == nil || u.Win.Content() != u.Chat.Root || !got.WizardDone || got.ModelDir != dir || got.TrunkDir != trunkDir ||
+			got.TrunkModel != dir || got.Preset != bridge.CustomPreset || got.CacheGB != 2 {
+			t.Errorf("Done must open the chat and persist the setup: %+v", got.Setup())
 		}
 	})
 
@@ -159,15 +172,15 @@ func TestWizardFlowOnFakes(t *testing.T) {
 	u2 := newTestUIOn(t, a, &fakeChat{})
 	ui(func() {
 		u2.Start()
-		if u2.Chat == nil || u2.Wizard != nil {
+		if u2.Chat == nil || u2.wizard != nil {
 			t.Fatal("second start must open the chat")
 		}
 		u2.ShowWizard()
-		if u2.Wizard == nil || u2.Win.Content() != u2.Wizard.Root || u2.Wizard.CloseBtn.Hidden {
+		if u2.wizard == nil || u2.Win.Content() != u2.wizard.Root || u2.wizard.CloseBtn.Hidden {
 			t.Error("re-running the wizard")
 		}
 	})
-	waitFor(t, "re-run machine step", func() bool { return u2.Wizard.Machine.Report != nil })
+	waitFor(t, "re-run machine step", func() bool { return u2.wizard.Machine.Report != nil })
 }
 
 func TestWizardMeasureCancel(t *testing.T) {
@@ -175,15 +188,15 @@ func TestWizardMeasureCancel(t *testing.T) {
 	fm := &fakeMachine{block: make(chan struct{})}
 	u.B.Machine = fm
 	ui(u.Start)
-	w := u.Wizard
-	waitFor(t, "measuring", func() bool { return w.Machine.running && w.Machine.Status.Text != "Measuring…" })
+	w := u.wizard
+	waitFor(t, "measuring", func() bool { return (w.Machine.job != nil) && w.Machine.Status.Text != "Measuring…" })
 	ui(func() {
 		if w.NextBtn.Disabled() {
 			t.Error("measuring runs in the background: Next stays available")
 		}
 		test.Tap(w.Machine.CancelBt)
 	})
-	waitFor(t, "cancelled", func() bool { return !w.Machine.running })
+	waitFor(t, "cancelled", func() bool { return !(w.Machine.job != nil) })
 	ui(func() {
 		if w.Machine.Report != nil || !strings.HasPrefix(w.Machine.Status.Text, "Stopped.") {
 			t.Errorf("after cancel: report %v status %q", w.Machine.Report, w.Machine.Status.Text)
@@ -196,7 +209,7 @@ func TestDownloadPauseResumeSurvivesRestart(t *testing.T) {
 	fd := &fakeDownloader{gate: make(chan struct{})}
 	u.B.Downloader = fd
 	ui(u.Start)
-	w := u.Wizard
+	w := u.wizard
 	dir := filepath.Join(t.TempDir(), "m")
 	ui(func() {
 		w.Go(1)
@@ -228,7 +241,7 @@ func TestDownloadPauseResumeSurvivesRestart(t *testing.T) {
 	fd2 := &fakeDownloader{}
 	u2.B.Downloader = fd2
 	ui(u2.Start)
-	w2 := u2.Wizard
+	w2 := u2.wizard
 	ui(func() {
 		w2.Go(1)
 		if w2.Model.Dir.Text != dir || w2.Model.Revision.Text != "abc123" || w2.Model.DownloadBt.Text != "Resume download" {
@@ -246,13 +259,13 @@ func TestDownloadPauseResumeSurvivesRestart(t *testing.T) {
 
 func TestSuggestTrunkDir(t *testing.T) {
 	r, _ := (&fakeMachine{}).Measure(t.Context(), []string{"/"}, true, func(float64, string) {})
-	if d, _ := SuggestTrunkDir(r, 109e9); d != "/fast/k3-trunk" {
+	if d, _ := suggestTrunkDir(r, 109e9, "/m/K3"); d != bridge.DefaultTrunkDir("/fast", "/m/K3") {
 		t.Errorf("109 GB: %q", d)
 	}
-	if d, _ := SuggestTrunkDir(r, 600e9); d != "/slow/k3-trunk" {
+	if d, _ := suggestTrunkDir(r, 600e9, "/m/K3"); d != bridge.DefaultTrunkDir("/slow", "/m/K3") {
 		t.Errorf("600 GB: %q (only /slow has room)", d)
 	}
-	if d, _ := SuggestTrunkDir(r, 5000e9); d != "" {
+	if d, _ := suggestTrunkDir(r, 5000e9, "/m/K3"); d != "" {
 		t.Errorf("5 TB: %q", d)
 	}
 }

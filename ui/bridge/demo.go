@@ -1,4 +1,4 @@
-package gui
+package bridge
 
 import "k3/engine/synth"
 

@@ -1,7 +1,6 @@
-package gui
+package bridge
 
 import (
-	"k3/engine/chat"
 	"strings"
 	"sync"
 	"testing"
@@ -89,32 +88,72 @@ func TestPumpThrottlesAndKeepsAllText(t *testing.T) {
 	}
 }
 
-func TestSplitBlocks(t *testing.T) {
-	md := "Intro *text*.\n\n```go\nfmt.Println(1)\n\nx := 2\n```\nAfter.\n~~~\nraw\n"
-	b := SplitBlocks(md)
-	if len(b) != 4 || b[0].Code || !b[1].Code || b[1].Lang != "go" || b[1].Text != "fmt.Println(1)\n\nx := 2" ||
-		b[2].Text != "After.\n" || !b[3].Code || b[3].Text != "raw" {
-		t.Errorf("%+v", b)
+// A UI slower than the pump never gets a backlog: at most one delivery
+// waits for it at a time, and all the text still arrives.
+func TestPumpHoldsBackForASlowUI(t *testing.T) {
+	queue := make(chan func(), 1000)
+	var mu sync.Mutex
+	waiting, most := 0, 0
+	do := func(f func()) {
+		mu.Lock()
+		waiting++
+		most = max(most, waiting)
+		mu.Unlock()
+		queue <- f
+	}
+	uiDone := make(chan struct{})
+	go func() { // the UI goroutine: 50 ms a frame
+		defer close(uiDone)
+		for f := range queue {
+			time.Sleep(50 * time.Millisecond)
+			mu.Lock()
+			waiting--
+			mu.Unlock()
+			f()
+		}
+	}()
+	p := NewPump(do)
+	var got strings.Builder
+	p.OnText = func(_, a string) { got.WriteString(a) }
+	p.Start()
+	for i := 0; i < 300; i++ {
+		p.Event(engine.Event{Kind: engine.EventAnswer, Text: "a"})
+		time.Sleep(time.Millisecond)
+	}
+	p.Stop()
+	close(queue)
+	<-uiDone
+	if most > 1 {
+		t.Errorf("%d deliveries waited for the UI at once", most)
+	}
+	if got.Len() != 300 {
+		t.Errorf("%d of 300 bytes delivered", got.Len())
 	}
 }
 
-func TestMessageViewCopyAndThinking(t *testing.T) {
-	var copied string
-	v := NewMessageView(chatMsg("assistant", "See:\n```sh\nmake test\n```\n", "plan"), func(s string) { copied = s })
-	if v.think.Hidden || v.think.Items[0].Open {
-		t.Error("a finished thinking section shows folded")
+// Walk-through 16: after a turn the read rates drop to 0 and the plots get
+// a gap instead of a line across the idle time.
+func TestMeterEndTurnIdles(t *testing.T) {
+	var m Meter
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	m.StartTurn(t0)
+	m.Stats(t0, engine.Stats{RSSBytes: 1e9, Expert: engine.ExpertStats{BytesRead: 0}})
+	m.Stats(t0.Add(time.Second), engine.Stats{RSSBytes: 1e9, Expert: engine.ExpertStats{BytesRead: 414e6}})
+	m.Token(t0.Add(time.Second), 0.5)
+	if g := m.Gauges(); g.ExpertMBps != 414 {
+		t.Fatalf("expert rate %v", g.ExpertMBps)
 	}
-	if len(v.body.Objects) != 2 {
-		t.Fatalf("%d blocks", len(v.body.Objects))
+	m.EndTurn()
+	g := m.Gauges()
+	if g.ExpertMBps != 0 || g.TrunkMBps != 0 {
+		t.Errorf("idle rates %v %v", g.ExpertMBps, g.TrunkMBps)
 	}
-	v.copy(v.Answer)
-	if copied != "See:\n```sh\nmake test\n```\n" {
-		t.Errorf("copy all %q", copied)
+	if n := len(g.Speed); n != 2 || !g.Speed[n-1].T.IsZero() {
+		t.Errorf("no gap after the turn: %+v", g.Speed)
+	}
+	m.StartTurn(t0.Add(time.Minute))
+	m.Token(t0.Add(time.Minute+time.Second), 0.5)
+	if g := m.Gauges(); len(g.Speed) != 3 || g.Speed[1].T.IsZero() == false {
+		t.Errorf("the gap stays between the turns: %+v", g.Speed)
 	}
 }
-
-func chatMsg(role, content, reasoning string) chatMessage {
-	return chatMessage{Role: role, Content: content, ReasoningContent: reasoning}
-}
-
-type chatMessage = chat.Message

@@ -1,4 +1,11 @@
-package gui
+// Package bridge is everything the desktop app does that is not drawing:
+// the interfaces the views reach the engine and the storage packages
+// through (Backends, with the real implementations in adapters.go and
+// tests' fakes), the chat engine over chat.Session, the pump that turns
+// engine events into a few UI updates a second, background jobs, the
+// settings and the conversation files. It imports no Fyne: views hand it a
+// do func(func()) (fyne.Do) to run their callbacks on the UI goroutine.
+package bridge
 
 import (
 	"context"
@@ -14,8 +21,8 @@ import (
 
 // The app talks to the engine and the storage packages only through these
 // small interfaces. adapters.go implements them with the real packages;
-// tests use fakes. Every method may be slow: the views call them on
-// goroutines and report back through fyne.Do.
+// tests use fakes. Every method may be slow: the views call them in jobs
+// (StartJob) and see the results through do.
 
 // Machine measures this machine (the doctor).
 type Machine interface {
@@ -45,17 +52,21 @@ type Verifier interface {
 
 // PackProgress is the packer's progress.
 type PackProgress struct {
-	Done, Total int64         // bytes
-	BytesPerSec float64       // over the last few seconds
-	ETA         time.Duration // -1 when unknown
-	Layer       int           // layer being written (1-based; 0 before the first)
-	Layers      int
+	Checking    bool  // re-checking the parts an interrupted pack finished
+	Done, Total int64 // bytes (of those to re-check while Checking)
+	Parts       int   // parts (layers, embeddings, head) finished
+	PartsTotal  int
+	Rate        float64       // bytes per second so far
+	ETA         time.Duration // < 0: unknown
 }
 
 // Packer writes the packed trunk (storage/trunk). Pack resumes a partial
-// pack in trunkDir; cancelling ctx stops it with the finished part kept.
+// pack in trunkDir; cancelling ctx stops it with the finished part kept;
+// force replaces whatever trunkDir holds (another model's trunk). Check
+// says what trunkDir holds for modelDir.
 type Packer interface {
-	Pack(ctx context.Context, modelDir, trunkDir string, layers int, progress func(PackProgress)) error
+	Pack(ctx context.Context, modelDir, trunkDir string, layers int, force bool, progress func(PackProgress)) error
+	Check(modelDir, trunkDir string) TrunkCheck
 	// TrunkBytes is the size the packed trunk will take (for choosing a disk).
 	TrunkBytes(modelDir string, layers int) (int64, error)
 }
@@ -74,6 +85,14 @@ type ModelInfo struct {
 	Layers      int   // bound layers
 	BudgetBytes int64 // the memory plan's total
 	Plan        string
+	Context     int // positions the plan reserves for a conversation
+}
+
+// Reply is a finished (or cut) turn: the assistant message and how much of
+// the context the conversation now takes.
+type Reply struct {
+	chat.Message
+	Positions int // positions the conversation takes after the turn (0: unknown)
 }
 
 // ChatEngine runs chat turns. Turn gets the whole conversation (the last
@@ -85,7 +104,7 @@ type ModelInfo struct {
 // between turns and reuse it when the conversation continues the previous one.
 type ChatEngine interface {
 	Open(ctx context.Context, on func(engine.Event)) (ModelInfo, error)
-	Turn(ctx context.Context, history []chat.Message, opt chat.Options, on func(engine.Event)) (chat.Message, error)
+	Turn(ctx context.Context, history []chat.Message, opt chat.Options, on func(engine.Event)) (Reply, error)
 	Close()
 }
 

@@ -1,12 +1,11 @@
-package gui
+package bridge
 
 import (
 	"strings"
 
-	"fyne.io/fyne/v2"
-
 	"k3/engine"
 	"k3/engine/chat"
+	"k3/tokenizer"
 )
 
 // ChatOptions are a turn's options from the settings.
@@ -16,7 +15,7 @@ func (s Settings) ChatOptions() chat.Options {
 }
 
 // Settings are everything the app remembers between runs. They live in the
-// Fyne preferences of the app (one key per field, see Load and Save).
+// app's preferences (one key per field, see LoadSettings and Save).
 type Settings struct {
 	WizardDone bool // the wizard finished once: start in the chat
 
@@ -24,6 +23,9 @@ type Settings struct {
 	Layers   int    // > 0: a partial checkpoint (only the first N layers)
 	Demo     bool   // ModelDir is the generated demo checkpoint
 	TrunkDir string // packed trunk folder ("" = not packed: run resident)
+	// TrunkModel is the checkpoint folder TrunkDir was packed from: a
+	// trunk is offered again only for the model it belongs to.
+	TrunkModel string
 
 	Preset  string  // memory preset name ("auto", "laptop", ...)
 	TrunkGB float64 // pinned trunk + ring budget
@@ -56,8 +58,25 @@ type Settings struct {
 
 // DefaultSettings are the settings of a first start.
 func DefaultSettings() Settings {
-	return Settings{Preset: "auto", Thinking: true, Effort: "high", MaxTokens: 256,
+	return Settings{Preset: "auto", Thinking: true, Effort: tokenizer.DefaultThinkingEffort, MaxTokens: chat.DefaultMaxTokens,
 		Sampling: engine.Sampling{Greedy: true, Temperature: 0.6, TopP: 0.95}, ServeAddr: DefaultServeAddr}
+}
+
+// Prefs is the part of the app's preferences (fyne.Preferences) the
+// settings use.
+type Prefs interface {
+	Bool(key string) bool
+	BoolWithFallback(key string, fallback bool) bool
+	SetBool(key string, value bool)
+	Float(key string) float64
+	FloatWithFallback(key string, fallback float64) float64
+	SetFloat(key string, value float64)
+	Int(key string) int
+	IntWithFallback(key string, fallback int) int
+	SetInt(key string, value int)
+	String(key string) string
+	StringWithFallback(key, fallback string) string
+	SetString(key string, value string)
 }
 
 // Preference keys.
@@ -67,6 +86,7 @@ const (
 	kLayers      = "model.layers"
 	kDemo        = "model.demo"
 	kTrunkDir    = "trunk.dir"
+	kTrunkModel  = "trunk.model"
 	kPreset      = "memory.preset"
 	kTrunkGB     = "memory.trunk_gb"
 	kCacheGB     = "memory.cache_gb"
@@ -92,7 +112,7 @@ const (
 )
 
 // LoadSettings reads the settings, with defaults for anything never saved.
-func LoadSettings(p fyne.Preferences) Settings {
+func LoadSettings(p Prefs) Settings {
 	d := DefaultSettings()
 	return Settings{
 		WizardDone:       p.BoolWithFallback(kWizardDone, d.WizardDone),
@@ -100,6 +120,7 @@ func LoadSettings(p fyne.Preferences) Settings {
 		Layers:           p.Int(kLayers),
 		Demo:             p.Bool(kDemo),
 		TrunkDir:         p.String(kTrunkDir),
+		TrunkModel:       p.String(kTrunkModel),
 		Preset:           p.StringWithFallback(kPreset, d.Preset),
 		TrunkGB:          p.FloatWithFallback(kTrunkGB, d.TrunkGB),
 		CacheGB:          p.FloatWithFallback(kCacheGB, d.CacheGB),
@@ -128,12 +149,13 @@ func LoadSettings(p fyne.Preferences) Settings {
 }
 
 // Save writes every field.
-func (s Settings) Save(p fyne.Preferences) {
+func (s Settings) Save(p Prefs) {
 	p.SetBool(kWizardDone, s.WizardDone)
 	p.SetString(kModelDir, s.ModelDir)
 	p.SetInt(kLayers, s.Layers)
 	p.SetBool(kDemo, s.Demo)
 	p.SetString(kTrunkDir, s.TrunkDir)
+	p.SetString(kTrunkModel, s.TrunkModel)
 	p.SetString(kPreset, s.Preset)
 	p.SetFloat(kTrunkGB, s.TrunkGB)
 	p.SetFloat(kCacheGB, s.CacheGB)
@@ -156,4 +178,29 @@ func (s Settings) Save(p fyne.Preferences) {
 	p.SetString(kServerKey, s.ServerKey)
 	p.SetString(kServerModel, s.ServerModel)
 	p.SetString(kServeAddr, s.ServeAddr)
+}
+
+// Setup is the part of the settings the setup wizard decides: which model,
+// which trunk, how much memory. The wizard edits a copy and applies it on
+// Done, so a half-finished change never replaces the working model.
+type Setup struct {
+	ModelDir   string
+	Layers     int
+	Demo       bool
+	TrunkDir   string
+	TrunkModel string
+	Preset     string
+	TrunkGB    float64
+	CacheGB    float64
+}
+
+// Setup returns the wizard's part of the settings.
+func (s Settings) Setup() Setup {
+	return Setup{s.ModelDir, s.Layers, s.Demo, s.TrunkDir, s.TrunkModel, s.Preset, s.TrunkGB, s.CacheGB}
+}
+
+// SetSetup replaces the wizard's part of the settings.
+func (s *Settings) SetSetup(x Setup) {
+	s.ModelDir, s.Layers, s.Demo, s.TrunkDir, s.TrunkModel = x.ModelDir, x.Layers, x.Demo, x.TrunkDir, x.TrunkModel
+	s.Preset, s.TrunkGB, s.CacheGB = x.Preset, x.TrunkGB, x.CacheGB
 }

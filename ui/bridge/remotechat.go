@@ -1,4 +1,4 @@
-package gui
+package bridge
 
 import (
 	"context"
@@ -71,16 +71,16 @@ func (r *remoteChat) Open(ctx context.Context, on func(engine.Event)) (ModelInfo
 	return r.info, nil
 }
 
-func (r *remoteChat) Turn(ctx context.Context, history []chat.Message, opt chat.Options, on func(engine.Event)) (chat.Message, error) {
+func (r *remoteChat) Turn(ctx context.Context, history []chat.Message, opt chat.Options, on func(engine.Event)) (Reply, error) {
 	if _, err := r.Open(ctx, on); err != nil {
-		return chat.Message{}, err
+		return Reply{}, err
 	}
 	if len(history) == 0 || history[len(history)-1].Role != "user" {
-		return chat.Message{}, errors.New("the conversation must end with your message")
+		return Reply{}, errors.New("the conversation must end with your message")
 	}
 	res, err := r.c.Turn(ctx, history, opt, on)
 	if res == nil {
-		return chat.Message{}, err
+		return Reply{}, err
 	}
 	if err == nil && res.Message.Cut != chat.CutStopped {
 		done := fmt.Sprintf("the server wrote %d deltas", res.Deltas)
@@ -92,10 +92,21 @@ func (r *remoteChat) Turn(ctx context.Context, history []chat.Message, opt chat.
 		}
 		phase(on, done)
 	}
-	return res.Message, err
+	return Reply{Message: res.Message}, err
 }
 
 func (r *remoteChat) Close() {}
+
+// DefaultServeAddr is where the app's server listens unless told otherwise.
+const DefaultServeAddr = "127.0.0.1:8080"
+
+// Server is a chat engine that can serve its model over HTTP: the local
+// engine (`k3 serve` run by the app over its loaded model).
+type Server interface {
+	StartServer(ctx context.Context, addr, key string, on func(engine.Event)) (string, error)
+	StopServer()
+	ServerURL() string
+}
 
 // appServer is `k3 serve` run by the app over its loaded model.
 type appServer struct {
@@ -103,10 +114,10 @@ type appServer struct {
 	addr string
 }
 
-// startServer serves the loaded model over HTTP at addr (key required
+// StartServer serves the loaded model over HTTP at addr (key required
 // when addr is not loopback). The server and the app's chat take turns on
 // the engine: a generation of one waits for the other's to finish.
-func (c *engineChat) startServer(ctx context.Context, addr, key string, on func(engine.Event)) (string, error) {
+func (c *engineChat) StartServer(ctx context.Context, addr, key string, on func(engine.Event)) (string, error) {
 	if srv := c.srv.Load(); srv != nil {
 		return srv.s.BaseURL(), nil
 	}
@@ -140,9 +151,9 @@ func (c *engineChat) startServer(ctx context.Context, addr, key string, on func(
 	return s.BaseURL(), nil
 }
 
-// stopServer stops the app's server (generations in flight end within one
+// StopServer stops the app's server (generations in flight end within one
 // layer's work); nothing when none runs. Call it without holding c.mu.
-func (c *engineChat) stopServer() {
+func (c *engineChat) StopServer() {
 	srv := c.srv.Swap(nil)
 	if srv == nil {
 		return
@@ -152,8 +163,8 @@ func (c *engineChat) stopServer() {
 	_ = srv.s.Stop(ctx)
 }
 
-// serverURL is the running server's base URL ("" when none runs).
-func (c *engineChat) serverURL() string {
+// ServerURL is the running server's base URL ("" when none runs).
+func (c *engineChat) ServerURL() string {
 	if srv := c.srv.Load(); srv != nil {
 		return srv.s.BaseURL()
 	}

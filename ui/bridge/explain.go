@@ -1,4 +1,4 @@
-package gui
+package bridge
 
 import (
 	"context"
@@ -25,8 +25,14 @@ func Explain(err error) string {
 	var he *hub.HTTPError
 	var ee *engine.ExpertError
 	var ne net.Error
+	var ue *UnreachableError
+	var fe *FolderError
 	first := strings.SplitN(err.Error(), "\n", 2)[0]
 	switch {
+	case errors.As(err, &fe):
+		return fe.Msg
+	case errors.As(err, &ue):
+		return fmt.Sprintf("k3 cannot reach the model hub (%s): %v. Check the network connection; k3 keeps trying.", ue.Host, ue.Err)
 	case errors.Is(err, context.Canceled):
 		return "Stopped. Nothing was lost: start again to continue where it stopped."
 	case errors.As(err, &pe):

@@ -1,4 +1,4 @@
-package gui
+package bridge
 
 import (
 	"context"
@@ -6,7 +6,6 @@ import (
 	"k3/doctor"
 	"k3/engine"
 	"k3/engine/plan"
-	"k3/storage/hub"
 	"k3/storage/trunk"
 	"k3/storage/verify"
 )
@@ -41,37 +40,28 @@ func (doctorMachine) Measure(ctx context.Context, dirs []string, quick bool, pro
 		}})
 }
 
-// hubDownloader downloads from the Hugging Face hub (HF_ENDPOINT honoured).
-type hubDownloader struct{}
-
-func (hubDownloader) Download(ctx context.Context, req DownloadRequest, progress func(hub.Event)) error {
-	c := hub.NewClient("", "")
-	if req.Token != "" {
-		c.Token = hub.NewToken(req.Token, "the app")
-	}
-	_, err := c.Download(ctx, hub.Options{Dest: req.Dest, Revision: req.Revision, Layers: req.Layers, Progress: progress})
-	return err
-}
-
-// storageVerifier checks sizes (and hashes when a manifest is present).
+// storageVerifier checks the folder's own files (VerifyFolder).
 type storageVerifier struct{}
 
 func (storageVerifier) Verify(ctx context.Context, dir string, layers int, progress func(done, total int64)) (*verify.Report, error) {
-	return verify.Check(ctx, dir, verify.Options{Layers: layers, Progress: progress})
+	return VerifyFolder(ctx, dir, layers, progress)
 }
 
 // trunkPacker packs with storage/trunk (resumable: a cancelled pack keeps
 // the runs it finished and the next Pack continues).
 type trunkPacker struct{}
 
-func (trunkPacker) Pack(ctx context.Context, modelDir, trunkDir string, layers int, progress func(PackProgress)) error {
-	_, err := trunk.Pack(ctx, modelDir, trunkDir, trunk.Options{Progress: func(p trunk.Progress) {
+func (trunkPacker) Pack(ctx context.Context, modelDir, trunkDir string, layers int, force bool, progress func(PackProgress)) error {
+	_, err := trunk.Pack(ctx, modelDir, trunkDir, trunk.Options{Force: force, Progress: func(p trunk.Progress) {
 		if progress != nil {
-			progress(PackProgress{Done: p.BytesDone, Total: p.BytesTotal, BytesPerSec: p.BytesPerSec, ETA: p.ETA, Layer: p.RunsDone, Layers: p.RunsTotal})
+			progress(PackProgress{Checking: p.Phase == trunk.PhaseCheck, Done: p.BytesDone, Total: p.BytesTotal,
+				Parts: p.RunsDone, PartsTotal: p.RunsTotal, Rate: p.BytesPerSec, ETA: p.ETA})
 		}
 	}})
 	return err
 }
+
+func (trunkPacker) Check(modelDir, trunkDir string) TrunkCheck { return CheckTrunk(modelDir, trunkDir) }
 
 func (trunkPacker) TrunkBytes(modelDir string, layers int) (int64, error) {
 	return engine.TrunkBytes(modelDir, layers)

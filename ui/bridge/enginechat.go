@@ -1,4 +1,4 @@
-package gui
+package bridge
 
 import (
 	"context"
@@ -32,20 +32,25 @@ type engineChat struct {
 	srv  atomic.Pointer[appServer] // the app's HTTP server over this model (remotechat.go)
 }
 
-// ContextPositions is the context the memory plan reserves for a chat.
-const ContextPositions = 4096
+// ContextPositions is the conversation context the memory plan reserves,
+// besides the reply (the same as k3 chat: 8192 plus the reply cap).
+const ContextPositions = 8192
 
 // NewEngineChat returns a chat engine for the model the settings name.
 func NewEngineChat(s Settings) ChatEngine { return &engineChat{s: s} }
 
+// CustomPreset is the preset name of budgets set by hand: TrunkGB and
+// CacheGB are used as they are, zero included (the smallest plan).
+const CustomPreset = "custom"
+
 // Budget turns the memory settings into the engine's budget: the preset
-// resolved by plan.Resolve (auto included), the sliders' budgets when set,
-// ultra mode with the ultra preset (it streams the model tables from the
-// packed trunk, so only with one).
+// resolved by plan.Resolve (auto included), or the GB values as they are
+// with CustomPreset; ultra mode with the ultra preset (it streams the model
+// tables from the packed trunk, so only with one).
 func (s Settings) Budget(mem *plan.Memory) engine.Budget {
-	b := presetBudget(s.Preset, mem)
-	if s.TrunkGB > 0 || s.CacheGB > 0 {
-		b.TrunkGB, b.CacheGB = s.TrunkGB, s.CacheGB
+	b := PresetBudget(s.Preset, mem)
+	if s.Preset == CustomPreset {
+		b = plan.Budget{Preset: CustomPreset, TrunkGB: s.TrunkGB, CacheGB: s.CacheGB}
 	}
 	return engine.Budget{TrunkBytes: int64(b.TrunkGB * plan.GB), CacheBytes: int64(b.CacheGB * plan.GB), Ring: 2,
 		Ultra: b.Ultra && s.TrunkDir != ""}
@@ -53,12 +58,22 @@ func (s Settings) Budget(mem *plan.Memory) engine.Budget {
 
 // OpenOptions are the engine options the settings give.
 func (s Settings) OpenOptions(mem *plan.Memory) engine.Options {
-	return engine.Options{Layers: s.Layers, TrunkDir: s.TrunkDir, Budget: s.Budget(mem), Positions: ContextPositions, Memory: mem}
+	return engine.Options{Layers: s.Layers, TrunkDir: s.TrunkDir, Budget: s.Budget(mem), Positions: s.Positions(), Memory: mem}
 }
 
-// presetBudget resolves a preset (plan.Resolve; "auto" from memory), the
+// Positions is the context a conversation may take: ContextPositions and
+// the reply cap.
+func (s Settings) Positions() int {
+	n := s.MaxTokens
+	if n <= 0 {
+		n = chat.DefaultMaxTokens
+	}
+	return ContextPositions + n
+}
+
+// PresetBudget resolves a preset (plan.Resolve; "auto" from memory), the
 // laptop preset when it cannot be.
-func presetBudget(name string, mem *plan.Memory) plan.Budget {
+func PresetBudget(name string, mem *plan.Memory) plan.Budget {
 	if b, err := plan.Resolve(name, mem, doctor.Need); err == nil {
 		return b
 	}
@@ -101,14 +116,15 @@ func (c *engineChat) Open(ctx context.Context, on func(engine.Event)) (ModelInfo
 	if c.s.Demo || synth.IsDemo(dir) {
 		name = "DEMO model (random weights: the text is not meaningful)"
 	}
-	c.info = ModelInfo{Name: name, Demo: c.s.Demo || synth.IsDemo(dir), Layers: m.Bound, BudgetBytes: m.Plan.Total, Plan: m.Plan.String()}
+	c.info = ModelInfo{Name: name, Demo: c.s.Demo || synth.IsDemo(dir), Layers: m.Bound, BudgetBytes: m.Plan.Total, Plan: m.Plan.String(),
+		Context: c.s.Positions()}
 	on(engine.Event{Kind: engine.EventStats, Stats: e.Snapshot(), At: time.Now()})
 	phase(on, "ready")
 	return c.info, nil
 }
 
 func (c *engineChat) Close() {
-	c.stopServer()
+	c.StopServer()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.e != nil {
@@ -122,14 +138,14 @@ func (c *engineChat) Close() {
 // engine state and reuses it when the conversation continues what was fed
 // (and re-reads the prompt otherwise), so the history passed in is the
 // truth: edits, regenerations and conversation switches just work.
-func (c *engineChat) Turn(ctx context.Context, history []chat.Message, opt chat.Options, on func(engine.Event)) (chat.Message, error) {
+func (c *engineChat) Turn(ctx context.Context, history []chat.Message, opt chat.Options, on func(engine.Event)) (Reply, error) {
 	if _, err := c.Open(ctx, on); err != nil {
-		return chat.Message{}, err
+		return Reply{}, err
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if len(history) == 0 || history[len(history)-1].Role != "user" {
-		return chat.Message{}, errors.New("the conversation must end with your message")
+		return Reply{}, errors.New("the conversation must end with your message")
 	}
 	past := history[:len(history)-1]
 	if len(past) > 0 && past[0].Role == "system" {
@@ -174,7 +190,8 @@ func (c *engineChat) Turn(ctx context.Context, history []chat.Message, opt chat.
 		on(ev)
 	})
 	if rep == nil {
-		return chat.Message{}, err
+		return Reply{}, err
 	}
-	return chat.Message{Role: "assistant", Content: rep.Content, ReasoningContent: rep.Reasoning, Cut: rep.Cut()}, err
+	return Reply{Message: chat.Message{Role: "assistant", Content: rep.Content, ReasoningContent: rep.Reasoning, Cut: rep.Cut()},
+		Positions: rep.Reused + rep.Prefilled + len(rep.IDs)}, err
 }

@@ -1,17 +1,15 @@
-package gui
+package bridge
 
 import (
 	"sync"
 	"time"
 
-	"fyne.io/fyne/v2"
-
 	"k3/engine"
 )
 
-// The bridge turns the engine's event stream (called on engine goroutines,
+// The pump turns the engine's event stream (called on engine goroutines,
 // possibly thousands of times a second) into a few UI updates a second:
-// streamed text at most TextHz, gauges at GaugeHz, always through fyne.Do.
+// streamed text at most TextHz, gauges at GaugeHz, always through do.
 
 const (
 	TextHz  = 30
@@ -31,6 +29,7 @@ type Gauges struct {
 	HitRate      float64 // 0..1 expert-cache resident hit rate, this turn
 	HitKnown     bool
 	SecPerToken  float64 // mean over this turn's generated tokens
+	FirstStep    float64 // the first token's step (it includes reading the prompt)
 	LastToken    float64 // last step
 	TTFT         float64 // seconds from send to the first token (0: none yet)
 	Tokens       int
@@ -38,7 +37,7 @@ type Gauges struct {
 	Memory       []Point // RSS samples
 }
 
-// Point is one sample of a history plot.
+// Point is one sample of a history plot; a zero Point (no time) is a gap.
 type Point struct {
 	T time.Time
 	V float64
@@ -64,7 +63,7 @@ func (m *Meter) SetLimits(budget, available int64) { m.g.Budget, m.g.Available =
 func (m *Meter) StartTurn(t time.Time) {
 	m.turnT0 = t
 	m.haveBase = false
-	m.g.TTFT, m.g.Tokens, m.tokSum, m.g.SecPerToken, m.g.LastToken = 0, 0, 0, 0, 0
+	m.g.TTFT, m.g.Tokens, m.tokSum, m.g.SecPerToken, m.g.LastToken, m.g.FirstStep = 0, 0, 0, 0, 0, 0
 	m.g.IOShare, m.g.HitRate, m.g.HitKnown = 0, 0, false
 }
 
@@ -99,10 +98,24 @@ func (m *Meter) Stats(t time.Time, s engine.Stats) {
 	}
 }
 
+// EndTurn marks the end of a turn: nothing is being read any more, so the
+// read rates drop to zero (the per-turn numbers stay until the next turn),
+// and the plots get a gap instead of a line across the idle time.
+func (m *Meter) EndTurn() {
+	m.g.TrunkMBps, m.g.ExpertMBps = 0, 0
+	m.haveLast = false
+	m.turnT0 = time.Time{}
+	m.g.Speed = append(m.g.Speed, Point{})
+	m.g.Memory = append(m.g.Memory, Point{})
+}
+
 // Token records one generated token's step time.
 func (m *Meter) Token(t time.Time, seconds float64) {
-	if m.g.Tokens == 0 && !m.turnT0.IsZero() {
-		m.g.TTFT = t.Sub(m.turnT0).Seconds()
+	if m.g.Tokens == 0 {
+		m.g.FirstStep = seconds
+		if !m.turnT0.IsZero() {
+			m.g.TTFT = t.Sub(m.turnT0).Seconds()
+		}
 	}
 	m.g.Tokens++
 	m.tokSum += seconds
@@ -122,7 +135,7 @@ func (m *Meter) Gauges() Gauges {
 func appendWindow(ps []Point, p Point, now time.Time) []Point {
 	ps = append(ps, p)
 	cut := 0
-	for cut < len(ps) && now.Sub(ps[cut].T) > HistoryWindow {
+	for cut < len(ps) && (ps[cut].T.IsZero() || now.Sub(ps[cut].T) > HistoryWindow) {
 		cut++
 	}
 	if cut > 0 {
@@ -132,8 +145,8 @@ func appendWindow(ps []Point, p Point, now time.Time) []Point {
 }
 
 // Pump collects a turn's events from engine goroutines and delivers them to
-// the UI, throttled. Its callbacks run on the Fyne goroutine (through the
-// do function, fyne.Do by default).
+// the UI, throttled. Its callbacks run on the UI goroutine (through the
+// do function the app gives, fyne.Do).
 type Pump struct {
 	OnText   func(reasoning, answer string) // the text added since the last call
 	OnPhase  func(phase string)
@@ -149,13 +162,12 @@ type Pump struct {
 	gaugeDirty bool
 	stop       chan struct{}
 	done       chan struct{}
+	inflight   chan struct{} // closed when the delivery handed to do has run
 }
 
-// NewPump returns a stopped pump; Start runs it.
+// NewPump returns a stopped pump; Start runs it. do runs a function on the
+// UI goroutine (fyne.Do in the app).
 func NewPump(do func(func())) *Pump {
-	if do == nil {
-		do = fyne.Do
-	}
 	return &Pump{do: do}
 }
 
@@ -210,11 +222,11 @@ func (p *Pump) Start() {
 		for {
 			select {
 			case <-stop:
-				p.flush(true)
+				p.flush(true, true)
 				return
 			case <-t.C:
 				n++
-				p.flush(n%(TextHz/GaugeHz) == 0)
+				p.flush(n%(TextHz/GaugeHz) == 0, false)
 			}
 		}
 	}()
@@ -234,10 +246,23 @@ func (p *Pump) Stop() {
 }
 
 // Flush delivers pending updates now (tests and the end of a turn).
-func (p *Pump) Flush() { p.flush(true) }
+func (p *Pump) Flush() { p.flush(true, true) }
 
-func (p *Pump) flush(gauges bool) {
+// flush hands what is pending to the UI. A delivery still waiting to run
+// on the UI goroutine holds the next one back (its text keeps
+// accumulating), so a UI slower than TextHz is never handed a backlog;
+// final waits for it and delivers everything.
+func (p *Pump) flush(gauges, final bool) {
 	p.mu.Lock()
+	if ch := p.inflight; ch != nil {
+		if !final {
+			p.mu.Unlock()
+			return
+		}
+		p.mu.Unlock()
+		<-ch
+		p.mu.Lock()
+	}
 	r, a := string(p.reasoning), string(p.answer)
 	p.reasoning, p.answer = p.reasoning[:0], p.answer[:0]
 	phase, phaseDirty := p.phase, p.phaseDirty
@@ -248,11 +273,20 @@ func (p *Pump) flush(gauges bool) {
 		g = p.meter.Gauges()
 		p.gaugeDirty = false
 	}
-	p.mu.Unlock()
 	if r == "" && a == "" && !phaseDirty && !sendG {
+		p.mu.Unlock()
 		return
 	}
+	done := make(chan struct{})
+	p.inflight = done
+	p.mu.Unlock()
 	p.do(func() {
+		defer func() {
+			p.mu.Lock()
+			p.inflight = nil
+			p.mu.Unlock()
+			close(done)
+		}()
 		if (r != "" || a != "") && p.OnText != nil {
 			p.OnText(r, a)
 		}

@@ -1,4 +1,4 @@
-package gui
+package bridge
 
 import (
 	"testing"
@@ -17,10 +17,13 @@ func TestSettingsBudgetPresets(t *testing.T) {
 	assert.Equal(t, int64(2.5e9), b.TrunkBytes)
 	assert.Equal(t, int64(0.31e9), b.CacheBytes)
 
-	// the sliders set the budgets; the preset still says ultra
-	b = Settings{Preset: "ultra", TrunkDir: "/t", TrunkGB: 3, CacheGB: 0.5}.Budget(nil)
-	assert.True(t, b.Ultra)
+	// budgets set by hand (the custom preset) are used as they are, zero
+	// included, and are not ultra
+	b = Settings{Preset: CustomPreset, TrunkDir: "/t", TrunkGB: 3, CacheGB: 0.5}.Budget(nil)
+	assert.False(t, b.Ultra)
 	assert.Equal(t, int64(3e9), b.TrunkBytes)
+	assert.Equal(t, int64(0.5e9), b.CacheBytes)
+	assert.Zero(t, Settings{Preset: CustomPreset}.Budget(nil).TrunkBytes)
 
 	// ultra streams the model tables from the packed trunk: none, no ultra
 	assert.False(t, Settings{Preset: "ultra"}.Budget(nil).Ultra)

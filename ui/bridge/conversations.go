@@ -1,0 +1,281 @@
+package bridge
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"k3/engine"
+	"k3/engine/chat"
+	"k3/storage/atomicfile"
+)
+
+// Conversations keeps one JSONL history file per conversation in a folder;
+// the file name (without .jsonl) is the conversation's title.
+type Conversations struct {
+	Dir string
+}
+
+// Ext is the history file extension.
+const Ext = ".jsonl"
+
+// List returns the titles, most recently changed first.
+func (c Conversations) List() ([]string, error) {
+	ents, err := os.ReadDir(c.Dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	type item struct {
+		name string
+		mod  time.Time
+	}
+	var items []item
+	for _, e := range ents {
+		if e.IsDir() || !strings.HasSuffix(e.Name(), Ext) || strings.HasPrefix(e.Name(), ".") {
+			continue
+		}
+		info, err := e.Info()
+		if err != nil {
+			continue
+		}
+		items = append(items, item{strings.TrimSuffix(e.Name(), Ext), info.ModTime()})
+	}
+	sort.SliceStable(items, func(i, j int) bool {
+		if !items[i].mod.Equal(items[j].mod) {
+			return items[i].mod.After(items[j].mod)
+		}
+		return items[i].name < items[j].name
+	})
+	out := make([]string, len(items))
+	for i, it := range items {
+		out[i] = it.name
+	}
+	return out, nil
+}
+
+func (c Conversations) path(title string) string { return filepath.Join(c.Dir, title+Ext) }
+
+// cleanTitle makes a title safe as a file name.
+func cleanTitle(t string) (string, error) {
+	t = strings.TrimSpace(t)
+	t = strings.Map(func(r rune) rune {
+		if r == '/' || r == '\\' || r == 0 || r == ':' {
+			return '-'
+		}
+		return r
+	}, t)
+	if t == "" || t == "." || t == ".." || strings.HasPrefix(t, ".") {
+		return "", fmt.Errorf("a conversation needs a name that does not start with a dot")
+	}
+	if len(t) > 120 {
+		t = t[:120]
+	}
+	return t, nil
+}
+
+// New creates an empty conversation with a free title based on want.
+func (c Conversations) New(want string) (string, error) {
+	if err := os.MkdirAll(c.Dir, 0o755); err != nil {
+		return "", fmt.Errorf("cannot create the conversations folder %s: %w", c.Dir, err)
+	}
+	base, err := cleanTitle(want)
+	if err != nil {
+		base = "Conversation"
+	}
+	title := base
+	for i := 2; ; i++ {
+		if _, err := os.Stat(c.path(title)); errors.Is(err, os.ErrNotExist) {
+			break
+		}
+		title = fmt.Sprintf("%s %d", base, i)
+	}
+	return title, chat.SaveHistory(c.path(title), nil)
+}
+
+// Load reads a conversation.
+func (c Conversations) Load(title string) ([]chat.Message, error) {
+	return chat.LoadHistory(c.path(title))
+}
+
+// Save writes a conversation atomically.
+func (c Conversations) Save(title string, h []chat.Message) error {
+	if err := os.MkdirAll(c.Dir, 0o755); err != nil {
+		return err
+	}
+	return chat.SaveHistory(c.path(title), h)
+}
+
+// Rename gives a conversation a new title; the new title must be free.
+// Characters a file name cannot hold are replaced, and the error says so
+// when that happened (the rename is done).
+func (c Conversations) Rename(from, to string) (string, error) {
+	want := strings.TrimSpace(to)
+	to, err := cleanTitle(to)
+	if err != nil {
+		return "", err
+	}
+	if to == from {
+		return to, nil
+	}
+	if _, err := os.Stat(c.path(to)); err == nil {
+		return "", fmt.Errorf("there is already a conversation called %q; choose another name", to)
+	}
+	if err := os.Rename(c.path(from), c.path(to)); err != nil {
+		return "", fmt.Errorf("renaming %q failed: %w", from, err)
+	}
+	if err := os.Rename(c.optionsPath(from), c.optionsPath(to)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return to, fmt.Errorf("the conversation's settings could not follow the rename: %w", err)
+	}
+	if want != to && len(want) <= 120 {
+		return to, &RenamedError{Title: to}
+	}
+	return to, nil
+}
+
+// RenamedError says that a title was changed to be a file name.
+type RenamedError struct{ Title string }
+
+func (e *RenamedError) Error() string {
+	return fmt.Sprintf("renamed to %q: / \\ and : cannot be in a conversation's name", e.Title)
+}
+
+// Delete removes a conversation's file (and its settings).
+func (c Conversations) Delete(title string) error {
+	os.Remove(c.optionsPath(title))
+	err := os.Remove(c.path(title))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	return err
+}
+
+// ConvOptions are a conversation's own settings; a new conversation starts
+// with the app's (Settings.ConvDefaults).
+type ConvOptions struct {
+	Thinking        bool   `json:"thinking"`
+	Effort          string `json:"effort"`
+	MaxTokens       int    `json:"max_tokens"`
+	engine.Sampling `json:"sampling"`
+}
+
+// ConvDefaults are the settings a new conversation starts with.
+func (s Settings) ConvDefaults() ConvOptions {
+	return ConvOptions{Thinking: s.Thinking, Effort: s.Effort, MaxTokens: s.MaxTokens, Sampling: s.Sampling}
+}
+
+// ChatOptions are a turn's options (the system prompt is the
+// conversation's first message, if it has one).
+func (o ConvOptions) ChatOptions() chat.Options {
+	return chat.Options{NoThink: !o.Thinking, Effort: o.Effort, MaxTokens: o.MaxTokens, Sampling: o.Sampling}
+}
+
+func (c Conversations) optionsPath(title string) string {
+	return filepath.Join(c.Dir, title+".options.json")
+}
+
+// LoadOptions reads a conversation's settings; ok is false when it has none
+// of its own.
+func (c Conversations) LoadOptions(title string) (o ConvOptions, ok bool, err error) {
+	raw, err := os.ReadFile(c.optionsPath(title))
+	if errors.Is(err, os.ErrNotExist) {
+		return o, false, nil
+	}
+	if err != nil {
+		return o, false, err
+	}
+	if err := json.Unmarshal(raw, &o); err != nil {
+		return o, false, fmt.Errorf("%s: %w", c.optionsPath(title), err)
+	}
+	return o, true, nil
+}
+
+// SaveOptions writes a conversation's settings atomically.
+func (c Conversations) SaveOptions(title string, o ConvOptions) error {
+	raw, err := json.MarshalIndent(o, "", "  ")
+	if err != nil {
+		return err
+	}
+	return atomicfile.Write(c.optionsPath(title), raw)
+}
+
+// AutoTitlePrefix starts the title a new conversation gets; a conversation
+// still called so is titled from its first message.
+const AutoTitlePrefix = "Conversation "
+
+// TitleFrom makes a title of a first message: its first line, cut at a word
+// before 48 characters.
+func TitleFrom(msg string) string {
+	line := strings.TrimSpace(strings.SplitN(strings.TrimSpace(msg), "\n", 2)[0])
+	r := []rune(line)
+	if len(r) <= 48 {
+		return line
+	}
+	cut := string(r[:48])
+	if i := strings.LastIndexByte(cut, ' '); i > 16 {
+		cut = cut[:i]
+	}
+	return strings.TrimRight(cut, " ,.;:") + "…"
+}
+
+// Search returns the titles (in List order) whose title or messages contain
+// query, case-insensitively.
+func (c Conversations) Search(query string) ([]string, error) {
+	titles, err := c.List()
+	q := strings.ToLower(strings.TrimSpace(query))
+	if err != nil || q == "" {
+		return titles, err
+	}
+	var out []string
+	for _, t := range titles {
+		if strings.Contains(strings.ToLower(t), q) {
+			out = append(out, t)
+			continue
+		}
+		h, err := c.Load(t)
+		if err != nil {
+			continue
+		}
+		for _, m := range h {
+			if strings.Contains(strings.ToLower(m.Content), q) || strings.Contains(strings.ToLower(m.ReasoningContent), q) {
+				out = append(out, t)
+				break
+			}
+		}
+	}
+	return out, nil
+}
+
+// Markdown is a conversation as a Markdown document (for export).
+func Markdown(title string, h []chat.Message) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# %s\n", title)
+	for _, m := range h {
+		who := map[string]string{"system": "System prompt", "user": "You", "assistant": "Kimi K3"}[m.Role]
+		if who == "" {
+			who = m.Role
+		}
+		fmt.Fprintf(&b, "\n## %s\n\n", who)
+		if m.ReasoningContent != "" {
+			b.WriteString("<details><summary>Thinking</summary>\n\n")
+			b.WriteString(strings.TrimSpace(m.ReasoningContent))
+			b.WriteString("\n\n</details>\n\n")
+		}
+		b.WriteString(strings.TrimSpace(m.Content))
+		b.WriteString("\n")
+		switch m.Cut {
+		case chat.CutStopped:
+			b.WriteString("\n*(stopped)*\n")
+		case chat.CutTurnCap:
+			b.WriteString("\n*(reached the reply length limit)*\n")
+		}
+	}
+	return b.String()
+}

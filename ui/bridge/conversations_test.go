@@ -1,0 +1,63 @@
+package bridge
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"k3/engine"
+	"k3/engine/chat"
+)
+
+func TestTitleFrom(t *testing.T) {
+	assert.Equal(t, "Hello, who are you?", TitleFrom("  Hello, who are you?\nsecond line"))
+	assert.Equal(t, "Plan a three-day walk in the Alps with huts and…",
+		TitleFrom("Plan a three-day walk in the Alps with huts and trains from Zurich, please"))
+}
+
+func TestConversationsOptionsSearchExport(t *testing.T) {
+	c := Conversations{Dir: t.TempDir()}
+	a, err := c.New("Conversation 2026-12-01 08.05")
+	require.NoError(t, err)
+	b, err := c.New("Conversation 2026-12-01 08.05")
+	require.NoError(t, err)
+	assert.Equal(t, "Conversation 2026-12-01 08.05 2", b)
+	require.NoError(t, c.Save(a, []chat.Message{{Role: "user", Content: "Where do penguins live?"},
+		{Role: "assistant", Content: "In the south.", ReasoningContent: "Antarctica", Cut: chat.CutStopped}}))
+
+	o := ConvOptions{Thinking: false, Effort: "low", MaxTokens: 99, Sampling: engine.Sampling{Temperature: 0.7, Seed: 5}}
+	require.NoError(t, c.SaveOptions(a, o))
+	got, ok, err := c.LoadOptions(a)
+	require.NoError(t, err)
+	assert.True(t, ok)
+	assert.Equal(t, o, got)
+	_, ok, err = c.LoadOptions(b)
+	require.NoError(t, err)
+	assert.False(t, ok)
+
+	found, err := c.Search("PENGUIN")
+	require.NoError(t, err)
+	assert.Equal(t, []string{a}, found)
+	found, err = c.Search("antarctica")
+	require.NoError(t, err)
+	assert.Equal(t, []string{a}, found, "thinking is searched too")
+
+	renamed, err := c.Rename(a, "ships/boats: a?b")
+	var re *RenamedError
+	require.True(t, errors.As(err, &re), "a changed name is said: %v", err)
+	assert.Equal(t, "ships-boats- a?b", renamed)
+	got, ok, err = c.LoadOptions(renamed)
+	require.NoError(t, err)
+	assert.True(t, ok, "the settings follow the rename")
+	assert.Equal(t, o, got)
+
+	h, err := c.Load(renamed)
+	require.NoError(t, err)
+	assert.Equal(t, "# T\n\n## You\n\nWhere do penguins live?\n\n## Kimi K3\n\n<details><summary>Thinking</summary>\n\nAntarctica\n\n</details>\n\nIn the south.\n\n*(stopped)*\n",
+		Markdown("T", h))
+	require.NoError(t, c.Delete(renamed))
+	_, ok, _ = c.LoadOptions(renamed)
+	assert.False(t, ok)
+}

@@ -1,0 +1,120 @@
+package bridge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"time"
+
+	"k3/storage/hub"
+)
+
+// UnreachableError is a model hub the machine cannot reach at all (no
+// network, no name resolution, a refused connection).
+type UnreachableError struct {
+	Host string
+	Err  error
+}
+
+func (e *UnreachableError) Error() string { return fmt.Sprintf("cannot reach %s: %v", e.Host, e.Err) }
+func (e *UnreachableError) Unwrap() error { return e.Err }
+
+// probeTimeout bounds one reachability check: a user learns within seconds
+// that the hub cannot be reached, instead of after the hub client's quiet
+// retries (minutes).
+const probeTimeout = 5 * time.Second
+
+// Reachable checks that endpoint's host (or the proxy the environment names
+// for it) accepts a TCP connection.
+func Reachable(ctx context.Context, endpoint string) error {
+	u, err := url.Parse(endpoint)
+	if err != nil || u.Host == "" {
+		return fmt.Errorf("the hub address %q is not a URL", endpoint)
+	}
+	target := u
+	if p, err := http.ProxyFromEnvironment(&http.Request{URL: u}); err == nil && p != nil {
+		target = p
+	}
+	host := target.Host
+	if target.Port() == "" {
+		port := "443"
+		if target.Scheme == "http" {
+			port = "80"
+		}
+		host = net.JoinHostPort(target.Hostname(), port)
+	}
+	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", host)
+	if err != nil {
+		if ctx.Err() != nil && errors.Is(err, context.DeadlineExceeded) {
+			err = fmt.Errorf("no answer in %s", probeTimeout)
+		}
+		return &UnreachableError{Host: u.Hostname(), Err: plainNetError(err)}
+	}
+	return conn.Close()
+}
+
+// plainNetError keeps what a user can act on from a dial error.
+func plainNetError(err error) error {
+	var dns *net.DNSError
+	if errors.As(err, &dns) {
+		return fmt.Errorf("the name %s does not resolve (no network, or no DNS)", dns.Name)
+	}
+	var op *net.OpError
+	if errors.As(err, &op) && op.Err != nil {
+		return op.Err
+	}
+	return err
+}
+
+// probeWait is the pause before reachability check number attempt+1.
+func probeWait(attempt int) time.Duration {
+	return min(time.Duration(attempt)*5*time.Second, 30*time.Second)
+}
+
+// hubDownloader downloads from the Hugging Face hub (HF_ENDPOINT honoured).
+// Before the hub client starts it checks that the hub can be reached at
+// all, and reports each failed check as a retry (attempt n, the wait), so
+// a machine without network says so within seconds and keeps trying
+// visibly; the hub client's own waits are reported too.
+type hubDownloader struct{}
+
+func (hubDownloader) Download(ctx context.Context, req DownloadRequest, progress func(hub.Event)) error {
+	if progress == nil {
+		progress = func(hub.Event) {}
+	}
+	c := hub.NewClient("", "")
+	if req.Token != "" {
+		c.Token = hub.NewToken(req.Token, "the app")
+	}
+	for attempt := 1; ; attempt++ {
+		err := Reachable(ctx, c.Endpoint)
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		wait := probeWait(attempt)
+		progress(hub.Event{Kind: hub.EventRetry, Attempt: attempt, Wait: wait, Err: err})
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+	c.Backoff = func(attempt int) time.Duration {
+		wait := min(time.Second<<min(attempt-1, 6), time.Minute)
+		progress(hub.Event{Kind: hub.EventRetry, Attempt: attempt, Wait: wait, Err: errors.New("the hub did not answer")})
+		return wait
+	}
+	_, err := c.Download(ctx, hub.Options{Dest: req.Dest, Revision: req.Revision, Layers: req.Layers, Progress: progress})
+	return err
+}

@@ -1,0 +1,62 @@
+package bridge
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"k3/engine/synth"
+	"k3/storage/trunk"
+)
+
+// Two models never share a default trunk folder, even with the same name.
+func TestDefaultTrunkDirPerModel(t *testing.T) {
+	a := DefaultTrunkDir("/fast", "/models/one/Kimi-K3")
+	b := DefaultTrunkDir("/fast", "/models/two/Kimi-K3")
+	assert.NotEqual(t, a, b)
+	assert.Equal(t, "/fast/k3-trunk", filepath.Dir(a))
+	assert.Regexp(t, `^Kimi-K3-[0-9a-f]{6}$`, filepath.Base(a))
+	assert.Equal(t, a, DefaultTrunkDir("/fast", "/models/one/Kimi-K3/"), "the same folder gives the same trunk folder")
+}
+
+// A trunk packed for one model is reported as another model's for a
+// different checkpoint, as the engine would refuse it; an interrupted
+// pack is recognised as this model's.
+func TestCheckTrunk(t *testing.T) {
+	a := writeModel(t, synth.Small())
+	other := synth.Small()
+	other.F32Trunk = true // different shard sizes
+	b := writeModel(t, other)
+	dir := filepath.Join(t.TempDir(), "trunk")
+	assert.Equal(t, TrunkNone, CheckTrunk(a, dir).Status)
+
+	// an interrupted pack
+	ctx, cancel := context.WithCancel(t.Context())
+	_, err := trunk.Pack(ctx, a, dir, trunk.Options{Progress: func(p trunk.Progress) {
+		if p.RunsDone >= 2 {
+			cancel()
+		}
+	}})
+	require.ErrorIs(t, err, context.Canceled)
+	c := CheckTrunk(a, dir)
+	assert.Equal(t, TrunkPartial, c.Status)
+	assert.GreaterOrEqual(t, c.Done, 2)
+	assert.Greater(t, c.Total, c.Done)
+	assert.Equal(t, TrunkOther, CheckTrunk(b, dir).Status)
+
+	_, err = trunk.Pack(t.Context(), a, dir, trunk.Options{})
+	require.NoError(t, err)
+	assert.Equal(t, TrunkCheck{Status: TrunkPacked}, CheckTrunk(a, dir))
+	c = CheckTrunk(b, dir)
+	assert.Equal(t, TrunkOther, c.Status)
+	assert.Contains(t, c.Why, "bytes")
+
+	// "pack again here" replaces it
+	var p trunkPacker
+	require.NoError(t, p.Pack(t.Context(), b, dir, 0, true, nil))
+	assert.Equal(t, TrunkPacked, p.Check(b, dir).Status)
+	assert.Equal(t, TrunkOther, p.Check(a, dir).Status)
+}

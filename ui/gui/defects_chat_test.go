@@ -1,0 +1,148 @@
+package gui
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"fyne.io/fyne/v2/test"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"k3/engine/chat"
+	"k3/ui/bridge"
+)
+
+// Defect 8: a click on another conversation while a reply is written does
+// not split the list from the view: the shown one stays highlighted, and
+// the next message goes to the conversation shown and highlighted. A file
+// that cannot be read keeps them in step too.
+func TestSwitchingDuringAReplyKeepsListAndView(t *testing.T) {
+	fc := &fakeChat{gate: make(chan struct{})}
+	u, v := chatUI(t, fc)
+	var first string
+	ui(func() {
+		first = v.Current
+		v.NewConversation()
+		v.Send("in the second")
+	})
+	second := ""
+	ui(func() { second = v.Current })
+	require.NotEqual(t, first, second)
+	ui(func() {
+		i := slices.Index(v.Convs.Shown(), first)
+		require.GreaterOrEqual(t, i, 0)
+		v.Convs.List.Select(i) // the user clicks the first conversation
+		assert.Equal(t, second, v.Current, "the reply's conversation stays shown")
+		assert.Equal(t, second, v.Convs.Selected, "and highlighted")
+		assert.Contains(t, v.Notice.Text, "wait for it (or press Stop)")
+	})
+	for range 5 {
+		fc.gate <- struct{}{}
+	}
+	waitFor(t, "turn", func() bool { return !v.Busy })
+	ui(func() {
+		v.Send("next")
+	})
+	for range 5 {
+		fc.gate <- struct{}{}
+	}
+	waitFor(t, "turn", func() bool { return !v.Busy })
+	h, err := v.store.Load(second)
+	require.NoError(t, err)
+	assert.Len(t, h, 4, "the next message went to the conversation shown")
+
+	// a broken file: the notice says so, and the highlight stays
+	require.NoError(t, os.WriteFile(filepath.Join(u.conversationsDir(), "Broken"+bridge.Ext), []byte("{\n{broken\n"), 0o644))
+	ui(func() {
+		v.reload(v.Current)
+		i := slices.Index(v.Convs.Shown(), "Broken")
+		require.GreaterOrEqual(t, i, 0)
+		v.Convs.List.Select(i)
+		assert.Equal(t, second, v.Current)
+		assert.Equal(t, second, v.Convs.Selected)
+		assert.NotEmpty(t, v.Notice.Text)
+	})
+}
+
+// Defect 8: quitting while a reply is written keeps the partial reply in
+// the file, marked stopped, as Stop does.
+func TestQuitDuringAReplySavesIt(t *testing.T) {
+	fc := &fakeChat{gate: make(chan struct{})}
+	u, v := chatUI(t, fc)
+	ui(func() { v.Send("Hi there") })
+	fc.gate <- struct{}{}
+	fc.gate <- struct{}{}
+	waitFor(t, "two pieces", func() bool { return len(v.Views) == 2 && v.Views[1].Answer == "Hello world" })
+	var title string
+	ui(func() {
+		title = v.Current
+		u.Quit()
+	})
+	h, err := v.store.Load(title)
+	require.NoError(t, err)
+	require.Len(t, h, 2)
+	assert.Equal(t, chat.Message{Role: "assistant", Content: "Hello world", ReasoningContent: "Let me think.", Cut: chat.CutStopped}, h[1])
+	waitFor(t, "the turn to end", func() bool { return !v.Busy })
+	h, err = v.store.Load(title)
+	require.NoError(t, err)
+	assert.Len(t, h, 2, "the stopped turn does not add the reply twice")
+}
+
+// Defect 9: a bad field is marked in place and Save waits; nothing typed
+// is lost; the system prompt belongs to the conversation and shows in it.
+func TestChatSettingsValidateInPlace(t *testing.T) {
+	u, v := chatUI(t, &fakeChat{})
+	ui(func() {
+		v.showChatSettings()
+		top := u.Win.Canvas().Overlays().Top()
+		require.NotNil(t, top)
+		save := findButton(top, "Save")
+		require.NotNil(t, save)
+		f := v.settings
+		f.System.SetText("Answer in French.")
+		f.Temperature.SetText("abc")
+		assert.True(t, save.Disabled(), "Save waits for a valid temperature")
+		assert.EqualError(t, f.Temperature.Validate(), "Temperature must be a number from 0 to 5")
+		assert.Equal(t, "Answer in French.", f.System.Text, "nothing typed is lost")
+		f.Temperature.SetText("0.8")
+		f.Greedy.SetChecked(false)
+		require.False(t, save.Disabled())
+		test.Tap(save)
+		assert.Equal(t, 0.8, v.Opts.Temperature)
+		assert.False(t, v.Opts.Greedy)
+		assert.Equal(t, "Answer in French.", v.SystemPrompt())
+		require.NotEmpty(t, v.Views)
+		assert.Equal(t, "System prompt (this conversation)", v.Views[0].header.Text, "the system prompt shows in the conversation")
+	})
+	ui(func() {
+		v.NewConversation()
+		assert.Equal(t, "", v.SystemPrompt(), "another conversation has its own")
+		assert.True(t, v.Opts.Greedy, "and its own sampling")
+	})
+}
+
+// Walk-through 13 and the LM Studio list: conversations are titled from the
+// first message and can be searched.
+func TestConversationTitlesAndSearch(t *testing.T) {
+	_, v := chatUI(t, &fakeChat{})
+	ui(func() { v.Send("Where do penguins live?") })
+	waitFor(t, "turn", func() bool { return !v.Busy })
+	ui(func() {
+		assert.Equal(t, "Where do penguins live?", v.Current)
+		v.NewConversation()
+		v.Send("How tall is Mont Blanc?")
+	})
+	waitFor(t, "turn", func() bool { return !v.Busy })
+	ui(func() {
+		assert.ElementsMatch(t, []string{"Where do penguins live?", "How tall is Mont Blanc?"}, v.Convs.Shown())
+		v.Convs.Query.SetText("penguin")
+		assert.Equal(t, []string{"Where do penguins live?"}, v.Convs.Shown())
+		v.Convs.Query.SetText("reply") // the replies' text is searched too
+		assert.Len(t, v.Convs.Shown(), 2)
+		v.Convs.Query.SetText("")
+		assert.True(t, strings.HasPrefix(bridge.Markdown(v.Current, v.History), "# How tall is Mont Blanc?\n\n## You\n\nHow tall is Mont Blanc?\n"))
+	})
+}

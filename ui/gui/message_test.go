@@ -1,0 +1,138 @@
+package gui
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"fyne.io/fyne/v2"
+	"fyne.io/fyne/v2/test"
+	"fyne.io/fyne/v2/theme"
+	"fyne.io/fyne/v2/widget"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"k3/engine/chat"
+	"k3/ui/bridge"
+)
+
+func TestSplitBlocks(t *testing.T) {
+	md := "Intro *text*.\n\n```go\nfmt.Println(1)\n\nx := 2\n```\nAfter.\n~~~\nraw\n"
+	b := splitBlocks(md)
+	require.Len(t, b, 4, "%+v", b)
+	assert.Equal(t, block{Kind: textBlock, Text: "Intro *text*.\n\n", End: 15}, b[0])
+	assert.Equal(t, block{Kind: codeBlock, Lang: "go", Text: "fmt.Println(1)\n\nx := 2", End: len("Intro *text*.\n\n```go\nfmt.Println(1)\n\nx := 2\n```\n")}, b[1])
+	assert.Equal(t, "After.\n", b[2].Text)
+	assert.Equal(t, block{Kind: codeBlock, Text: "raw", End: len(md)}, b[3])
+
+	// a table is its own block; a list split by blank lines stays one
+	b = splitBlocks("Look:\n| a | b |\n|---|---|\n| 1 | 2 |\n\n1. one\n\n2. two\n\nEnd.")
+	require.Len(t, b, 4, "%+v", b)
+	assert.Equal(t, textBlock, b[0].Kind)
+	assert.Equal(t, tableBlock, b[1].Kind)
+	assert.Equal(t, "| a | b |\n|---|---|\n| 1 | 2 |\n", b[1].Text)
+	assert.Equal(t, "1. one\n\n2. two\n\n", b[2].Text)
+	assert.Equal(t, "End.", b[3].Text)
+}
+
+func newMV(m chat.Message, copied *string) *messageView {
+	return newMessageView(m, messageEnv{copy: func(s string) { *copied = s }})
+}
+
+func TestMessageViewCopyAndThinking(t *testing.T) {
+	var copied string
+	v := newMV(chat.Message{Role: "assistant", Content: "See:\n```sh\nmake test\n```\n", ReasoningContent: "plan"}, &copied)
+	assert.False(t, v.think.Hidden)
+	assert.False(t, v.think.Items[0].Open, "a finished thinking section shows folded")
+	require.Len(t, v.body.Objects, 2)
+	test.Tap(v.copyBt)
+	assert.Equal(t, "See:\n```sh\nmake test\n```\n", copied)
+	test.Tap(findButton(v.body.Objects[1], "Copy"))
+	assert.Equal(t, "make test", copied)
+	assert.NotNil(t, findButton(v.body.Objects[1], "Copied"), "copying is confirmed on the button")
+}
+
+// Streamed text is appended: the blocks already finished keep their
+// widgets; only the block still growing is built again.
+func TestMessageViewAppendsToTheLastBlock(t *testing.T) {
+	var copied string
+	v := newMV(chat.Message{Role: "assistant"}, &copied)
+	v.Append("", "First paragraph.\n\n")
+	v.Append("", "Second ")
+	first := v.body.Objects[0]
+	require.Len(t, v.body.Objects, 2)
+	v.Append("", "paragraph, longer.\n\n```go\nx := 1\n")
+	require.Len(t, v.body.Objects, 3)
+	assert.Same(t, first, v.body.Objects[0], "a finished block is not rebuilt")
+	second := v.body.Objects[1]
+	v.Append("", "y := 2\n```\nDone.")
+	require.Len(t, v.body.Objects, 4)
+	assert.Same(t, second, v.body.Objects[1])
+	assert.Equal(t, "First paragraph.\n\nSecond paragraph, longer.\n\n```go\nx := 1\ny := 2\n```\nDone.", v.Answer)
+	// the same as rendering the whole text at once
+	w := newMV(chat.Message{Role: "assistant", Content: v.Answer}, &copied)
+	require.Len(t, w.body.Objects, len(v.body.Objects))
+}
+
+// Walk-through 21: a Markdown table is a grid, not one line of pipes.
+func TestMessageViewTable(t *testing.T) {
+	var copied string
+	v := newMV(chat.Message{Role: "assistant", Content: "| a | b |\n|---|---|\n| 1 | 2 |\n"}, &copied)
+	require.Len(t, v.body.Objects, 1)
+	grid := v.body.Objects[0].(*fyne.Container).Objects[1].(*fyne.Container)
+	require.Len(t, grid.Objects, 4)
+	var cells []string
+	for _, o := range grid.Objects {
+		cells = append(cells, strings.TrimSpace(o.(*widget.RichText).String()))
+	}
+	assert.Equal(t, []string{"a", "b", "1", "2"}, cells)
+	assert.True(t, grid.Objects[0].(*widget.RichText).Segments[0].(*widget.TextSegment).Style.TextStyle.Bold, "the header is bold")
+}
+
+// Long thinking is shown in pieces: the finished ones keep their widgets.
+func TestMessageViewThinkingInPieces(t *testing.T) {
+	var copied string
+	v := newMV(chat.Message{Role: "assistant"}, &copied)
+	line := strings.Repeat("word ", 19) + "end\n" // 100 bytes
+	for range 40 {
+		v.Append(line, "")
+	}
+	require.Greater(t, len(v.thinkBox.Objects), 2)
+	first := v.thinkBox.Objects[0]
+	v.Append(line, "")
+	assert.Same(t, first, v.thinkBox.Objects[0])
+	var all strings.Builder
+	for _, o := range v.thinkBox.Objects {
+		all.WriteString(o.(*widget.RichText).String())
+	}
+	assert.Equal(t, strings.Repeat(line, 41), all.String(), "no text lost or doubled")
+}
+
+// Walk-through 16 and 17: memory above the plan is flagged; the plots
+// write their scale and break at gaps.
+func TestGaugesOverPlanAndPlotScale(t *testing.T) {
+	test.NewTempApp(t)
+	g := newGaugesView()
+	g.Set(bridge.Gauges{RSS: 688e6, Budget: 590e6, Available: 16e9})
+	assert.False(t, g.OverPlan.Hidden)
+	assert.Equal(t, "In use is 98.00 MB above the plan (17% more): the plan does not count everything this process holds.", g.OverPlan.Text)
+	g.Set(bridge.Gauges{RSS: 500e6, Budget: 590e6, Available: 16e9})
+	assert.True(t, g.OverPlan.Hidden)
+
+	now := time.Now()
+	sp := newSparkline(theme.ColorNamePrimary, func(x float64) string { return trimFloat(x) + " s" })
+	w := test.NewTempWindow(t, sp)
+	w.Resize(fyne.NewSize(300, 100))
+	sp.SetPoints([]bridge.Point{{T: now.Add(-3 * time.Second), V: 2}, {T: now.Add(-2 * time.Second), V: 1}, {},
+		{T: now.Add(-time.Second), V: 0.5}, {T: now, V: 0.25}}, now)
+	r := test.WidgetRenderer(sp).(*sparkRenderer)
+	assert.Equal(t, "2.0 s", r.top.Text)
+	assert.Equal(t, "0.00 s", r.bottom.Text)
+	shown := 0
+	for _, l := range r.lines {
+		if l.Visible() {
+			shown++
+		}
+	}
+	assert.Equal(t, 2, shown, "no line across the gap")
+}
