@@ -95,3 +95,13 @@ func TestHistorySaveNeverOverwritesAnotherWritersTurns(t *testing.T) {
 	assert.Equal(t, string(theirs), string(raw), "the holder's file is untouched")
 	l.l.Unlock()
 }
+
+// Audit D15 (row 4.26): a tool result without its call is refused at load
+// with its line number, not at the next turn with a message index.
+func TestHistoryRefusesAToolResultWithoutItsCall(t *testing.T) {
+	body := `{"role":"user","content":"a"}` + "\n" + `{"role":"assistant","content":"b"}` + "\n\n" +
+		`{"role":"user","content":"c"}` + "\n" + `{"role":"tool","content":"42"}` + "\n"
+	_, err := ParseHistory([]byte(body))
+	require.Error(t, err)
+	assert.Equal(t, "line 5: tool result without a tool name or a matching tool call", err.Error())
+}
