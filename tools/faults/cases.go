@@ -1,3 +1,5 @@
+//go:build linux || darwin
+
 package main
 
 import (
@@ -423,6 +425,11 @@ func stateCases() []Case {
 			}
 			return expect(load(e, e.Demo, p, "--config", filepath.Join(e.Demo, "config.json")), 0)
 		}},
+		corrupt("3.8", "state: position count set to 0xFFFFFFFF", "checksum mismatch", func(p string) error {
+			b, _ := os.ReadFile(p)
+			b[24], b[25], b[26], b[27] = 0xff, 0xff, 0xff, 0xff
+			return os.WriteFile(p, b, 0o644)
+		}),
 		{ID: "3.7", Name: "--save-state into a missing directory", Want: "rc3 before the run", Run: func(e *Env) Result {
 			return expect(e.runIDs(e.Demo, "--save-state", filepath.Join(e.Work, "no", "dir", "s")), 3, "cannot write")
 		}},
@@ -465,6 +472,7 @@ func historyCases() []Case {
 		bad("4.3", "history line with invalid UTF-8", good+"{\"role\":\"user\",\"content\":\"\xff\xfe\"}\n", "line 3: invalid UTF-8", true),
 		bad("4.4", "history line with a duplicate key", good+`{"role":"user","content":"a","content":"b"}`+"\n", `line 3: duplicate key "content"`, true),
 		bad("4.5", "history is 4000 random bytes", string(randomBytes(4000)), "line 1", false),
+		bad("4.9", "history tool message with no tool call", good+`{"role":"user","content":"x"}`+"\n"+`{"role":"tool","content":"42"}`+"\n", "line 4: tool result without", false),
 		{ID: "4.6", Name: "good history: a turn is appended", Want: "rc0, 2 -> 4 lines", Quick: true, Run: func(e *Env) Result {
 			h := filepath.Join(e.dir("hist"), "H")
 			must(os.WriteFile(h, []byte(good), 0o644))

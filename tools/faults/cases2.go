@@ -1,3 +1,5 @@
+//go:build linux || darwin
+
 package main
 
 import (
@@ -591,6 +593,50 @@ func interruptCases() []Case {
 				}
 				if err := json.Unmarshal(raw, &rep); err != nil || rep.Stop != "cancelled" {
 					return fmt.Errorf("--out %s: %v %q", out, err, rep.Stop)
+				}
+				return nil
+			})
+		}},
+		{ID: "10.3", Name: "Ctrl-C mid-generation with --save-state and --out", Want: "rc5; the state holds every id --out lists", Run: func(e *Env) Result {
+			d := e.dir("int")
+			out, state := filepath.Join(d, "o.json"), filepath.Join(d, "s")
+			cmd := e.command("run", e.Demo, "--ids", "1,2,3", "--gen", "100000", "--out", out, "--save-state", state)
+			so, err := cmd.StdoutPipe()
+			must(err)
+			var er strings.Builder
+			cmd.Stderr = &er
+			must(cmd.Start())
+			rd := bufio.NewReader(so)
+			rows := 0
+			for {
+				l, err := rd.ReadString('\n')
+				if err != nil {
+					break
+				}
+				if strings.HasPrefix(l, "STEP") || rows > 0 {
+					if rows++; rows > 30 {
+						break
+					}
+				}
+			}
+			cmd.Process.Signal(os.Interrupt)
+			go io.Copy(io.Discard, rd)
+			r := run{code: exitCode(cmd.Wait()), stderr: er.String()}
+			return then(expect(r, 5, "interrupted"), func() error {
+				var rep struct {
+					Full []int `json:"full_ids"`
+				}
+				raw, err := os.ReadFile(out)
+				if err != nil {
+					return err
+				}
+				json.Unmarshal(raw, &rep)
+				b, err := os.ReadFile(state)
+				if err != nil {
+					return err
+				}
+				if n := int(b[24]) | int(b[25])<<8 | int(b[26])<<16 | int(b[27])<<24; n != len(rep.Full) {
+					return fmt.Errorf("the state holds %d positions, --out lists %d ids", n, len(rep.Full))
 				}
 				return nil
 			})

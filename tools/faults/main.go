@@ -1,3 +1,5 @@
+//go:build linux || darwin
+
 // Command faults runs k3 against the classes of faults of the reliability
 // audit (issue 18): corrupt and truncated shards and headers, packed-trunk
 // faults, kill -9 during pack and state saves, a full disk on a small
