@@ -79,6 +79,9 @@ func TestHistorySaveNeverOverwritesAnotherWritersTurns(t *testing.T) {
 	assert.Equal(t, mine, got)
 	// the aside file is then ours to continue
 	require.NoError(t, SaveHistory(ce.SavedAs, append(got, Message{Role: "user", Content: "more"})))
+	// a file removed (or renamed away) since holds nothing to lose
+	require.NoError(t, os.Remove(ce.SavedAs))
+	require.NoError(t, SaveHistory(ce.SavedAs, got))
 
 	// a writer holding the lock: saving from elsewhere goes aside too
 	l, err := LockHistory(path)
