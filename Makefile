@@ -4,7 +4,7 @@ BIN     := bin/k3
 # count-based: a duration -fuzztime trips a Go 1.26 coordinator race (golang/go#75804)
 FUZZTIME ?= 2000x
 
-.PHONY: all build run test vet fmt-check fuzz bench clean gui-check package
+.PHONY: all build run test vet fmt-check fuzz bench clean gui-check package faults race
 
 all: build
 
@@ -25,9 +25,10 @@ fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 
-# Every test, then each fuzz target briefly.
+# Every test, the fault matrix's fast subset, then each fuzz target briefly.
 test: fmt-check vet
 	$(GO) test -count=1 -timeout 15m ./...
+	@$(MAKE) --no-print-directory faults
 	@if command -v xvfb-run >/dev/null 2>&1; then $(MAKE) --no-print-directory gui-check; \
 	else echo "xvfb-run not found: skipping the real-window check (apt-get install xvfb x11-apps)"; fi
 	@$(MAKE) --no-print-directory fuzz
@@ -55,6 +56,21 @@ package:
 
 fuzz:
 	@bash tools/fuzz-all.sh $(FUZZTIME)
+
+# The fault matrix (tools/faults): real k3 processes against damaged
+# checkpoints, trunks, state files and histories, kills, full disks,
+# concurrent writers and a loopback hub; a table of case, expected, actual
+# and exit code. make test runs the fast subset; `make faults FAULTS=` runs
+# every case (the tmpfs cases need root and are skipped otherwise).
+FAULTS ?= -quick
+faults:
+	$(GO) run ./tools/faults $(FAULTS)
+
+# The race detector over the packages where it runs in a few minutes
+# (the GUI's cgo tests are left out); .ci/run runs it after make test.
+RACE_PKGS ?= ./engine/... ./storage/... ./tokenizer/... ./kernels/... ./doctor/... ./ui/cli/... ./tools/faults/...
+race:
+	$(GO) test -race -count=1 -timeout 30m $(RACE_PKGS)
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 3x ./kernels/...

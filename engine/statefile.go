@@ -163,5 +163,11 @@ func PeekStatePositions(path string) (int, error) {
 	if _, err := io.ReadFull(f, h[:]); err != nil || string(h[:8]) != stateMagic {
 		return 0, fmt.Errorf("%s is not a k3 state file", path)
 	}
-	return int(binary.LittleEndian.Uint32(h[24:])), nil
+	n := int64(binary.LittleEndian.Uint32(h[24:]))
+	// the checksum is checked by LoadState; a count the file cannot hold
+	// (4 bytes of id per position) must not size a memory plan meanwhile
+	if st, err := f.Stat(); err != nil || int64(len(h))+4*n+4 > st.Size() {
+		return 0, fmt.Errorf("%s: %d positions do not fit the file (corrupt or truncated)", path, n)
+	}
+	return int(n), nil
 }

@@ -8,10 +8,13 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"sort"
+	"strings"
 
 	"k3/engine"
 	"k3/storage/regfile"
 	"k3/storage/strictjson"
+	"k3/tokenizer"
 )
 
 // Message is one line of a history file.
@@ -51,6 +54,7 @@ var roles = map[string]bool{"system": true, "user": true, "assistant": true, "to
 // (assistant only) and cut; unknown fields are refused. Errors name the line.
 func ParseHistory(data []byte) ([]Message, error) {
 	var out []Message
+	var lineOf []int
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	sc.Buffer(make([]byte, 0, 1<<16), 1<<30)
 	n := 0
@@ -99,11 +103,33 @@ func ParseHistory(data []byte) ([]Message, error) {
 			msg.Cut = Cut(*m.Cut)
 		}
 		out = append(out, msg)
+		lineOf = append(lineOf, n)
 	}
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("line %d: %v", n+1, err)
 	}
+	// a conversation the chat format cannot render (a tool result without
+	// its call) would fail at the next turn, losing the typed message: refuse
+	// it now, naming the first line that breaks it
+	if _, err := renderHistory(out); err != nil {
+		// the first prefix that fails names the message (the whole fails)
+		k := sort.Search(len(out), func(k int) bool { _, e := renderHistory(out[:k+1]); return e != nil })
+		_, err = renderHistory(out[:k+1])
+		why := err.Error()
+		if w, ok := strings.CutPrefix(why, fmt.Sprintf("message %d: ", k)); ok {
+			why = w
+		}
+		return nil, fmt.Errorf("line %d: %s", lineOf[k], why)
+	}
 	return out, nil
+}
+
+func renderHistory(h []Message) ([]tokenizer.Segment, error) {
+	msgs := make([]tokenizer.Message, len(h))
+	for i, m := range h {
+		msgs[i] = tokenizer.Message{Role: m.Role, Content: m.Content, ReasoningContent: m.ReasoningContent}
+	}
+	return tokenizer.Render(msgs, nil, tokenizer.RenderOptions{NoThink: true})
 }
 
 // LoadHistory reads a history file; a missing file is an empty history.

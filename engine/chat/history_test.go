@@ -79,6 +79,9 @@ func TestHistorySaveNeverOverwritesAnotherWritersTurns(t *testing.T) {
 	assert.Equal(t, mine, got)
 	// the aside file is then ours to continue
 	require.NoError(t, SaveHistory(ce.SavedAs, append(got, Message{Role: "user", Content: "more"})))
+	// a file removed (or renamed away) since holds nothing to lose
+	require.NoError(t, os.Remove(ce.SavedAs))
+	require.NoError(t, SaveHistory(ce.SavedAs, got))
 
 	// a writer holding the lock: saving from elsewhere goes aside too
 	l, err := LockHistory(path)
@@ -94,4 +97,14 @@ func TestHistorySaveNeverOverwritesAnotherWritersTurns(t *testing.T) {
 	raw, _ = os.ReadFile(path)
 	assert.Equal(t, string(theirs), string(raw), "the holder's file is untouched")
 	l.l.Unlock()
+}
+
+// Audit D15 (row 4.26): a tool result without its call is refused at load
+// with its line number, not at the next turn with a message index.
+func TestHistoryRefusesAToolResultWithoutItsCall(t *testing.T) {
+	body := `{"role":"user","content":"a"}` + "\n" + `{"role":"assistant","content":"b"}` + "\n\n" +
+		`{"role":"user","content":"c"}` + "\n" + `{"role":"tool","content":"42"}` + "\n"
+	_, err := ParseHistory([]byte(body))
+	require.Error(t, err)
+	assert.Equal(t, "line 5: tool result without a tool name or a matching tool call", err.Error())
 }

@@ -128,13 +128,15 @@ func (f *historyFiles) save(path string, data []byte) error {
 		}
 		defer l.Unlock()
 	}
+	// never overwrite content this process has not seen (a missing file
+	// holds nothing to lose: one renamed or deleted since is written anew)
 	if want, ok := f.seen[key]; ok {
 		cur, err := os.ReadFile(path)
-		exists := err == nil
-		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+		case err != nil:
 			return err
-		}
-		if versionOf(cur, exists) != want {
+		case versionOf(cur, true) != want:
 			return f.saveAside(path, data, "another program changed it after it was read")
 		}
 	}

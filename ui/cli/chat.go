@@ -87,7 +87,9 @@ func cmdChat(args []string, stdout, stderr io.Writer) int {
 			return ExitUsage
 		}
 	}
-	m, code := mf.open(dir, mf.options(8192+*gen, false), stdout, stderr)
+	// the plan reserves the loaded conversation, 8192 more positions and a turn
+	planned := historyPositions(tok, *system, hist, *noThink, *effort) + 8192 + *gen
+	m, code := mf.open(dir, mf.options(planned, false), stdout, stderr)
 	if code >= 0 {
 		return code
 	}
@@ -117,6 +119,7 @@ func cmdChat(args []string, stdout, stderr io.Writer) int {
 	var inFlight *partialTurn
 	go watchChatInterrupts(sig, stderr, &mu, &cancelTurn, &inFlight, *history)
 
+	warnedPlan := false
 	in := bufio.NewReaderSize(stdin, 1<<16)
 	for {
 		fmt.Fprint(stdout, "\n> ")
@@ -184,6 +187,10 @@ func cmdChat(args []string, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintf(stdout, "[%d tokens, %d prompt positions reused, %d read; first token %.2f s, %.3f s/token]\n",
 			len(rep.IDs), rep.Reused, rep.Prefilled, rep.FirstTokenSeconds, rep.SecondsPerToken)
+		if n := rep.Reused + rep.Prefilled + len(rep.IDs); n > planned && !warnedPlan {
+			warnedPlan = true
+			fmt.Fprintf(stdout, "note: the conversation holds %d positions, past the %d the memory plan reserved: memory use now grows past the plan (/reset starts over; restarting k3 chat with --history plans for the whole conversation)\n", n, planned)
+		}
 	}
 }
 
@@ -291,4 +298,21 @@ func watchChatInterrupts(sig <-chan os.Signal, stderr io.Writer, mu *sync.Mutex,
 		exitNow(ExitInterrupted)
 		return
 	}
+}
+
+// historyPositions is the length in tokens of a loaded conversation as the
+// next turn renders it (0 when it cannot be rendered; the turn reports why).
+func historyPositions(tok *tokenizer.Tokenizer, system string, hist []chat.Message, noThink bool, effort string) int {
+	var msgs []tokenizer.Message
+	if system != "" {
+		msgs = append(msgs, tokenizer.Message{Role: "system", Content: system})
+	}
+	for _, m := range hist {
+		msgs = append(msgs, tokenizer.Message{Role: m.Role, Content: m.Content, ReasoningContent: m.ReasoningContent})
+	}
+	segs, err := tokenizer.Render(msgs, nil, tokenizer.RenderOptions{NoThink: noThink, ThinkingEffort: effort})
+	if err != nil {
+		return 0
+	}
+	return len(tok.EncodeSegments(segs))
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -294,4 +295,86 @@ func TestRunChecksTheTraceDirFirst(t *testing.T) {
 	require.Equal(t, ExitOK, code, errs)
 	assert.FileExists(t, filepath.Join(trace, "expert_trace.bin"))
 	assert.FileExists(t, out)
+}
+
+// Audit D16 (row 3.5): a state file with a corrupt position count is
+// refused as corrupt, not by a memory plan sized from the bad count.
+func TestRunCorruptStateCountIsAChecksumError(t *testing.T) {
+	state := filepath.Join(t.TempDir(), "s")
+	code, _, errs := runK3("run", tinyRelease, "--ids", "1,2,3", "--gen", "0", "--save-state", state)
+	require.Equal(t, ExitOK, code, errs)
+	raw, err := os.ReadFile(state)
+	require.NoError(t, err)
+	binary.LittleEndian.PutUint32(raw[24:], 0xFFFFFFFF)
+	require.NoError(t, os.WriteFile(state, raw, 0o644))
+	code, _, errs = runK3("run", tinyRelease, "--ids", "4", "--gen", "1", "--load-state", state)
+	assert.Equal(t, ExitRuntime, code)
+	assert.Contains(t, errs, "checksum mismatch")
+	assert.NotContains(t, errs, "memory plan")
+}
+
+// cancelAfterRows cancels when the per-step table has its first rows.
+type cancelAfterRows struct {
+	mu     sync.Mutex
+	buf    bytes.Buffer
+	rows   int
+	cancel func()
+}
+
+func (w *cancelAfterRows) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf.Write(p)
+	if strings.Contains(w.buf.String(), "STEP") {
+		w.rows++
+		if w.rows == 4 { // header, rule, two rows
+			w.cancel()
+		}
+	}
+	return len(p), nil
+}
+
+// Audit D19 (row 3.30): a run stopped by Ctrl-C saves a state that holds
+// every id its --out lists, the last generated one included.
+func TestInterruptedRunSavesTheWholeSequence(t *testing.T) {
+	dir := t.TempDir()
+	out, state := filepath.Join(dir, "o.json"), filepath.Join(dir, "s")
+	var e bytes.Buffer
+	c, code := parseRun([]string{tinyRelease, "--ids", "1,2,3", "--gen", "200", "--out", out, "--save-state", state}, io.Discard, &e)
+	require.Equal(t, -1, code, e.String())
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &cancelAfterRows{cancel: cancel}
+	code = c.run(ctx, w, &e)
+	require.Equal(t, ExitInterrupted, code, e.String())
+	var rep runReport
+	raw, err := os.ReadFile(out)
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(raw, &rep))
+	require.Less(t, len(rep.GeneratedIDs), 200)
+	n, err := engine.PeekStatePositions(state)
+	require.NoError(t, err)
+	assert.Equal(t, len(rep.FullIDs), n, "the state holds every id of full_ids")
+}
+
+// Audit D23 (row 4.28): k3 chat plans for the loaded conversation, not
+// 8192 positions whatever its length.
+func TestChatPlansForTheLoadedHistory(t *testing.T) {
+	dir := demoModel(t)
+	kv := func(args ...string) string {
+		stdin = strings.NewReader("")
+		defer func() { stdin = nil }()
+		code, out, errs := runK3(append([]string{"chat", dir, "--gen", "2"}, args...)...)
+		require.Equal(t, ExitOK, code, errs)
+		for _, l := range strings.Split(out, "\n") {
+			if strings.Contains(l, "MLA KV cache") {
+				return strings.TrimSpace(l)
+			}
+		}
+		t.Fatalf("no MLA line in\n%s", out)
+		return ""
+	}
+	hist := filepath.Join(t.TempDir(), "h.jsonl")
+	long := strings.Repeat("word ", 3000)
+	require.NoError(t, chat.SaveHistory(hist, []chat.Message{{Role: "user", Content: long}, {Role: "assistant", Content: long}}))
+	assert.NotEqual(t, kv(), kv("--history", hist), "the plan does not grow with a 30 KB history")
 }

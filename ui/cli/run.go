@@ -323,6 +323,14 @@ func (c *runConfig) execute(ctx context.Context, e *engine.Engine, st *engine.St
 		}})
 	res.final = res.gen.State
 	g := res.gen
+	if n := len(g.Generated); errors.Is(res.err, context.Canceled) && c.saveState != "" && !c.recompute && n > 0 &&
+		g.State.Pos == len(g.Prior)+len(g.Prompt)+n-1 {
+		// stopped after sampling a token but before feeding it: feed it
+		// (one step), so the saved state holds every id --out lists
+		if _, err := e.Feed(context.Background(), g.State, g.Generated[n-1:], false); err != nil {
+			res.err = err
+		}
+	}
 	fmt.Fprintln(stdout, strings.Repeat("-", 62))
 	if c.gen == 0 {
 		fmt.Fprintf(stdout, "prefill only: %d positions in the state, 0 tokens generated\n", g.State.Pos)
@@ -412,6 +420,9 @@ func (c *runConfig) report(res *runResult, stdout, stderr io.Writer) int {
 		rep.GeneratedIDs = append(rep.GeneratedIDs, g.Generated...)
 		rep.FullIDs = g.FullIDs()
 		rep.StopReason = g.Stop.String()
+		if res.err != nil && !errors.Is(res.err, context.Canceled) {
+			rep.StopReason = "error" // the run failed: it did not reach its length
+		}
 		rep.StepSeconds = g.StepSeconds
 		rep.WallSeconds = sum(g.StepSeconds)
 		rep.SecondsPerToken = g.SecondsPerToken()

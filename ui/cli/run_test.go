@@ -163,6 +163,7 @@ func TestRunExpertFailure(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, json.Unmarshal(raw, &rep))
 	assert.NotZero(t, rep.ExpertDrops, "drops counted")
+	assert.Equal(t, "error", rep.StopReason, "audit D18: an invalid run does not say it reached its length")
 }
 
 // lineWatcher is an io.Writer that reports the first write containing a word.
