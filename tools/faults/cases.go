@@ -494,7 +494,7 @@ func historyCases() []Case {
 				return nil
 			})
 		}},
-		{ID: "4.8", Name: "model emits <|open|> then <|sep|> (crafted lm_head)", Want: "rc0, the turn kept (was: panic)", Run: func(e *Env) Result {
+		{ID: "4.8", Quick: true, Name: "model emits <|open|> then <|sep|> (crafted lm_head)", Want: "rc0, the turn kept (was: panic)", Run: func(e *Env) Result {
 			dir := e.copyDir(e.Demo, "opensep")
 			if _, err := craftOpenSep(dir); err != nil {
 				return Result{Wrong, err.Error(), -1}
