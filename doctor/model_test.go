@@ -17,7 +17,7 @@ import (
 
 // The embedded config is the released one.
 func TestEmbeddedConfigIsReleased(t *testing.T) {
-	raw, err := os.ReadFile("../testdata/kimi-k3/released-config.json")
+	raw, err := os.ReadFile(fixture.Path("kimi-k3/released-config.json"))
 	require.NoError(t, err)
 	assert.True(t, bytes.Equal(raw, releasedConfig), "doctor/k3-config.json differs from testdata/kimi-k3/released-config.json")
 }

@@ -15,11 +15,12 @@ import (
 	"sync"
 	"testing"
 
+	"k3/internal/fixture"
 	"k3/kernels"
 	"k3/storage/config"
 )
 
-const opDir = "../testdata/seed-v1/ops"
+var opDir = fixture.Path("seed-v1/ops")
 
 type opManifest struct {
 	Config    json.RawMessage `json:"config"`

@@ -2,6 +2,7 @@ package tokenizer
 
 import (
 	"encoding/json"
+	"k3/internal/fixture"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -22,7 +23,7 @@ type xtmlFixture struct {
 
 func loadXTML(t *testing.T) []xtmlFixture {
 	t.Helper()
-	files, err := filepath.Glob("../testdata/kimi-k3/xtml/*.json")
+	files, err := filepath.Glob(fixture.Path("kimi-k3/xtml/*.json"))
 	if err != nil || len(files) != 5 {
 		t.Fatalf("want the 5 XTML fixtures, found %d (%v)", len(files), err)
 	}

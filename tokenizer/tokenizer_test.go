@@ -3,6 +3,7 @@ package tokenizer
 import (
 	"bytes"
 	"encoding/json"
+	"k3/internal/fixture"
 	"math/rand"
 	"os"
 	"path/filepath"
@@ -14,7 +15,7 @@ import (
 
 // TestPins checks the eight real splits from Moonshot's tokenizer.
 func TestPins(t *testing.T) {
-	data, err := os.ReadFile("../testdata/kimi-k3/pretokenize_pins.json")
+	data, err := os.ReadFile(fixture.Path("kimi-k3/pretokenize_pins.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,7 +182,7 @@ func TestParseConfig(t *testing.T) {
 
 // TestK3Names checks the loader against the real K3 special-token table.
 func TestK3Names(t *testing.T) {
-	data, err := os.ReadFile("../testdata/kimi-k3/control_tokens.json")
+	data, err := os.ReadFile(fixture.Path("kimi-k3/control_tokens.json"))
 	if err != nil {
 		t.Fatal(err)
 	}

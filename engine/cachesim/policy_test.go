@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"k3/engine/expertcache"
+	"k3/internal/fixture"
 	"k3/storage/config"
 )
 
@@ -184,12 +185,12 @@ func TestSlotsAndModel(t *testing.T) {
 // TestModelFromConfig: the K3 default is what the released config gives,
 // and another config gives its own numbers.
 func TestModelFromConfig(t *testing.T) {
-	c, err := config.Load("../../testdata/kimi-k3/released-config.json")
+	c, err := config.Load(fixture.Path("kimi-k3/released-config.json"))
 	require.NoError(t, err)
 	assert.Equal(t, K3, ModelFromConfig(c, DiskMBps))
 	assert.Equal(t, Model{ExpertBytes: 17_547_264, MoELayers: 92, Experts: 896, TopK: 16, DiskMBps: 1234}, K3)
 
-	tiny, err := config.Load("../../testdata/models/tiny-release/config.json")
+	tiny, err := config.Load(fixture.Path("models/tiny-release/config.json"))
 	require.NoError(t, err)
 	m := ModelFromConfig(tiny, 500)
 	l, i := int64(tiny.Latent), int64(tiny.MoEInter)

@@ -9,11 +9,12 @@ import (
 	"testing"
 
 	"k3/engine/expertcache"
+	"k3/internal/fixture"
 )
 
-const (
-	realTrace     = "../../testdata/seed-v1/expert_trace.bin"
-	publishedFile = "../../testdata/seed-v1/published-data/expert-cache-capacity.txt"
+var (
+	realTrace     = fixture.Path("seed-v1/expert_trace.bin")
+	publishedFile = fixture.Path("seed-v1/published-data/expert-cache-capacity.txt")
 )
 
 func loadReal(t testing.TB) *Trace {

@@ -3,6 +3,7 @@ package expertcache
 import (
 	"encoding/binary"
 	"fmt"
+	"k3/internal/fixture"
 	"math/rand/v2"
 	"os"
 	"slices"
@@ -43,7 +44,7 @@ func hits(p Policy, keys []uint64) int {
 	return n
 }
 
-const realTrace = "../../testdata/seed-v1/expert_trace.bin"
+var realTrace = fixture.Path("seed-v1/expert_trace.bin")
 
 // realKeys is the real (full-recompute) K3 trace as dense keys
 // layer*nExperts+expert; layers 1..92 of 93, experts 0..895.

@@ -3,13 +3,14 @@ package config
 import (
 	"encoding/json"
 	"errors"
+	"k3/internal/fixture"
 	"os"
 	"strings"
 	"testing"
 )
 
 func TestReleasedConfig(t *testing.T) {
-	c, err := Load("../../testdata/kimi-k3/released-config.json")
+	c, err := Load(fixture.Path("kimi-k3/released-config.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +38,7 @@ func TestReleasedConfig(t *testing.T) {
 
 // TestFlatShape: the same text config at top level is accepted and equal.
 func TestFlatShape(t *testing.T) {
-	raw, _ := os.ReadFile("../../testdata/kimi-k3/released-config.json")
+	raw, _ := os.ReadFile(fixture.Path("kimi-k3/released-config.json"))
 	var top map[string]json.RawMessage
 	json.Unmarshal(raw, &top)
 	flat := top["text_config"]
@@ -78,7 +79,7 @@ func TestSeedRefusals(t *testing.T) {
 		"bad_topk.json":        {"num_experts_per_token = 128 exceeds num_experts = 8"},
 		"no_layermap.json":     {"missing", "full_attn_layers"},
 	} {
-		raw, err := os.ReadFile("../../testdata/seed-v1/cfg/" + file)
+		raw, err := os.ReadFile(fixture.Path("seed-v1", "cfg", file))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -87,7 +88,7 @@ func TestSeedRefusals(t *testing.T) {
 }
 
 func TestAllMissingListed(t *testing.T) {
-	raw, _ := os.ReadFile("../../testdata/kimi-k3/released-config.json")
+	raw, _ := os.ReadFile(fixture.Path("kimi-k3/released-config.json"))
 	var top map[string]any
 	json.Unmarshal(raw, &top)
 	tc := top["text_config"].(map[string]any)
@@ -107,7 +108,7 @@ func TestAllMissingListed(t *testing.T) {
 }
 
 func TestStructuralRefusals(t *testing.T) {
-	raw, _ := os.ReadFile("../../testdata/kimi-k3/released-config.json")
+	raw, _ := os.ReadFile(fixture.Path("kimi-k3/released-config.json"))
 	edit := func(f func(tc, lc map[string]any)) []byte {
 		var top map[string]any
 		json.Unmarshal(raw, &top)
@@ -132,7 +133,7 @@ func TestStructuralRefusals(t *testing.T) {
 }
 
 func FuzzParse(f *testing.F) {
-	for _, p := range []string{"../../testdata/kimi-k3/released-config.json", "../../testdata/seed-v1/cfg/bad_topk.json"} {
+	for _, p := range []string{fixture.Path("kimi-k3/released-config.json"), fixture.Path("seed-v1/cfg/bad_topk.json")} {
 		b, _ := os.ReadFile(p)
 		f.Add(b)
 	}
@@ -150,7 +151,7 @@ func FuzzParse(f *testing.F) {
 // Audit D22 (rows 1.80, 1.81, 1.83, 1.88): values encoding/json or the old
 // reader took silently are refused, naming the field.
 func TestValueRefusals(t *testing.T) {
-	raw, _ := os.ReadFile("../../testdata/kimi-k3/released-config.json")
+	raw, _ := os.ReadFile(fixture.Path("kimi-k3/released-config.json"))
 	edit := func(f func(tc map[string]any)) []byte {
 		var top map[string]any
 		json.Unmarshal(raw, &top)

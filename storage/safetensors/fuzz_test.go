@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"io"
+	"k3/internal/fixture"
 	"os"
 	"path/filepath"
 	"slices"
@@ -42,7 +43,7 @@ func seedHeaders(f *testing.F) {
 	for _, p := range []string{
 		stDir + "/model-00001-of-00002.safetensors",
 		stDir + "/model-00002-of-00002.safetensors",
-		"../../testdata/seed-v1/cache/model-00001-of-00001.safetensors",
+		fixture.Path("seed-v1/cache/model-00001-of-00001.safetensors"),
 	} {
 		b, err := os.ReadFile(p)
 		if err != nil {

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"hash/maphash"
+	"k3/internal/fixture"
 	"math"
 	"os"
 	"path/filepath"
@@ -14,7 +15,7 @@ import (
 	"testing"
 )
 
-const stDir = "../../testdata/seed-v1/st"
+var stDir = fixture.Path("seed-v1/st")
 
 func f32bits(v float32) uint32 { return math.Float32bits(v) }
 
@@ -183,7 +184,7 @@ func sum(b []byte) (n int) {
 
 func TestOpenSingleFileAndCacheFixture(t *testing.T) {
 	for _, open := range []func(string) (*Set, error){OpenFile, Open} {
-		s, err := open("../../testdata/seed-v1/cache/model-00001-of-00001.safetensors")
+		s, err := open(fixture.Path("seed-v1/cache/model-00001-of-00001.safetensors"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -205,7 +206,7 @@ func TestOpenSingleFileAndCacheFixture(t *testing.T) {
 		}
 	}
 	// A directory holding one model-00001-of-00001 file.
-	s, err := Open("../../testdata/seed-v1/cache")
+	s, err := Open(fixture.Path("seed-v1/cache"))
 	if err != nil || s.Len() != 144 {
 		t.Fatalf("Open(cache dir): %v", err)
 	}

@@ -20,14 +20,15 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"k3/internal/fixture"
 	"k3/storage/direct"
 	"k3/storage/safetensors"
 	"k3/storage/units"
 )
 
-const (
-	tinyRelease = "../../testdata/models/tiny-release"
-	tinyFlat    = "../../testdata/models/tiny-flat-f32"
+var (
+	tinyRelease = fixture.Path("models/tiny-release")
+	tinyFlat    = fixture.Path("models/tiny-flat-f32")
 )
 
 // isTrunkTensor is the spec's selection rule, written independently of

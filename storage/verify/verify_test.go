@@ -19,11 +19,12 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"k3/internal/fixture"
 	"k3/storage/safetensors"
 )
 
 func TestShardTableMatchesFixture(t *testing.T) {
-	f, err := os.Open("../../testdata/seed-v1/shard_sizes.txt")
+	f, err := os.Open(fixture.Path("seed-v1/shard_sizes.txt"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,10 +7,11 @@ import (
 	"strings"
 	"testing"
 
+	"k3/internal/fixture"
 	"k3/storage/trunk"
 )
 
-const tinyFlatF32 = "../../testdata/models/tiny-flat-f32"
+var tinyFlatF32 = fixture.Path("models/tiny-flat-f32")
 
 func TestPackCLI(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "trunk")

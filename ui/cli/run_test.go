@@ -107,7 +107,7 @@ func TestRunErrors(t *testing.T) {
 		{"two sources", []string{"run", tinyRelease, "--ids", "1", "--prompt", "x"}, ExitUsage, "exactly one of"},
 		{"bad ids", []string{"run", tinyRelease, "--ids", "1,x"}, ExitUsage, `"x" is not`},
 		{"id out of vocab", []string{"run", tinyRelease, "--ids", "1,512"}, ExitUsage, "outside the vocabulary"},
-		{"refused config", []string{"run", tinyRelease, "--ids", "1", "--config", "../../testdata/seed-v1/cfg/bad_topk.json"}, ExitUsage, "num_experts_per_token = 128 exceeds"},
+		{"refused config", []string{"run", tinyRelease, "--ids", "1", "--config", fixture.Path("seed-v1/cfg/bad_topk.json")}, ExitUsage, "num_experts_per_token = 128 exceeds"},
 		{"out not writable", []string{"run", tinyRelease, "--ids", "1", "--out", filepath.Join(dir, "no/such/dir/x.json")}, ExitOutput, "cannot write"},
 		{"missing dir", []string{"run", filepath.Join(dir, "nothing"), "--ids", "1"}, ExitUsage, "no such file"},
 		{"unknown flag", []string{"run", tinyRelease, "--idz", "1"}, ExitUsage, "idz"},

@@ -13,12 +13,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"k3/engine/cachesim"
+	"k3/internal/fixture"
 	"k3/storage/config"
 )
 
-const (
-	simTrace     = "../../testdata/seed-v1/expert_trace.bin"
-	simPublished = "../../testdata/seed-v1/published-data/expert-cache-capacity.txt"
+var (
+	simTrace     = fixture.Path("seed-v1/expert_trace.bin")
+	simPublished = fixture.Path("seed-v1/published-data/expert-cache-capacity.txt")
 )
 
 func runSim(t *testing.T, args ...string) (code int, out, errOut string) {
@@ -114,7 +115,7 @@ func TestSimCacheConfig(t *testing.T) {
 	args := []string{simTrace, "--capacities", "8,64", "--policies", "lru,layer+r,belady"}
 	code, want, errOut := runSim(t, args...)
 	require.Equal(t, ExitOK, code, errOut)
-	code, got, errOut := runSim(t, append(args, "--config", "../../testdata/kimi-k3/released-config.json")...)
+	code, got, errOut := runSim(t, append(args, "--config", fixture.Path("kimi-k3/released-config.json"))...)
 	require.Equal(t, ExitOK, code, errOut)
 	assert.Equal(t, want, got, "the released config is the K3 default")
 
@@ -127,9 +128,9 @@ func TestSimCacheConfig(t *testing.T) {
 	assert.Contains(t, got, fmt.Sprintf("distinct experts touched: 10010 of %d ", m.MoELayers*896), "--experts wins over the config")
 	assert.Contains(t, got, fmt.Sprintf("follow the LRU column (misses x %d bytes / %d token(s))", m.ExpertBytes, 100096/(m.TopK*m.MoELayers)))
 
-	code, _, errOut = runSim(t, simTrace, "--config", "../../testdata/seed-v1/cfg/bad_topk.json")
+	code, _, errOut = runSim(t, simTrace, "--config", fixture.Path("seed-v1/cfg/bad_topk.json"))
 	assert.Equal(t, ExitUsage, code)
-	assert.Contains(t, errOut, "k3 sim-cache: config ../../testdata/seed-v1/cfg/bad_topk.json is refused")
+	assert.Contains(t, errOut, "k3 sim-cache: config "+fixture.Path("seed-v1/cfg/bad_topk.json")+" is refused")
 }
 
 func TestSimCacheErrors(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"k3/internal/fixture"
 	"k3/tokenizer"
 )
 
@@ -20,14 +21,14 @@ func TestTemplateCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fixture := "../../testdata/kimi-k3/xtml/multi_turn_history.json"
+	xtmlCase := fixture.Path("kimi-k3/xtml/multi_turn_history.json")
 	var fx struct {
 		Text string `json:"text"`
 	}
-	data, _ := os.ReadFile(fixture)
+	data, _ := os.ReadFile(xtmlCase)
 	json.Unmarshal(data, &fx)
 	// The fixture file is an object with "messages" (and other keys).
-	code, out, errs := tokRunCmd("template", "--tok", tokParityDir, "--messages", fixture)
+	code, out, errs := tokRunCmd("template", "--tok", tokParityDir, "--messages", xtmlCase)
 	if code != ExitOK {
 		t.Fatalf("code %d: %s", code, errs)
 	}

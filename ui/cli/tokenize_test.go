@@ -10,11 +10,12 @@ import (
 	"strings"
 	"testing"
 
+	"k3/internal/fixture"
 	"k3/tokenizer"
 )
 
 // The stand-in vocabulary checked against tiktoken by the tokenizer tests.
-const tokParityDir = "../../tokenizer/testdata/parity"
+var tokParityDir = filepath.Join(fixture.Root(), "tokenizer", "testdata", "parity")
 
 func tokRunCmd(args ...string) (int, string, string) {
 	var out, errb bytes.Buffer
