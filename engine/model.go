@@ -40,6 +40,8 @@ type Model struct {
 	chunk     int          // prefill chunk
 	ring      int          // ring slots for streamed layers
 	slotBytes int64        // one ring slot
+	maxDraft  int          // longest speculative draft (the plan reserves its rollback record)
+	io        *ioTracker   // read time of every read the model makes
 }
 
 // Experts returns the model's routed-expert source.

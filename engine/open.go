@@ -43,6 +43,10 @@ type Options struct {
 	// ExpertReadAt replaces the expert store's reads (fault injection in
 	// tests); nil reads the shards with O_DIRECT where possible.
 	ExpertReadAt func(path string, off int64, dst []byte) error
+	// MaxDraft is the longest speculative draft a pass may verify (0:
+	// DefaultMaxDraft; negative: none). The plan reserves its rollback
+	// record, and a pass never exceeds a prefill chunk.
+	MaxDraft int
 }
 
 func (o Options) chunk() int {
@@ -50,6 +54,16 @@ func (o Options) chunk() int {
 		return DefaultChunk
 	}
 	return o.Chunk
+}
+
+// maxDraft is the longest draft a pass verifies: Options.MaxDraft, at most
+// a chunk less one.
+func (o Options) maxDraft() int {
+	n := o.MaxDraft
+	if n == 0 {
+		n = DefaultMaxDraft
+	}
+	return max(0, min(n, o.chunk()-1))
 }
 
 // PlanError is a memory plan that does not fit.
@@ -115,9 +129,10 @@ func Open(dir string, o Options) (*Model, error) {
 			return nil, &PlanError{p, err}
 		}
 	}
-	m := &Model{Cfg: ck.cfg, Prefix: ck.prefix, Bound: ck.layers, Plan: p, set: ck.set, chunk: o.chunk()}
+	m := &Model{Cfg: ck.cfg, Prefix: ck.prefix, Bound: ck.layers, Plan: p, set: ck.set, chunk: o.chunk(),
+		maxDraft: o.maxDraft(), io: &ioTracker{}}
 	store := newExpertStore(ck.set, ck.cfg, ck.layers, o.Budget.CacheBytes, o.CachePolicy)
-	store.trace = o.Trace
+	store.trace, store.io = o.Trace, m.io
 	if o.ExpertReadAt != nil {
 		store.readAt = o.ExpertReadAt
 	}
@@ -191,17 +206,23 @@ func (ck *checkpoint) plan(o Options) *plan.Plan {
 	c, layers, b := ck.cfg, ck.layers, o.Budget
 	perLayer, globals := ck.trunkSizes()
 	P := int64(c.KDAHeads * c.KDAHeadDim)
-	var state, kvPerPos int64
+	var state, kvPerPos, record int64
 	for i := 0; i < layers; i++ {
 		if c.IsMLA(i) {
 			kvPerPos += int64(c.KVLoraRank+c.QKRope) * 4
 		} else {
 			state += (P*int64(c.KDAHeadDim) + 3*P*int64(c.ConvK-1)) * 4
+			record += recordBytes(c.KDAHeads, c.KDAHeadDim)
 		}
 	}
 	// a forward that can be cancelled keeps a copy of the KDA state from
-	// before its chunk, to roll back to (see State.rollback)
+	// before its chunk, to roll back to (see State.rollback); a
+	// verification pass starts its replay from that copy
 	state *= 2
+	specPositions := 0
+	if d := o.maxDraft(); d > 0 {
+		specPositions = d + 1
+	}
 	chunk := int64(o.chunk())
 	if o.Positions > 0 {
 		chunk = min(chunk, int64(o.Positions))
@@ -210,9 +231,9 @@ func (ck *checkpoint) plan(o Options) *plan.Plan {
 	// activations: the AttnRes block stack plus about a dozen layer-wide
 	// buffers per position, and the logits
 	buffers := chunk * 4 * (int64(c.Hidden)*int64(layers/max(c.AttnResBlock, 1)+14) + 8*widest)
-	logitRows := int64(1)
+	logitRows := int64(max(1, specPositions))
 	if o.AllLogits {
-		logitRows = int64(max(o.Positions, 1))
+		logitRows = int64(max(o.Positions, specPositions, 1))
 	}
 	buffers += logitRows * int64(c.VocabSize) * 4
 	if b.Ultra {
@@ -230,5 +251,6 @@ func (ck *checkpoint) plan(o Options) *plan.Plan {
 	return plan.Make(plan.Inputs{LayerBytes: perLayer, GlobalBytes: globals, ExpertBytes: expertBytes, TopK: c.TopK,
 		MaxExperts: c.Experts * max(0, layers-c.FirstKDense),
 		Streaming:  o.TrunkDir != "", TrunkBudget: b.TrunkBytes, Ring: b.Ring, CacheBudget: b.CacheBytes,
-		StateBytes: state, KVPerPos: kvPerPos, Positions: o.Positions, BufferBytes: buffers, BaselineRSS: plan.CurrentRSS()})
+		StateBytes: state, KVPerPos: kvPerPos, Positions: o.Positions, BufferBytes: buffers, BaselineRSS: plan.CurrentRSS(),
+		SpecPositions: specPositions, SpecRecordPerPos: record})
 }

@@ -23,6 +23,11 @@ type Inputs struct {
 	Positions   int   // context the run needs (prompt + generation)
 	BufferBytes int64 // activations, logits, scratch
 	BaselineRSS int64 // the process before any of this is allocated
+	// SpecPositions is the most positions a speculative verification pass
+	// feeds (the draft plus the token before it; 0: no speculation), and
+	// SpecRecordPerPos the rollback record one of them takes (see Plan.Spec).
+	SpecPositions    int
+	SpecRecordPerPos int64
 }
 
 // Plan is the decided memory layout.
@@ -39,8 +44,24 @@ type Plan struct {
 	KV          int64
 	Buffers     int64
 	Baseline    int64
-	Total       int64
-	Notes       []string
+	// Spec is the rollback record of speculative decoding. A verification
+	// pass feeds a drafted token run through every layer; the drafts after
+	// the first rejected one must then be undone. The MLA latent cache is
+	// cut back. A KDA layer's recurrent state cannot be cut back, and a
+	// copy of it per position would take the whole KDA state (0.46 GB at
+	// the released size) per drafted token, so instead each layer records,
+	// per position of the pass, what its recurrence consumed: the raw q, k,
+	// v (the short convolutions' history) and the normalised k, v, the
+	// decay and beta, 6*heads*head_dim + heads floats. Rewinding restores
+	// the state from before the pass (the copy a cancellable forward keeps
+	// anyway, counted in State) and replays the kept positions' delta-rule
+	// updates: compute only, no weight read, bit for bit the state of
+	// feeding those positions alone. At the released size (69 KDA layers
+	// of 96 heads of 128) that is 20.4 MB per position, 183 MB for a
+	// 9-position pass (8 drafts).
+	Spec  int64
+	Total int64
+	Notes []string
 }
 
 // Make decides what to pin and how many slots to use. Layers are pinned
@@ -49,8 +70,13 @@ type Plan struct {
 // below the minimum working set (one ring slot; top-k+1 expert slots) run
 // at that minimum, with a note.
 func Make(in Inputs) *Plan {
+	kvPositions := in.Positions
+	if in.Positions > 0 && in.SpecPositions > 1 {
+		kvPositions += in.SpecPositions - 1 // a pass's drafts sit in the cache until they are verified
+	}
 	p := &Plan{Pinned: make([]bool, len(in.LayerBytes)), Globals: in.GlobalBytes, State: in.StateBytes,
-		KV: in.KVPerPos * int64(in.Positions), Buffers: in.BufferBytes, Baseline: in.BaselineRSS}
+		KV: in.KVPerPos * int64(kvPositions), Buffers: in.BufferBytes, Baseline: in.BaselineRSS,
+		Spec: int64(in.SpecPositions) * in.SpecRecordPerPos}
 	var all int64
 	for _, b := range in.LayerBytes {
 		all += b
@@ -108,7 +134,7 @@ func Make(in Inputs) *Plan {
 		}
 		p.CacheBytes = int64(p.CacheSlots) * in.ExpertBytes
 	}
-	p.Total = p.Baseline + p.PinnedBytes + p.RingBytes + p.CacheBytes + p.Globals + p.State + p.KV + p.Buffers
+	p.Total = p.Baseline + p.PinnedBytes + p.RingBytes + p.CacheBytes + p.Globals + p.State + p.KV + p.Buffers + p.Spec
 	return p
 }
 
@@ -144,6 +170,9 @@ func (p *Plan) String() string {
 	fmt.Fprintf(&b, "  KDA state      %10s\n", human(p.State))
 	fmt.Fprintf(&b, "  MLA KV cache   %10s\n", human(p.KV))
 	fmt.Fprintf(&b, "  buffers        %10s\n", human(p.Buffers))
+	if p.Spec > 0 {
+		fmt.Fprintf(&b, "  spec rollback  %10s  (recurrence inputs of a verification pass)\n", human(p.Spec))
+	}
 	fmt.Fprintf(&b, "  process base   %10s\n", human(p.Baseline))
 	fmt.Fprintf(&b, "  total          %10s\n", human(p.Total))
 	for _, n := range p.Notes {

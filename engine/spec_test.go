@@ -1,0 +1,266 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"k3/internal/fixture"
+	"k3/storage/trunk"
+)
+
+// oracleDrafts proposes the continuation of ref (the ids a plain run made)
+// and spoils one drafted token per pass, at an index that cycles through
+// every position and past the end: passes accept all of a draft, none of
+// it, or a part. ref must be what the sampler picks, so acceptance happens.
+func oracleDrafts(ref []int, vocab int) func(ids []int, k int) []int {
+	pass := 0
+	return func(ids []int, k int) []int {
+		pass++
+		var d []int
+		for j := 0; j < k && len(ids)+j < len(ref); j++ {
+			d = append(d, ref[len(ids)+j])
+		}
+		if bad := pass % (k + 2); bad < len(d) {
+			d[bad] = (d[bad] + 1) % vocab
+		}
+		return d
+	}
+}
+
+// specRun is one generation's outcome.
+type specRun struct {
+	res   *GenResult
+	state []byte
+}
+
+func generateCase(t *testing.T, m *Model, threads int, prompt []int, opt GenOptions) specRun {
+	t.Helper()
+	e := m.NewEngine(threads)
+	defer e.Close()
+	opt.keepLogits = true
+	res, err := e.Generate(context.Background(), nil, prompt, opt)
+	require.NoError(t, err)
+	return specRun{res, stateBytes(t, m, res.State)}
+}
+
+// requireSameRun fails unless two runs chose the same tokens from the same
+// logits bits and left the same state bytes.
+func requireSameRun(t *testing.T, what string, got, want specRun) {
+	t.Helper()
+	require.Equal(t, want.res.Generated, got.res.Generated, "%s: ids", what)
+	require.Equal(t, want.res.Stop, got.res.Stop, "%s: stop", what)
+	require.Len(t, got.res.logits, len(want.res.logits), what)
+	for i := range want.res.logits {
+		requireSameBits(t, fmt.Sprintf("%s: logits of token %d", what, i), got.res.logits[i], want.res.logits[i])
+	}
+	require.Equal(t, want.state, got.state, "%s: state after the run", what)
+}
+
+// TestSpecExact: speculative decoding gives the ids, the logits of every
+// token and the final state of plain decoding, bit for bit, on every
+// reference checkpoint, resident, streamed through one ring slot, with an
+// expert cache that evicts every step and in ultra-low-memory mode, on 1 to
+// 3 threads, for forced draft lengths 1, 3 and 8 whose drafts are accepted
+// wholly, partly or not at all, for the engine's own drafter, and when a
+// stop token or the token cap ends generation inside a verified draft.
+func TestSpecExact(t *testing.T) {
+	var drafted, accepted, partial int64
+	for _, name := range fixture.Models {
+		ex := fixture.LoadExpect(t, name)
+		dir := fixture.ModelDir(name)
+		tr := filepath.Join(t.TempDir(), "trunk")
+		_, err := trunk.Pack(context.Background(), dir, tr, trunk.Options{})
+		require.NoError(t, err)
+		big := int64(1 << 40)
+		budgets := []struct {
+			name    string
+			opt     Options
+			threads int
+		}{
+			{"resident", Options{Budget: Budget{CacheBytes: big}}, 2},
+			{"ring 1", Options{TrunkDir: tr, Budget: Budget{TrunkBytes: 1, Ring: 1, CacheBytes: big}}, 1},
+			{"tiny expert cache", Options{Budget: Budget{CacheBytes: 1}}, 3},
+			{"ultra", Options{TrunkDir: tr, Budget: Budget{TrunkBytes: 1, Ring: 2, CacheBytes: 1, Ultra: true}}, 2},
+		}
+		for _, b := range budgets {
+			m, err := Open(dir, b.opt)
+			require.NoError(t, err)
+			V := m.Cfg.VocabSize
+			// every case resident; the slower budgets (expert and trunk
+			// reads every step) the first prompt with two lengths
+			prompts, lengths := ex.Prompts[:2], []Spec{1, 3, 8}
+			if b.name != "resident" {
+				prompts, lengths = ex.Prompts[:1], []Spec{2, 8}
+			}
+			for pi, p := range prompts {
+				what := fmt.Sprintf("%s, %s, prompt %d", name, b.name, pi)
+				plain := generateCase(t, m, b.threads, p.PromptIDs, GenOptions{MaxTokens: 20, Spec: SpecOff, Complete: true})
+				require.Equal(t, p.GreedyIDs, plain.res.Generated[:len(p.GreedyIDs)], what)
+				ref := plain.res.FullIDs()
+				if pi > 0 {
+					lengths = []Spec{5}
+				}
+				for _, k := range lengths {
+					r := generateCase(t, m, b.threads, p.PromptIDs, GenOptions{MaxTokens: 20, Spec: k, Complete: true, propose: oracleDrafts(ref, V)})
+					requireSameRun(t, fmt.Sprintf("%s, spec %d", what, k), r, plain)
+					drafted += r.res.Stats.SpecDrafted
+					accepted += r.res.Stats.SpecAccepted
+					assert.Less(t, r.res.DecodePasses, plain.res.DecodePasses, "%s, spec %d: passes", what, k)
+				}
+				own := generateCase(t, m, b.threads, p.PromptIDs, GenOptions{MaxTokens: 20, Spec: 4, Complete: true})
+				requireSameRun(t, what+", own drafter", own, plain)
+				if pi > 0 || b.name != "resident" {
+					continue
+				}
+				// ended inside a verified draft: by a stop id, by the cap
+				stop := plain.res.Generated[9]
+				cut := generateCase(t, m, b.threads, p.PromptIDs, GenOptions{MaxTokens: 20, Spec: SpecOff, StopIDs: []int{stop}})
+				r := generateCase(t, m, b.threads, p.PromptIDs, GenOptions{MaxTokens: 20, Spec: 8, StopIDs: []int{stop}, propose: oracleDrafts(ref, V)})
+				requireSameRun(t, what+", stop id", r, cut)
+				capped := generateCase(t, m, b.threads, p.PromptIDs, GenOptions{MaxTokens: 13, Spec: SpecOff})
+				r = generateCase(t, m, b.threads, p.PromptIDs, GenOptions{MaxTokens: 13, Spec: 8, propose: oracleDrafts(ref, V)})
+				requireSameRun(t, what+", token cap", r, capped)
+				if a := r.res.Stats.SpecAccepted; a > 0 && a < r.res.Stats.SpecDrafted {
+					partial++
+				}
+			}
+			m.Close()
+		}
+	}
+	t.Logf("%d drafts verified, %d accepted", drafted, accepted)
+	require.Greater(t, accepted, int64(0))
+	require.Less(t, accepted, drafted)
+	require.Greater(t, partial, int64(0))
+}
+
+// TestSpecSampledExact: with a seeded sampler, speculative decoding picks
+// the ids plain decoding picks (each position draws from its own stream).
+func TestSpecSampledExact(t *testing.T) {
+	for _, name := range fixture.Models {
+		m := openCase(t, name, 0)
+		p := fixture.LoadExpect(t, name).Prompts[0]
+		sampling := Sampling{Temperature: 0.9, TopK: 40, TopP: 0.95, Seed: 11}
+		opt := GenOptions{MaxTokens: 30, Sampler: sampling.Sampler(2), Spec: SpecOff, Complete: true}
+		plain := generateCase(t, m, 2, p.PromptIDs, opt)
+		greedy := generateCase(t, m, 2, p.PromptIDs, GenOptions{MaxTokens: 30})
+		require.NotEqual(t, greedy.res.Generated, plain.res.Generated, "%s: sampling at 0.9 gave the greedy ids", name)
+		for _, k := range []Spec{2, 6} {
+			opt.Spec, opt.propose = k, oracleDrafts(plain.res.FullIDs(), m.Cfg.VocabSize)
+			r := generateCase(t, m, 2, p.PromptIDs, opt)
+			requireSameRun(t, fmt.Sprintf("%s sampled, spec %d", name, k), r, plain)
+			require.Greater(t, r.res.Stats.SpecAccepted, int64(0))
+		}
+	}
+}
+
+// TestSpecCancelInsidePass: cancelling during a verification pass leaves
+// the state plain decoding leaves when cancelled before the same token's
+// forward, and the tokens made so far.
+func TestSpecCancelInsidePass(t *testing.T) {
+	name := "tiny-release"
+	p := fixture.LoadExpect(t, name).Prompts[0]
+	plain := generateCase(t, openCase(t, name, 0), 2, p.PromptIDs, GenOptions{MaxTokens: 20, Spec: SpecOff})
+	ref := plain.res.FullIDs()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	passes := 0
+	m, err := Open(fixture.ModelDir(name), Options{Budget: Budget{CacheBytes: 1 << 40}, Trace: func(layer, expert int) {
+		if passes == 3 && layer == 4 {
+			cancel()
+		}
+	}})
+	require.NoError(t, err)
+	defer m.Close()
+	e := m.NewEngine(2)
+	defer e.Close()
+	drafts := oracleDrafts(ref, m.Cfg.VocabSize)
+	res, err := e.Generate(ctx, nil, p.PromptIDs, GenOptions{MaxTokens: 20, Spec: 5, propose: func(ids []int, k int) []int {
+		passes++
+		return drafts(ids, k)
+	}})
+	require.ErrorIs(t, err, context.Canceled)
+	assert.Equal(t, StopCancelled, res.Stop)
+	n := len(res.Generated)
+	require.Greater(t, n, 3)
+	require.Equal(t, plain.res.Generated[:n], res.Generated)
+	// the state holds every id but the last token, which the cancelled pass was feeding
+	fresh := m.NewState()
+	_, err = e.Feed(context.Background(), fresh, ref[:len(p.PromptIDs)+n-1], false)
+	require.NoError(t, err)
+	require.Equal(t, stateBytes(t, m, fresh), stateBytes(t, m, res.State))
+}
+
+func TestProposeDraft(t *testing.T) {
+	// the longest suffix match wins over a more recent shorter one
+	ids := []int{1, 2, 3, 4, 9, 3, 7, 8, 2, 3}
+	assert.Equal(t, []int{4, 9, 3}, proposeDraft(ids, 3))
+	// the most recent of equally long matches
+	assert.Equal(t, []int{7}, proposeDraft([]int{5, 6, 5, 7, 5}, 1))
+	// a repeating stretch continues past the end of the context
+	assert.Equal(t, []int{1, 2, 3, 1, 2, 3, 1}, proposeDraft([]int{1, 2, 3, 1, 2, 3}, 7))
+	assert.Nil(t, proposeDraft([]int{1, 2, 3}, 4), "no earlier occurrence of the last token")
+	assert.Nil(t, proposeDraft([]int{1, 1}, 0))
+	assert.Equal(t, []int{1, 1, 1}, proposeDraft([]int{1, 1}, 3))
+}
+
+func TestChooseDraft(t *testing.T) {
+	// compute-bound, nothing read: every position costs a whole pass
+	resident := specCosts{compute1: 0.1}
+	for _, a := range []float64{0.2, 0.9, 0.99} {
+		assert.Equal(t, 0, chooseDraft(a, 8, resident.passCost), "acceptance %.2f", a)
+	}
+	// streamed: the trunk read dominates, each position adds a little
+	streamed := specCosts{trunkBytes: 100e9, expertBytes: 3e9, diskBps: 3e9, compute1: 2, slope: 0.5, slopeKnown: true}
+	assert.Equal(t, 8, chooseDraft(0.9, 8, streamed.passCost))
+	low := chooseDraft(0.3, 8, streamed.passCost)
+	assert.Greater(t, low, 0)
+	assert.Less(t, low, 8)
+	assert.Equal(t, 0, chooseDraft(0.01, 8, streamed.passCost))
+	// expert misses only (the trunk resident): no fixed read to share
+	misses := specCosts{expertBytes: 20e9, diskBps: 2e9, compute1: 1, slope: 0.1, slopeKnown: true}
+	assert.Equal(t, 0, chooseDraft(0.8, 8, misses.passCost))
+	// nothing measured yet
+	assert.Equal(t, 0, chooseDraft(0.9, 8, (&specCosts{}).passCost))
+}
+
+func TestSpecControlAcceptance(t *testing.T) {
+	c := newSpecControl(4, &specCosts{})
+	assert.InDelta(t, 0.5, c.acceptance(), 1e-12)
+	c.observe(4, 4)
+	c.observe(4, 4)
+	high := c.acceptance()
+	assert.Greater(t, high, 0.8)
+	c.observe(4, 0)
+	assert.Less(t, c.acceptance(), high)
+	// a shadow draft is scored as the tokens come
+	c = newSpecControl(4, &specCosts{})
+	c.setShadow([]int{7, 8, 9})
+	c.setShadow([]int{1}) // ignored: one is being checked
+	for _, id := range []int{7, 8, 5} {
+		c.observeToken(id)
+	}
+	assert.InDelta(t, (0.9+2)/(0.9+2+0.9+1), c.acceptance(), 1e-12)
+	assert.Nil(t, c.shadow)
+	assert.True(t, slices.Equal([]int(nil), c.shadow))
+}
+
+func TestParseSpec(t *testing.T) {
+	for in, want := range map[string]Spec{"auto": SpecAuto, "off": SpecOff, "0": SpecOff, "5": 5} {
+		got, err := ParseSpec(in)
+		require.NoError(t, err, in)
+		assert.Equal(t, want, got, in)
+	}
+	for _, bad := range []string{"-1", "x", "65"} {
+		_, err := ParseSpec(bad)
+		assert.Error(t, err, bad)
+	}
+	assert.Equal(t, "auto", SpecAuto.String())
+	assert.Equal(t, "off", SpecOff.String())
+	assert.Equal(t, "3", Spec(3).String())
+}
