@@ -264,3 +264,29 @@ func TestParseSpec(t *testing.T) {
 	assert.Equal(t, "off", SpecOff.String())
 	assert.Equal(t, "3", Spec(3).String())
 }
+
+// TestOverlapMeasured: a streamed decode's read time, compute time and
+// their overlap come from the run's own counters; the efficiency is a
+// share of the wall time.
+func TestOverlapMeasured(t *testing.T) {
+	model, tr := budgetCheckpoint(t)
+	m, err := Open(model, Options{TrunkDir: tr, Budget: Budget{TrunkBytes: 2.7e6, Ring: 2, CacheBytes: 1}, Chunk: 16})
+	require.NoError(t, err)
+	defer m.Close()
+	e := m.NewEngine(2)
+	defer e.Close()
+	o, err := MeasureOverlap(context.Background(), e, []int{5, 77, 300, 12}, 3)
+	require.NoError(t, err)
+	assert.Equal(t, 3, o.Tokens)
+	assert.Greater(t, o.ReadSeconds, 0.0)
+	assert.Greater(t, o.ComputeSeconds, 0.0)
+	assert.Greater(t, o.BytesRead, int64(0))
+	assert.Greater(t, o.Efficiency, 0.0)
+	assert.LessOrEqual(t, o.Efficiency, 1.0)
+	assert.InDelta(t, max(o.ReadSeconds, o.ComputeSeconds)/3, o.BoundSecondsPerToken(), 1e-12)
+
+	d := Stats{ReadBusySeconds: 3, TrunkWaitSeconds: 1, Expert: ExpertStats{ReadSeconds: 1, BytesRead: 10}, TrunkBytesRead: 5}
+	o = OverlapOf(d, 5, 2)
+	assert.Equal(t, Overlap{Tokens: 2, WallSeconds: 5, ReadSeconds: 3, ComputeSeconds: 3, BytesRead: 15, Efficiency: 0.6}, o)
+	assert.Equal(t, 2.5, o.SecondsPerToken())
+}

@@ -34,9 +34,9 @@ type Inputs struct {
 type Plan struct {
 	Pinned      []bool // per layer: held in RAM for the whole run
 	PinnedBytes int64
-	RingSlots   int
-	SlotBytes   int64 // size of one ring slot (largest streamed layer)
-	RingBytes   int64
+	RingSlots   int   // streamed layers in flight (the one computing and those read ahead)
+	SlotBytes   int64 // the largest streamed layer: the smallest ring
+	RingBytes   int64 // the ring the streamed layers are read into
 	CacheSlots  int
 	CacheBytes  int64
 	Globals     int64
@@ -108,20 +108,34 @@ func Make(in Inputs) *Plan {
 			p.Pinned[order[k]] = true
 			k++
 		}
-		slot := in.LayerBytes[order[k]]
-		p.SlotBytes = slot
-		p.RingSlots = ring
-		if p.PinnedBytes+int64(ring)*slot > in.TrunkBudget {
-			for p.RingSlots > 1 && p.PinnedBytes+int64(p.RingSlots)*slot > in.TrunkBudget {
-				p.RingSlots--
-			}
-			if p.PinnedBytes+int64(p.RingSlots)*slot > in.TrunkBudget {
-				p.Notes = append(p.Notes, fmt.Sprintf("trunk budget %s is below one ring slot (%s): running at the minimum", human(in.TrunkBudget), human(slot)))
-			} else if p.RingSlots < ring {
-				p.Notes = append(p.Notes, fmt.Sprintf("trunk budget holds %d ring slot(s), not %d", p.RingSlots, ring))
+		// the ring is one buffer the streamed layers are read into one
+		// after another, each where the last one ended: it takes what the
+		// budget leaves, between one largest layer and `ring` of them, and
+		// holds as many layers in flight as fit (at most ring). So a
+		// budget that cannot hold two of the largest layer (the dense
+		// layer 0 is twice a typical one) still reads the next typical
+		// layer while one computes.
+		var streamed []int64
+		for i, b := range in.LayerBytes {
+			if !p.Pinned[i] {
+				streamed = append(streamed, b)
 			}
 		}
-		p.RingBytes = int64(p.RingSlots) * p.SlotBytes
+		slot := in.LayerBytes[order[k]]
+		p.SlotBytes = slot
+		p.RingBytes = min(int64(ring)*slot, max(in.TrunkBudget-p.PinnedBytes, slot))
+		var fitting int
+		p.RingSlots, fitting = ringSlots(streamed, p.RingBytes, ring)
+		switch {
+		case in.TrunkBudget-p.PinnedBytes < slot:
+			p.Notes = append(p.Notes, fmt.Sprintf("trunk budget %s is below one ring slot (%s): running at the minimum", human(in.TrunkBudget), human(slot)))
+		case p.RingSlots < ring:
+			p.Notes = append(p.Notes, fmt.Sprintf("trunk budget holds %d layer(s) in flight, not %d", p.RingSlots, ring))
+		}
+		if fitting < len(streamed) {
+			p.Notes = append(p.Notes, fmt.Sprintf("the %s trunk ring holds %d layers in flight at %d of the %d streamed layers, fewer at the others (the largest is %s)",
+				human(p.RingBytes), p.RingSlots, fitting, len(streamed), human(slot)))
+		}
 	}
 	if in.ExpertBytes > 0 {
 		p.CacheSlots = int(in.CacheBudget / in.ExpertBytes)
@@ -136,6 +150,30 @@ func Make(in Inputs) *Plan {
 	}
 	p.Total = p.Baseline + p.PinnedBytes + p.RingBytes + p.CacheBytes + p.Globals + p.State + p.KV + p.Buffers + p.Spec
 	return p
+}
+
+// ringSlots is the most streamed layers a ring of ringBytes holds in
+// flight (at most ring, at least 1), counting each layer with the ones
+// after it in decode order, and for how many of the streamed layers that
+// many fit.
+func ringSlots(streamed []int64, ringBytes int64, ring int) (slots, fitting int) {
+	n := len(streamed)
+	for slots = ring; slots > 1; slots-- {
+		fitting = 0
+		for i := range streamed {
+			var sum int64
+			for j := 0; j < slots; j++ {
+				sum += streamed[(i+j)%n]
+			}
+			if sum <= ringBytes {
+				fitting++
+			}
+		}
+		if fitting > 0 {
+			return slots, fitting
+		}
+	}
+	return 1, n
 }
 
 // Check refuses a plan that needs more than 95% of the usable memory.
@@ -163,7 +201,7 @@ func (p *Plan) String() string {
 	fmt.Fprintf(&b, "memory plan:\n")
 	fmt.Fprintf(&b, "  trunk pinned   %10s  (%d of %d layers)\n", human(p.PinnedBytes), pinned, len(p.Pinned))
 	if p.RingSlots > 0 {
-		fmt.Fprintf(&b, "  trunk ring     %10s  (%d slot(s) of %s)\n", human(p.RingBytes), p.RingSlots, human(p.SlotBytes))
+		fmt.Fprintf(&b, "  trunk ring     %10s  (%d layer(s) in flight; largest %s)\n", human(p.RingBytes), p.RingSlots, human(p.SlotBytes))
 	}
 	fmt.Fprintf(&b, "  model tables   %10s  (embeddings, lm_head, final norms)\n", human(p.Globals))
 	fmt.Fprintf(&b, "  expert cache   %10s  (%d slots)\n", human(p.CacheBytes), p.CacheSlots)
