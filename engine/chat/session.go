@@ -25,6 +25,9 @@ type Options struct {
 	Effort  string // thinking effort: low, high or max (default)
 	// MaxTokens caps the reply, thinking included (0: DefaultMaxTokens).
 	MaxTokens int
+	// Spec is speculative decoding (engine.SpecAuto by default); the reply
+	// is the same whatever it is.
+	Spec engine.Spec
 	engine.Sampling
 }
 
@@ -134,7 +137,7 @@ func (s *Session) Turn(ctx context.Context, user string, opt Options, on func(en
 	}
 	sm := newStreamer(s.Tok, !opt.NoThink, on)
 	res, err := s.Engine.Generate(ctx, st, ids[reused:], engine.GenOptions{
-		MaxTokens: opt.MaxTokens, StopIDs: s.Tok.StopIDs(), Sampler: opt.Sampler(uint64(turnIndex)), KeepPrefix: true,
+		MaxTokens: opt.MaxTokens, StopIDs: s.Tok.StopIDs(), Sampler: opt.Sampler(uint64(turnIndex)), KeepPrefix: true, Spec: opt.Spec,
 		OnEvent: func(ev engine.Event) {
 			if ev.Kind == engine.EventPrefill {
 				ev.Done += reused
