@@ -19,8 +19,11 @@ type Engine struct {
 	// LayerSeconds, when not nil (len >= bound layers), accumulates the wall
 	// time of each layer, waiting for its weights included.
 	LayerSeconds []float64
-	positions    int   // positions run through every layer
-	passes       int64 // forwards through every layer
+	// ExpertSeconds, when not nil (len >= bound layers), accumulates the
+	// time each layer computed its routed experts (their reads excluded).
+	ExpertSeconds []float64
+	positions     int   // positions run through every layer
+	passes        int64 // forwards through every layer
 	// draft tokens verified and accepted (speculative decoding)
 	drafted, accepted int64
 	// spec measures what a pass costs, for choosing draft lengths

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"math"
+	"time"
 
 	"k3/kernels"
 )
@@ -123,7 +124,16 @@ func (L *moeBlock) forward(e *Engine, x []float32, T int) ([]float32, error) {
 	group := max(1, store.MaxPinned())
 	for i := 0; i < len(order); i += group {
 		part := order[i:min(i+group, len(order))]
-		if err := store.Each(L.layer, part, func(j int, exp *Expert) { run(part[j], exp) }); err != nil {
+		err := store.Each(L.layer, part, func(j int, exp *Expert) {
+			if e.ExpertSeconds == nil {
+				run(part[j], exp)
+				return
+			}
+			t0 := time.Now()
+			run(part[j], exp)
+			e.ExpertSeconds[L.layer] += time.Since(t0).Seconds()
+		})
+		if err != nil {
 			return nil, err
 		}
 	}

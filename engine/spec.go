@@ -66,18 +66,22 @@ func (s Spec) String() string {
 	return strconv.Itoa(int(s))
 }
 
-// draftNgram is the longest context suffix the drafter matches, and
-// draftWindow how far back it looks.
+// draftNgram is the longest context suffix the drafter matches,
+// draftWindow how far back it looks, and draftPerMatch how many tokens a
+// match of one token may propose: a longer match is likelier to go on, so
+// it may propose more (k3 bench spec measures the trade).
 const (
-	draftNgram  = 8
-	draftWindow = 1 << 16
+	draftNgram    = 8
+	draftWindow   = 1 << 16
+	draftPerMatch = 2
 )
 
 // proposeDraft returns up to k tokens that followed the most recent
 // earlier occurrence of the longest suffix of ids (at most draftNgram
-// tokens, at least one), nil when the last token never occurred before.
-// The copy may run into the tokens it proposes (like an LZ77 match), so a
-// repeating stretch is proposed as repeating on.
+// tokens, at least one), no more than draftPerMatch per matched token; nil
+// when the last token never occurred before. The copy may run into the
+// tokens it proposes (like an LZ77 match), so a repeating stretch is
+// proposed as repeating on.
 func proposeDraft(ids []int, k int) []int {
 	n := len(ids)
 	if k <= 0 || n < 2 {
@@ -96,7 +100,7 @@ func proposeDraft(ids []int, k int) []int {
 	if at < 0 {
 		return nil
 	}
-	draft := make([]int, k)
+	draft := make([]int, min(k, draftPerMatch*best))
 	for j := range draft {
 		if src := at + 1 + j; src < n {
 			draft[j] = ids[src]
@@ -245,9 +249,9 @@ func (c *specCosts) measure(T int, wall, wait, busy float64, trunk, expert int64
 // that would have been verified (checked against the tokens that came, at
 // no cost), so drafting resumes when the text turns repetitive.
 type specControl struct {
-	max    int  // longest draft
-	forced bool // always draft max tokens (GenOptions.Spec > 0)
-	costs  *specCosts
+	max    int                 // longest draft
+	forced bool                // always draft max tokens (GenOptions.Spec > 0)
+	cost   func(T int) float64 // modelled seconds of a pass of T positions
 	// propose drafts up to k tokens after ids (proposeDraft)
 	propose func(ids []int, k int) []int
 	// accepted drafts and rejections, exponentially forgotten
@@ -262,8 +266,8 @@ type specControl struct {
 // draft must promise.
 const specGain = 1.05
 
-func newSpecControl(maxDraft int, costs *specCosts) *specControl {
-	return &specControl{max: maxDraft, costs: costs, acc: 1, rej: 1}
+func newSpecControl(maxDraft int, cost func(T int) float64) *specControl {
+	return &specControl{max: maxDraft, cost: cost, acc: 1, rej: 1, propose: proposeDraft}
 }
 
 // newSpec returns the draft controller of a generation, nil when it will
@@ -278,10 +282,10 @@ func (e *Engine) newSpec(opt GenOptions) *specControl {
 	if opt.Spec == SpecOff || opt.Recompute || kmax < 1 {
 		return nil
 	}
-	c := newSpecControl(kmax, &e.spec)
-	c.forced, c.propose = opt.Spec > 0, opt.propose
-	if c.propose == nil {
-		c.propose = proposeDraft
+	c := newSpecControl(kmax, e.spec.passCost)
+	c.forced = opt.Spec > 0
+	if opt.propose != nil {
+		c.propose = opt.propose
 	}
 	return c
 }
@@ -344,7 +348,7 @@ func (c *specControl) setShadow(draft []int) {
 
 // choose returns the draft length for the next pass.
 func (c *specControl) choose() int {
-	return chooseDraft(c.acceptance(), c.max, c.costs.passCost)
+	return chooseDraft(c.acceptance(), c.max, c.cost)
 }
 
 // chooseDraft returns the k in 0..kmax that maximises the expected tokens

@@ -200,13 +200,14 @@ func TestProposeDraft(t *testing.T) {
 	// the longest suffix match wins over a more recent shorter one
 	ids := []int{1, 2, 3, 4, 9, 3, 7, 8, 2, 3}
 	assert.Equal(t, []int{4, 9, 3}, proposeDraft(ids, 3))
-	// the most recent of equally long matches
-	assert.Equal(t, []int{7}, proposeDraft([]int{5, 6, 5, 7, 5}, 1))
+	// the most recent of equally long matches; one matched token proposes two at most
+	assert.Equal(t, []int{7, 5}, proposeDraft([]int{5, 6, 5, 7, 5}, 4))
 	// a repeating stretch continues past the end of the context
-	assert.Equal(t, []int{1, 2, 3, 1, 2, 3, 1}, proposeDraft([]int{1, 2, 3, 1, 2, 3}, 7))
+	assert.Equal(t, []int{1, 2, 3, 1, 2, 3}, proposeDraft([]int{1, 2, 3, 1, 2, 3}, 7))
 	assert.Nil(t, proposeDraft([]int{1, 2, 3}, 4), "no earlier occurrence of the last token")
 	assert.Nil(t, proposeDraft([]int{1, 1}, 0))
-	assert.Equal(t, []int{1, 1, 1}, proposeDraft([]int{1, 1}, 3))
+	assert.Equal(t, []int{1, 1}, proposeDraft([]int{1, 1}, 3))
+	assert.Equal(t, []int{1, 1, 1, 1}, proposeDraft([]int{1, 1, 1}, 4))
 }
 
 func TestChooseDraft(t *testing.T) {
@@ -230,7 +231,7 @@ func TestChooseDraft(t *testing.T) {
 }
 
 func TestSpecControlAcceptance(t *testing.T) {
-	c := newSpecControl(4, &specCosts{})
+	c := newSpecControl(4, (&specCosts{}).passCost)
 	assert.InDelta(t, 0.5, c.acceptance(), 1e-12)
 	c.observe(4, 4)
 	c.observe(4, 4)
@@ -239,7 +240,7 @@ func TestSpecControlAcceptance(t *testing.T) {
 	c.observe(4, 0)
 	assert.Less(t, c.acceptance(), high)
 	// a shadow draft is scored as the tokens come
-	c = newSpecControl(4, &specCosts{})
+	c = newSpecControl(4, (&specCosts{}).passCost)
 	c.setShadow([]int{7, 8, 9})
 	c.setShadow([]int{1}) // ignored: one is being checked
 	for _, id := range []int{7, 8, 5} {
@@ -289,4 +290,34 @@ func TestOverlapMeasured(t *testing.T) {
 	o = OverlapOf(d, 5, 2)
 	assert.Equal(t, Overlap{Tokens: 2, WallSeconds: 5, ReadSeconds: 3, ComputeSeconds: 3, BytesRead: 15, Efficiency: 0.6}, o)
 	assert.Equal(t, 2.5, o.SecondsPerToken())
+}
+
+// TestSimulateSpec: the simulated decode loop makes every token once, the
+// controller drafts on a repetitive reply when the trunk streams and never
+// when the pass is compute-bound, and a pass's bytes are the trunk once
+// plus each position's experts.
+func TestSimulateSpec(t *testing.T) {
+	var ids []int
+	for i := 0; i < 30; i++ {
+		ids = append(ids, i%7, 100+i) // a prompt with some pairs repeated later
+	}
+	for r := 0; r < 6; r++ {
+		ids = append(ids, 1, 2, 3, 4, 5, 6, 7, 8) // the reply repeats itself
+	}
+	start := 60
+	streamed := PassCosts{TrunkBytes: 100e9, ExpertBytes: 20e9, DiskBps: 2e9, Compute: []float64{0, 3, 3.5, 4, 4.5, 5, 5.5, 6, 6.5, 7}, Overlap: 1}
+	off := SimulateSpec(ids, start, SpecOff, 8, streamed)
+	assert.Equal(t, SpecSim{Tokens: 48, Passes: 47, Bytes: 47 * 120e9, Seconds: 47 * 60, Lengths: []int{47, 0, 0, 0, 0, 0, 0, 0, 0}}, off)
+	auto := SimulateSpec(ids, start, SpecAuto, 8, streamed)
+	assert.Equal(t, auto.Tokens, auto.Passes+1+auto.Accepted)
+	assert.Greater(t, auto.Accepted, 20)
+	assert.Less(t, auto.Seconds, 0.6*off.Seconds)
+	assert.Less(t, auto.BytesPerToken(), 0.6*off.BytesPerToken())
+	assert.InDelta(t, 120e9, off.BytesPerToken(), 1)
+	// compute-bound: every position costs a full pass, nothing is read
+	resident := PassCosts{DiskBps: 1, Compute: []float64{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}}
+	assert.Equal(t, 0, SimulateSpec(ids, start, SpecAuto, 8, resident).Drafted)
+	forced := SimulateSpec(ids, start, 4, 8, resident)
+	assert.Greater(t, forced.Drafted, 0)
+	assert.Equal(t, 0, forced.Lengths[5]+forced.Lengths[8], "forced to 4")
 }
