@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"k3/internal/fixture"
+	"k3/storage/config"
 	"k3/storage/trunk"
 )
 
@@ -320,4 +321,25 @@ func TestSimulateSpec(t *testing.T) {
 	forced := SimulateSpec(ids, start, 4, 8, resident)
 	assert.Greater(t, forced.Drafted, 0)
 	assert.Equal(t, 0, forced.Lengths[5]+forced.Lengths[8], "forced to 4")
+}
+
+// TestRollbackRecordAtK3: the rollback record of the released model is
+// 20.4 MB per position (69 KDA layers of 96 heads of 128), 183 MB for a
+// pass of the default longest draft; a copy of the KDA state per position
+// would be 0.46 GB each.
+func TestRollbackRecordAtK3(t *testing.T) {
+	c, err := config.Load(fixture.Path("kimi-k3", "released-config.json"))
+	require.NoError(t, err)
+	var kda int
+	for i := 0; i < c.Layers; i++ {
+		if !c.IsMLA(i) {
+			kda++
+		}
+	}
+	require.Equal(t, 69, kda)
+	perPos := int64(kda) * recordBytes(c.KDAHeads, c.KDAHeadDim)
+	assert.Equal(t, int64(20_375_424), perPos)
+	assert.Equal(t, int64(183_378_816), int64(DefaultMaxDraft+1)*perPos)
+	state := int64(kda) * int64(c.KDAHeads*c.KDAHeadDim*c.KDAHeadDim+3*c.KDAHeads*c.KDAHeadDim*(c.ConvK-1)) * 4
+	assert.Equal(t, int64(464_633_856), state)
 }
