@@ -76,36 +76,40 @@ const (
 	draftPerMatch = 2
 )
 
-// proposeDraft returns up to k tokens that followed the most recent
-// earlier occurrence of the longest suffix of ids (at most draftNgram
-// tokens, at least one), no more than draftPerMatch per matched token; nil
-// when the last token never occurred before. The copy may run into the
-// tokens it proposes (like an LZ77 match), so a repeating stretch is
-// proposed as repeating on.
-func proposeDraft(ids []int, k int) []int {
-	n := len(ids)
-	if k <= 0 || n < 2 {
-		return nil
-	}
-	best, at := 0, -1
-	for i := n - 2; i >= max(0, n-1-draftWindow) && best < draftNgram; i-- {
+// matchSuffix finds the most recent earlier occurrence of the longest
+// suffix of ids (at most draftNgram tokens, at least one): it returns where
+// that occurrence ends and its length, or -1, 0 when the last token never
+// occurred before.
+func matchSuffix(ids []int) (at, n int) {
+	last := len(ids) - 1
+	at = -1
+	for i := last - 1; i >= max(0, last-draftWindow) && n < draftNgram; i-- {
 		l := 0
-		for l < draftNgram && l <= i && ids[i-l] == ids[n-1-l] {
+		for l < draftNgram && l <= i && ids[i-l] == ids[last-l] {
 			l++
 		}
-		if l > best {
-			best, at = l, i
+		if l > n {
+			n, at = l, i
 		}
 	}
-	if at < 0 {
+	return at, n
+}
+
+// proposeDraft returns up to k tokens that followed the match of
+// matchSuffix, no more than draftPerMatch per matched token; nil without
+// a match. The copy may run into the tokens it proposes (like an LZ77
+// match), so a repeating stretch is proposed as repeating on.
+func proposeDraft(ids []int, k int) []int {
+	at, n := matchSuffix(ids)
+	if at < 0 || k <= 0 {
 		return nil
 	}
-	draft := make([]int, min(k, draftPerMatch*best))
+	draft := make([]int, min(k, draftPerMatch*n))
 	for j := range draft {
-		if src := at + 1 + j; src < n {
+		if src := at + 1 + j; src < len(ids) {
 			draft[j] = ids[src]
 		} else {
-			draft[j] = draft[src-n]
+			draft[j] = draft[src-len(ids)]
 		}
 	}
 	return draft
@@ -245,29 +249,49 @@ func (c *specCosts) measure(T int, wall, wait, busy float64, trunk, expert int64
 // with a per-token acceptance a, a pass with k drafts yields 1 + a + ... +
 // a^k tokens; the length with the most tokens per second of modelled cost
 // wins, 0 unless it beats plain decoding by specGain. The acceptance is
-// measured on every verified draft and, while not drafting, on the draft
-// that would have been verified (checked against the tokens that came, at
-// no cost), so drafting resumes when the text turns repetitive.
+// measured per match length (1, 2, 3, 4 or more tokens matched: a longer
+// match is likelier to go on), on every verified draft and, while not
+// drafting, on the draft that would have been verified (checked against the
+// tokens that came, at no cost). Short matches start at 0 (specPrior):
+// they are drafted once the text has shown that they come true, so a text
+// that never repeats itself is not drafted.
 type specControl struct {
 	max    int                 // longest draft
 	forced bool                // always draft max tokens (GenOptions.Spec > 0)
 	cost   func(T int) float64 // modelled seconds of a pass of T positions
 	// propose drafts up to k tokens after ids (proposeDraft)
 	propose func(ids []int, k int) []int
-	// accepted drafts and rejections, exponentially forgotten
-	acc, rej float64
+	// accepted drafts and rejections per match-length class, exponentially
+	// forgotten; class is the one of the draft being verified
+	acc, rej [specClasses]float64
+	class    int
 	// shadow is the draft that would have been verified while not
-	// drafting; its first shadowAt tokens came
-	shadow   []int
-	shadowAt int
+	// drafting, of class shadowClass; its first shadowAt tokens came
+	shadow      []int
+	shadowAt    int
+	shadowClass int
 }
+
+// specClasses are the match lengths acceptance is measured for: 1, 2, 3,
+// and 4 or more.
+const specClasses = 4
+
+// specPrior are the accepted drafts each class starts with (against one
+// rejection): a match of one or two tokens drafts only once it has been
+// seen to come true, of three at acceptance 1/2, of four or more at 3/4
+// (k3 bench spec measures the trade).
+var specPrior = [specClasses]float64{0, 0, 1, 3}
+
+func matchClass(n int) int { return min(n, specClasses) - 1 }
 
 // specGain is how many times the tokens per second of plain decoding a
 // draft must promise.
 const specGain = 1.05
 
 func newSpecControl(maxDraft int, cost func(T int) float64) *specControl {
-	return &specControl{max: maxDraft, cost: cost, acc: 1, rej: 1, propose: proposeDraft}
+	c := &specControl{max: maxDraft, cost: cost, propose: proposeDraft}
+	c.acc, c.rej = specPrior, [specClasses]float64{1, 1, 1, 1}
+	return c
 }
 
 // newSpec returns the draft controller of a generation, nil when it will
@@ -296,31 +320,39 @@ func (c *specControl) draft(ids []int, remaining int) []int {
 	if c == nil {
 		return nil
 	}
+	_, n := matchSuffix(ids)
+	class := matchClass(max(n, 1))
 	k := c.max
 	if !c.forced {
-		k = c.choose()
+		k = chooseDraft(c.acceptance(class), min(c.max, draftPerMatch*n), c.cost)
 	}
 	if k = min(k, remaining-1); k > 0 {
+		c.class = class
 		return c.propose(ids, k)
 	}
-	if !c.forced {
-		c.setShadow(c.propose(ids, c.max))
+	if !c.forced && c.shadowAt >= len(c.shadow) {
+		c.shadow, c.shadowAt, c.shadowClass = c.propose(ids, c.max), 0, class
 	}
 	return nil
 }
 
-// acceptance is the measured per-token acceptance.
-func (c *specControl) acceptance() float64 { return c.acc / (c.acc + c.rej) }
+// acceptance is the measured per-token acceptance of drafts of a class.
+func (c *specControl) acceptance(class int) float64 {
+	return c.acc[class] / (c.acc[class] + c.rej[class])
+}
 
-// observe records a draft checked against the tokens: accepted of drafted
-// matched.
+// observe records the verified draft: accepted of drafted matched.
 func (c *specControl) observe(drafted, accepted int) {
-	if c == nil {
-		return
+	if c != nil {
+		c.record(c.class, drafted, accepted)
 	}
-	c.acc, c.rej = c.acc*specForget+float64(accepted), c.rej*specForget
+}
+
+func (c *specControl) record(class, drafted, accepted int) {
+	c.acc[class] = c.acc[class]*specForget + float64(accepted)
+	c.rej[class] *= specForget
 	if accepted < drafted {
-		c.rej++
+		c.rej[class]++
 	}
 }
 
@@ -334,21 +366,8 @@ func (c *specControl) observeToken(id int) {
 			return
 		}
 	}
-	c.observe(len(c.shadow), c.shadowAt)
+	c.record(c.shadowClass, len(c.shadow), c.shadowAt)
 	c.shadow, c.shadowAt = nil, 0
-}
-
-// setShadow starts checking a draft that was not verified, unless one is
-// still being checked.
-func (c *specControl) setShadow(draft []int) {
-	if c.shadowAt >= len(c.shadow) && len(draft) > 0 {
-		c.shadow, c.shadowAt = draft, 0
-	}
-}
-
-// choose returns the draft length for the next pass.
-func (c *specControl) choose() int {
-	return chooseDraft(c.acceptance(), c.max, c.cost)
 }
 
 // chooseDraft returns the k in 0..kmax that maximises the expected tokens

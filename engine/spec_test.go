@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
-	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -232,24 +231,35 @@ func TestChooseDraft(t *testing.T) {
 }
 
 func TestSpecControlAcceptance(t *testing.T) {
-	c := newSpecControl(4, (&specCosts{}).passCost)
-	assert.InDelta(t, 0.5, c.acceptance(), 1e-12)
-	c.observe(4, 4)
-	c.observe(4, 4)
-	high := c.acceptance()
-	assert.Greater(t, high, 0.8)
-	c.observe(4, 0)
-	assert.Less(t, c.acceptance(), high)
-	// a shadow draft is scored as the tokens come
-	c = newSpecControl(4, (&specCosts{}).passCost)
-	c.setShadow([]int{7, 8, 9})
-	c.setShadow([]int{1}) // ignored: one is being checked
-	for _, id := range []int{7, 8, 5} {
+	streamed := specCosts{trunkBytes: 100e9, expertBytes: 3e9, diskBps: 3e9, compute1: 2, slope: 0.5, slopeKnown: true}
+	c := newSpecControl(8, streamed.passCost)
+	assert.Equal(t, 0.0, c.acceptance(1), "no evidence yet for two-token matches")
+	ids := []int{4, 5, 7, 9, 8, 4, 5} // the suffix 4 5 matched: class 1
+	assert.Nil(t, c.draft(ids, 100), "no drafting before drafts have come true")
+	assert.Equal(t, []int{7, 9, 8, 4}, c.shadow, "the draft that would have been made is checked")
+	for _, id := range []int{7, 9, 8, 4} {
 		c.observeToken(id)
 	}
-	assert.InDelta(t, (0.9+2)/(0.9+2+0.9+1), c.acceptance(), 1e-12)
 	assert.Nil(t, c.shadow)
-	assert.True(t, slices.Equal([]int(nil), c.shadow))
+	assert.InDelta(t, 4/(4+0.9), c.acceptance(1), 1e-12)
+	assert.Equal(t, 0.0, c.acceptance(0), "other match lengths keep their own measure")
+	assert.Equal(t, []int{7, 9, 8, 4}, c.draft(ids, 100), "now the class drafts, as long as its match allows")
+	assert.Len(t, c.draft(ids, 3), 2, "room for 3 more tokens: 2 drafts and the token after them")
+	for i := 0; i < 10; i++ {
+		c.observe(4, 0)
+	}
+	assert.Less(t, c.acceptance(1), 0.2)
+	assert.Len(t, c.draft(ids, 100), 1, "rejected ten times: one draft token, as cheap as it is next to the trunk")
+	// a match of three tokens starts at acceptance 1/2 and drafts at once
+	long := []int{4, 5, 6, 7, 9, 4, 5, 6}
+	assert.Equal(t, 0.5, newSpecControl(8, streamed.passCost).acceptance(2))
+	assert.NotEmpty(t, newSpecControl(8, streamed.passCost).draft(long, 100))
+	// forced: always the longest the match allows
+	f := newSpecControl(8, streamed.passCost)
+	f.forced = true
+	assert.Equal(t, []int{7, 9, 4, 5, 6, 7}, f.draft(long, 100))
+	assert.Nil(t, f.draft([]int{1, 2, 3}, 100), "no match, no draft")
+	assert.Nil(t, f.shadow)
 }
 
 func TestParseSpec(t *testing.T) {

@@ -117,7 +117,8 @@ func specTokens(p specPrompt, vocab map[string]int) ([]int, int, error) {
 
 // specLine is one line of `k3 bench spec --json`.
 type specLine struct {
-	Kind            string  `json:"kind"` // acceptance, timing, disk, overlap, projection
+	Kind            string  `json:"kind"`              // acceptance, timing, disk, overlap, projection
+	Compute         string  `json:"compute,omitempty"` // projection: "measured" or "read-bound"
 	Prompt          string  `json:"prompt,omitempty"`
 	Preset          string  `json:"preset,omitempty"`
 	Spec            string  `json:"spec,omitempty"` // off, auto or a forced length
@@ -173,12 +174,7 @@ func benchSpec(args []string, stdout, stderr io.Writer) int {
 	}
 	logf := func(f string, a ...any) { fmt.Fprintf(stderr, f+"\n", a...) }
 
-	type tokenized struct {
-		name  string
-		ids   []int
-		start int
-	}
-	var set []tokenized
+	var set []specCase
 	vocab := map[string]int{}
 	for _, p := range specPrompts {
 		ids, start, err := specTokens(p, vocab)
@@ -186,7 +182,7 @@ func benchSpec(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "k3 bench spec: %v\n", err)
 			return ExitRuntime
 		}
-		set = append(set, tokenized{p.name, ids, start})
+		set = append(set, specCase{p.name, ids, start})
 	}
 	// acceptance does not depend on costs: forced lengths
 	if !*jsonOut {
@@ -230,7 +226,7 @@ func benchSpec(args []string, stdout, stderr io.Writer) int {
 	}
 	emit(specLine{Kind: "disk", GBps: disk, Note: "O_DIRECT, 64 MiB requests at queue depth 2"}, fmt.Sprintf("\ndisk: %.2f GB/s (O_DIRECT, 64 MiB requests at queue depth 2)", disk))
 
-	logf("streamed decode (every layer from the packed trunk through a 2.2 GB ring, experts from disk): overlap of reads and compute")
+	logf("streamed decode (every layer from the packed trunk through a 3.7 GB ring, experts from disk): overlap of reads and compute")
 	ov, err := measureSpecOverlap(ctx, model, tr, *threads)
 	if err != nil {
 		fmt.Fprintf(stderr, "k3 bench spec: overlap: %v\n", err)
@@ -255,46 +251,76 @@ func benchSpec(args []string, stdout, stderr io.Writer) int {
 		emit(specLine{Kind: "timing", Positions: T, Seconds: compute[T]}, fmt.Sprintf("  %d position(s): %.2f s (%.2f s per position)", T, compute[T], compute[T]/float64(T)))
 	}
 
-	if !*jsonOut {
-		fmt.Fprintln(stdout, "\nprojected full model per generated token: s = max(read, compute) / overlap efficiency")
-		fmt.Fprintf(stdout, "%-8s %-12s %-6s %9s %10s %9s %11s  %s\n", "preset", "prompt", "spec", "s/token", "GB/token", "acc/pass", "pass/token", "passes by draft length 0..")
-	}
-	for _, name := range []string{"laptop", "desktop", "server"} {
-		pr, _ := plan.Lookup(name)
-		pred := doctor.Predict(pr, doctor.Speeds{TrunkDiskGBps: disk, ExpertDiskGBps: disk, BF16GBps: 1, MXFP4GBps: 1})
-		costs := engine.PassCosts{TrunkBytes: float64(pred.StreamedTrunkBytesPerToken), ExpertBytes: (1 - pred.ExpertHitRate) * doctor.ExpertBytesPerToken,
-			DiskBps: disk * 1e9, Compute: compute, Overlap: ov.Efficiency}
-		for _, s := range set {
-			off := engine.SimulateSpec(s.ids, s.start, engine.SpecOff, *maxDraft, costs)
-			rows := []struct {
-				spec string
-				r    engine.SpecSim
-			}{{"off", off}, {"auto", engine.SimulateSpec(s.ids, s.start, engine.SpecAuto, *maxDraft, costs)}}
-			best := rows[0]
-			for k := 1; k <= *maxDraft; k++ {
-				if r := engine.SimulateSpec(s.ids, s.start, engine.Spec(k), *maxDraft, costs); r.Seconds < best.r.Seconds {
-					best.spec, best.r = fmt.Sprint(k), r
-				}
-			}
-			rows = append(rows, best)
-			for _, row := range rows {
-				r := row.r
-				ppt := float64(r.Passes+1) / float64(r.Tokens)
-				emit(specLine{Kind: "projection", Preset: name, Prompt: s.name, Spec: row.spec, Tokens: r.Tokens, Passes: r.Passes, Drafted: r.Drafted, Accepted: r.Accepted,
-					AcceptedPerPass: r.AcceptedPerPass(), PassesPerToken: ppt, SecondsPerToken: r.SecondsPerToken(), BytesPerToken: r.BytesPerToken(), Lengths: r.Lengths},
-					fmt.Sprintf("%-8s %-12s %-6s %9.2f %10.2f %9.2f %11.2f  %s", name, s.name, row.spec, r.SecondsPerToken(), r.BytesPerToken()/1e9,
-						r.AcceptedPerPass(), ppt, strings.Trim(fmt.Sprint(r.Lengths), "[]")))
-			}
+	// the same projections for a machine whose compute hides under its
+	// reads even for the longest pass (compute 0): what the bytes alone
+	// decide
+	readBound := make([]float64, len(compute))
+	for _, model := range []struct {
+		name    string
+		compute []float64
+		title   string
+	}{{"measured", compute, "compute as measured here"}, {"read-bound", readBound, "read-bound: compute hidden under the reads"}} {
+		if !*jsonOut {
+			fmt.Fprintf(stdout, "\nprojected full model per generated token, %s: s = max(read, compute) / overlap efficiency\n", model.title)
+			fmt.Fprintf(stdout, "%-8s %-12s %-6s %9s %10s %9s %11s  %s\n", "preset", "prompt", "spec", "s/token", "GB/token", "acc/pass", "pass/token", "passes by draft length 0..")
+		}
+		for _, name := range []string{"laptop", "desktop", "server"} {
+			projectSpec(name, model.name, disk, model.compute, ov.Efficiency, set, *maxDraft, emit)
 		}
 	}
 	return ExitOK
 }
 
+// specCase is one tokenized prompt: the reply starts at start.
+type specCase struct {
+	name  string
+	ids   []int
+	start int
+}
+
+// projectSpec prints one preset's projections for every prompt: without
+// speculation, with the automatic draft length and with the fastest fixed
+// one.
+func projectSpec(name, computeModel string, disk float64, compute []float64, overlap float64, set []specCase, maxDraft int, emit func(specLine, string)) {
+	pr, _ := plan.Lookup(name)
+	pred := doctor.Predict(pr, doctor.Speeds{TrunkDiskGBps: disk, ExpertDiskGBps: disk, BF16GBps: 1, MXFP4GBps: 1})
+	costs := engine.PassCosts{TrunkBytes: float64(pred.StreamedTrunkBytesPerToken), ExpertBytes: (1 - pred.ExpertHitRate) * doctor.ExpertBytesPerToken,
+		DiskBps: disk * 1e9, Compute: compute, Overlap: overlap}
+	for _, s := range set {
+		off := engine.SimulateSpec(s.ids, s.start, engine.SpecOff, maxDraft, costs)
+		rows := []struct {
+			spec string
+			r    engine.SpecSim
+		}{{"off", off}, {"auto", engine.SimulateSpec(s.ids, s.start, engine.SpecAuto, maxDraft, costs)}}
+		best := struct {
+			spec string
+			r    engine.SpecSim
+		}{"", off}
+		for k := 1; k <= maxDraft; k++ {
+			if r := engine.SimulateSpec(s.ids, s.start, engine.Spec(k), maxDraft, costs); r.Seconds < best.r.Seconds {
+				best.spec, best.r = fmt.Sprint(k), r
+			}
+		}
+		if best.spec != "" {
+			rows = append(rows, best)
+		}
+		for _, row := range rows {
+			r := row.r
+			ppt := float64(r.Passes+1) / float64(r.Tokens)
+			emit(specLine{Kind: "projection", Compute: computeModel, Preset: name, Prompt: s.name, Spec: row.spec, Tokens: r.Tokens, Passes: r.Passes, Drafted: r.Drafted, Accepted: r.Accepted,
+				AcceptedPerPass: r.AcceptedPerPass(), PassesPerToken: ppt, SecondsPerToken: r.SecondsPerToken(), BytesPerToken: r.BytesPerToken(), Lengths: r.Lengths},
+				fmt.Sprintf("%-8s %-12s %-6s %9.2f %10.2f %9.2f %11.2f  %s", name, s.name, row.spec, r.SecondsPerToken(), r.BytesPerToken()/1e9,
+					r.AcceptedPerPass(), ppt, strings.Trim(fmt.Sprint(r.Lengths), "[]")))
+		}
+	}
+}
+
 // measureSpecOverlap decodes a few tokens of the real-width checkpoint
-// streamed: every layer from the packed trunk through a ring of two of its
-// MoE layers, experts from disk (a cache of the minimum size).
+// streamed: every layer from the packed trunk through a 3.7 GB ring (two of
+// its three layers in flight, whichever two, never all three), experts from
+// disk (a cache of the minimum size).
 func measureSpecOverlap(ctx context.Context, model, tr string, threads int) (engine.Overlap, error) {
-	m, err := engine.Open(model, engine.Options{TrunkDir: tr, Budget: engine.Budget{TrunkBytes: 2.2e9, Ring: 2, CacheBytes: 1}, Chunk: 16, Positions: 64})
+	m, err := engine.Open(model, engine.Options{TrunkDir: tr, Budget: engine.Budget{TrunkBytes: 3.7e9, Ring: 2, CacheBytes: 1}, Chunk: 16, Positions: 64})
 	if err != nil {
 		return engine.Overlap{}, err
 	}
