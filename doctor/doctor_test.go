@@ -105,15 +105,27 @@ func TestCostModel(t *testing.T) {
 	// up; ultra (4.2 vs ~3 GB) and laptop (9.6 vs 8.2 GB) are higher, on
 	// the safe side: their trunk budget holds one ring slot of the whole
 	// 2.34 GB dense layer 0, and the KV cache is planned for PlanPositions.
-	// The C engine has no copy of the KDA state to roll a cancelled chunk
-	// back to (0.46 GB at K3 size); the comparison leaves it out.
+	// The C engine has neither a copy of the KDA state to roll a cancelled
+	// chunk back to (0.46 GB at K3 size) nor speculation's rollback record
+	// (9 positions of 20.4 MB): the comparison leaves them out. At ultra and
+	// laptop our ring also takes the whole trunk budget (the C engine's
+	// holds one layer) to read the next layer while one computes: 2.3 GB
+	// of slack there.
 	pub := map[string]float64{"ultra": 3.0, "laptop": 8.2, "desktop": 31.9, "workstation": 95.5, "server": 128, "max": 224}
 	rollback := float64(K3.Plan(plan.Presets[0].Budget()).State) / 2
 	assert.InDelta(t, 0.46e9, rollback, 0.01e9, "the KDA state's rollback copy at K3 size")
 	for _, p := range plan.Presets {
-		got := float64(PeakRSS(p)) / 1e9
-		t.Logf("%-12s predicted peak %6.2f GB (%.2f GB of it the rollback copy), published %5.1f", p.Name, got, rollback/1e9, pub[p.Name])
-		assert.InDelta(t, pub[p.Name], got-rollback/1e9, 1.5, p.Name)
+		pl := K3.Plan(p.Budget())
+		assert.InDelta(t, 9*20.4e6, float64(pl.Spec), 0.5e6, "the speculation record at K3 size")
+		got := float64(PeakRSS(p))
+		cEngine := (got - rollback - float64(pl.Spec)) / 1e9
+		t.Logf("%-12s predicted peak %6.2f GB (%.2f GB without the rollback copy and speculation record), published %5.1f",
+			p.Name, got/1e9, cEngine, pub[p.Name])
+		slack := 1.5
+		if p.Name == "ultra" || p.Name == "laptop" {
+			slack = 2.3
+		}
+		assert.InDelta(t, pub[p.Name], cEngine, slack, p.Name)
 	}
 	// Hit rates: 0 below one token's expert set, the ladder's 43.75% at
 	// 108.98 GB, the trace's 36.24% optimistic at 8 GB.
@@ -143,7 +155,7 @@ func TestCostModel(t *testing.T) {
 		avail float64
 		want  string
 		ok    bool
-	}{{2e9, "ultra", false}, {5e9, "ultra", true}, {12e9, "laptop", true}, {24.6e9, "laptop", true}, {36e9, "desktop", true}, {150e9, "server", true}, {300e9, "max", true}} {
+	}{{2e9, "ultra", false}, {5.5e9, "ultra", true}, {12e9, "laptop", true}, {24.6e9, "laptop", true}, {36e9, "desktop", true}, {150e9, "server", true}, {300e9, "max", true}} {
 		got, ok := Choose(plan.Memory{TotalBytes: 2 * int64(c.avail), AvailableBytes: int64(c.avail)}, sp)
 		assert.Equal(t, c.want, got.Name, "Choose(%.1f GB)", c.avail/1e9)
 		assert.Equal(t, c.ok, ok, "Choose(%.1f GB)", c.avail/1e9)

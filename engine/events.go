@@ -49,7 +49,15 @@ type Stats struct {
 	RSSBytes         int64
 	TrunkBytesRead   int64   // streamed trunk and table bytes (excludes the initial bind)
 	TrunkWaitSeconds float64 // time the forward waited for trunk reads
-	Expert           ExpertStats
+	// ReadBusySeconds is the time some read was in flight (trunk, tables,
+	// experts), overlapped with compute or not.
+	ReadBusySeconds float64
+	Expert          ExpertStats
+	// ForwardPasses counts forwards through the layers: prefill chunks,
+	// plain decode steps and speculative verification passes.
+	ForwardPasses int64
+	// SpecDrafted and SpecAccepted count draft tokens verified and accepted.
+	SpecDrafted, SpecAccepted int64
 }
 
 // IOWaitSeconds is the time the forward pass spent blocked on reads; it never
@@ -80,12 +88,31 @@ func (s Stats) BytesRead() int64 { return s.TrunkBytesRead + s.Expert.BytesRead 
 func (s Stats) Sub(o Stats) Stats {
 	return Stats{Positions: s.Positions - o.Positions, RSSBytes: s.RSSBytes,
 		TrunkBytesRead: s.TrunkBytesRead - o.TrunkBytesRead, TrunkWaitSeconds: s.TrunkWaitSeconds - o.TrunkWaitSeconds,
-		Expert: s.Expert.Sub(o.Expert)}
+		ReadBusySeconds: s.ReadBusySeconds - o.ReadBusySeconds, Expert: s.Expert.Sub(o.Expert),
+		ForwardPasses: s.ForwardPasses - o.ForwardPasses, SpecDrafted: s.SpecDrafted - o.SpecDrafted, SpecAccepted: s.SpecAccepted - o.SpecAccepted}
+}
+
+// AcceptedPerPass is the mean number of draft tokens accepted per forward
+// pass (0 without passes).
+func (s Stats) AcceptedPerPass() float64 {
+	if s.ForwardPasses == 0 {
+		return 0
+	}
+	return float64(s.SpecAccepted) / float64(s.ForwardPasses)
 }
 
 // Snapshot reads the engine's counters now.
 func (e *Engine) Snapshot() Stats {
-	s := Stats{RSSBytes: machine.RSS(), Expert: e.m.experts.Stats(), Positions: e.positions}
+	s := e.counters()
+	s.RSSBytes = machine.RSS()
+	return s
+}
+
+// counters are the engine's counters without the RSS (which costs a read
+// of /proc).
+func (e *Engine) counters() Stats {
+	s := Stats{Expert: e.m.experts.Stats(), Positions: e.positions, ReadBusySeconds: e.m.io.seconds(),
+		ForwardPasses: e.passes, SpecDrafted: e.drafted, SpecAccepted: e.accepted}
 	s.TrunkBytesRead, s.TrunkWaitSeconds = e.layers.trunkStats()
 	s.TrunkBytesRead += e.m.tables.bytesRead()
 	return s

@@ -20,6 +20,13 @@ type ExpertSource interface {
 	// Release; a failed read returns an *ExpertError.
 	Acquire(layer int, experts []int) ([]*Expert, error)
 	Release(layer int, experts []int)
+	// Each makes the experts of a layer resident and calls use(i, expert)
+	// for experts[i] as soon as it is: the cached ones first, then the
+	// ones read from disk in the order they land, while the others are
+	// still being read. It returns when every read is done and every
+	// expert released; a failed read returns an *ExpertError (use is not
+	// called for the experts that land after it).
+	Each(layer int, experts []int, use func(i int, ex *Expert)) error
 	// MaxPinned is how many experts one Acquire may hold.
 	MaxPinned() int
 	Stats() ExpertStats
@@ -95,6 +102,8 @@ type ExpertStore struct {
 	queueDepth int
 	// trace, when set, receives every request in order.
 	trace func(layer, expert int)
+	// io, when set, measures the time reads are in flight.
+	io *ioTracker
 
 	mu       sync.Mutex
 	budget   int64
@@ -258,22 +267,93 @@ func (s *ExpertStore) MaxPinned() int { return s.Slots() }
 // Release. len(experts) must not exceed MaxPinned and must be distinct.
 func (s *ExpertStore) Acquire(li int, experts []int) ([]*Expert, error) {
 	out := make([]*Expert, len(experts))
-	type miss struct {
-		i   int
-		sl  *slot
-		loc *expertLoc
-		key int
-		err error
+	misses, err := s.reserve(li, experts, out)
+	if err != nil || len(misses) == 0 {
+		return out, err
 	}
-	var misses []*miss
+	t0 := time.Now()
+	done := make(chan *expertMiss, len(misses))
+	go s.read(misses, done)
+	for range misses {
+		<-done
+	}
+	if err := s.settle(li, experts, misses, out, time.Since(t0).Seconds()); err != nil {
+		s.Release(li, pinned(experts, out))
+		return nil, err
+	}
+	return out, nil
+}
+
+// Each makes the experts of layer li resident and calls use for each as
+// soon as it is (see ExpertSource); len(experts) must not exceed MaxPinned
+// and must be distinct. Only the time use is not running and no read has
+// landed counts as waiting (ExpertStats.ReadSeconds).
+func (s *ExpertStore) Each(li int, experts []int, use func(i int, ex *Expert)) error {
+	out := make([]*Expert, len(experts))
+	misses, err := s.reserve(li, experts, out)
+	if err != nil {
+		return err
+	}
+	defer func() { s.Release(li, pinned(experts, out)) }()
+	for i, ex := range out {
+		if ex != nil {
+			use(i, ex)
+		}
+	}
+	if len(misses) == 0 {
+		return nil
+	}
+	done := make(chan *expertMiss, len(misses))
+	go s.read(misses, done)
+	wait, failed := 0.0, false
+	for range misses {
+		t0 := time.Now()
+		m := <-done
+		wait += time.Since(t0).Seconds()
+		failed = failed || m.err != nil
+		if !failed {
+			use(m.i, m.sl.ex)
+		}
+	}
+	return s.settle(li, experts, misses, out, wait)
+}
+
+// pinned lists the experts that out holds.
+func pinned(experts []int, out []*Expert) []int {
+	var p []int
+	for i, ex := range out {
+		if ex != nil {
+			p = append(p, experts[i])
+		}
+	}
+	return p
+}
+
+// expertMiss is an expert being read into a reserved slot.
+type expertMiss struct {
+	i   int // index in the request
+	sl  *slot
+	loc *expertLoc
+	key int
+	err error
+}
+
+// reserve pins the requested experts that are cached (into out) and
+// reserves a slot for each of the others, evicting as the policy says; it
+// returns the misses in disk-offset order.
+func (s *ExpertStore) reserve(li int, experts []int, out []*Expert) ([]*expertMiss, error) {
+	var misses []*expertMiss
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	if err := s.ensurePolicy(); err != nil {
-		s.mu.Unlock()
 		return nil, err
 	}
 	unwind := func(upto int) {
 		for j := 0; j < upto; j++ {
 			s.unpin(li*s.cfg.Experts + experts[j])
+		}
+		for j := range out {
+			out[j] = nil
 		}
 	}
 	for i, e := range experts {
@@ -285,7 +365,6 @@ func (s *ExpertStore) Acquire(li int, experts []int) ([]*Expert, error) {
 		loc := s.locs[key]
 		if loc == nil {
 			unwind(i)
-			s.mu.Unlock()
 			return nil, &ExpertError{li, e, "?", fmt.Errorf("expert was never located")}
 		}
 		ev := s.pol.Access(uint64(key))
@@ -306,34 +385,33 @@ func (s *ExpertStore) Acquire(li int, experts []int) ([]*Expert, error) {
 		}
 		if !ev.Admitted {
 			unwind(i)
-			s.mu.Unlock()
 			return nil, &ExpertError{li, e, loc.path, fmt.Errorf("expert cache: all %d slots are pinned", s.pol.Capacity())}
 		}
 		sl := s.takeSlot()
 		sl.key, sl.pins, sl.ex = key, 1, nil
 		s.index[key] = sl
-		misses = append(misses, &miss{i: i, sl: sl, loc: loc, key: key})
+		misses = append(misses, &expertMiss{i: i, sl: sl, loc: loc, key: key})
 	}
-	s.mu.Unlock()
-	if len(misses) == 0 {
-		return out, nil
-	}
-	// read the misses in disk order, QueueDepth at a time
 	sort.Slice(misses, func(a, b int) bool {
 		if misses[a].loc.path != misses[b].loc.path {
 			return misses[a].loc.path < misses[b].loc.path
 		}
 		return misses[a].loc.off < misses[b].loc.off
 	})
-	t0 := time.Now()
-	var wg sync.WaitGroup
-	next := make(chan *miss)
+	return misses, nil
+}
+
+// read loads the misses in order, queueDepth at a time, and sends each on
+// done when its read has finished.
+func (s *ExpertStore) read(misses []*expertMiss, done chan<- *expertMiss) {
+	next := make(chan *expertMiss)
 	for w := 0; w < max(1, min(s.queueDepth, len(misses))); w++ {
-		wg.Add(1)
 		go func() {
-			defer wg.Done()
 			for m := range next {
+				s.io.begin()
 				m.sl.ex, m.err = s.load(m.loc, m.sl.mem)
+				s.io.end()
+				done <- m
 			}
 		}()
 	}
@@ -341,11 +419,15 @@ func (s *ExpertStore) Acquire(li int, experts []int) ([]*Expert, error) {
 		next <- m
 	}
 	close(next)
-	wg.Wait()
-	dt := time.Since(t0).Seconds()
+}
+
+// settle counts the landed misses (wait: the seconds spent waiting for
+// them) and frees the slots of the failed ones; out gets the loaded
+// experts. It returns the first failure as an *ExpertError.
+func (s *ExpertStore) settle(li int, experts []int, misses []*expertMiss, out []*Expert, wait float64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.stats.ReadSeconds += dt
+	s.stats.ReadSeconds += wait
 	var firstErr error
 	for _, m := range misses {
 		if m.err != nil {
@@ -365,15 +447,7 @@ func (s *ExpertStore) Acquire(li int, experts []int) ([]*Expert, error) {
 		}
 		out[m.i] = m.sl.ex
 	}
-	if firstErr != nil {
-		for i, e := range experts {
-			if out[i] != nil {
-				s.unpin(li*s.cfg.Experts + e)
-			}
-		}
-		return nil, firstErr
-	}
-	return out, nil
+	return firstErr
 }
 
 // Release unpins experts acquired together.

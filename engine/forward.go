@@ -19,7 +19,15 @@ type Engine struct {
 	// LayerSeconds, when not nil (len >= bound layers), accumulates the wall
 	// time of each layer, waiting for its weights included.
 	LayerSeconds []float64
-	positions    int // positions run through every layer
+	// ExpertSeconds, when not nil (len >= bound layers), accumulates the
+	// time each layer computed its routed experts (their reads excluded).
+	ExpertSeconds []float64
+	positions     int   // positions run through every layer
+	passes        int64 // forwards through every layer
+	// draft tokens verified and accepted (speculative decoding)
+	drafted, accepted int64
+	// spec measures what a pass costs, for choosing draft lengths
+	spec specCosts
 }
 
 // Model returns the model the engine runs.
@@ -108,7 +116,7 @@ func (e *Engine) forward(ctx context.Context, s *State, ids []int, all, want boo
 			s.rollback(li)
 			return nil, err
 		}
-		if cancellable {
+		if cancellable || s.recording {
 			s.keep(li)
 		}
 		P, blocks, err = L.step(e, s, P, blocks, hIn, x, T)
@@ -127,6 +135,7 @@ func (e *Engine) forward(ctx context.Context, s *State, ids []int, all, want boo
 	s.Pos += T
 	s.IDs = append(s.IDs, ids...)
 	e.positions += T
+	e.passes++
 	if !all && !want {
 		return nil, nil
 	}

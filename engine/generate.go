@@ -55,6 +55,16 @@ type GenOptions struct {
 	// Complete also feeds the last generated token, so the state holds the
 	// whole sequence (for saving it).
 	Complete bool
+	// Spec is speculative decoding: SpecAuto (the zero value) drafts when
+	// the measured costs say it pays, SpecOff never, a positive value
+	// forces drafts of up to that many tokens (at most the model's
+	// Options.MaxDraft and a prefill chunk less one). The tokens, logits
+	// and state are the same whatever it is.
+	Spec Spec
+	// keepLogits makes the result carry the logits that chose every token,
+	// and propose replaces the drafter (tests).
+	keepLogits bool
+	propose    func(ids []int, k int) []int
 }
 
 // GenResult is the outcome of Generate.
@@ -71,6 +81,27 @@ type GenResult struct {
 	State          *State // the state after the call
 	PrefixState    *State // with KeepPrefix: the state before the last prompt position
 	Stats          Stats  // what the call read and waited for
+	// DecodePasses are the forwards after the prompt that chose tokens:
+	// one per token without speculation, fewer with accepted drafts.
+	DecodePasses int
+	logits       [][]float32 // with keepLogits: the logits that chose each token
+}
+
+// PassesPerToken is the forwards per generated token, the prompt's last
+// one (which chose the first token) included: 1 without speculation.
+func (r *GenResult) PassesPerToken() float64 {
+	if len(r.Generated) == 0 {
+		return 0
+	}
+	return float64(r.DecodePasses+1) / float64(len(r.Generated))
+}
+
+// AcceptedPerPass is the mean number of drafts accepted per decode pass.
+func (r *GenResult) AcceptedPerPass() float64 {
+	if r.DecodePasses == 0 {
+		return 0
+	}
+	return float64(r.Stats.SpecAccepted) / float64(r.DecodePasses)
 }
 
 // FullIDs are the prior, prompt and generated ids in order.
@@ -145,26 +176,36 @@ func (e *Engine) Generate(ctx context.Context, s *State, prompt []int, opt GenOp
 	if opt.MaxTokens <= 0 {
 		return res, nil
 	}
-	for step := 0; ; step++ {
-		id := pick(opt.Sampler, logits)
-		if step == 0 {
-			res.FirstLogits = logits
-		}
+	res.FirstLogits = logits
+	spec := e.newSpec(opt)
+	V := e.m.Cfg.VocabSize
+	// add appends a generated token chosen by logits and reports it; it
+	// says whether generation ends with it
+	add := func(id int, dt float64, logits []float32) bool {
 		full = append(full, id)
 		res.Generated = append(res.Generated, id)
-		dt := time.Since(t0).Seconds()
 		res.StepSeconds = append(res.StepSeconds, dt)
-		ev := Event{Kind: EventToken, Step: step, Token: id, Seconds: dt, Stats: e.Snapshot(), At: time.Now()}
+		if opt.keepLogits {
+			res.logits = append(res.logits, logits)
+		}
+		spec.observeToken(id)
+		ev := Event{Kind: EventToken, Step: len(res.Generated) - 1, Token: id, Seconds: dt, Stats: e.Snapshot(), At: time.Now()}
 		emit(ev)
-		if opt.OnToken != nil && opt.OnToken(ev) {
+		switch {
+		case opt.OnToken != nil && opt.OnToken(ev):
 			res.Stop = StopCaller
-			break
-		}
-		if slices.Contains(opt.StopIDs, id) {
+		case slices.Contains(opt.StopIDs, id):
 			res.Stop = StopToken
-			break
+		default:
+			return len(res.Generated) >= opt.MaxTokens
 		}
-		if len(res.Generated) >= opt.MaxTokens {
+		return true
+	}
+	dt := time.Since(t0).Seconds() // the first token's time includes prefill
+	complete := opt.Complete && !opt.Recompute
+	for {
+		id := pick(opt.Sampler, len(full), logits)
+		if add(id, dt, logits) {
 			break
 		}
 		if err := ctx.Err(); err != nil {
@@ -172,15 +213,54 @@ func (e *Engine) Generate(ctx context.Context, s *State, prompt []int, opt GenOp
 		}
 		t0 = time.Now()
 		if opt.Recompute {
-			logits, err = e.Feed(ctx, e.m.NewState(), full, false)
-		} else {
-			logits, err = e.Feed(ctx, s, []int{id}, false)
+			if logits, err = e.Feed(ctx, e.m.NewState(), full, false); err != nil {
+				return fail(err)
+			}
+			dt = time.Since(t0).Seconds()
+			continue
 		}
+		draft := spec.draft(full, opt.MaxTokens-len(res.Generated))
+		meter := e.startPass()
+		res.DecodePasses++
+		if len(draft) == 0 {
+			if logits, err = e.Feed(ctx, s, []int{id}, false); err != nil {
+				return fail(err)
+			}
+			e.endPass(meter, 1)
+			dt = time.Since(t0).Seconds()
+			continue
+		}
+		rows, err := e.verify(ctx, s, append([]int{id}, draft...))
 		if err != nil {
 			return fail(err)
 		}
+		e.endPass(meter, len(draft)+1)
+		// row i chooses the token at position base+i; the drafts stand up
+		// to the first one plain decoding would not have chosen
+		base, acc := len(full), 0
+		for acc < len(draft) && pick(opt.Sampler, base+acc, rows[acc*V:(acc+1)*V]) == draft[acc] {
+			acc++
+		}
+		e.drafted += int64(len(draft))
+		e.accepted += int64(acc)
+		spec.observe(len(draft), acc)
+		dt = time.Since(t0).Seconds() / float64(acc+1)
+		for i := 0; i < acc; i++ {
+			if add(draft[i], dt, rows[i*V:(i+1)*V]) {
+				// the state holds what plain decoding would: the tokens
+				// before this one, and with Complete this one too
+				keep := i + 1
+				if complete {
+					keep, complete = i+2, false
+				}
+				e.rewind(s, keep)
+				return res, nil
+			}
+		}
+		e.rewind(s, acc+1)
+		logits = rows[acc*V : (acc+1)*V]
 	}
-	if opt.Complete && !opt.Recompute {
+	if complete {
 		if _, err := e.Feed(ctx, s, res.Generated[len(res.Generated)-1:], false); err != nil {
 			return fail(err)
 		}

@@ -52,6 +52,13 @@ func (L *kdaBlock) forward(e *Engine, st *State, li int, x []float32, T int) []f
 	f := e.mm(L.FB, e.mm(L.FA, x, T), T)
 	b := e.mm(L.B, x, T)
 	g := e.mm(L.G, x, T)
+	var rec *kdaRecord
+	if st.recording {
+		rec = st.record(li, T, P, nh)
+		for j, buf := range [3][]float32{q, k, v} {
+			copy(rec.raw[j], buf)
+		}
+	}
 	// causal depthwise short convolutions with SiLU, carrying the last K-1 inputs
 	e.pool.Each(3, func(j int) {
 		buf := [3][]float32{q, k, v}[j]
@@ -76,8 +83,14 @@ func (L *kdaBlock) forward(e *Engine, st *State, li int, x []float32, T int) []f
 				qh[i] = float32(float64(qh[i]) * scale)
 			}
 			kdaDecay(alpha, f[t*P+h*d:t*P+(h+1)*d], L.DtBias[h*d:(h+1)*d], L.ALog[h], lb)
-			beta := float64(kernels.Sigmoid(b[t*nh+h]))
-			kdaStep(S, qh, kh, vh, alpha, beta, u, delta, o[t*P+h*d:t*P+(h+1)*d])
+			beta := kernels.Sigmoid(b[t*nh+h])
+			if rec != nil {
+				copy(rec.k[t*P+h*d:], kh)
+				copy(rec.v[t*P+h*d:], vh)
+				copy(rec.a[t*P+h*d:], alpha)
+				rec.beta[t*nh+h] = beta
+			}
+			kdaStep(S, qh, kh, vh, alpha, float64(beta), u, delta, o[t*P+h*d:t*P+(h+1)*d])
 			// gated RMSNorm: norm over the head, weight, then the sigmoid gate
 			oh := o[t*P+h*d : t*P+(h+1)*d]
 			kernels.RMSNorm(oh, oh, L.ONorm, c.RMSEps)
@@ -114,18 +127,35 @@ func shortConv(buf, hist, w []float32, T, ch, K int) {
 				acc += float64(ww[j]) * float64(hh[j])
 			}
 			acc += float64(ww[K-1]) * float64(cur)
-			copy(hh, hh[1:])
-			hh[K-2] = cur
+			convPush(hh, cur)
 			row[cc] = float32(acc / (1 + math.Exp(-acc)))
 		}
 	}
 }
 
-// kdaStep advances one head's delta-rule state by one position:
-// S <- S·diag(alpha) (per key row); u = Sᵀk; S += k·(beta(v-u))ᵀ; o = Sᵀq.
-// S is [key i][value j]; every sum runs over i ascending in float64.
+// convPush appends one input to a channel's convolution history (oldest
+// first), dropping the oldest.
+func convPush(hist []float32, x float32) {
+	copy(hist, hist[1:])
+	hist[len(hist)-1] = x
+}
+
+// kdaStep advances one head's delta-rule state by one position and reads
+// it: kdaUpdate, then o = Sᵀq.
 func kdaStep(S, q, k, v, alpha []float32, beta float64, u []float64, delta, o []float32) {
-	d := len(q)
+	kdaUpdate(S, k, v, alpha, beta, u, delta)
+	stateTVec(u, S, q)
+	for j := range o {
+		o[j] = float32(u[j])
+	}
+}
+
+// kdaUpdate advances one head's delta-rule state by one position:
+// S <- S·diag(alpha) (per key row); u = Sᵀk; S += k·(beta(v-u))ᵀ.
+// S is [key i][value j]; every sum runs over i ascending in float64.
+// Rewinding a verification pass replays it on recorded inputs.
+func kdaUpdate(S, k, v, alpha []float32, beta float64, u []float64, delta []float32) {
+	d := len(k)
 	for i := 0; i < d; i++ {
 		row := S[i*d : (i+1)*d]
 		a := alpha[i]
@@ -143,10 +173,6 @@ func kdaStep(S, q, k, v, alpha []float32, beta float64, u []float64, delta, o []
 		for j := range row {
 			row[j] = float32(float64(row[j]) + ki*float64(delta[j]))
 		}
-	}
-	stateTVec(u, S, q)
-	for j := range o {
-		o[j] = float32(u[j])
 	}
 }
 

@@ -39,8 +39,10 @@ type Model struct {
 	trunk     *trunk.Trunk // nil: resident
 	release   []func()     // memory holding pinned trunk runs
 	chunk     int          // prefill chunk
-	ring      int          // ring slots for streamed layers
-	slotBytes int64        // one ring slot
+	ring      int          // streamed layers in flight
+	ringBytes int64        // the ring they are read into
+	maxDraft  int          // longest speculative draft (the plan reserves its rollback record)
+	io        *ioTracker   // read time of every read the model makes
 }
 
 // Experts returns the model's routed-expert source.
@@ -77,7 +79,7 @@ func (m *Model) NewEngine(threads int) *Engine {
 	}
 	e := &Engine{m: m, pool: kernels.NewPool(threads)}
 	if m.Streamed() {
-		e.layers = newTrunkStream(m, m.trunk, m.ring, m.slotBytes)
+		e.layers = newTrunkStream(m, m.trunk, m.ring, m.ringBytes)
 	} else {
 		e.layers = residentLayers(m.layers)
 	}
@@ -177,9 +179,11 @@ func (m *Model) bindTrunk(modelDir, dir string, ultra bool, progress func(done, 
 	var errs []string
 	c, H := m.Cfg, m.Cfg.Hidden
 	if ultra {
-		if m.tables, err = openStreamedTables(tr, m.Prefix, H, c.VocabSize, c.TieEmbeddings); err != nil {
+		st, err := openStreamedTables(tr, m.Prefix, H, c.VocabSize, c.TieEmbeddings)
+		if err != nil {
 			return err
 		}
+		st.io, m.tables = m.io, st
 	} else {
 		rt := &residentTables{}
 		b, err := load(trunk.RunEmbed, run(trunk.RunEmbed))
@@ -221,7 +225,7 @@ func (m *Model) bindTrunk(modelDir, dir string, ultra bool, progress func(done, 
 			progress(i+1, m.Bound)
 		}
 	}
-	m.ring, m.slotBytes = m.Plan.RingSlots, m.Plan.SlotBytes
+	m.ring, m.ringBytes = m.Plan.RingSlots, m.Plan.RingBytes
 	if len(errs) > 0 {
 		return &BindError{errs}
 	}

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"math"
+	"time"
 
 	"k3/kernels"
 )
@@ -77,7 +78,7 @@ func Route(logits, bias []float32, topk int, renorm bool, scale float32, idx []i
 
 // forward runs the block over T positions: route, run the selected experts
 // in the latent space (each distinct expert fetched once for the whole
-// chunk), normalise the weighted aggregate, project up, add the shared
+// chunk, computed while the others are read), normalise the weighted aggregate, project up, add the shared
 // experts.
 func (L *moeBlock) forward(e *Engine, x []float32, T int) ([]float32, error) {
 	c := e.m.Cfg
@@ -115,19 +116,26 @@ func (L *moeBlock) forward(e *Engine, x []float32, T int) ([]float32, error) {
 			copy(contrib[ts*lat:(ts+1)*lat], y[i*lat:(i+1)*lat])
 		}
 	}
-	// pin as many distinct experts at once as the cache allows
+	// pin as many distinct experts at once as the cache allows, and run
+	// each as soon as it is resident: each writes only its own rows of
+	// contrib, and the sum below goes in slot order, so the order in which
+	// reads land changes nothing
 	store := e.m.experts
 	group := max(1, store.MaxPinned())
 	for i := 0; i < len(order); i += group {
 		part := order[i:min(i+group, len(order))]
-		exps, err := store.Acquire(L.layer, part)
+		err := store.Each(L.layer, part, func(j int, exp *Expert) {
+			if e.ExpertSeconds == nil {
+				run(part[j], exp)
+				return
+			}
+			t0 := time.Now()
+			run(part[j], exp)
+			e.ExpertSeconds[L.layer] += time.Since(t0).Seconds()
+		})
 		if err != nil {
 			return nil, err
 		}
-		for j, ex := range part {
-			run(ex, exps[j])
-		}
-		store.Release(L.layer, part)
 	}
 	agg := make([]float32, T*lat)
 	acc := make([]float64, lat)

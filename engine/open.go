@@ -45,6 +45,10 @@ type Options struct {
 	// ExpertReadAt replaces the expert store's reads (fault injection in
 	// tests); nil reads the shards with O_DIRECT where possible.
 	ExpertReadAt func(path string, off int64, dst []byte) error
+	// MaxDraft is the longest speculative draft a pass may verify (0:
+	// DefaultMaxDraft; negative: none). The plan reserves its rollback
+	// record, and a pass never exceeds a prefill chunk.
+	MaxDraft int
 }
 
 func (o Options) chunk() int {
@@ -52,6 +56,16 @@ func (o Options) chunk() int {
 		return DefaultChunk
 	}
 	return o.Chunk
+}
+
+// maxDraft is the longest draft a pass verifies: Options.MaxDraft, at most
+// a chunk less one.
+func (o Options) maxDraft() int {
+	n := o.MaxDraft
+	if n == 0 {
+		n = DefaultMaxDraft
+	}
+	return max(0, min(n, o.chunk()-1))
 }
 
 // PlanError is a memory plan that does not fit.
@@ -129,9 +143,10 @@ func Open(dir string, o Options) (*Model, error) {
 			return nil, &PlanError{p, err}
 		}
 	}
-	m := &Model{Cfg: ck.cfg, Prefix: ck.prefix, Bound: ck.layers, Plan: p, set: ck.set, chunk: o.chunk()}
+	m := &Model{Cfg: ck.cfg, Prefix: ck.prefix, Bound: ck.layers, Plan: p, set: ck.set, chunk: o.chunk(),
+		maxDraft: o.maxDraft(), io: &ioTracker{}}
 	store := newExpertStore(ck.set, ck.cfg, ck.layers, o.Budget.CacheBytes, o.CachePolicy)
-	store.trace = o.Trace
+	store.trace, store.io = o.Trace, m.io
 	if o.ExpertReadAt != nil {
 		store.readAt = o.ExpertReadAt
 	}
@@ -213,7 +228,16 @@ func (ck *checkpoint) plan(o Options) *plan.Plan {
 	return plan.Make(plan.ForModel(c, ck.layers,
 		plan.Sizes{LayerBytes: perLayer, GlobalBytes: globals, TableBytes: tables, SlotBytes: slotSizeFor(c.ExpertBytes())},
 		plan.Run{Streaming: o.TrunkDir != "", TrunkBudget: b.TrunkBytes, Ring: b.Ring, CacheBudget: b.CacheBytes, Ultra: b.Ultra,
-			Positions: o.Positions, Chunk: o.chunk(), AllLogits: o.AllLogits, BaselineRSS: machine.RSS()}))
+			Positions: o.Positions, Chunk: o.chunk(), AllLogits: o.AllLogits, SpecPositions: specPositions(o), BaselineRSS: machine.RSS()}))
+}
+
+// specPositions is the most positions a verification pass of o runs (0:
+// no speculation).
+func specPositions(o Options) int {
+	if d := o.maxDraft(); d > 0 {
+		return d + 1
+	}
+	return 0
 }
 
 // checkpointLayers is one more than the highest layer index among the

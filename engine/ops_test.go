@@ -597,6 +597,17 @@ func (s opExperts) Acquire(layer int, experts []int) ([]*Expert, error) {
 	return out, nil
 }
 
+func (s opExperts) Each(layer int, experts []int, use func(int, *Expert)) error {
+	exps, err := s.Acquire(layer, experts)
+	if err != nil {
+		return err
+	}
+	for i, ex := range exps {
+		use(i, ex)
+	}
+	return nil
+}
+
 func (opExperts) Release(int, []int) {}
 func (s opExperts) MaxPinned() int   { return len(s) }
 func (opExperts) Stats() ExpertStats { return ExpertStats{} }

@@ -35,17 +35,21 @@ func (p *PCG32) Float64() float64 {
 	return float64(hi<<26|lo) / (1 << 53)
 }
 
-// Sampler picks the next token from a position's logits.
+// Sampler picks the token at absolute position pos (the number of ids
+// before it in the sequence) from the logits that predict it. A sampler
+// must be a pure function of (pos, logits): speculative decoding verifies
+// several positions in one pass and picks each of them once more after a
+// rejection, and the result must not depend on how many picks came before.
 type Sampler interface {
-	Pick(logits []float32) int
+	Pick(pos int, logits []float32) int
 }
 
 // pick uses s, or the argmax when s is nil.
-func pick(s Sampler, logits []float32) int {
+func pick(s Sampler, pos int, logits []float32) int {
 	if s == nil {
 		return argmax(logits)
 	}
-	return s.Pick(logits)
+	return s.Pick(pos, logits)
 }
 
 // Sampling are the sampling settings every face shares (CLI flags, chat
@@ -61,24 +65,30 @@ type Sampling struct {
 // IsGreedy reports whether these settings always pick the argmax.
 func (o Sampling) IsGreedy() bool { return o.Greedy || o.Temperature <= 0 }
 
-// Sampler returns a sampler for these settings drawing from PCG32 stream
-// `stream` of the seed (nil when greedy).
+// Sampler returns a sampler for these settings (nil when greedy). Each
+// position draws its one uniform number from its own PCG32 stream of the
+// seed, (stream << 32) | position, so the draw at a position never depends
+// on how the positions before it were decoded (one at a time, or verified
+// together by speculative decoding).
 func (o Sampling) Sampler(stream uint64) Sampler {
 	if o.IsGreedy() {
 		return nil
 	}
-	return &randomSampler{o: o, rand: NewPCG32(o.Seed, stream)}
+	return &randomSampler{o: o, stream: stream}
 }
 
 // randomSampler draws from the tempered, top-k and top-p filtered
 // distribution.
 type randomSampler struct {
-	o    Sampling
-	rand *PCG32
+	o      Sampling
+	stream uint64
 }
 
-// Pick returns the chosen token id.
-func (r *randomSampler) Pick(logits []float32) int {
+// positionStream is the PCG32 stream of position pos of a sampler's stream.
+func positionStream(stream uint64, pos int) uint64 { return stream<<32 | uint64(uint32(pos)) }
+
+// Pick returns the id chosen at position pos.
+func (r *randomSampler) Pick(pos int, logits []float32) int {
 	s := r.o
 	type cand struct {
 		id int
@@ -124,7 +134,7 @@ func (r *randomSampler) Pick(logits []float32) int {
 			p[i] /= z
 		}
 	}
-	u := r.rand.Float64()
+	u := NewPCG32(r.o.Seed, positionStream(r.stream, pos)).Float64()
 	cum := 0.0
 	for i := range p {
 		cum += p[i]

@@ -1,5 +1,7 @@
 package engine
 
+import "k3/engine/plan"
+
 // State is the decoding state of one sequence: the KDA recurrent and
 // short-conv state per KDA layer and the MLA latent cache per MLA layer.
 // Attention-Residual blocks are per position and are rebuilt in every
@@ -15,6 +17,25 @@ type State struct {
 	backupPos []int
 	// damaged: a forward failed part-way with no copy to roll back to.
 	damaged bool
+	// recording is set around a speculative verification pass: every KDA
+	// layer then keeps a copy of its state from before the pass (keep) and
+	// records the pass's recurrence inputs in rec, so rewind can drop the
+	// rejected positions without reading any weights again.
+	recording bool
+	rec       []*kdaRecord
+	recBase   int // Pos before the recorded pass
+	recN      int // positions the recorded pass fed
+}
+
+// kdaRecord holds one KDA layer's recurrence inputs for the positions of a
+// verification pass, [position][channel]: what the delta rule and the
+// short convolutions consumed. Replaying the first n of them from the
+// state before the pass gives, bit for bit, the state after n positions.
+type kdaRecord struct {
+	raw      [3][]float32 // q, k, v before the short convolution (its history)
+	k, v, a  []float32    // normalised key, value and decay per channel
+	beta     []float32    // [position][head]
+	capacity int          // positions the buffers hold
 }
 
 type kdaState struct {
@@ -97,6 +118,27 @@ func (s *State) rollback(n int) {
 		}
 	}
 }
+
+// record grows layer li's record to T positions and returns it.
+func (s *State) record(li, T, P, nh int) *kdaRecord {
+	if s.rec == nil {
+		s.rec = make([]*kdaRecord, len(s.kda))
+	}
+	r := s.rec[li]
+	if r == nil || r.capacity < T {
+		r = &kdaRecord{capacity: T, k: make([]float32, T*P), v: make([]float32, T*P), a: make([]float32, T*P), beta: make([]float32, T*nh)}
+		for j := range r.raw {
+			r.raw[j] = make([]float32, T*P)
+		}
+		s.rec[li] = r
+	}
+	return r
+}
+
+// recordBytes is the memory a rollback record takes per position and KDA
+// layer: the raw q, k, v, the normalised k, v and the decay (six rows of
+// heads*head_dim floats) and beta.
+func recordBytes(heads, headDim int) int64 { return plan.KDARecordBytes(heads, headDim) }
 
 // Clone returns a deep copy of the state.
 func (s *State) Clone() *State {

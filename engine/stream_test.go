@@ -92,6 +92,7 @@ func TestSameOutputAtEveryBudget(t *testing.T) {
 		{"trunk pinned", Options{TrunkDir: tr, Budget: Budget{TrunkBytes: big, Ring: 2, CacheBytes: big}}, 2},
 		{"ring 1", Options{TrunkDir: tr, Budget: Budget{TrunkBytes: 1, Ring: 1, CacheBytes: big}}, 2},
 		{"ring 3 + some pinned", Options{TrunkDir: tr, Budget: Budget{TrunkBytes: 6e6, Ring: 3, CacheBytes: big}}, 1},
+		{"ring below two of the largest", Options{TrunkDir: tr, Budget: Budget{TrunkBytes: 2.7e6, Ring: 2, CacheBytes: big}}, 2},
 		{"tiny expert cache", Options{TrunkDir: tr, Budget: Budget{TrunkBytes: 1, Ring: 2, CacheBytes: 1}}, 2},
 		{"small cache, lru", Options{Budget: Budget{CacheBytes: 3e6}, CachePolicy: "lru"}, 2},
 		{"small cache, s3fifo", Options{Budget: Budget{CacheBytes: 3e6}, CachePolicy: "s3fifo"}, 2},
@@ -108,6 +109,12 @@ func TestSameOutputAtEveryBudget(t *testing.T) {
 			}
 		case "ring 3 + some pinned":
 			if r.plan.RingSlots != 3 || r.plan.PinnedBytes == 0 || !slices.Contains(r.plan.Pinned, false) {
+				t.Fatalf("%s: plan %+v", c.name, r.plan)
+			}
+		case "ring below two of the largest":
+			// the dense layer is 1.53 MB, the others 1.29 and 0.87 MB: two
+			// of those are in flight in a ring of 2.7 MB
+			if r.plan.RingSlots != 2 || r.plan.RingBytes != 2.7e6 || r.plan.PinnedBytes != 0 || 2*r.plan.SlotBytes <= r.plan.RingBytes {
 				t.Fatalf("%s: plan %+v", c.name, r.plan)
 			}
 		case "ultra-low-memory":
@@ -228,4 +235,43 @@ func TestStreamFaults(t *testing.T) {
 	if _, err := e.Generate(context.Background(), nil, []int{1, 2}, GenOptions{MaxTokens: 1}); err == nil || !strings.Contains(err.Error(), "CRC") {
 		t.Fatalf("corrupt run: %v", err)
 	}
+}
+
+// TestRingReadsAhead: with a ring smaller than two of the largest layer,
+// acquiring a layer starts reading the next one wherever the two fit:
+// everywhere but after the 1.53 MB dense layer 0 (1.53 + 1.29 > 2.7 MB).
+func TestRingReadsAhead(t *testing.T) {
+	model, tr := budgetCheckpoint(t)
+	m, err := Open(model, Options{TrunkDir: tr, Budget: Budget{TrunkBytes: 2.7e6, Ring: 2, CacheBytes: 1}})
+	require.NoError(t, err)
+	defer m.Close()
+	e := m.NewEngine(1)
+	s := e.layers.(*trunkStream)
+	var ahead []int
+	for round := 0; round < 2; round++ {
+		for li := 0; li < m.Bound; li++ {
+			_, err := s.acquire(li)
+			require.NoError(t, err)
+			s.mu.Lock()
+			for _, sl := range s.held {
+				if sl.layer == (li+1)%m.Bound {
+					ahead = append(ahead, li)
+				}
+			}
+			s.mu.Unlock()
+			s.release(li)
+		}
+	}
+	require.Equal(t, []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 1, 2, 3, 4, 5, 6, 7, 8, 9}, ahead)
+	// every layer read once per round, and layer 0 once more: read ahead
+	// for a third round while layer 9 computed (Close lets it land)
+	e.Close()
+	bytes, _ := s.trunkStats()
+	var all int64
+	for li := 0; li < m.Bound; li++ {
+		r, _ := m.trunk.LayerRun(li)
+		all += r.Length
+	}
+	r0, _ := m.trunk.LayerRun(0)
+	require.Equal(t, 2*all+r0.Length, bytes)
 }

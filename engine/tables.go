@@ -67,6 +67,7 @@ type streamedTables struct {
 	buf           []byte
 	release       func()
 	bytes         int64
+	io            *ioTracker
 }
 
 // openStreamedTables locates the embedding and lm_head in the trunk's runs.
@@ -126,7 +127,10 @@ func (u *streamedTables) embed(dst []float32, id int) error {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	b := alignedBytes(int64(rb))
-	if _, err := u.f.ReadAt(b, u.embedRun.Offset+u.embedT.Offset+int64(id)*int64(rb)); err != nil {
+	u.io.begin()
+	_, err := u.f.ReadAt(b, u.embedRun.Offset+u.embedT.Offset+int64(id)*int64(rb))
+	u.io.end()
+	if err != nil {
 		return fmt.Errorf("embedding row %d: %w", id, err)
 	}
 	u.bytes += int64(rb)
@@ -149,7 +153,10 @@ func (u *streamedTables) head(p *kernels.Pool, logits, h []float32, n int) error
 	for r0 := 0; r0 < V; r0 += rows {
 		k := min(rows, V-r0)
 		b := u.buf[:k*rb]
-		if _, err := u.f.ReadAt(b, u.headRun.Offset+u.headT.Offset+int64(r0)*int64(rb)); err != nil {
+		u.io.begin()
+		_, err := u.f.ReadAt(b, u.headRun.Offset+u.headT.Offset+int64(r0)*int64(rb))
+		u.io.end()
+		if err != nil {
 			return fmt.Errorf("lm_head rows %d..%d: %w", r0, r0+k-1, err)
 		}
 		u.bytes += int64(len(b))

@@ -25,6 +25,9 @@ type Options struct {
 	Effort  string // thinking effort: low, high or max (default)
 	// MaxTokens caps the reply, thinking included (0: DefaultMaxTokens).
 	MaxTokens int
+	// Spec is speculative decoding (engine.SpecAuto by default); the reply
+	// is the same whatever it is.
+	Spec engine.Spec
 	engine.Sampling
 }
 
@@ -117,7 +120,7 @@ func (s *Session) Turn(ctx context.Context, user string, opt Options, on func(en
 		}
 	}
 	rep, sm, gen, err := s.run(ctx, ids, PromptOptions{Thinking: !opt.NoThink, MaxTokens: opt.MaxTokens,
-		Sampler: opt.Sampler(uint64(turnIndex))}, on)
+		Sampler: opt.Sampler(uint64(turnIndex)), Spec: opt.Spec}, on)
 	if err != nil && !errors.Is(err, context.Canceled) {
 		s.finish(rep, sm, gen, opt)
 		return rep, err
@@ -140,6 +143,7 @@ type PromptOptions struct {
 	Thinking  bool // the transcript's generation prompt opened the think channel
 	MaxTokens int  // the reply cap (0: DefaultMaxTokens)
 	Sampler   engine.Sampler
+	Spec      engine.Spec // speculative decoding (the zero value: engine.SpecAuto)
 	// Stop, when set, is asked after each token, once the token's text went
 	// to on; true ends the reply there (engine.StopCaller).
 	Stop func() bool
@@ -189,7 +193,7 @@ func (s *Session) run(ctx context.Context, ids []int, o PromptOptions, on func(e
 		onToken = func(engine.Event) bool { return o.Stop() }
 	}
 	res, err := s.Engine.Generate(ctx, st, ids[reused:], engine.GenOptions{
-		MaxTokens: o.MaxTokens, StopIDs: s.Tok.StopIDs(), Sampler: o.Sampler, KeepPrefix: true, OnToken: onToken,
+		MaxTokens: o.MaxTokens, StopIDs: s.Tok.StopIDs(), Sampler: o.Sampler, KeepPrefix: true, OnToken: onToken, Spec: o.Spec,
 		OnEvent: func(ev engine.Event) {
 			if ev.Kind == engine.EventPrefill {
 				ev.Done += reused

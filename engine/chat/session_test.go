@@ -108,6 +108,12 @@ func TestSampledTurnsReproducible(t *testing.T) {
 			t.Fatalf("turn %d differs: %v vs %v", i, a[i], b[i])
 		}
 	}
+	// speculative decoding off or forced: the same replies
+	for _, spec := range []engine.Spec{engine.SpecOff, 5} {
+		opt.Spec = spec
+		assert.Equal(t, a, run(), "spec %v", spec)
+	}
+	opt.Spec = engine.SpecAuto
 	greedy := NewSession(e, tok)
 	g, _ := greedy.Turn(context.Background(), "one", Options{MaxTokens: 8, Sampling: engine.Sampling{Greedy: true}}, nil)
 	if slices.Equal(g.IDs, a[0]) {

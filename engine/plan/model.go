@@ -2,6 +2,10 @@ package plan
 
 import "k3/storage/config"
 
+// DefaultMaxDraft is the longest speculative draft a verification pass runs
+// unless a run says otherwise; plans reserve its rollback record.
+const DefaultMaxDraft = 8
+
 // HeadChunkBytes is the lm_head chunk ultra-low-memory mode reads at a time.
 const HeadChunkBytes = 4 << 20
 
@@ -24,21 +28,32 @@ type Run struct {
 	Positions   int  // context: resumed + prompt + generated
 	Chunk       int  // prefill chunk
 	AllLogits   bool // logits kept for every position (teacher forcing)
-	BaselineRSS int64
+	// SpecPositions is the most positions a speculative verification pass
+	// runs (the longest draft plus one; 0: no speculation).
+	SpecPositions int
+	BaselineRSS   int64
 }
+
+// KDARecordBytes is what speculative decoding records per position and KDA
+// layer to replay the recurrence of the accepted positions without
+// re-reading weights: raw q, k, v, the normalised k, v, the decay (each
+// heads x headDim floats) and beta (one per head).
+func KDARecordBytes(heads, headDim int) int64 { return int64(6*heads*headDim+heads) * 4 }
 
 // ForModel are the plan inputs of a run of the first `layers` layers of a
 // model with config c: the KDA state (twice: a cancellable forward keeps a
-// copy from before its chunk to roll back to), the MLA latent cache per
-// position, the activations of one prefill chunk and the logits.
+// copy from before its chunk to roll back to, and a verification pass
+// replays from it), the MLA latent cache per position, the activations of
+// one prefill chunk, the logits, and speculation's per-position record.
 func ForModel(c *config.Config, layers int, s Sizes, r Run) Inputs {
 	P := int64(c.KDAHeads * c.KDAHeadDim)
-	var state, kvPerPos int64
+	var state, kvPerPos, record int64
 	for i := 0; i < layers; i++ {
 		if c.IsMLA(i) {
 			kvPerPos += int64(c.KVLoraRank+c.QKRope) * 4
 		} else {
 			state += (P*int64(c.KDAHeadDim) + 3*P*int64(c.ConvK-1)) * 4
+			record += KDARecordBytes(c.KDAHeads, c.KDAHeadDim)
 		}
 	}
 	chunk := int64(max(r.Chunk, 1))
@@ -49,9 +64,9 @@ func ForModel(c *config.Config, layers int, s Sizes, r Run) Inputs {
 	// the AttnRes block stack plus about a dozen layer-wide buffers per
 	// position, and the logits
 	buffers := chunk * 4 * (int64(c.Hidden)*int64(layers/max(c.AttnResBlock, 1)+14) + 8*widest)
-	logitRows := int64(1)
+	logitRows := int64(max(1, r.SpecPositions))
 	if r.AllLogits {
-		logitRows = int64(max(r.Positions, 1))
+		logitRows = int64(max(r.Positions, r.SpecPositions, 1))
 	}
 	buffers += logitRows * int64(c.VocabSize) * 4
 	globals := s.GlobalBytes
@@ -66,5 +81,6 @@ func ForModel(c *config.Config, layers int, s Sizes, r Run) Inputs {
 	return Inputs{LayerBytes: s.LayerBytes, GlobalBytes: globals, ExpertBytes: slot, TopK: c.TopK,
 		MaxExperts: c.Experts * max(0, layers-c.FirstKDense),
 		Streaming:  r.Streaming, TrunkBudget: r.TrunkBudget, Ring: r.Ring, CacheBudget: r.CacheBudget,
-		StateBytes: 2 * state, KVPerPos: kvPerPos, Positions: r.Positions, BufferBytes: buffers, BaselineRSS: r.BaselineRSS}
+		StateBytes: 2 * state, KVPerPos: kvPerPos, Positions: r.Positions, BufferBytes: buffers, BaselineRSS: r.BaselineRSS,
+		SpecPositions: r.SpecPositions, SpecRecordPerPos: record}
 }

@@ -25,15 +25,20 @@ type Inputs struct {
 	Positions   int   // context the run needs (prompt + generation)
 	BufferBytes int64 // activations, logits, scratch
 	BaselineRSS int64 // the process before any of this is allocated
+	// SpecPositions is the most positions a speculative verification pass
+	// feeds (the draft plus the token before it; 0: no speculation), and
+	// SpecRecordPerPos the rollback record one of them takes (see Plan.Spec).
+	SpecPositions    int
+	SpecRecordPerPos int64
 }
 
 // Plan is the decided memory layout.
 type Plan struct {
 	Pinned      []bool // per layer: held in RAM for the whole run
 	PinnedBytes int64
-	RingSlots   int
-	SlotBytes   int64 // size of one ring slot (largest streamed layer)
-	RingBytes   int64
+	RingSlots   int   // streamed layers in flight (the one computing and those read ahead)
+	SlotBytes   int64 // the largest streamed layer: the smallest ring
+	RingBytes   int64 // the ring the streamed layers are read into
 	CacheSlots  int
 	CacheBytes  int64
 	Globals     int64
@@ -41,8 +46,24 @@ type Plan struct {
 	KV          int64
 	Buffers     int64
 	Baseline    int64
-	Total       int64
-	Notes       []string
+	// Spec is the rollback record of speculative decoding. A verification
+	// pass feeds a drafted token run through every layer; the drafts after
+	// the first rejected one must then be undone. The MLA latent cache is
+	// cut back. A KDA layer's recurrent state cannot be cut back, and a
+	// copy of it per position would take the whole KDA state (0.46 GB at
+	// the released size) per drafted token, so instead each layer records,
+	// per position of the pass, what its recurrence consumed: the raw q, k,
+	// v (the short convolutions' history) and the normalised k, v, the
+	// decay and beta, 6*heads*head_dim + heads floats. Rewinding restores
+	// the state from before the pass (the copy a cancellable forward keeps
+	// anyway, counted in State) and replays the kept positions' delta-rule
+	// updates: compute only, no weight read, bit for bit the state of
+	// feeding those positions alone. At the released size (69 KDA layers
+	// of 96 heads of 128) that is 20.4 MB per position, 183 MB for a
+	// 9-position pass (8 drafts).
+	Spec  int64
+	Total int64
+	Notes []string
 }
 
 // Make decides what to pin and how many slots to use. Layers are pinned
@@ -51,8 +72,13 @@ type Plan struct {
 // below the minimum working set (one ring slot; top-k+1 expert slots) run
 // at that minimum, with a note.
 func Make(in Inputs) *Plan {
+	kvPositions := in.Positions
+	if in.Positions > 0 && in.SpecPositions > 1 {
+		kvPositions += in.SpecPositions - 1 // a pass's drafts sit in the cache until they are verified
+	}
 	p := &Plan{Pinned: make([]bool, len(in.LayerBytes)), Globals: in.GlobalBytes, State: in.StateBytes,
-		KV: in.KVPerPos * int64(in.Positions), Buffers: in.BufferBytes, Baseline: in.BaselineRSS}
+		KV: in.KVPerPos * int64(kvPositions), Buffers: in.BufferBytes, Baseline: in.BaselineRSS,
+		Spec: int64(in.SpecPositions) * in.SpecRecordPerPos}
 	var all int64
 	for _, b := range in.LayerBytes {
 		all += b
@@ -84,20 +110,34 @@ func Make(in Inputs) *Plan {
 			p.Pinned[order[k]] = true
 			k++
 		}
-		slot := in.LayerBytes[order[k]]
-		p.SlotBytes = slot
-		p.RingSlots = ring
-		if p.PinnedBytes+int64(ring)*slot > in.TrunkBudget {
-			for p.RingSlots > 1 && p.PinnedBytes+int64(p.RingSlots)*slot > in.TrunkBudget {
-				p.RingSlots--
-			}
-			if p.PinnedBytes+int64(p.RingSlots)*slot > in.TrunkBudget {
-				p.Notes = append(p.Notes, fmt.Sprintf("trunk budget %s is below one ring slot (%s): running at the minimum", units.Bytes(in.TrunkBudget), units.Bytes(slot)))
-			} else if p.RingSlots < ring {
-				p.Notes = append(p.Notes, fmt.Sprintf("trunk budget holds %d ring slot(s), not %d", p.RingSlots, ring))
+		// the ring is one buffer the streamed layers are read into one
+		// after another, each where the last one ended: it takes what the
+		// budget leaves, between one largest layer and `ring` of them, and
+		// holds as many layers in flight as fit (at most ring). So a
+		// budget that cannot hold two of the largest layer (the dense
+		// layer 0 is twice a typical one) still reads the next typical
+		// layer while one computes.
+		var streamed []int64
+		for i, b := range in.LayerBytes {
+			if !p.Pinned[i] {
+				streamed = append(streamed, b)
 			}
 		}
-		p.RingBytes = int64(p.RingSlots) * p.SlotBytes
+		slot := in.LayerBytes[order[k]]
+		p.SlotBytes = slot
+		p.RingBytes = min(int64(ring)*slot, max(in.TrunkBudget-p.PinnedBytes, slot))
+		var fitting int
+		p.RingSlots, fitting = ringSlots(streamed, p.RingBytes, ring)
+		switch {
+		case in.TrunkBudget-p.PinnedBytes < slot:
+			p.Notes = append(p.Notes, fmt.Sprintf("trunk budget %s is below one ring slot (%s): running at the minimum", units.Bytes(in.TrunkBudget), units.Bytes(slot)))
+		case p.RingSlots < ring:
+			p.Notes = append(p.Notes, fmt.Sprintf("trunk budget holds %d layer(s) in flight, not %d", p.RingSlots, ring))
+		}
+		if fitting < len(streamed) {
+			p.Notes = append(p.Notes, fmt.Sprintf("the %s trunk ring holds %d layers in flight at %d of the %d streamed layers, fewer at the others (the largest is %s)",
+				units.Bytes(p.RingBytes), p.RingSlots, fitting, len(streamed), units.Bytes(slot)))
+		}
 	}
 	if in.ExpertBytes > 0 {
 		p.CacheSlots = int(in.CacheBudget / in.ExpertBytes)
@@ -110,13 +150,37 @@ func Make(in Inputs) *Plan {
 		}
 		p.CacheBytes = int64(p.CacheSlots) * in.ExpertBytes
 	}
-	p.Total = p.Baseline + p.PinnedBytes + p.RingBytes + p.CacheBytes + p.Globals + p.State + p.KV + p.Buffers
+	p.Total = p.Baseline + p.PinnedBytes + p.RingBytes + p.CacheBytes + p.Globals + p.State + p.KV + p.Buffers + p.Spec
 	return p
 }
 
 // fits is the one test of a plan's total against memory: at most 95% of
 // the usable memory.
 func fits(total int64, mem Memory) bool { return float64(total) <= 0.95*float64(mem.Usable()) }
+
+// ringSlots is the most streamed layers a ring of ringBytes holds in
+// flight (at most ring, at least 1), counting each layer with the ones
+// after it in decode order, and for how many of the streamed layers that
+// many fit.
+func ringSlots(streamed []int64, ringBytes int64, ring int) (slots, fitting int) {
+	n := len(streamed)
+	for slots = ring; slots > 1; slots-- {
+		fitting = 0
+		for i := range streamed {
+			var sum int64
+			for j := 0; j < slots; j++ {
+				sum += streamed[(i+j)%n]
+			}
+			if sum <= ringBytes {
+				fitting++
+			}
+		}
+		if fitting > 0 {
+			return slots, fitting
+		}
+	}
+	return 1, n
+}
 
 // Check refuses a plan that needs more than 95% of the usable memory.
 func (p *Plan) Check(mem Memory) error {
@@ -143,13 +207,16 @@ func (p *Plan) String() string {
 	fmt.Fprintf(&b, "memory plan:\n")
 	fmt.Fprintf(&b, "  trunk pinned   %10s  (%d of %d layers)\n", units.Bytes(p.PinnedBytes), pinned, len(p.Pinned))
 	if p.RingSlots > 0 {
-		fmt.Fprintf(&b, "  trunk ring     %10s  (%d slot(s) of %s)\n", units.Bytes(p.RingBytes), p.RingSlots, units.Bytes(p.SlotBytes))
+		fmt.Fprintf(&b, "  trunk ring     %10s  (%d layer(s) in flight; largest %s)\n", units.Bytes(p.RingBytes), p.RingSlots, units.Bytes(p.SlotBytes))
 	}
 	fmt.Fprintf(&b, "  model tables   %10s  (embeddings, lm_head, final norms)\n", units.Bytes(p.Globals))
 	fmt.Fprintf(&b, "  expert cache   %10s  (%d slots)\n", units.Bytes(p.CacheBytes), p.CacheSlots)
 	fmt.Fprintf(&b, "  KDA state      %10s\n", units.Bytes(p.State))
 	fmt.Fprintf(&b, "  MLA KV cache   %10s\n", units.Bytes(p.KV))
 	fmt.Fprintf(&b, "  buffers        %10s\n", units.Bytes(p.Buffers))
+	if p.Spec > 0 {
+		fmt.Fprintf(&b, "  spec rollback  %10s  (recurrence inputs of a verification pass)\n", units.Bytes(p.Spec))
+	}
 	fmt.Fprintf(&b, "  process base   %10s\n", units.Bytes(p.Baseline))
 	fmt.Fprintf(&b, "  total          %10s\n", units.Bytes(p.Total))
 	for _, n := range p.Notes {

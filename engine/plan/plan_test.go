@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -35,8 +36,52 @@ func TestMakePinsLargestFirst(t *testing.T) {
 	}
 	in.TrunkBudget, in.CacheBudget = 10, 1 // below the minimum working set
 	p = Make(in)
-	if p.RingSlots != 1 || p.CacheSlots != 4 || len(p.Notes) != 2 || !strings.Contains(p.String(), "running at the minimum") {
+	// one largest layer of ring, which holds two of the others at a time
+	if p.RingBytes != 500 || p.RingSlots != 2 || p.CacheSlots != 4 || len(p.Notes) != 3 || !strings.Contains(p.String(), "running at the minimum") {
 		t.Fatalf("minimum plan %+v\n%s", p, p)
+	}
+	in.Ring = 1
+	if p = Make(in); p.RingBytes != 500 || p.RingSlots != 1 {
+		t.Fatalf("ring 1 plan %+v\n%s", p, p)
+	}
+}
+
+// k3Layers are the released checkpoint's trunk layer sizes: layer 0 is KDA
+// + the dense MLP, MLA + MoE every fourth layer from 3 and the last one,
+// KDA + MoE the rest (108.79 GB in all).
+func k3Layers() []int64 {
+	b := make([]int64, 93)
+	for i := range b {
+		switch {
+		case i == 0:
+			b[i] = 2_340_918_144
+		case i%4 == 3 || i == 92:
+			b[i] = 844_335_616
+		default:
+			b[i] = 1_267_449_216
+		}
+	}
+	return b
+}
+
+// TestRingAtTheFloor: at the laptop preset (the 8 GB floor) the ring cannot
+// hold two of the 2.34 GB dense layer, but it takes the whole 3 GB budget
+// and so still reads the next layer while one computes, everywhere but
+// next to layer 0.
+func TestRingAtTheFloor(t *testing.T) {
+	for _, c := range []struct {
+		preset  string
+		slots   int
+		fitting int
+	}{{"laptop", 2, 91}, {"ultra", 2, 46}} {
+		pr, _ := Lookup(c.preset)
+		p := Make(Inputs{LayerBytes: k3Layers(), Streaming: true, TrunkBudget: int64(pr.TrunkGB * GB), Ring: 2})
+		if p.PinnedBytes != 0 || p.SlotBytes != 2_340_918_144 || p.RingBytes != int64(pr.TrunkGB*GB) || p.RingSlots != c.slots {
+			t.Fatalf("%s: plan %+v", c.preset, p)
+		}
+		if want := fmt.Sprintf("holds 2 layers in flight at %d of the 93 streamed layers", c.fitting); !strings.Contains(p.String(), want) {
+			t.Fatalf("%s: the plan does not say %q:\n%s", c.preset, want, p)
+		}
 	}
 }
 

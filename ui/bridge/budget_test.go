@@ -29,7 +29,7 @@ func TestSettingsBudgetPresets(t *testing.T) {
 	assert.False(t, Settings{Preset: "ultra"}.Budget(nil).Ultra)
 	assert.False(t, Settings{Preset: "laptop", TrunkDir: "/t"}.Budget(nil).Ultra)
 
-	for _, gb := range []float64{5, 12, 40, 150, 300} {
+	for _, gb := range []float64{5.5, 12, 40, 150, 300} {
 		mem := &plan.Memory{TotalBytes: int64(2 * gb * 1e9), AvailableBytes: int64(gb * 1e9)}
 		want, ok := doctor.Choose(*mem, doctor.Speeds{TrunkDiskGBps: 1, ExpertDiskGBps: 1, BF16GBps: 1, MXFP4GBps: 1})
 		assert.True(t, ok)

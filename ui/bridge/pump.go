@@ -32,9 +32,11 @@ type Gauges struct {
 	FirstStep    float64 // the first token's step (it includes reading the prompt)
 	LastToken    float64 // last step
 	TTFT         float64 // seconds from send to the first token (0: none yet)
-	Tokens       int
-	Speed        []Point // s/token per generated token
-	Memory       []Point // RSS samples
+	// speculative decoding this turn: draft tokens verified and accepted
+	Drafted, Accepted int64
+	Tokens            int
+	Speed             []Point // s/token per generated token
+	Memory            []Point // RSS samples
 }
 
 // Point is one sample of a history plot; a zero Point (no time) is a gap.
@@ -65,6 +67,7 @@ func (m *Meter) StartTurn(t time.Time) {
 	m.haveBase = false
 	m.g.TTFT, m.g.Tokens, m.tokSum, m.g.SecPerToken, m.g.LastToken, m.g.FirstStep = 0, 0, 0, 0, 0, 0
 	m.g.IOShare, m.g.HitRate, m.g.HitKnown = 0, 0, false
+	m.g.Drafted, m.g.Accepted = 0, 0
 }
 
 // Stats applies a statistics snapshot taken at t.
@@ -95,6 +98,7 @@ func (m *Meter) Stats(t time.Time, s engine.Stats) {
 		if d.Expert.Requests > 0 {
 			m.g.HitRate, m.g.HitKnown = float64(d.Expert.Hits)/float64(d.Expert.Requests), true
 		}
+		m.g.Drafted, m.g.Accepted = d.SpecDrafted, d.SpecAccepted
 	}
 }
 

@@ -22,7 +22,7 @@ func TestMeterValues(t *testing.T) {
 	m.Token(t0.Add(1500*time.Millisecond), 2)
 	m.Token(t0.Add(2500*time.Millisecond), 1)
 	m.Stats(t0.Add(1100*time.Millisecond), engine.Stats{RSSBytes: 6e9, TrunkBytesRead: 4e9,
-		TrunkWaitSeconds: 0.25, Expert: s1.Expert})
+		TrunkWaitSeconds: 0.25, Expert: s1.Expert, SpecDrafted: 9, SpecAccepted: 4})
 	g := m.Gauges()
 	if g.RSS != 6e9 || g.PeakRSS != 7e9 || g.Budget != 8e9 || g.Available != 16e9 {
 		t.Errorf("memory %+v", g)
@@ -35,6 +35,9 @@ func TestMeterValues(t *testing.T) {
 	}
 	if want := 0.5 / 1.1; g.IOShare < want-1e-9 || g.IOShare > want+1e-9 {
 		t.Errorf("I/O share %v want %v", g.IOShare, want)
+	}
+	if g.Drafted != 9 || g.Accepted != 4 {
+		t.Errorf("drafts %+v", g)
 	}
 	if g.TTFT != 1.5 || g.Tokens != 2 || g.SecPerToken != 1.5 || g.LastToken != 1 || len(g.Speed) != 2 || len(g.Memory) != 3 {
 		t.Errorf("speed %+v", g)

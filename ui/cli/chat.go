@@ -42,7 +42,7 @@ func cmdChat(args []string, stdout, stderr io.Writer) int {
 	temp := fs.Float64("temperature", 0, "sampling temperature (0: greedy)")
 	topP := fs.Float64("top-p", 0, "nucleus sampling threshold (0: off)")
 	topK := fs.Int("top-k", 0, "sample among the K most likely tokens (0: all)")
-	seed := fs.Uint64("seed", 0, "sampling seed (each turn draws from its own PCG32 stream)")
+	seed := fs.Uint64("seed", 0, "sampling seed (each turn, and each position in it, draws from its own PCG32 stream)")
 	greedy := fs.Bool("greedy", false, "always pick the most likely token")
 	noThink := fs.Bool("no-think", false, "thinking off: answer directly")
 	effort := fs.String("thinking-effort", "max", "low, high or max")
@@ -102,7 +102,7 @@ func cmdChat(args []string, stdout, stderr io.Writer) int {
 	defer e.Close()
 	s := chat.NewSession(e, tok)
 	s.History, s.HistoryPath = hist, *history
-	opt := chat.Options{System: *system, NoThink: *noThink, Effort: *effort, MaxTokens: *gen,
+	opt := chat.Options{System: *system, NoThink: *noThink, Effort: *effort, MaxTokens: *gen, Spec: mf.spec,
 		Sampling: engine.Sampling{Greedy: *greedy, Temperature: *temp, TopP: *topP, TopK: *topK, Seed: *seed}}
 	if len(hist) > 0 {
 		fmt.Fprintf(stdout, "history: %d messages from %s\n", len(hist), *history)

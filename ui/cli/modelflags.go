@@ -30,6 +30,9 @@ type modelFlags struct {
 	preset   *string
 	ultra    *bool
 	policy   *string
+	specFlag *string
+	// spec is --spec, parsed by resolve
+	spec engine.Spec
 }
 
 func addModelFlags(fs *flag.FlagSet, cmd string) *modelFlags {
@@ -46,6 +49,7 @@ func addModelFlags(fs *flag.FlagSet, cmd string) *modelFlags {
 		preset:   fs.String("preset", "", "memory preset: "+strings.Join(plan.Names(), ", ")+" (see k3 presets)"),
 		policy:   fs.String("cache-policy", expertcache.Default, "expert cache replacement: "+orList(expertcache.Names())+" (k3 sim-cache compares them)"),
 		ultra:    fs.Bool("ultra-low-memory", false, "read embedding rows and lm_head from the packed trunk as needed (needs --trunk)"),
+		specFlag: fs.String("spec", "auto", "speculative decoding: auto (draft when it pays), off (or 0), or N draft tokens per pass; the output is the same"),
 	}
 }
 
@@ -113,6 +117,12 @@ func (f *modelFlags) resolve(fs *flag.FlagSet, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "k3 %s: --layers %d must be 0 (all) or more\n", f.cmd, *f.layers)
 		return ExitUsage
 	}
+	sp, err := engine.ParseSpec(*f.specFlag)
+	if err != nil {
+		fmt.Fprintf(stderr, "k3 %s: --spec: %v\n", f.cmd, err)
+		return ExitUsage
+	}
+	f.spec = sp
 	return -1
 }
 
@@ -123,9 +133,16 @@ const maxBudgetGB = 9e9
 // options are the engine options the flags give, for a run that needs
 // `positions` of context (and the logits of every position with allLogits).
 func (f *modelFlags) options(positions int, allLogits bool) engine.Options {
-	return engine.Options{Config: *f.cfgPath, Layers: *f.layers, TrunkDir: *f.trunkDir,
+	o := engine.Options{Config: *f.cfgPath, Layers: *f.layers, TrunkDir: *f.trunkDir,
 		Budget:      engine.Budget{TrunkBytes: int64(*f.trunkGB * 1e9), Ring: *f.ring, CacheBytes: int64(*f.cacheGB * 1e9), Ultra: *f.ultra},
 		CachePolicy: *f.policy, Chunk: *f.chunk, Positions: positions, AllLogits: allLogits}
+	switch {
+	case f.spec == engine.SpecOff:
+		o.MaxDraft = -1 // no rollback record to plan for
+	case int(f.spec) > engine.DefaultMaxDraft:
+		o.MaxDraft = int(f.spec)
+	}
+	return o
 }
 
 // open checks the plan against the available memory, opens the model and

@@ -48,6 +48,11 @@ type runReport struct {
 	ExpertRequests  int64     `json:"expert_requests"`
 	ExpertHits      int64     `json:"expert_hits"`
 	ExpertEvictions int64     `json:"expert_evictions"`
+	// speculative decoding: draft tokens verified and accepted, and the
+	// forwards through the layers (prefill chunks included)
+	SpecDrafted   int64 `json:"spec_drafted"`
+	SpecAccepted  int64 `json:"spec_accepted"`
+	ForwardPasses int64 `json:"forward_passes"`
 }
 
 // runConfig is a parsed `k3 run` command line.
@@ -298,8 +303,9 @@ func (c *runConfig) execute(ctx context.Context, e *engine.Engine, st *engine.St
 		c.soFar.prior = slices.Clone(st.IDs)
 		c.soFar.Unlock()
 	}
+	var first engine.Stats // at the first token: what decoding read comes after
 	res.gen, res.err = e.Generate(ctx, st, c.ids, engine.GenOptions{MaxTokens: c.gen, StopIDs: c.stops,
-		Recompute: c.recompute, Complete: c.saveState != "",
+		Recompute: c.recompute, Complete: c.saveState != "", Spec: c.mf.spec,
 		OnEvent: func(ev engine.Event) {
 			switch ev.Kind {
 			case engine.EventPrefill:
@@ -313,6 +319,9 @@ func (c *runConfig) execute(ctx context.Context, e *engine.Engine, st *engine.St
 					fmt.Fprintf(stdout, "%-6s %-10s %-10s %-10s %-10s %s\n", "STEP", "TOKEN", "SECONDS", "CACHE HIT", "READ GB", "TOK/S")
 					fmt.Fprintln(stdout, strings.Repeat("-", 62))
 					header = true
+				}
+				if ev.Step == 0 {
+					first = ev.Stats
 				}
 				d := ev.Stats.Sub(last)
 				last = ev.Stats
@@ -336,6 +345,18 @@ func (c *runConfig) execute(ctx context.Context, e *engine.Engine, st *engine.St
 		fmt.Fprintf(stdout, "prefill only: %d positions in the state, 0 tokens generated\n", g.State.Pos)
 	}
 	fmt.Fprintf(stdout, "%d tokens in %.2f s, %.3f s/token\n", len(g.Generated), sum(g.StepSeconds), g.SecondsPerToken())
+	if n := len(g.Generated); n > 0 {
+		d := g.Stats
+		line := fmt.Sprintf("speculation %s: %d drafted, %d accepted", c.mf.spec, d.SpecDrafted, d.SpecAccepted)
+		if d.SpecDrafted > 0 {
+			line += fmt.Sprintf(" (%.0f%%)", 100*float64(d.SpecAccepted)/float64(d.SpecDrafted))
+		}
+		line += fmt.Sprintf(", %.2f accepted per pass, %.2f passes per token", g.AcceptedPerPass(), g.PassesPerToken())
+		if n > 1 {
+			line += fmt.Sprintf(", %s read per token after the first", units.Bytes(last.Sub(first).BytesRead()/int64(n-1)))
+		}
+		fmt.Fprintln(stdout, line)
+	}
 	if c.tok != nil {
 		fmt.Fprintf(stdout, "\n--- generated text ---\n%s\n----------------------\n", c.tok.Decode(g.Generated))
 	}
@@ -415,7 +436,7 @@ func (c *runConfig) report(res *runResult, stdout, stderr io.Writer) int {
 	rep := runReport{PromptIDs: c.ids, Layers: m.Bound, LayersInModel: m.Cfg.Layers, GeneratedIDs: []int{}, PlanBytes: m.Plan.Total,
 		PeakRSSBytes: machine.PeakRSS(), TrunkBytesRead: m.BoundBytes + total.TrunkBytesRead, ExpertBytesRead: es.BytesRead,
 		ExpertDrops: es.Failures, ExpertRequests: es.Requests, ExpertHits: es.Hits, ExpertEvictions: es.Evictions,
-		IOShare: total.IOShare(res.wall)}
+		IOShare: total.IOShare(res.wall), SpecDrafted: total.SpecDrafted, SpecAccepted: total.SpecAccepted, ForwardPasses: total.ForwardPasses}
 	if g := res.gen; g != nil {
 		rep.GeneratedIDs = append(rep.GeneratedIDs, g.Generated...)
 		rep.FullIDs = g.FullIDs()

@@ -111,6 +111,7 @@ func TestRunErrors(t *testing.T) {
 		{"out not writable", []string{"run", tinyRelease, "--ids", "1", "--out", filepath.Join(dir, "no/such/dir/x.json")}, ExitOutput, "cannot write"},
 		{"missing dir", []string{"run", filepath.Join(dir, "nothing"), "--ids", "1"}, ExitUsage, "no such file"},
 		{"unknown flag", []string{"run", tinyRelease, "--idz", "1"}, ExitUsage, "idz"},
+		{"bad spec", []string{"run", tinyRelease, "--ids", "1", "--spec", "many"}, ExitUsage, "--spec: speculation \"many\" is not auto"},
 	}
 	for _, c := range cases {
 		code, _, stderr := runK3(c.args...)
@@ -118,6 +119,35 @@ func TestRunErrors(t *testing.T) {
 			t.Errorf("%s: exit %d (want %d), stderr %q (want %q)", c.name, code, c.code, stderr, c.msg)
 		}
 	}
+}
+
+// TestRunSpec: --spec changes how many forwards decoding takes, never the
+// ids; the report and --out say what was drafted and accepted.
+func TestRunSpec(t *testing.T) {
+	p := readExpect(t).Prompts[0]
+	out := filepath.Join(t.TempDir(), "run.json")
+	reports := map[string]runReport{}
+	for _, spec := range []string{"off", "auto", "6"} {
+		code, stdout, stderr := runK3("run", tinyRelease, "--ids", idsArg(p.PromptIDs), "--gen", "30", "--spec", spec, "--out", out, "--threads", "2")
+		require.Equal(t, ExitOK, code, "%s\n%s", stdout, stderr)
+		assert.Contains(t, stdout, "speculation "+spec+": ")
+		var rep runReport
+		raw, err := os.ReadFile(out)
+		require.NoError(t, err)
+		require.NoError(t, json.Unmarshal(raw, &rep))
+		require.Contains(t, string(raw), `"forward_passes":`)
+		reports[spec] = rep
+	}
+	off, auto, forced := reports["off"], reports["auto"], reports["6"]
+	assert.Equal(t, off.GeneratedIDs, auto.GeneratedIDs)
+	assert.Equal(t, off.GeneratedIDs, forced.GeneratedIDs)
+	// one prefill chunk, then one forward per token but the first
+	assert.Equal(t, runReport{ForwardPasses: 30}, runReport{SpecDrafted: off.SpecDrafted, SpecAccepted: off.SpecAccepted, ForwardPasses: off.ForwardPasses})
+	// resident and compute-bound: auto does not draft
+	assert.Equal(t, int64(0), auto.SpecDrafted)
+	assert.Greater(t, forced.SpecDrafted, int64(0))
+	assert.LessOrEqual(t, forced.SpecAccepted, forced.SpecDrafted)
+	assert.Equal(t, 30-forced.SpecAccepted, forced.ForwardPasses)
 }
 
 // TestRunMissingTensor: a checkpoint lacking a tensor is refused with its name (exit 1).

@@ -111,7 +111,11 @@ func (v *gaugesView) Set(g bridge.Gauges) {
 	if g.TTFT > 0 {
 		ttft = fmt.Sprintf("%.2f s", g.TTFT)
 	}
-	v.Speed.SetText("speed " + speed + "\nfirst token after " + ttft)
+	text := "speed " + speed + "\nfirst token after " + ttft
+	if g.Drafted > 0 {
+		text += fmt.Sprintf("\ndrafted tokens accepted: %d of %d", g.Accepted, g.Drafted)
+	}
+	v.Speed.SetText(text)
 	now := time.Now()
 	v.SpeedPlot.SetPoints(g.Speed, now)
 	v.MemPlot.SetPoints(g.Memory, now)

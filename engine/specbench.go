@@ -1,0 +1,275 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"k3/storage/direct"
+)
+
+// PassCosts model a decode pass of T positions on one machine at one
+// budget: the streamed trunk and tables are read once per pass, each
+// position's expert misses once per position, and reads overlap compute
+// as well as measured.
+type PassCosts struct {
+	TrunkBytes  float64   // streamed trunk and table bytes per pass
+	ExpertBytes float64   // expert bytes read per position
+	DiskBps     float64   // read speed, bytes per second
+	Compute     []float64 // compute seconds of a pass of T positions at index T (index 0 unused)
+	Overlap     float64   // measured overlap efficiency, max(read, compute) / wall (0: perfect)
+}
+
+// Bytes read by a pass of T positions.
+func (c PassCosts) Bytes(T int) float64 { return c.TrunkBytes + float64(T)*c.ExpertBytes }
+
+// Seconds of a pass of T positions: max(read, compute) over the overlap
+// efficiency.
+func (c PassCosts) Seconds(T int) float64 {
+	comp := c.Compute[min(T, len(c.Compute)-1)]
+	s := math.Max(c.Bytes(T)/c.DiskBps, comp)
+	if c.Overlap > 0 {
+		s /= c.Overlap
+	}
+	return s
+}
+
+// SpecSim is speculative decoding simulated over a known continuation.
+type SpecSim struct {
+	Tokens   int // generated tokens (the first comes from the prompt's pass)
+	Passes   int // decode passes after the prompt
+	Drafted  int
+	Accepted int
+	Bytes    float64 // read by the decode passes
+	Seconds  float64 // the decode passes' modelled time
+	Lengths  []int   // passes by draft length
+}
+
+// SecondsPerToken and BytesPerToken are per token after the first.
+func (s SpecSim) SecondsPerToken() float64 { return s.Seconds / float64(max(s.Tokens-1, 1)) }
+
+// BytesPerToken is the bytes read per token after the first.
+func (s SpecSim) BytesPerToken() float64 { return s.Bytes / float64(max(s.Tokens-1, 1)) }
+
+// AcceptedPerPass is the mean accepted drafts per decode pass.
+func (s SpecSim) AcceptedPerPass() float64 { return float64(s.Accepted) / float64(max(s.Passes, 1)) }
+
+// SimulateSpec runs the decode loop's drafting over ids as if the model
+// chose exactly ids[start:] (greedy decoding of a model whose reply is that
+// text): every pass drafts from the tokens so far with the engine's drafter,
+// accepts the drafts that equal the next ids, and costs what costs say.
+// mode is SpecOff, a forced length, or SpecAuto (the engine's controller,
+// with costs as its cost model and the acceptance measured as it goes).
+func SimulateSpec(ids []int, start int, mode Spec, maxDraft int, costs PassCosts) SpecSim {
+	sim := SpecSim{Tokens: len(ids) - start, Lengths: make([]int, maxDraft+1)}
+	var ctl *specControl
+	if mode != SpecOff {
+		ctl = newSpecControl(maxDraft, costs.Seconds)
+		if mode > 0 {
+			ctl.max, ctl.forced = min(maxDraft, int(mode)), true
+		}
+	}
+	for pos := start; pos < len(ids)-1; {
+		ctl.observeToken(ids[pos])
+		draft := ctl.draft(ids[:pos+1], len(ids)-1-pos)
+		acc := 0
+		for acc < len(draft) && draft[acc] == ids[pos+1+acc] {
+			acc++
+		}
+		T := len(draft) + 1
+		sim.Passes++
+		sim.Lengths[len(draft)]++
+		sim.Drafted += len(draft)
+		sim.Accepted += acc
+		sim.Bytes += costs.Bytes(T)
+		sim.Seconds += costs.Seconds(T)
+		if len(draft) > 0 {
+			ctl.observe(len(draft), acc)
+		}
+		for i := 1; i <= acc; i++ {
+			ctl.observeToken(ids[pos+i])
+		}
+		pos += acc + 1
+	}
+	return sim
+}
+
+// PassTiming is what decode passes of T positions compute, measured on a
+// checkpoint resident in memory with every expert cached.
+type PassTiming struct {
+	T int
+	// Layers is the seconds of one layer of each kind ("kda+dense",
+	// "kda+moe", "mla+moe"), routed experts excluded.
+	Layers map[string]float64
+	// ExpertRow is one routed expert applied to one position (from the
+	// one-position pass, where no two positions share an expert).
+	ExpertRow float64
+	// Rest is the rest of the pass: embedding, output mixing, lm_head.
+	Rest float64
+}
+
+// blockKind names layer i's blocks.
+func blockKind(m *Model, i int) string {
+	a := "kda"
+	if m.Cfg.IsMLA(i) {
+		a = "mla"
+	}
+	if m.Cfg.IsDense(i) {
+		return a + "+dense"
+	}
+	return a + "+moe"
+}
+
+// MeasurePasses times verification-shaped passes (all logits) of 1..maxT
+// positions after a prompt of `prompt` positions, each the fastest of reps,
+// on the checkpoint at dir held resident with every expert cached.
+func MeasurePasses(ctx context.Context, dir string, threads, maxT, prompt, reps int, logf func(string, ...any)) ([]PassTiming, error) {
+	m, err := Open(dir, Options{Budget: Budget{CacheBytes: 1 << 50}, Chunk: 64, Positions: prompt + maxT})
+	if err != nil {
+		return nil, err
+	}
+	defer m.Close()
+	e := m.NewEngine(threads)
+	defer e.Close()
+	V := m.Cfg.VocabSize
+	ids := make([]int, prompt+maxT)
+	for i := range ids {
+		ids[i] = (1000 + 37*i) % V
+	}
+	s := m.NewState()
+	for i := 0; i < 2; i++ { // the second prefill finds every expert it uses cached
+		s = m.NewState()
+		if _, err := e.Feed(ctx, s, ids[:prompt], false); err != nil {
+			return nil, err
+		}
+	}
+	var out []PassTiming
+	for T := 1; T <= maxT; T++ {
+		best := PassTiming{T: T, Rest: math.Inf(1), ExpertRow: math.Inf(1)}
+		for r := 0; r < reps; r++ {
+			e.LayerSeconds, e.ExpertSeconds = make([]float64, m.Bound), make([]float64, m.Bound)
+			t0 := time.Now()
+			if _, err := e.verify(ctx, s, ids[prompt:prompt+T]); err != nil {
+				return nil, err
+			}
+			wall := time.Since(t0).Seconds()
+			e.rewind(s, 0)
+			layers := map[string]float64{}
+			var inLayers, experts float64
+			rows := 0
+			for i := 0; i < m.Bound; i++ {
+				k := blockKind(m, i)
+				layers[k] = e.LayerSeconds[i] - e.ExpertSeconds[i]
+				inLayers += e.LayerSeconds[i]
+				if !m.Cfg.IsDense(i) {
+					experts += e.ExpertSeconds[i]
+					rows += T * m.Cfg.TopK
+				}
+			}
+			if best.Layers == nil {
+				best.Layers = layers
+			}
+			for k, v := range layers {
+				best.Layers[k] = min(best.Layers[k], v)
+			}
+			best.Rest = min(best.Rest, wall-inLayers)
+			if rows > 0 {
+				best.ExpertRow = min(best.ExpertRow, experts/float64(rows))
+			}
+		}
+		if math.IsInf(best.ExpertRow, 1) {
+			best.ExpertRow = 0
+		}
+		logf("pass of %d position(s): %v, expert row %.3f ms, rest %.3f s", T, best.Layers, 1e3*best.ExpertRow, best.Rest)
+		out = append(out, best)
+	}
+	e.LayerSeconds, e.ExpertSeconds = nil, nil
+	return out, nil
+}
+
+// DiskReadGBps measures the O_DIRECT read speed of files (64 MiB requests,
+// two at a time, into huge pages), reading at most limit bytes.
+func DiskReadGBps(files []string, limit int64) (float64, error) {
+	const req = 64 << 20
+	type piece struct {
+		f   *direct.File
+		off int64
+		n   int64
+	}
+	var pieces []piece
+	var total int64
+	for _, p := range files {
+		f, err := direct.Open(p)
+		if err != nil {
+			return 0, err
+		}
+		defer f.Close()
+		f.DropCache()
+		size, err := f.Size()
+		if err != nil {
+			return 0, err
+		}
+		for off := int64(0); off+direct.Align <= size && total < limit; off += req {
+			n := min(int64(req), direct.AlignDown(size-off))
+			pieces = append(pieces, piece{f, off, n})
+			total += n
+		}
+	}
+	if total == 0 {
+		return 0, fmt.Errorf("nothing to read in %v", files)
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	t0 := time.Now()
+	for w := range errs {
+		buf, err := direct.AllocHuge(req)
+		if err != nil {
+			return 0, err
+		}
+		defer buf.Free()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := int(next.Add(1) - 1); i < len(pieces) && errs[w] == nil; i = int(next.Add(1) - 1) {
+				p := pieces[i]
+				_, errs[w] = p.f.ReadAt(buf.Bytes()[:p.n], p.off)
+			}
+		}()
+	}
+	wg.Wait()
+	sec := time.Since(t0).Seconds()
+	for _, err := range errs {
+		if err != nil {
+			return 0, err
+		}
+	}
+	return float64(total) / sec / 1e9, nil
+}
+
+// ComputeAt projects the compute seconds of a pass of T positions of a
+// model with layers[kind] layers of each kind from measured passes: each
+// layer kind at its measured T, each position's top-k routed experts in
+// every MoE layer as separate rows (no two positions share an expert, as
+// is nearly so among 896), and the rest of the pass.
+func ComputeAt(timings []PassTiming, layers map[string]int, moeLayers, topK int) []float64 {
+	out := []float64{0}
+	row := timings[0].ExpertRow
+	for _, t := range timings {
+		s := t.Rest + float64(t.T*moeLayers*topK)*row
+		kinds := make([]string, 0, len(layers))
+		for k := range layers {
+			kinds = append(kinds, k)
+		}
+		slices.Sort(kinds)
+		for _, k := range kinds {
+			s += float64(layers[k]) * t.Layers[k]
+		}
+		out = append(out, s)
+	}
+	return out
+}
