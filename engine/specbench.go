@@ -2,14 +2,9 @@ package engine
 
 import (
 	"context"
-	"fmt"
 	"math"
 	"slices"
-	"sync"
-	"sync/atomic"
 	"time"
-
-	"k3/storage/direct"
 )
 
 // PassCosts model a decode pass of T positions on one machine at one
@@ -189,66 +184,6 @@ func MeasurePasses(ctx context.Context, dir string, threads, maxT, prompt, reps 
 	}
 	e.LayerSeconds, e.ExpertSeconds = nil, nil
 	return out, nil
-}
-
-// DiskReadGBps measures the O_DIRECT read speed of files (64 MiB requests,
-// two at a time, into huge pages), reading at most limit bytes.
-func DiskReadGBps(files []string, limit int64) (float64, error) {
-	const req = 64 << 20
-	type piece struct {
-		f   *direct.File
-		off int64
-		n   int64
-	}
-	var pieces []piece
-	var total int64
-	for _, p := range files {
-		f, err := direct.Open(p)
-		if err != nil {
-			return 0, err
-		}
-		defer f.Close()
-		f.DropCache()
-		size, err := f.Size()
-		if err != nil {
-			return 0, err
-		}
-		for off := int64(0); off+direct.Align <= size && total < limit; off += req {
-			n := min(int64(req), direct.AlignDown(size-off))
-			pieces = append(pieces, piece{f, off, n})
-			total += n
-		}
-	}
-	if total == 0 {
-		return 0, fmt.Errorf("nothing to read in %v", files)
-	}
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	errs := make([]error, 2)
-	t0 := time.Now()
-	for w := range errs {
-		buf, err := direct.AllocHuge(req)
-		if err != nil {
-			return 0, err
-		}
-		defer buf.Free()
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := int(next.Add(1) - 1); i < len(pieces) && errs[w] == nil; i = int(next.Add(1) - 1) {
-				p := pieces[i]
-				_, errs[w] = p.f.ReadAt(buf.Bytes()[:p.n], p.off)
-			}
-		}()
-	}
-	wg.Wait()
-	sec := time.Since(t0).Seconds()
-	for _, err := range errs {
-		if err != nil {
-			return 0, err
-		}
-	}
-	return float64(total) / sec / 1e9, nil
 }
 
 // ComputeAt projects the compute seconds of a pass of T positions of a

@@ -220,12 +220,20 @@ func benchSpec(args []string, stdout, stderr io.Writer) int {
 		files = append(files, f.Path)
 	}
 	set0.Close()
-	disk, err := engine.DiskReadGBps(files, 2<<30)
+	// the disk's limit: the best of the raw reads k3 bench stream compares with
+	runs, err := measure.LimitRuns(ctx, files, 2<<30, "")
 	if err != nil {
 		fmt.Fprintf(stderr, "k3 bench spec: disk: %v\n", err)
 		return ExitRuntime
 	}
-	emit(specLine{Kind: "disk", GBps: disk, Note: "O_DIRECT, 64 MiB requests at queue depth 2"}, fmt.Sprintf("\ndisk: %.2f GB/s (O_DIRECT, 64 MiB requests at queue depth 2)", disk))
+	best := runs[0]
+	for _, r := range runs {
+		if r.GBps > best.GBps {
+			best = r
+		}
+	}
+	disk := best.GBps
+	emit(specLine{Kind: "disk", GBps: disk, Note: "O_DIRECT, " + best.String()}, fmt.Sprintf("\ndisk: %.2f GB/s (O_DIRECT, %s)", disk, best.String()))
 
 	logf("streamed decode (every layer from the packed trunk through a 3.7 GB ring, experts from disk): overlap of reads and compute")
 	ov, err := measureSpecOverlap(ctx, model, tr, *threads)
