@@ -85,7 +85,8 @@ type ModelInfo struct {
 	Layers      int   // bound layers
 	BudgetBytes int64 // the memory plan's total
 	Plan        string
-	Context     int // positions the plan reserves for a conversation
+	Context     int  // positions the plan reserves for a conversation
+	Remote      bool // the model runs on a server: this machine's memory and disk gauges do not apply
 }
 
 // Reply is a finished (or cut) turn: the assistant message and how much of

@@ -66,7 +66,7 @@ func (r *remoteChat) Open(ctx context.Context, on func(engine.Event)) (ModelInfo
 	if u, err := url.Parse(r.c.BaseURL); err == nil {
 		host = u.Host
 	}
-	r.info = ModelInfo{Name: id + " on " + host, Plan: "runs on the server at " + r.c.BaseURL + ": this machine's memory gauges do not apply"}
+	r.info = ModelInfo{Name: id + " on " + host, Remote: true, Plan: "runs on the server at " + r.c.BaseURL + ": this machine's memory gauges do not apply"}
 	phase(on, "ready")
 	return r.info, nil
 }

@@ -77,6 +77,25 @@ func TestChatOnAServer(t *testing.T) {
 		assert.Equal(t, "moonshotai/Kimi-K3 on "+strings.TrimPrefix(srv.URL, "http://"), v.Info.Name)
 		assert.Equal(t, 2, v.Gauges.G.Tokens, "one per text delta")
 		assert.Contains(t, v.Phase.Text, "done")
+		// this machine's memory and disk gauges do not apply to a server
+		assert.False(t, v.Gauges.Local.Visible(), "local gauges shown for a server")
+		assert.True(t, v.Gauges.Speed.Visible())
+	})
+}
+
+// TestWizardOffersAServer: the model step offers "Use a server instead…",
+// which opens the choice of where the model runs.
+func TestWizardOffersAServer(t *testing.T) {
+	u, _ := newTestUI(t, nil)
+	ui(u.Start)
+	ui(func() {
+		u.wizard.Go(1)
+		bt := u.wizard.Model.ServerBt
+		require.NotNil(t, bt)
+		assert.Equal(t, "Use a server instead…", bt.Text)
+		require.Nil(t, u.Win.Canvas().Overlays().Top())
+		test.Tap(bt)
+		require.NotNil(t, u.Win.Canvas().Overlays().Top(), "no dialog opened")
 	})
 }
 

@@ -18,6 +18,9 @@ import (
 // plots of the last few minutes.
 type gaugesView struct {
 	Root fyne.CanvasObject
+	// Local holds the gauges of this machine (memory, disk reads, the memory
+	// plot): hidden while the model runs on a server.
+	Local *fyne.Container
 
 	Model     *widget.Label
 	Demo      *widget.Label
@@ -32,6 +35,8 @@ type gaugesView struct {
 	MemPlot   *sparkline
 
 	G bridge.Gauges
+
+	memPlot *fyne.Container
 }
 
 // newGaugesView builds the panel.
@@ -61,12 +66,15 @@ func newGaugesView() *gaugesView {
 	v.SpeedPlot = newSparkline(theme.ColorNamePrimary, func(x float64) string { return trimFloat(x) + " s" })
 	v.MemPlot = newSparkline(theme.ColorNameSuccess, func(x float64) string { return units.Bytes(int64(x)) })
 	title := widget.NewLabelWithStyle("Engine", fyne.TextAlignLeading, fyne.TextStyle{Bold: true})
+	v.Local = container.NewVBox(widget.NewLabel("Memory"), v.Mem, v.MemText, v.OverPlan,
+		widget.NewLabel("Disk reads"), v.Reads, v.IOShare, v.Hits)
+	memPlot := container.NewVBox(widget.NewLabel("Memory in use (last 5 min)"), v.MemPlot)
 	v.Root = container.NewVBox(title, v.Model, v.Demo, widget.NewSeparator(),
-		widget.NewLabel("Memory"), v.Mem, v.MemText, v.OverPlan,
-		widget.NewLabel("Disk reads"), v.Reads, v.IOShare, v.Hits,
+		v.Local,
 		widget.NewSeparator(), v.Speed,
 		widget.NewLabel("Seconds per token (last 5 min)"), v.SpeedPlot,
-		widget.NewLabel("Memory in use (last 5 min)"), v.MemPlot)
+		memPlot)
+	v.memPlot = memPlot
 	v.Set(bridge.Gauges{})
 	return v
 }
@@ -77,6 +85,13 @@ func (v *gaugesView) SetModel(info bridge.ModelInfo) {
 		v.Model.SetText("No model loaded yet: it loads with the first message.")
 	} else {
 		v.Model.SetText(fmt.Sprintf("%s, %d layers", info.Name, info.Layers))
+	}
+	if info.Remote {
+		v.Local.Hide()
+		v.memPlot.Hide()
+	} else {
+		v.Local.Show()
+		v.memPlot.Show()
 	}
 	if info.Demo {
 		v.Demo.SetText("DEMO: random weights, the text is not meaningful")

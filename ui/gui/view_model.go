@@ -36,6 +36,7 @@ type modelStep struct {
 	LayerMsg  *widget.Label
 	Status    *widget.Label
 	DemoBt    *widget.Button
+	ServerBt  *widget.Button // "Use a server instead…": where the model runs
 
 	// Check is the folder check of the folder typed (nil while it runs).
 	Check    *bridge.FolderCheck
@@ -129,7 +130,10 @@ func newModelStep(w *wizard) *modelStep {
 		s.VerifyBt, s.VfBar, s.VfStatus, container.NewStack(listRoom, s.VfList)))
 	demo := container.NewBorder(nil, nil, s.DemoBt, nil,
 		wrapLabel("A few MB, made here in seconds, so you can try everything; its text is not meaningful."))
-	s.view = scroll(container.NewVBox(folder, layers, s.LayerMsg, s.Status, demo, dl, vf))
+	s.ServerBt = widget.NewButton("Use a server instead…", func() { w.u.showBackendSettings() })
+	server := container.NewBorder(nil, nil, s.ServerBt, nil,
+		wrapLabel("Run the model on a server (vLLM, SGLang or another k3 serve) and chat with it here."))
+	s.view = scroll(container.NewVBox(folder, layers, s.LayerMsg, s.Status, demo, server, dl, vf))
 	return s
 }
 
