@@ -2,23 +2,22 @@ package doctor
 
 import (
 	"context"
-	"encoding/binary"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
+	"k3/doctor/measure"
 	"k3/storage/direct"
+	"k3/storage/units"
 	"k3/storage/verify"
 )
 
-// Disk measurement, done the way the engine reads:
+// Disk measurement, done the way the engine reads (doctor/measure, which
+// `k3 bench` reads with too):
 //
 //   - O_DIRECT (storage/direct) into 2 MiB-aligned MADV_HUGEPAGE buffers;
 //   - random reads of ExpertBlock bytes (one routed expert, 17.55 MB rounded
@@ -34,7 +33,6 @@ import (
 const (
 	ExpertBlock = 17_551_360 // 17.55 MB rounded up to 4096
 	SeqBlock    = 64 << 20
-	writeBlock  = 64 << 20
 	minProbe    = 256 << 20
 )
 
@@ -116,7 +114,7 @@ func existingData(dir string, shards []string) ([]string, int64) {
 	}
 	var fs []fe
 	for _, e := range ents {
-		if !e.Type().IsRegular() || strings.HasPrefix(e.Name(), ".k3-doctor-probe") {
+		if !e.Type().IsRegular() || strings.HasPrefix(e.Name(), measure.ProbePrefix) {
 			continue
 		}
 		info, err := e.Info()
@@ -134,11 +132,6 @@ func existingData(dir string, shards []string) ([]string, int64) {
 	return out, total
 }
 
-type probeFile struct {
-	f    *direct.File
-	size int64
-}
-
 // measureDisk measures dir. It never returns an error: what fails becomes
 // a note and a nil speed. progress receives (phase, fraction).
 func measureDisk(ctx context.Context, dir string, pl diskPlan, progress func(phase string, frac float64)) DiskResult {
@@ -152,15 +145,14 @@ func measureDisk(ctx context.Context, dir string, pl diskPlan, progress func(pha
 		r.Notes = append(r.Notes, fmt.Sprintf("%s is not a directory (%v): nothing measured; create it first", dir, err))
 		return r
 	}
-	fsi := statFS(dir)
-	r.FreeBytes, r.TotalBytes, r.Device, r.Filesystem = fsi.free, fsi.total, fsi.device, fsi.fstype
-	if fsi.fstype == "tmpfs" || fsi.fstype == "ramfs" {
-		r.Notes = append(r.Notes, "this directory is on "+fsi.fstype+" (RAM), not a disk: its speed says nothing about storage")
+	statDisk(&r, dir)
+	if r.Filesystem == "tmpfs" || r.Filesystem == "ramfs" {
+		r.Notes = append(r.Notes, "this directory is on "+r.Filesystem+" (RAM), not a disk: its speed says nothing about storage")
 	}
 	shards, have, complete := modelShards(dir)
 	r.ModelBytes, r.ModelComplete = have, complete
 
-	var probes []probeFile
+	var probes measure.Targets
 	var cleanup func()
 	if files, total := existingData(dir, shards); total >= min(pl.probe, 4<<30) && pl.probe > 0 {
 		r.ProbeSource = "existing files"
@@ -168,28 +160,20 @@ func measureDisk(ctx context.Context, dir string, pl diskPlan, progress func(pha
 			r.ProbeSource = "model shards"
 		}
 		for _, p := range files {
-			f, err := direct.Open(p)
-			if err != nil {
-				continue
-			}
-			sz, _ := f.Size()
-			probes = append(probes, probeFile{f, sz})
-			r.ProbeBytes += sz
-		}
-		_ = total
-		cleanup = func() {
-			for _, p := range probes {
-				p.f.Close()
+			if ts, err := measure.OpenTargets([]string{p}); err == nil {
+				probes = append(probes, ts...)
+				r.ProbeBytes += ts.Bytes()
 			}
 		}
-	} else if bd, bsize, ok := openBlockDevice(fsi.device, pl); ok {
+		cleanup = probes.Close
+	} else if bd, bsize, ok := openBlockDevice(r.Device, pl); ok {
 		// The filesystem's own block device, read-only: cold data over the
 		// whole device, so neither the page cache nor a virtual disk's host
 		// cache can serve it. Needs read permission on /dev (root).
 		r.ProbeSource = "block device " + bd.Path() + " (read-only)"
 		r.ProbeBytes = bsize
-		probes = []probeFile{{bd, bsize}}
-		cleanup = func() { bd.Close() }
+		probes = measure.Targets{{F: bd, Size: bsize}}
+		cleanup = probes.Close
 		r.Notes = append(r.Notes, "read the device "+bd.Path()+" directly (read-only, O_DIRECT): write speed not measured")
 	} else {
 		size := pl.probe
@@ -197,15 +181,16 @@ func measureDisk(ctx context.Context, dir string, pl diskPlan, progress func(pha
 		if avail/4 < size {
 			size = avail / 4
 		}
-		size &^= writeBlock - 1
+		size &^= measure.WriteBlock - 1
 		if size < minProbe {
-			r.Notes = append(r.Notes, fmt.Sprintf("only %.1f GB free: too little for a %d MiB probe file; read speed not measured", float64(r.FreeBytes)/1e9, minProbe>>20))
+			r.Notes = append(r.Notes, fmt.Sprintf("only %s free: too little for a %d MiB probe file; read speed not measured", units.Bytes(int64(r.FreeBytes)), minProbe>>20))
 			return r
 		}
 		if size < pl.probe {
-			r.Notes = append(r.Notes, fmt.Sprintf("probe file reduced to %.1f GB by free space", float64(size)/1e9))
+			r.Notes = append(r.Notes, fmt.Sprintf("probe file reduced to %s by free space", units.Bytes(size)))
 		}
-		pf, wgbps, cc, err := writeProbe(ctx, dir, size, pl.writeMax, func(f float64) { progress("write", f) })
+		pf, wgbps, err := measure.WriteProbe(ctx, dir, measure.Probe{Size: size, MinSize: minProbe, MaxTime: pl.writeMax,
+			Progress: func(f float64) { progress("write", f) }})
 		if err != nil {
 			if ctx.Err() != nil {
 				return r
@@ -215,12 +200,14 @@ func measureDisk(ctx context.Context, dir string, pl diskPlan, progress func(pha
 		}
 		r.ProbeSource = "temporary file"
 		r.WriteGBps = f64(wgbps)
-		r.CacheControl = cc
-		r.ProbeBytes = pf.size
-		probes = []probeFile{pf}
+		if pf.F.Direct() {
+			r.CacheControl = "probe written and read with O_DIRECT: the page cache is bypassed"
+		}
+		r.ProbeBytes = pf.Size
+		probes = measure.Targets{pf}
 		cleanup = func() {
-			name := pf.f.Path()
-			pf.f.Close()
+			name := pf.F.Path()
+			pf.F.Close()
 			os.Remove(name)
 		}
 	}
@@ -231,9 +218,9 @@ func measureDisk(ctx context.Context, dir string, pl diskPlan, progress func(pha
 	}
 	r.Direct = true
 	for _, p := range probes {
-		if !p.f.Direct() {
+		if !p.F.Direct() {
 			r.Direct = false
-			if n := p.f.Note(); n != "" && !strings.Contains(strings.Join(r.Notes, "\n"), n) {
+			if n := p.F.Note(); n != "" && !strings.Contains(strings.Join(r.Notes, "\n"), n) {
 				r.Notes = append(r.Notes, n)
 			}
 		}
@@ -242,243 +229,63 @@ func measureDisk(ctx context.Context, dir string, pl diskPlan, progress func(pha
 		if r.Direct {
 			r.CacheControl = "O_DIRECT: the page cache is bypassed"
 		} else {
-			r.CacheControl = dropCaches(probes)
+			var fs []*direct.File
+			for _, p := range probes {
+				fs = append(fs, p.F)
+			}
+			r.CacheControl = "none possible: buffered reads may be served from the page cache"
+			if how := measure.DropCaches(fs...).How(); how != "" {
+				r.CacheControl = "buffered reads after " + how
+			}
 		}
 	}
 	if !r.Direct {
 		r.Notes = append(r.Notes, "reads were buffered, so part of them may have come from the page cache; the engine's O_DIRECT path is unavailable here")
 	}
 
-	var huge atomic.Bool
-	huge.Store(true)
-	alloc := func(n int) (*direct.Buffer, error) {
-		b, err := direct.AllocHuge(n)
-		if err == nil && !b.Huge() {
-			huge.Store(false)
-		}
-		return b, err
+	// the engine's two read patterns: routed experts (random, one expert
+	// per request, one or eight in flight) and the trunk (sequential,
+	// from a random point of the first probe so that a rerun does not
+	// read what a host cache kept from the last one)
+	seed := uint64(len(dir))
+	var start int64
+	if p := probes[0]; p.Size > 4*SeqBlock {
+		start = rand.New(rand.NewPCG(seed, 42)).Int64N(p.Size / 2)
 	}
-	rnd := rand.New(rand.NewPCG(uint64(len(dir)), 42))
-	var rndMu sync.Mutex
-	pick := func(block int64) (probeFile, int64, bool) {
-		rndMu.Lock()
-		defer rndMu.Unlock()
-		for tries := 0; tries < 8; tries++ {
-			p := probes[rnd.IntN(len(probes))]
-			if p.size < block {
-				continue
-			}
-			off := direct.AlignDown(rnd.Int64N(p.size - block + 1))
-			return p, off, true
-		}
-		return probeFile{}, 0, false
-	}
-	var firstErr error
-	var errMu sync.Mutex
-	fail := func(err error) {
-		errMu.Lock()
-		if firstErr == nil {
-			firstErr = err
-		}
-		errMu.Unlock()
-	}
-
-	randomPhase := func(name string, qd int) *float64 {
+	r.HugePages = true
+	var readErr error
+	phase := func(name string, d measure.DiskRead) *float64 {
 		if ctx.Err() != nil {
 			return nil
 		}
-		bufs := make([]*direct.Buffer, qd)
-		for i := range bufs {
-			b, err := alloc(ExpertBlock)
-			if err != nil {
-				fail(err)
-				for _, x := range bufs[:i] {
-					x.Free()
-				}
-				return nil
-			}
-			bufs[i] = b
+		d.Duration, d.Seed = pl.phase, seed
+		d.Progress = func(f float64) { progress(name, f) }
+		run, err := measure.ReadDisk(ctx, probes, d)
+		r.HugePages = r.HugePages && run.Huge
+		if err != nil && ctx.Err() == nil && readErr == nil {
+			readErr = err
 		}
-		defer func() {
-			for _, b := range bufs {
-				b.Free()
-			}
-		}()
-		var total atomic.Int64
-		start := time.Now()
-		deadline := start.Add(pl.phase)
-		var wg sync.WaitGroup
-		for q := 0; q < qd; q++ {
-			wg.Add(1)
-			go func(buf []byte) {
-				defer wg.Done()
-				for time.Now().Before(deadline) && ctx.Err() == nil {
-					p, off, ok := pick(ExpertBlock)
-					if !ok {
-						fail(errors.New("probe data smaller than one expert block"))
-						return
-					}
-					if _, err := p.f.ReadAt(buf, off); err != nil {
-						fail(err)
-						return
-					}
-					total.Add(ExpertBlock)
-					if q := total.Load(); q%(ExpertBlock*8) == 0 {
-						progress(name, min(1, time.Since(start).Seconds()/pl.phase.Seconds()))
-					}
-				}
-			}(bufs[q].Bytes())
-		}
-		wg.Wait()
-		el := time.Since(start).Seconds()
-		progress(name, 1)
-		if total.Load() == 0 || ctx.Err() != nil {
+		if run.Bytes == 0 || ctx.Err() != nil {
 			return nil
 		}
-		return f64(float64(total.Load()) / el / 1e9)
+		return f64(run.GBps)
 	}
-	seqPhase := func() *float64 {
-		if ctx.Err() != nil {
-			return nil
-		}
-		buf, err := alloc(SeqBlock)
-		if err != nil {
-			fail(err)
-			return nil
-		}
-		defer buf.Free()
-		var total int64
-		start := time.Now()
-		deadline := start.Add(pl.phase)
-		pi, off := 0, int64(0)
-		if p := probes[0]; p.size > 4*SeqBlock {
-			off = direct.AlignDown(rnd.Int64N(p.size / 2))
-		}
-		for time.Now().Before(deadline) && ctx.Err() == nil {
-			p := probes[pi]
-			n := min(int64(SeqBlock), p.size-off)
-			if n < SeqBlock {
-				n = direct.AlignDown(n)
-			}
-			if n <= 0 {
-				pi, off = (pi+1)%len(probes), 0
-				continue
-			}
-			if _, err := p.f.ReadAt(buf.Bytes()[:n], off); err != nil {
-				fail(err)
-				break
-			}
-			total += n
-			off += n
-			progress("seq", min(1, time.Since(start).Seconds()/pl.phase.Seconds()))
-		}
-		el := time.Since(start).Seconds()
-		progress("seq", 1)
-		if total == 0 || ctx.Err() != nil {
-			return nil
-		}
-		return f64(float64(total) / el / 1e9)
-	}
-	r.ReadGBpsQD1 = randomPhase("qd1", 1)
-	r.ReadGBpsQD8 = randomPhase("qd8", 8)
-	r.SeqGBps = seqPhase()
-	r.HugePages = huge.Load()
+	r.ReadGBpsQD1 = phase("qd1", measure.DiskRead{Request: ExpertBlock, QD: 1, Random: true})
+	r.ReadGBpsQD8 = phase("qd8", measure.DiskRead{Request: ExpertBlock, QD: 8, Random: true})
+	r.SeqGBps = phase("seq", measure.DiskRead{Request: SeqBlock, QD: 1, Start: start})
 	if !r.HugePages {
 		r.Notes = append(r.Notes, "huge pages were refused for the read buffers: O_DIRECT runs at about half speed this way (check /sys/kernel/mm/transparent_hugepage/enabled)")
 	}
-	if firstErr != nil {
-		r.Notes = append(r.Notes, "read error: "+firstErr.Error())
+	if readErr != nil {
+		r.Notes = append(r.Notes, "read error: "+readErr.Error())
 	}
 	if ctx.Err() != nil {
 		r.Notes = append(r.Notes, "measurement cancelled")
 	}
 	if r.ProbeSource == "temporary file" && r.Direct {
-		r.Notes = append(r.Notes, fmt.Sprintf("%.1f GB freshly written probe: on a virtual disk the host may still hold it in its cache and report more than the disk delivers cold; run as root to read the device itself, or run doctor on the model directory once downloaded", float64(r.ProbeBytes)/1e9))
+		r.Notes = append(r.Notes, fmt.Sprintf("%s freshly written probe: on a virtual disk the host may still hold it in its cache and report more than the disk delivers cold; run as root to read the device itself, or run doctor on the model directory once downloaded", units.Bytes(r.ProbeBytes)))
 	}
 	return r
-}
-
-// writeProbe writes a probe file of size bytes with O_DIRECT from a
-// huge-page buffer (every 4 KiB page distinct, so no compressing or
-// deduplicating layer can shortcut it), fsyncs it and returns it open for
-// reading.
-func writeProbe(ctx context.Context, dir string, size int64, maxDur time.Duration, progress func(float64)) (probeFile, float64, string, error) {
-	name := filepath.Join(dir, fmt.Sprintf(".k3-doctor-probe-%d-%d", os.Getpid(), time.Now().UnixNano()))
-	f, err := direct.Create(name)
-	if err != nil {
-		return probeFile{}, 0, "", err
-	}
-	ok := false
-	defer func() {
-		if !ok {
-			f.Close()
-			os.Remove(name)
-		}
-	}()
-	buf, err := direct.AllocHuge(writeBlock)
-	if err != nil {
-		return probeFile{}, 0, "", err
-	}
-	defer buf.Free()
-	b := buf.Bytes()
-	rnd := rand.New(rand.NewPCG(uint64(size), 1))
-	for i := 0; i+8 <= len(b); i += 8 {
-		binary.LittleEndian.PutUint64(b[i:], rnd.Uint64())
-	}
-	start := time.Now()
-	var off int64
-	for off < size {
-		if err := ctx.Err(); err != nil {
-			return probeFile{}, 0, "", err
-		}
-		for p := 0; p < len(b); p += direct.Align { // make every page unique
-			binary.LittleEndian.PutUint64(b[p:], uint64(off)+uint64(p))
-		}
-		if _, err := f.WriteAt(b, off); err != nil {
-			return probeFile{}, 0, "", err
-		}
-		off += int64(len(b))
-		progress(float64(off) / float64(size))
-		if time.Since(start) > maxDur && off >= minProbe {
-			break // slow disk: measure what was written
-		}
-	}
-	if err := f.Sync(); err != nil {
-		return probeFile{}, 0, "", err
-	}
-	wgbps := float64(off) / time.Since(start).Seconds() / 1e9
-	cc := ""
-	if f.Direct() {
-		cc = "probe written and read with O_DIRECT: the page cache is bypassed"
-	}
-	ok = true
-	return probeFile{f, off}, wgbps, cc, nil
-}
-
-// dropCaches evicts buffered probe data from the page cache as far as this
-// process is allowed, and says how.
-func dropCaches(probes []probeFile) string {
-	var how []string
-	okAll := true
-	for _, p := range probes {
-		_ = p.f.Sync()
-		if err := p.f.DropCache(); err != nil {
-			okAll = false
-		}
-	}
-	if okAll {
-		how = append(how, "posix_fadvise(DONTNEED)")
-	}
-	if os.Geteuid() == 0 {
-		syncAll()
-		if err := os.WriteFile("/proc/sys/vm/drop_caches", []byte("1\n"), 0o200); err == nil {
-			how = append(how, "sync + drop_caches (root)")
-		}
-	}
-	if len(how) == 0 {
-		return "none possible: buffered reads may be served from the page cache"
-	}
-	return "buffered reads after " + strings.Join(how, " and ")
 }
 
 // sameDevice marks results that share a device with an earlier one.
@@ -503,7 +310,7 @@ func devicesOf(dirs []string) []string {
 	seen := map[string]bool{}
 	var out []string
 	for _, d := range dirs {
-		k := statFS(d).device
+		k := deviceOf(d)
 		if k == "" {
 			k = "dir:" + d
 		}
@@ -514,4 +321,13 @@ func devicesOf(dirs []string) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// statDisk fills r's free space, size, device and filesystem type for dir
+// (each left zero when unknown).
+func statDisk(r *DiskResult, dir string) {
+	if free, total, err := direct.DiskFree(dir); err == nil {
+		r.FreeBytes, r.TotalBytes = uint64(free), uint64(total)
+	}
+	r.Device, r.Filesystem = deviceOf(dir), fsType(dir)
 }

@@ -22,6 +22,8 @@ import (
 
 	"k3/doctor/machine"
 	"k3/engine/plan"
+	"k3/storage/safetensors"
+	"k3/storage/units"
 	"k3/storage/verify"
 )
 
@@ -128,7 +130,11 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 		if opt.Quick {
 			d = 300 * time.Millisecond
 		}
-		r.Compute = measureCompute(ctx, threads, d)
+		var err error
+		if r.Compute, err = measureCompute(ctx, threads, d); err != nil && ctx.Err() == nil {
+			r.Compute = defaultCompute(threads)
+			r.Notes = append(r.Notes, fmt.Sprintf("kernel speed not measured (%v): assumed %.0f GB/s bf16 and %.0f GB/s MXFP4 per core", err, DefaultBF16GBps, DefaultMXFP4GBps))
+		}
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -147,7 +153,7 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 	}
 	measured := map[string]DiskResult{}
 	for i, d := range dirs {
-		dev := statFS(d).device
+		dev := deviceOf(d)
 		if prev, ok := measured[dev]; ok && dev != "" {
 			res := measureDisk(ctx, d, diskPlan{}, func(string, float64) {}) // free space etc. only
 			if opt.SkipDisk {
@@ -195,8 +201,7 @@ func statOnly(dir string, r DiskResult) DiskResult {
 			r.Path = abs
 		}
 	}
-	fsi := statFS(dir)
-	r.FreeBytes, r.TotalBytes, r.Device, r.Filesystem = fsi.free, fsi.total, fsi.device, fsi.fstype
+	statDisk(&r, dir)
 	_, r.ModelBytes, r.ModelComplete = modelShards(dir)
 	if r.Notes == nil {
 		r.Notes = []string{}
@@ -294,16 +299,16 @@ func decide(r *Report) {
 	r.Preset = pred
 
 	if !memOK {
-		r.Problems = append(r.Problems, fmt.Sprintf("only %.1f GB of memory is available; even the ultra preset needs ~%.1f GB (its memory plan) within 95%% of it",
-			float64(r.Memory.AvailableBytes)/1e9, float64(PeakRSS(plan.Presets[0]))/1e9))
+		r.Problems = append(r.Problems, fmt.Sprintf("only %s of memory is available; even the ultra preset needs ~%s (its memory plan) within 95%% of it",
+			units.Bytes(int64(r.Memory.AvailableBytes)), units.Bytes(PeakRSS(plan.Presets[0]))))
 	}
 	if !storageOK {
 		largest := uint64(0)
 		for _, d := range r.Disks {
 			largest = max(largest, d.FreeBytes)
 		}
-		r.Problems = append(r.Problems, fmt.Sprintf("no directory given has room for the checkpoint: it needs %.2f TB more and the most free space is %.1f GB (%s); pass --dir on a disk with at least %.2f TB free",
-			float64(need)/1e12, float64(largest)/1e9, md.Path, float64(need+trunkReserve)/1e12))
+		r.Problems = append(r.Problems, fmt.Sprintf("no directory given has room for the checkpoint: it needs %s more and the most free space is %s (%s); pass --dir on a disk with at least %s free",
+			units.Bytes(need), units.Bytes(int64(largest)), md.Path, units.Bytes(need+trunkReserve)))
 	} else if !md.ModelComplete && int64(md.FreeBytes) < need+trunkReserve && ti == mi {
 		r.Warnings = append(r.Warnings, fmt.Sprintf("%s has room for the checkpoint but not for the packed trunk (~110 GB more): put the trunk on another disk", md.Path))
 	}
@@ -344,7 +349,7 @@ func decide(r *Report) {
 // looksLikeModelDir is true for a directory that already has model files
 // or a download in progress.
 func looksLikeModelDir(dir string) bool {
-	for _, n := range []string{verify.ManifestFile, "config.json", verify.IndexFile} {
+	for _, n := range []string{verify.ManifestFile, "config.json", safetensors.IndexFile} {
 		if _, err := os.Stat(filepath.Join(dir, n)); err == nil {
 			return true
 		}

@@ -1,5 +1,16 @@
 package doctor
 
+import "golang.org/x/sys/unix"
+
+// fsType names the filesystem holding dir ("" if unknown or unremarkable).
+func fsType(dir string) string {
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return ""
+	}
+	return fsTypeName(int64(st.Type))
+}
+
 // fsTypeName names the filesystems whose speed means something special.
 func fsTypeName(magic int64) string {
 	switch magic {

@@ -1,5 +1,5 @@
-//go:build unix && !linux
+//go:build !linux
 
 package doctor
 
-func fsTypeName(magic int64) string { return "" }
+func fsType(dir string) string { return "" }

@@ -2,9 +2,9 @@ package doctor
 
 import (
 	"context"
-	"math/rand/v2"
 	"time"
 
+	"k3/doctor/measure"
 	"k3/kernels"
 )
 
@@ -13,63 +13,40 @@ type Compute struct {
 	Threads   int     `json:"threads"`
 	BF16GBps  float64 `json:"bf16_gbps"`  // bf16 mat-vec, weight bytes/s, all threads
 	MXFP4GBps float64 `json:"mxfp4_gbps"` // MXFP4 mat-vec, weight bytes/s, all threads
+	RAMGBps   float64 `json:"ram_gbps"`   // streaming read bandwidth, all threads (the best before and after the kernels); 0 when not measured
 	Measured  bool    `json:"measured"`   // false: the documented defaults were used
 	Kernels   string  `json:"kernels"`    // the kernel path measured (avx512, avx2, portable)
 }
 
-// The measured matrices: a 7168-wide bf16 block and an MXFP4 block at the
-// expert shape, several copies each so the working set (~300 MB) is far
-// beyond L3 and DRAM is read as in decode.
-const (
-	benchCols   = 7168
-	benchRows   = 4096
-	benchCopies = 5
-)
+// The measured shapes: 4096 x 7168 blocks in bf16 and in MXFP4, T = 1
+// (decode), in copies spread over a 384 MiB arena, far beyond L3, so DRAM
+// is read as in decode.
+var computeShapes = []measure.Shape{{DType: kernels.BF16, Rows: 4096, Cols: 7168}, {DType: kernels.MXFP4, Rows: 4096, Cols: 7168}}
+
+const computeArena = 384 << 20
 
 // measureCompute times the engine's own mat-vec kernels (package kernels,
-// the exact float64-accumulating contract, the SIMD path this CPU gets) on a
-// pool of `threads` for about d each, cycling through copies of the weights,
-// and returns weight bytes per second.
-func measureCompute(ctx context.Context, threads int, d time.Duration) Compute {
-	pool := kernels.NewPool(threads)
-	defer pool.Close()
-	c := Compute{Threads: pool.Threads(), Measured: true, Kernels: kernels.CurrentLevel().String()}
-	r := rand.New(rand.NewPCG(7, 7))
-	x := make([]float32, benchCols)
-	for i := range x {
-		x[i] = float32(r.NormFloat64())
+// the exact float64-accumulating contract, the SIMD path this CPU gets) on
+// a pool of `threads` with the harness of `k3 bench kernels` (about d per
+// shape, the read bandwidth before and after included), and the RAM read
+// bandwidth they are compared with; rates are weight bytes per second.
+func measureCompute(ctx context.Context, threads int, d time.Duration) (Compute, error) {
+	c := Compute{Threads: threads, Measured: true, Kernels: kernels.CurrentLevel().String()}
+	res, err := measure.Kernels(ctx, measure.KernelConfig{Threads: []int{threads}, Tokens: []int{1}, Shapes: computeShapes,
+		Arena: computeArena, MinTime: d / 2})
+	if err != nil {
+		return c, err
 	}
-	var bf, mx []*kernels.Mat
-	for k := 0; k < benchCopies; k++ {
-		m := &kernels.Mat{DType: kernels.BF16, Rows: benchRows, Cols: benchCols, BF16: make([]uint16, benchRows*benchCols)}
-		for i := range m.BF16 {
-			m.BF16[i] = kernels.F32ToBF16(float32(r.NormFloat64()))
+	for _, r := range res {
+		c.RAMGBps = max(c.RAMGBps, r.LimitGBps)
+		switch r.DType {
+		case kernels.BF16.String():
+			c.BF16GBps = r.GBps
+		case kernels.MXFP4.String():
+			c.MXFP4GBps = r.GBps
 		}
-		bf = append(bf, m)
-		q := &kernels.Mat{DType: kernels.MXFP4, Rows: benchRows, Cols: benchCols,
-			Packed: make([]byte, benchRows*benchCols/2), Scales: make([]byte, benchRows*benchCols/kernels.MXGroup)}
-		for i := range q.Packed {
-			q.Packed[i] = byte(r.Uint32())
-		}
-		for i := range q.Scales {
-			q.Scales[i] = byte(120 + r.IntN(10))
-		}
-		mx = append(mx, q)
 	}
-	out := make([]float32, benchRows)
-	run := func(ms []*kernels.Mat) float64 {
-		var bytes int64
-		start := time.Now()
-		for i := 0; time.Since(start) < d && ctx.Err() == nil; i++ {
-			m := ms[i%len(ms)]
-			kernels.MatVec(pool, out, m, x)
-			bytes += m.Bytes()
-		}
-		return float64(bytes) / time.Since(start).Seconds() / 1e9
-	}
-	c.BF16GBps = run(bf)
-	c.MXFP4GBps = run(mx)
-	return c
+	return c, nil
 }
 
 // defaultCompute is used when measuring is skipped.

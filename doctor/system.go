@@ -7,6 +7,7 @@ import (
 
 	"k3/doctor/machine"
 	"k3/engine/plan"
+	"k3/storage/units"
 )
 
 // CPUInfo describes the processor.
@@ -109,11 +110,11 @@ func readMemory(ctx context.Context, src MemorySource, fsys fs.FS) (MemoryInfo, 
 		}
 		if head := uint64(pm.Usable()); head < m.AvailableBytes || m.AvailableBytes == 0 {
 			m.AvailableBytes = head
-			notes = append(notes, fmt.Sprintf("memory: the cgroup limit (%.1f GB, v%d) is tighter than the machine's free memory", float64(lim)/1e9, cg.Version))
+			notes = append(notes, fmt.Sprintf("memory: the cgroup limit (%s, v%d) is tighter than the machine's free memory", units.Bytes(int64(lim)), cg.Version))
 		}
 		if lim < m.TotalBytes || m.TotalBytes == 0 {
 			// what this process can ever have
-			notes = append(notes, fmt.Sprintf("memory: this process may use at most %.1f GB (cgroup), of %.1f GB installed", float64(lim)/1e9, float64(m.TotalBytes)/1e9))
+			notes = append(notes, fmt.Sprintf("memory: this process may use at most %s (cgroup), of %s installed", units.Bytes(int64(lim)), units.Bytes(int64(m.TotalBytes))))
 		}
 	}
 	m.TransparentHugePages = machine.ReadTHP(fsys)

@@ -90,6 +90,10 @@ func (e *Engine) forward(ctx context.Context, s *State, ids []int, all, want boo
 			return nil, err
 		}
 	}
+	if !allFinite(P) {
+		t := firstNonFinite(P) / H
+		return nil, &NonFiniteError{Layer: -1, Where: fmt.Sprintf("the embedding of token id %d", ids[t]), Pos: s.Pos + t}
+	}
 	var blocks [][]float32
 	hIn := make([]float32, T*H)
 	x := make([]float32, T*H)
@@ -109,6 +113,9 @@ func (e *Engine) forward(ctx context.Context, s *State, ids []int, all, want boo
 		}
 		P, blocks, err = L.step(e, s, P, blocks, hIn, x, T)
 		e.layers.release(li)
+		if err == nil && !allFinite(P) {
+			err = layerNonFinite(li, s.Pos, P, H)
+		}
 		if err != nil {
 			s.rollback(li + 1)
 			return nil, err
@@ -143,6 +150,9 @@ func (e *Engine) forward(ctx context.Context, s *State, ids []int, all, want boo
 	logits := make([]float32, n*c.VocabSize)
 	if err := m.tables.head(e.pool, logits, h, n); err != nil {
 		return nil, err
+	}
+	if !allFinite(logits) {
+		return nil, &NonFiniteError{Layer: -1, Where: "the output head (final norms and lm_head)", Pos: s.Pos - T + t0 + firstNonFinite(logits)/c.VocabSize}
 	}
 	return logits, nil
 }

@@ -152,7 +152,7 @@ func (m *Model) bindTrunk(modelDir, dir string, ultra bool, progress func(done, 
 		return err
 	}
 	m.trunk = tr
-	if err := tr.CheckSource(modelDir); err != nil {
+	if err := tr.CheckSet(m.set); err != nil {
 		return err
 	}
 	if tr.Layers() < m.Bound {

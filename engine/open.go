@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"k3/doctor/machine"
@@ -87,12 +88,24 @@ func openCheckpoint(dir string, o Options) (*checkpoint, error) {
 		set.Close()
 		return nil, &BindError{[]string{err.Error()}}
 	}
+	if n := checkpointLayers(set, prefix); n > cfg.Layers {
+		set.Close()
+		return nil, &BindError{[]string{fmt.Sprintf("the checkpoint has weights for %d layers (%smodel.layers.0 to .%d) but %s says num_hidden_layers = %d: the layers past it would be ignored; fix the config", n, prefix, n-1, cfgPath, cfg.Layers)}}
+	}
 	layers := o.Layers
-	if layers <= 0 || layers > cfg.Layers {
+	if layers < 0 || layers > cfg.Layers {
+		set.Close()
+		return nil, fmt.Errorf("%d layers asked for, the model has %d (0 binds them all): %w", layers, cfg.Layers, ErrOptions)
+	}
+	if layers == 0 {
 		layers = cfg.Layers
 	}
 	return &checkpoint{cfg: cfg, set: set, prefix: prefix, layers: layers}, nil
 }
+
+// ErrOptions is wrapped by Open's errors for options that do not fit the
+// model (a layer count it does not have).
+var ErrOptions = errors.New("the options do not fit this model")
 
 // ErrUltraNeedsTrunk refuses ultra-low-memory mode without a packed trunk.
 var ErrUltraNeedsTrunk = errors.New("ultra-low-memory mode streams the model tables from a packed trunk: give a packed trunk (k3 pack)")
@@ -201,4 +214,22 @@ func (ck *checkpoint) plan(o Options) *plan.Plan {
 		plan.Sizes{LayerBytes: perLayer, GlobalBytes: globals, TableBytes: tables, SlotBytes: slotSizeFor(c.ExpertBytes())},
 		plan.Run{Streaming: o.TrunkDir != "", TrunkBudget: b.TrunkBytes, Ring: b.Ring, CacheBudget: b.CacheBytes, Ultra: b.Ultra,
 			Positions: o.Positions, Chunk: o.chunk(), AllLogits: o.AllLogits, BaselineRSS: machine.RSS()}))
+}
+
+// checkpointLayers is one more than the highest layer index among the
+// checkpoint's tensor names (0 when it has none).
+func checkpointLayers(set *st.Set, prefix string) int {
+	n := 0
+	lp := prefix + "model.layers."
+	for _, name := range set.Names() {
+		rest, ok := strings.CutPrefix(name, lp)
+		if !ok {
+			continue
+		}
+		num, _, _ := strings.Cut(rest, ".")
+		if i, err := strconv.Atoi(num); err == nil && i >= n {
+			n = i + 1
+		}
+	}
+	return n
 }

@@ -9,11 +9,12 @@ import (
 	"hash/crc32"
 	"hash/fnv"
 	"io"
-	"os"
 	"path/filepath"
 
 	"k3/storage/atomicfile"
 	st "k3/storage/safetensors"
+
+	"k3/storage/regfile"
 )
 
 // State files hold the exact decode state (ids, KDA recurrent and conv
@@ -31,13 +32,17 @@ const (
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// Fingerprint identifies a model: its config values, the bound layer count and
-// the checkpoint's files (names, sizes, header lengths).
+// Fingerprint identifies a model by content, never by where it is: its
+// config values (not the config's path), the bound layer count and the
+// checkpoint's files (base names, sizes and header hashes). The same model
+// reached by another path, or copied elsewhere, has the same fingerprint.
 func Fingerprint(m *Model, files []st.FileInfo) uint64 {
 	h := fnv.New64a()
-	fmt.Fprintf(h, "%+v|%d|", *m.Cfg, m.Bound)
+	cfg := *m.Cfg
+	cfg.Path = ""
+	fmt.Fprintf(h, "%+v|%d|", cfg, m.Bound)
 	for _, f := range files {
-		fmt.Fprintf(h, "%s:%d:%d|", filepath.Base(f.Path), f.Size, f.HeaderLen)
+		fmt.Fprintf(h, "%s:%d:%x|", filepath.Base(f.Path), f.Size, f.HeaderSHA256)
 	}
 	return h.Sum64()
 }
@@ -79,7 +84,7 @@ var ErrStateMismatch = errors.New("state file does not belong to this model")
 
 // LoadState reads a state file written by SaveState for this model.
 func (m *Model) LoadState(path string) (*State, error) {
-	raw, err := os.ReadFile(path)
+	raw, err := regfile.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
@@ -149,7 +154,7 @@ func (m *Model) LoadState(path string) (*State, error) {
 
 // PeekStatePositions reads the position count from a state file's header.
 func PeekStatePositions(path string) (int, error) {
-	f, err := os.Open(path)
+	f, err := regfile.Open(path)
 	if err != nil {
 		return 0, err
 	}

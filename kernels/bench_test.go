@@ -3,16 +3,12 @@ package kernels
 import (
 	"fmt"
 	"testing"
-	"unsafe"
 )
 
 // Go benchmarks of each kernel on one matrix (it may sit in L3: the DRAM
 // figures come from `k3 bench kernels`, which cycles >1 GiB of copies).
 func benchMatMul(b *testing.B, dt DType, rows, cols, T, threads int) {
-	m := Mat{DType: dt, Rows: rows, Cols: cols}
-	raw := make([]uint64, (m.Bytes()+4095)/8+512)
-	fillArena(raw)
-	mats := benchMats(BenchShape{dt, rows, cols}, unsafe.Slice((*byte)(unsafe.Pointer(&raw[0])), len(raw)*8))
+	m := benchMat(dt, rows, cols)
 	x := make([]float32, T*cols)
 	for i := range x {
 		x[i] = float32(i%13-6) * 0.25
@@ -23,9 +19,37 @@ func benchMatMul(b *testing.B, dt DType, rows, cols, T, threads int) {
 	b.SetBytes(m.Bytes())
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		MatMul(p, dst, mats[0], x, T)
+		MatMul(p, dst, m, x, T)
 	}
 	b.ReportMetric(2*float64(rows)*float64(cols)*float64(T)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+}
+
+// benchMat is a rows x cols matrix of plausible weights: small normal
+// values, MXFP4 with arbitrary codes and E8M0 scales 118..125.
+func benchMat(dt DType, rows, cols int) *Mat {
+	m := &Mat{DType: dt, Rows: rows, Cols: cols}
+	n := rows * cols
+	switch dt {
+	case F32:
+		m.F32 = make([]float32, n)
+		for i := range m.F32 {
+			m.F32[i] = float32(i%29-14) / 64
+		}
+	case BF16:
+		m.BF16 = make([]uint16, n)
+		for i := range m.BF16 {
+			m.BF16[i] = F32ToBF16(float32(i%29-14) / 64)
+		}
+	default:
+		m.Packed, m.Scales = make([]byte, n/2), make([]byte, n/MXGroup)
+		for i := range m.Packed {
+			m.Packed[i] = byte(i*37 + i>>7)
+		}
+		for i := range m.Scales {
+			m.Scales[i] = 118 + byte(i&7)
+		}
+	}
+	return m
 }
 
 func BenchmarkMatMul(b *testing.B) {

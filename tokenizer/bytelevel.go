@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+
+	"k3/storage/atomicfile"
 )
 
 // k3Named maps special-slot offsets (id - num_base) to the names Kimi K3's
@@ -97,10 +99,10 @@ func WriteByteLevel(dir string, opt ByteLevelOptions) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(dir, ModelFile), model.Bytes(), 0o644); err != nil {
+	if err := atomicfile.Write(filepath.Join(dir, ModelFile), model.Bytes()); err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(dir, ConfigFile), append(cfg, '\n'), 0o644)
+	return atomicfile.Write(filepath.Join(dir, ConfigFile), append(cfg, '\n'))
 }
 
 // gpt2ByteOrder lists the 256 byte values in GPT-2's order: printable

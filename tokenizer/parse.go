@@ -47,25 +47,7 @@ var parseControls = []string{Open, Close, Sep, EndOfMsg, EOS}
 // the control tokens are taken as control tokens; use ParseAssistantIDs
 // on ids to tell generated control tokens from text that spells them.
 func ParseAssistant(text string) (Assistant, error) {
-	var items []item
-	for len(text) > 0 {
-		at, which := -1, ""
-		for _, c := range parseControls {
-			if i := strings.Index(text, c); i >= 0 && (at < 0 || i < at) {
-				at, which = i, c
-			}
-		}
-		if at < 0 {
-			items = append(items, item{text: text})
-			break
-		}
-		if at > 0 {
-			items = append(items, item{text: text[:at]})
-		}
-		items = append(items, item{ctl: which})
-		text = text[at+len(which):]
-	}
-	return parseItems(items)
+	return parseItems(textItems(text))
 }
 
 // ParseAssistantIDs parses generated ids (the tokens after the generation
@@ -110,6 +92,15 @@ func (t *Tokenizer) ParseAssistantIDs(ids []int, thinking bool) (Assistant, erro
 type itemParser struct {
 	items []item
 	i     int
+	// warn, when set, hears about values that had to be read loosely
+	// (a typed argument that is not JSON, a json block that is not JSON).
+	warn func(string)
+}
+
+func (p *itemParser) warnf(format string, args ...any) {
+	if p.warn != nil {
+		p.warn(fmt.Sprintf(format, args...))
+	}
 }
 
 func (p *itemParser) peekCtl(c string) bool { return p.i < len(p.items) && p.items[p.i].ctl == c }
@@ -183,13 +174,11 @@ func parseItems(items []item) (Assistant, error) {
 		return a, fmt.Errorf("response channel: %v", err)
 	}
 	if p.tryTag(Open, "tools") {
-		for !p.tryTag(Close, "tools") {
-			tc, err := p.call(len(a.ToolCalls) + 1)
-			if err != nil {
-				return a, err
-			}
-			a.ToolCalls = append(a.ToolCalls, tc)
+		calls, err := p.toolCalls()
+		if err != nil {
+			return a, err
 		}
+		a.ToolCalls = calls
 	}
 	if p.i == len(p.items) {
 		return a, nil
@@ -216,6 +205,9 @@ func (p *itemParser) call(n int) (ToolCall, error) {
 	if !ok || err != nil || name != "call" {
 		return ToolCall{}, fmt.Errorf("tool call %d: expected %scall tool=\"...\"%s", n, Open, Sep)
 	}
+	if attrs["tool"] == "" {
+		return ToolCall{}, fmt.Errorf("tool call %d has no tool name", n)
+	}
 	tc := ToolCall{Type: "function", Function: FunctionCall{Name: attrs["tool"]}}
 	var args strings.Builder
 	nargs := 0
@@ -231,6 +223,9 @@ func (p *itemParser) call(n int) (ToolCall, error) {
 		}
 		switch tag {
 		case "json":
+			if !json.Valid([]byte(value)) {
+				p.warnf("tool call %d (%s): its json block is not valid JSON; the arguments are its text as written", n, tc.Function.Name)
+			}
 			tc.Function.Arguments = value
 			continue
 		case "argument":
@@ -247,12 +242,17 @@ func (p *itemParser) call(n int) (ToolCall, error) {
 		writePyString(&kb, attrs["key"])
 		args.WriteString(kb.String())
 		args.WriteString(": ")
-		if attrs["type"] == "string" || !json.Valid([]byte(value)) {
+		typ := attrs["type"]
+		raw := strings.TrimSpace(value)
+		if typ != "string" && !json.Valid([]byte(raw)) {
+			p.warnf("tool call %d (%s): argument %q of type %q is not JSON; it is passed as a string", n, tc.Function.Name, attrs["key"], typ)
+		}
+		if typ == "string" || !json.Valid([]byte(raw)) {
 			var vb strings.Builder
 			writePyString(&vb, value)
 			args.WriteString(vb.String())
 		} else {
-			args.WriteString(value)
+			args.WriteString(raw)
 		}
 	}
 	if nargs > 0 {

@@ -33,10 +33,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
+
+	"k3/storage/regfile"
 )
 
 // NumSpecial is the number of special (added) token ids after the base ranks.
@@ -76,7 +77,7 @@ type Tokenizer struct {
 
 // Load reads dir/tiktoken.model and dir/tokenizer_config.json.
 func Load(dir string) (*Tokenizer, error) {
-	mf, err := os.Open(filepath.Join(dir, ModelFile))
+	mf, err := regfile.Open(filepath.Join(dir, ModelFile))
 	if err != nil {
 		return nil, fmt.Errorf("tokenizer: %w", err)
 	}
@@ -86,7 +87,7 @@ func Load(dir string) (*Tokenizer, error) {
 		return nil, fmt.Errorf("tokenizer: %s: %w", filepath.Join(dir, ModelFile), err)
 	}
 	cfgPath := filepath.Join(dir, ConfigFile)
-	cfg, err := os.ReadFile(cfgPath)
+	cfg, err := regfile.ReadFile(cfgPath)
 	if err != nil {
 		return nil, fmt.Errorf("tokenizer: %w", err)
 	}

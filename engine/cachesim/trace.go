@@ -17,9 +17,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"os"
 
 	"k3/storage/atomicfile"
+
+	"k3/storage/regfile"
 )
 
 // Request is one routed-expert request: the expert's layer and its index
@@ -72,7 +73,7 @@ func DecodeTrace(b []byte) ([]Request, error) {
 // ReadTrace reads and validates a trace file. Errors name the file and,
 // for malformed content, the byte offset.
 func ReadTrace(path string) ([]Request, error) {
-	b, err := os.ReadFile(path)
+	b, err := regfile.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}

@@ -4,12 +4,14 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
-	"strings"
 
 	"k3/engine"
-	"k3/storage/atomicfile"
+	"k3/storage/regfile"
+	"k3/storage/strictjson"
 )
 
 // Message is one line of a history file.
@@ -58,6 +60,11 @@ func ParseHistory(data []byte) ([]Message, error) {
 		if len(line) == 0 {
 			continue
 		}
+		// what encoding/json would silently change (invalid UTF-8, a
+		// duplicate key) would be rewritten differently after the next turn
+		if err := strictjson.Check(line); err != nil {
+			return nil, fmt.Errorf("line %d: %v", n, err)
+		}
 		dec := json.NewDecoder(bytes.NewReader(line))
 		dec.DisallowUnknownFields()
 		var m struct {
@@ -100,9 +107,15 @@ func ParseHistory(data []byte) ([]Message, error) {
 }
 
 // LoadHistory reads a history file; a missing file is an empty history.
+// The content read is remembered (per process): SaveHistory refuses to
+// overwrite the file if something else changed it in the meantime.
 func LoadHistory(path string) ([]Message, error) {
+	if err := regfile.Check(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
 	data, err := os.ReadFile(path)
 	if os.IsNotExist(err) {
+		files.remember(path, nil, false)
 		return nil, nil
 	}
 	if err != nil {
@@ -112,19 +125,33 @@ func LoadHistory(path string) ([]Message, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w (the file was not changed)", path, err)
 	}
+	files.remember(path, data, true)
 	return h, nil
 }
 
-// SaveHistory writes the history atomically (temporary file, then rename).
-func SaveHistory(path string, h []Message) error {
-	var b strings.Builder
+// EncodeHistory renders a history as SaveHistory writes it.
+func EncodeHistory(h []Message) ([]byte, error) {
+	var b bytes.Buffer
 	for _, m := range h {
 		line, err := json.Marshal(m)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		b.Write(line)
 		b.WriteByte('\n')
 	}
-	return atomicfile.Write(path, []byte(b.String()))
+	return b.Bytes(), nil
+}
+
+// SaveHistory writes the history atomically (temporary file, then rename).
+// It never overwrites turns it did not read: when another k3 holds the
+// file (LockHistory) or the file changed since this process last read or
+// wrote it, the history is written next to it instead (NAME.conflict-N.jsonl)
+// and a *ConflictError says where.
+func SaveHistory(path string, h []Message) error {
+	data, err := EncodeHistory(h)
+	if err != nil {
+		return err
+	}
+	return files.save(path, data)
 }

@@ -110,6 +110,63 @@ func (s *Session) Turn(ctx context.Context, user string, opt Options, on func(en
 		s.History = s.History[:len(s.History)-1]
 		return nil, err
 	}
+	turnIndex := 0
+	for _, m := range s.History {
+		if m.Role == "user" {
+			turnIndex++
+		}
+	}
+	rep, sm, gen, err := s.run(ctx, ids, PromptOptions{Thinking: !opt.NoThink, MaxTokens: opt.MaxTokens,
+		Sampler: opt.Sampler(uint64(turnIndex))}, on)
+	if err != nil && !errors.Is(err, context.Canceled) {
+		s.finish(rep, sm, gen, opt)
+		return rep, err
+	}
+	s.finish(rep, sm, gen, opt)
+	if s.HistoryPath != "" {
+		if err := SaveHistory(s.HistoryPath, s.History); err != nil {
+			var ce *ConflictError
+			if errors.As(err, &ce) {
+				s.HistoryPath = ce.SavedAs // the next turns continue there
+			}
+			return rep, fmt.Errorf("history: %w", err)
+		}
+	}
+	return rep, nil
+}
+
+// PromptOptions control Generate.
+type PromptOptions struct {
+	Thinking  bool // the transcript's generation prompt opened the think channel
+	MaxTokens int  // the reply cap (0: DefaultMaxTokens)
+	Sampler   engine.Sampler
+	// Stop, when set, is asked after each token, once the token's text went
+	// to on; true ends the reply there (engine.StopCaller).
+	Stop func() bool
+}
+
+// Generate runs one assistant reply over ids, a whole transcript rendered
+// by the caller and ending with the generation prompt, reusing the engine
+// state of the previous reply (of Generate or Turn) when ids start with
+// what was fed. It streams like Turn, fills the reply's text from what
+// streamed (the caller parses IDs for tool calls) and leaves the history
+// alone: a server renders each request's messages itself.
+func (s *Session) Generate(ctx context.Context, ids []int, o PromptOptions, on func(engine.Event)) (*Reply, error) {
+	if on == nil {
+		on = func(engine.Event) {}
+	}
+	rep, sm, gen, err := s.run(ctx, ids, o, on)
+	sm.flush()
+	rep.IDs = gen
+	rep.Reasoning, rep.Content = sm.reasoning.String(), sm.answer.String()
+	return rep, err
+}
+
+// run feeds ids on the longest reusable state and generates the reply.
+func (s *Session) run(ctx context.Context, ids []int, o PromptOptions, on func(engine.Event)) (*Reply, *streamer, []int, error) {
+	if o.MaxTokens <= 0 {
+		o.MaxTokens = DefaultMaxTokens
+	}
 	// reuse the longest state whose ids start the transcript (leaving at
 	// least one position to feed, whose logits choose the first token)
 	st := s.Engine.Model().NewState()
@@ -126,15 +183,13 @@ func (s *Session) Turn(ctx context.Context, user string, opt Options, on func(en
 	}
 	reused := st.Pos
 	rep := &Reply{Reused: reused, Prefilled: len(ids) - reused}
-	turnIndex := 0
-	for _, m := range s.History {
-		if m.Role == "user" {
-			turnIndex++
-		}
+	sm := newStreamer(s.Tok, o.Thinking, on)
+	var onToken func(engine.Event) bool
+	if o.Stop != nil {
+		onToken = func(engine.Event) bool { return o.Stop() }
 	}
-	sm := newStreamer(s.Tok, !opt.NoThink, on)
 	res, err := s.Engine.Generate(ctx, st, ids[reused:], engine.GenOptions{
-		MaxTokens: opt.MaxTokens, StopIDs: s.Tok.StopIDs(), Sampler: opt.Sampler(uint64(turnIndex)), KeepPrefix: true,
+		MaxTokens: o.MaxTokens, StopIDs: s.Tok.StopIDs(), Sampler: o.Sampler, KeepPrefix: true, OnToken: onToken,
 		OnEvent: func(ev engine.Event) {
 			if ev.Kind == engine.EventPrefill {
 				ev.Done += reused
@@ -151,8 +206,7 @@ func (s *Session) Turn(ctx context.Context, user string, opt Options, on func(en
 		s.snap = res.PrefixState
 	}
 	if err != nil && !errors.Is(err, context.Canceled) {
-		s.finish(rep, sm, res.Generated, opt)
-		return rep, err
+		return rep, sm, res.Generated, err
 	}
 	if len(res.StepSeconds) > 0 {
 		rep.FirstTokenSeconds = res.StepSeconds[0]
@@ -163,13 +217,7 @@ func (s *Session) Turn(ctx context.Context, user string, opt Options, on func(en
 	// a stopped turn's state holds whole chunks of the prompt (and tokens):
 	// a prefix the next transcript can still reuse
 	s.live = res.State
-	s.finish(rep, sm, res.Generated, opt)
-	if s.HistoryPath != "" {
-		if err := SaveHistory(s.HistoryPath, s.History); err != nil {
-			return rep, fmt.Errorf("history: %w", err)
-		}
-	}
-	return rep, nil
+	return rep, sm, res.Generated, err
 }
 
 func sum(xs []float64) float64 {
@@ -252,7 +300,8 @@ func (m *streamer) add(id int) {
 			return
 		}
 		m.inTag = false
-		name := strings.Fields(string(m.tok.Decode(m.tag)) + " ")[0]
+		// a tag with no name (<|open|><|sep|>) is structure like any other
+		name, _, _ := strings.Cut(strings.TrimSpace(string(m.tok.Decode(m.tag))), " ")
 		switch {
 		case m.opening && name == "response":
 			m.kind = engine.EventAnswer

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"k3/storage/units"
 )
 
 // Inputs are the sizes a memory plan adds up. Byte sizes come from the
@@ -90,7 +92,7 @@ func Make(in Inputs) *Plan {
 				p.RingSlots--
 			}
 			if p.PinnedBytes+int64(p.RingSlots)*slot > in.TrunkBudget {
-				p.Notes = append(p.Notes, fmt.Sprintf("trunk budget %s is below one ring slot (%s): running at the minimum", human(in.TrunkBudget), human(slot)))
+				p.Notes = append(p.Notes, fmt.Sprintf("trunk budget %s is below one ring slot (%s): running at the minimum", units.Bytes(in.TrunkBudget), units.Bytes(slot)))
 			} else if p.RingSlots < ring {
 				p.Notes = append(p.Notes, fmt.Sprintf("trunk budget holds %d ring slot(s), not %d", p.RingSlots, ring))
 			}
@@ -103,7 +105,7 @@ func Make(in Inputs) *Plan {
 			p.CacheSlots = in.MaxExperts
 		}
 		if minSlots := in.TopK + 1; p.CacheSlots < minSlots {
-			p.Notes = append(p.Notes, fmt.Sprintf("expert cache budget %s is below the minimum of %d experts: running at the minimum", human(in.CacheBudget), minSlots))
+			p.Notes = append(p.Notes, fmt.Sprintf("expert cache budget %s is below the minimum of %d experts: running at the minimum", units.Bytes(in.CacheBudget), minSlots))
 			p.CacheSlots = minSlots
 		}
 		p.CacheBytes = int64(p.CacheSlots) * in.ExpertBytes
@@ -124,7 +126,7 @@ func (p *Plan) Check(mem Memory) error {
 	}
 	if !fits(p.Total, mem) {
 		return fmt.Errorf("the memory plan needs %s but only %s is available (95%% of %s); lower --trunk-gb/--cache-gb, pick a smaller --preset, or shorten the context (the KV cache takes %s)",
-			human(p.Total), human(int64(0.95*float64(usable))), human(usable), human(p.KV))
+			units.Bytes(p.Total), units.Bytes(int64(0.95*float64(usable))), units.Bytes(usable), units.Bytes(p.KV))
 	}
 	return nil
 }
@@ -139,30 +141,19 @@ func (p *Plan) String() string {
 		}
 	}
 	fmt.Fprintf(&b, "memory plan:\n")
-	fmt.Fprintf(&b, "  trunk pinned   %10s  (%d of %d layers)\n", human(p.PinnedBytes), pinned, len(p.Pinned))
+	fmt.Fprintf(&b, "  trunk pinned   %10s  (%d of %d layers)\n", units.Bytes(p.PinnedBytes), pinned, len(p.Pinned))
 	if p.RingSlots > 0 {
-		fmt.Fprintf(&b, "  trunk ring     %10s  (%d slot(s) of %s)\n", human(p.RingBytes), p.RingSlots, human(p.SlotBytes))
+		fmt.Fprintf(&b, "  trunk ring     %10s  (%d slot(s) of %s)\n", units.Bytes(p.RingBytes), p.RingSlots, units.Bytes(p.SlotBytes))
 	}
-	fmt.Fprintf(&b, "  model tables   %10s  (embeddings, lm_head, final norms)\n", human(p.Globals))
-	fmt.Fprintf(&b, "  expert cache   %10s  (%d slots)\n", human(p.CacheBytes), p.CacheSlots)
-	fmt.Fprintf(&b, "  KDA state      %10s\n", human(p.State))
-	fmt.Fprintf(&b, "  MLA KV cache   %10s\n", human(p.KV))
-	fmt.Fprintf(&b, "  buffers        %10s\n", human(p.Buffers))
-	fmt.Fprintf(&b, "  process base   %10s\n", human(p.Baseline))
-	fmt.Fprintf(&b, "  total          %10s\n", human(p.Total))
+	fmt.Fprintf(&b, "  model tables   %10s  (embeddings, lm_head, final norms)\n", units.Bytes(p.Globals))
+	fmt.Fprintf(&b, "  expert cache   %10s  (%d slots)\n", units.Bytes(p.CacheBytes), p.CacheSlots)
+	fmt.Fprintf(&b, "  KDA state      %10s\n", units.Bytes(p.State))
+	fmt.Fprintf(&b, "  MLA KV cache   %10s\n", units.Bytes(p.KV))
+	fmt.Fprintf(&b, "  buffers        %10s\n", units.Bytes(p.Buffers))
+	fmt.Fprintf(&b, "  process base   %10s\n", units.Bytes(p.Baseline))
+	fmt.Fprintf(&b, "  total          %10s\n", units.Bytes(p.Total))
 	for _, n := range p.Notes {
 		fmt.Fprintf(&b, "  note: %s\n", n)
 	}
 	return b.String()
-}
-
-func human(n int64) string {
-	f := float64(n)
-	units := []string{"B", "KB", "MB", "GB", "TB"}
-	i := 0
-	for f >= 1000 && i < len(units)-1 {
-		f /= 1000
-		i++
-	}
-	return fmt.Sprintf("%.2f %s", f, units[i])
 }

@@ -6,6 +6,7 @@ package plan
 import (
 	"errors"
 	"fmt"
+	"k3/storage/units"
 	"strings"
 )
 
@@ -118,5 +119,5 @@ func Resolve(name string, mem *Memory, need func(Budget) int64) (Budget, error) 
 	}
 	smallest := Presets[0].Budget()
 	return Budget{}, fmt.Errorf("auto: only %s usable, and even the %s preset's memory plan needs %s (at most 95%% of the usable memory may be planned)",
-		human(mem.Usable()), smallest.Preset, human(need(smallest)))
+		units.Bytes(mem.Usable()), smallest.Preset, units.Bytes(need(smallest)))
 }

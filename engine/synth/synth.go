@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 
 	"k3/kernels"
+	"k3/storage/atomicfile"
 	st "k3/storage/safetensors"
 )
 
@@ -45,11 +46,6 @@ func Small() Spec {
 		Heads: 4, QLora: 32, KVLora: 16, Nope: 16, Rope: 8, VHead: 16, Inter: 128, FirstDense: 1,
 		Experts: 16, TopK: 4, Shared: 1, MoEInter: 64, Latent: 64, Block: 3, FullAttn: []int{3, 6, 8}, Seed: 1,
 		QuietSpecials: true}
-}
-
-// ExpertBytes is the size of one MXFP4 expert (six tensors).
-func (s Spec) ExpertBytes() int64 {
-	return int64(2*s.MoEInter*(s.Latent/2+s.Latent/32) + s.Latent*(s.MoEInter/2+s.MoEInter/32))
 }
 
 func (s Spec) isMLA(i int) bool {
@@ -180,7 +176,7 @@ func WriteProgress(ctx context.Context, dir string, s Spec, progress func(shards
 		return err
 	}
 	cfg, _ := json.MarshalIndent(s.Config(), "", "  ")
-	if err := os.WriteFile(filepath.Join(dir, "config.json"), cfg, 0o644); err != nil {
+	if err := atomicfile.Write(filepath.Join(dir, "config.json"), cfg); err != nil {
 		return err
 	}
 	n := s.Layers + 1
@@ -208,8 +204,7 @@ func WriteProgress(ctx context.Context, dir string, s Spec, progress func(shards
 			progress(shard+1, n, total)
 		}
 	}
-	idx, _ := json.MarshalIndent(map[string]any{"metadata": map[string]any{"total_size": total}, "weight_map": weightMap}, "", "  ")
-	return os.WriteFile(filepath.Join(dir, "model.safetensors.index.json"), idx, 0o644)
+	return st.WriteIndex(dir, weightMap, total)
 }
 
 func (s Spec) globals(g *gen) {

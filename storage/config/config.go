@@ -15,9 +15,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"os"
 	"sort"
 	"strings"
+
+	"k3/storage/regfile"
+	"k3/storage/strictjson"
 )
 
 // Config is the validated text-model configuration.
@@ -99,7 +101,7 @@ func (e *Error) Error() string {
 
 // Load reads and validates a config file.
 func Load(path string) (*Config, error) {
-	raw, err := os.ReadFile(path)
+	raw, err := regfile.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
@@ -178,7 +180,11 @@ func (r *reader) int(name, alias string, objs ...object) int {
 }
 
 func (r *reader) float(name, alias string, objs ...object) float32 {
-	f, _, _ := r.num(name, alias, objs...)
+	f, key, ok := r.num(name, alias, objs...)
+	if ok && math.IsInf(float64(float32(f)), 0) {
+		r.e.Invalid = append(r.e.Invalid, fmt.Sprintf("%s = %v is outside the float32 range", key, f))
+		return 0
+	}
 	return float32(f)
 }
 
@@ -267,6 +273,12 @@ func Parse(path string, raw []byte) (*Config, error) {
 		e.Invalid = append(e.Invalid, "the file is not a JSON object")
 		return nil, e
 	}
+	// encoding/json keeps the last of two equal keys and turns invalid
+	// UTF-8 into U+FFFD: either way the file would not say one thing
+	if err := strictjson.Check(raw); err != nil {
+		e.Invalid = append(e.Invalid, err.Error())
+		return nil, e
+	}
 	c := &Config{Path: path, BOS: -1, EOS: -1, PAD: -1}
 	r := &reader{e: e, root: root, model: root}
 	if tc, ok := root["text_config"]; ok {
@@ -352,10 +364,7 @@ func Parse(path string, raw []byte) (*Config, error) {
 		dst  *int
 	}{{"bos_token_id", &c.BOS}, {"eos_token_id", &c.EOS}, {"pad_token_id", &c.PAD}} {
 		if v, ok := find(k.name, M, root); ok {
-			var f float64
-			if json.Unmarshal(v, &f) == nil && f == math.Trunc(f) {
-				*k.dst = int(f)
-			}
+			*k.dst = r.tokenID(k.name, v, c.VocabSize)
 		}
 	}
 	c.readQuant(r)
@@ -373,6 +382,36 @@ func Parse(path string, raw []byte) (*Config, error) {
 		return nil, e
 	}
 	return c, nil
+}
+
+// tokenID reads a special token id: an integer in 0..vocab-1, or a list of
+// them (Hugging Face allows several eos ids; the first is kept).
+func (r *reader) tokenID(name string, v json.RawMessage, vocab int) int {
+	var list []json.RawMessage
+	if json.Unmarshal(v, &list) == nil {
+		if len(list) == 0 {
+			r.e.Invalid = append(r.e.Invalid, name+" is an empty list")
+			return -1
+		}
+		first := -1
+		for i, x := range list {
+			id := r.tokenID(fmt.Sprintf("%s[%d]", name, i), x, vocab)
+			if i == 0 {
+				first = id
+			}
+		}
+		return first
+	}
+	var f float64
+	if json.Unmarshal(v, &f) != nil || f != math.Trunc(f) {
+		r.e.Mistyped = append(r.e.Mistyped, fmt.Sprintf("%s is %s, want a token id", name, kind(v)))
+		return -1
+	}
+	if f < 0 || (vocab > 0 && f >= float64(vocab)) {
+		r.e.Invalid = append(r.e.Invalid, fmt.Sprintf("%s = %v is outside the vocabulary 0..%d", name, f, vocab-1))
+		return -1
+	}
+	return int(f)
 }
 
 func (c *Config) readQuant(r *reader) {

@@ -146,3 +146,38 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// Audit D22 (rows 1.80, 1.81, 1.83, 1.88): values encoding/json or the old
+// reader took silently are refused, naming the field.
+func TestValueRefusals(t *testing.T) {
+	raw, _ := os.ReadFile("../../testdata/kimi-k3/released-config.json")
+	edit := func(f func(tc map[string]any)) []byte {
+		var top map[string]any
+		json.Unmarshal(raw, &top)
+		f(top["text_config"].(map[string]any))
+		b, _ := json.Marshal(top)
+		return b
+	}
+	refuse(t, "eos string", edit(func(tc map[string]any) { tc["eos_token_id"] = "x" }), "eos_token_id is a string, want a token id")
+	refuse(t, "eos past vocab", edit(func(tc map[string]any) { tc["eos_token_id"] = 999999 }), "eos_token_id = 999999 is outside the vocabulary 0..163839")
+	refuse(t, "bos negative", edit(func(tc map[string]any) { tc["bos_token_id"] = -3 }), "bos_token_id = -3 is outside the vocabulary")
+	refuse(t, "eos list", edit(func(tc map[string]any) { tc["eos_token_id"] = []any{1, "y"} }), "eos_token_id[1] is a string")
+	refuse(t, "eps overflow", edit(func(tc map[string]any) { tc["rms_norm_eps"] = 1e300 }), "rms_norm_eps = 1e+300 is outside the float32 range")
+	c, err := Parse("list.json", edit(func(tc map[string]any) { tc["eos_token_id"] = []any{163586, 163585} }))
+	if err != nil || c.EOS != 163586 {
+		t.Fatalf("an eos list: %v %+v", err, c)
+	}
+
+	// a duplicate key: the last value would win silently
+	dup := strings.Replace(string(raw), `"hidden_size": 7168,`, `"hidden_size": 64, "hidden_size": 7168,`, 1)
+	if dup == string(raw) {
+		t.Fatal("the fixture's hidden_size line moved")
+	}
+	refuse(t, "duplicate", []byte(dup), `duplicate key "text_config.hidden_size"`)
+	// bytes that are not UTF-8 in any field, checked or not
+	bad := strings.Replace(string(raw), `"model_type": "kimi_k3"`, "\"model_type\": \"kimi\xff\"", 1)
+	if bad == string(raw) {
+		t.Fatal("the fixture's model_type line moved")
+	}
+	refuse(t, "utf8", []byte(bad), "invalid UTF-8 at byte")
+}

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"unsafe"
+
+	"k3/storage/regfile"
 )
 
 // File is an open file read (or written) with O_DIRECT where the filesystem
@@ -51,8 +53,14 @@ func OpenUncached(path string, flag int, perm os.FileMode) (*os.File, error) {
 }
 
 // Open opens path read-only, bypassing the page cache if the filesystem
-// allows it. It fails only when the file cannot be opened at all.
-func Open(path string) (*File, error) { return open(path, os.O_RDONLY, 0) }
+// allows it. It fails when the file cannot be opened at all, and for
+// anything but a regular file (opening a named pipe would block forever).
+func Open(path string) (*File, error) {
+	if err := regfile.Check(path); err != nil {
+		return nil, openError(path, err)
+	}
+	return open(path, os.O_RDONLY, 0)
+}
 
 // Create creates a new file (it must not exist) for reading and writing,
 // bypassing the page cache if the filesystem allows it. Writes to such a

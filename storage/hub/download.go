@@ -22,6 +22,8 @@ import (
 	"time"
 
 	"k3/storage/direct"
+	"k3/storage/safetensors"
+	"k3/storage/units"
 	"k3/storage/verify"
 )
 
@@ -47,7 +49,10 @@ type FileResult struct {
 	Size    int64
 	SHA256  string
 	Skipped bool // was already complete and verified
-	Err     error
+	// SizeOnly: the hub published no hash for the file (neither an LFS
+	// sha256 nor a git blob id), so only its size was checked.
+	SizeOnly bool
+	Err      error
 }
 
 // Result of Download.
@@ -61,9 +66,8 @@ type Result struct {
 	Elapsed  time.Duration
 }
 
-// freeSpace returns the bytes available to an unprivileged user in dir's
-// filesystem (-1 if unknown). A variable so tests can simulate a full disk.
-var freeSpace = statFree
+// diskFree is direct.DiskFree, a variable so tests can simulate a full disk.
+var diskFree = direct.DiskFree
 
 // Download fetches the repository at one pinned commit into opt.Dest. It
 // can be re-run at any time: finished files recorded in the manifest are
@@ -80,14 +84,13 @@ func (c *Client) Download(ctx context.Context, opt Options) (*Result, error) {
 }
 
 type downloader struct {
-	c       *Client
-	opt     Options
-	tr      *tracker
-	man     *verify.Manifest
-	manMu   sync.Mutex
-	commit  string
-	emitMu  sync.Mutex
-	results []FileResult
+	c      *Client
+	opt    Options
+	tr     *tracker
+	man    *verify.Manifest
+	manMu  sync.Mutex
+	commit string
+	emitMu sync.Mutex
 }
 
 func (d *downloader) emit(e Event) {
@@ -178,11 +181,11 @@ func (d *downloader) run(ctx context.Context) (*Result, error) {
 	for _, f := range files {
 		need += f.Size - d.presentBytes(f)
 	}
-	if free := freeSpace(dest); free >= 0 && need > free {
+	if free, _, err := diskFree(dest); err == nil && need > free {
 		return nil, fmt.Errorf("not enough space in %s: %s still to download, %s free (short by %s); free space or choose another --dest (the checkpoint is %s)",
-			dest, gb(need), gb(free), gb(need-free), gb(res.Total))
+			dest, units.Bytes(need), units.Bytes(free), units.Bytes(need-free), units.Bytes(res.Total))
 	}
-	d.emit(Event{Kind: EventPlan, Message: fmt.Sprintf("%d files, %s at commit %s, %s to fetch", len(files), gb(res.Total), d.commit, gb(need))})
+	d.emit(Event{Kind: EventPlan, Message: fmt.Sprintf("%d files, %s at commit %s, %s to fetch", len(files), units.Bytes(res.Total), d.commit, units.Bytes(need))})
 
 	// Periodic snapshots.
 	stopTick := make(chan struct{})
@@ -281,22 +284,22 @@ func (d *downloader) selectFiles(ctx context.Context, info *RepoInfo) ([]RemoteF
 	if d.opt.Layers > 0 {
 		var idx *RemoteFile
 		for i := range files {
-			if files[i].Name == verify.IndexFile {
+			if files[i].Name == safetensors.IndexFile {
 				idx = &files[i]
 			}
 		}
 		if idx == nil {
-			return nil, fmt.Errorf("--layers needs %s, which commit %s of %s does not have", verify.IndexFile, d.commit, d.c.Repo)
+			return nil, fmt.Errorf("--layers needs %s, which commit %s of %s does not have", safetensors.IndexFile, d.commit, d.c.Repo)
 		}
 		d.tr.add(idx.Name, idx.Size)
 		if r := d.fetch(ctx, *idx); r.Err != nil {
 			return nil, r.Err
 		}
-		ix, err := verify.ReadIndex(d.opt.Dest)
+		ix, err := safetensors.ReadIndex(d.opt.Dest)
 		if err != nil {
 			return nil, err
 		}
-		need, err := ix.ShardsForLayers(d.opt.Layers)
+		need, err := verify.ShardsForLayers(ix, d.opt.Layers)
 		if err != nil {
 			return nil, err
 		}
@@ -367,8 +370,29 @@ func (d *downloader) saveManifest() error {
 }
 
 // expect reports whether sum (sha256 hex) and, for non-LFS files, the git
-// blob id of the content at path match what the hub published.
-func expect(f RemoteFile, sum, path string) (bool, string) {
+// blob id of the content at path match what the hub published, and what
+// the check compared (verify.CheckedSHA256, CheckedGitBlob, or CheckedSize
+// when the hub published no hash: then any content of the right size
+// passes, and says so).
+func expect(f RemoteFile, sum, path string) (bool, string, string) {
+	ok, why := expectHash(f, sum, path)
+	return ok, why, checkedBy(f)
+}
+
+func checkedBy(f RemoteFile) string {
+	switch {
+	case f.SHA256 != "":
+		return verify.CheckedSHA256
+	case len(f.BlobID) == 40:
+		return verify.CheckedGitBlob
+	}
+	return verify.CheckedSize
+}
+
+// sizeOnlyMsg is how a file the hub published no hash for is reported.
+const sizeOnlyMsg = "size checked, no published hash"
+
+func expectHash(f RemoteFile, sum, path string) (bool, string) {
 	if f.SHA256 != "" {
 		if sum != f.SHA256 {
 			return false, fmt.Sprintf("sha256 %s, hub says %s", sum, f.SHA256)
@@ -414,11 +438,16 @@ func (d *downloader) fetch(ctx context.Context, f RemoteFile) FileResult {
 	if st, err := os.Stat(final); err == nil {
 		if st.Size() == f.Size {
 			if e, ok := d.man.Lookup(f.Name); ok && e.Size == f.Size && e.Commit == d.commit &&
-				(f.SHA256 == "" || e.SHA256 == f.SHA256) && e.ModTime == st.ModTime().UnixNano() {
+				(f.SHA256 == "" || e.SHA256 == f.SHA256) && e.ModTime == st.ModTime().UnixNano() &&
+				(e.Checked == checkedBy(f) || e.Checked == "" && checkedBy(f) != verify.CheckedSize) {
 				d.tr.have(f.Name, f.Size)
 				d.tr.set(f.Name, func(p *FileProgress) { p.State, p.Skipped = StateDone, true })
 				res.SHA256, res.Skipped = e.SHA256, true
-				d.emit(Event{Kind: EventFileDone, File: f.Name, Message: "already verified"})
+				msg := "already verified"
+				if e.Checked == verify.CheckedSize {
+					res.SizeOnly, msg = true, "already present, "+sizeOnlyMsg
+				}
+				d.emit(Event{Kind: EventFileDone, File: f.Name, Message: msg})
 				return res
 			}
 			setState(StateChecking)
@@ -429,14 +458,18 @@ func (d *downloader) fetch(ctx context.Context, f RemoteFile) FileResult {
 				}
 				return fail(fatal("check %s: %v", final, err))
 			}
-			if ok, _ := expect(f, sum, final); ok {
-				if err := d.record(f, sum, final); err != nil {
+			if ok, _, by := expect(f, sum, final); ok {
+				if err := d.record(f, sum, final, by); err != nil {
 					return fail(err)
 				}
 				d.tr.have(f.Name, f.Size)
 				d.tr.set(f.Name, func(p *FileProgress) { p.State, p.Skipped = StateDone, true })
 				res.SHA256, res.Skipped = sum, true
-				d.emit(Event{Kind: EventFileDone, File: f.Name, Message: "already present, hash verified"})
+				msg := "already present, hash verified"
+				if by == verify.CheckedSize {
+					res.SizeOnly, msg = true, "already present, "+sizeOnlyMsg
+				}
+				d.emit(Event{Kind: EventFileDone, File: f.Name, Message: msg})
 				return res
 			}
 			d.note("%s: on disk with the right size but the wrong content; fetching it again", f.Name)
@@ -481,22 +514,25 @@ func (d *downloader) fetch(ctx context.Context, f RemoteFile) FileResult {
 	// after a complete transfer restarts the file once.
 	for round := 0; ; round++ {
 		if have < f.Size || f.Size == 0 && !exists(part) {
-			var err error
-			have, err = d.transfer(ctx, f, part, h, have)
-			if err != nil {
+			// on success the .part is complete: verification decides
+			if _, err := d.transfer(ctx, f, part, h, have); err != nil {
 				return fail(err)
 			}
 		}
 		setState(StateVerifying)
 		sum := hex.EncodeToString(h.Sum(nil))
-		ok, why := expect(f, sum, part)
+		ok, why, by := expect(f, sum, part)
 		if ok {
-			if err := d.finish(f, sum, part, final); err != nil {
+			if err := d.finish(f, sum, part, final, by); err != nil {
 				return fail(err)
 			}
 			res.SHA256 = sum
 			setState(StateDone)
-			d.emit(Event{Kind: EventFileDone, File: f.Name})
+			msg := ""
+			if by == verify.CheckedSize {
+				res.SizeOnly, msg = true, sizeOnlyMsg
+			}
+			d.emit(Event{Kind: EventFileDone, File: f.Name, Message: msg})
 			return res
 		}
 		if err := os.Remove(part); err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -514,19 +550,20 @@ func (d *downloader) fetch(ctx context.Context, f RemoteFile) FileResult {
 
 func exists(p string) bool { _, err := os.Stat(p); return err == nil }
 
-// record writes f's manifest entry.
-func (d *downloader) record(f RemoteFile, sum, final string) error {
+// record writes f's manifest entry; checked says what its content was
+// compared with.
+func (d *downloader) record(f RemoteFile, sum, final, checked string) error {
 	st, err := os.Stat(final)
 	if err != nil {
 		return fatal("stat %s: %v", final, err)
 	}
-	d.man.Set(verify.ManifestEntry{Name: f.Name, Size: f.Size, SHA256: sum, Commit: d.commit, ModTime: st.ModTime().UnixNano()})
+	d.man.Set(verify.ManifestEntry{Name: f.Name, Size: f.Size, SHA256: sum, Commit: d.commit, ModTime: st.ModTime().UnixNano(), Checked: checked})
 	return d.saveManifest()
 }
 
 // finish fsyncs the .part, renames it to its final name, fsyncs the
 // directory and records the file.
-func (d *downloader) finish(f RemoteFile, sum, part, final string) error {
+func (d *downloader) finish(f RemoteFile, sum, part, final, checked string) error {
 	fh, err := os.OpenFile(part, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return fatal("open %s: %v", part, err)
@@ -543,7 +580,7 @@ func (d *downloader) finish(f RemoteFile, sum, part, final string) error {
 		_ = dh.Sync()
 		dh.Close()
 	}
-	return d.record(f, sum, final)
+	return d.record(f, sum, final, checked)
 }
 
 // fileURL is {endpoint}/{repo}/resolve/{commit}/{path}.
@@ -677,7 +714,7 @@ func (d *downloader) transfer(ctx context.Context, f RemoteFile, part string, h 
 
 func resumeMsg(have, size int64) string {
 	if have > 0 {
-		return fmt.Sprintf("resuming at %s of %s", gb(have), gb(size))
+		return fmt.Sprintf("resuming at %s of %s", units.Bytes(have), units.Bytes(size))
 	}
 	return ""
 }
@@ -749,16 +786,4 @@ func parseContentRange(s string) (start, total int64, ok bool) {
 		return 0, -1, false
 	}
 	return st, total, true
-}
-
-// gb formats bytes as decimal GB/MB.
-func gb(n int64) string {
-	switch {
-	case n >= 1e9:
-		return fmt.Sprintf("%.2f GB", float64(n)/1e9)
-	case n >= 1e6:
-		return fmt.Sprintf("%.1f MB", float64(n)/1e6)
-	default:
-		return fmt.Sprintf("%d B", n)
-	}
 }

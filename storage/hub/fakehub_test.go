@@ -37,6 +37,7 @@ type fakeHub struct {
 	short      map[string]int // serve this many bytes fewer, always
 	corrupt    map[string]int // flip a byte this many times (size intact)
 	dropAlways map[string]bool
+	nohash     map[string]bool // list the file with neither an LFS sha256 nor a blob id
 
 	// what happened
 	gets      map[string]int // file -> GET count (hub /resolve/)
@@ -53,7 +54,7 @@ func newFakeHub(t *testing.T) *fakeHub {
 		t: t, repo: "moonshotai/Kimi-K3",
 		commits: map[string]map[string][]byte{}, branches: map[string]string{}, lfs: map[string]bool{},
 		drop: map[string]int{}, fail500: map[string]int{}, bad416: map[string]int{}, short: map[string]int{},
-		corrupt: map[string]int{}, dropAlways: map[string]bool{}, gets: map[string]int{},
+		corrupt: map[string]int{}, dropAlways: map[string]bool{}, nohash: map[string]bool{}, gets: map[string]int{},
 	}
 	h.cdnServer = httptest.NewServer(http.HandlerFunc(h.serveCDN))
 	h.hubServer = httptest.NewServer(http.HandlerFunc(h.serveHub))
@@ -174,6 +175,9 @@ func (h *fakeHub) serveHub(w http.ResponseWriter, r *http.Request) {
 				s.BlobID = blobID([]byte("pointer " + n))
 				s.LFS = &lfs{SHA256: sha(b), Size: len(b), PointerSize: 134}
 			}
+			if h.nohash[n] {
+				s.BlobID, s.LFS = "", nil
+			}
 			sibs = append(sibs, s)
 		}
 		json.NewEncoder(w).Encode(map[string]any{"_id": "x", "id": h.repo, "sha": commit, "siblings": sibs})
@@ -200,7 +204,9 @@ func (h *fakeHub) serveHub(w http.ResponseWriter, r *http.Request) {
 		isLFS := strings.HasSuffix(name, ".safetensors") || name == "tiktoken.model"
 		if isLFS {
 			w.Header().Set("X-Linked-Size", strconv.Itoa(len(b)))
-			w.Header().Set("X-Linked-Etag", `"`+sha(b)+`"`)
+			if !h.nohash[name] {
+				w.Header().Set("X-Linked-Etag", `"`+sha(b)+`"`)
+			}
 			w.Header().Set("ETag", `"`+blobID([]byte("pointer "+name))+`"`)
 			w.Header().Set("Location", h.cdnServer.URL+"/blobs/"+commit+"/"+name+"?X-Amz-Signature=abc")
 			w.WriteHeader(http.StatusFound)

@@ -28,11 +28,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"k3/storage/verify"
@@ -423,6 +426,13 @@ type errRetry struct{ err error }
 func (e errRetry) Error() string { return e.err.Error() }
 func (e errRetry) Unwrap() error { return e.err }
 
+// retryable reports whether repeating the request can succeed: only what
+// the network or the server may fix by itself is retried (a dropped or
+// reset connection, a timeout, a temporary DNS failure, a 5xx/429/408, a
+// short body). Local and deterministic failures are not: a full disk,
+// denied permissions, a request net/http refuses to send (a token with a
+// newline), a refused connection (nothing listens at the endpoint), an
+// unknown host, a TLS certificate problem.
 func retryable(err error) bool {
 	var he *HTTPError
 	if errors.As(err, &he) {
@@ -439,8 +449,36 @@ func retryable(err error) bool {
 	if errors.Is(err, context.Canceled) {
 		return false
 	}
-	// Everything else from the network (resets, EOFs, timeouts, DNS).
-	return true
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return false // a local file
+	}
+	for _, local := range []error{syscall.ENOSPC, syscall.EACCES, syscall.EPERM, syscall.EROFS, syscall.ECONNREFUSED} {
+		if errors.Is(err, local) {
+			return false
+		}
+	}
+	var dns *net.DNSError
+	if errors.As(err, &dns) {
+		return dns.IsTimeout || dns.IsTemporary
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return true
+	}
+	for _, transient := range []error{io.EOF, io.ErrUnexpectedEOF, syscall.ECONNRESET, syscall.ECONNABORTED, syscall.EPIPE,
+		syscall.ENETUNREACH, syscall.EHOSTUNREACH, syscall.ENETDOWN, syscall.ETIMEDOUT} {
+		if errors.Is(err, transient) {
+			return true
+		}
+	}
+	var op *net.OpError
+	if errors.As(err, &op) {
+		return true // a read or write on an established connection failed
+	}
+	// HTTP/2 stream and connection resets come as plain strings.
+	msg := err.Error()
+	return strings.Contains(msg, "http2: ") || strings.Contains(msg, "stream error") || strings.Contains(msg, "connection reset")
 }
 
 // fatalError is a local failure that repeating will not fix (disk full,

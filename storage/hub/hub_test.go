@@ -4,14 +4,20 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
+	"net"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"k3/storage/verify"
 )
@@ -434,17 +440,15 @@ func TestPinnedRevisionAndLayers(t *testing.T) {
 func TestNotEnoughSpace(t *testing.T) {
 	h := newFakeHub(t)
 	h.addCommit(commitA, "main", standardFiles("a"))
-	orig := freeSpace
-	defer func() { freeSpace = orig }()
-	freeSpace = func(string) int64 { return 1_000_000 }
+	orig := diskFree
+	defer func() { diskFree = orig }()
+	diskFree = func(string) (int64, int64, error) { return 1_000_000, 2_000_000, nil }
 	dest := t.TempDir()
 	_, err := client(h).Download(context.Background(), Options{Dest: dest})
-	if err == nil || !strings.Contains(err.Error(), "not enough space") || !strings.Contains(err.Error(), "1.0 MB free") {
-		t.Fatalf("space check: %v", err)
-	}
-	if h.gets["model-00001-of-000004.safetensors"] != 0 {
-		t.Fatal("downloaded despite the space check")
-	}
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "not enough space")
+	assert.Contains(t, err.Error(), "1.00 MB free")
+	assert.Zero(t, h.gets["model-00001-of-000004.safetensors"], "downloaded despite the space check")
 }
 
 func TestCancelThenResume(t *testing.T) {
@@ -544,4 +548,123 @@ func FuzzParseInfo(f *testing.F) {
 			}
 		}
 	})
+}
+
+// Audit D4 (row 6.19): a file the hub published no hash for is reported
+// and recorded as size-checked only, and k3 verify --sha256 does not call
+// the set complete, even when its content is wrong.
+func TestNoPublishedHashIsNotVerified(t *testing.T) {
+	h := newFakeHub(t)
+	h.addCommit(commitA, "main", standardFiles("a"))
+	name := "model-00002-of-000004.safetensors"
+	h.nohash[name] = true
+	h.corrupt[name] = 100 // wrong content, right size, every time
+	dest := t.TempDir()
+	var log eventLog
+	res, err := client(h).Download(context.Background(), Options{Dest: dest, Progress: log.fn})
+	require.NoError(t, err, "nothing to compare the content with")
+	var fr FileResult
+	for _, f := range res.Files {
+		if f.Name == name {
+			fr = f
+		}
+		assert.Equal(t, f.Name == name, f.SizeOnly, f.Name)
+	}
+	assert.True(t, fr.SizeOnly)
+	assert.True(t, strings.Contains(log.text(), "file-done "+name+" 0 <nil> size checked, no published hash"), "the file is reported as size-checked")
+	man, err := verify.ReadManifest(dest)
+	require.NoError(t, err)
+	e, ok := man.Lookup(name)
+	require.True(t, ok)
+	assert.Equal(t, verify.CheckedSize, e.Checked)
+	other, _ := man.Lookup("model-00001-of-000004.safetensors")
+	assert.Equal(t, verify.CheckedSHA256, other.Checked)
+	cfg, _ := man.Lookup("config.json")
+	assert.Equal(t, verify.CheckedGitBlob, cfg.Checked)
+
+	var shards []verify.FileSpec
+	for n, b := range h.commits[commitA] {
+		if strings.HasSuffix(n, ".safetensors") {
+			shards = append(shards, verify.FileSpec{Name: n, Size: int64(len(b))})
+		}
+	}
+	sort.Slice(shards, func(i, j int) bool { return shards[i].Name < shards[j].Name })
+	rep, err := verify.Check(context.Background(), dest, verify.Options{SHA256: true, Shards: shards})
+	require.NoError(t, err)
+	assert.False(t, rep.Complete)
+	assert.Equal(t, 1, rep.NoHash)
+	for _, f := range rep.Files {
+		if f.Name == name {
+			assert.Equal(t, verify.StatusNoHash, f.Status)
+			assert.Contains(t, f.Detail, "size checked, no published hash")
+		}
+	}
+
+	// a re-run keeps saying so
+	log = eventLog{}
+	_, err = client(h).Download(context.Background(), Options{Dest: dest, Progress: log.fn})
+	require.NoError(t, err)
+	assert.True(t, strings.Contains(log.text(), "already present, size checked, no published hash"), "a re-run says so too")
+}
+
+// Audit D20 and issue 18 item 13 (rows 6.29, 6.34): failures that repeating
+// cannot fix fail at once instead of after minutes of backoff; transient
+// ones are still retried.
+func TestOnlyWhatCanSucceedIsRetried(t *testing.T) {
+	h := newFakeHub(t)
+	h.addCommit(commitA, "main", standardFiles("a"))
+	attempts := func(c *Client) (int, error) {
+		var log eventLog
+		_, err := c.Download(context.Background(), Options{Dest: t.TempDir(), Progress: log.fn, Files: []string{"config.json"}})
+		return log.retries, err
+	}
+
+	// a token net/http will never send (not the value: it is secret)
+	c := client(h)
+	c.Token = Token{value: "hf_abc\ndef", Source: "HF_TOKEN"}
+	_, err := attempts(c)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "invalid header field value")
+	assert.NotContains(t, err.Error(), "giving up after", "retried a request that can never be sent")
+	assert.NotContains(t, err.Error(), "hf_abc")
+
+	// nothing listens at the endpoint
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := l.Addr().String()
+	l.Close()
+	c = NewClient("http://"+addr, h.repo)
+	c.Token, c.Retries, c.Backoff = Token{}, 4, func(int) time.Duration { return time.Millisecond }
+	_, err = attempts(c)
+	require.Error(t, err)
+	assert.ErrorIs(t, err, syscall.ECONNREFUSED)
+	assert.NotContains(t, err.Error(), "giving up after")
+
+	// the destination cannot be written: local, not retried
+	ro := t.TempDir()
+	require.NoError(t, os.Chmod(ro, 0o500))
+	defer os.Chmod(ro, 0o700)
+	if f, err := os.Create(filepath.Join(ro, "probe")); err == nil {
+		f.Close()
+		t.Log("running as root: the read-only case does not apply")
+	} else {
+		var log eventLog
+		_, err = client(h).Download(context.Background(), Options{Dest: ro, Progress: log.fn})
+		require.Error(t, err)
+		assert.Zero(t, log.retries)
+		assert.NotContains(t, err.Error(), "giving up after")
+	}
+
+	// a transient server error still is
+	h.fail500["config.json"] = 2
+	n, err := attempts(client(h))
+	require.NoError(t, err)
+	assert.Equal(t, 2, n)
+
+	for _, e := range []error{io.ErrUnexpectedEOF, syscall.ECONNRESET, &net.DNSError{IsTemporary: true}, &net.OpError{Op: "read", Err: errors.New("x")}} {
+		assert.True(t, retryable(e), "%v", e)
+	}
+	for _, e := range []error{syscall.ENOSPC, &fs.PathError{Op: "open", Path: "x", Err: syscall.EACCES}, &net.DNSError{IsNotFound: true}, errors.New("x509: certificate signed by unknown authority")} {
+		assert.False(t, retryable(e), "%v", e)
+	}
 }

@@ -4,6 +4,8 @@ import (
 	"sort"
 	"sync"
 	"time"
+
+	"k3/storage/units"
 )
 
 // EventKind says what an Event reports.
@@ -42,7 +44,7 @@ type FileProgress struct {
 	State   FileState
 	Done    int64         // bytes present (resumed + fetched)
 	Total   int64         // file size
-	Rate    float64       // bytes/s over the last few seconds
+	Rate    float64       // bytes/s over the last units.Window
 	ETA     time.Duration // -1 when unknown
 	Attempt int           // current retry number (0: first try)
 	Skipped bool          // already complete and verified: nothing fetched
@@ -54,7 +56,7 @@ type Snapshot struct {
 	Done       int64          // bytes present over all files
 	Total      int64          // bytes of all files
 	Fetched    int64          // bytes transferred in this run
-	Rate       float64        // bytes/s over the last few seconds
+	Rate       float64        // bytes/s over the last units.Window
 	ETA        time.Duration  // -1 when unknown
 	Elapsed    time.Duration
 	FilesDone  int
@@ -72,17 +74,9 @@ type Event struct {
 	Snap    Snapshot
 }
 
-// rateWindow is how far back rates look.
-const rateWindow = 8 * time.Second
-
-type sample struct {
-	t time.Time
-	n int64 // cumulative bytes
-}
-
 type fileTrack struct {
 	FileProgress
-	samples []sample
+	meter units.Meter // Done, while downloading
 }
 
 // tracker keeps the progress of every file; safe for concurrent use.
@@ -92,7 +86,7 @@ type tracker struct {
 	files   map[string]*fileTrack
 	order   []string
 	fetched int64
-	all     []sample // cumulative fetched bytes
+	all     units.Meter // fetched
 	now     func() time.Time
 }
 
@@ -127,7 +121,7 @@ func (t *tracker) have(name string, n int64) {
 	defer t.mu.Unlock()
 	if ft, ok := t.files[name]; ok {
 		ft.Done = n
-		ft.samples = ft.samples[:0]
+		ft.meter.Reset()
 	}
 }
 
@@ -137,51 +131,11 @@ func (t *tracker) got(name string, n int64) {
 	defer t.mu.Unlock()
 	now := t.now()
 	t.fetched += n
-	t.all = appendSample(t.all, sample{now, t.fetched}, now)
+	t.all.Observe(now, t.fetched)
 	if ft, ok := t.files[name]; ok {
 		ft.Done += n
-		ft.samples = appendSample(ft.samples, sample{now, ft.Done}, now)
+		ft.meter.Observe(now, ft.Done)
 	}
-}
-
-func appendSample(s []sample, x sample, now time.Time) []sample {
-	if len(s) > 0 && x.t.Sub(s[len(s)-1].t) < 100*time.Millisecond {
-		s[len(s)-1].n = x.n // coalesce bursts
-		if len(s) > 1 {
-			return s
-		}
-	}
-	s = append(s, x)
-	i := 0
-	for i < len(s)-2 && now.Sub(s[i].t) > rateWindow {
-		i++
-	}
-	return s[i:]
-}
-
-func rate(s []sample, now time.Time) float64 {
-	if len(s) < 2 {
-		return 0
-	}
-	first, last := s[0], s[len(s)-1]
-	if now.Sub(last.t) > rateWindow { // stalled
-		return 0
-	}
-	dt := now.Sub(first.t).Seconds()
-	if dt <= 0 {
-		return 0
-	}
-	return float64(last.n-first.n) / dt
-}
-
-func eta(remaining int64, r float64) time.Duration {
-	if remaining <= 0 {
-		return 0
-	}
-	if r <= 0 {
-		return -1
-	}
-	return time.Duration(float64(remaining) / r * float64(time.Second))
 }
 
 func (t *tracker) snapshot() Snapshot {
@@ -189,13 +143,13 @@ func (t *tracker) snapshot() Snapshot {
 	defer t.mu.Unlock()
 	now := t.now()
 	s := Snapshot{Elapsed: now.Sub(t.start), Fetched: t.fetched, FilesTotal: len(t.order)}
-	s.Rate = rate(t.all, now)
+	s.Rate = t.all.Rate(now)
 	for _, n := range t.order {
 		ft := t.files[n]
 		fp := ft.FileProgress
 		if fp.State == StateDownloading || fp.State == StateRetrying {
-			fp.Rate = rate(ft.samples, now)
-			fp.ETA = eta(fp.Total-fp.Done, fp.Rate)
+			fp.Rate = ft.meter.Rate(now)
+			fp.ETA = units.ETA(fp.Total-fp.Done, fp.Rate)
 		} else {
 			fp.Rate, fp.ETA = 0, -1
 			if fp.State == StateDone {
@@ -209,7 +163,7 @@ func (t *tracker) snapshot() Snapshot {
 		s.Total += fp.Total
 		s.Files = append(s.Files, fp)
 	}
-	s.ETA = eta(s.Total-s.Done, s.Rate)
+	s.ETA = units.ETA(s.Total-s.Done, s.Rate)
 	return s
 }
 

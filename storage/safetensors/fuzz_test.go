@@ -155,6 +155,20 @@ func FuzzOpenIndex(f *testing.F) {
 					t.Fatalf("%q not in encoding/json's weight_map", e.name)
 				}
 			}
+			// The strict parser accepts it iff no name is repeated.
+			ix, err := ParseIndex(idx)
+			if (err == nil) != (len(ref.WeightMap) == len(x.entries)) {
+				t.Fatalf("ParseIndex: %v with %d distinct names of %d", err, len(ref.WeightMap), len(x.entries))
+			}
+			if err == nil {
+				for name, file := range ix.All() {
+					if ref.WeightMap[name] != file {
+						t.Fatalf("%q: %q, encoding/json says %q", name, file, ref.WeightMap[name])
+					}
+				}
+			}
+		} else if _, err := ParseIndex(idx); err == nil {
+			t.Fatal("ParseIndex accepts what parseIndex refuses")
 		}
 		if err := os.WriteFile(filepath.Join(dir, IndexFile), idx, 0o644); err != nil {
 			t.Fatal(err)

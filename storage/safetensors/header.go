@@ -1,12 +1,14 @@
 package safetensors
 
 import (
+	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
 	"io"
 	"math"
 	"sort"
 	"strings"
+	"time"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -42,13 +44,6 @@ type header struct {
 type hdrError struct {
 	tensor string
 	msg    string
-}
-
-func (e *hdrError) Error() string {
-	if e.tensor != "" {
-		return fmt.Sprintf("tensor %q: %s", e.tensor, e.msg)
-	}
-	return e.msg
 }
 
 // scanner walks a JSON text held in memory.
@@ -689,8 +684,11 @@ type shard struct {
 	path      string
 	size      int64
 	headerLen int64
-	tensors   []Tensor
-	meta      map[string]string
+	// headerSHA256 is the SHA-256 of the 8-byte length and the header.
+	headerSHA256 [32]byte
+	modTime      time.Time // set by loadShard
+	tensors      []Tensor
+	meta         map[string]string
 }
 
 // readShard reads and validates the header of a safetensors file of the
@@ -723,7 +721,19 @@ func readShard(r io.ReaderAt, size int64, path string) (*shard, error) {
 	if herr != nil {
 		return nil, &FormatError{Path: path, Tensor: herr.tensor, Msg: "header: " + herr.msg}
 	}
-	sh := &shard{path: path, size: size, headerLen: int64(n), meta: h.meta}
+	// The data region must end exactly where the last tensor does (as the
+	// format's reference implementation requires): a header length a few
+	// bytes short still parses when it only cuts padding, but shifts every
+	// tensor, and bytes past the last tensor are no tensor's.
+	dataLen := size - 8 - int64(n)
+	var end int64
+	for i := range h.entries {
+		end = max(end, h.entries[i].end)
+	}
+	if end != dataLen {
+		return nil, fail("", "the data region is %d bytes but the last tensor ends at byte %d of it: %d byte(s) belong to no tensor (a wrong header length, or data appended to the file)", dataLen, end, dataLen-end)
+	}
+	sh := &shard{path: path, size: size, headerLen: int64(n), headerSHA256: sha256.Sum256(append(lenBuf[:], hdr...)), meta: h.meta}
 	base := 8 + int64(n)
 	sh.tensors = make([]Tensor, len(h.entries))
 	for i := range h.entries {

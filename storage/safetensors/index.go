@@ -3,18 +3,78 @@ package safetensors
 import (
 	"fmt"
 	"hash/maphash"
-	"os"
+	"iter"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync/atomic"
+
+	"k3/storage/regfile"
 )
 
 // maxIndexLen bounds the size of model.safetensors.index.json (the released
 // checkpoint's is about 40 MB).
 const maxIndexLen = 1 << 30
 
-// index is a parsed model.safetensors.index.json weight_map.
+// Index is a parsed model.safetensors.index.json: the shard file of every
+// tensor its weight_map lists, in the file's order.
+type Index struct{ x *index }
+
+// ReadIndex reads dir/model.safetensors.index.json and parses it as
+// ParseIndex does. A missing index gives an error satisfying
+// errors.Is(err, fs.ErrNotExist).
+func ReadIndex(dir string) (*Index, error) {
+	ipath := filepath.Join(dir, IndexFile)
+	b, err := readIndexFile(ipath)
+	if err != nil {
+		return nil, err
+	}
+	return parseIndexStrict(ipath, b)
+}
+
+// ParseIndex parses the content of an index, strictly: a JSON object whose
+// weight_map is a non-empty object mapping each tensor name, once, to a
+// plain *.safetensors file name (no directory, no NUL). Other members are
+// checked to be JSON and otherwise ignored. Errors are *FormatError.
+func ParseIndex(b []byte) (*Index, error) { return parseIndexStrict(IndexFile, string(b)) }
+
+func parseIndexStrict(path, b string) (*Index, error) {
+	x, herr := parseIndex(b)
+	if herr != nil {
+		return nil, &FormatError{Path: path, Tensor: herr.tensor, Msg: herr.msg}
+	}
+	// parseIndex leaves duplicates to Open's cross-check against the
+	// shards, which finds them at no extra cost; alone, the index needs
+	// the map.
+	seen := make(map[string]struct{}, len(x.entries))
+	for _, e := range x.entries {
+		if _, dup := seen[e.name]; dup {
+			return nil, &FormatError{Path: path, Tensor: e.name, Msg: "listed twice in weight_map"}
+		}
+		seen[e.name] = struct{}{}
+	}
+	return &Index{x}, nil
+}
+
+// Files returns the distinct shard files the index names, sorted.
+func (ix *Index) Files() []string {
+	files := slices.Clone(ix.x.files)
+	slices.Sort(files)
+	return files
+}
+
+// All yields every tensor name with its shard file, in the index's order.
+func (ix *Index) All() iter.Seq2[string, string] {
+	return func(yield func(tensor, file string) bool) {
+		for _, e := range ix.x.entries {
+			if !yield(e.name, ix.x.files[e.file]) {
+				return
+			}
+		}
+	}
+}
+
+// index is the parsed weight_map.
 type index struct {
 	files   []string // distinct shard file names, in first-seen order
 	entries []indexEntry
@@ -28,7 +88,8 @@ type indexEntry struct {
 // parseIndex parses an index file: a JSON object whose "weight_map" member
 // maps tensor names to shard file names. "metadata" and any other member is
 // validated as JSON and otherwise ignored. Duplicate weight_map keys are
-// caught later, by the cross-check against the shards.
+// caught later: by the cross-check against the shards in Open, by
+// parseIndexStrict otherwise.
 func parseIndex(b string) (*index, *hdrError) {
 	x := &index{}
 	s := &scanner{b: b}
@@ -64,8 +125,8 @@ func parseIndex(b string) (*index, *hdrError) {
 			}
 			fi, ok := fileIdx[f]
 			if !ok {
-				if f == "" || f == "." || f == ".." || strings.ContainsAny(f, "/\\") {
-					return &hdrError{tensor: name, msg: fmt.Sprintf("weight_map names %q, which is not a plain file name", f)}
+				if !plainShardName(f) {
+					return &hdrError{tensor: name, msg: fmt.Sprintf("weight_map names %q, which is not a plain file name ending in .safetensors", f)}
 				}
 				fi = int32(len(x.files))
 				fileIdx[f] = fi
@@ -85,7 +146,16 @@ func parseIndex(b string) (*index, *hdrError) {
 	if !seenMap {
 		return nil, &hdrError{msg: "no weight_map"}
 	}
+	if len(x.files) == 0 {
+		return nil, &hdrError{msg: "weight_map is empty"}
+	}
 	return x, nil
+}
+
+// plainShardName reports whether an index may name f: a *.safetensors file
+// directly in the checkpoint's directory.
+func plainShardName(f string) bool {
+	return strings.HasSuffix(f, ".safetensors") && len(f) <= 255 && !strings.ContainsAny(f, "/\\\x00")
 }
 
 // openIndexed opens dir through its index. present lists the directory's
@@ -133,9 +203,6 @@ func openIndexed(dir string, present []string) (*Set, error) {
 	x, herr := parseIndex(b)
 	if herr != nil {
 		return nil, &FormatError{Path: ipath, Tensor: herr.tensor, Msg: herr.msg}
-	}
-	if len(x.files) == 0 {
-		return nil, &FormatError{Path: ipath, Msg: "weight_map is empty"}
 	}
 	files := slices.Clone(x.files)
 	slices.Sort(files)
@@ -185,7 +252,7 @@ func joinAll(dir string, files []string) []string {
 }
 
 func readIndexFile(path string) (string, error) {
-	f, err := os.Open(path)
+	f, err := regfile.Open(path)
 	if err != nil {
 		return "", fmt.Errorf("safetensors: %w", err)
 	}

@@ -274,12 +274,19 @@ func TestHeaderFaults(t *testing.T) {
 	overLen[8+len(ok1)] = 0x12
 	underLen := file(ok1, 8)
 	binary.LittleEndian.PutUint64(underLen, uint64(len(ok1)-5))
+	// Audit D7 (row 1.23): one byte short of a padded header still parses,
+	// but every tensor would be read one byte early.
+	padded := file(ok1+"   ", 8)
+	short := slices.Clone(padded)
+	binary.LittleEndian.PutUint64(short, uint64(len(ok1)+2))
 	cases := []struct {
 		name   string
 		data   []byte
 		tensor string
 		msg    string
 	}{
+		{"header length one byte short, cutting padding", short, "", "the data region is 9 bytes but the last tensor ends at byte 8 of it: 1 byte(s) belong to no tensor"},
+		{"bytes after the last tensor", append(slices.Clone(padded), make([]byte, 4096)...), "", "4096 byte(s) belong to no tensor"},
 		{"4-byte file", []byte{1, 2, 3, 4}, "", "too short for a header length"},
 		{"header length all 0xFF", lenFF, "", "exceeds the 104857600-byte limit"},
 		{"header length 0", file("", 8), "", "header length 0 is impossible"},
@@ -338,14 +345,18 @@ func TestHeaderFaults(t *testing.T) {
 }
 
 func TestHeaderAccepts(t *testing.T) {
-	for _, hdr := range []string{
-		`{}`,
-		` {"__metadata__":{}} `,
-		"\t{\"a\" : {\"data_offsets\" : [0 , 4], \"shape\":[ ], \"dtype\":\"F32\"}}\n  ",
-		`{"\u00e9t\u00e9\ud83d\ude00/x":{"dtype":"BF16","shape":[0,3],"data_offsets":[2,2]},"b":{"dtype":"BF16","shape":[2],"data_offsets":[0,4]}}`,
-		`{"z":{"dtype":"U8","shape":[1],"data_offsets":[7,8]},"y":{"dtype":"U8","shape":[3],"data_offsets":[0,3]}}`,
+	for _, c := range []struct {
+		hdr     string
+		dataLen int
+	}{
+		{`{}`, 0},
+		{` {"__metadata__":{}} `, 0},
+		{"\t{\"a\" : {\"data_offsets\" : [0 , 4], \"shape\":[ ], \"dtype\":\"F32\"}}\n  ", 4},
+		{`{"\u00e9t\u00e9\ud83d\ude00/x":{"dtype":"BF16","shape":[0,3],"data_offsets":[2,2]},"b":{"dtype":"BF16","shape":[2],"data_offsets":[0,4]}}`, 4},
+		{`{"z":{"dtype":"U8","shape":[1],"data_offsets":[7,8]},"y":{"dtype":"U8","shape":[3],"data_offsets":[0,3]}}`, 8},
 	} {
-		s, err := parseBytes(file(hdr, 8))
+		hdr := c.hdr
+		s, err := parseBytes(file(hdr, c.dataLen))
 		if err != nil {
 			t.Errorf("%s: %v", hdr, err)
 			continue

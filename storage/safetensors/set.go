@@ -13,6 +13,9 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
+
+	"k3/storage/regfile"
 )
 
 // IndexFile is the name of the optional shard index of a sharded set.
@@ -20,11 +23,16 @@ const IndexFile = "model.safetensors.index.json"
 
 // FileInfo describes one file of a Set.
 type FileInfo struct {
-	Path       string
-	Size       int64             // file size in bytes
-	HeaderLen  int64             // JSON header length N (data starts at 8+N)
-	NumTensors int               // tensors in this file
-	Metadata   map[string]string // the header's __metadata__, nil if absent; do not modify
+	Path      string
+	Size      int64 // file size in bytes
+	HeaderLen int64 // JSON header length N (data starts at 8+N)
+	// HeaderSHA256 is the SHA-256 of the file's first 8+HeaderLen bytes
+	// (the length and the header): it changes with any tensor's name,
+	// dtype, shape or offset.
+	HeaderSHA256 [32]byte
+	ModTime      time.Time         // modification time when the set was opened
+	NumTensors   int               // tensors in this file
+	Metadata     map[string]string // the header's __metadata__, nil if absent; do not modify
 }
 
 // Set is an opened safetensors file or sharded set. Its methods are safe for
@@ -366,6 +374,14 @@ func newShardFile(sh *shard, f *os.File, seed maphash.Seed) *shardFile {
 }
 
 func loadShard(path string, seed maphash.Seed) (*shardFile, error) {
+	// a named pipe would block open(2) forever
+	if err := regfile.Check(path); err != nil {
+		var nr *regfile.NotRegularError
+		if errors.As(err, &nr) {
+			return nil, &FormatError{Path: path, Msg: nr.Error()}
+		}
+		return nil, fmt.Errorf("safetensors: %w", err)
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("safetensors: %w", err)
@@ -384,6 +400,7 @@ func loadShard(path string, seed maphash.Seed) (*shardFile, error) {
 		f.Close()
 		return nil, err
 	}
+	sh.modTime = fi.ModTime()
 	return newShardFile(sh, f, seed), nil
 }
 
@@ -426,7 +443,7 @@ func merge(shards []*shardFile, seed maphash.Seed) (*Set, error) {
 		}
 		s.byPath[sf.path] = i
 		s.fds = append(s.fds, sf.f)
-		s.files = append(s.files, FileInfo{Path: sf.path, Size: sf.size, HeaderLen: sf.headerLen, NumTensors: len(sf.tensors), Metadata: sf.meta})
+		s.files = append(s.files, FileInfo{Path: sf.path, Size: sf.size, HeaderLen: sf.headerLen, HeaderSHA256: sf.headerSHA256, ModTime: sf.modTime, NumTensors: len(sf.tensors), Metadata: sf.meta})
 		bases[i] = len(s.all)
 		for j := range sf.tensors {
 			s.all = append(s.all, &sf.tensors[j])

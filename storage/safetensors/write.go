@@ -1,15 +1,17 @@
 package safetensors
 
 import (
-	"bufio"
 	"encoding/binary"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"unicode/utf8"
+
+	"k3/storage/atomicfile"
 )
 
 // WriteTensor is one tensor to write: Data holds Numel*DType.Size()
@@ -196,7 +198,7 @@ func WriteFile(path string, tensors []WriteTensor, metadata map[string]string) e
 	if err != nil {
 		return err
 	}
-	return writeAtomic(path, func(w *bufio.Writer) error {
+	return atomicfile.WriteFunc(path, func(w io.Writer) error {
 		var lenBuf [8]byte
 		binary.LittleEndian.PutUint64(lenBuf[:], uint64(len(hdr)))
 		w.Write(lenBuf[:])
@@ -213,41 +215,6 @@ func WriteFile(path string, tensors []WriteTensor, metadata map[string]string) e
 		}
 		return nil
 	})
-}
-
-// writeAtomic writes a file via a synced temporary file and a rename.
-func writeAtomic(path string, fill func(*bufio.Writer) error) (err error) {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("safetensors: %w", err)
-	}
-	tmp := f.Name()
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(tmp)
-		}
-	}()
-	w := bufio.NewWriterSize(f, 1<<20)
-	if err = fill(w); err != nil {
-		return err
-	}
-	if err = w.Flush(); err != nil {
-		return fmt.Errorf("safetensors: writing %s: %w", path, err)
-	}
-	if err = f.Chmod(0o644); err != nil {
-		return fmt.Errorf("safetensors: %w", err)
-	}
-	if err = f.Sync(); err != nil {
-		return fmt.Errorf("safetensors: syncing %s: %w", path, err)
-	}
-	if err = f.Close(); err != nil {
-		return fmt.Errorf("safetensors: closing %s: %w", path, err)
-	}
-	if err = os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("safetensors: %w", err)
-	}
-	return nil
 }
 
 // ShardName returns the conventional file name of shard n (1-based) of m:
@@ -289,11 +256,14 @@ func WriteSharded(dir string, shards [][]WriteTensor) error {
 			return err
 		}
 	}
-	idx := encodeIndex(where, total)
-	return writeAtomic(filepath.Join(dir, IndexFile), func(w *bufio.Writer) error {
-		_, err := w.Write(idx)
-		return err
-	})
+	return WriteIndex(dir, where, total)
+}
+
+// WriteIndex writes dir/model.safetensors.index.json atomically:
+// {"metadata": {"total_size": totalSize}, "weight_map": weightMap}, the
+// names sorted, in the layout of the released checkpoint's index.
+func WriteIndex(dir string, weightMap map[string]string, totalSize int64) error {
+	return atomicfile.Write(filepath.Join(dir, IndexFile), encodeIndex(weightMap, totalSize))
 }
 
 // encodeIndex renders model.safetensors.index.json for a name -> file map.

@@ -2,12 +2,16 @@ package trunk
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
+	"k3/storage/atomicfile"
 	"k3/storage/direct"
 )
 
@@ -132,7 +136,7 @@ func (d *DiskSpeed) write(ctx context.Context, dir string, n int64, b []byte) er
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	path := filepath.Join(dir, fmt.Sprintf(".k3-disktest-%d.tmp", os.Getpid()))
+	path := filepath.Join(dir, diskTestName(os.Getpid()))
 	_ = os.Remove(path)
 	f, err := direct.Create(path)
 	if err != nil {
@@ -157,4 +161,45 @@ func (d *DiskSpeed) write(ctx context.Context, dir string, n int64, b []byte) er
 	}
 	d.WriteTime, d.WriteBytes = time.Since(t0), n
 	return nil
+}
+
+// diskTestName is the speed test's scratch file in the trunk directory.
+func diskTestName(pid int) string { return fmt.Sprintf(".k3-disktest-%d.tmp", pid) }
+
+// CleanStale removes what packs killed before they could clean up left in
+// dir: temporary files of trunk.json and trunk.partial.json, and disk speed
+// test files (up to --disk-test-mb each), of processes no longer running.
+// It returns what it removed.
+func CleanStale(dir string) ([]atomicfile.Stale, error) {
+	var out []atomicfile.Stale
+	var errs []error
+	for _, name := range []string{ManifestFile, PartialFile} {
+		s, err := atomicfile.CleanStale(filepath.Join(dir, name))
+		out = append(out, s...)
+		errs = append(errs, err)
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		errs = append(errs, err)
+	}
+	for _, e := range ents {
+		rest, ok := strings.CutPrefix(e.Name(), ".k3-disktest-")
+		pidText, ok2 := strings.CutSuffix(rest, ".tmp")
+		pid, perr := strconv.Atoi(pidText)
+		if !ok || !ok2 || perr != nil || pid <= 0 || e.Name() != diskTestName(pid) || !e.Type().IsRegular() || atomicfile.ProcessAlive(pid) {
+			continue
+		}
+		p := filepath.Join(dir, e.Name())
+		info, ierr := e.Info()
+		if err := os.Remove(p); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		s := atomicfile.Stale{Path: p}
+		if ierr == nil {
+			s.Size = info.Size()
+		}
+		out = append(out, s)
+	}
+	return out, errors.Join(errs...)
 }

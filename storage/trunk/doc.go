@@ -48,8 +48,10 @@
 //
 // # trunk.json
 //
-//	{"format": "k3-trunk", "version": 1,
-//	 "source": {"files": [{"name": "model-00001-of-00096.safetensors", "size": 123}, ...],
+//	{"format": "k3-trunk", "version": 2,
+//	 "source": {"files": [{"name": "model-00001-of-00096.safetensors", "size": 123,
+//	                       "mtime_ns": 1764581860920324731,   // modification time when packed
+//	                       "header_sha256": "9f2c..."}, ...], // SHA-256 of the length + header
 //	            "prefix": "language_model."},
 //	 "runs": [{"name": "layer.0", "layer": 0,        // -1 for embed, head, final
 //	           "offset": 4096, "length": 8192,       // in trunk.bin; both multiples of 4096
@@ -62,9 +64,19 @@
 //	 "total_bytes": 12288}                            // size of trunk.bin
 //
 // source identifies the checkpoint the trunk was packed from: the base
-// names and sizes of its safetensors files in shard order, and the tensor
-// name prefix. ParseManifest (used by Open) checks every rule above and
-// refuses anything else with a message naming the problem.
+// names, sizes, modification times and header hashes of its safetensors
+// files in shard order, and the tensor name prefix; the runs' crc32c
+// identify the packed content. ParseManifest (used by Open) checks every
+// rule above and refuses anything else with a message naming the problem.
+// Trunk.CheckSet refuses a trunk for a checkpoint whose files differ in
+// name, size, header or modification time, or whose tensors' dtypes,
+// shapes and places differ from trunk.json's. Pack, finding a complete
+// trunk whose checkpoint files were modified since (or a version 1
+// trunk.json, which had names and sizes only), gathers the runs drawn from
+// those files again and compares their CRCs: equal, it keeps trunk.bin and
+// rewrites trunk.json with the current identity; different, it refuses
+// (Options.Force repacks). A resumed pack packs again the runs drawn from
+// files modified since it was interrupted.
 //
 // trunk.partial.json has the same fields plus "done": the names of the runs
 // written and verified so far (their crc32c is set; the others' is 0).

@@ -21,10 +21,13 @@ const (
 	PartialFile  = "trunk.partial.json"
 )
 
-// Format and Version identify trunk.json.
+// Format and Version identify trunk.json. Version 1 (source files by name
+// and size only) is still read, so that Pack can check such a trunk against
+// its checkpoint and record the rest; Open refuses it.
 const (
-	Format  = "k3-trunk"
-	Version = 1
+	Format        = "k3-trunk"
+	Version       = 2
+	legacyVersion = 1
 )
 
 // RunAlign is the alignment of every run's offset and length in trunk.bin
@@ -63,10 +66,19 @@ type Source struct {
 	Prefix string       `json:"prefix"`
 }
 
-// SourceFile is one safetensors file of the source checkpoint.
+// SourceFile is one safetensors file of the source checkpoint. The packed
+// content itself is identified by the runs' CRC-32C (over exactly the
+// bytes gathered from these files): Pack re-gathers and compares them when a
+// file's modification time changed.
 type SourceFile struct {
 	Name string `json:"name"` // base name
 	Size int64  `json:"size"` // bytes
+	// ModTime is the file's modification time when it was packed (Unix
+	// nanoseconds); HeaderSHA256 the SHA-256 of its first 8+N bytes (the
+	// header length and the header), lowercase hex. Both are absent in
+	// version 1.
+	ModTime      int64  `json:"mtime_ns,omitempty"`
+	HeaderSHA256 string `json:"header_sha256,omitempty"`
 }
 
 // Run is one aligned byte run of trunk.bin.
@@ -209,10 +221,10 @@ func (m *Manifest) validate(done []string) error {
 	if m.Format != Format {
 		return merr("format is %q, want %q", m.Format, Format)
 	}
-	if m.Version != Version {
+	if m.Version != Version && m.Version != legacyVersion {
 		return merr("version %d is not supported (this build reads version %d; repack with this k3)", m.Version, Version)
 	}
-	if err := m.Source.validate(); err != nil {
+	if err := m.Source.validate(m.Version); err != nil {
 		return err
 	}
 	if len(m.Runs) == 0 {
@@ -293,7 +305,7 @@ func (m *Manifest) validate(done []string) error {
 	return nil
 }
 
-func (s *Source) validate() error {
+func (s *Source) validate(version int) error {
 	if len(s.Files) == 0 {
 		return merr("source.files is empty")
 	}
@@ -304,6 +316,13 @@ func (s *Source) validate() error {
 		}
 		if f.Size < 0 {
 			return merr("source.files[%d] %q: negative size %d", i, f.Name, f.Size)
+		}
+		if version == legacyVersion {
+			if f.ModTime != 0 || f.HeaderSHA256 != "" {
+				return merr("source.files[%d] %q: mtime_ns and header_sha256 are not part of version 1", i, f.Name)
+			}
+		} else if !isSHA256(f.HeaderSHA256) {
+			return merr("source.files[%d] %q: header_sha256 %q is not 64 lowercase hex digits", i, f.Name, f.HeaderSHA256)
 		}
 		if seen[f.Name] {
 			return merr("source.files lists %q twice", f.Name)
@@ -391,8 +410,10 @@ func (r *Run) validate(prefix string) error {
 	return nil
 }
 
-// sameSource reports whether two sources are identical, and if not, how
-// they differ.
+// sameSource reports whether have (a manifest's source) describes the
+// checkpoint want (as sourceOf gives it): the same tensor prefix, file
+// names, sizes and, unless have is version 1, header hashes. Modification
+// times are compared by changedFiles.
 func sameSource(have, want *Source) (bool, string) {
 	if have.Prefix != want.Prefix {
 		return false, fmt.Sprintf("tensor prefix %q, the checkpoint's is %q", have.Prefix, want.Prefix)
@@ -408,29 +429,71 @@ func sameSource(have, want *Source) (bool, string) {
 		if h.Size != w.Size {
 			return false, fmt.Sprintf("%s was %d bytes, it is now %d", h.Name, h.Size, w.Size)
 		}
+		if h.HeaderSHA256 != "" && h.HeaderSHA256 != w.HeaderSHA256 {
+			return false, fmt.Sprintf("%s has another header (a tensor's name, dtype, shape or place changed)", h.Name)
+		}
 	}
 	return true, ""
 }
 
+// changedFiles lists the files of have whose modification time differs
+// from want's (every file for a version 1 source, which has none).
+func changedFiles(have, want *Source) []int {
+	var out []int
+	for i := range have.Files {
+		if i < len(want.Files) && (have.Files[i].ModTime == 0 || have.Files[i].ModTime != want.Files[i].ModTime) {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
 // sameLayout reports whether two manifests describe the same trunk.bin
-// layout (everything but the CRCs).
-func sameLayout(a, b *Manifest) bool {
-	if a.Format != b.Format || a.Version != b.Version || a.TotalBytes != b.TotalBytes || len(a.Runs) != len(b.Runs) {
-		return false
+// layout (everything but the CRCs and the source files' times).
+func sameLayout(a, b *Manifest) bool { return layoutDiff(a, b) == "" }
+
+// layoutDiff says how the layout of have (a trunk.json) differs from want
+// (what the checkpoint gives), "" when it does not.
+func layoutDiff(have, want *Manifest) string {
+	if ok, why := sameSource(&have.Source, &want.Source); !ok {
+		return why
 	}
-	if ok, _ := sameSource(&a.Source, &b.Source); !ok {
-		return false
+	if have.TotalBytes != want.TotalBytes {
+		return fmt.Sprintf("total_bytes is %d, the checkpoint's trunk has %d", have.TotalBytes, want.TotalBytes)
 	}
-	for i := range a.Runs {
-		x, y := &a.Runs[i], &b.Runs[i]
-		if x.Name != y.Name || x.Layer != y.Layer || x.Offset != y.Offset || x.Length != y.Length || x.DataBytes != y.DataBytes || len(x.Tensors) != len(y.Tensors) {
-			return false
+	if len(have.Runs) != len(want.Runs) {
+		return fmt.Sprintf("%d runs, the checkpoint's trunk has %d", len(have.Runs), len(want.Runs))
+	}
+	for i := range have.Runs {
+		x, y := &have.Runs[i], &want.Runs[i]
+		if x.Name != y.Name || x.Layer != y.Layer || x.Offset != y.Offset || x.Length != y.Length || x.DataBytes != y.DataBytes {
+			return fmt.Sprintf("run %d is %s [%d, +%d), the checkpoint's is %s [%d, +%d)", i, x.Name, x.Offset, x.Length, y.Name, y.Offset, y.Length)
+		}
+		if len(x.Tensors) != len(y.Tensors) {
+			return fmt.Sprintf("run %s has %d tensors, the checkpoint's has %d", x.Name, len(x.Tensors), len(y.Tensors))
 		}
 		for j := range x.Tensors {
 			s, t := &x.Tensors[j], &y.Tensors[j]
-			if s.Name != t.Name || s.DType != t.DType || s.Offset != t.Offset || s.Size != t.Size || !slices.Equal(s.Shape, t.Shape) {
-				return false
+			switch {
+			case s.Name != t.Name:
+				return fmt.Sprintf("run %s holds %s where the checkpoint's has %s", x.Name, s.Name, t.Name)
+			case s.DType != t.DType || !slices.Equal(s.Shape, t.Shape):
+				return fmt.Sprintf("tensor %s is %s%v in trunk.json, %s%v in the checkpoint", s.Name, s.DType, s.Shape, t.DType, t.Shape)
+			case s.Offset != t.Offset || s.Size != t.Size:
+				return fmt.Sprintf("tensor %s lies at %d (+%d) of run %s, the checkpoint's layout puts it at %d (+%d)", s.Name, s.Offset, s.Size, x.Name, t.Offset, t.Size)
 			}
+		}
+	}
+	return ""
+}
+
+func isSHA256(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
 		}
 	}
 	return true

@@ -7,12 +7,17 @@ import (
 	"hash/crc32"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
 	"k3/storage/atomicfile"
 	"k3/storage/direct"
 	"k3/storage/safetensors"
+	"k3/storage/units"
+
+	"k3/storage/regfile"
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -38,9 +43,10 @@ type Options struct {
 
 // Progress phases.
 const (
-	PhaseCheck = "check" // re-verifying the runs an interrupted pack finished
-	PhasePack  = "pack"  // gathering, writing and verifying runs
-	PhaseDone  = "done"  // trunk.json written
+	PhaseCheck  = "check"  // re-verifying the runs an interrupted pack finished
+	PhaseSource = "source" // comparing a complete trunk with a checkpoint modified since
+	PhasePack   = "pack"   // gathering, writing and verifying runs
+	PhaseDone   = "done"   // trunk.json written
 )
 
 // Progress reports how far a pack is.
@@ -53,8 +59,8 @@ type Progress struct {
 	// done plus the part of the current run written; in PhaseCheck the
 	// bytes re-verified out of those to re-verify.
 	BytesDone, BytesTotal int64
-	// BytesPerSec is this phase's rate so far (bytes done in this call of
-	// Pack per second of wall time, verification included).
+	// BytesPerSec is this phase's rate over the last units.Window (bytes
+	// done per second of wall time, verification included).
 	BytesPerSec float64
 	ETA         time.Duration // -1 when unknown
 }
@@ -103,12 +109,12 @@ type SpaceError struct {
 }
 
 func (e *SpaceError) Error() string {
-	return fmt.Sprintf("not enough free space in %s: the trunk needs %d more bytes (%.2f GB), %d (%.2f GB) available",
-		e.Dir, e.Need, float64(e.Need)/1e9, e.Avail, float64(e.Avail)/1e9)
+	return fmt.Sprintf("not enough free space in %s: the trunk needs %d more bytes (%s), %d (%s) available",
+		e.Dir, e.Need, units.Bytes(e.Need), e.Avail, units.Bytes(e.Avail))
 }
 
-// freeSpace reports free bytes in a directory (tests replace it).
-var freeSpace = statFree
+// diskFree is direct.DiskFree, a variable so tests can simulate a full disk.
+var diskFree = direct.DiskFree
 
 // Plan opens the checkpoint in modelDir and returns the manifest Pack would
 // write (CRCs zero), without writing anything.
@@ -157,7 +163,7 @@ func Pack(ctx context.Context, modelDir, trunkDir string, opt Options) (*Result,
 	res := &Result{}
 
 	// A complete trunk already there?
-	if data, err := os.ReadFile(finalPath); err == nil {
+	if data, err := regfile.ReadFile(finalPath); err == nil {
 		m, perr := ParseManifest(data)
 		var refuse error
 		switch {
@@ -172,9 +178,16 @@ func Pack(ctx context.Context, modelDir, trunkDir string, opt Options) (*Result,
 			fi, serr := os.Stat(binPath)
 			if serr == nil && fi.Size() == m.TotalBytes {
 				if !opt.Force {
-					res.Manifest, res.UpToDate = m, true
-					res.Elapsed = time.Since(start)
-					return res, nil
+					stale, err := keepIfSame(ctx, pl, m, bs, res, finalPath, opt.Progress)
+					if err != nil {
+						return nil, err
+					}
+					if stale == "" {
+						res.UpToDate = true
+						res.Elapsed = time.Since(start)
+						return res, nil
+					}
+					refuse = fmt.Errorf("%w: %s", ErrSourceMismatch, stale)
 				}
 			} else if serr == nil {
 				refuse = fmt.Errorf("%s is %d bytes but %s says %d", binPath, fi.Size(), finalPath, m.TotalBytes)
@@ -200,7 +213,7 @@ func Pack(ctx context.Context, modelDir, trunkDir string, opt Options) (*Result,
 
 	// An interrupted pack to continue?
 	done := map[string]uint32{}
-	if data, err := os.ReadFile(partPath); err == nil {
+	if data, err := regfile.ReadFile(partPath); err == nil {
 		p, perr := parsePartial(data)
 		discard := ""
 		switch {
@@ -217,12 +230,23 @@ func Pack(ctx context.Context, modelDir, trunkDir string, opt Options) (*Result,
 		case opt.Force:
 			discard = "discarded an interrupted pack (--force)"
 		default:
+			// runs gathered from a file modified since are packed again
+			stale := pl.runsFrom(changedFiles(&p.Source, &pl.m.Source))
+			dropped := 0
 			for _, name := range p.Done {
 				for i := range p.Runs {
-					if p.Runs[i].Name == name {
+					if p.Runs[i].Name != name {
+						continue
+					}
+					if stale[i] {
+						dropped++
+					} else {
 						done[name] = p.Runs[i].CRC32C
 					}
 				}
+			}
+			if dropped > 0 {
+				res.Notes = append(res.Notes, fmt.Sprintf("%d run(s) of the interrupted pack came from files modified since: packing them again", dropped))
 			}
 			res.Resumed = true
 		}
@@ -241,7 +265,7 @@ func Pack(ctx context.Context, modelDir, trunkDir string, opt Options) (*Result,
 
 	// Room for the rest?
 	need := pl.m.TotalBytes - allocated(binPath) + 1<<20
-	if avail := freeSpace(trunkDir); avail >= 0 && need > avail {
+	if avail, _, err := diskFree(trunkDir); err == nil && need > avail {
 		return nil, &SpaceError{Dir: trunkDir, Need: need, Avail: avail}
 	}
 
@@ -521,6 +545,21 @@ type chunk struct {
 // chunk's length once written.
 func (p *packer) writeRun(ctx context.Context, i int, onChunk func(int64)) (uint32, error) {
 	r := &p.pl.m.Runs[i]
+	return p.gatherRun(ctx, i, func(b []byte, off int64) error {
+		t0 := time.Now()
+		err := p.of.writeAt(b, r.Offset+off)
+		p.res.WriteTime += time.Since(t0)
+		if err == nil {
+			p.res.BytesWritten += int64(len(b))
+		}
+		return err
+	}, onChunk)
+}
+
+// gatherRun streams run i's bytes from the checkpoint to sink (nil: none)
+// in a second goroutine and returns their CRC-32C.
+func (p *packer) gatherRun(ctx context.Context, i int, sink func(b []byte, off int64) error, onChunk func(int64)) (uint32, error) {
+	r := &p.pl.m.Runs[i]
 	free := make(chan []byte, len(p.stage))
 	full := make(chan chunk, len(p.stage))
 	for _, b := range p.stage {
@@ -534,15 +573,15 @@ func (p *packer) writeRun(ctx context.Context, i int, onChunk func(int64)) (uint
 		defer close(wdone)
 		for c := range full {
 			if werr == nil {
-				t0 := time.Now()
-				err := p.of.writeAt(c.buf, r.Offset+c.off)
-				p.res.WriteTime += time.Since(t0)
+				var err error
+				if sink != nil {
+					err = sink(c.buf, c.off)
+				}
 				if err != nil {
 					werr = err
 					failed.Store(true)
 				} else {
 					crc = crc32.Update(crc, castagnoli, c.buf)
-					p.res.BytesWritten += int64(len(c.buf))
 					if onChunk != nil {
 						onChunk(int64(len(c.buf)))
 					}
@@ -701,12 +740,13 @@ type progress struct {
 	phase                 string
 	runsDone, runsTotal   int
 	bytesDone, bytesTotal int64
-	base                  int64
-	start                 time.Time
+	meter                 units.Meter // bytesDone in this phase
 }
 
 func (s *progress) begin(phase string, done, total int64) {
-	s.phase, s.bytesDone, s.bytesTotal, s.base, s.start = phase, done, total, done, time.Now()
+	s.phase, s.bytesDone, s.bytesTotal = phase, done, total
+	s.meter.Reset()
+	s.meter.Observe(time.Now(), done)
 }
 
 func (s *progress) add(run string, n int64) {
@@ -718,14 +758,92 @@ func (s *progress) emit(run string) {
 	if s.fn == nil {
 		return
 	}
+	now := time.Now()
+	s.meter.Observe(now, s.bytesDone)
 	p := Progress{Phase: s.phase, Run: run, RunsDone: s.runsDone, RunsTotal: s.runsTotal,
-		BytesDone: s.bytesDone, BytesTotal: s.bytesTotal, ETA: -1}
-	if el := time.Since(s.start).Seconds(); el > 0 && s.bytesDone > s.base {
-		p.BytesPerSec = float64(s.bytesDone-s.base) / el
-		p.ETA = time.Duration(float64(s.bytesTotal-s.bytesDone) / p.BytesPerSec * float64(time.Second))
-	}
+		BytesDone: s.bytesDone, BytesTotal: s.bytesTotal, BytesPerSec: s.meter.Rate(now)}
+	p.ETA = units.ETA(s.bytesTotal-s.bytesDone, p.BytesPerSec)
 	if s.phase == PhaseDone {
 		p.ETA = 0
 	}
 	s.fn(p)
+}
+
+// keepIfSame decides about a complete trunk m whose layout matches the
+// checkpoint: when a source file was modified since it was packed (or m
+// is version 1, which has no times), the runs gathered from those files
+// are gathered again and their CRC-32C compared with m's. All equal: m is
+// kept, trunk.json rewritten with the checkpoint's current identity, and
+// "" returned. Otherwise the answer names the changed file and run.
+func keepIfSame(ctx context.Context, pl *plan, m *Manifest, bs int, res *Result, finalPath string, onProgress func(Progress)) (string, error) {
+	changed := changedFiles(&m.Source, &pl.m.Source)
+	res.Manifest = m
+	if len(changed) == 0 && m.Version == Version {
+		return "", nil
+	}
+	which := pl.runsFrom(changed)
+	pk := &packer{pl: pl, bs: bs, res: res}
+	defer pk.free()
+	if err := pk.alloc(); err != nil {
+		return "", err
+	}
+	var total int64
+	n := 0
+	for i := range pl.m.Runs {
+		if which[i] {
+			total += pl.m.Runs[i].Length
+			n++
+		}
+	}
+	prog := &progress{fn: onProgress, runsTotal: n}
+	prog.begin(PhaseSource, 0, total)
+	t0 := time.Now()
+	for i := range pl.m.Runs {
+		if !which[i] {
+			continue
+		}
+		r := &pl.m.Runs[i]
+		if err := ctx.Err(); err != nil {
+			return "", fmt.Errorf("pack interrupted: %w", err)
+		}
+		got, err := pk.gatherRun(ctx, i, nil, func(n int64) { prog.add(r.Name, n) })
+		if err != nil {
+			if ctx.Err() != nil {
+				return "", fmt.Errorf("pack interrupted: %w", ctx.Err())
+			}
+			return "", err
+		}
+		if want := m.Runs[i].CRC32C; got != want {
+			var names []string
+			for _, fi := range pl.filesOf(i) {
+				if slices.Contains(changed, fi) {
+					names = append(names, pl.m.Source.Files[fi].Name)
+				}
+			}
+			return fmt.Sprintf("%s changed after the trunk in %s was packed: run %s gathered from it now has CRC-32C %08x, the packed one %08x (another version of the weights); use --force to repack from scratch",
+				strings.Join(names, ", "), filepath.Dir(finalPath), r.Name, got, want), nil
+		}
+		prog.runsDone++
+		prog.emit(r.Name)
+	}
+	res.CheckTime = time.Since(t0)
+	kept := *pl.m
+	kept.Runs = slices.Clone(pl.m.Runs)
+	for i := range kept.Runs {
+		kept.Runs[i].CRC32C = m.Runs[i].CRC32C
+	}
+	data, err := kept.Marshal()
+	if err != nil {
+		return "", err
+	}
+	if err := atomicfile.WriteDurable(finalPath, data); err != nil {
+		return "", err
+	}
+	res.Manifest = &kept
+	why := "the checkpoint's files were modified since the pack"
+	if m.Version == legacyVersion {
+		why = "trunk.json was written by an older k3"
+	}
+	res.Notes = append(res.Notes, fmt.Sprintf("%s: %d run(s) gathered again from the checkpoint match the packed ones; trunk.json now records the checkpoint's identity (trunk.bin unchanged)", why, n))
+	return "", nil
 }

@@ -1,6 +1,7 @@
 package trunk
 
 import (
+	"encoding/hex"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -37,7 +38,8 @@ func sourceOf(set *safetensors.Set) (Source, error) {
 		return src, fmt.Errorf("not a Kimi K3 checkpoint: no model.embed_tokens.weight (with or without the %q prefix)", ReleasePrefix)
 	}
 	for _, f := range set.Files() {
-		src.Files = append(src.Files, SourceFile{Name: filepath.Base(f.Path), Size: f.Size})
+		src.Files = append(src.Files, SourceFile{Name: filepath.Base(f.Path), Size: f.Size,
+			ModTime: f.ModTime.UnixNano(), HeaderSHA256: hex.EncodeToString(f.HeaderSHA256[:])})
 	}
 	return src, nil
 }
@@ -169,3 +171,28 @@ func makePlan(set *safetensors.Set) (*plan, error) {
 }
 
 func alignUp(x, a int64) int64 { return (x + a - 1) &^ (a - 1) }
+
+// runsFrom marks the runs holding a tensor from one of the given files
+// (indices into the source files).
+func (p *plan) runsFrom(files []int) []bool {
+	out := make([]bool, len(p.m.Runs))
+	for i := range p.m.Runs {
+		for _, fi := range p.filesOf(i) {
+			if slices.Contains(files, fi) {
+				out[i] = true
+			}
+		}
+	}
+	return out
+}
+
+// filesOf lists the source files run i's tensors come from.
+func (p *plan) filesOf(i int) []int {
+	var out []int
+	for _, t := range p.src[i] {
+		if fi := p.fileIdx[t.Path]; !slices.Contains(out, fi) {
+			out = append(out, fi)
+		}
+	}
+	return out
+}

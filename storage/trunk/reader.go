@@ -6,9 +6,12 @@ import (
 	"hash/crc32"
 	"os"
 	"path/filepath"
+	"time"
 
 	"k3/storage/direct"
 	"k3/storage/safetensors"
+
+	"k3/storage/regfile"
 )
 
 // Trunk is an opened, complete trunk directory. Its methods are safe for
@@ -34,7 +37,7 @@ type tensorRef struct {
 // Run contents are not read; VerifyRun checks a run's CRC.
 func Open(dir string) (*Trunk, error) {
 	mpath := filepath.Join(dir, ManifestFile)
-	data, err := os.ReadFile(mpath)
+	data, err := regfile.ReadFile(mpath)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			if _, perr := os.Stat(filepath.Join(dir, PartialFile)); perr == nil {
@@ -51,6 +54,9 @@ func Open(dir string) (*Trunk, error) {
 			me.Path = mpath
 		}
 		return nil, err
+	}
+	if m.Version == legacyVersion {
+		return nil, fmt.Errorf("trunk: %s was written by an older k3 and does not record what identifies the checkpoint's content: run k3 pack MODEL_DIR %s once (it checks the trunk against the checkpoint and records it, without rewriting %s): %w", mpath, dir, BinFile, ErrSourceMismatch)
 	}
 	bpath := filepath.Join(dir, BinFile)
 	f, err := direct.Open(bpath)
@@ -155,24 +161,47 @@ func (t *Trunk) check(r *Run, dst []byte) error {
 	return nil
 }
 
-// CheckSource checks that modelDir holds the checkpoint the trunk was
-// packed from: the same safetensors file names and sizes, in the same
-// order, and the same tensor prefix. The error wraps ErrSourceMismatch
-// when they differ.
+// CheckSource is CheckSet for the checkpoint in modelDir.
 func (t *Trunk) CheckSource(modelDir string) error {
 	set, err := safetensors.Open(modelDir)
 	if err != nil {
 		return err
 	}
 	defer set.Close()
-	src, err := sourceOf(set)
+	return t.CheckSet(set)
+}
+
+// CheckSet checks that set is the checkpoint the trunk was packed from,
+// unchanged: the same safetensors files (names, sizes, header hashes) in
+// the same order with the same modification times, the same tensor prefix,
+// and every tensor of trunk.json with the dtype, shape and place the
+// checkpoint gives it. The error wraps ErrSourceMismatch, names the file
+// or tensor and says how to repack.
+func (t *Trunk) CheckSet(set *safetensors.Set) error {
+	pl, err := makePlan(set)
 	if err != nil {
 		return err
 	}
-	if ok, why := sameSource(&t.m.Source, &src); !ok {
-		return fmt.Errorf("%w: %s: %s", ErrSourceMismatch, t.dir, why)
+	want := &pl.m.Source
+	if ok, why := sameSource(&t.m.Source, want); !ok {
+		return fmt.Errorf("%w: %s: %s; repack it: k3 pack MODEL_DIR %s --force", ErrSourceMismatch, t.dir, why, t.dir)
+	}
+	if ch := changedFiles(&t.m.Source, want); len(ch) > 0 {
+		f := t.m.Source.Files[ch[0]]
+		return fmt.Errorf("%w: %s was modified after the trunk in %s was packed from it (%s then, %s now), so its weights may differ: run k3 pack MODEL_DIR %s to compare them (the trunk is kept if they are the same; --force repacks)",
+			ErrSourceMismatch, f.Name, t.dir, stamp(f.ModTime), stamp(want.Files[ch[0]].ModTime), t.dir)
+	}
+	if why := layoutDiff(t.m, pl.m); why != "" {
+		return fmt.Errorf("%w: %s does not match the checkpoint: %s; repack it: k3 pack MODEL_DIR %s --force", ErrSourceMismatch, filepath.Join(t.dir, ManifestFile), why, t.dir)
 	}
 	return nil
+}
+
+func stamp(ns int64) string {
+	if ns == 0 {
+		return "unknown"
+	}
+	return time.Unix(0, ns).UTC().Format("2006-01-02 15:04:05.000000000 UTC")
 }
 
 // Close closes trunk.bin.

@@ -3,6 +3,9 @@ package trunk
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,8 +17,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"k3/storage/direct"
 	"k3/storage/safetensors"
+	"k3/storage/units"
 )
 
 const (
@@ -139,9 +146,11 @@ func TestPackTinyRelease(t *testing.T) {
 	if m.Source.Prefix != "language_model." || len(m.Source.Files) != 3 || m.Layers() != 8 || len(m.Runs) != 11 {
 		t.Fatalf("prefix %q, %d files, %d layers, %d runs", m.Source.Prefix, len(m.Source.Files), m.Layers(), len(m.Runs))
 	}
-	if m.Source.Files[0] != (SourceFile{"model-00001-of-00003.safetensors", 412584}) {
-		t.Fatalf("source file 0: %+v", m.Source.Files[0])
-	}
+	f0 := m.Source.Files[0]
+	src0, err := os.Stat(filepath.Join(tinyRelease, f0.Name))
+	require.NoError(t, err)
+	assert.Equal(t, SourceFile{Name: "model-00001-of-00003.safetensors", Size: 412584, ModTime: src0.ModTime().UnixNano(), HeaderSHA256: headerSHA256(t, filepath.Join(tinyRelease, f0.Name))}, f0)
+	assert.Equal(t, Version, m.Version)
 	names := []string{"embed", "head", "final"}
 	for i := 0; i < 8; i++ {
 		names = append(names, fmt.Sprintf("layer.%d", i))
@@ -485,25 +494,25 @@ func TestSourceMismatch(t *testing.T) {
 }
 
 func TestNoSpace(t *testing.T) {
-	old := freeSpace
-	defer func() { freeSpace = old }()
-	freeSpace = func(string) int64 { return 5000 }
+	old := diskFree
+	defer func() { diskFree = old }()
+	diskFree = func(string) (int64, int64, error) { return 5000, 10000, nil }
 	dir := t.TempDir()
 	_, err := Pack(context.Background(), tinyRelease, dir, Options{})
-	var se *SpaceError
 	m, perr := Plan(tinyRelease)
-	if perr != nil {
-		t.Fatal(perr)
-	}
-	if !errors.As(err, &se) || se.Avail != 5000 || se.Need != m.TotalBytes+1<<20 {
-		t.Fatalf("err %v", err)
-	}
-	if !strings.Contains(err.Error(), fmt.Sprint(m.TotalBytes+1<<20)) {
-		t.Fatalf("message lacks the byte count: %v", err)
-	}
-	if _, err := os.Stat(filepath.Join(dir, BinFile)); !os.IsNotExist(err) {
-		t.Fatal("trunk.bin created despite the refusal")
-	}
+	require.NoError(t, perr)
+	var se *SpaceError
+	require.ErrorAs(t, err, &se)
+	assert.Equal(t, int64(5000), se.Avail)
+	assert.Equal(t, m.TotalBytes+1<<20, se.Need)
+	assert.Contains(t, err.Error(), fmt.Sprintf("the trunk needs %d more bytes (%s), 5000 (5.00 KB) available", se.Need, units.Bytes(se.Need)))
+	_, err = os.Stat(filepath.Join(dir, BinFile))
+	assert.True(t, os.IsNotExist(err), "trunk.bin created despite the refusal")
+
+	// an unknown free space does not refuse
+	diskFree = func(string) (int64, int64, error) { return 0, 0, errors.ErrUnsupported }
+	_, err = Pack(context.Background(), tinyRelease, dir, Options{})
+	assert.NoError(t, err)
 }
 
 func TestNotK3(t *testing.T) {
@@ -566,7 +575,10 @@ func TestOpenRefusesCorruptManifest(t *testing.T) {
 		{"truncated", openWith(t, good[:len(good)/2]), "truncated JSON"},
 		{"empty", openWith(t, nil), "empty file"},
 		{"trailing", openWith(t, append(slices.Clone(good), "{}"...)), "trailing data"},
-		{"version", mutate(t, good, func(m map[string]any) { m["version"] = 2 }), "version 2 is not supported"},
+		{"version", mutate(t, good, func(m map[string]any) { m["version"] = 3 }), "version 3 is not supported"},
+		{"header hash", mutate(t, good, func(m map[string]any) {
+			m["source"].(map[string]any)["files"].([]any)[0].(map[string]any)["header_sha256"] = "abc"
+		}), "header_sha256 \"abc\" is not 64 lowercase hex digits"},
 		{"format", mutate(t, good, func(m map[string]any) { m["format"] = "gguf" }), `format is "gguf"`},
 		{"unknown field", mutate(t, good, func(m map[string]any) { m["extra"] = 1 }), `unknown field "extra"`},
 		{"overlap", mutate(t, good, func(m map[string]any) { run(m, 4)["offset"] = run(m, 3)["offset"] }), "overlap"},
@@ -652,4 +664,14 @@ func TestMeasureDisk(t *testing.T) {
 	if len(ents) != 0 {
 		t.Fatalf("test file left behind: %v", ents)
 	}
+}
+
+// headerSHA256 hashes a safetensors file's length prefix and header.
+func headerSHA256(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	n := binary.LittleEndian.Uint64(b[:8])
+	sum := sha256.Sum256(b[:8+n])
+	return hex.EncodeToString(sum[:])
 }

@@ -16,6 +16,8 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+
+	"k3/storage/safetensors"
 )
 
 // FileSpec is a released file and its exact size (-1: size not published).
@@ -31,16 +33,6 @@ var TokenizerFiles = []string{"config.json", "tiktoken.model", "tokenizer_config
 
 // PartSuffix marks an unfinished download.
 const PartSuffix = ".part"
-
-// Released returns the released file set: the 96 shards with their sizes,
-// then the config and tokenizer files.
-func Released() []FileSpec {
-	out := append([]FileSpec(nil), ReleasedShards[:]...)
-	for _, n := range TokenizerFiles {
-		out = append(out, FileSpec{n, -1})
-	}
-	return out
-}
 
 // ReleasedSize returns the published size of a shard (ok=false for other
 // names).
@@ -60,7 +52,7 @@ const (
 	StatusMissing      Status = "missing"       // required, not there
 	StatusWrongSize    Status = "wrong-size"    // there, size differs
 	StatusHashMismatch Status = "hash-mismatch" // there, right size, SHA-256 differs from the manifest
-	StatusNoHash       Status = "no-hash"       // --sha256 asked, manifest has no entry for it
+	StatusNoHash       Status = "no-hash"       // --sha256 asked, manifest has no verified hash for it
 	StatusPartial      Status = "partial"       // an unfinished NAME.part
 	StatusExtra        Status = "extra"         // not part of the release (harmless)
 	StatusNotNeeded    Status = "not-needed"    // released shard the --layers prefix does not need, absent
@@ -153,18 +145,18 @@ func Check(ctx context.Context, dir string, opt Options) (*Report, error) {
 	}
 	notNeeded := map[string]bool{}
 	if opt.Layers > 0 {
-		ix, err := ReadIndex(dir)
+		ix, err := safetensors.ReadIndex(dir)
 		if err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
-				return nil, fmt.Errorf("--layers needs %s in %s to know which shards hold which layers ('k3 download --layers N' fetches it)", IndexFile, dir)
+				return nil, fmt.Errorf("--layers needs %s in %s to know which shards hold which layers ('k3 download --layers N' fetches it)", safetensors.IndexFile, dir)
 			}
 			return nil, err
 		}
-		need, err := ix.ShardsForLayers(opt.Layers)
+		need, err := ShardsForLayers(ix, opt.Layers)
 		if err != nil {
 			return nil, err
 		}
-		required = map[string]int64{IndexFile: -1}
+		required = map[string]int64{safetensors.IndexFile: -1}
 		for _, s := range need {
 			sz, ok := sizeOf(s)
 			if !ok {
@@ -269,7 +261,7 @@ func Check(ctx context.Context, dir string, opt Options) (*Report, error) {
 				r.Want = sz
 				r.Detail = fmt.Sprintf("%d bytes, want %d (not needed for --layers)", size, sz)
 			}
-		case n == IndexFile:
+		case n == safetensors.IndexFile:
 			r.Status = StatusKnown
 		default:
 			if man != nil {
@@ -339,6 +331,12 @@ func hashAll(ctx context.Context, dir string, rep *Report, idx []int, man *Manif
 				if !ok {
 					r.Status = StatusNoHash
 					r.Detail = "no recorded SHA-256 in " + ManifestFile + "; re-run 'k3 download' to hash and record it"
+					continue
+				}
+				if e.Checked == CheckedSize {
+					// its recorded hash is its own: a match would prove nothing
+					r.Status = StatusNoHash
+					r.Detail = "size checked, no published hash: the hub listed no SHA-256 or git blob id for it, so its content was never compared with the source"
 					continue
 				}
 				sum, _, err := HashFile(ctx, filepath.Join(dir, r.Name), func(n int64) {

@@ -1,76 +1,13 @@
 package verify
 
 import (
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
-	"os"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
+
+	"k3/storage/safetensors"
 )
-
-// IndexFile is the Hugging Face safetensors index: tensor name -> shard.
-const IndexFile = "model.safetensors.index.json"
-
-// Index is a parsed model.safetensors.index.json.
-type Index struct {
-	TotalSize int64             // metadata.total_size (0 if absent)
-	WeightMap map[string]string // tensor name -> shard file name
-}
-
-// maxIndexBytes bounds the index (the real one is a few tens of MB:
-// 497,220 tensor names).
-const maxIndexBytes = 512 << 20
-
-// ParseIndex reads an index. It refuses an empty weight_map and shard names
-// that are not plain *.safetensors file names (no directories, no "..").
-func ParseIndex(r io.Reader) (*Index, error) {
-	var raw struct {
-		Metadata  map[string]json.RawMessage `json:"metadata"`
-		WeightMap map[string]string          `json:"weight_map"`
-	}
-	dec := json.NewDecoder(io.LimitReader(r, maxIndexBytes))
-	if err := dec.Decode(&raw); err != nil {
-		return nil, fmt.Errorf("index: not valid JSON: %v", err)
-	}
-	if len(raw.WeightMap) == 0 {
-		return nil, errors.New("index: weight_map is missing or empty")
-	}
-	ix := &Index{WeightMap: raw.WeightMap}
-	if ts, ok := raw.Metadata["total_size"]; ok {
-		// total_size is a number in the real files; tolerate a quoted one.
-		s := strings.Trim(string(ts), `"`)
-		if v, err := strconv.ParseInt(s, 10, 64); err == nil && v >= 0 {
-			ix.TotalSize = v
-		}
-	}
-	for name, shard := range raw.WeightMap {
-		if name == "" {
-			return nil, errors.New("index: empty tensor name in weight_map")
-		}
-		if !SafeName(shard) || !strings.HasSuffix(shard, ".safetensors") {
-			return nil, fmt.Errorf("index: tensor %q maps to %q, which is not a plain .safetensors file name", name, shard)
-		}
-	}
-	return ix, nil
-}
-
-// ReadIndex parses dir/model.safetensors.index.json.
-func ReadIndex(dir string) (*Index, error) {
-	f, err := os.Open(filepath.Join(dir, IndexFile))
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	ix, err := ParseIndex(f)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %v", filepath.Join(dir, IndexFile), err)
-	}
-	return ix, nil
-}
 
 // SafeName reports whether s is a plain file name usable inside a model
 // directory: not empty, no path separators, not "." or "..", no NUL.
@@ -120,20 +57,11 @@ func IsVision(tensor string) bool {
 	return false
 }
 
-// Shards returns every shard the index names, sorted.
-func (ix *Index) Shards() []string {
-	set := map[string]bool{}
-	for _, s := range ix.WeightMap {
-		set[s] = true
-	}
-	return sortedKeys(set)
-}
-
 // NumLayers returns 1 + the highest decoder layer index in the index (0 if
 // there are none).
-func (ix *Index) NumLayers() int {
+func NumLayers(ix *safetensors.Index) int {
 	n := 0
-	for name := range ix.WeightMap {
+	for name := range ix.All() {
 		if l, ok := LayerOf(name); ok && l+1 > n {
 			n = l + 1
 		}
@@ -146,8 +74,8 @@ func (ix *Index) NumLayers() int {
 // plus every shard holding a non-layer text tensor (embed_tokens, lm_head,
 // model.norm, output_attn_res_*), which are always needed. Vision tensors are
 // skipped. n <= 0 means all layers.
-func (ix *Index) ShardsForLayers(n int) ([]string, error) {
-	total := ix.NumLayers()
+func ShardsForLayers(ix *safetensors.Index, n int) ([]string, error) {
+	total := NumLayers(ix)
 	if n <= 0 {
 		n = total
 	}
@@ -155,7 +83,7 @@ func (ix *Index) ShardsForLayers(n int) ([]string, error) {
 		return nil, fmt.Errorf("the index has %d layers; --layers %d is more than that", total, n)
 	}
 	set := map[string]bool{}
-	for name, shard := range ix.WeightMap {
+	for name, shard := range ix.All() {
 		if l, ok := LayerOf(name); ok {
 			if l < n {
 				set[shard] = true

@@ -4,12 +4,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"sort"
 	"sync"
 
 	"k3/storage/atomicfile"
+
+	"k3/storage/regfile"
 )
 
 // ManifestFile is the record `k3 download` keeps in the model directory:
@@ -38,7 +39,20 @@ type ManifestEntry struct {
 	SHA256  string `json:"sha256"`   // lowercase hex
 	Commit  string `json:"commit"`   // commit the file was downloaded from
 	ModTime int64  `json:"mtime_ns"` // mtime of the finished file; lets a re-run skip re-hashing
+	// Checked is what the content was compared with when it was
+	// downloaded: CheckedSHA256, CheckedGitBlob or CheckedSize ("" in
+	// manifests of older k3 versions, which did not say).
+	Checked string `json:"checked,omitempty"`
 }
+
+// What a download compared a file's content with.
+const (
+	CheckedSHA256  = "sha256"   // the hub's LFS sha256
+	CheckedGitBlob = "git-blob" // the hub's git blob id
+	// CheckedSize: the hub published no hash, only the size was checked;
+	// SHA256 is then the file's own hash, not a verified one.
+	CheckedSize = "size"
+)
 
 // ParseManifest reads and validates a manifest.
 func ParseManifest(r io.Reader) (*Manifest, error) {
@@ -71,6 +85,11 @@ func ParseManifest(r io.Reader) (*Manifest, error) {
 		if f.Commit != "" && !IsCommit(f.Commit) {
 			return nil, fmt.Errorf("manifest: %s has commit %q, want 40 hex digits", f.Name, f.Commit)
 		}
+		switch f.Checked {
+		case "", CheckedSHA256, CheckedGitBlob, CheckedSize:
+		default:
+			return nil, fmt.Errorf("manifest: %s has checked %q, want %s, %s or %s", f.Name, f.Checked, CheckedSHA256, CheckedGitBlob, CheckedSize)
+		}
 	}
 	return &m, nil
 }
@@ -79,7 +98,7 @@ func ParseManifest(r io.Reader) (*Manifest, error) {
 // satisfying errors.Is(err, fs.ErrNotExist).
 func ReadManifest(dir string) (*Manifest, error) {
 	p := filepath.Join(dir, ManifestFile)
-	f, err := os.Open(p)
+	f, err := regfile.Open(p)
 	if err != nil {
 		return nil, err
 	}
@@ -139,12 +158,8 @@ func (m *Manifest) Write(dir string) error {
 	if err != nil {
 		return err
 	}
-	return WriteFileAtomic(filepath.Join(dir, ManifestFile), append(b, '\n'))
+	return atomicfile.Write(filepath.Join(dir, ManifestFile), append(b, '\n'))
 }
-
-// WriteFileAtomic writes data to path through a temporary file in the same
-// directory, fsyncs it and renames it into place.
-func WriteFileAtomic(path string, data []byte) error { return atomicfile.Write(path, data) }
 
 // IsSHA256 reports whether s is 64 lowercase hex digits.
 func IsSHA256(s string) bool { return len(s) == 64 && isHex(s) }

@@ -13,7 +13,13 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"k3/storage/safetensors"
 )
 
 func TestShardTableMatchesFixture(t *testing.T) {
@@ -165,8 +171,15 @@ func smallSet(t *testing.T) (string, []FileSpec, *Manifest) {
 func TestCheckSHA256(t *testing.T) {
 	dir, set, _ := smallSet(t)
 	ctx := context.Background()
+	// Progress comes from the hashing goroutines: keep the largest count
+	// under a lock (the calls may arrive out of order).
+	var mu sync.Mutex
 	var last int64
-	rep, err := Check(ctx, dir, Options{SHA256: true, Shards: set, Progress: func(d, tot int64) { last = d }})
+	rep, err := Check(ctx, dir, Options{SHA256: true, Shards: set, Progress: func(d, tot int64) {
+		mu.Lock()
+		last = max(last, d)
+		mu.Unlock()
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,10 +254,10 @@ func TestHashFile(t *testing.T) {
 	}
 }
 
-// testIndex imitates the release's layout: 4 layers over 3 shards, globals
-// in shard 3, the vision tower in its own shard 4.
-func testIndex() *Index {
-	return &Index{WeightMap: map[string]string{
+// testWeightMap imitates the release's layout: 4 layers over 3 shards,
+// globals in shard 3, the vision tower in its own shard 4.
+func testWeightMap() map[string]string {
+	return map[string]string{
 		"language_model.model.layers.0.input_layernorm.weight":                     "a-1.safetensors",
 		"language_model.model.layers.0.mlp.gate_proj.weight":                       "a-1.safetensors",
 		"language_model.model.layers.1.self_attn.o_proj.weight":                    "a-1.safetensors",
@@ -257,14 +270,18 @@ func testIndex() *Index {
 		"language_model.model.output_attn_res_proj.weight":                         "a-3.safetensors",
 		"vision_tower.encoder.blocks.0.wqkv.weight":                                "a-4.safetensors",
 		"mm_projector.proj.0.weight":                                               "a-4.safetensors",
-	}}
+	}
+}
+
+func testIndexJSON() []byte {
+	b, _ := json.Marshal(map[string]any{"metadata": map[string]any{"total_size": 123}, "weight_map": testWeightMap()})
+	return b
 }
 
 func TestShardsForLayers(t *testing.T) {
-	ix := testIndex()
-	if ix.NumLayers() != 4 {
-		t.Fatalf("NumLayers %d", ix.NumLayers())
-	}
+	ix, err := safetensors.ParseIndex(testIndexJSON())
+	require.NoError(t, err)
+	assert.Equal(t, 4, NumLayers(ix))
 	for _, c := range []struct {
 		n    int
 		want string
@@ -275,17 +292,13 @@ func TestShardsForLayers(t *testing.T) {
 		{4, "a-1.safetensors a-2.safetensors a-3.safetensors a-5.safetensors"},
 		{0, "a-1.safetensors a-2.safetensors a-3.safetensors a-5.safetensors"},
 	} {
-		got, err := ix.ShardsForLayers(c.n)
-		if err != nil || strings.Join(got, " ") != c.want {
-			t.Fatalf("ShardsForLayers(%d) = %v %v, want %s", c.n, got, err, c.want)
-		}
+		got, err := ShardsForLayers(ix, c.n)
+		require.NoError(t, err, "ShardsForLayers(%d)", c.n)
+		assert.Equal(t, c.want, strings.Join(got, " "), "ShardsForLayers(%d)", c.n)
 	}
-	if _, err := ix.ShardsForLayers(5); err == nil {
-		t.Fatal("5 of 4 layers accepted")
-	}
-	if got := strings.Join(ix.Shards(), " "); got != "a-1.safetensors a-2.safetensors a-3.safetensors a-4.safetensors a-5.safetensors" {
-		t.Fatal(got)
-	}
+	_, err = ShardsForLayers(ix, 5)
+	assert.ErrorContains(t, err, "the index has 4 layers; --layers 5 is more than that")
+	assert.Equal(t, "a-1.safetensors a-2.safetensors a-3.safetensors a-4.safetensors a-5.safetensors", strings.Join(ix.Files(), " "))
 }
 
 func TestLayerOf(t *testing.T) {
@@ -310,53 +323,34 @@ func TestLayerOf(t *testing.T) {
 
 func TestCheckLayers(t *testing.T) {
 	dir := t.TempDir()
-	ix := testIndex()
-	b, _ := json.Marshal(map[string]any{"metadata": map[string]any{"total_size": 123}, "weight_map": ix.WeightMap})
-	os.WriteFile(filepath.Join(dir, IndexFile), b, 0o644)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, safetensors.IndexFile), testIndexJSON(), 0o644))
 	set := []FileSpec{{"a-1.safetensors", 10}, {"a-2.safetensors", 20}, {"a-3.safetensors", 30}, {"a-4.safetensors", 40}, {"a-5.safetensors", 50}}
 	for _, s := range set[:3] {
-		os.WriteFile(filepath.Join(dir, s.Name), make([]byte, s.Size), 0o644)
+		require.NoError(t, os.WriteFile(filepath.Join(dir, s.Name), make([]byte, s.Size), 0o644))
 	}
 	for _, n := range TokenizerFiles {
-		os.WriteFile(filepath.Join(dir, n), []byte("{}"), 0o644)
+		require.NoError(t, os.WriteFile(filepath.Join(dir, n), []byte("{}"), 0o644))
 	}
 	ctx := context.Background()
 	rep, err := Check(ctx, dir, Options{Layers: 2, Shards: set})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !rep.Complete || rep.Required != 7 || rep.WantBytes != 60 {
-		t.Fatalf("layers 2: %+v", *rep)
-	}
-	rep, _ = Check(ctx, dir, Options{Layers: 4, Shards: set})
-	if rep.Complete || find(rep, "a-5.safetensors").Status != StatusMissing {
-		t.Fatalf("layers 4 should miss a-5: %+v", *rep)
-	}
-	rep, _ = Check(ctx, dir, Options{Shards: set})
-	if rep.Complete || rep.Missing != 2 {
-		t.Fatalf("full set should miss a-4, a-5: missing=%d", rep.Missing)
-	}
-	os.Remove(filepath.Join(dir, IndexFile))
-	if _, err := Check(ctx, dir, Options{Layers: 2, Shards: set}); err == nil || !strings.Contains(err.Error(), IndexFile) {
-		t.Fatalf("no index: %v", err)
-	}
-}
+	require.NoError(t, err)
+	assert.True(t, rep.Complete, "layers 2: %+v", *rep)
+	assert.Equal(t, 7, rep.Required)
+	assert.Equal(t, int64(60), rep.WantBytes)
 
-func TestParseIndexRefusals(t *testing.T) {
-	for _, s := range []string{
-		``, `[]`, `{}`, `{"weight_map":{}}`,
-		`{"weight_map":{"a":"../x.safetensors"}}`,
-		`{"weight_map":{"a":"x.bin"}}`,
-		`{"weight_map":{"":"x.safetensors"}}`,
-	} {
-		if _, err := ParseIndex(strings.NewReader(s)); err == nil {
-			t.Errorf("ParseIndex(%q) accepted", s)
-		}
-	}
-	ix, err := ParseIndex(strings.NewReader(`{"metadata":{"total_size":1560936091448},"weight_map":{"model.norm.weight":"model-00094-of-000096.safetensors"}}`))
-	if err != nil || ix.TotalSize != 1560936091448 {
-		t.Fatalf("%v %v", ix, err)
-	}
+	rep, err = Check(ctx, dir, Options{Layers: 4, Shards: set})
+	require.NoError(t, err)
+	assert.False(t, rep.Complete)
+	assert.Equal(t, StatusMissing, find(rep, "a-5.safetensors").Status, "layers 4 should miss a-5")
+
+	rep, err = Check(ctx, dir, Options{Shards: set})
+	require.NoError(t, err)
+	assert.False(t, rep.Complete)
+	assert.Equal(t, 2, rep.Missing, "the full set misses a-4 and a-5")
+
+	require.NoError(t, os.Remove(filepath.Join(dir, safetensors.IndexFile)))
+	_, err = Check(ctx, dir, Options{Layers: 2, Shards: set})
+	assert.ErrorContains(t, err, "--layers needs "+safetensors.IndexFile)
 }
 
 func TestManifestRoundTripAndRefusals(t *testing.T) {
@@ -389,17 +383,18 @@ func TestManifestRoundTripAndRefusals(t *testing.T) {
 	}
 }
 
-func FuzzParseIndex(f *testing.F) {
-	b, _ := json.Marshal(map[string]any{"weight_map": testIndex().WeightMap})
-	f.Add(b)
+// FuzzShardsForLayers: whatever index parses, its layer prefixes name only
+// plain shard names, each prefix within the whole.
+func FuzzShardsForLayers(f *testing.F) {
+	f.Add(testIndexJSON())
 	f.Add([]byte(`{"metadata":{"total_size":"12"},"weight_map":{"model.layers.1.x":"a.safetensors"}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		ix, err := ParseIndex(bytes.NewReader(data))
+		ix, err := safetensors.ParseIndex(data)
 		if err != nil {
 			return
 		}
-		n := ix.NumLayers()
-		all, err := ix.ShardsForLayers(0)
+		n := NumLayers(ix)
+		all, err := ShardsForLayers(ix, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -409,7 +404,7 @@ func FuzzParseIndex(f *testing.F) {
 			}
 		}
 		if n > 0 {
-			one, err := ix.ShardsForLayers(1)
+			one, err := ShardsForLayers(ix, 1)
 			if err != nil || len(one) > len(all) {
 				t.Fatalf("prefix larger than whole: %v %v", one, err)
 			}
@@ -438,4 +433,17 @@ func FuzzParseManifest(f *testing.F) {
 			t.Fatalf("round trip: %v", err)
 		}
 	})
+}
+
+// TestCheckRefusesDuplicateIndexKey: an index naming a tensor twice is
+// refused, with the tensor's name (safetensors.Open refuses it too).
+func TestCheckRefusesDuplicateIndexKey(t *testing.T) {
+	dir := t.TempDir()
+	idx := `{"weight_map":{"model.layers.0.a":"a-1.safetensors","model.layers.0.b":"a-1.safetensors","model.layers.0.a":"a-2.safetensors"}}`
+	require.NoError(t, os.WriteFile(filepath.Join(dir, safetensors.IndexFile), []byte(idx), 0o644))
+	_, err := Check(context.Background(), dir, Options{Layers: 1, Shards: []FileSpec{{"a-1.safetensors", 1}, {"a-2.safetensors", 1}}})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `"model.layers.0.a"`)
+	assert.Contains(t, err.Error(), "listed twice")
+	assert.Contains(t, err.Error(), filepath.Join(dir, safetensors.IndexFile))
 }

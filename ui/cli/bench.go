@@ -1,39 +1,26 @@
 package cli
 
 import (
-	"cmp"
+	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
 	"runtime"
-	"sort"
 	"time"
 
 	"k3/doctor/machine"
+	"k3/doctor/measure"
 	"k3/kernels"
 )
 
-// benchCommand is one `k3 bench WHAT` subcommand. Other files add theirs
-// with registerBench from an init function (e.g. layer, stream).
-type benchCommand struct {
-	summary string
-	run     func(args []string, stdout, stderr io.Writer) int
-}
-
-var benchCommands = map[string]benchCommand{}
-
-// registerBench adds `k3 bench NAME`.
-func registerBench(name, summary string, run func(args []string, stdout, stderr io.Writer) int) {
-	if _, dup := benchCommands[name]; dup {
-		panic("cli: duplicate bench subcommand " + name)
-	}
-	benchCommands[name] = benchCommand{summary, run}
-}
+// benchCommands are the `k3 bench WHAT` subcommands; each file adds its own
+// from an init function (kernels here, layer, stream).
+var benchCommands = newRegistry("k3 bench", "unknown benchmark %q (run 'k3 bench --help')", 10)
 
 func init() {
 	register("bench", "measure this machine and the engine (k3 bench kernels|...)", runBench)
-	registerBench("kernels", "read bandwidth and every kernel at the real K3 shapes", benchKernels)
+	benchCommands.add("kernels", "read bandwidth and every kernel at the real K3 shapes", benchKernels)
 }
 
 func runBench(args []string, stdout, stderr io.Writer) int {
@@ -44,22 +31,10 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 			w, code = stderr, ExitUsage
 		}
 		fmt.Fprintln(w, "usage: k3 bench WHAT [flags]")
-		names := make([]string, 0, len(benchCommands))
-		for n := range benchCommands {
-			names = append(names, n)
-		}
-		sort.Strings(names)
-		for _, n := range names {
-			fmt.Fprintf(w, "  %-10s %s\n", n, benchCommands[n].summary)
-		}
+		benchCommands.list(w)
 		return code
 	}
-	c, ok := benchCommands[args[0]]
-	if !ok {
-		fmt.Fprintf(stderr, "k3 bench: unknown benchmark %q (run 'k3 bench --help')\n", args[0])
-		return ExitUsage
-	}
-	return c.run(args[1:], stdout, stderr)
+	return benchCommands.dispatch(args, stdout, stderr)
 }
 
 func benchKernels(args []string, stdout, stderr io.Writer) int {
@@ -85,15 +60,15 @@ func benchKernels(args []string, stdout, stderr io.Writer) int {
 	}
 	start := time.Now()
 	enc := json.NewEncoder(stdout)
-	cfg := kernels.BenchConfig{Quick: *quick, Threads: cmp.Or(*threads, machine.DefaultThreads())}
+	cfg := measure.KernelConfig{Quick: *quick, Threads: measure.KernelThreads(*threads)}
 	if *jsonOut {
-		cfg.Report = func(r kernels.BenchResult) { enc.Encode(r) }
+		cfg.Report = func(r measure.KernelResult) { enc.Encode(r) }
 	} else {
 		fmt.Fprintf(stdout, "k3 bench kernels: level %v, %d physical cores, GOMAXPROCS %d\n",
 			kernels.CurrentLevel(), machine.PhysicalCores(), runtime.GOMAXPROCS(0))
 		fmt.Fprintf(stdout, "%-15s %-6s %-12s %4s %4s %8s %8s %8s %6s\n",
 			"kernel", "dtype", "shape", "T", "thr", "GB/s", "GFLOP/s", "limit", "ratio")
-		cfg.Report = func(r kernels.BenchResult) {
+		cfg.Report = func(r measure.KernelResult) {
 			shape := ""
 			if r.Rows > 0 {
 				shape = fmt.Sprintf("%dx%d", r.Rows, r.Cols)
@@ -103,7 +78,10 @@ func benchKernels(args []string, stdout, stderr io.Writer) int {
 		}
 		cfg.Log = func(s string) { fmt.Fprintln(stderr, "  "+s) }
 	}
-	kernels.BenchKernels(cfg)
+	if _, err := measure.Kernels(context.Background(), cfg); err != nil {
+		fmt.Fprintf(stderr, "k3 bench kernels: %v\n", err)
+		return ExitRuntime
+	}
 	if !*jsonOut {
 		fmt.Fprintf(stdout, "done in %.1f s\n", time.Since(start).Seconds())
 	}

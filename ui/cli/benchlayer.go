@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -11,13 +10,12 @@ import (
 	"path/filepath"
 
 	"k3/doctor"
-	"k3/doctor/machine"
-	"k3/engine"
+	"k3/doctor/measure"
 	"k3/engine/plan"
 )
 
 func init() {
-	registerBench("layer", "per-layer decode time at the real K3 width, resident and streamed; projected s/token per preset", benchLayer)
+	benchCommands.add("layer", "per-layer decode time at the real K3 width, resident and streamed; projected s/token per preset", benchLayer)
 }
 
 // Released model: layer 0 is KDA + dense, 68 KDA + MoE, 24 MLA + MoE.
@@ -51,12 +49,12 @@ func benchLayer(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	logf := func(f string, a ...any) { fmt.Fprintf(stderr, f+"\n", a...) }
-	model, tr, err := engine.PrepareLayerBench(context.Background(), *dir, engine.LayerBenchSpec(), logf)
+	model, tr, err := measure.PrepareLayer(context.Background(), *dir, measure.LayerSpec(), logf)
 	if err != nil {
 		fmt.Fprintf(stderr, "k3 bench layer: %v\n", err)
 		return ExitRuntime
 	}
-	r, err := engine.RunLayerBench(context.Background(), model, tr, cmp.Or(*threads, machine.DefaultThreads()), max(*tokens, 1), logf)
+	r, err := measure.Layer(context.Background(), model, tr, *threads, max(*tokens, 1), logf)
 	if err != nil {
 		fmt.Fprintf(stderr, "k3 bench layer: %v\n", err)
 		return ExitRuntime
@@ -112,7 +110,7 @@ func benchLayer(args []string, stdout, stderr io.Writer) int {
 }
 
 // layerBenchNotes lists the bandwidth measurements each limit is the best of.
-func layerBenchNotes(r *engine.LayerBench) (ram, disk string) {
+func layerBenchNotes(r *measure.LayerResult) (ram, disk string) {
 	ram = "best of"
 	for i, g := range r.RAMRuns {
 		if i > 0 {

@@ -8,11 +8,11 @@ import (
 	"os"
 	"path/filepath"
 
-	"k3/engine"
+	"k3/doctor/measure"
 )
 
 func init() {
-	registerBench("stream", "trunk and expert streaming from disk vs the disk's raw O_DIRECT speed", benchStream)
+	benchCommands.add("stream", "trunk and expert streaming from disk vs the disk's raw O_DIRECT speed", benchStream)
 }
 
 func benchStream(args []string, stdout, stderr io.Writer) int {
@@ -29,12 +29,12 @@ func benchStream(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	logf := func(f string, a ...any) { fmt.Fprintf(stderr, f+"\n", a...) }
-	model, tr, err := engine.PrepareStreamBench(context.Background(), *dir, *quick, logf)
+	model, tr, err := measure.PrepareStream(context.Background(), *dir, *quick, logf)
 	if err != nil {
 		fmt.Fprintf(stderr, "k3 bench stream: %v\n", err)
 		return ExitRuntime
 	}
-	res, err := engine.RunStreamBench(context.Background(), model, tr, *tokens, logf)
+	res, err := measure.Stream(context.Background(), model, tr, *tokens, logf)
 	if err != nil {
 		fmt.Fprintf(stderr, "k3 bench stream: %v\n", err)
 		return ExitRuntime

@@ -3,6 +3,7 @@ package cli
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -74,6 +75,13 @@ func cmdChat(args []string, stdout, stderr io.Writer) int {
 	}
 	var hist []chat.Message
 	if *history != "" {
+		lk, err := chat.LockHistory(*history)
+		if err != nil {
+			fmt.Fprintf(stderr, "k3 chat: %v\n", err)
+			return ExitUsage
+		}
+		defer lk.Release()
+		cleanStaleFiles(stdout, "chat", *history)
 		if hist, err = chat.LoadHistory(*history); err != nil {
 			fmt.Fprintf(stderr, "k3 chat: %v\n", err)
 			return ExitUsage
@@ -99,36 +107,33 @@ func cmdChat(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintln(stdout, "type a message; /help for commands")
 
-	// Ctrl-C: cancel the reply in flight; a second one (or one at the prompt) leaves.
+	// Ctrl-C: cancel the reply in flight; a second one (or one at the
+	// prompt) leaves with exit 5, keeping what the reply had so far.
 	sig := make(chan os.Signal, 2)
 	signal.Notify(sig, os.Interrupt)
 	defer signal.Stop(sig)
 	var mu sync.Mutex
 	var cancelTurn context.CancelFunc
-	go func() {
-		for range sig {
-			mu.Lock()
-			c := cancelTurn
-			cancelTurn = nil
-			mu.Unlock()
-			if c == nil {
-				fmt.Fprintln(stderr, "\nbye")
-				os.Exit(130)
-			}
-			fmt.Fprintln(stderr, "\n[stopping the reply; Ctrl-C again to leave]")
-			c()
-		}
-	}()
+	var inFlight *partialTurn
+	go watchChatInterrupts(sig, stderr, &mu, &cancelTurn, &inFlight, *history)
 
-	in := bufio.NewScanner(stdin)
-	in.Buffer(make([]byte, 0, 1<<16), 1<<24)
+	in := bufio.NewReaderSize(stdin, 1<<16)
 	for {
 		fmt.Fprint(stdout, "\n> ")
-		if !in.Scan() {
+		raw, tooLong, err := readLine(in, maxChatLine)
+		if tooLong {
+			fmt.Fprintf(stderr, "k3 chat: that message is longer than %d MiB and was not sent; send a shorter one\n", maxChatLine>>20)
+			continue
+		}
+		if err != nil && raw == "" {
 			fmt.Fprintln(stdout)
+			if err != io.EOF {
+				fmt.Fprintf(stderr, "k3 chat: reading the input: %v\n", err)
+				return ExitRuntime
+			}
 			return ExitOK
 		}
-		line := strings.TrimSpace(in.Text())
+		line := strings.TrimSpace(raw)
 		if line == "" {
 			continue
 		}
@@ -154,15 +159,20 @@ func cmdChat(args []string, stdout, stderr io.Writer) int {
 			continue
 		}
 		ctx, cancel := context.WithCancel(context.Background())
+		pt := &partialTurn{before: slices.Clone(s.History), user: line}
 		mu.Lock()
-		cancelTurn = cancel
+		cancelTurn, inFlight = cancel, pt
 		mu.Unlock()
-		rep, err := s.Turn(ctx, line, opt, chatPrinter(stdout))
+		show := chatPrinter(stdout)
+		rep, err := s.Turn(ctx, line, opt, func(ev engine.Event) { pt.add(ev); show(ev) })
 		mu.Lock()
-		cancelTurn = nil
+		cancelTurn, inFlight = nil, nil
 		mu.Unlock()
 		cancel()
-		if err != nil {
+		var conflict *chat.ConflictError
+		if errors.As(err, &conflict) {
+			fmt.Fprintf(stderr, "\nk3 chat: %v\n", err)
+		} else if err != nil {
 			return exitFor(stderr, "chat", err)
 		}
 		fmt.Fprintln(stdout)
@@ -199,5 +209,86 @@ func chatPrinter(w io.Writer) func(engine.Event) {
 			}
 			fmt.Fprint(w, ev.Text)
 		}
+	}
+}
+
+// maxChatLine is the longest message the REPL reads.
+const maxChatLine = 16 << 20
+
+// readLine reads one line (without its newline) of at most max bytes; a
+// longer one is read to its end and dropped (tooLong). At the end of the
+// input it returns the last line without a newline, if any, and io.EOF.
+func readLine(r *bufio.Reader, max int) (line string, tooLong bool, err error) {
+	var b []byte
+	for {
+		chunk, err := r.ReadSlice('\n')
+		if len(b)+len(chunk) > max+1 { // +1: the newline
+			tooLong = true
+			b = b[:0]
+		} else if !tooLong {
+			b = append(b, chunk...)
+		}
+		if err == bufio.ErrBufferFull {
+			continue
+		}
+		if tooLong {
+			return "", true, err
+		}
+		return strings.TrimSuffix(string(b), "\n"), false, err
+	}
+}
+
+// partialTurn is the turn in flight, as the REPL saw it stream: what a
+// second Ctrl-C saves.
+type partialTurn struct {
+	before            []chat.Message
+	user              string
+	mu                sync.Mutex
+	reasoning, answer strings.Builder
+}
+
+func (p *partialTurn) add(ev engine.Event) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch ev.Kind {
+	case engine.EventReasoning:
+		p.reasoning.WriteString(ev.Text)
+	case engine.EventAnswer:
+		p.answer.WriteString(ev.Text)
+	}
+}
+
+// history is the conversation with the partial reply, marked stopped.
+func (p *partialTurn) history() []chat.Message {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append(slices.Clip(p.before), chat.Message{Role: "user", Content: p.user},
+		chat.Message{Role: "assistant", Content: p.answer.String(), ReasoningContent: p.reasoning.String(), Cut: chat.CutStopped})
+}
+
+// watchChatInterrupts handles Ctrl-C: the first stops the reply in flight;
+// a second one, or one at the prompt, saves the reply so far (when there is
+// one and a history file) and exits 5.
+func watchChatInterrupts(sig <-chan os.Signal, stderr io.Writer, mu *sync.Mutex, cancelTurn *context.CancelFunc, inFlight **partialTurn, historyPath string) {
+	for range sig {
+		mu.Lock()
+		c, p := *cancelTurn, *inFlight
+		*cancelTurn = nil
+		mu.Unlock()
+		if c != nil {
+			fmt.Fprintln(stderr, "\n[stopping the reply; Ctrl-C again to leave]")
+			c()
+			continue
+		}
+		if p != nil && historyPath != "" {
+			if err := chat.SaveHistory(historyPath, p.history()); err != nil {
+				fmt.Fprintf(stderr, "\nk3 chat: saving the stopped reply: %v\n", err)
+			} else {
+				fmt.Fprintf(stderr, "\n[the reply so far is kept in %s, marked stopped]\n", historyPath)
+			}
+		}
+		fmt.Fprintln(stderr, "\nbye")
+		exitNow(ExitInterrupted)
+		return
 	}
 }

@@ -6,6 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"k3/engine/chat"
 	"k3/engine/synth"
 	"k3/tokenizer"
@@ -78,4 +81,33 @@ func writeFile(t *testing.T, path, body string) {
 	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// Audit D1 (row 7.5): a second chat on a history another k3 holds is refused
+// before it reads a line, naming the file; the holder's turns stay.
+func TestChatRefusesAHistoryInUse(t *testing.T) {
+	dir := demoModel(t)
+	hist := filepath.Join(t.TempDir(), "h.jsonl")
+	held, err := chat.LockHistory(hist)
+	require.NoError(t, err)
+	require.NoError(t, chat.SaveHistory(hist, []chat.Message{{Role: "user", Content: "A's turn"}, {Role: "assistant", Content: "ok"}}))
+	stdin = strings.NewReader("B's turn\n")
+	defer func() { stdin = nil }()
+	code, _, errs := runK3("chat", dir, "--gen", "2", "--history", hist)
+	assert.Equal(t, ExitUsage, code)
+	assert.Contains(t, errs, hist+" is in use by another k3")
+	h, err := chat.LoadHistory(hist)
+	require.NoError(t, err)
+	assert.Equal(t, "A's turn", h[0].Content)
+	assert.Len(t, h, 2)
+
+	held.Release()
+	stdin = strings.NewReader("B's turn\n")
+	code, _, errs = runK3("chat", dir, "--gen", "2", "--history", hist, "--chunk", "8")
+	require.Equal(t, ExitOK, code, errs)
+	h, err = chat.LoadHistory(hist)
+	require.NoError(t, err)
+	require.Len(t, h, 4)
+	assert.Equal(t, "A's turn", h[0].Content)
+	assert.Equal(t, "B's turn", h[2].Content)
 }

@@ -23,21 +23,62 @@ const (
 // Version is the program version; overridable with -ldflags "-X k3/ui/cli.Version=...".
 var Version = "0.1.0"
 
+// runFunc runs one subcommand with its arguments and returns the exit code.
+type runFunc func(args []string, stdout, stderr io.Writer) int
+
 type command struct {
 	name    string
 	summary string
-	run     func(args []string, stdout, stderr io.Writer) int
+	run     runFunc
 }
 
-var commands = map[string]command{}
+// registry is a set of subcommands: k3's own (commands) and those of
+// `k3 bench` (benchCommands). Files add theirs from an init function.
+type registry struct {
+	prog    string // "k3", "k3 bench": the prefix of its messages
+	unknown string // the message for a name not registered (%q: the name)
+	width   int    // of the name column in list
+	cmds    map[string]command
+}
 
-// register adds a subcommand; called from init functions.
-func register(name, summary string, run func(args []string, stdout, stderr io.Writer) int) {
-	if _, dup := commands[name]; dup {
-		panic("cli: duplicate command " + name)
+func newRegistry(prog, unknown string, width int) *registry {
+	return &registry{prog: prog, unknown: unknown, width: width, cmds: map[string]command{}}
+}
+
+// add registers a subcommand; a name registered twice is a bug.
+func (r *registry) add(name, summary string, run runFunc) {
+	if _, dup := r.cmds[name]; dup {
+		panic("cli: duplicate command " + r.prog + " " + name)
 	}
-	commands[name] = command{name, summary, run}
+	r.cmds[name] = command{name, summary, run}
 }
+
+// dispatch runs the subcommand args[0] with the rest of args.
+func (r *registry) dispatch(args []string, stdout, stderr io.Writer) int {
+	c, ok := r.cmds[args[0]]
+	if !ok {
+		fmt.Fprintf(stderr, "%s: "+r.unknown+"\n", r.prog, args[0])
+		return ExitUsage
+	}
+	return c.run(args[1:], stdout, stderr)
+}
+
+// list prints one line per subcommand, sorted by name.
+func (r *registry) list(w io.Writer) {
+	names := make([]string, 0, len(r.cmds))
+	for n := range r.cmds {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(w, "  %-*s %s\n", r.width, n, r.cmds[n].summary)
+	}
+}
+
+var commands = newRegistry("k3", "unknown command %q (run 'k3 --help' for the list)", 12)
+
+// register adds a top-level subcommand; called from init functions.
+func register(name, summary string, run runFunc) { commands.add(name, summary, run) }
 
 // Main runs k3 with the given arguments and returns the exit code.
 func Main(args []string) int {
@@ -59,12 +100,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "k3 %s\n", Version)
 		return ExitOK
 	}
-	c, ok := commands[args[0]]
-	if !ok {
-		fmt.Fprintf(stderr, "k3: unknown command %q (run 'k3 --help' for the list)\n", args[0])
-		return ExitUsage
-	}
-	return c.run(args[1:], stdout, stderr)
+	return commands.dispatch(args, stdout, stderr)
 }
 
 func usage(w io.Writer) {
@@ -72,14 +108,7 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, "usage: k3                 open the desktop app")
 	fmt.Fprintln(w, "       k3 COMMAND [flags] run headless")
 	fmt.Fprintln(w, "\ncommands:")
-	names := make([]string, 0, len(commands))
-	for n := range commands {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		fmt.Fprintf(w, "  %-12s %s\n", n, commands[n].summary)
-	}
+	commands.list(w)
 	fmt.Fprintln(w, "\nexit codes: 0 ok, 1 runtime failure, 2 usage or refused input, 3 output not writable,")
 	fmt.Fprintln(w, "            4 a routed expert failed to load (run invalid), 5 interrupted")
 }

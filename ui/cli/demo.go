@@ -5,19 +5,15 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"k3/engine/synth"
-	"k3/tokenizer"
 )
 
 func init() {
 	register("demo", "write a small demo checkpoint (K3 tensor graph, random weights) with a tokenizer", cmdDemo)
 }
-
-// demoText trains the demo tokenizer's merges: any text works; this keeps the
-// demo's vocabulary within its 512-id model.
-const demoText = "Kimi K3 runs on one machine. The demo model has random weights, so its text is not meaningful. "
 
 func cmdDemo(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("demo", stderr)
@@ -27,15 +23,7 @@ func cmdDemo(args []string, stdout, stderr io.Writer) int {
 	if code >= 0 {
 		return code
 	}
-	var spec synth.Spec
-	switch *size {
-	case "small":
-		spec = synth.Small()
-	case "medium":
-		spec = synth.Medium()
-	case "large":
-		spec = synth.Large()
-	default:
+	if !slices.Contains(synth.DemoSizes, *size) {
 		fmt.Fprintf(stderr, "k3 demo: --size %q is not small, medium or large\n", *size)
 		return ExitUsage
 	}
@@ -47,12 +35,7 @@ func cmdDemo(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	t0 := time.Now()
-	if err := synth.Write(dir, spec); err != nil {
-		fmt.Fprintf(stderr, "k3 demo: %v\n", err)
-		return ExitRuntime
-	}
-	merges := min(spec.Vocab-256-256, 200)
-	if err := tokenizer.WriteByteLevel(dir, tokenizer.ByteLevelOptions{Text: demoText, Merges: merges, NumBase: spec.Vocab - 256}); err != nil {
+	if err := synth.WriteDemo(dir, *size); err != nil {
 		fmt.Fprintf(stderr, "k3 demo: %v\n", err)
 		return ExitRuntime
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"k3/doctor"
+	"k3/storage/units"
 )
 
 func init() {
@@ -91,16 +92,18 @@ func printDoctor(w io.Writer, r *doctor.Report) {
 	fmt.Fprintf(w, "simd     %s\n", strings.Join(r.CPU.Features, " "))
 	cg := "no cgroup limit"
 	if r.Memory.CgroupLimitBytes != nil {
-		cg = fmt.Sprintf("cgroup v%d limit %.1f GB", r.Memory.CgroupVersion, float64(*r.Memory.CgroupLimitBytes)/1e9)
+		cg = fmt.Sprintf("cgroup v%d limit %s", r.Memory.CgroupVersion, units.Bytes(int64(*r.Memory.CgroupLimitBytes)))
 	}
-	fmt.Fprintf(w, "memory   %.1f GB total, %.1f GB available (%s)\n", float64(r.Memory.TotalBytes)/1e9, float64(r.Memory.AvailableBytes)/1e9, cg)
+	fmt.Fprintf(w, "memory   %s total, %s available (%s)\n", units.Bytes(int64(r.Memory.TotalBytes)), units.Bytes(int64(r.Memory.AvailableBytes)), cg)
 	kind := "measured"
 	if !r.Compute.Measured {
 		kind = "assumed"
+	} else if r.Compute.RAMGBps > 0 {
+		kind += fmt.Sprintf("; RAM read %.1f GB/s", r.Compute.RAMGBps)
 	}
 	fmt.Fprintf(w, "kernels  exact bf16 %.1f GB/s, MXFP4 %.1f GB/s on %d threads (%s)\n", r.Compute.BF16GBps, r.Compute.MXFP4GBps, r.Compute.Threads, kind)
 	for _, d := range r.Disks {
-		fmt.Fprintf(w, "disk     %s: %.1f GB free of %.1f GB", d.Path, float64(d.FreeBytes)/1e9, float64(d.TotalBytes)/1e9)
+		fmt.Fprintf(w, "disk     %s: %s free of %s", d.Path, units.Bytes(int64(d.FreeBytes)), units.Bytes(int64(d.TotalBytes)))
 		if d.Filesystem != "" {
 			fmt.Fprintf(w, " (%s)", d.Filesystem)
 		}
@@ -110,14 +113,14 @@ func printDoctor(w io.Writer, r *doctor.Report) {
 		}
 		fmt.Fprintf(w, "           random 17.55 MB reads: %s at queue depth 1, %s at 8; sequential 64 MiB: %s\n", gbps(d.ReadGBpsQD1), gbps(d.ReadGBpsQD8), gbps(d.SeqGBps))
 		if d.ProbeSource != "" {
-			fmt.Fprintf(w, "           read %s (%.1f GB), %s\n", d.ProbeSource, float64(d.ProbeBytes)/1e9, d.CacheControl)
+			fmt.Fprintf(w, "           read %s (%s), %s\n", d.ProbeSource, units.Bytes(d.ProbeBytes), d.CacheControl)
 		}
 		if d.ModelBytes > 0 {
 			state := "partial"
 			if d.ModelComplete {
 				state = "complete"
 			}
-			fmt.Fprintf(w, "           model files: %.1f GB present (%s)\n", float64(d.ModelBytes)/1e9, state)
+			fmt.Fprintf(w, "           model files: %s present (%s)\n", units.Bytes(d.ModelBytes), state)
 		}
 		for _, n := range d.Notes {
 			fmt.Fprintf(w, "           note: %s\n", n)
@@ -140,8 +143,8 @@ func printDoctor(w io.Writer, r *doctor.Report) {
 	}
 	fmt.Fprintln(w)
 	if r.CanRun {
-		fmt.Fprintf(w, "this machine can run Kimi K3 with preset %s: ~%.1f s/token, peak RSS ~%.1f GB\n",
-			r.Preset.Name, r.Preset.PredictedSecondsPerToken, float64(r.Preset.PredictedPeakRSSBytes)/1e9)
+		fmt.Fprintf(w, "this machine can run Kimi K3 with preset %s: ~%.1f s/token, peak RSS ~%s\n",
+			r.Preset.Name, r.Preset.PredictedSecondsPerToken, units.Bytes(r.Preset.PredictedPeakRSSBytes))
 	} else {
 		fmt.Fprintln(w, "this machine cannot run Kimi K3 as it is:")
 		for _, p := range r.Problems {

@@ -4,11 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
 
 	"k3/storage/hub"
+	"k3/storage/units"
 	"k3/storage/verify"
 )
 
@@ -43,6 +45,7 @@ func runDownload(args []string, stdout, stderr io.Writer) int {
 		return ExitUsage
 	}
 	dest := pos[0]
+	cleanStaleFiles(stdout, "download", filepath.Join(dest, verify.ManifestFile))
 	c := downloadNewClient(*endpoint, *repo)
 	ctx, stop := storeInterrupt()
 	defer stop()
@@ -72,8 +75,18 @@ func runDownload(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	el := res.Elapsed.Seconds()
-	fmt.Fprintf(stdout, "done: %d files (%s) at commit %s, %d fetched (%s in %s, %s/s), %d already verified\n",
-		len(res.Files), gbStr(res.Total), res.Commit, fetched, gbStr(res.Fetched), res.Elapsed.Round(time.Second), mbStr(float64(res.Fetched)/max(el, 1e-9)), len(res.Files)-fetched)
+	fmt.Fprintf(stdout, "done: %d files (%s) at commit %s, %d fetched (%s in %s, %s), %d already verified\n",
+		len(res.Files), units.Bytes(res.Total), res.Commit, fetched, units.Bytes(res.Fetched), res.Elapsed.Round(time.Second), units.PerSec(float64(res.Fetched)/max(el, 1e-9)), len(res.Files)-fetched)
+	var sizeOnly []string
+	for _, f := range res.Files {
+		if f.SizeOnly {
+			sizeOnly = append(sizeOnly, f.Name)
+		}
+	}
+	if len(sizeOnly) > 0 {
+		fmt.Fprintf(stdout, "note: the hub published no hash for %d file(s), so only their size was checked: %s (k3 verify --sha256 does not count them as verified)\n",
+			len(sizeOnly), strings.Join(sizeOnly, ", "))
+	}
 	fmt.Fprintf(stdout, "manifest: %s/%s\n", strings.TrimRight(dest, "/"), verify.ManifestFile)
 	if *layers > 0 {
 		fmt.Fprintf(stdout, "next: k3 verify %s --layers %d --sha256\n", storeQuote(dest), *layers)
@@ -117,14 +130,14 @@ func (r *downloadRenderer) event(e hub.Event) {
 			return
 		}
 		r.last = time.Now()
-		line := fmt.Sprintf("%s of %s (%.1f%%), %s/s, ETA %s", gbStr(s.Done), gbStr(s.Total), 100*float64(s.Done)/max(float64(s.Total), 1), mbStr(s.Rate), etaStr(s.ETA))
+		line := fmt.Sprintf("%s of %s (%.1f%%), %s, ETA %s", units.Bytes(s.Done), units.Bytes(s.Total), 100*float64(s.Done)/max(float64(s.Total), 1), units.PerSec(s.Rate), etaStr(s.ETA))
 		act := s.Active()
 		for i, f := range act {
 			if i == 3 {
 				line += fmt.Sprintf(" | +%d more", len(act)-3)
 				break
 			}
-			line += fmt.Sprintf(" | %s %.0f%% %s/s ETA %s", shortName(f.Name), 100*float64(f.Done)/max(float64(f.Total), 1), mbStr(f.Rate), etaStr(f.ETA))
+			line += fmt.Sprintf(" | %s %.0f%% %s ETA %s", shortName(f.Name), 100*float64(f.Done)/max(float64(f.Total), 1), units.PerSec(f.Rate), etaStr(f.ETA))
 		}
 		fmt.Fprintln(r.w, line)
 	}
@@ -134,15 +147,6 @@ func shortName(n string) string {
 	n = strings.TrimSuffix(n, ".safetensors")
 	return strings.Replace(n, "model-", "", 1)
 }
-
-func gbStr(n int64) string {
-	if n >= 1e9 {
-		return fmt.Sprintf("%.2f GB", float64(n)/1e9)
-	}
-	return fmt.Sprintf("%.1f MB", float64(n)/1e6)
-}
-
-func mbStr(bps float64) string { return fmt.Sprintf("%.1f MB", bps/1e6) }
 
 func etaStr(d time.Duration) string {
 	if d < 0 {

@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"strings"
 )
@@ -27,8 +28,13 @@ func setUsage(fs *flag.FlagSet, stderr io.Writer, lines ...string) {
 }
 
 // parseMixed parses flags and positional arguments in any order ("--" ends
-// the flags).
+// the flags). Numeric flags are strict (see checkNumbers).
 func parseMixed(fs *flag.FlagSet, args []string) ([]string, error) {
+	if err := checkNumbers(fs, args); err != nil {
+		fmt.Fprintln(fs.Output(), err)
+		fs.Usage()
+		return nil, err
+	}
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
@@ -84,7 +90,7 @@ type intList []int
 func (l *intList) String() string { return fmt.Sprint([]int(*l)) }
 func (l *intList) Set(s string) error {
 	v, err := strconv.Atoi(strings.TrimSpace(s))
-	if err != nil || v < 0 {
+	if err != nil || v < 0 || !isDecimal(strings.TrimSpace(s)) {
 		return fmt.Errorf("want a non-negative integer, got %q", s)
 	}
 	*l = append(*l, v)
@@ -100,7 +106,7 @@ func parseIDs(s string) ([]int, error) {
 	ids := make([]int, len(f))
 	for i, x := range f {
 		v, err := strconv.Atoi(x)
-		if err != nil || v < 0 {
+		if err != nil || v < 0 || !isDecimal(x) {
 			return nil, fmt.Errorf("--ids: %q is not a non-negative integer", x)
 		}
 		ids[i] = v
@@ -108,13 +114,76 @@ func parseIDs(s string) ([]int, error) {
 	return ids, nil
 }
 
-// humanBytes renders a byte count in decimal units with two decimals.
-func humanBytes(n float64) string {
-	units := []string{"B", "KB", "MB", "GB", "TB"}
-	i := 0
-	for n >= 1000 && i < len(units)-1 {
-		n /= 1000
-		i++
+// checkNumbers refuses numeric flag values the flag package would take but
+// that are no plain number: NaN and infinities (which pass every range
+// check), a sign on an integer ("+5"), hexadecimal, octal or underscores.
+// Each command then checks its own ranges.
+func checkNumbers(fs *flag.FlagSet, args []string) error {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			return nil
+		}
+		if len(a) < 2 || a[0] != '-' {
+			continue
+		}
+		name := strings.TrimPrefix(a[1:], "-")
+		val, hasVal := "", false
+		if k := strings.IndexByte(name, '='); k >= 0 {
+			name, val, hasVal = name[:k], name[k+1:], true
+		}
+		fl := fs.Lookup(name)
+		if fl == nil {
+			continue // Parse reports it
+		}
+		if b, ok := fl.Value.(interface{ IsBoolFlag() bool }); ok && b.IsBoolFlag() {
+			continue
+		}
+		if !hasVal {
+			if i+1 >= len(args) {
+				return nil // Parse reports the missing value
+			}
+			i++
+			val = args[i]
+		}
+		g, ok := fl.Value.(flag.Getter)
+		if !ok {
+			continue
+		}
+		bad := ""
+		switch g.Get().(type) {
+		case int, int64:
+			if !isDecimal(strings.TrimPrefix(val, "-")) {
+				bad = "want a decimal integer"
+			}
+		case uint, uint64:
+			if !isDecimal(val) {
+				bad = "want a non-negative decimal integer"
+			}
+		case float64:
+			f, err := strconv.ParseFloat(val, 64)
+			switch {
+			case err != nil || strings.ContainsAny(val, "xX_"):
+				bad = "want a decimal number"
+			case math.IsNaN(f) || math.IsInf(f, 0):
+				bad = "want a finite number"
+			}
+		}
+		if bad != "" {
+			return fmt.Errorf("invalid value %q for flag -%s: %s", val, name, bad)
+		}
 	}
-	return fmt.Sprintf("%.2f %s", n, units[i])
+	return nil
+}
+
+func isDecimal(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
 }

@@ -13,6 +13,7 @@ import (
 	"k3/engine/expertcache"
 	"k3/engine/plan"
 	"k3/storage/config"
+	"k3/storage/units"
 )
 
 // modelFlags are the flags every command that runs the model shares.
@@ -74,7 +75,7 @@ func (f *modelFlags) resolve(fs *flag.FlagSet, stdout, stderr io.Writer) int {
 		}
 		if *f.preset == "auto" {
 			fmt.Fprintf(stdout, "auto: preset %s (trunk %.2f GB, expert cache %.2f GB), the largest whose memory plan fits %s usable\n",
-				b.Preset, b.TrunkGB, b.CacheGB, humanBytes(float64(mem.Usable())))
+				b.Preset, b.TrunkGB, b.CacheGB, units.Bytes(mem.Usable()))
 		}
 		t, c := b.TrunkGB, b.CacheGB
 		*f.ultra = *f.ultra || b.Ultra
@@ -101,9 +102,23 @@ func (f *modelFlags) resolve(fs *flag.FlagSet, stdout, stderr io.Writer) int {
 	case *f.trunkGB < 0 || *f.cacheGB < 0:
 		fmt.Fprintf(stderr, "k3 %s: budgets must not be negative\n", f.cmd)
 		return ExitUsage
+	case !(*f.trunkGB <= maxBudgetGB) || !(*f.cacheGB <= maxBudgetGB): // NaN too
+		// a budget in bytes must fit an int64 (beyond it wrapped to a negative one)
+		fmt.Fprintf(stderr, "k3 %s: --trunk-gb %g / --cache-gb %g: budgets are at most %g GB\n", f.cmd, *f.trunkGB, *f.cacheGB, float64(maxBudgetGB))
+		return ExitUsage
+	case *f.threads < 0:
+		fmt.Fprintf(stderr, "k3 %s: --threads %d must be 0 (one per physical core) or more\n", f.cmd, *f.threads)
+		return ExitUsage
+	case *f.layers < 0:
+		fmt.Fprintf(stderr, "k3 %s: --layers %d must be 0 (all) or more\n", f.cmd, *f.layers)
+		return ExitUsage
 	}
 	return -1
 }
+
+// maxBudgetGB bounds --trunk-gb and --cache-gb: 9e9 GB is 9e18 bytes, just
+// inside an int64.
+const maxBudgetGB = 9e9
 
 // options are the engine options the flags give, for a run that needs
 // `positions` of context (and the logits of every position with allLogits).
@@ -124,7 +139,7 @@ func (f *modelFlags) open(dir string, o engine.Options, stdout, stderr io.Writer
 		var ce *config.Error
 		var pe *engine.PlanError
 		switch {
-		case errors.As(err, &ce) || errors.Is(err, os.ErrNotExist):
+		case errors.As(err, &ce) || errors.Is(err, os.ErrNotExist) || errors.Is(err, engine.ErrOptions):
 			fmt.Fprintf(stderr, "k3 %s: %v\n", f.cmd, err)
 			return nil, ExitUsage
 		case errors.As(err, &pe):

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"k3/storage/trunk"
+	"k3/storage/units"
 )
 
 func init() {
@@ -65,11 +66,13 @@ func runPack(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "k3 pack: %s is not writable: %v\n", dir, err)
 		return ExitOutput
 	}
+	removed, serr := trunk.CleanStale(dir)
+	noteStale(stdout, "pack", removed, serr)
 	ctx, stop := storeInterrupt()
 	defer stop()
 
 	fmt.Fprintf(stdout, "k3 pack: %s -> %s: %d runs (embed, head, final, %d layers), %s\n",
-		model, dir, len(plan.Runs), plan.Layers(), humanBytes(float64(plan.TotalBytes)))
+		model, dir, len(plan.Runs), plan.Layers(), units.Bytes(plan.TotalBytes))
 
 	r := &packRenderer{w: stderr, tty: isTerminal(stderr), start: time.Now()}
 	r.every = 5 * time.Second
@@ -106,7 +109,7 @@ func runPack(args []string, stdout, stderr io.Writer) int {
 	}
 	if res.UpToDate {
 		fmt.Fprintf(stdout, "%s is already complete for this checkpoint (%s); nothing to do (--force repacks)\n",
-			filepath.Join(dir, trunk.ManifestFile), humanBytes(float64(res.Manifest.TotalBytes)))
+			filepath.Join(dir, trunk.ManifestFile), units.Bytes(res.Manifest.TotalBytes))
 		return ExitOK
 	}
 	// The disk's own speed, measured after the pack so a refused or
@@ -147,19 +150,19 @@ func printPackSummary(w io.Writer, res *trunk.Result, disk *trunk.DiskSpeed) {
 	if s := took.Seconds(); s > 0 {
 		tp = float64(res.BytesWritten) / s
 	}
-	fmt.Fprintf(w, "packed %d runs, %s in %s: %s/s\n", res.RunsWritten, humanBytes(float64(res.BytesWritten)), sec(took), humanBytes(tp))
+	fmt.Fprintf(w, "packed %d runs, %s in %s: %s\n", res.RunsWritten, units.Bytes(res.BytesWritten), sec(took), units.PerSec(tp))
 	fmt.Fprintf(w, "  checkpoint reads %s (%s, %s), trunk.bin writes %s (%s), verification re-reads %s, fsync %s; total %s\n",
-		sec(res.ReadTime), humanBytes(float64(res.BytesRead)), ioMode(res.DirectRead), sec(res.WriteTime), ioMode(res.DirectWrite),
+		sec(res.ReadTime), units.Bytes(res.BytesRead), ioMode(res.DirectRead), sec(res.WriteTime), ioMode(res.DirectWrite),
 		sec(res.VerifyTime), sec(res.SyncTime), sec(res.Elapsed))
 	if disk == nil {
 		return
 	}
-	fmt.Fprintf(w, "disk's own sequential speed (measured after packing): read %s/s (%s of %s, %s), write %s/s (%s + fsync, %s)\n",
-		humanBytes(disk.ReadBPS()), humanBytes(float64(disk.ReadBytes)), filepath.Base(disk.ReadFile), ioMode(disk.ReadDirect),
-		humanBytes(disk.WriteBPS()), humanBytes(float64(disk.WriteBytes)), ioMode(disk.WriteDirect))
+	fmt.Fprintf(w, "disk's own sequential speed (measured after packing): read %s (%s of %s, %s), write %s (%s + fsync, %s)\n",
+		units.PerSec(disk.ReadBPS()), units.Bytes(disk.ReadBytes), filepath.Base(disk.ReadFile), ioMode(disk.ReadDirect),
+		units.PerSec(disk.WriteBPS()), units.Bytes(disk.WriteBytes), ioMode(disk.WriteDirect))
 	if b := disk.PackBound(); b > 0 && tp > 0 {
-		fmt.Fprintf(w, "  a pack reads, writes and re-reads every byte: at these speeds, one after the other, that is %s/s; the pack ran at %.0f%% of it\n",
-			humanBytes(b), 100*tp/b)
+		fmt.Fprintf(w, "  a pack reads, writes and re-reads every byte: at these speeds, one after the other, that is %s; the pack ran at %.0f%% of it\n",
+			units.PerSec(b), 100*tp/b)
 	}
 }
 
@@ -183,16 +186,19 @@ func (r *packRenderer) update(p trunk.Progress) {
 	}
 	r.last = time.Now()
 	verb := "packing"
-	if p.Phase == trunk.PhaseCheck {
+	switch p.Phase {
+	case trunk.PhaseCheck:
 		verb = "re-verifying the interrupted pack"
+	case trunk.PhaseSource:
+		verb = "comparing the modified checkpoint with the packed trunk"
 	}
 	run := p.Run
 	if run == "" {
 		run = "-"
 	}
-	line := fmt.Sprintf("%s: %s of %s (%.1f%%), %s/s, ETA %s, runs %d/%d, %s",
-		verb, humanBytes(float64(p.BytesDone)), humanBytes(float64(p.BytesTotal)), 100*float64(p.BytesDone)/max(float64(p.BytesTotal), 1),
-		humanBytes(p.BytesPerSec), etaStr(p.ETA), p.RunsDone, p.RunsTotal, run)
+	line := fmt.Sprintf("%s: %s of %s (%.1f%%), %s, ETA %s, runs %d/%d, %s",
+		verb, units.Bytes(p.BytesDone), units.Bytes(p.BytesTotal), 100*float64(p.BytesDone)/max(float64(p.BytesTotal), 1),
+		units.PerSec(p.BytesPerSec), etaStr(p.ETA), p.RunsDone, p.RunsTotal, run)
 	if !r.tty {
 		fmt.Fprintln(r.w, line)
 		return

@@ -11,12 +11,15 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"k3/doctor/machine"
 	"k3/engine"
 	"k3/engine/cachesim"
+	"k3/storage/units"
 	"k3/tokenizer"
 )
 
@@ -59,6 +62,39 @@ type runConfig struct {
 	mf                                           *modelFlags
 	// opts are the engine options the flags give (tests add fault hooks).
 	opts engine.Options
+	// soFar is what the generation produced, for a second Ctrl-C.
+	soFar struct {
+		sync.Mutex
+		prior, gen []int
+		steps      []float64
+	}
+}
+
+// writeSoFar writes --out with the tokens generated so far, when a second
+// Ctrl-C stops the run without waiting for the step in flight.
+func (c *runConfig) writeSoFar(stderr io.Writer) {
+	c.soFar.Lock()
+	rep := runReport{PromptIDs: c.ids, GeneratedIDs: slices.Clone(c.soFar.gen), StopReason: engine.StopCancelled.String(),
+		StepSeconds: slices.Clone(c.soFar.steps), PeakRSSBytes: machine.PeakRSS()}
+	rep.FullIDs = slices.Concat(c.soFar.prior, c.ids, rep.GeneratedIDs)
+	c.soFar.Unlock()
+	if rep.GeneratedIDs == nil {
+		rep.GeneratedIDs = []int{}
+	}
+	rep.WallSeconds = sum(rep.StepSeconds)
+	what := "nothing else was written"
+	if c.out != "" {
+		b, _ := json.Marshal(rep)
+		if err := writeAtomic(c.out, append(b, '\n')); err != nil {
+			what = fmt.Sprintf("writing %s failed: %v", c.out, err)
+		} else {
+			what = fmt.Sprintf("wrote %s with the %d token(s) generated so far", c.out, len(rep.GeneratedIDs))
+		}
+	}
+	if c.saveState != "" {
+		what += "; the decode state was not saved (the step in flight did not finish)"
+	}
+	fmt.Fprintf(stderr, "\nk3 run: stopped at once by a second Ctrl-C: %s\n", what)
 }
 
 func cmdRun(args []string, stdout, stderr io.Writer) int {
@@ -66,7 +102,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	if code >= 0 {
 		return code
 	}
-	ctx, stop := interruptContext(stderr)
+	ctx, stop := interruptContext(stderr, func() { c.writeSoFar(stderr) })
 	defer stop()
 	return c.run(ctx, stdout, stderr)
 }
@@ -126,6 +162,14 @@ func parseRun(args []string, stdout, stderr io.Writer) (*runConfig, int) {
 			}
 		}
 	}
+	if *traceDir != "" {
+		// checked now: failing after the whole run would lose its work
+		if err := checkDirWritable(*traceDir, "expert_trace.bin", "expert_hist.json"); err != nil {
+			fmt.Fprintf(stderr, "k3 run: --dump-cache-trace: cannot write %s: %v\n", *traceDir, err)
+			return nil, ExitOutput
+		}
+	}
+	cleanStaleFiles(stdout, "run", *out, *dump, *saveState)
 	if *idsFlag != "" {
 		ids, err := parseIDs(*idsFlag)
 		if err != nil {
@@ -207,7 +251,7 @@ func (c *runConfig) run(ctx context.Context, stdout, stderr io.Writer) int {
 		}
 	}
 	fmt.Fprintf(stdout, "  model    : %s (%d tensors in %d file(s))\n", c.dir, m.Tensors(), len(m.Files()))
-	fmt.Fprintf(stdout, "  trunk    : %s resident, bound in %.2f s\n", humanBytes(float64(m.BoundBytes)), time.Since(t0).Seconds())
+	fmt.Fprintf(stdout, "  trunk    : %s resident, bound in %.2f s\n", units.Bytes(m.BoundBytes), time.Since(t0).Seconds())
 	fmt.Fprintf(stdout, "  prompt   : %d tokens, generating %d\n", len(c.ids), c.gen)
 	var st *engine.State
 	if c.loadSt != "" {
@@ -249,6 +293,11 @@ func (c *runConfig) execute(ctx context.Context, e *engine.Engine, st *engine.St
 	prefill := newPrefillPrinter(stdout)
 	header := false
 	last := e.Snapshot()
+	if st != nil {
+		c.soFar.Lock()
+		c.soFar.prior = slices.Clone(st.IDs)
+		c.soFar.Unlock()
+	}
 	res.gen, res.err = e.Generate(ctx, st, c.ids, engine.GenOptions{MaxTokens: c.gen, StopIDs: c.stops,
 		Recompute: c.recompute, Complete: c.saveState != "",
 		OnEvent: func(ev engine.Event) {
@@ -256,6 +305,10 @@ func (c *runConfig) execute(ctx context.Context, e *engine.Engine, st *engine.St
 			case engine.EventPrefill:
 				prefill.add(ev)
 			case engine.EventToken:
+				c.soFar.Lock()
+				c.soFar.gen = append(c.soFar.gen, ev.Token)
+				c.soFar.steps = append(c.soFar.steps, ev.Seconds)
+				c.soFar.Unlock()
 				if !header {
 					fmt.Fprintf(stdout, "%-6s %-10s %-10s %-10s %-10s %s\n", "STEP", "TOKEN", "SECONDS", "CACHE HIT", "READ GB", "TOK/S")
 					fmt.Fprintln(stdout, strings.Repeat("-", 62))
@@ -370,12 +423,12 @@ func (c *runConfig) report(res *runResult, stdout, stderr io.Writer) int {
 		rep.TFPred, rep.FullIDs, rep.StopReason = res.tfPred, c.ids, "teacher_forcing"
 	}
 	fmt.Fprintf(stdout, "PEAK RSS for the whole run: %s   <- quote this, not the plan (%s planned)\n",
-		humanBytes(float64(rep.PeakRSSBytes)), humanBytes(float64(m.Plan.Total)))
+		units.Bytes(rep.PeakRSSBytes), units.Bytes(m.Plan.Total))
 	hit, _ := total.HitRate()
 	fmt.Fprintf(stdout, "experts: %d requests, %d served from RAM (%.1f%%), %d evictions, %s read in %.2f s, %d load failure(s)\n",
-		es.Requests, es.Hits, 100*hit, es.Evictions, humanBytes(float64(es.BytesRead)), es.ReadSeconds, es.Failures)
+		es.Requests, es.Hits, 100*hit, es.Evictions, units.Bytes(es.BytesRead), es.ReadSeconds, es.Failures)
 	fmt.Fprintf(stdout, "trunk: %s bound at load, %s streamed; waited %.2f s for trunk reads\n",
-		humanBytes(float64(m.BoundBytes)), humanBytes(float64(total.TrunkBytesRead)), total.TrunkWaitSeconds)
+		units.Bytes(m.BoundBytes), units.Bytes(total.TrunkBytesRead), total.TrunkWaitSeconds)
 	fmt.Fprintf(stdout, "I/O share of wall clock: %.1f%% (waiting on trunk %.2f s + experts %.2f s of %.2f s; reads overlapped with compute are not counted)\n",
 		100*rep.IOShare, total.TrunkWaitSeconds, es.ReadSeconds, res.wall)
 	if es.NaNScaleGroups > 0 {
@@ -416,12 +469,21 @@ func exitFor(stderr io.Writer, cmd string, err error) int {
 	}
 }
 
+// exitNow ends the process at a second Ctrl-C (tests replace it).
+var exitNow = os.Exit
+
 // interruptContext is cancelled by the first Ctrl-C (the forward stops before
-// its next layer and results are written); a second Ctrl-C exits at once.
-func interruptContext(stderr io.Writer) (context.Context, func()) {
-	ctx, cancel := context.WithCancel(context.Background())
+// its next layer and results are written); a second Ctrl-C calls onSecond
+// (which writes what it can of what was done) and exits 5 at once.
+func interruptContext(stderr io.Writer, onSecond func()) (context.Context, func()) {
 	ch := make(chan os.Signal, 2)
 	signal.Notify(ch, os.Interrupt)
+	ctx, cancel := watchInterrupts(ch, stderr, onSecond)
+	return ctx, func() { signal.Stop(ch); cancel() }
+}
+
+func watchInterrupts(ch <-chan os.Signal, stderr io.Writer, onSecond func()) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
 		n := 0
 		for range ch {
@@ -431,10 +493,14 @@ func interruptContext(stderr io.Writer) (context.Context, func()) {
 				cancel()
 				continue
 			}
-			os.Exit(130)
+			if onSecond != nil {
+				onSecond()
+			}
+			exitNow(ExitInterrupted)
+			return
 		}
 	}()
-	return ctx, func() { signal.Stop(ch); cancel() }
+	return ctx, cancel
 }
 
 // statePositions peeks at a state file's position count (0 when absent or

@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"k3/storage/units"
 	"k3/storage/verify"
 )
 
@@ -60,7 +61,7 @@ func runVerify(args []string, stdout, stderr io.Writer) int {
 			}
 			last = time.Now()
 			el := time.Since(start).Seconds()
-			fmt.Fprintf(stderr, "hashing: %.1f of %.1f GB (%.0f MB/s)\n", float64(done)/1e9, float64(total)/1e9, float64(done)/1e6/max(el, 1e-9))
+			fmt.Fprintf(stderr, "hashing: %s of %s (%s)\n", units.Bytes(done), units.Bytes(total), units.PerSec(float64(done)/max(el, 1e-9)))
 		}
 	}
 	rep, err := verify.Check(ctx, dir, opt)

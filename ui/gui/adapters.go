@@ -23,7 +23,7 @@ func RealBackends(dataDir string) Backends {
 		Verifier:   storageVerifier{},
 		Packer:     trunkPacker{},
 		Planner:    enginePlanner{},
-		NewChat:    func(s Settings) (ChatEngine, error) { return NewEngineChat(s), nil },
+		NewChat:    NewChatFor,
 		MakeDemo:   MakeDemoModel,
 		DataDir:    dataDir,
 	}
@@ -67,7 +67,7 @@ type trunkPacker struct{}
 func (trunkPacker) Pack(ctx context.Context, modelDir, trunkDir string, layers int, progress func(PackProgress)) error {
 	_, err := trunk.Pack(ctx, modelDir, trunkDir, trunk.Options{Progress: func(p trunk.Progress) {
 		if progress != nil {
-			progress(PackProgress{Done: p.BytesDone, Total: p.BytesTotal, Layer: p.RunsDone, Layers: p.RunsTotal})
+			progress(PackProgress{Done: p.BytesDone, Total: p.BytesTotal, BytesPerSec: p.BytesPerSec, ETA: p.ETA, Layer: p.RunsDone, Layers: p.RunsTotal})
 		}
 	}})
 	return err

@@ -2,6 +2,7 @@ package gui
 
 import (
 	"context"
+	"time"
 
 	"k3/doctor"
 	"k3/engine"
@@ -44,8 +45,10 @@ type Verifier interface {
 
 // PackProgress is the packer's progress.
 type PackProgress struct {
-	Done, Total int64 // bytes
-	Layer       int   // layer being written (1-based; 0 before the first)
+	Done, Total int64         // bytes
+	BytesPerSec float64       // over the last few seconds
+	ETA         time.Duration // -1 when unknown
+	Layer       int           // layer being written (1-based; 0 before the first)
 	Layers      int
 }
 

@@ -1,12 +1,49 @@
 package gui
 
 import (
+	"crypto/sha256"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"fyne.io/fyne/v2/test"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"k3/engine/synth"
+	"k3/ui/cli"
 )
+
+// The app's demo and `k3 demo`'s are the same folder, byte for byte, and
+// both are recognised as the demo.
+func TestDemoMatchesCLI(t *testing.T) {
+	app := filepath.Join(t.TempDir(), "demo-model")
+	require.NoError(t, MakeDemoModel(app))
+	require.True(t, synth.IsDemo(app))
+	fromCLI := filepath.Join(t.TempDir(), "demo")
+	require.Equal(t, cli.ExitOK, cli.Main([]string{"demo", fromCLI}))
+	require.True(t, synth.IsDemo(fromCLI), "the app does not recognise k3 demo's folder")
+
+	sums := func(dir string) map[string][32]byte {
+		ents, err := os.ReadDir(dir)
+		require.NoError(t, err)
+		out := map[string][32]byte{}
+		for _, e := range ents {
+			b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+			require.NoError(t, err)
+			out[e.Name()] = sha256.Sum256(b)
+		}
+		return out
+	}
+	want := sums(app)
+	assert.Equal(t, want, sums(fromCLI))
+
+	// a complete demo is kept as it is
+	require.NoError(t, MakeDemoModel(app))
+	assert.Equal(t, want, sums(app))
+}
 
 // The demo end to end on the real engine, headless: the wizard makes the
 // demo model, plans its memory, and a chat turn streams with live gauges.

@@ -7,12 +7,14 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"k3/doctor"
 	"k3/engine"
 	"k3/engine/chat"
 	"k3/engine/plan"
+	"k3/engine/synth"
 	"k3/tokenizer"
 )
 
@@ -27,6 +29,7 @@ type engineChat struct {
 	e    *engine.Engine
 	sess *chat.Session
 	info ModelInfo
+	srv  atomic.Pointer[appServer] // the app's HTTP server over this model (remotechat.go)
 }
 
 // ContextPositions is the context the memory plan reserves for a chat.
@@ -95,16 +98,17 @@ func (c *engineChat) Open(ctx context.Context, on func(engine.Event)) (ModelInfo
 	c.tok, c.m, c.e = tok, m, e
 	c.sess = chat.NewSession(e, tok)
 	name := filepath.Base(dir)
-	if c.s.Demo || IsDemoModel(dir) {
+	if c.s.Demo || synth.IsDemo(dir) {
 		name = "DEMO model (random weights: the text is not meaningful)"
 	}
-	c.info = ModelInfo{Name: name, Demo: c.s.Demo || IsDemoModel(dir), Layers: m.Bound, BudgetBytes: m.Plan.Total, Plan: m.Plan.String()}
+	c.info = ModelInfo{Name: name, Demo: c.s.Demo || synth.IsDemo(dir), Layers: m.Bound, BudgetBytes: m.Plan.Total, Plan: m.Plan.String()}
 	on(engine.Event{Kind: engine.EventStats, Stats: e.Snapshot(), At: time.Now()})
 	phase(on, "ready")
 	return c.info, nil
 }
 
 func (c *engineChat) Close() {
+	c.stopServer()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.e != nil {

@@ -44,12 +44,20 @@ type Settings struct {
 	Threads int // 0: one per physical core
 
 	LastConversation string
+
+	// Where the model runs: BackendLocal or BackendServer (remotechat.go).
+	Backend     string
+	ServerURL   string // OpenAI base URL, e.g. http://gpu-box:8000/v1
+	ServerKey   string // its API key, kept in the app's preferences
+	ServerModel string // model id from the server's /v1/models ("": the first)
+	// The app's own server over the loaded model (view_serve.go).
+	ServeAddr string
 }
 
 // DefaultSettings are the settings of a first start.
 func DefaultSettings() Settings {
 	return Settings{Preset: "auto", Thinking: true, Effort: "high", MaxTokens: 256,
-		Sampling: engine.Sampling{Greedy: true, Temperature: 0.6, TopP: 0.95}}
+		Sampling: engine.Sampling{Greedy: true, Temperature: 0.6, TopP: 0.95}, ServeAddr: DefaultServeAddr}
 }
 
 // Preference keys.
@@ -76,6 +84,11 @@ const (
 	kMaxTokens   = "chat.max_tokens"
 	kThreads     = "engine.threads"
 	kLastConv    = "chat.last"
+	kBackend     = "backend"
+	kServerURL   = "server.url"
+	kServerKey   = "server.key"
+	kServerModel = "server.model"
+	kServeAddr   = "serve.addr"
 )
 
 // LoadSettings reads the settings, with defaults for anything never saved.
@@ -106,6 +119,11 @@ func LoadSettings(p fyne.Preferences) Settings {
 		},
 		Threads:          p.IntWithFallback(kThreads, d.Threads),
 		LastConversation: p.String(kLastConv),
+		Backend:          p.String(kBackend),
+		ServerURL:        p.String(kServerURL),
+		ServerKey:        p.String(kServerKey),
+		ServerModel:      p.String(kServerModel),
+		ServeAddr:        p.StringWithFallback(kServeAddr, d.ServeAddr),
 	}
 }
 
@@ -133,4 +151,9 @@ func (s Settings) Save(p fyne.Preferences) {
 	p.SetInt(kMaxTokens, s.MaxTokens)
 	p.SetInt(kThreads, s.Threads)
 	p.SetString(kLastConv, s.LastConversation)
+	p.SetString(kBackend, s.Backend)
+	p.SetString(kServerURL, s.ServerURL)
+	p.SetString(kServerKey, s.ServerKey)
+	p.SetString(kServerModel, s.ServerModel)
+	p.SetString(kServeAddr, s.ServeAddr)
 }

@@ -30,7 +30,7 @@ func NewUI(a fyne.App, w fyne.Window, b Backends) *UI {
 // Start shows the chat when the wizard was completed before, else the wizard.
 func (u *UI) Start() {
 	u.Win.SetMainMenu(u.menu())
-	if u.S.WizardDone && u.S.ModelDir != "" {
+	if u.S.CanChat() && (u.S.WizardDone || u.S.Backend == BackendServer) {
 		u.ShowChat()
 	} else {
 		u.ShowWizard()
@@ -42,10 +42,12 @@ func (u *UI) menu() *fyne.MainMenu {
 		fyne.NewMenu("k3",
 			fyne.NewMenuItem("Setup wizard…", u.ShowWizard),
 			fyne.NewMenuItem("Chat", func() {
-				if u.S.ModelDir != "" {
+				if u.S.CanChat() {
 					u.ShowChat()
 				}
 			}),
+			fyne.NewMenuItem("Model location…", u.showBackendSettings),
+			fyne.NewMenuItem("Serve over HTTP…", u.showServeDialog),
 		),
 		fyne.NewMenu("Conversation",
 			fyne.NewMenuItem("New", func() {

@@ -2,7 +2,9 @@ package gui
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -221,7 +223,21 @@ func (v *ChatView) addView(m chat.Message) *MessageView {
 }
 
 func (v *ChatView) save() {
-	if err := v.store.Save(v.Current, v.History); err != nil {
+	err := v.store.Save(v.Current, v.History)
+	var ce *chat.ConflictError
+	if errors.As(err, &ce) {
+		// another k3 wrote the file: this conversation went beside it and
+		// continues there
+		v.Current = strings.TrimSuffix(filepath.Base(ce.SavedAs), Ext)
+		v.u.S.LastConversation = v.Current
+		v.u.SaveSettings()
+		if titles, lerr := v.store.List(); lerr == nil {
+			v.Convs.SetTitles(titles, v.Current)
+		}
+		v.Notice.SetText(fmt.Sprintf("Another k3 changed or holds this conversation's file, so it was saved as %q instead; nothing was lost.", v.Current))
+		return
+	}
+	if err != nil {
 		v.Notice.SetText("The conversation could not be saved: " + Explain(err))
 	}
 }

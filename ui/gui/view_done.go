@@ -7,6 +7,8 @@ import (
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/container"
 	"fyne.io/fyne/v2/widget"
+
+	"k3/storage/units"
 )
 
 // DoneStep is wizard step 5: a summary and the way into the chat.
@@ -50,7 +52,7 @@ func (s *DoneStep) Enter() {
 	}
 	fmt.Fprintf(&b, "Memory: preset %s, trunk %.1f GB, expert cache %.1f GB\n", st.Preset, st.TrunkGB, st.CacheGB)
 	if p := s.w.Memory.Plan; p != nil {
-		fmt.Fprintf(&b, "Planned peak memory: %s\n", gb(uint64(p.Total)))
+		fmt.Fprintf(&b, "Planned peak memory: %s\n", units.Bytes(p.Total))
 	}
 	if r := s.w.Machine.Report; r != nil && r.CanRun && !st.Demo {
 		fmt.Fprintf(&b, "Expected speed: about %.1f s per token with the %s preset\n", r.Preset.PredictedSecondsPerToken, r.Preset.Name)

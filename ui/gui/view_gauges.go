@@ -8,6 +8,8 @@ import (
 	"fyne.io/fyne/v2/container"
 	"fyne.io/fyne/v2/theme"
 	"fyne.io/fyne/v2/widget"
+
+	"k3/storage/units"
 )
 
 // GaugesView is the always-visible engine panel: memory against the budget
@@ -75,20 +77,13 @@ func (v *GaugesView) SetModel(info ModelInfo) {
 	}
 }
 
-func mb(b int64) string {
-	if b >= 1e9 {
-		return fmt.Sprintf("%.2f GB", float64(b)/1e9)
-	}
-	return fmt.Sprintf("%.0f MB", float64(b)/1e6)
-}
-
 // Set shows new values.
 func (v *GaugesView) Set(g Gauges) {
 	v.G = g
 	if g.Available > 0 {
 		v.Mem.SetValue(min(float64(g.RSS)/float64(g.Available), 1))
 	}
-	v.MemText.SetText(fmt.Sprintf("in use %s (peak %s)\nplan %s, available %s", mb(g.RSS), mb(g.PeakRSS), mb(g.Budget), mb(g.Available)))
+	v.MemText.SetText(fmt.Sprintf("in use %s (peak %s)\nplan %s, available %s", units.Bytes(g.RSS), units.Bytes(g.PeakRSS), units.Bytes(g.Budget), units.Bytes(g.Available)))
 	v.Reads.SetText(fmt.Sprintf("trunk %.0f MB/s   experts %.0f MB/s", g.TrunkMBps, g.ExpertMBps))
 	v.IOShare.SetValue(g.IOShare)
 	v.Hits.SetValue(g.HitRate)

@@ -11,6 +11,7 @@ import (
 	"fyne.io/fyne/v2/widget"
 
 	"k3/doctor"
+	"k3/storage/units"
 )
 
 // MachineStep is wizard step 1: what this machine has and how fast it can
@@ -139,8 +140,6 @@ func (s *MachineStep) Cancel() {
 	}
 }
 
-func gb(b uint64) string { return fmt.Sprintf("%.1f GB", float64(b)/1e9) }
-
 func rate(p *float64) string {
 	if p == nil {
 		return "not measured"
@@ -152,9 +151,9 @@ func rate(p *float64) string {
 func describeReport(r *doctor.Report) string {
 	var b strings.Builder
 	m := r.Memory
-	fmt.Fprintf(&b, "**Memory:** %s in all, %s free for k3 now", gb(m.TotalBytes), gb(m.AvailableBytes))
+	fmt.Fprintf(&b, "**Memory:** %s in all, %s free for k3 now", units.Bytes(int64(m.TotalBytes)), units.Bytes(int64(m.AvailableBytes)))
 	if m.CgroupLimitBytes != nil {
-		fmt.Fprintf(&b, " (a container limit of %s applies)", gb(*m.CgroupLimitBytes))
+		fmt.Fprintf(&b, " (a container limit of %s applies)", units.Bytes(int64(*m.CgroupLimitBytes)))
 	}
 	b.WriteString(".\n\n")
 	fmt.Fprintf(&b, "**Processor:** %s, %d cores (%d threads)", strings.TrimSpace(r.CPU.Model), r.CPU.PhysicalCores, r.CPU.LogicalCores)
@@ -171,7 +170,7 @@ func describeReport(r *doctor.Report) string {
 			}
 			b.WriteString(")")
 		}
-		fmt.Fprintf(&b, ": %s free of %s. ", gb(d.FreeBytes), gb(d.TotalBytes))
+		fmt.Fprintf(&b, ": %s free of %s. ", units.Bytes(int64(d.FreeBytes)), units.Bytes(int64(d.TotalBytes)))
 		if d.SameDeviceAs != "" {
 			fmt.Fprintf(&b, "Same disk as %s.\n\n", d.SameDeviceAs)
 			continue
@@ -182,7 +181,7 @@ func describeReport(r *doctor.Report) string {
 	p := r.Preset
 	if r.CanRun {
 		fmt.Fprintf(&b, "**Recommended:** the *%s* preset (trunk %.0f GB, expert cache %.0f GB): about **%.1f s per token**, peak memory about %s.\n\n",
-			p.Name, p.TrunkGB, p.CacheGB, p.PredictedSecondsPerToken, gb(uint64(max(p.PredictedPeakRSSBytes, 0))))
+			p.Name, p.TrunkGB, p.CacheGB, p.PredictedSecondsPerToken, units.Bytes(max(p.PredictedPeakRSSBytes, 0)))
 	} else {
 		b.WriteString("**This machine cannot run the full model as it is.** The demo model still works.\n\n")
 	}

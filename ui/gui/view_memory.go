@@ -9,6 +9,7 @@ import (
 	"fyne.io/fyne/v2/widget"
 
 	"k3/engine/plan"
+	"k3/storage/units"
 )
 
 // MemoryStep is wizard step 4: a preset and two budgets, with the memory
@@ -165,9 +166,9 @@ func (s *MemoryStep) showPlan(p *plan.Plan, err error) {
 	case err != nil:
 		s.Verdict.SetText("These settings do not fit: " + err.Error())
 	case s.mem != nil:
-		s.Verdict.SetText(fmt.Sprintf("Fits: the plan needs %s of the %s available.", gb(uint64(p.Total)), gb(uint64(s.mem.Usable()))))
+		s.Verdict.SetText(fmt.Sprintf("Fits: the plan needs %s of the %s available.", units.Bytes(p.Total), units.Bytes(s.mem.Usable())))
 	default:
-		s.Verdict.SetText(fmt.Sprintf("The plan needs %s (the available memory could not be read).", gb(uint64(p.Total))))
+		s.Verdict.SetText(fmt.Sprintf("The plan needs %s (the available memory could not be read).", units.Bytes(p.Total)))
 	}
 	if s.w.u.Wizard == s.w {
 		s.w.Changed()

@@ -15,7 +15,9 @@ import (
 	"fyne.io/fyne/v2/dialog"
 	"fyne.io/fyne/v2/widget"
 
+	"k3/engine/synth"
 	"k3/storage/hub"
+	"k3/storage/units"
 	"k3/storage/verify"
 )
 
@@ -164,7 +166,7 @@ func (s *ModelStep) dirChanged() {
 	switch {
 	case dir == "":
 		s.Status.SetText("Choose the folder that holds the checkpoint, or a folder to download it into.")
-	case IsDemoModel(dir):
+	case synth.IsDemo(dir):
 		s.Status.SetText("This is the DEMO model: random weights with the K3 layout. Everything works, but its text is not meaningful.")
 	case hasConfig(dir):
 		s.Status.SetText("A checkpoint is here. Verify it before the first run.")
@@ -174,7 +176,7 @@ func (s *ModelStep) dirChanged() {
 	if err == nil && hasConfig(dir) {
 		s.w.u.S.ModelDir = dir
 		s.w.u.S.Layers = n
-		s.w.u.S.Demo = IsDemoModel(dir)
+		s.w.u.S.Demo = synth.IsDemo(dir)
 		s.w.u.SaveSettings()
 	}
 	if s.w.u.Wizard == s.w {
@@ -193,7 +195,7 @@ func (s *ModelStep) Ready() (bool, string) {
 	if !hasConfig(dir) {
 		return false, "Choose a folder with the checkpoint, download it, or use the demo model."
 	}
-	if s.Verified != nil && s.Verified.Dir == dir && !s.Verified.Complete && !IsDemoModel(dir) {
+	if s.Verified != nil && s.Verified.Dir == dir && !s.Verified.Complete && !synth.IsDemo(dir) {
 		return true, "Some files are missing or wrong (see Verify); the run will fail on them."
 	}
 	return true, ""
@@ -284,19 +286,23 @@ func (s *ModelStep) showDownload(ev hub.Event) {
 		if i == 6 {
 			break
 		}
-		lines = append(lines, fmt.Sprintf("%-44s %6.1f%%  %7.1f MB/s", f.Name, 100*float64(f.Done)/float64(max(f.Total, 1)), f.Rate/1e6))
+		lines = append(lines, fmt.Sprintf("%-44s %6.1f%%  %12s", f.Name, 100*float64(f.Done)/float64(max(f.Total, 1)), units.PerSec(f.Rate)))
 	}
 	s.DlFiles.SetText(strings.Join(lines, "\n"))
 }
 
 // describeSnapshot is the download's one-line summary.
 func describeSnapshot(sn hub.Snapshot) string {
-	eta := "estimating time left"
-	if sn.ETA >= 0 {
-		eta = "about " + sn.ETA.Round(time.Second).String() + " left"
+	return fmt.Sprintf("%s of %s, %d of %d files, %s, %s", units.Bytes(sn.Done), units.Bytes(sn.Total),
+		sn.FilesDone, sn.FilesTotal, units.PerSec(sn.Rate), timeLeft(sn.ETA))
+}
+
+// timeLeft renders an ETA (-1: unknown) for a progress line.
+func timeLeft(eta time.Duration) string {
+	if eta < 0 {
+		return "estimating time left"
 	}
-	return fmt.Sprintf("%.2f of %.2f GB, %d of %d files, %.1f MB/s, %s", float64(sn.Done)/1e9, float64(sn.Total)/1e9,
-		sn.FilesDone, sn.FilesTotal, sn.Rate/1e6, eta)
+	return "about " + eta.Round(time.Second).String() + " left"
 }
 
 func (s *ModelStep) downloadDone(err error) {
@@ -330,7 +336,7 @@ func (s *ModelStep) StartVerify() {
 		return
 	}
 	dir := strings.TrimSpace(s.Dir.Text)
-	if IsDemoModel(dir) {
+	if synth.IsDemo(dir) {
 		s.VfStatus.SetText("The demo model was generated here: there is nothing to verify.")
 		return
 	}
@@ -374,7 +380,7 @@ func describeVerify(r *verify.Report) string {
 		if r.Hashed {
 			what = "sizes and checksums"
 		}
-		return fmt.Sprintf("All %d required files are here and right (%s checked, %.1f GB).", r.Required, what, float64(r.Bytes)/1e9)
+		return fmt.Sprintf("All %d required files are here and right (%s checked, %s).", r.Required, what, units.Bytes(r.Bytes))
 	}
 	var parts []string
 	if r.Missing > 0 {

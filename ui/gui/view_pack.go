@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/container"
@@ -14,6 +13,7 @@ import (
 	"fyne.io/fyne/v2/widget"
 
 	"k3/doctor"
+	"k3/storage/units"
 )
 
 // PackStep is wizard step 3: write the packed trunk (every layer's dense
@@ -80,7 +80,7 @@ func SuggestTrunkDir(r *doctor.Report, need int64) (dir, why string) {
 		if speed > best {
 			best = speed
 			dir = filepath.Join(d.Path, TrunkFolderName)
-			why = fmt.Sprintf("suggested: the disk of %s streams at %s and has %s free", d.Path, rate(d.SeqGBps), gb(d.FreeBytes))
+			why = fmt.Sprintf("suggested: the disk of %s streams at %s and has %s free", d.Path, rate(d.SeqGBps), units.Bytes(int64(d.FreeBytes)))
 		}
 	}
 	return dir, why
@@ -97,7 +97,7 @@ func (s *PackStep) Enter() {
 		return
 	}
 	s.need = need
-	info := fmt.Sprintf("The trunk of this checkpoint takes %s.", gb(uint64(need)))
+	info := fmt.Sprintf("The trunk of this checkpoint takes %s.", units.Bytes(need))
 	if s.Dir.Text == "" {
 		switch {
 		case u.S.TrunkDir != "":
@@ -147,30 +147,23 @@ func (s *PackStep) Toggle() {
 	s.Status.SetText("Packing…")
 	s.w.Changed()
 	model, layers := u.S.ModelDir, u.S.Layers
-	start := time.Now()
 	lim := newLimiter(GaugeHz)
 	go func() {
 		err := u.B.Packer.Pack(ctx, model, dir, layers, func(p PackProgress) {
 			if lim.ok() {
-				u.do(func() { s.showProgress(p, time.Since(start)) })
+				u.do(func() { s.showProgress(p) })
 			}
 		})
 		u.do(func() { s.done(dir, err) })
 	}()
 }
 
-func (s *PackStep) showProgress(p PackProgress, elapsed time.Duration) {
+func (s *PackStep) showProgress(p PackProgress) {
 	if p.Total > 0 {
 		s.Bar.SetValue(float64(p.Done) / float64(p.Total))
 	}
-	mbps := float64(p.Done) / 1e6 / max(elapsed.Seconds(), 1e-3)
-	eta := "estimating time left"
-	if p.Done > 0 && p.Total > p.Done {
-		left := time.Duration(float64(elapsed) * float64(p.Total-p.Done) / float64(p.Done))
-		eta = "about " + left.Round(time.Second).String() + " left"
-	}
-	s.Status.SetText(fmt.Sprintf("Layer %d of %d, %.2f of %.2f GB, %.0f MB/s, %s", p.Layer, p.Layers,
-		float64(p.Done)/1e9, float64(p.Total)/1e9, mbps, eta))
+	s.Status.SetText(fmt.Sprintf("Layer %d of %d, %s of %s, %s, %s", p.Layer, p.Layers,
+		units.Bytes(p.Done), units.Bytes(p.Total), units.PerSec(p.BytesPerSec), timeLeft(p.ETA)))
 }
 
 func (s *PackStep) done(dir string, err error) {

@@ -103,7 +103,7 @@ func TestRealWindow(t *testing.T) {
 		n = len(v.History)
 		if n > 0 {
 			m := v.History[n-1]
-			last = m.Role + ":" + m.Cut
+			last = m.Role + ":" + string(m.Cut)
 		}
 		notice = v.Notice.Text
 	})

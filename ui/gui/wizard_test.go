@@ -22,8 +22,8 @@ func TestWizardFlowOnFakes(t *testing.T) {
 	waitFor(t, "machine report", func() bool { return w.Machine.Report != nil })
 	ui(func() {
 		md := describeReport(w.Machine.Report)
-		for _, want := range []string{"64.0 GB in all, 58.0 GB free", "16 cores (32 threads)", "**Disk of /fast**",
-			"5.20 GB/s (8 at a time)", "500.0 GB free", "*desktop* preset", "**25.3 s per token**", "31.9 GB"} {
+		for _, want := range []string{"64.00 GB in all, 58.00 GB free", "16 cores (32 threads)", "**Disk of /fast**",
+			"5.20 GB/s (8 at a time)", "500.00 GB free", "*desktop* preset", "**25.3 s per token**", "31.90 GB"} {
 			if !strings.Contains(md, want) {
 				t.Errorf("machine description lacks %q:\n%s", want, md)
 			}
@@ -96,7 +96,7 @@ func TestWizardFlowOnFakes(t *testing.T) {
 		if w.Pack.Dir.Text != "/fast/k3-trunk" {
 			t.Errorf("suggested trunk dir %q", w.Pack.Dir.Text)
 		}
-		if !strings.Contains(w.Pack.Info.Text, "109.0 GB") || !strings.Contains(w.Pack.Info.Text, "streams at 6.10 GB/s") {
+		if !strings.Contains(w.Pack.Info.Text, "109.00 GB") || !strings.Contains(w.Pack.Info.Text, "streams at 6.10 GB/s") {
 			t.Errorf("pack info %q", w.Pack.Info.Text)
 		}
 		test.Tap(w.Pack.PackBt)
@@ -123,7 +123,7 @@ func TestWizardFlowOnFakes(t *testing.T) {
 	})
 	waitFor(t, "replan", func() bool { return !w.Memory.busy && w.Memory.PlanErr == nil })
 	ui(func() {
-		if w.Memory.Verdict.Text != "Fits: the plan needs 6.0 GB of the 16.0 GB available." || w.NextBtn.Disabled() {
+		if w.Memory.Verdict.Text != "Fits: the plan needs 6.00 GB of the 16.00 GB available." || w.NextBtn.Disabled() {
 			t.Errorf("verdict %q", w.Memory.Verdict.Text)
 		}
 		w.Memory.Cache.SetValue(12.5) // 3 + 12.5 + 2 = 17.5 GB
@@ -204,12 +204,12 @@ func TestDownloadPauseResumeSurvivesRestart(t *testing.T) {
 		w.Model.Revision.SetText("abc123")
 		test.Tap(w.Model.DownloadBt)
 	})
-	waitFor(t, "progress", func() bool { return strings.HasPrefix(w.Model.DlStatus.Text, "0.05 of 0.10 GB") })
+	waitFor(t, "progress", func() bool { return strings.HasPrefix(w.Model.DlStatus.Text, "50.00 MB of 100.00 MB") })
 	ui(func() {
-		if w.Model.DlStatus.Text != "0.05 of 0.10 GB, 1 of 2 files, 25.0 MB/s, about 2s left" {
+		if w.Model.DlStatus.Text != "50.00 MB of 100.00 MB, 1 of 2 files, 25.00 MB/s, about 2s left" {
 			t.Errorf("overall line %q", w.Model.DlStatus.Text)
 		}
-		if !strings.Contains(w.Model.DlFiles.Text, "model-00002-of-00002.safetensors") || !strings.Contains(w.Model.DlFiles.Text, "25.0 MB/s") {
+		if !strings.Contains(w.Model.DlFiles.Text, "model-00002-of-00002.safetensors") || !strings.Contains(w.Model.DlFiles.Text, "25.00 MB/s") {
 			t.Errorf("per-file lines %q", w.Model.DlFiles.Text)
 		}
 		if w.Model.DownloadBt.Text != "Pause" || !w.NextBtn.Disabled() {

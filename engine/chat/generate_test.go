@@ -1,0 +1,116 @@
+package chat
+
+import (
+	"context"
+	"encoding/binary"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"k3/engine"
+	"k3/tokenizer"
+)
+
+// TestGenerateMatchesTurn: Generate over the transcript Turn would render
+// gives Turn's reply, and a second call that extends the first reuses the
+// state.
+func TestGenerateMatchesTurn(t *testing.T) {
+	e, tok := demo(t)
+	opt := Options{MaxTokens: 6, Sampling: engine.Sampling{Greedy: true}}
+	s := NewSession(e, tok)
+	r1, err := s.Turn(context.Background(), "Hello there", opt, nil)
+	require.NoError(t, err)
+	r2, err := s.Turn(context.Background(), "And again?", opt, nil)
+	require.NoError(t, err)
+
+	g := NewSession(e, tok)
+	ids1, err := g.Prompt("Hello there", opt)
+	require.NoError(t, err)
+	var streamed strings.Builder
+	a, err := g.Generate(context.Background(), ids1, PromptOptions{Thinking: true, MaxTokens: 6}, func(ev engine.Event) {
+		if ev.Kind == engine.EventReasoning || ev.Kind == engine.EventAnswer {
+			streamed.WriteString(ev.Text)
+		}
+	})
+	require.NoError(t, err)
+	assert.Equal(t, r1.IDs, a.IDs)
+	assert.Equal(t, 0, a.Reused)
+	assert.Equal(t, streamed.String(), a.Reasoning+a.Content)
+	assert.Empty(t, g.History, "Generate leaves the history alone")
+
+	g.History = s.History[:2]
+	ids2, err := g.Prompt("And again?", opt)
+	require.NoError(t, err)
+	b, err := g.Generate(context.Background(), ids2, PromptOptions{Thinking: true, MaxTokens: 6}, nil)
+	require.NoError(t, err)
+	assert.Equal(t, r2.IDs, b.IDs)
+	assert.Equal(t, r2.Reused, b.Reused)
+	assert.Positive(t, b.Reused)
+}
+
+// TestGenerateStop: Stop ends the reply after the token it saw.
+func TestGenerateStop(t *testing.T) {
+	e, tok := demo(t)
+	g := NewSession(e, tok)
+	ids, err := g.Prompt("Hi", Options{})
+	require.NoError(t, err)
+	n := 0
+	r, err := g.Generate(context.Background(), ids, PromptOptions{Thinking: true, MaxTokens: 10, Stop: func() bool { n++; return n == 3 }}, nil)
+	require.NoError(t, err)
+	assert.Len(t, r.IDs, 3)
+	assert.Equal(t, engine.StopCaller, r.Stop)
+}
+
+// TestStreamerNamelessTag: <|open|> followed by <|sep|> used to index an
+// empty field list.
+func TestStreamerNamelessTag(t *testing.T) {
+	tok := byteTok(t)
+	var got []string
+	sm := newStreamer(tok, true, func(ev engine.Event) { got = append(got, ev.Text) })
+	for _, id := range tok.EncodeSpecial("a<|open|><|sep|>b<|close|> <|sep|>c") {
+		sm.add(id)
+	}
+	sm.flush()
+	assert.Equal(t, "abc", strings.Join(got, ""))
+}
+
+func byteTok(t testing.TB) *tokenizer.Tokenizer {
+	dir := filepath.Join(t.TempDir(), "tok")
+	require.NoError(t, tokenizer.WriteByteLevel(dir, tokenizer.ByteLevelOptions{}))
+	tok, err := tokenizer.Load(dir)
+	require.NoError(t, err)
+	return tok
+}
+
+// FuzzStreamer feeds arbitrary token sequences (two bytes per id over a
+// 512-id vocabulary) to the reply streamer: it never panics and what it
+// streams is what it keeps.
+func FuzzStreamer(f *testing.F) {
+	tok := byteTok(f)
+	for _, s := range []string{"<|open|><|sep|>", "x<|close|>think<|sep|><|open|>response<|sep|>y<|close|>response<|sep|><|open|>tools<|sep|><|open|>call tool=\"f\"<|sep|>"} {
+		ids := tok.EncodeSpecial(s)
+		b := make([]byte, 2*len(ids))
+		for i, id := range ids {
+			binary.LittleEndian.PutUint16(b[2*i:], uint16(id))
+		}
+		f.Add(b, true)
+	}
+	f.Fuzz(func(t *testing.T, data []byte, thinking bool) {
+		var out strings.Builder
+		sm := newStreamer(tok, thinking, func(ev engine.Event) {
+			if ev.Kind != engine.EventTool {
+				out.WriteString(ev.Text)
+			}
+		})
+		for i := 0; i+1 < len(data); i += 2 {
+			sm.add(int(binary.LittleEndian.Uint16(data[i:])) % tok.VocabSize())
+		}
+		sm.flush()
+		if out.String() != sm.reasoning.String()+sm.answer.String() {
+			t.Fatal("streamed text differs from the kept text")
+		}
+	})
+}

@@ -1,0 +1,85 @@
+package synth
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"k3/storage/atomicfile"
+	"k3/tokenizer"
+)
+
+// The demo model: a checkpoint with the Kimi K3 tensor graph and
+// deterministic random weights, plus a byte-level tokenizer, so the whole
+// engine and app (wizard, memory plan, chat, gauges) run on a machine
+// without the 1.56 TB checkpoint. Its text is not meaningful. `k3 demo` and
+// the app both write it with WriteDemo, so the same size gives the same
+// bytes, and both recognise it with IsDemo.
+
+// DemoMarker is the file that labels a folder as a demo checkpoint. WriteDemo
+// writes it last: a folder that has it is complete.
+const DemoMarker = "K3-DEMO.txt"
+
+// DemoSizes are the sizes WriteDemo accepts, smallest first.
+var DemoSizes = []string{"small", "medium", "large"}
+
+// DemoSpec returns the model spec of a demo size: small is Small (~2 MB, for
+// trying the app), medium is Medium (~40 MB), large is Large (~600 MB, for
+// measuring).
+func DemoSpec(size string) (Spec, bool) {
+	switch size {
+	case "small":
+		return Small(), true
+	case "medium":
+		return Medium(), true
+	case "large":
+		return Large(), true
+	}
+	return Spec{}, false
+}
+
+// demoText trains the demo tokenizer's merges: any text works; this keeps
+// the demo's vocabulary within its model's ids.
+const demoText = "Kimi K3 runs on one machine. The demo model has random weights, so its text is not meaningful. "
+
+const demoNotice = `This folder holds a k3 DEMO model (size %s): the Kimi K3 tensor graph at a
+small size with random weights, written by 'k3 demo' or the k3 app. It
+exercises every part of the engine and the app, but the text it writes is
+NOT meaningful. Delete the folder at any time; 'k3 demo' or the app writes it
+again when asked.
+`
+
+// WriteDemo writes the demo checkpoint of a size (one of DemoSizes) into
+// dir, creating it if needed: the model (config.json, shards, index), a
+// byte-level tokenizer whose ids fit the model's vocabulary (256 bytes, up
+// to 200 merges learned from a fixed text, fillers, then the 256 K3 special
+// tokens), and DemoMarker.
+func WriteDemo(dir, size string) error {
+	spec, ok := DemoSpec(size)
+	if !ok {
+		return fmt.Errorf("demo size %q is not one of %v", size, DemoSizes)
+	}
+	// A rewrite starts unlabelled, so an interrupted one is not taken for
+	// a demo.
+	if err := os.Remove(filepath.Join(dir, DemoMarker)); err != nil && !os.IsNotExist(err) {
+		return err
+	}
+	if err := Write(dir, spec); err != nil {
+		return fmt.Errorf("writing the demo model into %s: %w", dir, err)
+	}
+	numBase := spec.Vocab - 256 // the specials take the last 256 ids
+	opt := tokenizer.ByteLevelOptions{Text: demoText, Merges: min(numBase-256, 200), NumBase: numBase}
+	if err := tokenizer.WriteByteLevel(dir, opt); err != nil {
+		return fmt.Errorf("writing the demo tokenizer into %s: %w", dir, err)
+	}
+	return atomicfile.Write(filepath.Join(dir, DemoMarker), fmt.Appendf(nil, demoNotice, size))
+}
+
+// IsDemo reports whether dir holds a demo checkpoint written by WriteDemo.
+func IsDemo(dir string) bool {
+	if dir == "" {
+		return false
+	}
+	fi, err := os.Stat(filepath.Join(dir, DemoMarker))
+	return err == nil && fi.Mode().IsRegular()
+}

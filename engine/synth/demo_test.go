@@ -1,0 +1,69 @@
+package synth_test
+
+import (
+	"crypto/sha256"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"k3/engine/synth"
+	"k3/storage/safetensors"
+	"k3/tokenizer"
+)
+
+// TestWriteDemo: the demo folder holds the model, a tokenizer whose ids are
+// the model's vocabulary, and the marker; IsDemo tells it from other
+// checkpoints; a rewrite gives the same bytes.
+func TestWriteDemo(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "demo")
+	assert.False(t, synth.IsDemo(dir))
+	assert.False(t, synth.IsDemo(""))
+	require.NoError(t, synth.WriteDemo(dir, "small"))
+	assert.True(t, synth.IsDemo(dir))
+
+	spec, ok := synth.DemoSpec("small")
+	require.True(t, ok)
+	tok, err := tokenizer.Load(dir)
+	require.NoError(t, err)
+	assert.Equal(t, spec.Vocab, tok.VocabSize())
+	ix, err := safetensors.ReadIndex(dir)
+	require.NoError(t, err)
+	assert.Len(t, ix.Files(), spec.Layers+1)
+	set, err := safetensors.Open(dir)
+	require.NoError(t, err)
+	set.Close()
+	notice, err := os.ReadFile(filepath.Join(dir, synth.DemoMarker))
+	require.NoError(t, err)
+	assert.Contains(t, string(notice), "DEMO model (size small)")
+
+	first := readTree(t, dir)
+	for name := range first {
+		assert.NotEqual(t, '.', name[0], "temporary file %s left behind", name)
+	}
+	require.NoError(t, synth.WriteDemo(dir, "small"))
+	assert.Equal(t, first, readTree(t, dir), "a rewrite must give the same bytes")
+
+	// a plain synthetic checkpoint is not a demo
+	plain := filepath.Join(t.TempDir(), "plain")
+	require.NoError(t, synth.Write(plain, synth.Small()))
+	assert.False(t, synth.IsDemo(plain))
+
+	assert.ErrorContains(t, synth.WriteDemo(t.TempDir(), "huge"), `demo size "huge" is not one of [small medium large]`)
+}
+
+// readTree returns the SHA-256 of every file of a flat directory, by name.
+func readTree(t *testing.T, dir string) map[string][32]byte {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	out := map[string][32]byte{}
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		require.NoError(t, err)
+		out[e.Name()] = sha256.Sum256(b)
+	}
+	return out
+}

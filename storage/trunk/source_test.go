@@ -1,0 +1,203 @@
+package trunk
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"k3/storage/safetensors"
+)
+
+// copyDir copies a model directory (new files: new modification times).
+func copyDir(t *testing.T, src string) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "m")
+	require.NoError(t, os.CopyFS(dir, os.DirFS(src)))
+	return dir
+}
+
+// retouch rewrites bytes of a tensor's data in place (a fine-tune of the
+// same layout: names, sizes and headers unchanged) and gives the file a
+// later modification time.
+func retouch(t *testing.T, dir, tensor string) string {
+	t.Helper()
+	set, err := safetensors.Open(dir)
+	require.NoError(t, err)
+	tn, ok := set.Get(tensor)
+	require.True(t, ok)
+	path, off, size := tn.Path, tn.Offset, tn.Size
+	set.Close()
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	require.NoError(t, err)
+	b := make([]byte, size)
+	_, err = f.ReadAt(b, off)
+	require.NoError(t, err)
+	for i := range b {
+		b[i] ^= 0x01
+	}
+	_, err = f.WriteAt(b, off)
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+	later := time.Now().Add(time.Minute)
+	require.NoError(t, os.Chtimes(path, later, later))
+	return filepath.Base(path)
+}
+
+// Audit D2 (rows 1.116, 1.117): a trunk packed from one checkpoint is
+// refused for a same-layout checkpoint with other weights, by run and by
+// pack, naming the file; --force repacks.
+func TestFineTuneOfTheSameLayoutIsRefused(t *testing.T) {
+	orig := copyDir(t, tinyRelease)
+	tdir := t.TempDir()
+	pack(t, orig, tdir, Options{})
+	before, err := os.ReadFile(filepath.Join(tdir, ManifestFile))
+	require.NoError(t, err)
+
+	ft := copyDir(t, orig)
+	file := retouch(t, ft, "language_model.model.layers.2.self_attn.o_proj.weight")
+
+	tr, err := Open(tdir)
+	require.NoError(t, err)
+	err = tr.CheckSource(ft)
+	tr.Close()
+	require.ErrorIs(t, err, ErrSourceMismatch)
+	assert.Contains(t, err.Error(), file+" was modified after the trunk in "+tdir+" was packed from it")
+	assert.Contains(t, err.Error(), "run k3 pack MODEL_DIR "+tdir)
+
+	_, err = Pack(context.Background(), ft, tdir, Options{})
+	require.ErrorIs(t, err, ErrSourceMismatch)
+	assert.Contains(t, err.Error(), file+" changed after the trunk in "+tdir+" was packed: run layer.2")
+	assert.Contains(t, err.Error(), "use --force to repack")
+	after, _ := os.ReadFile(filepath.Join(tdir, ManifestFile))
+	assert.Equal(t, string(before), string(after), "a refused pack leaves trunk.json alone")
+
+	res := pack(t, ft, tdir, Options{Force: true})
+	assert.False(t, res.UpToDate)
+	checkTrunk(t, ft, tdir)
+	tr, err = Open(tdir)
+	require.NoError(t, err)
+	assert.NoError(t, tr.CheckSource(ft))
+	tr.Close()
+}
+
+// A checkpoint whose files were only touched (copied, restored) is
+// compared once by pack and kept: trunk.bin is not rewritten.
+func TestTouchedCheckpointIsComparedAndKept(t *testing.T) {
+	orig := copyDir(t, tinyRelease)
+	tdir := t.TempDir()
+	pack(t, orig, tdir, Options{})
+	binBefore, err := os.Stat(filepath.Join(tdir, BinFile))
+	require.NoError(t, err)
+	same := copyDir(t, orig)
+	later := time.Now().Add(time.Hour)
+	shard := filepath.Join(same, safetensors.ShardName(2, 3))
+	require.NoError(t, os.Chtimes(shard, later, later))
+
+	tr, err := Open(tdir)
+	require.NoError(t, err)
+	require.ErrorIs(t, tr.CheckSource(same), ErrSourceMismatch)
+	tr.Close()
+
+	res := pack(t, same, tdir, Options{})
+	assert.True(t, res.UpToDate)
+	require.Len(t, res.Notes, 1)
+	assert.Contains(t, res.Notes[0], "match the packed ones")
+	assert.Zero(t, res.BytesWritten)
+	binAfter, _ := os.Stat(filepath.Join(tdir, BinFile))
+	assert.True(t, binAfter.ModTime().Equal(binBefore.ModTime()), "trunk.bin rewritten")
+	tr, err = Open(tdir)
+	require.NoError(t, err)
+	assert.NoError(t, tr.CheckSource(same))
+	tr.Close()
+	checkTrunk(t, same, tdir)
+}
+
+// A version 1 trunk.json (names and sizes only) is refused by Open and
+// brought up to date by pack after comparing the content.
+func TestLegacyTrunkIsCheckedAndUpgraded(t *testing.T) {
+	tdir := t.TempDir()
+	pack(t, tinyRelease, tdir, Options{})
+	mp := filepath.Join(tdir, ManifestFile)
+	var m map[string]any
+	raw, _ := os.ReadFile(mp)
+	require.NoError(t, json.Unmarshal(raw, &m))
+	m["version"] = 1
+	for _, f := range m["source"].(map[string]any)["files"].([]any) {
+		delete(f.(map[string]any), "mtime_ns")
+		delete(f.(map[string]any), "header_sha256")
+	}
+	v1, _ := json.Marshal(m)
+	require.NoError(t, os.WriteFile(mp, v1, 0o644))
+
+	_, err := Open(tdir)
+	require.ErrorIs(t, err, ErrSourceMismatch)
+	assert.Contains(t, err.Error(), "written by an older k3")
+
+	res := pack(t, tinyRelease, tdir, Options{})
+	assert.True(t, res.UpToDate)
+	assert.Contains(t, res.Notes[0], "trunk.json was written by an older k3: 11 run(s) gathered again")
+	checkTrunk(t, tinyRelease, tdir)
+	upgraded, _ := os.ReadFile(mp)
+	assert.Equal(t, string(raw), string(upgraded), "the upgrade writes what a fresh pack writes")
+}
+
+// Audit D13 (row 2.10): trunk.json's dtypes and shapes are checked against
+// the checkpoint's headers.
+func TestTrunkTensorsCrossCheckedWithTheCheckpoint(t *testing.T) {
+	tdir := t.TempDir()
+	pack(t, tinyRelease, tdir, Options{})
+	mp := filepath.Join(tdir, ManifestFile)
+	raw, _ := os.ReadFile(mp)
+	for name, edit := range map[string]func(ts map[string]any){
+		"dtype": func(ts map[string]any) { ts["dtype"] = "F16" },
+		"shape": func(ts map[string]any) { ts["shape"] = []any{ts["shape"].([]any)[1], ts["shape"].([]any)[0]} },
+	} {
+		var m map[string]any
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.UseNumber() // exact mtimes
+		require.NoError(t, dec.Decode(&m))
+		var tname string
+		for _, r := range m["runs"].([]any) {
+			for _, tt := range r.(map[string]any)["tensors"].([]any) {
+				ts := tt.(map[string]any)
+				if len(ts["shape"].([]any)) == 2 && ts["dtype"] == "BF16" && tname == "" && ts["shape"].([]any)[0] != ts["shape"].([]any)[1] {
+					tname = ts["name"].(string)
+					edit(ts)
+				}
+			}
+		}
+		b, _ := json.Marshal(m)
+		require.NoError(t, os.WriteFile(mp, b, 0o644))
+		tr, err := Open(tdir)
+		require.NoError(t, err, "%s: the manifest is consistent in itself", name)
+		err = tr.CheckSource(tinyRelease)
+		tr.Close()
+		require.ErrorIs(t, err, ErrSourceMismatch, name)
+		assert.Contains(t, err.Error(), "tensor "+tname+" is ", name)
+		assert.Contains(t, err.Error(), "in trunk.json", name)
+	}
+}
+
+// An interrupted pack whose checkpoint file changed before the resume
+// packs the runs from that file again instead of keeping them.
+func TestResumeRepacksRunsOfAModifiedFile(t *testing.T) {
+	model := copyDir(t, tinyRelease)
+	tdir := t.TempDir()
+	packCancelled(t, model, tdir, 0, func(p Progress) bool { return p.Phase == PhasePack && p.RunsDone == 9 })
+	retouch(t, model, "language_model.model.layers.0.input_layernorm.weight")
+	res := pack(t, model, tdir, Options{})
+	require.NotEmpty(t, res.Notes)
+	assert.Contains(t, res.Notes[0], "came from files modified since: packing them again")
+	checkTrunk(t, model, tdir)
+	tr, err := Open(tdir)
+	require.NoError(t, err)
+	assert.NoError(t, tr.CheckSource(model))
+	tr.Close()
+}

@@ -1,0 +1,66 @@
+package cli
+
+import (
+	"crypto/sha256"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"k3/engine/synth"
+	"k3/tokenizer"
+)
+
+// TestDemoCommand: `k3 demo` writes the demo the app writes (synth.WriteDemo,
+// byte for byte) and the app's check (synth.IsDemo) recognises it, at every
+// size it was tried with.
+func TestDemoCommand(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "demo")
+	code, out, errs := runK3("demo", dir)
+	require.Equal(t, ExitOK, code, errs)
+	assert.Contains(t, out, "wrote a small demo checkpoint to "+dir)
+	assert.Contains(t, out, "DEMO: random weights")
+	assert.True(t, synth.IsDemo(dir), "k3 demo's folder is not recognised as the demo")
+
+	app := filepath.Join(t.TempDir(), "app-demo")
+	require.NoError(t, synth.WriteDemo(app, "small"))
+	assert.Equal(t, treeSums(t, app), treeSums(t, dir), "k3 demo and the app wrote different folders")
+
+	// a non-default size is labelled too, with a tokenizer of its vocabulary
+	med := filepath.Join(t.TempDir(), "medium")
+	code, _, errs = runK3("demo", med, "--size", "medium")
+	require.Equal(t, ExitOK, code, errs)
+	assert.True(t, synth.IsDemo(med), "k3 demo --size medium is not recognised as a demo")
+	tok, err := tokenizer.Load(med)
+	require.NoError(t, err)
+	assert.Equal(t, synth.Medium().Vocab, tok.VocabSize())
+}
+
+func TestDemoCommandErrors(t *testing.T) {
+	code, _, errs := runK3("demo", t.TempDir(), "--size", "huge")
+	assert.Equal(t, ExitUsage, code)
+	assert.Contains(t, errs, `--size "huge" is not small, medium or large`)
+
+	busy := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(busy, "notes.txt"), []byte("x"), 0o644))
+	code, _, errs = runK3("demo", busy)
+	assert.Equal(t, ExitUsage, code)
+	assert.Contains(t, errs, "exists and is not empty")
+	assert.False(t, synth.IsDemo(busy))
+}
+
+// treeSums returns the SHA-256 of every file of a flat directory, by name.
+func treeSums(t *testing.T, dir string) map[string][32]byte {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	out := map[string][32]byte{}
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		require.NoError(t, err)
+		out[e.Name()] = sha256.Sum256(b)
+	}
+	return out
+}

@@ -1,0 +1,133 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"k3/tokenizer"
+	"k3/ui/serve"
+)
+
+func init() {
+	register("serve", "an OpenAI-compatible HTTP server for the model (chat with tool calls, completions)", cmdServe)
+}
+
+// serveSignals arranges for c to receive the signals that stop the server
+// (tests replace it).
+var serveSignals = func(c chan<- os.Signal) { signal.Notify(c, os.Interrupt, syscall.SIGTERM) }
+
+func cmdServe(args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("serve", stderr)
+	mf := addModelFlags(fs, "serve")
+	tokDir := fs.String("tok", "", "tokenizer directory (default: the model directory)")
+	addr := fs.String("addr", "127.0.0.1:8080", "listen address; one that is not loopback needs --api-key")
+	apiKey := fs.String("api-key", "", "require this key (Authorization: Bearer KEY or x-api-key); default $K3_API_KEY")
+	modelID := fs.String("model-id", "", "the model id clients name (default: the model folder's name)")
+	queue := fs.Int("queue", 8, "requests that may wait while one generates; more get 429")
+	ctxLen := fs.Int("context", 16384, "positions per request, prompt and reply (the memory plan reserves them)")
+	maxTokens := fs.Int("max-tokens", 4096, "reply cap when a request gives none")
+	bodyMB := fs.Float64("max-body-mb", 8, "largest request body in MB")
+	cors := fs.String("cors", "", "comma-separated browser origins allowed to call the server (\"*\": any); default none")
+	keepAlive := fs.Duration("keep-alive", 5*time.Second, "SSE comment interval while a streamed request waits")
+	quiet := fs.Bool("quiet", false, "no request log")
+	setUsage(fs, stderr, "usage: k3 serve MODEL_DIR [--addr 127.0.0.1:8080] [--api-key KEY] [memory flags as k3 run]",
+		"Serves GET /v1/models, POST /v1/chat/completions, POST /v1/completions and GET /health.",
+		"Ctrl-C (or SIGTERM) stops it: generations in flight end within one layer's work.")
+	pos, code := parseN(fs, args, 1, stderr, "k3 serve: give exactly one MODEL_DIR (run 'k3 serve -h' for the flags)")
+	if code >= 0 {
+		return code
+	}
+	if code := mf.resolve(fs, stdout, stderr); code >= 0 {
+		return code
+	}
+	key := *apiKey
+	if key == "" {
+		key = os.Getenv("K3_API_KEY")
+	}
+	switch {
+	case *queue < 0 || *ctxLen < 2 || *maxTokens < 1 || *bodyMB <= 0 || *keepAlive <= 0:
+		fmt.Fprintln(stderr, "k3 serve: --queue must be >= 0, --context >= 2, --max-tokens >= 1, --max-body-mb and --keep-alive positive")
+		return ExitUsage
+	}
+	if err := serve.CheckAddr(*addr, key); err != nil {
+		fmt.Fprintf(stderr, "k3 serve: %v\n", err)
+		return ExitUsage
+	}
+	dir := pos[0]
+	td := *tokDir
+	if td == "" {
+		td = dir
+	}
+	tok, err := tokenizer.Load(td)
+	if err != nil {
+		fmt.Fprintf(stderr, "k3 serve: tokenizer: %v\n", err)
+		return ExitUsage
+	}
+	if err := tok.CheckChat(); err != nil {
+		fmt.Fprintf(stderr, "k3 serve: %v\n", err)
+		return ExitUsage
+	}
+	id := *modelID
+	if id == "" {
+		abs, _ := filepath.Abs(dir)
+		id = filepath.Base(abs)
+	}
+	m, code := mf.open(dir, mf.options(*ctxLen, false), stdout, stderr)
+	if code >= 0 {
+		return code
+	}
+	defer m.Close()
+	if m.Cfg.VocabSize < tok.VocabSize() {
+		fmt.Fprintf(stderr, "k3 serve: the tokenizer has %d ids but the model only %d\n", tok.VocabSize(), m.Cfg.VocabSize)
+		return ExitUsage
+	}
+	e := m.NewEngine(*mf.threads)
+	defer e.Close()
+	var origins []string
+	for _, o := range strings.Split(*cors, ",") {
+		if o = strings.TrimSpace(o); o != "" {
+			origins = append(origins, o)
+		}
+	}
+	o := serve.Options{Engine: e, Tok: tok, ModelID: id, APIKey: key, Queue: *queue, MaxBodyBytes: int64(*bodyMB * 1e6),
+		CORSOrigins: origins, MaxContext: *ctxLen, DefaultMaxTokens: *maxTokens, KeepAlive: *keepAlive}
+	if !*quiet {
+		o.Log = log.New(stderr, "", log.LstdFlags)
+	}
+	if *queue == 0 {
+		o.Queue = -1 // none may wait
+	}
+	s, err := serve.New(o)
+	if err != nil {
+		fmt.Fprintf(stderr, "k3 serve: %v\n", err)
+		return ExitUsage
+	}
+	sig := make(chan os.Signal, 1)
+	serveSignals(sig)
+	defer signal.Stop(sig)
+	if err := s.Start(*addr); err != nil {
+		fmt.Fprintf(stderr, "k3 serve: %v\n", err)
+		return ExitRuntime
+	}
+	fmt.Fprintf(stdout, "serving %s at %s (OpenAI base URL; API key %s)\n", id, s.BaseURL(), map[bool]string{true: "required", false: "not required"}[key != ""])
+	<-sig
+	fmt.Fprintln(stdout, "stopping: generations in flight end within one layer's work")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := s.Stop(ctx); err != nil {
+		fmt.Fprintf(stderr, "k3 serve: stop: %v\n", err)
+		return ExitRuntime
+	}
+	st := s.Stats()
+	fmt.Fprintf(stdout, "stopped after %d requests, %d generations (%d cancelled); %d prompt positions reused, %d read\n",
+		st.Requests, st.Generations, st.Cancelled, st.Reused, st.Prefilled)
+	return ExitOK
+}

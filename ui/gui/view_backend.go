@@ -1,0 +1,160 @@
+package gui
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"fyne.io/fyne/v2"
+	"fyne.io/fyne/v2/dialog"
+	"fyne.io/fyne/v2/widget"
+
+	"k3/ui/remote"
+)
+
+// Choice labels of where the model runs.
+const (
+	choiceLocal  = "Run the model on this machine"
+	choiceServer = "Use a server"
+)
+
+// BackendForm edits where the model runs: here, or on an OpenAI-compatible
+// server (another k3 serve, vLLM or SGLang) with its address, key and model.
+type BackendForm struct {
+	Where  *widget.RadioGroup
+	URL    *widget.Entry
+	Key    *widget.Entry
+	Model  *widget.Select
+	Find   *widget.Button
+	Status *widget.Label
+	Items  []*widget.FormItem
+
+	do func(func())
+}
+
+// NewBackendForm fills the form from s; do runs UI updates from the model
+// lookup's goroutine (fyne.Do).
+func NewBackendForm(s Settings, do func(func())) *BackendForm {
+	f := &BackendForm{do: do}
+	f.URL = widget.NewEntry()
+	f.URL.SetPlaceHolder("http://127.0.0.1:8080/v1")
+	f.URL.SetText(s.ServerURL)
+	f.Key = widget.NewPasswordEntry()
+	f.Key.SetPlaceHolder("none")
+	f.Key.SetText(s.ServerKey)
+	f.Model = widget.NewSelect(nil, nil)
+	f.Model.PlaceHolder = "the server's first model"
+	if s.ServerModel != "" {
+		f.Model.Options = []string{s.ServerModel}
+		f.Model.SetSelected(s.ServerModel)
+	}
+	f.Status = widget.NewLabel("")
+	f.Status.Wrapping = fyne.TextWrapWord
+	f.Find = widget.NewButton("Ask the server for its models", f.findModels)
+	f.Where = widget.NewRadioGroup([]string{choiceLocal, choiceServer}, func(c string) { f.enable(c == choiceServer) })
+	if s.Backend == BackendServer {
+		f.Where.SetSelected(choiceServer)
+	} else {
+		f.Where.SetSelected(choiceLocal)
+	}
+	f.Items = []*widget.FormItem{
+		widget.NewFormItem("Where the model runs", f.Where),
+		widget.NewFormItem("Server address", f.URL),
+		widget.NewFormItem("API key", f.Key),
+		widget.NewFormItem("Model", f.Model),
+		widget.NewFormItem("", f.Find),
+		widget.NewFormItem("", f.Status),
+	}
+	f.enable(s.Backend == BackendServer)
+	return f
+}
+
+func (f *BackendForm) enable(server bool) {
+	for _, w := range []fyne.Disableable{f.URL, f.Key, f.Model, f.Find} {
+		if server {
+			w.Enable()
+		} else {
+			w.Disable()
+		}
+	}
+}
+
+// findModels fills the model list from the server's /v1/models.
+func (f *BackendForm) findModels() {
+	c, err := remote.New(f.URL.Text, f.Key.Text, "")
+	if err != nil {
+		f.Status.SetText(err.Error())
+		return
+	}
+	f.Status.SetText("asking " + c.BaseURL + " …")
+	f.Find.Disable()
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		ids, err := c.Models(ctx)
+		f.do(func() {
+			f.Find.Enable()
+			if err != nil {
+				f.Status.SetText(Explain(err))
+				return
+			}
+			f.Model.Options = ids
+			if len(ids) > 0 && !contains(ids, f.Model.Selected) {
+				f.Model.SetSelected(ids[0])
+			}
+			f.Model.Refresh()
+			f.Status.SetText("the server serves " + strings.Join(ids, ", "))
+		})
+	}()
+}
+
+func contains(xs []string, x string) bool {
+	for _, v := range xs {
+		if v == x {
+			return true
+		}
+	}
+	return false
+}
+
+// Apply copies the form into s, or explains what is wrong.
+func (f *BackendForm) Apply(s *Settings) error {
+	if f.Where.Selected != choiceServer {
+		s.Backend = BackendLocal
+		return nil
+	}
+	c, err := remote.New(f.URL.Text, f.Key.Text, f.Model.Selected)
+	if err != nil {
+		return err
+	}
+	s.Backend, s.ServerURL, s.ServerKey, s.ServerModel = BackendServer, c.BaseURL, c.APIKey, c.Model
+	return nil
+}
+
+// showBackendSettings opens the "where the model runs" dialog; a change
+// takes effect at once (the chat reopens on the chosen engine).
+func (u *UI) showBackendSettings() {
+	f := NewBackendForm(u.S, u.do)
+	d := dialog.NewForm("Where the model runs", "Save", "Cancel", f.Items, func(ok bool) {
+		if !ok {
+			return
+		}
+		before := u.S
+		if err := f.Apply(&u.S); err != nil {
+			dialog.ShowInformation("Not saved", err.Error(), u.Win)
+			return
+		}
+		u.SaveSettings()
+		changed := before.Backend != u.S.Backend || before.ServerURL != u.S.ServerURL ||
+			before.ServerKey != u.S.ServerKey || before.ServerModel != u.S.ServerModel
+		if changed && u.Chat != nil {
+			u.Chat.Shutdown()
+			u.Chat = nil
+		}
+		if u.S.CanChat() {
+			u.ShowChat()
+		}
+	}, u.Win)
+	d.Resize(fyne.NewSize(640, 460))
+	d.Show()
+}

@@ -1,0 +1,285 @@
+package serve
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"k3/tokenizer"
+)
+
+// chatPrompt renders a chat request in the XTML format.
+func (s *Server) chatPrompt(q *chatRequest, j *job) *apiError {
+	if len(q.Messages) == 0 {
+		return badRequest("messages", "messages must not be empty")
+	}
+	msgs := make([]tokenizer.Message, len(q.Messages))
+	for i, m := range q.Messages {
+		role := m.Role
+		if role == "developer" { // OpenAI's newer name for system
+			role = "system"
+		}
+		tm := tokenizer.Message{Role: role, Content: m.Content.text, Name: m.Name, ToolCallID: m.ToolCallID, ToolCalls: m.ToolCalls}
+		if role != "tool" && role != "assistant" {
+			tm.ToolCallID, tm.ToolCalls = "", nil
+		}
+		switch {
+		case m.ReasoningContent != nil:
+			tm.ReasoningContent = *m.ReasoningContent
+		case m.Reasoning != nil:
+			tm.ReasoningContent = *m.Reasoning
+		}
+		if role == "user" {
+			j.stream++
+		}
+		msgs[i] = tm
+	}
+	thinking, effort, err := thinkingOf(q)
+	if err != nil {
+		return err
+	}
+	tools, choice, err := toolChoice(q.Tools, q.ToolChoice)
+	if err != nil {
+		return err
+	}
+	ro := tokenizer.RenderOptions{NoThink: !thinking, ThinkingEffort: effort, ToolChoice: choice}
+	if rf := bytes.TrimSpace(q.ResponseFormat); len(rf) > 0 && !bytes.Equal(rf, []byte("null")) {
+		ro.ResponseFormat = rf
+	}
+	segs, rerr := tokenizer.Render(msgs, tools, ro)
+	if rerr != nil {
+		return badRequest("messages", "%v", rerr)
+	}
+	j.ids, j.thinking = s.o.Tok.EncodeSegments(segs), thinking
+	return nil
+}
+
+// thinkingOf reads thinking on/off and the effort from the request:
+// chat_template_kwargs (thinking, enable_thinking, thinking_effort),
+// Moonshot's thinking {"type"} and OpenAI's reasoning_effort. "none" turns
+// thinking off; OpenAI's efforts map onto K3's three: minimal and low to
+// low, medium and high to high, xhigh and max to max.
+func thinkingOf(q *chatRequest) (bool, string, *apiError) {
+	thinking, effort := true, ""
+	if q.Thinking != nil {
+		switch q.Thinking.Type {
+		case "enabled":
+		case "disabled":
+			thinking = false
+		default:
+			return false, "", badRequest("thinking", `thinking.type must be "enabled" or "disabled", got %q`, q.Thinking.Type)
+		}
+	}
+	switch q.ReasoningEffort {
+	case "":
+	case "none":
+		thinking = false
+	case "minimal", "low":
+		effort = "low"
+	case "medium", "high":
+		effort = "high"
+	case "xhigh", "max":
+		effort = "max"
+	default:
+		return false, "", badRequest("reasoning_effort", "reasoning_effort %q is not one of none, minimal, low, medium, high, xhigh, max", q.ReasoningEffort)
+	}
+	if k := q.ChatTemplateKwargs; k != nil {
+		if k.EnableThinking != nil {
+			thinking = *k.EnableThinking
+		}
+		if k.Thinking != nil {
+			thinking = *k.Thinking
+		}
+		if k.ThinkingEffort != nil {
+			effort = *k.ThinkingEffort
+		}
+	}
+	if !thinking {
+		effort = ""
+	}
+	return thinking, effort, nil
+}
+
+// toolChoice reads tool_choice: "auto", "none", "required", or a named
+// function ({"type": "function", "function": {"name": ...}}), which keeps
+// only that tool and requires a call.
+func toolChoice(tools []json.RawMessage, raw json.RawMessage) ([]json.RawMessage, string, *apiError) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
+		return tools, "", nil
+	}
+	var str string
+	if json.Unmarshal(raw, &str) == nil {
+		switch str {
+		case "auto", "none", "required":
+			return tools, str, nil
+		}
+		return nil, "", badRequest("tool_choice", "tool_choice %q is not one of auto, none, required", str)
+	}
+	var named struct {
+		Type     string `json:"type"`
+		Function struct {
+			Name string `json:"name"`
+		} `json:"function"`
+	}
+	if err := json.Unmarshal(raw, &named); err != nil || named.Type != "function" || named.Function.Name == "" {
+		return nil, "", badRequest("tool_choice", `tool_choice must be a string or {"type": "function", "function": {"name": ...}}`)
+	}
+	for _, t := range tools {
+		var decl struct {
+			Function struct {
+				Name string `json:"name"`
+			} `json:"function"`
+		}
+		if json.Unmarshal(t, &decl) == nil && decl.Function.Name == named.Function.Name {
+			return []json.RawMessage{t}, "required", nil
+		}
+	}
+	return nil, "", badRequest("tool_choice", "tool_choice names %q, which is not among the tools", named.Function.Name)
+}
+
+func toolCallsOut(calls []tokenizer.ToolCall, indexed bool) []respToolCall {
+	out := make([]respToolCall, len(calls))
+	for i, c := range calls {
+		out[i].ID, out[i].Type = newID("call_"), "function"
+		out[i].Function.Name, out[i].Function.Arguments = c.Function.Name, c.Function.Arguments
+		if indexed {
+			out[i].Index = &i
+		}
+	}
+	return out
+}
+
+func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
+	t0 := time.Now()
+	var q chatRequest
+	if err := decode(r, &q); err != nil {
+		writeError(w, err)
+		return
+	}
+	j := &job{}
+	for _, step := range []func() *apiError{
+		func() *apiError { return s.samplingOf(&q.sampling, j) },
+		func() *apiError { return s.chatPrompt(&q, j) },
+		func() *apiError { return s.fit(j) },
+	} {
+		if err := step(); err != nil {
+			s.logf("POST /v1/chat/completions %d: %s", err.Status, err.Message)
+			writeError(w, err)
+			return
+		}
+	}
+	p, err := s.q.join()
+	if err != nil {
+		s.logf("POST /v1/chat/completions 429: queue full")
+		writeError(w, asAPIError(err))
+		return
+	}
+	defer p.leave()
+	id, created := newID("chatcmpl-"), time.Now().Unix()
+	var res *result
+	if q.Stream {
+		res, err = s.streamChat(r.Context(), w, p, j, &q, id, created)
+	} else {
+		if err = p.wait(r.Context()); err == nil {
+			res, err = s.generate(r.Context(), j)
+			p.leave() // before the reply goes out: the client's next request finds the place free
+		}
+		if err == nil {
+			s.writeChat(w, j, res, &q, id, created)
+		} else if r.Context().Err() == nil {
+			writeError(w, asAPIError(err))
+		}
+	}
+	s.logRequest("POST /v1/chat/completions", q.Stream, j, res, err, t0)
+}
+
+func (s *Server) logRequest(what string, stream bool, j *job, res *result, err error, t0 time.Time) {
+	kind := "json"
+	if stream {
+		kind = "stream"
+	}
+	switch {
+	case err != nil && errors.Is(err, context.Canceled):
+		s.logf("%s %s: cancelled (the client went away) after %.1fs", what, kind, time.Since(t0).Seconds())
+	case err != nil:
+		s.logf("%s %s: failed: %v", what, kind, err)
+	default:
+		s.logf("%s %s 200: prompt %d (reused %d), reply %d tokens, %s, %.1fs", what, kind, res.prompt, res.reused, len(res.ids), res.finish, time.Since(t0).Seconds())
+		for _, w := range res.warnings {
+			s.logf("  warning: %s", w)
+		}
+	}
+}
+
+func (s *Server) writeChat(w http.ResponseWriter, j *job, res *result, q *chatRequest, id string, created int64) {
+	msg := messageOut{Role: "assistant", ToolCalls: toolCallsOut(res.calls, false)}
+	if res.content != "" || len(res.calls) == 0 {
+		msg.Content = &res.content
+	}
+	if res.reasoning != "" {
+		msg.ReasoningContent = &res.reasoning
+	}
+	out := chatResponse{ID: id, Object: "chat.completion", Created: created, Model: s.o.ModelID,
+		Choices:  []chatChoice{{Message: msg, FinishReason: res.finish}},
+		Usage:    newUsage(res.prompt, len(res.ids), res.reused),
+		Warnings: res.warnings}
+	if q.ReturnTokenIDs {
+		out.PromptTokenIDs, out.Choices[0].TokenIDs = j.ids, res.ids
+	}
+	w.Header().Set("X-K3-Reused-Positions", strconv.Itoa(res.reused))
+	writeJSON(w, http.StatusOK, out)
+}
+
+// streamChat answers with server-sent events: comments while the request
+// waits and its prompt is read, the role, reasoning and content deltas as
+// they are generated, tool calls when the reply is complete, the finish
+// reason, the usage when asked for, then [DONE].
+func (s *Server) streamChat(ctx context.Context, w http.ResponseWriter, p *place, j *job, q *chatRequest, id string, created int64) (*result, error) {
+	e := startSSE(w, s.o.KeepAlive)
+	defer e.quiet()
+	if _, waiting := s.q.depth(); waiting > 0 {
+		e.comment(fmt.Sprintf("queued: %d waiting", waiting))
+	}
+	if err := p.wait(ctx); err != nil {
+		return nil, err
+	}
+	withUsage := q.StreamOptions != nil && q.StreamOptions.IncludeUsage
+	chunk := func(d respMessage, finish *string) chatChunk {
+		return chatChunk{ID: id, Object: "chat.completion.chunk", Created: created, Model: s.o.ModelID,
+			Choices: []chunkChoice{{Delta: d, FinishReason: finish}}}
+	}
+	send := func(c chatChunk) { e.data(c) }
+	e.data(chunk(respMessage{Role: "assistant", Content: new(string)}, nil))
+	j.onPrefill = func(done, total int) { e.comment(fmt.Sprintf("prefill %d/%d", done, total)) }
+	j.onReasoning = func(t string) { send(chunk(respMessage{ReasoningContent: &t}, nil)) }
+	j.onAnswer = func(t string) { send(chunk(respMessage{Content: &t}, nil)) }
+	res, err := s.generate(ctx, j)
+	p.leave()
+	if err != nil {
+		if ctx.Err() == nil {
+			e.data(struct {
+				Error *apiError `json:"error"`
+			}{asAPIError(err)})
+			e.done()
+		}
+		return nil, err
+	}
+	if len(res.calls) > 0 {
+		send(chunk(respMessage{ToolCalls: toolCallsOut(res.calls, true)}, nil))
+	}
+	last := chunk(respMessage{}, &res.finish)
+	last.Warnings = res.warnings
+	send(last)
+	if withUsage {
+		e.data(chatChunk{ID: id, Object: "chat.completion.chunk", Created: created, Model: s.o.ModelID,
+			Choices: []chunkChoice{}, Usage: newUsage(res.prompt, len(res.ids), res.reused)})
+	}
+	e.done()
+	return res, nil
+}

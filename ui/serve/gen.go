@@ -1,0 +1,195 @@
+package serve
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"k3/engine"
+	"k3/engine/chat"
+	"k3/tokenizer"
+)
+
+// job is one generation, read from a request.
+type job struct {
+	ids       []int
+	thinking  bool // the prompt opened the think channel
+	raw       bool // a completion: every generated token is text, no channels
+	maxTokens int
+	sampling  engine.Sampling
+	stream    uint64 // PCG32 stream of the seed (as k3 chat: the turn's user-message count)
+	stops     []string
+
+	// streaming hooks; nil when not streaming
+	onPrefill   func(done, total int)
+	onReasoning func(string)
+	onAnswer    func(string)
+}
+
+// result is a finished generation.
+type result struct {
+	ids                []int // generated
+	reasoning, content string
+	calls              []tokenizer.ToolCall
+	warnings           []string
+	finish             string // stop, length or tool_calls
+	prompt, reused     int
+}
+
+// samplingOf reads the shared sampling fields into a job; maxDefault is
+// the reply cap when the request gives none.
+func (s *Server) samplingOf(q *sampling, j *job) *apiError {
+	if err := s.checkModel(q.Model); err != nil {
+		return err
+	}
+	if q.N != nil && *q.N != 1 {
+		return badRequest("n", "n must be 1: the server generates one choice per request")
+	}
+	if l := strings.TrimSpace(string(q.Logprobs)); l != "" && l != "null" && l != "false" && l != "0" {
+		return badRequest("logprobs", "logprobs are not supported")
+	}
+	if q.Temperature != nil {
+		if *q.Temperature < 0 || *q.Temperature > 5 {
+			return badRequest("temperature", "temperature must be from 0 to 5, got %g", *q.Temperature)
+		}
+		j.sampling.Temperature = *q.Temperature
+	}
+	if q.TopP != nil {
+		if *q.TopP <= 0 || *q.TopP > 1 {
+			return badRequest("top_p", "top_p must be above 0 and at most 1, got %g", *q.TopP)
+		}
+		j.sampling.TopP = *q.TopP
+	}
+	if q.TopK != nil {
+		switch {
+		case *q.TopK == -1: // vLLM's "off"
+		case *q.TopK < 0:
+			return badRequest("top_k", "top_k must be 0 or more (or -1 for all), got %d", *q.TopK)
+		default:
+			j.sampling.TopK = *q.TopK
+		}
+	}
+	if q.Seed != nil {
+		j.sampling.Seed = uint64(*q.Seed)
+	}
+	j.maxTokens = s.o.DefaultMaxTokens
+	for _, f := range []struct {
+		name string
+		v    *int
+	}{{"max_tokens", q.MaxTokens}, {"max_completion_tokens", q.MaxCompletionTokens}} {
+		if f.v != nil {
+			if *f.v < 1 {
+				return badRequest(f.name, "%s must be at least 1, got %d", f.name, *f.v)
+			}
+			j.maxTokens = *f.v
+		}
+	}
+	stops, err := stopStrings(q.Stop)
+	if err != nil {
+		return asAPIError(err)
+	}
+	j.stops = stops
+	return nil
+}
+
+// fit checks the prompt against the context cap and lowers the reply cap.
+func (s *Server) fit(j *job) *apiError {
+	if len(j.ids) == 0 {
+		return badRequest("", "the prompt is empty")
+	}
+	if c := s.o.MaxContext; c > 0 {
+		if len(j.ids) >= c {
+			return &apiError{Status: 400, Message: fmt.Sprintf("the prompt has %d positions; this server's context is %d", len(j.ids), c),
+				Type: "invalid_request_error", Param: "messages", Code: "context_length_exceeded"}
+		}
+		j.maxTokens = min(j.maxTokens, c-len(j.ids))
+	}
+	return nil
+}
+
+// generate runs a job on the kept session (the caller holds a queue turn).
+func (s *Server) generate(ctx context.Context, j *job) (*result, error) {
+	if s.o.Lock != nil {
+		s.o.Lock.Lock()
+		defer s.o.Lock.Unlock()
+	}
+	s.generations.Add(1)
+	filter := newStopFilter(j.stops, j.onAnswer)
+	var reasoning strings.Builder
+	dec := s.o.Tok.NewStreamDecoder()
+	stopIDs := s.o.Tok.StopIDs()
+	on := func(ev engine.Event) {
+		switch ev.Kind {
+		case engine.EventPrefill:
+			if j.onPrefill != nil {
+				j.onPrefill(ev.Done, ev.Total)
+			}
+		case engine.EventToken:
+			if j.raw && !slices.Contains(stopIDs, ev.Token) {
+				filter.add(dec.Add(ev.Token))
+			}
+		case engine.EventReasoning:
+			if !j.raw {
+				reasoning.WriteString(ev.Text)
+				if j.onReasoning != nil {
+					j.onReasoning(ev.Text)
+				}
+			}
+		case engine.EventAnswer:
+			if !j.raw {
+				filter.add(ev.Text)
+			}
+		}
+	}
+	rep, err := s.sess.Generate(ctx, j.ids, chat.PromptOptions{Thinking: j.thinking, MaxTokens: j.maxTokens,
+		Sampler: j.sampling.Sampler(j.stream), Stop: func() bool { return filter.hit }}, on)
+	if err != nil {
+		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+			s.cancelled.Add(1)
+		}
+		return nil, err
+	}
+	s.reused.Add(int64(rep.Reused))
+	s.prefilled.Add(int64(rep.Prefilled))
+	res := &result{ids: rep.IDs, prompt: len(j.ids), reused: rep.Reused, finish: "length"}
+	if rep.Stop == engine.StopToken {
+		res.finish = "stop"
+	}
+	switch {
+	case j.raw:
+		filter.add(dec.Flush())
+	case !filter.hit:
+		// what the reader finds beyond what streamed (output that broke the
+		// format, returned as text) goes out now
+		r := s.o.Tok.ParseReplyIDs(rep.IDs, j.thinking)
+		if rest, ok := strings.CutPrefix(r.Reasoning, reasoning.String()); ok && rest != "" {
+			reasoning.WriteString(rest)
+			if j.onReasoning != nil {
+				j.onReasoning(rest)
+			}
+		}
+		if rest, ok := strings.CutPrefix(r.Content, rep.Content); ok {
+			filter.add(rest)
+		}
+		res.calls, res.warnings = r.ToolCalls, r.Warnings
+	}
+	filter.flush()
+	if filter.hit {
+		res.finish, res.calls = "stop", nil
+	} else if len(res.calls) > 0 {
+		res.finish = "tool_calls"
+	}
+	res.reasoning, res.content = reasoning.String(), filter.out.String()
+	return res, nil
+}
+
+// newID returns prefix + 24 random hex digits.
+func newID(prefix string) string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return prefix + hex.EncodeToString(b[:])
+}

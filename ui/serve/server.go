@@ -1,0 +1,350 @@
+// Package serve is k3's OpenAI-compatible HTTP server: GET /v1/models,
+// POST /v1/chat/completions (streamed as server-sent events or not),
+// POST /v1/completions and GET /health, over one engine. Chat requests are
+// rendered in the K3 XTML chat format and the reply is read back into
+// reasoning_content, content and tool_calls. One generation runs at a time
+// (a bounded FIFO queue waits); a client that goes away cancels its
+// generation within one layer's work; the engine state of the last request
+// is kept and reused when the next one extends it. `k3 serve` and the
+// desktop app both start it.
+package serve
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"k3/engine"
+	"k3/engine/chat"
+	"k3/tokenizer"
+)
+
+// Options configure a Server.
+type Options struct {
+	Engine  *engine.Engine
+	Tok     *tokenizer.Tokenizer
+	ModelID string // the id /v1/models lists and requests name
+	// APIKey, when set, is required on every /v1 request, as
+	// "Authorization: Bearer KEY" or "x-api-key: KEY". It is never logged.
+	APIKey string
+	// Queue is how many requests may wait while one generates (0: 8,
+	// negative: none); more are refused with 429.
+	Queue int
+	// MaxBodyBytes caps a request body (0: 8 MiB); larger ones get 413.
+	MaxBodyBytes int64
+	// CORSOrigins are the browser origins allowed to call the server ("*":
+	// any). None: no CORS headers, so browsers refuse cross-origin calls.
+	CORSOrigins []string
+	// MaxContext caps prompt plus reply positions (0: no cap); a reply cap
+	// that would pass it is lowered, a prompt that fills it is refused.
+	MaxContext int
+	// DefaultMaxTokens is the reply cap of a request that gives none
+	// (0: chat.DefaultMaxTokens).
+	DefaultMaxTokens int
+	// KeepAlive is how often a streamed response gets an SSE comment while
+	// it waits in the queue or a step takes long (0: 5 s). Prefill progress
+	// comments go out on every prompt chunk besides.
+	KeepAlive time.Duration
+	// Lock, when set, is held around every generation: the app passes the
+	// lock of its own chat so the two never run the engine at once.
+	Lock sync.Locker
+	// Log receives one line per request (nil: none).
+	Log *log.Logger
+}
+
+// Stats are the server's counters.
+type Stats struct {
+	Requests    int64 // requests that reached a handler
+	Generations int64 // generations that ran
+	Cancelled   int64 // generations stopped because the client went away
+	Reused      int64 // prompt positions reused from the kept state, summed
+	Prefilled   int64 // prompt positions read, summed
+}
+
+// generator runs one reply over a rendered transcript; a chat.Session,
+// which keeps the state of the previous reply for the next to reuse.
+type generator interface {
+	Generate(ctx context.Context, ids []int, o chat.PromptOptions, on func(engine.Event)) (*chat.Reply, error)
+}
+
+// Server serves one model. Create it with New; serve with Start or Handler.
+type Server struct {
+	o       Options
+	q       queue
+	sess    generator
+	created int64
+
+	base   context.Context // parent of every request: Stop cancels it
+	cancel context.CancelFunc
+
+	mu sync.Mutex
+	hs *http.Server
+	ln net.Listener
+
+	requests, generations, cancelled, reused, prefilled atomic.Int64
+}
+
+// New checks the options and makes a server (not yet listening).
+func New(o Options) (*Server, error) {
+	if o.Engine == nil || o.Tok == nil {
+		return nil, errors.New("serve: an engine and a tokenizer are needed")
+	}
+	if err := o.Tok.CheckChat(); err != nil {
+		return nil, err
+	}
+	if o.ModelID == "" {
+		return nil, errors.New("serve: a model id is needed")
+	}
+	switch {
+	case o.Queue == 0:
+		o.Queue = 8
+	case o.Queue < 0:
+		o.Queue = 0
+	}
+	if o.MaxBodyBytes <= 0 {
+		o.MaxBodyBytes = 8 << 20
+	}
+	if o.DefaultMaxTokens <= 0 {
+		o.DefaultMaxTokens = chat.DefaultMaxTokens
+	}
+	if o.KeepAlive <= 0 {
+		o.KeepAlive = 5 * time.Second
+	}
+	s := &Server{o: o, sess: chat.NewSession(o.Engine, o.Tok), created: time.Now().Unix()}
+	s.q.max = o.Queue
+	s.base, s.cancel = context.WithCancel(context.Background())
+	return s, nil
+}
+
+// CheckAddr refuses a listen address that is not loopback unless an API
+// key is set: a server reachable from the network must ask for a key.
+func CheckAddr(addr, apiKey string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("address %q: %v (want HOST:PORT, e.g. 127.0.0.1:8080)", addr, err)
+	}
+	if apiKey != "" || isLoopback(host) {
+		return nil
+	}
+	return fmt.Errorf("address %q is reachable from other machines: give an API key (--api-key) or listen on 127.0.0.1", addr)
+}
+
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// Start listens on addr (checked with CheckAddr; port 0 picks one) and
+// serves in the background until Stop.
+func (s *Server) Start(addr string) error {
+	if err := CheckAddr(addr, s.o.APIKey); err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.hs != nil {
+		ln.Close()
+		return errors.New("serve: already started")
+	}
+	s.ln = ln
+	s.hs = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second,
+		BaseContext: func(net.Listener) context.Context { return s.base }}
+	go func() { _ = s.hs.Serve(ln) }()
+	s.logf("listening on http://%s (model %s, key %s)", ln.Addr(), s.o.ModelID, keyState(s.o.APIKey))
+	return nil
+}
+
+func keyState(k string) string {
+	if k == "" {
+		return "not required"
+	}
+	return "required"
+}
+
+// Addr is the address the server listens on ("" before Start).
+func (s *Server) Addr() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ln == nil {
+		return ""
+	}
+	return s.ln.Addr().String()
+}
+
+// BaseURL is the OpenAI base URL clients use (http://ADDR/v1).
+func (s *Server) BaseURL() string { return "http://" + s.Addr() + "/v1" }
+
+// Stop cancels running generations (they stop within one layer's work) and
+// closes the server, waiting for responses to finish until ctx ends.
+func (s *Server) Stop(ctx context.Context) error {
+	s.cancel()
+	s.mu.Lock()
+	hs := s.hs
+	s.mu.Unlock()
+	if hs == nil {
+		return nil
+	}
+	return hs.Shutdown(ctx)
+}
+
+// Stats reads the counters.
+func (s *Server) Stats() Stats {
+	return Stats{Requests: s.requests.Load(), Generations: s.generations.Load(), Cancelled: s.cancelled.Load(),
+		Reused: s.reused.Load(), Prefilled: s.prefilled.Load()}
+}
+
+func (s *Server) logf(format string, args ...any) {
+	if s.o.Log != nil {
+		s.o.Log.Printf(format, args...)
+	}
+}
+
+// Handler is the server's HTTP handler (for tests and embedding).
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/health", s.only("GET", s.health))
+	mux.HandleFunc("/v1/models", s.only("GET", s.authed(s.models)))
+	mux.HandleFunc("/v1/models/{id}", s.only("GET", s.authed(s.model)))
+	mux.HandleFunc("/v1/chat/completions", s.only("POST", s.authed(s.chatCompletions)))
+	mux.HandleFunc("/v1/completions", s.only("POST", s.authed(s.completions)))
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, &apiError{Status: http.StatusNotFound, Message: fmt.Sprintf("no such endpoint: %s %s", r.Method, r.URL.Path), Type: "invalid_request_error"})
+	})
+	return s.cors(mux)
+}
+
+// only answers other methods with 405 (and CORS preflights with 204).
+func (s *Server) only(method string, h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != method {
+			w.Header().Set("Allow", method)
+			writeError(w, &apiError{Status: http.StatusMethodNotAllowed, Message: fmt.Sprintf("%s takes %s, not %s", r.URL.Path, method, r.Method), Type: "invalid_request_error"})
+			return
+		}
+		s.requests.Add(1)
+		h(w, r)
+	}
+}
+
+// authed checks the API key (constant-time) when one is set.
+func (s *Server) authed(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if s.o.APIKey != "" {
+			got := r.Header.Get("x-api-key")
+			if a := r.Header.Get("Authorization"); got == "" && len(a) > 7 && strings.EqualFold(a[:7], "bearer ") {
+				got = strings.TrimSpace(a[7:])
+			}
+			if subtle.ConstantTimeCompare([]byte(got), []byte(s.o.APIKey)) != 1 {
+				msg := "an API key is required: send Authorization: Bearer KEY or x-api-key: KEY"
+				if got != "" {
+					msg = "the API key is not correct"
+				}
+				s.logf("%s %s 401 (%s)", r.Method, r.URL.Path, map[bool]string{true: "wrong key", false: "no key"}[got != ""])
+				writeError(w, &apiError{Status: http.StatusUnauthorized, Message: msg, Type: "invalid_request_error", Code: "invalid_api_key"})
+				return
+			}
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, s.o.MaxBodyBytes)
+		h(w, r)
+	}
+}
+
+// cors adds CORS headers for allowed origins and answers preflights.
+func (s *Server) cors(h http.Handler) http.Handler {
+	if len(s.o.CORSOrigins) == 0 {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		origin := r.Header.Get("Origin")
+		allowed := ""
+		for _, o := range s.o.CORSOrigins {
+			if o == "*" || (origin != "" && o == origin) {
+				allowed = o
+				break
+			}
+		}
+		if allowed != "" {
+			w.Header().Set("Access-Control-Allow-Origin", allowed)
+			w.Header().Set("Access-Control-Allow-Headers", "Authorization, Content-Type, x-api-key")
+			w.Header().Set("Access-Control-Allow-Methods", "GET, POST, OPTIONS")
+			w.Header().Add("Vary", "Origin")
+		}
+		if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func (s *Server) health(w http.ResponseWriter, r *http.Request) {
+	running, waiting := s.q.depth()
+	writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "model": s.o.ModelID, "generating": running, "queued": waiting})
+}
+
+type modelCard struct {
+	ID      string `json:"id"`
+	Object  string `json:"object"`
+	Created int64  `json:"created"`
+	OwnedBy string `json:"owned_by"`
+}
+
+func (s *Server) card() modelCard {
+	return modelCard{ID: s.o.ModelID, Object: "model", Created: s.created, OwnedBy: "k3"}
+}
+
+func (s *Server) models(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": []modelCard{s.card()}})
+}
+
+func (s *Server) model(w http.ResponseWriter, r *http.Request) {
+	if err := s.checkModel(r.PathValue("id")); err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, s.card())
+}
+
+// checkModel accepts the served id (or none: curl users often leave it out).
+func (s *Server) checkModel(id string) *apiError {
+	if id == "" || id == s.o.ModelID {
+		return nil
+	}
+	return &apiError{Status: http.StatusNotFound, Message: fmt.Sprintf("the model %q does not exist here; this server serves %q", id, s.o.ModelID),
+		Type: "invalid_request_error", Param: "model", Code: "model_not_found"}
+}
+
+// decode reads a JSON request body into v.
+func decode(r *http.Request, v any) *apiError {
+	dec := json.NewDecoder(r.Body)
+	if err := dec.Decode(v); err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return &apiError{Status: http.StatusRequestEntityTooLarge, Message: fmt.Sprintf("the request body is larger than %d bytes", mbe.Limit), Type: "invalid_request_error"}
+		}
+		return badRequest("", "the request body is not valid JSON for this endpoint: %v", err)
+	}
+	return nil
+}

@@ -1,0 +1,302 @@
+package serve
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"k3/engine"
+	"k3/engine/chat"
+	"k3/tokenizer"
+)
+
+// scripted stands in for the model: it "generates" fixed K3 output (the
+// random demo model never writes a tool call) and sends the events a chat
+// session sends for it: the think channel's text as reasoning, the
+// response channel's as answer (what the session's reader streams; tool
+// blocks are not answer text), and one event per token.
+type scripted struct {
+	tok    *tokenizer.Tokenizer
+	output string // XTML after the generation prompt, control strings as controls
+	prompt []int  // the ids of the last request
+}
+
+// channel returns the text after open up to the next control string.
+func channel(s, open string) string {
+	i := strings.Index(s, open)
+	if open != "" && i < 0 {
+		return ""
+	}
+	s = s[i+len(open):]
+	if j := strings.Index(s, "<|"); j >= 0 {
+		s = s[:j]
+	}
+	return s
+}
+
+func (g *scripted) Generate(ctx context.Context, ids []int, o chat.PromptOptions, on func(engine.Event)) (*chat.Reply, error) {
+	g.prompt = ids
+	gen := g.tok.EncodeSpecial(g.output)
+	rep := &chat.Reply{IDs: gen, Stop: engine.StopLength}
+	if n := len(gen); n > 0 && (gen[n-1] == g.tok.StopIDs()[0] || gen[n-1] == g.tok.StopIDs()[1]) {
+		rep.Stop = engine.StopToken
+	}
+	if o.Thinking {
+		rep.Reasoning = channel(g.output, "")
+		on(engine.Event{Kind: engine.EventReasoning, Text: rep.Reasoning})
+	}
+	rep.Content = channel(g.output, tokenizer.Open+"response"+tokenizer.Sep)
+	on(engine.Event{Kind: engine.EventAnswer, Text: rep.Content})
+	for i, id := range gen {
+		on(engine.Event{Kind: engine.EventToken, Step: i, Token: id})
+	}
+	return rep, nil
+}
+
+const weatherTool = `{"type":"function","function":{"name":"get_weather","description":"Weather in a city","parameters":{"type":"object","properties":{"city":{"type":"string"},"days":{"type":"number"}},"required":["city"]}}}`
+
+func scriptedServer(t *testing.T, output string) (*Server, *scripted) {
+	t.Helper()
+	s, _, tok := start(t, nil)
+	g := &scripted{tok: tok, output: output}
+	s.sess = g
+	return s, g
+}
+
+const toolOutput = `The user wants the weather.<|close|>think<|sep|><|open|>response<|sep|>Let me check.<|close|>response<|sep|>` +
+	`<|open|>tools<|sep|><|open|>call tool="get_weather" index="1"<|sep|>` +
+	`<|open|>argument key="city" type="string"<|sep|>Paris "<b>" & co<|close|>argument<|sep|>` +
+	`<|open|>argument key="days" type="number"<|sep|>3<|close|>argument<|sep|><|close|>call<|sep|>` +
+	`<|open|>call tool="get_weather" index="2"<|sep|>` +
+	`<|open|>argument key="city" type="string"<|sep|>Oslo<|close|>argument<|sep|><|close|>call<|sep|>` +
+	`<|close|>tools<|sep|><|close|>message<|sep|><|end_of_msg|>`
+
+func toolRequest(stream bool) map[string]any {
+	return map[string]any{"model": "k3-demo", "stream": stream, "max_tokens": 4096, "return_token_ids": true,
+		"tools":    []json.RawMessage{json.RawMessage(weatherTool)},
+		"messages": []map[string]any{{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Weather in Paris and Oslo?"}}}
+}
+
+func TestToolCallsNonStreaming(t *testing.T) {
+	s, g := scriptedServer(t, toolOutput)
+	resp, data := post(t, s, "/v1/chat/completions", toolRequest(false))
+	require.Equal(t, 200, resp.StatusCode, string(data))
+	r := decodeChat(t, data)
+	c := r.Choices[0]
+	assert.Equal(t, "tool_calls", c.FinishReason)
+	assert.Equal(t, "The user wants the weather.", c.Message.ReasoningContent)
+	require.NotNil(t, c.Message.Content)
+	assert.Equal(t, "Let me check.", *c.Message.Content)
+	require.Len(t, c.Message.ToolCalls, 2)
+	assert.Empty(t, r.Warnings)
+	for i, want := range []string{`{"city":"Paris \"<b>\" & co","days":3}`, `{"city":"Oslo"}`} {
+		tc := c.Message.ToolCalls[i]
+		assert.Equal(t, "function", tc.Type)
+		assert.Equal(t, "get_weather", tc.Function.Name)
+		assert.JSONEq(t, want, tc.Function.Arguments)
+		assert.Regexp(t, `^call_[0-9a-f]{24}$`, tc.ID)
+	}
+	assert.NotEqual(t, c.Message.ToolCalls[0].ID, c.Message.ToolCalls[1].ID)
+	// the prompt is the renderer's for the same messages and tools
+	segs, err := tokenizer.Render([]tokenizer.Message{{Role: "system", Content: "Be brief."}, {Role: "user", Content: "Weather in Paris and Oslo?"}},
+		[]json.RawMessage{json.RawMessage(weatherTool)}, tokenizer.RenderOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, s.o.Tok.EncodeSegments(segs), r.PromptTokenIDs)
+	assert.Equal(t, r.PromptTokenIDs, g.prompt)
+
+	// the calls come back as history and render as the model wrote them
+	back := map[string]any{"model": "k3-demo", "max_tokens": 1, "tools": []json.RawMessage{json.RawMessage(weatherTool)}, "return_token_ids": true,
+		"messages": []map[string]any{
+			{"role": "user", "content": "Weather in Paris and Oslo?"},
+			{"role": "assistant", "content": nil, "tool_calls": c.Message.ToolCalls, "reasoning_content": c.Message.ReasoningContent},
+			{"role": "tool", "tool_call_id": c.Message.ToolCalls[1].ID, "content": "snow"},
+			{"role": "tool", "tool_call_id": c.Message.ToolCalls[0].ID, "content": "sun"}}}
+	resp, data = post(t, s, "/v1/chat/completions", back)
+	require.Equal(t, 200, resp.StatusCode, string(data))
+	text := string(s.o.Tok.Decode(g.prompt))
+	assert.Contains(t, text, `<|open|>call tool="get_weather" index="1"<|sep|><|open|>argument key="city" type="string"<|sep|>Paris "<b>" & co<|close|>argument<|sep|><|open|>argument key="days" type="number"<|sep|>3<|close|>argument<|sep|><|close|>call<|sep|>`)
+	assert.Contains(t, text, `<|open|>message role="tool" tool="get_weather" index="1"<|sep|>sun<|close|>message<|sep|>`, "results in the calls' order")
+}
+
+func TestToolCallsStreaming(t *testing.T) {
+	s, _ := scriptedServer(t, toolOutput)
+	_, evs := streamPost(t, s, toolRequest(true))
+	require.Equal(t, "[DONE]", evs[len(evs)-1].data)
+	var reasoning, content strings.Builder
+	var calls []string
+	var finish []string
+	for _, ev := range evs[:len(evs)-1] {
+		if ev.data == "" {
+			continue
+		}
+		var c chunkJSON
+		require.NoError(t, json.Unmarshal([]byte(ev.data), &c))
+		ch := c.Choices[0]
+		if ch.Delta.ReasoningContent != nil {
+			reasoning.WriteString(*ch.Delta.ReasoningContent)
+		}
+		if ch.Delta.Content != nil {
+			content.WriteString(*ch.Delta.Content)
+		}
+		for k, tc := range ch.Delta.ToolCalls {
+			assert.Equal(t, k, tc.Index)
+			assert.Regexp(t, `^call_[0-9a-f]{24}$`, tc.ID)
+			assert.Equal(t, "get_weather", tc.Function.Name)
+			calls = append(calls, tc.Function.Arguments)
+		}
+		if ch.FinishReason != nil {
+			finish = append(finish, *ch.FinishReason)
+		}
+	}
+	assert.Equal(t, "The user wants the weather.", reasoning.String())
+	assert.Equal(t, "Let me check.", content.String(), "no XTML of the calls in the content")
+	require.Len(t, calls, 2)
+	assert.JSONEq(t, `{"city":"Oslo"}`, calls[1])
+	assert.Equal(t, []string{"tool_calls"}, finish)
+}
+
+// TestMalformedToolCall: a call cut off by the token cap comes back as
+// text with a warning; nothing crashes.
+func TestMalformedToolCall(t *testing.T) {
+	cut := strings.Index(toolOutput, `<|open|>call tool="get_weather" index="2"`) + 20
+	s, _ := scriptedServer(t, toolOutput[:cut])
+	resp, data := post(t, s, "/v1/chat/completions", toolRequest(false))
+	require.Equal(t, 200, resp.StatusCode, string(data))
+	r := decodeChat(t, data)
+	c := r.Choices[0]
+	assert.Equal(t, "length", c.FinishReason)
+	assert.Empty(t, c.Message.ToolCalls)
+	require.NotNil(t, c.Message.Content)
+	assert.True(t, strings.HasPrefix(*c.Message.Content, "Let me check.<|open|>tools<|sep|><|open|>call tool=\"get_weather\""), *c.Message.Content)
+	require.Len(t, r.Warnings, 1)
+	assert.Contains(t, r.Warnings[0], "tool calls could not be read")
+
+	// streamed: the same text arrives as content deltas, with the warning
+	_, evs := streamPost(t, s, toolRequest(true))
+	var content strings.Builder
+	var warned bool
+	for _, ev := range evs {
+		if ev.data == "" || ev.data == "[DONE]" {
+			continue
+		}
+		var c struct {
+			chunkJSON
+			Warnings []string `json:"warnings"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(ev.data), &c))
+		if d := c.Choices[0].Delta.Content; d != nil {
+			content.WriteString(*d)
+		}
+		warned = warned || len(c.Warnings) > 0
+	}
+	assert.Equal(t, *r.Choices[0].Message.Content, content.String())
+	assert.True(t, warned)
+}
+
+func TestToolChoiceAndThinking(t *testing.T) {
+	s, g := scriptedServer(t, "<|close|>think<|sep|><|open|>response<|sep|>ok<|close|>response<|sep|><|close|>message<|sep|><|end_of_msg|>")
+	render := func(tools []json.RawMessage, ro tokenizer.RenderOptions) []int {
+		segs, err := tokenizer.Render([]tokenizer.Message{{Role: "user", Content: "hi"}}, tools, ro)
+		require.NoError(t, err)
+		return s.o.Tok.EncodeSegments(segs)
+	}
+	other := json.RawMessage(`{"type":"function","function":{"name":"other"}}`)
+	both := []json.RawMessage{json.RawMessage(weatherTool), other}
+	msgs := []map[string]any{{"role": "user", "content": "hi"}}
+	for _, c := range []struct {
+		req  map[string]any
+		want []int
+	}{
+		{map[string]any{"reasoning_effort": "low"}, render(nil, tokenizer.RenderOptions{ThinkingEffort: "low"})},
+		{map[string]any{"reasoning_effort": "medium"}, render(nil, tokenizer.RenderOptions{ThinkingEffort: "high"})},
+		{map[string]any{"reasoning_effort": "none"}, render(nil, tokenizer.RenderOptions{NoThink: true})},
+		{map[string]any{"thinking": map[string]any{"type": "disabled"}}, render(nil, tokenizer.RenderOptions{NoThink: true})},
+		{map[string]any{"chat_template_kwargs": map[string]any{"thinking": false}}, render(nil, tokenizer.RenderOptions{NoThink: true})},
+		{map[string]any{"chat_template_kwargs": map[string]any{"enable_thinking": true, "thinking_effort": "high"}}, render(nil, tokenizer.RenderOptions{ThinkingEffort: "high"})},
+		{map[string]any{"tools": both, "tool_choice": "required"}, render(both, tokenizer.RenderOptions{ToolChoice: "required"})},
+		{map[string]any{"tools": both, "tool_choice": "none"}, render(both, tokenizer.RenderOptions{ToolChoice: "none"})},
+		{map[string]any{"tools": both, "tool_choice": map[string]any{"type": "function", "function": map[string]any{"name": "other"}}},
+			render([]json.RawMessage{other}, tokenizer.RenderOptions{ToolChoice: "required"})},
+		{map[string]any{"response_format": map[string]any{"type": "json_object"}}, render(nil, tokenizer.RenderOptions{ResponseFormat: json.RawMessage(`{"type":"json_object"}`)})},
+		{map[string]any{"messages": []map[string]any{{"role": "developer", "content": "sys"}, {"role": "user", "content": "hi"}}}, nil},
+	} {
+		c.req["max_tokens"] = 50
+		if c.req["messages"] == nil {
+			c.req["messages"] = msgs
+		}
+		resp, data := post(t, s, "/v1/chat/completions", c.req)
+		require.Equal(t, 200, resp.StatusCode, string(data))
+		if c.want != nil {
+			assert.Equal(t, c.want, g.prompt, "%v", c.req)
+		} else {
+			assert.Contains(t, string(s.o.Tok.Decode(g.prompt)), `<|open|>message role="system"<|sep|>sys<|close|>message<|sep|>`)
+		}
+		r := decodeChat(t, data)
+		assert.Equal(t, "stop", r.Choices[0].FinishReason)
+	}
+}
+
+func TestQueueFIFO(t *testing.T) {
+	q := &queue{max: 2}
+	a, err := q.join()
+	require.NoError(t, err)
+	b, err := q.join()
+	require.NoError(t, err)
+	c, err := q.join()
+	require.NoError(t, err)
+	_, err = q.join()
+	assert.ErrorIs(t, err, errBusy)
+	order := make(chan string, 3)
+	ctx := context.Background()
+	go func() { require.NoError(t, c.wait(ctx)); order <- "c"; c.leave() }()
+	go func() { require.NoError(t, b.wait(ctx)); order <- "b"; b.leave() }()
+	require.NoError(t, a.wait(ctx))
+	time.Sleep(10 * time.Millisecond)
+	a.leave()
+	assert.Equal(t, "b", <-order)
+	assert.Equal(t, "c", <-order)
+	running, waiting := q.depth()
+	assert.Eventually(t, func() bool { running, waiting = q.depth(); return !running && waiting == 0 }, time.Second, time.Millisecond)
+
+	// a waiter whose context ends leaves the line
+	a, _ = q.join()
+	b, _ = q.join()
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	assert.ErrorIs(t, b.wait(cctx), context.Canceled)
+	b.leave()
+	_, waiting = q.depth()
+	assert.Equal(t, 0, waiting)
+	a.leave()
+	running, _ = q.depth()
+	assert.False(t, running)
+}
+
+func TestStopFilter(t *testing.T) {
+	var streamed strings.Builder
+	f := newStopFilter([]string{"STOP", "éé"}, func(s string) { streamed.WriteString(s) })
+	for _, piece := range []string{"ab", "cS", "TO"} {
+		f.add(piece)
+		assert.NotContains(t, streamed.String(), "S", "a possible stop string is held back")
+	}
+	f.add("x")
+	assert.Equal(t, "abcSTOx", f.out.String()+f.pending)
+	f.add("STOP and more")
+	assert.True(t, f.hit)
+	f.add("ignored")
+	f.flush()
+	assert.Equal(t, "abcSTOx", f.out.String())
+	assert.Equal(t, "abcSTOx", streamed.String())
+
+	g := newStopFilter([]string{"éé"}, nil)
+	g.add("aébc") // holding 3 bytes back would split the é
+	assert.Equal(t, "a", g.out.String(), "no rune is split")
+	g.flush()
+	assert.Equal(t, "aébc", g.out.String())
+	assert.False(t, g.hit)
+}
