@@ -10,7 +10,8 @@
 #      qemu-aarch64-static user-mode emulation, with the NEON kernels and
 #      again with K3_PORTABLE=1;
 #   4. windows/amd64 tests of storage and the engine under Wine
-#      (tools/wine/run).
+#      (tools/wine/run), and the desktop k3.exe opening its window under Wine
+#      on Xvfb (tools/wine/window).
 # Every step prints its wall time; emulated timings say nothing about speed.
 # Installs what it needs (Debian: qemu-user-static, wine, wine64,
 # gcc-mingw-w64-x86-64) when run as root, as CI is.
@@ -90,4 +91,5 @@ step "cross builds and vet" cross
 step "windows desktop exe (MinGW-w64)" windows_exe
 step "linux/arm64 tests (qemu)" arm64_tests
 step "windows/amd64 tests (wine)" tools/wine/run ./storage/... ./engine/
+step "windows desktop window (wine, xvfb)" xvfb-run -a -s "-screen 0 1280x800x24" tools/wine/window bin/k3.exe
 echo "== platform checks: $(($(date +%s) - total0)) s"
