@@ -60,7 +60,7 @@ package-linux:
 package-windows:
 	@command -v $(MINGW_CC) >/dev/null || { echo "package-windows needs MinGW-w64: apt-get install gcc-mingw-w64-x86-64"; exit 1; }
 	@mkdir -p bin
-	CC=$(MINGW_CC) CGO_ENABLED=1 GOOS=windows GOARCH=amd64 $(GO) build -trimpath -o bin/k3.exe .
+	CC=$(MINGW_CC) CGO_ENABLED=1 GOOS=windows GOARCH=amd64 $(GO) build -o bin/k3.exe .
 
 package-headless:
 	@mkdir -p bin

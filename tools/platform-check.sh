@@ -14,13 +14,13 @@
 #      on Xvfb (tools/wine/window).
 # Every step prints its wall time; emulated timings say nothing about speed.
 # Installs what it needs (Debian: qemu-user-static, wine, wine64,
-# gcc-mingw-w64-x86-64) when run as root, as CI is.
+# gcc-mingw-w64-x86-64, xvfb, x11-utils) when run as root, as CI is.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export DEBIAN_FRONTEND=noninteractive
 GO=${GO:-go}
 
-pkgs=(qemu-user-static wine wine64 gcc-mingw-w64-x86-64)
+pkgs=(qemu-user-static wine wine64 gcc-mingw-w64-x86-64 xvfb x11-utils)
 missing=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then
