@@ -77,10 +77,23 @@ windows_exe() {
   CC=x86_64-w64-mingw32-gcc CGO_ENABLED=1 GOOS=windows GOARCH=amd64 $GO vet ./ui/gui/ .
 }
 
+# Tests that start their own binary again (file locks, stale temp files)
+# need the kernel to run arm64 executables through qemu: register
+# qemu-user-static's binfmt_misc entry when it is not (a container or VM
+# without systemd-binfmt), as root.
+binfmt_arm64() {
+  local d=/proc/sys/fs/binfmt_misc
+  [ -e $d/qemu-aarch64 ] && return 0
+  [ -e $d/register ] || mount -t binfmt_misc binfmt_misc $d
+  cat /usr/lib/binfmt.d/qemu-aarch64.conf >$d/register
+  echo "-- registered qemu-aarch64 with binfmt_misc"
+}
+
 # The forced-portable pass leaves out engine's sub-packages (chat, the cache
 # simulator, ...): they run the same forward as engine itself and take most
 # of the emulated time.
 arm64_tests() {
+  binfmt_arm64
   echo "-- linux/arm64 under qemu-aarch64-static, NEON kernels"
   GOARCH=arm64 $GO test -count=1 -timeout 30m -exec qemu-aarch64-static ./kernels/... ./engine/... ./storage/... ./tokenizer/...
   echo "-- linux/arm64 under qemu-aarch64-static, K3_PORTABLE=1"
