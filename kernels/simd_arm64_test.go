@@ -2,6 +2,7 @@ package kernels
 
 import (
 	"math"
+	"os"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -9,9 +10,15 @@ import (
 )
 
 // TestNEONLevel: ASIMD is part of ARMv8-A, so every arm64 machine (and
-// qemu-aarch64) runs the NEON kernels unless K3_PORTABLE says otherwise.
+// qemu-aarch64) runs the NEON kernels from the start unless K3_PORTABLE
+// says otherwise.
 func TestNEONLevel(t *testing.T) {
 	require.Equal(t, LevelNEON, BestLevel())
+	if v := os.Getenv(PortableEnv); v != "" && v != "0" {
+		assert.Equal(t, LevelPortable, CurrentLevel(), "%s=%s", PortableEnv, v)
+	} else {
+		assert.Equal(t, LevelNEON, CurrentLevel())
+	}
 	assert.Equal(t, []Level{LevelPortable, LevelNEON}, Levels())
 	prev := SetLevel(LevelAVX2) // another architecture's level: portable
 	defer SetLevel(prev)

@@ -674,7 +674,7 @@ func (d *downloader) transfer(ctx context.Context, f RemoteFile, part string, h 
 					return false, errRetry{fmt.Errorf("server sent more than the file's %d bytes; restarting it", f.Size)}
 				}
 				if _, werr := fh.WriteAt(buf[:n], have); werr != nil {
-					if errors.Is(werr, syscall.ENOSPC) {
+					if direct.DiskFull(werr) { // ENOSPC, or ERROR_DISK_FULL on Windows
 						return have > start, fatal("disk full writing %s at byte %d: free some space and re-run; the .part is kept and resumes: %w", part, have, syscall.ENOSPC)
 					}
 					return have > start, fatal("write %s at byte %d: %v", part, have, werr)
