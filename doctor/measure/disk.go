@@ -87,7 +87,7 @@ type DiskRead struct {
 	// When labels the run (for example "before" or "after" what it bounds).
 	When string
 	// Progress, when not nil, receives the fraction done after each
-	// request (and 1 at the end), from the reading goroutines.
+	// request (and 1 at the end), from the reading goroutines one at a time.
 	Progress func(frac float64)
 }
 
@@ -160,6 +160,7 @@ func ReadDisk(ctx context.Context, ts Targets, d DiskRead) (DiskRun, error) {
 		}
 		return min(f, 1)
 	}
+	var progressMu sync.Mutex
 	for w := range qd {
 		wg.Add(1)
 		go func(buf []byte) {
@@ -179,7 +180,9 @@ func ReadDisk(ctx context.Context, ts Targets, d DiskRead) (DiskRun, error) {
 				}
 				read.Add(n)
 				if d.Progress != nil {
+					progressMu.Lock() // the readers report one at a time
 					d.Progress(frac())
+					progressMu.Unlock()
 				}
 			}
 		}(bufs[w].Bytes())
