@@ -10,7 +10,8 @@
    nibble-swapped decode must NOT match.
 3. Internal consistency: safetensors / bf16 round trips, causality (a prefix forward equals the
    prefix of a longer forward), chunked KDA == token-by-token KDA, and the committed
-   testdata/models/*/expect.json reproduce from the committed checkpoints.
+   testdata/models/*/expect.json reproduce from the committed checkpoints (the demo model's
+   checkpoint is assets/demo/model).
 """
 import json
 import os
@@ -391,11 +392,12 @@ class TestInternal(unittest.TestCase):
 
 
 class TestModels(unittest.TestCase):
-    def _case(self, name):
-        d = os.path.join(MODELS, name)
-        if not os.path.exists(os.path.join(d, "expect.json")):
+    def _case(self, name, d=None):
+        e = os.path.join(MODELS, name, "expect.json")
+        d = d or os.path.dirname(e)
+        if not os.path.exists(e):
             self.skipTest(f"{name} not generated")
-        with open(os.path.join(d, "expect.json")) as f:
+        with open(e) as f:
             exp = json.load(f)
         m = k3ref.K3Model.load(d)
         for rec in exp["prompts"]:
@@ -425,6 +427,10 @@ class TestModels(unittest.TestCase):
 
     def test_tiny_flat_f32(self):
         self._case("tiny-flat-f32")
+
+    def test_demo(self):
+        # the trained demo model (tools/demo/train.py); its checkpoint is the one the binary embeds
+        self._case("demo", os.path.join(REPO, "assets", "demo", "model"))
 
 
 if __name__ == "__main__":
