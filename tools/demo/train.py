@@ -583,7 +583,7 @@ def use_openblas():
 def main():
     use_openblas()
     ap = argparse.ArgumentParser()
-    ap.add_argument("--steps", type=int, default=1000)
+    ap.add_argument("--steps", type=int, default=800)
     ap.add_argument("--qat-steps", type=int, default=150)
     ap.add_argument("--lr", type=float, default=3e-3)
     ap.add_argument("--tokens-per-batch", type=int, default=4096)
