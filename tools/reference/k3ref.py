@@ -264,29 +264,30 @@ def dense_mlp(x, w_gate, w_up, w_down, beta, linear_beta):
 
 def short_conv(x, weight, history=None):
     """Causal depthwise conv + SiLU (fla ShortConvolution, no bias).
-    x [T, C]; weight [C, 1, K] or [C, K] (tap K-1 multiplies the current token);
-    history [C, K-1] = the K-1 previous pre-conv inputs, oldest first (zeros at start).
-    Returns (y [T, C], new_history [C, K-1])."""
+    x [..., T, C]; weight [C, 1, K] or [C, K] (tap K-1 multiplies the current token);
+    history [..., C, K-1] = the K-1 previous pre-conv inputs, oldest first (zeros at start).
+    Returns (y [..., T, C], new_history [..., C, K-1])."""
     w = weight.reshape(weight.shape[0], -1)
     C, K = w.shape
-    T = x.shape[0]
+    T = x.shape[-2]
+    lead = x.shape[:-2]
     if history is None:
-        history = torch.zeros(C, K - 1, dtype=x.dtype)
-    xp = torch.cat([history.t(), x], dim=0)             # [K-1+T, C]
-    acc = torch.zeros(T, C, dtype=x.dtype)
+        history = torch.zeros(*lead, C, K - 1, dtype=x.dtype)
+    xp = torch.cat([history.transpose(-1, -2), x], dim=-2)      # [..., K-1+T, C]
+    acc = torch.zeros(*lead, T, C, dtype=x.dtype)
     for j in range(K):
-        acc = acc + w[:, j] * xp[j:j + T]               # xp[t+j] == x[t-(K-1)+j]
+        acc = acc + w[:, j] * xp[..., j:j + T, :]               # xp[t+j] == x[t-(K-1)+j]
     y = acc * torch.sigmoid(acc)
-    new_hist = xp[T:].t().contiguous() if K > 1 else torch.zeros(C, 0, dtype=x.dtype)
+    new_hist = xp[..., T:, :].transpose(-1, -2).contiguous() if K > 1 else torch.zeros(*lead, C, 0, dtype=x.dtype)
     return y, new_hist
 
 
 def kda_gate(f, A_log, dt_bias, lower_bound):
     """Per-channel log-decay g = lower_bound * sigmoid(exp(A_log[h]) * (f + dt_bias)).
-    f [T, H, D]; A_log [H] (per HEAD); dt_bias [H*D] or [H, D]. Returns g [T, H, D] in (lb, 0)."""
-    T, H, D = f.shape
-    a = torch.exp(A_log[:H]).reshape(1, H, 1)
-    return lower_bound * torch.sigmoid(a * (f + dt_bias.reshape(1, H, D)))
+    f [..., T, H, D]; A_log [H] (per HEAD); dt_bias [H*D] or [H, D]. Returns g [..., T, H, D] in (lb, 0)."""
+    H, D = f.shape[-2:]
+    a = torch.exp(A_log[:H]).reshape(H, 1)
+    return lower_bound * torch.sigmoid(a * (f + dt_bias.reshape(H, D)))
 
 
 def l2norm(x, eps=1e-6):
@@ -295,20 +296,71 @@ def l2norm(x, eps=1e-6):
 
 
 def kda_recurrence(q, k, v, alpha, beta, state=None):
-    """Gated delta rule, token by token.  q,k [T,H,Dk] (q already scaled), v [T,H,Dv],
-    alpha = exp(g) [T,H,Dk], beta [T,H]; state S [H, Dv, Dk] (zeros at start).
+    """Gated delta rule, token by token (the definition).  q,k [..., T,H,Dk] (q already scaled),
+    v [..., T,H,Dv], alpha = exp(g) [..., T,H,Dk], beta [..., T,H]; state S [..., H, Dv, Dk] (zeros at start).
         S <- S * diag(alpha_t);  u = beta_t * (v_t - S k_t);  S <- S + u k_t^T;  o_t = S q_t
-    Returns (o [T,H,Dv], S)."""
-    T, H, Dk = k.shape
+    Returns (o [..., T,H,Dv], S)."""
+    T, H, Dk = k.shape[-3:]
     Dv = v.shape[-1]
-    S = torch.zeros(H, Dv, Dk, dtype=q.dtype) if state is None else state.clone()
+    lead = k.shape[:-3]
+    S = torch.zeros(*lead, H, Dv, Dk, dtype=q.dtype) if state is None else state.clone()
     outs = []
     for t in range(T):
-        S = S * alpha[t].unsqueeze(1)                                  # decay key columns
-        u = beta[t].unsqueeze(-1) * (v[t] - torch.einsum("hvk,hk->hv", S, k[t]))
-        S = S + u.unsqueeze(-1) * k[t].unsqueeze(1)
-        outs.append(torch.einsum("hvk,hk->hv", S, q[t]))               # from the UPDATED state
-    return torch.stack(outs, 0), S
+        S = S * alpha[..., t, :, :].unsqueeze(-2)                      # decay key columns
+        u = beta[..., t, :].unsqueeze(-1) * (v[..., t, :, :] - torch.einsum("...hvk,...hk->...hv", S, k[..., t, :, :]))
+        S = S + u.unsqueeze(-1) * k[..., t, :, :].unsqueeze(-2)
+        outs.append(torch.einsum("...hvk,...hk->...hv", S, q[..., t, :, :]))   # from the UPDATED state
+    return torch.stack(outs, -3), S
+
+
+def kda_chunked(q, k, v, g, beta, state=None, chunk=16):
+    """The same gated delta rule as kda_recurrence, evaluated chunk by chunk (WY form), for
+    training speed: within a chunk of C tokens with cumulative log-decay G_t,
+        u = (I + diag(beta) A)^-1 diag(beta) (V - (e^G * K) S0^T),  A_ij = sum_d k_id k_jd e^(G_id - G_jd) (j < i)
+        o_t = (e^G_t * q_t) S0^T + sum_{i<=t} (sum_d q_td k_id e^(G_td - G_id)) u_i
+        S   = S0 diag(e^G_C) + sum_i u_i (k_i * e^(G_C - G_i))^T
+    A and the q-k products are matmuls of k * e^(G - R) and k * e^(R - G), R the cumulative
+    decay at the chunk's middle, so every exponent stays within C/2 * |gate_lower_bound|
+    (40 for C = 16 and K3's bound -5: finite in float32). g is the LOG decay [..., T,H,Dk]
+    (alpha = exp(g)). Equal to kda_recurrence up to rounding (test_k3ref checks it in float64)."""
+    T, H, Dk = k.shape[-3:]
+    Dv = v.shape[-1]
+    lead = k.shape[:-3]
+    C = chunk
+    N = (T + C - 1) // C
+    pad = N * C - T
+
+    def prep(x):       # [..., T, H, X] -> [..., H, N, C, X]; padded tokens have k=v=q=g=beta=0
+        x = x.movedim(-2, -3)
+        if pad:
+            x = torch.cat([x, torch.zeros(*x.shape[:-2], pad, x.shape[-1], dtype=x.dtype)], dim=-2)
+        return x.reshape(*x.shape[:-2], N, C, x.shape[-1])
+
+    q_, k_, v_, g_ = prep(q), prep(k), prep(v), prep(g)
+    b_ = prep(beta.unsqueeze(-1)).squeeze(-1)                           # [..., H, N, C]
+    G = torch.cumsum(g_, dim=-2)                                        # [..., H, N, C, Dk]
+    R = G[..., (C - 1) // 2:(C - 1) // 2 + 1, :]
+    up, down = torch.exp(G - R), torch.exp(R - G)
+    Km = k_ * down
+    A = ((k_ * up) @ Km.transpose(-1, -2)).tril(-1)                     # A_ij, j < i
+    Bq = ((q_ * up) @ Km.transpose(-1, -2)).tril(0)                     # q_t . k_i e^(G_t - G_i), i <= t
+    eye = torch.eye(C, dtype=q.dtype)
+    L = eye + b_.unsqueeze(-1) * A                                      # unit lower triangular
+    eG = torch.exp(G)
+    Kh, Qh = eG * k_, eG * q_
+    rhs = b_.unsqueeze(-1) * torch.cat([v_, Kh], dim=-1)
+    W = torch.linalg.solve_triangular(L, rhs, upper=False, unitriangular=True)
+    W1, W2 = W[..., :Dv], W[..., Dv:]                                   # u = W1 - W2 S0^T
+    Kt = k_ * torch.exp(G[..., -1:, :] - G)                             # k_i * e^(G_C - G_i)
+    eGC = eG[..., -1, :]                                                # [..., H, N, Dk]
+    S = torch.zeros(*lead, H, Dv, Dk, dtype=q.dtype) if state is None else state
+    outs = []
+    for n in range(N):
+        u = W1[..., n, :, :] - W2[..., n, :, :] @ S.transpose(-1, -2)    # [..., H, C, Dv]
+        outs.append(Qh[..., n, :, :] @ S.transpose(-1, -2) + Bq[..., n, :, :] @ u)
+        S = S * eGC[..., n, :].unsqueeze(-2) + u.transpose(-1, -2) @ Kt[..., n, :, :]
+    o = torch.stack(outs, -3).reshape(*lead, H, N * C, Dv)[..., :T, :]
+    return o.movedim(-3, -2), S
 
 
 class KDAState:
@@ -318,74 +370,79 @@ class KDAState:
         self.S, self.conv_q, self.conv_k, self.conv_v = S, conv_q, conv_k, conv_v
 
 
-def kda_attention(x, p, cfg, state=None, trace=None):
-    """KimiDeltaAttention. x = input_layernorm(h) [T, E]; p = dict of `self_attn.*` weights
-    (names without the `self_attn.` prefix). Returns (out [T, E], new KDAState)."""
-    T = x.shape[0]
+def kda_attention(x, p, cfg, state=None, trace=None, chunk=0):
+    """KimiDeltaAttention. x = input_layernorm(h) [..., T, E]; p = dict of `self_attn.*` weights
+    (names without the `self_attn.` prefix); chunk > 0 evaluates the recurrence with kda_chunked.
+    Returns (out [..., T, E], new KDAState)."""
+    lead_t = x.shape[:-1]
     H, D = cfg.kda_num_heads, cfg.kda_head_dim
     st = state or KDAState()
     q, cq = short_conv(linear(x, p["q_proj.weight"]), p["q_conv1d.weight"], st.conv_q)
     k, ck = short_conv(linear(x, p["k_proj.weight"]), p["k_conv1d.weight"], st.conv_k)
     v, cv = short_conv(linear(x, p["v_proj.weight"]), p["v_conv1d.weight"], st.conv_v)
-    f = linear(linear(x, p["f_a_proj.weight"]), p["f_b_proj.weight"]).reshape(T, H, D)
+    f = linear(linear(x, p["f_a_proj.weight"]), p["f_b_proj.weight"]).reshape(*lead_t, H, D)
     A_log = p["A_log"].reshape(-1)[:H]                  # stored padded to head_dim: first H only
     g = kda_gate(f, A_log, p["dt_bias"], cfg.gate_lower_bound)
-    beta = torch.sigmoid(linear(x, p["b_proj.weight"]))          # [T, H]
-    qh = l2norm(q.reshape(T, H, D)) * (D ** -0.5)
-    kh = l2norm(k.reshape(T, H, D))
-    vh = v.reshape(T, H, D)
-    o, S = kda_recurrence(qh, kh, vh, torch.exp(g), beta, st.S)
-    gate = linear(x, p["g_proj.weight"]).reshape(T, H, D)
+    beta = torch.sigmoid(linear(x, p["b_proj.weight"]))          # [..., T, H]
+    qh = l2norm(q.reshape(*lead_t, H, D)) * (D ** -0.5)
+    kh = l2norm(k.reshape(*lead_t, H, D))
+    vh = v.reshape(*lead_t, H, D)
+    if chunk > 0:
+        o, S = kda_chunked(qh, kh, vh, g, beta, st.S, chunk)
+    else:
+        o, S = kda_recurrence(qh, kh, vh, torch.exp(g), beta, st.S)
+    gate = linear(x, p["g_proj.weight"]).reshape(*lead_t, H, D)
     o = rmsnorm(o, p["o_norm.weight"], cfg.rms_norm_eps) * torch.sigmoid(gate)   # norm, then gate
-    out = linear(o.reshape(T, H * D), p["o_proj.weight"])
+    out = linear(o.reshape(*lead_t, H * D), p["o_proj.weight"])
     if trace is not None:
         trace.note(kda_g=g, kda_beta=beta)
     return out, KDAState(S, cq, ck, cv)
 
 
 def mla_attention(x, p, cfg, trace=None):
-    """KimiMLAAttention, NoPE, causal over the whole sequence x [T, E]. Returns [T, E]."""
-    T = x.shape[0]
+    """KimiMLAAttention, NoPE, causal over the whole sequence x [..., T, E]. Returns [..., T, E]."""
+    lead_t = x.shape[:-1]
+    T = x.shape[-2]
     H = cfg.num_attention_heads
     dn, dr, dv, r = cfg.qk_nope_head_dim, cfg.qk_rope_head_dim, cfg.v_head_dim, cfg.kv_lora_rank
     q = linear(rmsnorm(linear(x, p["q_a_proj.weight"]), p["q_a_layernorm.weight"], cfg.rms_norm_eps),
-               p["q_b_proj.weight"]).reshape(T, H, dn + dr)
-    ckv = linear(x, p["kv_a_proj_with_mqa.weight"])                # [T, r + dr]
-    c, k_rot = ckv[:, :r], ckv[:, r:]                              # k_rot: NOT normalised, NOT rotated
+               p["q_b_proj.weight"]).reshape(*lead_t, H, dn + dr)
+    ckv = linear(x, p["kv_a_proj_with_mqa.weight"])                # [..., T, r + dr]
+    c, k_rot = ckv[..., :r], ckv[..., r:]                          # k_rot: NOT normalised, NOT rotated
     c = rmsnorm(c, p["kv_a_layernorm.weight"], cfg.rms_norm_eps)
-    kv = linear(c, p["kv_b_proj.weight"]).reshape(T, H, dn + dv)
+    kv = linear(c, p["kv_b_proj.weight"]).reshape(*lead_t, H, dn + dv)
     k_nope, v = kv[..., :dn], kv[..., dn:]
-    k = torch.cat([k_nope, k_rot.unsqueeze(1).expand(T, H, dr)], dim=-1)   # shared by all heads
-    scores = torch.einsum("thd,shd->hts", q, k) * ((dn + dr) ** -0.5)
+    k = torch.cat([k_nope, k_rot.unsqueeze(-2).expand(*lead_t, H, dr)], dim=-1)   # shared by all heads
+    scores = torch.einsum("...thd,...shd->...hts", q, k) * ((dn + dr) ** -0.5)
     mask = torch.ones(T, T, dtype=torch.bool).triu(1)
     scores = scores.masked_fill(mask, float("-inf"))
     probs = torch.softmax(scores, dim=-1)
-    o = torch.einsum("hts,shd->thd", probs, v).reshape(T, H * dv)
+    o = torch.einsum("...hts,...shd->...thd", probs, v).reshape(*lead_t, H * dv)
     if cfg.mla_use_output_gate:
         o = o * torch.sigmoid(linear(x, p["g_proj.weight"]))
     return linear(o, p["o_proj.weight"])
 
 
 def attn_res(sources, proj_w, norm_w, eps):
-    """Attention Residual aggregation. sources: list of [T, E] (completed blocks..., prefix);
+    """Attention Residual aggregation. sources: list of [..., T, E] (completed blocks..., prefix);
     keys = RMS-normalised sources (no weight); query = norm_w * proj_w; values = RAW sources.
-    Returns (out [T, E], mixture weights [T, N])."""
-    V = torch.stack(sources, dim=1)                                # [T, N, E]
+    Returns (out [..., T, E], mixture weights [..., T, N])."""
+    V = torch.stack(sources, dim=-2)                               # [..., T, N, E]
     Kn = V * torch.rsqrt((V * V).mean(-1, keepdim=True) + eps)
     w = norm_w.reshape(-1) * proj_w.reshape(-1)
-    s = Kn @ w                                                     # [T, N]
+    s = Kn @ w                                                     # [..., T, N]
     pmix = torch.softmax(s, dim=-1)
-    return (pmix.unsqueeze(-1) * V).sum(1), pmix
+    return (pmix.unsqueeze(-1) * V).sum(-2), pmix
 
 
 def moe_route(x, w_gate, bias, top_k, renormalize=True, scaling=1.0):
     """Sigmoid router (noaux_tc, one group). Selection by score + bias (ties -> lowest id),
     weights = UNBIASED scores of the selected experts, renormalised /(sum + 1e-20), * scaling.
-    Returns (idx [T,k] long, weights [T,k], routing margin per token [T] (k-th minus (k+1)-th
-    biased score; +inf if k == num_experts))."""
+    x [N, E]. Returns (idx [N,k] long, weights [N,k], routing margin per token [N] (k-th minus
+    (k+1)-th biased score; +inf if k == num_experts))."""
     scores = torch.sigmoid(linear(x, w_gate))
     choice = scores + bias.reshape(1, -1)
-    srt, order = torch.sort(choice, dim=-1, descending=True, stable=True)
+    srt, order = torch.sort(choice.detach(), dim=-1, descending=True, stable=True)
     idx = order[:, :top_k]
     w = scores.gather(1, idx)
     if renormalize:
@@ -399,29 +456,36 @@ def moe_route(x, w_gate, bias, top_k, renormalize=True, scaling=1.0):
 
 
 def moe_block(x, p, cfg, trace=None):
-    """KimiSparseMoeBlock with latent routed experts. x = post_attention_layernorm(h) [T, E].
-    p: `block_sparse_moe.*` weights without that prefix; routed experts are DENSE float64
-    `experts.{e}.w{1,2,3}.weight` (MXFP4 already decoded at load)."""
+    """KimiSparseMoeBlock with latent routed experts. x = post_attention_layernorm(h) [..., T, E].
+    p: `block_sparse_moe.*` weights without that prefix; routed experts are DENSE
+    `experts.{e}.w{1,2,3}.weight` (MXFP4 already decoded at load). Each expert runs once on the
+    tokens that selected it; its output, times the token's routing weight, is added to the
+    token's latent aggregate."""
     b1, b2 = cfg.situ_beta, cfg.situ_linear_beta
-    idx, w, margin = moe_route(x, p["gate.weight"], p["gate.e_score_correction_bias"],
+    lead = x.shape[:-1]
+    xf = x.reshape(-1, x.shape[-1])
+    idx, w, margin = moe_route(xf, p["gate.weight"], p["gate.e_score_correction_bias"],
                                cfg.num_experts_per_token, cfg.moe_renormalize, cfg.routed_scaling_factor)
-    z = linear(x, p["routed_expert_down_proj.weight"])                 # [T, latent]
+    z = linear(xf, p["routed_expert_down_proj.weight"])                # [N, latent]
     acc = torch.zeros_like(z)
-    for t in range(x.shape[0]):
-        for j in range(idx.shape[1]):
-            e = int(idx[t, j])
-            y = dense_mlp(z[t], p[f"experts.{e}.w1.weight"], p[f"experts.{e}.w3.weight"],
-                          p[f"experts.{e}.w2.weight"], b1, b2)
-            acc[t] = acc[t] + w[t, j] * y
+    for e in range(cfg.num_experts):
+        sel = idx == e                                                 # [N, k]
+        rows = sel.any(-1).nonzero().squeeze(-1)
+        if rows.numel() == 0:
+            continue
+        we = (w * sel).sum(-1)[rows]
+        y = dense_mlp(z[rows], p[f"experts.{e}.w1.weight"], p[f"experts.{e}.w3.weight"],
+                      p[f"experts.{e}.w2.weight"], b1, b2)
+        acc = acc.index_add(0, rows, we.unsqueeze(-1) * y)
     if cfg.latent_moe_use_norm:
         acc = rmsnorm(acc, p["routed_expert_norm.weight"], cfg.rms_norm_eps)
     out = linear(acc, p["routed_expert_up_proj.weight"])
     if cfg.num_shared_experts > 0:
-        out = out + dense_mlp(x, p["shared_experts.gate_proj.weight"], p["shared_experts.up_proj.weight"],
+        out = out + dense_mlp(xf, p["shared_experts.gate_proj.weight"], p["shared_experts.up_proj.weight"],
                               p["shared_experts.down_proj.weight"], b1, b2)
     if trace is not None:
-        trace.note(moe_idx=idx, moe_w=w, moe_margin=margin)
-    return out
+        trace.note(moe_idx=idx.reshape(*lead, -1), moe_w=w.reshape(*lead, -1), moe_margin=margin.reshape(lead))
+    return out.reshape(*lead, out.shape[-1])
 
 
 # --------------------------------------------------------------------------------------
@@ -444,11 +508,11 @@ class Trace:
         self.cur.update(kw)
 
 
-def decoder_layer(i, P, blocks, lp, cfg, trace=None):
+def decoder_layer(i, P, blocks, lp, cfg, trace=None, kda_chunk=0):
     """One K3 decoder layer with Attention Residuals (no plain residual add).
-    P: prefix sum since the last block boundary [T, E]; blocks: list of completed block
+    P: prefix sum since the last block boundary [..., T, E]; blocks: list of completed block
     vectors (mutated). lp: this layer's weights (names after `model.layers.{i}.`).
-    Returns the new prefix sum."""
+    kda_chunk > 0: KDA recurrence in chunked form (kda_chunked). Returns the new prefix sum."""
     eps = cfg.rms_norm_eps
     kind = cfg.layer_kind[i]
     if trace is not None:
@@ -467,7 +531,7 @@ def decoder_layer(i, P, blocks, lp, cfg, trace=None):
     x = rmsnorm(h_in, lp["input_layernorm.weight"], eps)
     sa = {k[len("self_attn."):]: v for k, v in lp.items() if k.startswith("self_attn.")}
     if kind == "kda":
-        a, _ = kda_attention(x, sa, cfg, trace=trace)
+        a, _ = kda_attention(x, sa, cfg, trace=trace, chunk=kda_chunk)
     else:
         a = mla_attention(x, sa, cfg, trace=trace)
     P = a if P is None else P + a
@@ -489,12 +553,13 @@ def decoder_layer(i, P, blocks, lp, cfg, trace=None):
 
 
 class K3Model:
-    def __init__(self, cfg, params):
+    def __init__(self, cfg, params, kda_chunk=0):
         """params: {name without `language_model.` prefix: float64 tensor}, e.g.
         `model.embed_tokens.weight`, `model.layers.3.self_attn.q_proj.weight`, `lm_head.weight`,
         `model.layers.2.block_sparse_moe.experts.5.w1.weight` (dense, decoded from MXFP4)."""
         self.cfg = cfg
         self.params = params
+        self.kda_chunk = kda_chunk          # 0: token-by-token KDA (the definition); >0: kda_chunked
         self.layers = []
         for i in range(cfg.num_hidden_layers):
             pre = f"model.layers.{i}."
@@ -507,20 +572,27 @@ class K3Model:
         return K3Model(cfg, checkpoint_to_params(raw))
 
     def forward(self, ids, trace=None):
-        """Full causal forward over ids (list/1-D tensor). Returns logits [T, vocab] float64."""
+        """Full causal forward over ids (list/1-D tensor [T], or a batch [B, T] of equal-length
+        sequences). Returns logits [(B,) T, vocab] in the dtype of the parameters."""
+        logits = linear(self.hidden(ids, trace), self.params["lm_head.weight"])
+        if trace is not None:
+            trace.final["logits"] = logits
+        return logits
+
+    def hidden(self, ids, trace=None):
+        """The forward up to the final norm: the lm_head inputs [(B,) T, hidden]."""
         cfg, p = self.cfg, self.params
-        ids = torch.as_tensor(list(ids), dtype=torch.long)
+        ids = torch.as_tensor(ids if torch.is_tensor(ids) else list(ids), dtype=torch.long)
         assert ids.numel() > 0 and int(ids.min()) >= 0 and int(ids.max()) < cfg.vocab_size
         P = p["model.embed_tokens.weight"][ids]            # no scaling
         blocks = []
         for i in range(cfg.num_hidden_layers):
-            P = decoder_layer(i, P, blocks, self.layers[i], cfg, trace)
+            P = decoder_layer(i, P, blocks, self.layers[i], cfg, trace, self.kda_chunk)
         h, mix = attn_res(blocks + [P], p["model.output_attn_res_proj.weight"],
                           p["model.output_attn_res_norm.weight"], cfg.rms_norm_eps)
-        logits = linear(rmsnorm(h, p["model.norm.weight"], cfg.rms_norm_eps), p["lm_head.weight"])
         if trace is not None:
-            trace.final = {"h_final": h, "mix_final": mix, "n_blocks": len(blocks), "logits": logits}
-        return logits
+            trace.final = {"h_final": h, "mix_final": mix, "n_blocks": len(blocks)}
+        return rmsnorm(h, p["model.norm.weight"], cfg.rms_norm_eps)
 
     def generate_greedy(self, prompt, n_new):
         """Greedy decode by re-running the full forward on the growing sequence.

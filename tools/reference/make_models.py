@@ -340,10 +340,10 @@ def top2_margin(lg):
     return float(s[0] - s[1]), float(lg.abs().max())
 
 
-def evaluate_prompt(model, prompt):
-    """Run greedy + teacher-forced forward. Returns (record, ok, reason)."""
+def evaluate_prompt(model, prompt, n_gen=N_GEN):
+    """Run greedy (n_gen tokens) + teacher-forced forward. Returns (record, ok, reason)."""
     cfg = model.cfg
-    gen, step_logits = model.generate_greedy(prompt, N_GEN)
+    gen, step_logits = model.generate_greedy(prompt, n_gen)
     full = list(prompt) + gen
     tr = k3ref.Trace()
     tf_logits = model.forward(full, trace=tr)
@@ -357,7 +357,7 @@ def evaluate_prompt(model, prompt):
     rmargins = [float(L["moe_margin"].min()) for L in tr.layers if "moe_margin" in L]
     min_rmargin = min(rmargins) if rmargins else float("inf")
     # consistency: teacher forcing over full_ids reproduces the greedy choices
-    for j in range(N_GEN):
+    for j in range(n_gen):
         assert tf_pred[len(prompt) - 1 + j] == gen[j]
     # how often the correction bias changed the selected set (informative)
     changed = 0

@@ -1,0 +1,84 @@
+// Package demo holds the k3 demo model: a small Kimi K3 with the real tensor
+// graph (KDA and gated NoPE MLA layers, Attention Residuals, a dense first
+// layer, Stable LatentMoE with MXFP4 routed experts and a shared expert,
+// SiTU-GLU, untied head) in the released layout, trained by
+// tools/demo/train.py on fortune cookies from Debian's fortunes package so
+// that it answers in the K3 chat format with a short thinking section and a
+// saying, and stops by itself. It is embedded in the binary; Write puts it
+// into a folder the engine opens like any checkpoint.
+package demo
+
+import (
+	"embed"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+
+	"k3/storage/atomicfile"
+)
+
+//go:embed model/config.json model/*.safetensors model/model.safetensors.index.json model/tiktoken.model model/tokenizer_config.json
+var files embed.FS
+
+// Marker is the file that labels a folder as the demo checkpoint.
+const Marker = "K3-DEMO.txt"
+
+// Notice is the marker's text.
+const Notice = `This folder holds the k3 DEMO model: the Kimi K3 tensor graph at a tiny size
+(1.9 million parameters), trained briefly on fortune cookies
+from Debian's fortunes package. It answers in the K3 chat format with a short
+thinking section and a saying, but it knows nothing else: its text is not
+meaningful beyond that. Delete the folder at any time; k3 writes it again when
+asked (k3 demo DIR, or "Use the demo model" in the app).
+`
+
+// Names are the files Write puts into a folder besides the marker.
+func Names() []string {
+	ents, err := fs.ReadDir(files, "model")
+	if err != nil {
+		panic(err) // the embedded tree is fixed at build time
+	}
+	out := make([]string, len(ents))
+	for i, e := range ents {
+		out[i] = e.Name()
+	}
+	return out
+}
+
+// Size is the number of bytes Write puts into a folder.
+func Size() int64 {
+	var n int64
+	for _, name := range Names() {
+		fi, err := fs.Stat(files, path.Join("model", name))
+		if err != nil {
+			panic(err)
+		}
+		n += fi.Size()
+	}
+	return n + int64(len(Notice))
+}
+
+// Write writes the demo checkpoint (config.json, the safetensors shards and
+// their index), its tokenizer (tiktoken.model, tokenizer_config.json) and
+// the marker into dir, creating it if needed. Every file is written
+// atomically and the marker last, so a folder with the marker is complete.
+func Write(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for _, name := range Names() {
+		data, err := files.ReadFile(path.Join("model", name))
+		if err != nil {
+			return err
+		}
+		if err := atomicfile.Write(filepath.Join(dir, name), data); err != nil {
+			return fmt.Errorf("demo model: %w", err)
+		}
+	}
+	if err := atomicfile.Write(filepath.Join(dir, Marker), []byte(Notice)); err != nil {
+		return fmt.Errorf("demo model: %w", err)
+	}
+	return nil
+}
