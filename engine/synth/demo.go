@@ -5,27 +5,31 @@ import (
 	"os"
 	"path/filepath"
 
+	"k3/assets/demo"
 	"k3/storage/atomicfile"
 	"k3/tokenizer"
 )
 
-// The demo model: a checkpoint with the Kimi K3 tensor graph and
-// deterministic random weights, plus a byte-level tokenizer, so the whole
-// engine and app (wizard, memory plan, chat, gauges) run on a machine
-// without the 1.56 TB checkpoint. Its text is not meaningful. `k3 demo` and
-// the app both write it with WriteDemo, so the same size gives the same
-// bytes, and both recognise it with IsDemo.
+// The demo model, so the whole engine and app (wizard, memory plan, chat,
+// gauges) run on a machine without the 1.56 TB checkpoint. The small demo is
+// the trained one (assets/demo: the K3 tensor graph at 1.9 million
+// parameters, trained on fortune cookies, which answers in the chat format
+// and stops by itself); medium and large have the K3 tensor graph with
+// deterministic random weights and a byte-level tokenizer, for measuring,
+// and their text is not meaningful. `k3 demo` and the app both write it with
+// WriteDemo, so the same size gives the same bytes, and both recognise it
+// with IsDemo.
 
 // DemoMarker is the file that labels a folder as a demo checkpoint. WriteDemo
 // writes it last: a folder that has it is complete.
-const DemoMarker = "K3-DEMO.txt"
+const DemoMarker = demo.Marker
 
 // DemoSizes are the sizes WriteDemo accepts, smallest first.
 var DemoSizes = []string{"small", "medium", "large"}
 
-// DemoSpec returns the model spec of a demo size: small is Small (~2 MB, for
-// trying the app), medium is Medium (~40 MB), large is Large (~600 MB, for
-// measuring).
+// DemoSpec returns the random-weights model spec of a demo size: Small
+// (~2 MB; the small demo WriteDemo writes is the trained model instead),
+// medium is Medium (~40 MB), large is Large (~600 MB, for measuring).
 func DemoSpec(size string) (Spec, bool) {
 	switch size {
 	case "small":
@@ -64,6 +68,9 @@ func WriteDemo(dir, size string) error {
 	if err := os.Remove(filepath.Join(dir, DemoMarker)); err != nil && !os.IsNotExist(err) {
 		return err
 	}
+	if size == "small" {
+		return demo.Write(dir) // the trained model, its marker last
+	}
 	if err := Write(dir, spec); err != nil {
 		return fmt.Errorf("writing the demo model into %s: %w", dir, err)
 	}
@@ -82,4 +89,11 @@ func IsDemo(dir string) bool {
 	}
 	fi, err := os.Stat(filepath.Join(dir, DemoMarker))
 	return err == nil && fi.Mode().IsRegular()
+}
+
+// IsTrainedDemo reports whether dir holds the trained small demo (its
+// marker's text is the trained model's).
+func IsTrainedDemo(dir string) bool {
+	b, err := os.ReadFile(filepath.Join(dir, DemoMarker))
+	return err == nil && string(b) == demo.Notice
 }

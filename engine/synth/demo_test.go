@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"k3/assets/demo"
 	"k3/engine/synth"
 	"k3/storage/safetensors"
 	"k3/tokenizer"
@@ -24,20 +25,32 @@ func TestWriteDemo(t *testing.T) {
 	require.NoError(t, synth.WriteDemo(dir, "small"))
 	assert.True(t, synth.IsDemo(dir))
 
-	spec, ok := synth.DemoSpec("small")
-	require.True(t, ok)
+	// the small demo is the trained model (assets/demo), byte for byte
+	trained := filepath.Join(t.TempDir(), "trained")
+	require.NoError(t, demo.Write(trained))
+	assert.Equal(t, readTree(t, trained), readTree(t, dir))
 	tok, err := tokenizer.Load(dir)
 	require.NoError(t, err)
-	assert.Equal(t, spec.Vocab, tok.VocabSize())
-	ix, err := safetensors.ReadIndex(dir)
-	require.NoError(t, err)
-	assert.Len(t, ix.Files(), spec.Layers+1)
+	assert.Equal(t, 2304, tok.VocabSize())
 	set, err := safetensors.Open(dir)
 	require.NoError(t, err)
 	set.Close()
-	notice, err := os.ReadFile(filepath.Join(dir, synth.DemoMarker))
+
+	// the larger demos: random weights, the K3 tensor graph, labelled
+	med := filepath.Join(t.TempDir(), "medium")
+	require.NoError(t, synth.WriteDemo(med, "medium"))
+	spec, ok := synth.DemoSpec("medium")
+	require.True(t, ok)
+	tok, err = tokenizer.Load(med)
 	require.NoError(t, err)
-	assert.Contains(t, string(notice), "DEMO model (size small)")
+	assert.Equal(t, spec.Vocab, tok.VocabSize())
+	ix, err := safetensors.ReadIndex(med)
+	require.NoError(t, err)
+	assert.Len(t, ix.Files(), spec.Layers+1)
+	notice, err := os.ReadFile(filepath.Join(med, synth.DemoMarker))
+	require.NoError(t, err)
+	assert.Contains(t, string(notice), "DEMO model (size medium)")
+	assert.True(t, synth.IsDemo(med))
 
 	first := readTree(t, dir)
 	for name := range first {

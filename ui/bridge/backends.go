@@ -82,8 +82,9 @@ type MemoryPlanner interface {
 type ModelInfo struct {
 	Name        string
 	Demo        bool
-	Layers      int   // bound layers
-	BudgetBytes int64 // the memory plan's total
+	DemoNote    string // what the demo model is, in a sentence (with Demo)
+	Layers      int    // bound layers
+	BudgetBytes int64  // the memory plan's total
 	Plan        string
 	Context     int  // positions the plan reserves for a conversation
 	Remote      bool // the model runs on a server: this machine's memory and disk gauges do not apply

@@ -115,8 +115,15 @@ func (c *engineChat) Open(ctx context.Context, on func(engine.Event)) (ModelInfo
 	name := filepath.Base(dir)
 	if c.s.Demo || synth.IsDemo(dir) {
 		name = "DEMO model (random weights: the text is not meaningful)"
+		if synth.IsTrainedDemo(dir) {
+			name = "DEMO model (a tiny Kimi K3 trained on sayings)"
+		}
 	}
-	c.info = ModelInfo{Name: name, Demo: c.s.Demo || synth.IsDemo(dir), Layers: m.Bound, BudgetBytes: m.Plan.Total, Plan: m.Plan.String(),
+	note := "DEMO: random weights, the text is not meaningful"
+	if synth.IsTrainedDemo(dir) {
+		note = "DEMO: 1.9 million parameters trained on fortune cookies; it knows sayings and little else"
+	}
+	c.info = ModelInfo{Name: name, Demo: c.s.Demo || synth.IsDemo(dir), DemoNote: note, Layers: m.Bound, BudgetBytes: m.Plan.Total, Plan: m.Plan.String(),
 		Context: c.s.Positions()}
 	on(engine.Event{Kind: engine.EventStats, Stats: e.Snapshot(), At: time.Now()})
 	phase(on, "ready")

@@ -94,7 +94,11 @@ func (v *gaugesView) SetModel(info bridge.ModelInfo) {
 		v.memPlot.Show()
 	}
 	if info.Demo {
-		v.Demo.SetText("DEMO: random weights, the text is not meaningful")
+		note := info.DemoNote
+		if note == "" {
+			note = "DEMO: random weights, the text is not meaningful"
+		}
+		v.Demo.SetText(note)
 		v.Demo.Show()
 	} else {
 		v.Demo.Hide()
