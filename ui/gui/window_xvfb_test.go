@@ -53,7 +53,7 @@ func TestMain(m *testing.M) {
 	realApp = app.NewWithID(appID + ".check")
 	b := bridge.RealBackends(data)
 	s := bridge.DefaultSettings()
-	s.MaxTokens = 32 // the demo's replies never end by themselves
+	s.MaxTokens = 160 // the trained demo ends its replies by itself within ~80 tokens
 	s.Save(realApp.Preferences())
 	u, w = newWindow(realApp, b)
 	realApp.Lifecycle().SetOnStarted(func() {
@@ -188,7 +188,7 @@ func TestRealWindow(t *testing.T) {
 	waitUntil(t, "the chat", 10*time.Second, func() bool { v = u.Chat; return v != nil && w.Content() == v.Root })
 	check("6-chat")
 	fyne.DoAndWait(func() {
-		v.Entry.SetText("Hello! Show me a code block, please.")
+		v.Entry.SetText("Tell me a saying about love.")
 		v.SendEntry()
 	})
 	waitUntil(t, "the chat turn", 90*time.Second, func() bool { return !v.Busy })
@@ -202,7 +202,7 @@ func TestRealWindow(t *testing.T) {
 		}
 		notice = v.Notice.Text
 	})
-	if msgs < 2 || (last != "assistant:" && last != "assistant:turn cap") || notice != "" {
+	if msgs < 2 || last != "assistant:" || notice != "" { // the trained demo ends by itself
 		t.Fatalf("the turn did not complete: %d messages, last %q, notice %q", msgs, last, notice)
 	}
 	check("7-chat-reply")
