@@ -103,6 +103,15 @@ arm64_tests() {
 step "cross builds and vet" cross
 step "windows desktop exe (MinGW-w64)" windows_exe
 step "linux/arm64 tests (qemu)" arm64_tests
-step "windows/amd64 tests (wine)" tools/wine/run ./storage/... ./engine/
+# TestWrongSizeFiles hangs under Wine 8: its fake hub keeps writing a file to
+# a client that has given up, holding the hub's lock, and Wine's sockets never
+# fail that write; the rest of hub's tests run.
+wine_tests() {
+  # shellcheck disable=SC2046
+  tools/wine/run $($GO list ./storage/... | grep -v '/storage/hub$') ./engine/
+  WINE_TEST_ARGS=-test.skip=TestWrongSizeFiles tools/wine/run ./storage/hub/
+}
+
+step "windows/amd64 tests (wine)" wine_tests
 step "windows desktop window (wine, xvfb)" xvfb-run -a -s "-screen 0 1280x800x24" tools/wine/window bin/k3.exe
 echo "== platform checks: $(($(date +%s) - total0)) s"

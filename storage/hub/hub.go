@@ -453,7 +453,7 @@ func retryable(err error) bool {
 	if errors.As(err, &pe) {
 		return false // a local file
 	}
-	for _, local := range []error{syscall.ENOSPC, syscall.EACCES, syscall.EPERM, syscall.EROFS, syscall.ECONNREFUSED} {
+	for _, local := range append([]error{syscall.ENOSPC, syscall.EACCES, syscall.EPERM, syscall.EROFS, syscall.ECONNREFUSED}, osLocal...) {
 		if errors.Is(err, local) {
 			return false
 		}
@@ -466,8 +466,8 @@ func retryable(err error) bool {
 	if errors.As(err, &ne) && ne.Timeout() {
 		return true
 	}
-	for _, transient := range []error{io.EOF, io.ErrUnexpectedEOF, syscall.ECONNRESET, syscall.ECONNABORTED, syscall.EPIPE,
-		syscall.ENETUNREACH, syscall.EHOSTUNREACH, syscall.ENETDOWN, syscall.ETIMEDOUT} {
+	for _, transient := range append([]error{io.EOF, io.ErrUnexpectedEOF, syscall.ECONNRESET, syscall.ECONNABORTED, syscall.EPIPE,
+		syscall.ENETUNREACH, syscall.EHOSTUNREACH, syscall.ENETDOWN, syscall.ETIMEDOUT}, osTransient...) {
 		if errors.Is(err, transient) {
 			return true
 		}

@@ -637,7 +637,7 @@ func TestOnlyWhatCanSucceedIsRetried(t *testing.T) {
 	c.Token, c.Retries, c.Backoff = Token{}, 4, func(int) time.Duration { return time.Millisecond }
 	_, err = attempts(c)
 	require.Error(t, err)
-	assert.ErrorIs(t, err, syscall.ECONNREFUSED)
+	assert.ErrorIs(t, err, errConnRefused)
 	assert.NotContains(t, err.Error(), "giving up after")
 
 	// the destination cannot be written: local, not retried
