@@ -24,15 +24,17 @@ import (
 // writes it last: a folder that has it is complete.
 const DemoMarker = demo.Marker
 
-// DemoSizes are the sizes WriteDemo accepts, smallest first.
-var DemoSizes = []string{"small", "medium", "large"}
+// DemoSizes are the sizes WriteDemo accepts: the trained small demo, then
+// random weights at the small model's shapes, medium and large.
+var DemoSizes = []string{"small", "random", "medium", "large"}
 
-// DemoSpec returns the random-weights model spec of a demo size: Small
-// (~2 MB; the small demo WriteDemo writes is the trained model instead),
-// medium is Medium (~40 MB), large is Large (~600 MB, for measuring).
+// DemoSpec returns the random-weights model spec of a demo size: random is
+// Small (~2 MB; the small demo WriteDemo writes is the trained model
+// instead), medium is Medium (~40 MB), large is Large (~600 MB, for
+// measuring).
 func DemoSpec(size string) (Spec, bool) {
 	switch size {
-	case "small":
+	case "small", "random":
 		return Small(), true
 	case "medium":
 		return Medium(), true

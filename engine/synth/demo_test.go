@@ -64,7 +64,7 @@ func TestWriteDemo(t *testing.T) {
 	require.NoError(t, synth.Write(plain, synth.Small()))
 	assert.False(t, synth.IsDemo(plain))
 
-	assert.ErrorContains(t, synth.WriteDemo(t.TempDir(), "huge"), `demo size "huge" is not one of [small medium large]`)
+	assert.ErrorContains(t, synth.WriteDemo(t.TempDir(), "huge"), `demo size "huge" is not one of [small random medium large]`)
 }
 
 // readTree returns the SHA-256 of every file of a flat directory, by name.

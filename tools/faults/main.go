@@ -138,7 +138,7 @@ func oneLine(s string) string {
 type Env struct {
 	Work   string
 	K3     string
-	Demo   string // k3 demo (small)
+	Demo   string // k3 demo --size random (the small model's shapes, random weights, 9 shards)
 	Medium string // k3 demo --size medium
 	Tiny   string // testdata/models/tiny-release
 	Trunk  string // k3 pack of Demo
@@ -178,7 +178,7 @@ func (e *Env) setup(bin string) error {
 	}
 	e.Tiny = filepath.Join(e.Repo, "testdata", "models", "tiny-release")
 	e.Demo = filepath.Join(e.Work, "demo")
-	if r := e.k3(nil, "demo", e.Demo); r.code != 0 {
+	if r := e.k3(nil, "demo", e.Demo, "--size", "random"); r.code != 0 {
 		return fmt.Errorf("k3 demo: %s", r.stderr)
 	}
 	e.Trunk = filepath.Join(e.Work, "trunk")

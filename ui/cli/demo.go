@@ -12,19 +12,19 @@ import (
 )
 
 func init() {
-	register("demo", "write a small demo checkpoint (K3 tensor graph, random weights) with a tokenizer", cmdDemo)
+	register("demo", "write the demo checkpoint (a tiny trained K3; or random weights at other sizes) with its tokenizer", cmdDemo)
 }
 
 func cmdDemo(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("demo", stderr)
-	size := fs.String("size", "small", "small (~2 MB, for trying the app), medium (~40 MB) or large (~600 MB, for measuring)")
-	setUsage(fs, stderr, "usage: k3 demo DIR [--size small|medium|large]")
+	size := fs.String("size", "small", "small (~3 MB, trained: it answers), random (~2 MB, random weights), medium (~40 MB) or large (~600 MB, for measuring)")
+	setUsage(fs, stderr, "usage: k3 demo DIR [--size small|random|medium|large]")
 	pos, code := parseN(fs, args, 1, stderr, "k3 demo: give exactly one DIR to write the demo checkpoint into")
 	if code >= 0 {
 		return code
 	}
 	if !slices.Contains(synth.DemoSizes, *size) {
-		fmt.Fprintf(stderr, "k3 demo: --size %q is not small, medium or large\n", *size)
+		fmt.Fprintf(stderr, "k3 demo: --size %q is not small, random, medium or large\n", *size)
 		return ExitUsage
 	}
 	dir := pos[0]

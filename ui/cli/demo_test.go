@@ -41,7 +41,7 @@ func TestDemoCommand(t *testing.T) {
 func TestDemoCommandErrors(t *testing.T) {
 	code, _, errs := runK3("demo", t.TempDir(), "--size", "huge")
 	assert.Equal(t, ExitUsage, code)
-	assert.Contains(t, errs, `--size "huge" is not small, medium or large`)
+	assert.Contains(t, errs, `--size "huge" is not small, random, medium or large`)
 
 	busy := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(busy, "notes.txt"), []byte("x"), 0o644))
