@@ -49,6 +49,9 @@ func simdMatMul(p *Pool, dst []float32, m *Mat, x []float32, T int) bool {
 	if lvl == LevelPortable {
 		return false
 	}
+	if m.DType == BF16C {
+		return simdMatMulBF16C(p, dst, m, x, T)
+	}
 	n := m.Cols
 	n8 := n &^ 7
 	if n8 == 0 || m.Rows == 0 || T <= 0 {

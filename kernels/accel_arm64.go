@@ -30,6 +30,9 @@ func simdMatMul(p *Pool, dst []float32, m *Mat, x []float32, T int) bool {
 	if CurrentLevel() != LevelNEON {
 		return false
 	}
+	if m.DType == BF16C {
+		return simdMatMulBF16C(p, dst, m, x, T)
+	}
 	n8 := m.Cols &^ 7
 	if n8 == 0 || m.Rows == 0 || T <= 0 {
 		return false

@@ -10,6 +10,7 @@ const (
 	F32 DType = iota
 	BF16
 	MXFP4
+	BF16C // lossless compressed bf16 (bf16c.go)
 )
 
 func (d DType) String() string {
@@ -20,12 +21,14 @@ func (d DType) String() string {
 		return "bf16"
 	case MXFP4:
 		return "mxfp4"
+	case BF16C:
+		return "bf16c"
 	}
 	return fmt.Sprintf("dtype(%d)", uint8(d))
 }
 
 // Mat is a row-major weight matrix [Rows][Cols] in one of the storage types.
-// Exactly one of F32, BF16 or Packed+Scales is set.
+// Exactly one of F32, BF16, Packed+Scales or Z+ZOff is set.
 type Mat struct {
 	DType      DType
 	Rows, Cols int
@@ -33,6 +36,8 @@ type Mat struct {
 	BF16       []uint16
 	Packed     []byte // MXFP4: Rows x Cols/2, low nibble = even element
 	Scales     []byte // MXFP4: Rows x Cols/32, E8M0
+	Z          []byte   // BF16C: the rows (bf16c.go)
+	ZOff       []uint64 // BF16C: Rows+1 row offsets into Z, relative to ZOff[0]
 }
 
 // Bytes is the storage size of the matrix.
@@ -42,6 +47,8 @@ func (m *Mat) Bytes() int64 {
 		return int64(m.Rows) * int64(m.Cols) * 4
 	case BF16:
 		return int64(m.Rows) * int64(m.Cols) * 2
+	case BF16C:
+		return BF16CSize(m.Rows, int64(len(m.Z)))
 	default:
 		return int64(m.Rows) * int64(m.Cols/2+m.Cols/MXGroup)
 	}
@@ -66,6 +73,8 @@ func (m *Mat) Check() error {
 		if len(m.Packed) != m.Rows*m.Cols/2 || len(m.Scales) != m.Rows*m.Cols/MXGroup {
 			return fmt.Errorf("mxfp4 matrix %dx%d has %d packed and %d scale bytes", m.Rows, m.Cols, len(m.Packed), len(m.Scales))
 		}
+	case BF16C:
+		return m.checkBF16C()
 	default:
 		return fmt.Errorf("unknown dtype %v", m.DType)
 	}
@@ -80,6 +89,8 @@ func (m *Mat) RowDot(r int, x []float32) float32 {
 		return DotF32(m.F32[r*c:(r+1)*c], x)
 	case BF16:
 		return DotBF16(m.BF16[r*c:(r+1)*c], x)
+	case BF16C:
+		return DotBF16C(m.bf16cRow(r), x[:c])
 	default:
 		return DotMXFP4(m.Packed[r*c/2:(r+1)*c/2], m.Scales[r*c/MXGroup:(r+1)*c/MXGroup], x)
 	}
@@ -97,6 +108,9 @@ func (m *Mat) RowRange(r0, r1 int) Mat {
 		v.F32 = m.F32[r0*c : r1*c : r1*c]
 	case BF16:
 		v.BF16 = m.BF16[r0*c : r1*c : r1*c]
+	case BF16C:
+		v.Z = m.Z[m.ZOff[r0]-m.ZOff[0] : m.ZOff[r1]-m.ZOff[0] : m.ZOff[r1]-m.ZOff[0]]
+		v.ZOff = m.ZOff[r0 : r1+1 : r1+1]
 	default:
 		v.Packed = m.Packed[r0*c/2 : r1*c/2 : r1*c/2]
 		v.Scales = m.Scales[r0*c/MXGroup : r1*c/MXGroup : r1*c/MXGroup]
@@ -165,6 +179,9 @@ func rowChunk(m *Mat, threads int) int {
 // dst[j] = Σ_{i<n} x[i]·W[row0+i][col0+j] for j < len(dst), accumulated in
 // float64 sequentially over i (one accumulator per output). W must be f32 or bf16.
 func MatTVec(dst []float32, m *Mat, row0, col0 int, x []float32) {
+	if m.DType != F32 && m.DType != BF16 {
+		panic(fmt.Sprintf("kernels: MatTVec of a %v matrix", m.DType))
+	}
 	j0 := simdTVec(dst, m, row0, col0, x) // leading columns done by SIMD
 	rest := dst[j0:]
 	acc := make([]float64, len(rest))

@@ -142,8 +142,11 @@ func cancelX(r *rand.Rand, n int) []float32 {
 	return x
 }
 
+// all is the matrices to test: f32, bf16, its BF16C form (whose products
+// must equal bf16's: TestBF16CMatchesBF16) and MXFP4 when there is one.
 func (tm testMats) all() []*Mat {
-	ms := []*Mat{tm.f32, tm.bf16}
+	c := CompressBF16(tm.bf16)
+	ms := []*Mat{tm.f32, tm.bf16, &c}
 	if tm.mx != nil {
 		ms = append(ms, tm.mx)
 	}
