@@ -34,8 +34,8 @@ type Mat struct {
 	Rows, Cols int
 	F32        []float32
 	BF16       []uint16
-	Packed     []byte // MXFP4: Rows x Cols/2, low nibble = even element
-	Scales     []byte // MXFP4: Rows x Cols/32, E8M0
+	Packed     []byte   // MXFP4: Rows x Cols/2, low nibble = even element
+	Scales     []byte   // MXFP4: Rows x Cols/32, E8M0
 	Z          []byte   // BF16C: the rows (bf16c.go)
 	ZOff       []uint64 // BF16C: Rows+1 row offsets into Z, relative to ZOff[0]
 }
