@@ -163,40 +163,53 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	j := &job{}
-	for _, step := range []func() *apiError{
+	id, created := newID("chatcmpl-"), time.Now().Unix()
+	s.handle(w, r, "POST /v1/chat/completions", q.Stream, j, t0, []func() *apiError{
 		func() *apiError { return s.samplingOf(&q.sampling, j) },
 		func() *apiError { return s.chatPrompt(&q, j) },
 		func() *apiError { return s.fit(j) },
-	} {
-		if err := step(); err != nil {
-			s.logf("POST /v1/chat/completions %d: %s", err.Status, err.Message)
+	}, func(p *place) (*result, error) {
+		return s.streamChat(r.Context(), w, p, j, &q, id, created)
+	}, func(res *result) {
+		s.writeChat(w, j, res, &q, id, created)
+	})
+}
+
+// handle is the part every generating endpoint shares: it runs the
+// request's checks (the first failure is the answer), takes a place in the
+// queue, then either streams or generates and writes the reply, and logs
+// the request.
+func (s *Server) handle(w http.ResponseWriter, r *http.Request, what string, stream bool, j *job, t0 time.Time,
+	checks []func() *apiError, streamed func(*place) (*result, error), write func(*result)) {
+	for _, check := range checks {
+		if err := check(); err != nil {
+			s.logf("%s %d: %s", what, err.Status, err.Message)
 			writeError(w, err)
 			return
 		}
 	}
 	p, err := s.q.join()
 	if err != nil {
-		s.logf("POST /v1/chat/completions 429: queue full")
+		s.logf("%s 429: queue full", what)
 		writeError(w, asAPIError(err))
 		return
 	}
 	defer p.leave()
-	id, created := newID("chatcmpl-"), time.Now().Unix()
 	var res *result
-	if q.Stream {
-		res, err = s.streamChat(r.Context(), w, p, j, &q, id, created)
+	if stream {
+		res, err = streamed(p)
 	} else {
 		if err = p.wait(r.Context()); err == nil {
 			res, err = s.generate(r.Context(), j)
 			p.leave() // before the reply goes out: the client's next request finds the place free
 		}
 		if err == nil {
-			s.writeChat(w, j, res, &q, id, created)
+			write(res)
 		} else if r.Context().Err() == nil {
 			writeError(w, asAPIError(err))
 		}
 	}
-	s.logRequest("POST /v1/chat/completions", q.Stream, j, res, err, t0)
+	s.logRequest(what, stream, j, res, err, t0)
 }
 
 func (s *Server) logRequest(what string, stream bool, j *job, res *result, err error, t0 time.Time) {

@@ -54,7 +54,8 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	j := &job{raw: true}
-	for _, step := range []func() *apiError{
+	id, created := newID("cmpl-"), time.Now().Unix()
+	s.handle(w, r, "POST /v1/completions", q.Stream, j, t0, []func() *apiError{
 		func() *apiError { return s.samplingOf(&q.sampling, j) },
 		func() *apiError {
 			if q.Echo {
@@ -63,42 +64,18 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 			return s.completionPrompt(q.Prompt, j)
 		},
 		func() *apiError { return s.fit(j) },
-	} {
-		if err := step(); err != nil {
-			s.logf("POST /v1/completions %d: %s", err.Status, err.Message)
-			writeError(w, err)
-			return
+	}, func(p *place) (*result, error) {
+		return s.streamCompletion(r.Context(), w, p, j, &q, id, created)
+	}, func(res *result) {
+		out := completionResponse{ID: id, Object: "text_completion", Created: created, Model: s.o.ModelID,
+			Choices: []completionChoice{{Text: res.content, FinishReason: &res.finish}},
+			Usage:   newUsage(res.prompt, len(res.ids), res.reused)}
+		if q.ReturnTokenIDs {
+			out.PromptTokenIDs, out.Choices[0].TokenIDs = j.ids, res.ids
 		}
-	}
-	p, err := s.q.join()
-	if err != nil {
-		writeError(w, asAPIError(err))
-		return
-	}
-	defer p.leave()
-	id, created := newID("cmpl-"), time.Now().Unix()
-	var res *result
-	if q.Stream {
-		res, err = s.streamCompletion(r.Context(), w, p, j, &q, id, created)
-	} else {
-		if err = p.wait(r.Context()); err == nil {
-			res, err = s.generate(r.Context(), j)
-			p.leave()
-		}
-		if err == nil {
-			out := completionResponse{ID: id, Object: "text_completion", Created: created, Model: s.o.ModelID,
-				Choices: []completionChoice{{Text: res.content, FinishReason: &res.finish}},
-				Usage:   newUsage(res.prompt, len(res.ids), res.reused)}
-			if q.ReturnTokenIDs {
-				out.PromptTokenIDs, out.Choices[0].TokenIDs = j.ids, res.ids
-			}
-			w.Header().Set("X-K3-Reused-Positions", strconv.Itoa(res.reused))
-			writeJSON(w, http.StatusOK, out)
-		} else if r.Context().Err() == nil {
-			writeError(w, asAPIError(err))
-		}
-	}
-	s.logRequest("POST /v1/completions", q.Stream, j, res, err, t0)
+		w.Header().Set("X-K3-Reused-Positions", strconv.Itoa(res.reused))
+		writeJSON(w, http.StatusOK, out)
+	})
 }
 
 func (s *Server) streamCompletion(ctx context.Context, w http.ResponseWriter, p *place, j *job, q *completionRequest, id string, created int64) (*result, error) {
