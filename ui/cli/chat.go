@@ -64,14 +64,9 @@ func cmdChat(args []string, stdout, stderr io.Writer) int {
 		return ExitUsage
 	}
 	dir := pos[0]
-	td := *tokDir
-	if td == "" {
-		td = dir
-	}
-	tok, err := tokenizer.Load(td)
-	if err != nil {
-		fmt.Fprintf(stderr, "k3 chat: tokenizer: %v\n", err)
-		return ExitUsage
+	tok, code := chatTokenizer("chat", dir, *tokDir, stderr)
+	if code >= 0 {
+		return code
 	}
 	var hist []chat.Message
 	if *history != "" {

@@ -7,6 +7,8 @@ import (
 	"math"
 	"strconv"
 	"strings"
+
+	"k3/tokenizer"
 )
 
 // newFlags returns a FlagSet that reports errors instead of exiting.
@@ -186,4 +188,23 @@ func isDecimal(s string) bool {
 		}
 	}
 	return true
+}
+
+// chatTokenizer loads the tokenizer of a chat command (from tokDir, or the
+// model folder when it is empty) and checks it has the chat format's
+// special tokens; a code >= 0 is the exit code after the message.
+func chatTokenizer(cmd, dir, tokDir string, stderr io.Writer) (*tokenizer.Tokenizer, int) {
+	if tokDir == "" {
+		tokDir = dir
+	}
+	tok, err := tokenizer.Load(tokDir)
+	if err != nil {
+		fmt.Fprintf(stderr, "k3 %s: tokenizer: %v\n", cmd, err)
+		return nil, ExitUsage
+	}
+	if err := tok.CheckChat(); err != nil {
+		fmt.Fprintf(stderr, "k3 %s: %v\n", cmd, err)
+		return nil, ExitUsage
+	}
+	return tok, -1
 }

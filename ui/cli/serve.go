@@ -12,7 +12,6 @@ import (
 	"syscall"
 	"time"
 
-	"k3/tokenizer"
 	"k3/ui/serve"
 )
 
@@ -62,18 +61,9 @@ func cmdServe(args []string, stdout, stderr io.Writer) int {
 		return ExitUsage
 	}
 	dir := pos[0]
-	td := *tokDir
-	if td == "" {
-		td = dir
-	}
-	tok, err := tokenizer.Load(td)
-	if err != nil {
-		fmt.Fprintf(stderr, "k3 serve: tokenizer: %v\n", err)
-		return ExitUsage
-	}
-	if err := tok.CheckChat(); err != nil {
-		fmt.Fprintf(stderr, "k3 serve: %v\n", err)
-		return ExitUsage
+	tok, code := chatTokenizer("serve", dir, *tokDir, stderr)
+	if code >= 0 {
+		return code
 	}
 	id := *modelID
 	if id == "" {

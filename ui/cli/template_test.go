@@ -9,6 +9,9 @@ import (
 
 	"k3/internal/fixture"
 	"k3/tokenizer"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 type tokTemplateOut struct {
@@ -113,4 +116,23 @@ func tokMustRead(t *testing.T, p string) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// TestChatCommandsRefuseNonChatTokenizer: chat and serve check the
+// vocabulary has the chat format's tokens before they open the model, with
+// one line naming what is missing.
+func TestChatCommandsRefuseNonChatTokenizer(t *testing.T) {
+	noChat := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(noChat, tokenizer.ModelFile), tokMustRead(t, filepath.Join(tokParityDir, tokenizer.ModelFile)), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(noChat, tokenizer.ConfigFile), []byte(`{}`), 0o644))
+	model := fixture.ModelDir("tiny-release")
+	for _, cmd := range []string{"chat", "serve"} {
+		code, out, errs := tokRunCmd(cmd, model, "--tok", noChat)
+		assert.Equal(t, ExitUsage, code, cmd)
+		assert.Empty(t, out, cmd)
+		assert.Equal(t, "k3 "+cmd+": tokenizer: special token [EOS] missing; not a K3 chat vocabulary\n", errs, cmd)
+	}
+	code, _, errs := tokRunCmd("chat", model, "--tok", t.TempDir())
+	assert.Equal(t, ExitUsage, code)
+	assert.Contains(t, errs, "k3 chat: tokenizer: ")
 }
