@@ -11,34 +11,15 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"k3/engine/plan"
+	"k3/internal/fixture"
 )
 
 type fakeMem struct{ total, avail uint64 }
 
 func (f fakeMem) Memory(context.Context) (uint64, uint64, error) { return f.total, f.avail, nil }
-
-const cpuinfo2x2 = `processor	: 0
-model name	: Test CPU 9000
-physical id	: 0
-core id		: 0
-
-processor	: 1
-model name	: Test CPU 9000
-physical id	: 0
-core id		: 0
-
-processor	: 2
-model name	: Test CPU 9000
-physical id	: 0
-core id		: 1
-
-processor	: 3
-model name	: Test CPU 9000
-physical id	: 0
-core id		: 1
-`
 
 func TestCgroupV2Nested(t *testing.T) {
 	fsys := fstest.MapFS{
@@ -207,7 +188,7 @@ func TestRunSmallRealDisk(t *testing.T) {
 
 func TestRunReportJSON(t *testing.T) {
 	root := fstest.MapFS{
-		"proc/cpuinfo":                    {Data: []byte(cpuinfo2x2)},
+		"proc/cpuinfo":                    {Data: cpuinfo2x2(t)},
 		"proc/self/cgroup":                {Data: []byte("0::/k3\n")},
 		"sys/fs/cgroup/k3/memory.max":     {Data: []byte("6000000000\n")},
 		"sys/fs/cgroup/k3/memory.current": {Data: []byte("0\n")},
@@ -292,4 +273,12 @@ func TestDecideWithModelAndSpace(t *testing.T) {
 	if r.NextCommand != "k3 verify /slow --sha256" {
 		t.Fatalf("complete model: %q", r.NextCommand)
 	}
+}
+
+// cpuinfo2x2 is /proc/cpuinfo of a machine with 2 physical cores of 2
+// threads each.
+func cpuinfo2x2(t *testing.T) []byte {
+	b, err := os.ReadFile(fixture.Path("machine", "cpuinfo-2x2"))
+	require.NoError(t, err)
+	return b
 }

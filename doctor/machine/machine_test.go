@@ -1,6 +1,8 @@
 package machine
 
 import (
+	"k3/internal/fixture"
+	"os"
 	"runtime"
 	"strings"
 	"testing"
@@ -117,29 +119,8 @@ func TestCgroupV1(t *testing.T) {
 	assert.Equal(t, Cgroup{}, cg)
 }
 
-const cpuinfo2x2 = `processor	: 0
-model name	: Test CPU 9000
-physical id	: 0
-core id		: 0
-
-processor	: 1
-model name	: Test CPU 9000
-physical id	: 0
-core id		: 0
-
-processor	: 2
-model name	: Test CPU 9000
-physical id	: 0
-core id		: 1
-
-processor	: 3
-model name	: Test CPU 9000
-physical id	: 0
-core id		: 1
-`
-
 func TestReadCPUFS(t *testing.T) {
-	c := ReadCPUFS(tree(map[string]string{"proc/cpuinfo": cpuinfo2x2}))
+	c := ReadCPUFS(tree(map[string]string{"proc/cpuinfo": cpuinfo2x2(t)}))
 	assert.Equal(t, "Test CPU 9000", c.Model)
 	assert.Equal(t, 4, c.LogicalCores)
 	assert.Equal(t, 2, c.PhysicalCores)
@@ -182,4 +163,12 @@ func TestThisMachine(t *testing.T) {
 	if runtime.GOOS == "linux" || runtime.GOOS == "darwin" {
 		assert.GreaterOrEqual(t, PeakRSS(), rss/2) // sampled at different moments
 	}
+}
+
+// cpuinfo2x2 is /proc/cpuinfo of a machine with 2 physical cores of 2
+// threads each (testdata/machine/cpuinfo-2x2).
+func cpuinfo2x2(t *testing.T) string {
+	b, err := os.ReadFile(fixture.Path("machine", "cpuinfo-2x2"))
+	require.NoError(t, err)
+	return string(b)
 }
