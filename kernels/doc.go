@@ -77,6 +77,20 @@
 // them to the top of a 64-bit lane with ZIP (mxNEONTab); the FMA then forms
 // the exact product, as on amd64.
 //
+// BF16C on arm64 (bf16c_neon_arm64.s) is read straight from the compressed
+// rows: each full 32-weight block is rebuilt in registers to its 32 bf16
+// words (a compressed block in byte lanes: exponent = base + offset nibble,
+// high byte sign | e>>1 by SRI, low byte e<<7 | mantissa by SLI, zipped to
+// halfwords; a raw block loaded as words) and widened as the bf16 path does,
+// so no block falls back and Inf, NaN and subnormal weights give the
+// portable products. T <= 8 runs a row kernel with 4 rows in flight (the
+// row's blocks decoded again for each token); T > 8 decodes each block of a
+// row once into 16 registers of float64 and multiplies it with every token,
+// each token's 8 lanes loaded and stored around it, over runs of blocks
+// whose widened activations (about 16 KiB) stay in L1. Go adds the short
+// last block (cols mod 32 weights, always raw) and combines the lanes; rows
+// of fewer than 32 columns run on the portable path.
+//
 // Parallel kernels split OUTPUT rows among workers and never split a
 // reduction, so results do not depend on the number of threads.
 //
