@@ -169,7 +169,7 @@ func rowChunk(m *Mat, threads int) int {
 		b = 1
 	}
 	n := max(1, min(int(65536/b), 256))
-	if m.DType == MXFP4 || m.DType == BF16 {
+	if m.DType == MXFP4 || m.DType == BF16 || m.DType == BF16C {
 		n = max(n, min(int((1<<20)/b), m.Rows/(4*max(threads, 1))))
 	}
 	return n
