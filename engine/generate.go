@@ -61,6 +61,11 @@ type GenOptions struct {
 	// Options.MaxDraft and a prefill chunk less one). The tokens, logits
 	// and state are the same whatever it is.
 	Spec Spec
+	// SpecCosts, when set, is the modelled seconds of a decode pass of T
+	// positions the draft controller chooses lengths by, instead of the
+	// costs this engine measures (k3 bench spec decodes a small model as
+	// the full one would be decoded on another machine).
+	SpecCosts func(T int) float64
 	// keepLogits makes the result carry the logits that chose every token,
 	// and propose replaces the drafter (tests).
 	keepLogits bool
@@ -84,8 +89,16 @@ type GenResult struct {
 	// DecodePasses are the forwards after the prompt that chose tokens:
 	// one per token without speculation, fewer with accepted drafts.
 	DecodePasses int
-	logits       [][]float32 // with keepLogits: the logits that chose each token
+	// Passes are the decode passes in order: the drafts each verified and
+	// how many of them were accepted ({0, 0}: a plain step).
+	Passes []Pass
+	logits [][]float32 // with keepLogits: the logits that chose each token
 }
+
+// Pass is one decode pass of Generate: it fed the chosen token and Drafted
+// draft tokens, of which Accepted became tokens (fewer than were accepted
+// when generation ended inside the draft).
+type Pass struct{ Drafted, Accepted int }
 
 // PassesPerToken is the forwards per generated token, the prompt's last
 // one (which chose the first token) included: 1 without speculation.
@@ -178,6 +191,7 @@ func (e *Engine) Generate(ctx context.Context, s *State, prompt []int, opt GenOp
 	}
 	res.FirstLogits = logits
 	spec := e.newSpec(opt)
+	spec.start(full)
 	V := e.m.Cfg.VocabSize
 	// add appends a generated token chosen by logits and reports it; it
 	// says whether generation ends with it
@@ -188,7 +202,7 @@ func (e *Engine) Generate(ctx context.Context, s *State, prompt []int, opt GenOp
 		if opt.keepLogits {
 			res.logits = append(res.logits, logits)
 		}
-		spec.observeToken(id)
+		spec.observeToken(full)
 		ev := Event{Kind: EventToken, Step: len(res.Generated) - 1, Token: id, Seconds: dt, Stats: e.Snapshot(), At: time.Now()}
 		emit(ev)
 		switch {
@@ -227,6 +241,7 @@ func (e *Engine) Generate(ctx context.Context, s *State, prompt []int, opt GenOp
 				return fail(err)
 			}
 			e.endPass(meter, 1)
+			res.Passes = append(res.Passes, Pass{})
 			dt = time.Since(t0).Seconds()
 			continue
 		}
@@ -243,10 +258,11 @@ func (e *Engine) Generate(ctx context.Context, s *State, prompt []int, opt GenOp
 		}
 		e.drafted += int64(len(draft))
 		e.accepted += int64(acc)
-		spec.observe(len(draft), acc)
+		res.Passes = append(res.Passes, Pass{len(draft), acc})
 		dt = time.Since(t0).Seconds() / float64(acc+1)
 		for i := 0; i < acc; i++ {
 			if add(draft[i], dt, rows[i*V:(i+1)*V]) {
+				res.Passes[len(res.Passes)-1].Accepted = i + 1
 				// the state holds what plain decoding would: the tokens
 				// before this one, and with Complete this one too
 				keep := i + 1

@@ -77,20 +77,35 @@ const (
 	draftPerMatch = 2
 )
 
-// matchSuffix finds the most recent earlier occurrence of the longest
-// suffix of ids (at most draftNgram tokens, at least one): it returns where
-// that occurrence ends and its length, or -1, 0 when the last token never
-// occurred before.
+// matchSuffix finds an earlier occurrence of the longest suffix of ids (at
+// most draftNgram tokens, at least one): of the equally long ones, one
+// whose next token is the one that followed them most often, the most
+// recent of those. It returns where that occurrence ends and its length,
+// or -1, 0 when the last token never occurred before.
 func matchSuffix(ids []int) (at, n int) {
 	last := len(ids) - 1
 	at = -1
-	for i := last - 1; i >= max(0, last-draftWindow) && n < draftNgram; i-- {
+	var ends []int
+	for i := last - 1; i >= max(0, last-draftWindow); i-- {
 		l := 0
 		for l < draftNgram && l <= i && ids[i-l] == ids[last-l] {
 			l++
 		}
 		if l > n {
-			n, at = l, i
+			n, at, ends = l, i, ends[:0]
+		}
+		if l == n && l > 0 {
+			ends = append(ends, i)
+		}
+	}
+	count := make(map[int]int, len(ends))
+	for _, e := range ends {
+		count[ids[e+1]]++
+	}
+	best := 0
+	for _, e := range ends {
+		if c := count[ids[e+1]]; c > best {
+			best, at = c, e
 		}
 	}
 	return at, n
@@ -101,9 +116,15 @@ func matchSuffix(ids []int) (at, n int) {
 // a match. The copy may run into the tokens it proposes (like an LZ77
 // match), so a repeating stretch is proposed as repeating on.
 func proposeDraft(ids []int, k int) []int {
+	d, _ := suggestDraft(ids, k)
+	return d
+}
+
+// suggestDraft is proposeDraft with the length of the match.
+func suggestDraft(ids []int, k int) ([]int, int) {
 	at, n := matchSuffix(ids)
 	if at < 0 || k <= 0 {
-		return nil
+		return nil, n
 	}
 	draft := make([]int, min(k, draftPerMatch*n))
 	for j := range draft {
@@ -113,7 +134,7 @@ func proposeDraft(ids []int, k int) []int {
 			draft[j] = draft[src-len(ids)]
 		}
 	}
-	return draft
+	return draft, n
 }
 
 // verify feeds ids (the chosen token and its draft) in one forward pass
@@ -200,7 +221,7 @@ type specCosts struct {
 	slopeKnown  bool
 }
 
-// specForget is the weight of the past in the acceptance and cost averages.
+// specForget is the weight of the past in the cost averages.
 const specForget = 0.9
 
 // passCost is the modelled cost, in seconds, of a pass of T positions.
@@ -246,52 +267,71 @@ func (c *specCosts) measure(T int, wall, wait, busy float64, trunk, expert int64
 	}
 }
 
-// specControl chooses the draft length of each pass of one generation:
-// with a per-token acceptance a, a pass with k drafts yields 1 + a + ... +
-// a^k tokens; the length with the most tokens per second of modelled cost
-// wins, 0 unless it beats plain decoding by specGain. The acceptance is
-// measured per match length (1, 2, 3, 4 or more tokens matched: a longer
-// match is likelier to go on), on every verified draft and, while not
-// drafting, on the draft that would have been verified (checked against the
-// tokens that came, at no cost). Short matches start at 0 (specPrior):
-// they are drafted once the text has shown that they come true, so a text
-// that never repeats itself is not drafted.
+// specControl chooses the draft length of each pass of one generation.
+// At every position of the text it generates it asks the drafter what it
+// would propose there and checks the proposal against the tokens that come, drafted or
+// not, at no cost: per match class (how long a suffix the drafter matched)
+// and depth in the draft, it measures the share of draft tokens that came
+// true when every token before them did. A pass drafting k tokens of class
+// c then yields 1 + a1 + a1·a2 + ... + a1···ak tokens on average; the k
+// with the most tokens per second of modelled cost wins, 0 unless it beats
+// plain decoding by specGain. So a text that does not repeat itself is not
+// drafted, however long its matches, and one that does is drafted as far as
+// its matches have come true.
 type specControl struct {
 	max    int                 // longest draft
 	forced bool                // always draft max tokens (GenOptions.Spec > 0)
 	cost   func(T int) float64 // modelled seconds of a pass of T positions
-	// propose drafts up to k tokens after ids (proposeDraft)
-	propose func(ids []int, k int) []int
-	// accepted drafts and rejections per match-length class, exponentially
-	// forgotten; class is the one of the draft being verified
-	acc, rej [specClasses]float64
-	class    int
-	// shadow is the draft that would have been verified while not
-	// drafting, of class shadowClass; its first shadowAt tokens came
-	shadow      []int
-	shadowAt    int
-	shadowClass int
+	// suggest drafts up to k tokens after ids and says how many tokens it
+	// matched (proposeDraft)
+	suggest func(ids []int, k int) ([]int, int)
+	// hit and seen count, per class and depth, the draft tokens that came
+	// true and those checked, exponentially forgotten
+	hit, seen [specClasses][]float64
+	// allHit and allSeen pool the classes: a class with little evidence
+	// of its own borrows the text's
+	allHit, allSeen []float64
+	open            []openDraft // proposals still coming true
+	next            openDraft   // the proposal at the end of the text
+}
+
+// openDraft is a proposal being checked against the tokens that come.
+type openDraft struct {
+	draft []int
+	class int
+	pos   int // the text length it was proposed at
+	at    int // its tokens that came true so far
 }
 
 // specClasses are the match lengths acceptance is measured for: 1, 2, 3,
 // and 4 or more.
 const specClasses = 4
 
-// specPrior are the accepted drafts each class starts with (against one
-// rejection): a match of one or two tokens drafts only once it has been
-// seen to come true, of three at acceptance 1/2, of four or more at 3/4
-// (k3 bench spec measures the trade).
-var specPrior = [specClasses]float64{0, 0, 1, 3}
+// specPrior is the acceptance every depth starts at, counted as
+// specPriorWeight tokens checked: low, so that a draft is made once the
+// text has shown its matches come true. A class's own evidence is weighed
+// against the classes pooled as specClassWeight tokens checked, and
+// acceptance forgets the past by specAcceptForget a token checked (k3
+// bench spec measures the trade).
+const (
+	specAcceptForget = 0.8
+	specPrior        = 0.1
+	specPriorWeight  = 1
+	specClassWeight  = 4
+)
 
-func matchClass(n int) int { return min(n, specClasses) - 1 }
+func matchClass(n int) int { return min(max(n, 1), specClasses) - 1 }
 
 // specGain is how many times the tokens per second of plain decoding a
 // draft must promise.
 const specGain = 1.05
 
 func newSpecControl(maxDraft int, cost func(T int) float64) *specControl {
-	c := &specControl{max: maxDraft, cost: cost, propose: proposeDraft}
-	c.acc, c.rej = specPrior, [specClasses]float64{1, 1, 1, 1}
+	c := &specControl{max: maxDraft, cost: cost, suggest: suggestDraft}
+	for i := range c.hit {
+		c.hit[i], c.seen[i] = make([]float64, maxDraft), make([]float64, maxDraft)
+	}
+	c.allHit, c.allSeen = make([]float64, maxDraft), make([]float64, maxDraft)
 	return c
 }
 
@@ -307,10 +347,17 @@ func (e *Engine) newSpec(opt GenOptions) *specControl {
 	if opt.Spec == SpecOff || opt.Recompute || kmax < 1 {
 		return nil
 	}
-	c := newSpecControl(kmax, e.spec.passCost)
+	cost := e.spec.passCost
+	if opt.SpecCosts != nil {
+		cost = opt.SpecCosts
+	}
+	c := newSpecControl(kmax, cost)
 	c.forced = opt.Spec > 0
-	if opt.propose != nil {
-		c.propose = opt.propose
+	if p := opt.propose; p != nil {
+		c.suggest = func(ids []int, k int) ([]int, int) {
+			_, n := matchSuffix(ids)
+			return p(ids, k), n
+		}
 	}
 	return c
 }
@@ -318,71 +365,103 @@ func (e *Engine) newSpec(opt GenOptions) *specControl {
 // draft returns the draft of the next pass after ids, with room for at
 // most remaining more tokens (nil: a plain step).
 func (c *specControl) draft(ids []int, remaining int) []int {
-	if c == nil {
+	if c == nil || remaining < 2 {
 		return nil
 	}
-	_, n := matchSuffix(ids)
-	class := matchClass(max(n, 1))
-	k := c.max
-	if !c.forced {
-		k = chooseDraft(c.acceptance(class), min(c.max, draftPerMatch*n), c.cost)
+	if c.forced {
+		d, _ := c.suggest(ids, min(c.max, remaining-1))
+		return d
 	}
-	if k = min(k, remaining-1); k > 0 {
-		c.class = class
-		return c.propose(ids, k)
+	if c.next.pos != len(ids) {
+		c.propose(ids)
 	}
-	if !c.forced && c.shadowAt >= len(c.shadow) {
-		c.shadow, c.shadowAt, c.shadowClass = c.propose(ids, c.max), 0, class
+	d := c.next.draft
+	if k := min(chooseDraft(c.acceptance(c.next.class, len(d)), c.cost), remaining-1); k > 0 {
+		return d[:k]
 	}
 	return nil
 }
 
-// acceptance is the measured per-token acceptance of drafts of a class.
-func (c *specControl) acceptance(class int) float64 {
-	return c.acc[class] / (c.acc[class] + c.rej[class])
-}
-
-// observe records the verified draft: accepted of drafted matched.
-func (c *specControl) observe(drafted, accepted int) {
-	if c != nil {
-		c.record(c.class, drafted, accepted)
+// start makes the proposal at the end of the prompt, which the first
+// token generated checks.
+func (c *specControl) start(ids []int) {
+	if c != nil && !c.forced && len(ids) > 0 && c.mayPay() {
+		c.propose(ids)
 	}
 }
 
-func (c *specControl) record(class, drafted, accepted int) {
-	c.acc[class] = c.acc[class]*specForget + float64(accepted)
-	c.rej[class] *= specForget
-	if accepted < drafted {
-		c.rej[class]++
+// propose makes the proposal at the end of ids, to be checked as tokens come.
+func (c *specControl) propose(ids []int) {
+	d, n := c.suggest(ids, c.max)
+	c.next = openDraft{draft: d, class: matchClass(n), pos: len(ids)}
+	if len(d) > 0 {
+		c.open = append(c.open, c.next)
 	}
 }
 
-// observeToken checks the shadow draft against the token that came.
-func (c *specControl) observeToken(id int) {
-	if c == nil || c.shadowAt >= len(c.shadow) {
+// acceptance is the measured share of draft tokens of a class that come
+// true at each depth up to k, given the tokens before them did.
+func (c *specControl) acceptance(class, k int) []float64 {
+	a := make([]float64, k)
+	for j := range a {
+		pooled := (c.allHit[j] + specPrior*specPriorWeight) / (c.allSeen[j] + specPriorWeight)
+		a[j] = (c.hit[class][j] + pooled*specClassWeight) / (c.seen[class][j] + specClassWeight)
+	}
+	return a
+}
+
+// observeToken checks the open proposals against the last token of ids,
+// the text so far, and makes the proposal after it.
+func (c *specControl) observeToken(ids []int) {
+	if c == nil || c.forced {
 		return
 	}
-	if c.shadow[c.shadowAt] == id {
-		if c.shadowAt++; c.shadowAt < len(c.shadow) {
-			return
+	id := ids[len(ids)-1]
+	kept := c.open[:0]
+	for _, o := range c.open {
+		ok := o.draft[o.at] == id
+		c.hit[o.class][o.at] *= specAcceptForget
+		c.seen[o.class][o.at] = c.seen[o.class][o.at]*specAcceptForget + 1
+		c.allHit[o.at] *= specAcceptForget
+		c.allSeen[o.at] = c.allSeen[o.at]*specAcceptForget + 1
+		if ok {
+			c.hit[o.class][o.at]++
+			c.allHit[o.at]++
+			if o.at++; o.at < len(o.draft) {
+				kept = append(kept, o)
+			}
 		}
 	}
-	c.record(c.shadowClass, len(c.shadow), c.shadowAt)
-	c.shadow, c.shadowAt = nil, 0
+	c.open = kept
+	if c.mayPay() {
+		c.propose(ids)
+	} else {
+		c.next = openDraft{pos: len(ids)}
+	}
 }
 
-// chooseDraft returns the k in 0..kmax that maximises the expected tokens
-// per second of a pass with k drafts at per-token acceptance a, 0 unless it
-// beats k = 0 by specGain.
-func chooseDraft(a float64, kmax int, cost func(T int) float64) int {
+// mayPay reports whether a draft would pay if it always came true; when
+// not (everything resident, compute-bound) nothing is proposed or measured.
+func (c *specControl) mayPay() bool {
+	sure := make([]float64, c.max)
+	for j := range sure {
+		sure[j] = 1
+	}
+	return chooseDraft(sure, c.cost) > 0
+}
+
+// chooseDraft returns the k in 0..len(a) that maximises the expected
+// tokens per second of a pass with k drafts whose tokens come true at the
+// conditional rates a, 0 unless it beats k = 0 by specGain.
+func chooseDraft(a []float64, cost func(T int) float64) int {
 	base := cost(1)
 	if base <= 0 {
 		return 0
 	}
 	best, bestRate := 0, specGain/base
 	tokens, pow := 1.0, 1.0
-	for k := 1; k <= kmax; k++ {
-		pow *= a
+	for k := 1; k <= len(a); k++ {
+		pow *= a[k-1]
 		tokens += pow
 		if r := tokens / cost(k+1); r > bestRate {
 			best, bestRate = k, r

@@ -33,6 +33,11 @@ func oracleDrafts(ref []int, vocab int) func(ids []int, k int) []int {
 	}
 }
 
+// draftPays is a pass cost where the trunk read dominates (a draft token
+// costs a hundredth of a pass): the controller drafts whatever has come
+// true.
+func draftPays(T int) float64 { return 100 + float64(T) }
+
 // specRun is one generation's outcome.
 type specRun struct {
 	res   *GenResult
@@ -70,7 +75,7 @@ func requireSameRun(t *testing.T, what string, got, want specRun) {
 // wholly, partly or not at all, for the engine's own drafter, and when a
 // stop token or the token cap ends generation inside a verified draft.
 func TestSpecExact(t *testing.T) {
-	var drafted, accepted, partial int64
+	var drafted, accepted, partial, autoDrafted int64
 	for _, name := range fixture.Models {
 		ex := fixture.LoadExpect(t, name)
 		dir := fixture.ModelDir(name)
@@ -115,6 +120,11 @@ func TestSpecExact(t *testing.T) {
 				}
 				own := generateCase(t, m, b.threads, p.PromptIDs, GenOptions{MaxTokens: 20, Spec: 4, Complete: true})
 				requireSameRun(t, what+", own drafter", own, plain)
+				// the controller, at costs where a draft pays as soon as
+				// matches come true, with the engine's drafter
+				auto := generateCase(t, m, b.threads, p.PromptIDs, GenOptions{MaxTokens: 20, Complete: true, SpecCosts: draftPays})
+				requireSameRun(t, what+", auto", auto, plain)
+				autoDrafted += auto.res.Stats.SpecDrafted
 				if pi > 0 || b.name != "resident" {
 					continue
 				}
@@ -133,8 +143,9 @@ func TestSpecExact(t *testing.T) {
 			m.Close()
 		}
 	}
-	t.Logf("%d drafts verified, %d accepted", drafted, accepted)
+	t.Logf("%d drafts verified, %d accepted; the controller drafted %d", drafted, accepted, autoDrafted)
 	require.Greater(t, accepted, int64(0))
+	require.Greater(t, autoDrafted, int64(0))
 	require.Less(t, accepted, drafted)
 	require.Greater(t, partial, int64(0))
 }
@@ -156,6 +167,8 @@ func TestSpecSampledExact(t *testing.T) {
 			requireSameRun(t, fmt.Sprintf("%s sampled, spec %d", name, k), r, plain)
 			require.Greater(t, r.res.Stats.SpecAccepted, int64(0))
 		}
+		opt.Spec, opt.propose, opt.SpecCosts = SpecAuto, nil, draftPays
+		requireSameRun(t, name+" sampled, auto", generateCase(t, m, 2, p.PromptIDs, opt), plain)
 	}
 }
 
@@ -208,58 +221,93 @@ func TestProposeDraft(t *testing.T) {
 	assert.Nil(t, proposeDraft([]int{1, 1}, 0))
 	assert.Equal(t, []int{1, 1}, proposeDraft([]int{1, 1}, 3))
 	assert.Equal(t, []int{1, 1, 1, 1}, proposeDraft([]int{1, 1, 1}, 4))
+	// of equally long matches, the continuation that followed most often
+	assert.Equal(t, []int{2, 1}, proposeDraft([]int{1, 2, 1, 2, 1, 3, 1}, 4))
+	d, n := suggestDraft([]int{8, 1, 2, 9, 8, 1, 2}, 8)
+	assert.Equal(t, []int{9, 8, 1, 2, 9, 8}, d)
+	assert.Equal(t, 3, n)
 }
 
 func TestChooseDraft(t *testing.T) {
+	flat := func(a float64) []float64 { return []float64{a, a, a, a, a, a, a, a} }
 	// compute-bound, nothing read: every position costs a whole pass
 	resident := specCosts{compute1: 0.1}
 	for _, a := range []float64{0.2, 0.9, 0.99} {
-		assert.Equal(t, 0, chooseDraft(a, 8, resident.passCost), "acceptance %.2f", a)
+		assert.Equal(t, 0, chooseDraft(flat(a), resident.passCost), "acceptance %.2f", a)
 	}
 	// streamed: the trunk read dominates, each position adds a little
 	streamed := specCosts{trunkBytes: 100e9, expertBytes: 3e9, diskBps: 3e9, compute1: 2, slope: 0.5, slopeKnown: true}
-	assert.Equal(t, 8, chooseDraft(0.9, 8, streamed.passCost))
-	low := chooseDraft(0.3, 8, streamed.passCost)
+	assert.Equal(t, 8, chooseDraft(flat(0.9), streamed.passCost))
+	low := chooseDraft(flat(0.3), streamed.passCost)
 	assert.Greater(t, low, 0)
 	assert.Less(t, low, 8)
-	assert.Equal(t, 0, chooseDraft(0.01, 8, streamed.passCost))
+	assert.Equal(t, 0, chooseDraft(flat(0.01), streamed.passCost))
+	// the depths are measured apart: sure for two tokens, then nothing
+	assert.Equal(t, 2, chooseDraft([]float64{0.95, 0.95, 0, 0, 0}, streamed.passCost))
+	assert.Equal(t, 0, chooseDraft(nil, streamed.passCost), "nothing proposed")
 	// expert misses only (the trunk resident): no fixed read to share
 	misses := specCosts{expertBytes: 20e9, diskBps: 2e9, compute1: 1, slope: 0.1, slopeKnown: true}
-	assert.Equal(t, 0, chooseDraft(0.8, 8, misses.passCost))
+	assert.Equal(t, 0, chooseDraft(flat(0.8), misses.passCost))
 	// nothing measured yet
-	assert.Equal(t, 0, chooseDraft(0.9, 8, (&specCosts{}).passCost))
+	assert.Equal(t, 0, chooseDraft(flat(0.9), (&specCosts{}).passCost))
 }
 
+// TestSpecControlAcceptance: the controller checks what the drafter would
+// propose at every position against the tokens that come, drafted or not;
+// it drafts once matches have come true and stops when they no longer do.
 func TestSpecControlAcceptance(t *testing.T) {
-	streamed := specCosts{trunkBytes: 100e9, expertBytes: 3e9, diskBps: 3e9, compute1: 2, slope: 0.5, slopeKnown: true}
+	// the laptop preset, read-bound: a draft token costs a quarter of a pass
+	streamed := specCosts{trunkBytes: 108e9, expertBytes: 26e9, diskBps: 2e9, compute1: 2, slope: 0.5, slopeKnown: true}
 	c := newSpecControl(8, streamed.passCost)
-	assert.Equal(t, 0.0, c.acceptance(1), "no evidence yet for two-token matches")
+	assert.Equal(t, []float64{specPrior, specPrior}, c.acceptance(1, 2), "no evidence yet")
 	ids := []int{4, 5, 7, 9, 8, 4, 5} // the suffix 4 5 matched: class 1
+	c.start(ids)
+	assert.Equal(t, openDraft{draft: []int{7, 9, 8, 4}, class: 1, pos: 7}, c.next, "the proposal at the end of the prompt")
 	assert.Nil(t, c.draft(ids, 100), "no drafting before drafts have come true")
-	assert.Equal(t, []int{7, 9, 8, 4}, c.shadow, "the draft that would have been made is checked")
 	for _, id := range []int{7, 9, 8, 4} {
-		c.observeToken(id)
+		ids = append(ids, id)
+		c.observeToken(ids)
 	}
-	assert.Nil(t, c.shadow)
-	assert.InDelta(t, 4/(4+0.9), c.acceptance(1), 1e-12)
-	assert.Equal(t, 0.0, c.acceptance(0), "other match lengths keep their own measure")
-	assert.Equal(t, []int{7, 9, 8, 4}, c.draft(ids, 100), "now the class drafts, as long as its match allows")
+	// the proposal at 7 came true four times over; those made after it
+	// (matches of 1 to 3 tokens) were checked too
+	a := c.acceptance(1, 4)
+	for j := range a {
+		assert.Greater(t, a[j], 0.5, "depth %d", j)
+	}
+	assert.Equal(t, 1.0, c.hit[1][3]+c.seen[1][3]-1, "one class-1 token checked at depth 4, and it came true")
+	// the text goes on repeating: 4 5 7 9 8 4 5 7 9 8 4 ...
+	ids = append(ids, 5)
+	c.observeToken(ids)
+	d := c.draft(ids, 100)
+	assert.Equal(t, 3, c.next.class, "matched 4 5 7 9 8 4 5")
+	assert.Equal(t, []int{7, 9, 8, 4, 5, 7, 9, 8}, c.next.draft)
+	assert.Equal(t, []int{7, 9, 8, 4}, d, "drafted as deep as drafts have come true")
 	assert.Len(t, c.draft(ids, 3), 2, "room for 3 more tokens: 2 drafts and the token after them")
+	// then 4 5 is followed by something new every time: drafted or not,
+	// the proposals fail, and the controller stops drafting
 	for i := 0; i < 10; i++ {
-		c.observe(4, 0)
+		ids = append(ids, 100+i, 4, 5)
+		for j := len(ids) - 3; j < len(ids); j++ {
+			c.observeToken(ids[:j+1])
+		}
 	}
-	assert.Less(t, c.acceptance(1), 0.2)
-	assert.Len(t, c.draft(ids, 100), 1, "rejected ten times: one draft token, as cheap as it is next to the trunk")
-	// a match of three tokens starts at acceptance 1/2 and drafts at once
-	long := []int{4, 5, 6, 7, 9, 4, 5, 6}
-	assert.Equal(t, 0.5, newSpecControl(8, streamed.passCost).acceptance(2))
-	assert.NotEmpty(t, newSpecControl(8, streamed.passCost).draft(long, 100))
+	assert.Equal(t, 1, c.next.class)
+	assert.NotEmpty(t, c.next.draft)
+	assert.Nil(t, c.draft(ids, 100), "matches stopped coming true: no draft")
 	// forced: always the longest the match allows
+	long := []int{4, 5, 6, 7, 9, 4, 5, 6}
 	f := newSpecControl(8, streamed.passCost)
 	f.forced = true
 	assert.Equal(t, []int{7, 9, 4, 5, 6, 7}, f.draft(long, 100))
 	assert.Nil(t, f.draft([]int{1, 2, 3}, 100), "no match, no draft")
-	assert.Nil(t, f.shadow)
+	f.observeToken(long)
+	assert.Empty(t, f.open, "forced: nothing to measure")
+	// compute-bound: no draft could pay, nothing is proposed
+	r := newSpecControl(8, (&specCosts{compute1: 0.1}).passCost)
+	r.start(long)
+	r.observeToken(append(long, 7))
+	assert.Empty(t, r.open)
+	assert.Nil(t, r.draft(append(long, 7), 100))
 }
 
 func TestParseSpec(t *testing.T) {

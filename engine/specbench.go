@@ -53,6 +53,20 @@ func (s SpecSim) BytesPerToken() float64 { return s.Bytes / float64(max(s.Tokens
 // AcceptedPerPass is the mean accepted drafts per decode pass.
 func (s SpecSim) AcceptedPerPass() float64 { return float64(s.Accepted) / float64(max(s.Passes, 1)) }
 
+// SpecSimOf is what a generation's decode passes would read and take at
+// costs: the drafts and acceptance are the generation's own.
+func SpecSimOf(res *GenResult, maxDraft int, costs PassCosts) SpecSim {
+	sim := SpecSim{Tokens: len(res.Generated), Passes: len(res.Passes), Lengths: make([]int, maxDraft+1)}
+	for _, p := range res.Passes {
+		sim.Lengths[min(p.Drafted, maxDraft)]++
+		sim.Drafted += p.Drafted
+		sim.Accepted += p.Accepted
+		sim.Bytes += costs.Bytes(p.Drafted + 1)
+		sim.Seconds += costs.Seconds(p.Drafted + 1)
+	}
+	return sim
+}
+
 // SimulateSpec runs the decode loop's drafting over ids as if the model
 // chose exactly ids[start:] (greedy decoding of a model whose reply is that
 // text): every pass drafts from the tokens so far with the engine's drafter,
@@ -68,8 +82,9 @@ func SimulateSpec(ids []int, start int, mode Spec, maxDraft int, costs PassCosts
 			ctl.max, ctl.forced = min(maxDraft, int(mode)), true
 		}
 	}
+	ctl.start(ids[:start])
 	for pos := start; pos < len(ids)-1; {
-		ctl.observeToken(ids[pos])
+		ctl.observeToken(ids[:pos+1])
 		draft := ctl.draft(ids[:pos+1], len(ids)-1-pos)
 		acc := 0
 		for acc < len(draft) && draft[acc] == ids[pos+1+acc] {
@@ -82,11 +97,8 @@ func SimulateSpec(ids []int, start int, mode Spec, maxDraft int, costs PassCosts
 		sim.Accepted += acc
 		sim.Bytes += costs.Bytes(T)
 		sim.Seconds += costs.Seconds(T)
-		if len(draft) > 0 {
-			ctl.observe(len(draft), acc)
-		}
 		for i := 1; i <= acc; i++ {
-			ctl.observeToken(ids[pos+i])
+			ctl.observeToken(ids[:pos+i+1])
 		}
 		pos += acc + 1
 	}

@@ -7,120 +7,94 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"unicode"
 
 	"k3/doctor"
 	"k3/doctor/measure"
 	"k3/engine"
+	"k3/engine/chat"
 	"k3/engine/plan"
+	"k3/engine/synth"
 	st "k3/storage/safetensors"
 	"k3/tokenizer"
 )
 
 func init() {
-	benchCommands.add("spec", "speculative decoding: draft acceptance on fixed prompts, projected s/token per preset with and without it", benchSpec)
+	benchCommands.add("spec", "speculative decoding: draft acceptance of a trained model on fixed prompts, projected bytes and s/token per preset with and without it", benchSpec)
 }
 
-// specPrompt is one prompt of the fixed set with the reply a model that
-// has learned language would give: the bench decodes the reply as if the
-// model chose exactly these tokens, so acceptance is that of the drafter on
-// text of this kind (there is no trained K3 model to ask).
+// specPrompt is one prompt of the fixed set, asked of the model as a chat
+// session asks it (default options: thinking on). A second turn's history
+// is the model's own first reply. kind checks that the reply is of the
+// kind the prompt asks for; a model too small to give one is reported as
+// such, its acceptance measured on what it did say.
 type specPrompt struct {
 	name  string
-	msgs  []tokenizer.Message
-	reply string
+	turns []string // user messages; the last is the one measured
+	kind  func(reply tokenizer.Assistant, prompt string) string
 }
 
-const specChatAnswer = `A sluggish starter usually needs warmth, a steady feeding schedule and the right flour. ` +
-	`Keep it somewhere around 24 to 27 degrees Celsius; a cold kitchen is the most common reason a starter rises slowly. ` +
-	`Feed it at the same time every day, discarding all but a tablespoon or two and refreshing it with equal weights of flour and water. ` +
-	`Whole wheat or rye flour gives the yeast and bacteria more to eat than white flour, so mixing in 20 to 30 percent of it often wakes a starter up within a few days. ` +
-	`Use filtered or boiled and cooled water if your tap water is heavily chlorinated. ` +
-	`Once it reliably doubles within four to six hours after a feeding, it is active enough to bake with.`
+// specSummarised is the text the summarise prompt gives.
+var specSummarised = refPrompts[2].msgs[0].Content
 
 var specPrompts = []specPrompt{
-	{"chat", []tokenizer.Message{{Role: "user", Content: "My sourdough starter is a week old and barely rises. How do I make it more active?"}},
-		specChatAnswer},
-	{"code", []tokenizer.Message{{Role: "user", Content: "Write a Go function SumCSV that parses a comma-separated list of integers (spaces allowed) and returns their sum, with a table-driven test."}},
-		"```go\npackage csvsum\n\nimport (\n\t\"fmt\"\n\t\"strconv\"\n\t\"strings\"\n)\n\n" +
-			"// SumCSV parses a comma-separated list of integers and returns their sum.\n" +
-			"func SumCSV(s string) (int, error) {\n\tif strings.TrimSpace(s) == \"\" {\n\t\treturn 0, nil\n\t}\n\tsum := 0\n" +
-			"\tfor i, field := range strings.Split(s, \",\") {\n\t\tn, err := strconv.Atoi(strings.TrimSpace(field))\n\t\tif err != nil {\n" +
-			"\t\t\treturn 0, fmt.Errorf(\"field %d: %w\", i+1, err)\n\t\t}\n\t\tsum += n\n\t}\n\treturn sum, nil\n}\n```\n\n" +
-			"```go\npackage csvsum\n\nimport \"testing\"\n\nfunc TestSumCSV(t *testing.T) {\n\ttests := []struct {\n\t\tname    string\n\t\tinput   string\n\t\twant    int\n\t\twantErr bool\n\t}{\n" +
-			"\t\t{name: \"empty\", input: \"\", want: 0},\n\t\t{name: \"single\", input: \"7\", want: 7},\n\t\t{name: \"several\", input: \"1,2,3\", want: 6},\n" +
-			"\t\t{name: \"spaces\", input: \" 1, 2 ,3 \", want: 6},\n\t\t{name: \"negative\", input: \"-4,10\", want: 6},\n" +
-			"\t\t{name: \"not a number\", input: \"1,x,3\", wantErr: true},\n\t\t{name: \"empty field\", input: \"1,,3\", wantErr: true},\n\t}\n" +
-			"\tfor _, tt := range tests {\n\t\tt.Run(tt.name, func(t *testing.T) {\n\t\t\tgot, err := SumCSV(tt.input)\n\t\t\tif (err != nil) != tt.wantErr {\n" +
-			"\t\t\t\tt.Fatalf(\"SumCSV(%q) error = %v, wantErr %v\", tt.input, err, tt.wantErr)\n\t\t\t}\n\t\t\tif got != tt.want {\n" +
-			"\t\t\t\tt.Errorf(\"SumCSV(%q) = %d, want %d\", tt.input, got, tt.want)\n\t\t\t}\n\t\t})\n\t}\n}\n```\n\n" +
-			"SumCSV trims each field before parsing it, so spaces around the numbers are allowed, and it reports the position of the first field that is not an integer. An empty input sums to 0."},
-	{"summarise", []tokenizer.Message{{Role: "user", Content: "Summarise this text in a few sentences.\n\n" +
-		"The town council met on Tuesday to discuss the future of the old river bridge, which has been closed to cars since a structural survey in March found corrosion in two of its steel supports. " +
-		"Engineers presented three options. The first is a full repair of the existing bridge, which would cost an estimated 4.2 million euros and take about eighteen months, during which the bridge would stay closed to all traffic. " +
-		"The second is to replace the bridge with a new concrete structure at a cost of 6.8 million euros; construction would take two years, but a temporary footbridge could be installed so that pedestrians and cyclists can still cross the river. " +
-		"The third option is to close the bridge permanently to motor vehicles and convert it into a pedestrian and cycle bridge, which would require only 1.5 million euros of repairs and could be finished within nine months. " +
-		"Shop owners on the east bank argued that the closure has already cut their trade by a third and asked the council to reopen the bridge to cars as soon as possible. " +
-		"Residents of the narrow streets on the west bank, however, said that traffic has been calmer since March and supported the third option. " +
-		"The council will hold a public consultation in June and expects to vote on the options in September."}},
-		"The town council is deciding what to do with the old river bridge, which has been closed to cars since a survey in March found corrosion in two of its steel supports. " +
-			"Engineers presented three options: a full repair of the existing bridge for about 4.2 million euros and eighteen months of closure, " +
-			"a new concrete bridge for 6.8 million euros built over two years with a temporary footbridge for pedestrians and cyclists, " +
-			"or closing the bridge permanently to motor vehicles and converting it into a pedestrian and cycle bridge for 1.5 million euros within nine months. " +
-			"Shop owners on the east bank want the bridge reopened to cars as soon as possible because the closure has cut their trade by a third, while residents on the west bank support the third option because traffic has been calmer since March. " +
-			"The council will hold a public consultation in June and vote on the options in September."},
-	{"second turn", []tokenizer.Message{
-		{Role: "user", Content: "My sourdough starter is a week old and barely rises. How do I make it more active?"},
-		{Role: "assistant", Content: specChatAnswer},
-		{Role: "user", Content: "Thanks! Can you turn that into a short numbered checklist I can stick on the fridge?"}},
-		"1. Keep the starter warm, around 24 to 27 degrees Celsius.\n" +
-			"2. Feed it at the same time every day.\n" +
-			"3. At each feeding, discard all but a tablespoon or two and refresh it with equal weights of flour and water.\n" +
-			"4. Mix in 20 to 30 percent whole wheat or rye flour to give the yeast and bacteria more to eat.\n" +
-			"5. Use filtered or boiled and cooled water if your tap water is heavily chlorinated.\n" +
-			"6. Bake with it once it reliably doubles within four to six hours after a feeding."},
+	{"chat", []string{"Tell me a saying about love."}, answered},
+	{"code", []string{refPrompts[1].msgs[0].Content}, isCode},
+	{"summarise", []string{specSummarised}, summarises},
+	{"second turn", []string{"Tell me a saying about love.", "Do you know a saying about time?"}, answered},
 }
 
-// specTokens renders a prompt as the chat transcript and cuts it and the
-// reply into the K3 pre-tokenizer's pieces, one id per distinct piece (a
-// stand-in for the released 163840-token vocabulary, where nearly every
-// such piece of English and code is one token). It returns the ids and
-// where the reply starts.
-func specTokens(p specPrompt, vocab map[string]int) ([]int, int, error) {
-	segs, err := tokenizer.Render(p.msgs, nil, tokenizer.RenderOptions{NoThink: true})
-	if err != nil {
-		return nil, 0, err
+// answered: a chat reply needs an answer.
+func answered(a tokenizer.Assistant, _ string) string {
+	if strings.TrimSpace(a.Content) == "" {
+		return "no answer"
 	}
-	id := func(text string) []int {
-		var out []int
-		for _, piece := range tokenizer.Pretokenize(text) {
-			if _, ok := vocab[piece]; !ok {
-				vocab[piece] = len(vocab)
-			}
-			out = append(out, vocab[piece])
-		}
-		return out
-	}
-	var ids []int
-	for _, s := range segs {
-		if s.Special { // a special token is one token
-			if _, ok := vocab[s.Text]; !ok {
-				vocab[s.Text] = len(vocab)
-			}
-			ids = append(ids, vocab[s.Text])
-			continue
-		}
-		ids = append(ids, id(s.Text)...)
-	}
-	start := len(ids)
-	return append(ids, id(p.reply)...), start, nil
+	return ""
 }
+
+// isCode: the code prompt asks for a Go function.
+func isCode(a tokenizer.Assistant, _ string) string {
+	if !strings.Contains(a.Content, "func ") || !strings.Contains(a.Content, "{") {
+		return "the model cannot write code: its reply is not a Go function"
+	}
+	return ""
+}
+
+// summarises: most of a summary's longer words come from the text.
+func summarises(a tokenizer.Assistant, prompt string) string {
+	words := func(s string) []string {
+		return strings.FieldsFunc(strings.ToLower(s), func(r rune) bool { return !unicode.IsLetter(r) })
+	}
+	src := words(prompt)
+	var n, from int
+	for _, w := range words(a.Content) {
+		if len(w) >= 4 {
+			n++
+			if slices.Contains(src, w) {
+				from++
+			}
+		}
+	}
+	if n < 8 || 2*from < n {
+		return fmt.Sprintf("the model cannot summarise: %d of the %d longer words of its reply are from the text", from, n)
+	}
+	return ""
+}
+
+// specSamplings are the two ways each prompt is decoded.
+var specSamplings = []struct {
+	name string
+	s    engine.Sampling
+}{{"greedy", engine.Sampling{}}, {"seed 7", engine.Sampling{Temperature: 0.8, TopK: 40, TopP: 0.95, Seed: 7}}}
 
 // specLine is one line of `k3 bench spec --json`.
 type specLine struct {
-	Kind            string  `json:"kind"`              // acceptance, timing, disk, overlap, projection
+	Kind            string  `json:"kind"`              // reply, acceptance, timing, disk, overlap, projection, reference
 	Compute         string  `json:"compute,omitempty"` // projection: "measured" or "read-bound"
 	Prompt          string  `json:"prompt,omitempty"`
+	Sampling        string  `json:"sampling,omitempty"`
 	Preset          string  `json:"preset,omitempty"`
 	Spec            string  `json:"spec,omitempty"` // off, auto or a forced length
 	Tokens          int     `json:"tokens,omitempty"`
@@ -131,38 +105,60 @@ type specLine struct {
 	PassesPerToken  float64 `json:"passes_per_token,omitempty"`
 	SecondsPerToken float64 `json:"seconds_per_token,omitempty"`
 	BytesPerToken   float64 `json:"bytes_per_token,omitempty"`
-	Lengths         []int   `json:"draft_lengths,omitempty"` // passes by draft length
+	BytesRatio      float64 `json:"bytes_ratio,omitempty"` // bytes per token without speculation / with
+	Lengths         []int   `json:"draft_lengths,omitempty"`
 	Positions       int     `json:"positions,omitempty"`
 	Seconds         float64 `json:"seconds,omitempty"`
 	GBps            float64 `json:"gbps,omitempty"`
 	Efficiency      float64 `json:"overlap_efficiency,omitempty"`
+	TooWeak         bool    `json:"too_weak,omitempty"`
+	Text            string  `json:"text,omitempty"`
 	Note            string  `json:"note,omitempty"`
 }
 
 // releasedKinds are the released model's layers by kind.
 var releasedKinds = map[string]int{"kda+dense": 1, "kda+moe": 68, "mla+moe": 24}
 
+// specCase is one prompt decoded one way: every run of it made the same
+// ids (checked), by plain decoding and at each forced draft length.
+type specCase struct {
+	prompt, sampling string
+	ids              []int // the prompt's ids
+	sampler          func() engine.Sampler
+	off              *engine.GenResult
+	forced           []*engine.GenResult // index k-1: drafts of up to k tokens
+	weak             string
+}
+
 func benchSpec(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("k3 bench spec", stderr)
 	jsonOut := fs.Bool("json", false, "one JSON object per line")
 	cache, _ := os.UserCacheDir()
 	dir := fs.String("dir", filepath.Join(cache, "k3", "bench"), "where the real-width checkpoint of k3 bench layer is generated (reused; ~10 GB + trunk)")
+	modelDir := fs.String("model", "", "the trained model whose replies are measured (default: the demo model, written to a temporary folder)")
 	threads := fs.Int("threads", 0, "threads (0: physical cores)")
 	maxDraft := fs.Int("max-draft", engine.DefaultMaxDraft, "longest draft")
+	maxTokens := fs.Int("max-tokens", 512, "reply cap in tokens")
 	reps := fs.Int("reps", 2, "timed passes per length (the fastest counts)")
-	acceptOnly := fs.Bool("acceptance-only", false, "only the acceptance table (no checkpoint, no timing)")
-	setUsage(fs, stderr, "usage: k3 bench spec [--json] [--threads N] [--max-draft N] [--dir PATH] [--acceptance-only]",
-		"Decodes a fixed set of replies (chat, code, summarise-this-text, a second chat turn) with the",
-		"engine's drafter as if a model had chosen them, and reports the draft acceptance per pass.",
-		"Then times verification passes of 1..max-draft+1 positions at the real K3 width (the",
-		"k3 bench layer checkpoint), the disk and a streamed decode's overlap of reads and compute,",
-		"and projects the full model's s/token and bytes read per token at the laptop, desktop and",
-		"server presets without speculation, with the automatic draft length and the best fixed one.")
+	acceptOnly := fs.Bool("acceptance-only", false, "only the replies, the acceptance and the read-bound projection of bytes (no checkpoint, no timing)")
+	reference := fs.Bool("reference", false, "also run the drafter over hand-written replies (code, a summary; no model)")
+	setUsage(fs, stderr, "usage: k3 bench spec [--json] [--model DIR] [--threads N] [--max-draft N] [--dir PATH] [--acceptance-only] [--reference]",
+		"Asks a trained model (the demo model unless --model) a fixed set of prompts (chat, code,",
+		"summarise-this-text, a second chat turn) greedy and with a seed, generating with the engine's",
+		"drafter and verifier without speculation and at every draft length up to --max-draft (the ids",
+		"are checked to be the same), and reports drafted/accepted tokens, accepted per pass and passes",
+		"per token. A reply not of the kind asked (the demo model knows sayings, not code) is marked.",
+		"Then it projects the full model's bytes read and s/token per generated token at the laptop,",
+		"desktop and server presets without speculation, with the automatic draft length (the engine's",
+		"controller deciding at the preset's pass costs while the model generates) and the best fixed",
+		"one: read-bound (bytes only: load-independent), and with the compute of verification passes of",
+		"1..max-draft+1 positions timed at the real K3 width (the k3 bench layer checkpoint), the disk,",
+		"and a streamed decode's overlap of reads and compute.")
 	if _, code := parseArgs(fs, args); code >= 0 {
 		return code
 	}
-	if *maxDraft < 1 || *maxDraft > 32 || *reps < 1 {
-		fmt.Fprintln(stderr, "k3 bench spec: --max-draft must be 1..32 and --reps at least 1")
+	if *maxDraft < 1 || *maxDraft > 32 || *reps < 1 || *maxTokens < 2 {
+		fmt.Fprintln(stderr, "k3 bench spec: --max-draft must be 1..32, --reps at least 1 and --max-tokens at least 2")
 		return ExitUsage
 	}
 	enc := json.NewEncoder(stdout)
@@ -173,47 +169,129 @@ func benchSpec(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stdout, text)
 		}
 	}
+	title := func(s string) {
+		if !*jsonOut {
+			fmt.Fprintln(stdout, s)
+		}
+	}
 	logf := func(f string, a ...any) { fmt.Fprintf(stderr, f+"\n", a...) }
+	fail := func(what string, err error) int {
+		fmt.Fprintf(stderr, "k3 bench spec: %s%v\n", what, err)
+		return ExitRuntime
+	}
+	ctx := context.Background()
 
-	var set []specCase
-	vocab := map[string]int{}
-	for _, p := range specPrompts {
-		ids, start, err := specTokens(p, vocab)
+	md := *modelDir
+	if md == "" {
+		tmp, err := os.MkdirTemp("", "k3-bench-spec-")
 		if err != nil {
-			fmt.Fprintf(stderr, "k3 bench spec: %v\n", err)
-			return ExitRuntime
+			return fail("", err)
 		}
-		set = append(set, specCase{p.name, ids, start})
-	}
-	// acceptance does not depend on costs: forced lengths
-	if !*jsonOut {
-		fmt.Fprintln(stdout, "draft acceptance (tokens are K3 pre-tokenizer pieces; each reply decoded as if the model chose it)")
-		fmt.Fprintf(stdout, "%-12s %6s %6s %5s %9s %9s %11s %11s\n", "prompt", "prompt", "reply", "draft", "drafted", "accepted", "acc./pass", "pass/token")
-	}
-	flat := engine.PassCosts{DiskBps: 1, Compute: []float64{0, 1}, TrunkBytes: 1}
-	for _, s := range set {
-		for _, k := range []int{1, 2, 4, *maxDraft} {
-			r := engine.SimulateSpec(s.ids, s.start, engine.Spec(k), *maxDraft, flat)
-			ppt := float64(r.Passes+1) / float64(r.Tokens)
-			emit(specLine{Kind: "acceptance", Prompt: s.name, Spec: fmt.Sprint(k), Tokens: r.Tokens, Passes: r.Passes, Drafted: r.Drafted, Accepted: r.Accepted,
-				AcceptedPerPass: r.AcceptedPerPass(), PassesPerToken: ppt, Positions: s.start},
-				fmt.Sprintf("%-12s %6d %6d %5d %9d %9d %11.2f %11.2f", s.name, s.start, r.Tokens, k, r.Drafted, r.Accepted, r.AcceptedPerPass(), ppt))
+		defer os.RemoveAll(tmp)
+		if err := synth.WriteDemo(tmp, "small"); err != nil {
+			return fail("", err)
 		}
+		md = tmp
+	}
+	tok, err := tokenizer.Load(md)
+	if err != nil {
+		return fail("", err)
+	}
+	m, err := engine.Open(md, engine.Options{Budget: engine.Budget{CacheBytes: 1 << 40}, MaxDraft: *maxDraft})
+	if err != nil {
+		return fail("", err)
+	}
+	defer m.Close()
+	e := m.NewEngine(*threads)
+	defer e.Close()
+	gen := func(c *specCase, spec engine.Spec, costs func(int) float64) (*engine.GenResult, error) {
+		res, err := e.Generate(ctx, nil, c.ids, engine.GenOptions{MaxTokens: *maxTokens, StopIDs: tok.StopIDs(), Sampler: c.sampler(), Spec: spec, SpecCosts: costs})
+		if err != nil {
+			return nil, err
+		}
+		if c.off != nil && !slices.Equal(res.Generated, c.off.Generated) {
+			return nil, fmt.Errorf("%s, %s, spec %s: the ids differ from plain decoding's", c.prompt, c.sampling, spec)
+		}
+		return res, nil
+	}
+
+	title(fmt.Sprintf("replies of %s (each prompt as a chat session sends it; plain decoding)", filepath.Base(md)))
+	var cases []*specCase
+	for _, p := range specPrompts {
+		for _, sm := range specSamplings {
+			ids, err := specPromptIDs(ctx, e, tok, p, sm.s, *maxTokens)
+			if err != nil {
+				return fail(p.name+": ", err)
+			}
+			stream := uint64(len(p.turns))
+			c := &specCase{prompt: p.name, sampling: sm.name, ids: ids, sampler: func() engine.Sampler { return sm.s.Sampler(stream) }}
+			if c.off, err = gen(c, engine.SpecOff, nil); err != nil {
+				return fail("", err)
+			}
+			a, err := tok.ParseAssistantIDs(c.off.Generated, true)
+			switch {
+			case c.off.Stop != engine.StopToken:
+				c.weak = fmt.Sprintf("the reply did not end by itself within %d tokens", *maxTokens)
+			case err != nil:
+				c.weak = "the reply is not a well-formed chat turn: " + err.Error()
+			default:
+				c.weak = p.kind(a, p.turns[len(p.turns)-1])
+			}
+			text := strings.TrimSpace(a.Content)
+			if err != nil {
+				text = string(tok.Decode(c.off.Generated))
+			}
+			note := "of the kind asked"
+			if c.weak != "" {
+				note = "TOO WEAK: " + c.weak
+			}
+			emit(specLine{Kind: "reply", Prompt: p.name, Sampling: sm.name, Positions: len(ids), Tokens: len(c.off.Generated), TooWeak: c.weak != "", Text: text, Note: note},
+				fmt.Sprintf("%-12s %-7s prompt %4d, reply %4d tokens: %q\n%21s %s", p.name, sm.name, len(ids), len(c.off.Generated), clip(text, 90), "", note))
+			cases = append(cases, c)
+		}
+	}
+
+	title("\ndraft acceptance, generating with the drafter and verifier at forced draft lengths (the same ids as plain decoding)")
+	title(fmt.Sprintf("%-12s %-7s %6s %5s %9s %9s %11s %11s", "prompt", "", "reply", "draft", "drafted", "accepted", "acc./pass", "pass/token"))
+	for _, c := range cases {
+		for k := 1; k <= *maxDraft; k++ {
+			r, err := gen(c, engine.Spec(k), nil)
+			if err != nil {
+				return fail("", err)
+			}
+			c.forced = append(c.forced, r)
+			if k != 1 && k != 2 && k != 4 && k != *maxDraft {
+				continue
+			}
+			sim := engine.SpecSimOf(r, *maxDraft, unitCosts)
+			ppt := r.PassesPerToken()
+			emit(specLine{Kind: "acceptance", Prompt: c.prompt, Sampling: c.sampling, Spec: fmt.Sprint(k), Tokens: sim.Tokens, Passes: sim.Passes, Drafted: sim.Drafted, Accepted: sim.Accepted,
+				AcceptedPerPass: sim.AcceptedPerPass(), PassesPerToken: ppt, TooWeak: c.weak != ""},
+				fmt.Sprintf("%-12s %-7s %6d %5d %9d %9d %11.2f %11.2f%s", c.prompt, c.sampling, sim.Tokens, k, sim.Drafted, sim.Accepted, sim.AcceptedPerPass(), ppt, weakMark(c.weak)))
+		}
+	}
+
+	// read-bound: a pass costs its bytes; the disk speed scales every
+	// choice alike, so the bytes do not depend on it
+	nominal := make([]float64, *maxDraft+2)
+	title("\nprojected full model per generated token, read-bound (compute hidden under the reads): GB read per token")
+	if err := projectAll(cases, "read-bound", 1, nominal, 0, *maxDraft, !*acceptOnly, gen, emit, title); err != nil {
+		return fail("", err)
+	}
+	if *reference {
+		benchSpecReference(*maxDraft, emit, title)
 	}
 	if *acceptOnly {
 		return ExitOK
 	}
 
-	ctx := context.Background()
 	model, tr, err := measure.PrepareLayer(ctx, *dir, measure.LayerSpec(), logf)
 	if err != nil {
-		fmt.Fprintf(stderr, "k3 bench spec: %v\n", err)
-		return ExitRuntime
+		return fail("", err)
 	}
 	set0, err := st.Open(model)
 	if err != nil {
-		fmt.Fprintf(stderr, "k3 bench spec: %v\n", err)
-		return ExitRuntime
+		return fail("", err)
 	}
 	var files []string
 	for _, f := range set0.Files() {
@@ -223,8 +301,7 @@ func benchSpec(args []string, stdout, stderr io.Writer) int {
 	// the disk's limit: the best of the raw reads k3 bench stream compares with
 	runs, err := measure.LimitRuns(ctx, files, 2<<30, "")
 	if err != nil {
-		fmt.Fprintf(stderr, "k3 bench spec: disk: %v\n", err)
-		return ExitRuntime
+		return fail("disk: ", err)
 	}
 	best := runs[0]
 	for _, r := range runs {
@@ -238,8 +315,7 @@ func benchSpec(args []string, stdout, stderr io.Writer) int {
 	logf("streamed decode (every layer from the packed trunk through a 3.7 GB ring, experts from disk): overlap of reads and compute")
 	ov, err := measureSpecOverlap(ctx, model, tr, *threads)
 	if err != nil {
-		fmt.Fprintf(stderr, "k3 bench spec: overlap: %v\n", err)
-		return ExitRuntime
+		return fail("overlap: ", err)
 	}
 	emit(specLine{Kind: "overlap", Seconds: ov.SecondsPerToken(), Efficiency: ov.Efficiency, GBps: float64(ov.BytesRead) / ov.ReadSeconds / 1e9,
 		Note: fmt.Sprintf("read %.2f s, compute %.2f s, wall %.2f s over %d tokens", ov.ReadSeconds, ov.ComputeSeconds, ov.WallSeconds, ov.Tokens)},
@@ -249,77 +325,126 @@ func benchSpec(args []string, stdout, stderr io.Writer) int {
 	logf("timing verification passes of 1..%d positions at the real K3 width (resident, every expert cached)", *maxDraft+1)
 	timings, err := engine.MeasurePasses(ctx, model, *threads, *maxDraft+1, 64, *reps, logf)
 	if err != nil {
-		fmt.Fprintf(stderr, "k3 bench spec: %v\n", err)
-		return ExitRuntime
+		return fail("", err)
 	}
 	compute := engine.ComputeAt(timings, releasedKinds, doctor.K3.ExpertsPerToken/16, 16)
-	if !*jsonOut {
-		fmt.Fprintln(stdout, "\ncompute of one pass of the full model (projected from the measured layers; no expert shared between positions)")
-	}
+	title("\ncompute of one pass of the full model (projected from the measured layers; no expert shared between positions)")
 	for T := 1; T < len(compute); T++ {
 		emit(specLine{Kind: "timing", Positions: T, Seconds: compute[T]}, fmt.Sprintf("  %d position(s): %.2f s (%.2f s per position)", T, compute[T], compute[T]/float64(T)))
 	}
-
-	// the same projections for a machine whose compute hides under its
-	// reads even for the longest pass (compute 0): what the bytes alone
-	// decide
-	readBound := make([]float64, len(compute))
-	for _, model := range []struct {
-		name    string
-		compute []float64
-		title   string
-	}{{"measured", compute, "compute as measured here"}, {"read-bound", readBound, "read-bound: compute hidden under the reads"}} {
-		if !*jsonOut {
-			fmt.Fprintf(stdout, "\nprojected full model per generated token, %s: s = max(read, compute) / overlap efficiency\n", model.title)
-			fmt.Fprintf(stdout, "%-8s %-12s %-6s %9s %10s %9s %11s  %s\n", "preset", "prompt", "spec", "s/token", "GB/token", "acc/pass", "pass/token", "passes by draft length 0..")
-		}
-		for _, name := range []string{"laptop", "desktop", "server"} {
-			projectSpec(name, model.name, disk, model.compute, ov.Efficiency, set, *maxDraft, emit)
-		}
+	title("\nprojected full model per generated token, compute as measured here: s = max(read, compute) / overlap efficiency")
+	if err := projectAll(cases, "measured", disk, compute, ov.Efficiency, *maxDraft, true, gen, emit, title); err != nil {
+		return fail("", err)
 	}
 	return ExitOK
 }
 
-// specCase is one tokenized prompt: the reply starts at start.
-type specCase struct {
-	name  string
-	ids   []int
-	start int
+// unitCosts count positions: a pass of T positions reads T bytes.
+var unitCosts = engine.PassCosts{DiskBps: 1, Compute: []float64{0, 0}, ExpertBytes: 1}
+
+func weakMark(weak string) string {
+	if weak != "" {
+		return "  (too weak)"
+	}
+	return ""
 }
 
-// projectSpec prints one preset's projections for every prompt: without
-// speculation, with the automatic draft length and with the fastest fixed
-// one.
-func projectSpec(name, computeModel string, disk float64, compute []float64, overlap float64, set []specCase, maxDraft int, emit func(specLine, string)) {
-	pr, _ := plan.Lookup(name)
-	pred := doctor.Predict(pr, doctor.Speeds{TrunkDiskGBps: disk, ExpertDiskGBps: disk, BF16GBps: 1, MXFP4GBps: 1})
-	costs := engine.PassCosts{TrunkBytes: float64(pred.StreamedTrunkBytesPerToken), ExpertBytes: (1 - pred.ExpertHitRate) * float64(doctor.K3.ExpertBytesPerToken()),
-		DiskBps: disk * 1e9, Compute: compute, Overlap: overlap}
-	for _, s := range set {
-		off := engine.SimulateSpec(s.ids, s.start, engine.SpecOff, maxDraft, costs)
-		rows := []struct {
-			spec string
-			r    engine.SpecSim
-		}{{"off", off}, {"auto", engine.SimulateSpec(s.ids, s.start, engine.SpecAuto, maxDraft, costs)}}
-		best := struct {
-			spec string
-			r    engine.SpecSim
-		}{"", off}
-		for k := 1; k <= maxDraft; k++ {
-			if r := engine.SimulateSpec(s.ids, s.start, engine.Spec(k), maxDraft, costs); r.Seconds < best.r.Seconds {
-				best.spec, best.r = fmt.Sprint(k), r
+func clip(s string, n int) string {
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
+}
+
+// specPromptIDs renders a prompt as a chat session sends it; a second
+// turn's history is the model's own reply to the first, decoded the same
+// way.
+func specPromptIDs(ctx context.Context, e *engine.Engine, tok *tokenizer.Tokenizer, p specPrompt, sm engine.Sampling, maxTokens int) ([]int, error) {
+	s := chat.NewSession(e, tok)
+	opt := chat.Options{MaxTokens: maxTokens, Spec: engine.SpecOff, Sampling: sm}
+	for _, u := range p.turns[:len(p.turns)-1] {
+		if _, err := s.Turn(ctx, u, opt, nil); err != nil {
+			return nil, err
+		}
+	}
+	return s.Prompt(p.turns[len(p.turns)-1], opt)
+}
+
+// projectAll prints, per preset and case, the projected full model per
+// generated token without speculation, with the controller deciding at the
+// preset's costs while the model generates, and with the best fixed
+// length; disk 1 and compute 0 give bytes only.
+func projectAll(cases []*specCase, computeModel string, disk float64, compute []float64, overlap float64, maxDraft int, seconds bool,
+	gen func(*specCase, engine.Spec, func(int) float64) (*engine.GenResult, error), emit func(specLine, string), title func(string)) error {
+	title(fmt.Sprintf("%-8s %-12s %-7s %-5s %9s %9s %7s %9s %11s  %s", "preset", "prompt", "", "spec", "s/token", "GB/token", "vs off", "acc/pass", "pass/token", "passes by draft length 0.."))
+	for _, name := range []string{"laptop", "desktop", "server"} {
+		pr, _ := plan.Lookup(name)
+		pred := doctor.Predict(pr, doctor.Speeds{TrunkDiskGBps: disk, ExpertDiskGBps: disk, BF16GBps: 1, MXFP4GBps: 1})
+		costs := engine.PassCosts{TrunkBytes: float64(pred.StreamedTrunkBytesPerToken), ExpertBytes: (1 - pred.ExpertHitRate) * float64(doctor.K3.ExpertBytesPerToken()),
+			DiskBps: disk * 1e9, Compute: compute, Overlap: overlap}
+		for _, c := range cases {
+			auto, err := gen(c, engine.SpecAuto, costs.Seconds)
+			if err != nil {
+				return err
+			}
+			off := engine.SpecSimOf(c.off, maxDraft, costs)
+			rows := []struct {
+				spec string
+				r    engine.SpecSim
+			}{{"off", off}, {"auto", engine.SpecSimOf(auto, maxDraft, costs)}}
+			bestK, best := 0, off
+			for k, f := range c.forced {
+				if r := engine.SpecSimOf(f, maxDraft, costs); r.Seconds < best.Seconds {
+					bestK, best = k+1, r
+				}
+			}
+			if bestK > 0 {
+				rows = append(rows, struct {
+					spec string
+					r    engine.SpecSim
+				}{fmt.Sprint(bestK), best})
+			}
+			for _, row := range rows {
+				r := row.r
+				ppt := float64(r.Passes+1) / float64(max(r.Tokens, 1))
+				spt, sText := r.SecondsPerToken(), fmt.Sprintf("%9.2f", r.SecondsPerToken())
+				if !seconds {
+					spt, sText = 0, fmt.Sprintf("%9s", "-")
+				}
+				ratio := off.BytesPerToken() / r.BytesPerToken()
+				emit(specLine{Kind: "projection", Compute: computeModel, Preset: name, Prompt: c.prompt, Sampling: c.sampling, Spec: row.spec, Tokens: r.Tokens, Passes: r.Passes,
+					Drafted: r.Drafted, Accepted: r.Accepted, AcceptedPerPass: r.AcceptedPerPass(), PassesPerToken: ppt, SecondsPerToken: spt, BytesPerToken: r.BytesPerToken(),
+					BytesRatio: ratio, Lengths: r.Lengths, TooWeak: c.weak != ""},
+					fmt.Sprintf("%-8s %-12s %-7s %-5s %s %9.2f %6.2fx %9.2f %11.2f  %s%s", name, c.prompt, c.sampling, row.spec, sText, r.BytesPerToken()/1e9, ratio,
+						r.AcceptedPerPass(), ppt, strings.Trim(fmt.Sprint(r.Lengths), "[]"), weakMark(c.weak)))
 			}
 		}
-		if best.spec != "" {
-			rows = append(rows, best)
+	}
+	return nil
+}
+
+// benchSpecReference runs the drafter and controller over the hand-written
+// replies, read-bound at the laptop preset.
+func benchSpecReference(maxDraft int, emit func(specLine, string), title func(string)) {
+	title("\nhand-written replies, no model (the drafter on code and a summary, which the demo model cannot write): laptop, read-bound")
+	title(fmt.Sprintf("%-12s %6s %-5s %9s %9s %10s %7s  %s", "prompt", "reply", "spec", "drafted", "accepted", "GB/token", "vs off", "passes by draft length 0.."))
+	pr, _ := plan.Lookup("laptop")
+	pred := doctor.Predict(pr, doctor.Speeds{TrunkDiskGBps: 1, ExpertDiskGBps: 1, BF16GBps: 1, MXFP4GBps: 1})
+	costs := engine.PassCosts{TrunkBytes: float64(pred.StreamedTrunkBytesPerToken), ExpertBytes: (1 - pred.ExpertHitRate) * float64(doctor.K3.ExpertBytesPerToken()),
+		DiskBps: 1e9, Compute: make([]float64, maxDraft+2)}
+	vocab := map[string]int{}
+	for _, p := range refPrompts {
+		ids, start, err := refTokens(p, vocab)
+		if err != nil {
+			panic(err) // fixed texts
 		}
-		for _, row := range rows {
-			r := row.r
-			ppt := float64(r.Passes+1) / float64(r.Tokens)
-			emit(specLine{Kind: "projection", Compute: computeModel, Preset: name, Prompt: s.name, Spec: row.spec, Tokens: r.Tokens, Passes: r.Passes, Drafted: r.Drafted, Accepted: r.Accepted,
-				AcceptedPerPass: r.AcceptedPerPass(), PassesPerToken: ppt, SecondsPerToken: r.SecondsPerToken(), BytesPerToken: r.BytesPerToken(), Lengths: r.Lengths},
-				fmt.Sprintf("%-8s %-12s %-6s %9.2f %10.2f %9.2f %11.2f  %s", name, s.name, row.spec, r.SecondsPerToken(), r.BytesPerToken()/1e9,
-					r.AcceptedPerPass(), ppt, strings.Trim(fmt.Sprint(r.Lengths), "[]")))
+		off := engine.SimulateSpec(ids, start, engine.SpecOff, maxDraft, costs)
+		for _, spec := range []engine.Spec{engine.SpecOff, engine.SpecAuto, engine.Spec(maxDraft)} {
+			r := engine.SimulateSpec(ids, start, spec, maxDraft, costs)
+			ratio := off.BytesPerToken() / r.BytesPerToken()
+			emit(specLine{Kind: "reference", Compute: "read-bound", Preset: "laptop", Prompt: p.name, Spec: spec.String(), Tokens: r.Tokens, Passes: r.Passes, Drafted: r.Drafted,
+				Accepted: r.Accepted, AcceptedPerPass: r.AcceptedPerPass(), BytesPerToken: r.BytesPerToken(), BytesRatio: ratio, Lengths: r.Lengths, Note: "hand-written reply, no model"},
+				fmt.Sprintf("%-12s %6d %-5s %9d %9d %10.2f %6.2fx  %s", p.name, r.Tokens, spec, r.Drafted, r.Accepted, r.BytesPerToken()/1e9, ratio, strings.Trim(fmt.Sprint(r.Lengths), "[]")))
 		}
 	}
 }

@@ -9,39 +9,71 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestBenchSpecAcceptance: the acceptance table covers every prompt of the
-// fixed set at every length, reproducibly, and the drafter finds nothing to
-// copy in the chat reply but accepts drafts in the summary and second turn.
+// TestBenchSpecAcceptance: the demo model answers every prompt of the
+// fixed set both ways, the code and summary prompts marked too weak; the
+// acceptance table covers every case at every length, the controller never makes a
+// prompt read more than plain decoding at any preset and drafts nothing at
+// the server preset (nothing streamed), and the hand-written replies are
+// labelled as such.
 func TestBenchSpecAcceptance(t *testing.T) {
-	run := func() []specLine {
-		code, stdout, stderr := runK3("bench", "spec", "--acceptance-only", "--json")
-		require.Equal(t, ExitOK, code, stderr)
-		var lines []specLine
-		for _, l := range strings.Split(strings.TrimSpace(stdout), "\n") {
-			var sl specLine
-			require.NoError(t, json.Unmarshal([]byte(l), &sl), l)
-			lines = append(lines, sl)
-		}
-		return lines
+	code, stdout, stderr := runK3("bench", "spec", "--acceptance-only", "--reference", "--json")
+	require.Equal(t, ExitOK, code, stderr)
+	kinds := map[string][]specLine{}
+	for _, l := range strings.Split(strings.TrimSpace(stdout), "\n") {
+		var sl specLine
+		require.NoError(t, json.Unmarshal([]byte(l), &sl), l)
+		kinds[sl.Kind] = append(kinds[sl.Kind], sl)
 	}
-	lines := run()
-	require.Len(t, lines, 4*4)
-	assert.Equal(t, lines, run())
+	require.Len(t, kinds["reply"], 8)
+	for _, r := range kinds["reply"] {
+		weak := r.Prompt == "code" || r.Prompt == "summarise"
+		assert.Equal(t, weak, r.TooWeak, "%s %s: %s (%q)", r.Prompt, r.Sampling, r.Note, r.Text)
+		assert.NotEmpty(t, r.Text)
+		assert.Greater(t, r.Tokens, 10)
+	}
+	require.Len(t, kinds["acceptance"], 8*4)
 	perPass := map[string]float64{}
-	for _, l := range lines {
-		assert.Equal(t, "acceptance", l.Kind)
+	for _, l := range kinds["acceptance"] {
 		assert.LessOrEqual(t, l.Accepted, l.Drafted)
-		assert.Equal(t, l.Tokens, l.Passes+1+l.Accepted, "%s spec %s: every pass makes its accepted drafts and one more token", l.Prompt, l.Spec)
-		if l.Spec == "8" {
+		// the first token comes from the prompt's pass, every pass makes
+		// its accepted drafts and one more, but the last when the reply
+		// ended inside its draft
+		assert.Contains(t, []int{l.Passes + l.Accepted, l.Passes + 1 + l.Accepted}, l.Tokens, "%s %s spec %s", l.Prompt, l.Sampling, l.Spec)
+		if l.Spec == "8" && l.Sampling == "greedy" {
 			perPass[l.Prompt] = l.AcceptedPerPass
 		}
 	}
-	assert.Equal(t, 0.0, perPass["chat"])
-	assert.Greater(t, perPass["summarise"], 0.5)
-	assert.Greater(t, perPass["second turn"], 0.5)
-	assert.Greater(t, perPass["code"], 0.1)
+	assert.Greater(t, perPass["second turn"], 0.5, "the second turn repeats the first one's frame")
+	require.Len(t, kinds["projection"], 3*8*3-countMissingBest(kinds["projection"]))
+	for _, l := range kinds["projection"] {
+		assert.Equal(t, "read-bound", l.Compute)
+		if l.Spec == "auto" {
+			assert.GreaterOrEqual(t, l.BytesRatio, 0.98, "%s %s %s", l.Preset, l.Prompt, l.Sampling)
+			if l.Preset == "server" {
+				assert.Equal(t, 0, l.Drafted, "%s %s", l.Prompt, l.Sampling)
+			}
+		}
+	}
+	require.Len(t, kinds["reference"], 4*3)
+	for _, l := range kinds["reference"] {
+		assert.Equal(t, "hand-written reply, no model", l.Note)
+	}
 
-	code, _, stderr := runK3("bench", "spec", "--max-draft", "0")
+	code, _, stderr = runK3("bench", "spec", "--max-draft", "0")
 	assert.Equal(t, ExitUsage, code)
 	assert.Contains(t, stderr, "--max-draft must be 1..32")
+}
+
+// countMissingBest counts the cases without a fixed length that beats
+// plain decoding (they print two rows, not three).
+func countMissingBest(lines []specLine) int {
+	rows := map[string]int{}
+	for _, l := range lines {
+		rows[l.Preset+"/"+l.Prompt+"/"+l.Sampling]++
+	}
+	n := 0
+	for _, r := range rows {
+		n += 3 - r
+	}
+	return n
 }
