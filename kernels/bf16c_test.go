@@ -2,6 +2,7 @@ package kernels
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -158,4 +159,180 @@ func TestBF16CRefusesCorrupt(t *testing.T) {
 	assert.ErrorContains(t, bind(func(b []byte) { binary.LittleEndian.PutUint64(b[32:], 1<<40) }), "offsets span")
 	_, err := BF16CFromBytes(alignedCopy(good)[:head-1], 4, 96)
 	assert.ErrorContains(t, err, "row offsets")
+}
+
+// bf16cPatterned is a trained-like bf16 matrix whose rows place raw blocks
+// by pattern (none, the first, the last full, a middle one, every one, a
+// random third) and whose compressed blocks include the extremes of the
+// exponent range: base 0 (zeros of both signs, subnormals) and blocks that
+// reach exponent 255 (Inf and NaN stored with 4-bit offsets). want[i][b]
+// says whether full block b of row i must be raw.
+func bf16cPatterned(r *rand.Rand, rows, cols int) (m *Mat, want [][]bool) {
+	m = trainedBF16(r, rows, cols)
+	// opposite weights in the column pairs that cancelX2 gives huge equal
+	// activations: the lanes then hold huge partial sums that cancel in the
+	// combine tree, so any change of lane or order shows in the result
+	for i := 0; i+1 < len(m.BF16); i += 2 {
+		if c := i % cols; c+1 < cols && c/2%3 == 1 {
+			m.BF16[i+1] = m.BF16[i] ^ 0x8000
+		}
+	}
+	full := cols / BF16CBlock
+	want = make([][]bool, rows)
+	for i := 0; i < rows; i++ {
+		want[i] = make([]bool, full)
+		for b := 0; b < full; b++ {
+			switch i % 6 {
+			case 1:
+				want[i][b] = b == 0
+			case 2:
+				want[i][b] = b == full-1
+			case 3:
+				want[i][b] = b == full/2
+			case 4:
+				want[i][b] = true
+			case 5:
+				want[i][b] = r.IntN(3) == 0
+			}
+			w := m.BF16[i*cols+b*BF16CBlock : i*cols+(b+1)*BF16CBlock]
+			switch {
+			case want[i][b]:
+				w[r.IntN(32)] = uint16(r.IntN(128)) | uint16(r.IntN(2))<<15 // exponent 0 among ~2^-3..2^-10
+			case (i+b)%7 == 3: // exponents 0..15: zeros, subnormals, tiny normals
+				for j := range w {
+					w[j] = uint16(r.IntN(16))<<7 | uint16(r.IntN(128)) | uint16(r.IntN(2))<<15
+				}
+				w[r.IntN(32)], w[r.IntN(32)] = 0x8000, 0
+			case (i+b)%7 == 5: // exponents 241..255: huge values, Inf, NaN
+				for j := range w {
+					w[j] = uint16(241+r.IntN(15))<<7 | uint16(r.IntN(128)) | uint16(r.IntN(2))<<15
+				}
+				w[r.IntN(32)] = 0x7f80 | uint16(r.IntN(2))<<15 // ±Inf
+				w[r.IntN(32)] = 0x7fc0 | uint16(r.IntN(64))    // a NaN
+			default: // lift the rare tiny weight so the block compresses
+				hi := uint16(0)
+				for _, v := range w {
+					hi = max(hi, v>>7&0xff)
+				}
+				for j, v := range w {
+					if e := v >> 7 & 0xff; e+15 < hi {
+						w[j] = v&0x807f | (hi-15)<<7
+					}
+				}
+			}
+		}
+	}
+	return m, want
+}
+
+// TestBF16CKernelShapes drives every branch of the BF16C SIMD kernels: raw
+// blocks at the start, middle and end of rows, rows of mixed and of only raw
+// blocks, compressed blocks holding Inf, NaN and subnormals, columns with
+// and without a short last block (and not a multiple of 8), row counts
+// around the 4 rows in flight and the 48-row panels, T = 1..9 (every token
+// grouping of the row kernels), 16 and 33 (the mat-mat path, several column
+// blocks), 1..4 threads, and a row range of the matrix (offsets not from 0).
+func TestBF16CKernelShapes(t *testing.T) {
+	r := rand.New(rand.NewPCG(19, 1))
+	pools := []*Pool{nil, NewPool(1), NewPool(2), NewPool(3), NewPool(4)}
+	defer func() {
+		for _, p := range pools {
+			p.Close()
+		}
+	}()
+	shapes := [][2]int{{1, 32}, {2, 40}, {3, 64}, {5, 95}, {6, 96}, {7, 263}, {9, 256}, {13, 1024}, {50, 544}, {101, 1056 + 21}}
+	tokens := []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 16, 33}
+	for _, sh := range shapes {
+		m, raw := bf16cPatterned(r, sh[0], sh[1])
+		c := CompressBF16(m)
+		require.NoError(t, c.Check())
+		for i := range raw {
+			for b, isRaw := range raw[i] {
+				require.Equal(t, isRaw, c.bf16cRow(i)[b] == BF16CRaw, "%v row %d block %d", sh, i, b)
+			}
+		}
+		for _, T := range tokens {
+			if T > 9 && sh[1] < 256 && T != 16 {
+				continue
+			}
+			x := cancelX2(r, T, sh[1])
+			want := matMulAt(LevelPortable, nil, m, x, T)
+			for _, l := range Levels() {
+				for pi, p := range pools {
+					if pi > 1 && T > 3 && T != 8 && T != 9 && T != 33 {
+						continue // threads 2..4 on a few token counts keep the run short
+					}
+					compare(t, fmt.Sprintf("%v %dx%d T=%d threads=%d", l, sh[0], sh[1], T, p.Threads()), matMulAt(l, p, &c, x, T), want)
+				}
+			}
+		}
+		// a row range (ZOff[0] > 0) and the serialised, aliased form
+		lo, hi := sh[0]/3, sh[0]
+		sub, bsub := c.RowRange(lo, hi), m.RowRange(lo, hi)
+		back, err := BF16CFromBytes(alignedCopy(BF16CBytes(&c)), sh[0], sh[1])
+		require.NoError(t, err)
+		for _, T := range []int{1, 4, 9} {
+			x := specialVec(r, T*sh[1])
+			for _, l := range Levels() {
+				compare(t, fmt.Sprintf("%v rows %d..%d of %v T=%d", l, lo, hi, sh, T), matMulAt(l, pools[2], &sub, x, T), matMulAt(LevelPortable, nil, &bsub, x, T))
+				compare(t, fmt.Sprintf("%v bound %v T=%d", l, sh, T), matMulAt(l, pools[2], &back, x, T), matMulAt(LevelPortable, nil, m, x, T))
+			}
+		}
+	}
+}
+
+// cancelX2 is T tokens of cols ordinary activations, except that the
+// column pairs bf16cPatterned made opposite get one huge value each.
+func cancelX2(r *rand.Rand, T, cols int) []float32 {
+	x := make([]float32, T*cols)
+	for t := 0; t < T; t++ {
+		for c := 0; c < cols; c++ {
+			x[t*cols+c] = float32(r.NormFloat64())
+			if c%2 == 1 && c/2%3 == 1 {
+				v := float32(r.NormFloat64() * math.Ldexp(1, 26+r.IntN(8)))
+				x[t*cols+c-1], x[t*cols+c] = v, v
+			}
+		}
+	}
+	return x
+}
+
+// TestBF16CNonFinite: Inf and NaN activations (also against zero weights,
+// 0·Inf = NaN), huge products that overflow, and Inf/NaN weights in both
+// raw and compressed blocks give the portable result on every level.
+func TestBF16CNonFinite(t *testing.T) {
+	r := rand.New(rand.NewPCG(19, 2))
+	m, _ := bf16cPatterned(r, 23, 320+9)
+	for i := 0; i < len(m.BF16); i += 97 {
+		m.BF16[i] = 0 // exact zeros meet the Inf activations below
+	}
+	c := CompressBF16(m)
+	p := NewPool(2)
+	defer p.Close()
+	for _, T := range []int{1, 2, 3, 4, 7, 8, 12} {
+		for trial := 0; trial < 3; trial++ {
+			x := make([]float32, T*m.Cols)
+			for i := range x {
+				x[i] = float32(r.NormFloat64())
+			}
+			switch trial {
+			case 0: // Inf and NaN activations
+				for i := 0; i < len(x); i += 41 {
+					x[i] = []float32{float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN())}[r.IntN(3)]
+				}
+			case 1: // huge activations: products beyond float32, sums to ±Inf
+				for i := range x {
+					x[i] *= math.MaxFloat32 / 4
+				}
+			default:
+				x = specialVec(r, T*m.Cols)
+			}
+			want := matMulAt(LevelPortable, nil, m, x, T)
+			for _, l := range Levels() {
+				for _, pp := range []*Pool{nil, p} {
+					compare(t, fmt.Sprintf("%v T=%d trial %d", l, T, trial), matMulAt(l, pp, &c, x, T), want)
+				}
+			}
+		}
+	}
 }

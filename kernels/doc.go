@@ -67,6 +67,22 @@
 //     it, which is the same for finite activations; with a non-finite
 //     activation the call runs on the portable path.
 //
+// BF16C (the lossless compressed bf16 of bf16c.go) has AVX2 + FMA kernels
+// only (bf16c_avx2_amd64.s), which LevelAVX512 uses too: AVX-512 forms are
+// not written, since no machine this is developed on can run them. The
+// kernels read the compressed rows directly: each 32-weight block is
+// rebuilt to bf16 words in 16-bit lanes in registers (base exponent plus
+// 4-bit offsets, with the sign and mantissa bytes; a raw block is loaded as
+// words) and widened exactly by a 16-bit shift and VCVTPS2PD as the bf16
+// kernels do, so every value, Inf, NaN and subnormals included, gives the
+// bf16 product and no block falls back. T <= 8 runs on row kernels over
+// blocks of 4 rows: four tokens at a time share each decoded block (one row,
+// 4 tokens), two left over use 2 rows x 2 tokens, one uses 4 rows x 1 token;
+// the rows stay in L1/L2 between token groups. T > 8 decodes each 6-row,
+// 512-column block once to float64 and runs the mat-mat micro-kernel
+// above on it for all tokens. The short last block of a row (cols mod 32
+// weights, always raw) is added in Go before the lanes are combined.
+//
 // On arm64 (LevelNEON) the 8 lanes of a row are four 2 x float64 registers
 // and the blocking is the AVX2 path's with the rows the 32 vector registers
 // hold: row kernels with 4 f32 or bf16 rows (bf16 widened by a 16-bit shift,
