@@ -93,15 +93,6 @@ func simdMatMulBF16C(p *Pool, dst []float32, m *Mat, x []float32, T int) bool {
 	return true
 }
 
-// bf16cChunk is rowChunk's choice for a bf16 matrix (runs of about 1 MiB),
-// in whole groups of the 4 rows the T = 1 kernel keeps in flight.
-func bf16cChunk(m *Mat, threads int) int {
-	b := m.Bytes() / int64(m.Rows)
-	n := max(1, min(int(65536/b), 256))
-	n = max(n, min(int((1<<20)/b), m.Rows/(4*max(threads, 1))))
-	return max(4, n/4*4)
-}
-
 // setRow points slot j of a at row r's first block.
 func (a *bf16cArgs) setRow(j int, m *Mat, r, nbh int) {
 	o := m.ZOff[r] - m.ZOff[0]
@@ -141,7 +132,7 @@ func bf16cMatVec(p *Pool, dst []float32, m *Mat, x []float32, T int) {
 		}
 	}
 	ldd := m.Rows
-	p.Rows(m.Rows, bf16cChunk(m, p.Threads()), func(r0, r1 int) {
+	p.Rows(m.Rows, max(4, rowChunk(m, p.Threads())/4*4), func(r0, r1 int) {
 		a := newBF16CArgs()
 		a.nb = nfull
 		var acc [32]float64
