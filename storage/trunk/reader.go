@@ -191,7 +191,7 @@ func (t *Trunk) CheckSet(set *safetensors.Set) error {
 		return fmt.Errorf("%w: %s was modified after the trunk in %s was packed from it (%s then, %s now), so its weights may differ: run k3 pack MODEL_DIR %s to compare them (the trunk is kept if they are the same; --force repacks)",
 			ErrSourceMismatch, f.Name, t.dir, stamp(f.ModTime), stamp(want.Files[ch[0]].ModTime), t.dir)
 	}
-	if why := layoutDiff(t.m, pl.m); why != "" {
+	if why := planDiff(t.m, pl.m); why != "" {
 		return fmt.Errorf("%w: %s does not match the checkpoint: %s; repack it: k3 pack MODEL_DIR %s --force", ErrSourceMismatch, filepath.Join(t.dir, ManifestFile), why, t.dir)
 	}
 	return nil
