@@ -119,7 +119,9 @@ const stBF16C = st.DType(trunk.BF16C)
 // mat binds a 2-D f32, bf16 or (from a compressed trunk) BF16C matrix,
 // aliasing the source bytes. A BF16C matrix is checked as it is bound
 // (kernels.BF16CFromBytes), so the kernels may walk its rows unchecked.
-func (b *binder) mat(name string, rows, cols int) *kernels.Mat { return b.matOf(name, rows, cols, true) }
+func (b *binder) mat(name string, rows, cols int) *kernels.Mat {
+	return b.matOf(name, rows, cols, true)
+}
 
 // matByColumns binds a matrix a kernel also reads column by column
 // (kernels.MatTVec), which BF16C does not allow: f32 or bf16 only.
