@@ -288,3 +288,11 @@ func kindName(compressed bool) string {
 	}
 	return "uncompressed"
 }
+
+// aKind is kindName with its article.
+func aKind(compressed bool) string {
+	if compressed {
+		return "a compressed"
+	}
+	return "an uncompressed"
+}

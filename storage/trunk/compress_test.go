@@ -260,7 +260,7 @@ func TestCompressionNeverMixed(t *testing.T) {
 			pack(t, tinyRelease, dir, Options{Compress: compressed})
 			_, err := Pack(context.Background(), tinyRelease, dir, Options{Compress: !compressed})
 			require.ErrorIs(t, err, ErrRefused)
-			assert.Contains(t, err.Error(), "holds a "+name+" trunk of this checkpoint and this pack would write a "+kindName(!compressed)+" one")
+			assert.Contains(t, err.Error(), "holds "+aKind(compressed)+" trunk of this checkpoint and this pack would write "+aKind(!compressed)+" one")
 			assert.Contains(t, err.Error(), "--force")
 			res := pack(t, tinyRelease, dir, Options{Compress: !compressed, Force: true})
 			assert.Equal(t, !compressed, res.Manifest.Compressed())

@@ -195,8 +195,8 @@ func Pack(ctx context.Context, modelDir, trunkDir string, opt Options) (*Result,
 		case planDiff(m, pl.m) != "":
 			refuse = fmt.Errorf("%s: a trunk of this checkpoint with a different layout (packed by another k3 version?)", finalPath)
 		case m.Compressed() != opt.Compress:
-			refuse = fmt.Errorf("%s holds a %s trunk of this checkpoint and this pack would write a %s one (%s)",
-				trunkDir, kindName(m.Compressed()), kindName(opt.Compress), other)
+			refuse = fmt.Errorf("%s holds %s trunk of this checkpoint and this pack would write %s one (%s)",
+				trunkDir, aKind(m.Compressed()), aKind(opt.Compress), other)
 		default:
 			fi, serr := os.Stat(binPath)
 			if serr == nil && fi.Size() == m.TotalBytes {
@@ -256,8 +256,8 @@ func Pack(ctx context.Context, modelDir, trunkDir string, opt Options) (*Result,
 			discard = "discarded an interrupted pack of another checkpoint (--force)"
 		case p.Compressed() != opt.Compress:
 			if !opt.Force {
-				return nil, fmt.Errorf("%w: %s holds an interrupted %s pack of this checkpoint and this pack would write a %s trunk (%s, which resumes it); use --force to start over",
-					ErrRefused, trunkDir, kindName(p.Compressed()), kindName(opt.Compress), strings.Replace(other, "keep", "finish", 1))
+				return nil, fmt.Errorf("%w: %s holds an interrupted %s pack of this checkpoint and this pack would write %s trunk (%s, which resumes it); use --force to start over",
+					ErrRefused, trunkDir, kindName(p.Compressed()), aKind(opt.Compress), strings.Replace(other, "keep", "finish", 1))
 			}
 			discard = fmt.Sprintf("discarded an interrupted %s pack (--force)", kindName(p.Compressed()))
 		case planDiff(&p.Manifest, pl.m) != "":
