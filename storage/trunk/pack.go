@@ -130,8 +130,9 @@ func (e *SpaceError) Error() string {
 // diskFree is direct.DiskFree, a variable so tests can simulate a full disk.
 var diskFree = direct.DiskFree
 
-// Plan opens the checkpoint in modelDir and returns the manifest Pack would
-// write (CRCs zero), without writing anything.
+// Plan opens the checkpoint in modelDir and returns the manifest Pack
+// without compression would write (CRCs zero), without writing anything.
+// (With compression the sizes and places are known only once packed.)
 func Plan(modelDir string) (*Manifest, error) {
 	set, err := safetensors.Open(modelDir)
 	if err != nil {
