@@ -132,9 +132,10 @@
 // left untouched.
 //
 // With compression the rows of a BF16C tensor are compressed a chunk of
-// rows (about 1 MiB) at a time as they arrive in the staging buffers, so
-// the pack's memory stays three buffers plus the row chunk and one offset
-// per row of the tensor in progress. The tensor's row offsets, which come
+// rows (about 4 MiB, cut into one part per processor compressed in
+// parallel) at a time as they arrive in the staging buffers, so the pack's
+// memory stays three buffers plus the row chunk, its compressed form and
+// one offset per row of the tensor in progress. The tensor's row offsets, which come
 // first, are known only after its last row: when the staging buffer
 // holding them has already been written, they are written afterwards over
 // the zeros left in their place (rewriting those pages), and the run's
