@@ -12,6 +12,7 @@ import (
 
 	"k3/doctor/measure"
 	"k3/storage/direct"
+	"k3/storage/trunk"
 	"k3/storage/units"
 	"k3/storage/verify"
 )
@@ -56,7 +57,33 @@ type DiskResult struct {
 	SameDeviceAs  string   `json:"same_device_as,omitempty"`
 	ModelBytes    int64    `json:"model_bytes_present"` // bytes of released shards with the right size
 	ModelComplete bool     `json:"model_complete"`
-	Notes         []string `json:"notes"`
+	// Trunk is the packed trunk the directory holds (nil: none).
+	Trunk *TrunkFound `json:"trunk,omitempty"`
+	Notes []string    `json:"notes"`
+}
+
+// TrunkFound is a packed trunk (k3 pack) found in a directory.
+type TrunkFound struct {
+	Compression       string `json:"compression"` // "" uncompressed, "BF16C"
+	Bytes             int64  `json:"bytes"`       // trunk.bin
+	UncompressedBytes int64  `json:"uncompressed_bytes"`
+	Layers            int    `json:"layers"`
+}
+
+// Ratio is how many times smaller compression made the trunk (1 when
+// it is not compressed).
+func (t *TrunkFound) Ratio() float64 { return float64(t.UncompressedBytes) / float64(max(t.Bytes, 1)) }
+
+// trunkIn reads the trunk.json of dir, if it holds a complete trunk.
+func trunkIn(dir string) *TrunkFound {
+	if _, err := os.Stat(filepath.Join(dir, trunk.ManifestFile)); err != nil {
+		return nil
+	}
+	m, err := trunk.ReadManifest(dir)
+	if err != nil {
+		return nil
+	}
+	return &TrunkFound{Compression: m.Compression, Bytes: m.TotalBytes, UncompressedBytes: m.UncompressedBytes(), Layers: m.Layers()}
 }
 
 // diskPlan bounds one directory's measurement.
@@ -151,6 +178,7 @@ func measureDisk(ctx context.Context, dir string, pl diskPlan, progress func(pha
 	}
 	shards, have, complete := modelShards(dir)
 	r.ModelBytes, r.ModelComplete = have, complete
+	r.Trunk = trunkIn(dir)
 
 	var probes measure.Targets
 	var cleanup func()

@@ -203,6 +203,7 @@ func statOnly(dir string, r DiskResult) DiskResult {
 	}
 	statDisk(&r, dir)
 	_, r.ModelBytes, r.ModelComplete = modelShards(dir)
+	r.Trunk = trunkIn(dir)
 	if r.Notes == nil {
 		r.Notes = []string{}
 	}
@@ -319,6 +320,7 @@ func decide(r *Report) {
 		r.Notes = append(r.Notes, fmt.Sprintf("trunk on %s (%.2f GB/s sequential), experts from %s (%.2f GB/s random): each device's time is in the prediction",
 			r.Disks[ti].Path, sp.TrunkDiskGBps, r.Disks[mi].Path, sp.ExpertDiskGBps))
 	}
+	r.Notes = append(r.Notes, trunkNote(r.Disks))
 	if r.Memory.CgroupLimitBytes == nil && r.Memory.CgroupVersion == 0 {
 		r.Notes = append(r.Notes, "no memory cgroup visible")
 	}
@@ -344,6 +346,20 @@ func decide(r *Report) {
 		r.Then = append(r.Then, "k3 pack "+q(modelDir)+" "+q(r.TrunkDir))
 		r.Then = append(r.Then, fmt.Sprintf("k3 run %s --trunk %s --preset %s", q(modelDir), q(r.TrunkDir), pred.Name))
 	}
+}
+
+// trunkNote says what trunk sizes the predictions use: those of an
+// uncompressed pack, from the config (a compressed pack's size is known
+// only once it is packed), and the ratio a compressed trunk found in one
+// of the directories measured.
+func trunkNote(disks []DiskResult) string {
+	for _, d := range disks {
+		if t := d.Trunk; t != nil && t.Compression != "" {
+			return fmt.Sprintf("the packed trunk in %s is compressed (%s, lossless): %s, %.3fx smaller than its %s uncompressed; the predictions use the uncompressed sizes, so its streamed bytes per token are up to %.3fx fewer than they say",
+				d.Path, t.Compression, units.Bytes(t.Bytes), t.Ratio(), units.Bytes(t.UncompressedBytes), t.Ratio())
+		}
+	}
+	return "trunk sizes in the predictions are those of an uncompressed pack; k3 pack --compress stores it losslessly smaller (by a ratio measured when packing), so fewer bytes are read per token"
 }
 
 // looksLikeModelDir is true for a directory that already has model files

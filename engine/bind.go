@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"encoding/binary"
 	"fmt"
 	"strings"
 	"unsafe"
@@ -111,15 +112,43 @@ func (b *binder) data(t *st.Tensor) []byte {
 	return d
 }
 
-// mat binds a 2-D f32 or bf16 matrix (aliasing the source bytes).
+// stBF16C is the dtype a compressed packed trunk gives the matrices it
+// stores in kernels.BF16C form.
+const stBF16C = st.DType(trunk.BF16C)
+
+// mat binds a 2-D f32, bf16 or (from a compressed trunk) BF16C matrix,
+// aliasing the source bytes. A BF16C matrix is checked as it is bound
+// (kernels.BF16CFromBytes), so the kernels may walk its rows unchecked.
 func (b *binder) mat(name string, rows, cols int) *kernels.Mat {
-	t := b.get(name, []int{rows, cols}, st.BF16, st.F32)
+	return b.matOf(name, rows, cols, true)
+}
+
+// matByColumns binds a matrix a kernel also reads column by column
+// (kernels.MatTVec), which BF16C does not allow: f32 or bf16 only.
+func (b *binder) matByColumns(name string, rows, cols int) *kernels.Mat {
+	return b.matOf(name, rows, cols, false)
+}
+
+func (b *binder) matOf(name string, rows, cols int, compressed bool) *kernels.Mat {
+	t := b.get(name, []int{rows, cols}, st.BF16, st.F32, stBF16C)
 	if t == nil {
+		return nil
+	}
+	if t.DType == stBF16C && !compressed {
+		b.fail("tensor %s is stored compressed (%s) but is read by columns, which needs BF16: this trunk was packed by another k3; repack it (k3 pack MODEL_DIR TRUNK_DIR --compress --force)", t.Name, t.DType)
 		return nil
 	}
 	d := b.data(t)
 	if d == nil && t.Size > 0 {
 		return nil
+	}
+	if t.DType == stBF16C {
+		m, err := bindBF16C(d, rows, cols)
+		if err != nil {
+			b.fail("tensor %s (%s, %d bytes) is corrupt: %v; repack the trunk (k3 pack MODEL_DIR TRUNK_DIR --compress --force)", t.Name, t.DType, t.Size, err)
+			return nil
+		}
+		return &m
 	}
 	m := &kernels.Mat{Rows: rows, Cols: cols, DType: kernels.F32}
 	if t.DType == st.BF16 {
@@ -127,6 +156,40 @@ func (b *binder) mat(name string, rows, cols int) *kernels.Mat {
 	}
 	bindBytes(m, d)
 	return m
+}
+
+// bindBF16C binds a serialised BF16C matrix (kernels.BF16CFromBytes,
+// which checks every row against its headers), its row offsets checked
+// first: they must rise from 0 to the length of the rows.
+// (BF16CFromBytes slices each row before comparing its end with the data's,
+// so offsets past the end would make it panic.)
+func bindBF16C(d []byte, rows, cols int) (kernels.Mat, error) {
+	head := 8 * (rows + 1)
+	if len(d) < head {
+		return kernels.Mat{}, fmt.Errorf("%d bytes cannot hold %d row offsets", len(d), rows+1)
+	}
+	offs := make([]uint64, rows+1)
+	for i := range offs {
+		offs[i] = binary.LittleEndian.Uint64(d[8*i:])
+	}
+	if err := checkRowOffsets(offs, uint64(len(d)-head)); err != nil {
+		return kernels.Mat{}, err
+	}
+	return kernels.BF16CFromBytes(d, rows, cols)
+}
+
+// checkRowOffsets refuses BF16C row offsets that do not rise from offs[0]
+// to offs[0]+n, n the bytes of the rows.
+func checkRowOffsets(offs []uint64, n uint64) error {
+	for r := 1; r < len(offs); r++ {
+		if offs[r] < offs[r-1] || offs[r]-offs[0] > n {
+			return fmt.Errorf("row %d's offset %d is out of order or past the %d bytes of rows", r-1, offs[r], n)
+		}
+	}
+	if last := offs[len(offs)-1] - offs[0]; last != n {
+		return fmt.Errorf("the row offsets end at %d, the rows take %d bytes", last, n)
+	}
+	return nil
 }
 
 // bindBytes points a matrix of DType f32 or bf16 at raw little-endian bytes.

@@ -26,7 +26,7 @@ func (b *binder) mla(a string) *mlaBlock {
 		QB:      b.mat(a+"q_b_proj.weight", nh*(c.QKNope+c.QKRope), c.QLoraRank),
 		KVA:     b.mat(a+"kv_a_proj_with_mqa.weight", c.KVLoraRank+c.QKRope, H),
 		KVANorm: b.vec(a+"kv_a_layernorm.weight", []int{c.KVLoraRank}, 0),
-		KVB:     b.mat(a+"kv_b_proj.weight", nh*(c.QKNope+c.VHead), c.KVLoraRank),
+		KVB:     b.matByColumns(a+"kv_b_proj.weight", nh*(c.QKNope+c.VHead), c.KVLoraRank), // MatTVec
 		O:       b.mat(a+"o_proj.weight", H, nh*c.VHead),
 	}
 	if c.OutputGate {

@@ -145,24 +145,13 @@ func (m *Model) bindResident(progress func(done, total int)) error {
 	return b.err()
 }
 
-// bindTrunk binds from a packed trunk: the model tables (unless ultra) and
-// the layers the plan pins are read and CRC-checked now; the other layers
-// are streamed while decoding.
-func (m *Model) bindTrunk(modelDir, dir string, ultra bool, progress func(done, total int)) error {
-	tr, err := trunk.Open(dir)
-	if err != nil {
-		return err
-	}
-	m.trunk = tr
-	if err := tr.CheckSet(m.set); err != nil {
-		return err
-	}
-	if tr.Layers() < m.Bound {
-		return fmt.Errorf("trunk %s has %d layers, the model needs %d", dir, tr.Layers(), m.Bound)
-	}
-	if p := tr.Manifest().Source.Prefix; p != m.Prefix {
-		return fmt.Errorf("trunk %s was packed from a checkpoint with tensor prefix %q, this one has %q", dir, p, m.Prefix)
-	}
+// bindTrunk binds from the packed trunk (m.trunk, checked against the
+// checkpoint by openTrunk): the model tables (unless ultra) and the layers
+// the plan pins are read and CRC-checked now; the other layers are
+// streamed while decoding.
+func (m *Model) bindTrunk(ultra bool, progress func(done, total int)) error {
+	tr := m.trunk
+	dir := tr.Dir()
 	load := func(name string, r *trunk.Run) (*binder, error) {
 		if r == nil {
 			return nil, fmt.Errorf("trunk %s has no %q run", dir, name)
@@ -232,8 +221,20 @@ func (m *Model) bindTrunk(modelDir, dir string, ultra bool, progress func(done, 
 	return nil
 }
 
-// TrunkLayerBytes is each bound layer's trunk size (routed experts excluded).
+// TrunkLayerBytes is each bound layer's trunk size as the model reads it
+// (routed experts excluded): a compressed packed trunk's stored sizes.
 func (m *Model) TrunkLayerBytes() []int64 {
-	per, _ := (&checkpoint{cfg: m.Cfg, set: m.set, prefix: m.Prefix, layers: m.Bound}).trunkSizes()
+	per, _, _ := (&checkpoint{cfg: m.Cfg, set: m.set, prefix: m.Prefix, layers: m.Bound}).sizes(manifestOf(m.trunk))
 	return per
+}
+
+// TrunkCompression describes the packed trunk the model reads: its
+// compression ("" uncompressed, trunk.BF16C), trunk.bin's size and the
+// size it has uncompressed (all zero when the model is resident).
+func (m *Model) TrunkCompression() (kind string, bytes, uncompressed int64) {
+	if m.trunk == nil {
+		return "", 0, 0
+	}
+	tm := m.trunk.Manifest()
+	return tm.Compression, tm.TotalBytes, tm.UncompressedBytes()
 }

@@ -11,6 +11,7 @@ import (
 	"k3/engine/plan"
 	"k3/storage/config"
 	st "k3/storage/safetensors"
+	"k3/storage/trunk"
 )
 
 // Budget is what a run may take of memory.
@@ -136,14 +137,24 @@ func Open(dir string, o Options) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := ck.plan(o)
+	var tr *trunk.Trunk
+	if o.TrunkDir != "" {
+		if tr, err = ck.openTrunk(o.TrunkDir); err != nil {
+			ck.set.Close()
+			return nil, err
+		}
+	}
+	p := ck.plan(o, manifestOf(tr))
 	if o.Memory != nil {
 		if err := p.Check(*o.Memory); err != nil {
+			if tr != nil {
+				tr.Close()
+			}
 			ck.set.Close()
 			return nil, &PlanError{p, err}
 		}
 	}
-	m := &Model{Cfg: ck.cfg, Prefix: ck.prefix, Bound: ck.layers, Plan: p, set: ck.set, chunk: o.chunk(),
+	m := &Model{Cfg: ck.cfg, Prefix: ck.prefix, Bound: ck.layers, Plan: p, set: ck.set, trunk: tr, chunk: o.chunk(),
 		maxDraft: o.maxDraft(), io: &ioTracker{}}
 	store := newExpertStore(ck.set, ck.cfg, ck.layers, o.Budget.CacheBytes, o.CachePolicy)
 	store.trace, store.io = o.Trace, m.io
@@ -151,8 +162,8 @@ func Open(dir string, o Options) (*Model, error) {
 		store.readAt = o.ExpertReadAt
 	}
 	m.experts = store
-	if o.TrunkDir != "" {
-		err = m.bindTrunk(dir, o.TrunkDir, o.Budget.Ultra, o.Progress)
+	if tr != nil {
+		err = m.bindTrunk(o.Budget.Ultra, o.Progress)
 	} else {
 		err = m.bindResident(o.Progress)
 	}
@@ -167,19 +178,61 @@ func Open(dir string, o Options) (*Model, error) {
 	return m, nil
 }
 
-// PlanFor makes the memory plan of opening dir with o, from the checkpoint's
-// metadata alone (no tensor data is read).
+// PlanFor makes the memory plan of opening dir with o, from metadata alone
+// (no tensor data is read): the checkpoint's, and trunk.json's when
+// o.TrunkDir holds a trunk packed from this checkpoint (a compressed one's
+// sizes are its stored sizes). Without one the sizes are the checkpoint's,
+// which an uncompressed pack keeps.
 func PlanFor(dir string, o Options) (*plan.Plan, error) {
 	ck, err := openCheckpoint(dir, o)
 	if err != nil {
 		return nil, err
 	}
 	defer ck.set.Close()
-	return ck.plan(o), nil
+	var tm *trunk.Manifest
+	if o.TrunkDir != "" {
+		if tr, err := ck.openTrunk(o.TrunkDir); err == nil {
+			defer tr.Close()
+			tm = tr.Manifest()
+		}
+	}
+	return ck.plan(o, tm), nil
+}
+
+// openTrunk opens the packed trunk in dir and checks that it was packed
+// from this checkpoint and holds its layers.
+func (ck *checkpoint) openTrunk(dir string) (*trunk.Trunk, error) {
+	tr, err := trunk.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	fail := func(err error) (*trunk.Trunk, error) {
+		tr.Close()
+		return nil, err
+	}
+	if err := tr.CheckSet(ck.set); err != nil {
+		return fail(err)
+	}
+	if tr.Layers() < ck.layers {
+		return fail(fmt.Errorf("trunk %s has %d layers, the model needs %d", dir, tr.Layers(), ck.layers))
+	}
+	if p := tr.Manifest().Source.Prefix; p != ck.prefix {
+		return fail(fmt.Errorf("trunk %s was packed from a checkpoint with tensor prefix %q, this one has %q", dir, p, ck.prefix))
+	}
+	return tr, nil
+}
+
+func manifestOf(tr *trunk.Trunk) *trunk.Manifest {
+	if tr == nil {
+		return nil
+	}
+	return tr.Manifest()
 }
 
 // TrunkBytes is the size of the packed trunk of dir's first `layers` layers
-// (0: all): every tensor but the routed experts.
+// (0: all): every tensor but the routed experts, at the checkpoint's sizes
+// (an uncompressed pack; a compressed one is smaller by a ratio known only
+// once it is packed).
 func TrunkBytes(dir string, layers int) (int64, error) {
 	ck, err := openCheckpoint(dir, Options{Layers: layers})
 	if err != nil {
@@ -215,16 +268,49 @@ func (ck *checkpoint) trunkSizes() (perLayer []int64, globals int64) {
 	return perLayer, globals
 }
 
-// plan adds up every part of a run's memory before anything is allocated.
-func (ck *checkpoint) plan(o Options) *plan.Plan {
-	c, b := ck.cfg, o.Budget
-	perLayer, globals := ck.trunkSizes()
-	var tables int64
+// sizes are the trunk bytes of each bound layer, of the globals and of the
+// model tables (embedding and lm_head) as the model reads them: the
+// checkpoint's (trunkSizes), with every tensor a compressed trunk tm
+// (nil: none) stores BF16C at its stored size.
+func (ck *checkpoint) sizes(tm *trunk.Manifest) (perLayer []int64, globals, tables int64) {
+	perLayer, globals = ck.trunkSizes()
 	for _, n := range []string{"model.embed_tokens.weight", "lm_head.weight"} {
 		if t, ok := ck.set.Get(ck.prefix + n); ok {
 			tables += t.Size
 		}
 	}
+	if tm == nil {
+		return perLayer, globals, tables
+	}
+	for i := range tm.Runs {
+		r := &tm.Runs[i]
+		for j := range r.Tensors {
+			t := &r.Tensors[j]
+			if !t.Compressed() {
+				continue
+			}
+			d := t.Size - t.LogicalSize()
+			switch n := strings.TrimPrefix(t.Name, ck.prefix); {
+			case r.Layer >= 0:
+				if r.Layer < ck.layers {
+					perLayer[r.Layer] += d
+				}
+			case n == "model.embed_tokens.weight" || n == "lm_head.weight":
+				globals += d
+				tables += d
+			default:
+				globals += d
+			}
+		}
+	}
+	return perLayer, globals, tables
+}
+
+// plan adds up every part of a run's memory before anything is allocated;
+// tm is the packed trunk's manifest (nil: none).
+func (ck *checkpoint) plan(o Options, tm *trunk.Manifest) *plan.Plan {
+	c, b := ck.cfg, o.Budget
+	perLayer, globals, tables := ck.sizes(tm)
 	return plan.Make(plan.ForModel(c, ck.layers,
 		plan.Sizes{LayerBytes: perLayer, GlobalBytes: globals, TableBytes: tables, SlotBytes: slotSizeFor(c.ExpertBytes())},
 		plan.Run{Streaming: o.TrunkDir != "", TrunkBudget: b.TrunkBytes, Ring: b.Ring, CacheBudget: b.CacheBytes, Ultra: b.Ultra,

@@ -65,7 +65,7 @@ type trunkStream struct {
 type ringSlot struct {
 	off, size int64
 	layer     int
-	ready     chan struct{}
+	ready     chan struct{} // closed once read and bound
 	err       error
 	L         *Layer
 	inUse     bool
@@ -104,6 +104,10 @@ func newTrunkStream(m *Model, tr *trunk.Trunk, slots int, ringBytes int64) *trun
 }
 
 // reader reads layers one at a time, in the order they were requested.
+// Each layer read is bound in a goroutine of its own (binding a compressed
+// layer checks every row's headers, tens of milliseconds at the released
+// size), so the next read starts at once and the compute thread finds the
+// layer bound; its slot is ready once bound.
 func (s *trunkStream) reader() {
 	for {
 		select {
@@ -127,14 +131,29 @@ func (s *trunkStream) reader() {
 				s.bytes += r.Length
 				s.verified[li] = true
 			}
-			sl.err = err
-			close(sl.ready)
-			s.changed.Broadcast()
 			s.mu.Unlock()
+			if err != nil {
+				s.land(sl, nil, err)
+				continue
+			}
+			go func() {
+				b := &binder{src: runSource{r, mem}, cfg: s.m.Cfg, prefix: s.m.Prefix}
+				L := b.layer(li)
+				s.land(sl, L, b.err())
+			}()
 		case <-s.done:
 			return
 		}
 	}
+}
+
+// land marks slot sl read and bound (L) or failed (err).
+func (s *trunkStream) land(sl *ringSlot, L *Layer, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sl.L, sl.err = L, err
+	close(sl.ready)
+	s.changed.Broadcast()
 }
 
 // place finds room for size bytes in the ring, or returns -1. Of the
@@ -257,16 +276,6 @@ func (s *trunkStream) acquire(li int) (*Layer, error) {
 	if err != nil {
 		s.drop(sl)
 		return nil, err
-	}
-	if sl.L == nil {
-		r, _ := s.tr.LayerRun(li)
-		b := &binder{src: runSource{r, s.ring[sl.off : sl.off+sl.size]}, cfg: s.m.Cfg, prefix: s.m.Prefix}
-		L := b.layer(li)
-		if err := b.err(); err != nil {
-			s.drop(sl)
-			return nil, err
-		}
-		sl.L = L
 	}
 	return sl.L, nil
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"sync"
+	"unsafe"
 
 	"k3/engine/plan"
 	"k3/kernels"
@@ -45,7 +46,15 @@ func (t *residentTables) close()           {}
 
 func embedRow(dst []float32, m *kernels.Mat, id int) {
 	c := m.Cols
-	if m.DType == kernels.BF16 {
+	switch m.DType {
+	case kernels.BF16C:
+		row := make([]uint16, c)
+		m.DecodeRowBF16(id, row)
+		for i, b := range row {
+			dst[i] = kernels.BF16ToF32(b)
+		}
+		return
+	case kernels.BF16:
 		for i, b := range m.BF16[id*c : (id+1)*c] {
 			dst[i] = kernels.BF16ToF32(b)
 		}
@@ -102,8 +111,10 @@ func openStreamedTables(tr *trunk.Trunk, prefix string, hidden, vocab int, tied 
 			u.dtype = kernels.BF16
 		case "F32":
 			u.dtype = kernels.F32
+		case trunk.BF16C:
+			u.dtype = kernels.BF16C
 		default:
-			return nil, fmt.Errorf("trunk tensor %s is %s, expected BF16 or F32", t.Name, t.DType)
+			return nil, fmt.Errorf("trunk tensor %s is %s, expected BF16, F32 or %s", t.Name, t.DType, trunk.BF16C)
 		}
 	}
 	if u.embedT.DType != u.headT.DType {
@@ -115,17 +126,65 @@ func openStreamedTables(tr *trunk.Trunk, prefix string, hidden, vocab int, tied 
 	return u, nil
 }
 
+// rowBytes is the bytes of a row (the longest a BF16C row can be).
 func (u *streamedTables) rowBytes() int {
-	if u.dtype == kernels.BF16 {
+	switch u.dtype {
+	case kernels.BF16:
 		return 2 * u.hidden
+	case kernels.BF16C:
+		return (u.hidden+kernels.BF16CBlock-1)/kernels.BF16CBlock + 2*u.hidden
 	}
 	return 4 * u.hidden
+}
+
+// readCompressed reads rows r0..r0+k-1 of the BF16C tensor t of run (their
+// row offsets, then the rows into buf) and returns them as a checked
+// matrix: the bytes come straight from disk, unverified.
+func (u *streamedTables) readCompressed(run *trunk.Run, t *trunk.Tensor, r0, k int, buf []byte) (kernels.Mat, error) {
+	base := run.Offset + t.Offset
+	offs := make([]uint64, k+1)
+	ob := unsafe.Slice((*byte)(unsafe.Pointer(&offs[0])), 8*(k+1))
+	u.io.begin()
+	_, err := u.f.ReadAt(ob, base+8*int64(r0))
+	u.io.end()
+	if err != nil {
+		return kernels.Mat{}, err
+	}
+	lo, hi := offs[0], offs[k]
+	if hi < lo || hi-lo > uint64(len(buf)) || int64(hi) > t.Size-8*(t.Shape[0]+1) {
+		return kernels.Mat{}, fmt.Errorf("trunk tensor %s (%s): rows %d..%d have bad row offsets %d..%d: the trunk is corrupt; repack it (k3 pack MODEL_DIR TRUNK_DIR --compress --force)", t.Name, t.DType, r0, r0+k-1, lo, hi)
+	}
+	z := buf[:hi-lo]
+	u.io.begin()
+	_, err = u.f.ReadAt(z, base+8*(t.Shape[0]+1)+int64(lo))
+	u.io.end()
+	if err != nil {
+		return kernels.Mat{}, err
+	}
+	u.bytes += int64(len(ob) + len(z))
+	m := kernels.Mat{DType: kernels.BF16C, Rows: k, Cols: u.hidden, Z: z, ZOff: offs}
+	err = checkRowOffsets(offs, uint64(len(z)))
+	if err == nil {
+		err = m.Check()
+	}
+	if err != nil {
+		return m, fmt.Errorf("trunk tensor %s (%s) rows %d..%d are corrupt: %v; repack the trunk (k3 pack MODEL_DIR TRUNK_DIR --compress --force)", t.Name, t.DType, r0, r0+k-1, err)
+	}
+	return m, nil
 }
 
 func (u *streamedTables) embed(dst []float32, id int) error {
 	rb := u.rowBytes()
 	u.mu.Lock()
 	defer u.mu.Unlock()
+	if u.dtype == kernels.BF16C {
+		m, err := u.readCompressed(u.embedRun, u.embedT, id, 1, make([]byte, rb))
+		if err != nil {
+			return fmt.Errorf("embedding row %d: %w", id, err)
+		}
+		embedRow(dst, &m, 0)
+		return nil
+	}
 	b := alignedBytes(int64(rb))
 	u.io.begin()
 	_, err := u.f.ReadAt(b, u.embedRun.Offset+u.embedT.Offset+int64(id)*int64(rb))
@@ -152,6 +211,17 @@ func (u *streamedTables) head(p *kernels.Pool, logits, h []float32, n int) error
 	out := make([]float32, n*rows)
 	for r0 := 0; r0 < V; r0 += rows {
 		k := min(rows, V-r0)
+		if u.dtype == kernels.BF16C {
+			mat, err := u.readCompressed(u.headRun, u.headT, r0, k, u.buf)
+			if err != nil {
+				return fmt.Errorf("lm_head rows %d..%d: %w", r0, r0+k-1, err)
+			}
+			kernels.MatMul(p, out[:n*k], &mat, h, n)
+			for t := 0; t < n; t++ {
+				copy(logits[t*V+r0:t*V+r0+k], out[t*k:(t+1)*k])
+			}
+			continue
+		}
 		b := u.buf[:k*rb]
 		u.io.begin()
 		_, err := u.f.ReadAt(b, u.headRun.Offset+u.headT.Offset+int64(r0)*int64(rb))

@@ -44,11 +44,31 @@
 // source order: by shard (the order of source.files), then by their byte
 // offset in that shard. This is deterministic for a given checkpoint and
 // makes reading the source sequential. Tensors keep their on-disk dtype and
-// bytes exactly.
+// bytes exactly, except in a compressed trunk (below).
+//
+// # Compressed trunks
+//
+// Packed with compression (k3 pack --compress, Options.Compress), the
+// matrices the engine reads only by rows — the embedding, lm_head and the
+// layers' projection, router and expert-latent matrices, non-empty 2-D
+// BF16 with at least 32 columns (see Compressible) — are stored in the
+// kernels' lossless BF16C form, serialised as kernels.BF16CBytes writes
+// it: Rows+1 little-endian uint64 row offsets (the first 0, the last the
+// length of the rows), then the rows (each 32-weight block a base exponent
+// and 4-bit offsets, or raw). Every weight decodes to its bf16 bits, so
+// the engine's output is the same bit for bit. Left as they are: norms and
+// vectors, f32 tensors, the [1, hidden] AttnRes projections (read as
+// vectors) and self_attn.kv_b_proj.weight (read column-wise). A tensor's
+// stored size then depends on its values, so its place is known only once
+// the tensors before it are written: runs still follow one another and
+// tensors still sit at multiples of 64 (so the row offsets are 8-byte
+// aligned in a run buffer), but nothing else about the places can be
+// predicted from the checkpoint's headers.
 //
 // # trunk.json
 //
-//	{"format": "k3-trunk", "version": 2,
+//	{"format": "k3-trunk", "version": 3,
+//	 "compression": "BF16C",                           // only in a compressed trunk
 //	 "source": {"files": [{"name": "model-00001-of-00096.safetensors", "size": 123,
 //	                       "mtime_ns": 1764581860920324731,   // modification time when packed
 //	                       "header_sha256": "9f2c..."}, ...], // SHA-256 of the length + header
@@ -63,6 +83,15 @@
 //	                        "size": 14336}, ...]}, ...],
 //	 "total_bytes": 12288}                            // size of trunk.bin
 //
+// A compressed tensor has "dtype": "BF16C", its logical shape [rows, cols]
+// (the checkpoint's; the source tensor is BF16) and "size" the stored
+// bytes, which must lie between the serialised sizes of the matrix with
+// every full block compressed and with every one raw, and differ from the
+// first by a multiple of 16 (a raw block is 16 bytes longer). BF16C
+// tensors appear only when "compression" is "BF16C", and "compression"
+// only from version 3 on; version 2 (the same without compression) is
+// read as it is.
+//
 // source identifies the checkpoint the trunk was packed from: the base
 // names, sizes, modification times and header hashes of its safetensors
 // files in shard order, and the tensor name prefix; the runs' crc32c
@@ -70,16 +99,21 @@
 // rule above and refuses anything else with a message naming the problem.
 // Trunk.CheckSet refuses a trunk for a checkpoint whose files differ in
 // name, size, header or modification time, or whose tensors' dtypes,
-// shapes and places differ from trunk.json's. Pack, finding a complete
+// shapes and places differ from trunk.json's (for a compressed trunk: the
+// tensors, their order, dtypes — BF16C standing for BF16 — and shapes, as
+// the places depend on the compressed sizes). Pack, finding a complete
 // trunk whose checkpoint files were modified since (or a version 1
-// trunk.json, which had names and sizes only), gathers the runs drawn from
-// those files again and compares their CRCs: equal, it keeps trunk.bin and
+// trunk.json, which had names and sizes only), gathers (and compresses)
+// the runs drawn from those files again and compares their CRCs: equal, it keeps trunk.bin and
 // rewrites trunk.json with the current identity; different, it refuses
 // (Options.Force repacks). A resumed pack packs again the runs drawn from
 // files modified since it was interrupted.
 //
 // trunk.partial.json has the same fields plus "done": the names of the runs
-// written and verified so far (their crc32c is set; the others' is 0).
+// written and verified so far (their crc32c is set; the others' is 0). In
+// a compressed pack the runs not done yet are placed provisionally, their
+// BF16C tensors at the largest size their shape allows, after the last run
+// written.
 //
 // # Packing
 //
@@ -96,4 +130,22 @@
 // removed. A trunk directory packed from another checkpoint is refused
 // (Options.Force starts over); a complete trunk of the same checkpoint is
 // left untouched.
+//
+// With compression the rows of a BF16C tensor are compressed a chunk of
+// rows (about 4 MiB, cut into one part per processor compressed in
+// parallel) at a time as they arrive in the staging buffers, so the pack's
+// memory stays three buffers plus the row chunk, its compressed form and
+// one offset per row of the tensor in progress. The tensor's row offsets, which come
+// first, are known only after its last row: when the staging buffer
+// holding them has already been written, they are written afterwards over
+// the zeros left in their place (rewriting those pages), and the run's
+// CRC is corrected for them (the CRC is linear). Runs are written in order
+// and a resumed compressed pack keeps the runs done before the first one
+// it has to pack again (a corrupt or modified one) and packs the rest,
+// since their places depend on it. trunk.bin is not reserved ahead (its
+// size is known only at the end) and is cut to its size before the
+// fsync; the free-space check asks for the uncompressed size. Packing with
+// the other compression setting into a directory holding a complete or
+// interrupted trunk of the same checkpoint is refused (Options.Force
+// repacks), so a trunk is never a mix of both.
 package trunk

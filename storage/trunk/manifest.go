@@ -21,13 +21,24 @@ const (
 	PartialFile  = "trunk.partial.json"
 )
 
-// Format and Version identify trunk.json. Version 1 (source files by name
-// and size only) is still read, so that Pack can check such a trunk against
-// its checkpoint and record the rest; Open refuses it.
+// Format and Version identify trunk.json. Version 3 added compression
+// (Manifest.Compression, tensors of dtype BF16C); version 2 is the same
+// without it and is read as it is. Version 1 (source files by name and size
+// only) is still read, so that Pack can check such a trunk against its
+// checkpoint and record the rest; Open refuses it.
 const (
 	Format        = "k3-trunk"
-	Version       = 2
+	Version       = 3
+	v2            = 2
 	legacyVersion = 1
+)
+
+// Compression values of Manifest.Compression, and the dtype of a tensor
+// stored compressed.
+const (
+	// BF16C: the matrices the engine can read compressed are stored in the
+	// kernels' lossless BF16C form (see BF16C).
+	BF16C = "BF16C"
 )
 
 // RunAlign is the alignment of every run's offset and length in trunk.bin
@@ -53,11 +64,15 @@ const maxManifestBytes = 64 << 20
 
 // Manifest is the content of trunk.json.
 type Manifest struct {
-	Format     string `json:"format"`
-	Version    int    `json:"version"`
-	Source     Source `json:"source"`
-	Runs       []Run  `json:"runs"`
-	TotalBytes int64  `json:"total_bytes"`
+	Format  string `json:"format"`
+	Version int    `json:"version"`
+	// Compression is "" (every tensor as in the checkpoint) or BF16C
+	// (packed with compression: the matrices Compressible names are BF16C
+	// tensors, the rest as in the checkpoint).
+	Compression string `json:"compression,omitempty"`
+	Source      Source `json:"source"`
+	Runs        []Run  `json:"runs"`
+	TotalBytes  int64  `json:"total_bytes"`
 }
 
 // Source identifies the checkpoint a trunk was packed from.
@@ -94,11 +109,53 @@ type Run struct {
 
 // Tensor is one tensor inside a run.
 type Tensor struct {
-	Name   string  `json:"name"` // full checkpoint name
+	Name string `json:"name"` // full checkpoint name
+	// DType is the checkpoint's dtype, or BF16C for a BF16 matrix stored
+	// compressed (Shape is then its logical [rows, cols] and Size the
+	// stored bytes: kernels.BF16CBytes, row offsets then rows).
 	DType  string  `json:"dtype"`
 	Shape  []int64 `json:"shape"`
 	Offset int64   `json:"offset"` // relative to the run start, multiple of TensorAlign
-	Size   int64   `json:"size"`
+	Size   int64   `json:"size"`   // stored bytes
+}
+
+// Compressed reports whether t is stored in BF16C form.
+func (t *Tensor) Compressed() bool { return t.DType == BF16C }
+
+// SourceDType is the dtype the tensor has in the checkpoint (BF16 for a
+// BF16C tensor).
+func (t *Tensor) SourceDType() safetensors.DType {
+	if t.Compressed() {
+		return safetensors.BF16
+	}
+	return safetensors.DType(t.DType)
+}
+
+// LogicalSize is the tensor's size in the checkpoint (its bf16 size for a
+// BF16C tensor).
+func (t *Tensor) LogicalSize() int64 {
+	if !t.Compressed() {
+		return t.Size
+	}
+	return 2 * t.Shape[0] * t.Shape[1]
+}
+
+// Compressed reports whether the trunk was packed with compression.
+func (m *Manifest) Compressed() bool { return m.Compression != "" }
+
+// UncompressedBytes is the size trunk.bin has when the same trunk is
+// packed without compression: every tensor at its checkpoint size, laid
+// out by the same rules. It is TotalBytes for an uncompressed trunk.
+func (m *Manifest) UncompressedBytes() int64 {
+	var total int64
+	for i := range m.Runs {
+		var pos int64
+		for j := range m.Runs[i].Tensors {
+			pos = alignUp(pos, TensorAlign) + m.Runs[i].Tensors[j].LogicalSize()
+		}
+		total += alignUp(pos, RunAlign)
+	}
+	return total
 }
 
 // partial is the content of trunk.partial.json.
@@ -221,8 +278,15 @@ func (m *Manifest) validate(done []string) error {
 	if m.Format != Format {
 		return merr("format is %q, want %q", m.Format, Format)
 	}
-	if m.Version != Version && m.Version != legacyVersion {
-		return merr("version %d is not supported (this build reads version %d; repack with this k3)", m.Version, Version)
+	if m.Version != Version && m.Version != v2 && m.Version != legacyVersion {
+		return merr("version %d is not supported (this build reads versions 1 to %d; repack with this k3)", m.Version, Version)
+	}
+	switch {
+	case m.Compression == "":
+	case m.Compression != BF16C:
+		return merr("compression %q is not supported (this build knows %q)", m.Compression, BF16C)
+	case m.Version < Version:
+		return merr("compression is not part of version %d", m.Version)
 	}
 	if err := m.Source.validate(m.Version); err != nil {
 		return err
@@ -238,7 +302,7 @@ func (m *Manifest) validate(done []string) error {
 	layers := 0
 	for i := range m.Runs {
 		r := &m.Runs[i]
-		if err := r.validate(m.Source.Prefix); err != nil {
+		if err := r.validate(m.Source.Prefix, m.Compressed()); err != nil {
 			return err
 		}
 		if j, dup := names[r.Name]; dup {
@@ -335,7 +399,7 @@ func (s *Source) validate(version int) error {
 	return nil
 }
 
-func (r *Run) validate(prefix string) error {
+func (r *Run) validate(prefix string, compressed bool) error {
 	switch r.Name {
 	case RunEmbed, RunHead, RunFinal:
 		if r.Layer != -1 {
@@ -372,26 +436,35 @@ func (r *Run) validate(prefix string) error {
 		if !strings.HasPrefix(t.Name, prefix) {
 			return merr("run %q: tensor %q lacks the source prefix %q", r.Name, t.Name, prefix)
 		}
-		dt := safetensors.DType(t.DType)
-		if !dt.Valid() {
-			return merr("run %q: tensor %q has unsupported dtype %q", r.Name, t.Name, t.DType)
-		}
-		if len(t.Shape) > 8 {
-			return merr("run %q: tensor %q has rank %d", r.Name, t.Name, len(t.Shape))
-		}
-		n := uint64(dt.Size())
-		for _, d := range t.Shape {
-			if d < 0 {
-				return merr("run %q: tensor %q has a negative dimension in %v", r.Name, t.Name, t.Shape)
+		if t.Compressed() {
+			if !compressed {
+				return merr("run %q: tensor %q is %s but the trunk does not say it is compressed", r.Name, t.Name, BF16C)
 			}
-			hi, lo := bits.Mul64(n, uint64(d))
-			if hi != 0 || lo > math.MaxInt64 {
-				return merr("run %q: tensor %q: shape %v is too large", r.Name, t.Name, t.Shape)
+			if err := checkBF16CSize(t); err != nil {
+				return merr("run %q: tensor %q: %v", r.Name, t.Name, err)
 			}
-			n = lo
-		}
-		if t.Size < 0 || uint64(t.Size) != n {
-			return merr("run %q: tensor %q: size %d does not match %s%v (%d bytes)", r.Name, t.Name, t.Size, t.DType, t.Shape, n)
+		} else {
+			dt := safetensors.DType(t.DType)
+			if !dt.Valid() {
+				return merr("run %q: tensor %q has unsupported dtype %q", r.Name, t.Name, t.DType)
+			}
+			if len(t.Shape) > 8 {
+				return merr("run %q: tensor %q has rank %d", r.Name, t.Name, len(t.Shape))
+			}
+			n := uint64(dt.Size())
+			for _, d := range t.Shape {
+				if d < 0 {
+					return merr("run %q: tensor %q has a negative dimension in %v", r.Name, t.Name, t.Shape)
+				}
+				hi, lo := bits.Mul64(n, uint64(d))
+				if hi != 0 || lo > math.MaxInt64 {
+					return merr("run %q: tensor %q: shape %v is too large", r.Name, t.Name, t.Shape)
+				}
+				n = lo
+			}
+			if t.Size < 0 || uint64(t.Size) != n {
+				return merr("run %q: tensor %q: size %d does not match %s%v (%d bytes)", r.Name, t.Name, t.Size, t.DType, t.Shape, n)
+			}
 		}
 		if t.Offset < 0 || t.Offset%TensorAlign != 0 {
 			return merr("run %q: tensor %q: offset %d is not a non-negative multiple of %d", r.Name, t.Name, t.Offset, TensorAlign)
@@ -450,15 +523,26 @@ func changedFiles(have, want *Source) []int {
 
 // sameLayout reports whether two manifests describe the same trunk.bin
 // layout (everything but the CRCs and the source files' times).
-func sameLayout(a, b *Manifest) bool { return layoutDiff(a, b) == "" }
+func sameLayout(a, b *Manifest) bool { return layoutDiff(a, b, true) == "" }
 
-// layoutDiff says how the layout of have (a trunk.json) differs from want
-// (what the checkpoint gives), "" when it does not.
-func layoutDiff(have, want *Manifest) string {
+// planDiff says how have (a trunk.json or partial file) differs from want
+// (the uncompressed layout the checkpoint gives, makePlan), "" when it
+// does not. An uncompressed have must match want exactly; a compressed
+// one must hold the same tensors in the same runs and order with the same
+// shapes and dtypes (BF16C for a BF16 one), at places that depend on the
+// compressed sizes and so are not compared.
+func planDiff(have, want *Manifest) string { return layoutDiff(have, want, !have.Compressed()) }
+
+// layoutDiff says how the layout of have differs from want, "" when it
+// does not; exact also compares the compression, offsets and sizes.
+func layoutDiff(have, want *Manifest, exact bool) string {
 	if ok, why := sameSource(&have.Source, &want.Source); !ok {
 		return why
 	}
-	if have.TotalBytes != want.TotalBytes {
+	if exact && have.Compression != want.Compression {
+		return fmt.Sprintf("compression %q, the other has %q", have.Compression, want.Compression)
+	}
+	if exact && have.TotalBytes != want.TotalBytes {
 		return fmt.Sprintf("total_bytes is %d, the checkpoint's trunk has %d", have.TotalBytes, want.TotalBytes)
 	}
 	if len(have.Runs) != len(want.Runs) {
@@ -466,7 +550,7 @@ func layoutDiff(have, want *Manifest) string {
 	}
 	for i := range have.Runs {
 		x, y := &have.Runs[i], &want.Runs[i]
-		if x.Name != y.Name || x.Layer != y.Layer || x.Offset != y.Offset || x.Length != y.Length || x.DataBytes != y.DataBytes {
+		if x.Name != y.Name || x.Layer != y.Layer || exact && (x.Offset != y.Offset || x.Length != y.Length || x.DataBytes != y.DataBytes) {
 			return fmt.Sprintf("run %d is %s [%d, +%d), the checkpoint's is %s [%d, +%d)", i, x.Name, x.Offset, x.Length, y.Name, y.Offset, y.Length)
 		}
 		if len(x.Tensors) != len(y.Tensors) {
@@ -474,12 +558,16 @@ func layoutDiff(have, want *Manifest) string {
 		}
 		for j := range x.Tensors {
 			s, t := &x.Tensors[j], &y.Tensors[j]
+			sameType := s.DType == t.DType
+			if !exact {
+				sameType = s.SourceDType() == t.SourceDType()
+			}
 			switch {
 			case s.Name != t.Name:
 				return fmt.Sprintf("run %s holds %s where the checkpoint's has %s", x.Name, s.Name, t.Name)
-			case s.DType != t.DType || !slices.Equal(s.Shape, t.Shape):
+			case !sameType || !slices.Equal(s.Shape, t.Shape):
 				return fmt.Sprintf("tensor %s is %s%v in trunk.json, %s%v in the checkpoint", s.Name, s.DType, s.Shape, t.DType, t.Shape)
-			case s.Offset != t.Offset || s.Size != t.Size:
+			case exact && (s.Offset != t.Offset || s.Size != t.Size):
 				return fmt.Sprintf("tensor %s lies at %d (+%d) of run %s, the checkpoint's layout puts it at %d (+%d)", s.Name, s.Offset, s.Size, x.Name, t.Offset, t.Size)
 			}
 		}

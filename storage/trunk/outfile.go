@@ -86,3 +86,11 @@ func (o *outFile) sync() error {
 }
 
 func (o *outFile) close() error { return o.f.Close() }
+
+// readAt reads len(p) bytes at off (aligned as for writeAt).
+func (o *outFile) readAt(p []byte, off int64) error {
+	if _, err := o.f.ReadAt(p, off); err != nil {
+		return fmt.Errorf("read %s at offset %d: %w", o.path, off, err)
+	}
+	return nil
+}

@@ -2,16 +2,21 @@ package trunk
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/crc32"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
+	"k3/kernels"
 	"k3/storage/atomicfile"
 	"k3/storage/direct"
 	"k3/storage/safetensors"
@@ -31,8 +36,14 @@ const DefaultBufferSize = 64 << 20
 type Options struct {
 	// Force discards whatever the trunk directory holds (a trunk or an
 	// interrupted pack of another checkpoint, a corrupt manifest, a
-	// complete trunk) and packs from scratch.
+	// complete trunk, one packed with the other Compress setting) and
+	// packs from scratch.
 	Force bool
+	// Compress stores the matrices the engine can read compressed
+	// (Compressible) in the lossless BF16C form: a smaller trunk.bin that
+	// gives bit-identical output. A trunk directory holding the other kind
+	// (complete or interrupted) is refused unless Force.
+	Compress bool
 	// BufferSize is the I/O request size in bytes (rounded up to 4096);
 	// 0 means DefaultBufferSize. Pack holds three buffers of this size.
 	BufferSize int
@@ -56,8 +67,10 @@ type Progress struct {
 	RunsDone  int    // runs written and verified (kept runs included)
 	RunsTotal int
 	// BytesDone and BytesTotal count trunk.bin bytes: in PhasePack runs
-	// done plus the part of the current run written; in PhaseCheck the
-	// bytes re-verified out of those to re-verify.
+	// done plus the part of the current run written (with compression:
+	// the bytes of the uncompressed trunk, as the compressed size is known
+	// only at the end); in PhaseCheck and PhaseSource the bytes re-read
+	// out of those to re-read.
 	BytesDone, BytesTotal int64
 	// BytesPerSec is this phase's rate over the last units.Window (bytes
 	// done per second of wall time, verification included).
@@ -77,6 +90,9 @@ type Result struct {
 
 	BytesWritten int64 // trunk.bin bytes written by this call
 	BytesRead    int64 // checkpoint bytes read (alignment slack included)
+	// UncompressedBytes is the size of trunk.bin packed without
+	// compression (Manifest.TotalBytes when it is not compressed).
+	UncompressedBytes int64
 
 	Elapsed    time.Duration // the whole call
 	PackTime   time.Duration // wall time of the pack phase (read, write and verify of the runs written)
@@ -116,8 +132,9 @@ func (e *SpaceError) Error() string {
 // diskFree is direct.DiskFree, a variable so tests can simulate a full disk.
 var diskFree = direct.DiskFree
 
-// Plan opens the checkpoint in modelDir and returns the manifest Pack would
-// write (CRCs zero), without writing anything.
+// Plan opens the checkpoint in modelDir and returns the manifest Pack
+// without compression would write (CRCs zero), without writing anything.
+// (With compression the sizes and places are known only once packed.)
 func Plan(modelDir string) (*Manifest, error) {
 	set, err := safetensors.Open(modelDir)
 	if err != nil {
@@ -160,7 +177,13 @@ func Pack(ctx context.Context, modelDir, trunkDir string, opt Options) (*Result,
 	finalPath := filepath.Join(trunkDir, ManifestFile)
 	partPath := filepath.Join(trunkDir, PartialFile)
 	binPath := filepath.Join(trunkDir, BinFile)
-	res := &Result{}
+	res := &Result{UncompressedBytes: pl.m.TotalBytes}
+	// other says how to keep a trunk of the other kind instead of
+	// replacing it.
+	other := "pack with --compress to keep it"
+	if opt.Compress {
+		other = "pack without --compress to keep it"
+	}
 
 	// A complete trunk already there?
 	if data, err := regfile.ReadFile(finalPath); err == nil {
@@ -172,8 +195,11 @@ func Pack(ctx context.Context, modelDir, trunkDir string, opt Options) (*Result,
 		case !sourceMatches(&m.Source, &pl.m.Source):
 			_, why := sameSource(&m.Source, &pl.m.Source)
 			refuse = fmt.Errorf("%w: %s: %s", ErrSourceMismatch, finalPath, why)
-		case !sameLayout(m, pl.m):
+		case planDiff(m, pl.m) != "":
 			refuse = fmt.Errorf("%s: a trunk of this checkpoint with a different layout (packed by another k3 version?)", finalPath)
+		case m.Compressed() != opt.Compress:
+			refuse = fmt.Errorf("%s holds %s trunk of this checkpoint and this pack would write %s one (%s)",
+				trunkDir, aKind(m.Compressed()), aKind(opt.Compress), other)
 		default:
 			fi, serr := os.Stat(binPath)
 			if serr == nil && fi.Size() == m.TotalBytes {
@@ -211,7 +237,13 @@ func Pack(ctx context.Context, modelDir, trunkDir string, opt Options) (*Result,
 		return nil, err
 	}
 
-	// An interrupted pack to continue?
+	// An interrupted pack to continue? work is the manifest being written:
+	// the plan, or with compression the compressed plan, whose runs after
+	// the last one written are placed provisionally (at their largest).
+	work := pl.m
+	if opt.Compress {
+		work = compressedPlan(pl.m)
+	}
 	done := map[string]uint32{}
 	if data, err := regfile.ReadFile(partPath); err == nil {
 		p, perr := parsePartial(data)
@@ -225,7 +257,13 @@ func Pack(ctx context.Context, modelDir, trunkDir string, opt Options) (*Result,
 				return nil, fmt.Errorf("%w: %s (an interrupted pack): %s; use --force to start over", ErrSourceMismatch, partPath, why)
 			}
 			discard = "discarded an interrupted pack of another checkpoint (--force)"
-		case !sameLayout(&p.Manifest, pl.m):
+		case p.Compressed() != opt.Compress:
+			if !opt.Force {
+				return nil, fmt.Errorf("%w: %s holds an interrupted %s pack of this checkpoint and this pack would write %s trunk (%s, which resumes it); use --force to start over",
+					ErrRefused, trunkDir, kindName(p.Compressed()), aKind(opt.Compress), strings.Replace(other, "keep", "finish", 1))
+			}
+			discard = fmt.Sprintf("discarded an interrupted %s pack (--force)", kindName(p.Compressed()))
+		case planDiff(&p.Manifest, pl.m) != "":
 			discard = fmt.Sprintf("%s has a different layout (another k3 version?): starting over", partPath)
 		case opt.Force:
 			discard = "discarded an interrupted pack (--force)"
@@ -248,6 +286,22 @@ func Pack(ctx context.Context, modelDir, trunkDir string, opt Options) (*Result,
 			if dropped > 0 {
 				res.Notes = append(res.Notes, fmt.Sprintf("%d run(s) of the interrupted pack came from files modified since: packing them again", dropped))
 			}
+			if opt.Compress {
+				// a compressed run's place depends on the sizes before it:
+				// keep the runs done before the first one to pack again
+				k := 0
+				for k < len(work.Runs) {
+					if _, ok := done[work.Runs[k].Name]; !ok {
+						break
+					}
+					work.Runs[k] = cloneRun(&p.Runs[k])
+					k++
+				}
+				if n := dropAfter(work, done, k); n > 0 {
+					res.Notes = append(res.Notes, fmt.Sprintf("%d later run(s) of the interrupted pack are packed again (a compressed trunk is written in order)", n))
+				}
+				relayout(work, k)
+			}
 			res.Resumed = true
 		}
 		if discard != "" {
@@ -263,7 +317,9 @@ func Pack(ctx context.Context, modelDir, trunkDir string, opt Options) (*Result,
 		res.Resumed = false
 	}
 
-	// Room for the rest?
+	// Room for the rest? (With compression the uncompressed size: the
+	// compressed one is known only at the end, and is smaller unless the
+	// weights do not compress at all.)
 	need := pl.m.TotalBytes - allocated(binPath) + 1<<20
 	if avail, _, err := diskFree(trunkDir); err == nil && need > avail {
 		return nil, &SpaceError{Dir: trunkDir, Need: need, Avail: avail}
@@ -278,15 +334,19 @@ func Pack(ctx context.Context, modelDir, trunkDir string, opt Options) (*Result,
 			of.close()
 		}
 	}()
-	if sz, err := of.size(); err != nil {
-		return nil, err
-	} else if sz > pl.m.TotalBytes {
-		if err := of.f.Truncate(pl.m.TotalBytes); err != nil {
+	if !opt.Compress {
+		// (a compressed trunk.bin grows as it is written and is cut to
+		// its size at the end)
+		if sz, err := of.size(); err != nil {
 			return nil, err
+		} else if sz > pl.m.TotalBytes {
+			if err := of.f.Truncate(pl.m.TotalBytes); err != nil {
+				return nil, err
+			}
 		}
-	}
-	if err := preallocate(of.f, pl.m.TotalBytes); err != nil {
-		return nil, fmt.Errorf("reserve %d bytes for %s: %w", pl.m.TotalBytes, binPath, err)
+		if err := preallocate(of.f, pl.m.TotalBytes); err != nil {
+			return nil, fmt.Errorf("reserve %d bytes for %s: %w", pl.m.TotalBytes, binPath, err)
+		}
 	}
 	rd, err := direct.Open(binPath)
 	if err != nil {
@@ -294,7 +354,7 @@ func Pack(ctx context.Context, modelDir, trunkDir string, opt Options) (*Result,
 	}
 	defer rd.Close()
 
-	pk := &packer{pl: pl, bs: bs, of: of, rd: rd, res: res}
+	pk := &packer{pl: pl, m: work, bs: bs, of: of, rd: rd, res: res}
 	defer pk.free()
 	if err := pk.alloc(); err != nil {
 		return nil, err
@@ -309,14 +369,14 @@ func Pack(ctx context.Context, modelDir, trunkDir string, opt Options) (*Result,
 	if len(done) > 0 {
 		t0 := time.Now()
 		var total int64
-		for i := range pl.m.Runs {
-			if _, ok := done[pl.m.Runs[i].Name]; ok {
-				total += pl.m.Runs[i].Length
+		for i := range work.Runs {
+			if _, ok := done[work.Runs[i].Name]; ok {
+				total += work.Runs[i].Length
 			}
 		}
 		prog.begin(PhaseCheck, 0, total)
-		for i := range pl.m.Runs {
-			r := &pl.m.Runs[i]
+		for i := range work.Runs {
+			r := &work.Runs[i]
 			want, ok := done[r.Name]
 			if !ok {
 				continue
@@ -332,6 +392,12 @@ func Pack(ctx context.Context, modelDir, trunkDir string, opt Options) (*Result,
 				delete(done, r.Name)
 				res.RunsRewritten++
 				res.Notes = append(res.Notes, fmt.Sprintf("run %s of the interrupted pack failed its CRC (%08x, want %08x): rewriting it", r.Name, got, want))
+				if opt.Compress {
+					if n := dropAfter(work, done, i+1); n > 0 {
+						res.Notes = append(res.Notes, fmt.Sprintf("the %d run(s) after it are packed again too (a compressed trunk is written in order)", n))
+					}
+					relayout(work, i)
+				}
 			} else {
 				res.RunsKept++
 				prog.runsDone++
@@ -349,14 +415,14 @@ func Pack(ctx context.Context, modelDir, trunkDir string, opt Options) (*Result,
 	var kept int64
 	for i := range pl.m.Runs {
 		if _, ok := done[pl.m.Runs[i].Name]; ok {
-			kept += pl.m.Runs[i].Length
+			kept += pl.m.Runs[i].Length // uncompressed: see Progress
 		}
 	}
 	prog.begin(PhasePack, kept, pl.m.TotalBytes)
 	prog.runsDone = len(done)
 	prog.emit("")
-	for i := range pl.m.Runs {
-		r := &pl.m.Runs[i]
+	for i := range work.Runs {
+		r := &work.Runs[i]
 		if _, ok := done[r.Name]; ok {
 			continue
 		}
@@ -388,6 +454,9 @@ func Pack(ctx context.Context, modelDir, trunkDir string, opt Options) (*Result,
 		}
 		done[r.Name] = crc
 		res.RunsWritten++
+		if opt.Compress {
+			relayout(work, i+1)
+		}
 		if err := save(); err != nil {
 			return nil, err
 		}
@@ -396,6 +465,11 @@ func Pack(ctx context.Context, modelDir, trunkDir string, opt Options) (*Result,
 	}
 	res.PackTime = time.Since(t0)
 
+	if opt.Compress {
+		if err := of.f.Truncate(work.TotalBytes); err != nil {
+			return nil, err
+		}
+	}
 	ts := time.Now()
 	if err := of.sync(); err != nil {
 		return nil, err
@@ -436,6 +510,7 @@ func sourceMatches(a, b *Source) bool {
 // packer holds the buffers and descriptors of one Pack.
 type packer struct {
 	pl    *plan
+	m     *Manifest // what is written: pl.m, or its compressed form
 	bs    int
 	of    *outFile
 	rd    *direct.File
@@ -504,15 +579,40 @@ func contains(l []string, s string) bool {
 	return false
 }
 
-// manifest returns the plan's manifest with the CRCs of done runs.
+// manifest returns the manifest being written with the CRCs of done runs.
 func (p *packer) manifest(done map[string]uint32) *Manifest {
-	m := *p.pl.m
-	m.Runs = make([]Run, len(p.pl.m.Runs))
-	copy(m.Runs, p.pl.m.Runs)
+	m := *p.m
+	m.Runs = make([]Run, len(p.m.Runs))
 	for i := range m.Runs {
+		m.Runs[i] = cloneRun(&p.m.Runs[i])
 		m.Runs[i].CRC32C = done[m.Runs[i].Name]
 	}
 	return &m
+}
+
+func cloneRun(r *Run) Run {
+	c := *r
+	c.Tensors = slices.Clone(r.Tensors)
+	return c
+}
+
+func sameTensors(a, b []Tensor) bool {
+	return slices.EqualFunc(a, b, func(x, y Tensor) bool {
+		return x.Name == y.Name && x.DType == y.DType && slices.Equal(x.Shape, y.Shape) && x.Offset == y.Offset && x.Size == y.Size
+	})
+}
+
+// dropAfter forgets that the runs from..end of m are done and returns how
+// many were.
+func dropAfter(m *Manifest, done map[string]uint32, from int) int {
+	n := 0
+	for i := from; i < len(m.Runs); i++ {
+		if _, ok := done[m.Runs[i].Name]; ok {
+			delete(done, m.Runs[i].Name)
+			n++
+		}
+	}
+	return n
 }
 
 func (p *packer) savePartial(path string, done map[string]uint32) error {
@@ -534,18 +634,21 @@ func (p *packer) savePartial(path string, done map[string]uint32) error {
 }
 
 type chunk struct {
-	buf []byte
-	off int64 // relative to the run start
+	buf  []byte
+	off  int64 // relative to the run start
+	prog int64 // progress it stands for (see Progress.BytesDone)
 }
 
-// writeRun gathers run i from the checkpoint and writes it to trunk.bin:
-// this goroutine reads and assembles chunks of bs bytes, a second one
-// writes them, so reads and writes overlap. It returns the CRC of the
-// bytes written; onChunk is called (from the writer goroutine) with each
-// chunk's length once written.
+// writeRun gathers run i of p.m from the checkpoint and writes it to
+// trunk.bin: this goroutine reads and assembles chunks of bs bytes, a
+// second one writes them, so reads and writes overlap. With compression
+// the run's tensor places and sizes are set as it is assembled, and the
+// row offsets of compressed tensors whose chunk had gone to disk are
+// written last. It returns the CRC of the run as written; onChunk is
+// called (from the writer goroutine) with each chunk's progress.
 func (p *packer) writeRun(ctx context.Context, i int, onChunk func(int64)) (uint32, error) {
-	r := &p.pl.m.Runs[i]
-	return p.gatherRun(ctx, i, func(b []byte, off int64) error {
+	r := &p.m.Runs[i]
+	crc, patches, err := p.gatherRun(ctx, r, p.pl.src[i], p.pl.m.Runs[i].Length, func(b []byte, off int64) error {
 		t0 := time.Now()
 		err := p.of.writeAt(b, r.Offset+off)
 		p.res.WriteTime += time.Since(t0)
@@ -554,12 +657,45 @@ func (p *packer) writeRun(ctx context.Context, i int, onChunk func(int64)) (uint
 		}
 		return err
 	}, onChunk)
+	if err != nil {
+		return 0, err
+	}
+	t0 := time.Now()
+	defer func() { p.res.WriteTime += time.Since(t0) }()
+	for _, pt := range patches {
+		if err := p.patchFile(r, pt); err != nil {
+			return 0, err
+		}
+	}
+	return crc, nil
 }
 
-// gatherRun streams run i's bytes from the checkpoint to sink (nil: none)
-// in a second goroutine and returns their CRC-32C.
-func (p *packer) gatherRun(ctx context.Context, i int, sink func(b []byte, off int64) error, onChunk func(int64)) (uint32, error) {
-	r := &p.pl.m.Runs[i]
+// patchFile writes pt into run r of trunk.bin, rewriting the whole pages
+// it touches (read back from the file, as O_DIRECT writes whole pages).
+func (p *packer) patchFile(r *Run, pt patch) error {
+	buf := p.stage[0].Cap()[:p.bs]
+	start := r.Offset + pt.off
+	end := start + int64(len(pt.data))
+	for a := direct.AlignDown(start); a < end; {
+		b := buf[:min(int64(len(buf)), direct.AlignUp(end)-a)]
+		if err := p.of.readAt(b, a); err != nil {
+			return err
+		}
+		lo, hi := max(a, start), min(a+int64(len(b)), end)
+		copy(b[lo-a:hi-a], pt.data[lo-start:])
+		if err := p.of.writeAt(b, a); err != nil {
+			return err
+		}
+		a += int64(len(b))
+	}
+	return nil
+}
+
+// gatherRun assembles run r (tensors src; logical its uncompressed
+// length, for progress) from the checkpoint, streams its bytes to sink
+// (nil: none) in a second goroutine and returns the CRC-32C of the run
+// with the patches applied (which it returns for the caller to write).
+func (p *packer) gatherRun(ctx context.Context, r *Run, src []*safetensors.Tensor, logical int64, sink func(b []byte, off int64) error, onChunk func(int64)) (uint32, []patch, error) {
 	free := make(chan []byte, len(p.stage))
 	full := make(chan chunk, len(p.stage))
 	for _, b := range p.stage {
@@ -583,29 +719,51 @@ func (p *packer) gatherRun(ctx context.Context, i int, sink func(b []byte, off i
 				} else {
 					crc = crc32.Update(crc, castagnoli, c.buf)
 					if onChunk != nil {
-						onChunk(int64(len(c.buf)))
+						onChunk(c.prog)
 					}
 				}
 			}
 			free <- c.buf[:cap(c.buf)]
 		}
 	}()
-	ferr := p.fill(ctx, r, p.pl.src[i], free, full, &failed)
+	patches, ferr := p.fill(ctx, r, src, logical, free, full, &failed)
 	close(full)
 	<-wdone
 	if werr != nil {
-		return 0, werr
+		return 0, nil, werr
 	}
-	return crc, ferr
+	if ferr != nil {
+		return 0, nil, ferr
+	}
+	for _, pt := range patches {
+		crc = patchCRC(crc, pt, r.Length)
+	}
+	return crc, patches, nil
 }
 
 // fill streams run r's bytes as chunks of bs bytes (the last one shorter,
-// all multiples of 4096) into full, taking buffers from free.
-func (p *packer) fill(ctx context.Context, r *Run, src []*safetensors.Tensor, free chan []byte, full chan chunk, failed *atomic.Bool) error {
+// all multiples of 4096) into full, taking buffers from free. Tensors are
+// placed as they are assembled (see assembler), so with compression r's
+// tensor places and sizes, DataBytes and Length are set on the way.
+func (p *packer) fill(ctx context.Context, r *Run, src []*safetensors.Tensor, logical int64, free chan []byte, full chan chunk, failed *atomic.Bool) ([]patch, error) {
 	bs := int64(p.bs)
 	var cur []byte
 	var win int64    // run offset of cur[0]
 	var filled int64 // run offset up to which cur has been written
+	// progress: with compression, source bytes assembled and reported
+	compressed := false
+	for i := range r.Tensors {
+		compressed = compressed || r.Tensors[i].Compressed()
+	}
+	var fed, told int64
+	send := func(n int64) {
+		prog := n
+		if compressed {
+			prog = fed - told
+		}
+		told += prog
+		full <- chunk{cur[:n], win, prog}
+	}
 	acquire := func() {
 		cur = <-free
 		filled = win
@@ -625,7 +783,7 @@ func (p *packer) fill(ctx context.Context, r *Run, src []*safetensors.Tensor, fr
 			}
 			for pos >= win+bs {
 				pad(win + bs)
-				full <- chunk{cur, win}
+				send(bs)
 				win += bs
 				acquire()
 			}
@@ -636,6 +794,13 @@ func (p *packer) fill(ctx context.Context, r *Run, src []*safetensors.Tensor, fr
 			filled = pos
 		}
 	}
+	asm := &assembler{r: r, cur: -1, emit: emit, inMemory: func(pos int64, data []byte) bool {
+		if cur == nil || pos < win || pos+int64(len(data)) > filled {
+			return false
+		}
+		copy(cur[pos-win:], data)
+		return true
+	}}
 	rb := p.rbuf.Cap()[:p.bs]
 	for k := 0; k < len(src); {
 		// An extent: tensors adjacent in one shard.
@@ -646,31 +811,32 @@ func (p *packer) fill(ctx context.Context, r *Run, src []*safetensors.Tensor, fr
 		fi := p.pl.fileIdx[src[k].Path]
 		f, size, err := p.source(fi)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		start, end := src[k].Offset, src[e-1].Offset+src[e-1].Size
 		t := k
 		for pos := start; pos < end; {
 			if err := ctx.Err(); err != nil {
-				return err
+				return nil, err
 			}
 			if failed.Load() {
-				return nil // the writer's error is reported
+				return nil, nil // the writer's error is reported
 			}
 			lo := direct.AlignDown(pos)
 			hi := min(lo+bs, direct.AlignUp(end), size)
 			if hi <= pos {
-				return fmt.Errorf("%s: tensor data ends past the file's %d bytes", src[k].Path, size)
+				return nil, fmt.Errorf("%s: tensor data ends past the file's %d bytes", src[k].Path, size)
 			}
 			if err := p.readSource(f, rb[:hi-lo], lo); err != nil {
-				return err
+				return nil, err
 			}
 			stop := min(hi, end)
 			for t < e {
 				ts := src[t]
 				a, b := max(pos, ts.Offset), min(stop, ts.Offset+ts.Size)
 				if a < b {
-					emit(r.Tensors[t].Offset+(a-ts.Offset), rb[a-lo:b-lo])
+					asm.feed(t, rb[a-lo:b-lo])
+					fed += b - a
 				}
 				if ts.Offset+ts.Size > stop {
 					break
@@ -681,18 +847,174 @@ func (p *packer) fill(ctx context.Context, r *Run, src []*safetensors.Tensor, fr
 		}
 		k = e
 	}
+	if err := asm.close(); err != nil {
+		return nil, err
+	}
 	// Flush through the end of the run (zero padding included).
+	fed = logical
 	for win < r.Length {
 		if cur == nil {
 			acquire()
 		}
 		n := min(bs, r.Length-win)
 		pad(win + n)
-		full <- chunk{cur[:n], win}
+		send(n)
 		win += n
 		cur = nil
 	}
-	return nil
+	return asm.patches, nil
+}
+
+// rowChunkBytes is how many bytes of rows the assembler gathers before
+// compressing them (at least one row).
+const rowChunkBytes = 4 << 20
+
+// assembler places a run's tensors as their checkpoint bytes arrive, in
+// tensor order: each at the next multiple of TensorAlign after the one
+// before (the plan's places, for an uncompressed run), BF16C tensors
+// compressed a chunk of rows at a time on the way. A compressed tensor's
+// row offsets, which come first, are known once its last row is: they go
+// into the chunk still in memory, else into a patch.
+type assembler struct {
+	r        *Run
+	emit     func(pos int64, data []byte)
+	inMemory func(pos int64, data []byte) bool // copies data to pos if that part of the run is still in memory
+	cur      int                               // tensor in progress, -1 before the first
+	end      int64                             // end of the tensors finished
+	pos      int64                             // where the tensor in progress continues
+	// the compressed tensor in progress
+	rows, cols, row int
+	rowBuf          []uint16 // whole rows to compress (have bytes of it filled)
+	have            int
+	offs            []uint64
+	z               [][]byte // per part of a row chunk, see compressRows
+	patches         []patch
+	err             error
+}
+
+// feed appends the next bytes of tensor t (t >= the tensor in progress).
+func (a *assembler) feed(t int, data []byte) {
+	for a.cur < t {
+		a.next()
+	}
+	if !a.r.Tensors[t].Compressed() {
+		a.emit(a.pos, data)
+		a.pos += int64(len(data))
+		return
+	}
+	buf := unsafe.Slice((*byte)(unsafe.Pointer(&a.rowBuf[0])), 2*len(a.rowBuf))
+	for len(data) > 0 {
+		n := copy(buf[a.have:], data)
+		a.have += n
+		data = data[n:]
+		if a.have == len(buf) {
+			a.compressRows()
+		}
+	}
+}
+
+// next finishes the tensor in progress and starts the next one.
+func (a *assembler) next() {
+	if a.cur >= 0 {
+		a.finish()
+	}
+	a.cur++
+	if a.cur >= len(a.r.Tensors) {
+		return
+	}
+	t := &a.r.Tensors[a.cur]
+	t.Offset = alignUp(a.end, TensorAlign)
+	a.pos = t.Offset
+	if t.Compressed() {
+		a.rows, a.cols, a.row, a.have = int(t.Shape[0]), int(t.Shape[1]), 0, 0
+		if n := min(max(1, rowChunkBytes/(2*a.cols)), a.rows) * a.cols; cap(a.rowBuf) < n {
+			a.rowBuf = make([]uint16, n)
+		} else {
+			a.rowBuf = a.rowBuf[:n]
+		}
+		a.offs = make([]uint64, a.rows+1)
+		a.pos += int64(8 * (a.rows + 1))
+	}
+}
+
+// compressRows compresses the whole rows gathered and emits them. The
+// rows are cut into one contiguous part per processor (the row encoder
+// runs at a fraction of a disk's speed on one core), each part compressed
+// into its own buffer, and the parts emitted in order: the same bytes as
+// compressing them one after another.
+func (a *assembler) compressRows() {
+	n := a.have / (2 * a.cols)
+	if a.row+n > a.rows {
+		a.err = fmt.Errorf("internal error: tensor %s has more than its %d rows", a.r.Tensors[a.cur].Name, a.rows)
+		return
+	}
+	parts := max(1, min(runtime.GOMAXPROCS(0), n*a.cols/minPartWeights))
+	if len(a.z) < parts {
+		a.z = append(a.z, make([][]byte, parts-len(a.z))...)
+	}
+	lens := make([]int, n)
+	part := func(p int) {
+		lo, hi := p*n/parts, (p+1)*n/parts
+		z := a.z[p][:0]
+		for i := lo; i < hi; i++ {
+			before := len(z)
+			z = kernels.AppendBF16CRow(z, a.rowBuf[i*a.cols:(i+1)*a.cols])
+			lens[i] = len(z) - before
+		}
+		a.z[p] = z
+	}
+	if parts == 1 {
+		part(0)
+	} else {
+		var wg sync.WaitGroup
+		for p := range parts {
+			wg.Go(func() { part(p) })
+		}
+		wg.Wait()
+	}
+	for i := range n {
+		a.offs[a.row+1] = a.offs[a.row] + uint64(lens[i])
+		a.row++
+	}
+	for _, z := range a.z[:parts] {
+		a.emit(a.pos, z)
+		a.pos += int64(len(z))
+	}
+	buf := unsafe.Slice((*byte)(unsafe.Pointer(&a.rowBuf[0])), 2*len(a.rowBuf))
+	a.have = copy(buf, buf[n*2*a.cols:a.have])
+}
+
+// minPartWeights is the fewest weights worth a goroutine of their own.
+const minPartWeights = 1 << 16
+
+func (a *assembler) finish() {
+	t := &a.r.Tensors[a.cur]
+	if t.Compressed() {
+		a.compressRows()
+		if a.err == nil && (a.have != 0 || a.row != a.rows) {
+			a.err = fmt.Errorf("internal error: tensor %s ended after %d of its %d rows", t.Name, a.row, a.rows)
+		}
+		table := make([]byte, 8*len(a.offs))
+		for i, o := range a.offs {
+			binary.LittleEndian.PutUint64(table[8*i:], o)
+		}
+		if !a.inMemory(t.Offset, table) {
+			a.patches = append(a.patches, patch{t.Offset, table})
+		}
+		t.Size = a.pos - t.Offset
+	} else if a.pos-t.Offset != t.Size && a.err == nil {
+		a.err = fmt.Errorf("internal error: tensor %s got %d of its %d bytes", t.Name, a.pos-t.Offset, t.Size)
+	}
+	a.end = a.pos
+}
+
+// close finishes the run: every tensor placed, DataBytes and Length set.
+func (a *assembler) close() error {
+	for a.cur < len(a.r.Tensors) {
+		a.next()
+	}
+	a.r.DataBytes, a.r.Length = a.end, alignUp(a.end, RunAlign)
+	return a.err
 }
 
 // readSource fills buf from f at off (off and buf 4096-aligned): the
@@ -772,17 +1094,18 @@ func (s *progress) emit(run string) {
 // keepIfSame decides about a complete trunk m whose layout matches the
 // checkpoint: when a source file was modified since it was packed (or m
 // is version 1, which has no times), the runs gathered from those files
-// are gathered again and their CRC-32C compared with m's. All equal: m is
-// kept, trunk.json rewritten with the checkpoint's current identity, and
-// "" returned. Otherwise the answer names the changed file and run.
+// are gathered again (compressed again, for a compressed trunk) and their
+// CRC-32C compared with m's. All equal: m is kept, trunk.json rewritten
+// with the checkpoint's current identity, and "" returned. Otherwise the
+// answer names the changed file and run.
 func keepIfSame(ctx context.Context, pl *plan, m *Manifest, bs int, res *Result, finalPath string, onProgress func(Progress)) (string, error) {
 	changed := changedFiles(&m.Source, &pl.m.Source)
 	res.Manifest = m
-	if len(changed) == 0 && m.Version == Version {
+	if len(changed) == 0 && m.Version != legacyVersion {
 		return "", nil
 	}
 	which := pl.runsFrom(changed)
-	pk := &packer{pl: pl, bs: bs, res: res}
+	pk := &packer{pl: pl, m: m, bs: bs, res: res}
 	defer pk.free()
 	if err := pk.alloc(); err != nil {
 		return "", err
@@ -802,36 +1125,34 @@ func keepIfSame(ctx context.Context, pl *plan, m *Manifest, bs int, res *Result,
 		if !which[i] {
 			continue
 		}
-		r := &pl.m.Runs[i]
 		if err := ctx.Err(); err != nil {
 			return "", fmt.Errorf("pack interrupted: %w", err)
 		}
-		got, err := pk.gatherRun(ctx, i, nil, func(n int64) { prog.add(r.Name, n) })
+		r := cloneRun(&m.Runs[i])
+		got, _, err := pk.gatherRun(ctx, &r, pl.src[i], pl.m.Runs[i].Length, nil, func(n int64) { prog.add(r.Name, n) })
 		if err != nil {
 			if ctx.Err() != nil {
 				return "", fmt.Errorf("pack interrupted: %w", ctx.Err())
 			}
 			return "", err
 		}
-		if want := m.Runs[i].CRC32C; got != want {
+		r.CRC32C = got
+		if want := &m.Runs[i]; got != want.CRC32C || r.Length != want.Length || !sameTensors(r.Tensors, want.Tensors) {
 			var names []string
 			for _, fi := range pl.filesOf(i) {
 				if slices.Contains(changed, fi) {
 					names = append(names, pl.m.Source.Files[fi].Name)
 				}
 			}
-			return fmt.Sprintf("%s changed after the trunk in %s was packed: run %s gathered from it now has CRC-32C %08x, the packed one %08x (another version of the weights); use --force to repack from scratch",
-				strings.Join(names, ", "), filepath.Dir(finalPath), r.Name, got, want), nil
+			return fmt.Sprintf("%s changed after the trunk in %s was packed: run %s gathered from it now has CRC-32C %08x, the packed one %08x (another version of the weights)",
+				strings.Join(names, ", "), filepath.Dir(finalPath), r.Name, got, want.CRC32C), nil
 		}
 		prog.runsDone++
 		prog.emit(r.Name)
 	}
 	res.CheckTime = time.Since(t0)
-	kept := *pl.m
-	kept.Runs = slices.Clone(pl.m.Runs)
-	for i := range kept.Runs {
-		kept.Runs[i].CRC32C = m.Runs[i].CRC32C
-	}
+	kept := *m
+	kept.Version, kept.Source = Version, pl.m.Source
 	data, err := kept.Marshal()
 	if err != nil {
 		return "", err

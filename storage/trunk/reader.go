@@ -36,25 +36,11 @@ type tensorRef struct {
 // trunk.bin is opened with O_DIRECT where the filesystem allows it.
 // Run contents are not read; VerifyRun checks a run's CRC.
 func Open(dir string) (*Trunk, error) {
-	mpath := filepath.Join(dir, ManifestFile)
-	data, err := regfile.ReadFile(mpath)
+	m, err := ReadManifest(dir)
 	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			if _, perr := os.Stat(filepath.Join(dir, PartialFile)); perr == nil {
-				return nil, fmt.Errorf("trunk: %s: the pack was interrupted (only %s exists); run k3 pack again to finish it", dir, PartialFile)
-			}
-			return nil, fmt.Errorf("trunk: %s has no %s (not a packed trunk; run k3 pack MODEL_DIR %s)", dir, ManifestFile, dir)
-		}
-		return nil, fmt.Errorf("trunk: %w", err)
-	}
-	m, err := ParseManifest(data)
-	if err != nil {
-		var me *ManifestError
-		if errors.As(err, &me) {
-			me.Path = mpath
-		}
 		return nil, err
 	}
+	mpath := filepath.Join(dir, ManifestFile)
 	if m.Version == legacyVersion {
 		return nil, fmt.Errorf("trunk: %s was written by an older k3 and does not record what identifies the checkpoint's content: run k3 pack MODEL_DIR %s once (it checks the trunk against the checkpoint and records it, without rewriting %s): %w", mpath, dir, BinFile, ErrSourceMismatch)
 	}
@@ -85,6 +71,32 @@ func Open(dir string) (*Trunk, error) {
 		}
 	}
 	return t, nil
+}
+
+// ReadManifest reads and checks dir's trunk.json (see ParseManifest)
+// without opening trunk.bin. The error says when dir holds an interrupted
+// pack or no trunk at all.
+func ReadManifest(dir string) (*Manifest, error) {
+	mpath := filepath.Join(dir, ManifestFile)
+	data, err := regfile.ReadFile(mpath)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			if _, perr := os.Stat(filepath.Join(dir, PartialFile)); perr == nil {
+				return nil, fmt.Errorf("trunk: %s: the pack was interrupted (only %s exists); run k3 pack again to finish it", dir, PartialFile)
+			}
+			return nil, fmt.Errorf("trunk: %s has no %s (not a packed trunk; run k3 pack MODEL_DIR %s)", dir, ManifestFile, dir)
+		}
+		return nil, fmt.Errorf("trunk: %w", err)
+	}
+	m, err := ParseManifest(data)
+	if err != nil {
+		var me *ManifestError
+		if errors.As(err, &me) {
+			me.Path = mpath
+		}
+		return nil, err
+	}
+	return m, nil
 }
 
 // Dir returns the trunk directory.
@@ -191,7 +203,7 @@ func (t *Trunk) CheckSet(set *safetensors.Set) error {
 		return fmt.Errorf("%w: %s was modified after the trunk in %s was packed from it (%s then, %s now), so its weights may differ: run k3 pack MODEL_DIR %s to compare them (the trunk is kept if they are the same; --force repacks)",
 			ErrSourceMismatch, f.Name, t.dir, stamp(f.ModTime), stamp(want.Files[ch[0]].ModTime), t.dir)
 	}
-	if why := layoutDiff(t.m, pl.m); why != "" {
+	if why := planDiff(t.m, pl.m); why != "" {
 		return fmt.Errorf("%w: %s does not match the checkpoint: %s; repack it: k3 pack MODEL_DIR %s --force", ErrSourceMismatch, filepath.Join(t.dir, ManifestFile), why, t.dir)
 	}
 	return nil

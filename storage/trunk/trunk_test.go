@@ -102,15 +102,24 @@ func checkTrunk(t *testing.T, modelDir, trunkDir string) *Manifest {
 			}
 			seen[tt.Name] = true
 			st, _ := set.Get(tt.Name)
-			if string(st.DType) != tt.DType || !slices.Equal(st.Shape, tt.Shape) || st.Size != tt.Size {
-				t.Fatalf("%s: manifest %s%v %d, checkpoint %s%v %d", tt.Name, tt.DType, tt.Shape, tt.Size, st.DType, st.Shape, st.Size)
-			}
 			src := make([]byte, st.Size)
 			if err := set.ReadTensor(st, src); err != nil {
 				t.Fatal(err)
 			}
-			if !bytes.Equal(tt.Bytes(buf), src) {
-				t.Fatalf("%s: trunk bytes differ from the checkpoint", tt.Name)
+			wantC := m.Compressed() && Compressible(strings.TrimPrefix(tt.Name, m.Source.Prefix), st.DType, st.Shape)
+			require.Equal(t, wantC, tt.Compressed(), "%s: compressed", tt.Name)
+			if tt.Compressed() {
+				require.Equal(t, safetensors.BF16, st.DType, tt.Name)
+				require.Equal(t, st.Shape, tt.Shape, tt.Name)
+				require.Equal(t, st.Size, tt.LogicalSize(), tt.Name)
+				requireDecodes(t, &tt, tt.Bytes(buf), src)
+			} else {
+				if string(st.DType) != tt.DType || !slices.Equal(st.Shape, tt.Shape) || st.Size != tt.Size {
+					t.Fatalf("%s: manifest %s%v %d, checkpoint %s%v %d", tt.Name, tt.DType, tt.Shape, tt.Size, st.DType, st.Shape, st.Size)
+				}
+				if !bytes.Equal(tt.Bytes(buf), src) {
+					t.Fatalf("%s: trunk bytes differ from the checkpoint", tt.Name)
+				}
 			}
 			for k := tt.Offset; k < tt.Offset+tt.Size; k++ {
 				covered[k] = true
@@ -576,7 +585,7 @@ func TestOpenRefusesCorruptManifest(t *testing.T) {
 		{"truncated", openWith(t, good[:len(good)/2]), "truncated JSON"},
 		{"empty", openWith(t, nil), "empty file"},
 		{"trailing", openWith(t, append(slices.Clone(good), "{}"...)), "trailing data"},
-		{"version", mutate(t, good, func(m map[string]any) { m["version"] = 3 }), "version 3 is not supported"},
+		{"version", mutate(t, good, func(m map[string]any) { m["version"] = 4 }), "version 4 is not supported"},
 		{"header hash", mutate(t, good, func(m map[string]any) {
 			m["source"].(map[string]any)["files"].([]any)[0].(map[string]any)["header_sha256"] = "abc"
 		}), "header_sha256 \"abc\" is not 64 lowercase hex digits"},

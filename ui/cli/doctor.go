@@ -122,6 +122,14 @@ func printDoctor(w io.Writer, r *doctor.Report) {
 			}
 			fmt.Fprintf(w, "           model files: %s present (%s)\n", units.Bytes(d.ModelBytes), state)
 		}
+		if t := d.Trunk; t != nil {
+			if t.Compression != "" {
+				fmt.Fprintf(w, "           packed trunk: %d layers, compressed (%s, lossless): %s, %s uncompressed, %.3fx smaller\n",
+					t.Layers, t.Compression, units.Bytes(t.Bytes), units.Bytes(t.UncompressedBytes), t.Ratio())
+			} else {
+				fmt.Fprintf(w, "           packed trunk: %d layers, uncompressed, %s\n", t.Layers, units.Bytes(t.Bytes))
+			}
+		}
 		for _, n := range d.Notes {
 			fmt.Fprintf(w, "           note: %s\n", n)
 		}

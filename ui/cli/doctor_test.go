@@ -3,11 +3,16 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"path/filepath"
 	"strings"
 	"testing"
 	"testing/fstest"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"k3/doctor"
+	"k3/internal/fixture"
 )
 
 type storeFakeMem struct{ total, avail uint64 }
@@ -46,4 +51,35 @@ func TestDoctorCommand(t *testing.T) {
 	if code, _, _ := storeRun("doctor", "--bogus"); code != ExitUsage {
 		t.Fatalf("bad flag: %d", code)
 	}
+}
+
+// TestDoctorReportsCompressedTrunk: a directory holding a compressed
+// trunk is reported with its ratio, and the predictions say they use the
+// uncompressed sizes.
+func TestDoctorReportsCompressedTrunk(t *testing.T) {
+	orig := doctorOptions
+	defer func() { doctorOptions = orig }()
+	doctorOptions = func(o doctor.Options) doctor.Options {
+		o.Root = fstest.MapFS{"proc/cpuinfo": {Data: []byte("processor : 0\nmodel name : Fake\nphysical id : 0\ncore id : 0\n")}}
+		o.Memory = storeFakeMem{32e9, 30e9}
+		o.SkipDisk, o.SkipCompute = true, true
+		return o
+	}
+	empty := t.TempDir()
+	_, out, _ := storeRun("doctor", "--dir", empty)
+	require.Contains(t, out, "note: trunk sizes in the predictions are those of an uncompressed pack; k3 pack --compress stores it losslessly smaller")
+	require.NotContains(t, out, "packed trunk:")
+
+	dir := filepath.Join(t.TempDir(), "trunk")
+	code, out, errs := runK3("pack", fixture.ModelDir("demo"), dir, "--compress", "--disk-test-mb", "0", "--quiet")
+	require.Equal(t, ExitOK, code, "%s\n%s", out, errs)
+	_, out, _ = storeRun("doctor", "--dir", dir)
+	assert.Contains(t, out, "packed trunk: 4 layers, compressed (BF16C, lossless): 2.08 MB, 2.59 MB uncompressed, 1.244x smaller")
+	assert.Contains(t, out, "is compressed (BF16C, lossless): 2.08 MB, 1.244x smaller than its 2.59 MB uncompressed; the predictions use the uncompressed sizes")
+	_, js, _ := storeRun("doctor", "--json", "--dir", dir)
+	var rep doctor.Report
+	require.NoError(t, json.Unmarshal([]byte(js), &rep))
+	require.NotNil(t, rep.Disks[0].Trunk)
+	assert.Equal(t, "BF16C", rep.Disks[0].Trunk.Compression)
+	assert.Less(t, rep.Disks[0].Trunk.Bytes, rep.Disks[0].Trunk.UncompressedBytes)
 }

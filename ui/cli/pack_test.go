@@ -2,10 +2,14 @@ package cli
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"k3/internal/fixture"
 	"k3/storage/trunk"
@@ -110,4 +114,58 @@ func TestPackCLIErrors(t *testing.T) {
 	if code, out, _ := runK3("pack", "--help"); code != ExitOK || out != "" {
 		t.Errorf("--help: exit %d", code)
 	}
+}
+
+// TestPackCompressCLI: k3 pack --compress reports the ratio, packing the
+// other way into the same folder is refused (exit 2) until --force, and
+// k3 run from the compressed trunk says so and gives the same ids and
+// first logits as the uncompressed one.
+func TestPackCompressCLI(t *testing.T) {
+	model := fixture.ModelDir("demo") // trained weights
+	plain, packed := filepath.Join(t.TempDir(), "plain"), filepath.Join(t.TempDir(), "packed")
+	code, out, errs := runK3("pack", model, packed, "--compress", "--disk-test-mb", "0", "--quiet")
+	require.Equal(t, ExitOK, code, "%s\n%s", out, errs)
+	for _, want := range []string{
+		"7 runs (embed, head, final, 4 layers), 2.59 MB uncompressed, compressed: smaller by a ratio known once packed",
+		"compressed: trunk.bin is 2.08 MB, 2.59 MB uncompressed: 1.244x smaller (lossless: the same output)",
+		"the 22 kinds of compressed matrices: 2.54 MB -> 2.03 MB, 1.253x",
+		"model.embed_tokens.weight",
+	} {
+		assert.Contains(t, out, want)
+	}
+	code, out, _ = runK3("pack", model, packed, "--compress", "--quiet")
+	require.Equal(t, ExitOK, code)
+	assert.Contains(t, out, "is already complete for this checkpoint (compressed, 2.08 MB)")
+	code, _, errs = runK3("pack", model, packed, "--disk-test-mb", "0", "--quiet")
+	require.Equal(t, ExitUsage, code)
+	assert.Contains(t, errs, "holds a compressed trunk of this checkpoint and this pack would write an uncompressed one (pack with --compress to keep it); use --force")
+	code, out, errs = runK3("pack", model, plain, "--disk-test-mb", "0", "--quiet")
+	require.Equal(t, ExitOK, code, "%s\n%s", out, errs)
+	assert.NotContains(t, out, "compressed:")
+
+	var logits [2][]byte
+	var reports [2]runReport
+	for i, dir := range []string{plain, packed} {
+		lg := filepath.Join(t.TempDir(), "logits.f32")
+		js := filepath.Join(t.TempDir(), "report.json")
+		code, out, errs = runK3("run", model, "--trunk", dir, "--trunk-gb", "0.0005", "--ids", "1,2,3,4,5", "--gen", "4", "--dump-logits", lg, "--out", js)
+		require.Equal(t, ExitOK, code, "%s\n%s", out, errs)
+		if dir == packed {
+			assert.Contains(t, out, "packed   : compressed (BF16C, lossless), trunk.bin 2.08 MB of 2.59 MB uncompressed: 1.244x smaller")
+			assert.Contains(t, out, "streamed (compressed BF16C bytes as stored)")
+		} else {
+			assert.NotContains(t, out, "packed   :")
+		}
+		var err error
+		logits[i], err = os.ReadFile(lg)
+		require.NoError(t, err)
+		raw, err := os.ReadFile(js)
+		require.NoError(t, err)
+		require.NoError(t, json.Unmarshal(raw, &reports[i]))
+	}
+	assert.Equal(t, logits[0], logits[1], "first logits")
+	assert.Equal(t, reports[0].GeneratedIDs, reports[1].GeneratedIDs)
+	assert.Equal(t, "", reports[0].TrunkCompression)
+	assert.Equal(t, "BF16C", reports[1].TrunkCompression)
+	assert.Less(t, reports[1].TrunkBytesRead, reports[0].TrunkBytesRead)
 }

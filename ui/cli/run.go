@@ -28,26 +28,29 @@ func init() {
 }
 
 type runReport struct {
-	PromptIDs       []int     `json:"prompt_ids"`
-	GeneratedIDs    []int     `json:"generated_ids"`
-	FullIDs         []int     `json:"full_ids"`
-	TFPred          []int     `json:"tf_pred"`
-	StopReason      string    `json:"stop_reason"`
-	SecondsPerToken float64   `json:"seconds_per_token"`
-	WallSeconds     float64   `json:"wall_seconds"`
-	PeakRSSBytes    int64     `json:"peak_rss_bytes"`
-	TrunkBytesRead  int64     `json:"trunk_bytes_read"`
-	ExpertBytesRead int64     `json:"expert_bytes_read"`
-	ExpertDrops     int64     `json:"expert_drops"`
-	Layers          int       `json:"layers"`
-	LayersInModel   int       `json:"layers_in_model"`
-	GeneratedText   *string   `json:"generated_text"`
-	StepSeconds     []float64 `json:"step_seconds"`
-	PlanBytes       int64     `json:"plan_bytes"`
-	IOShare         float64   `json:"io_share"`
-	ExpertRequests  int64     `json:"expert_requests"`
-	ExpertHits      int64     `json:"expert_hits"`
-	ExpertEvictions int64     `json:"expert_evictions"`
+	PromptIDs       []int   `json:"prompt_ids"`
+	GeneratedIDs    []int   `json:"generated_ids"`
+	FullIDs         []int   `json:"full_ids"`
+	TFPred          []int   `json:"tf_pred"`
+	StopReason      string  `json:"stop_reason"`
+	SecondsPerToken float64 `json:"seconds_per_token"`
+	WallSeconds     float64 `json:"wall_seconds"`
+	PeakRSSBytes    int64   `json:"peak_rss_bytes"`
+	TrunkBytesRead  int64   `json:"trunk_bytes_read"`
+	// TrunkCompression is the packed trunk's compression ("" none or no
+	// trunk, "BF16C"); trunk_bytes_read counts its stored bytes.
+	TrunkCompression string    `json:"trunk_compression"`
+	ExpertBytesRead  int64     `json:"expert_bytes_read"`
+	ExpertDrops      int64     `json:"expert_drops"`
+	Layers           int       `json:"layers"`
+	LayersInModel    int       `json:"layers_in_model"`
+	GeneratedText    *string   `json:"generated_text"`
+	StepSeconds      []float64 `json:"step_seconds"`
+	PlanBytes        int64     `json:"plan_bytes"`
+	IOShare          float64   `json:"io_share"`
+	ExpertRequests   int64     `json:"expert_requests"`
+	ExpertHits       int64     `json:"expert_hits"`
+	ExpertEvictions  int64     `json:"expert_evictions"`
 	// speculative decoding: draft tokens verified and accepted, and the
 	// forwards through the layers (prefill chunks included)
 	SpecDrafted   int64 `json:"spec_drafted"`
@@ -257,6 +260,9 @@ func (c *runConfig) run(ctx context.Context, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stdout, "  model    : %s (%d tensors in %d file(s))\n", c.dir, m.Tensors(), len(m.Files()))
 	fmt.Fprintf(stdout, "  trunk    : %s resident, bound in %.2f s\n", units.Bytes(m.BoundBytes), time.Since(t0).Seconds())
+	if kind, n, un := m.TrunkCompression(); kind != "" {
+		fmt.Fprintf(stdout, "  packed   : compressed (%s, lossless), trunk.bin %s of %s uncompressed: %.3fx smaller\n", kind, units.Bytes(n), units.Bytes(un), float64(un)/float64(n))
+	}
 	fmt.Fprintf(stdout, "  prompt   : %d tokens, generating %d\n", len(c.ids), c.gen)
 	var st *engine.State
 	if c.loadSt != "" {
@@ -437,6 +443,7 @@ func (c *runConfig) report(res *runResult, stdout, stderr io.Writer) int {
 		PeakRSSBytes: machine.PeakRSS(), TrunkBytesRead: m.BoundBytes + total.TrunkBytesRead, ExpertBytesRead: es.BytesRead,
 		ExpertDrops: es.Failures, ExpertRequests: es.Requests, ExpertHits: es.Hits, ExpertEvictions: es.Evictions,
 		IOShare: total.IOShare(res.wall), SpecDrafted: total.SpecDrafted, SpecAccepted: total.SpecAccepted, ForwardPasses: total.ForwardPasses}
+	rep.TrunkCompression, _, _ = m.TrunkCompression()
 	if g := res.gen; g != nil {
 		rep.GeneratedIDs = append(rep.GeneratedIDs, g.Generated...)
 		rep.FullIDs = g.FullIDs()
@@ -459,8 +466,12 @@ func (c *runConfig) report(res *runResult, stdout, stderr io.Writer) int {
 	hit, _ := total.HitRate()
 	fmt.Fprintf(stdout, "experts: %d requests, %d served from RAM (%.1f%%), %d evictions, %s read in %.2f s, %d load failure(s)\n",
 		es.Requests, es.Hits, 100*hit, es.Evictions, units.Bytes(es.BytesRead), es.ReadSeconds, es.Failures)
-	fmt.Fprintf(stdout, "trunk: %s bound at load, %s streamed; waited %.2f s for trunk reads\n",
-		units.Bytes(m.BoundBytes), units.Bytes(total.TrunkBytesRead), total.TrunkWaitSeconds)
+	packed := ""
+	if rep.TrunkCompression != "" {
+		packed = " (compressed " + rep.TrunkCompression + " bytes as stored)"
+	}
+	fmt.Fprintf(stdout, "trunk: %s bound at load, %s streamed%s; waited %.2f s for trunk reads\n",
+		units.Bytes(m.BoundBytes), units.Bytes(total.TrunkBytesRead), packed, total.TrunkWaitSeconds)
 	fmt.Fprintf(stdout, "I/O share of wall clock: %.1f%% (waiting on trunk %.2f s + experts %.2f s of %.2f s; reads overlapped with compute are not counted)\n",
 		100*rep.IOShare, total.TrunkWaitSeconds, es.ReadSeconds, res.wall)
 	if es.NaNScaleGroups > 0 {
