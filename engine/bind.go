@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"encoding/binary"
 	"fmt"
 	"strings"
 	"unsafe"
@@ -143,7 +142,7 @@ func (b *binder) matOf(name string, rows, cols int, compressed bool) *kernels.Ma
 		return nil
 	}
 	if t.DType == stBF16C {
-		m, err := bindBF16C(d, rows, cols)
+		m, err := kernels.BF16CFromBytes(d, rows, cols) // checks the offsets and every row's headers
 		if err != nil {
 			b.fail("tensor %s (%s, %d bytes) is corrupt: %v; repack the trunk (k3 pack MODEL_DIR TRUNK_DIR --compress --force)", t.Name, t.DType, t.Size, err)
 			return nil
@@ -156,40 +155,6 @@ func (b *binder) matOf(name string, rows, cols int, compressed bool) *kernels.Ma
 	}
 	bindBytes(m, d)
 	return m
-}
-
-// bindBF16C binds a serialised BF16C matrix (kernels.BF16CFromBytes,
-// which checks every row against its headers), its row offsets checked
-// first: they must rise from 0 to the length of the rows.
-// (BF16CFromBytes slices each row before comparing its end with the data's,
-// so offsets past the end would make it panic.)
-func bindBF16C(d []byte, rows, cols int) (kernels.Mat, error) {
-	head := 8 * (rows + 1)
-	if len(d) < head {
-		return kernels.Mat{}, fmt.Errorf("%d bytes cannot hold %d row offsets", len(d), rows+1)
-	}
-	offs := make([]uint64, rows+1)
-	for i := range offs {
-		offs[i] = binary.LittleEndian.Uint64(d[8*i:])
-	}
-	if err := checkRowOffsets(offs, uint64(len(d)-head)); err != nil {
-		return kernels.Mat{}, err
-	}
-	return kernels.BF16CFromBytes(d, rows, cols)
-}
-
-// checkRowOffsets refuses BF16C row offsets that do not rise from offs[0]
-// to offs[0]+n, n the bytes of the rows.
-func checkRowOffsets(offs []uint64, n uint64) error {
-	for r := 1; r < len(offs); r++ {
-		if offs[r] < offs[r-1] || offs[r]-offs[0] > n {
-			return fmt.Errorf("row %d's offset %d is out of order or past the %d bytes of rows", r-1, offs[r], n)
-		}
-	}
-	if last := offs[len(offs)-1] - offs[0]; last != n {
-		return fmt.Errorf("the row offsets end at %d, the rows take %d bytes", last, n)
-	}
-	return nil
 }
 
 // bindBytes points a matrix of DType f32 or bf16 at raw little-endian bytes.

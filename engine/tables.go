@@ -163,11 +163,7 @@ func (u *streamedTables) readCompressed(run *trunk.Run, t *trunk.Tensor, r0, k i
 	}
 	u.bytes += int64(len(ob) + len(z))
 	m := kernels.Mat{DType: kernels.BF16C, Rows: k, Cols: u.hidden, Z: z, ZOff: offs}
-	err = checkRowOffsets(offs, uint64(len(z)))
-	if err == nil {
-		err = m.Check()
-	}
-	if err != nil {
+	if err := m.Check(); err != nil {
 		return m, fmt.Errorf("trunk tensor %s (%s) rows %d..%d are corrupt: %v; repack the trunk (k3 pack MODEL_DIR TRUNK_DIR --compress --force)", t.Name, t.DType, r0, r0+k-1, err)
 	}
 	return m, nil

@@ -182,10 +182,14 @@ func (m *Mat) checkBF16C() error {
 	}
 	nb := (m.Cols + BF16CBlock - 1) / BF16CBlock
 	full := m.Cols / BF16CBlock
+	// every offset first: a row is sliced only once all of them are known
+	// to rise within the data
 	for r := 0; r < m.Rows; r++ {
-		if m.ZOff[r+1] < m.ZOff[r] || m.ZOff[r+1]-m.ZOff[r] < uint64(nb) {
+		if m.ZOff[r+1] < m.ZOff[r] || m.ZOff[r+1]-m.ZOff[r] < uint64(nb) || m.ZOff[r+1] > m.ZOff[m.Rows] {
 			return fmt.Errorf("bf16c matrix %dx%d: row %d has a bad offset", m.Rows, m.Cols, r)
 		}
+	}
+	for r := 0; r < m.Rows; r++ {
 		row := m.bf16cRow(r)
 		raw := 0
 		for b := 0; b < full; b++ {

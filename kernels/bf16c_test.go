@@ -157,6 +157,9 @@ func TestBF16CRefusesCorrupt(t *testing.T) {
 	assert.ErrorContains(t, bind(func(b []byte) { binary.LittleEndian.PutUint64(b[8:], 3) }), "row 0 has")
 	assert.ErrorContains(t, bind(func(b []byte) { binary.LittleEndian.PutUint64(b[0:], 1) }), "first row offset")
 	assert.ErrorContains(t, bind(func(b []byte) { binary.LittleEndian.PutUint64(b[32:], 1<<40) }), "offsets span")
+	// a middle offset past the end (the last one right) is refused, not a panic
+	assert.ErrorContains(t, bind(func(b []byte) { binary.LittleEndian.PutUint64(b[16:], 1<<40) }), "row 1 has a bad offset")
+	assert.ErrorContains(t, bind(func(b []byte) { binary.LittleEndian.PutUint64(b[16:], binary.LittleEndian.Uint64(b[32:])+1) }), "bad offset")
 	_, err := BF16CFromBytes(alignedCopy(good)[:head-1], 4, 96)
 	assert.ErrorContains(t, err, "row offsets")
 }
