@@ -59,34 +59,45 @@ func AppendBF16CRow(dst []byte, row []uint16) []byte {
 	c := len(row)
 	nb := (c + BF16CBlock - 1) / BF16CBlock
 	h := len(dst)
-	for range nb {
-		dst = append(dst, 0)
-	}
+	dst = append(dst, make([]byte, bf16cRowBytes(c, nb))...) // room for the longest form
+	p := h + nb
 	for b := 0; b < nb; b++ {
 		blk := row[b*BF16CBlock : min((b+1)*BF16CBlock, c)]
-		lo, hi := 255, 0
-		for _, w := range blk {
-			e := int(w>>7) & 0xff
-			lo, hi = min(lo, e), max(hi, e)
-		}
-		if len(blk) < BF16CBlock || hi-lo > 15 {
-			dst[h+b] = BF16CRaw
-			for _, w := range blk {
-				dst = binary.LittleEndian.AppendUint16(dst, w)
+		if len(blk) == BF16CBlock {
+			if n := packBlock((*[BF16CBlock]uint16)(blk), dst[p:p+bf16cPacked:p+bf16cPacked]); n >= 0 {
+				dst[h+b] = byte(n)
+				p += bf16cPacked
+				continue
 			}
-			continue
 		}
-		dst[h+b] = byte(lo)
-		var off [16]byte
-		for j := 0; j < 16; j++ {
-			off[j] = byte(int(blk[j]>>7)&0xff-lo) | byte(int(blk[j+16]>>7)&0xff-lo)<<4
+		dst[h+b] = BF16CRaw
+		for j, w := range blk {
+			binary.LittleEndian.PutUint16(dst[p+2*j:], w)
 		}
-		dst = append(dst, off[:]...)
-		for _, w := range blk {
-			dst = append(dst, byte(w>>8)&0x80|byte(w)&0x7f)
-		}
+		p += 2 * len(blk)
 	}
-	return dst
+	return dst[:p]
+}
+
+// packBlock writes the 48-byte body of a compressible block and returns its
+// base exponent, or -1 (writing nothing) when its exponents span more than 16.
+func packBlock(w *[BF16CBlock]uint16, out []byte) int {
+	lo, hi := uint16(255), uint16(0)
+	for _, v := range w {
+		e := v >> 7 & 0xff
+		lo, hi = min(lo, e), max(hi, e)
+	}
+	if hi-lo > 15 {
+		return -1
+	}
+	for j := 0; j < 16; j++ {
+		out[j] = byte(w[j]>>7&0xff-lo) | byte(w[j+16]>>7&0xff-lo)<<4
+	}
+	sm := out[16:48:48]
+	for j, v := range w {
+		sm[j] = byte(v>>8)&0x80 | byte(v)&0x7f
+	}
+	return int(lo)
 }
 
 // CompressBF16 makes the BF16C form of a bf16 matrix (m.DType == BF16).

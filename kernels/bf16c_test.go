@@ -339,3 +339,11 @@ func TestBF16CNonFinite(t *testing.T) {
 		}
 	}
 }
+
+func BenchmarkCompressBF16(b *testing.B) {
+	m := trainedBF16(rand.New(rand.NewPCG(1, 2)), 1024, 7168)
+	b.SetBytes(m.Bytes())
+	for b.Loop() {
+		CompressBF16(m)
+	}
+}
