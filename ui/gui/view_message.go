@@ -15,6 +15,7 @@ import (
 	"fyne.io/fyne/v2/widget"
 
 	"k3/engine/chat"
+	"k3/ui/bridge"
 )
 
 // messageEnv is what a message view needs from the chat.
@@ -109,20 +110,19 @@ func (v *messageView) copyText(b *widget.Button, text string) {
 		return
 	}
 	v.env.copy(text)
+	if b.Text == "Copied" {
+		return // a second click while it says so
+	}
 	label := b.Text
 	b.SetIcon(theme.ConfirmIcon())
-	if label != "" {
-		b.SetText("Copied")
-	}
+	b.SetText("Copied")
 	if v.env.do == nil {
 		return
 	}
 	time.AfterFunc(1500*time.Millisecond, func() {
 		v.env.do(func() {
 			b.SetIcon(theme.ContentCopyIcon())
-			if label != "" {
-				b.SetText(label)
-			}
+			b.SetText(label)
 		})
 	})
 }
@@ -431,15 +431,12 @@ func (v *messageView) blockObject(b block) fyne.CanvasObject {
 	switch b.Kind {
 	case codeBlock:
 		code := b.Text
-		rt := widget.NewRichText(&widget.TextSegment{Text: code, Style: widget.RichTextStyleCodeBlock})
+		hl := bridge.Highlight(b.Lang, code)
+		rt := widget.NewRichText(codeSegments(hl)...)
 		var cp *widget.Button
 		cp = widget.NewButtonWithIcon("Copy", theme.ContentCopyIcon(), func() { v.copyText(cp, code) })
 		cp.Importance = widget.LowImportance
-		label := b.Lang
-		if label == "" {
-			label = "code"
-		}
-		head := container.NewBorder(nil, nil, widget.NewLabelWithStyle(label, fyne.TextAlignLeading, fyne.TextStyle{Italic: true}), cp)
+		head := container.NewBorder(nil, nil, widget.NewLabelWithStyle(hl.Label, fyne.TextAlignLeading, fyne.TextStyle{Italic: true}), cp)
 		return container.NewStack(newBackground(theme.ColorNameInputBackground), container.NewVBox(head, container.NewHScroll(rt)))
 	case tableBlock:
 		return tableObject(b.Text)
@@ -447,6 +444,39 @@ func (v *messageView) blockObject(b block) fyne.CanvasObject {
 	rt := widget.NewRichTextFromMarkdown(b.Text)
 	rt.Wrapping = fyne.TextWrapWord
 	return rt
+}
+
+// codeColours are the theme colours of the code kinds (a light or dark
+// theme recolours them).
+var codeColours = map[bridge.CodeKind]fyne.ThemeColorName{
+	bridge.CodePlain:    theme.ColorNameForeground,
+	bridge.CodeKeyword:  theme.ColorNamePrimary,
+	bridge.CodeName:     theme.ColorNameHyperlink,
+	bridge.CodeString:   theme.ColorNameSuccess,
+	bridge.CodeNumber:   theme.ColorNameWarning,
+	bridge.CodeComment:  theme.ColorNamePlaceHolder,
+	bridge.CodeInserted: theme.ColorNameSuccess,
+	bridge.CodeDeleted:  theme.ColorNameError,
+	bridge.CodeHeading:  theme.ColorNamePrimary,
+}
+
+// codeSegments draws highlighted code: monospace spans in their kind's
+// colour (themes have no bold or italic monospace font), each line ended
+// by a segment that is not inline, so a line break is a new row.
+func codeSegments(c bridge.Code) []widget.RichTextSegment {
+	var segs []widget.RichTextSegment
+	for _, line := range c.Lines {
+		if len(line) == 0 {
+			line = []bridge.CodeSpan{{}}
+		}
+		for i, sp := range line {
+			st := widget.RichTextStyleCodeInline
+			st.ColorName = codeColours[sp.Kind]
+			st.Inline = i < len(line)-1
+			segs = append(segs, &widget.TextSegment{Text: sp.Text, Style: st})
+		}
+	}
+	return segs
 }
 
 // tableObject lays a Markdown table out as a grid, the header row bold.
