@@ -108,3 +108,86 @@ func TestHistoryRefusesAToolResultWithoutItsCall(t *testing.T) {
 	require.Error(t, err)
 	assert.Equal(t, "line 5: tool result without a tool name or a matching tool call", err.Error())
 }
+
+// A history file written before replies had stats and versions loads as it
+// did, and saving it again writes the same bytes.
+func TestHistoryOldFilesLoadAndRewriteTheSame(t *testing.T) {
+	old := `{"role":"system","content":"Be brief."}` + "\n" +
+		`{"role":"user","content":"hi"}` + "\n" +
+		`{"role":"assistant","content":"yo","reasoning_content":"hmm","cut":"turn cap"}` + "\n"
+	h, err := ParseHistory([]byte(old))
+	require.NoError(t, err)
+	assert.Equal(t, []Message{{Role: "system", Content: "Be brief."}, {Role: "user", Content: "hi"},
+		{Role: "assistant", Content: "yo", ReasoningContent: "hmm", Cut: CutTurnCap}}, h)
+	raw, err := EncodeHistory(h)
+	require.NoError(t, err)
+	assert.Equal(t, old, string(raw))
+}
+
+// A reply's stats and the versions of a regenerated reply or an edited
+// message are kept in the file and come back as they were.
+func TestHistoryKeepsStatsAndVersions(t *testing.T) {
+	first := Message{Role: "assistant", Content: "first reply", Stats: &ReplyStats{Tokens: 12, FirstTokenSeconds: 1.25, SecondsPerToken: 0.5}}
+	h := []Message{
+		{Role: "user", Content: "edited question", Versions: &Versions{Shown: 1, Others: [][]Message{
+			{{Role: "user", Content: "question"}, first},
+		}}},
+		{Role: "assistant", Content: "third reply", ReasoningContent: "think", Cut: CutStopped,
+			Stats: &ReplyStats{Tokens: 40, FirstTokenSeconds: 2, SecondsPerToken: 3.5, ThoughtSeconds: 9.5},
+			Versions: &Versions{Shown: 2, Others: [][]Message{
+				{{Role: "assistant", Content: "second reply"}},
+				{{Role: "assistant", Content: "another"}},
+			}}},
+	}
+	path := filepath.Join(t.TempDir(), "h.jsonl")
+	require.NoError(t, SaveHistory(path, h))
+	raw, err := os.ReadFile(path)
+	require.NoError(t, err)
+	assert.Contains(t, string(raw), `"stats":{"tokens":40,"first_token_s":2,"s_per_token":3.5,"thought_s":9.5}`)
+	assert.Contains(t, string(raw), `"versions":{"shown":2,"others":[[{"role":"assistant","content":"second reply"}]`)
+	got, err := LoadHistory(path)
+	require.NoError(t, err)
+	assert.Equal(t, h, got)
+	assert.Equal(t, 2, got[0].Versions.Count())
+	assert.Equal(t, 3, got[1].Versions.Count())
+	assert.Equal(t, 1, got[1].Versions.Others[0][0].Versions.Count(), "no versions: one")
+
+	// the transcript is the shown version only
+	tok := byteTok(t)
+	plain := &Session{Tok: tok, History: []Message{{Role: "user", Content: "edited question"},
+		{Role: "assistant", Content: "third reply", ReasoningContent: "think", Cut: CutStopped}}}
+	with := &Session{Tok: tok, History: got}
+	a, err := plain.Prompt("next", Options{})
+	require.NoError(t, err)
+	b, err := with.Prompt("next", Options{})
+	require.NoError(t, err)
+	assert.Equal(t, a, b)
+}
+
+func TestHistoryRefusesBadStatsAndVersions(t *testing.T) {
+	user := `{"role":"user","content":"q"}` + "\n"
+	for body, want := range map[string]string{
+		`{"role":"user","content":"q","stats":{"tokens":1}}`:                                                                          "line 1: stats on a user message",
+		user + `{"role":"assistant","content":"a","stats":{"tokens":-1}}`:                                                             "line 2: stats cannot be negative",
+		user + `{"role":"assistant","content":"a","stats":{"tokens":1,"speed":2}}`:                                                    `line 2: json: unknown field "speed"`,
+		user + `{"role":"assistant","content":"a","versions":{"shown":0,"others":[]}}`:                                                `line 2: versions: need "others"`,
+		user + `{"role":"assistant","content":"a","versions":{"shown":2,"others":[[]]}}`:                                              `line 2: versions: need "others"`,
+		user + `{"role":"assistant","content":"a","versions":{"others":[[]]}}`:                                                        `line 2: versions: need "others"`,
+		user + `{"role":"assistant","content":"a","versions":{"shown":0,"others":[[]]}}`:                                              "line 2: versions: version 1 is empty",
+		user + `{"role":"assistant","content":"a","versions":{"shown":0,"others":[[{"role":"user","content":"x","cut":"stopped"}]]}}`: "line 2: versions: version 1: cut must be",
+		// a version the chat format cannot render would fail when shown
+		user + `{"role":"assistant","content":"a","versions":{"shown":0,"others":[[{"role":"tool","content":"42"}]]}}`: "line 2: version 1, message 1: tool result without",
+	} {
+		_, err := ParseHistory([]byte(body))
+		require.Error(t, err, "%s", body)
+		assert.Contains(t, err.Error(), want, "%s", body)
+	}
+	// versions nested deeper than maxVersionDepth
+	deep := `{"role":"assistant","content":"x"}`
+	for range maxVersionDepth + 1 {
+		deep = `{"role":"assistant","content":"x","versions":{"shown":0,"others":[[` + deep + `]]}}`
+	}
+	_, err := ParseHistory([]byte(user + deep))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "more than 64 levels of versions")
+}

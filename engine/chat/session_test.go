@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -217,6 +218,8 @@ func TestHistoryValidation(t *testing.T) {
 func FuzzParseHistory(f *testing.F) {
 	f.Add([]byte(`{"role":"user","content":"hi"}` + "\n"))
 	f.Add([]byte(`{"role":"assistant","content":"","reasoning_content":"x","cut":"stopped"}`))
+	f.Add([]byte(`{"role":"user","content":"q"}` + "\n" + `{"role":"assistant","content":"a","stats":{"tokens":3,"first_token_s":0.5},` +
+		`"versions":{"shown":1,"others":[[{"role":"assistant","content":"b","versions":{"shown":0,"others":[[{"role":"assistant","content":"c"}]]}}]]}}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		h, err := ParseHistory(b)
 		if err != nil {
@@ -232,7 +235,7 @@ func FuzzParseHistory(f *testing.F) {
 			t.Fatalf("round trip: %v", err)
 		}
 		for i := range h {
-			if h[i] != h2[i] {
+			if !reflect.DeepEqual(h[i], h2[i]) {
 				t.Fatalf("line %d: %+v vs %+v", i, h[i], h2[i])
 			}
 		}

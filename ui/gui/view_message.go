@@ -101,6 +101,10 @@ func newMessageView(m chat.Message, env messageEnv) *messageView {
 	if m.ReasoningContent != "" {
 		v.think.Close(0) // finished thinking starts folded
 	}
+	v.SetStats(m.Stats)
+	if m.Versions != nil {
+		v.SetVersions(m.Versions.Shown, m.Versions.Count())
+	}
 	return v
 }
 
@@ -215,33 +219,26 @@ func (v *messageView) setThought(d time.Duration) {
 	v.think.Refresh()
 }
 
-// replyStats are the numbers shown under a reply.
-type replyStats struct {
-	Tokens       int
-	FirstToken   float64 // seconds from send to the first token
-	SecPerToken  float64 // mean over the tokens after the first
-	ThinkSeconds float64
-}
-
 // SetStats shows tokens/s (s/token for slow models), the time to the first
-// token and the tokens generated under the reply.
-func (v *messageView) SetStats(s replyStats) {
-	if s.Tokens == 0 {
+// token and the tokens generated under the reply, and how long it thought
+// on the thinking section.
+func (v *messageView) SetStats(s *chat.ReplyStats) {
+	if s == nil || s.Tokens == 0 {
 		v.statsLbl.Hide()
 		return
 	}
 	speed := ""
 	switch {
-	case s.SecPerToken <= 0:
-	case s.SecPerToken < 1:
-		speed = fmt.Sprintf("%.1f tokens/s · ", 1/s.SecPerToken)
+	case s.SecondsPerToken <= 0:
+	case s.SecondsPerToken < 1:
+		speed = fmt.Sprintf("%.1f tokens/s · ", 1/s.SecondsPerToken)
 	default:
-		speed = fmt.Sprintf("%.1f s/token · ", s.SecPerToken)
+		speed = fmt.Sprintf("%.1f s/token · ", s.SecondsPerToken)
 	}
-	v.statsLbl.SetText(fmt.Sprintf("%s%d tokens · first token after %.2f s", speed, s.Tokens, s.FirstToken))
+	v.statsLbl.SetText(fmt.Sprintf("%s%d tokens · first token after %.2f s", speed, s.Tokens, s.FirstTokenSeconds))
 	v.statsLbl.Show()
-	if s.ThinkSeconds > 0 && v.Reasoning != "" {
-		v.setThought(time.Duration(s.ThinkSeconds * float64(time.Second)))
+	if s.ThoughtSeconds > 0 && v.Reasoning != "" {
+		v.setThought(time.Duration(s.ThoughtSeconds * float64(time.Second)))
 	}
 }
 
