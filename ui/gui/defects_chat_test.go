@@ -196,6 +196,8 @@ func TestStatsAndVersionsSurviveReopening(t *testing.T) {
 	u2.B.DataDir = u.B.DataDir
 	u2.S = u.S
 	u2.SaveSettings()
+	u2.N.WizardDone.Set(true)
+	u2.N.LastConversation.Set(title)
 	ui(u2.Start)
 	v2 := u2.Chat
 	ui(func() {

@@ -129,7 +129,7 @@ func newChatView(u *appUI) *chatView {
 	split.Offset = 0.2
 	v.Root = split
 
-	v.reload(u.S.LastConversation)
+	v.reload(u.N.lastConversation())
 	if v.Current == "" {
 		v.NewConversation()
 	}
@@ -190,8 +190,7 @@ func (v *chatView) Open(title string) {
 	}
 	v.Current, v.History, v.Opts = title, h, opts
 	v.endEdit()
-	v.u.S.LastConversation = title
-	v.u.SaveSettings()
+	v.u.N.LastConversation.Set(title)
 	v.Thinking.SetChecked(opts.Thinking)
 	v.Effort.SetSelected(opts.Effort)
 	v.rebuild(0)
@@ -246,8 +245,7 @@ func (v *chatView) Rename(from, to string) error {
 	}
 	if v.Current == from {
 		v.Current = t
-		v.u.S.LastConversation = t
-		v.u.SaveSettings()
+		v.u.N.LastConversation.Set(t)
 	}
 	v.reload(v.Current)
 	return err
@@ -289,8 +287,7 @@ func (v *chatView) save() {
 		// another k3 wrote the file: this conversation went beside it and
 		// continues there
 		v.Current = strings.TrimSuffix(filepath.Base(ce.SavedAs), bridge.Ext)
-		v.u.S.LastConversation = v.Current
-		v.u.SaveSettings()
+		v.u.N.LastConversation.Set(v.Current)
 		if titles, lerr := v.store.List(); lerr == nil {
 			v.Convs.SetTitles(titles, v.Current)
 		}
@@ -396,8 +393,8 @@ func (v *chatView) Send(text string) {
 	}
 	if strings.HasPrefix(v.Current, bridge.AutoTitlePrefix) && !slices.ContainsFunc(v.History, func(m chat.Message) bool { return m.Role == "user" }) {
 		if t, err := v.store.Rename(v.Current, v.freeTitle(bridge.TitleFrom(text))); err == nil || errors.As(err, new(*bridge.RenamedError)) {
-			v.Current, v.u.S.LastConversation = t, t
-			v.u.SaveSettings()
+			v.Current = t
+			v.u.N.LastConversation.Set(t)
 			v.reload(t)
 		}
 	}

@@ -144,6 +144,7 @@ func (s *modelStep) View() fyne.CanvasObject { return s.view }
 // finish is offered again when its folder is the one shown.
 func (s *modelStep) Enter() {
 	d := s.w.D
+	pending, rev, layers := s.w.u.N.pending()
 	if s.Dir.Text == "" {
 		switch {
 		case d.ModelDir != "":
@@ -151,11 +152,11 @@ func (s *modelStep) Enter() {
 			if d.Layers > 0 {
 				s.Layers.SetText(strconv.Itoa(d.Layers))
 			}
-		case d.DownloadDest != "":
-			s.Dir.SetText(d.DownloadDest)
-			s.Revision.SetText(d.DownloadRevision)
-			if d.DownloadLayers > 0 {
-				s.Layers.SetText(strconv.Itoa(d.DownloadLayers))
+		case pending != "":
+			s.Dir.SetText(pending)
+			s.Revision.SetText(rev)
+			if layers > 0 {
+				s.Layers.SetText(strconv.Itoa(layers))
 			}
 		}
 	}
@@ -319,7 +320,7 @@ func (s *modelStep) showDownloadState(dir string) {
 	s.DlBar.SetValue(0)
 	setNote(s.DlFiles, "")
 	s.RetryBt.Hide()
-	if d := s.w.u.S; dir != "" && d.DownloadDest == dir {
+	if pending, _, _ := s.w.u.N.pending(); dir != "" && pending == dir {
 		s.DlStatus.SetText("A download into this folder did not finish. Press Resume to continue where it stopped.")
 		s.DownloadBt.SetText("Resume download")
 		return
@@ -349,9 +350,9 @@ func (s *modelStep) ToggleDownload() {
 		return
 	}
 	req := bridge.DownloadRequest{Dest: dir, Revision: strings.TrimSpace(s.Revision.Text), Layers: n, Token: s.Token.Text}
-	// download bookkeeping is saved at once: it is not the model in use
-	u.S.DownloadDest, u.S.DownloadRevision, u.S.DownloadLayers = req.Dest, req.Revision, req.Layers
-	u.SaveSettings()
+	// noted at once (it is not the model in use): a download cut by closing
+	// the app is offered again
+	u.N.setPending(req.Dest, req.Revision, req.Layers)
 	s.Downloading, s.dlDir = true, dir
 	s.DownloadBt.SetText("Pause")
 	s.RetryBt.Hide()
@@ -444,8 +445,7 @@ func (s *modelStep) downloadDone(err error) {
 	s.retrying = false
 	switch {
 	case err == nil:
-		u.S.DownloadDest, u.S.DownloadRevision, u.S.DownloadLayers = "", "", 0
-		u.SaveSettings()
+		u.N.setPending("", "", 0)
 		s.DlBar.SetValue(1)
 		s.DownloadBt.SetText("Download into this folder")
 		s.DlStatus.SetText("Downloaded and verified.")
