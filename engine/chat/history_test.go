@@ -191,3 +191,86 @@ func TestHistoryRefusesBadStatsAndVersions(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "more than 64 levels of versions")
 }
+
+func lockFiles(t *testing.T, dir string) []string {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	var out []string
+	for _, e := range ents {
+		if filepath.Ext(e.Name()) == ".lock" {
+			out = append(out, e.Name())
+		}
+	}
+	return out
+}
+
+// Renaming or removing a history takes its lock file along (none is left
+// under the old name); both are refused while another k3 holds the history;
+// a lock this process holds moves with the rename.
+func TestRenameAndRemoveHistoryTakeTheLockFile(t *testing.T) {
+	dir := t.TempDir()
+	a, b, c := filepath.Join(dir, "a.jsonl"), filepath.Join(dir, "b.jsonl"), filepath.Join(dir, "c.jsonl")
+	h := []Message{{Role: "user", Content: "hi"}}
+	require.NoError(t, SaveHistory(a, h))
+	assert.Equal(t, []string{".a.jsonl.lock"}, lockFiles(t, dir), "a save leaves its lock file")
+
+	// not held: renamed with its lock file
+	require.NoError(t, RenameHistory(a, b))
+	assert.Equal(t, []string{".b.jsonl.lock"}, lockFiles(t, dir))
+	got, err := LoadHistory(b)
+	require.NoError(t, err)
+	assert.Equal(t, h, got)
+
+	// held here: the lock moves with the file and is still ours
+	l, err := LockHistory(b)
+	require.NoError(t, err)
+	require.NoError(t, RenameHistory(b, c))
+	assert.Equal(t, []string{".c.jsonl.lock"}, lockFiles(t, dir))
+	_, err = LockHistory(c)
+	require.ErrorIs(t, err, ErrHistoryInUse, "the same lock holds the new name")
+	require.NoError(t, SaveHistory(c, append(h, Message{Role: "assistant", Content: "yo"})), "the holder writes as usual")
+	l.Release()
+	l2, err := LockHistory(c)
+	require.NoError(t, err, "free after Release")
+
+	// held by another k3 (here: a lock this process does not know it has)
+	files.mu.Lock()
+	delete(files.held, fileKey(c))
+	files.mu.Unlock()
+	err = RenameHistory(c, a)
+	require.ErrorIs(t, err, ErrHistoryInUse)
+	err = RemoveHistory(c)
+	require.ErrorIs(t, err, ErrHistoryInUse)
+	_, err = os.Stat(c)
+	require.NoError(t, err, "nothing was touched")
+	l2.l.Unlock()
+
+	// removed with its lock file; a lock held here is dropped
+	l3, err := LockHistory(c)
+	require.NoError(t, err)
+	require.NoError(t, RemoveHistory(c))
+	assert.Empty(t, lockFiles(t, dir))
+	_, err = os.Stat(c)
+	assert.ErrorIs(t, err, os.ErrNotExist)
+	l3.Release() // harmless after the removal
+	require.NoError(t, RemoveHistory(c), "a missing file is not an error")
+	assert.Empty(t, lockFiles(t, dir))
+}
+
+// Lock files that older versions left beside renamed or deleted histories
+// are swept, except a held one and those of histories that exist.
+func TestRemoveStaleLocks(t *testing.T) {
+	dir := t.TempDir()
+	live, gone, held := filepath.Join(dir, "live.jsonl"), filepath.Join(dir, "gone.jsonl"), filepath.Join(dir, "held.jsonl")
+	for _, p := range []string{live, gone, held} {
+		require.NoError(t, SaveHistory(p, nil))
+	}
+	l, err := LockHistory(held)
+	require.NoError(t, err)
+	defer l.Release()
+	require.NoError(t, os.Remove(gone)) // as an old version deleted it
+	require.NoError(t, os.Remove(held))
+	RemoveStaleLocks(dir)
+	assert.Equal(t, []string{".held.jsonl.lock", ".live.jsonl.lock"}, lockFiles(t, dir))
+}

@@ -281,9 +281,11 @@ func TestAppNotesBoundToPreferences(t *testing.T) {
 	ui(func() { assert.Equal(t, "127.0.0.1:9999", NewServePanel(u).Addr.Text, "and shows it the next time") })
 
 	// a new app on these preferences opens that conversation
+	ui(v.Shutdown)
 	u2 := newTestUIOn(t, u.App, &fakeChat{})
 	u2.B.DataDir = u.B.DataDir
 	ui(u2.Start)
 	require.NotNil(t, u2.Chat)
 	assert.Equal(t, "Plans", u2.Chat.Current)
+	assert.Empty(t, u2.Chat.Notice.Text)
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"k3/engine/chat"
+	"k3/storage/filelock"
 	"k3/ui/bridge"
 )
 
@@ -191,6 +192,7 @@ func TestStatsAndVersionsSurviveReopening(t *testing.T) {
 	feed()
 
 	// a new app on the same data folder opens the conversation as it was
+	ui(u.Quit)
 	a2 := test.NewTempApp(t)
 	u2 := newTestUIOn(t, a2, &fakeChat{})
 	u2.B.DataDir = u.B.DataDir
@@ -253,4 +255,74 @@ func TestOldHistoryFileOpens(t *testing.T) {
 		assert.True(t, v.Views[1].nav.Hidden)
 		assert.Equal(t, "Thinking", v.Views[1].think.Items[0].Title)
 	})
+}
+
+func hiddenLocks(t *testing.T, dir string) []string {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	var out []string
+	for _, e := range ents {
+		if strings.HasSuffix(e.Name(), ".lock") {
+			out = append(out, e.Name())
+		}
+	}
+	return out
+}
+
+// The conversation open in the app holds its history lock, so `k3 chat`
+// or a second app is refused it; one open elsewhere is shown with a notice
+// and what is written goes beside it. Renaming and deleting take the lock
+// file along, are refused while another k3 has the conversation, and lock
+// files older versions left are swept.
+func TestConversationLockWhileOpen(t *testing.T) {
+	u, v := chatUI(t, &fakeChat{})
+	dir := u.conversationsDir()
+	ui(func() { v.Send("hi") })
+	waitFor(t, "turn", func() bool { return !v.Busy })
+	hi := filepath.Join(dir, "hi"+bridge.Ext)
+	_, err := chat.LockHistory(hi)
+	require.ErrorIs(t, err, chat.ErrHistoryInUse, "the app holds the open conversation")
+	assert.Equal(t, []string{".hi.jsonl.lock"}, hiddenLocks(t, dir), "the title taken from the message moved the lock file along")
+
+	ui(func() { v.NewConversation() })
+	// free once another is open: k3 chat (another process) takes it
+	other, err := filelock.TryLock(filepath.Join(dir, ".hi.jsonl.lock"))
+	require.NoError(t, err)
+	ui(func() {
+		v.Open("hi")
+		assert.Equal(t, "hi", v.Current)
+		assert.Contains(t, v.Notice.Text, "open in another k3 too")
+		assert.EqualError(t, v.Delete("hi"), `"hi" is open in another k3 (a chat or another window): close it there, then delete it`)
+		assert.ErrorContains(t, v.Rename("hi", "Trip"), "is open in another k3")
+		v.Send("more")
+	})
+	waitFor(t, "turn", func() bool { return !v.Busy })
+	h, err := chat.LoadHistory(hi)
+	require.NoError(t, err)
+	assert.Len(t, h, 2, "the other k3's file is not written")
+	ui(func() { assert.Equal(t, "hi.conflict-1", v.Current, "the conversation goes on beside it") })
+	other.Unlock()
+
+	ui(func() {
+		v.Open("hi")
+		assert.Empty(t, v.Notice.Text)
+		require.NoError(t, v.Rename("hi", "Trip"))
+	})
+	assert.NotContains(t, hiddenLocks(t, dir), ".hi.jsonl.lock", "no lock file is left under the old name")
+	_, err = chat.LockHistory(filepath.Join(dir, "Trip"+bridge.Ext))
+	require.ErrorIs(t, err, chat.ErrHistoryInUse, "the lock moved with the rename")
+	ui(func() { require.NoError(t, v.Delete("Trip")) })
+	assert.NotContains(t, hiddenLocks(t, dir), ".Trip.jsonl.lock", "deleting takes the lock file too")
+
+	// a lock file an older version left beside a deleted conversation
+	stale := filepath.Join(dir, ".gone.jsonl.lock")
+	require.NoError(t, os.WriteFile(stale, []byte("123\n"), 0o644))
+	ui(func() { v.Shutdown(); u.Chat = nil; u.ShowChat() })
+	_, err = os.Stat(stale)
+	assert.ErrorIs(t, err, os.ErrNotExist)
+	for _, l := range hiddenLocks(t, dir) {
+		_, err := os.Stat(filepath.Join(dir, strings.TrimSuffix(strings.TrimPrefix(l, "."), ".lock")))
+		assert.NoError(t, err, "%s belongs to a conversation", l)
+	}
 }

@@ -30,6 +30,9 @@ type chatView struct {
 	store   bridge.Conversations
 	Convs   *convList
 	Current string
+	// lock is Current's history lock, held while it is open here (nil when
+	// another k3 has it: what is written then goes beside it)
+	lock    *chat.HistoryLock
 	History []chat.Message
 	// Opts are the current conversation's own settings.
 	Opts bridge.ConvOptions
@@ -86,6 +89,7 @@ func newChatView(u *appUI) *chatView {
 	}
 	v.Convs.Search = v.store.Search
 
+	v.store.SweepLocks()
 	v.Msgs = container.NewVBox()
 	v.scroller = container.NewVScroll(v.Msgs)
 	v.Entry = newChatEntry()
@@ -188,6 +192,7 @@ func (v *chatView) Open(title string) {
 	if err != nil || !ok {
 		opts = v.u.S.ConvDefaults()
 	}
+	notice := v.hold(title)
 	v.Current, v.History, v.Opts = title, h, opts
 	v.endEdit()
 	v.u.N.LastConversation.Set(title)
@@ -195,11 +200,33 @@ func (v *chatView) Open(title string) {
 	v.Effort.SetSelected(opts.Effort)
 	v.rebuild(0)
 	v.Convs.Highlight(title)
-	v.Notice.SetText("")
+	v.Notice.SetText(notice)
 	v.Phase.SetText("")
 	v.ContextLb.SetText("")
 	v.refreshButtons()
 	v.scrollToEnd()
+}
+
+// hold takes title's history lock (dropping the one held before), so no
+// other k3 writes it while it is open here; it returns the notice to show
+// when another k3 has it.
+func (v *chatView) hold(title string) string {
+	v.release()
+	l, err := v.store.Hold(title)
+	if err != nil {
+		if errors.Is(err, chat.ErrHistoryInUse) {
+			return "This conversation is open in another k3 too: what you write here is saved beside it, as a copy, so nothing is lost."
+		}
+		return bridge.Explain(err)
+	}
+	v.lock = l
+	return ""
+}
+
+// release drops the history lock held.
+func (v *chatView) release() {
+	v.lock.Release()
+	v.lock = nil
 }
 
 // rebuild shows the messages from index i on again.
@@ -260,6 +287,7 @@ func (v *chatView) Delete(title string) error {
 		return err
 	}
 	if v.Current == title {
+		v.release() // dropped with the file
 		v.Current, v.History = "", nil
 	}
 	v.reload("")
@@ -287,6 +315,7 @@ func (v *chatView) save() {
 		// another k3 wrote the file: this conversation went beside it and
 		// continues there
 		v.Current = strings.TrimSuffix(filepath.Base(ce.SavedAs), bridge.Ext)
+		v.hold(v.Current)
 		v.u.N.LastConversation.Set(v.Current)
 		if titles, lerr := v.store.List(); lerr == nil {
 			v.Convs.SetTitles(titles, v.Current)
@@ -782,11 +811,12 @@ func (v *chatView) ResetEngine() {
 	}
 }
 
-// Shutdown stops any turn and releases the engine.
+// Shutdown stops any turn, releases the engine and the history lock.
 func (v *chatView) Shutdown() {
 	if v.cancel != nil {
 		v.cancel()
 	}
+	v.release()
 	e := v.engine
 	v.engine = nil
 	if e != nil {
