@@ -85,7 +85,7 @@ func newMessageView(m chat.Message, env messageEnv) *messageView {
 	v.nav.Hide()
 	v.body = container.NewVBox()
 	v.statsLbl = widget.NewLabel("")
-	v.statsLbl.Importance = widget.LowImportance
+	v.statsLbl.SizeName = theme.SizeNameCaptionText // small, but in the text colour: the disabled grey is hard to read
 	v.statsLbl.Hide()
 	v.cutLbl = widget.NewLabel("")
 	v.cutLbl.Wrapping = fyne.TextWrapWord

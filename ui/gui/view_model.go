@@ -129,7 +129,7 @@ func newModelStep(w *wizard) *modelStep {
 		wrapLabel("Checks every file of the folder: its size, its header, and its checksum when the download recorded one."),
 		s.VerifyBt, s.VfBar, s.VfStatus, container.NewStack(listRoom, s.VfList)))
 	demo := container.NewBorder(nil, nil, s.DemoBt, nil,
-		wrapLabel("A few MB, made here in seconds, so you can try everything; its text is not meaningful."))
+		wrapLabel("A few MB, made here in seconds, so you can try everything: a tiny K3 that knows sayings and little else."))
 	s.ServerBt = widget.NewButton("Use a server instead…", func() { w.u.showBackendSettings() })
 	server := container.NewBorder(nil, nil, s.ServerBt, nil,
 		wrapLabel("Run the model on a server (vLLM, SGLang or another k3 serve) and chat with it here."))
@@ -240,8 +240,10 @@ func (s *modelStep) showCheck() {
 		s.Status.SetText("No checkpoint here yet (no config.json). Download it into this folder, or choose another one.")
 	case !c.OK():
 		s.Status.SetText(c.Summary())
+	case demo && synth.IsTrainedDemo(c.Dir):
+		s.Status.SetText("This is the DEMO model: a tiny Kimi K3 (1.9 million parameters) trained on fortune-cookie sayings. Everything works; it knows sayings and little else.")
 	case demo:
-		s.Status.SetText("This is the DEMO model: random weights with the K3 layout. Everything works, but its text is not meaningful.")
+		s.Status.SetText("This is a DEMO model: random weights with the K3 layout. Everything works, but its text is not meaningful.")
 	default:
 		s.Status.SetText(fmt.Sprintf("A checkpoint is here: %d files, %s, every header readable. Verify checks their contents.", len(c.Shards), units.Bytes(c.Bytes)))
 	}
