@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 
@@ -25,6 +26,38 @@ type Message struct {
 	// Cut marks an assistant reply that did not finish. It is kept, never
 	// dropped.
 	Cut Cut `json:"cut,omitempty"`
+	// Stats are how an assistant reply was generated (the app shows them
+	// under the reply). Optional: nothing reads them to continue a chat.
+	Stats *ReplyStats `json:"stats,omitempty"`
+	// Versions are the conversation's other versions from this message on:
+	// the replies a Regenerate replaced, the message an edit replaced and
+	// what followed it. The transcript is the shown version only.
+	Versions *Versions `json:"versions,omitempty"`
+}
+
+// ReplyStats are the numbers of one generated reply.
+type ReplyStats struct {
+	Tokens            int     `json:"tokens"`                // tokens generated
+	FirstTokenSeconds float64 `json:"first_token_s"`         // from sending to the first token (the prompt's reading included)
+	SecondsPerToken   float64 `json:"s_per_token,omitempty"` // the mean over the tokens after the first
+	ThoughtSeconds    float64 `json:"thought_s,omitempty"`   // from sending to the end of the thinking
+}
+
+// Versions are the other versions of a conversation from one message on.
+// In order, the versions are Others[:Shown], the one in the file, then
+// Others[Shown:]. Each other version is the whole rest of that conversation
+// (its messages may have versions of their own).
+type Versions struct {
+	Shown  int         `json:"shown"`
+	Others [][]Message `json:"others"`
+}
+
+// Count is the number of versions, the one shown included.
+func (v *Versions) Count() int {
+	if v == nil {
+		return 1
+	}
+	return len(v.Others) + 1
 }
 
 // Cut is why an assistant reply did not finish, as history files store it.
@@ -69,38 +102,9 @@ func ParseHistory(data []byte) ([]Message, error) {
 		if err := strictjson.Check(line); err != nil {
 			return nil, fmt.Errorf("line %d: %v", n, err)
 		}
-		dec := json.NewDecoder(bytes.NewReader(line))
-		dec.DisallowUnknownFields()
-		var m struct {
-			Role             *string `json:"role"`
-			Content          *string `json:"content"`
-			ReasoningContent *string `json:"reasoning_content"`
-			Cut              *string `json:"cut"`
-		}
-		if err := dec.Decode(&m); err != nil {
+		msg, err := parseMessage(line, 0)
+		if err != nil {
 			return nil, fmt.Errorf("line %d: %v", n, err)
-		}
-		if dec.More() {
-			return nil, fmt.Errorf("line %d: more than one JSON value", n)
-		}
-		switch {
-		case m.Role == nil:
-			return nil, fmt.Errorf("line %d: no role", n)
-		case !roles[*m.Role]:
-			return nil, fmt.Errorf("line %d: unknown role %q (system, user, assistant or tool)", n, *m.Role)
-		case m.Content == nil:
-			return nil, fmt.Errorf("line %d: no content", n)
-		case m.ReasoningContent != nil && *m.Role != "assistant":
-			return nil, fmt.Errorf("line %d: reasoning_content on a %s message", n, *m.Role)
-		case m.Cut != nil && (*m.Role != "assistant" || (Cut(*m.Cut) != CutStopped && Cut(*m.Cut) != CutTurnCap)):
-			return nil, fmt.Errorf("line %d: cut must be \"stopped\" or \"turn cap\" on an assistant message", n)
-		}
-		msg := Message{Role: *m.Role, Content: *m.Content}
-		if m.ReasoningContent != nil {
-			msg.ReasoningContent = *m.ReasoningContent
-		}
-		if m.Cut != nil {
-			msg.Cut = Cut(*m.Cut)
 		}
 		out = append(out, msg)
 		lineOf = append(lineOf, n)
@@ -111,17 +115,127 @@ func ParseHistory(data []byte) ([]Message, error) {
 	// a conversation the chat format cannot render (a tool result without
 	// its call) would fail at the next turn, losing the typed message: refuse
 	// it now, naming the first line that breaks it
-	if _, err := renderHistory(out); err != nil {
+	if k, why := unrenderable(nil, out); k >= 0 {
+		return nil, fmt.Errorf("line %d: %s", lineOf[k], why)
+	}
+	return out, nil
+}
+
+// maxVersionDepth bounds versions inside versions (a file is refused past
+// it rather than walked without end).
+const maxVersionDepth = 64
+
+// parseMessage decodes one message strictly; depth counts the versions it
+// is inside.
+func parseMessage(raw []byte, depth int) (Message, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	var m struct {
+		Role             *string         `json:"role"`
+		Content          *string         `json:"content"`
+		ReasoningContent *string         `json:"reasoning_content"`
+		Cut              *string         `json:"cut"`
+		Stats            *ReplyStats     `json:"stats"`
+		Versions         json.RawMessage `json:"versions"`
+	}
+	if err := dec.Decode(&m); err != nil {
+		return Message{}, err
+	}
+	if dec.More() {
+		return Message{}, errors.New("more than one JSON value")
+	}
+	switch {
+	case m.Role == nil:
+		return Message{}, errors.New("no role")
+	case !roles[*m.Role]:
+		return Message{}, fmt.Errorf("unknown role %q (system, user, assistant or tool)", *m.Role)
+	case m.Content == nil:
+		return Message{}, errors.New("no content")
+	case m.ReasoningContent != nil && *m.Role != "assistant":
+		return Message{}, fmt.Errorf("reasoning_content on a %s message", *m.Role)
+	case m.Cut != nil && (*m.Role != "assistant" || (Cut(*m.Cut) != CutStopped && Cut(*m.Cut) != CutTurnCap)):
+		return Message{}, errors.New("cut must be \"stopped\" or \"turn cap\" on an assistant message")
+	case m.Stats != nil && *m.Role != "assistant":
+		return Message{}, fmt.Errorf("stats on a %s message", *m.Role)
+	case m.Stats != nil && (m.Stats.Tokens < 0 || m.Stats.FirstTokenSeconds < 0 || m.Stats.SecondsPerToken < 0 || m.Stats.ThoughtSeconds < 0):
+		return Message{}, errors.New("stats cannot be negative")
+	}
+	msg := Message{Role: *m.Role, Content: *m.Content, Stats: m.Stats}
+	if m.ReasoningContent != nil {
+		msg.ReasoningContent = *m.ReasoningContent
+	}
+	if m.Cut != nil {
+		msg.Cut = Cut(*m.Cut)
+	}
+	if m.Versions != nil {
+		v, err := parseVersions(m.Versions, depth+1)
+		if err != nil {
+			return Message{}, fmt.Errorf("versions: %v", err)
+		}
+		msg.Versions = v
+	}
+	return msg, nil
+}
+
+func parseVersions(raw []byte, depth int) (*Versions, error) {
+	if depth > maxVersionDepth {
+		return nil, fmt.Errorf("more than %d levels of versions", maxVersionDepth)
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	var v struct {
+		Shown  *int                `json:"shown"`
+		Others [][]json.RawMessage `json:"others"`
+	}
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	if v.Shown == nil || len(v.Others) == 0 || *v.Shown < 0 || *v.Shown > len(v.Others) {
+		return nil, errors.New("need \"others\" (at least one version) and \"shown\" (0 to their number)")
+	}
+	out := &Versions{Shown: *v.Shown, Others: make([][]Message, len(v.Others))}
+	for i, tail := range v.Others {
+		if len(tail) == 0 {
+			return nil, fmt.Errorf("version %d is empty", i+1)
+		}
+		for _, raw := range tail {
+			m, err := parseMessage(raw, depth)
+			if err != nil {
+				return nil, fmt.Errorf("version %d: %v", i+1, err)
+			}
+			out.Others[i] = append(out.Others[i], m)
+		}
+	}
+	return out, nil
+}
+
+// unrenderable finds the first message of h (after prefix) that the chat
+// format cannot render, in h or in any version it holds (which becomes the
+// transcript when shown): its index in h and why; -1 when every version
+// renders.
+func unrenderable(prefix, h []Message) (int, string) {
+	all := append(slices.Clip(prefix), h...)
+	if _, err := renderHistory(all); err != nil {
 		// the first prefix that fails names the message (the whole fails)
-		k := sort.Search(len(out), func(k int) bool { _, e := renderHistory(out[:k+1]); return e != nil })
-		_, err = renderHistory(out[:k+1])
+		k := sort.Search(len(all), func(k int) bool { _, e := renderHistory(all[:k+1]); return e != nil })
+		_, err = renderHistory(all[:k+1])
 		why := err.Error()
 		if w, ok := strings.CutPrefix(why, fmt.Sprintf("message %d: ", k)); ok {
 			why = w
 		}
-		return nil, fmt.Errorf("line %d: %s", lineOf[k], why)
+		return max(k-len(prefix), 0), why
 	}
-	return out, nil
+	for i, m := range h {
+		if m.Versions == nil {
+			continue
+		}
+		for j, tail := range m.Versions.Others {
+			if k, why := unrenderable(all[:len(prefix)+i], tail); k >= 0 {
+				return i, fmt.Sprintf("version %d, message %d: %s", j+1, k+1, why)
+			}
+		}
+	}
+	return -1, ""
 }
 
 func renderHistory(h []Message) ([]tokenizer.Segment, error) {

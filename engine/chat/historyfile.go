@@ -20,8 +20,7 @@ var ErrHistoryInUse = errors.New("the history file is in use by another k3")
 
 // HistoryLock is a held history file lock (see LockHistory).
 type HistoryLock struct {
-	key string
-	l   *filelock.Lock
+	l *filelock.Lock
 }
 
 // LockHistory takes the history file's advisory lock (a hidden
@@ -29,7 +28,18 @@ type HistoryLock struct {
 // that a second writer is refused up front instead of one of them losing
 // turns. The operating system drops the lock when the process exits.
 func LockHistory(path string) (*HistoryLock, error) {
-	key := fileKey(path)
+	l, err := tryLock(path)
+	if err != nil {
+		return nil, err
+	}
+	files.mu.Lock()
+	files.held[fileKey(path)] = l
+	files.mu.Unlock()
+	return &HistoryLock{l: l}, nil
+}
+
+// tryLock takes path's lock file, or says who holds it (ErrHistoryInUse).
+func tryLock(path string) (*filelock.Lock, error) {
 	l, err := filelock.TryLock(lockPath(path))
 	if err != nil {
 		var le *filelock.LockedError
@@ -42,23 +52,124 @@ func LockHistory(path string) (*HistoryLock, error) {
 		}
 		return nil, fmt.Errorf("cannot lock %s: %w", path, err)
 	}
-	files.mu.Lock()
-	files.held[key] = l
-	files.mu.Unlock()
-	return &HistoryLock{key: key, l: l}, nil
+	return l, nil
 }
 
-// Release drops the lock.
+// Release drops the lock (after RemoveHistory it is already dropped).
 func (h *HistoryLock) Release() {
 	if h == nil {
 		return
 	}
 	files.mu.Lock()
-	if files.held[h.key] == h.l {
-		delete(files.held, h.key)
+	for k, l := range files.held {
+		if l == h.l { // under whatever name RenameHistory gave it
+			delete(files.held, k)
+		}
 	}
 	files.mu.Unlock()
 	h.l.Unlock()
+}
+
+// hold returns this process's lock of path, or takes it for the call
+// (done unlocks what was taken here). Called with files.mu held.
+func (f *historyFiles) hold(path string) (l *filelock.Lock, done func(), err error) {
+	if l := f.held[fileKey(path)]; l != nil {
+		return l, func() {}, nil
+	}
+	l, err = tryLock(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	return l, func() { l.Unlock() }, nil
+}
+
+// RenameHistory renames a history file and its lock file, so no lock file
+// is left under the old name. It is refused (ErrHistoryInUse) while
+// another k3 holds the history. A lock this process holds (LockHistory)
+// moves with the file: the same HistoryLock then holds the new name.
+func RenameHistory(from, to string) error {
+	files.mu.Lock()
+	defer files.mu.Unlock()
+	l, done, err := files.hold(from)
+	if err != nil {
+		return err
+	}
+	defer done()
+	if err := os.Rename(from, to); err != nil {
+		return err
+	}
+	// the open lock file keeps its lock under the new name
+	if err := os.Rename(lockPath(from), lockPath(to)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("%s was renamed, but its lock file was not: %w", from, err)
+	}
+	fk, tk := fileKey(from), fileKey(to)
+	if f := files.held[fk]; f == l {
+		delete(files.held, fk)
+		files.held[tk] = l
+	}
+	if v, ok := files.seen[fk]; ok {
+		delete(files.seen, fk)
+		files.seen[tk] = v
+	}
+	return nil
+}
+
+// RemoveHistory deletes a history file and its lock file. It is refused
+// (ErrHistoryInUse) while another k3 holds the history; a lock this
+// process holds is dropped. A missing file is not an error.
+func RemoveHistory(path string) error {
+	files.mu.Lock()
+	defer files.mu.Unlock()
+	l, _, err := files.hold(path)
+	if err != nil {
+		return err
+	}
+	defer l.Unlock()
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	key := fileKey(path)
+	delete(files.held, key)
+	delete(files.seen, key)
+	// removed while locked, so no other k3 takes it in between (a system
+	// that cannot remove an open file: removed once unlocked)
+	if os.Remove(lockPath(path)) != nil {
+		l.Unlock()
+		os.Remove(lockPath(path))
+	}
+	return nil
+}
+
+// RemoveStaleLocks deletes, in dir, the lock files of histories that no
+// longer exist (left by versions that renamed or deleted a history without
+// its lock file), except those someone holds.
+func RemoveStaleLocks(dir string) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	files.mu.Lock()
+	defer files.mu.Unlock()
+	for _, e := range ents {
+		name, ok := strings.CutSuffix(e.Name(), ".lock")
+		if !ok || !strings.HasPrefix(name, ".") || e.IsDir() {
+			continue
+		}
+		path := filepath.Join(dir, name[1:])
+		if _, err := os.Lstat(path); !errors.Is(err, fs.ErrNotExist) || files.held[fileKey(path)] != nil {
+			continue
+		}
+		l, err := filelock.TryLock(lockPath(path))
+		if err != nil {
+			continue
+		}
+		if os.Remove(lockPath(path)) != nil {
+			l.Unlock()
+			os.Remove(lockPath(path))
+			continue
+		}
+		l.Unlock()
+	}
 }
 
 // ConflictError is SaveHistory declining to overwrite a history it does

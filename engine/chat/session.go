@@ -56,22 +56,74 @@ type Session struct {
 	History []Message
 	// HistoryPath, when set, is where the history is written after every turn.
 	HistoryPath string
+	// Checkpoints is how many user messages keep a copy of the engine state
+	// from just before them (the last ones; 0: none). Editing one of them and
+	// sending it again (History cut there, then Turn) reads only the edited
+	// message instead of the whole transcript. Each copy costs a state:
+	// CheckpointBytes says how much they hold.
+	Checkpoints int
 
-	live *engine.State // after the last turn: everything fed
-	snap *engine.State // the last turn's prompt minus its final position
+	live  *engine.State   // after the last turn: everything fed
+	snap  *engine.State   // the last turn's prompt minus its final position
+	marks []*engine.State // the checkpoints, oldest first
 }
+
+// DefaultCheckpoints is NewSession's Checkpoints. For the real K3 a copy of
+// the state is 0.46 GB of KDA state (69 layers) and 55 KB per position of
+// MLA cache (24 layers), so two cost about 1 GB with short conversations.
+const DefaultCheckpoints = 2
 
 // NewSession starts an empty conversation.
 func NewSession(e *engine.Engine, tok *tokenizer.Tokenizer) *Session {
-	return &Session{Engine: e, Tok: tok}
+	return &Session{Engine: e, Tok: tok, Checkpoints: DefaultCheckpoints}
 }
 
 // Reset forgets the conversation and the engine state.
 func (s *Session) Reset() {
-	s.History, s.live, s.snap = nil, nil, nil
+	s.History, s.live, s.snap, s.marks = nil, nil, nil, nil
 }
 
-func (s *Session) transcript(opt Options) ([]int, error) {
+// CheckpointBytes is the memory the checkpoints hold.
+func (s *Session) CheckpointBytes() int64 {
+	var n int64
+	for _, m := range s.marks {
+		n += m.Bytes()
+	}
+	return n
+}
+
+// userStart is where the last message of History (the user's) starts in
+// the transcript ids of this turn: the length of the transcript before it,
+// or -1 when that is not a prefix of ids (a renderer that reorders).
+func (s *Session) userStart(ids []int, opt Options) int {
+	saved := s.History
+	defer func() { s.History = saved }()
+	s.History = saved[:len(saved)-1]
+	before, err := s.render(opt, true)
+	if err != nil || len(before) >= len(ids) || !slices.Equal(before, ids[:len(before)]) {
+		return -1
+	}
+	return len(before)
+}
+
+// keepMark adds a checkpoint, dropping the oldest past Checkpoints.
+func (s *Session) keepMark(st *engine.State) {
+	for _, m := range s.marks {
+		if m.Pos == st.Pos && slices.Equal(m.IDs, st.IDs) {
+			return
+		}
+	}
+	s.marks = append(s.marks, st.Clone())
+	if n := len(s.marks) - s.Checkpoints; n > 0 {
+		s.marks = slices.Delete(s.marks, 0, n)
+	}
+}
+
+func (s *Session) transcript(opt Options) ([]int, error) { return s.render(opt, false) }
+
+// render encodes the system prompt and History, with the generation prompt
+// unless noGen.
+func (s *Session) render(opt Options, noGen bool) ([]int, error) {
 	var msgs []tokenizer.Message
 	if opt.System != "" {
 		msgs = append(msgs, tokenizer.Message{Role: "system", Content: opt.System})
@@ -79,7 +131,7 @@ func (s *Session) transcript(opt Options) ([]int, error) {
 	for _, m := range s.History {
 		msgs = append(msgs, tokenizer.Message{Role: m.Role, Content: m.Content, ReasoningContent: m.ReasoningContent})
 	}
-	segs, err := tokenizer.Render(msgs, nil, tokenizer.RenderOptions{NoThink: opt.NoThink, ThinkingEffort: opt.Effort})
+	segs, err := tokenizer.Render(msgs, nil, tokenizer.RenderOptions{NoThink: opt.NoThink, ThinkingEffort: opt.Effort, NoGenerationPrompt: noGen})
 	if err != nil {
 		return nil, err
 	}
@@ -119,7 +171,11 @@ func (s *Session) Turn(ctx context.Context, user string, opt Options, on func(en
 			turnIndex++
 		}
 	}
-	rep, sm, gen, err := s.run(ctx, ids, PromptOptions{Thinking: !opt.NoThink, MaxTokens: opt.MaxTokens,
+	mark := -1
+	if s.Checkpoints > 0 {
+		mark = s.userStart(ids, opt)
+	}
+	rep, sm, gen, err := s.run(ctx, ids, mark, PromptOptions{Thinking: !opt.NoThink, MaxTokens: opt.MaxTokens,
 		Sampler: opt.Sampler(uint64(turnIndex)), Spec: opt.Spec}, on)
 	if err != nil && !errors.Is(err, context.Canceled) {
 		s.finish(rep, sm, gen, opt)
@@ -159,7 +215,7 @@ func (s *Session) Generate(ctx context.Context, ids []int, o PromptOptions, on f
 	if on == nil {
 		on = func(engine.Event) {}
 	}
-	rep, sm, gen, err := s.run(ctx, ids, o, on)
+	rep, sm, gen, err := s.run(ctx, ids, -1, o, on)
 	sm.flush()
 	rep.IDs = gen
 	rep.Reasoning, rep.Content = sm.reasoning.String(), sm.answer.String()
@@ -167,44 +223,66 @@ func (s *Session) Generate(ctx context.Context, ids []int, o PromptOptions, on f
 }
 
 // run feeds ids on the longest reusable state and generates the reply.
-func (s *Session) run(ctx context.Context, ids []int, o PromptOptions, on func(engine.Event)) (*Reply, *streamer, []int, error) {
+// With mark >= 0 (where the user's message starts in ids) the state there
+// is kept as a checkpoint on the way.
+func (s *Session) run(ctx context.Context, ids []int, mark int, o PromptOptions, on func(engine.Event)) (*Reply, *streamer, []int, error) {
 	if o.MaxTokens <= 0 {
 		o.MaxTokens = DefaultMaxTokens
 	}
 	// reuse the longest state whose ids start the transcript (leaving at
 	// least one position to feed, whose logits choose the first token)
 	st := s.Engine.Model().NewState()
-	for _, cand := range []*engine.State{s.live, s.snap} {
-		if cand != nil && cand.Pos < len(ids) && slices.Equal(cand.IDs, ids[:cand.Pos]) && cand.Pos > st.Pos {
+	for _, cand := range append([]*engine.State{s.live, s.snap}, s.marks...) {
+		if cand != nil && cand.Pos < len(ids) && cand.Pos > st.Pos && slices.Equal(cand.IDs, ids[:cand.Pos]) {
 			st = cand
 		}
 	}
 	if st == s.live {
 		s.live = nil
-	}
-	if st == s.snap {
-		st = st.Clone()
+	} else if st.Pos > 0 {
+		st = st.Clone() // the snapshot or a checkpoint stays as it is
 	}
 	reused := st.Pos
 	rep := &Reply{Reused: reused, Prefilled: len(ids) - reused}
 	sm := newStreamer(s.Tok, o.Thinking, on)
-	var onToken func(engine.Event) bool
-	if o.Stop != nil {
-		onToken = func(engine.Event) bool { return o.Stop() }
-	}
-	res, err := s.Engine.Generate(ctx, st, ids[reused:], engine.GenOptions{
-		MaxTokens: o.MaxTokens, StopIDs: s.Tok.StopIDs(), Sampler: o.Sampler, KeepPrefix: true, OnToken: onToken, Spec: o.Spec,
-		OnEvent: func(ev engine.Event) {
+	// prefill progress counts the whole transcript, what was reused included
+	progress := func(base int) func(engine.Event) {
+		return func(ev engine.Event) {
 			if ev.Kind == engine.EventPrefill {
-				ev.Done += reused
-				ev.Total += reused
+				ev.Done += base
+				ev.Total = len(ids)
 				ev.Reused = reused
 			}
 			on(ev)
 			if ev.Kind == engine.EventToken {
 				sm.add(ev.Token)
 			}
-		}})
+		}
+	}
+	from, before := reused, 0.0
+	if mark > 0 && mark >= reused && mark < len(ids) {
+		// read up to the user's message and keep the state there
+		if mark > reused {
+			res, err := s.Engine.Generate(ctx, st, ids[reused:mark], engine.GenOptions{OnEvent: progress(reused)})
+			if err != nil {
+				rep.Stop = res.Stop
+				if errors.Is(err, context.Canceled) {
+					s.live = res.State // whole chunks: a prefix the next transcript can reuse
+				}
+				return rep, sm, nil, err
+			}
+			before = res.PrefillSeconds
+		}
+		s.keepMark(st)
+		from = mark
+	}
+	var onToken func(engine.Event) bool
+	if o.Stop != nil {
+		onToken = func(engine.Event) bool { return o.Stop() }
+	}
+	res, err := s.Engine.Generate(ctx, st, ids[from:], engine.GenOptions{
+		MaxTokens: o.MaxTokens, StopIDs: s.Tok.StopIDs(), Sampler: o.Sampler, KeepPrefix: true, OnToken: onToken, Spec: o.Spec,
+		OnEvent: progress(from)})
 	rep.Stop = res.Stop
 	if res.PrefixState != nil {
 		s.snap = res.PrefixState
@@ -213,9 +291,9 @@ func (s *Session) run(ctx context.Context, ids []int, o PromptOptions, on func(e
 		return rep, sm, res.Generated, err
 	}
 	if len(res.StepSeconds) > 0 {
-		rep.FirstTokenSeconds = res.StepSeconds[0]
+		rep.FirstTokenSeconds = before + res.StepSeconds[0]
 		if n := len(res.StepSeconds); n > 1 {
-			rep.SecondsPerToken = (sum(res.StepSeconds) - rep.FirstTokenSeconds) / float64(n-1)
+			rep.SecondsPerToken = (sum(res.StepSeconds) - res.StepSeconds[0]) / float64(n-1)
 		}
 	}
 	// a stopped turn's state holds whole chunks of the prompt (and tokens):

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -217,6 +218,8 @@ func TestHistoryValidation(t *testing.T) {
 func FuzzParseHistory(f *testing.F) {
 	f.Add([]byte(`{"role":"user","content":"hi"}` + "\n"))
 	f.Add([]byte(`{"role":"assistant","content":"","reasoning_content":"x","cut":"stopped"}`))
+	f.Add([]byte(`{"role":"user","content":"q"}` + "\n" + `{"role":"assistant","content":"a","stats":{"tokens":3,"first_token_s":0.5},` +
+		`"versions":{"shown":1,"others":[[{"role":"assistant","content":"b","versions":{"shown":0,"others":[[{"role":"assistant","content":"c"}]]}}]]}}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		h, err := ParseHistory(b)
 		if err != nil {
@@ -232,9 +235,74 @@ func FuzzParseHistory(f *testing.F) {
 			t.Fatalf("round trip: %v", err)
 		}
 		for i := range h {
-			if h[i] != h2[i] {
+			if !reflect.DeepEqual(h[i], h2[i]) {
 				t.Fatalf("line %d: %+v vs %+v", i, h[i], h2[i])
 			}
 		}
 	})
+}
+
+// Editing an earlier message and sending it again reads only the edited
+// message and what follows: the state from just before it was kept as a
+// checkpoint. The reply is the one a session reading the whole transcript
+// from scratch gives, token for token, greedy and sampled.
+func TestEditReusesTheCheckpoint(t *testing.T) {
+	e, tok := demo(t)
+	ctx := context.Background()
+	questions := []string{"First question", "Second question", "Third question"}
+	for _, sampling := range []engine.Sampling{{Greedy: true}, {Temperature: 1, TopP: 0.9, Seed: 7}} {
+		opt := Options{MaxTokens: 8, Sampling: sampling, System: "Be brief."}
+		s, plain := NewSession(e, tok), NewSession(e, tok)
+		plain.Checkpoints = 0
+		for _, q := range questions {
+			a, err := s.Turn(ctx, q, opt, nil)
+			require.NoError(t, err)
+			b, err := plain.Turn(ctx, q, opt, nil)
+			require.NoError(t, err)
+			assert.Equal(t, b.IDs, a.IDs, "feeding in two parts changes nothing")
+		}
+		require.Len(t, s.marks, DefaultCheckpoints, "only the last ones are kept")
+		assert.Equal(t, s.marks[0].Bytes()+s.marks[1].Bytes(), s.CheckpointBytes())
+		assert.Zero(t, plain.CheckpointBytes())
+
+		// edit the second question: the conversation is cut before it
+		before := slices.Clone(s.History[:2])
+		start, err := (&Session{Tok: tok, History: before}).render(opt, true)
+		require.NoError(t, err)
+		s.History = slices.Clone(before)
+		var prefill []engine.Event
+		r, err := s.Turn(ctx, "Second question, edited", opt, func(ev engine.Event) {
+			if ev.Kind == engine.EventPrefill {
+				prefill = append(prefill, ev)
+			}
+		})
+		require.NoError(t, err)
+
+		fresh := NewSession(e, tok)
+		fresh.History = slices.Clone(before)
+		f, err := fresh.Turn(ctx, "Second question, edited", opt, nil)
+		require.NoError(t, err)
+		assert.Equal(t, f.IDs, r.IDs, "the same tokens as reading it all")
+		assert.Equal(t, f.Content, r.Content)
+		assert.Equal(t, f.Reasoning, r.Reasoning)
+		assert.Zero(t, f.Reused)
+		assert.Equal(t, len(start), r.Reused, "everything before the edited message is reused")
+		assert.Equal(t, f.Prefilled-len(start), r.Prefilled)
+		require.NotEmpty(t, prefill)
+		last := prefill[len(prefill)-1]
+		assert.Equal(t, len(start), last.Reused)
+		assert.Equal(t, f.Prefilled, last.Total, "progress counts the whole transcript")
+		assert.Equal(t, last.Total, last.Done)
+
+		// the first question's checkpoint was dropped (two are kept): an edit
+		// there reads the transcript again, and still gives the same reply
+		s.History = slices.Clone(before[:0])
+		r, err = s.Turn(ctx, "First question, edited", opt, nil)
+		require.NoError(t, err)
+		assert.Zero(t, r.Reused)
+		fresh = NewSession(e, tok)
+		f, err = fresh.Turn(ctx, "First question, edited", opt, nil)
+		require.NoError(t, err)
+		assert.Equal(t, f.IDs, r.IDs)
+	}
 }

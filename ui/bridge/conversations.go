@@ -128,7 +128,10 @@ func (c Conversations) Rename(from, to string) (string, error) {
 	if _, err := os.Stat(c.path(to)); err == nil {
 		return "", fmt.Errorf("there is already a conversation called %q; choose another name", to)
 	}
-	if err := os.Rename(c.path(from), c.path(to)); err != nil {
+	if err := chat.RenameHistory(c.path(from), c.path(to)); err != nil {
+		if errors.Is(err, chat.ErrHistoryInUse) {
+			return "", fmt.Errorf("%q is open in another k3 (a chat or another window): close it there, then rename it", from)
+		}
 		return "", fmt.Errorf("renaming %q failed: %w", from, err)
 	}
 	if err := os.Rename(c.optionsPath(from), c.optionsPath(to)); err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -147,15 +150,30 @@ func (e *RenamedError) Error() string {
 	return fmt.Sprintf("renamed to %q: / \\ and : cannot be in a conversation's name", e.Title)
 }
 
-// Delete removes a conversation's file (and its settings).
+// Delete removes a conversation's file, its lock file and its settings;
+// it is refused while another k3 has the conversation open.
 func (c Conversations) Delete(title string) error {
-	os.Remove(c.optionsPath(title))
-	err := os.Remove(c.path(title))
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
+	if err := chat.RemoveHistory(c.path(title)); err != nil {
+		if errors.Is(err, chat.ErrHistoryInUse) {
+			return fmt.Errorf("%q is open in another k3 (a chat or another window): close it there, then delete it", title)
+		}
+		return err
 	}
-	return err
+	os.Remove(c.optionsPath(title))
+	return nil
 }
+
+// Hold takes a conversation's lock for as long as it is open here, so
+// another k3 (k3 chat, a second app) is refused it instead of the two
+// writing over each other's turns. Release it when the conversation is
+// closed. When another k3 holds it the error wraps chat.ErrHistoryInUse.
+func (c Conversations) Hold(title string) (*chat.HistoryLock, error) {
+	return chat.LockHistory(c.path(title))
+}
+
+// SweepLocks removes the lock files that older versions left beside
+// conversations renamed or deleted since.
+func (c Conversations) SweepLocks() { chat.RemoveStaleLocks(c.Dir) }
 
 // ConvOptions are a conversation's own settings; a new conversation starts
 // with the app's (Settings.ConvDefaults).

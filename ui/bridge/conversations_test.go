@@ -2,6 +2,9 @@ package bridge
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -9,6 +12,7 @@ import (
 
 	"k3/engine"
 	"k3/engine/chat"
+	"k3/storage/filelock"
 )
 
 func TestTitleFrom(t *testing.T) {
@@ -60,4 +64,45 @@ func TestConversationsOptionsSearchExport(t *testing.T) {
 	require.NoError(t, c.Delete(renamed))
 	_, ok, _ = c.LoadOptions(renamed)
 	assert.False(t, ok)
+}
+
+// Renaming and deleting conversations leave no lock files behind; both are
+// refused while another k3 holds the conversation.
+func TestConversationsLeaveNoLockFiles(t *testing.T) {
+	c := Conversations{Dir: t.TempDir()}
+	a, err := c.New("A")
+	require.NoError(t, err)
+	require.NoError(t, c.Save(a, []chat.Message{{Role: "user", Content: "hi"}}))
+	locks := func() []string {
+		ents, err := os.ReadDir(c.Dir)
+		require.NoError(t, err)
+		var out []string
+		for _, e := range ents {
+			if strings.HasSuffix(e.Name(), ".lock") {
+				out = append(out, e.Name())
+			}
+		}
+		return out
+	}
+	b, err := c.Rename(a, "B")
+	require.NoError(t, err)
+	assert.Equal(t, []string{".B.jsonl.lock"}, locks())
+
+	other, err := filelock.TryLock(filepath.Join(c.Dir, ".B.jsonl.lock")) // another process
+	require.NoError(t, err)
+	_, err = c.Rename(b, "C")
+	assert.EqualError(t, err, `"B" is open in another k3 (a chat or another window): close it there, then rename it`)
+	assert.Error(t, c.Delete(b))
+	_, err = c.Hold(b)
+	assert.ErrorIs(t, err, chat.ErrHistoryInUse)
+	other.Unlock()
+
+	l, err := c.Hold(b)
+	require.NoError(t, err)
+	require.NoError(t, c.Delete(b), "the holder may delete it")
+	l.Release()
+	assert.Empty(t, locks())
+	titles, err := c.List()
+	require.NoError(t, err)
+	assert.Empty(t, titles)
 }

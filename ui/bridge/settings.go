@@ -14,11 +14,13 @@ func (s Settings) ChatOptions() chat.Options {
 		MaxTokens: s.MaxTokens, Sampling: s.Sampling}
 }
 
-// Settings are everything the app remembers between runs. They live in the
-// app's preferences (one key per field, see LoadSettings and Save).
+// Settings are what the user chooses (in the wizard and the dialogs, with
+// a Save or Done): the model, the memory, the chat defaults, the backend.
+// They live in the app's preferences (one key per field, see LoadSettings
+// and Save). What the app notes as it goes — the wizard finished once, the
+// conversation open, a download under way, the serve address — is bound
+// to its own preference key by the views (the Key* names), not kept here.
 type Settings struct {
-	WizardDone bool // the wizard finished once: start in the chat
-
 	ModelDir string // checkpoint folder
 	Layers   int    // > 0: a partial checkpoint (only the first N layers)
 	Demo     bool   // ModelDir is the generated demo checkpoint
@@ -31,12 +33,6 @@ type Settings struct {
 	TrunkGB float64 // pinned trunk + ring budget
 	CacheGB float64 // routed-expert cache budget
 
-	// A download that was running when the app closed; the model step
-	// offers to resume it.
-	DownloadDest     string
-	DownloadRevision string
-	DownloadLayers   int
-
 	// Chat defaults.
 	SystemPrompt string
 	Thinking     bool
@@ -45,21 +41,17 @@ type Settings struct {
 	engine.Sampling
 	Threads int // 0: one per physical core
 
-	LastConversation string
-
 	// Where the model runs: BackendLocal or BackendServer (remotechat.go).
 	Backend     string
 	ServerURL   string // OpenAI base URL, e.g. http://gpu-box:8000/v1
 	ServerKey   string // its API key, kept in the app's preferences
 	ServerModel string // model id from the server's /v1/models ("": the first)
-	// The app's own server over the loaded model (view_serve.go).
-	ServeAddr string
 }
 
 // DefaultSettings are the settings of a first start.
 func DefaultSettings() Settings {
 	return Settings{Preset: "auto", Thinking: true, Effort: tokenizer.DefaultThinkingEffort, MaxTokens: chat.DefaultMaxTokens,
-		Sampling: engine.Sampling{Greedy: true, Temperature: 0.6, TopP: 0.95}, ServeAddr: DefaultServeAddr}
+		Sampling: engine.Sampling{Greedy: true, Temperature: 0.6, TopP: 0.95}}
 }
 
 // Prefs is the part of the app's preferences (fyne.Preferences) the
@@ -79,9 +71,19 @@ type Prefs interface {
 	SetString(key string, value string)
 }
 
-// Preference keys.
+// Preference keys of the app's notes, which the views bind
+// (binding.BindPreference*): each is written alone when it changes.
 const (
-	kWizardDone  = "wizard.done"
+	KeyWizardDone       = "wizard.done"       // bool: the wizard finished once, start in the chat
+	KeyLastConversation = "chat.last"         // string: the conversation open
+	KeyServeAddr        = "serve.addr"        // string: where the app's server listens (view_serve.go)
+	KeyDownloadDest     = "download.dest"     // string: a download that did not finish: its folder,
+	KeyDownloadRevision = "download.revision" // string: revision
+	KeyDownloadLayers   = "download.layers"   // int: and layers; the model step offers to resume it
+)
+
+// Preference keys of the settings.
+const (
 	kModelDir    = "model.dir"
 	kLayers      = "model.layers"
 	kDemo        = "model.demo"
@@ -90,9 +92,6 @@ const (
 	kPreset      = "memory.preset"
 	kTrunkGB     = "memory.trunk_gb"
 	kCacheGB     = "memory.cache_gb"
-	kDlDest      = "download.dest"
-	kDlRev       = "download.revision"
-	kDlLayers    = "download.layers"
 	kSystem      = "chat.system"
 	kThinking    = "chat.thinking"
 	kEffort      = "chat.effort"
@@ -103,34 +102,28 @@ const (
 	kSeed        = "chat.seed"
 	kMaxTokens   = "chat.max_tokens"
 	kThreads     = "engine.threads"
-	kLastConv    = "chat.last"
 	kBackend     = "backend"
 	kServerURL   = "server.url"
 	kServerKey   = "server.key"
 	kServerModel = "server.model"
-	kServeAddr   = "serve.addr"
 )
 
 // LoadSettings reads the settings, with defaults for anything never saved.
 func LoadSettings(p Prefs) Settings {
 	d := DefaultSettings()
 	return Settings{
-		WizardDone:       p.BoolWithFallback(kWizardDone, d.WizardDone),
-		ModelDir:         p.String(kModelDir),
-		Layers:           p.Int(kLayers),
-		Demo:             p.Bool(kDemo),
-		TrunkDir:         p.String(kTrunkDir),
-		TrunkModel:       p.String(kTrunkModel),
-		Preset:           p.StringWithFallback(kPreset, d.Preset),
-		TrunkGB:          p.FloatWithFallback(kTrunkGB, d.TrunkGB),
-		CacheGB:          p.FloatWithFallback(kCacheGB, d.CacheGB),
-		DownloadDest:     p.String(kDlDest),
-		DownloadRevision: p.String(kDlRev),
-		DownloadLayers:   p.Int(kDlLayers),
-		SystemPrompt:     p.String(kSystem),
-		Thinking:         p.BoolWithFallback(kThinking, d.Thinking),
-		Effort:           p.StringWithFallback(kEffort, d.Effort),
-		MaxTokens:        p.IntWithFallback(kMaxTokens, d.MaxTokens),
+		ModelDir:     p.String(kModelDir),
+		Layers:       p.Int(kLayers),
+		Demo:         p.Bool(kDemo),
+		TrunkDir:     p.String(kTrunkDir),
+		TrunkModel:   p.String(kTrunkModel),
+		Preset:       p.StringWithFallback(kPreset, d.Preset),
+		TrunkGB:      p.FloatWithFallback(kTrunkGB, d.TrunkGB),
+		CacheGB:      p.FloatWithFallback(kCacheGB, d.CacheGB),
+		SystemPrompt: p.String(kSystem),
+		Thinking:     p.BoolWithFallback(kThinking, d.Thinking),
+		Effort:       p.StringWithFallback(kEffort, d.Effort),
+		MaxTokens:    p.IntWithFallback(kMaxTokens, d.MaxTokens),
 		Sampling: engine.Sampling{
 			Greedy:      p.BoolWithFallback(kGreedy, d.Greedy),
 			Temperature: p.FloatWithFallback(kTemperature, d.Temperature),
@@ -138,19 +131,17 @@ func LoadSettings(p Prefs) Settings {
 			TopK:        p.IntWithFallback(kTopK, d.TopK),
 			Seed:        uint64(max(p.IntWithFallback(kSeed, int(d.Seed)), 0)),
 		},
-		Threads:          p.IntWithFallback(kThreads, d.Threads),
-		LastConversation: p.String(kLastConv),
-		Backend:          p.String(kBackend),
-		ServerURL:        p.String(kServerURL),
-		ServerKey:        p.String(kServerKey),
-		ServerModel:      p.String(kServerModel),
-		ServeAddr:        p.StringWithFallback(kServeAddr, d.ServeAddr),
+		Threads:     p.IntWithFallback(kThreads, d.Threads),
+		Backend:     p.String(kBackend),
+		ServerURL:   p.String(kServerURL),
+		ServerKey:   p.String(kServerKey),
+		ServerModel: p.String(kServerModel),
 	}
 }
 
-// Save writes every field.
+// Save writes every setting (the app's notes, the Key* names, are not
+// touched).
 func (s Settings) Save(p Prefs) {
-	p.SetBool(kWizardDone, s.WizardDone)
 	p.SetString(kModelDir, s.ModelDir)
 	p.SetInt(kLayers, s.Layers)
 	p.SetBool(kDemo, s.Demo)
@@ -159,9 +150,6 @@ func (s Settings) Save(p Prefs) {
 	p.SetString(kPreset, s.Preset)
 	p.SetFloat(kTrunkGB, s.TrunkGB)
 	p.SetFloat(kCacheGB, s.CacheGB)
-	p.SetString(kDlDest, s.DownloadDest)
-	p.SetString(kDlRev, s.DownloadRevision)
-	p.SetInt(kDlLayers, s.DownloadLayers)
 	p.SetString(kSystem, s.SystemPrompt)
 	p.SetBool(kThinking, s.Thinking)
 	p.SetString(kEffort, s.Effort)
@@ -172,12 +160,10 @@ func (s Settings) Save(p Prefs) {
 	p.SetInt(kSeed, int(s.Seed))
 	p.SetInt(kMaxTokens, s.MaxTokens)
 	p.SetInt(kThreads, s.Threads)
-	p.SetString(kLastConv, s.LastConversation)
 	p.SetString(kBackend, s.Backend)
 	p.SetString(kServerURL, s.ServerURL)
 	p.SetString(kServerKey, s.ServerKey)
 	p.SetString(kServerModel, s.ServerModel)
-	p.SetString(kServeAddr, s.ServeAddr)
 }
 
 // Setup is the part of the settings the setup wizard decides: which model,

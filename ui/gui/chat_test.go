@@ -24,8 +24,9 @@ import (
 func chatUI(t *testing.T, fc *fakeChat) (*appUI, *chatView) {
 	t.Helper()
 	u, _ := newTestUI(t, fc)
-	u.S.WizardDone, u.S.ModelDir = true, t.TempDir()
+	u.S.ModelDir = t.TempDir()
 	u.SaveSettings()
+	u.N.WizardDone.Set(true)
 	ui(u.Start)
 	if u.Chat == nil {
 		t.Fatal("chat not shown")
@@ -230,7 +231,6 @@ func TestSettingsPersist(t *testing.T) {
 	s := bridge.DefaultSettings()
 	s.ModelDir, s.Layers, s.TrunkDir, s.Preset, s.TrunkGB, s.CacheGB = "/m", 7, "/t", "desktop", 16, 10.5
 	s.SystemPrompt, s.Thinking, s.Effort, s.Greedy, s.Temperature, s.TopP, s.TopK, s.Seed, s.MaxTokens = "sys", false, "max", false, 0.7, 0.9, 40, 3, 99
-	s.WizardDone, s.LastConversation, s.DownloadDest = true, "c", "/d"
 	s.Save(a.Preferences())
 	if got := bridge.LoadSettings(a.Preferences()); got != s {
 		t.Errorf("round trip\n got %+v\nwant %+v", got, s)
@@ -250,4 +250,42 @@ func TestSettingsPersist(t *testing.T) {
 	if err := f.Apply(&o); err != nil || o.Temperature != 1.1 || o.MaxTokens != 512 {
 		t.Errorf("apply %v %+v", err, o)
 	}
+}
+
+// What the app notes as it goes is bound to its own preference: setting it
+// writes that key at once, a widget made with it edits the preference, and
+// saving the settings (Done in the wizard, Save in a dialog) leaves it alone.
+func TestAppNotesBoundToPreferences(t *testing.T) {
+	u, v := chatUI(t, &fakeChat{})
+	prefs := u.App.Preferences()
+	ui(func() { v.Send("Where do penguins live?") })
+	waitFor(t, "turn", func() bool { return !v.Busy })
+	assert.Equal(t, "Where do penguins live?", prefs.String(bridge.KeyLastConversation), "the conversation open, titled from its message")
+	ui(func() { v.NewConversation() })
+	assert.Equal(t, v.Current, prefs.String(bridge.KeyLastConversation))
+	ui(func() { require.NoError(t, v.Rename(v.Current, "Plans")) })
+	assert.Equal(t, "Plans", prefs.String(bridge.KeyLastConversation))
+
+	u.S.SystemPrompt = "changed"
+	u.SaveSettings()
+	assert.Equal(t, "Plans", prefs.String(bridge.KeyLastConversation), "saving the settings does not undo it")
+	assert.True(t, prefs.Bool(bridge.KeyWizardDone))
+
+	// the serve panel's address field is the preference
+	ui(func() {
+		p := NewServePanel(u)
+		assert.Equal(t, bridge.DefaultServeAddr, p.Addr.Text)
+		p.Addr.SetText("127.0.0.1:9999")
+	})
+	assert.Equal(t, "127.0.0.1:9999", prefs.String(bridge.KeyServeAddr))
+	ui(func() { assert.Equal(t, "127.0.0.1:9999", NewServePanel(u).Addr.Text, "and shows it the next time") })
+
+	// a new app on these preferences opens that conversation
+	ui(v.Shutdown)
+	u2 := newTestUIOn(t, u.App, &fakeChat{})
+	u2.B.DataDir = u.B.DataDir
+	ui(u2.Start)
+	require.NotNil(t, u2.Chat)
+	assert.Equal(t, "Plans", u2.Chat.Current)
+	assert.Empty(t, u2.Chat.Notice.Text)
 }

@@ -1,6 +1,7 @@
 package gui
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"k3/engine/chat"
+	"k3/storage/filelock"
 	"k3/ui/bridge"
 )
 
@@ -145,4 +147,182 @@ func TestConversationTitlesAndSearch(t *testing.T) {
 		v.Convs.Query.SetText("")
 		assert.True(t, strings.HasPrefix(bridge.Markdown(v.Current, v.History), "# How tall is Mont Blanc?\n\n## You\n\nHow tall is Mont Blanc?\n"))
 	})
+}
+
+// The numbers under each reply and the versions of a regenerated reply or
+// an edited message are kept in the history file: reopening the
+// conversation (here in a new app on the same data) shows them again. The
+// file keeps the old reply while its replacement is written, and a
+// Regenerate that fails before writing anything brings the old reply back.
+func TestStatsAndVersionsSurviveReopening(t *testing.T) {
+	fc := &fakeChat{gate: make(chan struct{})}
+	u, v := chatUI(t, fc)
+	feed := func() {
+		for range 5 {
+			fc.gate <- struct{}{}
+		}
+		waitFor(t, "turn", func() bool { return !v.Busy })
+	}
+	ui(func() { v.Send("Question") })
+	feed()
+	var title, stats string
+	ui(func() {
+		title = v.Current
+		stats = v.Views[1].statsLbl.Text
+		require.True(t, strings.HasPrefix(stats, "2.0 tokens/s · 5 tokens · first token after"), stats)
+		v.Opts.Greedy = false
+		test.Tap(v.RegenBt)
+		require.True(t, v.Busy)
+	})
+	fc.gate <- struct{}{}
+	h, err := v.store.Load(title)
+	require.NoError(t, err)
+	require.Len(t, h, 2)
+	assert.Equal(t, "Hello world, this is reply 1", h[1].Content, "the file keeps the old reply while the new one is written")
+	for range 4 {
+		fc.gate <- struct{}{}
+	}
+	waitFor(t, "turn", func() bool { return !v.Busy })
+	ui(func() {
+		assert.Equal(t, "2/2", v.Views[1].navLbl.Text)
+		test.Tap(v.Views[0].editBt)
+		v.Entry.SetText("Question, edited")
+		v.SendEntry()
+	})
+	feed()
+
+	// a new app on the same data folder opens the conversation as it was
+	ui(u.Quit)
+	a2 := test.NewTempApp(t)
+	u2 := newTestUIOn(t, a2, &fakeChat{})
+	u2.B.DataDir = u.B.DataDir
+	u2.S = u.S
+	u2.SaveSettings()
+	u2.N.WizardDone.Set(true)
+	u2.N.LastConversation.Set(title)
+	ui(u2.Start)
+	v2 := u2.Chat
+	ui(func() {
+		require.Equal(t, title, v2.Current)
+		require.Len(t, v2.Views, 2)
+		assert.Equal(t, "Question, edited", v2.History[0].Content)
+		assert.Equal(t, "2/2", v2.Views[0].navLbl.Text, "the edited question has the old one as a version")
+		assert.False(t, v2.Views[0].nav.Hidden)
+		assert.True(t, v2.Views[1].nav.Hidden, "the new branch's reply has one version")
+		assert.True(t, strings.HasPrefix(v2.Views[1].statsLbl.Text, "2.0 tokens/s · 5 tokens · first token after"), v2.Views[1].statsLbl.Text)
+		assert.False(t, v2.Views[1].statsLbl.Hidden)
+		assert.True(t, strings.HasPrefix(v2.Views[1].think.Items[0].Title, "Thought for "), v2.Views[1].think.Items[0].Title)
+
+		v2.switchVersion(v2.Views[0], -1)
+		assert.Equal(t, "Question", v2.History[0].Content)
+		assert.Equal(t, "Hello world, this is reply 2", v2.History[1].Content)
+		assert.Equal(t, "2/2", v2.Views[1].navLbl.Text, "the old branch keeps its two replies")
+		v2.switchVersion(v2.Views[1], -1)
+		assert.Equal(t, "Hello world, this is reply 1", v2.History[1].Content)
+		assert.Equal(t, stats, v2.Views[1].statsLbl.Text, "each reply keeps its own numbers")
+	})
+
+	// a Regenerate that fails before writing anything brings the old reply
+	// back, with its versions
+	fc2 := &fakeChat{openErr: errors.New("the model folder is gone")}
+	ui(func() {
+		v2.engine = fc2
+		v2.Opts.Greedy = false
+		test.Tap(v2.RegenBt)
+	})
+	waitFor(t, "failed turn", func() bool { return !v2.Busy })
+	ui(func() {
+		require.Len(t, v2.History, 2)
+		assert.Equal(t, "Hello world, this is reply 1", v2.History[1].Content)
+		assert.Equal(t, "1/2", v2.Views[1].navLbl.Text)
+		assert.Contains(t, v2.Notice.Text, "the model folder is gone")
+	})
+}
+
+// A conversation saved before replies had numbers and versions opens as
+// before: no numbers, no ‹ › arrows.
+func TestOldHistoryFileOpens(t *testing.T) {
+	u, v := chatUI(t, &fakeChat{})
+	old := `{"role":"user","content":"hi"}` + "\n" + `{"role":"assistant","content":"yo","reasoning_content":"hmm"}` + "\n"
+	require.NoError(t, os.WriteFile(filepath.Join(u.conversationsDir(), "Old"+bridge.Ext), []byte(old), 0o644))
+	ui(func() {
+		v.reload(v.Current)
+		v.Open("Old")
+		require.Equal(t, "Old", v.Current)
+		require.Len(t, v.Views, 2)
+		assert.Equal(t, "yo", v.Views[1].Answer)
+		assert.True(t, v.Views[1].statsLbl.Hidden)
+		assert.True(t, v.Views[1].nav.Hidden)
+		assert.Equal(t, "Thinking", v.Views[1].think.Items[0].Title)
+	})
+}
+
+func hiddenLocks(t *testing.T, dir string) []string {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	var out []string
+	for _, e := range ents {
+		if strings.HasSuffix(e.Name(), ".lock") {
+			out = append(out, e.Name())
+		}
+	}
+	return out
+}
+
+// The conversation open in the app holds its history lock, so `k3 chat`
+// or a second app is refused it; one open elsewhere is shown with a notice
+// and what is written goes beside it. Renaming and deleting take the lock
+// file along, are refused while another k3 has the conversation, and lock
+// files older versions left are swept.
+func TestConversationLockWhileOpen(t *testing.T) {
+	u, v := chatUI(t, &fakeChat{})
+	dir := u.conversationsDir()
+	ui(func() { v.Send("hi") })
+	waitFor(t, "turn", func() bool { return !v.Busy })
+	hi := filepath.Join(dir, "hi"+bridge.Ext)
+	_, err := chat.LockHistory(hi)
+	require.ErrorIs(t, err, chat.ErrHistoryInUse, "the app holds the open conversation")
+	assert.Equal(t, []string{".hi.jsonl.lock"}, hiddenLocks(t, dir), "the title taken from the message moved the lock file along")
+
+	ui(func() { v.NewConversation() })
+	// free once another is open: k3 chat (another process) takes it
+	other, err := filelock.TryLock(filepath.Join(dir, ".hi.jsonl.lock"))
+	require.NoError(t, err)
+	ui(func() {
+		v.Open("hi")
+		assert.Equal(t, "hi", v.Current)
+		assert.Contains(t, v.Notice.Text, "open in another k3 too")
+		assert.EqualError(t, v.Delete("hi"), `"hi" is open in another k3 (a chat or another window): close it there, then delete it`)
+		assert.ErrorContains(t, v.Rename("hi", "Trip"), "is open in another k3")
+		v.Send("more")
+	})
+	waitFor(t, "turn", func() bool { return !v.Busy })
+	h, err := chat.LoadHistory(hi)
+	require.NoError(t, err)
+	assert.Len(t, h, 2, "the other k3's file is not written")
+	ui(func() { assert.Equal(t, "hi.conflict-1", v.Current, "the conversation goes on beside it") })
+	other.Unlock()
+
+	ui(func() {
+		v.Open("hi")
+		assert.Empty(t, v.Notice.Text)
+		require.NoError(t, v.Rename("hi", "Trip"))
+	})
+	assert.NotContains(t, hiddenLocks(t, dir), ".hi.jsonl.lock", "no lock file is left under the old name")
+	_, err = chat.LockHistory(filepath.Join(dir, "Trip"+bridge.Ext))
+	require.ErrorIs(t, err, chat.ErrHistoryInUse, "the lock moved with the rename")
+	ui(func() { require.NoError(t, v.Delete("Trip")) })
+	assert.NotContains(t, hiddenLocks(t, dir), ".Trip.jsonl.lock", "deleting takes the lock file too")
+
+	// a lock file an older version left beside a deleted conversation
+	stale := filepath.Join(dir, ".gone.jsonl.lock")
+	require.NoError(t, os.WriteFile(stale, []byte("123\n"), 0o644))
+	ui(func() { v.Shutdown(); u.Chat = nil; u.ShowChat() })
+	_, err = os.Stat(stale)
+	assert.ErrorIs(t, err, os.ErrNotExist)
+	for _, l := range hiddenLocks(t, dir) {
+		_, err := os.Stat(filepath.Join(dir, strings.TrimSuffix(strings.TrimPrefix(l, "."), ".lock")))
+		assert.NoError(t, err, "%s belongs to a conversation", l)
+	}
 }

@@ -73,7 +73,8 @@ func TestPackStepTrunkOfAnotherModel(t *testing.T) {
 	fp := u.B.Packer.(*fakePacker)
 	fp.into = map[string]string{trunkA: modelA}
 	// the settings of a machine where model A was packed, then B chosen
-	u.S.ModelDir, u.S.TrunkDir, u.S.TrunkModel, u.S.WizardDone = modelA, trunkA, modelA, true
+	u.S.ModelDir, u.S.TrunkDir, u.S.TrunkModel = modelA, trunkA, modelA
+	u.N.WizardDone.Set(true)
 	ui(u.ShowWizard)
 	w := u.wizard
 	waitFor(t, "machine", func() bool { return w.Machine.Report != nil })

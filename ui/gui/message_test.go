@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"fyne.io/fyne/v2"
+	"fyne.io/fyne/v2/container"
 	"fyne.io/fyne/v2/test"
 	"fyne.io/fyne/v2/theme"
 	"fyne.io/fyne/v2/widget"
@@ -135,4 +136,90 @@ func TestGaugesOverPlanAndPlotScale(t *testing.T) {
 		}
 	}
 	assert.Equal(t, 2, shown, "no line across the gap")
+}
+
+// findCode returns the first monospace RichText under o (a code block).
+func findCode(o fyne.CanvasObject) *widget.RichText {
+	switch x := o.(type) {
+	case *widget.RichText:
+		if len(x.Segments) > 0 {
+			if ts, ok := x.Segments[0].(*widget.TextSegment); ok && ts.Style.TextStyle.Monospace {
+				return x
+			}
+		}
+	case *fyne.Container:
+		for _, k := range x.Objects {
+			if r := findCode(k); r != nil {
+				return r
+			}
+		}
+	case *container.Scroll:
+		return findCode(x.Content)
+	}
+	return nil
+}
+
+// A code block names its language and colours its code with the theme's
+// colours (chroma's lexer in the bridge); the copy button copies the code
+// as written and says "Copied".
+func TestMessageViewCodeColours(t *testing.T) {
+	test.NewTempApp(t)
+	var copied string
+	code := "func f() int {\n\n\treturn 42 // the answer\n}"
+	v := newMessageView(chat.Message{Role: "assistant", Content: "```go\n" + code + "\n```\n"},
+		messageEnv{copy: func(s string) { copied = s }, do: func(f func()) { f() }})
+	require.Len(t, v.body.Objects, 1)
+	box := v.body.Objects[0]
+	assert.NotNil(t, findLabel(box, "Go"), "the language label")
+	rt := findCode(box)
+	require.NotNil(t, rt)
+	style := map[string]widget.RichTextStyle{}
+	var lines []string
+	line := ""
+	for _, s := range rt.Segments {
+		ts := s.(*widget.TextSegment)
+		assert.True(t, ts.Style.TextStyle.Monospace, "%q", ts.Text)
+		style[strings.TrimSpace(ts.Text)] = ts.Style
+		line += ts.Text
+		if !ts.Inline() {
+			lines, line = append(lines, line), ""
+		}
+	}
+	assert.Equal(t, code, strings.Join(lines, "\n"), "one row per line, the text as written")
+	assert.Equal(t, theme.ColorNamePrimary, style["func"].ColorName)
+	assert.Equal(t, theme.ColorNamePrimary, style["return"].ColorName)
+	assert.Equal(t, theme.ColorNameWarning, style["42"].ColorName)
+	assert.Equal(t, theme.ColorNamePlaceHolder, style["// the answer"].ColorName)
+	assert.Equal(t, theme.ColorNameHyperlink, style["f"].ColorName, "the function's name")
+
+	cp := findButton(box, "Copy")
+	require.NotNil(t, cp)
+	test.Tap(cp)
+	assert.Equal(t, code, copied)
+	assert.Equal(t, "Copied", cp.Text)
+	test.Tap(v.copyBt) // the whole message's copy says so too
+	assert.Equal(t, "Copied", v.copyBt.Text)
+	assert.Equal(t, "```go\n"+code+"\n```\n", copied)
+}
+
+// findLabel returns the visible label under o that reads text.
+func findLabel(o fyne.CanvasObject, text string) *widget.Label {
+	if o == nil || !o.Visible() {
+		return nil
+	}
+	switch x := o.(type) {
+	case *widget.Label:
+		if x.Text == text {
+			return x
+		}
+	case *fyne.Container:
+		for _, k := range x.Objects {
+			if l := findLabel(k, text); l != nil {
+				return l
+			}
+		}
+	case *container.Scroll:
+		return findLabel(x.Content, text)
+	}
+	return nil
 }

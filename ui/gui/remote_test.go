@@ -193,7 +193,8 @@ func TestServePanelToggle(t *testing.T) {
 	require.NoError(t, bridge.MakeDemoModel(dir))
 	u, _ := newTestUI(t, nil)
 	u.B.NewChat = bridge.NewChatFor
-	u.S.WizardDone, u.S.ModelDir, u.S.Demo = true, dir, true
+	u.S.ModelDir, u.S.Demo = dir, true
+	u.N.WizardDone.Set(true)
 	ui(u.Start)
 	var p *ServePanel
 	ui(func() {

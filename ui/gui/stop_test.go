@@ -27,7 +27,7 @@ func smallModel(t *testing.T) string {
 
 func realChatSettings(dir string) bridge.Settings {
 	s := bridge.DefaultSettings()
-	s.ModelDir, s.Preset, s.WizardDone = dir, "laptop", true
+	s.ModelDir, s.Preset = dir, "laptop"
 	return s
 }
 
@@ -98,6 +98,7 @@ func TestChatStopDuringPrefillRealEngine(t *testing.T) {
 	u, _ := newTestUI(t, nil)
 	u.S = realChatSettings(dir)
 	u.SaveSettings()
+	u.N.WizardDone.Set(true)
 	var v *chatView
 	sp := &stopOnPrefill{}
 	sp.press = func() {

@@ -15,6 +15,7 @@ type appUI struct {
 	Win fyne.Window
 	B   bridge.Backends
 	S   bridge.Settings
+	N   appNotes // what the app notes as it goes, bound to the preferences
 
 	// do runs a function on the Fyne goroutine (fyne.Do; tests may swap it).
 	do func(func())
@@ -25,14 +26,14 @@ type appUI struct {
 
 // newAppUI builds the views. Call Start to show the first one.
 func newAppUI(a fyne.App, w fyne.Window, b bridge.Backends) *appUI {
-	u := &appUI{App: a, Win: w, B: b, S: bridge.LoadSettings(a.Preferences()), do: fyne.Do}
+	u := &appUI{App: a, Win: w, B: b, S: bridge.LoadSettings(a.Preferences()), N: bindNotes(a.Preferences()), do: fyne.Do}
 	return u
 }
 
 // Start shows the chat when the wizard was completed before, else the wizard.
 func (u *appUI) Start() {
 	u.Win.SetMainMenu(u.menu())
-	if u.S.CanChat() && (u.S.WizardDone || u.S.Backend == bridge.BackendServer) {
+	if u.S.CanChat() && (u.N.wizardDone() || u.S.Backend == bridge.BackendServer) {
 		u.ShowChat()
 	} else {
 		u.ShowWizard()
@@ -46,7 +47,7 @@ func (u *appUI) menu() *fyne.MainMenu {
 			fyne.NewMenuItem("Chat", func() {
 				switch {
 				case u.wizard != nil && u.Win.Content() == u.wizard.Root:
-					if u.S.WizardDone && u.S.ModelDir != "" || u.wizard.Changes() {
+					if u.N.wizardDone() && u.S.ModelDir != "" || u.wizard.Changes() {
 						u.wizard.BackToChat()
 					}
 				case u.S.CanChat():

@@ -30,12 +30,15 @@ type chatView struct {
 	store   bridge.Conversations
 	Convs   *convList
 	Current string
+	// lock is Current's history lock, held while it is open here (nil when
+	// another k3 has it: what is written then goes beside it)
+	lock    *chat.HistoryLock
 	History []chat.Message
 	// Opts are the current conversation's own settings.
 	Opts bridge.ConvOptions
-	// versions are the replies (and branches after an edit) a message
-	// position had, by the index where they start.
-	versions map[int]*versionSet
+	// fork holds the versions at the message an edit or a Regenerate is
+	// replacing, until the new version has its first message.
+	fork *bridge.Fork
 
 	Msgs     *fyne.Container
 	scroller *container.Scroll
@@ -61,23 +64,15 @@ type chatView struct {
 	idle          chan struct{} // closed when no turn runs
 	stopping      bool          // Stop was pressed; the turn is ending
 	quitting      bool          // the app is closing: the partial reply is saved already
-	editFrom      int           // >= 0: the message being edited (its old branch is kept)
+	editing       bool          // a message is back in the box to be changed (fork holds its versions)
 	reply         *messageView  // the reply being written
-	turnFrom      int           // where the turn's new messages start (a version), or -1
 	settings      *settingsForm // the settings dialog's form, while shown
 	scrollPending bool          // a second scroll to the end is on its way
 }
 
-// versionSet is the branches that started at one position: tails of the
-// conversation from there on, and the one shown.
-type versionSet struct {
-	tails [][]chat.Message
-	cur   int
-}
-
 // newChatView builds the chat and opens the last conversation.
 func newChatView(u *appUI) *chatView {
-	v := &chatView{u: u, store: bridge.Conversations{Dir: u.conversationsDir()}, idle: make(chan struct{}), editFrom: -1, turnFrom: -1}
+	v := &chatView{u: u, store: bridge.Conversations{Dir: u.conversationsDir()}, idle: make(chan struct{})}
 	close(v.idle)
 	v.Convs = newConvList(u.Win)
 	v.Convs.OnSelect = v.Open
@@ -94,6 +89,7 @@ func newChatView(u *appUI) *chatView {
 	}
 	v.Convs.Search = v.store.Search
 
+	v.store.SweepLocks()
 	v.Msgs = container.NewVBox()
 	v.scroller = container.NewVScroll(v.Msgs)
 	v.Entry = newChatEntry()
@@ -137,7 +133,7 @@ func newChatView(u *appUI) *chatView {
 	split.Offset = 0.2
 	v.Root = split
 
-	v.reload(u.S.LastConversation)
+	v.reload(u.N.lastConversation())
 	if v.Current == "" {
 		v.NewConversation()
 	}
@@ -196,20 +192,41 @@ func (v *chatView) Open(title string) {
 	if err != nil || !ok {
 		opts = v.u.S.ConvDefaults()
 	}
+	notice := v.hold(title)
 	v.Current, v.History, v.Opts = title, h, opts
-	v.versions = map[int]*versionSet{}
 	v.endEdit()
-	v.u.S.LastConversation = title
-	v.u.SaveSettings()
+	v.u.N.LastConversation.Set(title)
 	v.Thinking.SetChecked(opts.Thinking)
 	v.Effort.SetSelected(opts.Effort)
 	v.rebuild(0)
 	v.Convs.Highlight(title)
-	v.Notice.SetText("")
+	v.Notice.SetText(notice)
 	v.Phase.SetText("")
 	v.ContextLb.SetText("")
 	v.refreshButtons()
 	v.scrollToEnd()
+}
+
+// hold takes title's history lock (dropping the one held before), so no
+// other k3 writes it while it is open here; it returns the notice to show
+// when another k3 has it.
+func (v *chatView) hold(title string) string {
+	v.release()
+	l, err := v.store.Hold(title)
+	if err != nil {
+		if errors.Is(err, chat.ErrHistoryInUse) {
+			return "This conversation is open in another k3 too: what you write here is saved beside it, as a copy, so nothing is lost."
+		}
+		return bridge.Explain(err)
+	}
+	v.lock = l
+	return ""
+}
+
+// release drops the history lock held.
+func (v *chatView) release() {
+	v.lock.Release()
+	v.lock = nil
 }
 
 // rebuild shows the messages from index i on again.
@@ -218,11 +235,6 @@ func (v *chatView) rebuild(i int) {
 	v.Msgs.Objects = v.Msgs.Objects[:min(i, len(v.Msgs.Objects))]
 	for j := len(v.Views); j < len(v.History); j++ {
 		v.addView(v.History[j])
-	}
-	for j, vs := range v.versions {
-		if j < len(v.Views) {
-			v.Views[j].SetVersions(vs.cur, len(vs.tails))
-		}
 	}
 	v.Msgs.Refresh()
 }
@@ -260,8 +272,7 @@ func (v *chatView) Rename(from, to string) error {
 	}
 	if v.Current == from {
 		v.Current = t
-		v.u.S.LastConversation = t
-		v.u.SaveSettings()
+		v.u.N.LastConversation.Set(t)
 	}
 	v.reload(v.Current)
 	return err
@@ -276,6 +287,7 @@ func (v *chatView) Delete(title string) error {
 		return err
 	}
 	if v.Current == title {
+		v.release() // dropped with the file
 		v.Current, v.History = "", nil
 	}
 	v.reload("")
@@ -303,8 +315,8 @@ func (v *chatView) save() {
 		// another k3 wrote the file: this conversation went beside it and
 		// continues there
 		v.Current = strings.TrimSuffix(filepath.Base(ce.SavedAs), bridge.Ext)
-		v.u.S.LastConversation = v.Current
-		v.u.SaveSettings()
+		v.hold(v.Current)
+		v.u.N.LastConversation.Set(v.Current)
 		if titles, lerr := v.store.List(); lerr == nil {
 			v.Convs.SetTitles(titles, v.Current)
 		}
@@ -352,7 +364,6 @@ func (v *chatView) SetSystemPrompt(sys string) {
 	default:
 		return
 	}
-	v.versions = map[int]*versionSet{} // positions moved
 	v.save()
 	v.rebuild(0)
 	v.refreshButtons()
@@ -409,23 +420,22 @@ func (v *chatView) Send(text string) {
 	if v.Busy {
 		return
 	}
-	from := -1
-	if v.editFrom >= 0 {
-		from = v.editFrom
-		v.endEdit()
-	}
 	if strings.HasPrefix(v.Current, bridge.AutoTitlePrefix) && !slices.ContainsFunc(v.History, func(m chat.Message) bool { return m.Role == "user" }) {
 		if t, err := v.store.Rename(v.Current, v.freeTitle(bridge.TitleFrom(text))); err == nil || errors.As(err, new(*bridge.RenamedError)) {
-			v.Current, v.u.S.LastConversation = t, t
-			v.u.SaveSettings()
+			v.Current = t
+			v.u.N.LastConversation.Set(t)
 			v.reload(t)
 		}
 	}
-	m := chat.Message{Role: "user", Content: text}
-	v.History = append(v.History, m)
-	v.addView(m)
+	v.History = append(v.History, chat.Message{Role: "user", Content: text})
+	if v.editing {
+		v.History = v.fork.Attach(v.History) // the edited message is a new version there
+		v.fork = nil
+		v.endEdit()
+	}
+	v.addView(v.History[len(v.History)-1])
 	v.save()
-	v.startTurn(v.Opts.ChatOptions(), from)
+	v.startTurn(v.Opts.ChatOptions())
 }
 
 // freeTitle is want, or want 2, 3, ... when a conversation has that title.
@@ -443,23 +453,27 @@ func (v *chatView) freeTitle(want string) string {
 // is drawn unless the user fixed one; when greedy decoding (or a fixed
 // seed) would give the same reply again, it asks first.
 func (v *chatView) Regenerate() {
+	if v.Busy {
+		return
+	}
+	v.CancelEdit()
 	n := len(v.History)
-	if v.Busy || n == 0 {
+	if n == 0 {
 		return
 	}
 	if v.History[n-1].Role == "user" {
-		v.startTurn(v.Opts.ChatOptions(), -1)
+		v.startTurn(v.Opts.ChatOptions())
 		return
 	}
 	if v.History[n-1].Role != "assistant" {
 		return
 	}
 	opt := v.Opts.ChatOptions()
+	// the file keeps the old reply until the new one is there
 	run := func(opt chat.Options) {
-		v.branch(n - 1)
-		v.truncate(n - 1)
-		v.save()
-		v.startTurn(opt, n-1)
+		v.History, v.fork = bridge.NewFork(v.History, n-1)
+		v.truncateViews(n - 1)
+		v.startTurn(opt)
 	}
 	switch {
 	case opt.Greedy:
@@ -491,39 +505,19 @@ func (v *chatView) Regenerate() {
 	}
 }
 
-// branch keeps the conversation from position i on as a version there.
-func (v *chatView) branch(i int) {
-	vs := v.versions[i]
-	tail := slices.Clone(v.History[i:])
-	if vs == nil {
-		v.versions[i] = &versionSet{tails: [][]chat.Message{tail}}
-		return
-	}
-	vs.tails[vs.cur] = tail
-}
-
 // switchVersion shows the previous or next version at a message.
 func (v *chatView) switchVersion(mv *messageView, delta int) {
 	i := slices.Index(v.Views, mv)
-	vs := v.versions[i]
-	if v.Busy || i < 0 || vs == nil {
+	if v.Busy || v.editing || i < 0 {
 		return
 	}
-	k := vs.cur + delta
-	if k < 0 || k >= len(vs.tails) {
-		return
+	shown, n := bridge.VersionsAt(v.History, i)
+	if k := shown + delta; k >= 0 && k < n {
+		v.History = bridge.ShowVersion(v.History, i, k)
+		v.save()
+		v.rebuild(i)
+		v.refreshButtons()
 	}
-	vs.tails[vs.cur] = slices.Clone(v.History[i:])
-	vs.cur = k
-	v.History = append(v.History[:i:i], slices.Clone(vs.tails[k])...)
-	for j := range v.versions {
-		if j > i {
-			delete(v.versions, j) // they belonged to the branch left
-		}
-	}
-	v.save()
-	v.rebuild(i)
-	v.refreshButtons()
 }
 
 // Edit takes a message back into the message box so it can be changed and
@@ -543,9 +537,9 @@ func (v *chatView) Edit(mv *messageView) {
 		return
 	}
 	text := v.History[i].Content
-	v.branch(i)
-	v.truncate(i)
-	v.editFrom = i
+	v.History, v.fork = bridge.NewFork(v.History, i)
+	v.truncateViews(i)
+	v.editing = true
 	v.CancelBt.Show()
 	v.Entry.SetText(text)
 	v.Focus()
@@ -554,29 +548,28 @@ func (v *chatView) Edit(mv *messageView) {
 
 // CancelEdit brings back the conversation as it was before Edit.
 func (v *chatView) CancelEdit() {
-	i := v.editFrom
-	if i < 0 || v.Busy {
+	if !v.editing || v.Busy {
 		return
 	}
+	i := v.fork.At
+	v.History = v.fork.Restore(v.History)
 	v.endEdit()
-	if vs := v.versions[i]; vs != nil {
-		v.History = append(v.History[:i:i], slices.Clone(vs.tails[vs.cur])...)
-		if len(vs.tails) == 1 {
-			delete(v.versions, i)
-		}
-	}
 	v.Entry.SetText("")
 	v.rebuild(i)
 	v.refreshButtons()
 }
 
+// endEdit leaves editing (Open and Send; CancelEdit brings the old text back first).
 func (v *chatView) endEdit() {
-	v.editFrom = -1
+	if v.editing {
+		v.fork = nil
+	}
+	v.editing = false
 	v.CancelBt.Hide()
 }
 
-func (v *chatView) truncate(n int) {
-	v.History = v.History[:n]
+// truncateViews drops the views from message n on.
+func (v *chatView) truncateViews(n int) {
 	v.Views = v.Views[:n]
 	v.Msgs.Objects = v.Msgs.Objects[:n]
 	v.Msgs.Refresh()
@@ -617,9 +610,9 @@ func (v *chatView) atEnd() bool {
 	return v.scroller.Offset.Y+v.scroller.Size().Height >= v.Msgs.MinSize().Height-40
 }
 
-// startTurn runs a reply to the conversation; from >= 0 makes its messages
-// a new version at that position.
-func (v *chatView) startTurn(opt chat.Options, from int) {
+// startTurn runs a reply to the conversation (with v.fork set, the reply
+// is a new version at the fork).
+func (v *chatView) startTurn(opt chat.Options) {
 	u := v.u
 	if v.engine == nil {
 		if u.B.NewChat == nil {
@@ -634,7 +627,7 @@ func (v *chatView) startTurn(opt chat.Options, from int) {
 		v.engine = e
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	v.Busy, v.cancel, v.turnFrom = true, cancel, from
+	v.Busy, v.cancel = true, cancel
 	v.idle = make(chan struct{})
 	idle := v.idle
 	v.Notice.SetText("")
@@ -697,16 +690,21 @@ func (v *chatView) startTurn(opt chat.Options, from int) {
 
 func (v *chatView) finishTurn(reply *messageView, rep bridge.Reply, err error) {
 	v.Busy, v.cancel, v.stopping, v.reply = false, nil, false, nil
-	from := v.turnFrom
-	v.turnFrom = -1
+	fork := v.fork
+	v.fork = nil
 	if v.quitting {
 		return // saved when the window closed
 	}
 	msg := rep.Message
 	if err != nil && msg.Content == "" && msg.ReasoningContent == "" {
-		// nothing to keep: drop the empty reply; Retry tries again
+		// nothing to keep: drop the empty reply (a regenerated one brings
+		// back the reply it was to replace); Retry tries again
 		v.Views = v.Views[:len(v.Views)-1]
 		v.Msgs.Remove(reply.Root)
+		if fork != nil {
+			v.History = fork.Restore(v.History)
+			v.rebuild(fork.At)
+		}
 		v.Notice.SetText(bridge.Explain(err))
 		v.Phase.SetText("")
 		v.refreshButtons()
@@ -719,28 +717,15 @@ func (v *chatView) finishTurn(reply *messageView, rep bridge.Reply, err error) {
 		}
 	}
 	msg.Role = "assistant"
+	msg.Stats = v.replyStats(reply)
 	reply.SetFinal(msg)
+	reply.SetStats(msg.Stats)
 	v.History = append(v.History, msg)
-	if from >= 0 && from < len(v.History) {
-		tail := slices.Clone(v.History[from:])
-		if vs := v.versions[from]; vs != nil {
-			vs.tails = append(vs.tails, tail)
-			vs.cur = len(vs.tails) - 1
-			if from < len(v.Views) {
-				v.Views[from].SetVersions(vs.cur, len(vs.tails))
-			}
-		}
+	if fork != nil {
+		v.History = fork.Attach(v.History)
+		reply.SetVersions(bridge.VersionsAt(v.History, fork.At))
 	}
 	v.save()
-	g := v.Gauges.G
-	st := replyStats{Tokens: g.Tokens, FirstToken: g.TTFT}
-	if g.Tokens > 1 {
-		st.SecPerToken = (g.SecPerToken*float64(g.Tokens) - g.FirstStep) / float64(g.Tokens-1)
-	}
-	if !reply.thinkEnd.IsZero() {
-		st.ThinkSeconds = reply.thinkEnd.Sub(reply.started).Seconds()
-	}
-	reply.SetStats(st)
 	if v.Info != nil && rep.Positions > 0 && v.Info.Context > 0 {
 		v.ContextLb.SetText(fmt.Sprintf("context: %d of %d positions", rep.Positions, v.Info.Context))
 	}
@@ -757,6 +742,23 @@ func (v *chatView) finishTurn(reply *messageView, rep bridge.Reply, err error) {
 	v.Focus()
 }
 
+// replyStats are the numbers of the reply just written, from the gauges
+// (nil when no token came).
+func (v *chatView) replyStats(reply *messageView) *chat.ReplyStats {
+	g := v.Gauges.G
+	if g.Tokens == 0 {
+		return nil
+	}
+	st := &chat.ReplyStats{Tokens: g.Tokens, FirstTokenSeconds: g.TTFT}
+	if g.Tokens > 1 {
+		st.SecondsPerToken = (g.SecPerToken*float64(g.Tokens) - g.FirstStep) / float64(g.Tokens-1)
+	}
+	if !reply.thinkEnd.IsZero() {
+		st.ThoughtSeconds = reply.thinkEnd.Sub(reply.started).Seconds()
+	}
+	return st
+}
+
 // SavePartial keeps what the reply in flight wrote so far (marked stopped)
 // and stops it: for closing the app during a reply.
 func (v *chatView) SavePartial() {
@@ -765,7 +767,10 @@ func (v *chatView) SavePartial() {
 	}
 	v.quitting = true
 	v.History = append(v.History, chat.Message{Role: "assistant", Content: v.reply.Answer,
-		ReasoningContent: v.reply.Reasoning, Cut: chat.CutStopped})
+		ReasoningContent: v.reply.Reasoning, Cut: chat.CutStopped, Stats: v.replyStats(v.reply)})
+	if v.fork != nil {
+		v.History = v.fork.Attach(v.History)
+	}
 	v.save()
 	if v.cancel != nil {
 		v.cancel()
@@ -806,11 +811,12 @@ func (v *chatView) ResetEngine() {
 	}
 }
 
-// Shutdown stops any turn and releases the engine.
+// Shutdown stops any turn, releases the engine and the history lock.
 func (v *chatView) Shutdown() {
 	if v.cancel != nil {
 		v.cancel()
 	}
+	v.release()
 	e := v.engine
 	v.engine = nil
 	if e != nil {

@@ -51,7 +51,7 @@ func (s *doneStep) Enter() {
 		b.WriteString("Packed trunk: none (every layer in memory)\n")
 	}
 	fmt.Fprintf(&b, "Memory: preset %s, trunk %.1f GB, expert cache %.1f GB\n", st.Preset, st.TrunkGB, st.CacheGB)
-	if s.w.Changes() && s.w.u.S.WizardDone {
+	if s.w.Changes() && s.w.u.N.wizardDone() {
 		b.WriteString("\nThe chat switches to this setup when you open it.\n")
 	}
 	if p := s.w.Memory.Plan; p != nil {

@@ -15,6 +15,7 @@ import (
 	"fyne.io/fyne/v2/widget"
 
 	"k3/engine/chat"
+	"k3/ui/bridge"
 )
 
 // messageEnv is what a message view needs from the chat.
@@ -84,7 +85,7 @@ func newMessageView(m chat.Message, env messageEnv) *messageView {
 	v.nav.Hide()
 	v.body = container.NewVBox()
 	v.statsLbl = widget.NewLabel("")
-	v.statsLbl.Importance = widget.LowImportance
+	v.statsLbl.SizeName = theme.SizeNameCaptionText // small, but in the text colour: the disabled grey is hard to read
 	v.statsLbl.Hide()
 	v.cutLbl = widget.NewLabel("")
 	v.cutLbl.Wrapping = fyne.TextWrapWord
@@ -100,6 +101,10 @@ func newMessageView(m chat.Message, env messageEnv) *messageView {
 	if m.ReasoningContent != "" {
 		v.think.Close(0) // finished thinking starts folded
 	}
+	v.SetStats(m.Stats)
+	if m.Versions != nil {
+		v.SetVersions(m.Versions.Shown, m.Versions.Count())
+	}
 	return v
 }
 
@@ -109,20 +114,19 @@ func (v *messageView) copyText(b *widget.Button, text string) {
 		return
 	}
 	v.env.copy(text)
+	if b.Text == "Copied" {
+		return // a second click while it says so
+	}
 	label := b.Text
 	b.SetIcon(theme.ConfirmIcon())
-	if label != "" {
-		b.SetText("Copied")
-	}
+	b.SetText("Copied")
 	if v.env.do == nil {
 		return
 	}
 	time.AfterFunc(1500*time.Millisecond, func() {
 		v.env.do(func() {
 			b.SetIcon(theme.ContentCopyIcon())
-			if label != "" {
-				b.SetText(label)
-			}
+			b.SetText(label)
 		})
 	})
 }
@@ -215,33 +219,26 @@ func (v *messageView) setThought(d time.Duration) {
 	v.think.Refresh()
 }
 
-// replyStats are the numbers shown under a reply.
-type replyStats struct {
-	Tokens       int
-	FirstToken   float64 // seconds from send to the first token
-	SecPerToken  float64 // mean over the tokens after the first
-	ThinkSeconds float64
-}
-
 // SetStats shows tokens/s (s/token for slow models), the time to the first
-// token and the tokens generated under the reply.
-func (v *messageView) SetStats(s replyStats) {
-	if s.Tokens == 0 {
+// token and the tokens generated under the reply, and how long it thought
+// on the thinking section.
+func (v *messageView) SetStats(s *chat.ReplyStats) {
+	if s == nil || s.Tokens == 0 {
 		v.statsLbl.Hide()
 		return
 	}
 	speed := ""
 	switch {
-	case s.SecPerToken <= 0:
-	case s.SecPerToken < 1:
-		speed = fmt.Sprintf("%.1f tokens/s · ", 1/s.SecPerToken)
+	case s.SecondsPerToken <= 0:
+	case s.SecondsPerToken < 1:
+		speed = fmt.Sprintf("%.1f tokens/s · ", 1/s.SecondsPerToken)
 	default:
-		speed = fmt.Sprintf("%.1f s/token · ", s.SecPerToken)
+		speed = fmt.Sprintf("%.1f s/token · ", s.SecondsPerToken)
 	}
-	v.statsLbl.SetText(fmt.Sprintf("%s%d tokens · first token after %.2f s", speed, s.Tokens, s.FirstToken))
+	v.statsLbl.SetText(fmt.Sprintf("%s%d tokens · first token after %.2f s", speed, s.Tokens, s.FirstTokenSeconds))
 	v.statsLbl.Show()
-	if s.ThinkSeconds > 0 && v.Reasoning != "" {
-		v.setThought(time.Duration(s.ThinkSeconds * float64(time.Second)))
+	if s.ThoughtSeconds > 0 && v.Reasoning != "" {
+		v.setThought(time.Duration(s.ThoughtSeconds * float64(time.Second)))
 	}
 }
 
@@ -431,15 +428,12 @@ func (v *messageView) blockObject(b block) fyne.CanvasObject {
 	switch b.Kind {
 	case codeBlock:
 		code := b.Text
-		rt := widget.NewRichText(&widget.TextSegment{Text: code, Style: widget.RichTextStyleCodeBlock})
+		hl := bridge.Highlight(b.Lang, code)
+		rt := widget.NewRichText(codeSegments(hl)...)
 		var cp *widget.Button
 		cp = widget.NewButtonWithIcon("Copy", theme.ContentCopyIcon(), func() { v.copyText(cp, code) })
 		cp.Importance = widget.LowImportance
-		label := b.Lang
-		if label == "" {
-			label = "code"
-		}
-		head := container.NewBorder(nil, nil, widget.NewLabelWithStyle(label, fyne.TextAlignLeading, fyne.TextStyle{Italic: true}), cp)
+		head := container.NewBorder(nil, nil, widget.NewLabelWithStyle(hl.Label, fyne.TextAlignLeading, fyne.TextStyle{Italic: true}), cp)
 		return container.NewStack(newBackground(theme.ColorNameInputBackground), container.NewVBox(head, container.NewHScroll(rt)))
 	case tableBlock:
 		return tableObject(b.Text)
@@ -447,6 +441,39 @@ func (v *messageView) blockObject(b block) fyne.CanvasObject {
 	rt := widget.NewRichTextFromMarkdown(b.Text)
 	rt.Wrapping = fyne.TextWrapWord
 	return rt
+}
+
+// codeColours are the theme colours of the code kinds (a light or dark
+// theme recolours them).
+var codeColours = map[bridge.CodeKind]fyne.ThemeColorName{
+	bridge.CodePlain:    theme.ColorNameForeground,
+	bridge.CodeKeyword:  theme.ColorNamePrimary,
+	bridge.CodeName:     theme.ColorNameHyperlink,
+	bridge.CodeString:   theme.ColorNameSuccess,
+	bridge.CodeNumber:   theme.ColorNameWarning,
+	bridge.CodeComment:  theme.ColorNamePlaceHolder,
+	bridge.CodeInserted: theme.ColorNameSuccess,
+	bridge.CodeDeleted:  theme.ColorNameError,
+	bridge.CodeHeading:  theme.ColorNamePrimary,
+}
+
+// codeSegments draws highlighted code: monospace spans in their kind's
+// colour (themes have no bold or italic monospace font), each line ended
+// by a segment that is not inline, so a line break is a new row.
+func codeSegments(c bridge.Code) []widget.RichTextSegment {
+	var segs []widget.RichTextSegment
+	for _, line := range c.Lines {
+		if len(line) == 0 {
+			line = []bridge.CodeSpan{{}}
+		}
+		for i, sp := range line {
+			st := widget.RichTextStyleCodeInline
+			st.ColorName = codeColours[sp.Kind]
+			st.Inline = i < len(line)-1
+			segs = append(segs, &widget.TextSegment{Text: sp.Text, Style: st})
+		}
+	}
+	return segs
 }
 
 // tableObject lays a Markdown table out as a grid, the header row bold.

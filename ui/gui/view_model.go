@@ -129,7 +129,7 @@ func newModelStep(w *wizard) *modelStep {
 		wrapLabel("Checks every file of the folder: its size, its header, and its checksum when the download recorded one."),
 		s.VerifyBt, s.VfBar, s.VfStatus, container.NewStack(listRoom, s.VfList)))
 	demo := container.NewBorder(nil, nil, s.DemoBt, nil,
-		wrapLabel("A few MB, made here in seconds, so you can try everything; its text is not meaningful."))
+		wrapLabel("A few MB, made here in seconds, so you can try everything: a tiny K3 that knows sayings and little else."))
 	s.ServerBt = widget.NewButton("Use a server instead…", func() { w.u.showBackendSettings() })
 	server := container.NewBorder(nil, nil, s.ServerBt, nil,
 		wrapLabel("Run the model on a server (vLLM, SGLang or another k3 serve) and chat with it here."))
@@ -144,6 +144,7 @@ func (s *modelStep) View() fyne.CanvasObject { return s.view }
 // finish is offered again when its folder is the one shown.
 func (s *modelStep) Enter() {
 	d := s.w.D
+	pending, rev, layers := s.w.u.N.pending()
 	if s.Dir.Text == "" {
 		switch {
 		case d.ModelDir != "":
@@ -151,11 +152,11 @@ func (s *modelStep) Enter() {
 			if d.Layers > 0 {
 				s.Layers.SetText(strconv.Itoa(d.Layers))
 			}
-		case d.DownloadDest != "":
-			s.Dir.SetText(d.DownloadDest)
-			s.Revision.SetText(d.DownloadRevision)
-			if d.DownloadLayers > 0 {
-				s.Layers.SetText(strconv.Itoa(d.DownloadLayers))
+		case pending != "":
+			s.Dir.SetText(pending)
+			s.Revision.SetText(rev)
+			if layers > 0 {
+				s.Layers.SetText(strconv.Itoa(layers))
 			}
 		}
 	}
@@ -239,8 +240,10 @@ func (s *modelStep) showCheck() {
 		s.Status.SetText("No checkpoint here yet (no config.json). Download it into this folder, or choose another one.")
 	case !c.OK():
 		s.Status.SetText(c.Summary())
+	case demo && synth.IsTrainedDemo(c.Dir):
+		s.Status.SetText("This is the DEMO model: a tiny Kimi K3 (1.9 million parameters) trained on fortune-cookie sayings. Everything works; it knows sayings and little else.")
 	case demo:
-		s.Status.SetText("This is the DEMO model: random weights with the K3 layout. Everything works, but its text is not meaningful.")
+		s.Status.SetText("This is a DEMO model: random weights with the K3 layout. Everything works, but its text is not meaningful.")
 	default:
 		s.Status.SetText(fmt.Sprintf("A checkpoint is here: %d files, %s, every header readable. Verify checks their contents.", len(c.Shards), units.Bytes(c.Bytes)))
 	}
@@ -319,7 +322,7 @@ func (s *modelStep) showDownloadState(dir string) {
 	s.DlBar.SetValue(0)
 	setNote(s.DlFiles, "")
 	s.RetryBt.Hide()
-	if d := s.w.u.S; dir != "" && d.DownloadDest == dir {
+	if pending, _, _ := s.w.u.N.pending(); dir != "" && pending == dir {
 		s.DlStatus.SetText("A download into this folder did not finish. Press Resume to continue where it stopped.")
 		s.DownloadBt.SetText("Resume download")
 		return
@@ -349,9 +352,9 @@ func (s *modelStep) ToggleDownload() {
 		return
 	}
 	req := bridge.DownloadRequest{Dest: dir, Revision: strings.TrimSpace(s.Revision.Text), Layers: n, Token: s.Token.Text}
-	// download bookkeeping is saved at once: it is not the model in use
-	u.S.DownloadDest, u.S.DownloadRevision, u.S.DownloadLayers = req.Dest, req.Revision, req.Layers
-	u.SaveSettings()
+	// noted at once (it is not the model in use): a download cut by closing
+	// the app is offered again
+	u.N.setPending(req.Dest, req.Revision, req.Layers)
 	s.Downloading, s.dlDir = true, dir
 	s.DownloadBt.SetText("Pause")
 	s.RetryBt.Hide()
@@ -444,8 +447,7 @@ func (s *modelStep) downloadDone(err error) {
 	s.retrying = false
 	switch {
 	case err == nil:
-		u.S.DownloadDest, u.S.DownloadRevision, u.S.DownloadLayers = "", "", 0
-		u.SaveSettings()
+		u.N.setPending("", "", 0)
 		s.DlBar.SetValue(1)
 		s.DownloadBt.SetText("Download into this folder")
 		s.DlStatus.SetText("Downloaded and verified.")

@@ -57,8 +57,10 @@ func (u *appUI) localEngine() (bridge.Server, error) {
 // NewServePanel builds the panel for the current state.
 func NewServePanel(u *appUI) *ServePanel {
 	p := &ServePanel{u: u}
-	p.Addr = widget.NewEntry()
-	p.Addr.SetText(u.S.ServeAddr)
+	if a, _ := u.N.ServeAddr.Get(); a == "" {
+		u.N.ServeAddr.Set(bridge.DefaultServeAddr)
+	}
+	p.Addr = widget.NewEntryWithData(u.N.ServeAddr) // what is typed is kept for the next time
 	p.Key = widget.NewPasswordEntry()
 	p.Key.SetPlaceHolder("none (needed when the address is not 127.0.0.1)")
 	p.Status = widget.NewLabel("")
@@ -115,8 +117,6 @@ func (p *ServePanel) toggle() {
 		return
 	}
 	addr, key := p.Addr.Text, p.Key.Text
-	u.S.ServeAddr = addr
-	u.SaveSettings()
 	p.busy = true
 	p.Status.SetText("Loading the model…")
 	p.refresh()

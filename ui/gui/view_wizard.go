@@ -120,7 +120,7 @@ func (w *wizard) Changed() {
 			w.NextBtn.Disable()
 		}
 	}
-	if w.u.S.WizardDone && w.u.S.ModelDir != "" {
+	if w.u.N.wizardDone() && w.u.S.ModelDir != "" {
 		w.CloseBtn.Show()
 	} else {
 		w.CloseBtn.Hide()
@@ -137,8 +137,8 @@ func (w *wizard) Apply() {
 	u := w.u
 	changed := w.Changes()
 	u.S.SetSetup(w.D.Setup())
-	u.S.WizardDone = true
 	u.SaveSettings()
+	u.N.WizardDone.Set(true)
 	if changed && u.Chat != nil {
 		u.Chat.ResetEngine()
 	}

@@ -24,7 +24,9 @@ import (
 
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/app"
+	"fyne.io/fyne/v2/widget"
 
+	"k3/engine/chat"
 	"k3/ui/bridge"
 )
 
@@ -206,6 +208,74 @@ func TestRealWindow(t *testing.T) {
 		t.Fatalf("the turn did not complete: %d messages, last %q, notice %q", msgs, last, notice)
 	}
 	check("7-chat-reply")
+
+	// edit the question and send it again: the old one stays a version
+	// (‹ 1/2 ›) and the engine reuses what it read before the question
+	fyne.DoAndWait(func() {
+		v.Edit(v.Views[len(v.Views)-2])
+		v.Entry.SetText("Tell me a saying about friendship.")
+		v.SendEntry()
+	})
+	waitUntil(t, "the edited turn", 90*time.Second, func() bool { return !v.Busy })
+	fyne.DoAndWait(func() {
+		n := len(v.Views)
+		if n < 2 || v.Views[n-2].navLbl.Text != "2/2" || v.Views[n-2].nav.Hidden || v.Notice.Text != "" {
+			t.Errorf("after the edit: %d views, nav %q, notice %q", n, v.Views[max(n-2, 0)].navLbl.Text, v.Notice.Text)
+		}
+		if n > 0 && v.Views[n-1].statsLbl.Hidden {
+			t.Error("the reply shows no numbers")
+		}
+	})
+	check("8-chat-edited")
+
+	// a conversation with code, a table, numbers under the reply and two
+	// versions, as the history file keeps them
+	code := "// Saying returns a fortune.\nfunc Saying(n int) string {\n\tif n > 42 {\n\t\treturn \"A journey of a thousand miles\"\n\t}\n\treturn strconv.Itoa(n)\n}"
+	h := []chat.Message{
+		{Role: "user", Content: "Show me some Go."},
+		{Role: "assistant", ReasoningContent: "A small function will do.",
+			Content: "Here is a **function**:\n\n```go\n" + code + "\n```\n\n| Size | Layers |\n|---|---|\n| small | 8 |\n| large | 12 |\n",
+			Stats:   &chat.ReplyStats{Tokens: 87, FirstTokenSeconds: 1.42, SecondsPerToken: 0.08, ThoughtSeconds: 2.1},
+			Versions: &chat.Versions{Shown: 1, Others: [][]chat.Message{{{Role: "assistant", Content: "An older reply.",
+				Stats: &chat.ReplyStats{Tokens: 4, FirstTokenSeconds: 0.9, SecondsPerToken: 2.5}}}}}},
+	}
+	if err := chat.SaveHistory(filepath.Join(u.conversationsDir(), "Code sample"+bridge.Ext), h); err != nil {
+		t.Fatal(err)
+	}
+	var copyBt *widget.Button
+	fyne.DoAndWait(func() {
+		v.reload(v.Current)
+		v.Open("Code sample")
+		if v.Current != "Code sample" || len(v.Views) != 2 {
+			t.Fatalf("the code sample did not open: %q, %d views, notice %q", v.Current, len(v.Views), v.Notice.Text)
+		}
+		r := v.Views[1]
+		if r.navLbl.Text != "2/2" || r.statsLbl.Text != "12.5 tokens/s · 87 tokens · first token after 1.42 s" ||
+			r.think.Items[0].Title != "Thought for 2.1 s" {
+			t.Errorf("reopened reply: nav %q, stats %q, thinking %q", r.navLbl.Text, r.statsLbl.Text, r.think.Items[0].Title)
+		}
+		copyBt = findButton(r.body, "Copy")
+		if copyBt == nil || findLabel(r.body, "Go") == nil {
+			t.Fatal("the code block has no Copy button or no language label")
+		}
+	})
+	time.Sleep(300 * time.Millisecond) // Open scrolls to the end once more after layout
+	fyne.DoAndWait(func() { v.scroller.ScrollToTop() })
+	check("9-chat-code")
+	fyne.DoAndWait(func() { copyBt.OnTapped() })
+	var copied, label string
+	fyne.DoAndWait(func() { copied, label = realApp.Clipboard().Content(), copyBt.Text })
+	if copied != code || label != "Copied" {
+		t.Errorf("copy: clipboard %q, button %q", copied, label)
+	}
+	check("10-chat-copied")
+	fyne.DoAndWait(func() {
+		v.switchVersion(v.Views[1], -1)
+		if r := v.Views[1]; r.Answer != "An older reply." || r.navLbl.Text != "1/2" || r.statsLbl.Text != "2.5 s/token · 4 tokens · first token after 0.90 s" {
+			t.Errorf("version 1: %q nav %q stats %q", r.Answer, r.navLbl.Text, r.statsLbl.Text)
+		}
+	})
+	check("11-chat-version-1")
 	fyne.DoAndWait(func() {
 		v.Shutdown()
 		w.Close()

@@ -61,8 +61,8 @@ func TestWizardFlowOnFakes(t *testing.T) {
 		if w.Model.DlStatus.Text != "Downloaded and verified." || w.Model.DlBar.Value != 1 {
 			t.Errorf("download status %q bar %v", w.Model.DlStatus.Text, w.Model.DlBar.Value)
 		}
-		if w.D.ModelDir != dir || w.D.Layers != 4 || u.S.DownloadDest != "" {
-			t.Errorf("setup after download: dir %q layers %d pending %q", w.D.ModelDir, w.D.Layers, u.S.DownloadDest)
+		if pending, _, _ := u.N.pending(); w.D.ModelDir != dir || w.D.Layers != 4 || pending != "" {
+			t.Errorf("setup after download: dir %q layers %d pending %q", w.D.ModelDir, w.D.Layers, pending)
 		}
 		if u.S.ModelDir != "" || bridge.LoadSettings(a.Preferences()).ModelDir != "" {
 			t.Errorf("the model in use changes on Done only, not in step 2")
@@ -162,7 +162,7 @@ func TestWizardFlowOnFakes(t *testing.T) {
 		}
 		test.Tap(w.Done.OpenBt)
 		got := bridge.LoadSettings(a.Preferences())
-		if u.Chat == nil || u.Win.Content() != u.Chat.Root || !got.WizardDone || got.ModelDir != dir || got.TrunkDir != trunkDir ||
+		if u.Chat == nil || u.Win.Content() != u.Chat.Root || !u.N.wizardDone() || !a.Preferences().Bool(bridge.KeyWizardDone) || got.ModelDir != dir || got.TrunkDir != trunkDir ||
 			got.TrunkModel != dir || got.Preset != bridge.CustomPreset || got.CacheGB != 2 {
 			t.Errorf("Done must open the chat and persist the setup: %+v", got.Setup())
 		}
@@ -251,8 +251,8 @@ func TestDownloadPauseResumeSurvivesRestart(t *testing.T) {
 	})
 	waitFor(t, "resumed download", func() bool { return !w2.Model.Downloading && fd2.calls == 1 })
 	ui(func() {
-		if _, err := os.Stat(filepath.Join(dir, "config.json")); err != nil || u2.S.DownloadDest != "" {
-			t.Errorf("resume did not finish: %v pending %q", err, u2.S.DownloadDest)
+		if _, err := os.Stat(filepath.Join(dir, "config.json")); err != nil || a.Preferences().String(bridge.KeyDownloadDest) != "" {
+			t.Errorf("resume did not finish: %v pending %q", err, a.Preferences().String(bridge.KeyDownloadDest))
 		}
 	})
 }
