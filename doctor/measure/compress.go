@@ -86,6 +86,12 @@ func TensorKind(name string) string {
 // rounded to bf16 (round to nearest even). Vectors (norms, biases) and the
 // MXFP4 experts' bytes are left out.
 func CheckpointMatrices(dir, source string) ([]WeightMatrix, error) {
+	return checkpointMatrices(dir, source, nil)
+}
+
+// checkpointMatrices is CheckpointMatrices of the tensors keep accepts
+// (nil: all).
+func checkpointMatrices(dir, source string, keep func(name string) bool) ([]WeightMatrix, error) {
 	set, err := st.Open(dir)
 	if err != nil {
 		return nil, err
@@ -96,7 +102,7 @@ func CheckpointMatrices(dir, source string) ([]WeightMatrix, error) {
 	var out []WeightMatrix
 	for _, name := range names {
 		t, _ := set.Get(name)
-		if len(t.Shape) != 2 || t.Shape[1] < 2 || (t.DType != st.BF16 && t.DType != st.F32) {
+		if len(t.Shape) != 2 || t.Shape[1] < 2 || (t.DType != st.BF16 && t.DType != st.F32) || (keep != nil && !keep(name)) {
 			continue
 		}
 		rows, cols := int(t.Shape[0]), int(t.Shape[1])
@@ -524,4 +530,51 @@ func BF16CKernel(p *kernels.Pool, m *kernels.Mat, rounds int, minTime time.Durat
 	}
 	ks.BF16GBps, ks.BF16CGBps, ks.Slowdown = median(ks.BF16Runs), median(ks.BF16CRuns), median(ratios)
 	return ks
+}
+
+// LayerCompression is one layer's trunk bytes as stored and as BF16C
+// would store them.
+type LayerCompression struct {
+	Bytes      int64 // every trunk tensor of the layer (routed experts excluded), as in the checkpoint
+	Compressed int64 // the same with its bf16 matrices in BF16C
+}
+
+// ProjectTrunk is every layer's trunk of the checkpoint in dir with its
+// bf16 matrices compressed at blockRatio[kind] (BF16C's ratio without row
+// offsets, measured on other weights; fallback for a kind not in the map)
+// plus the 8-byte row offsets. Only tensor sizes are read. Vectors, f32
+// tensors and kv_b_proj (which the MLA attention reads transposed, so it
+// stays bf16) keep their size.
+func ProjectTrunk(dir string, blockRatio map[string]float64, fallback float64) ([]LayerCompression, error) {
+	set, err := st.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer set.Close()
+	var out []LayerCompression
+	for _, name := range set.Names() {
+		t, _ := set.Get(name)
+		_, rest, ok := strings.Cut(name, "model.layers.")
+		if !ok || strings.Contains(name, ".block_sparse_moe.experts.") {
+			continue
+		}
+		var li int
+		if _, err := fmt.Sscanf(rest, "%d.", &li); err != nil {
+			continue
+		}
+		for len(out) <= li {
+			out = append(out, LayerCompression{})
+		}
+		out[li].Bytes += t.Size
+		if t.DType != st.BF16 || len(t.Shape) != 2 || strings.HasSuffix(name, "kv_b_proj.weight") {
+			out[li].Compressed += t.Size
+			continue
+		}
+		r, ok := blockRatio[TensorKind(name)]
+		if !ok {
+			r = fallback
+		}
+		out[li].Compressed += int64(math.Ceil(float64(t.Size)/r)) + 8*(t.Shape[0]+1)
+	}
+	return out, nil
 }
