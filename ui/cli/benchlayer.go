@@ -92,7 +92,11 @@ type presetLine struct {
 	ComputeFullSeconds       float64 `json:"full_compute_seconds"`
 	IOFullSeconds            float64 `json:"full_io_seconds"`
 	CompressedIOFullSeconds  float64 `json:"compressed_full_io_seconds"`
-	Note                     string  `json:"note,omitempty"`
+	// BreakEvenGBps is the slowest BF16C mat-vec (logical GB/s) at which
+	// the compressed limit is no worse than the bf16 one (0: nothing
+	// streams, compression changes nothing)
+	BreakEvenGBps float64 `json:"bf16c_break_even_gbps,omitempty"`
+	Note          string  `json:"note,omitempty"`
 }
 
 // presetCase is how a preset's streamed decode is measured on the
@@ -155,8 +159,8 @@ func overlapCases(runs []int64) ([]measure.OverlapCase, map[string]presetCase) {
 			pc.index = find(measure.OverlapCase{Name: name, Streamed: true, Budget: engine.Budget{TrunkBytes: ring, Ring: slots, CacheBytes: 1, Ultra: p.Ultra}})
 			var notes []string
 			if in := measure.InFlight(pc.full, pl.RingBytes, slots); in < len(pc.full) {
-				notes = append(notes, fmt.Sprintf("K3's %s ring holds %d layers in flight at %d of its %d streamed layers; the others wait for their read, so expect less overlap than measured",
-					units.Bytes(pl.RingBytes), slots, in, len(pc.full)))
+				notes = append(notes, fmt.Sprintf("K3's %s ring holds %d layers in flight at %d of its %d streamed layers; at the other %d a read waits for the layer before it (not measured here)",
+					units.Bytes(pl.RingBytes), slots, in, len(pc.full), len(pc.full)-in))
 			}
 			switch {
 			case ring == pl.RingBytes:
@@ -275,6 +279,10 @@ func benchLayer(args []string, stdout, stderr io.Writer) int {
 		if len(pc.full) > 0 {
 			line.InFlight = measure.InFlight(pc.full, pc.plan.RingBytes, pc.plan.RingSlots)
 		}
+		if streamed > 0 {
+			// compute + S(1/c - 1/b) <= max(compute, io): c >= 1 / (1/b + (limit - compute)/S)
+			line.BreakEvenGBps = 1 / (1/k.BF16GBps + (line.LimitSeconds-compute)*1e9/float64(streamed))
+		}
 		for _, run := range o.Runs {
 			line.EfficiencyRuns = append(line.EfficiencyRuns, run.Efficiency)
 		}
@@ -306,7 +314,7 @@ func benchLayer(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, "\nprefill: %.1f tokens/s (%d-token chunk through the 3 layers)\n", r.PrefillTokensPerS, r.PrefillTokens)
 
 	fmt.Fprintf(stdout, "\nstreamed decode per preset (the 3 benchmark layers, the smallest expert cache; %d tokens a run, the run of median efficiency of %d):\n", *ovTokens, *rounds)
-	fmt.Fprintf(stdout, "%-12s %-18s %-22s %-7s %8s %7s %8s %7s %6s  %s\n", "PRESET", "K3 RING, IN FLIGHT", "MEASURED WITH", "IN FL.", "S/TOKEN", "READ S", "COMPUTE", "MAX S", "EFF.", "EFF. RUNS")
+	fmt.Fprintf(stdout, "%-12s %-18s %-33s %-6s %8s %7s %8s %7s %6s  %s\n", "PRESET", "K3 RING, IN FLIGHT", "MEASURED WITH", "IN FL.", "S/TOKEN", "READ S", "COMPUTE", "MAX S", "EFF.", "EFF. RUNS")
 	for _, l := range presets {
 		k3ring := "none (all pinned)"
 		if l.RingSlots > 0 {
@@ -316,7 +324,7 @@ func benchLayer(args []string, stdout, stderr io.Writer) int {
 		if l.BenchStreamedLayers > 0 {
 			inFl = fmt.Sprintf("%d/%d", l.BenchInFlight, l.BenchStreamedLayers)
 		}
-		fmt.Fprintf(stdout, "%-12s %-18s %-22s %-7s %8.2f %7.2f %8.2f %7.2f %6.2f  %s\n", l.Preset, k3ring, l.Case, inFl, l.MeasuredSeconds, l.ReadSeconds, l.ComputeSeconds,
+		fmt.Fprintf(stdout, "%-12s %-18s %-33s %-6s %8.2f %7.2f %8.2f %7.2f %6.2f  %s\n", l.Preset, k3ring, l.Case, inFl, l.MeasuredSeconds, l.ReadSeconds, l.ComputeSeconds,
 			math.Max(l.ReadSeconds, l.ComputeSeconds), l.OverlapEfficiency, floats(l.EfficiencyRuns))
 	}
 	fmt.Fprintln(stdout, "(IN FLIGHT: streamed layers whose successor is read while they compute. READ S: time some read was in flight; COMPUTE: time the")
@@ -335,18 +343,21 @@ func benchLayer(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, "the released trunk in BF16C, at %s: %.3fx fewer bytes (that matrix's own synthetic weights: %.3fx)\n", trainedNote, comp.ratio, r.KernelRatio)
 
 	fmt.Fprintf(stdout, "\nprojected full model (1 dense + 68 KDA + 24 MLA layers, lm_head), compute %.1f s/token resident:\n", compute)
-	fmt.Fprintf(stdout, "%-12s %9s %9s %9s %10s | %8s %9s %9s %10s\n", "PRESET", "S/TOKEN", "IF OVERL.", "AT EFF.", "TRUNK GB", "BF16C GB", "IF OVERL.", "AT EFF.", "BYTES")
+	fmt.Fprintf(stdout, "%-12s %9s %9s %9s %10s | %8s %9s %9s %7s %10s\n", "PRESET", "S/TOKEN", "IF OVERL.", "AT EFF.", "TRUNK GB", "BF16C GB", "IF OVERL.", "AT EFF.", "BYTES", "PAYS AT")
 	for _, l := range presets {
-		fewer := "-"
+		fewer, pays := "-", "-"
 		if l.CompressedTrunkBytes > 0 {
 			fewer = fmt.Sprintf("%.2fx", float64(l.StreamedTrunkBytes)/float64(l.CompressedTrunkBytes))
+			pays = fmt.Sprintf("%.1f GB/s", l.BreakEvenGBps)
 		}
-		fmt.Fprintf(stdout, "%-12s %9.1f %9.1f %9.1f %10.1f | %8.1f %9.1f %9.1f %10s\n", l.Preset, l.Seconds, l.LimitSeconds, l.ProjectedSeconds, float64(l.StreamedTrunkBytes)/1e9,
-			float64(l.CompressedTrunkBytes)/1e9, l.CompressedLimitSeconds, l.CompressedProjectedSecs, fewer)
+		fmt.Fprintf(stdout, "%-12s %9.1f %9.1f %9.1f %10.1f | %8.1f %9.1f %9.1f %7s %10s\n", l.Preset, l.Seconds, l.LimitSeconds, l.ProjectedSeconds, float64(l.StreamedTrunkBytes)/1e9,
+			float64(l.CompressedTrunkBytes)/1e9, l.CompressedLimitSeconds, l.CompressedProjectedSecs, fewer, pays)
 	}
 	fmt.Fprintln(stdout, "(S/TOKEN: compute + I/O; IF OVERL.: max of them; AT EFF.: that over the measured efficiency. I/O per preset from the doctor's cost")
 	fmt.Fprintln(stdout, "model at the disk speed measured here; compute from the resident layers; BF16C: the streamed trunk (and ultra's lm_head) compressed,")
-	fmt.Fprintln(stdout, "its mat-vecs at the BF16C speed measured above; pinned layers stay bf16. BYTES: streamed trunk bytes per token, bf16 over BF16C.)")
+	fmt.Fprintln(stdout, "its mat-vecs at the BF16C speed measured above; pinned layers stay bf16. BYTES: streamed trunk bytes per token, bf16 over BF16C.")
+	fmt.Fprintln(stdout, "PAYS AT: the slowest BF16C mat-vec, in logical GB/s, at which BF16C's IF OVERL. is no worse than bf16's: above the bf16 speed")
+	fmt.Fprintln(stdout, "means compute-bound, where fewer bytes cannot help.)")
 	return ExitOK
 }
 

@@ -102,6 +102,11 @@ func TestBenchLayerJSON(t *testing.T) {
 			continue
 		}
 		assert.Positive(t, st)
+		be := num(l, "bf16c_break_even_gbps")
+		assert.Positive(t, be)
+		// at exactly the break-even speed the compressed compute reaches the bf16 limit (or stays under it)
+		cc := num(l, "full_compute_seconds") + st*(1/be-1/kernel["gbps"].(float64))/1e9
+		assert.InDelta(t, lim, cc, 1e-6*lim)
 		assert.Greater(t, st/ct, 1.1, "%s: streamed trunk bytes fewer with BF16C (rows of 64-128 weights here)", p.Name)
 		assert.Less(t, num(l, "compressed_full_io_seconds"), num(l, "full_io_seconds"))
 		assert.True(t, strings.HasPrefix(l["case"].(string), "ring "), l["case"])
@@ -137,7 +142,7 @@ func TestOverlapCases(t *testing.T) {
 	assert.Equal(t, lap.index, by["desktop"].index)
 	assert.Equal(t, lap.index, by["workstation"].index)
 	assert.True(t, cases[by["ultra"].index].Budget.Ultra)
-	assert.Contains(t, by["ultra"].note, "holds 2 layers in flight at 46 of its 93 streamed layers")
+	assert.Contains(t, by["ultra"].note, "holds 2 layers in flight at 46 of its 93 streamed layers; at the other 47 a read waits for the layer before it")
 	assert.Equal(t, measure.OverlapCase{Name: "trunk resident", Budget: cases[by["server"].index].Budget}, cases[by["server"].index])
 	assert.Equal(t, by["server"].index, by["max"].index)
 	// a ring that holds two at every layer, not all three, is the preset's own
