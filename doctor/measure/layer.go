@@ -1,9 +1,12 @@
 package measure
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
 	"k3/engine"
@@ -40,6 +43,47 @@ type LayerTiming struct {
 	LimitSeconds float64 // Bytes / measured bandwidth
 }
 
+// OverlapCase is one streamed decode Layer measures: how well its reads
+// overlap its compute. Streamed: the layers come from the packed trunk
+// through the ring Budget allows (else the trunk is resident); the routed
+// experts are always read from disk into a cache of Budget.CacheBytes
+// (1: the minimum, so a token reads all of its experts).
+type OverlapCase struct {
+	Name     string
+	Streamed bool
+	Budget   engine.Budget
+}
+
+// OverlapResult is an OverlapCase measured: the plan the benchmark
+// checkpoint got and the decode of median efficiency of the rounds.
+type OverlapResult struct {
+	Case           OverlapCase
+	RingBytes      int64 // the ring the plan made (0: nothing streamed)
+	RingSlots      int
+	StreamedLayers int
+	InFlight       int // streamed layers read while the one before computes: InFlight(TrunkRuns, RingBytes, RingSlots)
+	Overlap        engine.Overlap
+	Runs           []engine.Overlap // every round, in order
+}
+
+// LayerConfig says what Layer measures besides the per-layer times.
+type LayerConfig struct {
+	Threads int // 0: physical cores
+	Tokens  int // decode steps of the per-layer timings
+	// Overlap cases are measured in turns, OverlapRounds times (0: once),
+	// each decoding OverlapTokens (0: 4) after an 8-token prompt.
+	Overlap       []OverlapCase
+	OverlapRounds int
+	OverlapTokens int
+	// KernelRounds of BF16CKernel on a bf16 trunk matrix of the checkpoint
+	// (0: no kernel measurement).
+	KernelRounds int
+	// KernelMatrix names that matrix (its name after the checkpoint's
+	// prefix); "" is layer 1's q_proj.
+	KernelMatrix string
+	Logf         func(string, ...any)
+}
+
 // LayerResult is what `k3 bench layer` measures in one run.
 type LayerResult struct {
 	RAMGBps           float64 // streaming read bandwidth, all threads (the better of before and after the resident runs)
@@ -52,6 +96,13 @@ type LayerResult struct {
 	PrefillTokensPerS float64
 	PrefillTokens     int
 	Threads           int
+	TrunkRuns         []int64 // bytes of each layer's run in the packed trunk (what the ring holds)
+	Overlap           []OverlapResult
+	// Kernel is BF16C against bf16 on KernelName, and KernelRatio that
+	// matrix's BF16C ratio (the checkpoint's synthetic weights).
+	Kernel      KernelSpeeds
+	KernelName  string
+	KernelRatio float64
 }
 
 // PrepareLayer generates (once, reused) the real-width checkpoint and
@@ -73,8 +124,17 @@ func layerKind(m *engine.Model, i int) string {
 
 // Layer measures per-layer decode time with everything resident and
 // with the trunk and experts streamed cold from disk, and prefill speed.
-func Layer(ctx context.Context, model, tr string, threads, tokens int, logf func(string, ...any)) (*LayerResult, error) {
+func Layer(ctx context.Context, model, tr string, cfg LayerConfig) (*LayerResult, error) {
+	threads, tokens, logf := cfg.Threads, max(cfg.Tokens, 1), cfg.Logf
+	if logf == nil {
+		logf = func(string, ...any) {}
+	}
 	res := &LayerResult{}
+	runs, err := TrunkRuns(tr)
+	if err != nil {
+		return nil, err
+	}
+	res.TrunkRuns = runs
 	// the RAM and disk limits are measured before and after the runs they
 	// bound, and the better kept: on a shared machine both drift
 	ram := func() error {
@@ -180,6 +240,14 @@ func Layer(ctx context.Context, model, tr string, threads, tokens int, logf func
 	if res.Streamed, _, err = run(engine.Options{TrunkDir: tr, Budget: engine.Budget{TrunkBytes: 1, Ring: 1, CacheBytes: 1}}, true); err != nil {
 		return nil, err
 	}
+	if res.Overlap, err = measureOverlap(ctx, model, tr, cfg, runs, logf); err != nil {
+		return nil, err
+	}
+	if cfg.KernelRounds > 0 {
+		if err := layerKernel(model, cfg, res, logf); err != nil {
+			return nil, err
+		}
+	}
 	if err := disk("after"); err != nil {
 		return nil, err
 	}
@@ -190,4 +258,134 @@ func Layer(ctx context.Context, model, tr string, threads, tokens int, logf func
 		res.Streamed[i].LimitSeconds = float64(res.Streamed[i].Bytes) / (res.DiskGBps * 1e9)
 	}
 	return res, nil
+}
+
+// measureOverlap decodes every case OverlapRounds times, in turns.
+func measureOverlap(ctx context.Context, model, tr string, cfg LayerConfig, runs []int64, logf func(string, ...any)) ([]OverlapResult, error) {
+	out := make([]OverlapResult, len(cfg.Overlap))
+	tokens := cfg.OverlapTokens
+	if tokens <= 0 {
+		tokens = 4
+	}
+	prompt := []int{1, 2, 3, 4, 5, 6, 7, 8}
+	for round := range max(cfg.OverlapRounds, 1) {
+		for i, c := range cfg.Overlap {
+			o := engine.Options{Budget: c.Budget, Chunk: 16, Positions: len(prompt) + tokens + 1}
+			if c.Streamed {
+				o.TrunkDir = tr
+			}
+			m, err := engine.Open(model, o)
+			if err != nil {
+				return nil, fmt.Errorf("overlap %s: %w", c.Name, err)
+			}
+			r := &out[i]
+			r.Case, r.RingBytes, r.RingSlots = c, m.Plan.RingBytes, m.Plan.RingSlots
+			var streamed []int64
+			for li, pinned := range m.Plan.Pinned {
+				if c.Streamed && !pinned {
+					streamed = append(streamed, runs[li])
+				}
+			}
+			r.StreamedLayers = len(streamed)
+			if len(streamed) > 0 {
+				r.InFlight = InFlight(streamed, r.RingBytes, r.RingSlots)
+			}
+			e := m.NewEngine(cfg.Threads)
+			ov, err := engine.MeasureOverlap(ctx, e, prompt, tokens)
+			e.Close()
+			m.Close()
+			if err != nil {
+				return nil, fmt.Errorf("overlap %s: %w", c.Name, err)
+			}
+			logf("overlap %s, round %d: %.2f s/token, read %.2f, compute %.2f: efficiency %.2f", c.Name, round+1,
+				ov.SecondsPerToken(), ov.ReadSeconds/float64(ov.Tokens), ov.ComputeSeconds/float64(ov.Tokens), ov.Efficiency)
+			r.Runs = append(r.Runs, ov)
+		}
+	}
+	for i := range out {
+		out[i].Overlap = medianOverlap(out[i].Runs)
+	}
+	return out, nil
+}
+
+// medianOverlap is the run of median efficiency (the lower middle one of
+// an even count), so its numbers stay one run's.
+func medianOverlap(runs []engine.Overlap) engine.Overlap {
+	s := slices.Clone(runs)
+	slices.SortStableFunc(s, func(a, b engine.Overlap) int { return cmp.Compare(a.Efficiency, b.Efficiency) })
+	return s[(len(s)-1)/2]
+}
+
+// layerKernel times BF16C against bf16 on one trunk matrix of the
+// checkpoint.
+func layerKernel(model string, cfg LayerConfig, res *LayerResult, logf func(string, ...any)) error {
+	name := cfg.KernelMatrix
+	if name == "" {
+		name = "model.layers.1.self_attn.q_proj.weight"
+	}
+	ms, err := checkpointMatrices(model, "bench", func(n string) bool { return strings.HasSuffix(n, name) })
+	if err != nil {
+		return err
+	}
+	if len(ms) != 1 {
+		return fmt.Errorf("the benchmark checkpoint has %d bf16 matrices named %s", len(ms), name)
+	}
+	w := ms[0]
+	m := &kernels.Mat{DType: kernels.BF16, Rows: w.Rows, Cols: w.Cols, BF16: w.W}
+	pool := kernels.NewPool(cfg.Threads)
+	defer pool.Close()
+	logf("BF16C against bf16: mat-vec of %s (%dx%d), %d rounds", name, w.Rows, w.Cols, cfg.KernelRounds)
+	res.Kernel = BF16CKernel(pool, m, cfg.KernelRounds, 500*time.Millisecond)
+	res.KernelName = name
+	res.KernelRatio = CompressStats(ms)[0].BlockRatio
+	logf("  bf16 %.2f GB/s, bf16c %.2f GB/s logical (%.2fx the time); that matrix's BF16C ratio %.3f", res.Kernel.BF16GBps, res.Kernel.BF16CGBps, res.Kernel.Slowdown, res.KernelRatio)
+	return nil
+}
+
+// TrunkRuns is each layer's run length in the packed trunk tr: the bytes a
+// streamed layer takes in the ring.
+func TrunkRuns(tr string) ([]int64, error) {
+	trk, err := trunk.Open(tr)
+	if err != nil {
+		return nil, err
+	}
+	defer trk.Close()
+	out := make([]int64, trk.Layers())
+	for i := range out {
+		r, _ := trk.LayerRun(i)
+		out[i] = r.Length
+	}
+	return out, nil
+}
+
+// InFlight is for how many of the streamed layers (sizes, in decode order,
+// cyclic: the next token's first layer follows the last) a ring of
+// ringBytes holds that layer and the slots-1 after it: the layers whose
+// successors are read while they compute. The plan counts the same.
+func InFlight(sizes []int64, ringBytes int64, slots int) int {
+	n := 0
+	for i := range sizes {
+		var sum int64
+		for j := 0; j < slots; j++ {
+			sum += sizes[(i+j)%len(sizes)]
+		}
+		if sum <= ringBytes {
+			n++
+		}
+	}
+	return n
+}
+
+// MinRing is the smallest ring that holds slots consecutive streamed
+// layers at every one of them.
+func MinRing(sizes []int64, slots int) int64 {
+	var m int64
+	for i := range sizes {
+		var sum int64
+		for j := 0; j < slots; j++ {
+			sum += sizes[(i+j)%len(sizes)]
+		}
+		m = max(m, sum)
+	}
+	return m
 }

@@ -3,6 +3,7 @@ package measure
 import (
 	"context"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -25,8 +26,54 @@ func TestLayerSmall(t *testing.T) {
 	model, tr, err := PrepareLayer(context.Background(), dir, spec, t.Logf)
 	require.NoError(t, err)
 	assert.Equal(t, filepath.Join(dir, "layer"), filepath.Dir(model))
-	r, err := Layer(context.Background(), model, tr, 1, 2, t.Logf)
+	runs, err := TrunkRuns(tr)
 	require.NoError(t, err)
+	require.Len(t, runs, 3)
+	ring := MinRing(runs, 2)
+	cases := []OverlapCase{
+		{Name: "ring", Streamed: true, Budget: engine.Budget{TrunkBytes: ring, Ring: 2, CacheBytes: 1}},
+		{Name: "resident", Budget: engine.Budget{CacheBytes: 1}},
+	}
+	r, err := Layer(context.Background(), model, tr, LayerConfig{Threads: 1, Tokens: 2, Overlap: cases, OverlapRounds: 3, OverlapTokens: 2,
+		KernelRounds: 2, Logf: t.Logf})
+	require.NoError(t, err)
+	assert.Equal(t, runs, r.TrunkRuns)
+
+	// the overlap cases: the ring holds two layers at each of the three,
+	// the resident case streams none; every round is kept, the one of
+	// median efficiency reported
+	require.Len(t, r.Overlap, 2)
+	o := r.Overlap[0]
+	assert.Equal(t, cases[0], o.Case)
+	assert.Equal(t, ring, o.RingBytes)
+	assert.Equal(t, 2, o.RingSlots)
+	assert.Equal(t, 3, o.StreamedLayers)
+	assert.Equal(t, 3, o.InFlight)
+	assert.Zero(t, r.Overlap[1].StreamedLayers)
+	assert.Zero(t, r.Overlap[1].RingSlots)
+	for _, o := range r.Overlap {
+		require.Len(t, o.Runs, 3)
+		assert.Contains(t, o.Runs, o.Overlap)
+		eff := []float64{o.Runs[0].Efficiency, o.Runs[1].Efficiency, o.Runs[2].Efficiency}
+		slices.Sort(eff)
+		assert.Equal(t, eff[1], o.Overlap.Efficiency)
+		for _, run := range o.Runs {
+			assert.Equal(t, 2, run.Tokens)
+			assert.Positive(t, run.WallSeconds)
+			assert.Positive(t, run.BytesRead, "experts are read from disk in both cases")
+			assert.InDelta(t, max(run.ReadSeconds, run.ComputeSeconds)/run.WallSeconds, run.Efficiency, 1e-12)
+			assert.Greater(t, run.Efficiency, 0.0)
+			assert.LessOrEqual(t, run.Efficiency, 1.2)
+		}
+	}
+	// streamed: every token reads the trunk too
+	assert.Greater(t, o.Overlap.BytesRead, r.Overlap[1].Overlap.BytesRead)
+
+	assert.Equal(t, "model.layers.1.self_attn.q_proj.weight", r.KernelName)
+	assert.Equal(t, spec.KDAHeads*spec.KDAHeadDim, r.Kernel.Rows)
+	assert.Equal(t, spec.Hidden, r.Kernel.Cols)
+	assert.Len(t, r.Kernel.BF16CRuns, 2)
+	assert.Greater(t, r.KernelRatio, 1.25, "uniform weights compress like trained ones")
 	require.Len(t, r.Resident, 3)
 	require.Len(t, r.Streamed, 3)
 	assert.Positive(t, r.RAMGBps)
@@ -77,4 +124,43 @@ func TestLayerSmall(t *testing.T) {
 		}
 		assert.Equal(t, want, l.Bytes, "layer %d", i)
 	}
+}
+
+func TestInFlight(t *testing.T) {
+	sizes := []int64{5, 3, 2}
+	assert.Equal(t, 1, InFlight(sizes, 5, 2)) // 3+2
+	assert.Equal(t, 2, InFlight(sizes, 7, 2)) // and 2+5
+	assert.Equal(t, 3, InFlight(sizes, 8, 2))
+	assert.Equal(t, int64(8), MinRing(sizes, 2))
+	assert.Equal(t, int64(10), MinRing(sizes, 3))
+	assert.Equal(t, 3, InFlight(sizes, 5, 1))
+}
+
+// TestProjectTrunk: a layer's projected size counts its bf16 matrices at
+// the given ratio plus their row offsets, and the rest as it is.
+func TestProjectTrunk(t *testing.T) {
+	dir := t.TempDir()
+	spec := synth.Small()
+	spec.Layers, spec.FullAttn = 3, []int{3}
+	require.NoError(t, synth.Write(dir, spec))
+	same, err := ProjectTrunk(dir, nil, 1)
+	require.NoError(t, err)
+	m, err := engine.Open(dir, engine.Options{})
+	require.NoError(t, err)
+	defer m.Close()
+	require.Len(t, same, 3)
+	for i, l := range same {
+		assert.Equal(t, m.TrunkLayerBytes()[i], l.Bytes, "layer %d", i)
+		assert.Greater(t, l.Compressed, l.Bytes, "ratio 1: only the row offsets added")
+	}
+	half, err := ProjectTrunk(dir, map[string]float64{KindAttnQ: 2}, 1)
+	require.NoError(t, err)
+	for i := range half {
+		assert.Less(t, half[i].Compressed, same[i].Compressed, "layer %d has a q projection", i)
+	}
+	// layer 2 is MLA: kv_b_proj stays bf16 whatever its ratio
+	kv, err := ProjectTrunk(dir, map[string]float64{KindAttnKV: 1e9}, 1)
+	require.NoError(t, err)
+	b := int64(spec.Heads * (spec.Nope + spec.VHead) * spec.KVLora * 2)
+	assert.Greater(t, kv[2].Compressed, b)
 }

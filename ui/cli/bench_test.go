@@ -13,7 +13,7 @@ import (
 // TestBenchUsage: every bench names its usage on --help (exit 0) and on a
 // bad flag (exit 2), without measuring anything.
 func TestBenchUsage(t *testing.T) {
-	for _, what := range []string{"kernels", "layer", "stream"} {
+	for _, what := range []string{"compress", "kernels", "layer", "stream"} {
 		var out, errb bytes.Buffer
 		require.Equal(t, ExitOK, run([]string{"bench", what, "--help"}, &out, &errb), "bench %s --help", what)
 		assert.True(t, strings.HasPrefix(errb.String(), "usage: k3 bench "+what+" ["), "bench %s --help printed %q", what, errb.String())
@@ -31,9 +31,9 @@ func TestBenchList(t *testing.T) {
 	var out, errb bytes.Buffer
 	require.Equal(t, ExitOK, run([]string{"bench", "--help"}, &out, &errb))
 	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
-	require.Len(t, lines, 5)
+	require.Len(t, lines, 6)
 	assert.Equal(t, "usage: k3 bench WHAT [flags]", lines[0])
-	for i, name := range []string{"kernels", "layer", "spec", "stream"} {
+	for i, name := range []string{"compress", "kernels", "layer", "spec", "stream"} {
 		assert.True(t, strings.HasPrefix(lines[i+1], "  "+name+strings.Repeat(" ", 11-len(name))), "%q", lines[i+1])
 	}
 	out.Reset()
