@@ -117,14 +117,15 @@ func ModelOf(c *config.Config) Model {
 // Inputs are the plan inputs of a streamed run at budget b with a KV cache
 // for positions: plan.ForModel over this model's sizes, as the engine plans
 // (ring PlanRing, prefill chunk PlanChunk, drafts of plan.DefaultMaxDraft,
-// process base BaselineBytes).
+// process base BaselineBytes, and the state copies a chat session keeps at
+// that budget, as the app and k3 chat reserve them).
 func (m Model) Inputs(b plan.Budget, positions int) plan.Inputs {
 	return plan.ForModel(m.Cfg, m.Cfg.Layers,
 		plan.Sizes{LayerBytes: m.LayerBytes, GlobalBytes: m.GlobalBytes, TableBytes: m.EmbedBytes + m.LMHeadBytes,
 			SlotBytes: direct.AlignUp(m.ExpertBytes) + direct.Align},
 		plan.Run{Streaming: true, TrunkBudget: int64(b.TrunkGB * plan.GB), Ring: PlanRing, CacheBudget: int64(b.CacheGB * plan.GB),
 			Ultra: b.Ultra, Positions: positions, Chunk: PlanChunk, SpecPositions: min(plan.DefaultMaxDraft, PlanChunk-1) + 1,
-			BaselineRSS: BaselineBytes})
+			StateCopies: plan.ChatStateCopies(int64(b.TrunkGB*plan.GB), b.Ultra), BaselineRSS: BaselineBytes})
 }
 
 // Plan is the memory plan of a run of the model at budget b, at the context

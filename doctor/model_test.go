@@ -57,7 +57,8 @@ func TestInputsAreTheEnginePlan(t *testing.T) {
 			t.Run(fmt.Sprintf("%+v/%d", b, pos), func(t *testing.T) {
 				// a trunk folder makes the run a streamed one; PlanFor reads only the checkpoint
 				want, err := engine.PlanFor(dir, engine.Options{TrunkDir: "streamed", Budget: engine.Budget{TrunkBytes: int64(b.TrunkGB * plan.GB), Ring: PlanRing,
-					CacheBytes: int64(b.CacheGB * plan.GB), Ultra: b.Ultra}, Positions: pos, Chunk: PlanChunk})
+					CacheBytes: int64(b.CacheGB * plan.GB), Ultra: b.Ultra}, Positions: pos, Chunk: PlanChunk,
+					StateCopies: plan.ChatStateCopies(int64(b.TrunkGB*plan.GB), b.Ultra)})
 				require.NoError(t, err)
 				got := plan.Make(m.Inputs(b, pos))
 				got.Total += want.Baseline - got.Baseline

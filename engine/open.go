@@ -50,6 +50,9 @@ type Options struct {
 	// DefaultMaxDraft; negative: none). The plan reserves its rollback
 	// record, and a pass never exceeds a prefill chunk.
 	MaxDraft int
+	// StateCopies is how many whole copies of a State the caller keeps
+	// beside the live one (chat.StateCopies); the plan reserves them.
+	StateCopies int
 }
 
 func (o Options) chunk() int {
@@ -314,7 +317,7 @@ func (ck *checkpoint) plan(o Options, tm *trunk.Manifest) *plan.Plan {
 	return plan.Make(plan.ForModel(c, ck.layers,
 		plan.Sizes{LayerBytes: perLayer, GlobalBytes: globals, TableBytes: tables, SlotBytes: slotSizeFor(c.ExpertBytes())},
 		plan.Run{Streaming: o.TrunkDir != "", TrunkBudget: b.TrunkBytes, Ring: b.Ring, CacheBudget: b.CacheBytes, Ultra: b.Ultra,
-			Positions: o.Positions, Chunk: o.chunk(), AllLogits: o.AllLogits, SpecPositions: specPositions(o), BaselineRSS: machine.RSS()}))
+			Positions: o.Positions, Chunk: o.chunk(), AllLogits: o.AllLogits, SpecPositions: specPositions(o), StateCopies: o.StateCopies, BaselineRSS: machine.RSS()}))
 }
 
 // specPositions is the most positions a verification pass of o runs (0:

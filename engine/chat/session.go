@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"k3/engine"
+	"k3/engine/plan"
 	"k3/tokenizer"
 )
 
@@ -66,12 +67,33 @@ type Session struct {
 	live  *engine.State   // after the last turn: everything fed
 	snap  *engine.State   // the last turn's prompt minus its final position
 	marks []*engine.State // the checkpoints, oldest first
+	// noSnapshot: keep no snap (FitBudget at the smallest presets)
+	noSnapshot bool
 }
 
-// DefaultCheckpoints is NewSession's Checkpoints. For the real K3 a copy of
-// the state is 0.46 GB of KDA state (69 layers) and 55 KB per position of
-// MLA cache (24 layers), so two cost about 1 GB with short conversations.
-const DefaultCheckpoints = 2
+// DefaultCheckpoints is NewSession's Checkpoints (plan.DefaultChatCheckpoints).
+const DefaultCheckpoints = plan.DefaultChatCheckpoints
+
+// FitBudget sets what the session keeps besides its live state for a run
+// opened with o (plan.ChatCopies of its budget): a streamed run at the
+// smallest presets keeps no snapshot and no checkpoints; a model without a
+// packed trunk is all in memory, and small, so it keeps them. The run's
+// plan reserves them: o.StateCopies = StateCopies(o).
+func (s *Session) FitBudget(o engine.Options) {
+	snap, n := plan.ChatCopies(copyBudget(o))
+	s.noSnapshot, s.Checkpoints = !snap, n
+}
+
+// StateCopies is how many copies of the engine state a session fitted to a
+// run opened with o keeps (FitBudget).
+func StateCopies(o engine.Options) int { return plan.ChatStateCopies(copyBudget(o)) }
+
+func copyBudget(o engine.Options) (int64, bool) {
+	if o.TrunkDir == "" {
+		return 0, false
+	}
+	return o.Budget.TrunkBytes, o.Budget.Ultra
+}
 
 // NewSession starts an empty conversation.
 func NewSession(e *engine.Engine, tok *tokenizer.Tokenizer) *Session {
@@ -281,7 +303,7 @@ func (s *Session) run(ctx context.Context, ids []int, mark int, o PromptOptions,
 		onToken = func(engine.Event) bool { return o.Stop() }
 	}
 	res, err := s.Engine.Generate(ctx, st, ids[from:], engine.GenOptions{
-		MaxTokens: o.MaxTokens, StopIDs: s.Tok.StopIDs(), Sampler: o.Sampler, KeepPrefix: true, OnToken: onToken, Spec: o.Spec,
+		MaxTokens: o.MaxTokens, StopIDs: s.Tok.StopIDs(), Sampler: o.Sampler, KeepPrefix: !s.noSnapshot, OnToken: onToken, Spec: o.Spec,
 		OnEvent: progress(from)})
 	rep.Stop = res.Stop
 	if res.PrefixState != nil {

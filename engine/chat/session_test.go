@@ -306,3 +306,39 @@ func TestEditReusesTheCheckpoint(t *testing.T) {
 		assert.Equal(t, f.IDs, r.IDs)
 	}
 }
+
+// TestFitBudgetAtTheFloor: at the laptop preset's budget a session keeps
+// no state copies (the plan reserves none there), and a regenerated turn,
+// which then reads its prompt again, gives what a session with copies gives.
+func TestFitBudgetAtTheFloor(t *testing.T) {
+	e, tok := demo(t)
+	opt := Options{MaxTokens: 6, Sampling: engine.Sampling{Greedy: true}}
+	floor, roomy := NewSession(e, tok), NewSession(e, tok)
+	floor.FitBudget(engine.Options{TrunkDir: "t", Budget: engine.Budget{TrunkBytes: 3e9}})
+	roomy.FitBudget(engine.Options{TrunkDir: "t", Budget: engine.Budget{TrunkBytes: 16e9}})
+	assert.Equal(t, 0, floor.Checkpoints)
+	assert.Equal(t, DefaultCheckpoints, roomy.Checkpoints)
+	assert.Equal(t, 0, StateCopies(engine.Options{TrunkDir: "t", Budget: engine.Budget{TrunkBytes: 3e9}}))
+	assert.Equal(t, 0, StateCopies(engine.Options{TrunkDir: "t", Budget: engine.Budget{TrunkBytes: 16e9, Ultra: true}}))
+	assert.Equal(t, 1+DefaultCheckpoints, StateCopies(engine.Options{TrunkDir: "t", Budget: engine.Budget{TrunkBytes: 16e9}}))
+	// without a packed trunk everything is in memory: the copies are kept
+	assert.Equal(t, 1+DefaultCheckpoints, StateCopies(engine.Options{Budget: engine.Budget{TrunkBytes: 3e9}}))
+	var first [2]*Reply
+	for i, s := range []*Session{floor, roomy} {
+		r, err := s.Turn(context.Background(), "Hello there", opt, nil)
+		require.NoError(t, err)
+		first[i] = r
+	}
+	assert.Nil(t, floor.snap)
+	assert.Empty(t, floor.marks)
+	assert.Zero(t, floor.CheckpointBytes())
+	assert.NotNil(t, roomy.snap)
+	assert.Equal(t, first[0].IDs, first[1].IDs)
+	// regenerate: the reply and its question go, the question is sent again
+	for i, s := range []*Session{floor, roomy} {
+		s.History = s.History[:len(s.History)-2]
+		r, err := s.Turn(context.Background(), "Hello there", opt, nil)
+		require.NoError(t, err)
+		assert.Equal(t, first[i].IDs, r.IDs)
+	}
+}

@@ -31,7 +31,11 @@ type Run struct {
 	// SpecPositions is the most positions a speculative verification pass
 	// runs (the longest draft plus one; 0: no speculation).
 	SpecPositions int
-	BaselineRSS   int64
+	// StateCopies is how many whole copies of the run state (KDA state and
+	// MLA cache) the caller keeps beside the live one: a chat session's
+	// snapshot for regenerating and its edit checkpoints.
+	StateCopies int
+	BaselineRSS int64
 }
 
 // KDARecordBytes is what speculative decoding records per position and KDA
@@ -44,7 +48,9 @@ func KDARecordBytes(heads, headDim int) int64 { return int64(6*heads*headDim+hea
 // model with config c: the KDA state (twice: a cancellable forward keeps a
 // copy from before its chunk to roll back to, and a verification pass
 // replays from it), the MLA latent cache per position, the activations of
-// one prefill chunk, the logits, and speculation's per-position record.
+// one prefill chunk, the logits, speculation's per-position record, and
+// the state copies the caller keeps (Run.StateCopies: each holds the KDA
+// state and at most the whole MLA cache).
 func ForModel(c *config.Config, layers int, s Sizes, r Run) Inputs {
 	P := int64(c.KDAHeads * c.KDAHeadDim)
 	var state, kvPerPos, record int64
@@ -56,6 +62,7 @@ func ForModel(c *config.Config, layers int, s Sizes, r Run) Inputs {
 			record += KDARecordBytes(c.KDAHeads, c.KDAHeadDim)
 		}
 	}
+	copies := max(r.StateCopies, 0)
 	chunk := int64(max(r.Chunk, 1))
 	if r.Positions > 0 {
 		chunk = min(chunk, int64(r.Positions))
@@ -81,6 +88,36 @@ func ForModel(c *config.Config, layers int, s Sizes, r Run) Inputs {
 	return Inputs{LayerBytes: s.LayerBytes, GlobalBytes: globals, ExpertBytes: slot, TopK: c.TopK,
 		MaxExperts: c.Experts * max(0, layers-c.FirstKDense),
 		Streaming:  r.Streaming, TrunkBudget: r.TrunkBudget, Ring: r.Ring, CacheBudget: r.CacheBudget,
-		StateBytes: 2 * state, KVPerPos: kvPerPos, Positions: r.Positions, BufferBytes: buffers, BaselineRSS: r.BaselineRSS,
+		StateBytes: int64(2+copies) * state, KVPerPos: int64(1+copies) * kvPerPos, Positions: r.Positions, BufferBytes: buffers, BaselineRSS: r.BaselineRSS,
 		SpecPositions: r.SpecPositions, SpecRecordPerPos: record}
+}
+
+// DefaultChatCheckpoints is how many edit checkpoints a chat session keeps
+// (copies of the state from just before its last user messages) where the
+// budget allows copies (ChatCopies).
+const DefaultChatCheckpoints = 2
+
+// ChatCopies is what a chat session keeps at a trunk budget besides its
+// live state: a snapshot for Regenerate and DefaultChatCheckpoints edit
+// checkpoints, or nothing at the smallest presets (ultra, and laptop, the
+// 8 GB floor). A copy of the real K3's state is 0.46 GB of KDA state (69
+// layers) and up to 55 KB per position of MLA cache (24 layers), so the
+// three cost about 1.4 GB with short conversations and 3 GB at 12288
+// positions; at the floor Regenerate and an edit read the prompt again.
+func ChatCopies(trunkBytes int64, ultra bool) (snapshot bool, checkpoints int) {
+	laptop, _ := Lookup("laptop")
+	if ultra || (trunkBytes > 0 && trunkBytes <= int64(laptop.TrunkGB*GB)) {
+		return false, 0
+	}
+	return true, DefaultChatCheckpoints
+}
+
+// ChatStateCopies is the number of state copies ChatCopies keeps (the
+// plan's Run.StateCopies for a chat session).
+func ChatStateCopies(trunkBytes int64, ultra bool) int {
+	snap, n := ChatCopies(trunkBytes, ultra)
+	if snap {
+		n++
+	}
+	return n
 }

@@ -29,7 +29,10 @@ type engineChat struct {
 	e    *engine.Engine
 	sess *chat.Session
 	info ModelInfo
-	srv  atomic.Pointer[appServer] // the app's HTTP server over this model (remotechat.go)
+	// opened are the open model's options: the server's session keeps the
+	// state copies they allow
+	opened engine.Options
+	srv    atomic.Pointer[appServer] // the app's HTTP server over this model (remotechat.go)
 }
 
 // ContextPositions is the conversation context the memory plan reserves,
@@ -58,7 +61,11 @@ func (s Settings) Budget(mem *plan.Memory) engine.Budget {
 
 // OpenOptions are the engine options the settings give.
 func (s Settings) OpenOptions(mem *plan.Memory) engine.Options {
-	return engine.Options{Layers: s.Layers, TrunkDir: s.TrunkDir, Budget: s.Budget(mem), Positions: s.Positions(), Memory: mem}
+	o := engine.Options{Layers: s.Layers, TrunkDir: s.TrunkDir, Budget: s.Budget(mem), Positions: s.Positions(), Memory: mem}
+	if o.StateCopies = chat.StateCopies(o); o.StateCopies > 0 {
+		o.StateCopies++ // the snapshot of the server's session, when the app serves
+	}
+	return o
 }
 
 // Positions is the context a conversation may take: ContextPositions and
@@ -110,8 +117,9 @@ func (c *engineChat) Open(ctx context.Context, on func(engine.Event)) (ModelInfo
 		return ModelInfo{}, err
 	}
 	e := m.NewEngine(c.s.Threads)
-	c.tok, c.m, c.e = tok, m, e
+	c.tok, c.m, c.e, c.opened = tok, m, e, o
 	c.sess = chat.NewSession(e, tok)
+	c.sess.FitBudget(o)
 	name := filepath.Base(dir)
 	if c.s.Demo || synth.IsDemo(dir) {
 		name = "DEMO model (random weights: the text is not meaningful)"

@@ -128,7 +128,7 @@ func (c *engineChat) StartServer(ctx context.Context, addr, key string, on func(
 		return "", err
 	}
 	c.mu.Lock()
-	e, tok, info := c.e, c.tok, c.info
+	e, tok, info, opened := c.e, c.tok, c.info, c.opened
 	c.mu.Unlock()
 	if e == nil {
 		return "", errors.New("the model was closed")
@@ -137,7 +137,8 @@ func (c *engineChat) StartServer(ctx context.Context, addr, key string, on func(
 	if info.Demo {
 		id = "k3-demo"
 	}
-	s, err := serve.New(serve.Options{Engine: e, Tok: tok, ModelID: id, APIKey: key, MaxContext: ContextPositions, Lock: &c.mu})
+	s, err := serve.New(serve.Options{Engine: e, Tok: tok, ModelID: id, APIKey: key, MaxContext: ContextPositions, Lock: &c.mu,
+		Fit: opened})
 	if err != nil {
 		return "", err
 	}

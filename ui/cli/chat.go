@@ -84,7 +84,9 @@ func cmdChat(args []string, stdout, stderr io.Writer) int {
 	}
 	// the plan reserves the loaded conversation, 8192 more positions and a turn
 	planned := historyPositions(tok, *system, hist, *noThink, *effort) + 8192 + *gen
-	m, code := mf.open(dir, mf.options(planned, false), stdout, stderr)
+	o := mf.options(planned, false)
+	o.StateCopies = chat.StateCopies(o)
+	m, code := mf.open(dir, o, stdout, stderr)
 	if code >= 0 {
 		return code
 	}
@@ -96,6 +98,7 @@ func cmdChat(args []string, stdout, stderr io.Writer) int {
 	e := m.NewEngine(*mf.threads)
 	defer e.Close()
 	s := chat.NewSession(e, tok)
+	s.FitBudget(o)
 	s.History, s.HistoryPath = hist, *history
 	opt := chat.Options{System: *system, NoThink: *noThink, Effort: *effort, MaxTokens: *gen, Spec: mf.spec,
 		Sampling: engine.Sampling{Greedy: *greedy, Temperature: *temp, TopP: *topP, TopK: *topK, Seed: *seed}}

@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"k3/engine/chat"
 	"k3/ui/serve"
 )
 
@@ -70,7 +71,9 @@ func cmdServe(args []string, stdout, stderr io.Writer) int {
 		abs, _ := filepath.Abs(dir)
 		id = filepath.Base(abs)
 	}
-	m, code := mf.open(dir, mf.options(*ctxLen, false), stdout, stderr)
+	eo := mf.options(*ctxLen, false)
+	eo.StateCopies = chat.StateCopies(eo)
+	m, code := mf.open(dir, eo, stdout, stderr)
 	if code >= 0 {
 		return code
 	}
@@ -88,7 +91,7 @@ func cmdServe(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	o := serve.Options{Engine: e, Tok: tok, ModelID: id, APIKey: key, Queue: *queue, MaxBodyBytes: int64(*bodyMB * 1e6),
-		CORSOrigins: origins, MaxContext: *ctxLen, DefaultMaxTokens: *maxTokens, KeepAlive: *keepAlive}
+		CORSOrigins: origins, MaxContext: *ctxLen, DefaultMaxTokens: *maxTokens, KeepAlive: *keepAlive, Fit: eo}
 	if !*quiet {
 		o.Log = log.New(stderr, "", log.LstdFlags)
 	}

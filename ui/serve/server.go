@@ -57,6 +57,10 @@ type Options struct {
 	// Lock, when set, is held around every generation: the app passes the
 	// lock of its own chat so the two never run the engine at once.
 	Lock sync.Locker
+	// Fit are the options the model was opened with: the server's chat
+	// session keeps the state copies they allow (chat.Session.FitBudget;
+	// the zero value: a snapshot).
+	Fit engine.Options
 	// Log receives one line per request (nil: none).
 	Log *log.Logger
 }
@@ -119,7 +123,9 @@ func New(o Options) (*Server, error) {
 	if o.KeepAlive <= 0 {
 		o.KeepAlive = 5 * time.Second
 	}
-	s := &Server{o: o, sess: chat.NewSession(o.Engine, o.Tok), created: time.Now().Unix()}
+	sess := chat.NewSession(o.Engine, o.Tok)
+	sess.FitBudget(o.Fit)
+	s := &Server{o: o, sess: sess, created: time.Now().Unix()}
 	s.q.max = o.Queue
 	s.base, s.cancel = context.WithCancel(context.Background())
 	return s, nil
