@@ -144,7 +144,7 @@ func (b *binder) matOf(name string, rows, cols int, compressed bool) *kernels.Ma
 	if t.DType == stBF16C {
 		m, err := kernels.BF16CFromBytes(d, rows, cols) // checks the offsets and every row's headers
 		if err != nil {
-			b.fail("tensor %s (%s, %d bytes) is corrupt: %v; repack the trunk (k3 pack MODEL_DIR TRUNK_DIR --compress --force)", t.Name, t.DType, t.Size, err)
+			b.fail("%s", corruptBF16C(t.Name, string(t.DType), t.Size, err))
 			return nil
 		}
 		return &m

@@ -6,6 +6,7 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
 
 	"k3/doctor/machine"
@@ -148,21 +149,48 @@ func (m *Model) bindResident(progress func(done, total int)) error {
 // bindTrunk binds from the packed trunk (m.trunk, checked against the
 // checkpoint by openTrunk): the model tables (unless ultra) and the layers
 // the plan pins are read and CRC-checked now; the other layers are
-// streamed while decoding.
+// streamed while decoding. When the plan expands the pinned layers, each
+// is decoded to bf16 (expandRun) right after it is read, and the buffer
+// it was read into is freed before the next one is read.
 func (m *Model) bindTrunk(ultra bool, progress func(done, total int)) error {
 	tr := m.trunk
 	dir := tr.Dir()
-	load := func(name string, r *trunk.Run) (*binder, error) {
+	read := func(name string, r *trunk.Run) ([]byte, func(), error) {
 		if r == nil {
-			return nil, fmt.Errorf("trunk %s has no %q run", dir, name)
+			return nil, nil, fmt.Errorf("trunk %s has no %q run", dir, name)
 		}
 		mem, release := runBuffer(r.Length)
-		m.release = append(m.release, release)
 		if err := tr.VerifyRun(r, mem); err != nil {
-			return nil, err
+			release()
+			return nil, nil, err
 		}
 		m.BoundBytes += r.Length
+		return mem, release, nil
+	}
+	load := func(name string, r *trunk.Run) (*binder, error) {
+		mem, release, err := read(name, r)
+		if err != nil {
+			return nil, err
+		}
+		m.release = append(m.release, release)
 		return &binder{src: runSource{r, mem}, cfg: m.Cfg, prefix: m.Prefix}, nil
+	}
+	expand := func(name string, r *trunk.Run) (*binder, error) {
+		mem, release, err := read(name, r)
+		if err != nil {
+			return nil, err
+		}
+		defer release()
+		ex, img, free, err := expandRun(r, mem)
+		if err != nil {
+			return nil, err
+		}
+		m.release = append(m.release, free)
+		return &binder{src: runSource{ex, img}, cfg: m.Cfg, prefix: m.Prefix}, nil
+	}
+	loadLayer := load
+	if m.Plan.Expanded {
+		loadLayer = expand
 	}
 	run := func(name string) *trunk.Run { r, _ := tr.Run(name); return r }
 	var errs []string
@@ -203,12 +231,17 @@ func (m *Model) bindTrunk(ultra bool, progress func(done, total int)) error {
 	for i := range m.layers {
 		if m.Plan.Pinned[i] {
 			r, _ := tr.LayerRun(i)
-			b, err := load(fmt.Sprintf("layer %d", i), r)
-			if err != nil {
+			b, err := loadLayer(fmt.Sprintf("layer %d", i), r)
+			var be *BindError
+			switch {
+			case errors.As(err, &be): // corrupt BF16C tensors: list them with the other layers' problems
+				errs = append(errs, be.Problems...)
+			case err != nil:
 				return err
+			default:
+				m.layers[i] = b.layer(i)
+				errs = append(errs, b.errs...)
 			}
-			m.layers[i] = b.layer(i)
-			errs = append(errs, b.errs...)
 		}
 		if progress != nil {
 			progress(i+1, m.Bound)
@@ -224,8 +257,7 @@ func (m *Model) bindTrunk(ultra bool, progress func(done, total int)) error {
 // TrunkLayerBytes is each bound layer's trunk size as the model reads it
 // (routed experts excluded): a compressed packed trunk's stored sizes.
 func (m *Model) TrunkLayerBytes() []int64 {
-	per, _, _ := (&checkpoint{cfg: m.Cfg, set: m.set, prefix: m.Prefix, layers: m.Bound}).sizes(manifestOf(m.trunk))
-	return per
+	return (&checkpoint{cfg: m.Cfg, set: m.set, prefix: m.Prefix, layers: m.Bound}).sizes(manifestOf(m.trunk)).LayerBytes
 }
 
 // TrunkCompression describes the packed trunk the model reads: its

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -184,8 +185,9 @@ func Open(dir string, o Options) (*Model, error) {
 // PlanFor makes the memory plan of opening dir with o, from metadata alone
 // (no tensor data is read): the checkpoint's, and trunk.json's when
 // o.TrunkDir holds a trunk packed from this checkpoint (a compressed one's
-// sizes are its stored sizes). Without one the sizes are the checkpoint's,
-// which an uncompressed pack keeps.
+// sizes are its stored sizes, and its layers' bf16 sizes decide whether
+// the pinned layers are expanded: plan.Make). Without one the sizes are
+// the checkpoint's, which an uncompressed pack keeps.
 func PlanFor(dir string, o Options) (*plan.Plan, error) {
 	ck, err := openCheckpoint(dir, o)
 	if err != nil {
@@ -274,17 +276,20 @@ func (ck *checkpoint) trunkSizes() (perLayer []int64, globals int64) {
 // sizes are the trunk bytes of each bound layer, of the globals and of the
 // model tables (embedding and lm_head) as the model reads them: the
 // checkpoint's (trunkSizes), with every tensor a compressed trunk tm
-// (nil: none) stores BF16C at its stored size.
-func (ck *checkpoint) sizes(tm *trunk.Manifest) (perLayer []int64, globals, tables int64) {
-	perLayer, globals = ck.trunkSizes()
+// (nil: none) stores BF16C at its stored size, and then the layers'
+// checkpoint (bf16) sizes as LogicalLayerBytes too. SlotBytes is not set.
+func (ck *checkpoint) sizes(tm *trunk.Manifest) plan.Sizes {
+	perLayer, globals := ck.trunkSizes()
+	s := plan.Sizes{LayerBytes: perLayer, GlobalBytes: globals}
 	for _, n := range []string{"model.embed_tokens.weight", "lm_head.weight"} {
 		if t, ok := ck.set.Get(ck.prefix + n); ok {
-			tables += t.Size
+			s.TableBytes += t.Size
 		}
 	}
-	if tm == nil {
-		return perLayer, globals, tables
+	if tm == nil || !tm.Compressed() {
+		return s
 	}
+	s.LogicalLayerBytes = slices.Clone(perLayer)
 	for i := range tm.Runs {
 		r := &tm.Runs[i]
 		for j := range r.Tensors {
@@ -296,26 +301,26 @@ func (ck *checkpoint) sizes(tm *trunk.Manifest) (perLayer []int64, globals, tabl
 			switch n := strings.TrimPrefix(t.Name, ck.prefix); {
 			case r.Layer >= 0:
 				if r.Layer < ck.layers {
-					perLayer[r.Layer] += d
+					s.LayerBytes[r.Layer] += d
 				}
 			case n == "model.embed_tokens.weight" || n == "lm_head.weight":
-				globals += d
-				tables += d
+				s.GlobalBytes += d
+				s.TableBytes += d
 			default:
-				globals += d
+				s.GlobalBytes += d
 			}
 		}
 	}
-	return perLayer, globals, tables
+	return s
 }
 
 // plan adds up every part of a run's memory before anything is allocated;
 // tm is the packed trunk's manifest (nil: none).
 func (ck *checkpoint) plan(o Options, tm *trunk.Manifest) *plan.Plan {
 	c, b := ck.cfg, o.Budget
-	perLayer, globals, tables := ck.sizes(tm)
-	return plan.Make(plan.ForModel(c, ck.layers,
-		plan.Sizes{LayerBytes: perLayer, GlobalBytes: globals, TableBytes: tables, SlotBytes: slotSizeFor(c.ExpertBytes())},
+	s := ck.sizes(tm)
+	s.SlotBytes = slotSizeFor(c.ExpertBytes())
+	return plan.Make(plan.ForModel(c, ck.layers, s,
 		plan.Run{Streaming: o.TrunkDir != "", TrunkBudget: b.TrunkBytes, Ring: b.Ring, CacheBudget: b.CacheBytes, Ultra: b.Ultra,
 			Positions: o.Positions, Chunk: o.chunk(), AllLogits: o.AllLogits, SpecPositions: specPositions(o), StateCopies: o.StateCopies, BaselineRSS: machine.RSS()}))
 }

@@ -12,10 +12,13 @@ const HeadChunkBytes = 4 << 20
 // Sizes are a model's bytes as the plan adds them up: from a checkpoint's
 // metadata (the engine) or from a config alone (the doctor).
 type Sizes struct {
-	LayerBytes  []int64 // trunk bytes of each bound layer (routed experts excluded)
+	LayerBytes  []int64 // trunk bytes of each bound layer (routed experts excluded), as stored
 	GlobalBytes int64   // embeddings, lm_head, final norms
 	TableBytes  int64   // embedding + lm_head: what ultra mode leaves on disk
 	SlotBytes   int64   // one routed-expert cache slot
+	// LogicalLayerBytes are the layers' bf16 (checkpoint) sizes when a
+	// compressed trunk stores them smaller (nil: LayerBytes).
+	LogicalLayerBytes []int64
 }
 
 // Run is what a run asks of memory besides the model's sizes.
@@ -85,7 +88,7 @@ func ForModel(c *config.Config, layers int, s Sizes, r Run) Inputs {
 	if c.Experts > 0 && layers > c.FirstKDense {
 		slot = s.SlotBytes
 	}
-	return Inputs{LayerBytes: s.LayerBytes, GlobalBytes: globals, ExpertBytes: slot, TopK: c.TopK,
+	return Inputs{LayerBytes: s.LayerBytes, LogicalLayerBytes: s.LogicalLayerBytes, GlobalBytes: globals, ExpertBytes: slot, TopK: c.TopK,
 		MaxExperts: c.Experts * max(0, layers-c.FirstKDense),
 		Streaming:  r.Streaming, TrunkBudget: r.TrunkBudget, Ring: r.Ring, CacheBudget: r.CacheBudget,
 		StateBytes: int64(2+copies) * state, KVPerPos: int64(1+copies) * kvPerPos, Positions: r.Positions, BufferBytes: buffers, BaselineRSS: r.BaselineRSS,

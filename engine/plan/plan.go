@@ -2,6 +2,7 @@ package plan
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -11,7 +12,7 @@ import (
 // Inputs are the sizes a memory plan adds up. Byte sizes come from the
 // checkpoint (or the packed trunk); budgets from flags or a preset.
 type Inputs struct {
-	LayerBytes  []int64 // trunk bytes of each bound layer
+	LayerBytes  []int64 // trunk bytes of each bound layer, as stored
 	GlobalBytes int64   // embeddings, lm_head, final norms (resident)
 	ExpertBytes int64   // one routed expert (one cache slot)
 	TopK        int
@@ -30,6 +31,9 @@ type Inputs struct {
 	// SpecRecordPerPos the rollback record one of them takes (see Plan.Spec).
 	SpecPositions    int
 	SpecRecordPerPos int64
+	// LogicalLayerBytes are the layers' bf16 sizes when a compressed trunk
+	// stores them smaller (nil or equal: nothing compressed); see Make.
+	LogicalLayerBytes []int64
 }
 
 // Plan is the decided memory layout.
@@ -64,6 +68,16 @@ type Plan struct {
 	Spec  int64
 	Total int64
 	Notes []string
+	// Compressed: the trunk stores the layers compressed (BF16C). Expanded:
+	// the pinned layers are decoded to bf16 once, at load, and held so
+	// (PinnedBytes counts their bf16 sizes); otherwise pinned and streamed
+	// layers stay compressed. See Make.
+	Compressed, Expanded bool
+	// Load is the buffer an expanded layer is read into before it is
+	// decoded, the largest stored layer, freed at once: only while the
+	// model loads, so Total counts it only where it exceeds the parts
+	// allocated after loading (0 unless Expanded).
+	Load int64
 }
 
 // Make decides what to pin and how many slots to use. Layers are pinned
@@ -71,6 +85,16 @@ type Plan struct {
 // when everything fits, everything is pinned and no ring is kept. Budgets
 // below the minimum working set (one ring slot; top-k+1 expert slots) run
 // at that minimum, with a note.
+//
+// A compressed trunk (LogicalLayerBytes not LayerBytes) is planned by
+// which of BF16C's two effects pays. A layer held in RAM is read by
+// compute-bound mat-vecs, which run slower on BF16C than on bf16 (the
+// decode is the limit); a layer read from disk is disk-bound, and BF16C
+// reads fewer bytes. So when the whole trunk fits the budget at its bf16
+// size, every layer is pinned and expanded to bf16 at load (no ring,
+// PinnedBytes the bf16 sizes); otherwise the layers stay compressed,
+// pinned and streamed, so that more of them pin in the budget and each
+// streamed one reads fewer bytes (docs/BENCHMARKS.md has the numbers).
 func Make(in Inputs) *Plan {
 	kvPositions := in.Positions
 	if in.Positions > 0 && in.SpecPositions > 1 {
@@ -79,11 +103,24 @@ func Make(in Inputs) *Plan {
 	p := &Plan{Pinned: make([]bool, len(in.LayerBytes)), Globals: in.GlobalBytes, State: in.StateBytes,
 		KV: in.KVPerPos * int64(kvPositions), Buffers: in.BufferBytes, Baseline: in.BaselineRSS,
 		Spec: int64(in.SpecPositions) * in.SpecRecordPerPos}
-	var all int64
-	for _, b := range in.LayerBytes {
+	var all, logical int64
+	for i, b := range in.LayerBytes {
 		all += b
+		l := b
+		if in.LogicalLayerBytes != nil {
+			l = in.LogicalLayerBytes[i]
+		}
+		logical += l
+		p.Compressed = p.Compressed || (in.Streaming && l != b)
 	}
-	if !in.Streaming || all <= in.TrunkBudget {
+	if p.Compressed && logical <= in.TrunkBudget {
+		for i := range p.Pinned {
+			p.Pinned[i] = true
+		}
+		p.PinnedBytes, p.Expanded, p.Load = logical, true, slices.Max(in.LayerBytes)
+		p.Notes = append(p.Notes, fmt.Sprintf("the whole trunk fits the budget at its bf16 size (%s, %s compressed): every layer is pinned, expanded to bf16 at load, as bf16 mat-vecs in RAM are faster than compressed ones",
+			units.Bytes(logical), units.Bytes(all)))
+	} else if !in.Streaming || all <= in.TrunkBudget {
 		for i := range p.Pinned {
 			p.Pinned[i] = true
 		}
@@ -139,6 +176,14 @@ func Make(in Inputs) *Plan {
 				units.Bytes(p.RingBytes), p.RingSlots, fitting, len(streamed), units.Bytes(slot)))
 		}
 	}
+	switch {
+	case p.Compressed && !p.Expanded && p.RingSlots == 0:
+		p.Notes = append(p.Notes, fmt.Sprintf("the trunk does not fit the budget at its bf16 size (%s): every layer is pinned compressed (BF16C, %s)",
+			units.Bytes(logical), units.Bytes(all)))
+	case p.Compressed && !p.Expanded:
+		p.Notes = append(p.Notes, fmt.Sprintf("the trunk does not fit the budget at its bf16 size (%s): its layers stay compressed (BF16C, %s), so more of them pin and each streamed one reads fewer bytes",
+			units.Bytes(logical), units.Bytes(all)))
+	}
 	if in.ExpertBytes > 0 {
 		p.CacheSlots = int(in.CacheBudget / in.ExpertBytes)
 		if in.MaxExperts > 0 && p.CacheSlots > in.MaxExperts {
@@ -150,7 +195,12 @@ func Make(in Inputs) *Plan {
 		}
 		p.CacheBytes = int64(p.CacheSlots) * in.ExpertBytes
 	}
-	p.Total = p.Baseline + p.PinnedBytes + p.RingBytes + p.CacheBytes + p.Globals + p.State + p.KV + p.Buffers + p.Spec
+	// an expanding load holds one layer as read next to the layers
+	// expanded so far, before any of the parts after the tables is
+	// allocated (the engine's buffers, the state, the expert cache's
+	// slots): the peak is the larger of the two
+	after := p.RingBytes + p.CacheBytes + p.State + p.KV + p.Buffers + p.Spec
+	p.Total = p.Baseline + p.PinnedBytes + p.Globals + max(after, p.Load)
 	return p
 }
 
@@ -205,9 +255,23 @@ func (p *Plan) String() string {
 		}
 	}
 	fmt.Fprintf(&b, "memory plan:\n")
-	fmt.Fprintf(&b, "  trunk pinned   %10s  (%d of %d layers)\n", units.Bytes(p.PinnedBytes), pinned, len(p.Pinned))
+	form := ""
+	switch {
+	case p.Expanded:
+		form = ", expanded to bf16 for speed"
+	case p.Compressed && pinned > 0:
+		form = ", compressed"
+	}
+	fmt.Fprintf(&b, "  trunk pinned   %10s  (%d of %d layers%s)\n", units.Bytes(p.PinnedBytes), pinned, len(p.Pinned), form)
 	if p.RingSlots > 0 {
-		fmt.Fprintf(&b, "  trunk ring     %10s  (%d layer(s) in flight; largest %s)\n", units.Bytes(p.RingBytes), p.RingSlots, units.Bytes(p.SlotBytes))
+		form = ""
+		if p.Compressed {
+			form = "; compressed"
+		}
+		fmt.Fprintf(&b, "  trunk ring     %10s  (%d layer(s) in flight; largest %s%s)\n", units.Bytes(p.RingBytes), p.RingSlots, units.Bytes(p.SlotBytes), form)
+	}
+	if p.Load > 0 {
+		fmt.Fprintf(&b, "  load buffer    %10s  (a compressed layer as read, until it is expanded; only while loading)\n", units.Bytes(p.Load))
 	}
 	fmt.Fprintf(&b, "  model tables   %10s  (embeddings, lm_head, final norms)\n", units.Bytes(p.Globals))
 	fmt.Fprintf(&b, "  expert cache   %10s  (%d slots)\n", units.Bytes(p.CacheBytes), p.CacheSlots)

@@ -2,11 +2,15 @@ package plan
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"k3/internal/fixture"
+	"k3/storage/config"
 )
 
 func TestMakePinsLargestFirst(t *testing.T) {
@@ -134,4 +138,115 @@ func TestResolve(t *testing.T) {
 	assert.ErrorContains(t, err, "unknown")
 	_, err = Resolve("auto", &Memory{}, need)
 	assert.ErrorContains(t, err, "unknown")
+}
+
+// TestMakeCompressed: a compressed trunk (stored sizes below the bf16
+// ones) is pinned whole and expanded to bf16 when the budget holds its
+// bf16 size, to the byte; below that the layers stay compressed, all
+// pinned while the stored sizes fit, else pinned and streamed by the
+// stored sizes.
+func TestMakeCompressed(t *testing.T) {
+	in := Inputs{LayerBytes: []int64{300, 80, 80, 80}, LogicalLayerBytes: []int64{400, 100, 100, 100},
+		Streaming: true, Ring: 2, GlobalBytes: 11, BaselineRSS: 13}
+	in.TrunkBudget = 700 // the bf16 trunk, exactly
+	p := Make(in)
+	assert.True(t, p.Compressed)
+	assert.True(t, p.Expanded)
+	assert.Equal(t, []bool{true, true, true, true}, p.Pinned)
+	assert.Equal(t, int64(700), p.PinnedBytes, "pinned at the bf16 sizes")
+	assert.Zero(t, p.RingSlots)
+	assert.Zero(t, p.RingBytes)
+	// loading holds the largest layer as read (300) next to the expanded
+	// ones; nothing else is allocated yet, so it is the peak
+	assert.Equal(t, int64(300), p.Load)
+	assert.Equal(t, int64(13+700+11+300), p.Total)
+	assert.Contains(t, p.String(), "(4 of 4 layers, expanded to bf16 for speed)")
+	assert.Contains(t, p.String(), "load buffer      300.00 B  (a compressed layer as read")
+	in.StateBytes, in.KVPerPos, in.Positions = 250, 1, 100 // allocated after loading: 350 > 300
+	assert.Equal(t, int64(13+700+11+350), Make(in).Total)
+	in.StateBytes, in.KVPerPos, in.Positions = 0, 0, 0
+	require.Len(t, p.Notes, 1)
+	assert.Contains(t, p.Notes[0], "expanded to bf16 at load")
+
+	in.TrunkBudget = 699 // a byte short: every layer still pins, compressed
+	p = Make(in)
+	assert.True(t, p.Compressed)
+	assert.False(t, p.Expanded)
+	assert.Equal(t, []bool{true, true, true, true}, p.Pinned)
+	assert.Equal(t, int64(540), p.PinnedBytes, "pinned at the stored sizes")
+	assert.Zero(t, p.RingSlots)
+	assert.Zero(t, p.Load)
+	assert.Equal(t, int64(13+540+11), p.Total)
+	assert.NotContains(t, p.String(), "load buffer")
+	assert.Contains(t, p.String(), "(4 of 4 layers, compressed)")
+	assert.NotContains(t, p.String(), "expanded")
+	assert.Contains(t, p.String(), "every layer is pinned compressed (BF16C, 540.00 B)")
+
+	in.TrunkBudget = 539 // pins 300 with a ring of two 80s; at bf16 sizes 400 + 2x100 would not fit
+	p = Make(in)
+	assert.True(t, p.Compressed)
+	assert.False(t, p.Expanded)
+	assert.Equal(t, []bool{true, false, false, false}, p.Pinned)
+	assert.Equal(t, int64(300), p.PinnedBytes)
+	assert.Equal(t, 2, p.RingSlots)
+	assert.Equal(t, int64(160), p.RingBytes)
+	assert.Contains(t, p.String(), "(1 of 4 layers, compressed)")
+	assert.Contains(t, p.String(), "largest 80.00 B; compressed)")
+	assert.Contains(t, p.String(), "its layers stay compressed (BF16C, 540.00 B)")
+
+	// nothing smaller (an f32 trunk packed with --compress): the plan of
+	// an uncompressed trunk
+	for _, budget := range []int64{1 << 40, 700, 539} {
+		plain := Inputs{LayerBytes: in.LogicalLayerBytes, Streaming: true, Ring: 2, TrunkBudget: budget}
+		same := plain
+		same.LogicalLayerBytes = slices.Clone(plain.LayerBytes)
+		assert.Equal(t, Make(plain), Make(same), budget)
+		assert.False(t, Make(same).Compressed, budget)
+	}
+}
+
+// TestMakeCompressedReleased: the released trunk (108.79 GB at bf16)
+// compressed 1.25x. The server preset's 110 GB holds it at bf16: all 93
+// layers pinned, expanded. The workstation's 60 GB does not: the layers
+// stay compressed, and more of them pin than of the bf16 trunk.
+func TestMakeCompressedReleased(t *testing.T) {
+	logical := k3Layers()
+	stored := make([]int64, len(logical))
+	for i, b := range logical {
+		stored[i] = b * 4 / 5
+	}
+	pinned := func(p *Plan) int { return strings.Count(fmt.Sprint(p.Pinned), "true") }
+	for _, c := range []struct {
+		preset   string
+		expanded bool
+		more     bool // more layers pin compressed than at bf16
+	}{{"server", true, false}, {"workstation", false, true}, {"laptop", false, false}} {
+		pr, _ := Lookup(c.preset)
+		budget := int64(pr.TrunkGB * GB)
+		z := Make(Inputs{LayerBytes: stored, LogicalLayerBytes: logical, Streaming: true, TrunkBudget: budget, Ring: 2})
+		bf := Make(Inputs{LayerBytes: logical, Streaming: true, TrunkBudget: budget, Ring: 2})
+		assert.Equal(t, c.expanded, z.Expanded, c.preset)
+		assert.True(t, z.Compressed, c.preset)
+		if c.expanded {
+			assert.Equal(t, bf.Pinned, z.Pinned, c.preset)
+			assert.Equal(t, bf.PinnedBytes, z.PinnedBytes, c.preset)
+			assert.Equal(t, 93, pinned(z), c.preset)
+			continue
+		}
+		assert.Equal(t, c.more, pinned(z) > pinned(bf), c.preset)
+		assert.GreaterOrEqual(t, pinned(z), pinned(bf), c.preset)
+		t.Logf("%s (%.1f GB): %d layers pinned compressed, %d at bf16", c.preset, pr.TrunkGB, pinned(z), pinned(bf))
+	}
+}
+
+// ForModel hands the bf16 sizes to the plan as they are.
+func TestForModelLogicalSizes(t *testing.T) {
+	c, err := config.Load(fixture.ModelDir("tiny-release") + "/config.json")
+	require.NoError(t, err)
+	s := Sizes{LayerBytes: []int64{3, 4}, LogicalLayerBytes: []int64{5, 6}}
+	in := ForModel(c, 2, s, Run{Streaming: true, TrunkBudget: 11})
+	assert.Equal(t, s.LogicalLayerBytes, in.LogicalLayerBytes)
+	assert.True(t, Make(in).Expanded)
+	in.TrunkBudget = 10
+	assert.False(t, Make(in).Expanded)
 }

@@ -121,6 +121,13 @@ func TestPackCompressed(t *testing.T) {
 			assert.Equal(t, Version, m.Version)
 			assert.Equal(t, pm.TotalBytes, res.UncompressedBytes)
 			assert.Equal(t, pm.TotalBytes, m.UncompressedBytes())
+			// expanded, every run is laid out as the uncompressed pack's
+			require.Len(t, m.Runs, len(pm.Runs))
+			for i := range m.Runs {
+				want := pm.Runs[i]
+				want.Offset, want.CRC32C = 0, 0
+				assert.Equal(t, want, m.Runs[i].Expanded(), m.Runs[i].Name)
+			}
 			assert.Equal(t, m.TotalBytes, res.BytesWritten)
 			st, err := os.Stat(filepath.Join(dir, BinFile))
 			require.NoError(t, err)

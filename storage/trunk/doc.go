@@ -65,6 +65,20 @@
 // aligned in a run buffer), but nothing else about the places can be
 // predicted from the checkpoint's headers.
 //
+// The engine reads a compressed layer as it is stored, except when a run's
+// trunk budget holds the whole trunk at its bf16 size: then the memory
+// plan (engine/plan.Make) pins every layer expanded, and the engine
+// decodes each layer as it loads it into the layout Run.Expanded gives
+// (the uncompressed pack's run, byte for byte) and frees the compressed
+// bytes. The reason is where each layer's time goes: a layer held in RAM
+// is read by mat-vecs limited by compute, which BF16C's decode makes
+// slower than bf16's, while a layer read from disk is limited by the disk,
+// and BF16C reads fewer bytes. So a run with everything pinned computes at
+// bf16's speed, and every other run keeps its layers compressed, pinned
+// and streamed: more of them pin in the budget, and each streamed one
+// reads fewer bytes. The model tables stay compressed. docs/BENCHMARKS.md
+// has the measurements.
+//
 // # trunk.json
 //
 //	{"format": "k3-trunk", "version": 3,

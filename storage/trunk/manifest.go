@@ -149,13 +149,32 @@ func (m *Manifest) Compressed() bool { return m.Compression != "" }
 func (m *Manifest) UncompressedBytes() int64 {
 	var total int64
 	for i := range m.Runs {
-		var pos int64
-		for j := range m.Runs[i].Tensors {
-			pos = alignUp(pos, TensorAlign) + m.Runs[i].Tensors[j].LogicalSize()
-		}
-		total += alignUp(pos, RunAlign)
+		total += m.Runs[i].Expanded().Length
 	}
 	return total
+}
+
+// Expanded is the run as an uncompressed pack of the same checkpoint lays
+// it out: every BF16C tensor BF16 at its logical size, each tensor at the
+// next multiple of TensorAlign, Length its data rounded up to RunAlign.
+// The engine decodes a pinned compressed layer into this layout (see the
+// package doc). Those bytes exist only in memory, so Offset and CRC32C
+// are 0. An uncompressed run's tensors are unchanged.
+func (r *Run) Expanded() Run {
+	e := *r
+	e.Offset, e.CRC32C = 0, 0
+	e.Tensors = slices.Clone(r.Tensors)
+	var pos int64
+	for j := range e.Tensors {
+		t := &e.Tensors[j]
+		t.Size = t.LogicalSize()
+		t.DType = string(t.SourceDType())
+		pos = alignUp(pos, TensorAlign)
+		t.Offset = pos
+		pos += t.Size
+	}
+	e.DataBytes, e.Length = pos, alignUp(pos, RunAlign)
+	return e
 }
 
 // partial is the content of trunk.partial.json.
