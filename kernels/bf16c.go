@@ -142,12 +142,20 @@ func decodeBF16CRow(z []byte, c int, dst []uint16) {
 			p += 2 * len(out)
 			continue
 		}
-		off, sm := z[p:p+16], z[p+16:p+48]
-		for j := 0; j < BF16CBlock; j++ {
-			e := off[j&15] >> (4 * (j >> 4)) & 15
-			out[j] = uint16(sm[j]&0x80)<<8 | uint16(base+e)<<7 | uint16(sm[j]&0x7f)
-		}
+		unpackBlock(base, (*[bf16cPacked]byte)(z[p:p+bf16cPacked]), (*[BF16CBlock]uint16)(out))
 		p += bf16cPacked
+	}
+}
+
+// unpackBlock rebuilds the bf16 words of a compressed block with base
+// exponent base from its body.
+func unpackBlock(base byte, body *[bf16cPacked]byte, out *[BF16CBlock]uint16) {
+	sm := (*[BF16CBlock]byte)(body[16:])
+	for j := 0; j < 16; j++ {
+		o := body[j]
+		lo, hi := sm[j], sm[j+16]
+		out[j] = uint16(lo&0x80)<<8 | uint16(base+o&15)<<7 | uint16(lo&0x7f)
+		out[j+16] = uint16(hi&0x80)<<8 | uint16(base+o>>4)<<7 | uint16(hi&0x7f)
 	}
 }
 

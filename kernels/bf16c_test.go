@@ -347,3 +347,15 @@ func BenchmarkCompressBF16(b *testing.B) {
 		CompressBF16(m)
 	}
 }
+
+func BenchmarkDecodeRowBF16(b *testing.B) {
+	m := trainedBF16(rand.New(rand.NewPCG(1, 3)), 256, 7168)
+	c := CompressBF16(m)
+	row := make([]uint16, m.Cols)
+	b.SetBytes(m.Bytes())
+	for b.Loop() {
+		for r := 0; r < c.Rows; r++ {
+			c.DecodeRowBF16(r, row)
+		}
+	}
+}
