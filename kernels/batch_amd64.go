@@ -19,6 +19,11 @@ const (
 	bkCols  = 256        // columns per block (a multiple of MXGroup)
 	bkWS    = bkCols + 8 // float64s between decoded rows (2112 bytes, fixed in the tile kernels)
 	bkPanel = 4 * bkGroup
+	// fusedMaxT is the largest T at which bf16 skips the buffer: widening
+	// the weights once per group of tokens in the tiles costs less than
+	// decoding them into the buffer and reading them back up to T = 8
+	// (docs/BENCHMARKS.md); tokenGroups makes no group of 1 there.
+	fusedMaxT = 8
 )
 
 // tileArgs is the argument block of the tile kernels; the assembly relies on
@@ -130,7 +135,7 @@ func matMulAVX2(p *Pool, dst []float32, m *Mat, x []float32, T int) {
 	xb := getF64(T * xs)
 	xd := *xb
 	scale := 1.0
-	fused := m.DType == BF16 && T <= 4
+	fused := m.DType == BF16 && T >= 2 && T <= fusedMaxT
 	if m.DType == BF16 && !fused {
 		scale = 0x1p896 // the bf16 decoders yield w*2^-896
 	}
@@ -174,7 +179,7 @@ func (m *Mat) bkPanel(sc *bkScratch, dst, x []float32, xd []float64, xs, T int, 
 				continue
 			}
 			for kb := 0; kb < n8; kb += bkCols {
-				m.fusedGroup(&da, xd, acc, T, gr, g, kb, min(bkCols, n8-kb))
+				m.fusedGroup(&da, xd, acc, xs, T, groups, gr, g, kb, min(bkCols, n8-kb))
 			}
 		}
 	} else {
@@ -247,26 +252,33 @@ func (m *Mat) bkGroupBuffered(sc *bkScratch, xd, acc []float64, xs, T int, group
 	}
 }
 
-// fusedGroup multiplies the bkGroup bf16 rows from gr with the T <= 4
-// tokens, decoding them from the matrix inside the tile kernels (dtile*).
-func (m *Mat) fusedGroup(da *dtileArgs, xd, acc []float64, T, gr, g, kb, kl int) {
+// fusedGroup multiplies the bkGroup bf16 rows from gr with the tokens (2 <=
+// T <= fusedMaxT: groups of 4, 3 and 2), widening the weights from the
+// matrix inside the tile kernels (dtile*) once per group of tokens; 6 rows
+// at a time, so that the rows are in L1 for the second group.
+func (m *Mat) fusedGroup(da *dtileArgs, xd, acc []float64, xs, T int, groups []int, gr, g, kb, kl int) {
 	n := m.Cols
 	da.n = kl / 8
-	da.x = &xd[kb]
-	rows := 3
-	if T <= 2 {
-		rows = 6
-	}
-	for rr := 0; rr < bkGroup; rr += rows {
-		da.acc = &acc[(g*bkGroup+rr)*T*Lanes]
-		da.src = unsafe.Pointer(&m.BF16[(gr+rr)*n+kb])
-		switch T {
-		case 4:
-			dtile3x4BF16AVX2(da)
-		case 3:
-			dtile3x3BF16AVX2(da)
-		default:
-			dtile6x2BF16AVX2(da)
+	for rr := 0; rr < bkGroup; rr += 6 {
+		t0 := 0
+		for _, tg := range groups {
+			da.x = &xd[t0*xs+kb]
+			tile := func(r int, f func(*dtileArgs)) {
+				da.acc = &acc[((g*bkGroup+r)*T+t0)*Lanes]
+				da.src = unsafe.Pointer(&m.BF16[(gr+r)*n+kb])
+				f(da)
+			}
+			switch tg {
+			case 4:
+				tile(rr, dtile3x4BF16AVX2)
+				tile(rr+3, dtile3x4BF16AVX2)
+			case 3:
+				tile(rr, dtile3x3BF16AVX2)
+				tile(rr+3, dtile3x3BF16AVX2)
+			default:
+				tile(rr, dtile6x2BF16AVX2)
+			}
+			t0 += tg
 		}
 	}
 }
@@ -345,9 +357,8 @@ func tile6x2AVX2(a *tileArgs)
 func tile12x1AVX2(a *tileArgs)
 
 // The fused bf16 tile kernels: tile3x4AVX2 and its kin with the weights
-// decoded from the matrix rather than read from a buffer, for T <= 4 (where
-// decoding into a buffer and reading it back costs more than the
-// multiply-adds it feeds). dtileRxTBF16AVX2 covers R rows from a.src
+// widened from the matrix rather than read from a buffer, for T <=
+// fusedMaxT. dtileRxTBF16AVX2 covers R rows from a.src
 // (a.stride bytes apart) and T tokens, both halves of the lanes, adding to
 // a.acc (read and written):
 //

@@ -7,8 +7,8 @@
 // 9) lane accumulators (4 float64 lanes of one row and one token) in Y0-Y11
 // and walks the block one half of the 8 lanes at a time (lanes 0-3, then
 // 4-7: the vectors 64 bytes apart), so a tile holds twice the rows x tokens
-// that both halves at once would. Decoded rows are 2112 bytes apart (bkWS
-// float64s, WS below).
+// that both halves at once would. Decoded rows are 2112 bytes (bkWS
+// float64s) apart.
 // func tile3x4AVX2(a *tileArgs)
 // 4 tiles of 3 rows x 4 tokens, each half of the lanes in turn; acc (row r,
 // token t) in Y(4*r+t).

@@ -68,8 +68,10 @@
 //     a time by register tiles of 3x4 (4x3, 6x2, 12x1) rows x tokens that
 //     walk each half of the 8 lanes in turn, so 12 lane accumulators cover
 //     twice the rows x tokens. Each weight is decoded once per call whatever
-//     T is. bf16 with T <= 4 skips the buffer: the tiles widen the weights
-//     from the matrix themselves (exactly, by a 16-bit shift and VCVTPS2PD).
+//     T is. bf16 with T <= 8 skips the buffer: the tiles widen the weights
+//     from the matrix themselves, once per group of tokens (exactly, by a
+//     16-bit shift and VCVTPS2PD), which costs less than storing and
+//     reloading them up to T = 8.
 //     The lane accumulators persist in memory between column blocks, which
 //     add to them in ascending column order.
 //   - Attention over a cache of float32 rows (MLA): MatVec64 runs the

@@ -531,7 +531,7 @@ func TestSIMDSmallBatch(t *testing.T) {
 }
 
 // TestSIMDSmallBatchSpecials puts Inf and NaN bf16 weights in every kind of
-// group (full and short, fused T <= 4 and buffered), subnormal weights and
+// group (full and short, fused T <= 8 and buffered), subnormal weights and
 // activations, and Inf/NaN activations (bf16: through the kernels; MXFP4:
 // the portable fallback).
 func TestSIMDSmallBatchSpecials(t *testing.T) {
