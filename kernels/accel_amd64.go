@@ -8,15 +8,12 @@ import (
 // Tables shared by the MXFP4 kernels.
 var (
 	pow2Tab  [256]float64 // 2^(s-127); 0 for the NaN scale 255
-	pow2hTab [256]float64 // 2^(s-128); 0 for 255 (the AVX2 LUT holds 2*E2M1)
 	mxShifts = [8]uint64{0, 4, 8, 12, 16, 20, 24, 28}
-	e2m1Int  = [16]int8{0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12}
 )
 
 func init() {
 	for s := 0; s < 255; s++ {
 		pow2Tab[s] = math.Ldexp(1, s-127)
-		pow2hTab[s] = math.Ldexp(1, s-128)
 	}
 	// mxTable, 64-byte aligned: each 64-byte half of a row is then one cache
 	// line (loads split across two lines slow the row kernel markedly;
@@ -40,7 +37,7 @@ func init() {
 var mxTab *[256][16]float64
 
 func newMxArgs() mxArgs {
-	return mxArgs{pow2: &pow2Tab, e2m1: &E2M1, shifts: mxShifts, pow2h: &pow2hTab, lut: e2m1Int, tab: mxTab}
+	return mxArgs{pow2: &pow2Tab, e2m1: &E2M1, shifts: mxShifts, tab: mxTab}
 }
 
 // simdMatMul is MatMul on the SIMD path; false means "use the portable path".
@@ -62,11 +59,15 @@ func simdMatMul(p *Pool, dst []float32, m *Mat, x []float32, T int) bool {
 		// equals skipping them for finite activations
 		return false
 	}
-	if T <= rowKernelMaxT && (lvl == LevelAVX512 || m.DType != MXFP4) {
+	if lvl == LevelAVX2 && (T > 1 || m.DType == MXFP4) {
+		matMulAVX2(p, dst, m, x, T)
+		return true
+	}
+	if T <= rowKernelMaxT {
 		matVecSIMD(p, dst, m, x, T, lvl)
 		return true
 	}
-	matMulSIMD(p, dst, m, x, T, lvl)
+	matMulSIMD(p, dst, m, x, T)
 	return true
 }
 
@@ -170,7 +171,8 @@ func (m *Mat) rowsSIMD(lvl Level, r, k int, xd []float64, n8 int, acc *[64]float
 	}
 }
 
-func matMulSIMD(p *Pool, dst []float32, m *Mat, x []float32, T int, lvl Level) {
+// matMulSIMD is the AVX-512 mat-mat path (T > rowKernelMaxT).
+func matMulSIMD(p *Pool, dst []float32, m *Mat, x []float32, T int) {
 	n := m.Cols
 	n8 := n &^ 7
 	Tp := (T + 3) &^ 3
@@ -192,14 +194,14 @@ func matMulSIMD(p *Pool, dst []float32, m *Mat, x []float32, T int, lvl Level) {
 		// panels (and their accumulators) at panelRows all the same
 		sc := gemmPool.Get().(*gemmScratch)
 		for r := r0; r < r1; r += panelRows {
-			m.gemmPanel(sc, dst, x, xd, xs, T, Tp, r, min(r+panelRows, r1), lvl)
+			m.gemmPanel(sc, dst, x, xd, xs, T, Tp, r, min(r+panelRows, r1))
 		}
 		gemmPool.Put(sc)
 	})
 	putF64(xb)
 }
 
-func (m *Mat) gemmPanel(sc *gemmScratch, dst, x []float32, xd []float64, xs, T, Tp, r0, r1 int, lvl Level) {
+func (m *Mat) gemmPanel(sc *gemmScratch, dst, x []float32, xd []float64, xs, T, Tp, r0, r1 int) {
 	n := m.Cols
 	n8 := n &^ 7
 	tiles := (r1 - r0 + 5) / 6
@@ -225,49 +227,21 @@ func (m *Mat) gemmPanel(sc *gemmScratch, dst, x []float32, xd []float64, xs, T, 
 				}
 				switch m.DType {
 				case F32:
-					src := &m.F32[row*n+kb]
-					if lvl == LevelAVX512 {
-						decodeF32AVX512(src, &out[0], kl)
-					} else {
-						decodeF32AVX2(src, &out[0], kl)
-					}
+					decodeF32AVX512(&m.F32[row*n+kb], &out[0], kl)
 				case BF16:
-					src := &m.BF16[row*n+kb]
-					if lvl == LevelAVX512 {
-						decodeBF16AVX512(src, &out[0], kl)
-					} else {
-						decodeBF16AVX2(src, &out[0], kl)
-					}
+					decodeBF16AVX512(&m.BF16[row*n+kb], &out[0], kl)
 				default:
 					ma.packed[0] = &m.Packed[(row*n+kb)/2]
 					ma.scales[0] = &m.Scales[(row*n+kb)/MXGroup]
-					if lvl == LevelAVX512 {
-						decodeMXFP4AVX512(&ma, &out[0], kl)
-					} else {
-						decodeMXFP4AVX2(&ma, &out[0], kl)
-					}
+					decodeMXFP4AVX512(&ma, &out[0], kl)
 				}
 			}
-			if lvl == LevelAVX512 {
-				for tg := 0; tg < Tp; tg += 4 {
-					for t := 0; t < 4; t++ {
-						ga.x[t] = &xd[(tg+t)*xs+kb]
-					}
-					ga.acc = &acc[(tile*6*Tp+tg)*Lanes]
-					gemm6x4AVX512(&ga, kl)
+			for tg := 0; tg < Tp; tg += 4 {
+				for t := 0; t < 4; t++ {
+					ga.x[t] = &xd[(tg+t)*xs+kb]
 				}
-				continue
-			}
-			for half := 0; half < 2; half++ {
-				var ga2 gemmArgs
-				ga2.accStride = ga.accStride
-				copy(ga2.w[:3], ga.w[half*3:half*3+3])
-				for tg := 0; tg < Tp; tg += 2 {
-					ga2.x[0] = &xd[tg*xs+kb]
-					ga2.x[1] = &xd[(tg+1)*xs+kb]
-					ga2.acc = &acc[((tile*6+half*3)*Tp+tg)*Lanes]
-					gemm3x2AVX2(&ga2, kl)
-				}
+				ga.acc = &acc[(tile*6*Tp+tg)*Lanes]
+				gemm6x4AVX512(&ga, kl)
 			}
 		}
 	}

@@ -21,7 +21,7 @@ func init() {
 	}
 }
 
-// The NEON driver: the same blocking as the amd64 AVX2 path (row kernels for
+// The NEON driver: the blocking of the amd64 AVX-512 path (row kernels for
 // T <= rowKernelMaxT, decode and a 3x2 register tile above), with the row
 // counts the 32 NEON registers hold: 4 f32 or bf16 rows, 2 MXFP4 rows.
 

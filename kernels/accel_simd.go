@@ -36,7 +36,8 @@ func (m *Mat) finishRow64(l *[Lanes]float64, r, n8 int, x []float32) float64 {
 
 // rowKernelMaxT is the largest token count that runs on the row kernels
 // (one mat-vec per token over each block of rows, whose weights stay in L1/L2
-// after the first token) rather than on the decode-and-gemm path.
+// after the first token) rather than on the decode-and-gemm path: AVX-512
+// and NEON. AVX2 runs T >= 2 on its small-batch path (batch_amd64.go).
 const rowKernelMaxT = 8
 
 // Blocking of the mat-mat path: a panel of panelRows output rows is computed

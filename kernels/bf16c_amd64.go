@@ -271,3 +271,20 @@ func (m *Mat) bf16cPanel(sc *gemmScratch, dst, x []float32, xd []float64, xs, T,
 		}
 	}
 }
+
+// gemm3x2AVX2 is the mat-mat micro-kernel of the BF16C T > 8 path: for
+// weight rows w[0..2] (decoded to float64) and tokens x[0..1] of a,
+//
+//	for r := 0; r < 3; r++ {
+//		for t := 0; t < 2; t++ {
+//			lanes := a.acc[r*a.accStride/8+t*8:][:8]
+//			for i := 0; i < k; i++ {
+//				lanes[i%8] += a.w[r][i] * a.x[t][i]
+//			}
+//		}
+//	}
+//
+// k is a multiple of 8; bf16cPanel runs each 6-row tile as two halves.
+//
+//go:noescape
+func gemm3x2AVX2(a *gemmArgs, k int)

@@ -42,7 +42,7 @@
 // columns and combines the lanes with the same tree. NaN results may differ
 // from the portable path in their payload bits only.
 //
-//   - T <= 8: fused row kernels, 8 rows in flight (AVX-512) with software
+//   - AVX-512, T <= 8: fused row kernels, 8 rows in flight with software
 //     prefetch (within each row and of the next block of rows); for T > 1
 //     each block of rows is multiplied with every token in turn while its
 //     weights are in L1/L2 (one mat-vec per token, so the contract order is
@@ -53,10 +53,27 @@
 //     (mxTable; all zero for s = 255), moves each element's nibble to the low
 //     bits of its qword (one 8-byte broadcast, VPSRLVQ) and looks it up with
 //     VPERMI2PD; the FMA then forms the exact product with the activation.
-//   - T > 8 (mat-mat): panels of 48 output rows; each 6-row block of 512
-//     columns is decoded once to float64 and multiplied with all tokens by a
-//     6x4 (AVX-512) or 3x2 (AVX2) register-tiled micro-kernel whose lane
-//     accumulators persist in memory between column blocks.
+//   - AVX-512, T > 8 (mat-mat): panels of 48 output rows; each 6-row block
+//     of 512 columns is decoded once to float64 and multiplied with all
+//     tokens by a 6x4 register-tiled micro-kernel whose lane accumulators
+//     persist in memory between column blocks.
+//   - AVX2, T = 1: the f32 and bf16 row kernels, 4 rows in flight.
+//   - AVX2, T >= 2, and MXFP4 at every T (batch_amd64.go): panels of 48
+//     output rows in column blocks of 256; each group of 12 rows of a block
+//     is decoded once to float64 (bf16 with integer operations to w*2^-896
+//     against activations pre-scaled by 2^896, rows with an Inf/NaN weight
+//     decoded again exactly; MXFP4 by two VPSHUFB lookups in per-scale
+//     byte tables of the top 16 bits of E2M1*2^(s-127)) while the next
+//     block is prefetched, and multiplied with the tokens 4 (or 3, 2, 1) at
+//     a time by register tiles of 3x4 (4x3, 6x2, 12x1) rows x tokens that
+//     walk each half of the 8 lanes in turn, so 12 lane accumulators cover
+//     twice the rows x tokens. Each weight is decoded once per call whatever
+//     T is. bf16 with T <= 8 skips the buffer: the tiles widen the weights
+//     from the matrix themselves, once per group of tokens (exactly, by a
+//     16-bit shift and VCVTPS2PD), which costs less than storing and
+//     reloading them up to T = 8.
+//     The lane accumulators persist in memory between column blocks, which
+//     add to them in ascending column order.
 //   - Attention over a cache of float32 rows (MLA): MatVec64 runs the
 //     scores through the f32 row kernels (8 rows in flight, so eight
 //     independent lane sets instead of one dependent chain), and
@@ -84,8 +101,8 @@
 // weights, always raw) is added in Go before the lanes are combined.
 //
 // On arm64 (LevelNEON) the 8 lanes of a row are four 2 x float64 registers
-// and the blocking is the AVX2 path's with the rows the 32 vector registers
-// hold: row kernels with 4 f32 or bf16 rows (bf16 widened by a 16-bit shift,
+// and the blocking is the AVX-512 path's with the rows the 32 vector
+// registers hold: row kernels with 4 f32 or bf16 rows (bf16 widened by a 16-bit shift,
 // exact for every value, so no block falls back) or 2 MXFP4 rows in flight
 // for T <= 8, decode and a 3x2 micro-kernel above. An MXFP4 weight
 // E2M1*2^(s-127) has only its top 16 bits set as a float64, so the kernels

@@ -73,8 +73,7 @@ type mxArgs struct {
 	pow2   *[256]float64     // 128: 2^(s-127), 0 for s = 255
 	e2m1   *[16]float64      // 136
 	shifts [8]uint64         // 144: 0, 4, ..., 28
-	pow2h  *[256]float64     // 208: 2^(s-128), 0 for s = 255
-	lut    [16]int8          // 216: 2*E2M1 as integers
+	_      [24]byte          // 208: unused
 	tab    *[256][16]float64 // 232: mxTable (E2M1 * 2^(s-127), row 255 zero)
 	pf     *byte             // 240: packed bytes to prefetch (the next 8 rows)
 	pfs    *byte             // 248: scales to prefetch (the next 8 rows)
@@ -270,49 +269,6 @@ func bf16Rows4AVX2(rows *[4]*uint16, x *float64, n int, acc *[32]float64)
 //
 //go:noescape
 func decodeF32AVX2(src *float32, dst *float64, n int)
-
-// decodeBF16AVX2 is decodeBF16AVX512 on AVX2, n a multiple of 8:
-//
-//	for i := 0; i < n; i++ {
-//		dst[i] = float64(BF16ToF32(src[i]))
-//	}
-//
-//go:noescape
-func decodeBF16AVX2(src *uint16, dst *float64, n int)
-
-// decodeMXFP4AVX2 decodes one MXFP4 row (a.packed[0], a.scales[0]) for the
-// gemm micro-kernel through small integers, using a.lut (2·E2M1 as int8)
-// and a.pow2h (2^(s-128)); n is a multiple of 32:
-//
-//	for i := 0; i < n; i++ {
-//		s := a.scales[0][i/32]
-//		c := a.packed[0][i/2] >> (4 * (i % 2)) & 15
-//		dst[i] = float64(a.lut[c]) * a.pow2h[s]
-//	}
-//
-// which is E2M1[c]·2^(s-127) exactly, except that code 8 (-0) decodes to +0
-// and a group with the NaN scale 255 to zeros: the same products as
-// decodeMXFP4AVX512 for finite activations.
-//
-//go:noescape
-func decodeMXFP4AVX2(a *mxArgs, dst *float64, n int)
-
-// gemm3x2AVX2 is the AVX2 mat-mat micro-kernel: gemm6x4AVX512 for weight
-// rows a.w[0..2] and tokens a.x[0..1] (a.acc is read and written):
-//
-//	for r := 0; r < 3; r++ {
-//		for t := 0; t < 2; t++ {
-//			lanes := a.acc[r*a.accStride/8+t*8:][:8]
-//			for i := 0; i < k; i++ {
-//				lanes[i%8] += a.w[r][i] * a.x[t][i]
-//			}
-//		}
-//	}
-//
-// k is a multiple of 8; gemmPanel runs each 6-row tile as two halves.
-//
-//go:noescape
-func gemm3x2AVX2(a *gemmArgs, k int)
 
 // dotF32AVX2 is dotF32AVX512 on AVX2 (acc is written, not read):
 //

@@ -258,7 +258,7 @@ func TestSIMDNonFinite(t *testing.T) {
 	}
 	tm.bf16.BF16[3000] = 0x7fc1 // NaN
 	tm.f32.F32[3000] = float32(math.NaN())
-	for _, T := range []int{1, 4} {
+	for _, T := range []int{1, 2, 3, 4, 5, 8, 13} {
 		x := specialVec(r, T*cols)
 		xs := [][]float32{x, append([]float32(nil), x...)}
 		xs[1][7] = float32(math.Inf(1))
@@ -478,4 +478,99 @@ func TestRowRange(t *testing.T) {
 		}
 	}()
 	tm.bf16.RowRange(30, 38)
+}
+
+// TestSIMDSmallBatch covers the blocking of the small-batch paths: rows
+// around the 12-row groups and 48-row panels (short last groups), columns
+// around the 256-column blocks and the 8-column tail, every T from 1 to 9
+// (each token grouping: 4s and a remainder of 3, 2, 1, and 5 as 3+2) and
+// larger ones, MXFP4 groups with the NaN scale and every scale value, and 1
+// to 3 threads.
+func TestSIMDSmallBatch(t *testing.T) {
+	r := rand.New(rand.NewPCG(31, 32))
+	pools := []*Pool{nil, NewPool(2), NewPool(3)}
+	defer func() {
+		for _, p := range pools {
+			p.Close()
+		}
+	}()
+	shapes := [][2]int{{1, 32}, {11, 40}, {12, 256}, {13, 264}, {24, 15}, {25, 288}, {47, 520}, {48, 96}, {49, 544}, {61, 800}, {97, 1000}}
+	tokens := []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 16, 17, 33}
+	for si, sh := range shapes {
+		tm := makeMats(r, sh[0], sh[1])
+		if si%3 == 2 {
+			tm = cancelMats(r, sh[0], sh[1])
+		}
+		if tm.mx != nil {
+			for g := range tm.mx.Scales {
+				if g%7 == 3 {
+					tm.mx.Scales[g] = 255 // NaN scale: zero products
+				}
+			}
+		}
+		for ti, T := range tokens {
+			x := specialVec(r, T*sh[1])
+			if si%3 == 2 {
+				x = x[:0]
+				for tt := 0; tt < T; tt++ {
+					x = append(x, cancelX(r, sh[1])...)
+				}
+			}
+			for _, m := range []*Mat{tm.f32, tm.bf16, tm.mx} {
+				if m == nil {
+					continue
+				}
+				want := matMulAt(LevelPortable, nil, m, x, T)
+				for _, l := range simdLevels(t) {
+					p := pools[(si+ti)%len(pools)]
+					compare(t, fmt.Sprintf("%v %v %dx%d T=%d threads=%d", l, m.DType, m.Rows, m.Cols, T, p.Threads()), matMulAt(l, p, m, x, T), want)
+				}
+			}
+		}
+	}
+}
+
+// TestSIMDSmallBatchSpecials puts Inf and NaN bf16 weights in every kind of
+// group (full and short, fused T <= 8 and buffered), subnormal weights and
+// activations, and Inf/NaN activations (bf16: through the kernels; MXFP4:
+// the portable fallback).
+func TestSIMDSmallBatchSpecials(t *testing.T) {
+	r := rand.New(rand.NewPCG(33, 34))
+	rows, cols := 29, 296 // bf16: a column tail; MXFP4: 288 columns
+	tm := makeMats(r, rows, cols)
+	mx := makeMats(r, rows, 288).mx
+	for i := range tm.bf16.BF16 {
+		switch r.IntN(40) {
+		case 0:
+			tm.bf16.BF16[i] = 0x7f80 | uint16(r.IntN(2))<<15 // +-Inf
+		case 1:
+			tm.bf16.BF16[i] = 0x7fc0 | uint16(r.IntN(64)) // NaN
+		case 2:
+			tm.bf16.BF16[i] = uint16(1+r.IntN(127)) | uint16(r.IntN(2))<<15 // subnormal
+		}
+	}
+	// keep some rows (and a whole 12-row group) finite
+	for i := 0; i < 12*cols; i++ {
+		tm.bf16.BF16[i] &^= 0x0080 // exponent 255 -> 254: finite
+	}
+	for _, T := range []int{1, 2, 3, 4, 5, 8, 9} {
+		x := specialVec(r, T*cols)
+		xs := [][]float32{x, append([]float32(nil), x...)}
+		xs[1][3] = float32(math.Inf(-1))
+		xs[1][len(x)-5] = float32(math.NaN())
+		for i := range xs[1] {
+			if i%11 == 0 {
+				xs[1][i] = math.Float32frombits(uint32(1 + r.IntN(1<<23))) // subnormal
+			}
+		}
+		for k, xx := range xs {
+			for _, m := range []*Mat{tm.bf16, mx} {
+				xm := xx[:T*m.Cols]
+				want := matMulAt(LevelPortable, nil, m, xm, T)
+				for _, l := range simdLevels(t) {
+					compare(t, fmt.Sprintf("%v %v T=%d x%d", l, m.DType, T, k), matMulAt(l, nil, m, xm, T), want)
+				}
+			}
+		}
+	}
 }

@@ -20,7 +20,7 @@ var benchCommands = newRegistry("k3 bench", "unknown benchmark %q (run 'k3 bench
 
 func init() {
 	register("bench", "measure this machine and the engine (k3 bench kernels|...)", runBench)
-	benchCommands.add("kernels", "read bandwidth and every kernel at the real K3 shapes", benchKernels)
+	benchCommands.add("kernels", "read bandwidth, every kernel at the real K3 shapes, small batches vs the FMA roofline (and llama.cpp's ggml)", benchKernels)
 }
 
 func runBench(args []string, stdout, stderr io.Writer) int {
@@ -40,13 +40,20 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 func benchKernels(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("k3 bench kernels", stderr)
 	jsonOut := fs.Bool("json", false, "one JSON object per line instead of a table")
-	quick := fs.Bool("quick", false, "short measurements (the whole run in under 40 s)")
+	quick := fs.Bool("quick", false, "short measurements (the whole run in under 40 s without a peer)")
 	threads := fs.Int("threads", 0, "threads of the multi-threaded measurements (0: physical cores)")
+	peer := fs.String("peer", "", "path of ggml's test-backend-ops, measured beside k3 in the small-batch table")
+	batchOnly := fs.Bool("batch-only", false, "only the small-batch table (no read bandwidth, no K3 shapes)")
+	reps := fs.Int("reps", 0, "repeats of each small-batch measurement, interleaved (0: 3, --quick 1)")
 	setUsage(fs, stderr,
-		"usage: k3 bench kernels [--json] [--quick] [--threads N]",
+		"usage: k3 bench kernels [--json] [--quick] [--threads N] [--peer PATH] [--batch-only] [--reps N]",
 		"Measures streaming read bandwidth (1 and N threads), then mat-vec and mat-mat",
-		"(T = 1, 8, 32) at the K3 shapes over >1 GiB of weights; K3_PORTABLE=1 measures",
-		"the portable Go path.",
+		"(T = 1, 8, 32) at the K3 shapes over >1 GiB of weights, then the small-batch",
+		"table: the float64 FMA roofline of N threads and bf16 and MXFP4 4096x7168 at",
+		"T = 1, 2, 4, 8, 16, 32, 64 tokens with the fraction of the roofline each reaches",
+		"and, with --peer, ggml's test-backend-ops at the same shapes in the same run",
+		"(interleaved; medians of --reps repeats). K3_PORTABLE=1 measures the portable",
+		"Go path. docs/BENCHMARKS.md says how to build test-backend-ops.",
 	)
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
@@ -54,36 +61,99 @@ func benchKernels(args []string, stdout, stderr io.Writer) int {
 		}
 		return ExitUsage
 	}
-	if fs.NArg() > 0 || *threads < 0 {
+	if fs.NArg() > 0 || *threads < 0 || *reps < 0 {
 		fs.Usage()
 		return ExitUsage
 	}
 	start := time.Now()
+	ctx := context.Background()
+	var ggml *measure.GGML
+	if *peer != "" {
+		var err error
+		if ggml, err = measure.NewGGML(ctx, *peer); err != nil {
+			fmt.Fprintf(stderr, "k3 bench kernels: %v\n", err)
+			return ExitUsage
+		}
+		defer ggml.Close()
+	}
 	enc := json.NewEncoder(stdout)
-	cfg := measure.KernelConfig{Quick: *quick, Threads: measure.KernelThreads(*threads)}
-	if *jsonOut {
-		cfg.Report = func(r measure.KernelResult) { enc.Encode(r) }
-	} else {
+	if !*jsonOut {
 		fmt.Fprintf(stdout, "k3 bench kernels: level %v, %d physical cores, GOMAXPROCS %d\n",
 			kernels.CurrentLevel(), machine.PhysicalCores(), runtime.GOMAXPROCS(0))
-		fmt.Fprintf(stdout, "%-15s %-6s %-12s %4s %4s %8s %8s %8s %6s\n",
-			"kernel", "dtype", "shape", "T", "thr", "GB/s", "GFLOP/s", "limit", "ratio")
-		cfg.Report = func(r measure.KernelResult) {
-			shape := ""
-			if r.Rows > 0 {
-				shape = fmt.Sprintf("%dx%d", r.Rows, r.Cols)
-			}
-			fmt.Fprintf(stdout, "%-15s %-6s %-12s %4d %4d %8.2f %8.2f %8.2f %6.3f\n",
-				r.Kernel, r.DType, shape, r.Tokens, r.Threads, r.GBps, r.GFLOPs, r.LimitGBps, r.Ratio)
-		}
-		cfg.Log = func(s string) { fmt.Fprintln(stderr, "  "+s) }
 	}
-	if _, err := measure.Kernels(context.Background(), cfg); err != nil {
+	if !*batchOnly {
+		cfg := measure.KernelConfig{Quick: *quick, Threads: measure.KernelThreads(*threads)}
+		if *jsonOut {
+			cfg.Report = func(r measure.KernelResult) { enc.Encode(r) }
+		} else {
+			fmt.Fprintf(stdout, "%-15s %-6s %-12s %4s %4s %8s %8s %8s %6s\n",
+				"kernel", "dtype", "shape", "T", "thr", "GB/s", "GFLOP/s", "limit", "ratio")
+			cfg.Report = func(r measure.KernelResult) {
+				shape := ""
+				if r.Rows > 0 {
+					shape = fmt.Sprintf("%dx%d", r.Rows, r.Cols)
+				}
+				fmt.Fprintf(stdout, "%-15s %-6s %-12s %4d %4d %8.2f %8.2f %8.2f %6.3f\n",
+					r.Kernel, r.DType, shape, r.Tokens, r.Threads, r.GBps, r.GFLOPs, r.LimitGBps, r.Ratio)
+			}
+			cfg.Log = func(s string) { fmt.Fprintln(stderr, "  "+s) }
+		}
+		if _, err := measure.Kernels(ctx, cfg); err != nil {
+			fmt.Fprintf(stderr, "k3 bench kernels: %v\n", err)
+			return ExitRuntime
+		}
+	}
+	th := measure.KernelThreads(*threads)
+	bcfg := measure.BatchConfig{Threads: th[len(th)-1], Reps: *reps}
+	if *quick {
+		bcfg.MinTime = 150 * time.Millisecond
+		if *reps == 0 {
+			bcfg.Reps = 1
+		}
+	}
+	if ggml != nil {
+		bcfg.Peer = ggml
+	}
+	if *jsonOut {
+		bcfg.Report = func(r measure.BatchResult) { enc.Encode(r) }
+	} else {
+		bcfg.Log = func(s string) { fmt.Fprintln(stderr, "  "+s) }
+	}
+	res, err := measure.Batch(ctx, bcfg)
+	if err != nil {
 		fmt.Fprintf(stderr, "k3 bench kernels: %v\n", err)
 		return ExitRuntime
 	}
 	if !*jsonOut {
+		writeBatchTable(stdout, res)
 		fmt.Fprintf(stdout, "done in %.1f s\n", time.Since(start).Seconds())
 	}
 	return ExitOK
+}
+
+// writeBatchTable prints the small-batch table: per shape and T, k3's
+// median GFLOP/s with its range, its fraction of the float64 FMA roofline
+// and, with a peer, the peer's and the ratio.
+func writeBatchTable(w io.Writer, res []measure.BatchResult) {
+	if len(res) == 0 {
+		return
+	}
+	r0 := res[0]
+	fmt.Fprintf(w, "\nsmall batches: %d threads, median of %d interleaved repeats [min-max]; roofline = float64 FMA peak of %d threads measured next to each\n",
+		r0.Threads, r0.Reps, r0.Threads)
+	peer := r0.Peer != ""
+	if peer {
+		fmt.Fprintf(w, "peer: %s on %d threads (float32 arithmetic, not exact)\n", r0.Peer, r0.PeerThreads)
+		fmt.Fprintf(w, "%-6s %-10s %3s %24s %9s %7s %24s %7s\n", "dtype", "shape", "T", "k3 GFLOP/s", "roofline", "of roof", "peer GFLOP/s", "k3/peer")
+	} else {
+		fmt.Fprintf(w, "%-6s %-10s %3s %24s %9s %7s\n", "dtype", "shape", "T", "k3 GFLOP/s", "roofline", "of roof")
+	}
+	for _, r := range res {
+		fmt.Fprintf(w, "%-6s %-10s %3d %24s %9.1f %7.3f", r.DType, fmt.Sprintf("%dx%d", r.Rows, r.Cols), r.Tokens,
+			fmt.Sprintf("%.1f [%.1f-%.1f]", r.GFLOPs, r.GFLOPsMin, r.GFLOPsMax), r.Roofline, r.Fraction)
+		if peer {
+			fmt.Fprintf(w, " %24s %7.3f", fmt.Sprintf("%.1f [%.1f-%.1f]", r.PeerGFLOPs, r.PeerMin, r.PeerMax), r.RatioToPeer)
+		}
+		fmt.Fprintln(w)
+	}
 }

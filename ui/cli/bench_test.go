@@ -3,11 +3,14 @@ package cli
 import (
 	"bytes"
 	"io"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"k3/doctor/measure"
 )
 
 // TestBenchUsage: every bench names its usage on --help (exit 0) and on a
@@ -65,4 +68,40 @@ func TestRegistry(t *testing.T) {
 	errb.Reset()
 	require.Equal(t, ExitUsage, run([]string{"nope"}, &out, &errb))
 	assert.Equal(t, "k3: unknown command \"nope\" (run 'k3 --help' for the list)\n", errb.String())
+}
+
+// TestBenchKernelsPeer: the help names --peer and --batch-only; a peer that
+// is not there is refused (exit 2) before anything is measured.
+func TestBenchKernelsPeer(t *testing.T) {
+	var out, errb bytes.Buffer
+	require.Equal(t, ExitOK, run([]string{"bench", "kernels", "--help"}, &out, &errb))
+	assert.Contains(t, errb.String(), "[--peer PATH] [--batch-only] [--reps N]")
+	assert.Contains(t, errb.String(), "docs/BENCHMARKS.md says how to build test-backend-ops")
+	out.Reset()
+	errb.Reset()
+	require.Equal(t, ExitUsage, run([]string{"bench", "kernels", "--peer", filepath.Join(t.TempDir(), "nope")}, &out, &errb))
+	assert.Contains(t, errb.String(), "k3 bench kernels: measure: peer:")
+	assert.Empty(t, out.String())
+}
+
+// TestWriteBatchTable: one row per shape and T, the peer columns only with
+// a peer.
+func TestWriteBatchTable(t *testing.T) {
+	r := measure.BatchResult{DType: "bf16", Rows: 4096, Cols: 7168, Tokens: 8, Threads: 2, Reps: 3,
+		GFLOPs: 60.25, GFLOPsMin: 58, GFLOPsMax: 61.5, Roofline: 90, Fraction: 60.25 / 90}
+	var b bytes.Buffer
+	writeBatchTable(&b, []measure.BatchResult{r})
+	assert.Equal(t, "\nsmall batches: 2 threads, median of 3 interleaved repeats [min-max]; roofline = float64 FMA peak of 2 threads measured next to each\n"+
+		"dtype  shape        T               k3 GFLOP/s  roofline of roof\n"+
+		"bf16   4096x7168    8         60.2 [58.0-61.5]      90.0   0.669\n", b.String())
+	r.Peer, r.PeerThreads, r.PeerGFLOPs, r.PeerMin, r.PeerMax, r.RatioToPeer = "ggml test-backend-ops", 2, 80, 75, 90, 60.25/80
+	b.Reset()
+	writeBatchTable(&b, []measure.BatchResult{r})
+	lines := strings.Split(b.String(), "\n")
+	require.Len(t, lines, 6)
+	assert.Equal(t, "peer: ggml test-backend-ops on 2 threads (float32 arithmetic, not exact)", lines[2])
+	assert.Equal(t, "bf16   4096x7168    8         60.2 [58.0-61.5]      90.0   0.669         80.0 [75.0-90.0]   0.753", lines[4])
+	b.Reset()
+	writeBatchTable(&b, nil)
+	assert.Empty(t, b.String())
 }

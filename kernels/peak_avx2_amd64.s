@@ -1,0 +1,42 @@
+#include "textflag.h"
+
+// The FMA roofline loops (peak.go): 12 independent accumulators, each
+// updated once per iteration (acc += a*b with a = b = 2^-30, so the sums
+// stay normal and far from overflow).
+
+// func fmaLoopAVX2(n int)
+TEXT ·fmaLoopAVX2(SB), NOSPLIT, $0-8
+	MOVQ n+0(FP), CX
+	MOVQ $0x3e10000000000000, AX
+	MOVQ AX, X12
+	VBROADCASTSD X12, Y12
+	VMOVAPD Y12, Y13
+	VXORPD Y0, Y0, Y0
+	VXORPD Y1, Y1, Y1
+	VXORPD Y2, Y2, Y2
+	VXORPD Y3, Y3, Y3
+	VXORPD Y4, Y4, Y4
+	VXORPD Y5, Y5, Y5
+	VXORPD Y6, Y6, Y6
+	VXORPD Y7, Y7, Y7
+	VXORPD Y8, Y8, Y8
+	VXORPD Y9, Y9, Y9
+	VXORPD Y10, Y10, Y10
+	VXORPD Y11, Y11, Y11
+fma2loop:
+	VFMADD231PD Y12, Y13, Y0
+	VFMADD231PD Y12, Y13, Y1
+	VFMADD231PD Y12, Y13, Y2
+	VFMADD231PD Y12, Y13, Y3
+	VFMADD231PD Y12, Y13, Y4
+	VFMADD231PD Y12, Y13, Y5
+	VFMADD231PD Y12, Y13, Y6
+	VFMADD231PD Y12, Y13, Y7
+	VFMADD231PD Y12, Y13, Y8
+	VFMADD231PD Y12, Y13, Y9
+	VFMADD231PD Y12, Y13, Y10
+	VFMADD231PD Y12, Y13, Y11
+	DECQ CX
+	JNZ  fma2loop
+	VZEROUPPER
+	RET
