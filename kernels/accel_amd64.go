@@ -173,32 +173,9 @@ func (m *Mat) rowsSIMD(lvl Level, r, k int, xd []float64, n8 int, acc *[64]float
 
 // matMulSIMD is the AVX-512 mat-mat path (T > rowKernelMaxT).
 func matMulSIMD(p *Pool, dst []float32, m *Mat, x []float32, T int) {
-	n := m.Cols
-	n8 := n &^ 7
-	Tp := (T + 3) &^ 3
-	xs := n8 + 8 // float64s between tokens (breaks 4 KiB aliasing)
-	xb := getF64(Tp * xs)
-	xd := *xb
-	for t := 0; t < Tp; t++ {
-		row := xd[t*xs : (t+1)*xs]
-		if t >= T {
-			clear(row)
-			continue
-		}
-		for i, v := range x[t*n : t*n+n8] {
-			row[i] = float64(v)
-		}
-	}
-	p.Rows(m.Rows, panelRows, func(r0, r1 int) {
-		// a pool without workers hands over all rows at once: keep the
-		// panels (and their accumulators) at panelRows all the same
-		sc := gemmPool.Get().(*gemmScratch)
-		for r := r0; r < r1; r += panelRows {
-			m.gemmPanel(sc, dst, x, xd, xs, T, Tp, r, min(r+panelRows, r1))
-		}
-		gemmPool.Put(sc)
+	gemmRun(p, m.Rows, m.Cols&^7, m.Cols, x, T, (T+3)&^3, func(sc *gemmScratch, xd []float64, xs, r0, r1 int) {
+		m.gemmPanel(sc, dst, x, xd, xs, T, (T+3)&^3, r0, r1)
 	})
-	putF64(xb)
 }
 
 func (m *Mat) gemmPanel(sc *gemmScratch, dst, x []float32, xd []float64, xs, T, Tp, r0, r1 int) {

@@ -1,25 +1,8 @@
 package kernels
 
 import (
-	"math"
 	"unsafe"
 )
-
-func init() {
-	// Built from E2M1 and the scale rather than copied from mxTable: this
-	// init runs before mxfp4.go's.
-	for s := 0; s < 255; s++ {
-		for c := 0; c < 16; c++ {
-			v := E2M1[c&7] * math.Ldexp(1, s-127)
-			if c&8 != 0 {
-				v = -v
-			}
-			top := math.Float64bits(v) >> 48
-			mxNEONTab[s][c] = byte(top)
-			mxNEONTab[s][16+c] = byte(top >> 8)
-		}
-	}
-}
 
 // The NEON driver: the blocking of the amd64 AVX-512 path (row kernels for
 // T <= rowKernelMaxT, decode and a 3x2 register tile above), with the row
@@ -120,35 +103,14 @@ func (m *Mat) rowsNEON(r, k int, xd []float64, n8 int, acc *[32]float64) {
 	default:
 		r1 := r + min(1, k-1)
 		mxfp4Rows2NEON(&m.Packed[r*c/2], &m.Packed[r1*c/2], &m.Scales[r*c/MXGroup], &m.Scales[r1*c/MXGroup],
-			&mxNEONTab, &xd[0], c, (*[16]float64)(acc[:16]))
+			&mxTopTab, &xd[0], c, (*[16]float64)(acc[:16]))
 	}
 }
 
 func matMulNEON(p *Pool, dst []float32, m *Mat, x []float32, T int) {
-	n := m.Cols
-	n8 := n &^ 7
-	Tp := (T + 1) &^ 1
-	xs := n8 + 8 // float64s between tokens (breaks 4 KiB aliasing)
-	xb := getF64(Tp * xs)
-	xd := *xb
-	for t := 0; t < Tp; t++ {
-		row := xd[t*xs : (t+1)*xs]
-		if t >= T {
-			clear(row)
-			continue
-		}
-		for i, v := range x[t*n : t*n+n8] {
-			row[i] = float64(v)
-		}
-	}
-	p.Rows(m.Rows, panelRows, func(r0, r1 int) {
-		sc := gemmPool.Get().(*gemmScratch)
-		for r := r0; r < r1; r += panelRows {
-			m.gemmPanelNEON(sc, dst, x, xd, xs, T, Tp, r, min(r+panelRows, r1))
-		}
-		gemmPool.Put(sc)
+	gemmRun(p, m.Rows, m.Cols&^7, m.Cols, x, T, (T+1)&^1, func(sc *gemmScratch, xd []float64, xs, r0, r1 int) {
+		m.gemmPanelNEON(sc, dst, x, xd, xs, T, (T+1)&^1, r0, r1)
 	})
-	putF64(xb)
 }
 
 func (m *Mat) gemmPanelNEON(sc *gemmScratch, dst, x []float32, xd []float64, xs, T, Tp, r0, r1 int) {
@@ -181,7 +143,7 @@ func (m *Mat) gemmPanelNEON(sc *gemmScratch, dst, x []float32, xd []float64, xs,
 				case BF16:
 					decodeBF16NEON(&m.BF16[row*n+kb], &out[0], kl)
 				default:
-					decodeMXFP4NEON(&m.Packed[(row*n+kb)/2], &m.Scales[(row*n+kb)/MXGroup], &mxNEONTab, &out[0], kl)
+					decodeMXFP4NEON(&m.Packed[(row*n+kb)/2], &m.Scales[(row*n+kb)/MXGroup], &mxTopTab, &out[0], kl)
 				}
 			}
 			for half := 0; half < 2; half++ {

@@ -64,3 +64,55 @@ type gemmArgs struct {
 	acc       *float64    // 80: lanes of weight row r, token t at acc[r*accStride/8+t*8:][:8]
 	accStride int         // 88: bytes (not float64s) between consecutive weight rows' lanes
 }
+
+// gemmRun is the driver every mat-mat path shares: it widens the first n
+// activations of each of T tokens to float64 (rows of xs = n+8 float64s,
+// which breaks 4 KiB aliasing; tokens T..Tp-1 zero), then hands panels of
+// panelRows output rows to the pool, each with a gemmScratch of its own.
+// A pool without workers hands over all rows at once: the panels (and
+// their accumulators) stay at panelRows all the same.
+func gemmRun(p *Pool, rows, n, cols int, x []float32, T, Tp int, panel func(sc *gemmScratch, xd []float64, xs, r0, r1 int)) {
+	xs := n + 8
+	xb := getF64(Tp * xs)
+	xd := *xb
+	for t := 0; t < Tp; t++ {
+		row := xd[t*xs : (t+1)*xs]
+		if t >= T {
+			clear(row)
+			continue
+		}
+		for i, v := range x[t*cols : t*cols+n] {
+			row[i] = float64(v)
+		}
+	}
+	p.Rows(rows, panelRows, func(r0, r1 int) {
+		sc := gemmPool.Get().(*gemmScratch)
+		for r := r0; r < r1; r += panelRows {
+			panel(sc, xd, xs, r, min(r+panelRows, r1))
+		}
+		gemmPool.Put(sc)
+	})
+	putF64(xb)
+}
+
+// mxTopTab[s] holds the top 16 bits of the float64 E2M1[c]*2^(s-127) for
+// the 16 codes c of scale s (the only bits an MXFP4 weight has as a
+// float64): bytes 0-15 the low and 16-31 the high byte, all zero for the
+// NaN scale 255. The AVX2 kernels look them up with VPSHUFB, the NEON ones
+// with TBL. Built from E2M1 rather than copied from mxTable: this init may
+// run before mxfp4.go's.
+var mxTopTab [256][32]byte
+
+func init() {
+	for s := 0; s < 255; s++ {
+		for c := 0; c < 16; c++ {
+			v := E2M1[c&7] * math.Ldexp(1, s-127)
+			if c&8 != 0 {
+				v = -v
+			}
+			top := math.Float64bits(v) >> 48
+			mxTopTab[s][c] = byte(top)
+			mxTopTab[s][16+c] = byte(top >> 8)
+		}
+	}
+}

@@ -1,7 +1,6 @@
 package kernels
 
 import (
-	"math"
 	"sync"
 	"unsafe"
 )
@@ -65,30 +64,11 @@ type decArgs struct {
 	cA, cB  [32]byte       // 72, 104: VPSHUFB controls: words 0-3, 4-7 of a 16-byte broadcast to bytes 6-7 of 4 qwords
 	mask    [4]uint64      // 136: bf16: the bits of w*2^-896 in a qword
 	exp     uint64         // 168: bf16: four 0x7f80 (the exponent bits)
-	tabs    *[256][32]byte // 176: MXFP4: mxShuf
-}
-
-// mxShuf[s] holds the VPSHUFB tables of scale s: bytes 0-15 the low and
-// 16-31 the high byte of the top 16 bits of mxTable[s][c] (the only bits an
-// MXFP4 weight has as a float64), all zero for the NaN scale 255.
-var mxShuf [256][32]byte
-
-func init() {
-	for s := 0; s < 255; s++ {
-		for c := 0; c < 16; c++ {
-			v := E2M1[c&7] * math.Ldexp(1, s-127)
-			if c&8 != 0 {
-				v = -v
-			}
-			top := math.Float64bits(v) >> 48
-			mxShuf[s][c] = byte(top)
-			mxShuf[s][16+c] = byte(top >> 8)
-		}
-	}
+	tabs    *[256][32]byte // 176: MXFP4: mxTopTab
 }
 
 func newDecArgs() decArgs {
-	a := decArgs{mask: [4]uint64{0x8fffffff << 32, 0x8fffffff << 32, 0x8fffffff << 32, 0x8fffffff << 32}, exp: 0x7f807f807f807f80, tabs: &mxShuf}
+	a := decArgs{mask: [4]uint64{0x8fffffff << 32, 0x8fffffff << 32, 0x8fffffff << 32, 0x8fffffff << 32}, exp: 0x7f807f807f807f80, tabs: &mxTopTab}
 	for q := 0; q < 4; q++ {
 		for b := 0; b < 8; b++ {
 			a.cA[8*q+b], a.cB[8*q+b] = 0x80, 0x80

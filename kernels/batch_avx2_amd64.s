@@ -697,7 +697,7 @@ decbfloop:
 // Decodes a.rows MXFP4 rows of a.n elements (packed bytes a.src, a.stride
 // apart; scales a.scales, a.sstride apart) to float64 rows WS bytes apart at
 // a.dst. Per group of 32 the codes are put in element order and looked up
-// with VPSHUFB in the group's scale's two byte tables (a.tabs, mxShuf: the
+// with VPSHUFB in the group's scale's two byte tables (a.tabs, mxTopTab: the
 // low and the high byte of the top 16 bits of E2M1[c]*2^(s-127), the only
 // bits it has), the byte pairs interleaved to words and each word moved to
 // the top of its qword by a second VPSHUFB: exactly mxTable[s][c], zeros for

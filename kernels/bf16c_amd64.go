@@ -188,30 +188,10 @@ func bf16cMatVec(p *Pool, dst []float32, m *Mat, x []float32, T int) {
 // rows in column blocks of kBlock, each 6-row block decoded once to float64
 // and multiplied with every token by the gemm micro-kernel.
 func bf16cMatMul(p *Pool, dst []float32, m *Mat, x []float32, T int) {
-	c := m.Cols
-	n32 := c / BF16CBlock * BF16CBlock
-	Tp := (T + 1) &^ 1
-	xs := n32 + 8 // float64s between tokens (breaks 4 KiB aliasing)
-	xb := getF64(Tp * xs)
-	xd := *xb
-	for t := 0; t < Tp; t++ {
-		row := xd[t*xs : (t+1)*xs]
-		if t >= T {
-			clear(row)
-			continue
-		}
-		for i, v := range x[t*c : t*c+n32] {
-			row[i] = float64(v)
-		}
-	}
-	p.Rows(m.Rows, panelRows, func(r0, r1 int) {
-		sc := gemmPool.Get().(*gemmScratch)
-		for r := r0; r < r1; r += panelRows {
-			m.bf16cPanel(sc, dst, x, xd, xs, T, Tp, r, min(r+panelRows, r1))
-		}
-		gemmPool.Put(sc)
+	n32 := m.Cols / BF16CBlock * BF16CBlock
+	gemmRun(p, m.Rows, n32, m.Cols, x, T, (T+1)&^1, func(sc *gemmScratch, xd []float64, xs, r0, r1 int) {
+		m.bf16cPanel(sc, dst, x, xd, xs, T, (T+1)&^1, r0, r1)
 	})
-	putF64(xb)
 }
 
 func (m *Mat) bf16cPanel(sc *gemmScratch, dst, x []float32, xd []float64, xs, T, Tp, r0, r1 int) {

@@ -107,7 +107,7 @@
 // for T <= 8, decode and a 3x2 micro-kernel above. An MXFP4 weight
 // E2M1*2^(s-127) has only its top 16 bits set as a float64, so the kernels
 // look each code's two top bytes up in a per-scale table with TBL and move
-// them to the top of a 64-bit lane with ZIP (mxNEONTab); the FMA then forms
+// them to the top of a 64-bit lane with ZIP (mxTopTab); the FMA then forms
 // the exact product, as on amd64.
 //
 // BF16C on arm64 (bf16c_neon_arm64.s) is read straight from the compressed

@@ -55,14 +55,6 @@ func f32Rows4NEON(rows *[4]*float32, x *float64, n int, acc *[32]float64)
 //go:noescape
 func bf16Rows4NEON(rows *[4]*uint16, x *float64, n int, acc *[32]float64)
 
-// mxNEONTab[s] holds the top 16 bits of the float64 mxTable[s][c] for the 16
-// codes c: bytes 0-15 the low byte of each, bytes 16-31 the high byte. The
-// other 48 bits of every entry are zero (E2M1 values have at most two
-// significant bits, and a power-of-two scale changes only the exponent),
-// so a code's weight is its two table bytes placed at the top of a 64-bit
-// lane: TBL looks them up, ZIP with zero places them. Row 255 is all zero.
-var mxNEONTab [256][32]byte
-
 // mxfp4Rows2NEON is the MXFP4 row kernel, rows 0 and 1 of one block in
 // flight (acc is written, not read):
 //
@@ -79,7 +71,7 @@ var mxNEONTab [256][32]byte
 //
 // with packed = {p0, p1}, scales = {s0, s1}, and mxTable[s][c] read as
 // float64frombits(uint64(tab[s][c]) | uint64(tab[s][16+c])<<8) << 48), the
-// value of mxNEONTab. n is a multiple of 32 and x[i] = float64(a[i]). Row 255
+// value of mxTopTab. n is a multiple of 32 and x[i] = float64(a[i]). Row 255
 // of the table is zero, so a NaN-scale group adds zero products where
 // DotMXFP4 skips it: the same lanes for finite activations only (simdMatMul
 // sends non-finite activations to the portable path).
@@ -108,7 +100,7 @@ func decodeF32NEON(src *float32, dst *float64, n int)
 func decodeBF16NEON(src *uint16, dst *float64, n int)
 
 // decodeMXFP4NEON decodes one MXFP4 row for the gemm micro-kernel through
-// mxNEONTab (tab); n is a multiple of 32:
+// mxTopTab (tab); n is a multiple of 32:
 //
 //	for i := 0; i < n; i++ {
 //		s := scales[i/32]

@@ -32,7 +32,7 @@ func TestMXNEONTab(t *testing.T) {
 		for c := range mxTable[s] {
 			bits := math.Float64bits(mxTable[s][c])
 			require.Zero(t, bits&(1<<48-1), "mxTable[%d][%d] = %v has low bits", s, c, mxTable[s][c])
-			got := uint64(mxNEONTab[s][c])<<48 | uint64(mxNEONTab[s][16+c])<<56
+			got := uint64(mxTopTab[s][c])<<48 | uint64(mxTopTab[s][16+c])<<56
 			require.Equal(t, bits, got, "scale %d code %d", s, c)
 		}
 	}

@@ -122,7 +122,7 @@ bf16r4done:
 // 0-7, 8-15, 16-23, 24-31 as halfwords. The codes are split into nibbles
 // (low = even element) and zipped into element order (E0 = elements 0-15,
 // E1 = 16-31), each looked up in the scale's two 16-byte tables of
-// mxNEONTab (low bytes L, high bytes H; table base in R4), and L, H zipped
+// mxTopTab (low bytes L, high bytes H; table base in R4), and L, H zipped
 // into halfwords. V30 holds 0x0f in every byte; V16-V23 and R8 are scratch.
 #define MXDECODE(pk, sc, w0, w1, w2, w3) \
 	VLD1.P 16(pk), [V16.B16]; \
