@@ -140,35 +140,97 @@ func (t *Trunk) ReadRun(r *Run, dst []byte) error {
 	if err := t.check(r, dst); err != nil {
 		return err
 	}
-	if _, err := t.f.ReadAt(dst[:r.Length], r.Offset); err != nil {
-		return fmt.Errorf("trunk: run %s: %w", r.Name, err)
-	}
-	return nil
+	return t.ReadRunParts(r, []RunPart{{From: 0, Dst: dst[:r.Length]}}, false, 0, nil)
 }
 
 // VerifyRun reads run r into buf (len(buf) >= r.Length, as for ReadRun)
 // and checks its CRC-32C against the manifest. On success buf holds the
 // run.
 func (t *Trunk) VerifyRun(r *Run, buf []byte) error {
-	if err := t.ReadRun(r, buf); err != nil {
+	if err := t.check(r, buf); err != nil {
 		return err
 	}
-	if got := crc32.Checksum(buf[:r.Length], castagnoli); got != r.CRC32C {
+	return t.ReadRunParts(r, []RunPart{{From: 0, Dst: buf[:r.Length]}}, true, 0, nil)
+}
+
+// RunPart is a stretch of a run: its bytes [From, From+len(Dst)), read
+// into Dst.
+type RunPart struct {
+	From int64
+	Dst  []byte
+}
+
+// ReadRunParts reads run r into parts: in order, whole pages each, the
+// first from the start of the run, each starting at or before the end of
+// the one before (they may overlap) and the last ending at the run's end.
+// A run read in parts can live in separate places in memory. verify checks
+// the run's CRC-32C over the bytes read. Each part is read in reads of
+// piece bytes (a multiple of 4096; 0: whole parts), calling before, when
+// not nil, ahead of each: a reader that must let more urgent reads go
+// first waits there, between pieces, instead of queueing behind a run.
+func (t *Trunk) ReadRunParts(r *Run, parts []RunPart, verify bool, piece int64, before func()) error {
+	if err := t.own(r); err != nil {
+		return err
+	}
+	if piece < 0 || piece%4096 != 0 {
+		return fmt.Errorf("trunk: read pieces of %d bytes are not whole pages", piece)
+	}
+	end := int64(0)
+	for i, p := range parts {
+		n := int64(len(p.Dst))
+		if p.From < 0 || p.From > end || p.From%4096 != 0 || n%4096 != 0 || n == 0 || (i > 0 && p.From <= parts[i-1].From) {
+			return fmt.Errorf("trunk: run %s: part %d (bytes %d..%d) does not follow on whole pages", r.Name, i, p.From, p.From+n)
+		}
+		end = max(end, p.From+n)
+	}
+	if end != r.Length {
+		return fmt.Errorf("trunk: run %s: the parts cover %d of its %d bytes", r.Name, end, r.Length)
+	}
+	crc, covered := uint32(0), int64(0)
+	for _, p := range parts {
+		n := int64(len(p.Dst))
+		step := piece
+		if step == 0 || step > n {
+			step = n
+		}
+		for from := int64(0); from < n; from += step {
+			to := min(from+step, n)
+			if before != nil {
+				before()
+			}
+			if _, err := t.f.ReadAt(p.Dst[from:to], r.Offset+p.From+from); err != nil {
+				return fmt.Errorf("trunk: run %s: %w", r.Name, err)
+			}
+		}
+		if verify && p.From+n > covered {
+			crc = crc32.Update(crc, castagnoli, p.Dst[covered-p.From:])
+			covered = p.From + n
+		}
+	}
+	if verify && crc != r.CRC32C {
 		return fmt.Errorf("trunk: run %s (%d bytes at offset %d of %s): CRC-32C %08x, the manifest says %08x: the file is corrupt, repack (k3 pack --force)",
-			r.Name, r.Length, r.Offset, filepath.Join(t.dir, BinFile), got, r.CRC32C)
+			r.Name, r.Length, r.Offset, filepath.Join(t.dir, BinFile), crc, r.CRC32C)
 	}
 	return nil
 }
 
 func (t *Trunk) check(r *Run, dst []byte) error {
+	if err := t.own(r); err != nil {
+		return err
+	}
+	if int64(len(dst)) < r.Length {
+		return fmt.Errorf("trunk: run %s needs a %d-byte buffer, got %d", r.Name, r.Length, len(dst))
+	}
+	return nil
+}
+
+// own refuses a run that is not one of this trunk's.
+func (t *Trunk) own(r *Run) error {
 	if r == nil {
 		return errors.New("trunk: nil run")
 	}
 	if own, ok := t.byName[r.Name]; !ok || own.Offset != r.Offset || own.Length != r.Length {
 		return fmt.Errorf("trunk: run %q is not a run of this trunk", r.Name)
-	}
-	if int64(len(dst)) < r.Length {
-		return fmt.Errorf("trunk: run %s needs a %d-byte buffer, got %d", r.Name, r.Length, len(dst))
 	}
 	return nil
 }

@@ -685,3 +685,56 @@ func headerSHA256(t *testing.T, path string) string {
 	sum := sha256.Sum256(b[:8+n])
 	return hex.EncodeToString(sum[:])
 }
+
+// TestReadRunParts reads runs in parts placed apart in memory (one page
+// read twice where two parts overlap) and gets the bytes and CRC of the
+// whole run; layouts that leave a gap or break pages are refused.
+func TestReadRunParts(t *testing.T) {
+	dir := t.TempDir()
+	pack(t, tinyRelease, dir, Options{})
+	tr, err := Open(dir)
+	require.NoError(t, err)
+	defer tr.Close()
+	m := tr.Manifest()
+	r := &m.Runs[0]
+	for i := range m.Runs {
+		if m.Runs[i].Length > r.Length {
+			r = &m.Runs[i]
+		}
+	}
+	require.GreaterOrEqual(t, r.Length, int64(3*4096), "the test needs a run of 3 pages")
+	whole := make([]byte, r.Length)
+	require.NoError(t, tr.VerifyRun(r, whole))
+	// pages [0, 2) and [1, n): a one-page overlap
+	a, b := make([]byte, 2*4096), make([]byte, r.Length-4096)
+	calls := 0
+	require.NoError(t, tr.ReadRunParts(r, []RunPart{{0, a}, {4096, b}}, true, 4096, func() { calls++ }))
+	assert.Equal(t, whole[:2*4096], a)
+	assert.Equal(t, whole[4096:], b)
+	assert.Equal(t, int(2+(r.Length-4096)/4096), calls, "before runs once per piece")
+	// every page once, no piece limit
+	a, b = make([]byte, 4096), make([]byte, r.Length-4096)
+	require.NoError(t, tr.ReadRunParts(r, []RunPart{{0, a}, {4096, b}}, true, 0, nil))
+	assert.Equal(t, whole, append(a, b...))
+	for name, parts := range map[string][]RunPart{
+		"gap":         {{0, make([]byte, 4096)}, {2 * 4096, make([]byte, r.Length-2*4096)}},
+		"short":       {{0, make([]byte, r.Length-4096)}},
+		"not a page":  {{0, make([]byte, 100)}, {100, make([]byte, r.Length-100)}},
+		"out of turn": {{4096, make([]byte, r.Length-4096)}, {0, make([]byte, 4096)}},
+	} {
+		assert.Error(t, tr.ReadRunParts(r, parts, false, 0, nil), name)
+	}
+	// a corrupt byte in the second part fails the check
+	bin, err := os.ReadFile(filepath.Join(dir, BinFile))
+	require.NoError(t, err)
+	bin[r.Offset+r.Length-5] ^= 1
+	require.NoError(t, os.WriteFile(filepath.Join(dir, BinFile), bin, 0o644))
+	tr2, err := Open(dir)
+	require.NoError(t, err)
+	defer tr2.Close()
+	a, b = make([]byte, 4096), make([]byte, r.Length-4096)
+	err = tr2.ReadRunParts(r, []RunPart{{0, a}, {4096, b}}, true, 0, nil)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "CRC-32C")
+	assert.NoError(t, tr2.ReadRunParts(r, []RunPart{{0, a}, {4096, b}}, false, 0, nil), "unverified reads do not check")
+}
