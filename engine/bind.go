@@ -29,10 +29,16 @@ func (s setSource) data(t *st.Tensor) ([]byte, error) {
 	return b, s.set.ReadTensor(t, b)
 }
 
-// runSource binds tensors aliased in place from one packed-trunk run in memory.
+// runSource binds tensors aliased in place from one packed-trunk run in
+// memory, whole or in parts (every tensor lies whole in one part).
 type runSource struct {
-	run *trunk.Run
-	mem []byte
+	run   *trunk.Run
+	parts []trunk.RunPart
+}
+
+// wholeRun is the source of a run read into mem in one piece.
+func wholeRun(r *trunk.Run, mem []byte) runSource {
+	return runSource{r, []trunk.RunPart{{From: 0, Dst: mem}}}
 }
 
 func (r runSource) get(name string) (*st.Tensor, bool) {
@@ -43,8 +49,18 @@ func (r runSource) get(name string) (*st.Tensor, bool) {
 	return &st.Tensor{Name: t.Name, DType: st.DType(t.DType), Shape: t.Shape, Offset: t.Offset, Size: t.Size}, true
 }
 
+// data aliases the tensor in the last part that holds it whole: where two
+// parts share a page, a tensor on it is bound in the later part, the one
+// kept longer (the MLP part of a streamed layer outlives its attention part).
 func (r runSource) data(t *st.Tensor) ([]byte, error) {
-	return r.mem[t.Offset : t.Offset+t.Size : t.Offset+t.Size], nil
+	for i := len(r.parts) - 1; i >= 0; i-- {
+		p := r.parts[i]
+		if t.Offset >= p.From && t.Offset+t.Size <= p.From+int64(len(p.Dst)) {
+			o := t.Offset - p.From
+			return p.Dst[o : o+t.Size : o+t.Size], nil
+		}
+	}
+	return nil, fmt.Errorf("tensor %s (bytes %d..%d of run %s) is not in the memory read", t.Name, t.Offset, t.Offset+t.Size, r.run.Name)
 }
 
 // alignedBytes returns n zeroed bytes with 8-byte alignment.
@@ -63,6 +79,9 @@ type binder struct {
 	prefix string
 	errs   []string
 	bytes  int64
+	// matLo is the lowest source offset of the matrices bound since it was
+	// last set to -1 (-1: none); matrices alias their source bytes.
+	matLo int64
 }
 
 func (b *binder) fail(f string, a ...any) { b.errs = append(b.errs, fmt.Sprintf(f, a...)) }
@@ -140,6 +159,9 @@ func (b *binder) matOf(name string, rows, cols int, compressed bool) *kernels.Ma
 	d := b.data(t)
 	if d == nil && t.Size > 0 {
 		return nil
+	}
+	if b.matLo < 0 || t.Offset < b.matLo {
+		b.matLo = t.Offset
 	}
 	if t.DType == stBF16C {
 		m, err := kernels.BF16CFromBytes(d, rows, cols) // checks the offsets and every row's headers
@@ -255,11 +277,13 @@ func (b *binder) layer(i int) *Layer {
 	} else {
 		L.Attn = b.kda(p + "self_attn.")
 	}
+	b.matLo = -1
 	if c.IsDense(i) {
 		L.MLP = b.dense(p + "mlp.")
 	} else {
 		L.MLP = b.moe(i, p+"block_sparse_moe.")
 	}
+	L.MLPFrom = max(b.matLo, 0)
 	return L
 }
 

@@ -295,6 +295,11 @@ func (s *ExpertStore) Each(li int, experts []int, use func(i int, ex *Expert)) e
 		return err
 	}
 	defer func() { s.Release(li, pinned(experts, out)) }()
+	// the reads start first, so the cached experts compute while they run
+	done := make(chan *expertMiss, len(misses))
+	if len(misses) > 0 {
+		go s.read(misses, done)
+	}
 	for i, ex := range out {
 		if ex != nil {
 			use(i, ex)
@@ -303,8 +308,6 @@ func (s *ExpertStore) Each(li int, experts []int, use func(i int, ex *Expert)) e
 	if len(misses) == 0 {
 		return nil
 	}
-	done := make(chan *expertMiss, len(misses))
-	go s.read(misses, done)
 	wait, failed := 0.0, false
 	for range misses {
 		t0 := time.Now()
@@ -405,12 +408,14 @@ func (s *ExpertStore) reserve(li int, experts []int, out []*Expert) ([]*expertMi
 // done when its read has finished.
 func (s *ExpertStore) read(misses []*expertMiss, done chan<- *expertMiss) {
 	next := make(chan *expertMiss)
+	s.io.urgentAdd(len(misses))
 	for w := 0; w < max(1, min(s.queueDepth, len(misses))); w++ {
 		go func() {
 			for m := range next {
 				s.io.begin()
 				m.sl.ex, m.err = s.load(m.loc, m.sl.mem)
 				s.io.end()
+				s.io.urgentAdd(-1)
 				done <- m
 			}
 		}()

@@ -12,6 +12,12 @@ type Layer struct {
 	MLPFold  []float32 // mlp_res_norm ⊙ mlp_res_proj
 	Attn     attention
 	MLP      mlpBlock
+	// MLPFrom is where, in the run the layer was bound from, the MLP's
+	// matrices begin: none of them lies below it. Once attention has run,
+	// a streamed layer gives back the part of its run before the MLP
+	// (trunkStream.trim) after checking this; the norms and folds are
+	// copies and stay valid.
+	MLPFrom int64
 }
 
 // attention is a layer's token mixer: it reads and advances the layer's
@@ -45,6 +51,7 @@ func (L *Layer) step(e *Engine, s *State, P []float32, blocks [][]float32, hIn, 
 		kernels.RMSNorm(x[t*H:(t+1)*H], hIn[t*H:(t+1)*H], L.InNorm, c.RMSEps)
 	}
 	a := L.Attn.forward(e, s, L.Index, x, T)
+	e.layers.trim(L.Index)
 	if P == nil {
 		P = a
 	} else {

@@ -173,7 +173,7 @@ func (m *Model) bindTrunk(ultra bool, progress func(done, total int)) error {
 			return nil, err
 		}
 		m.release = append(m.release, release)
-		return &binder{src: runSource{r, mem}, cfg: m.Cfg, prefix: m.Prefix}, nil
+		return &binder{src: wholeRun(r, mem), cfg: m.Cfg, prefix: m.Prefix}, nil
 	}
 	expand := func(name string, r *trunk.Run) (*binder, error) {
 		mem, release, err := read(name, r)
@@ -186,7 +186,7 @@ func (m *Model) bindTrunk(ultra bool, progress func(done, total int)) error {
 			return nil, err
 		}
 		m.release = append(m.release, free)
-		return &binder{src: runSource{ex, img}, cfg: m.Cfg, prefix: m.Prefix}, nil
+		return &binder{src: wholeRun(ex, img), cfg: m.Cfg, prefix: m.Prefix}, nil
 	}
 	loadLayer := load
 	if m.Plan.Expanded {

@@ -2,7 +2,9 @@ package engine
 
 import (
 	"cmp"
+	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -14,6 +16,9 @@ import (
 // layers streamed from a packed trunk into a ring of slots.
 type layerProvider interface {
 	acquire(li int) (*Layer, error)
+	// trim says layer li, acquired, has run its attention: from here on it
+	// reads only its MLP's weights.
+	trim(li int)
 	release(li int)
 	trunkStats() (bytes int64, waitSeconds float64)
 	close()
@@ -23,6 +28,7 @@ type layerProvider interface {
 type residentLayers []*Layer
 
 func (r residentLayers) acquire(li int) (*Layer, error) { return r[li], nil }
+func (residentLayers) trim(int)                         {}
 func (residentLayers) release(int)                      {}
 func (residentLayers) trunkStats() (int64, float64)     { return 0, 0 }
 func (residentLayers) close()                           {}
@@ -37,12 +43,14 @@ func runBuffer(n int64) (mem []byte, release func()) {
 }
 
 // trunkStream hands out layers: pinned ones directly, streamed ones
-// through the ring, one buffer that streamed layers are read into one
-// after another (each where the previous one ended, wrapping to the start),
-// the oldest dropped to make room. A reader goroutine reads them in request
-// order; after a layer is acquired the next streamed layers (cyclically, so
-// the next token's first layers too) are read ahead while it computes, as
-// many as the ring holds and at most ahead of them.
+// through the ring, one buffer that streamed layers are read into, the
+// oldest dropped to make room. A layer is read in two parts, its attention
+// (the run up to its MLP's first tensor) and its MLP (the rest), each where
+// it fits, so the attention part can be given back as soon as attention has
+// run (trim). A reader goroutine reads layers in request order; the next
+// streamed layers (cyclically, so the next token's first layers too) are
+// read ahead while one computes, as many as the ring holds and at most
+// ahead+1 after it.
 type trunkStream struct {
 	m        *Model
 	tr       *trunk.Trunk
@@ -59,17 +67,29 @@ type trunkStream struct {
 	bytes    int64
 	wait     float64
 	verified map[int]bool
+	split    map[int]int64 // streamed layer -> offset in its run of its MLP's first tensor (0: one part)
 }
 
-// ringSlot is one layer's span of the ring.
+// trunkPiece is the size of the reads a streamed layer is read in: between
+// them the reader lets the computing layer's expert reads go first.
+const trunkPiece = 64 << 20
+
+// ringSlot is one layer in the ring.
 type ringSlot struct {
-	off, size int64
-	layer     int
-	ready     chan struct{} // closed once read and bound
-	err       error
-	L         *Layer
-	inUse     bool
+	parts []ringPart // where the layer's run is: attention part then MLP part, or one part
+	layer int
+	ready chan struct{} // closed once read and bound
+	err   error
+	L     *Layer
+	inUse bool
+	// trimmed: the attention part was given back (trim), so the slot no
+	// longer holds the whole layer and is not handed out again
+	trimmed bool
 }
+
+// ringPart is a stretch of the ring, off..off+size, holding the run's
+// bytes from..from+size.
+type ringPart struct{ off, size, from int64 }
 
 func (sl *ringSlot) landed() bool {
 	select {
@@ -83,18 +103,26 @@ func (sl *ringSlot) landed() bool {
 // newTrunkStream makes the ring: ringBytes (at least the largest streamed
 // layer), with up to slots layers in flight.
 func newTrunkStream(m *Model, tr *trunk.Trunk, slots int, ringBytes int64) *trunkStream {
-	s := &trunkStream{m: m, tr: tr, ahead: max(slots, 1) - 1, reads: make(chan *ringSlot, 64), done: make(chan struct{}), verified: map[int]bool{}}
+	s := &trunkStream{m: m, tr: tr, ahead: max(slots, 1) - 1, reads: make(chan *ringSlot, 64), done: make(chan struct{}),
+		verified: map[int]bool{}, split: map[int]int64{}}
 	s.changed = sync.NewCond(&s.mu)
 	for i := 0; i < m.Bound; i++ {
 		if m.layers[i] == nil {
 			s.streamed = append(s.streamed, i)
-			if r, ok := tr.LayerRun(i); ok && r.Length > ringBytes {
-				ringBytes = r.Length // the plan's ring is a lower bound; never overrun
+			r, ok := tr.LayerRun(i)
+			if !ok {
+				continue
 			}
+			s.split[i] = mlpStart(r, m.Prefix, i)
+			need := int64(0)
+			for _, p := range s.partsOf(i) {
+				need += p.size
+			}
+			ringBytes = max(ringBytes, need) // the plan's ring is a lower bound; never overrun
 		}
 	}
 	if len(s.streamed) > 0 {
-		// runs are whole pages long, so spans placed at the ring's end
+		// parts are whole pages long, so parts placed at the ring's end
 		// start on a page too (O_DIRECT reads straight into them)
 		s.ring, s.free = runBuffer(ringBytes)
 		s.ring = s.ring[:direct.AlignDown(ringBytes)]
@@ -103,11 +131,40 @@ func newTrunkStream(m *Model, tr *trunk.Trunk, slots int, ringBytes int64) *trun
 	return s
 }
 
+// mlpStart is the offset in run r of layer li's first MLP tensor (dense
+// mlp.* or block_sparse_moe.*), or 0 when the run has no such tensor or
+// nothing before it.
+func mlpStart(r *trunk.Run, prefix string, li int) int64 {
+	dense, moe := fmt.Sprintf("%smodel.layers.%d.mlp.", prefix, li), fmt.Sprintf("%smodel.layers.%d.block_sparse_moe.", prefix, li)
+	at := int64(-1)
+	for _, t := range r.Tensors {
+		if (strings.HasPrefix(t.Name, dense) || strings.HasPrefix(t.Name, moe)) && (at < 0 || t.Offset < at) {
+			at = t.Offset
+		}
+	}
+	return max(at, 0)
+}
+
+// partsOf is where layer li's run is cut: [0, AlignUp(split)) and
+// [AlignDown(split), Length), so every tensor lies whole in one part (the
+// attention's before the split, the MLP's after it) and the parts share at
+// most a page; one part when the MLP starts on the first or last page.
+func (s *trunkStream) partsOf(li int) []ringPart {
+	r, _ := s.tr.LayerRun(li)
+	at := s.split[li]
+	lo, hi := direct.AlignDown(at), direct.AlignUp(at)
+	if lo == 0 || hi >= r.Length {
+		return []ringPart{{size: r.Length}}
+	}
+	return []ringPart{{size: hi}, {from: lo, size: r.Length - lo}}
+}
+
 // reader reads layers one at a time, in the order they were requested.
 // Each layer read is bound in a goroutine of its own (binding a compressed
 // layer checks every row's headers, tens of milliseconds at the released
 // size), so the next read starts at once and the compute thread finds the
-// layer bound; its slot is ready once bound.
+// layer bound; its slot is ready once bound. Reads go in pieces, letting
+// the computing layer's expert reads go first between them.
 func (s *trunkStream) reader() {
 	for {
 		select {
@@ -117,14 +174,13 @@ func (s *trunkStream) reader() {
 			first := !s.verified[li]
 			s.mu.Unlock()
 			r, _ := s.tr.LayerRun(li)
-			mem := s.ring[sl.off : sl.off+sl.size]
-			var err error
-			s.m.io.begin()
-			if first {
-				err = s.tr.VerifyRun(r, mem) // the first read of each layer is CRC-checked
-			} else {
-				err = s.tr.ReadRun(r, mem)
+			parts := make([]trunk.RunPart, len(sl.parts))
+			for i, p := range sl.parts {
+				parts[i] = trunk.RunPart{From: p.from, Dst: s.ring[p.off : p.off+p.size : p.off+p.size]}
 			}
+			s.m.io.begin()
+			// the first read of each layer is CRC-checked
+			err := s.tr.ReadRunParts(r, parts, first, trunkPiece, s.m.io.yield)
 			s.m.io.end()
 			s.mu.Lock()
 			if err == nil {
@@ -137,7 +193,7 @@ func (s *trunkStream) reader() {
 				continue
 			}
 			go func() {
-				b := &binder{src: runSource{r, mem}, cfg: s.m.Cfg, prefix: s.m.Prefix}
+				b := &binder{src: runSource{r, parts}, cfg: s.m.Cfg, prefix: s.m.Prefix}
 				L := b.layer(li)
 				s.land(sl, L, b.err())
 			}()
@@ -156,36 +212,54 @@ func (s *trunkStream) land(sl *ringSlot, L *Layer, err error) {
 	s.changed.Broadcast()
 }
 
-// place finds room for size bytes in the ring, or returns -1. Of the
-// free gaps' two ends that fit, it takes the one that leaves the largest
-// gap once the oldest layer (the next to go) is dropped: with two layers
-// in flight that puts them at opposite ends, so any two that fit together
-// are read together.
-func (s *trunkStream) place(size int64) int64 {
-	if len(s.held) == 0 {
-		return 0
-	}
-	spans := make([][2]int64, 0, len(s.held)+1)
-	for _, h := range s.held {
-		spans = append(spans, [2]int64{h.off, h.size})
-	}
-	best, bestGap := int64(-1), int64(-1)
-	for _, g := range gaps(spans, int64(len(s.ring))) {
-		if g[1]-g[0] < size {
-			continue
-		}
-		for _, off := range []int64{g[0], g[1] - size} {
-			after := append(spans[1:len(spans):len(spans)], [2]int64{off, size})
-			largest := int64(0)
-			for _, a := range gaps(after, int64(len(s.ring))) {
-				largest = max(largest, a[1]-a[0])
-			}
-			if largest > bestGap {
-				best, bestGap = off, largest
+// place finds room for parts of the given sizes in the ring, or returns
+// nil. For each part, the largest first (a small part could take the one
+// gap a large one fits), of the free gaps' two ends that fit, it takes
+// the one that leaves the largest gap once the oldest layer (the next to
+// go) is dropped: with two layers in flight that puts them at opposite
+// ends, so any two that fit together are read together.
+func (s *trunkStream) place(sizes []int64) []int64 {
+	var spans [][2]int64 // every held part, the oldest layer's first
+	oldest := 0
+	for i, h := range s.held {
+		for _, p := range h.parts {
+			spans = append(spans, [2]int64{p.off, p.size})
+			if i == 0 {
+				oldest++
 			}
 		}
 	}
-	return best
+	offs := make([]int64, len(sizes))
+	order := make([]int, len(sizes))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(sizes[b], sizes[a]) })
+	for _, k := range order {
+		size := sizes[k]
+		best, bestGap := int64(-1), int64(-1)
+		for _, g := range gaps(spans, int64(len(s.ring))) {
+			if g[1]-g[0] < size {
+				continue
+			}
+			for _, off := range []int64{g[0], g[1] - size} {
+				after := append(spans[oldest:len(spans):len(spans)], [2]int64{off, size})
+				largest := int64(0)
+				for _, a := range gaps(after, int64(len(s.ring))) {
+					largest = max(largest, a[1]-a[0])
+				}
+				if largest > bestGap {
+					best, bestGap = off, largest
+				}
+			}
+		}
+		if best < 0 {
+			return nil
+		}
+		offs[k] = best
+		spans = append(spans, [2]int64{best, size})
+	}
+	return offs
 }
 
 // gaps are the free [start, end) stretches of a ring of n bytes around
@@ -212,20 +286,30 @@ func gaps(spans [][2]int64, n int64) [][2]int64 {
 // called with s.mu held. It returns nil when there is no room now.
 func (s *trunkStream) request(li int, keep map[int]bool) *ringSlot {
 	for _, sl := range s.held {
-		if sl.layer == li {
+		if sl.layer == li && !sl.trimmed {
 			return sl
 		}
 	}
-	r, _ := s.tr.LayerRun(li)
+	parts := s.partsOf(li)
+	sizes := make([]int64, len(parts))
+	for i, p := range parts {
+		sizes[i] = p.size
+	}
 	for {
-		if off := s.place(r.Length); off >= 0 {
-			sl := &ringSlot{off: off, size: r.Length, layer: li, ready: make(chan struct{})}
+		if offs := s.place(sizes); offs != nil {
+			for i := range parts {
+				parts[i].off = offs[i]
+			}
+			sl := &ringSlot{parts: parts, layer: li, ready: make(chan struct{})}
 			s.held = append(s.held, sl)
 			s.reads <- sl
 			return sl
 		}
+		if len(s.held) == 0 {
+			return nil // cannot happen: the ring holds every layer's parts
+		}
 		old := s.held[0]
-		if old.inUse || keep[old.layer] || !old.landed() {
+		if old.inUse || (keep[old.layer] && !old.trimmed) || !old.landed() {
 			return nil
 		}
 		s.held = s.held[1:]
@@ -296,6 +380,33 @@ func (s *trunkStream) drop(sl *ringSlot) {
 	s.changed.Broadcast()
 }
 
+// trim gives back acquired layer li's attention part and, with the room
+// that makes, reads ahead: the next layers are read while this one's MLP
+// (its expert reads included) runs, not only after it. It keeps the part
+// unless the layer's MLP matrices all lie in its MLP part (Layer.MLPFrom).
+func (s *trunkStream) trim(li int) {
+	if s.m.layers[li] != nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, sl := range s.held {
+		if sl.layer == li && sl.inUse && !sl.trimmed && len(sl.parts) == 2 && sl.L != nil && sl.L.MLPFrom >= sl.parts[1].from {
+			sl.parts = sl.parts[1:]
+			sl.trimmed = true
+			s.readAhead(li)
+			s.changed.Broadcast()
+			return
+		}
+	}
+}
+
+// release frees layer li's slot and, with the room that makes, starts
+// reading the next streamed layers at once: the read-ahead an acquire asks
+// for (the layers after the one it hands out), asked for here already, so
+// the disk does not idle while the compute between two streamed layers runs
+// (pinned layers, or the output head and the next token's embedding after
+// the last layer).
 func (s *trunkStream) release(li int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -304,7 +415,27 @@ func (s *trunkStream) release(li int) {
 			sl.inUse = false
 		}
 	}
+	s.readAhead(li)
 	s.changed.Broadcast()
+}
+
+// readAhead requests, in order, the streamed layers after li that the ring
+// has room for: the next one and the read-ahead after it. Called with s.mu
+// held, when li is done with all or part of its slot.
+func (s *trunkStream) readAhead(li int) {
+	if len(s.streamed) == 0 {
+		return
+	}
+	next := s.upcoming(li, s.ahead+1)
+	keep := map[int]bool{}
+	for _, n := range next {
+		keep[n] = true
+	}
+	for _, n := range next {
+		if s.request(n, keep) == nil {
+			break
+		}
+	}
 }
 
 func (s *trunkStream) trunkStats() (int64, float64) {

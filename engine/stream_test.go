@@ -93,6 +93,7 @@ func TestSameOutputAtEveryBudget(t *testing.T) {
 		{"ring 1", Options{TrunkDir: tr, Budget: Budget{TrunkBytes: 1, Ring: 1, CacheBytes: big}}, 2},
 		{"ring 3 + some pinned", Options{TrunkDir: tr, Budget: Budget{TrunkBytes: 6e6, Ring: 3, CacheBytes: big}}, 1},
 		{"ring below two of the largest", Options{TrunkDir: tr, Budget: Budget{TrunkBytes: 2.7e6, Ring: 2, CacheBytes: big}}, 2},
+		{"ring of one layer, next read after attention", Options{TrunkDir: tr, Budget: Budget{TrunkBytes: 1.7e6, Ring: 2, CacheBytes: 1}}, 2},
 		{"tiny expert cache", Options{TrunkDir: tr, Budget: Budget{TrunkBytes: 1, Ring: 2, CacheBytes: 1}}, 2},
 		{"small cache, lru", Options{Budget: Budget{CacheBytes: 3e6}, CachePolicy: "lru"}, 2},
 		{"small cache, s3fifo", Options{Budget: Budget{CacheBytes: 3e6}, CachePolicy: "s3fifo"}, 2},
@@ -274,4 +275,59 @@ func TestRingReadsAhead(t *testing.T) {
 	}
 	r0, _ := m.trunk.LayerRun(0)
 	require.Equal(t, 2*all+r0.Length, bytes)
+}
+
+// TestRingTrimReadsAhead: a ring of 1.7 MB holds one layer of the budget
+// checkpoint, never two. A layer is read in two parts, attention and MLP;
+// once its attention has run it gives the attention part back (trim), and
+// the next layer is read into that room while its MLP runs, wherever the
+// next layer and this one's MLP part fit together: after layers 2, 7 and 8
+// (0.55 MB MLP parts before the 0.87 MB MLA layers). Release reads the next
+// layer at once, before it is acquired.
+func TestRingTrimReadsAhead(t *testing.T) {
+	model, tr := budgetCheckpoint(t)
+	m, err := Open(model, Options{TrunkDir: tr, Budget: Budget{TrunkBytes: 1.7e6, Ring: 2, CacheBytes: 1}})
+	require.NoError(t, err)
+	defer m.Close()
+	require.Equal(t, 1, m.Plan.RingSlots)
+	e := m.NewEngine(1)
+	s := e.layers.(*trunkStream)
+	heldNext := func(li int) bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for _, sl := range s.held {
+			if sl.layer == (li+1)%m.Bound && !sl.trimmed {
+				return true
+			}
+		}
+		return false
+	}
+	var afterTrim, afterRelease []int
+	for round := 0; round < 2; round++ {
+		for li := 0; li < m.Bound; li++ {
+			L, err := s.acquire(li)
+			require.NoError(t, err)
+			require.Len(t, s.partsOf(li), 2, "layer %d is read in two parts", li)
+			require.False(t, heldNext(li), "layer %d: two layers never fit", li)
+			s.trim(li)
+			if heldNext(li) {
+				afterTrim = append(afterTrim, li)
+			}
+			s.mu.Lock()
+			for _, sl := range s.held {
+				if sl.layer == li && sl.trimmed {
+					require.Len(t, sl.parts, 1)
+					require.LessOrEqual(t, sl.parts[0].from, L.MLPFrom, "the MLP part holds every MLP matrix")
+				}
+			}
+			s.mu.Unlock()
+			s.release(li)
+			if heldNext(li) {
+				afterRelease = append(afterRelease, li)
+			}
+		}
+	}
+	require.Equal(t, []int{2, 7, 8, 2, 7, 8}, afterTrim)
+	require.Equal(t, []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, afterRelease)
+	e.Close()
 }
