@@ -64,7 +64,8 @@ func embedRow(dst []float32, m *kernels.Mat, id int) {
 }
 
 // streamedTables read embedding rows from the packed trunk when a token
-// needs them and apply lm_head in chunks of rows read one after another.
+// needs them and apply lm_head in chunks of rows, each read while the one
+// before is applied.
 type streamedTables struct {
 	f             *direct.File // trunk.bin
 	embedT, headT *trunk.Tensor
@@ -198,37 +199,56 @@ func (u *streamedTables) embed(dst []float32, id int) error {
 func (u *streamedTables) head(p *kernels.Pool, logits, h []float32, n int) error {
 	H, V := u.hidden, u.vocab
 	rb := u.rowBytes()
-	rows := max(1, plan.HeadChunkBytes/rb)
+	rows := max(1, plan.HeadChunkBytes/2/rb)
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if u.buf == nil {
-		u.buf, u.release = runBuffer(int64(rows * rb))
+		u.buf, u.release = runBuffer(int64(2 * rows * rb))
 	}
-	out := make([]float32, n*rows)
-	for r0 := 0; r0 < V; r0 += rows {
+	// two halves of the buffer: the next chunk of rows is read into one
+	// while the other's rows are applied
+	halves := [2][]byte{u.buf[: rows*rb : rows*rb], u.buf[rows*rb : 2*rows*rb]}
+	type chunk struct {
+		mat kernels.Mat
+		err error
+	}
+	read := func(r0 int, buf []byte) chunk {
 		k := min(rows, V-r0)
+		u.io.urgentAdd(1) // the forward waits for these: trunk read-ahead yields
+		defer u.io.urgentAdd(-1)
 		if u.dtype == kernels.BF16C {
-			mat, err := u.readCompressed(u.headRun, u.headT, r0, k, u.buf)
-			if err != nil {
-				return fmt.Errorf("lm_head rows %d..%d: %w", r0, r0+k-1, err)
-			}
-			kernels.MatMul(p, out[:n*k], &mat, h, n)
-			for t := 0; t < n; t++ {
-				copy(logits[t*V+r0:t*V+r0+k], out[t*k:(t+1)*k])
-			}
-			continue
+			mat, err := u.readCompressed(u.headRun, u.headT, r0, k, buf)
+			return chunk{mat, err}
 		}
-		b := u.buf[:k*rb]
+		b := buf[:k*rb]
 		u.io.begin()
 		_, err := u.f.ReadAt(b, u.headRun.Offset+u.headT.Offset+int64(r0)*int64(rb))
 		u.io.end()
 		if err != nil {
-			return fmt.Errorf("lm_head rows %d..%d: %w", r0, r0+k-1, err)
+			return chunk{err: err}
 		}
 		u.bytes += int64(len(b))
-		mat := &kernels.Mat{DType: u.dtype, Rows: k, Cols: H}
-		bindBytes(mat, b)
-		kernels.MatMul(p, out[:n*k], mat, h, n)
+		mat := kernels.Mat{DType: u.dtype, Rows: k, Cols: H}
+		bindBytes(&mat, b)
+		return chunk{mat: mat}
+	}
+	next := make(chan chunk, 1)
+	start := func(c int) {
+		go func() { next <- read(c*rows, halves[c%2]) }()
+	}
+	start(0)
+	out := make([]float32, n*rows)
+	for c := 0; c*rows < V; c++ {
+		r0 := c * rows
+		k := min(rows, V-r0)
+		got := <-next
+		if got.err != nil {
+			return fmt.Errorf("lm_head rows %d..%d: %w", r0, r0+k-1, got.err)
+		}
+		if (c+1)*rows < V {
+			start(c + 1) // into the half chunk c-1 used, whose rows are applied
+		}
+		kernels.MatMul(p, out[:n*k], &got.mat, h, n)
 		for t := 0; t < n; t++ {
 			copy(logits[t*V+r0:t*V+r0+k], out[t*k:(t+1)*k])
 		}

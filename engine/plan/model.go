@@ -6,8 +6,9 @@ import "k3/storage/config"
 // unless a run says otherwise; plans reserve its rollback record.
 const DefaultMaxDraft = 8
 
-// HeadChunkBytes is the lm_head chunk ultra-low-memory mode reads at a time.
-const HeadChunkBytes = 4 << 20
+// HeadChunkBytes is the lm_head buffer of ultra-low-memory mode: two
+// chunks of rows, one read while the other is applied.
+const HeadChunkBytes = 16 << 20
 
 // Sizes are a model's bytes as the plan adds them up: from a checkpoint's
 // metadata (the engine) or from a config alone (the doctor).
