@@ -230,6 +230,7 @@ func TestSettingsPersist(t *testing.T) {
 	a := test.NewTempApp(t)
 	s := bridge.DefaultSettings()
 	s.ModelDir, s.Layers, s.TrunkDir, s.Preset, s.TrunkGB, s.CacheGB = "/m", 7, "/t", "desktop", 16, 10.5
+	s.TrunkCompress = true
 	s.SystemPrompt, s.Thinking, s.Effort, s.Greedy, s.Temperature, s.TopP, s.TopK, s.Seed, s.MaxTokens = "sys", false, "max", false, 0.7, 0.9, 40, 3, 99
 	s.Save(a.Preferences())
 	if got := bridge.LoadSettings(a.Preferences()); got != s {
