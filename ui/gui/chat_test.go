@@ -290,3 +290,39 @@ func TestAppNotesBoundToPreferences(t *testing.T) {
 	assert.Equal(t, "Plans", u2.Chat.Current)
 	assert.Empty(t, u2.Chat.Notice.Text)
 }
+
+// The gauges follow the conversation on screen: opening another one drops
+// the last turn's numbers and shows that conversation's last reply as its
+// history saved it; a new conversation shows none; memory stays (it is the
+// process's).
+func TestGaugesFollowTheConversationOpened(t *testing.T) {
+	u, v := chatUI(t, &fakeChat{})
+	saved := []chat.Message{{Role: "user", Content: "Earlier"},
+		{Role: "assistant", Content: "Saved reply", Stats: &chat.ReplyStats{Tokens: 87, FirstTokenSeconds: 1.42, SecondsPerToken: 0.08}}}
+	require.NoError(t, chat.SaveHistory(filepath.Join(u.conversationsDir(), "Older"+bridge.Ext), saved))
+	ui(func() { v.Send("Question one") })
+	waitFor(t, "turn", func() bool { return !v.Busy })
+	var mem string
+	ui(func() {
+		require.Equal(t, 5, v.Gauges.G.Tokens)
+		assert.True(t, strings.HasPrefix(v.Gauges.Speed.Text, "speed 2.0 tokens/s (last 2.0 tokens/s), 5 tokens\nfirst token after "), v.Gauges.Speed.Text)
+		mem = v.Gauges.MemText.Text
+		require.Contains(t, mem, "in use 1.00 GB")
+
+		v.reload(v.Current)
+		v.Open("Older")
+		require.Equal(t, "Older", v.Current)
+		assert.Equal(t, "speed 12.5 tokens/s, 87 tokens (this conversation's last reply)\nfirst token after 1.42 s", v.Gauges.Speed.Text)
+		assert.Zero(t, v.Gauges.G.Tokens)
+		assert.False(t, v.Gauges.G.HitKnown)
+		assert.Equal(t, mem, v.Gauges.MemText.Text, "memory is the process's: it stays")
+
+		v.NewConversation()
+		assert.Equal(t, "speed —\nfirst token after —", v.Gauges.Speed.Text)
+		assert.Equal(t, mem, v.Gauges.MemText.Text)
+
+		v.Open("Question one")
+		assert.Equal(t, "speed 2.0 tokens/s, 5 tokens (this conversation's last reply)\nfirst token after "+
+			fmt.Sprintf("%.2f s", v.History[1].Stats.FirstTokenSeconds), v.Gauges.Speed.Text)
+	})
+}

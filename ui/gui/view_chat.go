@@ -203,8 +203,39 @@ func (v *chatView) Open(title string) {
 	v.Notice.SetText(notice)
 	v.Phase.SetText("")
 	v.ContextLb.SetText("")
+	v.showSavedGauges()
 	v.refreshButtons()
 	v.scrollToEnd()
+}
+
+// showSavedGauges puts the gauges on the conversation just opened: the
+// turn before was another conversation's, so its numbers go, and the
+// opened one's last reply shows the numbers its history keeps (as under
+// the reply itself). Memory and the plots are the process's: they stay.
+func (v *chatView) showSavedGauges() {
+	var st *chat.ReplyStats
+	for i := len(v.History) - 1; i >= 0; i-- {
+		if v.History[i].Role == "assistant" {
+			st = v.History[i].Stats
+			break
+		}
+	}
+	var g bridge.Gauges
+	v.gaugePump().WithMeter(func(m *bridge.Meter) {
+		m.OpenConversation(st)
+		g = m.Gauges()
+	})
+	v.Gauges.Set(g)
+}
+
+// gaugePump is the pump that carries the turns' events to the gauges
+// (made at first use; it keeps the meter between turns).
+func (v *chatView) gaugePump() *bridge.Pump {
+	if v.pump == nil {
+		v.pump = bridge.NewPump(v.u.do)
+		v.pump.OnGauges = v.Gauges.Set
+	}
+	return v.pump
 }
 
 // hold takes title's history lock (dropping the one held before), so no
@@ -638,11 +669,7 @@ func (v *chatView) startTurn(opt chat.Options) {
 	reply.StartStream(start)
 	v.scrollToEnd()
 
-	if v.pump == nil {
-		v.pump = bridge.NewPump(u.do)
-		v.pump.OnGauges = v.Gauges.Set
-	}
-	p := v.pump
+	p := v.gaugePump()
 	p.OnText = func(r, a string) {
 		follow := v.atEnd()
 		reply.Append(r, a)
