@@ -326,3 +326,59 @@ func TestGaugesFollowTheConversationOpened(t *testing.T) {
 			fmt.Sprintf("%.2f s", v.History[1].Stats.FirstTokenSeconds), v.Gauges.Speed.Text)
 	})
 }
+
+// A title made from the first message is made again when that message is
+// edited and sent again; a title the user gave stays, and so does the
+// title when a later message is edited.
+func TestTitleRenewedWhenTheFirstMessageIsEdited(t *testing.T) {
+	u, v := chatUI(t, &fakeChat{})
+	edit := func(i int, text string) {
+		t.Helper()
+		ui(func() {
+			v.Edit(v.Views[i])
+			require.True(t, v.editing)
+			v.Entry.SetText(text)
+			v.SendEntry()
+		})
+		waitFor(t, "turn", func() bool { return !v.Busy })
+	}
+	ui(func() { v.Send("Question one") })
+	waitFor(t, "turn", func() bool { return !v.Busy })
+	ui(func() { require.Equal(t, "Question one", v.Current) })
+
+	edit(0, "Where is the sea?")
+	ui(func() {
+		assert.Equal(t, "Where is the sea?", v.Current, "the automatic title follows the edited first message")
+		assert.Equal(t, "Where is the sea?", u.N.lastConversation())
+		assert.Equal(t, []string{"Where is the sea?"}, v.Convs.Shown())
+		assert.Equal(t, "2/2", v.Views[0].navLbl.Text, "the first question stays a version")
+	})
+	h, err := chat.LoadHistory(filepath.Join(u.conversationsDir(), "Where is the sea?"+bridge.Ext))
+	require.NoError(t, err)
+	require.Len(t, h, 2)
+	assert.Equal(t, "Where is the sea?", h[0].Content)
+
+	// a later message edited: the title is not the first message's business
+	ui(func() { v.Send("Second question") })
+	waitFor(t, "turn", func() bool { return !v.Busy })
+	edit(2, "Second question, edited")
+	ui(func() { assert.Equal(t, "Where is the sea?", v.Current) })
+
+	// numbered beside another conversation of the same first message
+	ui(func() {
+		v.NewConversation()
+		v.Send("Where is the sea?")
+	})
+	waitFor(t, "turn", func() bool { return !v.Busy })
+	ui(func() { require.Equal(t, "Where is the sea? 2", v.Current) })
+	edit(0, "Where are the hills?")
+	ui(func() { assert.Equal(t, "Where are the hills?", v.Current) })
+
+	// renamed by the user: kept
+	ui(func() { require.NoError(t, v.Rename(v.Current, "My walk")) })
+	edit(0, "Where are the valleys?")
+	ui(func() {
+		assert.Equal(t, "My walk", v.Current, "a title the user gave stays")
+		assert.Equal(t, "Where are the valleys?", v.History[0].Content)
+	})
+}

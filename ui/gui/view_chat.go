@@ -446,16 +446,22 @@ func (v *chatView) SendEntry() {
 }
 
 // Send adds a user message and starts the reply. A conversation still
-// called by its date takes its title from the first message.
+// called by its date takes its title from the first message; so does one
+// whose first message is edited and sent again while its title is still
+// the one made from that message (a title the user gave stays).
 func (v *chatView) Send(text string) {
 	if v.Busy {
 		return
 	}
-	if strings.HasPrefix(v.Current, bridge.AutoTitlePrefix) && !slices.ContainsFunc(v.History, func(m chat.Message) bool { return m.Role == "user" }) {
-		if t, err := v.store.Rename(v.Current, v.freeTitle(bridge.TitleFrom(text))); err == nil || errors.As(err, new(*bridge.RenamedError)) {
-			v.Current = t
-			v.u.N.LastConversation.Set(t)
-			v.reload(t)
+	if !slices.ContainsFunc(v.History, func(m chat.Message) bool { return m.Role == "user" }) {
+		auto := strings.HasPrefix(v.Current, bridge.AutoTitlePrefix) ||
+			v.editing && bridge.IsAutoTitle(v.Current, v.fork.Replaced().Content)
+		if auto && !bridge.IsAutoTitle(v.Current, text) {
+			if t, err := v.store.Rename(v.Current, v.freeTitle(bridge.TitleFrom(text))); err == nil || errors.As(err, new(*bridge.RenamedError)) {
+				v.Current = t
+				v.u.N.LastConversation.Set(t)
+				v.reload(t)
+			}
 		}
 	}
 	v.History = append(v.History, chat.Message{Role: "user", Content: text})
