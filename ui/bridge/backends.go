@@ -91,11 +91,13 @@ type MemoryPlanner interface {
 
 // ModelInfo describes the loaded model for the gauges.
 type ModelInfo struct {
-	Name        string
-	Demo        bool
-	DemoNote    string // what the demo model is, in a sentence (with Demo)
-	Layers      int    // bound layers
-	BudgetBytes int64  // the memory plan's total
+	Name     string
+	Demo     bool
+	DemoNote string // what the demo model is, in a sentence (with Demo)
+	Layers   int    // bound layers
+	// BudgetBytes is the memory plan's total and the Go heap's swing above
+	// it (heapSwing: the runtime's overhead, which the plan does not count)
+	BudgetBytes int64
 	Plan        string
 	Context     int  // positions the plan reserves for a conversation
 	Remote      bool // the model runs on a server: this machine's memory and disk gauges do not apply
