@@ -11,7 +11,6 @@ import (
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/container"
 	"fyne.io/fyne/v2/dialog"
-	"fyne.io/fyne/v2/theme"
 	"fyne.io/fyne/v2/widget"
 
 	"k3/doctor"
@@ -77,8 +76,6 @@ func newPackStep(w *wizard) *packStep {
 	s.Compress.SetChecked(w.D.TrunkCompress)
 	compressWhy := wrapLabel("Every weight is kept exactly, in about a fifth less space, and less is read from disk for every token. " +
 		"Packing takes about half again as long.")
-	compressWhy.Importance = widget.LowImportance
-	compressWhy.SizeName = theme.SizeNameCaptionText
 	s.PackBt = widget.NewButton("Pack the trunk", s.Toggle)
 	s.Bar = widget.NewProgressBar()
 	s.Status = wrapLabel("")
