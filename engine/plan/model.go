@@ -89,7 +89,18 @@ func ForModel(c *config.Config, layers int, s Sizes, r Run) Inputs {
 	if c.Experts > 0 && layers > c.FirstKDense {
 		slot = s.SlotBytes
 	}
+	tableRuns := 0
+	switch {
+	case !r.Streaming: // the tables are read from the shards, into the heap
+	case r.Ultra:
+		tableRuns = 1 // the final norms; the tables stream
+	case c.TieEmbeddings:
+		tableRuns = 2
+	default:
+		tableRuns = 3
+	}
 	return Inputs{LayerBytes: s.LayerBytes, LogicalLayerBytes: s.LogicalLayerBytes, GlobalBytes: globals, ExpertBytes: slot, TopK: c.TopK,
+		MappedPage: HugePage, TableRuns: tableRuns,
 		MaxExperts: c.Experts * max(0, layers-c.FirstKDense),
 		Streaming:  r.Streaming, TrunkBudget: r.TrunkBudget, Ring: r.Ring, CacheBudget: r.CacheBudget,
 		StateBytes: int64(2+copies) * state, KVPerPos: int64(1+copies) * kvPerPos, Positions: r.Positions, BufferBytes: buffers, BaselineRSS: r.BaselineRSS,

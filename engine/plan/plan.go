@@ -34,7 +34,18 @@ type Inputs struct {
 	// LogicalLayerBytes are the layers' bf16 sizes when a compressed trunk
 	// stores them smaller (nil or equal: nothing compressed); see Make.
 	LogicalLayerBytes []int64
+	// MappedPage is the page the buffers the engine maps outside the Go
+	// heap are resident in (HugePage; 0: count their bytes as they are), and
+	// TableRuns how many of those buffers the model tables take (a packed
+	// trunk's embedding, lm_head and final-norm runs). See Plan.Pages.
+	MappedPage int64
+	TableRuns  int
 }
+
+// HugePage is the granularity of the buffers the engine maps outside the
+// Go heap (direct.AllocHuge): 2 MiB, advised as transparent huge pages, so
+// a buffer is resident in whole huge pages once touched.
+const HugePage = 2 << 20
 
 // Plan is the decided memory layout.
 type Plan struct {
@@ -78,6 +89,14 @@ type Plan struct {
 	// model loads, so Total counts it only where it exceeds the parts
 	// allocated after loading (0 unless Expanded).
 	Load int64
+	// Pages is what the mapped buffers take beyond their bytes, each
+	// rounded up to whole MappedPage pages: from a packed trunk each pinned
+	// layer, each table run and the ring, and the expert cache's arena.
+	// Nothing at the released size (a few hundred MB at most), but at the
+	// demo's size (seven runs of 0.1-0.6 MB, 16 MB resident in 2 MiB pages)
+	// it is most of what is mapped.
+	Pages       int64
+	PagedBuffer int // how many buffers Pages rounds
 }
 
 // Make decides what to pin and how many slots to use. Layers are pinned
@@ -199,9 +218,48 @@ func Make(in Inputs) *Plan {
 	// expanded so far, before any of the parts after the tables is
 	// allocated (the engine's buffers, the state, the expert cache's
 	// slots): the peak is the larger of the two
+	p.pages(in)
 	after := p.RingBytes + p.CacheBytes + p.State + p.KV + p.Buffers + p.Spec
-	p.Total = p.Baseline + p.PinnedBytes + p.Globals + max(after, p.Load)
+	p.Total = p.Baseline + p.PinnedBytes + p.Globals + p.Pages + max(after, p.Load)
 	return p
+}
+
+// pages counts what rounding the mapped buffers up to whole pages adds
+// (Plan.Pages). The engine maps, from a packed trunk, one buffer per pinned
+// layer (at its bf16 size when expanded), one per table run and the ring;
+// and with or without one, the expert cache's arena. The tables' runs are
+// counted together, rounded up, and one page more for each run after the
+// first: never less than their own rounding.
+func (p *Plan) pages(in Inputs) {
+	pg := in.MappedPage
+	if pg <= 0 {
+		return
+	}
+	round := func(b int64) {
+		if b > 0 {
+			p.Pages += (b+pg-1)/pg*pg - b
+			p.PagedBuffer++
+		}
+	}
+	if in.Streaming {
+		for i, pinned := range p.Pinned {
+			if !pinned {
+				continue
+			}
+			b := in.LayerBytes[i]
+			if p.Expanded && in.LogicalLayerBytes != nil {
+				b = in.LogicalLayerBytes[i]
+			}
+			round(b)
+		}
+		if in.TableRuns > 0 && p.Globals > 0 {
+			round(p.Globals)
+			p.Pages += int64(in.TableRuns-1) * pg
+			p.PagedBuffer += in.TableRuns - 1
+		}
+		round(p.RingBytes)
+	}
+	round(p.CacheBytes)
 }
 
 // fits is the one test of a plan's total against memory: at most 95% of
@@ -280,6 +338,9 @@ func (p *Plan) String() string {
 	fmt.Fprintf(&b, "  buffers        %10s\n", units.Bytes(p.Buffers))
 	if p.Spec > 0 {
 		fmt.Fprintf(&b, "  spec rollback  %10s  (recurrence inputs of a verification pass)\n", units.Bytes(p.Spec))
+	}
+	if p.Pages > 0 {
+		fmt.Fprintf(&b, "  whole pages    %10s  (%d buffers mapped in %s pages)\n", units.Bytes(p.Pages), p.PagedBuffer, units.Bytes(HugePage))
 	}
 	fmt.Fprintf(&b, "  process base   %10s\n", units.Bytes(p.Baseline))
 	fmt.Fprintf(&b, "  total          %10s\n", units.Bytes(p.Total))

@@ -250,3 +250,52 @@ func TestForModelLogicalSizes(t *testing.T) {
 	in.TrunkBudget = 10
 	assert.False(t, Make(in).Expanded)
 }
+
+// Mapped buffers are counted in whole pages: from a packed trunk each
+// pinned layer (at its bf16 size when expanded), the table runs and the
+// ring; with or without one, the expert cache's arena.
+func TestMakeCountsWholePages(t *testing.T) {
+	const pg = 100
+	in := Inputs{LayerBytes: []int64{250, 150, 120}, Streaming: true, TrunkBudget: 600, Ring: 1, GlobalBytes: 130, TableRuns: 3,
+		ExpertBytes: 10, TopK: 3, CacheBudget: 95, BaselineRSS: 13, MappedPage: pg}
+	p := Make(in)
+	require.Equal(t, []bool{true, true, true}, p.Pinned)
+	// layers 250->300, 150->200, 120->200; tables 130->200 plus two more
+	// runs' page; cache 90->100
+	assert.Equal(t, int64(50+50+80+70+2*pg+10), p.Pages)
+	assert.Equal(t, 3+3+1, p.PagedBuffer)
+	assert.Equal(t, int64(13+520+130+90)+p.Pages, p.Total)
+	assert.Contains(t, p.String(), "whole pages")
+
+	in.TrunkBudget = 250 + 150 // layer 0 pinned, a ring of one 150-byte slot
+	p = Make(in)
+	require.Equal(t, []bool{true, false, false}, p.Pinned)
+	require.Equal(t, int64(150), p.RingBytes)
+	assert.Equal(t, int64(50+70+2*pg+50+10), p.Pages)
+
+	in.Streaming = false // from the shards: layers and tables on the heap
+	assert.Equal(t, int64(10), Make(in).Pages, "only the expert cache's arena")
+	in.MappedPage = 0
+	p = Make(in)
+	assert.Zero(t, p.Pages)
+	assert.NotContains(t, p.String(), "whole pages")
+
+	in = Inputs{LayerBytes: []int64{300, 80}, LogicalLayerBytes: []int64{400, 100}, Streaming: true, TrunkBudget: 500, Ring: 2,
+		MappedPage: pg}
+	p = Make(in)
+	require.True(t, p.Expanded)
+	assert.Equal(t, int64(0+0), p.Pages, "expanded at the bf16 sizes 400 and 100: whole pages already")
+}
+
+// ForModel maps the tables of a packed trunk in one run each: embedding,
+// lm_head (unless tied) and final norms; in ultra mode only the last.
+func TestForModelTableRuns(t *testing.T) {
+	c := &config.Config{Layers: 1, Hidden: 8, KDAHeads: 1, KDAHeadDim: 2, ConvK: 2, VocabSize: 16, Heads: 1, QKNope: 1, QKRope: 1, Intermediate: 8, MLA: []bool{false}}
+	s := Sizes{LayerBytes: []int64{10}, GlobalBytes: 30, TableBytes: 20}
+	assert.Equal(t, 3, ForModel(c, 1, s, Run{Streaming: true}).TableRuns)
+	assert.Equal(t, 1, ForModel(c, 1, s, Run{Streaming: true, Ultra: true}).TableRuns)
+	assert.Zero(t, ForModel(c, 1, s, Run{}).TableRuns, "read from the shards")
+	c.TieEmbeddings = true
+	assert.Equal(t, 2, ForModel(c, 1, s, Run{Streaming: true}).TableRuns)
+	assert.Equal(t, int64(HugePage), ForModel(c, 1, s, Run{}).MappedPage)
+}

@@ -51,8 +51,8 @@ func (storageVerifier) Verify(ctx context.Context, dir string, layers int, progr
 // the runs it finished and the next Pack continues).
 type trunkPacker struct{}
 
-func (trunkPacker) Pack(ctx context.Context, modelDir, trunkDir string, layers int, force bool, progress func(PackProgress)) error {
-	_, err := trunk.Pack(ctx, modelDir, trunkDir, trunk.Options{Force: force, Progress: func(p trunk.Progress) {
+func (trunkPacker) Pack(ctx context.Context, modelDir, trunkDir string, layers int, opt PackOptions, progress func(PackProgress)) error {
+	_, err := trunk.Pack(ctx, modelDir, trunkDir, trunk.Options{Force: opt.Force, Compress: opt.Compress, Progress: func(p trunk.Progress) {
 		if progress != nil {
 			progress(PackProgress{Checking: p.Phase == trunk.PhaseCheck, Done: p.BytesDone, Total: p.BytesTotal,
 				Parts: p.RunsDone, PartsTotal: p.RunsTotal, Rate: p.BytesPerSec, ETA: p.ETA})

@@ -60,12 +60,23 @@ type PackProgress struct {
 	ETA         time.Duration // < 0: unknown
 }
 
+// PackOptions are how a trunk is packed.
+type PackOptions struct {
+	// Force replaces whatever the trunk folder holds (another model's
+	// trunk, a broken one, or one packed the other way).
+	Force bool
+	// Compress stores the weights losslessly compressed (k3 pack
+	// --compress): the same answers from a smaller file that takes longer
+	// to pack. A folder holding a trunk or an interrupted pack of the other
+	// kind is refused unless Force, as by k3 pack.
+	Compress bool
+}
+
 // Packer writes the packed trunk (storage/trunk). Pack resumes a partial
-// pack in trunkDir; cancelling ctx stops it with the finished part kept;
-// force replaces whatever trunkDir holds (another model's trunk). Check
-// says what trunkDir holds for modelDir.
+// pack in trunkDir; cancelling ctx stops it with the finished part kept.
+// Check says what trunkDir holds for modelDir.
 type Packer interface {
-	Pack(ctx context.Context, modelDir, trunkDir string, layers int, force bool, progress func(PackProgress)) error
+	Pack(ctx context.Context, modelDir, trunkDir string, layers int, opt PackOptions, progress func(PackProgress)) error
 	Check(modelDir, trunkDir string) TrunkCheck
 	// TrunkBytes is the size the packed trunk will take (for choosing a disk).
 	TrunkBytes(modelDir string, layers int) (int64, error)
@@ -80,11 +91,13 @@ type MemoryPlanner interface {
 
 // ModelInfo describes the loaded model for the gauges.
 type ModelInfo struct {
-	Name        string
-	Demo        bool
-	DemoNote    string // what the demo model is, in a sentence (with Demo)
-	Layers      int    // bound layers
-	BudgetBytes int64  // the memory plan's total
+	Name     string
+	Demo     bool
+	DemoNote string // what the demo model is, in a sentence (with Demo)
+	Layers   int    // bound layers
+	// BudgetBytes is the memory plan's total and the Go heap's swing above
+	// it (heapSwing: the runtime's overhead, which the plan does not count)
+	BudgetBytes int64
 	Plan        string
 	Context     int  // positions the plan reserves for a conversation
 	Remote      bool // the model runs on a server: this machine's memory and disk gauges do not apply

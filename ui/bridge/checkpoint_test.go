@@ -150,7 +150,7 @@ func TestTrunkPackerPassesRateAndETA(t *testing.T) {
 	model := filepath.Join(t.TempDir(), "m")
 	require.NoError(t, synth.Write(model, synth.Small()))
 	var got []PackProgress
-	require.NoError(t, trunkPacker{}.Pack(context.Background(), model, filepath.Join(t.TempDir(), "trunk"), 0, false, func(p PackProgress) {
+	require.NoError(t, trunkPacker{}.Pack(context.Background(), model, filepath.Join(t.TempDir(), "trunk"), 0, PackOptions{}, func(p PackProgress) {
 		got = append(got, p)
 	}))
 	require.NotEmpty(t, got)

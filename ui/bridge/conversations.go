@@ -243,6 +243,26 @@ func TitleFrom(msg string) string {
 	return strings.TrimRight(cut, " ,.;:") + "…"
 }
 
+// IsAutoTitle reports whether title is the one a conversation gets from
+// its first message msg: TitleFrom(msg) as a file name, or that with the
+// number that told it from another conversation's ("… 2"). A title the
+// user gave is not.
+func IsAutoTitle(title, msg string) bool {
+	base, err := cleanTitle(TitleFrom(msg))
+	if err != nil {
+		return false
+	}
+	n, ok := strings.CutPrefix(title, base)
+	if !ok {
+		return false
+	}
+	if n == "" {
+		return true
+	}
+	n, ok = strings.CutPrefix(n, " ")
+	return ok && n != "" && n[0] != '0' && strings.Trim(n, "0123456789") == ""
+}
+
 // Search returns the titles (in List order) whose title or messages contain
 // query, case-insensitively.
 func (c Conversations) Search(query string) ([]string, error) {

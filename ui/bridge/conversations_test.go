@@ -106,3 +106,16 @@ func TestConversationsLeaveNoLockFiles(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, titles)
 }
+
+func TestIsAutoTitle(t *testing.T) {
+	msg := "Plan a three-day walk in the Alps with huts and trains from Zurich, please"
+	assert.True(t, IsAutoTitle("Plan a three-day walk in the Alps with huts and…", msg))
+	assert.True(t, IsAutoTitle("Plan a three-day walk in the Alps with huts and… 2", msg), "numbered beside another conversation's")
+	assert.True(t, IsAutoTitle("a-b - c", "a/b : c\nmore"), "as a file name")
+	for _, title := range []string{"Alps trip", "Plan a three-day walk in the Alps with huts and… two",
+		"Plan a three-day walk in the Alps with huts and…2", "Plan a three-day walk in the Alps with huts and… 02",
+		"Plan a three-day walk in the Alps with huts and… ", "Plan a three-day walk"} {
+		assert.False(t, IsAutoTitle(title, msg), title)
+	}
+	assert.False(t, IsAutoTitle("x", "   "), "an empty message gives no title")
+}

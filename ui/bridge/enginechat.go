@@ -112,6 +112,7 @@ func (c *engineChat) Open(ctx context.Context, on func(engine.Event)) (ModelInfo
 	phase(on, "loading the model")
 	o := c.s.OpenOptions(memp)
 	o.Progress = func(done, total int) { phase(on, fmt.Sprintf("loading layer %d/%d", done, total)) }
+	heap := lowHeap() // the engine samples the process base with the heap at its live size (heap.go)
 	m, err := engine.Open(dir, o)
 	if err != nil {
 		return ModelInfo{}, err
@@ -131,7 +132,7 @@ func (c *engineChat) Open(ctx context.Context, on func(engine.Event)) (ModelInfo
 	if synth.IsTrainedDemo(dir) {
 		note = "DEMO: 1.9 million parameters trained on fortune cookies; it knows sayings and little else"
 	}
-	c.info = ModelInfo{Name: name, Demo: c.s.Demo || synth.IsDemo(dir), DemoNote: note, Layers: m.Bound, BudgetBytes: m.Plan.Total, Plan: m.Plan.String(),
+	c.info = ModelInfo{Name: name, Demo: c.s.Demo || synth.IsDemo(dir), DemoNote: note, Layers: m.Bound, BudgetBytes: m.Plan.Total + heapSwing(heap, engineHeap(m.Plan, o.TrunkDir != "")), Plan: m.Plan.String(),
 		Context: c.s.Positions()}
 	on(engine.Event{Kind: engine.EventStats, Stats: e.Snapshot(), At: time.Now()})
 	phase(on, "ready")

@@ -1,16 +1,20 @@
 package bridge
 
 import (
+	"bytes"
 	"context"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"k3/engine"
 	"k3/engine/chat"
+	"k3/engine/plan"
 	"k3/tokenizer"
 )
 
@@ -71,4 +75,81 @@ func TestEngineChatEditReusesTheState(t *testing.T) {
 	assert.Equal(t, start, mine.Reused, "everything before the edited question is reused")
 	assert.Equal(t, theirs.Total, mine.Total)
 	t.Logf("read %d of %d positions instead of %d", mine.Total-mine.Reused, mine.Total, theirs.Total)
+}
+
+// The plan the gauges show counts the Go heap's swing: with a
+// toolkit-sized live heap (40 MB, as the window's) and garbage made all the
+// time, as drawing makes it, a demo chat stays within it (it was 10-15 MB
+// above the plan in the app); memory the plan does not know of is still
+// reported above it. Both with the layers read from the shards and from a
+// packed trunk.
+func TestEngineChatPlanHoldsTheHeapSwing(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "demo")
+	require.NoError(t, MakeDemoModel(dir))
+	packed := filepath.Join(t.TempDir(), "trunk")
+	require.NoError(t, trunkPacker{}.Pack(t.Context(), dir, packed, 0, PackOptions{}, nil))
+	toolkit := make([][]byte, 40)
+	for i := range toolkit {
+		toolkit[i] = bytes.Repeat([]byte{1}, 1<<20)
+	}
+	for _, trunkDir := range []string{packed, ""} {
+		s := DefaultSettings()
+		s.ModelDir, s.TrunkDir, s.Demo, s.MaxTokens = dir, trunkDir, true, 120
+		c := NewEngineChat(s).(*engineChat)
+		var m Meter
+		// garbage with every event, as the window makes it
+		var sink []byte
+		r, err := c.Turn(t.Context(), []chat.Message{{Role: "user", Content: "Tell me a saying about love."}}, s.ConvDefaults().ChatOptions(),
+			func(ev engine.Event) {
+				sink = bytes.Repeat([]byte{2}, 64<<10)
+				m.Stats(time.Now(), ev.Stats)
+			})
+		require.NoError(t, err)
+		require.NotEmpty(t, r.Content)
+		info, err := c.Open(t.Context(), func(engine.Event) {})
+		require.NoError(t, err)
+		m.SetLimits(info.BudgetBytes, 0)
+		// and between turns, at 250 MB/s: the heap fills to its goal, over
+		// and over
+		for range 800 {
+			sink = bytes.Repeat([]byte{3}, 256<<10)
+			time.Sleep(time.Millisecond)
+		}
+		runtime.KeepAlive(sink)
+		m.Stats(time.Now(), c.e.Snapshot())
+		g := m.Gauges()
+		t.Logf("trunk %q: peak in use %.1f MB, plan %.1f MB (the engine's %.1f MB and the heap's swing)", trunkDir, float64(g.PeakRSS)/1e6, float64(g.Budget)/1e6, float64(c.m.Plan.Total)/1e6)
+		assert.Greater(t, g.PeakRSS, c.m.Plan.Total, "the engine's plan alone is exceeded: the test makes the app's garbage")
+		assert.LessOrEqual(t, g.PeakRSS, g.Budget, "a normal demo chat stays within the plan")
+
+		// 32 MB more than the plan allows, held and touched
+		extra := make([]byte, max(g.Budget-g.RSS, 0)+32<<20)
+		for i := 0; i < len(extra); i += 4096 {
+			extra[i] = 1
+		}
+		m.Stats(time.Now(), c.e.Snapshot())
+		g = m.Gauges()
+		assert.Greater(t, g.RSS, g.Budget, "memory the plan does not know of is above it")
+		runtime.KeepAlive(extra)
+		c.Close()
+	}
+	runtime.KeepAlive(toolkit)
+}
+
+// The swing: GOGC percent of every live byte (the heap's and the
+// engine's), and the scavenger's 10% above the goal; what the engine holds
+// on the heap.
+func TestHeapSwing(t *testing.T) {
+	h := heapPoint{live: 40e6, goal: 80e6, gogc: 100}
+	assert.Equal(t, int64(1.1*80e6-40e6), heapSwing(h, 0))
+	assert.Equal(t, int64(1.1*(80e6+20e6)-50e6), heapSwing(h, 10e6))
+	assert.Equal(t, int64(1.1*(60e6+15e6)-50e6), heapSwing(heapPoint{live: 40e6, goal: 60e6, gogc: 50}, 10e6))
+	assert.Zero(t, heapSwing(heapPoint{live: 40e6, goal: 1 << 62, gogc: -1}, 10e6), "the collector off")
+	p := &plan.Plan{PinnedBytes: 1e9, Globals: 2e8, RingBytes: 3e9, CacheBytes: 4e9, State: 1, KV: 20, Buffers: 300, Spec: 4000}
+	assert.Equal(t, int64(4321), engineHeap(p, true))
+	assert.Equal(t, int64(1.2e9+4321), engineHeap(p, false), "layers and tables read from the shards")
+	at := lowHeap()
+	assert.Positive(t, at.live)
+	assert.GreaterOrEqual(t, at.goal, at.live)
+	assert.Equal(t, int64(100), at.gogc, "go test runs with the default GOGC")
 }

@@ -53,6 +53,9 @@ func Explain(err error) string {
 		return fmt.Sprintf("The model hub answered with an error (HTTP %d). Wait a little and press Resume: finished files are kept.", he.Status)
 	case errors.Is(err, trunk.ErrSourceMismatch):
 		return "The trunk folder holds a packed trunk of a different checkpoint. Choose an empty folder, or delete that trunk and pack again."
+	case errors.Is(err, trunk.ErrRefused):
+		return "The trunk folder holds a trunk that packing would replace (packed the other way, or by another k3 version, or damaged), " +
+			"so nothing was changed. Press Pack again here to replace it, or choose another folder."
 	case errors.Is(err, syscall.ENOSPC):
 		return "The disk is full (" + first + "). Free some space or choose a folder on another disk, then try again: finished parts are kept."
 	case errors.Is(err, os.ErrPermission):

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"k3/engine"
+	"k3/engine/chat"
 )
 
 // The pump turns the engine's event stream (called on engine goroutines,
@@ -35,8 +36,11 @@ type Gauges struct {
 	// speculative decoding this turn: draft tokens verified and accepted
 	Drafted, Accepted int64
 	Tokens            int
-	Speed             []Point // s/token per generated token
-	Memory            []Point // RSS samples
+	// Saved are the numbers the open conversation's history keeps of its
+	// last reply, shown until the next turn (nil: none; see OpenConversation)
+	Saved  *chat.ReplyStats
+	Speed  []Point // s/token per generated token
+	Memory []Point // RSS samples
 }
 
 // Point is one sample of a history plot; a zero Point (no time) is a gap.
@@ -63,11 +67,30 @@ func (m *Meter) SetLimits(budget, available int64) { m.g.Budget, m.g.Available =
 
 // StartTurn resets the per-turn numbers (I/O share, hit rate, s/token, TTFT).
 func (m *Meter) StartTurn(t time.Time) {
+	m.clearTurn()
 	m.turnT0 = t
+}
+
+// OpenConversation is a conversation being opened (or started) between
+// turns: the numbers of the turn before, another conversation's, are
+// dropped, and the last reply's numbers as the opened one's history keeps
+// them (st, nil for none) are shown instead. The memory and the plots are
+// the process's and the model's, not the conversation's: they stay.
+func (m *Meter) OpenConversation(st *chat.ReplyStats) {
+	m.clearTurn()
+	if st != nil {
+		c := *st
+		m.g.Saved = &c
+	}
+}
+
+func (m *Meter) clearTurn() {
+	m.turnT0 = time.Time{}
 	m.haveBase = false
 	m.g.TTFT, m.g.Tokens, m.tokSum, m.g.SecPerToken, m.g.LastToken, m.g.FirstStep = 0, 0, 0, 0, 0, 0
 	m.g.IOShare, m.g.HitRate, m.g.HitKnown = 0, 0, false
 	m.g.Drafted, m.g.Accepted = 0, 0
+	m.g.Saved = nil
 }
 
 // Stats applies a statistics snapshot taken at t.

@@ -6,7 +6,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"k3/engine"
+	"k3/engine/chat"
 )
 
 func TestMeterValues(t *testing.T) {
@@ -159,4 +163,55 @@ func TestMeterEndTurnIdles(t *testing.T) {
 	if g := m.Gauges(); len(g.Speed) != 3 || g.Speed[1].T.IsZero() == false {
 		t.Errorf("the gap stays between the turns: %+v", g.Speed)
 	}
+}
+
+// Opening another conversation drops the turn's numbers (they were
+// another conversation's) and shows the opened one's saved last reply;
+// memory and the plots, the process's, stay; the next turn starts clean.
+func TestMeterOpenConversation(t *testing.T) {
+	var m Meter
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	m.SetLimits(8e9, 16e9)
+	m.StartTurn(t0)
+	m.Stats(t0, engine.Stats{RSSBytes: 5e9, Expert: engine.ExpertStats{Requests: 10, Hits: 5}})
+	m.Stats(t0.Add(time.Second), engine.Stats{RSSBytes: 6e9, TrunkWaitSeconds: 0.5, SpecDrafted: 3, SpecAccepted: 2,
+		Expert: engine.ExpertStats{Requests: 20, Hits: 15}})
+	m.Token(t0.Add(1500*time.Millisecond), 2)
+	m.EndTurn()
+	before := m.Gauges()
+	require.Equal(t, 1, before.Tokens)
+	require.True(t, before.HitKnown)
+
+	saved := &chat.ReplyStats{Tokens: 87, FirstTokenSeconds: 1.42, SecondsPerToken: 0.08}
+	m.OpenConversation(saved)
+	saved.Tokens = 1 // the meter keeps its own copy
+	g := m.Gauges()
+	assert.Equal(t, &chat.ReplyStats{Tokens: 87, FirstTokenSeconds: 1.42, SecondsPerToken: 0.08}, g.Saved)
+	assert.Zero(t, g.Tokens)
+	assert.Zero(t, g.SecPerToken)
+	assert.Zero(t, g.LastToken)
+	assert.Zero(t, g.TTFT)
+	assert.Zero(t, g.IOShare)
+	assert.Zero(t, g.HitRate)
+	assert.False(t, g.HitKnown)
+	assert.Zero(t, g.Drafted)
+	assert.Zero(t, g.Accepted)
+	assert.Equal(t, before.RSS, g.RSS)
+	assert.Equal(t, before.PeakRSS, g.PeakRSS)
+	assert.Equal(t, before.Budget, g.Budget)
+	assert.Equal(t, before.Available, g.Available)
+	assert.Equal(t, before.Speed, g.Speed)
+	assert.Equal(t, before.Memory, g.Memory)
+
+	m.OpenConversation(nil)
+	assert.Nil(t, m.Gauges().Saved, "a conversation without saved numbers shows none")
+
+	m.OpenConversation(saved)
+	m.StartTurn(t0.Add(time.Minute))
+	m.Stats(t0.Add(time.Minute), engine.Stats{RSSBytes: 6e9})
+	m.Token(t0.Add(time.Minute+time.Second), 0.5)
+	g = m.Gauges()
+	assert.Nil(t, g.Saved, "a turn shows its own numbers")
+	assert.Equal(t, 1, g.Tokens)
+	assert.Equal(t, 1.0, g.TTFT)
 }

@@ -28,6 +28,8 @@ type Settings struct {
 	// TrunkModel is the checkpoint folder TrunkDir was packed from: a
 	// trunk is offered again only for the model it belongs to.
 	TrunkModel string
+	// TrunkCompress: pack the trunk compressed (PackOptions.Compress).
+	TrunkCompress bool
 
 	Preset  string  // memory preset name ("auto", "laptop", ...)
 	TrunkGB float64 // pinned trunk + ring budget
@@ -89,6 +91,7 @@ const (
 	kDemo        = "model.demo"
 	kTrunkDir    = "trunk.dir"
 	kTrunkModel  = "trunk.model"
+	kCompress    = "trunk.compress"
 	kPreset      = "memory.preset"
 	kTrunkGB     = "memory.trunk_gb"
 	kCacheGB     = "memory.cache_gb"
@@ -112,18 +115,19 @@ const (
 func LoadSettings(p Prefs) Settings {
 	d := DefaultSettings()
 	return Settings{
-		ModelDir:     p.String(kModelDir),
-		Layers:       p.Int(kLayers),
-		Demo:         p.Bool(kDemo),
-		TrunkDir:     p.String(kTrunkDir),
-		TrunkModel:   p.String(kTrunkModel),
-		Preset:       p.StringWithFallback(kPreset, d.Preset),
-		TrunkGB:      p.FloatWithFallback(kTrunkGB, d.TrunkGB),
-		CacheGB:      p.FloatWithFallback(kCacheGB, d.CacheGB),
-		SystemPrompt: p.String(kSystem),
-		Thinking:     p.BoolWithFallback(kThinking, d.Thinking),
-		Effort:       p.StringWithFallback(kEffort, d.Effort),
-		MaxTokens:    p.IntWithFallback(kMaxTokens, d.MaxTokens),
+		ModelDir:      p.String(kModelDir),
+		Layers:        p.Int(kLayers),
+		Demo:          p.Bool(kDemo),
+		TrunkDir:      p.String(kTrunkDir),
+		TrunkModel:    p.String(kTrunkModel),
+		TrunkCompress: p.Bool(kCompress),
+		Preset:        p.StringWithFallback(kPreset, d.Preset),
+		TrunkGB:       p.FloatWithFallback(kTrunkGB, d.TrunkGB),
+		CacheGB:       p.FloatWithFallback(kCacheGB, d.CacheGB),
+		SystemPrompt:  p.String(kSystem),
+		Thinking:      p.BoolWithFallback(kThinking, d.Thinking),
+		Effort:        p.StringWithFallback(kEffort, d.Effort),
+		MaxTokens:     p.IntWithFallback(kMaxTokens, d.MaxTokens),
 		Sampling: engine.Sampling{
 			Greedy:      p.BoolWithFallback(kGreedy, d.Greedy),
 			Temperature: p.FloatWithFallback(kTemperature, d.Temperature),
@@ -147,6 +151,7 @@ func (s Settings) Save(p Prefs) {
 	p.SetBool(kDemo, s.Demo)
 	p.SetString(kTrunkDir, s.TrunkDir)
 	p.SetString(kTrunkModel, s.TrunkModel)
+	p.SetBool(kCompress, s.TrunkCompress)
 	p.SetString(kPreset, s.Preset)
 	p.SetFloat(kTrunkGB, s.TrunkGB)
 	p.SetFloat(kCacheGB, s.CacheGB)
@@ -175,18 +180,21 @@ type Setup struct {
 	Demo       bool
 	TrunkDir   string
 	TrunkModel string
-	Preset     string
-	TrunkGB    float64
-	CacheGB    float64
+	// TrunkCompress is part of the setup: packing again the other way
+	// changes the trunk in TrunkDir, so the chat must open it again.
+	TrunkCompress bool
+	Preset        string
+	TrunkGB       float64
+	CacheGB       float64
 }
 
 // Setup returns the wizard's part of the settings.
 func (s Settings) Setup() Setup {
-	return Setup{s.ModelDir, s.Layers, s.Demo, s.TrunkDir, s.TrunkModel, s.Preset, s.TrunkGB, s.CacheGB}
+	return Setup{s.ModelDir, s.Layers, s.Demo, s.TrunkDir, s.TrunkModel, s.TrunkCompress, s.Preset, s.TrunkGB, s.CacheGB}
 }
 
 // SetSetup replaces the wizard's part of the settings.
 func (s *Settings) SetSetup(x Setup) {
 	s.ModelDir, s.Layers, s.Demo, s.TrunkDir, s.TrunkModel = x.ModelDir, x.Layers, x.Demo, x.TrunkDir, x.TrunkModel
-	s.Preset, s.TrunkGB, s.CacheGB = x.Preset, x.TrunkGB, x.CacheGB
+	s.TrunkCompress, s.Preset, s.TrunkGB, s.CacheGB = x.TrunkCompress, x.Preset, x.TrunkGB, x.CacheGB
 }

@@ -56,7 +56,10 @@ type TrunkCheck struct {
 	Status      TrunkStatus
 	Why         string // for TrunkOther and TrunkBroken: what differs or is wrong
 	Done, Total int    // for TrunkPartial: parts packed of all
-	Err         error  // the model itself could not be read (see CheckFolder)
+	// Compressed: for TrunkPacked and TrunkPartial, the trunk is (being)
+	// packed compressed (PackOptions.Compress).
+	Compressed bool
+	Err        error // the model itself could not be read (see CheckFolder)
 }
 
 // CheckTrunk tells what trunkDir holds for the checkpoint in modelDir: the
@@ -78,16 +81,17 @@ func CheckTrunk(modelDir, trunkDir string) TrunkCheck {
 			}
 			return TrunkCheck{Status: TrunkNone, Err: err}
 		}
-		return TrunkCheck{Status: TrunkPacked}
+		return TrunkCheck{Status: TrunkPacked, Compressed: t.Manifest().Compressed()}
 	}
 	data, err := os.ReadFile(part)
 	if err != nil {
 		return TrunkCheck{Status: TrunkNone}
 	}
 	var p struct {
-		Source trunk.Source      `json:"source"`
-		Runs   []json.RawMessage `json:"runs"`
-		Done   []string          `json:"done"`
+		Source      trunk.Source      `json:"source"`
+		Compression string            `json:"compression"`
+		Runs        []json.RawMessage `json:"runs"`
+		Done        []string          `json:"done"`
 	}
 	if err := json.Unmarshal(data, &p); err != nil {
 		// Pack discards an unreadable partial file and starts over
@@ -100,7 +104,7 @@ func CheckTrunk(modelDir, trunkDir string) TrunkCheck {
 	if why := sourceDiff(p.Source, want.Source); why != "" {
 		return TrunkCheck{Status: TrunkOther, Why: why}
 	}
-	return TrunkCheck{Status: TrunkPartial, Done: len(p.Done), Total: len(p.Runs)}
+	return TrunkCheck{Status: TrunkPartial, Done: len(p.Done), Total: len(p.Runs), Compressed: p.Compression != ""}
 }
 
 // mismatchWhy is the difference the trunk package names, without the

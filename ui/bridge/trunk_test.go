@@ -56,7 +56,46 @@ func TestCheckTrunk(t *testing.T) {
 
 	// "pack again here" replaces it
 	var p trunkPacker
-	require.NoError(t, p.Pack(t.Context(), b, dir, 0, true, nil))
+	require.NoError(t, p.Pack(t.Context(), b, dir, 0, PackOptions{Force: true}, nil))
 	assert.Equal(t, TrunkPacked, p.Check(b, dir).Status)
 	assert.Equal(t, TrunkOther, p.Check(a, dir).Status)
+}
+
+// The check tells a compressed trunk (and an interrupted compressed pack)
+// from a plain one; packing the other kind over it is refused, as by k3
+// pack, with plain words, until it is forced.
+func TestCheckTrunkKinds(t *testing.T) {
+	model := writeModel(t, synth.Small())
+	dir := filepath.Join(t.TempDir(), "trunk")
+	var p trunkPacker
+
+	ctx, cancel := context.WithCancel(t.Context())
+	err := p.Pack(ctx, model, dir, 0, PackOptions{Compress: true}, func(pp PackProgress) {
+		if pp.Parts >= 2 {
+			cancel()
+		}
+	})
+	require.ErrorIs(t, err, context.Canceled)
+	c := p.Check(model, dir)
+	assert.Equal(t, TrunkPartial, c.Status)
+	assert.True(t, c.Compressed, "an interrupted compressed pack")
+	err = p.Pack(t.Context(), model, dir, 0, PackOptions{}, nil)
+	require.ErrorIs(t, err, trunk.ErrRefused, "a plain pack does not continue a compressed one")
+	assert.NotContains(t, Explain(err), "--")
+	assert.Contains(t, Explain(err), "Pack again here")
+
+	require.NoError(t, p.Pack(t.Context(), model, dir, 0, PackOptions{Compress: true}, nil))
+	assert.Equal(t, TrunkCheck{Status: TrunkPacked, Compressed: true}, p.Check(model, dir))
+	tr, err := trunk.Open(dir)
+	require.NoError(t, err)
+	compressed := tr.Manifest().Compressed()
+	require.NoError(t, tr.Close())
+	assert.True(t, compressed, "trunk.json says compressed")
+
+	err = p.Pack(t.Context(), model, dir, 0, PackOptions{}, nil)
+	require.ErrorIs(t, err, trunk.ErrRefused, "a plain pack does not replace a compressed trunk unasked")
+	assert.Equal(t, TrunkCheck{Status: TrunkPacked, Compressed: true}, p.Check(model, dir), "the refused pack left it as it was")
+
+	require.NoError(t, p.Pack(t.Context(), model, dir, 0, PackOptions{Force: true}, nil))
+	assert.Equal(t, TrunkCheck{Status: TrunkPacked}, p.Check(model, dir))
 }

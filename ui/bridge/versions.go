@@ -92,6 +92,15 @@ func (f *Fork) Attach(h []chat.Message) []chat.Message {
 	return withVersion(h, f.At, all, len(all)-1)
 }
 
+// Replaced is the message at At the fork is making a new version of (the
+// one shown when it started).
+func (f *Fork) Replaced() chat.Message {
+	if f.shown < len(f.old) && len(f.old[f.shown]) > 0 {
+		return f.old[f.shown][0]
+	}
+	return chat.Message{}
+}
+
 // Restore is the conversation as it was when the fork started.
 func (f *Fork) Restore(h []chat.Message) []chat.Message {
 	return withVersion(h[:min(f.At, len(h))], f.At, f.old, f.shown)

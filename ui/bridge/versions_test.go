@@ -91,3 +91,15 @@ func TestForkRestore(t *testing.T) {
 	assert.Equal(t, saved, f.Restore(before))
 	assert.Equal(t, []string{"q", "a1"}, contents(saved), "the slices given are not changed")
 }
+
+func TestForkReplaced(t *testing.T) {
+	h := []chat.Message{{Role: "user", Content: "first"}, {Role: "assistant", Content: "reply"}}
+	_, f := NewFork(h, 0)
+	assert.Equal(t, h[0], f.Replaced())
+	h2 := f.Attach([]chat.Message{{Role: "user", Content: "edited"}})
+	h2 = ShowVersion(h2, 0, 0) // the first version shown again
+	_, f = NewFork(h2, 0)
+	assert.Equal(t, "first", f.Replaced().Content, "the version shown when the edit started")
+	_, f = NewFork(h, 2)
+	assert.Equal(t, chat.Message{}, f.Replaced(), "nothing at the end")
+}

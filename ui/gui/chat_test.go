@@ -230,6 +230,7 @@ func TestSettingsPersist(t *testing.T) {
 	a := test.NewTempApp(t)
 	s := bridge.DefaultSettings()
 	s.ModelDir, s.Layers, s.TrunkDir, s.Preset, s.TrunkGB, s.CacheGB = "/m", 7, "/t", "desktop", 16, 10.5
+	s.TrunkCompress = true
 	s.SystemPrompt, s.Thinking, s.Effort, s.Greedy, s.Temperature, s.TopP, s.TopK, s.Seed, s.MaxTokens = "sys", false, "max", false, 0.7, 0.9, 40, 3, 99
 	s.Save(a.Preferences())
 	if got := bridge.LoadSettings(a.Preferences()); got != s {
@@ -288,4 +289,96 @@ func TestAppNotesBoundToPreferences(t *testing.T) {
 	require.NotNil(t, u2.Chat)
 	assert.Equal(t, "Plans", u2.Chat.Current)
 	assert.Empty(t, u2.Chat.Notice.Text)
+}
+
+// The gauges follow the conversation on screen: opening another one drops
+// the last turn's numbers and shows that conversation's last reply as its
+// history saved it; a new conversation shows none; memory stays (it is the
+// process's).
+func TestGaugesFollowTheConversationOpened(t *testing.T) {
+	u, v := chatUI(t, &fakeChat{})
+	saved := []chat.Message{{Role: "user", Content: "Earlier"},
+		{Role: "assistant", Content: "Saved reply", Stats: &chat.ReplyStats{Tokens: 87, FirstTokenSeconds: 1.42, SecondsPerToken: 0.08}}}
+	require.NoError(t, chat.SaveHistory(filepath.Join(u.conversationsDir(), "Older"+bridge.Ext), saved))
+	ui(func() { v.Send("Question one") })
+	waitFor(t, "turn", func() bool { return !v.Busy })
+	var mem string
+	ui(func() {
+		require.Equal(t, 5, v.Gauges.G.Tokens)
+		assert.True(t, strings.HasPrefix(v.Gauges.Speed.Text, "speed 2.0 tokens/s (last 2.0 tokens/s), 5 tokens\nfirst token after "), v.Gauges.Speed.Text)
+		mem = v.Gauges.MemText.Text
+		require.Contains(t, mem, "in use 1.00 GB")
+
+		v.reload(v.Current)
+		v.Open("Older")
+		require.Equal(t, "Older", v.Current)
+		assert.Equal(t, "speed 12.5 tokens/s, 87 tokens (this conversation's last reply)\nfirst token after 1.42 s", v.Gauges.Speed.Text)
+		assert.Zero(t, v.Gauges.G.Tokens)
+		assert.False(t, v.Gauges.G.HitKnown)
+		assert.Equal(t, mem, v.Gauges.MemText.Text, "memory is the process's: it stays")
+
+		v.NewConversation()
+		assert.Equal(t, "speed —\nfirst token after —", v.Gauges.Speed.Text)
+		assert.Equal(t, mem, v.Gauges.MemText.Text)
+
+		v.Open("Question one")
+		assert.Equal(t, "speed 2.0 tokens/s, 5 tokens (this conversation's last reply)\nfirst token after "+
+			fmt.Sprintf("%.2f s", v.History[1].Stats.FirstTokenSeconds), v.Gauges.Speed.Text)
+	})
+}
+
+// A title made from the first message is made again when that message is
+// edited and sent again; a title the user gave stays, and so does the
+// title when a later message is edited.
+func TestTitleRenewedWhenTheFirstMessageIsEdited(t *testing.T) {
+	u, v := chatUI(t, &fakeChat{})
+	edit := func(i int, text string) {
+		t.Helper()
+		ui(func() {
+			v.Edit(v.Views[i])
+			require.True(t, v.editing)
+			v.Entry.SetText(text)
+			v.SendEntry()
+		})
+		waitFor(t, "turn", func() bool { return !v.Busy })
+	}
+	ui(func() { v.Send("Question one") })
+	waitFor(t, "turn", func() bool { return !v.Busy })
+	ui(func() { require.Equal(t, "Question one", v.Current) })
+
+	edit(0, "Where is the sea?")
+	ui(func() {
+		assert.Equal(t, "Where is the sea?", v.Current, "the automatic title follows the edited first message")
+		assert.Equal(t, "Where is the sea?", u.N.lastConversation())
+		assert.Equal(t, []string{"Where is the sea?"}, v.Convs.Shown())
+		assert.Equal(t, "2/2", v.Views[0].navLbl.Text, "the first question stays a version")
+	})
+	h, err := chat.LoadHistory(filepath.Join(u.conversationsDir(), "Where is the sea?"+bridge.Ext))
+	require.NoError(t, err)
+	require.Len(t, h, 2)
+	assert.Equal(t, "Where is the sea?", h[0].Content)
+
+	// a later message edited: the title is not the first message's business
+	ui(func() { v.Send("Second question") })
+	waitFor(t, "turn", func() bool { return !v.Busy })
+	edit(2, "Second question, edited")
+	ui(func() { assert.Equal(t, "Where is the sea?", v.Current) })
+
+	// numbered beside another conversation of the same first message
+	ui(func() {
+		v.NewConversation()
+		v.Send("Where is the sea?")
+	})
+	waitFor(t, "turn", func() bool { return !v.Busy })
+	ui(func() { require.Equal(t, "Where is the sea? 2", v.Current) })
+	edit(0, "Where are the hills?")
+	ui(func() { assert.Equal(t, "Where are the hills?", v.Current) })
+
+	// renamed by the user: kept
+	ui(func() { require.NoError(t, v.Rename(v.Current, "My walk")) })
+	edit(0, "Where are the valleys?")
+	ui(func() {
+		assert.Equal(t, "My walk", v.Current, "a title the user gave stays")
+		assert.Equal(t, "Where are the valleys?", v.History[0].Content)
+	})
 }

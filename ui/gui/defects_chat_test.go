@@ -190,6 +190,10 @@ func TestStatsAndVersionsSurviveReopening(t *testing.T) {
 		v.SendEntry()
 	})
 	feed()
+	ui(func() {
+		require.Equal(t, "Question, edited", v.Current, "the automatic title follows the edited first message")
+		title = v.Current
+	})
 
 	// a new app on the same data folder opens the conversation as it was
 	ui(u.Quit)

@@ -147,36 +147,57 @@ func (fakeVerifier) Verify(ctx context.Context, dir string, layers int, progress
 	}}, nil
 }
 
-// fakePacker remembers which model it packed into which folder.
+// fakePacker remembers which model it packed into which folder, and how;
+// like storage/trunk it refuses to pack over another model's trunk or over
+// a trunk or an interrupted pack of the other kind unless forced.
 type fakePacker struct {
-	mu     sync.Mutex
-	packed string            // the last folder packed
-	into   map[string]string // trunk folder -> model packed there
-	forced bool
+	mu         sync.Mutex
+	packed     string            // the last folder packed
+	into       map[string]string // trunk folder -> model packed there
+	compressed map[string]bool   // trunk folder -> packed compressed
+	partial    map[string]bool   // trunk folder -> an interrupted pack of its model there (compressed or not)
+	forced     bool
+	opt        bridge.PackOptions // of the last Pack
 }
 
-func (f *fakePacker) Pack(ctx context.Context, modelDir, trunkDir string, layers int, force bool, progress func(bridge.PackProgress)) error {
+func (f *fakePacker) Pack(ctx context.Context, modelDir, trunkDir string, layers int, opt bridge.PackOptions, progress func(bridge.PackProgress)) error {
 	progress(bridge.PackProgress{Done: 50, Total: 100, Parts: 1, PartsTotal: 2, Rate: 25e6, ETA: 2 * time.Second})
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if m, ok := f.into[trunkDir]; ok && m != modelDir && !force {
+	f.opt = opt
+	m, ok := f.into[trunkDir]
+	if ok && m != modelDir && !opt.Force {
 		return fmt.Errorf("%w: %s", trunk.ErrSourceMismatch, trunkDir)
+	}
+	c, part := f.partial[trunkDir]
+	if !part {
+		c = f.compressed[trunkDir]
+	}
+	if (ok || part) && c != opt.Compress && !opt.Force {
+		return fmt.Errorf("%w: %s holds a trunk of the other kind", trunk.ErrRefused, trunkDir)
 	}
 	if f.into == nil {
 		f.into = map[string]string{}
 	}
-	f.into[trunkDir], f.packed, f.forced = modelDir, trunkDir, force
+	if f.compressed == nil {
+		f.compressed = map[string]bool{}
+	}
+	delete(f.partial, trunkDir)
+	f.into[trunkDir], f.compressed[trunkDir], f.packed, f.forced = modelDir, opt.Compress, trunkDir, opt.Force
 	return nil
 }
 
 func (f *fakePacker) Check(modelDir, trunkDir string) bridge.TrunkCheck {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if c, ok := f.partial[trunkDir]; ok {
+		return bridge.TrunkCheck{Status: bridge.TrunkPartial, Done: 1, Total: 3, Compressed: c}
+	}
 	switch m, ok := f.into[trunkDir]; {
 	case !ok:
 		return bridge.TrunkCheck{Status: bridge.TrunkNone}
 	case m == modelDir:
-		return bridge.TrunkCheck{Status: bridge.TrunkPacked}
+		return bridge.TrunkCheck{Status: bridge.TrunkPacked, Compressed: f.compressed[trunkDir]}
 	}
 	return bridge.TrunkCheck{Status: bridge.TrunkOther, Why: "model-00001-of-00002.safetensors was 100 bytes, this checkpoint's is 200"}
 }

@@ -203,8 +203,39 @@ func (v *chatView) Open(title string) {
 	v.Notice.SetText(notice)
 	v.Phase.SetText("")
 	v.ContextLb.SetText("")
+	v.showSavedGauges()
 	v.refreshButtons()
 	v.scrollToEnd()
+}
+
+// showSavedGauges puts the gauges on the conversation just opened: the
+// turn before was another conversation's, so its numbers go, and the
+// opened one's last reply shows the numbers its history keeps (as under
+// the reply itself). Memory and the plots are the process's: they stay.
+func (v *chatView) showSavedGauges() {
+	var st *chat.ReplyStats
+	for i := len(v.History) - 1; i >= 0; i-- {
+		if v.History[i].Role == "assistant" {
+			st = v.History[i].Stats
+			break
+		}
+	}
+	var g bridge.Gauges
+	v.gaugePump().WithMeter(func(m *bridge.Meter) {
+		m.OpenConversation(st)
+		g = m.Gauges()
+	})
+	v.Gauges.Set(g)
+}
+
+// gaugePump is the pump that carries the turns' events to the gauges
+// (made at first use; it keeps the meter between turns).
+func (v *chatView) gaugePump() *bridge.Pump {
+	if v.pump == nil {
+		v.pump = bridge.NewPump(v.u.do)
+		v.pump.OnGauges = v.Gauges.Set
+	}
+	return v.pump
 }
 
 // hold takes title's history lock (dropping the one held before), so no
@@ -415,16 +446,22 @@ func (v *chatView) SendEntry() {
 }
 
 // Send adds a user message and starts the reply. A conversation still
-// called by its date takes its title from the first message.
+// called by its date takes its title from the first message; so does one
+// whose first message is edited and sent again while its title is still
+// the one made from that message (a title the user gave stays).
 func (v *chatView) Send(text string) {
 	if v.Busy {
 		return
 	}
-	if strings.HasPrefix(v.Current, bridge.AutoTitlePrefix) && !slices.ContainsFunc(v.History, func(m chat.Message) bool { return m.Role == "user" }) {
-		if t, err := v.store.Rename(v.Current, v.freeTitle(bridge.TitleFrom(text))); err == nil || errors.As(err, new(*bridge.RenamedError)) {
-			v.Current = t
-			v.u.N.LastConversation.Set(t)
-			v.reload(t)
+	if !slices.ContainsFunc(v.History, func(m chat.Message) bool { return m.Role == "user" }) {
+		auto := strings.HasPrefix(v.Current, bridge.AutoTitlePrefix) ||
+			v.editing && bridge.IsAutoTitle(v.Current, v.fork.Replaced().Content)
+		if auto && !bridge.IsAutoTitle(v.Current, text) {
+			if t, err := v.store.Rename(v.Current, v.freeTitle(bridge.TitleFrom(text))); err == nil || errors.As(err, new(*bridge.RenamedError)) {
+				v.Current = t
+				v.u.N.LastConversation.Set(t)
+				v.reload(t)
+			}
 		}
 	}
 	v.History = append(v.History, chat.Message{Role: "user", Content: text})
@@ -638,11 +675,7 @@ func (v *chatView) startTurn(opt chat.Options) {
 	reply.StartStream(start)
 	v.scrollToEnd()
 
-	if v.pump == nil {
-		v.pump = bridge.NewPump(u.do)
-		v.pump.OnGauges = v.Gauges.Set
-	}
-	p := v.pump
+	p := v.gaugePump()
 	p.OnText = func(r, a string) {
 		follow := v.atEnd()
 		reply.Append(r, a)

@@ -9,6 +9,7 @@ import (
 	"fyne.io/fyne/v2/widget"
 
 	"k3/storage/units"
+	"k3/ui/bridge"
 )
 
 // doneStep is wizard step 5: a summary and the way into the chat.
@@ -46,7 +47,11 @@ func (s *doneStep) Enter() {
 		fmt.Fprintf(&b, "Layers: only the first %d (the output is not the model's)\n", st.Layers)
 	}
 	if st.TrunkDir != "" && st.TrunkModel == st.ModelDir {
-		fmt.Fprintf(&b, "Packed trunk: %s\n", st.TrunkDir)
+		fmt.Fprintf(&b, "Packed trunk: %s", st.TrunkDir)
+		if c := s.w.Pack.State; c.Status == bridge.TrunkPacked && s.w.Pack.checked == st.TrunkDir {
+			fmt.Fprintf(&b, " (%s)", kindWords(c.Compressed))
+		}
+		b.WriteString("\n")
 	} else {
 		b.WriteString("Packed trunk: none (every layer in memory)\n")
 	}

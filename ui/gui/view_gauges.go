@@ -122,13 +122,19 @@ func (v *gaugesView) Set(g bridge.Gauges) {
 	v.Reads.SetText(fmt.Sprintf("trunk %.0f MB/s   experts %.0f MB/s", g.TrunkMBps, g.ExpertMBps))
 	v.IOShare.SetValue(g.IOShare)
 	v.Hits.SetValue(g.HitRate)
-	speed := "—"
-	if g.Tokens > 0 {
+	speed, ttft := "—", "—"
+	switch s := g.Saved; {
+	case g.Tokens > 0:
 		speed = fmt.Sprintf("%s (last %s), %d tokens", perToken(g.SecPerToken), perToken(g.LastToken), g.Tokens)
-	}
-	ttft := "—"
-	if g.TTFT > 0 {
-		ttft = fmt.Sprintf("%.2f s", g.TTFT)
+		if g.TTFT > 0 {
+			ttft = fmt.Sprintf("%.2f s", g.TTFT)
+		}
+	case s != nil && s.Tokens > 0:
+		// the open conversation's last reply, as its history keeps it
+		speed = fmt.Sprintf("%s, %d tokens (this conversation's last reply)", perToken(s.SecondsPerToken), s.Tokens)
+		if s.FirstTokenSeconds > 0 {
+			ttft = fmt.Sprintf("%.2f s", s.FirstTokenSeconds)
+		}
 	}
 	text := "speed " + speed + "\nfirst token after " + ttft
 	if g.Drafted > 0 {

@@ -19,6 +19,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -168,8 +169,16 @@ func TestRealWindow(t *testing.T) {
 	// 3 Pack the trunk
 	waitUntil(t, "the trunk folder check", 10*time.Second, func() bool { return wiz.Pack.checkJob == nil })
 	check("3-pack")
+	// packed compressed ("Save disk space"): the chat below runs on it
+	fyne.DoAndWait(func() { wiz.Pack.Compress.SetChecked(true) })
+	check("3-pack-compress")
 	fyne.DoAndWait(func() { wiz.Pack.PackBt.OnTapped() })
 	waitUntil(t, "packing", 60*time.Second, func() bool { return !wiz.Pack.Packing && wiz.Pack.State.Status == bridge.TrunkPacked })
+	fyne.DoAndWait(func() {
+		if !wiz.Pack.State.Compressed || !strings.Contains(wiz.Pack.Status.Text, "packed to save disk space") {
+			t.Errorf("the demo trunk is not packed compressed: %+v, %q", wiz.Pack.State, wiz.Pack.Status.Text)
+		}
+	})
 	check("3-pack-done")
 	fyne.DoAndWait(func() { wiz.NextBtn.OnTapped() })
 
@@ -184,6 +193,11 @@ func TestRealWindow(t *testing.T) {
 	})
 
 	// 5 Done, then the chat
+	fyne.DoAndWait(func() {
+		if !strings.Contains(wiz.Done.Summary.Text, "(packed to save disk space)") {
+			t.Errorf("the summary does not say the trunk saves disk space: %q", wiz.Done.Summary.Text)
+		}
+	})
 	check("5-done")
 	fyne.DoAndWait(func() { wiz.Done.OpenBt.OnTapped() })
 	var v *chatView
@@ -207,6 +221,16 @@ func TestRealWindow(t *testing.T) {
 	if msgs < 2 || last != "assistant:" || notice != "" { // the trained demo ends by itself
 		t.Fatalf("the turn did not complete: %d messages, last %q, notice %q", msgs, last, notice)
 	}
+	// the demo chat is within the plan the gauges show (it was 10-15 MB
+	// above it: the plan did not count whole huge pages and the Go heap's
+	// swing)
+	fyne.DoAndWait(func() {
+		g := v.Gauges.G
+		t.Logf("gauges after the turn: in use %.1f MB (peak %.1f MB), plan %.1f MB", float64(g.RSS)/1e6, float64(g.PeakRSS)/1e6, float64(g.Budget)/1e6)
+		if v.Gauges.OverPlan.Visible() || g.Budget <= 0 || g.PeakRSS > g.Budget {
+			t.Errorf("a demo chat above the plan: %q", v.Gauges.OverPlan.Text)
+		}
+	})
 	check("7-chat-reply")
 
 	// edit the question and send it again: the old one stays a version

@@ -110,7 +110,7 @@ func TestWizardFlowOnFakes(t *testing.T) {
 	waitFor(t, "pack", func() bool { return !w.Pack.Packing })
 	trunkDir := bridge.DefaultTrunkDir("/fast", dir)
 	ui(func() {
-		if w.D.TrunkDir != trunkDir || w.Pack.Status.Text != "Packed into "+trunkDir+"." {
+		if w.D.TrunkDir != trunkDir || w.Pack.Status.Text != "Packed into "+trunkDir+" (packed without saving disk space)." {
 			t.Errorf("trunk %q status %q", w.D.TrunkDir, w.Pack.Status.Text)
 		}
 		test.Tap(w.NextBtn)
