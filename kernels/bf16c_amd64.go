@@ -72,12 +72,13 @@ type bf16cGroupArgs struct {
 	shift [8]uint32      // 32
 	m7    [32]byte       // 64
 	hdr   [bkGroup]*byte // 96: row r's header of the first block to do
-	body  [bkGroup]*byte // 192: row r's body at that block; advanced past the blocks done
+	body  [bkGroup]*byte // 192: row r's body at that block
 	pf    [bkGroup]*byte // 288: prefetched while row r is decoded, a line per block
 	pfh   [bkGroup]*byte // 384: a line prefetched with row r (the next row's headers)
 	dst   *float64       // 480: decoded row 0; rows bkWS float64s apart
 	nb    int            // 488: full blocks per row (>= 1)
 	rows  int            // 496: 1..bkGroup
+	used  [bkGroup]int   // 504: out: body bytes row r's blocks took (48 compressed, 64 raw)
 }
 
 func newBF16CGroupArgs() bf16cGroupArgs {
@@ -86,8 +87,9 @@ func newBF16CGroupArgs() bf16cGroupArgs {
 }
 
 // decodeBF16CGroupAVX2 decodes a.nb full blocks of each of a.rows rows
-// exactly for the tile kernels and advances each a.body[r] past the body
-// bytes it consumed (48 per compressed block, 64 per raw one):
+// exactly for the tile kernels and stores in a.used[r] the body bytes row r
+// took (48 per compressed block, 64 per raw one; a count, not an advanced
+// pointer, which could point just past Z):
 //
 //	for r := 0; r < a.rows; r++ {
 //		for i := 0; i < 32*a.nb; i++ {
@@ -253,12 +255,14 @@ func (m *Mat) bf16cTilePanel(sc *bkScratch, dst, x []float32, xd []float64, xs, 
 	acc := sc.acc[:na]
 	clear(acc)
 	// row r0+i's headers start at hdr[i] in Z, its next block's body at pos[i]
-	var hdr [bkPanel]uint64
-	var pos [bkPanel]*byte
+	var hdr, pos [bkPanel]uint64
 	for i := 0; i < r1-r0; i++ {
 		hdr[i] = m.ZOff[r0+i] - m.ZOff[0]
-		pos[i] = &m.Z[hdr[i]+nbh]
+		pos[i] = hdr[i] + nbh
 	}
+	// at returns a prefetch address (the last byte for a position at the end)
+	last := uint64(len(m.Z) - 1)
+	at := func(o uint64) *byte { return &m.Z[min(o, last)] }
 	a := newBF16CGroupArgs()
 	a.dst = &sc.w[0]
 	ta := tileArgs{w: &sc.w[0], xstride: xs * 8, accRow: T * Lanes * 8}
@@ -270,8 +274,6 @@ func (m *Mat) bf16cTilePanel(sc *bkScratch, dst, x []float32, xd []float64, xs, 
 		for g := 0; g < ng; g++ {
 			gr := g * bkGroup
 			k := min(bkGroup, r1-r0-gr)
-			// the buffer rows past k keep what they held: the tiles add
-			// them into lanes of rows past r1, which are never read
 			// prefetch the rows decoded next: the next group's at this
 			// block, or the first group's at the next one
 			nr, nb0 := gr+bkGroup, b0
@@ -280,17 +282,19 @@ func (m *Mat) bf16cTilePanel(sc *bkScratch, dst, x []float32, xd []float64, xs, 
 			}
 			for j := 0; j < k; j++ {
 				i := gr + j
-				a.hdr[j] = &m.Z[hdr[i]+b0]
-				a.body[j] = pos[i]
-				a.pf[j], a.pfh[j] = pos[i], a.hdr[j]
+				a.hdr[j], a.body[j] = &m.Z[hdr[i]+b0], &m.Z[pos[i]]
+				a.pf[j], a.pfh[j] = a.body[j], a.hdr[j]
 				if p := nr + j; p < r1-r0 {
-					a.pf[j] = pos[p]
-					a.pfh[j] = &m.Z[hdr[p]+min(nb0, nbh-1)]
+					a.pf[j], a.pfh[j] = at(pos[p]), at(hdr[p]+min(nb0, nbh-1))
 				}
 			}
 			a.rows = k
 			decodeBF16CGroupAVX2(&a)
-			copy(pos[gr:gr+k], a.body[:k])
+			for j := 0; j < k; j++ {
+				pos[gr+j] += uint64(a.used[j])
+			}
+			// the buffer rows past k keep what they held: the tiles add
+			// them into lanes of rows past r1, which are never read
 			m.groupTiles(&ta, xd, acc, xs, T, groups, g, kb)
 		}
 	}

@@ -261,10 +261,11 @@ r14done:
 #define G_DST 480
 #define G_NB 488
 #define G_ROWS 496
+#define G_USED 504
 
 // func decodeBF16CGroupAVX2(a *bf16cGroupArgs)
-// Row r < a.rows: header SI, body R10 (written back to a.body[r]), output
-// R14 (a.dst + 2112*r); while it decodes row r it prefetches a line of
+// Row r < a.rows: header SI, body R10 (from a.body[r]; its advance is stored
+// to a.used[r]), output R14 (a.dst + 2112*r); while it decodes row r it prefetches a line of
 // a.pf[r] per block (R11) and the line at a.pfh[r].
 TEXT ·decodeBF16CGroupAVX2(SB), NOSPLIT, $0-8
 	MOVQ a+0(FP), AX
@@ -290,7 +291,8 @@ gdloop:
 	INCQ BX
 	CMPQ BX, CX
 	JLT  gdloop
-	MOVQ R10, G_BODY(AX)(DX*8)
+	SUBQ G_BODY(AX)(DX*8), R10
+	MOVQ R10, G_USED(AX)(DX*8)
 	ADDQ $2112, R13
 	INCQ DX
 	CMPQ DX, G_ROWS(AX)
