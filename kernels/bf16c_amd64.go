@@ -65,16 +65,43 @@ func bf16cRows2x2AVX2(a *bf16cArgs)
 //go:noescape
 func bf16cRows1x4AVX2(a *bf16cArgs)
 
-// decodeBF16CAVX2 decodes a.nb full blocks of row 0 exactly for the gemm
-// micro-kernel and returns the body bytes it consumed (48 per compressed
-// block, 64 per raw one):
+// bf16cGroupArgs is the argument block of decodeBF16CGroupAVX2; the
+// assembly relies on the offsets noted (the constants as in bf16cArgs).
+type bf16cGroupArgs struct {
+	nib   [32]byte       // 0
+	shift [8]uint32      // 32
+	m7    [32]byte       // 64
+	hdr   [bkGroup]*byte // 96: row r's header of the first block to do
+	body  [bkGroup]*byte // 192: row r's body at that block
+	pf    [bkGroup]*byte // 288: prefetched while row r is decoded, a line per block
+	pfh   [bkGroup]*byte // 384: a line prefetched with row r (the next row's headers)
+	dst   *float64       // 480: decoded row 0; rows bkWS float64s apart
+	nb    int            // 488: full blocks per row (>= 1)
+	rows  int            // 496: 1..bkGroup
+	used  [bkGroup]int   // 504: out: body bytes row r's blocks took (48 compressed, 64 raw)
+}
+
+func newBF16CGroupArgs() bf16cGroupArgs {
+	c := newBF16CArgs()
+	return bf16cGroupArgs{nib: c.nib, shift: c.shift, m7: c.m7}
+}
+
+// decodeBF16CGroupAVX2 decodes a.nb full blocks of each of a.rows rows
+// exactly for the tile kernels and stores in a.used[r] the body bytes row r
+// took (48 per compressed block, 64 per raw one; a count, not an advanced
+// pointer, which could point just past Z):
 //
-//	for i := 0; i < 32*a.nb; i++ {
-//		dst[i] = float64(BF16ToF32(blk(0, i/32)[i%32]))
+//	for r := 0; r < a.rows; r++ {
+//		for i := 0; i < 32*a.nb; i++ {
+//			dst[r*bkWS+i] = float64(BF16ToF32(blk(r, i/32)[i%32]))
+//		}
 //	}
 //
+// with blk(r, b) decoded from a.hdr[r][b] and the body a.body[r] points at.
+// A prefetch never faults: a.pf and a.pfh only need to be addresses.
+//
 //go:noescape
-func decodeBF16CAVX2(a *bf16cArgs, dst *float64) (used int)
+func decodeBF16CGroupAVX2(a *bf16cGroupArgs)
 
 // simdMatMulBF16C is MatMul of a BF16C matrix on the SIMD path; false means
 // "use the portable path".
@@ -184,87 +211,99 @@ func bf16cMatVec(p *Pool, dst []float32, m *Mat, x []float32, T int) {
 	putF64(xb)
 }
 
-// bf16cMatMul runs T > 8 tokens on the mat-mat path: panels of panelRows
-// rows in column blocks of kBlock, each 6-row block decoded once to float64
-// and multiplied with every token by the gemm micro-kernel.
+// bf16cMatMul runs T > rowKernelMaxT tokens on the small-batch tiles of
+// batch_amd64.go: panels of bkPanel rows in column blocks of bkCols, each
+// group of bkGroup rows decoded once per block to float64 (exactly, so the
+// activations are widened unscaled) and multiplied with every token, 1 to 4
+// at a time, by the tile kernels. Each lane sums its elements in ascending
+// column order across the blocks, as the contract asks; the short raw last
+// block is added by bf16cFinish.
 func bf16cMatMul(p *Pool, dst []float32, m *Mat, x []float32, T int) {
-	n32 := m.Cols / BF16CBlock * BF16CBlock
-	gemmRun(p, m.Rows, n32, m.Cols, x, T, (T+1)&^1, func(sc *gemmScratch, xd []float64, xs, r0, r1 int) {
-		m.bf16cPanel(sc, dst, x, xd, xs, T, (T+1)&^1, r0, r1)
+	c := m.Cols
+	n32 := c / BF16CBlock * BF16CBlock
+	xs := n32 + 8 // float64s between tokens (breaks 4 KiB aliasing)
+	xb := getF64(T * xs)
+	xd := *xb
+	for t := 0; t < T; t++ {
+		row := xd[t*xs : t*xs+n32]
+		for i, v := range x[t*c : t*c+n32] {
+			row[i] = float64(v)
+		}
+	}
+	groups := tokenGroups(T)
+	p.Rows(m.Rows, bkPanel, func(r0, r1 int) {
+		sc := bkPool.Get().(*bkScratch)
+		for r := r0; r < r1; r += bkPanel {
+			m.bf16cTilePanel(sc, dst, x, xd, xs, T, groups, r, min(r+bkPanel, r1))
+		}
+		bkPool.Put(sc)
 	})
+	putF64(xb)
 }
 
-func (m *Mat) bf16cPanel(sc *gemmScratch, dst, x []float32, xd []float64, xs, T, Tp, r0, r1 int) {
+// bf16cTilePanel computes output rows [r0, r1) (at most bkPanel) for all T
+// tokens.
+func (m *Mat) bf16cTilePanel(sc *bkScratch, dst, x []float32, xd []float64, xs, T int, groups []int, r0, r1 int) {
 	c := m.Cols
 	n32 := c / BF16CBlock * BF16CBlock
 	nbh := uint64((c + BF16CBlock - 1) / BF16CBlock)
-	tiles := (r1 - r0 + 5) / 6
-	na := tiles * 6 * Tp * Lanes
+	ng := (r1 - r0 + bkGroup - 1) / bkGroup
+	na := ng * bkGroup * T * Lanes
 	if cap(sc.acc) < na {
 		sc.acc = make([]float64, na)
 	}
 	acc := sc.acc[:na]
 	clear(acc)
-	// pos[i] is where row r0+i's next block starts in Z
-	var pos [panelRows]uint64
+	// row r0+i's headers start at hdr[i] in Z, its next block's body at pos[i]
+	var hdr, pos [bkPanel]uint64
 	for i := 0; i < r1-r0; i++ {
-		pos[i] = m.ZOff[r0+i] - m.ZOff[0] + nbh
+		hdr[i] = m.ZOff[r0+i] - m.ZOff[0]
+		pos[i] = hdr[i] + nbh
 	}
-	a := newBF16CArgs()
-	var ga gemmArgs
-	ga.accStride = Tp * Lanes * 8
-	for kb := 0; kb < n32; kb += kBlock {
-		kl := min(kBlock, n32-kb)
+	// at returns a prefetch address (the last byte for a position at the end)
+	last := uint64(len(m.Z) - 1)
+	at := func(o uint64) *byte { return &m.Z[min(o, last)] }
+	a := newBF16CGroupArgs()
+	a.dst = &sc.w[0]
+	ta := tileArgs{w: &sc.w[0], xstride: xs * 8, accRow: T * Lanes * 8}
+	for kb := 0; kb < n32; kb += bkCols {
+		kl := min(bkCols, n32-kb)
 		a.nb = kl / BF16CBlock
-		for tile := 0; tile < tiles; tile++ {
-			for j := 0; j < 6; j++ {
-				out := sc.w[j*wStride : j*wStride+kl]
-				ga.w[j] = &out[0]
-				i := tile*6 + j
-				if r0+i >= r1 {
-					clear(out)
-					continue
-				}
-				a.rows[0] = &m.Z[m.ZOff[r0+i]-m.ZOff[0]+uint64(kb/BF16CBlock)]
-				a.body[0] = &m.Z[pos[i]]
-				pos[i] += uint64(decodeBF16CAVX2(&a, &out[0]))
+		ta.n = kl / 8
+		b0 := uint64(kb / BF16CBlock)
+		for g := 0; g < ng; g++ {
+			gr := g * bkGroup
+			k := min(bkGroup, r1-r0-gr)
+			// prefetch the rows decoded next: the next group's at this
+			// block, or the first group's at the next one
+			nr, nb0 := gr+bkGroup, b0
+			if g == ng-1 {
+				nr, nb0 = 0, b0+bkCols/BF16CBlock
 			}
-			for half := 0; half < 2; half++ {
-				var ga2 gemmArgs
-				ga2.accStride = ga.accStride
-				copy(ga2.w[:3], ga.w[half*3:half*3+3])
-				for tg := 0; tg < Tp; tg += 2 {
-					ga2.x[0] = &xd[tg*xs+kb]
-					ga2.x[1] = &xd[(tg+1)*xs+kb]
-					ga2.acc = &acc[((tile*6+half*3)*Tp+tg)*Lanes]
-					gemm3x2AVX2(&ga2, kl)
+			for j := 0; j < k; j++ {
+				i := gr + j
+				a.hdr[j], a.body[j] = &m.Z[hdr[i]+b0], &m.Z[pos[i]]
+				a.pf[j], a.pfh[j] = a.body[j], a.hdr[j]
+				if p := nr + j; p < r1-r0 {
+					a.pf[j], a.pfh[j] = at(pos[p]), at(hdr[p]+min(nb0, nbh-1))
 				}
 			}
+			a.rows = k
+			decodeBF16CGroupAVX2(&a)
+			for j := 0; j < k; j++ {
+				pos[gr+j] += uint64(a.used[j])
+			}
+			// the buffer rows past k keep what they held: the tiles add
+			// them into lanes of rows past r1, which are never read
+			m.groupTiles(&ta, xd, acc, xs, T, groups, g, kb)
 		}
 	}
 	ldd := m.Rows
 	for i := 0; i < r1-r0; i++ {
 		z := m.bf16cRow(r0 + i)
 		for t := 0; t < T; t++ {
-			l := (*[Lanes]float64)(acc[(i*Tp+t)*Lanes:])
+			l := (*[Lanes]float64)(acc[(i*T+t)*Lanes:])
 			dst[t*ldd+r0+i] = bf16cFinish(l, z, n32, x[t*c:(t+1)*c])
 		}
 	}
 }
-
-// gemm3x2AVX2 is the mat-mat micro-kernel of the BF16C T > 8 path: for
-// weight rows w[0..2] (decoded to float64) and tokens x[0..1] of a,
-//
-//	for r := 0; r < 3; r++ {
-//		for t := 0; t < 2; t++ {
-//			lanes := a.acc[r*a.accStride/8+t*8:][:8]
-//			for i := 0; i < k; i++ {
-//				lanes[i%8] += a.w[r][i] * a.x[t][i]
-//			}
-//		}
-//	}
-//
-// k is a multiple of 8; bf16cPanel runs each 6-row tile as two halves.
-//
-//go:noescape
-func gemm3x2AVX2(a *gemmArgs, k int)

@@ -254,106 +254,49 @@ r14done:
 	RET
 	RAW(R10, r14raw, r14back)
 
-// func decodeBF16CAVX2(a *bf16cArgs, dst *float64) (used int)
-// Decodes a.nb blocks of one row (headers a.rows[0], body a.body[0]) to
-// float64 at dst (R14); returns the body bytes consumed.
-TEXT ·decodeBF16CAVX2(SB), NOSPLIT, $0-24
-	SETUP
-	MOVQ A_ROWS+0(AX), SI
-	MOVQ A_BODY+0(AX), R10
-	MOVQ R10, R11
-	MOVQ dst+8(FP), R14
-	TESTQ CX, CX
-	JEQ  dcdone
-dcloop:
-	DECODE(SI, R10, dcraw, dcback)
+#define G_HDR 96
+#define G_BODY 192
+#define G_PF 288
+#define G_PFH 384
+#define G_DST 480
+#define G_NB 488
+#define G_ROWS 496
+#define G_USED 504
+
+// func decodeBF16CGroupAVX2(a *bf16cGroupArgs)
+// Row r < a.rows: header SI, body R10 (from a.body[r]; its advance is stored
+// to a.used[r]), output R14 (a.dst + 2112*r); while it decodes row r it prefetches a line of
+// a.pf[r] per block (R11) and the line at a.pfh[r].
+TEXT ·decodeBF16CGroupAVX2(SB), NOSPLIT, $0-8
+	MOVQ a+0(FP), AX
+	VMOVDQU A_M7(AX), Y14
+	VPXOR Y15, Y15, Y15
+	MOVQ G_DST(AX), R13
+	MOVQ G_NB(AX), CX
+	XORQ DX, DX
+gdrow:
+	MOVQ G_HDR(AX)(DX*8), SI
+	MOVQ G_BODY(AX)(DX*8), R10
+	MOVQ G_PF(AX)(DX*8), R11
+	MOVQ G_PFH(AX)(DX*8), R12
+	PREFETCHT0 (R12)
+	MOVQ R13, R14
+	XORQ BX, BX
+gdloop:
+	PREFETCHT0 (R11)
+	ADDQ $64, R11
+	DECODE(SI, R10, gdraw, gdback)
 	WIDEN(STORE, Y0, Y0, Y0, Y0, Y0, Y0, Y0, Y0)
 	ADDQ $256, R14
 	INCQ BX
 	CMPQ BX, CX
-	JLT  dcloop
-dcdone:
-	SUBQ R11, R10
-	MOVQ R10, used+16(FP)
+	JLT  gdloop
+	SUBQ G_BODY(AX)(DX*8), R10
+	MOVQ R10, G_USED(AX)(DX*8)
+	ADDQ $2112, R13
+	INCQ DX
+	CMPQ DX, G_ROWS(AX)
+	JLT  gdrow
 	VZEROUPPER
 	RET
-	RAW(R10, dcraw, dcback)
-
-// func gemm3x2AVX2(a *gemmArgs, k int)
-// Rows w[0..2] and tokens x[0..1] of a; same contract as gemm6x4AVX512
-// (k a multiple of 8). Lanes 0-3 of row r, token t in Y(4r+2t), lanes 4-7 in
-// Y(4r+2t+1).
-TEXT ·gemm3x2AVX2(SB), NOSPLIT, $0-16
-	MOVQ a+0(FP), AX
-	MOVQ 0(AX), SI
-	MOVQ 8(AX), DI
-	MOVQ 16(AX), R8
-	MOVQ 48(AX), R12
-	MOVQ 56(AX), R13
-	MOVQ 88(AX), CX
-	MOVQ 80(AX), BX
-	VMOVUPD 0(BX), Y0
-	VMOVUPD 32(BX), Y1
-	VMOVUPD 64(BX), Y2
-	VMOVUPD 96(BX), Y3
-	ADDQ CX, BX
-	VMOVUPD 0(BX), Y4
-	VMOVUPD 32(BX), Y5
-	VMOVUPD 64(BX), Y6
-	VMOVUPD 96(BX), Y7
-	ADDQ CX, BX
-	VMOVUPD 0(BX), Y8
-	VMOVUPD 32(BX), Y9
-	VMOVUPD 64(BX), Y10
-	VMOVUPD 96(BX), Y11
-	MOVQ k+8(FP), CX
-	SHLQ $3, CX
-	XORQ BX, BX
-	JMP  g2cond
-g2loop:
-	VMOVUPD 0(R12)(BX*1), Y12
-	VMOVUPD 0(R13)(BX*1), Y13
-	VMOVUPD 0(SI)(BX*1), Y14
-	VFMADD231PD Y12, Y14, Y0
-	VFMADD231PD Y13, Y14, Y2
-	VMOVUPD 0(DI)(BX*1), Y15
-	VFMADD231PD Y12, Y15, Y4
-	VFMADD231PD Y13, Y15, Y6
-	VMOVUPD 0(R8)(BX*1), Y14
-	VFMADD231PD Y12, Y14, Y8
-	VFMADD231PD Y13, Y14, Y10
-	VMOVUPD 32(R12)(BX*1), Y12
-	VMOVUPD 32(R13)(BX*1), Y13
-	VMOVUPD 32(SI)(BX*1), Y14
-	VFMADD231PD Y12, Y14, Y1
-	VFMADD231PD Y13, Y14, Y3
-	VMOVUPD 32(DI)(BX*1), Y15
-	VFMADD231PD Y12, Y15, Y5
-	VFMADD231PD Y13, Y15, Y7
-	VMOVUPD 32(R8)(BX*1), Y14
-	VFMADD231PD Y12, Y14, Y9
-	VFMADD231PD Y13, Y14, Y11
-	ADDQ $64, BX
-g2cond:
-	CMPQ BX, CX
-	JLT  g2loop
-	MOVQ a+0(FP), AX
-	MOVQ 88(AX), CX
-	MOVQ 80(AX), BX
-	VMOVUPD Y0, 0(BX)
-	VMOVUPD Y1, 32(BX)
-	VMOVUPD Y2, 64(BX)
-	VMOVUPD Y3, 96(BX)
-	ADDQ CX, BX
-	VMOVUPD Y4, 0(BX)
-	VMOVUPD Y5, 32(BX)
-	VMOVUPD Y6, 64(BX)
-	VMOVUPD Y7, 96(BX)
-	ADDQ CX, BX
-	VMOVUPD Y8, 0(BX)
-	VMOVUPD Y9, 32(BX)
-	VMOVUPD Y10, 64(BX)
-	VMOVUPD Y11, 96(BX)
-	VZEROUPPER
-	RET
-
+	RAW(R10, gdraw, gdback)

@@ -21,7 +21,7 @@ var benchBF16CMats = sync.OnceValues(func() (*Mat, *Mat) {
 // -count 1 in a loop) to interleave the two forms on a loaded machine.
 func BenchmarkBF16C(b *testing.B) {
 	bm, cm := benchBF16CMats()
-	for _, T := range []int{1, 8, 32} {
+	for _, T := range []int{1, 2, 4, 8, 16, 32, 64} {
 		for _, threads := range []int{1, 2} {
 			for _, m := range []*Mat{bm, cm} {
 				b.Run(fmt.Sprintf("T%d/threads%d/%v", T, threads, m.DType), func(b *testing.B) {
