@@ -95,9 +95,10 @@
 // bf16 product and no block falls back. T <= 8 runs on row kernels over
 // blocks of 4 rows: four tokens at a time share each decoded block (one row,
 // 4 tokens), two left over use 2 rows x 2 tokens, one uses 4 rows x 1 token;
-// the rows stay in L1/L2 between token groups. T > 8 decodes each 6-row,
-// 512-column block once to float64 and runs the mat-mat micro-kernel
-// above on it for all tokens. The short last block of a row (cols mod 32
+// the rows stay in L1/L2 between token groups. T > 8 runs the small-batch
+// tiles of batch_amd64.go: each 12-row group's 256-column block is decoded
+// once, exactly, to float64 (decodeBF16CGroupAVX2) and multiplied with all
+// the tokens by tile3x4/4x3/6x2/12x1. The short last block of a row (cols mod 32
 // weights, always raw) is added in Go before the lanes are combined.
 //
 // On arm64 (LevelNEON) the 8 lanes of a row are four 2 x float64 registers
