@@ -17,6 +17,7 @@ const (
 	bkGroup = 12         // rows decoded together: a multiple of every tile's rows
 	bkCols  = 256        // columns per block (a multiple of MXGroup)
 	bkWS    = bkCols + 8 // float64s between decoded rows (2112 bytes, fixed in the tile kernels)
+	bkWW    = bkCols + 32 // uint16s between MXFP4 word rows (576 bytes, fixed in the word tiles)
 	bkPanel = 4 * bkGroup
 	// fusedMaxT is the largest T at which bf16 skips the buffer: widening
 	// the weights once per group of tokens in the tiles costs less than
@@ -28,12 +29,13 @@ const (
 // tileArgs is the argument block of the tile kernels; the assembly relies on
 // the offsets noted.
 type tileArgs struct {
-	w       *float64 // 0: decoded row 0 of the group at the block's first column
-	x       *float64 // 8: the first token's widened activations at the block's first column
-	xstride int      // 16: bytes between tokens' activations
-	acc     *float64 // 24: lanes of (row 0, first token); token t's lanes follow at 64*t bytes
-	accRow  int      // 32: bytes between rows' lanes
-	n       int      // 40: 8-column steps in the block (>= 1)
+	w       unsafe.Pointer // 0: decoded row 0 of the group at the block's first column (float64s, or words for wtile*)
+	x       *float64       // 8: the first token's widened activations at the block's first column
+	xstride int            // 16: bytes between tokens' activations
+	acc     *float64       // 24: lanes of (row 0, first token); token t's lanes follow at 64*t bytes
+	accRow  int            // 32: bytes between rows' lanes
+	n       int            // 40: 8-column steps in the block (>= 1)
+	ctrl    *[32]byte      // 48: wtile*: mxWordCtrl
 }
 
 // dtileArgs is the argument block of the fused tile kernels (dtile*); the
@@ -65,6 +67,7 @@ type decArgs struct {
 	mask    [4]uint64      // 136: bf16: the bits of w*2^-896 in a qword
 	exp     uint64         // 168: bf16: four 0x7f80 (the exponent bits)
 	tabs    *[256][32]byte // 176: MXFP4: mxTopTab
+	wdst    *uint16        // 184: decodeRowsMXWAVX2: word row 0; rows bkWW words apart
 }
 
 func newDecArgs() decArgs {
@@ -82,8 +85,25 @@ func newDecArgs() decArgs {
 
 type bkScratch struct {
 	w   [bkGroup * bkWS]float64
+	ww  [bkGroup * bkWW]uint16
 	acc []float64
 }
+
+// mxWordCtrl is the VPSHUFB control of the word tiles: of 4 words broadcast
+// to both lanes, word q goes to bytes 6-7 of qword q, the rest is zero.
+var mxWordCtrl = func() (c [32]byte) {
+	for i := range c {
+		c[i] = 0x80
+	}
+	for q := 0; q < 4; q++ {
+		c[8*q+6], c[8*q+7] = byte(2*q), byte(2*q+1)
+	}
+	return c
+}()
+
+// mxWordMinT is the smallest T at which MXFP4 is decoded to 16-bit words
+// and widened in the tiles rather than decoded to float64 in the buffer.
+var mxWordMinT = 1
 
 var bkPool = sync.Pool{New: func() any { return new(bkScratch) }}
 
@@ -163,7 +183,11 @@ func (m *Mat) bkPanel(sc *bkScratch, dst, x []float32, xd []float64, xs, T int, 
 			}
 		}
 	} else {
-		a := tileArgs{w: &sc.w[0], xstride: xs * 8, accRow: T * Lanes * 8}
+		a := tileArgs{w: unsafe.Pointer(&sc.w[0]), xstride: xs * 8, accRow: T * Lanes * 8}
+		words := m.DType == MXFP4 && T >= mxWordMinT
+		if words {
+			a.w, a.ctrl = unsafe.Pointer(&sc.ww[0]), &mxWordCtrl
+		}
 		for kb := 0; kb < n8; kb += bkCols {
 			kl := min(bkCols, n8-kb)
 			a.n = kl / 8
@@ -178,6 +202,11 @@ func (m *Mat) bkPanel(sc *bkScratch, dst, x []float32, xd []float64, xs, T int, 
 				}
 				if pk >= n8 || pr+k > m.Rows {
 					pr, pk = gr, kb
+				}
+				if words {
+					m.decodeGroupWords(&sc.ww, gr, k, kb, kl, pr, pk)
+					groupTilesWords(&a, xd, acc, xs, T, groups, g, kb)
+					continue
 				}
 				m.decodeGroup(&sc.w, gr, k, kb, kl, pr, pk)
 				m.groupTiles(&a, xd, acc, xs, T, groups, g, kb)
@@ -214,11 +243,46 @@ func (m *Mat) groupTiles(a *tileArgs, xd, acc []float64, xs, T int, groups []int
 	}
 }
 
+// groupTilesWords is groupTiles on the MXFP4 words of sc.ww.
+func groupTilesWords(a *tileArgs, xd, acc []float64, xs, T int, groups []int, g, kb int) {
+	t0 := 0
+	for _, tg := range groups {
+		a.x = &xd[t0*xs+kb]
+		a.acc = &acc[(g*bkGroup*T+t0)*Lanes]
+		switch tg {
+		case 4:
+			wtile3x4MXAVX2(a)
+		case 3:
+			wtile4x3MXAVX2(a)
+		case 2:
+			wtile6x2MXAVX2(a)
+		default:
+			wtile12x1MXAVX2(a)
+		}
+		t0 += tg
+	}
+}
+
+// decodeGroupWords is decodeGroup for MXFP4 into 16-bit words (the top
+// bits of each float64), rows bkWW apart.
+func (m *Mat) decodeGroupWords(w *[bkGroup * bkWW]uint16, r, k, kb, kl, pr, pk int) {
+	n := m.Cols
+	for j := k; j < bkGroup; j++ {
+		clear(w[j*bkWW : j*bkWW+kl])
+	}
+	a := decArgs{tabs: &mxTopTab}
+	a.src, a.stride = unsafe.Pointer(&m.Packed[(r*n+kb)/2]), n/2
+	a.scales, a.sstride = &m.Scales[(r*n+kb)/MXGroup], n/MXGroup
+	a.pf, a.pfs = unsafe.Pointer(&m.Packed[(pr*n+pk)/2]), &m.Scales[(pr*n+pk)/MXGroup]
+	a.wdst, a.n, a.rows = &w[0], kl, k
+	decodeRowsMXWAVX2(&a)
+}
+
 // bkGroupBuffered is the whole row of a short last group g (k < bkGroup
 // bf16 rows from gr) of the fused path through the buffer, the decoded
 // weights scaled back to w: the activations are not scaled there.
 func (m *Mat) bkGroupBuffered(sc *bkScratch, xd, acc []float64, xs, T int, groups []int, g, gr, k, n8 int) {
-	a := tileArgs{w: &sc.w[0], xstride: xs * 8, accRow: T * Lanes * 8}
+	a := tileArgs{w: unsafe.Pointer(&sc.w[0]), xstride: xs * 8, accRow: T * Lanes * 8}
 	for kb := 0; kb < n8; kb += bkCols {
 		kl := min(bkCols, n8-kb)
 		a.n = kl / 8
@@ -399,3 +463,27 @@ func decodeRowsBF16AVX2(a *decArgs) (finite bool)
 //
 //go:noescape
 func decodeRowsMXAVX2(a *decArgs)
+
+// decodeRowsMXWAVX2 is decodeRowsMXAVX2 into 16-bit words at a.wdst (rows
+// bkWW apart): word i of row r = mxTable[s][c] >> 48, the only bits the
+// float64 has.
+//
+//go:noescape
+func decodeRowsMXWAVX2(a *decArgs)
+
+// wtile3x4MXAVX2 and its kin are tile3x4AVX2 and its kin with a.w the
+// 16-bit words of decodeRowsMXWAVX2 (rows bkWW apart): each weight is
+// w = float64frombits(word << 48), built in registers (a.ctrl =
+// &mxWordCtrl).
+//
+//go:noescape
+func wtile3x4MXAVX2(a *tileArgs)
+
+//go:noescape
+func wtile4x3MXAVX2(a *tileArgs)
+
+//go:noescape
+func wtile6x2MXAVX2(a *tileArgs)
+
+//go:noescape
+func wtile12x1MXAVX2(a *tileArgs)
