@@ -14,9 +14,9 @@ import (
 // memory between column blocks; a block adds to them in ascending column
 // order, so every lane sums its elements in the contract's order.
 const (
-	bkGroup = 12         // rows decoded together: a multiple of every tile's rows
-	bkCols  = 256        // columns per block (a multiple of MXGroup)
-	bkWS    = bkCols + 8 // float64s between decoded rows (2112 bytes, fixed in the tile kernels)
+	bkGroup = 12          // rows decoded together: a multiple of every tile's rows
+	bkCols  = 256         // columns per block (a multiple of MXGroup)
+	bkWS    = bkCols + 8  // float64s between decoded rows (2112 bytes, fixed in the tile kernels)
 	bkWW    = bkCols + 32 // uint16s between MXFP4 word rows (576 bytes, fixed in the word tiles)
 	bkPanel = 4 * bkGroup
 	// fusedMaxT is the largest T at which bf16 skips the buffer: widening
