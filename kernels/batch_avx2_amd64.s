@@ -360,7 +360,6 @@ tile12x1loop:
 	VZEROUPPER
 	RET
 
-
 // func dtile3x4BF16AVX2(a *dtileArgs)
 TEXT ·dtile3x4BF16AVX2(SB), NOSPLIT, $0-8
 	MOVQ a+0(FP), AX
@@ -634,7 +633,6 @@ dtile6x2bf16loop:
 	VZEROUPPER
 	RET
 
-
 // func decodeRowsBF16AVX2(a *decArgs) (finite bool)
 // Decodes a.rows rows of a.n bf16 words (a.src, a.stride bytes apart) to
 // w*2^-896 as float64 rows WS bytes apart at a.dst: each word is copied to
@@ -693,273 +691,31 @@ decbfloop:
 	VZEROUPPER
 	RET
 
-// func decodeRowsMXAVX2(a *decArgs)
-// Decodes a.rows MXFP4 rows of a.n elements (packed bytes a.src, a.stride
-// apart; scales a.scales, a.sstride apart) to float64 rows WS bytes apart at
-// a.dst. Per group of 32 the codes are put in element order and looked up
-// with VPSHUFB in the group's scale's two byte tables (a.tabs, mxTopTab: the
-// low and the high byte of the top 16 bits of E2M1[c]*2^(s-127), the only
-// bits it has), the byte pairs interleaved to words and each word moved to
-// the top of its qword by a second VPSHUFB: exactly mxTable[s][c], zeros for
-// the NaN scale 255. It prefetches the rows' successor block (a.pf, a.pfs).
-TEXT ·decodeRowsMXAVX2(SB), NOSPLIT, $0-8
-	MOVQ a+0(FP), AX
-	MOVQ 0(AX), SI
-	MOVQ 16(AX), DX
-	MOVQ 32(AX), R10
-	MOVQ 40(AX), R12
-	MOVQ 48(AX), DI
-	MOVQ 64(AX), R11
-	MOVQ 176(AX), R13
-	VMOVDQU 72(AX), Y12
-	VMOVDQU 104(AX), Y13
-	MOVQ $0x0f0f0f0f0f0f0f0f, CX
-	MOVQ CX, X15
-	VPBROADCASTQ X15, X15
-decmxrow:
-	MOVQ 56(AX), CX
-	SHRQ $1, CX
-	XORQ BX, BX
-decmxpf:
-	PREFETCHT0 (R10)(BX*1)
-	ADDQ $64, BX
-	CMPQ BX, CX
-	JLT  decmxpf
-	PREFETCHT0 (R12)
-	MOVQ 56(AX), CX
-	SHRQ $5, CX
-	MOVQ SI, R9
-	MOVQ DX, R14
-	MOVQ DI, R15
-decmxloop:
-	MOVBQZX (R14), BX
-	SHLQ $5, BX
-	VMOVDQU (R13)(BX*1), X8
-	VMOVDQU 16(R13)(BX*1), X9
-	VMOVDQU (R9), X0
-	VPSRLW $4, X0, X1
-	VPAND X15, X0, X0
-	VPAND X15, X1, X1
-	VPUNPCKLBW X1, X0, X2
-	VPUNPCKHBW X1, X0, X3
-	VPSHUFB X2, X8, X4
-	VPSHUFB X2, X9, X5
-	VPUNPCKLBW X5, X4, X6
-	VPUNPCKHBW X5, X4, X7
-	VPSHUFB X3, X8, X4
-	VPSHUFB X3, X9, X5
-	VPUNPCKLBW X5, X4, X8
-	VPUNPCKHBW X5, X4, X9
-	VINSERTI128 $1, X6, Y6, Y6
-	VPSHUFB Y12, Y6, Y0
-	VPSHUFB Y13, Y6, Y1
-	VMOVUPD Y0, 0(R15)
-	VMOVUPD Y1, 32(R15)
-	VINSERTI128 $1, X7, Y7, Y7
-	VPSHUFB Y12, Y7, Y0
-	VPSHUFB Y13, Y7, Y1
-	VMOVUPD Y0, 64(R15)
-	VMOVUPD Y1, 96(R15)
-	VINSERTI128 $1, X8, Y8, Y8
-	VPSHUFB Y12, Y8, Y0
-	VPSHUFB Y13, Y8, Y1
-	VMOVUPD Y0, 128(R15)
-	VMOVUPD Y1, 160(R15)
-	VINSERTI128 $1, X9, Y9, Y9
-	VPSHUFB Y12, Y9, Y0
-	VPSHUFB Y13, Y9, Y1
-	VMOVUPD Y0, 192(R15)
-	VMOVUPD Y1, 224(R15)
-	ADDQ $16, R9
-	INCQ R14
-	ADDQ $256, R15
-	DECQ CX
-	JNZ  decmxloop
-	ADDQ 8(AX), SI
-	ADDQ 8(AX), R10
-	ADDQ 24(AX), DX
-	ADDQ 24(AX), R12
-	ADDQ $2112, DI
-	DECQ R11
-	JNZ  decmxrow
-	VZEROUPPER
-	RET
-
-
-// func decodeRowsMXWAVX2(a *decArgs)
-// decodeRowsMXAVX2 to 16-bit words: the top 16 bits of each float64
-// (mxTable[s][c] >> 48), in element order, rows 2*bkWW bytes apart at
-// a.wdst. The same lookups and interleaves, without the placement into
-// qwords: a quarter of the stores.
-TEXT ·decodeRowsMXWAVX2(SB), NOSPLIT, $0-8
-	MOVQ a+0(FP), AX
-	MOVQ 0(AX), SI
-	MOVQ 16(AX), DX
-	MOVQ 32(AX), R10
-	MOVQ 40(AX), R12
-	MOVQ 184(AX), DI
-	MOVQ 64(AX), R11
-	MOVQ 176(AX), R13
-	MOVQ $0x0f0f0f0f0f0f0f0f, CX
-	MOVQ CX, X15
-	VPBROADCASTQ X15, X15
-decmxwrow:
-	MOVQ 56(AX), CX
-	SHRQ $1, CX
-	XORQ BX, BX
-decmxwpf:
-	PREFETCHT0 (R10)(BX*1)
-	ADDQ $64, BX
-	CMPQ BX, CX
-	JLT  decmxwpf
-	PREFETCHT0 (R12)
-	MOVQ 56(AX), CX
-	SHRQ $5, CX
-	MOVQ SI, R9
-	MOVQ DX, R14
-	MOVQ DI, R15
-decmxwloop:
-	MOVBQZX (R14), BX
-	SHLQ $5, BX
-	VMOVDQU (R13)(BX*1), X8
-	VMOVDQU 16(R13)(BX*1), X9
-	VMOVDQU (R9), X0
-	VPSRLW $4, X0, X1
-	VPAND X15, X0, X0
-	VPAND X15, X1, X1
-	VPUNPCKLBW X1, X0, X2
-	VPUNPCKHBW X1, X0, X3
-	VPSHUFB X2, X8, X4
-	VPSHUFB X2, X9, X5
-	VPUNPCKLBW X5, X4, X6
-	VPUNPCKHBW X5, X4, X7
-	VMOVDQU X6, 0(R15)
-	VMOVDQU X7, 16(R15)
-	VPSHUFB X3, X8, X4
-	VPSHUFB X3, X9, X5
-	VPUNPCKLBW X5, X4, X6
-	VPUNPCKHBW X5, X4, X7
-	VMOVDQU X6, 32(R15)
-	VMOVDQU X7, 48(R15)
-	ADDQ $16, R9
-	INCQ R14
-	ADDQ $64, R15
-	DECQ CX
-	JNZ  decmxwloop
-	ADDQ 8(AX), SI
-	ADDQ 8(AX), R10
-	ADDQ 24(AX), DX
-	ADDQ 24(AX), R12
-	ADDQ $576, DI
-	DECQ R11
-	JNZ  decmxwrow
-	VZEROUPPER
-	RET
-
-// The MXFP4 word tiles: tile3x4AVX2 and its kin reading the 16-bit words of
-// decodeRowsMXWAVX2 (rows 576 bytes apart), each 4 weights of a half built
-// in registers by one 8-byte broadcast and one VPSHUFB (a.ctrl) that moves
-// word q to the top of qword q: exactly the decoded float64.
-TEXT ·wtile3x4MXAVX2(SB), NOSPLIT, $0-8
+// The MXFP4 tiles. MXFP4 is decoded to 16-bit words, the top 16 bits of
+// each float64 E2M1[c]*2^(s-127) (the only bits it has: mxTopTab), in an
+// even/odd order: per group of 32 elements, 64 bytes = the words of
+// elements 0,2,..,14 | 1,3,..,15 | 16,18,..,30 | 17,19,..,31. The tiles
+// walk half 0 = lanes 0,2,4,6 and half 1 = lanes 1,3,5,7 (16 bytes apart in
+// each 32-byte pair of 8-column steps), against activations and lane
+// accumulators in the same order (mxEOPerm), two steps per iteration; each
+// 4 weights of a half are built as float64 in a register by an 8-byte
+// broadcast and one VPSHUFB (a.ctrl = mxWordCtrl: word q to the top of
+// qword q, the rest zero). Word rows are 576 bytes (bkWW words) apart.
+// Otherwise they are tile4x3AVX2 and its kin.
+// func tile4x3MXAVX2(a *tileArgs)
+TEXT ·tile4x3MXAVX2(SB), NOSPLIT, $0-8
 	MOVQ a+0(FP), AX
 	MOVQ 48(AX), R8
 	MOVQ 16(AX), R9
 	MOVQ 32(AX), R10
 	XORQ R12, R12
-wtile3x4half:
+tile4x3MXhalf:
 	XORQ R13, R13
-wtile3x4tile:
+tile4x3MXtile:
 	IMUL3Q $576, R13, SI
 	ADDQ 0(AX), SI
 	MOVQ R12, DX
-	SHRQ $2, DX
-	ADDQ DX, SI
-	MOVQ R13, BX
-	IMULQ R10, BX
-	ADDQ 24(AX), BX
-	ADDQ R12, BX
-	MOVQ 8(AX), DI
-	ADDQ R12, DI
-	LEAQ (DI)(R9*2), R11
-	MOVQ 40(AX), CX
-	VMOVUPD 0(BX), Y0
-	VMOVUPD 64(BX), Y1
-	VMOVUPD 128(BX), Y2
-	VMOVUPD 192(BX), Y3
-	LEAQ (BX)(R10*1), DX
-	VMOVUPD 0(DX), Y4
-	VMOVUPD 64(DX), Y5
-	VMOVUPD 128(DX), Y6
-	VMOVUPD 192(DX), Y7
-	ADDQ R10, DX
-	VMOVUPD 0(DX), Y8
-	VMOVUPD 64(DX), Y9
-	VMOVUPD 128(DX), Y10
-	VMOVUPD 192(DX), Y11
-wtile3x4loop:
-	VPBROADCASTQ (SI), Y12
-	VPSHUFB (R8), Y12, Y12
-	VPBROADCASTQ 576(SI), Y13
-	VPSHUFB (R8), Y13, Y13
-	VPBROADCASTQ 1152(SI), Y14
-	VPSHUFB (R8), Y14, Y14
-	VMOVUPD (DI), Y15
-	VFMADD231PD Y15, Y12, Y0
-	VFMADD231PD Y15, Y13, Y4
-	VFMADD231PD Y15, Y14, Y8
-	VMOVUPD (DI)(R9*1), Y15
-	VFMADD231PD Y15, Y12, Y1
-	VFMADD231PD Y15, Y13, Y5
-	VFMADD231PD Y15, Y14, Y9
-	VMOVUPD (DI)(R9*2), Y15
-	VFMADD231PD Y15, Y12, Y2
-	VFMADD231PD Y15, Y13, Y6
-	VFMADD231PD Y15, Y14, Y10
-	VMOVUPD (R11)(R9*1), Y15
-	VFMADD231PD Y15, Y12, Y3
-	VFMADD231PD Y15, Y13, Y7
-	VFMADD231PD Y15, Y14, Y11
-	ADDQ $16, SI
-	ADDQ $64, DI
-	ADDQ $64, R11
-	DECQ CX
-	JNZ  wtile3x4loop
-	VMOVUPD Y0, 0(BX)
-	VMOVUPD Y1, 64(BX)
-	VMOVUPD Y2, 128(BX)
-	VMOVUPD Y3, 192(BX)
-	LEAQ (BX)(R10*1), DX
-	VMOVUPD Y4, 0(DX)
-	VMOVUPD Y5, 64(DX)
-	VMOVUPD Y6, 128(DX)
-	VMOVUPD Y7, 192(DX)
-	ADDQ R10, DX
-	VMOVUPD Y8, 0(DX)
-	VMOVUPD Y9, 64(DX)
-	VMOVUPD Y10, 128(DX)
-	VMOVUPD Y11, 192(DX)
-	ADDQ $3, R13
-	CMPQ R13, $12
-	JLT  wtile3x4tile
-	ADDQ $32, R12
-	CMPQ R12, $64
-	JLT  wtile3x4half
-	VZEROUPPER
-	RET
-
-TEXT ·wtile4x3MXAVX2(SB), NOSPLIT, $0-8
-	MOVQ a+0(FP), AX
-	MOVQ 48(AX), R8
-	MOVQ 16(AX), R9
-	MOVQ 32(AX), R10
-	XORQ R12, R12
-wtile4x3half:
-	XORQ R13, R13
-wtile4x3tile:
-	IMUL3Q $576, R13, SI
-	ADDQ 0(AX), SI
-	MOVQ R12, DX
-	SHRQ $2, DX
+	SHRQ $1, DX
 	ADDQ DX, SI
 	MOVQ R13, BX
 	IMULQ R10, BX
@@ -983,7 +739,7 @@ wtile4x3tile:
 	VMOVUPD 0(DX), Y9
 	VMOVUPD 64(DX), Y10
 	VMOVUPD 128(DX), Y11
-wtile4x3loop:
+tile4x3MXloop:
 	VMOVUPD (DI), Y12
 	VMOVUPD (DI)(R9*1), Y13
 	VMOVUPD (DI)(R9*2), Y14
@@ -1007,10 +763,33 @@ wtile4x3loop:
 	VFMADD231PD Y12, Y15, Y9
 	VFMADD231PD Y13, Y15, Y10
 	VFMADD231PD Y14, Y15, Y11
-	ADDQ $16, SI
-	ADDQ $64, DI
-	DECQ CX
-	JNZ  wtile4x3loop
+	VMOVUPD 64(DI), Y12
+	VMOVUPD 64(DI)(R9*1), Y13
+	VMOVUPD 64(DI)(R9*2), Y14
+	VPBROADCASTQ 8(SI), Y15
+	VPSHUFB (R8), Y15, Y15
+	VFMADD231PD Y12, Y15, Y0
+	VFMADD231PD Y13, Y15, Y1
+	VFMADD231PD Y14, Y15, Y2
+	VPBROADCASTQ 584(SI), Y15
+	VPSHUFB (R8), Y15, Y15
+	VFMADD231PD Y12, Y15, Y3
+	VFMADD231PD Y13, Y15, Y4
+	VFMADD231PD Y14, Y15, Y5
+	VPBROADCASTQ 1160(SI), Y15
+	VPSHUFB (R8), Y15, Y15
+	VFMADD231PD Y12, Y15, Y6
+	VFMADD231PD Y13, Y15, Y7
+	VFMADD231PD Y14, Y15, Y8
+	VPBROADCASTQ 1736(SI), Y15
+	VPSHUFB (R8), Y15, Y15
+	VFMADD231PD Y12, Y15, Y9
+	VFMADD231PD Y13, Y15, Y10
+	VFMADD231PD Y14, Y15, Y11
+	ADDQ $32, SI
+	ADDQ $128, DI
+	SUBQ $2, CX
+	JNZ  tile4x3MXloop
 	VMOVUPD Y0, 0(BX)
 	VMOVUPD Y1, 64(BX)
 	VMOVUPD Y2, 128(BX)
@@ -1028,26 +807,26 @@ wtile4x3loop:
 	VMOVUPD Y11, 128(DX)
 	ADDQ $4, R13
 	CMPQ R13, $12
-	JLT  wtile4x3tile
+	JLT  tile4x3MXtile
 	ADDQ $32, R12
 	CMPQ R12, $64
-	JLT  wtile4x3half
+	JLT  tile4x3MXhalf
 	VZEROUPPER
 	RET
 
-TEXT ·wtile6x2MXAVX2(SB), NOSPLIT, $0-8
+TEXT ·tile6x2MXAVX2(SB), NOSPLIT, $0-8
 	MOVQ a+0(FP), AX
 	MOVQ 48(AX), R8
 	MOVQ 16(AX), R9
 	MOVQ 32(AX), R10
 	XORQ R12, R12
-wtile6x2half:
+tile6x2MXhalf:
 	XORQ R13, R13
-wtile6x2tile:
+tile6x2MXtile:
 	IMUL3Q $576, R13, SI
 	ADDQ 0(AX), SI
 	MOVQ R12, DX
-	SHRQ $2, DX
+	SHRQ $1, DX
 	ADDQ DX, SI
 	MOVQ R13, BX
 	IMULQ R10, BX
@@ -1073,7 +852,7 @@ wtile6x2tile:
 	ADDQ R10, DX
 	VMOVUPD 0(DX), Y10
 	VMOVUPD 64(DX), Y11
-wtile6x2loop:
+tile6x2MXloop:
 	VMOVUPD (DI), Y12
 	VMOVUPD (DI)(R9*1), Y13
 	VPBROADCASTQ (SI), Y15
@@ -1100,10 +879,36 @@ wtile6x2loop:
 	VPSHUFB (R8), Y15, Y15
 	VFMADD231PD Y12, Y15, Y10
 	VFMADD231PD Y13, Y15, Y11
-	ADDQ $16, SI
-	ADDQ $64, DI
-	DECQ CX
-	JNZ  wtile6x2loop
+	VMOVUPD 64(DI), Y12
+	VMOVUPD 64(DI)(R9*1), Y13
+	VPBROADCASTQ 8(SI), Y15
+	VPSHUFB (R8), Y15, Y15
+	VFMADD231PD Y12, Y15, Y0
+	VFMADD231PD Y13, Y15, Y1
+	VPBROADCASTQ 584(SI), Y15
+	VPSHUFB (R8), Y15, Y15
+	VFMADD231PD Y12, Y15, Y2
+	VFMADD231PD Y13, Y15, Y3
+	VPBROADCASTQ 1160(SI), Y15
+	VPSHUFB (R8), Y15, Y15
+	VFMADD231PD Y12, Y15, Y4
+	VFMADD231PD Y13, Y15, Y5
+	VPBROADCASTQ 1736(SI), Y15
+	VPSHUFB (R8), Y15, Y15
+	VFMADD231PD Y12, Y15, Y6
+	VFMADD231PD Y13, Y15, Y7
+	VPBROADCASTQ 2312(SI), Y15
+	VPSHUFB (R8), Y15, Y15
+	VFMADD231PD Y12, Y15, Y8
+	VFMADD231PD Y13, Y15, Y9
+	VPBROADCASTQ 2888(SI), Y15
+	VPSHUFB (R8), Y15, Y15
+	VFMADD231PD Y12, Y15, Y10
+	VFMADD231PD Y13, Y15, Y11
+	ADDQ $32, SI
+	ADDQ $128, DI
+	SUBQ $2, CX
+	JNZ  tile6x2MXloop
 	VMOVUPD Y0, 0(BX)
 	VMOVUPD Y1, 64(BX)
 	LEAQ (BX)(R10*1), DX
@@ -1123,26 +928,26 @@ wtile6x2loop:
 	VMOVUPD Y11, 64(DX)
 	ADDQ $6, R13
 	CMPQ R13, $12
-	JLT  wtile6x2tile
+	JLT  tile6x2MXtile
 	ADDQ $32, R12
 	CMPQ R12, $64
-	JLT  wtile6x2half
+	JLT  tile6x2MXhalf
 	VZEROUPPER
 	RET
 
-TEXT ·wtile12x1MXAVX2(SB), NOSPLIT, $0-8
+TEXT ·tile12x1MXAVX2(SB), NOSPLIT, $0-8
 	MOVQ a+0(FP), AX
 	MOVQ 48(AX), R8
 	MOVQ 16(AX), R9
 	MOVQ 32(AX), R10
 	XORQ R12, R12
-wtile12x1half:
+tile12x1MXhalf:
 	XORQ R13, R13
-wtile12x1tile:
+tile12x1MXtile:
 	IMUL3Q $576, R13, SI
 	ADDQ 0(AX), SI
 	MOVQ R12, DX
-	SHRQ $2, DX
+	SHRQ $1, DX
 	ADDQ DX, SI
 	MOVQ R13, BX
 	IMULQ R10, BX
@@ -1174,7 +979,7 @@ wtile12x1tile:
 	VMOVUPD 0(DX), Y10
 	ADDQ R10, DX
 	VMOVUPD 0(DX), Y11
-wtile12x1loop:
+tile12x1MXloop:
 	VMOVUPD (DI), Y12
 	VPBROADCASTQ (SI), Y13
 	VPSHUFB (R8), Y13, Y13
@@ -1212,10 +1017,47 @@ wtile12x1loop:
 	VPBROADCASTQ 6336(SI), Y15
 	VPSHUFB (R8), Y15, Y15
 	VFMADD231PD Y15, Y12, Y11
-	ADDQ $16, SI
-	ADDQ $64, DI
-	DECQ CX
-	JNZ  wtile12x1loop
+	VMOVUPD 64(DI), Y12
+	VPBROADCASTQ 8(SI), Y13
+	VPSHUFB (R8), Y13, Y13
+	VFMADD231PD Y13, Y12, Y0
+	VPBROADCASTQ 584(SI), Y14
+	VPSHUFB (R8), Y14, Y14
+	VFMADD231PD Y14, Y12, Y1
+	VPBROADCASTQ 1160(SI), Y15
+	VPSHUFB (R8), Y15, Y15
+	VFMADD231PD Y15, Y12, Y2
+	VPBROADCASTQ 1736(SI), Y13
+	VPSHUFB (R8), Y13, Y13
+	VFMADD231PD Y13, Y12, Y3
+	VPBROADCASTQ 2312(SI), Y14
+	VPSHUFB (R8), Y14, Y14
+	VFMADD231PD Y14, Y12, Y4
+	VPBROADCASTQ 2888(SI), Y15
+	VPSHUFB (R8), Y15, Y15
+	VFMADD231PD Y15, Y12, Y5
+	VPBROADCASTQ 3464(SI), Y13
+	VPSHUFB (R8), Y13, Y13
+	VFMADD231PD Y13, Y12, Y6
+	VPBROADCASTQ 4040(SI), Y14
+	VPSHUFB (R8), Y14, Y14
+	VFMADD231PD Y14, Y12, Y7
+	VPBROADCASTQ 4616(SI), Y15
+	VPSHUFB (R8), Y15, Y15
+	VFMADD231PD Y15, Y12, Y8
+	VPBROADCASTQ 5192(SI), Y13
+	VPSHUFB (R8), Y13, Y13
+	VFMADD231PD Y13, Y12, Y9
+	VPBROADCASTQ 5768(SI), Y14
+	VPSHUFB (R8), Y14, Y14
+	VFMADD231PD Y14, Y12, Y10
+	VPBROADCASTQ 6344(SI), Y15
+	VPSHUFB (R8), Y15, Y15
+	VFMADD231PD Y15, Y12, Y11
+	ADDQ $32, SI
+	ADDQ $128, DI
+	SUBQ $2, CX
+	JNZ  tile12x1MXloop
 	VMOVUPD Y0, 0(BX)
 	LEAQ (BX)(R10*1), DX
 	VMOVUPD Y1, 0(DX)
@@ -1241,10 +1083,268 @@ wtile12x1loop:
 	VMOVUPD Y11, 0(DX)
 	ADDQ $12, R13
 	CMPQ R13, $12
-	JLT  wtile12x1tile
+	JLT  tile12x1MXtile
 	ADDQ $32, R12
 	CMPQ R12, $64
-	JLT  wtile12x1half
+	JLT  tile12x1MXhalf
 	VZEROUPPER
 	RET
 
+// func tile3x4MXAVX2(a *tileArgs)
+// The MXFP4 3x4 tile; after each of its 8 3-row tiles (the lane
+// accumulators stored) it also runs a piece of the decode a.dec: up to
+// a.dec.k units (32 weights of one row) of the next group into the other
+// word buffer, so that the decode's shuffles overlap the multiply-adds of
+// the next tile. A unit: the 16 packed bytes broadcast to both lanes, the
+// upper lane shifted right by 4 and both masked to nibbles (the codes of
+// the even elements in lane 0, of the odd ones in lane 1), looked up in
+// the scale's two byte tables (broadcast) and the byte pairs interleaved to
+// words: exactly mxTable[s][c] >> 48, zeros for the NaN scale 255. Each new
+// row prefetches the same row of the block after (a.dec.pf, a.dec.pfs).
+TEXT ·tile3x4MXAVX2(SB), NOSPLIT, $0-8
+	MOVQ a+0(FP), AX
+	MOVQ 48(AX), R8
+	MOVQ 16(AX), R9
+	MOVQ 32(AX), R10
+	XORQ R12, R12
+tile3x4MXhalf:
+	XORQ R13, R13
+tile3x4MXtile:
+	IMUL3Q $576, R13, SI
+	ADDQ 0(AX), SI
+	MOVQ R12, DX
+	SHRQ $1, DX
+	ADDQ DX, SI
+	MOVQ R13, BX
+	IMULQ R10, BX
+	ADDQ 24(AX), BX
+	ADDQ R12, BX
+	MOVQ 8(AX), DI
+	ADDQ R12, DI
+	LEAQ (DI)(R9*2), R11
+	MOVQ 40(AX), CX
+	VMOVUPD 0(BX), Y0
+	VMOVUPD 64(BX), Y1
+	VMOVUPD 128(BX), Y2
+	VMOVUPD 192(BX), Y3
+	LEAQ (BX)(R10*1), DX
+	VMOVUPD 0(DX), Y4
+	VMOVUPD 64(DX), Y5
+	VMOVUPD 128(DX), Y6
+	VMOVUPD 192(DX), Y7
+	ADDQ R10, DX
+	VMOVUPD 0(DX), Y8
+	VMOVUPD 64(DX), Y9
+	VMOVUPD 128(DX), Y10
+	VMOVUPD 192(DX), Y11
+tile3x4MXloop:
+	VPBROADCASTQ (SI), Y12
+	VPSHUFB (R8), Y12, Y12
+	VPBROADCASTQ 576(SI), Y13
+	VPSHUFB (R8), Y13, Y13
+	VPBROADCASTQ 1152(SI), Y14
+	VPSHUFB (R8), Y14, Y14
+	VMOVUPD (DI), Y15
+	VFMADD231PD Y15, Y12, Y0
+	VFMADD231PD Y15, Y13, Y4
+	VFMADD231PD Y15, Y14, Y8
+	VMOVUPD (DI)(R9*1), Y15
+	VFMADD231PD Y15, Y12, Y1
+	VFMADD231PD Y15, Y13, Y5
+	VFMADD231PD Y15, Y14, Y9
+	VMOVUPD (DI)(R9*2), Y15
+	VFMADD231PD Y15, Y12, Y2
+	VFMADD231PD Y15, Y13, Y6
+	VFMADD231PD Y15, Y14, Y10
+	VMOVUPD (R11)(R9*1), Y15
+	VFMADD231PD Y15, Y12, Y3
+	VFMADD231PD Y15, Y13, Y7
+	VFMADD231PD Y15, Y14, Y11
+	VPBROADCASTQ 8(SI), Y12
+	VPSHUFB (R8), Y12, Y12
+	VPBROADCASTQ 584(SI), Y13
+	VPSHUFB (R8), Y13, Y13
+	VPBROADCASTQ 1160(SI), Y14
+	VPSHUFB (R8), Y14, Y14
+	VMOVUPD 64(DI), Y15
+	VFMADD231PD Y15, Y12, Y0
+	VFMADD231PD Y15, Y13, Y4
+	VFMADD231PD Y15, Y14, Y8
+	VMOVUPD 64(DI)(R9*1), Y15
+	VFMADD231PD Y15, Y12, Y1
+	VFMADD231PD Y15, Y13, Y5
+	VFMADD231PD Y15, Y14, Y9
+	VMOVUPD 64(DI)(R9*2), Y15
+	VFMADD231PD Y15, Y12, Y2
+	VFMADD231PD Y15, Y13, Y6
+	VFMADD231PD Y15, Y14, Y10
+	VMOVUPD 64(R11)(R9*1), Y15
+	VFMADD231PD Y15, Y12, Y3
+	VFMADD231PD Y15, Y13, Y7
+	VFMADD231PD Y15, Y14, Y11
+	ADDQ $32, SI
+	ADDQ $128, DI
+	ADDQ $128, R11
+	SUBQ $2, CX
+	JNZ  tile3x4MXloop
+	VMOVUPD Y0, 0(BX)
+	VMOVUPD Y1, 64(BX)
+	VMOVUPD Y2, 128(BX)
+	VMOVUPD Y3, 192(BX)
+	LEAQ (BX)(R10*1), DX
+	VMOVUPD Y4, 0(DX)
+	VMOVUPD Y5, 64(DX)
+	VMOVUPD Y6, 128(DX)
+	VMOVUPD Y7, 192(DX)
+	ADDQ R10, DX
+	VMOVUPD Y8, 0(DX)
+	VMOVUPD Y9, 64(DX)
+	VMOVUPD Y10, 128(DX)
+	VMOVUPD Y11, 192(DX)
+	MOVQ 56(AX), R15
+	MOVQ 88(R15), CX
+	MOVQ 32(R15), DX
+	TESTQ DX, DX
+	JZ   tile3x4MXnodec
+	MOVQ 0(R15), SI
+	MOVQ 8(R15), R14
+	MOVQ 16(R15), DI
+	MOVQ 24(R15), R11
+tile3x4MXdec:
+	TESTQ R11, R11
+	JNZ  tile3x4MXunit
+	DECQ DX
+	JZ   tile3x4MXdecend
+	MOVQ 40(R15), SI
+	ADDQ 64(R15), SI
+	MOVQ SI, 40(R15)
+	MOVQ 48(R15), R14
+	ADDQ 72(R15), R14
+	MOVQ R14, 48(R15)
+	MOVQ 56(R15), DI
+	ADDQ $576, DI
+	MOVQ DI, 56(R15)
+	MOVQ 80(R15), R11
+	MOVQ 104(R15), BX
+	ADDQ 64(R15), BX
+	MOVQ BX, 104(R15)
+	PREFETCHT0 (BX)
+	PREFETCHT0 64(BX)
+	MOVQ 112(R15), BX
+	ADDQ 72(R15), BX
+	MOVQ BX, 112(R15)
+	PREFETCHT0 (BX)
+tile3x4MXunit:
+	MOVBQZX (R14), BX
+	SHLQ $5, BX
+	ADDQ 96(R15), BX
+	VBROADCASTI128 (SI), Y12
+	VPSRLVQ mxeoshift<>(SB), Y12, Y12
+	VPAND mxnibble<>(SB), Y12, Y12
+	VBROADCASTI128 (BX), Y13
+	VBROADCASTI128 16(BX), Y14
+	VPSHUFB Y12, Y13, Y13
+	VPSHUFB Y12, Y14, Y14
+	VPUNPCKLBW Y14, Y13, Y15
+	VPUNPCKHBW Y14, Y13, Y13
+	VMOVDQU Y15, (DI)
+	VMOVDQU Y13, 32(DI)
+	ADDQ $16, SI
+	INCQ R14
+	ADDQ $64, DI
+	DECQ R11
+	DECQ CX
+	JNZ  tile3x4MXdec
+tile3x4MXdecend:
+	MOVQ SI, 0(R15)
+	MOVQ R14, 8(R15)
+	MOVQ DI, 16(R15)
+	MOVQ R11, 24(R15)
+	MOVQ DX, 32(R15)
+tile3x4MXnodec:
+	ADDQ $3, R13
+	CMPQ R13, $12
+	JLT  tile3x4MXtile
+	ADDQ $32, R12
+	CMPQ R12, $64
+	JLT  tile3x4MXhalf
+	VZEROUPPER
+	RET
+
+DATA mxeoshift<>+0(SB)/8, $0
+DATA mxeoshift<>+8(SB)/8, $0
+DATA mxeoshift<>+16(SB)/8, $4
+DATA mxeoshift<>+24(SB)/8, $4
+GLOBL mxeoshift<>(SB), RODATA|NOPTR, $32
+DATA mxnibble<>+0(SB)/8, $0x0f0f0f0f0f0f0f0f
+DATA mxnibble<>+8(SB)/8, $0x0f0f0f0f0f0f0f0f
+DATA mxnibble<>+16(SB)/8, $0x0f0f0f0f0f0f0f0f
+DATA mxnibble<>+24(SB)/8, $0x0f0f0f0f0f0f0f0f
+GLOBL mxnibble<>(SB), RODATA|NOPTR, $32
+
+// func decPieceMXAVX2(st *decState)
+// The decode piece of tile3x4MXAVX2 on its own: up to st.k units.
+TEXT ·decPieceMXAVX2(SB), NOSPLIT, $0-8
+	MOVQ st+0(FP), R15
+	MOVQ 88(R15), CX
+	MOVQ 32(R15), DX
+	TESTQ DX, DX
+	JZ   decpiecenodec
+	MOVQ 0(R15), SI
+	MOVQ 8(R15), R14
+	MOVQ 16(R15), DI
+	MOVQ 24(R15), R11
+decpiecedec:
+	TESTQ R11, R11
+	JNZ  decpieceunit
+	DECQ DX
+	JZ   decpiecedecend
+	MOVQ 40(R15), SI
+	ADDQ 64(R15), SI
+	MOVQ SI, 40(R15)
+	MOVQ 48(R15), R14
+	ADDQ 72(R15), R14
+	MOVQ R14, 48(R15)
+	MOVQ 56(R15), DI
+	ADDQ $576, DI
+	MOVQ DI, 56(R15)
+	MOVQ 80(R15), R11
+	MOVQ 104(R15), BX
+	ADDQ 64(R15), BX
+	MOVQ BX, 104(R15)
+	PREFETCHT0 (BX)
+	PREFETCHT0 64(BX)
+	MOVQ 112(R15), BX
+	ADDQ 72(R15), BX
+	MOVQ BX, 112(R15)
+	PREFETCHT0 (BX)
+decpieceunit:
+	MOVBQZX (R14), BX
+	SHLQ $5, BX
+	ADDQ 96(R15), BX
+	VBROADCASTI128 (SI), Y12
+	VPSRLVQ mxeoshift<>(SB), Y12, Y12
+	VPAND mxnibble<>(SB), Y12, Y12
+	VBROADCASTI128 (BX), Y13
+	VBROADCASTI128 16(BX), Y14
+	VPSHUFB Y12, Y13, Y13
+	VPSHUFB Y12, Y14, Y14
+	VPUNPCKLBW Y14, Y13, Y15
+	VPUNPCKHBW Y14, Y13, Y13
+	VMOVDQU Y15, (DI)
+	VMOVDQU Y13, 32(DI)
+	ADDQ $16, SI
+	INCQ R14
+	ADDQ $64, DI
+	DECQ R11
+	DECQ CX
+	JNZ  decpiecedec
+decpiecedecend:
+	MOVQ SI, 0(R15)
+	MOVQ R14, 8(R15)
+	MOVQ DI, 16(R15)
+	MOVQ R11, 24(R15)
+	MOVQ DX, 32(R15)
+decpiecenodec:
+	VZEROUPPER
+	RET
