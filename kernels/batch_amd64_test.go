@@ -5,7 +5,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
-
 	"unsafe"
 
 	"github.com/stretchr/testify/require"
