@@ -7,16 +7,18 @@ import (
 
 // The AVX2 small-batch path: every MatMul with T >= 2 tokens, and MXFP4 at
 // T = 1 too. A panel of bkPanel output rows is computed in column blocks of
-// bkCols; in each block every group of bkGroup rows is decoded once to
-// float64 (into L1) and multiplied with all the tokens, 1 to 4 at a time,
-// by a register-tiled kernel (batch_avx2_amd64.s), so each weight is decoded
+// bkCols; in each block every group of bkGroup rows is decoded once (into
+// L1: bf16 and f32 to float64, MXFP4 to the 16-bit top words of its float64
+// values) and multiplied with all the tokens, 1 to 4 at a time, by a
+// register-tiled kernel (batch_avx2_amd64.s), so each weight is decoded
 // once per call whatever T is. The lane accumulators of the panel live in
 // memory between column blocks; a block adds to them in ascending column
 // order, so every lane sums its elements in the contract's order.
 const (
-	bkGroup = 12         // rows decoded together: a multiple of every tile's rows
-	bkCols  = 256        // columns per block (a multiple of MXGroup)
-	bkWS    = bkCols + 8 // float64s between decoded rows (2112 bytes, fixed in the tile kernels)
+	bkGroup = 12          // rows decoded together: a multiple of every tile's rows
+	bkCols  = 256         // columns per block (a multiple of MXGroup)
+	bkWS    = bkCols + 8  // float64s between decoded rows (2112 bytes, fixed in the tile kernels)
+	bkWW    = bkCols + 32 // uint16s between MXFP4 word rows (576 bytes, fixed in the MXFP4 tiles)
 	bkPanel = 4 * bkGroup
 	// fusedMaxT is the largest T at which bf16 skips the buffer: widening
 	// the weights once per group of tokens in the tiles costs less than
@@ -28,12 +30,47 @@ const (
 // tileArgs is the argument block of the tile kernels; the assembly relies on
 // the offsets noted.
 type tileArgs struct {
-	w       *float64 // 0: decoded row 0 of the group at the block's first column
-	x       *float64 // 8: the first token's widened activations at the block's first column
-	xstride int      // 16: bytes between tokens' activations
-	acc     *float64 // 24: lanes of (row 0, first token); token t's lanes follow at 64*t bytes
-	accRow  int      // 32: bytes between rows' lanes
-	n       int      // 40: 8-column steps in the block (>= 1)
+	w       unsafe.Pointer // 0: decoded row 0 of the group at the block's first column (float64s; *MX tiles: words)
+	x       *float64       // 8: the first token's widened activations at the block's first column
+	xstride int            // 16: bytes between tokens' activations
+	acc     *float64       // 24: lanes of (row 0, first token); token t's lanes follow at 64*t bytes
+	accRow  int            // 32: bytes between rows' lanes
+	n       int            // 40: 8-column steps in the block (>= 1)
+	ctrl    *[32]byte      // 48: *MX tiles: &mxWordCtrl
+	dec     *decState      // 56: tile3x4MXAVX2: the decode to overlap
+}
+
+// decState is an MXFP4 decode that tile3x4MXAVX2 runs in pieces between
+// its tiles (decPieceMXAVX2 on its own): rows of units (32 weights of a
+// row) into words in the even/odd order of the MXFP4 tiles. Addresses are uintptrs into m.Packed, m.Scales and a word buffer,
+// all kept alive by the caller; the assembly relies on the offsets noted.
+type decState struct {
+	_                     [3]uintptr // 0, 8, 16: the next unit's packed bytes, scale, words (the assembly's)
+	u, rows               int        // 24: units left in the row; 32: rows left counting this one (0: done)
+	rowSrc, rowSc, rowDst uintptr    // 40, 48, 56: the current row's first unit
+	stride, sstride       int        // 64, 72: bytes between rows of packed and scales
+	units, k              int        // 80: units per row; 88: units per piece
+	tabs                  uintptr    // 96: &mxTopTab
+	pf, pfs               uintptr    // 104, 112: the current row of the block to prefetch
+}
+
+// setDec points st at the decode of columns [kb, kb+kl) of rows [r, r+k)
+// into w (rows bkWW apart; rows k.. cleared), prefetching the same columns
+// from pk of rows from pr, in pieces of up to per units.
+func (m *Mat) setDec(st *decState, w *[bkGroup * bkWW]uint16, r, k, kb, kl, pr, pk, per int) {
+	n := m.Cols
+	for j := k; j < bkGroup; j++ {
+		clear(w[j*bkWW : j*bkWW+kl])
+	}
+	st.stride, st.sstride = n/2, n/MXGroup
+	// start before row 0: the first unit moves to it (and prefetches)
+	st.rowSrc = uintptr(unsafe.Pointer(&m.Packed[(r*n+kb)/2])) - uintptr(st.stride)
+	st.rowSc = uintptr(unsafe.Pointer(&m.Scales[(r*n+kb)/MXGroup])) - uintptr(st.sstride)
+	st.rowDst = uintptr(unsafe.Pointer(&w[0])) - 2*bkWW
+	st.pf = uintptr(unsafe.Pointer(&m.Packed[(pr*n+pk)/2])) - uintptr(st.stride)
+	st.pfs = uintptr(unsafe.Pointer(&m.Scales[(pr*n+pk)/MXGroup])) - uintptr(st.sstride)
+	st.u, st.rows, st.units, st.k = 0, k+1, kl/MXGroup, per
+	st.tabs = uintptr(unsafe.Pointer(&mxTopTab))
 }
 
 // dtileArgs is the argument block of the fused tile kernels (dtile*); the
@@ -52,23 +89,21 @@ type dtileArgs struct {
 // decArgs is the argument block of the decoders decodeRows*AVX2; the
 // assembly relies on the offsets noted.
 type decArgs struct {
-	src     unsafe.Pointer // 0: row 0 of the block (bf16 words, MXFP4 packed bytes)
-	stride  int            // 8: bytes between rows of src
-	scales  *byte          // 16: MXFP4: row 0's scales of the block
-	sstride int            // 24: bytes between rows of scales
-	pf      unsafe.Pointer // 32: row 0 of the next block to decode (prefetched; rows stride apart)
-	pfs     *byte          // 40: its scales
-	dst     *float64       // 48: decoded row 0; rows bkWS float64s apart
-	n       int            // 56: elements per row (bf16: a multiple of 8, MXFP4 of 32)
-	rows    int            // 64: >= 1
-	cA, cB  [32]byte       // 72, 104: VPSHUFB controls: words 0-3, 4-7 of a 16-byte broadcast to bytes 6-7 of 4 qwords
-	mask    [4]uint64      // 136: bf16: the bits of w*2^-896 in a qword
-	exp     uint64         // 168: bf16: four 0x7f80 (the exponent bits)
-	tabs    *[256][32]byte // 176: MXFP4: mxTopTab
+	src    unsafe.Pointer // 0: row 0 of the block (bf16 words)
+	stride int            // 8: bytes between rows of src
+	_      [2]int         // 16
+	pf     unsafe.Pointer // 32: row 0 of the next block to decode (prefetched; rows stride apart)
+	_      uintptr        // 40
+	dst    *float64       // 48: decoded row 0; rows bkWS float64s apart
+	n      int            // 56: elements per row (a multiple of 8)
+	rows   int            // 64: >= 1
+	cA, cB [32]byte       // 72, 104: VPSHUFB controls: words 0-3, 4-7 of a 16-byte broadcast to bytes 6-7 of 4 qwords
+	mask   [4]uint64      // 136: bf16: the bits of w*2^-896 in a qword
+	exp    uint64         // 168: bf16: four 0x7f80 (the exponent bits)
 }
 
 func newDecArgs() decArgs {
-	a := decArgs{mask: [4]uint64{0x8fffffff << 32, 0x8fffffff << 32, 0x8fffffff << 32, 0x8fffffff << 32}, exp: 0x7f807f807f807f80, tabs: &mxTopTab}
+	a := decArgs{mask: [4]uint64{0x8fffffff << 32, 0x8fffffff << 32, 0x8fffffff << 32, 0x8fffffff << 32}, exp: 0x7f807f807f807f80}
 	for q := 0; q < 4; q++ {
 		for b := 0; b < 8; b++ {
 			a.cA[8*q+b], a.cB[8*q+b] = 0x80, 0x80
@@ -82,8 +117,26 @@ func newDecArgs() decArgs {
 
 type bkScratch struct {
 	w   [bkGroup * bkWS]float64
+	ww  [2][bkGroup * bkWW]uint16 // MXFP4: the group the tiles read, the next one decoded meanwhile
 	acc []float64
 }
+
+// mxWordCtrl is the VPSHUFB control of the MXFP4 tiles: of 4 words broadcast
+// to both lanes, word q goes to bytes 6-7 of qword q, the rest is zero.
+var mxWordCtrl = func() (c [32]byte) {
+	for i := range c {
+		c[i] = 0x80
+	}
+	for q := 0; q < 4; q++ {
+		c[8*q+6], c[8*q+7] = byte(2*q), byte(2*q+1)
+	}
+	return c
+}()
+
+// mxEOPerm is the lane order of the MXFP4 tiles: position p of an 8-column
+// step of the words, of the widened activations and of the lane
+// accumulators holds lane mxEOPerm[p] (even lanes, then odd).
+var mxEOPerm = [Lanes]int{0, 2, 4, 6, 1, 3, 5, 7}
 
 var bkPool = sync.Pool{New: func() any { return new(bkScratch) }}
 
@@ -119,9 +172,19 @@ func matMulAVX2(p *Pool, dst []float32, m *Mat, x []float32, T int) {
 	if m.DType == BF16 && !fused {
 		scale = 0x1p896 // the bf16 decoders yield w*2^-896
 	}
+	eo := m.DType == MXFP4
 	for t := 0; t < T; t++ {
 		row := xd[t*xs : t*xs+n8]
-		for i, v := range x[t*n : t*n+n8] {
+		xt := x[t*n : t*n+n8]
+		if eo {
+			for j := 0; j < n8; j += Lanes {
+				for p, l := range mxEOPerm {
+					row[j+p] = float64(xt[j+l])
+				}
+			}
+			continue
+		}
+		for i, v := range xt {
 			row[i] = float64(v) * scale
 		}
 	}
@@ -162,8 +225,10 @@ func (m *Mat) bkPanel(sc *bkScratch, dst, x []float32, xd []float64, xs, T int, 
 				m.fusedGroup(&da, xd, acc, xs, T, groups, gr, g, kb, min(bkCols, n8-kb))
 			}
 		}
+	} else if m.DType == MXFP4 {
+		m.mxPanel(sc, xd, acc, xs, T, groups, r0, r1)
 	} else {
-		a := tileArgs{w: &sc.w[0], xstride: xs * 8, accRow: T * Lanes * 8}
+		a := tileArgs{w: unsafe.Pointer(&sc.w[0]), xstride: xs * 8, accRow: T * Lanes * 8}
 		for kb := 0; kb < n8; kb += bkCols {
 			kl := min(bkCols, n8-kb)
 			a.n = kl / 8
@@ -185,9 +250,16 @@ func (m *Mat) bkPanel(sc *bkScratch, dst, x []float32, xd []float64, xs, T int, 
 		}
 	}
 	ldd := m.Rows
+	eo := m.DType == MXFP4
 	for i := 0; i < r1-r0; i++ {
 		for t := 0; t < T; t++ {
 			l := (*[Lanes]float64)(acc[(i*T+t)*Lanes:])
+			if eo {
+				// MXFP4 rows have no tail (Cols % 32 == 0): the
+				// contract's tree on the lanes in mxEOPerm order
+				dst[t*ldd+r0+i] = float32(((l[0] + l[2]) + (l[1] + l[3])) + ((l[4] + l[6]) + (l[5] + l[7])))
+				continue
+			}
 			dst[t*ldd+r0+i] = m.finishRow(l, r0+i, n8, x[t*n:(t+1)*n])
 		}
 	}
@@ -214,11 +286,87 @@ func (m *Mat) groupTiles(a *tileArgs, xd, acc []float64, xs, T int, groups []int
 	}
 }
 
+// mxPanel is bkPanel's loop over column blocks and groups for MXFP4, with
+// each group's decode overlapped with the previous group's tiles: the 3x4
+// tiles (tile3x4MXAVX2) decode the next group (or the first group of the
+// next column block) into the other word buffer in pieces, and what is
+// left of it (all of it without a group of 4 tokens) is decoded after them.
+// Each decode prefetches the block of the group after it.
+func (m *Mat) mxPanel(sc *bkScratch, xd, acc []float64, xs, T int, groups []int, r0, r1 int) {
+	const cb = bkCols
+	n8 := m.Cols
+	ng := (r1 - r0 + bkGroup - 1) / bkGroup
+	n4 := 0
+	for _, tg := range groups {
+		if tg == 4 {
+			n4++
+		}
+	}
+	bounds := max(n4*2*bkGroup/3, 1) // pieces per group: one after each 3-row tile
+	var st decState
+	// the group after (g, kb)
+	next := func(g, kb int) (int, int) {
+		if g+1 < ng {
+			return g + 1, kb
+		}
+		return 0, kb + cb
+	}
+	setup := func(w *[bkGroup * bkWW]uint16, g, kb int) {
+		gr := r0 + g*bkGroup
+		k := min(bkGroup, r1-gr)
+		kl := min(cb, n8-kb)
+		pg, pkb := next(g, kb)
+		pr, pk := r0+pg*bkGroup, pkb
+		if pk >= n8 || pr+k > m.Rows {
+			pr, pk = gr, kb
+		}
+		m.setDec(&st, w, gr, k, kb, kl, pr, pk, (k*kl/MXGroup+bounds-1)/bounds)
+	}
+	cur := 0
+	setup(&sc.ww[0], 0, 0)
+	st.k = 1 << 30
+	decPieceMXAVX2(&st)
+	a := tileArgs{xstride: xs * 8, accRow: T * Lanes * 8, ctrl: &mxWordCtrl, dec: &st}
+	for kb := 0; kb < n8; kb += cb {
+		a.n = min(cb, n8-kb) / 8
+		for g := 0; g < ng; g++ {
+			a.w = unsafe.Pointer(&sc.ww[cur][0])
+			ngg, nkb := next(g, kb)
+			if nkb < n8 {
+				setup(&sc.ww[cur^1], ngg, nkb)
+			} else {
+				st.rows = 0
+			}
+			t0 := 0
+			for _, tg := range groups {
+				a.x = &xd[t0*xs+kb]
+				a.acc = &acc[(g*bkGroup*T+t0)*Lanes]
+				switch tg {
+				case 4:
+					tile3x4MXAVX2(&a)
+				case 3:
+					tile4x3MXAVX2(&a)
+				case 2:
+					tile6x2MXAVX2(&a)
+				default:
+					tile12x1MXAVX2(&a)
+				}
+				t0 += tg
+			}
+			if st.rows > 0 {
+				st.k = 1 << 30
+				decPieceMXAVX2(&st)
+			}
+			cur ^= 1
+		}
+	}
+}
+
 // bkGroupBuffered is the whole row of a short last group g (k < bkGroup
 // bf16 rows from gr) of the fused path through the buffer, the decoded
 // weights scaled back to w: the activations are not scaled there.
 func (m *Mat) bkGroupBuffered(sc *bkScratch, xd, acc []float64, xs, T int, groups []int, g, gr, k, n8 int) {
-	a := tileArgs{w: &sc.w[0], xstride: xs * 8, accRow: T * Lanes * 8}
+	a := tileArgs{w: unsafe.Pointer(&sc.w[0]), xstride: xs * 8, accRow: T * Lanes * 8}
 	for kb := 0; kb < n8; kb += bkCols {
 		kl := min(bkCols, n8-kb)
 		a.n = kl / 8
@@ -277,7 +425,7 @@ func (m *Mat) decodeGroup(w *[bkGroup * bkWS]float64, r, k, kb, kl, pr, pk int) 
 		for j := 0; j < k; j++ {
 			decodeF32AVX2(&m.F32[(r+j)*n+kb], &w[j*bkWS], kl)
 		}
-	case BF16:
+	default:
 		a := newDecArgs()
 		a.src, a.stride = unsafe.Pointer(&m.BF16[r*n+kb]), 2*n
 		a.pf = unsafe.Pointer(&m.BF16[pr*n+pk])
@@ -290,13 +438,6 @@ func (m *Mat) decodeGroup(w *[bkGroup * bkWS]float64, r, k, kb, kl, pr, pk int) 
 				}
 			}
 		}
-	default:
-		a := newDecArgs()
-		a.src, a.stride = unsafe.Pointer(&m.Packed[(r*n+kb)/2]), n/2
-		a.scales, a.sstride = &m.Scales[(r*n+kb)/MXGroup], n/MXGroup
-		a.pf, a.pfs = unsafe.Pointer(&m.Packed[(pr*n+pk)/2]), &m.Scales[(pr*n+pk)/MXGroup]
-		a.dst, a.n, a.rows = &w[0], kl, k
-		decodeRowsMXAVX2(&a)
 	}
 }
 
@@ -383,19 +524,36 @@ func dtile6x2BF16AVX2(a *dtileArgs)
 //go:noescape
 func decodeRowsBF16AVX2(a *decArgs) (finite bool)
 
-// decodeRowsMXAVX2 decodes a.rows MXFP4 rows of a.n elements, prefetching
-// the next block:
-//
-//	for r := 0; r < a.rows; r++ {
-//		for i := 0; i < a.n; i++ {
-//			s := scales[r][i/32]
-//			c := packed[r][i/2] >> (4 * (i % 2)) & 15
-//			dst[r*bkWS+i] = mxTable[s][c]
-//		}
-//	}
-//
-// so a group with the NaN scale 255 decodes to zeros (zero products for
-// finite activations).
+// The MXFP4 tiles: tile4x3AVX2 and its kin (and tile3x4MXAVX2 below) with
+// a.w the 16-bit words of the group (rows bkWW apart, in the even/odd order
+// of mxEOPerm, as are a.x and a.acc): each weight is w =
+// float64frombits(word << 48), built in registers (a.ctrl = &mxWordCtrl).
 //
 //go:noescape
-func decodeRowsMXAVX2(a *decArgs)
+func tile4x3MXAVX2(a *tileArgs)
+
+//go:noescape
+func tile6x2MXAVX2(a *tileArgs)
+
+//go:noescape
+func tile12x1MXAVX2(a *tileArgs)
+
+// tile3x4MXAVX2 is the MXFP4 tile of 3 rows x 4 tokens that also runs,
+// after each of its 8 3-row tiles, a piece of a.dec (up to a.dec.k units).
+//
+//go:noescape
+func tile3x4MXAVX2(a *tileArgs)
+
+// decPieceMXAVX2 runs up to st.k units of st: for each row r and unit u,
+//
+//	for i := 0; i < 32; i++ {
+//		e := 32*u + i
+//		c := packed[r][e/2] >> (4 * (e % 2)) & 15
+//		word := uint16(math.Float64bits(mxTable[scales[r][u]][c]) >> 48)
+//		w[r*bkWW+32*u+16*(i/16)+8*(i%2)+(i%16)/2] = word // the even/odd order
+//	}
+//
+// zeros for the NaN scale 255.
+//
+//go:noescape
+func decPieceMXAVX2(st *decState)

@@ -62,16 +62,22 @@
 //     output rows in column blocks of 256; each group of 12 rows of a block
 //     is decoded once to float64 (bf16 with integer operations to w*2^-896
 //     against activations pre-scaled by 2^896, rows with an Inf/NaN weight
-//     decoded again exactly; MXFP4 by two VPSHUFB lookups in per-scale
-//     byte tables of the top 16 bits of E2M1*2^(s-127)) while the next
-//     block is prefetched, and multiplied with the tokens 4 (or 3, 2, 1) at
-//     a time by register tiles of 3x4 (4x3, 6x2, 12x1) rows x tokens that
-//     walk each half of the 8 lanes in turn, so 12 lane accumulators cover
-//     twice the rows x tokens. Each weight is decoded once per call whatever
-//     T is. bf16 with T <= 8 skips the buffer: the tiles widen the weights
-//     from the matrix themselves, once per group of tokens (exactly, by a
-//     16-bit shift and VCVTPS2PD), which costs less than storing and
-//     reloading them up to T = 8.
+//     decoded again exactly) while the next block is prefetched, and
+//     multiplied with the tokens 4 (or 3, 2, 1) at a time by register tiles
+//     of 3x4 (4x3, 6x2, 12x1) rows x tokens that walk each half of the 8
+//     lanes in turn, so 12 lane accumulators cover twice the rows x tokens.
+//     MXFP4 is decoded to 16-bit words instead, the top 16 bits of
+//     E2M1*2^(s-127) (the only bits its float64 has), by two VPSHUFB
+//     lookups in per-scale byte tables, in an even/odd lane order (lanes
+//     0,2,4,6 then 1,3,5,7, with the activations and lane accumulators in
+//     the same order); the tiles build each 4 weights as float64 in a
+//     register (an 8-byte broadcast and one VPSHUFB), and the 3x4 tile
+//     decodes the next group into a second buffer in pieces between its
+//     row tiles, so the decode overlaps the FMAs. Each weight is decoded
+//     once per call whatever T is. bf16 with T <= 8 skips the buffer: the
+//     tiles widen the weights from the matrix themselves, once per group of
+//     tokens (exactly, by a 16-bit shift and VCVTPS2PD), which costs less
+//     than storing and reloading them up to T = 8.
 //     The lane accumulators persist in memory between column blocks, which
 //     add to them in ascending column order.
 //   - Attention over a cache of float32 rows (MLA): MatVec64 runs the
