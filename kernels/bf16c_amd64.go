@@ -1,6 +1,9 @@
 package kernels
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+	"unsafe"
+)
 
 // BF16C on amd64: AVX2 + FMA kernels (bf16c_avx2_amd64.s) that read the
 // compressed rows directly, used at LevelAVX2 and LevelAVX512 alike (every
@@ -265,7 +268,7 @@ func (m *Mat) bf16cTilePanel(sc *bkScratch, dst, x []float32, xd []float64, xs, 
 	at := func(o uint64) *byte { return &m.Z[min(o, last)] }
 	a := newBF16CGroupArgs()
 	a.dst = &sc.w[0]
-	ta := tileArgs{w: &sc.w[0], xstride: xs * 8, accRow: T * Lanes * 8}
+	ta := tileArgs{w: unsafe.Pointer(&sc.w[0]), xstride: xs * 8, accRow: T * Lanes * 8}
 	for kb := 0; kb < n32; kb += bkCols {
 		kl := min(bkCols, n32-kb)
 		a.nb = kl / BF16CBlock
