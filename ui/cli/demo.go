@@ -40,7 +40,11 @@ func cmdDemo(args []string, stdout, stderr io.Writer) int {
 		return ExitRuntime
 	}
 	fmt.Fprintf(stdout, "wrote a %s demo checkpoint to %s in %.1f s\n", *size, dir, time.Since(t0).Seconds())
-	fmt.Fprintln(stdout, "DEMO: random weights with the Kimi K3 tensor graph; its text is not meaningful.")
+	if synth.IsTrainedDemo(dir) {
+		fmt.Fprintln(stdout, "DEMO: a tiny Kimi K3 (1.9 million parameters) trained on fortune-cookie sayings; it knows sayings and little else.")
+	} else {
+		fmt.Fprintln(stdout, "DEMO: random weights with the Kimi K3 tensor graph; its text is not meaningful.")
+	}
 	fmt.Fprintf(stdout, "try: k3 chat %s --gen 32\n", dir)
 	return ExitOK
 }

@@ -21,7 +21,8 @@ func TestDemoCommand(t *testing.T) {
 	code, out, errs := runK3("demo", dir)
 	require.Equal(t, ExitOK, code, errs)
 	assert.Contains(t, out, "wrote a small demo checkpoint to "+dir)
-	assert.Contains(t, out, "DEMO: random weights")
+	assert.Contains(t, out, "DEMO: a tiny Kimi K3 (1.9 million parameters) trained on fortune-cookie sayings")
+	assert.NotContains(t, out, "random weights", "the default demo is the trained one")
 	assert.True(t, synth.IsDemo(dir), "k3 demo's folder is not recognised as the demo")
 
 	app := filepath.Join(t.TempDir(), "app-demo")
@@ -30,8 +31,9 @@ func TestDemoCommand(t *testing.T) {
 
 	// a non-default size is labelled too, with a tokenizer of its vocabulary
 	med := filepath.Join(t.TempDir(), "medium")
-	code, _, errs = runK3("demo", med, "--size", "medium")
+	code, out, errs = runK3("demo", med, "--size", "medium")
 	require.Equal(t, ExitOK, code, errs)
+	assert.Contains(t, out, "DEMO: random weights")
 	assert.True(t, synth.IsDemo(med), "k3 demo --size medium is not recognised as a demo")
 	tok, err := tokenizer.Load(med)
 	require.NoError(t, err)

@@ -8,6 +8,7 @@ import (
 	"fyne.io/fyne/v2/container"
 	"fyne.io/fyne/v2/widget"
 
+	"k3/engine/synth"
 	"k3/storage/units"
 	"k3/ui/bridge"
 )
@@ -39,8 +40,11 @@ func (s *doneStep) Enter() {
 	st := s.w.D
 	var b strings.Builder
 	model := st.ModelDir
-	if st.Demo {
-		model += " (DEMO model: its text is not meaningful)"
+	switch {
+	case st.Demo && synth.IsTrainedDemo(st.ModelDir):
+		model += " (DEMO model: trained on sayings, it knows little else)"
+	case st.Demo:
+		model += " (DEMO model: random weights, its text is not meaningful)"
 	}
 	fmt.Fprintf(&b, "Model: %s\n", model)
 	if st.Layers > 0 {
