@@ -265,23 +265,27 @@ func (m *Mat) bkPanel(sc *bkScratch, dst, x []float32, xd []float64, xs, T int, 
 	}
 }
 
+// tileSet is a tile kernel per token-group size (index 1, 2, 3, 4).
+type tileSet [5]func(*tileArgs)
+
+var (
+	f64Tiles = tileSet{1: tile12x1AVX2, 2: tile6x2AVX2, 3: tile4x3AVX2, 4: tile3x4AVX2}
+	mxTiles  = tileSet{1: tile12x1MXAVX2, 2: tile6x2MXAVX2, 3: tile4x3MXAVX2, 4: tile3x4MXAVX2}
+)
+
 // groupTiles multiplies the decoded group g (sc.w, one column block from
-// kb) with every token.
+// kb) with every token, by the float64 tiles.
 func (m *Mat) groupTiles(a *tileArgs, xd, acc []float64, xs, T int, groups []int, g, kb int) {
+	runTiles(&f64Tiles, a, xd, acc, xs, T, groups, g, kb)
+}
+
+// runTiles runs tiles over group g's token groups.
+func runTiles(tiles *tileSet, a *tileArgs, xd, acc []float64, xs, T int, groups []int, g, kb int) {
 	t0 := 0
 	for _, tg := range groups {
 		a.x = &xd[t0*xs+kb]
 		a.acc = &acc[(g*bkGroup*T+t0)*Lanes]
-		switch tg {
-		case 4:
-			tile3x4AVX2(a)
-		case 3:
-			tile4x3AVX2(a)
-		case 2:
-			tile6x2AVX2(a)
-		default:
-			tile12x1AVX2(a)
-		}
+		tiles[tg](a)
 		t0 += tg
 	}
 }
@@ -337,22 +341,7 @@ func (m *Mat) mxPanel(sc *bkScratch, xd, acc []float64, xs, T int, groups []int,
 			} else {
 				st.rows = 0
 			}
-			t0 := 0
-			for _, tg := range groups {
-				a.x = &xd[t0*xs+kb]
-				a.acc = &acc[(g*bkGroup*T+t0)*Lanes]
-				switch tg {
-				case 4:
-					tile3x4MXAVX2(&a)
-				case 3:
-					tile4x3MXAVX2(&a)
-				case 2:
-					tile6x2MXAVX2(&a)
-				default:
-					tile12x1MXAVX2(&a)
-				}
-				t0 += tg
-			}
+			runTiles(&mxTiles, &a, xd, acc, xs, T, groups, g, kb)
 			if st.rows > 0 {
 				st.k = 1 << 30
 				decPieceMXAVX2(&st)
