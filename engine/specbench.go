@@ -105,6 +105,33 @@ func SimulateSpec(ids []int, start int, mode Spec, maxDraft int, costs PassCosts
 	return sim
 }
 
+// SpecCeiling is what the engine's drafter could give over a known
+// continuation if every draft stopped exactly where it would first fail (a
+// controller that knows the future): each pass proposes up to maxDraft
+// tokens as SimulateSpec's drafter does and keeps only those that come
+// true, so nothing drafted is wasted. A controller choosing draft lengths
+// for this drafter can only waste more (its passes may start elsewhere, so
+// this is the ceiling of stopping well, not a strict bound).
+func SpecCeiling(ids []int, start, maxDraft int, costs PassCosts) SpecSim {
+	sim := SpecSim{Tokens: len(ids) - start, Lengths: make([]int, maxDraft+1)}
+	for pos := start; pos < len(ids)-1; {
+		draft := proposeDraft(ids[:pos+1], min(maxDraft, len(ids)-1-pos-1))
+		acc := 0
+		for acc < len(draft) && draft[acc] == ids[pos+1+acc] {
+			acc++
+		}
+		T := acc + 1
+		sim.Passes++
+		sim.Lengths[acc]++
+		sim.Drafted += acc
+		sim.Accepted += acc
+		sim.Bytes += costs.Bytes(T)
+		sim.Seconds += costs.Seconds(T)
+		pos += acc + 1
+	}
+	return sim
+}
+
 // PassTiming is what decode passes of T positions compute, measured on a
 // checkpoint resident in memory with every expert cached.
 type PassTiming struct {

@@ -91,7 +91,7 @@ var specSamplings = []struct {
 
 // specLine is one line of `k3 bench spec --json`.
 type specLine struct {
-	Kind            string  `json:"kind"`              // reply, acceptance, timing, disk, overlap, projection, reference
+	Kind            string  `json:"kind"`              // reply, acceptance, timing, disk, overlap, projection, ceiling, reference
 	Compute         string  `json:"compute,omitempty"` // projection: "measured" or "read-bound"
 	Prompt          string  `json:"prompt,omitempty"`
 	Sampling        string  `json:"sampling,omitempty"`
@@ -147,7 +147,8 @@ func benchSpec(args []string, stdout, stderr io.Writer) int {
 		"summarise-this-text, a second chat turn) greedy and with a seed, generating with the engine's",
 		"drafter and verifier without speculation and at every draft length up to --max-draft (the ids",
 		"are checked to be the same), and reports drafted/accepted tokens, accepted per pass and passes",
-		"per token. A reply not of the kind asked (the demo model knows sayings, not code) is marked.",
+		"per token. A reply not of the kind asked (the demo model knows sayings, not code) is marked;",
+		"the task model in a clone's testdata/models/task also writes code and summaries.",
 		"Then it projects the full model's bytes read and s/token per generated token at the laptop,",
 		"desktop and server presets without speculation, with the automatic draft length (the engine's",
 		"controller deciding at the preset's pass costs while the model generates) and the best fixed",
@@ -339,6 +340,9 @@ func benchSpec(args []string, stdout, stderr io.Writer) int {
 	return ExitOK
 }
 
+// specCeiling marks the ceiling row (engine.SpecCeiling) among the modes.
+const specCeiling engine.Spec = -2
+
 // unitCosts count positions: a pass of T positions reads T bytes.
 var unitCosts = engine.PassCosts{DiskBps: 1, Compute: []float64{0, 0}, ExpertBytes: 1}
 
@@ -376,7 +380,7 @@ func specPromptIDs(ctx context.Context, e *engine.Engine, tok *tokenizer.Tokeniz
 // length; disk 1 and compute 0 give bytes only.
 func projectAll(cases []*specCase, computeModel string, disk float64, compute []float64, overlap float64, maxDraft int, seconds bool,
 	gen func(*specCase, engine.Spec, func(int) float64) (*engine.GenResult, error), emit func(specLine, string), title func(string)) error {
-	title(fmt.Sprintf("%-8s %-12s %-7s %-5s %9s %9s %7s %9s %11s  %s", "preset", "prompt", "", "spec", "s/token", "GB/token", "vs off", "acc/pass", "pass/token", "passes by draft length 0.."))
+	title(fmt.Sprintf("%-8s %-12s %-7s %-7s %9s %9s %7s %9s %11s  %s", "preset", "prompt", "", "spec", "s/token", "GB/token", "vs off", "acc/pass", "pass/token", "passes by draft length 0.."))
 	for _, name := range []string{"laptop", "desktop", "server"} {
 		pr, _ := plan.Lookup(name)
 		pred := doctor.Predict(pr, doctor.Speeds{TrunkDiskGBps: disk, ExpertDiskGBps: disk, BF16GBps: 1, MXFP4GBps: 1})
@@ -404,6 +408,14 @@ func projectAll(cases []*specCase, computeModel string, disk float64, compute []
 					r    engine.SpecSim
 				}{fmt.Sprint(bestK), best})
 			}
+			if computeModel == "read-bound" {
+				all := append(slices.Clone(c.ids), c.off.Generated...)
+				r := engine.SpecCeiling(all, len(c.ids), maxDraft, costs)
+				rows = append(rows, struct {
+					spec string
+					r    engine.SpecSim
+				}{"ceiling", r})
+			}
 			for _, row := range rows {
 				r := row.r
 				ppt := float64(r.Passes+1) / float64(max(r.Tokens, 1))
@@ -412,10 +424,14 @@ func projectAll(cases []*specCase, computeModel string, disk float64, compute []
 					spt, sText = 0, fmt.Sprintf("%9s", "-")
 				}
 				ratio := off.BytesPerToken() / r.BytesPerToken()
-				emit(specLine{Kind: "projection", Compute: computeModel, Preset: name, Prompt: c.prompt, Sampling: c.sampling, Spec: row.spec, Tokens: r.Tokens, Passes: r.Passes,
+				kind := "projection"
+				if row.spec == "ceiling" {
+					kind = "ceiling"
+				}
+				emit(specLine{Kind: kind, Compute: computeModel, Preset: name, Prompt: c.prompt, Sampling: c.sampling, Spec: row.spec, Tokens: r.Tokens, Passes: r.Passes,
 					Drafted: r.Drafted, Accepted: r.Accepted, AcceptedPerPass: r.AcceptedPerPass(), PassesPerToken: ppt, SecondsPerToken: spt, BytesPerToken: r.BytesPerToken(),
 					BytesRatio: ratio, Lengths: r.Lengths, TooWeak: c.weak != ""},
-					fmt.Sprintf("%-8s %-12s %-7s %-5s %s %9.2f %6.2fx %9.2f %11.2f  %s%s", name, c.prompt, c.sampling, row.spec, sText, r.BytesPerToken()/1e9, ratio,
+					fmt.Sprintf("%-8s %-12s %-7s %-7s %s %9.2f %6.2fx %9.2f %11.2f  %s%s", name, c.prompt, c.sampling, row.spec, sText, r.BytesPerToken()/1e9, ratio,
 						r.AcceptedPerPass(), ppt, strings.Trim(fmt.Sprint(r.Lengths), "[]"), weakMark(c.weak)))
 			}
 		}
@@ -427,7 +443,7 @@ func projectAll(cases []*specCase, computeModel string, disk float64, compute []
 // replies, read-bound at the laptop preset.
 func benchSpecReference(maxDraft int, emit func(specLine, string), title func(string)) {
 	title("\nhand-written replies, no model (the drafter on code and a summary, which the demo model cannot write): laptop, read-bound")
-	title(fmt.Sprintf("%-12s %6s %-5s %9s %9s %10s %7s  %s", "prompt", "reply", "spec", "drafted", "accepted", "GB/token", "vs off", "passes by draft length 0.."))
+	title(fmt.Sprintf("%-12s %6s %-7s %9s %9s %10s %7s  %s", "prompt", "reply", "spec", "drafted", "accepted", "GB/token", "vs off", "passes by draft length 0.."))
 	pr, _ := plan.Lookup("laptop")
 	pred := doctor.Predict(pr, doctor.Speeds{TrunkDiskGBps: 1, ExpertDiskGBps: 1, BF16GBps: 1, MXFP4GBps: 1})
 	costs := engine.PassCosts{TrunkBytes: float64(pred.StreamedTrunkBytesPerToken), ExpertBytes: (1 - pred.ExpertHitRate) * float64(doctor.K3.ExpertBytesPerToken()),
@@ -439,14 +455,19 @@ func benchSpecReference(maxDraft int, emit func(specLine, string), title func(st
 			panic(err) // fixed texts
 		}
 		off := engine.SimulateSpec(ids, start, engine.SpecOff, maxDraft, costs)
-		for _, spec := range []engine.Spec{engine.SpecOff, engine.SpecAuto, engine.Spec(maxDraft)} {
+		for _, spec := range []engine.Spec{engine.SpecOff, engine.SpecAuto, engine.Spec(maxDraft), specCeiling} {
 			r := engine.SimulateSpec(ids, start, spec, maxDraft, costs)
+			name := spec.String()
+			if spec == specCeiling {
+				r, name = engine.SpecCeiling(ids, start, maxDraft, costs), "ceiling"
+			}
 			ratio := off.BytesPerToken() / r.BytesPerToken()
-			emit(specLine{Kind: "reference", Compute: "read-bound", Preset: "laptop", Prompt: p.name, Spec: spec.String(), Tokens: r.Tokens, Passes: r.Passes, Drafted: r.Drafted,
+			emit(specLine{Kind: "reference", Compute: "read-bound", Preset: "laptop", Prompt: p.name, Spec: name, Tokens: r.Tokens, Passes: r.Passes, Drafted: r.Drafted,
 				Accepted: r.Accepted, AcceptedPerPass: r.AcceptedPerPass(), BytesPerToken: r.BytesPerToken(), BytesRatio: ratio, Lengths: r.Lengths, Note: "hand-written reply, no model"},
-				fmt.Sprintf("%-12s %6d %-5s %9d %9d %10.2f %6.2fx  %s", p.name, r.Tokens, spec, r.Drafted, r.Accepted, r.BytesPerToken()/1e9, ratio, strings.Trim(fmt.Sprint(r.Lengths), "[]")))
+				fmt.Sprintf("%-12s %6d %-7s %9d %9d %10.2f %6.2fx  %s", p.name, r.Tokens, name, r.Drafted, r.Accepted, r.BytesPerToken()/1e9, ratio, strings.Trim(fmt.Sprint(r.Lengths), "[]")))
 		}
 	}
+	title("(ceiling: each pass drafts what the drafter proposes, cut where it first fails, as a controller that knew the reply would)")
 }
 
 // measureSpecOverlap decodes a few tokens of the real-width checkpoint

@@ -54,7 +54,8 @@ func TestBenchSpecAcceptance(t *testing.T) {
 			}
 		}
 	}
-	require.Len(t, kinds["reference"], 4*3)
+	require.Len(t, kinds["ceiling"], 3*8, "a ceiling row per preset and case")
+	require.Len(t, kinds["reference"], 4*4)
 	for _, l := range kinds["reference"] {
 		assert.Equal(t, "hand-written reply, no model", l.Note)
 	}
