@@ -43,6 +43,7 @@ REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, os.path.join(REPO, "tools", "reference"))
 sys.path.insert(0, HERE)
 import corpus  # noqa: E402
+import tasks  # noqa: E402
 import k3ref  # noqa: E402
 import make_models  # noqa: E402
 
@@ -234,7 +235,13 @@ def run(cmd, **kw):
     subprocess.run(cmd, check=True, **kw)
 
 
-def prepare(work, seed):
+# the task model (--tasks): conversations of the two extra tasks, and the bench's texts they
+# must not contain
+N_SUMMARIES, N_CODE, N_TASK_HELDOUT = 2400, 1600, 100
+BENCH_TEXTS = ["The town council met on Tuesday", "SumCSV"]
+
+
+def prepare(work, seed, with_tasks=False):
     dic = corpus.load_dict()
     psg = corpus.passages(dic)
     # a small set the model can learn by heart (short, every word in the dictionary), and
@@ -246,6 +253,16 @@ def prepare(work, seed):
     held = sorted(cand[N_TRAIN_PASSAGES:N_TRAIN_PASSAGES + N_HELDOUT_PASSAGES])
     conv_train = corpus.conversations([psg[i] for i in train], dic, seed, canned=CANNED, multi_turn=MULTI_TURN)
     conv_held = corpus.conversations([psg[i] for i in held], dic, seed + 1, canned=0, multi_turn=0.0)
+    if with_tasks:
+        # summaries of texts made of sentences from the passages the sayings do not use (the
+        # held-out ones from their own share), and code; shuffled in among the sayings
+        used = set(train) | set(held)
+        sents = tasks.sentences([p for i, p in enumerate(psg) if i not in used])
+        cut = len(sents) * 9 // 10
+        conv_train += tasks.summaries(sents[:cut], N_SUMMARIES, seed + 2) + tasks.code_conversations(N_CODE, seed + 3)
+        conv_held += tasks.summaries(sents[cut:], N_TASK_HELDOUT, seed + 4) + tasks.code_conversations(N_TASK_HELDOUT, seed + 5)
+        random.Random(seed + 6).shuffle(conv_train)
+        tasks.held_out_check(conv_train + conv_held, BENCH_TEXTS)
     os.makedirs(work, exist_ok=True)
     digest = hashlib.sha256()
     for name, convs in (("train", conv_train), ("heldout", conv_held)):
@@ -261,7 +278,7 @@ def prepare(work, seed):
     tokdir = os.path.join(work, "tok")
     stamp = os.path.join(work, "stamp")
     fresh = os.path.exists(stamp) and open(stamp).read() == digest.hexdigest()
-    if not fresh:       # the same conversations and tools give the same tokenizer and ids: reuse them
+    if not fresh:     # the same conversations and tools give the same tokenizer and ids: reuse them
         run([prep, "tokenizer", "-conv", os.path.join(work, "train.conv.jsonl"), "-merges", str(MERGES),
              "-numbase", str(NUM_BASE), "-out", tokdir])
     data = {}
@@ -593,9 +610,18 @@ def main():
     ap.add_argument("--expect-dir", default=os.path.join(REPO, "testdata", "models", "demo"))
     ap.add_argument("--report", default=os.path.join(HERE, "training.json"))
     ap.add_argument("--no-expect", action="store_true")
+    ap.add_argument("--tasks", action="store_true",
+                    help="train the task model instead: the sayings plus summaries and Go code (tasks.py); "
+                         "needs --out, --report and implies --no-expect")
     ap.add_argument("--expect-only", action="store_true",
                     help="only (re)write expect.json for the checkpoint already in --out")
     args = ap.parse_args()
+    if args.tasks:
+        if args.out == ap.get_default("out") or args.report == ap.get_default("report"):
+            raise SystemExit("--tasks writes another model: give it --out and --report")
+        args.no_expect = True
+        if args.work == ap.get_default("work"):
+            args.work = "/tmp/k3-task-train"
     torch.set_num_threads(args.threads)
     torch.manual_seed(SEED)
     if args.expect_only:
@@ -603,14 +629,14 @@ def main():
         write_expect(args.out, args.expect_dir, args.work, tokdir)
         return
     t_start = time.time()
-    data, tokdir, info = prepare(args.work, SEED)
+    data, tokdir, info = prepare(args.work, SEED, args.tasks)
     print(json.dumps({k: v for k, v in info.items() if k != "fortunes_files_sha256"}), flush=True)
     cfg_json = build_config()
     cfg = k3ref.K3Config(cfg_json)
     params = init_params(cfg, SEED)
     n_params = sum(v.numel() for v in params.values())
     print(f"parameters: {n_params} ({sum(v.numel() for k, v in params.items() if is_expert(k))} in routed experts)")
-    report = {"seed": SEED, "config": {"text": TEXT, "linear": LINEAR}, "parameters": n_params, "data": info,
+    report = {"tasks": args.tasks, "seed": SEED, "config": {"text": TEXT, "linear": LINEAR}, "parameters": n_params, "data": info,
               "torch": torch.__version__, "threads": args.threads,
               "blas": "openblas" if OPENBLAS in os.environ.get("LD_LIBRARY_PATH", "") else "system libblas", "steps": args.steps, "qat_steps": args.qat_steps}
 
@@ -638,8 +664,8 @@ def main():
     for f in ("tiktoken.model", "tokenizer_config.json"):
         with open(os.path.join(tokdir, f), "rb") as src, open(os.path.join(args.out, f), "wb") as dst:
             dst.write(src.read())
-    report["samples"] = sample_replies(exported, args.work, tokdir, ["Hello!", "Tell me a saying about love.",
-                                                                     "Do you know a saying about work?"])
+    users = ["Hello!", "Tell me a saying about love.", "Do you know a saying about work?"]
+    report["samples"] = sample_replies(exported, args.work, tokdir, users)
     for s in report["samples"]:
         print(json.dumps(s), flush=True)
     if not args.no_expect:
