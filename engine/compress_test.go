@@ -264,7 +264,6 @@ func layerSizes(t *testing.T, name, dir string) []int64 {
 	return m.TrunkLayerBytes()
 }
 
-// runBytes is the length of all layer runs of a trunk.
 // firstRun is the length of the first layer's run in the trunk at dir.
 func firstRun(t *testing.T, dir string) int64 {
 	t.Helper()
@@ -275,6 +274,7 @@ func firstRun(t *testing.T, dir string) int64 {
 	return r.Length
 }
 
+// runBytes is the length of all layer runs of a trunk.
 func runBytes(t *testing.T, dir string) int64 {
 	t.Helper()
 	tr, err := trunk.Open(dir)

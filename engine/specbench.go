@@ -74,7 +74,6 @@ func SpecSimOf(res *GenResult, maxDraft int, costs PassCosts) SpecSim {
 // mode is SpecOff, a forced length, or SpecAuto (the engine's controller,
 // with costs as its cost model and the acceptance measured as it goes).
 func SimulateSpec(ids []int, start int, mode Spec, maxDraft int, costs PassCosts) SpecSim {
-	sim := SpecSim{Tokens: len(ids) - start, Lengths: make([]int, maxDraft+1)}
 	var ctl *specControl
 	if mode != SpecOff {
 		ctl = newSpecControl(maxDraft, costs.Seconds)
@@ -83,26 +82,14 @@ func SimulateSpec(ids []int, start int, mode Spec, maxDraft int, costs PassCosts
 		}
 	}
 	ctl.start(ids[:start])
-	for pos := start; pos < len(ids)-1; {
+	return simulatePasses(ids, start, maxDraft, costs, func(pos int) []int {
 		ctl.observeToken(ids[:pos+1])
-		draft := ctl.draft(ids[:pos+1], len(ids)-1-pos)
-		acc := 0
-		for acc < len(draft) && draft[acc] == ids[pos+1+acc] {
-			acc++
-		}
-		T := len(draft) + 1
-		sim.Passes++
-		sim.Lengths[len(draft)]++
-		sim.Drafted += len(draft)
-		sim.Accepted += acc
-		sim.Bytes += costs.Bytes(T)
-		sim.Seconds += costs.Seconds(T)
+		return ctl.draft(ids[:pos+1], len(ids)-1-pos)
+	}, func(pos, acc int) {
 		for i := 1; i <= acc; i++ {
 			ctl.observeToken(ids[:pos+i+1])
 		}
-		pos += acc + 1
-	}
-	return sim
+	})
 }
 
 // SpecCeiling is what the engine's drafter could give over a known
@@ -113,23 +100,41 @@ func SimulateSpec(ids []int, start int, mode Spec, maxDraft int, costs PassCosts
 // for this drafter can only waste more (its passes may start elsewhere, so
 // this is the ceiling of stopping well, not a strict bound).
 func SpecCeiling(ids []int, start, maxDraft int, costs PassCosts) SpecSim {
+	return simulatePasses(ids, start, maxDraft, costs, func(pos int) []int {
+		d := proposeDraft(ids[:pos+1], min(maxDraft, len(ids)-1-pos-1))
+		return d[:comeTrue(d, ids[pos+1:])]
+	}, func(int, int) {})
+}
+
+// simulatePasses runs decode passes over ids from start as if the model
+// chose exactly ids[start:]: the pass at pos feeds ids[pos] with the draft
+// draftAt(pos), accepts the drafts that equal the next ids (then told to
+// kept) and costs what costs say.
+func simulatePasses(ids []int, start, maxDraft int, costs PassCosts, draftAt func(pos int) []int, kept func(pos, acc int)) SpecSim {
 	sim := SpecSim{Tokens: len(ids) - start, Lengths: make([]int, maxDraft+1)}
 	for pos := start; pos < len(ids)-1; {
-		draft := proposeDraft(ids[:pos+1], min(maxDraft, len(ids)-1-pos-1))
-		acc := 0
-		for acc < len(draft) && draft[acc] == ids[pos+1+acc] {
-			acc++
-		}
-		T := acc + 1
+		draft := draftAt(pos)
+		acc := comeTrue(draft, ids[pos+1:])
+		T := len(draft) + 1
 		sim.Passes++
-		sim.Lengths[acc]++
-		sim.Drafted += acc
+		sim.Lengths[len(draft)]++
+		sim.Drafted += len(draft)
 		sim.Accepted += acc
 		sim.Bytes += costs.Bytes(T)
 		sim.Seconds += costs.Seconds(T)
+		kept(pos, acc)
 		pos += acc + 1
 	}
 	return sim
+}
+
+// comeTrue is how many leading tokens of draft equal next.
+func comeTrue(draft, next []int) int {
+	n := 0
+	for n < len(draft) && n < len(next) && draft[n] == next[n] {
+		n++
+	}
+	return n
 }
 
 // PassTiming is what decode passes of T positions compute, measured on a

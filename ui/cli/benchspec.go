@@ -340,8 +340,12 @@ func benchSpec(args []string, stdout, stderr io.Writer) int {
 	return ExitOK
 }
 
-// specCeiling marks the ceiling row (engine.SpecCeiling) among the modes.
-const specCeiling engine.Spec = -2
+// specRow is one row of a projection: its line kind, its spec column and
+// the simulated passes.
+type specRow struct {
+	kind, spec string
+	r          engine.SpecSim
+}
 
 // unitCosts count positions: a pass of T positions reads T bytes.
 var unitCosts = engine.PassCosts{DiskBps: 1, Compute: []float64{0, 0}, ExpertBytes: 1}
@@ -392,10 +396,7 @@ func projectAll(cases []*specCase, computeModel string, disk float64, compute []
 				return err
 			}
 			off := engine.SpecSimOf(c.off, maxDraft, costs)
-			rows := []struct {
-				spec string
-				r    engine.SpecSim
-			}{{"off", off}, {"auto", engine.SpecSimOf(auto, maxDraft, costs)}}
+			rows := []specRow{{"projection", "off", off}, {"projection", "auto", engine.SpecSimOf(auto, maxDraft, costs)}}
 			bestK, best := 0, off
 			for k, f := range c.forced {
 				if r := engine.SpecSimOf(f, maxDraft, costs); r.Seconds < best.Seconds {
@@ -403,18 +404,11 @@ func projectAll(cases []*specCase, computeModel string, disk float64, compute []
 				}
 			}
 			if bestK > 0 {
-				rows = append(rows, struct {
-					spec string
-					r    engine.SpecSim
-				}{fmt.Sprint(bestK), best})
+				rows = append(rows, specRow{"projection", fmt.Sprint(bestK), best})
 			}
 			if computeModel == "read-bound" {
 				all := append(slices.Clone(c.ids), c.off.Generated...)
-				r := engine.SpecCeiling(all, len(c.ids), maxDraft, costs)
-				rows = append(rows, struct {
-					spec string
-					r    engine.SpecSim
-				}{"ceiling", r})
+				rows = append(rows, specRow{"ceiling", "ceiling", engine.SpecCeiling(all, len(c.ids), maxDraft, costs)})
 			}
 			for _, row := range rows {
 				r := row.r
@@ -424,11 +418,7 @@ func projectAll(cases []*specCase, computeModel string, disk float64, compute []
 					spt, sText = 0, fmt.Sprintf("%9s", "-")
 				}
 				ratio := off.BytesPerToken() / r.BytesPerToken()
-				kind := "projection"
-				if row.spec == "ceiling" {
-					kind = "ceiling"
-				}
-				emit(specLine{Kind: kind, Compute: computeModel, Preset: name, Prompt: c.prompt, Sampling: c.sampling, Spec: row.spec, Tokens: r.Tokens, Passes: r.Passes,
+				emit(specLine{Kind: row.kind, Compute: computeModel, Preset: name, Prompt: c.prompt, Sampling: c.sampling, Spec: row.spec, Tokens: r.Tokens, Passes: r.Passes,
 					Drafted: r.Drafted, Accepted: r.Accepted, AcceptedPerPass: r.AcceptedPerPass(), PassesPerToken: ppt, SecondsPerToken: spt, BytesPerToken: r.BytesPerToken(),
 					BytesRatio: ratio, Lengths: r.Lengths, TooWeak: c.weak != ""},
 					fmt.Sprintf("%-8s %-12s %-7s %-7s %s %9.2f %6.2fx %9.2f %11.2f  %s%s", name, c.prompt, c.sampling, row.spec, sText, r.BytesPerToken()/1e9, ratio,
@@ -455,12 +445,13 @@ func benchSpecReference(maxDraft int, emit func(specLine, string), title func(st
 			panic(err) // fixed texts
 		}
 		off := engine.SimulateSpec(ids, start, engine.SpecOff, maxDraft, costs)
-		for _, spec := range []engine.Spec{engine.SpecOff, engine.SpecAuto, engine.Spec(maxDraft), specCeiling} {
-			r := engine.SimulateSpec(ids, start, spec, maxDraft, costs)
-			name := spec.String()
-			if spec == specCeiling {
-				r, name = engine.SpecCeiling(ids, start, maxDraft, costs), "ceiling"
-			}
+		rows := []specRow{{spec: "off", r: off}}
+		for _, spec := range []engine.Spec{engine.SpecAuto, engine.Spec(maxDraft)} {
+			rows = append(rows, specRow{spec: spec.String(), r: engine.SimulateSpec(ids, start, spec, maxDraft, costs)})
+		}
+		rows = append(rows, specRow{spec: "ceiling", r: engine.SpecCeiling(ids, start, maxDraft, costs)})
+		for _, row := range rows {
+			r, name := row.r, row.spec
 			ratio := off.BytesPerToken() / r.BytesPerToken()
 			emit(specLine{Kind: "reference", Compute: "read-bound", Preset: "laptop", Prompt: p.name, Spec: name, Tokens: r.Tokens, Passes: r.Passes, Drafted: r.Drafted,
 				Accepted: r.Accepted, AcceptedPerPass: r.AcceptedPerPass(), BytesPerToken: r.BytesPerToken(), BytesRatio: ratio, Lengths: r.Lengths, Note: "hand-written reply, no model"},

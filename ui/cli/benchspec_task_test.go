@@ -1,8 +1,6 @@
 package cli
 
 import (
-	"encoding/json"
-	"strings"
 	"testing"
 
 	"k3/internal/fixture"
@@ -19,14 +17,7 @@ import (
 // the code prompt reads fewer bytes at the laptop preset, though short of
 // 1.3x: so is even its ceiling (every draft cut where it first fails).
 func TestBenchSpecTaskModel(t *testing.T) {
-	code, stdout, stderr := runK3("bench", "spec", "--acceptance-only", "--json", "--model", fixture.Path("models", "task"))
-	require.Equal(t, ExitOK, code, stderr)
-	kinds := map[string][]specLine{}
-	for _, l := range strings.Split(strings.TrimSpace(stdout), "\n") {
-		var sl specLine
-		require.NoError(t, json.Unmarshal([]byte(l), &sl), l)
-		kinds[sl.Kind] = append(kinds[sl.Kind], sl)
-	}
+	kinds := benchSpecLines(t, "--model", fixture.Path("models", "task"))
 	require.Len(t, kinds["reply"], 8)
 	for _, r := range kinds["reply"] {
 		assert.Equal(t, r.Prompt == "summarise", r.TooWeak, "%s %s: %s (%q)", r.Prompt, r.Sampling, r.Note, r.Text)

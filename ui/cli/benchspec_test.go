@@ -16,14 +16,7 @@ import (
 // the server preset (nothing streamed), and the hand-written replies are
 // labelled as such.
 func TestBenchSpecAcceptance(t *testing.T) {
-	code, stdout, stderr := runK3("bench", "spec", "--acceptance-only", "--reference", "--json")
-	require.Equal(t, ExitOK, code, stderr)
-	kinds := map[string][]specLine{}
-	for _, l := range strings.Split(strings.TrimSpace(stdout), "\n") {
-		var sl specLine
-		require.NoError(t, json.Unmarshal([]byte(l), &sl), l)
-		kinds[sl.Kind] = append(kinds[sl.Kind], sl)
-	}
+	kinds := benchSpecLines(t, "--reference")
 	require.Len(t, kinds["reply"], 8)
 	for _, r := range kinds["reply"] {
 		weak := r.Prompt == "code" || r.Prompt == "summarise"
@@ -60,9 +53,24 @@ func TestBenchSpecAcceptance(t *testing.T) {
 		assert.Equal(t, "hand-written reply, no model", l.Note)
 	}
 
-	code, _, stderr = runK3("bench", "spec", "--max-draft", "0")
+	code, _, stderr := runK3("bench", "spec", "--max-draft", "0")
 	assert.Equal(t, ExitUsage, code)
 	assert.Contains(t, stderr, "--max-draft must be 1..32")
+}
+
+// benchSpecLines runs `k3 bench spec --acceptance-only --json` with args
+// and groups its lines by kind.
+func benchSpecLines(t *testing.T, args ...string) map[string][]specLine {
+	t.Helper()
+	code, stdout, stderr := runK3(append([]string{"bench", "spec", "--acceptance-only", "--json"}, args...)...)
+	require.Equal(t, ExitOK, code, stderr)
+	kinds := map[string][]specLine{}
+	for _, l := range strings.Split(strings.TrimSpace(stdout), "\n") {
+		var sl specLine
+		require.NoError(t, json.Unmarshal([]byte(l), &sl), l)
+		kinds[sl.Kind] = append(kinds[sl.Kind], sl)
+	}
+	return kinds
 }
 
 // countMissingBest counts the cases without a fixed length that beats
