@@ -75,7 +75,7 @@ func (m *Model) SaveState(path string, s *State) error {
 		}
 	}
 	w32(crc32.Checksum(b.Bytes(), castagnoli))
-	return atomicfile.Write(path, b.Bytes())
+	return atomicfile.WritePrivate(path, b.Bytes())
 }
 
 // ErrStateMismatch is wrapped by LoadState when the file belongs to another

@@ -251,7 +251,7 @@ func (f *historyFiles) save(path string, data []byte) error {
 			return f.saveAside(path, data, "another program changed it after it was read")
 		}
 	}
-	if err := atomicfile.Write(path, data); err != nil {
+	if err := atomicfile.WritePrivate(path, data); err != nil {
 		return err
 	}
 	f.seen[key] = versionOf(data, true)
@@ -259,6 +259,9 @@ func (f *historyFiles) save(path string, data []byte) error {
 }
 
 // saveAside writes data to the first free NAME.conflict-N.EXT beside path.
+// The copy is created exclusively (atomicfile.WriteNew): another writer,
+// in this process or another, taking the same name at the same moment
+// makes this one try the next name, so no copy replaces another.
 func (f *historyFiles) saveAside(path string, data []byte, why string) error {
 	ext := filepath.Ext(path)
 	stem := strings.TrimSuffix(path, ext)
@@ -267,7 +270,11 @@ func (f *historyFiles) saveAside(path string, data []byte, why string) error {
 		if _, err := os.Lstat(alt); !errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
-		if err := atomicfile.Write(alt, data); err != nil {
+		err := atomicfile.WriteNew(alt, data, 0o600)
+		if errors.Is(err, fs.ErrExist) {
+			continue // taken since the Lstat
+		}
+		if err != nil {
 			return fmt.Errorf("%s: %s, and saving it as %s failed: %w", path, why, alt, err)
 		}
 		f.seen[fileKey(alt)] = versionOf(data, true)

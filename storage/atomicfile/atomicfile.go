@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -18,17 +19,41 @@ import (
 	"time"
 )
 
-// Write replaces path with data atomically (mode 0644), syncing the file
-// before the rename.
-func Write(path string, data []byte) error { return write(path, bytesFill(data), true, false) }
+// Write replaces path with data atomically, syncing the file before the
+// rename. A file that exists keeps its permission bits; a new file gets
+// 0666 less the umask, as os.Create would give it.
+func Write(path string, data []byte) error {
+	return write(path, bytesFill(data), opts{perm: 0o666, fileSync: true})
+}
+
+// WritePrivate is Write for what only its owner should read (histories,
+// state files, keys): a new file gets 0600 less the umask; a file that
+// exists keeps its permission bits.
+func WritePrivate(path string, data []byte) error {
+	return write(path, bytesFill(data), opts{perm: 0o600, fileSync: true})
+}
+
+// WriteNew writes data to path atomically only if path does not exist yet:
+// the complete file appears under its name at once (a hard link of the
+// synced temporary file), or not at all. When path exists it returns an
+// error wrapping fs.ErrExist and leaves path alone, so concurrent writers
+// of the same name, in this process or in others, never replace each
+// other. perm is the new file's mode before the umask.
+func WriteNew(path string, data []byte, perm fs.FileMode) error {
+	return write(path, bytesFill(data), opts{perm: perm, fileSync: true, exclusive: true})
+}
 
 // WriteDurable is Write followed by a sync of the directory, so the new name
 // survives a crash.
-func WriteDurable(path string, data []byte) error { return write(path, bytesFill(data), true, true) }
+func WriteDurable(path string, data []byte) error {
+	return write(path, bytesFill(data), opts{perm: 0o666, fileSync: true, dirSync: true})
+}
 
 // WriteNoSync is Write without any fsync: for progress records whose loss
 // in a crash costs only progress (a reader must verify what they claim).
-func WriteNoSync(path string, data []byte) error { return write(path, bytesFill(data), false, false) }
+func WriteNoSync(path string, data []byte) error {
+	return write(path, bytesFill(data), opts{perm: 0o666})
+}
 
 // WriteFunc is Write for content produced as a stream: fill writes the new
 // content to w (buffered; a write error is returned by the next write or at
@@ -41,7 +66,14 @@ func WriteFunc(path string, fill func(w io.Writer) error) error {
 			return fillError{err}
 		}
 		return w.Flush()
-	}, true, false)
+	}, opts{perm: 0o666, fileSync: true})
+}
+
+// opts is how write writes.
+type opts struct {
+	perm              fs.FileMode // a new file's mode before the umask
+	fileSync, dirSync bool
+	exclusive         bool // never replace an existing path (WriteNew)
 }
 
 // fillError marks an error of the caller's fill function, returned as is.
@@ -56,26 +88,36 @@ func bytesFill(data []byte) func(*os.File) error {
 	}
 }
 
-func write(path string, fill func(*os.File) error, fileSync, dirSync bool) error {
+func write(path string, fill func(*os.File) error, o opts) error {
 	dir := filepath.Dir(path)
 	// the writer's pid in the name lets CleanStale tell a temporary file
 	// of a writer killed before its rename from one still being written
-	f, err := os.CreateTemp(dir, tempPrefix(path)+strconv.Itoa(os.Getpid())+"-*")
+	f, err := createTemp(dir, tempPrefix(path)+strconv.Itoa(os.Getpid())+"-", o.perm)
 	if err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	tmp := f.Name()
-	if err = fill(f); err == nil {
-		err = f.Chmod(0o644)
+	err = fill(f)
+	if err == nil && !o.exclusive {
+		// an existing file keeps its mode (the temporary one was created
+		// with o.perm less the umask, what a new file gets)
+		if fi, serr := os.Stat(path); serr == nil && fi.Mode().IsRegular() {
+			err = f.Chmod(fi.Mode().Perm())
+		}
 	}
-	if err == nil && fileSync {
+	if err == nil && o.fileSync {
 		err = f.Sync()
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	if err == nil {
-		err = os.Rename(tmp, path)
+		if o.exclusive {
+			err = os.Link(tmp, path)
+			os.Remove(tmp)
+		} else {
+			err = os.Rename(tmp, path)
+		}
 	}
 	if err != nil {
 		os.Remove(tmp)
@@ -84,12 +126,26 @@ func write(path string, fill func(*os.File) error, fileSync, dirSync bool) error
 		}
 		return fmt.Errorf("write %s: %w", path, err)
 	}
-	if dirSync {
+	if o.dirSync {
 		if err := syncDir(dir); err != nil {
 			return fmt.Errorf("sync %s: %w", dir, err)
 		}
 	}
 	return nil
+}
+
+// createTemp creates a new file prefix+RANDOM in dir with mode perm less
+// the umask (os.CreateTemp would always give 0600).
+func createTemp(dir, prefix string, perm fs.FileMode) (*os.File, error) {
+	for range 10000 {
+		name := filepath.Join(dir, prefix+strconv.FormatUint(uint64(rand.Uint32()), 10))
+		f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, perm)
+		if errors.Is(err, fs.ErrExist) {
+			continue
+		}
+		return f, err
+	}
+	return nil, fmt.Errorf("no free temporary name in %s", dir)
 }
 
 func tempPrefix(path string) string { return "." + filepath.Base(path) + ".tmp" }

@@ -83,7 +83,7 @@ func cleanTitle(t string) (string, error) {
 
 // New creates an empty conversation with a free title based on want.
 func (c Conversations) New(want string) (string, error) {
-	if err := os.MkdirAll(c.Dir, 0o755); err != nil {
+	if err := os.MkdirAll(c.Dir, 0o700); err != nil {
 		return "", fmt.Errorf("cannot create the conversations folder %s: %w", c.Dir, err)
 	}
 	base, err := cleanTitle(want)
@@ -107,7 +107,7 @@ func (c Conversations) Load(title string) ([]chat.Message, error) {
 
 // Save writes a conversation atomically.
 func (c Conversations) Save(title string, h []chat.Message) error {
-	if err := os.MkdirAll(c.Dir, 0o755); err != nil {
+	if err := os.MkdirAll(c.Dir, 0o700); err != nil {
 		return err
 	}
 	return chat.SaveHistory(c.path(title), h)
@@ -221,7 +221,7 @@ func (c Conversations) SaveOptions(title string, o ConvOptions) error {
 	if err != nil {
 		return err
 	}
-	return atomicfile.Write(c.optionsPath(title), raw)
+	return atomicfile.WritePrivate(c.optionsPath(title), raw)
 }
 
 // AutoTitlePrefix starts the title a new conversation gets; a conversation
