@@ -178,7 +178,12 @@ func Open(dir string, o Options) (*Model, error) {
 		m.Close()
 		return nil, err
 	}
-	m.Fingerprint = Fingerprint(m, ck.set.Files())
+	weights, err := weightsDigest(ck.set)
+	if err != nil {
+		m.Close()
+		return nil, fmt.Errorf("fingerprint the weights: %w", err)
+	}
+	m.Fingerprint = Fingerprint(m, ck.set.Files(), weights)
 	return m, nil
 }
 

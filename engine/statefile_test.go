@@ -2,13 +2,16 @@ package engine
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
+	"hash/crc32"
 	"os"
 	"path/filepath"
 	"slices"
 	"testing"
 
 	"k3/internal/fixture"
+	st2 "k3/storage/safetensors"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -124,4 +127,74 @@ func mustGetwd(t *testing.T) string {
 	wd, err := os.Getwd()
 	require.NoError(t, err)
 	return wd
+}
+
+// Audit N9 (ST1): a state saved from one checkpoint is refused by a
+// fine-tune of the same layout (one tensor's weights changed, names, sizes,
+// headers and file times kept); a version 1 state file is refused with
+// what to do. A saved state is private (0600 less the umask).
+func TestStateRefusedByAFineTuneOfTheSameLayout(t *testing.T) {
+	src := fixture.ModelDir("tiny-release")
+	p := fixture.LoadExpect(t, "tiny-release").Prompts[1]
+	open := func(dir string) *Model {
+		m, err := Open(dir, Options{Budget: Budget{CacheBytes: 1 << 62}})
+		require.NoError(t, err)
+		t.Cleanup(m.Close)
+		return m
+	}
+	m := open(src)
+	e := m.NewEngine(2)
+	defer e.Close()
+	path := filepath.Join(t.TempDir(), "s.k3state")
+	st := m.NewState()
+	_, err := e.Generate(context.Background(), st, p.PromptIDs[:30], GenOptions{})
+	require.NoError(t, err)
+	require.NoError(t, m.SaveState(path, st))
+	fi, err := os.Stat(path)
+	require.NoError(t, err)
+	assert.Zero(t, fi.Mode().Perm()&0o077, "a state file is private: %v", fi.Mode())
+
+	ft := filepath.Join(t.TempDir(), "ft")
+	require.NoError(t, os.CopyFS(ft, os.DirFS(src)))
+	set, err := st2.Open(ft)
+	require.NoError(t, err)
+	tn, ok := set.Get("language_model.model.layers.1.self_attn.o_proj.weight")
+	require.True(t, ok)
+	shard, off := tn.Path, tn.Offset
+	set.Close()
+	orig, err := os.Stat(shard)
+	require.NoError(t, err)
+	f, err := os.OpenFile(shard, os.O_RDWR, 0)
+	require.NoError(t, err)
+	b := make([]byte, 2)
+	_, err = f.ReadAt(b, off)
+	require.NoError(t, err)
+	b[0] ^= 0x10
+	_, err = f.WriteAt(b, off)
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+	require.NoError(t, os.Chtimes(shard, orig.ModTime(), orig.ModTime()))
+
+	_, err = open(ft).LoadState(path)
+	require.ErrorIs(t, err, ErrStateMismatch)
+	assert.Contains(t, err.Error(), "was saved from another model (other weights or config)")
+	_, err = open(filepath.Join(ft, "..", "ft")).LoadState(path)
+	require.ErrorIs(t, err, ErrStateMismatch, "by any path")
+
+	// an unchanged copy still loads it
+	same := filepath.Join(t.TempDir(), "same")
+	require.NoError(t, os.CopyFS(same, os.DirFS(src)))
+	_, err = open(same).LoadState(path)
+	require.NoError(t, err)
+
+	// a version 1 file (no weights in its fingerprint) is refused clearly
+	raw, err := os.ReadFile(path)
+	require.NoError(t, err)
+	v1 := slices.Clone(raw)
+	binary.LittleEndian.PutUint32(v1[8:], 1)
+	binary.LittleEndian.PutUint32(v1[len(v1)-4:], crc32.Checksum(v1[:len(v1)-4], castagnoli))
+	require.NoError(t, os.WriteFile(path, v1, 0o600))
+	_, err = m.LoadState(path)
+	require.ErrorIs(t, err, ErrStateMismatch)
+	assert.Contains(t, err.Error(), "saved by an older k3, whose state files do not identify the model's weights")
 }

@@ -81,12 +81,13 @@
 //
 // # trunk.json
 //
-//	{"format": "k3-trunk", "version": 3,
+//	{"format": "k3-trunk", "version": 4,
 //	 "compression": "BF16C",                           // only in a compressed trunk
 //	 "source": {"files": [{"name": "model-00001-of-00096.safetensors", "size": 123,
 //	                       "mtime_ns": 1764581860920324731,   // modification time when packed
 //	                       "header_sha256": "9f2c..."}, ...], // SHA-256 of the length + header
-//	            "prefix": "language_model."},
+//	            "prefix": "language_model.",
+//	            "weights_sha256": "5d1e..."},        // sampled content of the runs' tensors
 //	 "runs": [{"name": "layer.0", "layer": 0,        // -1 for embed, head, final
 //	           "offset": 4096, "length": 8192,       // in trunk.bin; both multiples of 4096
 //	           "data_bytes": 5000,                   // length without the tail padding
@@ -104,7 +105,13 @@
 // first by a multiple of 16 (a raw block is 16 bytes longer). BF16C
 // tensors appear only when "compression" is "BF16C", and "compression"
 // only from version 3 on; version 2 (the same without compression) is
-// read as it is.
+// read as it is. "weights_sha256" (version 4 on) is
+// safetensors.Set.SampleDigest over every tensor of the runs in order: the
+// first, middle and last 4 KiB of each, so a fine-tune of the same layout
+// whose files keep the original times is told apart by reading a few
+// blocks per tensor. A version 2 or 3 trunk is read, but CheckSet refuses
+// it until k3 pack has compared its runs with the checkpoint and recorded
+// the fingerprint (trunk.bin is kept).
 //
 // source identifies the checkpoint the trunk was packed from: the base
 // names, sizes, modification times and header hashes of its safetensors
@@ -112,7 +119,8 @@
 // identify the packed content. ParseManifest (used by Open) checks every
 // rule above and refuses anything else with a message naming the problem.
 // Trunk.CheckSet refuses a trunk for a checkpoint whose files differ in
-// name, size, header or modification time, or whose tensors' dtypes,
+// name, size, header or modification time, or in the weights fingerprint,
+// or whose tensors' dtypes,
 // shapes and places differ from trunk.json's (for a compressed trunk: the
 // tensors, their order, dtypes — BF16C standing for BF16 — and shapes, as
 // the places depend on the compressed sizes). Pack, finding a complete

@@ -21,14 +21,18 @@ const (
 	PartialFile  = "trunk.partial.json"
 )
 
-// Format and Version identify trunk.json. Version 3 added compression
+// Format and Version identify trunk.json. Version 4 added the weights'
+// fingerprint (Source.WeightsSHA256); a version 2 or 3 trunk is read, but
+// binding it is refused until k3 pack has checked its runs against the
+// checkpoint and recorded the fingerprint. Version 3 added compression
 // (Manifest.Compression, tensors of dtype BF16C); version 2 is the same
 // without it and is read as it is. Version 1 (source files by name and size
 // only) is still read, so that Pack can check such a trunk against its
 // checkpoint and record the rest; Open refuses it.
 const (
 	Format        = "k3-trunk"
-	Version       = 3
+	Version       = 4
+	v3            = 3
 	v2            = 2
 	legacyVersion = 1
 )
@@ -79,6 +83,12 @@ type Manifest struct {
 type Source struct {
 	Files  []SourceFile `json:"files"`
 	Prefix string       `json:"prefix"`
+	// WeightsSHA256 fingerprints the weights the trunk was packed from:
+	// safetensors.Set.SampleDigest over every tensor of the runs, in
+	// order (sampled 4 KiB blocks, lowercase hex). A fine-tune with the
+	// same layout, names, sizes and even modification times differs in
+	// it. Absent before version 4.
+	WeightsSHA256 string `json:"weights_sha256,omitempty"`
 }
 
 // SourceFile is one safetensors file of the source checkpoint. The packed
@@ -297,14 +307,14 @@ func (m *Manifest) validate(done []string) error {
 	if m.Format != Format {
 		return merr("format is %q, want %q", m.Format, Format)
 	}
-	if m.Version != Version && m.Version != v2 && m.Version != legacyVersion {
+	if m.Version != Version && m.Version != v3 && m.Version != v2 && m.Version != legacyVersion {
 		return merr("version %d is not supported (this build reads versions 1 to %d; repack with this k3)", m.Version, Version)
 	}
 	switch {
 	case m.Compression == "":
 	case m.Compression != BF16C:
 		return merr("compression %q is not supported (this build knows %q)", m.Compression, BF16C)
-	case m.Version < Version:
+	case m.Version < v3:
 		return merr("compression is not part of version %d", m.Version)
 	}
 	if err := m.Source.validate(m.Version); err != nil {
@@ -411,6 +421,12 @@ func (s *Source) validate(version int) error {
 			return merr("source.files lists %q twice", f.Name)
 		}
 		seen[f.Name] = true
+	}
+	switch {
+	case version < Version && s.WeightsSHA256 != "":
+		return merr("source.weights_sha256 is not part of version %d", version)
+	case version >= Version && !isSHA256(s.WeightsSHA256):
+		return merr("source.weights_sha256 %q is not 64 lowercase hex digits", s.WeightsSHA256)
 	}
 	if s.Prefix != "" && s.Prefix != "language_model." {
 		return merr("source.prefix is %q, want \"language_model.\" or \"\"", s.Prefix)
@@ -528,9 +544,23 @@ func sameSource(have, want *Source) (bool, string) {
 	return true, ""
 }
 
-// changedFiles lists the files of have whose modification time differs
-// from want's (every file for a version 1 source, which has none).
+// changedFiles lists the files of have whose content may differ from
+// want's: every file when the weights fingerprints differ (or have has
+// none: before version 4), else those whose modification time differs.
 func changedFiles(have, want *Source) []int {
+	if have.WeightsSHA256 != want.WeightsSHA256 {
+		out := make([]int, len(have.Files))
+		for i := range out {
+			out[i] = i
+		}
+		return out
+	}
+	return modifiedFiles(have, want)
+}
+
+// modifiedFiles lists the files of have whose modification time differs
+// from want's (every file for a version 1 source, which has none).
+func modifiedFiles(have, want *Source) []int {
 	var out []int
 	for i := range have.Files {
 		if i < len(want.Files) && (have.Files[i].ModTime == 0 || have.Files[i].ModTime != want.Files[i].ModTime) {

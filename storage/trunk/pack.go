@@ -1162,8 +1162,11 @@ func keepIfSame(ctx context.Context, pl *plan, m *Manifest, bs int, res *Result,
 	}
 	res.Manifest = &kept
 	why := "the checkpoint's files were modified since the pack"
-	if m.Version == legacyVersion {
+	switch {
+	case m.Version < Version:
 		why = "trunk.json was written by an older k3"
+	case m.Source.WeightsSHA256 != pl.m.Source.WeightsSHA256:
+		why = "the checkpoint's weights differ from the ones sampled when the trunk was packed"
 	}
 	res.Notes = append(res.Notes, fmt.Sprintf("%s: %d run(s) gathered again from the checkpoint match the packed ones; trunk.json now records the checkpoint's identity (trunk.bin unchanged)", why, n))
 	return "", nil

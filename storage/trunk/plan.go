@@ -164,6 +164,17 @@ func makePlan(set *safetensors.Set) (*plan, error) {
 		p.src = append(p.src, ts)
 	}
 	p.m.TotalBytes = off
+	var names []string
+	for _, ts := range p.src {
+		for _, t := range ts {
+			names = append(names, t.Name)
+		}
+	}
+	sum, err := set.SampleDigest(names)
+	if err != nil {
+		return nil, fmt.Errorf("fingerprint the weights: %w", err)
+	}
+	p.m.Source.WeightsSHA256 = hex.EncodeToString(sum[:])
 	if err := p.m.validate(nil); err != nil {
 		return nil, fmt.Errorf("internal error: planned manifest is invalid: %w", err)
 	}

@@ -260,10 +260,18 @@ func (t *Trunk) CheckSet(set *safetensors.Set) error {
 	if ok, why := sameSource(&t.m.Source, want); !ok {
 		return fmt.Errorf("%w: %s: %s; repack it: k3 pack MODEL_DIR %s --force", ErrSourceMismatch, t.dir, why, t.dir)
 	}
-	if ch := changedFiles(&t.m.Source, want); len(ch) > 0 {
+	if t.m.Source.WeightsSHA256 == "" {
+		return fmt.Errorf("%w: trunk.json in %s was written by an older k3 (version %d) that did not fingerprint the weights: run k3 pack MODEL_DIR %s to check them against the checkpoint (the trunk is kept if they are the same)",
+			ErrSourceMismatch, t.dir, t.m.Version, t.dir)
+	}
+	if ch := modifiedFiles(&t.m.Source, want); len(ch) > 0 {
 		f := t.m.Source.Files[ch[0]]
 		return fmt.Errorf("%w: %s was modified after the trunk in %s was packed from it (%s then, %s now), so its weights may differ: run k3 pack MODEL_DIR %s to compare them (the trunk is kept if they are the same; --force repacks)",
 			ErrSourceMismatch, f.Name, t.dir, stamp(f.ModTime), stamp(want.Files[ch[0]].ModTime), t.dir)
+	}
+	if t.m.Source.WeightsSHA256 != want.WeightsSHA256 {
+		return fmt.Errorf("%w: the trunk in %s was packed from different weights than this checkpoint's (same files, layout and times; another version of the weights, e.g. a fine-tune): pack again: k3 pack MODEL_DIR %s --force",
+			ErrSourceMismatch, t.dir, t.dir)
 	}
 	if why := planDiff(t.m, pl.m); why != "" {
 		return fmt.Errorf("%w: %s does not match the checkpoint: %s; repack it: k3 pack MODEL_DIR %s --force", ErrSourceMismatch, filepath.Join(t.dir, ManifestFile), why, t.dir)

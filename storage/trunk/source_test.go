@@ -133,6 +133,7 @@ func TestLegacyTrunkIsCheckedAndUpgraded(t *testing.T) {
 		delete(f.(map[string]any), "mtime_ns")
 		delete(f.(map[string]any), "header_sha256")
 	}
+	delete(m["source"].(map[string]any), "weights_sha256")
 	v1, _ := json.Marshal(m)
 	require.NoError(t, os.WriteFile(mp, v1, 0o644))
 
@@ -146,6 +147,87 @@ func TestLegacyTrunkIsCheckedAndUpgraded(t *testing.T) {
 	checkTrunk(t, tinyRelease, tdir)
 	upgraded, _ := os.ReadFile(mp)
 	assert.Equal(t, string(raw), string(upgraded), "the upgrade writes what a fresh pack writes")
+}
+
+// Audit N10 (Z11f): a fine-tune of the same layout whose shards carry the
+// original files' modification times is refused for the old trunk (the
+// weights fingerprint differs), by run and by pack; --force repacks.
+func TestFineTuneWithRestoredTimesIsRefused(t *testing.T) {
+	orig := copyDir(t, tinyRelease)
+	tdir := t.TempDir()
+	pack(t, orig, tdir, Options{})
+	ft := copyDir(t, orig)
+	retouch(t, ft, "language_model.model.layers.2.self_attn.o_proj.weight")
+	ents, err := os.ReadDir(orig)
+	require.NoError(t, err)
+	for _, e := range ents { // touch -r: every file gets the original's times back
+		fi, err := os.Stat(filepath.Join(orig, e.Name()))
+		require.NoError(t, err)
+		require.NoError(t, os.Chtimes(filepath.Join(ft, e.Name()), fi.ModTime(), fi.ModTime()))
+	}
+
+	tr, err := Open(tdir)
+	require.NoError(t, err)
+	err = tr.CheckSource(ft)
+	tr.Close()
+	require.ErrorIs(t, err, ErrSourceMismatch)
+	assert.Contains(t, err.Error(), "the trunk in "+tdir+" was packed from different weights")
+	assert.Contains(t, err.Error(), "pack again: k3 pack MODEL_DIR "+tdir+" --force")
+
+	_, err = Pack(context.Background(), ft, tdir, Options{})
+	require.ErrorIs(t, err, ErrSourceMismatch)
+	assert.Contains(t, err.Error(), "run layer.2 gathered from it now has CRC-32C")
+
+	pack(t, ft, tdir, Options{Force: true})
+	tr, err = Open(tdir)
+	require.NoError(t, err)
+	assert.NoError(t, tr.CheckSource(ft))
+	assert.ErrorIs(t, tr.CheckSource(orig), ErrSourceMismatch, "and now the original is refused")
+	tr.Close()
+}
+
+// A version 3 trunk (no weights fingerprint) is refused when bound, with
+// what to do; pack compares its runs, keeps trunk.bin and records the
+// fingerprint (version 4), after which it binds.
+func TestVersion3TrunkIsCheckedAndUpgraded(t *testing.T) {
+	for _, compress := range []bool{false, true} {
+		tdir := t.TempDir()
+		pack(t, tinyRelease, tdir, Options{Compress: compress})
+		mp := filepath.Join(tdir, ManifestFile)
+		raw, _ := os.ReadFile(mp)
+		var m map[string]any
+		require.NoError(t, json.Unmarshal(raw, &m))
+		assert.EqualValues(t, 4, m["version"])
+		m["version"] = 3
+		delete(m["source"].(map[string]any), "weights_sha256")
+		v3, _ := json.Marshal(m)
+		require.NoError(t, os.WriteFile(mp, v3, 0o644))
+
+		tr, err := Open(tdir)
+		require.NoError(t, err, "a version 3 trunk is read")
+		err = tr.CheckSource(tinyRelease)
+		tr.Close()
+		require.ErrorIs(t, err, ErrSourceMismatch)
+		assert.Contains(t, err.Error(), "written by an older k3 (version 3) that did not fingerprint the weights: run k3 pack MODEL_DIR "+tdir)
+
+		res := pack(t, tinyRelease, tdir, Options{Compress: compress})
+		assert.True(t, res.UpToDate)
+		assert.Zero(t, res.BytesWritten)
+		require.Len(t, res.Notes, 1)
+		assert.Contains(t, res.Notes[0], "trunk.json was written by an older k3: 11 run(s) gathered again")
+		upgraded, _ := os.ReadFile(mp)
+		assert.Equal(t, string(raw), string(upgraded), "the upgrade writes what a fresh pack writes")
+		tr, err = Open(tdir)
+		require.NoError(t, err)
+		assert.NoError(t, tr.CheckSource(tinyRelease))
+		tr.Close()
+
+		// a version 3 trunk.json with a fingerprint is not one k3 wrote
+		m["source"].(map[string]any)["weights_sha256"] = "00"
+		bad, _ := json.Marshal(m)
+		_, err = ParseManifest(bad)
+		require.ErrorContains(t, err, "weights_sha256 is not part of version 3")
+	}
 }
 
 // Audit D13 (row 2.10): trunk.json's dtypes and shapes are checked against

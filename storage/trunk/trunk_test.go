@@ -585,7 +585,7 @@ func TestOpenRefusesCorruptManifest(t *testing.T) {
 		{"truncated", openWith(t, good[:len(good)/2]), "truncated JSON"},
 		{"empty", openWith(t, nil), "empty file"},
 		{"trailing", openWith(t, append(slices.Clone(good), "{}"...)), "trailing data"},
-		{"version", mutate(t, good, func(m map[string]any) { m["version"] = 4 }), "version 4 is not supported"},
+		{"version", mutate(t, good, func(m map[string]any) { m["version"] = 5 }), "version 5 is not supported"},
 		{"header hash", mutate(t, good, func(m map[string]any) {
 			m["source"].(map[string]any)["files"].([]any)[0].(map[string]any)["header_sha256"] = "abc"
 		}), "header_sha256 \"abc\" is not 64 lowercase hex digits"},
