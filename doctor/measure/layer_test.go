@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"k3/engine"
+	"k3/engine/plan"
 	"k3/engine/synth"
 )
 
@@ -163,4 +164,74 @@ func TestProjectTrunk(t *testing.T) {
 	require.NoError(t, err)
 	b := int64(spec.Heads * (spec.Nope + spec.VHead) * spec.KVLora * 2)
 	assert.Greater(t, kv[2].Compressed, b)
+}
+
+// Issue 31 (k3 bench layer OOM-killed on a 24 GB machine): every
+// measurement's model is closed, and its memory given back, before the
+// next is opened; each measurement's plan is checked against the memory
+// available then, and one that does not fit is refused, as k3 run refuses
+// it.
+func TestLayerReleasesEachMeasurementAndChecksItsPlan(t *testing.T) {
+	defer func(b int, d time.Duration) { layerRAMBytes, layerRAMTime = b, d }(layerRAMBytes, layerRAMTime)
+	layerRAMBytes, layerRAMTime = 64<<20, 100*time.Millisecond
+	defer func(o func(string, engine.Options) (*engine.Model, error), c func(*engine.Model), f func()) {
+		openModel, closeModel, freeMemory = o, c, f
+	}(openModel, closeModel, freeMemory)
+	live, opened, maxLive := 0, 0, 0
+	var plans []int64
+	var events []string
+	openModel = func(dir string, o engine.Options) (*engine.Model, error) {
+		m, err := engine.Open(dir, o)
+		if err == nil {
+			live++
+			opened++
+			maxLive = max(maxLive, live)
+			plans = append(plans, m.Plan.Total)
+			events = append(events, "open")
+		}
+		return m, err
+	}
+	closeModel = func(m *engine.Model) {
+		live--
+		m.Close()
+		events = append(events, "close")
+	}
+	freeMemory = func() { events = append(events, "free") }
+	spec := synth.Small()
+	spec.Layers, spec.FullAttn = 3, []int{3}
+	model, tr, err := PrepareLayer(context.Background(), t.TempDir(), spec, t.Logf)
+	require.NoError(t, err)
+	runs, err := TrunkRuns(tr)
+	require.NoError(t, err)
+	cases := []OverlapCase{
+		{Name: "ring", Streamed: true, Budget: engine.Budget{TrunkBytes: MinRing(runs, 2), Ring: 2, CacheBytes: 1}},
+		{Name: "resident", Budget: engine.Budget{CacheBytes: 1}},
+	}
+	memory := func(avail int64) func() (plan.Memory, error) {
+		return func() (plan.Memory, error) { return plan.Memory{TotalBytes: avail, AvailableBytes: avail}, nil }
+	}
+	cfg := LayerConfig{Threads: 1, Tokens: 1, Overlap: cases, OverlapRounds: 2, OverlapTokens: 1, Memory: memory(64 << 30)}
+	_, err = Layer(context.Background(), model, tr, cfg)
+	require.NoError(t, err)
+	assert.Equal(t, 2+2*len(cases), opened, "resident, streamed, then every case each round")
+	assert.Equal(t, 1, maxLive, "a measurement's model is closed before the next is opened")
+	assert.Zero(t, live)
+	// and its memory is given back to the system before the next opens
+	for i, ev := range events {
+		if ev == "open" && i > 0 {
+			assert.Equal(t, []string{"close", "free"}, events[i-2:i], "before open %d", i)
+		}
+	}
+
+	// a machine smaller than the first measurement's plan: refused before
+	// anything large is read, with the plan's numbers
+	opened = 0
+	slices.Sort(plans)
+	cfg.Memory = memory(plans[0] / 2)
+	_, err = Layer(context.Background(), model, tr, cfg)
+	var pe *engine.PlanError
+	require.ErrorAs(t, err, &pe)
+	assert.Contains(t, err.Error(), "the memory plan needs")
+	assert.Zero(t, opened)
+	assert.Zero(t, live)
 }

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -216,7 +217,12 @@ func benchLayer(args []string, stdout, stderr io.Writer) int {
 	}
 	cases, byPreset := overlapCases(runs)
 	r, err := measure.Layer(ctx, model, tr, measure.LayerConfig{Threads: *threads, Tokens: max(*tokens, 1), Overlap: cases,
-		OverlapRounds: *rounds, OverlapTokens: *ovTokens, KernelRounds: *rounds, Logf: logf})
+		OverlapRounds: *rounds, OverlapTokens: *ovTokens, KernelRounds: *rounds, Logf: logf, Memory: doctor.ReadMemory})
+	var pe *engine.PlanError
+	if errors.As(err, &pe) {
+		fmt.Fprintf(stderr, "k3 bench layer: refused before loading anything: a measurement does not fit this machine: %v\n", err)
+		return ExitRuntime
+	}
 	if err != nil {
 		return fail(err)
 	}
