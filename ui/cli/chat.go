@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"k3/engine"
 	"k3/engine/chat"
@@ -193,11 +194,24 @@ func cmdChat(args []string, stdout, stderr io.Writer) int {
 }
 
 // chatPrinter streams a reply: the think channel under a "thinking" header,
-// then the answer after a rule.
+// then the answer after a rule. While a message longer than one prefill
+// chunk is read it shows the positions read so far, after every chunk, on
+// one line it rewrites.
 func chatPrinter(w io.Writer) func(engine.Event) {
 	phase := engine.EventKind(-1)
+	t0, reading := time.Now(), false
 	return func(ev engine.Event) {
 		switch ev.Kind {
+		case engine.EventPrefill:
+			if ev.Done >= ev.Total && !reading {
+				return // read in one chunk: nothing to show
+			}
+			reading = true
+			fmt.Fprintf(w, "\r[reading your message: %d/%d positions, %.1f s]", ev.Done, ev.Total, time.Since(t0).Seconds())
+			if ev.Done >= ev.Total {
+				fmt.Fprintln(w)
+				reading = false
+			}
 		case engine.EventReasoning, engine.EventAnswer, engine.EventTool:
 			if ev.Kind != phase {
 				switch ev.Kind {
