@@ -15,7 +15,7 @@ import (
 func allCases() []Case {
 	var all []Case
 	for _, g := range [][]Case{checkpointCases(), trunkCases(), stateCases(), historyCases(), flagCases(),
-		killCases(), diskFullCases(), concurrencyCases(), hubCases(), interruptCases()} {
+		killCases(), diskFullCases(), concurrencyCases(), hubCases(), interruptCases(), relCases()} {
 		all = append(all, g...)
 	}
 	return all
@@ -199,33 +199,7 @@ func trunkCases() []Case {
 	editRun := func(t string, i int, fn func(r map[string]any)) error {
 		return editJSON(tj(t), func(m map[string]any) { fn(m["runs"].([]any)[i].(map[string]any)) })
 	}
-	flip := func(t, run string) error {
-		var m struct {
-			Runs []struct {
-				Name   string
-				Offset int64
-			}
-		}
-		raw, _ := os.ReadFile(tj(t))
-		if err := json.Unmarshal(raw, &m); err != nil {
-			return err
-		}
-		for _, r := range m.Runs {
-			if r.Name == run {
-				f, err := os.OpenFile(filepath.Join(t, "trunk.bin"), os.O_RDWR, 0)
-				if err != nil {
-					return err
-				}
-				defer f.Close()
-				b := []byte{0}
-				f.ReadAt(b, r.Offset+100)
-				b[0] ^= 0x10
-				_, err = f.WriteAt(b, r.Offset+100)
-				return err
-			}
-		}
-		return fmt.Errorf("no run %s", run)
-	}
+	flip := flipRun
 	return []Case{
 		mk("2.1", "trunk.json is random bytes", "rc1", false, 1, "invalid JSON", func(t string) error { return os.WriteFile(tj(t), randomBytes(500), 0o644) }),
 		mk("2.2", "trunk.json truncated", "rc1", true, 1, "truncated JSON", func(t string) error { return truncateBy(tj(t), 300) }),
@@ -251,8 +225,8 @@ func trunkCases() []Case {
 					}
 				})
 			}),
-		mk("2.8", "trunk.json version 3", "rc1", false, 1, "version 3 is not supported",
-			func(t string) error { return editJSON(tj(t), func(m map[string]any) { m["version"] = 3 }) }),
+		mk("2.8", "trunk.json version 5 (newer than this k3)", "rc1", false, 1, "version 5 is not supported",
+			func(t string) error { return editJSON(tj(t), func(m map[string]any) { m["version"] = 5 }) }),
 		mk("2.9", "trunk.bin 4 KB short", "rc1", false, 1, "truncated", func(t string) error { return truncateBy(filepath.Join(t, "trunk.bin"), 4096) }),
 		mk("2.10", "trunk.bin 4 KB longer", "rc1", false, 1, "total_bytes", func(t string) error { return appendBytes(filepath.Join(t, "trunk.bin"), make([]byte, 4096)) }),
 		mk("2.11", "trunk.bin missing", "an error naming it", false, 2, "trunk.bin", func(t string) error { return os.Remove(filepath.Join(t, "trunk.bin")) }),
@@ -306,6 +280,7 @@ func trunkCases() []Case {
 					delete(f.(map[string]any), "mtime_ns")
 					delete(f.(map[string]any), "header_sha256")
 				}
+				delete(m["source"].(map[string]any), "weights_sha256")
 			}))
 			if res := expect(e.runIDs(e.Demo, "--trunk", t), 1, "written by an older k3"); res.Verdict != Clear {
 				return res
@@ -567,4 +542,33 @@ func leftovers(dir string) []string {
 		}
 	}
 	return out
+}
+
+// flipRun flips one bit 100 bytes into trunk t's run called run.
+func flipRun(t, run string) error {
+	var m struct {
+		Runs []struct {
+			Name   string
+			Offset int64
+		}
+	}
+	raw, _ := os.ReadFile(filepath.Join(t, "trunk.json"))
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return err
+	}
+	for _, r := range m.Runs {
+		if r.Name == run {
+			f, err := os.OpenFile(filepath.Join(t, "trunk.bin"), os.O_RDWR, 0)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			b := []byte{0}
+			f.ReadAt(b, r.Offset+100)
+			b[0] ^= 0x10
+			_, err = f.WriteAt(b, r.Offset+100)
+			return err
+		}
+	}
+	return fmt.Errorf("no run %s", run)
 }
