@@ -112,7 +112,7 @@ func CheckTrunk(modelDir, trunkDir string) TrunkCheck {
 func mismatchWhy(err error, trunkDir string) string {
 	s := strings.TrimPrefix(err.Error(), trunk.ErrSourceMismatch.Error()+": ")
 	s = strings.TrimPrefix(s, trunkDir+": ")
-	for _, cut := range []string{"; repack it", ", so its weights may differ"} {
+	for _, cut := range []string{"; repack it", ", so its weights may differ", ": pack again", ": run k3 pack"} {
 		if i := strings.Index(s, cut); i >= 0 {
 			s = s[:i]
 		}

@@ -2,6 +2,7 @@ package bridge
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -98,4 +99,29 @@ func TestCheckTrunkKinds(t *testing.T) {
 
 	require.NoError(t, p.Pack(t.Context(), model, dir, 0, PackOptions{Force: true}, nil))
 	assert.Equal(t, TrunkCheck{Status: TrunkPacked}, p.Check(model, dir))
+}
+
+// A same-layout checkpoint with other weights whose files carry the
+// packed checkpoint's times is another model's trunk, said in plain words
+// (no command line).
+func TestCheckTrunkTellsOtherWeights(t *testing.T) {
+	s := synth.Small()
+	a := writeModel(t, s)
+	s.Seed++
+	b := writeModel(t, s)
+	ents, err := os.ReadDir(a)
+	require.NoError(t, err)
+	for _, e := range ents {
+		fi, err := os.Stat(filepath.Join(a, e.Name()))
+		require.NoError(t, err)
+		require.NoError(t, os.Chtimes(filepath.Join(b, e.Name()), fi.ModTime(), fi.ModTime()))
+	}
+	dir := filepath.Join(t.TempDir(), "trunk")
+	_, err = trunk.Pack(t.Context(), a, dir, trunk.Options{})
+	require.NoError(t, err)
+	assert.Equal(t, TrunkPacked, CheckTrunk(a, dir).Status)
+	c := CheckTrunk(b, dir)
+	assert.Equal(t, TrunkOther, c.Status)
+	assert.Contains(t, c.Why, "packed from different weights")
+	assert.NotContains(t, c.Why, "k3 pack")
 }
