@@ -247,7 +247,9 @@ func (t *Trunk) CheckSource(modelDir string) error {
 
 // CheckSet checks that set is the checkpoint the trunk was packed from,
 // unchanged: the same safetensors files (names, sizes, header hashes) in
-// the same order with the same modification times, the same tensor prefix,
+// the same order with the same modification times, the same weights
+// fingerprint (Source.WeightsSHA256: a trunk.json without one, from an
+// older k3, is refused until k3 pack has checked it), the same tensor prefix,
 // and every tensor of trunk.json with the dtype, shape and place the
 // checkpoint gives it. The error wraps ErrSourceMismatch, names the file
 // or tensor and says how to repack.
