@@ -69,12 +69,13 @@ func TestGenerateStop(t *testing.T) {
 func TestStreamerNamelessTag(t *testing.T) {
 	tok := byteTok(t)
 	var got []string
-	sm := newStreamer(tok, true, func(ev engine.Event) { got = append(got, ev.Text) })
+	sm := newStreamer(tok, tokenizer.ReplyOptions{Thinking: true}, func(ev engine.Event) { got = append(got, ev.Text) })
 	for _, id := range tok.EncodeSpecial("a<|open|><|sep|>b<|close|> <|sep|>c") {
 		sm.add(id)
 	}
-	sm.flush()
+	r := sm.finish()
 	assert.Equal(t, "abc", strings.Join(got, ""))
+	assert.Equal(t, "abc", r.Reasoning)
 }
 
 func byteTok(t testing.TB) *tokenizer.Tokenizer {
@@ -87,7 +88,7 @@ func byteTok(t testing.TB) *tokenizer.Tokenizer {
 
 // FuzzStreamer feeds arbitrary token sequences (two bytes per id over a
 // 512-id vocabulary) to the reply streamer: it never panics and what it
-// streams is what it keeps.
+// streams is what the reply holds.
 func FuzzStreamer(f *testing.F) {
 	tok := byteTok(f)
 	for _, s := range []string{"<|open|><|sep|>", "x<|close|>think<|sep|><|open|>response<|sep|>y<|close|>response<|sep|><|open|>tools<|sep|><|open|>call tool=\"f\"<|sep|>"} {
@@ -99,17 +100,20 @@ func FuzzStreamer(f *testing.F) {
 		f.Add(b, true)
 	}
 	f.Fuzz(func(t *testing.T, data []byte, thinking bool) {
-		var out strings.Builder
-		sm := newStreamer(tok, thinking, func(ev engine.Event) {
-			if ev.Kind != engine.EventTool {
-				out.WriteString(ev.Text)
+		var reasoning, answer strings.Builder
+		sm := newStreamer(tok, tokenizer.ReplyOptions{Thinking: thinking}, func(ev engine.Event) {
+			switch ev.Kind {
+			case engine.EventReasoning:
+				reasoning.WriteString(ev.Text)
+			case engine.EventAnswer:
+				answer.WriteString(ev.Text)
 			}
 		})
 		for i := 0; i+1 < len(data); i += 2 {
 			sm.add(int(binary.LittleEndian.Uint16(data[i:])) % tok.VocabSize())
 		}
-		sm.flush()
-		if out.String() != sm.reasoning.String()+sm.answer.String() {
+		r := sm.finish()
+		if reasoning.String() != r.Reasoning || answer.String() != r.Content {
 			t.Fatal("streamed text differs from the kept text")
 		}
 	})

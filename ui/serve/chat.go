@@ -56,6 +56,12 @@ func (s *Server) chatPrompt(q *chatRequest, j *job) *apiError {
 		return badRequest("messages", "%v", rerr)
 	}
 	j.ids, j.thinking = s.o.Tok.EncodeSegments(segs), thinking
+	switch {
+	case len(tools) == 0:
+		j.noTools = "no tools were declared"
+	case choice == "none":
+		j.noTools = `tool_choice is "none"`
+	}
 	return nil
 }
 
