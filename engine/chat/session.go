@@ -41,12 +41,12 @@ type Reply struct {
 	// Warnings say what the reply reader read loosely or left out.
 	Warnings []string
 	// ReasoningTokens counts the think channel's text tokens.
-	ReasoningTokens int
-	Stop               engine.StopReason
-	IDs                []int // the generated ids
-	Reused, Prefilled  int   // prompt positions reused from the state / read this turn
-	FirstTokenSeconds  float64
-	SecondsPerToken    float64
+	ReasoningTokens   int
+	Stop              engine.StopReason
+	IDs               []int // the generated ids
+	Reused, Prefilled int   // prompt positions reused from the state / read this turn
+	FirstTokenSeconds float64
+	SecondsPerToken   float64
 }
 
 func (r *Reply) set(t tokenizer.Reply) {
