@@ -205,7 +205,8 @@ func TestReaderWellFormed(t *testing.T) {
 		// V3 vLLM delegating_parser_required_tool_choice / named_tool_choice
 		{name: "V3", thinking: true, output: "step" + xThinkClose + xResponseOpen + xResponseClose + calc,
 			reasoning: "step", calls: []string{`calc {"x":1}`}},
-		// V4 vLLM delegating_parser_auto_no_call_strips_consumed_response_prefix (also V19, V20)
+		// V4 vLLM delegating_parser_auto_no_call_strips_consumed_response_prefix (also V19
+		// thinking_disabled_streams_content, V20 delegating_parser_thinking_false_streams_response_content)
 		{name: "V4", output: "answer" + xResponseClose, content: "answer"},
 		// V5 vLLM delegating_parser_required_call_strips_consumed_response_prefix
 		{name: "V5", output: xResponseClose + calc, calls: []string{`calc {"x":1}`}},
@@ -213,7 +214,7 @@ func TestReaderWellFormed(t *testing.T) {
 		{name: "V11", output: xResponseClose + xTools(xCall("calc", "1")), calls: []string{`calc {}`}},
 		// V12 vLLM streaming_consumed_response_prefix_no_call_keeps_content
 		{name: "V12", output: "OK" + xResponseClose, content: "OK"},
-		// V15 vLLM extract_reasoning_with_xtml_tags, V16 ..._with_generation_prefix_consumed
+		// V15 vLLM extract_reasoning_with_xtml_tags, V16 extract_reasoning_with_generation_prefix_consumed
 		{name: "V15", thinking: true, output: "step" + xThinkClose + xResponseOpen + "answer" + xResponseClose, reasoning: "step", content: "answer"},
 		// V17 vLLM extract_reasoning_truncated_before_close_marker
 		{name: "V17", thinking: true, output: "unfinished reasoning", reasoning: "unfinished reasoning"},
@@ -289,6 +290,13 @@ func TestReaderNoMarkup(t *testing.T) {
 		// V9 vLLM extract_content_from_whitespace_degraded_markers: spaces
 		// inside a tag are not part of its name
 		{name: "V9", output: "answer" + xC + " response " + xS, content: "answer"},
+		// where k3 differs (docs/replies.md): S12 SGLang
+		// strip_template_artifacts marker-only response gives "": k3 keeps
+		// what the response channel holds, whitespace too; S20 SGLang
+		// quoted_call_token_without_attributes_survives keeps the text after
+		// the tag: k3 leaves out a tag the output never ends
+		{name: "S12", output: "   " + xResponseClose, content: "   "},
+		{name: "S20", output: "calls open with " + xO + "call, then attributes", content: "calls open with ", warn: "ends inside a tag"},
 		// k3: a special token that is not a chat control, a stray <|sep|>
 		{name: "k3 bos", output: "a[BOS]b" + xResponseClose, content: "ab", warn: "unexpected special token [BOS]"},
 		{name: "k3 sep", output: "a" + xS + "b" + xResponseClose, content: "ab", warn: "a stray <|sep|>"},
@@ -347,6 +355,15 @@ func TestReaderToolsAnywhere(t *testing.T) {
 		// S38 SGLang non_stream_tools_channel_before_think_close_is_not_reasoning
 		{name: "S38", thinking: true, output: "thought" + xTools(xCall("python", "1")) + xThinkClose + xMessageClose, reasoning: "thought",
 			calls: []string{`python {}`}, warn: "inside the think channel"},
+		// the same with the empty response channel K3's encoder writes
+		// (docs/replies.md's g rows): read without warnings
+		{name: "V7g", output: xResponseClose + xTools(xCall("a&amp;b&quot;c", "1", xArg("k&amp;q", "string", "v"))), calls: []string{`a&b"c {"k&q":"v"}`}},
+		{name: "V8g", output: xResponseClose + xTools(xCall("calc<beta", "1", xArg("foo<bar", "string", "raw"))), calls: []string{`calc<beta {"foo<bar":"raw"}`}},
+		{name: "S3g", output: xResponseClose + xTools(xCall("python", "1", xArg("code", "string", "a")), xCall("python", "2", xArg("code", "string", "b"))),
+			calls: []string{`python {"code":"a"}`, `python {"code":"b"}`}},
+		{name: "S5g", output: xResponseClose + xTools(xCall("a&amp;b", "1", xArg("q", "string", "say &quot;hi&quot;"))), calls: []string{`a&b {"q":"say &quot;hi&quot;"}`}},
+		{name: "S19g", thinking: true, output: "deliberating" + xThinkClose + xResponseOpen + xResponseClose + xLeaked, reasoning: "deliberating",
+			calls: []string{`read_agent {"id":"worker_1"}`}},
 		// k3: a call written with no tools section around it
 		{name: "k3 bare call", output: "ok" + xResponseClose + xCall("f", "1", xArg("a", "number", "2")) + xMessageClose, content: "ok",
 			calls: []string{`f {"a":2}`}, warn: "outside a tools section"},
