@@ -178,6 +178,14 @@ func (s *Server) generate(ctx context.Context, j *job) (*result, error) {
 	return res, nil
 }
 
+// chatUsage is a chat reply's usage: newUsage with the reasoning tokens
+// the reply reader counted.
+func (r *result) chatUsage() *usage {
+	u := newUsage(r.prompt, len(r.ids), r.reused)
+	u.CompletionTokensDetails = &completionTokensDetails{ReasoningTokens: r.reasoningTokens}
+	return u
+}
+
 // newID returns prefix + 24 random hex digits.
 func newID(prefix string) string {
 	var b [12]byte

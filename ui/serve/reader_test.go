@@ -131,3 +131,47 @@ func TestReplyStreamedAsJSON(t *testing.T) {
 		})
 	}
 }
+
+// TestReasoningTokensInUsage: a chat reply's usage counts its think
+// channel's text tokens in completion_tokens_details.reasoning_tokens,
+// streamed and not; a completion has no such details.
+func TestReasoningTokensInUsage(t *testing.T) {
+	s, _ := scriptedServer(t, toolOutput)
+	want := len(s.o.Tok.Encode("The user wants the weather."))
+	require.Positive(t, want)
+	type details struct {
+		Usage *struct {
+			CompletionTokens        int `json:"completion_tokens"`
+			CompletionTokensDetails *struct {
+				ReasoningTokens *int `json:"reasoning_tokens"`
+			} `json:"completion_tokens_details"`
+		} `json:"usage"`
+	}
+	resp, data := post(t, s, "/v1/chat/completions", toolRequest(false))
+	require.Equal(t, 200, resp.StatusCode, string(data))
+	var plain details
+	require.NoError(t, json.Unmarshal(data, &plain))
+	require.NotNil(t, plain.Usage.CompletionTokensDetails, string(data))
+	require.NotNil(t, plain.Usage.CompletionTokensDetails.ReasoningTokens)
+	assert.Equal(t, want, *plain.Usage.CompletionTokensDetails.ReasoningTokens)
+	assert.Less(t, want, plain.Usage.CompletionTokens)
+
+	req := toolRequest(true)
+	req["stream_options"] = map[string]any{"include_usage": true}
+	_, evs := streamPost(t, s, req)
+	var got *int
+	for _, ev := range evs {
+		var d details
+		if ev.data == "" || ev.data == "[DONE]" || json.Unmarshal([]byte(ev.data), &d) != nil || d.Usage == nil {
+			continue
+		}
+		require.NotNil(t, d.Usage.CompletionTokensDetails)
+		got = d.Usage.CompletionTokensDetails.ReasoningTokens
+	}
+	require.NotNil(t, got, "a usage chunk with the details")
+	assert.Equal(t, want, *got)
+
+	resp, data = post(t, s, "/v1/completions", map[string]any{"model": "k3-demo", "prompt": "hi", "max_tokens": 2})
+	require.Equal(t, 200, resp.StatusCode, string(data))
+	assert.NotContains(t, string(data), "completion_tokens_details")
+}
