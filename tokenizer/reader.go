@@ -126,7 +126,9 @@ type ReplyReader struct {
 	call      *callBuilder
 	left      int // tool calls read but left out (NoTools)
 	warned    map[string]bool
-	rep       Reply
+	rep       Reply // the calls, warnings and counts so far
+	reasoning strings.Builder
+	answer    strings.Builder
 	out       []ReplyEvent
 	finished  bool
 	strayText bool // answer text outside the response channel was warned about
@@ -155,6 +157,7 @@ func (t *Tokenizer) ReadReply(ids []int, o ReplyOptions) Reply {
 // Reply is what was read so far (after Finish: the whole turn).
 func (r *ReplyReader) Reply() Reply {
 	rep := r.rep
+	rep.Reasoning, rep.Content = r.reasoning.String(), r.answer.String()
 	rep.ToolCalls = append([]ToolCall(nil), r.rep.ToolCalls...)
 	rep.Warnings = append([]string(nil), r.rep.Warnings...)
 	return rep
@@ -224,7 +227,7 @@ func (r *ReplyReader) text(s string) {
 	}
 	switch r.mode {
 	case inThink:
-		r.rep.Reasoning += s
+		r.reasoning.WriteString(s)
 		r.emit(ReplyEvent{Kind: ReplyReasoning, Text: s})
 	case inAnswer:
 		r.content(s)
@@ -252,7 +255,7 @@ func (r *ReplyReader) text(s string) {
 }
 
 func (r *ReplyReader) content(s string) {
-	r.rep.Content += s
+	r.answer.WriteString(s)
 	r.emit(ReplyEvent{Kind: ReplyContent, Text: s})
 }
 

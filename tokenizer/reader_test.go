@@ -502,3 +502,17 @@ func indexIDs(ids, sub []int) int {
 	}
 	return -1
 }
+
+// BenchmarkReplyReader reads a two-call turn id by id (ns per turn; the
+// turn's id count is reported as ids/op).
+func BenchmarkReplyReader(b *testing.B) {
+	dir := b.TempDir()
+	require.NoError(b, WriteByteLevel(dir, ByteLevelOptions{}))
+	tok, err := Load(dir)
+	require.NoError(b, err)
+	ids := tok.EncodeSpecial(genTwoCalls)
+	for b.Loop() {
+		tok.ReadReply(ids, ReplyOptions{Thinking: true})
+	}
+	b.ReportMetric(float64(len(ids)), "ids/op")
+}
