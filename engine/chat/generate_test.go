@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -117,4 +118,26 @@ func FuzzStreamer(f *testing.F) {
 			t.Fatal("streamed text differs from the kept text")
 		}
 	})
+}
+
+// TestReplayEvents: Replay passes the reader's events on as engine events
+// (a finished call as EventTool "name arguments") and returns its reply.
+func TestReplayEvents(t *testing.T) {
+	tok := byteTok(t)
+	gen := tok.EncodeSpecial(`hm<|close|>think<|sep|><|open|>response<|sep|>ok<|close|>response<|sep|><|open|>tools<|sep|>` +
+		`<|open|>call tool="f" index="1"<|sep|><|open|>argument key="a" type="number"<|sep|>2<|close|>argument<|sep|><|close|>call<|sep|>`)
+	var kinds []engine.EventKind
+	var texts []string
+	r := Replay(tok, gen, tokenizer.ReplyOptions{Thinking: true}, func(ev engine.Event) {
+		kinds = append(kinds, ev.Kind)
+		texts = append(texts, ev.Text)
+	})
+	assert.Equal(t, "hm", r.Reasoning)
+	assert.Equal(t, "ok", r.Content)
+	require.Len(t, r.ToolCalls, 1)
+	assert.Equal(t, []string{"the output ends inside the tools section; its complete calls were kept"}, r.Warnings)
+	require.NotEmpty(t, kinds)
+	assert.Equal(t, engine.EventTool, kinds[len(kinds)-1])
+	assert.Equal(t, `f {"a": 2}`, texts[len(texts)-1])
+	assert.Equal(t, "hm", strings.Join(texts[:slices.Index(kinds, engine.EventAnswer)], ""))
 }
