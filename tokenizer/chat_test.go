@@ -324,7 +324,9 @@ func TestToolResultOrderAndJSONBlock(t *testing.T) {
 	}
 }
 
-func TestParseAssistant(t *testing.T) {
+// TestReadReplyTurn: a whole turn read through ids; a json block that is
+// not JSON is kept as written, with a warning.
+func TestReadReplyTurn(t *testing.T) {
 	gen := `The user wants weather; call the tool.<|close|>think<|sep|><|open|>response<|sep|>Let me look that up.<|close|>response<|sep|>` +
 		`<|open|>tools<|sep|><|open|>call tool="get_weather" index="1"<|sep|>` +
 		`<|open|>argument key="location" type="string"<|sep|>Seoul<|close|>argument<|sep|>` +
@@ -332,57 +334,33 @@ func TestParseAssistant(t *testing.T) {
 		`<|open|>argument key="q&quot;" type="string"<|sep|>he said "hi"<|close|>argument<|sep|><|close|>call<|sep|>` +
 		`<|open|>call tool="search" index="2"<|sep|><|open|>json type="object"<|sep|>{bad<|close|>json<|sep|><|close|>call<|sep|>` +
 		`<|close|>tools<|sep|><|close|>message<|sep|><|end_of_msg|>`
-	a, err := ParseAssistant(ChannelOpen(true) + gen)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := Assistant{
+	tok := realIDsTokenizer(t)
+	a := tok.ReadReply(tok.EncodeSpecial(gen), ReplyOptions{Thinking: true})
+	want := Reply{
 		Reasoning: "The user wants weather; call the tool.",
 		Content:   "Let me look that up.",
 		ToolCalls: []ToolCall{
 			{Type: "function", Function: FunctionCall{Name: "get_weather", Arguments: `{"location": "Seoul", "count": 1e2, "q\"": "he said \"hi\""}`}},
 			{Type: "function", Function: FunctionCall{Name: "search", Arguments: "{bad"}},
 		},
-		Complete: true,
+		Warnings:        []string{"tool call 2 (search): its json block is not valid JSON; the arguments are its text as written"},
+		Complete:        true,
+		ReasoningTokens: len(tok.Encode("The user wants weather; call the tool.")),
 	}
 	if !reflect.DeepEqual(a, want) {
 		t.Fatalf("got %+v\nwant %+v", a, want)
 	}
-	// The same through ids, and a render of the parsed message gives back the text.
-	tok := realIDsTokenizer(t)
-	ids := tok.EncodeSpecial(gen)
-	b, err := tok.ParseAssistantIDs(ids, true)
-	if err != nil || !reflect.DeepEqual(a, b) {
-		t.Fatalf("ids: %+v %v", b, err)
+	// no-think, a turn cut after the response, and [EOS] as the end
+	a = tok.ReadReply(tok.EncodeSpecial("4<|close|>response<|sep|>"), ReplyOptions{})
+	if a.Err() != nil || a.Content != "4" || a.Complete || a.Reasoning != "" {
+		t.Fatalf("%+v", a)
 	}
-	// no-think, incomplete turn (no closure) and [EOS] as the end.
-	a, err = ParseAssistant(ChannelOpen(false) + "4<|close|>response<|sep|>")
-	if err != nil || a.Content != "4" || a.Complete || a.Reasoning != "" {
-		t.Fatalf("%+v %v", a, err)
-	}
-	a, err = ParseAssistant(ChannelOpen(false) + "4<|close|>response<|sep|><|close|>message<|sep|>[EOS]")
-	if err != nil || !a.Complete {
-		t.Fatalf("%+v %v", a, err)
-	}
-	for _, bad := range []string{
-		"no channel at all",
-		ChannelOpen(true) + "reasoning but no boundary",
-		ChannelOpen(false) + "x<|close|>response<|sep|><|end_of_msg|>tail",
-		ChannelOpen(false) + "x<|close|>response<|sep|><|close|>message<|sep|><|end_of_msg|>more",
-		ChannelOpen(false) + "x<|close|>response<|sep|><|open|>tools<|sep|><|open|>call<|sep|>",
-	} {
-		if _, err := ParseAssistant(bad); err == nil {
-			t.Errorf("accepted %q", bad)
-		}
-	}
-	// Through ids, text that spells a control token is text, not a control.
-	ids = append(tok.Encode("a<|close|>response<|sep|>b"), tok.EncodeSpecial("<|close|>response<|sep|><|close|>message<|sep|><|end_of_msg|>")...)
-	a, err = tok.ParseAssistantIDs(ids, false)
-	if err != nil || a.Content != "a<|close|>response<|sep|>b" || !a.Complete {
-		t.Fatalf("%+v %v", a, err)
+	a = tok.ReadReply(tok.EncodeSpecial("4<|close|>response<|sep|><|close|>message<|sep|>[EOS]"), ReplyOptions{})
+	if a.Err() != nil || !a.Complete {
+		t.Fatalf("%+v", a)
 	}
 	bos, _ := tok.SpecialID(BOS)
-	if _, err := tok.ParseAssistantIDs([]int{bos}, false); err == nil {
+	if a := tok.ReadReply([]int{bos}, ReplyOptions{}); a.Err() == nil {
 		t.Fatal("[BOS] accepted in a turn")
 	}
 }

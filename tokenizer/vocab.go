@@ -2,7 +2,7 @@
 // rank file and tokenizer_config.json loaders, the Kimi pre-tokenizer (a
 // hand-written equivalent of its pat_str regex), rank-ordered byte-level BPE,
 // the 256 special tokens, decoding (whole and streaming), the XTML chat
-// template (Render, EncodeSegments, ParseAssistant) and a small vocabulary
+// template (Render, EncodeSegments, NewReplyReader) and a small vocabulary
 // writer for tests and demo models (WriteByteLevel).
 //
 // Behaviour follows Moonshot's TikTokenTokenizer (tokenization_kimi.py) on top

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -69,12 +70,13 @@ func TestGenerateStop(t *testing.T) {
 func TestStreamerNamelessTag(t *testing.T) {
 	tok := byteTok(t)
 	var got []string
-	sm := newStreamer(tok, true, func(ev engine.Event) { got = append(got, ev.Text) })
+	sm := newStreamer(tok, tokenizer.ReplyOptions{Thinking: true}, func(ev engine.Event) { got = append(got, ev.Text) })
 	for _, id := range tok.EncodeSpecial("a<|open|><|sep|>b<|close|> <|sep|>c") {
 		sm.add(id)
 	}
-	sm.flush()
+	r := sm.finish()
 	assert.Equal(t, "abc", strings.Join(got, ""))
+	assert.Equal(t, "abc", r.Reasoning)
 }
 
 func byteTok(t testing.TB) *tokenizer.Tokenizer {
@@ -87,7 +89,7 @@ func byteTok(t testing.TB) *tokenizer.Tokenizer {
 
 // FuzzStreamer feeds arbitrary token sequences (two bytes per id over a
 // 512-id vocabulary) to the reply streamer: it never panics and what it
-// streams is what it keeps.
+// streams is what the reply holds.
 func FuzzStreamer(f *testing.F) {
 	tok := byteTok(f)
 	for _, s := range []string{"<|open|><|sep|>", "x<|close|>think<|sep|><|open|>response<|sep|>y<|close|>response<|sep|><|open|>tools<|sep|><|open|>call tool=\"f\"<|sep|>"} {
@@ -99,18 +101,43 @@ func FuzzStreamer(f *testing.F) {
 		f.Add(b, true)
 	}
 	f.Fuzz(func(t *testing.T, data []byte, thinking bool) {
-		var out strings.Builder
-		sm := newStreamer(tok, thinking, func(ev engine.Event) {
-			if ev.Kind != engine.EventTool {
-				out.WriteString(ev.Text)
+		var reasoning, answer strings.Builder
+		sm := newStreamer(tok, tokenizer.ReplyOptions{Thinking: thinking}, func(ev engine.Event) {
+			switch ev.Kind {
+			case engine.EventReasoning:
+				reasoning.WriteString(ev.Text)
+			case engine.EventAnswer:
+				answer.WriteString(ev.Text)
 			}
 		})
 		for i := 0; i+1 < len(data); i += 2 {
 			sm.add(int(binary.LittleEndian.Uint16(data[i:])) % tok.VocabSize())
 		}
-		sm.flush()
-		if out.String() != sm.reasoning.String()+sm.answer.String() {
+		r := sm.finish()
+		if reasoning.String() != r.Reasoning || answer.String() != r.Content {
 			t.Fatal("streamed text differs from the kept text")
 		}
 	})
+}
+
+// TestReplayEvents: Replay passes the reader's events on as engine events
+// (a finished call as EventTool "name arguments") and returns its reply.
+func TestReplayEvents(t *testing.T) {
+	tok := byteTok(t)
+	gen := tok.EncodeSpecial(`hm<|close|>think<|sep|><|open|>response<|sep|>ok<|close|>response<|sep|><|open|>tools<|sep|>` +
+		`<|open|>call tool="f" index="1"<|sep|><|open|>argument key="a" type="number"<|sep|>2<|close|>argument<|sep|><|close|>call<|sep|>`)
+	var kinds []engine.EventKind
+	var texts []string
+	r := Replay(tok, gen, tokenizer.ReplyOptions{Thinking: true}, func(ev engine.Event) {
+		kinds = append(kinds, ev.Kind)
+		texts = append(texts, ev.Text)
+	})
+	assert.Equal(t, "hm", r.Reasoning)
+	assert.Equal(t, "ok", r.Content)
+	require.Len(t, r.ToolCalls, 1)
+	assert.Equal(t, []string{"the output ends inside the tools section; its complete calls were kept"}, r.Warnings)
+	require.NotEmpty(t, kinds)
+	assert.Equal(t, engine.EventTool, kinds[len(kinds)-1])
+	assert.Equal(t, `f {"a": 2}`, texts[len(texts)-1])
+	assert.Equal(t, "hm", strings.Join(texts[:slices.Index(kinds, engine.EventAnswer)], ""))
 }

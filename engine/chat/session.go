@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"k3/engine"
@@ -39,11 +38,20 @@ const DefaultMaxTokens = 4096
 type Reply struct {
 	Reasoning, Content string
 	ToolCalls          []tokenizer.ToolCall
-	Stop               engine.StopReason
-	IDs                []int // the generated ids
-	Reused, Prefilled  int   // prompt positions reused from the state / read this turn
-	FirstTokenSeconds  float64
-	SecondsPerToken    float64
+	// Warnings say what the reply reader read loosely or left out.
+	Warnings []string
+	// ReasoningTokens counts the think channel's text tokens.
+	ReasoningTokens   int
+	Stop              engine.StopReason
+	IDs               []int // the generated ids
+	Reused, Prefilled int   // prompt positions reused from the state / read this turn
+	FirstTokenSeconds float64
+	SecondsPerToken   float64
+}
+
+func (r *Reply) set(t tokenizer.Reply) {
+	r.Reasoning, r.Content, r.ToolCalls = t.Reasoning, t.Content, t.ToolCalls
+	r.Warnings, r.ReasoningTokens = t.Warnings, t.ReasoningTokens
 }
 
 // Cut is how the history marks the reply: "" when it ended by itself.
@@ -225,22 +233,26 @@ type PromptOptions struct {
 	// Stop, when set, is asked after each token, once the token's text went
 	// to on; true ends the reply there (engine.StopCaller).
 	Stop func() bool
+	// NoTools: tool calls were not asked for (no tools declared, or
+	// tool_choice "none"); the ones the model writes are left out, with a
+	// warning saying NoToolsWhy (tokenizer.ReplyOptions).
+	NoTools    bool
+	NoToolsWhy string
 }
 
 // Generate runs one assistant reply over ids, a whole transcript rendered
 // by the caller and ending with the generation prompt, reusing the engine
 // state of the previous reply (of Generate or Turn) when ids start with
-// what was fed. It streams like Turn, fills the reply's text from what
-// streamed (the caller parses IDs for tool calls) and leaves the history
-// alone: a server renders each request's messages itself.
+// what was fed. It streams like Turn, returns the reply as the reply
+// reader read it (text, tool calls, warnings: what streamed) and leaves
+// the history alone: a server renders each request's messages itself.
 func (s *Session) Generate(ctx context.Context, ids []int, o PromptOptions, on func(engine.Event)) (*Reply, error) {
 	if on == nil {
 		on = func(engine.Event) {}
 	}
 	rep, sm, gen, err := s.run(ctx, ids, -1, o, on)
-	sm.flush()
 	rep.IDs = gen
-	rep.Reasoning, rep.Content = sm.reasoning.String(), sm.answer.String()
+	rep.set(sm.finish())
 	return rep, err
 }
 
@@ -266,7 +278,7 @@ func (s *Session) run(ctx context.Context, ids []int, mark int, o PromptOptions,
 	}
 	reused := st.Pos
 	rep := &Reply{Reused: reused, Prefilled: len(ids) - reused}
-	sm := newStreamer(s.Tok, o.Thinking, on)
+	sm := newStreamer(s.Tok, tokenizer.ReplyOptions{Thinking: o.Thinking, NoTools: o.NoTools, NoToolsWhy: o.NoToolsWhy}, on)
 	// prefill progress counts the whole transcript, what was reused included
 	progress := func(base int) func(engine.Event) {
 		return func(ev engine.Event) {
@@ -332,90 +344,57 @@ func sum(xs []float64) float64 {
 	return t
 }
 
-// finish parses the generated ids (or keeps what streamed when the turn was
-// cut) and appends the assistant message to the history.
-func (s *Session) finish(rep *Reply, sm *streamer, gen []int, opt Options) {
-	sm.flush()
+// finish ends the reply (what streamed is what it holds) and appends the
+// assistant message to the history.
+func (s *Session) finish(rep *Reply, sm *streamer, gen []int, _ Options) {
 	rep.IDs = gen
-	a, err := s.Tok.ParseAssistantIDs(gen, !opt.NoThink)
-	if err == nil && rep.Cut() == "" {
-		rep.Reasoning, rep.Content, rep.ToolCalls = a.Reasoning, a.Content, a.ToolCalls
-	} else {
-		// cut, or ended by a stop token without the expected structure: keep
-		// what streamed, channel by channel
-		rep.Reasoning, rep.Content = sm.reasoning.String(), sm.answer.String()
-	}
+	rep.set(sm.finish())
 	s.History = append(s.History, Message{Role: "assistant", Content: rep.Content, ReasoningContent: rep.Reasoning, Cut: rep.Cut()})
 }
 
-// streamer turns generated ids into reasoning/answer text as they come:
-// control tokens and the tag names between <|open|>/<|close|> and <|sep|>
-// are structure, everything else is text of the current channel.
+// streamer reads the generated ids with the tokenizer's reply reader and
+// passes its events on as engine events: reasoning and answer text, and
+// each finished tool call as EventTool text ("name arguments").
 type streamer struct {
-	tok               *tokenizer.Tokenizer
-	on                func(engine.Event)
-	kind              engine.EventKind // -1: structure, not shown
-	inTag, opening    bool
-	tag               []int
-	dec               *tokenizer.StreamDecoder
-	reasoning, answer strings.Builder
+	r  *tokenizer.ReplyReader
+	on func(engine.Event)
 }
 
-func newStreamer(tok *tokenizer.Tokenizer, thinking bool, on func(engine.Event)) *streamer {
-	k := engine.EventAnswer
-	if thinking {
-		k = engine.EventReasoning
-	}
-	return &streamer{tok: tok, on: on, kind: k, dec: tok.NewStreamDecoder()}
+func newStreamer(tok *tokenizer.Tokenizer, o tokenizer.ReplyOptions, on func(engine.Event)) *streamer {
+	return &streamer{r: tok.NewReplyReader(o), on: on}
 }
 
-func (m *streamer) emit(text string) {
-	if text == "" {
-		return
-	}
-	switch m.kind {
-	case engine.EventReasoning:
-		m.reasoning.WriteString(text)
-	case engine.EventAnswer:
-		m.answer.WriteString(text)
-	case noText:
-		return
-	}
-	m.on(engine.Event{Kind: m.kind, Text: text, At: time.Now()})
-}
-
-func (m *streamer) flush() { m.emit(m.dec.Flush()) }
-
-func (m *streamer) add(id int) {
-	if !m.tok.IsSpecial(id) {
-		if m.inTag {
-			m.tag = append(m.tag, id)
-			return
-		}
-		m.emit(m.dec.Add(id))
-		return
-	}
-	switch m.tok.SpecialName(id) {
-	case tokenizer.Open, tokenizer.Close:
-		m.flush()
-		m.inTag, m.opening, m.tag = true, m.tok.SpecialName(id) == tokenizer.Open, m.tag[:0]
-	case tokenizer.Sep:
-		if !m.inTag {
-			return
-		}
-		m.inTag = false
-		// a tag with no name (<|open|><|sep|>) is structure like any other
-		name, _, _ := strings.Cut(strings.TrimSpace(string(m.tok.Decode(m.tag))), " ")
-		switch {
-		case m.opening && name == "response":
-			m.kind = engine.EventAnswer
-		case m.opening && (name == "tools" || name == "call" || name == "argument" || name == "json"):
-			m.kind = engine.EventTool
-		case !m.opening && name == "think":
-			m.kind = noText
+func (m *streamer) pass(evs []tokenizer.ReplyEvent) {
+	for _, ev := range evs {
+		switch ev.Kind {
+		case tokenizer.ReplyReasoning:
+			m.on(engine.Event{Kind: engine.EventReasoning, Text: ev.Text, At: time.Now()})
+		case tokenizer.ReplyContent:
+			m.on(engine.Event{Kind: engine.EventAnswer, Text: ev.Text, At: time.Now()})
+		case tokenizer.ReplyToolEnd:
+			m.on(engine.Event{Kind: engine.EventTool, Text: ev.Call.Function.Name + " " + ev.Call.Function.Arguments, At: time.Now()})
 		}
 	}
 }
 
-// noText marks the stretch between channels, which is structure.
-const noText engine.EventKind = -1
+func (m *streamer) add(id int) { m.pass(m.r.Add(id)) }
+
+// finish ends the reply and returns it as read.
+func (m *streamer) finish() tokenizer.Reply {
+	m.pass(m.r.Finish())
+	return m.r.Reply()
+}
+
+// Replay reads generated ids as a session does, sending on the same
+// events, and returns the reply it makes of them (for servers and tests
+// that generate otherwise).
+func Replay(tok *tokenizer.Tokenizer, gen []int, o tokenizer.ReplyOptions, on func(engine.Event)) tokenizer.Reply {
+	if on == nil {
+		on = func(engine.Event) {}
+	}
+	sm := newStreamer(tok, o, on)
+	for _, id := range gen {
+		sm.add(id)
+	}
+	return sm.finish()
+}

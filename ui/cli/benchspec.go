@@ -33,7 +33,7 @@ func init() {
 type specPrompt struct {
 	name  string
 	turns []string // user messages; the last is the one measured
-	kind  func(reply tokenizer.Assistant, prompt string) string
+	kind  func(reply tokenizer.Reply, prompt string) string
 }
 
 // specSummarised is the text the summarise prompt gives.
@@ -47,7 +47,7 @@ var specPrompts = []specPrompt{
 }
 
 // answered: a chat reply needs an answer.
-func answered(a tokenizer.Assistant, _ string) string {
+func answered(a tokenizer.Reply, _ string) string {
 	if strings.TrimSpace(a.Content) == "" {
 		return "no answer"
 	}
@@ -55,7 +55,7 @@ func answered(a tokenizer.Assistant, _ string) string {
 }
 
 // isCode: the code prompt asks for a Go function.
-func isCode(a tokenizer.Assistant, _ string) string {
+func isCode(a tokenizer.Reply, _ string) string {
 	if !strings.Contains(a.Content, "func ") || !strings.Contains(a.Content, "{") {
 		return "the model cannot write code: its reply is not a Go function"
 	}
@@ -63,7 +63,7 @@ func isCode(a tokenizer.Assistant, _ string) string {
 }
 
 // summarises: most of a summary's longer words come from the text.
-func summarises(a tokenizer.Assistant, prompt string) string {
+func summarises(a tokenizer.Reply, prompt string) string {
 	words := func(s string) []string {
 		return strings.FieldsFunc(strings.ToLower(s), func(r rune) bool { return !unicode.IsLetter(r) })
 	}
@@ -229,8 +229,8 @@ func benchSpec(args []string, stdout, stderr io.Writer) int {
 			if c.off, err = gen(c, engine.SpecOff, nil); err != nil {
 				return fail("", err)
 			}
-			a, err := tok.ParseAssistantIDs(c.off.Generated, true)
-			switch {
+			a := tok.ReadReply(c.off.Generated, tokenizer.ReplyOptions{Thinking: true})
+			switch err := a.Err(); {
 			case c.off.Stop != engine.StopToken:
 				c.weak = fmt.Sprintf("the reply did not end by itself within %d tokens", *maxTokens)
 			case err != nil:

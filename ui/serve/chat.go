@@ -56,6 +56,12 @@ func (s *Server) chatPrompt(q *chatRequest, j *job) *apiError {
 		return badRequest("messages", "%v", rerr)
 	}
 	j.ids, j.thinking = s.o.Tok.EncodeSegments(segs), thinking
+	switch {
+	case len(tools) == 0:
+		j.noTools = "no tools were declared"
+	case choice == "none":
+		j.noTools = `tool_choice is "none"`
+	}
 	return nil
 }
 
@@ -240,7 +246,7 @@ func (s *Server) writeChat(w http.ResponseWriter, j *job, res *result, q *chatRe
 	}
 	out := chatResponse{ID: id, Object: "chat.completion", Created: created, Model: s.o.ModelID,
 		Choices:  []chatChoice{{Message: msg, FinishReason: res.finish}},
-		Usage:    newUsage(res.prompt, len(res.ids), res.reused),
+		Usage:    res.chatUsage(),
 		Warnings: res.warnings}
 	if q.ReturnTokenIDs {
 		out.PromptTokenIDs, out.Choices[0].TokenIDs = j.ids, res.ids
@@ -291,7 +297,7 @@ func (s *Server) streamChat(ctx context.Context, w http.ResponseWriter, p *place
 	send(last)
 	if withUsage {
 		e.data(chatChunk{ID: id, Object: "chat.completion.chunk", Created: created, Model: s.o.ModelID,
-			Choices: []chunkChoice{}, Usage: newUsage(res.prompt, len(res.ids), res.reused)})
+			Choices: []chunkChoice{}, Usage: res.chatUsage()})
 	}
 	e.done()
 	return res, nil

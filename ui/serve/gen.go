@@ -16,8 +16,11 @@ import (
 
 // job is one generation, read from a request.
 type job struct {
-	ids       []int
-	thinking  bool // the prompt opened the think channel
+	ids      []int
+	thinking bool // the prompt opened the think channel
+	// noTools, when set, says why tool calls were not asked for (no tools,
+	// or tool_choice "none"): the reader leaves out the ones written anyway
+	noTools   string
 	raw       bool // a completion: every generated token is text, no channels
 	maxTokens int
 	sampling  engine.Sampling
@@ -36,6 +39,7 @@ type result struct {
 	reasoning, content string
 	calls              []tokenizer.ToolCall
 	warnings           []string
+	reasoningTokens    int    // of the generated tokens, the think channel's text
 	finish             string // stop, length or tool_calls
 	prompt, reused     int
 }
@@ -119,7 +123,6 @@ func (s *Server) generate(ctx context.Context, j *job) (*result, error) {
 	}
 	s.generations.Add(1)
 	filter := newStopFilter(j.stops, j.onAnswer)
-	var reasoning strings.Builder
 	dec := s.o.Tok.NewStreamDecoder()
 	stopIDs := s.o.Tok.StopIDs()
 	on := func(ev engine.Event) {
@@ -133,11 +136,8 @@ func (s *Server) generate(ctx context.Context, j *job) (*result, error) {
 				filter.add(dec.Add(ev.Token))
 			}
 		case engine.EventReasoning:
-			if !j.raw {
-				reasoning.WriteString(ev.Text)
-				if j.onReasoning != nil {
-					j.onReasoning(ev.Text)
-				}
+			if !j.raw && j.onReasoning != nil {
+				j.onReasoning(ev.Text)
 			}
 		case engine.EventAnswer:
 			if !j.raw {
@@ -146,7 +146,8 @@ func (s *Server) generate(ctx context.Context, j *job) (*result, error) {
 		}
 	}
 	rep, err := s.sess.Generate(ctx, j.ids, chat.PromptOptions{Thinking: j.thinking, MaxTokens: j.maxTokens,
-		Sampler: j.sampling.Sampler(j.stream), Stop: func() bool { return filter.hit }}, on)
+		Sampler: j.sampling.Sampler(j.stream), Stop: func() bool { return filter.hit },
+		NoTools: j.noTools != "", NoToolsWhy: j.noTools}, on)
 	if err != nil {
 		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 			s.cancelled.Add(1)
@@ -159,23 +160,13 @@ func (s *Server) generate(ctx context.Context, j *job) (*result, error) {
 	if rep.Stop == engine.StopToken {
 		res.finish = "stop"
 	}
-	switch {
-	case j.raw:
+	if j.raw {
 		filter.add(dec.Flush())
-	case !filter.hit:
-		// what the reader finds beyond what streamed (output that broke the
-		// format, returned as text) goes out now
-		r := s.o.Tok.ParseReplyIDs(rep.IDs, j.thinking)
-		if rest, ok := strings.CutPrefix(r.Reasoning, reasoning.String()); ok && rest != "" {
-			reasoning.WriteString(rest)
-			if j.onReasoning != nil {
-				j.onReasoning(rest)
-			}
-		}
-		if rest, ok := strings.CutPrefix(r.Content, rep.Content); ok {
-			filter.add(rest)
-		}
-		res.calls, res.warnings = r.ToolCalls, r.Warnings
+	} else {
+		// the reply as the session's reader read it: what streamed, plus
+		// the tool calls and what it read loosely
+		res.reasoning, res.calls, res.warnings = rep.Reasoning, rep.ToolCalls, rep.Warnings
+		res.reasoningTokens = rep.ReasoningTokens
 	}
 	filter.flush()
 	if filter.hit {
@@ -183,8 +174,16 @@ func (s *Server) generate(ctx context.Context, j *job) (*result, error) {
 	} else if len(res.calls) > 0 {
 		res.finish = "tool_calls"
 	}
-	res.reasoning, res.content = reasoning.String(), filter.out.String()
+	res.content = filter.out.String()
 	return res, nil
+}
+
+// chatUsage is a chat reply's usage: newUsage with the reasoning tokens
+// the reply reader counted.
+func (r *result) chatUsage() *usage {
+	u := newUsage(r.prompt, len(r.ids), r.reused)
+	u.CompletionTokensDetails = &completionTokensDetails{ReasoningTokens: r.reasoningTokens}
+	return u
 }
 
 // newID returns prefix + 24 random hex digits.

@@ -16,27 +16,13 @@ import (
 )
 
 // scripted stands in for the model: it "generates" fixed K3 output (the
-// random demo model never writes a tool call) and sends the events a chat
-// session sends for it: the think channel's text as reasoning, the
-// response channel's as answer (what the session's reader streams; tool
-// blocks are not answer text), and one event per token.
+// random demo model never writes a tool call) and reads it with the chat
+// session's own reader (chat.Replay), so the events and the reply are the
+// ones a session sends for it.
 type scripted struct {
 	tok    *tokenizer.Tokenizer
 	output string // XTML after the generation prompt, control strings as controls
 	prompt []int  // the ids of the last request
-}
-
-// channel returns the text after open up to the next control string.
-func channel(s, open string) string {
-	i := strings.Index(s, open)
-	if open != "" && i < 0 {
-		return ""
-	}
-	s = s[i+len(open):]
-	if j := strings.Index(s, "<|"); j >= 0 {
-		s = s[:j]
-	}
-	return s
 }
 
 func (g *scripted) Generate(ctx context.Context, ids []int, o chat.PromptOptions, on func(engine.Event)) (*chat.Reply, error) {
@@ -46,15 +32,11 @@ func (g *scripted) Generate(ctx context.Context, ids []int, o chat.PromptOptions
 	if n := len(gen); n > 0 && (gen[n-1] == g.tok.StopIDs()[0] || gen[n-1] == g.tok.StopIDs()[1]) {
 		rep.Stop = engine.StopToken
 	}
-	if o.Thinking {
-		rep.Reasoning = channel(g.output, "")
-		on(engine.Event{Kind: engine.EventReasoning, Text: rep.Reasoning})
-	}
-	rep.Content = channel(g.output, tokenizer.Open+"response"+tokenizer.Sep)
-	on(engine.Event{Kind: engine.EventAnswer, Text: rep.Content})
+	r := chat.Replay(g.tok, gen, tokenizer.ReplyOptions{Thinking: o.Thinking, NoTools: o.NoTools, NoToolsWhy: o.NoToolsWhy}, on)
 	for i, id := range gen {
 		on(engine.Event{Kind: engine.EventToken, Step: i, Token: id})
 	}
+	rep.Reasoning, rep.Content, rep.ToolCalls, rep.Warnings, rep.ReasoningTokens = r.Reasoning, r.Content, r.ToolCalls, r.Warnings, r.ReasoningTokens
 	return rep, nil
 }
 
@@ -160,8 +142,9 @@ func TestToolCallsStreaming(t *testing.T) {
 	assert.Equal(t, []string{"tool_calls"}, finish)
 }
 
-// TestMalformedToolCall: a call cut off by the token cap comes back as
-// text with a warning; nothing crashes.
+// TestMalformedToolCall: a reply cut off by the token cap inside the
+// second call keeps the first, complete call, leaves out the unfinished
+// one and says so; no markup reaches the content, streamed or not.
 func TestMalformedToolCall(t *testing.T) {
 	cut := strings.Index(toolOutput, `<|open|>call tool="get_weather" index="2"`) + 20
 	s, _ := scriptedServer(t, toolOutput[:cut])
@@ -169,17 +152,19 @@ func TestMalformedToolCall(t *testing.T) {
 	require.Equal(t, 200, resp.StatusCode, string(data))
 	r := decodeChat(t, data)
 	c := r.Choices[0]
-	assert.Equal(t, "length", c.FinishReason)
-	assert.Empty(t, c.Message.ToolCalls)
+	assert.Equal(t, "tool_calls", c.FinishReason)
+	require.Len(t, c.Message.ToolCalls, 1)
+	assert.JSONEq(t, `{"city":"Paris \"<b>\" & co","days":3}`, c.Message.ToolCalls[0].Function.Arguments)
 	require.NotNil(t, c.Message.Content)
-	assert.True(t, strings.HasPrefix(*c.Message.Content, "Let me check.<|open|>tools<|sep|><|open|>call tool=\"get_weather\""), *c.Message.Content)
-	require.Len(t, r.Warnings, 1)
-	assert.Contains(t, r.Warnings[0], "tool calls could not be read")
+	assert.Equal(t, "Let me check.", *c.Message.Content)
+	assert.Equal(t, []string{"the output ends inside a tag (cut off?); the unfinished tag was left out",
+		"the output ends inside the tools section; its complete calls were kept"}, r.Warnings)
 
-	// streamed: the same text arrives as content deltas, with the warning
+	// streamed: the same content, the same call, the warnings on the last chunk
 	_, evs := streamPost(t, s, toolRequest(true))
 	var content strings.Builder
-	var warned bool
+	var warnings []string
+	calls := 0
 	for _, ev := range evs {
 		if ev.data == "" || ev.data == "[DONE]" {
 			continue
@@ -192,10 +177,12 @@ func TestMalformedToolCall(t *testing.T) {
 		if d := c.Choices[0].Delta.Content; d != nil {
 			content.WriteString(*d)
 		}
-		warned = warned || len(c.Warnings) > 0
+		calls += len(c.Choices[0].Delta.ToolCalls)
+		warnings = append(warnings, c.Warnings...)
 	}
 	assert.Equal(t, *r.Choices[0].Message.Content, content.String())
-	assert.True(t, warned)
+	assert.Equal(t, 1, calls)
+	assert.Equal(t, r.Warnings, warnings)
 }
 
 func TestToolChoiceAndThinking(t *testing.T) {

@@ -193,8 +193,8 @@ func encodeOne(tok *tokenizer.Tokenizer, msgs []tokenizer.Message, opt tokenizer
 		return encoded{}, errors.New("the prompt is not a prefix of the rendered conversation")
 	}
 	last := msgs[len(msgs)-1]
-	a, err := tok.ParseAssistantIDs(ids[len(pids):], !opt.NoThink)
-	if err != nil {
+	a := tok.ReadReply(ids[len(pids):], tokenizer.ReplyOptions{Thinking: !opt.NoThink})
+	if err := a.Err(); err != nil {
 		return encoded{}, err
 	}
 	if opt.NoThink {
