@@ -203,7 +203,7 @@ func (e *Engine) Generate(ctx context.Context, s *State, prompt []int, opt GenOp
 			res.logits = append(res.logits, logits)
 		}
 		spec.observeToken(full)
-		ev := Event{Kind: EventToken, Step: len(res.Generated) - 1, Token: id, Seconds: dt, Stats: e.Snapshot(), At: time.Now()}
+		ev := Event{Kind: EventToken, Step: len(res.Generated) - 1, Token: id, Seconds: dt, Stats: e.counters(), At: time.Now()}
 		emit(ev)
 		switch {
 		case opt.OnToken != nil && opt.OnToken(ev):
@@ -256,8 +256,8 @@ func (e *Engine) Generate(ctx context.Context, s *State, prompt []int, opt GenOp
 		for acc < len(draft) && pick(opt.Sampler, base+acc, rows[acc*V:(acc+1)*V]) == draft[acc] {
 			acc++
 		}
-		e.drafted += int64(len(draft))
-		e.accepted += int64(acc)
+		e.drafted.Add(int64(len(draft)))
+		e.accepted.Add(int64(acc))
 		res.Passes = append(res.Passes, Pass{len(draft), acc})
 		dt = time.Since(t0).Seconds() / float64(acc+1)
 		for i := 0; i < acc; i++ {
