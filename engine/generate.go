@@ -135,8 +135,9 @@ func (r *GenResult) SecondsPerToken() float64 {
 }
 
 // Generate feeds prompt into s (nil: a fresh state) and generates up to
-// opt.MaxTokens tokens. It is the engine's one decode loop: the CLI, chat
-// sessions, the app and the server all run it.
+// opt.MaxTokens tokens. It is the decode loop of every generation: the CLI,
+// chat sessions, the app and the server all run it. (MeasureOverlap, for
+// k3 bench, decodes greedily with Feed to time reads against compute.)
 //
 // Cancelling ctx stops within one layer's work, prefill included: Generate
 // returns ctx.Err() with the partial result, and the state holds every
