@@ -49,7 +49,8 @@ import (
 // the KDA state, buffers, the process base).
 const (
 	// DefaultBF16GBps and DefaultMXFP4GBps are per-core weight-byte rates
-	// of the portable exact kernels (machine-limits.md: pure Go scalar
+	// of the portable exact kernels (the development machines' measured limits, a document not in
+	// this repository: pure Go scalar
 	// exact f64, ~5 GB/s; exact MXFP4 about 0.4 of bf16), used when no
 	// measurement is available.
 	DefaultBF16GBps  = 5.0

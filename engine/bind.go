@@ -7,6 +7,7 @@ import (
 
 	"k3/kernels"
 	"k3/storage/config"
+	"k3/storage/layout"
 	st "k3/storage/safetensors"
 	"k3/storage/trunk"
 )
@@ -266,7 +267,7 @@ func (e *BindError) Error() string {
 func (b *binder) layer(i int) *Layer {
 	c := b.cfg
 	H := c.Hidden
-	p := fmt.Sprintf("model.layers.%d.", i)
+	p := layout.Layer(i)
 	L := &Layer{Index: i}
 	L.InNorm = b.vec(p+"input_layernorm.weight", []int{H}, 0)
 	L.PostNorm = b.vec(p+"post_attention_layernorm.weight", []int{H}, 0)
@@ -281,7 +282,7 @@ func (b *binder) layer(i int) *Layer {
 	if c.IsDense(i) {
 		L.MLP = b.dense(p + "mlp.")
 	} else {
-		L.MLP = b.moe(i, p+"block_sparse_moe.")
+		L.MLP = b.moe(i, p+layout.MoE)
 	}
 	L.MLPFrom = max(b.matLo, 0)
 	return L
@@ -304,13 +305,3 @@ func (b *binder) tables() (*residentTables, []float32, []float32) {
 }
 
 func has(set *st.Set, name string) bool { _, ok := set.Get(name); return ok }
-
-func detectPrefix(set *st.Set) (string, error) {
-	switch {
-	case has(set, "language_model.model.embed_tokens.weight"):
-		return "language_model.", nil
-	case has(set, "model.embed_tokens.weight"):
-		return "", nil
-	}
-	return "", fmt.Errorf("no embedding tensor: expected language_model.model.embed_tokens.weight or model.embed_tokens.weight")
-}

@@ -111,8 +111,8 @@ func (e *Engine) Snapshot() Stats {
 // counters are the engine's counters without the RSS (which costs a read
 // of /proc).
 func (e *Engine) counters() Stats {
-	s := Stats{Expert: e.m.experts.Stats(), Positions: e.positions, ReadBusySeconds: e.m.io.seconds(),
-		ForwardPasses: e.passes, SpecDrafted: e.drafted, SpecAccepted: e.accepted}
+	s := Stats{Expert: e.m.experts.Stats(), Positions: int(e.positions.Load()), ReadBusySeconds: e.m.io.seconds(),
+		ForwardPasses: e.passes.Load(), SpecDrafted: e.drafted.Load(), SpecAccepted: e.accepted.Load()}
 	s.TrunkBytesRead, s.TrunkWaitSeconds = e.layers.trunkStats()
 	s.TrunkBytesRead += e.m.tables.bytesRead()
 	return s

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"k3/kernels"
@@ -22,10 +23,12 @@ type Engine struct {
 	// ExpertSeconds, when not nil (len >= bound layers), accumulates the
 	// time each layer computed its routed experts (their reads excluded).
 	ExpertSeconds []float64
-	positions     int   // positions run through every layer
-	passes        int64 // forwards through every layer
+	// The counters below are written by the generating goroutine and read
+	// by Snapshot from any other (the app's gauges poll it during a turn).
+	positions atomic.Int64 // positions run through every layer
+	passes    atomic.Int64 // forwards through every layer
 	// draft tokens verified and accepted (speculative decoding)
-	drafted, accepted int64
+	drafted, accepted atomic.Int64
 	// spec measures what a pass costs, for choosing draft lengths
 	spec specCosts
 }
@@ -134,8 +137,8 @@ func (e *Engine) forward(ctx context.Context, s *State, ids []int, all, want boo
 	}
 	s.Pos += T
 	s.IDs = append(s.IDs, ids...)
-	e.positions += T
-	e.passes++
+	e.positions.Add(int64(T))
+	e.passes.Add(1)
 	if !all && !want {
 		return nil, nil
 	}

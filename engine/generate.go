@@ -135,8 +135,9 @@ func (r *GenResult) SecondsPerToken() float64 {
 }
 
 // Generate feeds prompt into s (nil: a fresh state) and generates up to
-// opt.MaxTokens tokens. It is the engine's one decode loop: the CLI, chat
-// sessions, the app and the server all run it.
+// opt.MaxTokens tokens. It is the decode loop of every generation: the CLI,
+// chat sessions, the app and the server all run it. (MeasureOverlap, for
+// k3 bench, decodes greedily with Feed to time reads against compute.)
 //
 // Cancelling ctx stops within one layer's work, prefill included: Generate
 // returns ctx.Err() with the partial result, and the state holds every
@@ -203,7 +204,7 @@ func (e *Engine) Generate(ctx context.Context, s *State, prompt []int, opt GenOp
 			res.logits = append(res.logits, logits)
 		}
 		spec.observeToken(full)
-		ev := Event{Kind: EventToken, Step: len(res.Generated) - 1, Token: id, Seconds: dt, Stats: e.Snapshot(), At: time.Now()}
+		ev := Event{Kind: EventToken, Step: len(res.Generated) - 1, Token: id, Seconds: dt, Stats: e.counters(), At: time.Now()}
 		emit(ev)
 		switch {
 		case opt.OnToken != nil && opt.OnToken(ev):
@@ -256,8 +257,8 @@ func (e *Engine) Generate(ctx context.Context, s *State, prompt []int, opt GenOp
 		for acc < len(draft) && pick(opt.Sampler, base+acc, rows[acc*V:(acc+1)*V]) == draft[acc] {
 			acc++
 		}
-		e.drafted += int64(len(draft))
-		e.accepted += int64(acc)
+		e.drafted.Add(int64(len(draft)))
+		e.accepted.Add(int64(acc))
 		res.Passes = append(res.Passes, Pass{len(draft), acc})
 		dt = time.Since(t0).Seconds() / float64(acc+1)
 		for i := 0; i < acc; i++ {

@@ -5,12 +5,12 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 
 	"k3/doctor/machine"
 	"k3/engine/plan"
 	"k3/storage/config"
+	"k3/storage/layout"
 	st "k3/storage/safetensors"
 	"k3/storage/trunk"
 )
@@ -102,12 +102,12 @@ func openCheckpoint(dir string, o Options) (*checkpoint, error) {
 	if err != nil {
 		return nil, err
 	}
-	prefix, err := detectPrefix(set)
+	prefix, err := layout.DetectPrefix(func(n string) bool { return has(set, n) })
 	if err != nil {
 		set.Close()
 		return nil, &BindError{[]string{err.Error()}}
 	}
-	if n := checkpointLayers(set, prefix); n > cfg.Layers {
+	if n := layout.Layers(set.Names(), prefix); n > cfg.Layers {
 		set.Close()
 		return nil, &BindError{[]string{fmt.Sprintf("the checkpoint has weights for %d layers (%smodel.layers.0 to .%d) but %s says num_hidden_layers = %d: the layers past it would be ignored; fix the config", n, prefix, n-1, cfgPath, cfg.Layers)}}
 	}
@@ -264,14 +264,13 @@ func (ck *checkpoint) trunkSizes() (perLayer []int64, globals int64) {
 	for _, name := range ck.set.Names() {
 		t, _ := ck.set.Get(name)
 		n := strings.TrimPrefix(name, ck.prefix)
-		var li int
-		if _, err := fmt.Sscanf(n, "model.layers.%d.", &li); err == nil {
-			if li < ck.layers && !strings.Contains(n, ".block_sparse_moe.experts.") {
+		if li, _, ok := layout.LayerOf(n); ok {
+			if li < ck.layers && !layout.IsRoutedExpert(n) {
 				perLayer[li] += t.Size
 			}
 			continue
 		}
-		if strings.HasPrefix(n, "model.") || strings.HasPrefix(n, "lm_head.") {
+		if layout.IsModelTable(n) {
 			globals += t.Size
 		}
 	}
@@ -337,22 +336,4 @@ func specPositions(o Options) int {
 		return d + 1
 	}
 	return 0
-}
-
-// checkpointLayers is one more than the highest layer index among the
-// checkpoint's tensor names (0 when it has none).
-func checkpointLayers(set *st.Set, prefix string) int {
-	n := 0
-	lp := prefix + "model.layers."
-	for _, name := range set.Names() {
-		rest, ok := strings.CutPrefix(name, lp)
-		if !ok {
-			continue
-		}
-		num, _, _ := strings.Cut(rest, ".")
-		if i, err := strconv.Atoi(num); err == nil && i >= n {
-			n = i + 1
-		}
-	}
-	return n
 }

@@ -1,7 +1,7 @@
 package engine
 
 // Per-op tests against the C engine's PyTorch fixtures in
-// testdata/seed-v1/ops (tools/emit_fixtures.py of the seed engine). Every
+// testdata/seed-v1/ops (the seed engine's emit_fixtures.py). Every
 // element must satisfy |got-want| <= atol + rtol·|want| with the tolerance of
 // MANIFEST.json; each check logs its max abs / rel error and worst ratio
 // (go test -v -run TestOp ./engine/).

@@ -15,12 +15,13 @@ import (
 // for them), trunk read-ahead is not, so a trunk read in pieces yields
 // between pieces while expert reads are outstanding.
 type ioTracker struct {
-	mu     sync.Mutex
-	active int
-	since  time.Time
-	busy   float64
-	urgent int        // expert reads asked for and not yet finished
-	calm   *sync.Cond // broadcast when urgent drops to 0
+	mu      sync.Mutex
+	active  int
+	since   time.Time
+	busy    float64
+	urgent  int        // expert reads asked for and not yet finished
+	calm    *sync.Cond // broadcast when urgent drops to 0
+	waiting int        // yields waiting on calm
 }
 
 // urgentAdd counts n urgent reads asked for (n < 0: finished). Nil-safe.
@@ -46,7 +47,9 @@ func (t *ioTracker) yield() {
 		if t.calm == nil {
 			t.calm = sync.NewCond(&t.mu)
 		}
+		t.waiting++
 		t.calm.Wait()
+		t.waiting--
 	}
 	t.mu.Unlock()
 }
@@ -133,7 +136,10 @@ func MeasureOverlap(ctx context.Context, e *Engine, prompt []int, tokens int) (O
 	if err != nil {
 		return Overlap{}, err
 	}
-	start, t0 := e.counters(), time.Now()
+	// the clock starts before the counters are read and stops after: the
+	// read time the counters give lies inside the wall time
+	t0 := time.Now()
+	start := e.counters()
 	id := argmax(logits)
 	for i := 0; i < tokens; i++ {
 		if logits, err = e.Feed(ctx, s, []int{id}, false); err != nil {
@@ -141,5 +147,6 @@ func MeasureOverlap(ctx context.Context, e *Engine, prompt []int, tokens int) (O
 		}
 		id = argmax(logits)
 	}
-	return OverlapOf(e.counters().Sub(start), time.Since(t0).Seconds(), tokens), nil
+	d := e.counters().Sub(start)
+	return OverlapOf(d, time.Since(t0).Seconds(), tokens), nil
 }

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -22,10 +23,10 @@ func TestYieldWaitsForUrgentReads(t *testing.T) {
 		passed.Store(true)
 		close(done)
 	}()
-	time.Sleep(20 * time.Millisecond)
+	waitUntilWaiting(t, &io)
 	assert.False(t, passed.Load(), "yield returned with 2 urgent reads outstanding")
 	io.urgentAdd(-1)
-	time.Sleep(20 * time.Millisecond)
+	waitUntilWaiting(t, &io)
 	assert.False(t, passed.Load(), "yield returned with 1 urgent read outstanding")
 	io.urgentAdd(-1)
 	select {
@@ -36,4 +37,21 @@ func TestYieldWaitsForUrgentReads(t *testing.T) {
 	var none *ioTracker
 	none.urgentAdd(1) // nil-safe
 	none.yield()
+}
+
+// waitUntilWaiting returns once a yield is blocked on t's condition (or
+// fails after 10 s): what the test checks next holds while it is blocked.
+func waitUntilWaiting(t *testing.T, io *ioTracker) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		io.mu.Lock()
+		w := io.waiting
+		io.mu.Unlock()
+		if w == 1 {
+			return
+		}
+		require.True(t, time.Now().Before(deadline), "no yield is waiting")
+		runtime.Gosched()
+	}
 }

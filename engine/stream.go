@@ -2,13 +2,13 @@ package engine
 
 import (
 	"cmp"
-	"fmt"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"k3/storage/direct"
+	"k3/storage/layout"
 	"k3/storage/trunk"
 )
 
@@ -135,7 +135,7 @@ func newTrunkStream(m *Model, tr *trunk.Trunk, slots int, ringBytes int64) *trun
 // mlp.* or block_sparse_moe.*), or 0 when the run has no such tensor or
 // nothing before it.
 func mlpStart(r *trunk.Run, prefix string, li int) int64 {
-	dense, moe := fmt.Sprintf("%smodel.layers.%d.mlp.", prefix, li), fmt.Sprintf("%smodel.layers.%d.block_sparse_moe.", prefix, li)
+	dense, moe := prefix+layout.Layer(li)+layout.DenseMLP, prefix+layout.Layer(li)+layout.MoE
 	at := int64(-1)
 	for _, t := range r.Tensors {
 		if (strings.HasPrefix(t.Name, dense) || strings.HasPrefix(t.Name, moe)) && (at < 0 || t.Offset < at) {

@@ -6,10 +6,10 @@
 #      headless build says how to get the app;
 #   2. the Windows desktop k3.exe links with MinGW-w64 (and ui/gui vets for
 #      windows with cgo);
-#   3. linux/arm64 tests of kernels, engine, storage and tokenizer under
-#      qemu-aarch64-static user-mode emulation, with the NEON kernels and
-#      again with K3_PORTABLE=1;
-#   4. windows/amd64 tests of storage and the engine under Wine
+#   3. linux/arm64 tests under qemu-aarch64-static user-mode emulation: the
+#      kernels (NEON and K3_PORTABLE=1), the golden logits, direct I/O and the
+#      safetensors reader (see arm64_tests);
+#   4. windows/amd64 tests of storage and the engine's golden logits under Wine
 #      (tools/wine/run), and the desktop k3.exe opening its window under Wine
 #      on Xvfb (tools/wine/window).
 # Every step prints its wall time; emulated timings say nothing about speed.
@@ -89,15 +89,27 @@ binfmt_arm64() {
   echo "-- registered qemu-aarch64 with binfmt_misc"
 }
 
-# The forced-portable pass leaves out engine's sub-packages (chat, the cache
-# simulator, ...): they run the same forward as engine itself and take most
-# of the emulated time.
+# What emulation proves, run once each (every step used to run whole
+# packages twice, about 33 of CI's minutes):
+# - the NEON kernels against the portable ones: the kernels' own tests, which
+#   compare every level this machine runs;
+# - the golden logits: TestLogitsGolden feeds the reference checkpoints at
+#   every kernel level (portable and NEON here) and 1 and 3 threads and
+#   compares the bits with the committed amd64 ones; TestGates checks them
+#   against the float64 reference;
+# - K3_PORTABLE=1 switching every kernel to the portable Go code;
+# - the arm64 system calls and unsafe layouts of direct I/O and the
+#   safetensors reader (O_DIRECT's flag value differs between arm64 and amd64).
+# The rest of the engine, the tokenizer and storage are the same Go code on
+# every 64-bit little-endian platform and run natively in make test.
+ARM64_ENGINE_TESTS='^(TestLogitsGolden|TestGates)$'
 arm64_tests() {
   binfmt_arm64
   echo "-- linux/arm64 under qemu-aarch64-static, NEON kernels"
-  GOARCH=arm64 $GO test -count=1 -timeout 30m -exec qemu-aarch64-static ./kernels/... ./engine/... ./storage/... ./tokenizer/...
+  GOARCH=arm64 $GO test -count=1 -timeout 30m -exec qemu-aarch64-static ./kernels/... ./storage/direct/ ./storage/safetensors/
+  GOARCH=arm64 $GO test -count=1 -timeout 30m -exec qemu-aarch64-static -run "$ARM64_ENGINE_TESTS" ./engine/
   echo "-- linux/arm64 under qemu-aarch64-static, K3_PORTABLE=1"
-  K3_PORTABLE=1 GOARCH=arm64 $GO test -count=1 -timeout 30m -exec qemu-aarch64-static ./kernels/... ./engine/ ./storage/... ./tokenizer/...
+  K3_PORTABLE=1 GOARCH=arm64 $GO test -count=1 -timeout 30m -exec qemu-aarch64-static ./kernels/
 }
 
 step "cross builds and vet" cross
@@ -108,7 +120,8 @@ step "linux/arm64 tests (qemu)" arm64_tests
 # fail that write; the rest of hub's tests run.
 wine_tests() {
   # shellcheck disable=SC2046
-  tools/wine/run $($GO list ./storage/... | grep -v '/storage/hub$') ./engine/
+  tools/wine/run $($GO list ./storage/... | grep -v '/storage/hub$')
+  WINE_TEST_ARGS="-test.run=$ARM64_ENGINE_TESTS" tools/wine/run ./engine/
   WINE_TEST_ARGS=-test.skip=TestWrongSizeFiles tools/wine/run ./storage/hub/
 }
 

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"k3/kernels"
+	"k3/storage/layout"
 	st "k3/storage/safetensors"
 )
 
@@ -554,12 +555,8 @@ func ProjectTrunk(dir string, blockRatio map[string]float64, fallback float64) (
 	var out []LayerCompression
 	for _, name := range set.Names() {
 		t, _ := set.Get(name)
-		_, rest, ok := strings.Cut(name, "model.layers.")
-		if !ok || strings.Contains(name, ".block_sparse_moe.experts.") {
-			continue
-		}
-		var li int
-		if _, err := fmt.Sscanf(rest, "%d.", &li); err != nil {
+		li, _, ok := layout.LayerOf(name)
+		if !ok || layout.IsRoutedExpert(name) {
 			continue
 		}
 		for len(out) <= li {

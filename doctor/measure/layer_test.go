@@ -64,7 +64,7 @@ func TestLayerSmall(t *testing.T) {
 			assert.Positive(t, run.BytesRead, "experts are read from disk in both cases")
 			assert.InDelta(t, max(run.ReadSeconds, run.ComputeSeconds)/run.WallSeconds, run.Efficiency, 1e-12)
 			assert.Greater(t, run.Efficiency, 0.0)
-			assert.LessOrEqual(t, run.Efficiency, 1.2)
+			assert.LessOrEqual(t, run.Efficiency, 1.0, "max(read, compute) cannot exceed the wall time")
 		}
 	}
 	// streamed: every token reads the trunk too

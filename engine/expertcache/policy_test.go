@@ -280,7 +280,7 @@ func TestAccessDoesNotAllocate(t *testing.T) {
 }
 
 // TestS3FIFOMatchesReferenceTable reproduces the S3-FIFO table in the
-// docstring of the C project's later tools/sim_cache.py (not shipped with
+// docstring of the C project's later sim_cache.py tool (not shipped with
 // the fixtures; quoted from the spec's source) at 4, 16, 32, 64 and 128 GB
 // (cap/WS 0.15 .. 4.96), with small shares of 10% and 50%. It matches to the
 // printed precision only with that tool's lossy ghost (lossyGhost); the exact

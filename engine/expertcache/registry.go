@@ -6,7 +6,7 @@ import (
 )
 
 // The policy names: these are the only spellings, used by the engine's
-// ExpertStore.Policy, k3's --cache-policy and the k3 sim-cache columns.
+// Options.CachePolicy, k3's --cache-policy and the k3 sim-cache columns.
 const (
 	NameLayerR = "layer+r" // LayerCycle with recency (NewLayerCycleRecency)
 	NameLayer  = "layer"   // LayerCycle (NewLayerCycle)

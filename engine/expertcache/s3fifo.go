@@ -38,7 +38,7 @@ type S3FIFO struct {
 	ghostHead int      // next ring position to write
 	ghostN    int      // entries in use
 	ghostMark []int32  // per key: ring position+1 of its latest ghost entry, 0 = not in G
-	// lossyGhost, for tests only, reproduces tools/sim_cache.py's ghost: a key
+	// lossyGhost, for tests only, reproduces the ghost of the C project's sim_cache.py: a key
 	// leaves G when ANY of its ring entries ages out, even a stale one from
 	// an earlier eviction that a newer entry superseded.
 	lossyGhost bool

@@ -22,7 +22,7 @@ type Preset struct {
 	Note    string
 }
 
-// Presets are the C engine's budgets (seed-engine-spec §4.3), smallest first.
+// Presets are the C engine's budgets (the C engine's spec, section 4.3; not in this repository), smallest first.
 // "auto" picks one of them from the available memory (Resolve) and is not in
 // this table.
 var Presets = []Preset{

@@ -17,6 +17,7 @@ import (
 
 	"k3/kernels"
 	"k3/storage/atomicfile"
+	"k3/storage/layout"
 	st "k3/storage/safetensors"
 )
 
@@ -222,7 +223,7 @@ func (s Spec) globals(g *gen) {
 
 func (s Spec) layer(g *gen, i int) {
 	H := s.Hidden
-	p := fmt.Sprintf("model.layers.%d.", i)
+	p := layout.Layer(i)
 	g.norm(p+"input_layernorm.weight", H)
 	g.norm(p+"post_attention_layernorm.weight", H)
 	g.norm(p+"self_attention_res_norm.weight", H)
@@ -274,7 +275,7 @@ func (s Spec) layer(g *gen, i int) {
 		g.mat(p+"mlp.down_proj.weight", H, s.Inter, 1)
 		return
 	}
-	f := p + "block_sparse_moe."
+	f := p + layout.MoE
 	g.mat(f+"gate.weight", s.Experts, H, 1)
 	g.f32vec(f+"gate.e_score_correction_bias", []int64{int64(s.Experts)}, g.uniform(s.Experts, 0.1))
 	g.mat(f+"routed_expert_down_proj.weight", s.Latent, H, 1)

@@ -5,10 +5,10 @@ import (
 	"hash/crc32"
 	"math"
 	"math/bits"
-	"strconv"
 	"strings"
 
 	"k3/kernels"
+	"k3/storage/layout"
 	"k3/storage/safetensors"
 )
 
@@ -54,15 +54,8 @@ func Compressible(name string, dt safetensors.DType, shape []int64) bool {
 	case "model.embed_tokens.weight", "lm_head.weight":
 		return true
 	}
-	rest, ok := strings.CutPrefix(name, "model.layers.")
-	if !ok {
-		return false
-	}
-	num, tail, ok := strings.Cut(rest, ".")
-	if _, err := strconv.Atoi(num); !ok || err != nil {
-		return false
-	}
-	return compressedMats[tail]
+	_, tail, ok := layout.LayerOf(name)
+	return ok && !strings.HasPrefix(name, layout.ReleasePrefix) && compressedMats[tail]
 }
 
 // Kind is a tensor's name with the source prefix and the layer number
@@ -70,10 +63,8 @@ func Compressible(name string, dt safetensors.DType, shape []int64) bool {
 // for tables of compression by tensor kind.
 func Kind(name, prefix string) string {
 	n := strings.TrimPrefix(name, prefix)
-	if rest, ok := strings.CutPrefix(n, "model.layers."); ok {
-		if _, tail, ok := strings.Cut(rest, "."); ok {
-			return tail
-		}
+	if _, tail, ok := layout.LayerOf(n); ok && !strings.HasPrefix(n, layout.ReleasePrefix) {
+		return tail
 	}
 	return n
 }

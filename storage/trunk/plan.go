@@ -5,17 +5,14 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 
+	"k3/storage/layout"
 	"k3/storage/safetensors"
 )
 
 // ReleasePrefix is the tensor name prefix of the released checkpoint.
-const ReleasePrefix = "language_model."
-
-// routedExpert marks the tensors a trunk leaves out.
-const routedExpert = ".block_sparse_moe.experts."
+const ReleasePrefix = layout.ReleasePrefix
 
 // plan is a manifest together with where each tensor comes from.
 type plan struct {
@@ -29,13 +26,9 @@ type plan struct {
 // sourceOf returns the identity of an opened set and its tensor prefix.
 func sourceOf(set *safetensors.Set) (Source, error) {
 	var src Source
-	switch {
-	case has(set, ReleasePrefix+"model.embed_tokens.weight"):
-		src.Prefix = ReleasePrefix
-	case has(set, "model.embed_tokens.weight"):
-		src.Prefix = ""
-	default:
-		return src, fmt.Errorf("not a Kimi K3 checkpoint: no model.embed_tokens.weight (with or without the %q prefix)", ReleasePrefix)
+	var err error
+	if src.Prefix, err = layout.DetectPrefix(func(n string) bool { return has(set, n) }); err != nil {
+		return src, err
 	}
 	for _, f := range set.Files() {
 		src.Files = append(src.Files, SourceFile{Name: filepath.Base(f.Path), Size: f.Size,
@@ -99,22 +92,17 @@ func makePlan(set *safetensors.Set) (*plan, error) {
 	}
 	byLayer := map[int][]*safetensors.Tensor{}
 	maxLayer := -1
-	lp := pre + "model.layers."
+	lp := pre + layout.LayerPrefix
 	for _, name := range set.Names() {
-		rest, ok := strings.CutPrefix(name, lp)
-		if !ok {
+		if !strings.HasPrefix(name, lp) {
 			continue
 		}
-		num, tail, ok := strings.Cut(rest, ".")
-		i, err := strconv.Atoi(num)
-		if !ok || err != nil || i < 0 || strconv.Itoa(i) != num || tail == "" {
-			return nil, fmt.Errorf("unexpected tensor name %q (want %s<layer>.<name>)", name, lp)
+		i, tail, ok := layout.LayerOf(strings.TrimPrefix(name, pre))
+		if !ok || tail == "" {
+			return nil, fmt.Errorf("unexpected tensor name %q (want %s<layer>.<name>, a layer index of at most six digits)", name, lp)
 		}
-		if strings.Contains(name, routedExpert) {
+		if layout.IsRoutedExpert(name) {
 			continue
-		}
-		if i > 1<<20 {
-			return nil, fmt.Errorf("tensor %q: layer index %d is implausible", name, i)
 		}
 		t, _ := set.Get(name)
 		byLayer[i] = append(byLayer[i], t)

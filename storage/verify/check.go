@@ -27,7 +27,7 @@ type FileSpec struct {
 }
 
 // TokenizerFiles are the non-shard files the engine needs besides the
-// shards (seed-engine-spec §1.1). Their sizes are not published; when the
+// shards (the C engine's spec, section 1.1; not in this repository). Their sizes are not published; when the
 // manifest records them, that size is checked.
 var TokenizerFiles = []string{"config.json", "tiktoken.model", "tokenizer_config.json"}
 

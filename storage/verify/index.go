@@ -3,9 +3,9 @@ package verify
 import (
 	"fmt"
 	"sort"
-	"strconv"
 	"strings"
 
+	"k3/storage/layout"
 	"k3/storage/safetensors"
 )
 
@@ -13,36 +13,6 @@ import (
 // directory: not empty, no path separators, not "." or "..", no NUL.
 func SafeName(s string) bool {
 	return s != "" && s != "." && s != ".." && !strings.ContainsAny(s, "/\\\x00") && len(s) <= 255
-}
-
-// LayerOf returns the decoder layer a tensor belongs to, for names
-// "language_model.model.layers.{i}.…" or "model.layers.{i}.…". ok is false
-// for every other tensor (embeddings, lm_head, final norms, output AttnRes,
-// vision tower).
-func LayerOf(tensor string) (layer int, ok bool) {
-	rest, found := strings.CutPrefix(tensor, "language_model.")
-	_ = found
-	rest, found = strings.CutPrefix(rest, "model.layers.")
-	if !found {
-		return 0, false
-	}
-	num, _, found := strings.Cut(rest, ".")
-	if !found || num == "" || len(num) > 6 {
-		return 0, false
-	}
-	for _, c := range num {
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-	}
-	if len(num) > 1 && num[0] == '0' {
-		return 0, false
-	}
-	i, err := strconv.Atoi(num)
-	if err != nil {
-		return 0, false
-	}
-	return i, true
 }
 
 // IsVision reports whether a tensor belongs to the vision tower or the
@@ -62,7 +32,7 @@ func IsVision(tensor string) bool {
 func NumLayers(ix *safetensors.Index) int {
 	n := 0
 	for name := range ix.All() {
-		if l, ok := LayerOf(name); ok && l+1 > n {
+		if l, _, ok := layout.LayerOf(name); ok && l+1 > n {
 			n = l + 1
 		}
 	}
@@ -84,7 +54,7 @@ func ShardsForLayers(ix *safetensors.Index, n int) ([]string, error) {
 	}
 	set := map[string]bool{}
 	for name, shard := range ix.All() {
-		if l, ok := LayerOf(name); ok {
+		if l, _, ok := layout.LayerOf(name); ok {
 			if l < n {
 				set[shard] = true
 			}

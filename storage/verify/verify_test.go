@@ -302,26 +302,6 @@ func TestShardsForLayers(t *testing.T) {
 	assert.Equal(t, "a-1.safetensors a-2.safetensors a-3.safetensors a-4.safetensors a-5.safetensors", strings.Join(ix.Files(), " "))
 }
 
-func TestLayerOf(t *testing.T) {
-	for name, want := range map[string]int{
-		"language_model.model.layers.0.x":  0,
-		"language_model.model.layers.92.x": 92,
-		"model.layers.17.self_attn.q":      17,
-		"language_model.model.layers.x.y":  -1,
-		"language_model.model.layers.07.y": -1,
-		"language_model.model.layers.3":    -1,
-		"language_model.model.norm.weight": -1,
-		"language_model.lm_head.weight":    -1,
-		"vision_tower.layers.3.x":          -1,
-		"xmodel.layers.3.x":                -1,
-	} {
-		l, ok := LayerOf(name)
-		if (want < 0 && ok) || (want >= 0 && (!ok || l != want)) {
-			t.Errorf("LayerOf(%q) = %d %v, want %d", name, l, ok, want)
-		}
-	}
-}
-
 func TestCheckLayers(t *testing.T) {
 	dir := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(dir, safetensors.IndexFile), testIndexJSON(), 0o644))

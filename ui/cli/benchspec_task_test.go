@@ -14,8 +14,8 @@ import (
 // the code prompt with a Go function and its table-driven test; its
 // summaries are not summaries, and the bench says so. No prompt reads more
 // than plain decoding at any preset, none drafts at the server preset, and
-// the code prompt reads fewer bytes at the laptop preset, though short of
-// 1.3x: so is even its ceiling (every draft cut where it first fails).
+// the code prompt reads fewer bytes at the laptop preset. The context
+// drafter's ceiling (every draft cut where it first fails) is logged.
 func TestBenchSpecTaskModel(t *testing.T) {
 	kinds := benchSpecLines(t, "--model", fixture.Path("models", "task"))
 	require.Len(t, kinds["reply"], 8)
@@ -45,6 +45,7 @@ func TestBenchSpecTaskModel(t *testing.T) {
 	require.Len(t, auto, 3*8)
 	for _, s := range []string{"greedy", "seed 7"} {
 		assert.Greater(t, auto["laptop/code/"+s], 1.0, s)
-		assert.Less(t, ceiling["laptop/code/"+s], 1.3, s)
+		// an observation, not a requirement: a better drafter raises it
+		t.Logf("laptop code %s: auto %.3fx, ceiling of the context drafter %.3fx", s, auto["laptop/code/"+s], ceiling["laptop/code/"+s])
 	}
 }

@@ -216,7 +216,7 @@ func (w *lineWatcher) Write(p []byte) (int, error) {
 }
 
 // TestRunInterruptDuringPrefill: Ctrl-C while a long prompt is read stops
-// before the next layer — a small fraction of the uninterrupted prefill —
+// before the next layer — within the prompt's first quarter —
 // writes --out and the saved state (the whole chunks read), and exits 5.
 func TestRunInterruptDuringPrefill(t *testing.T) {
 	dir := demoModel(t)
@@ -247,7 +247,6 @@ func TestRunInterruptDuringPrefill(t *testing.T) {
 	require.Equal(t, ExitInterrupted, code, errOut.String())
 	assert.Contains(t, errOut.String(), "interrupted")
 	t.Logf("uninterrupted run %v; stopped %v after Ctrl-C (%.1f%%)", full, stop, 100*stop.Seconds()/full.Seconds())
-	assert.Less(t, stop.Seconds(), 0.25*full.Seconds(), "Ctrl-C took %v of a %v run", stop, full)
 	var rep runReport
 	raw, err := os.ReadFile(filepath.Join(tmp, "cut.json"))
 	require.NoError(t, err)
@@ -259,7 +258,9 @@ func TestRunInterruptDuringPrefill(t *testing.T) {
 	n, err := engine.PeekStatePositions(state)
 	require.NoError(t, err)
 	assert.Positive(t, n)
-	assert.Less(t, n, len(ids))
+	// the work done, not the time: Ctrl-C right after the first progress
+	// line stops the prompt within its first quarter
+	assert.LessOrEqual(t, n, len(ids)/4, "positions read before the stop")
 	assert.Zero(t, n%64, "whole chunks only")
 	var fullRep runReport
 	raw, _ = os.ReadFile(filepath.Join(tmp, "full.json"))

@@ -25,7 +25,7 @@ const simCacheUsage = `usage: k3 sim-cache TRACE [--capacities 8,16,...] [--slot
 var defaultCapacitiesGB = []float64{8, 16, 32, 64, 128, 192, 256, 384, 512, 768, 1024, 1450}
 
 // runSimCache: k3 sim-cache TRACE [flags]. Prints the capacity table of
-// docs/data/expert-cache-capacity.txt for the chosen policies, or one JSON
+// testdata/seed-v1/published-data/expert-cache-capacity.txt for the chosen policies, or one JSON
 // object per capacity with --json.
 func runSimCache(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("sim-cache", stderr)

@@ -1,9 +1,12 @@
 // Package gui is k3's desktop app (Fyne): a setup wizard (machine check,
 // checkpoint download or choice, trunk packing, memory plan) and a chat
 // view with live engine gauges. Views are one file each (view_*.go). The
-// engine and storage packages are reached only through k3/ui/bridge, which
-// has no Fyne import: its interfaces (Backends), the chat engine, the event
-// pump, background jobs, settings and conversation files.
+// engine is driven through k3/ui/bridge, which has no Fyne import: its
+// interfaces (Backends), the chat engine, the event pump, background jobs,
+// settings and conversation files. Some views still reach past it: the
+// server picker calls k3/ui/remote directly, the model step asks
+// k3/engine/synth whether a folder is the demo, and views use types of
+// storage/hub, storage/verify, engine/plan and doctor.
 package gui
 
 import (
