@@ -174,332 +174,386 @@ func Pack(ctx context.Context, modelDir, trunkDir string, opt Options) (*Result,
 	if err := os.MkdirAll(trunkDir, 0o755); err != nil {
 		return nil, err
 	}
-	finalPath := filepath.Join(trunkDir, ManifestFile)
-	partPath := filepath.Join(trunkDir, PartialFile)
-	binPath := filepath.Join(trunkDir, BinFile)
-	res := &Result{UncompressedBytes: pl.m.TotalBytes}
-	// other says how to keep a trunk of the other kind instead of
-	// replacing it.
-	other := "pack with --compress to keep it"
-	if opt.Compress {
-		other = "pack without --compress to keep it"
-	}
+	p := &packer{pl: pl, bs: bs, opt: opt, dir: trunkDir, res: &Result{UncompressedBytes: pl.m.TotalBytes},
+		finalPath: filepath.Join(trunkDir, ManifestFile), partPath: filepath.Join(trunkDir, PartialFile),
+		binPath: filepath.Join(trunkDir, BinFile), done: map[string]uint32{}}
+	defer p.close()
 
-	// A complete trunk already there?
-	if data, err := regfile.ReadFile(finalPath); err == nil {
-		m, perr := ParseManifest(data)
-		var refuse error
-		switch {
-		case perr != nil:
-			refuse = fmt.Errorf("%s: existing manifest is invalid (%v)", finalPath, perr)
-		case !sourceMatches(&m.Source, &pl.m.Source):
-			_, why := sameSource(&m.Source, &pl.m.Source)
-			refuse = fmt.Errorf("%w: %s: %s", ErrSourceMismatch, finalPath, why)
-		case planDiff(m, pl.m) != "":
-			refuse = fmt.Errorf("%s: a trunk of this checkpoint with a different layout (packed by another k3 version?)", finalPath)
-		case m.Compressed() != opt.Compress:
-			refuse = fmt.Errorf("%s holds %s trunk of this checkpoint and this pack would write %s one (%s)",
-				trunkDir, aKind(m.Compressed()), aKind(opt.Compress), other)
-		default:
-			fi, serr := os.Stat(binPath)
-			if serr == nil && fi.Size() == m.TotalBytes {
-				if !opt.Force {
-					stale, err := keepIfSame(ctx, pl, m, bs, res, finalPath, opt.Progress)
-					if err != nil {
-						return nil, err
-					}
-					if stale == "" {
-						res.UpToDate = true
-						res.Elapsed = time.Since(start)
-						return res, nil
-					}
-					refuse = fmt.Errorf("%w: %s", ErrSourceMismatch, stale)
-				}
-			} else if serr == nil {
-				refuse = fmt.Errorf("%s is %d bytes but %s says %d", binPath, fi.Size(), finalPath, m.TotalBytes)
-			} else {
-				refuse = fmt.Errorf("%s is missing (%v) but %s exists", binPath, serr, finalPath)
-			}
-		}
-		if refuse != nil && !opt.Force {
-			if errors.Is(refuse, ErrSourceMismatch) {
-				return nil, fmt.Errorf("%w; use --force to repack from scratch", refuse)
-			}
-			return nil, fmt.Errorf("%w: %w; use --force to repack from scratch", ErrRefused, refuse)
-		}
-		for _, p := range []string{finalPath, partPath, binPath} {
-			if err := os.Remove(p); err != nil && !os.IsNotExist(err) {
-				return nil, err
-			}
-		}
-		res.Notes = append(res.Notes, "discarded the existing trunk (--force)")
-	} else if !os.IsNotExist(err) {
+	if upToDate, err := p.keepExisting(ctx); err != nil {
 		return nil, err
+	} else if upToDate {
+		p.res.UpToDate = true
+		p.res.Elapsed = time.Since(start)
+		return p.res, nil
 	}
-
-	// An interrupted pack to continue? work is the manifest being written:
-	// the plan, or with compression the compressed plan, whose runs after
-	// the last one written are placed provisionally (at their largest).
-	work := pl.m
-	if opt.Compress {
-		work = compressedPlan(pl.m)
-	}
-	done := map[string]uint32{}
-	if data, err := regfile.ReadFile(partPath); err == nil {
-		p, perr := parsePartial(data)
-		discard := ""
-		switch {
-		case perr != nil:
-			discard = fmt.Sprintf("%s is invalid (%v): starting over", partPath, perr)
-		case !sourceMatches(&p.Source, &pl.m.Source):
-			_, why := sameSource(&p.Source, &pl.m.Source)
-			if !opt.Force {
-				return nil, fmt.Errorf("%w: %s (an interrupted pack): %s; use --force to start over", ErrSourceMismatch, partPath, why)
-			}
-			discard = "discarded an interrupted pack of another checkpoint (--force)"
-		case p.Compressed() != opt.Compress:
-			if !opt.Force {
-				return nil, fmt.Errorf("%w: %s holds an interrupted %s pack of this checkpoint and this pack would write %s trunk (%s, which resumes it); use --force to start over",
-					ErrRefused, trunkDir, kindName(p.Compressed()), aKind(opt.Compress), strings.Replace(other, "keep", "finish", 1))
-			}
-			discard = fmt.Sprintf("discarded an interrupted %s pack (--force)", kindName(p.Compressed()))
-		case planDiff(&p.Manifest, pl.m) != "":
-			discard = fmt.Sprintf("%s has a different layout (another k3 version?): starting over", partPath)
-		case opt.Force:
-			discard = "discarded an interrupted pack (--force)"
-		default:
-			// runs gathered from a file modified since are packed again
-			stale := pl.runsFrom(changedFiles(&p.Source, &pl.m.Source))
-			dropped := 0
-			for _, name := range p.Done {
-				for i := range p.Runs {
-					if p.Runs[i].Name != name {
-						continue
-					}
-					if stale[i] {
-						dropped++
-					} else {
-						done[name] = p.Runs[i].CRC32C
-					}
-				}
-			}
-			if dropped > 0 {
-				res.Notes = append(res.Notes, fmt.Sprintf("%d run(s) of the interrupted pack came from files modified since: packing them again", dropped))
-			}
-			if opt.Compress {
-				// a compressed run's place depends on the sizes before it:
-				// keep the runs done before the first one to pack again
-				k := 0
-				for k < len(work.Runs) {
-					if _, ok := done[work.Runs[k].Name]; !ok {
-						break
-					}
-					work.Runs[k] = cloneRun(&p.Runs[k])
-					k++
-				}
-				if n := dropAfter(work, done, k); n > 0 {
-					res.Notes = append(res.Notes, fmt.Sprintf("%d later run(s) of the interrupted pack are packed again (a compressed trunk is written in order)", n))
-				}
-				relayout(work, k)
-			}
-			res.Resumed = true
-		}
-		if discard != "" {
-			res.Notes = append(res.Notes, discard)
-			if err := os.Remove(partPath); err != nil {
-				return nil, err
-			}
-		}
-	} else if !os.IsNotExist(err) {
-		return nil, err
-	}
-	if len(done) == 0 {
-		res.Resumed = false
-	}
-
-	// Room for the rest? (With compression the uncompressed size: the
-	// compressed one is known only at the end, and is smaller unless the
-	// weights do not compress at all.)
-	need := pl.m.TotalBytes - allocated(binPath) + 1<<20
-	if avail, _, err := diskFree(trunkDir); err == nil && need > avail {
-		return nil, &SpaceError{Dir: trunkDir, Need: need, Avail: avail}
-	}
-
-	of, err := openOut(binPath)
-	if err != nil {
-		return nil, err
-	}
-	defer func() {
-		if of != nil {
-			of.close()
-		}
-	}()
-	if !opt.Compress {
-		// (a compressed trunk.bin grows as it is written and is cut to
-		// its size at the end)
-		if sz, err := of.size(); err != nil {
+	for _, phase := range []func(context.Context) error{p.resume, p.reserveSpace, p.openFiles, p.reverify, p.packRuns, p.finish} {
+		if err := phase(ctx); err != nil {
 			return nil, err
-		} else if sz > pl.m.TotalBytes {
-			if err := of.f.Truncate(pl.m.TotalBytes); err != nil {
-				return nil, err
-			}
-		}
-		if err := preallocate(of.f, pl.m.TotalBytes); err != nil {
-			return nil, fmt.Errorf("reserve %d bytes for %s: %w", pl.m.TotalBytes, binPath, err)
 		}
 	}
-	rd, err := direct.Open(binPath)
-	if err != nil {
-		return nil, err
-	}
-	defer rd.Close()
+	p.res.Elapsed = time.Since(start)
+	p.prog.phase = PhaseDone
+	p.prog.emit("")
+	return p.res, nil
+}
 
-	pk := &packer{pl: pl, m: work, bs: bs, of: of, rd: rd, res: res}
-	defer pk.free()
-	if err := pk.alloc(); err != nil {
-		return nil, err
+// other says how to keep a trunk of the other kind instead of replacing
+// it.
+func (p *packer) other() string {
+	if p.opt.Compress {
+		return "pack without --compress to keep it"
 	}
-	prog := &progress{fn: opt.Progress, runsTotal: len(pl.m.Runs)}
-	save := func() error { return pk.savePartial(partPath, done) }
-	if err := save(); err != nil {
-		return nil, err
-	}
+	return "pack with --compress to keep it"
+}
 
-	// Re-verify what an interrupted pack finished.
-	if len(done) > 0 {
-		t0 := time.Now()
-		var total int64
-		for i := range work.Runs {
-			if _, ok := done[work.Runs[i].Name]; ok {
-				total += work.Runs[i].Length
+// note records what a phase decided, for Result.Notes.
+func (p *packer) note(format string, args ...any) {
+	p.res.Notes = append(p.res.Notes, fmt.Sprintf(format, args...))
+}
+
+// keepExisting decides about a complete trunk already in the folder: the
+// same checkpoint's, whole and with every run's CRC right, is kept
+// (upToDate); with Options.Force any other is removed; without it, one of
+// another checkpoint, kind or layout is refused.
+func (p *packer) keepExisting(ctx context.Context) (upToDate bool, err error) {
+	data, err := regfile.ReadFile(p.finalPath)
+	if os.IsNotExist(err) {
+		return false, nil
+	} else if err != nil {
+		return false, err
+	}
+	m, perr := ParseManifest(data)
+	var refuse error
+	switch {
+	case perr != nil:
+		refuse = fmt.Errorf("%s: existing manifest is invalid (%v)", p.finalPath, perr)
+	case !sourceMatches(&m.Source, &p.pl.m.Source):
+		_, why := sameSource(&m.Source, &p.pl.m.Source)
+		refuse = fmt.Errorf("%w: %s: %s", ErrSourceMismatch, p.finalPath, why)
+	case planDiff(m, p.pl.m) != "":
+		refuse = fmt.Errorf("%s: a trunk of this checkpoint with a different layout (packed by another k3 version?)", p.finalPath)
+	case m.Compressed() != p.opt.Compress:
+		refuse = fmt.Errorf("%s holds %s trunk of this checkpoint and this pack would write %s one (%s)",
+			p.dir, aKind(m.Compressed()), aKind(p.opt.Compress), p.other())
+	default:
+		fi, serr := os.Stat(p.binPath)
+		if serr == nil && fi.Size() == m.TotalBytes {
+			if !p.opt.Force {
+				stale, err := keepIfSame(ctx, p.pl, m, p.bs, p.res, p.finalPath, p.opt.Progress)
+				if err != nil {
+					return false, err
+				}
+				if stale == "" {
+					return true, nil
+				}
+				refuse = fmt.Errorf("%w: %s", ErrSourceMismatch, stale)
 			}
+		} else if serr == nil {
+			refuse = fmt.Errorf("%s is %d bytes but %s says %d", p.binPath, fi.Size(), p.finalPath, m.TotalBytes)
+		} else {
+			refuse = fmt.Errorf("%s is missing (%v) but %s exists", p.binPath, serr, p.finalPath)
 		}
-		prog.begin(PhaseCheck, 0, total)
-		for i := range work.Runs {
-			r := &work.Runs[i]
-			want, ok := done[r.Name]
-			if !ok {
+	}
+	if refuse != nil && !p.opt.Force {
+		if errors.Is(refuse, ErrSourceMismatch) {
+			return false, fmt.Errorf("%w; use --force to repack from scratch", refuse)
+		}
+		return false, fmt.Errorf("%w: %w; use --force to repack from scratch", ErrRefused, refuse)
+	}
+	for _, f := range []string{p.finalPath, p.partPath, p.binPath} {
+		if err := os.Remove(f); err != nil && !os.IsNotExist(err) {
+			return false, err
+		}
+	}
+	p.note("discarded the existing trunk (--force)")
+	return false, nil
+}
+
+// resume decides about an interrupted pack and sets what is written:
+// p.m is the plan, or with compression the compressed plan, whose runs
+// after the last one written are placed provisionally (at their largest);
+// p.done holds the runs an interrupted pack of the same checkpoint
+// finished (their CRCs), those gathered from files modified since left out.
+func (p *packer) resume(context.Context) error {
+	p.m = p.pl.m
+	if p.opt.Compress {
+		p.m = compressedPlan(p.pl.m)
+	}
+	data, err := regfile.ReadFile(p.partPath)
+	if os.IsNotExist(err) {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	pp, perr := parsePartial(data)
+	discard := ""
+	switch {
+	case perr != nil:
+		discard = fmt.Sprintf("%s is invalid (%v): starting over", p.partPath, perr)
+	case !sourceMatches(&pp.Source, &p.pl.m.Source):
+		_, why := sameSource(&pp.Source, &p.pl.m.Source)
+		if !p.opt.Force {
+			return fmt.Errorf("%w: %s (an interrupted pack): %s; use --force to start over", ErrSourceMismatch, p.partPath, why)
+		}
+		discard = "discarded an interrupted pack of another checkpoint (--force)"
+	case pp.Compressed() != p.opt.Compress:
+		if !p.opt.Force {
+			return fmt.Errorf("%w: %s holds an interrupted %s pack of this checkpoint and this pack would write %s trunk (%s, which resumes it); use --force to start over",
+				ErrRefused, p.dir, kindName(pp.Compressed()), aKind(p.opt.Compress), strings.Replace(p.other(), "keep", "finish", 1))
+		}
+		discard = fmt.Sprintf("discarded an interrupted %s pack (--force)", kindName(pp.Compressed()))
+	case planDiff(&pp.Manifest, p.pl.m) != "":
+		discard = fmt.Sprintf("%s has a different layout (another k3 version?): starting over", p.partPath)
+	case p.opt.Force:
+		discard = "discarded an interrupted pack (--force)"
+	default:
+		p.keepDone(pp)
+	}
+	if discard != "" {
+		p.note("%s", discard)
+		return os.Remove(p.partPath)
+	}
+	return nil
+}
+
+// keepDone takes the runs an interrupted pack finished into p.done, but
+// those gathered from a file modified since; with compression, only the
+// runs before the first one to pack again keep their place.
+func (p *packer) keepDone(pp *partial) {
+	stale := p.pl.runsFrom(changedFiles(&pp.Source, &p.pl.m.Source))
+	dropped := 0
+	for _, name := range pp.Done {
+		for i := range pp.Runs {
+			if pp.Runs[i].Name != name {
 				continue
 			}
-			if err := ctx.Err(); err != nil {
-				return nil, fmt.Errorf("pack interrupted: %w", err)
-			}
-			got, err := crcRun(rd, r, pk.stage[0].Cap()[:bs], func(n int64) { prog.add(r.Name, n) })
-			if err != nil {
-				return nil, err
-			}
-			if got != want {
-				delete(done, r.Name)
-				res.RunsRewritten++
-				res.Notes = append(res.Notes, fmt.Sprintf("run %s of the interrupted pack failed its CRC (%08x, want %08x): rewriting it", r.Name, got, want))
-				if opt.Compress {
-					if n := dropAfter(work, done, i+1); n > 0 {
-						res.Notes = append(res.Notes, fmt.Sprintf("the %d run(s) after it are packed again too (a compressed trunk is written in order)", n))
-					}
-					relayout(work, i)
-				}
+			if stale[i] {
+				dropped++
 			} else {
-				res.RunsKept++
-				prog.runsDone++
-				prog.emit(r.Name)
+				p.done[name] = pp.Runs[i].CRC32C
 			}
 		}
-		res.CheckTime = time.Since(t0)
-		if err := save(); err != nil {
-			return nil, err
-		}
 	}
+	if dropped > 0 {
+		p.note("%d run(s) of the interrupted pack came from files modified since: packing them again", dropped)
+	}
+	if p.opt.Compress {
+		// a compressed run's place depends on the sizes before it: keep
+		// the runs done before the first one to pack again
+		k := 0
+		for k < len(p.m.Runs) {
+			if _, ok := p.done[p.m.Runs[k].Name]; !ok {
+				break
+			}
+			p.m.Runs[k] = cloneRun(&pp.Runs[k])
+			k++
+		}
+		if n := dropAfter(p.m, p.done, k); n > 0 {
+			p.note("%d later run(s) of the interrupted pack are packed again (a compressed trunk is written in order)", n)
+		}
+		relayout(p.m, k)
+	}
+	p.res.Resumed = len(p.done) > 0
+}
 
-	// Pack the rest.
-	t0 := time.Now()
-	var kept int64
-	for i := range pl.m.Runs {
-		if _, ok := done[pl.m.Runs[i].Name]; ok {
-			kept += pl.m.Runs[i].Length // uncompressed: see Progress
+// reserveSpace refuses a disk without room for the rest. (With compression
+// the uncompressed size counts: the compressed one is known only at the
+// end, and is smaller unless the weights do not compress at all.)
+func (p *packer) reserveSpace(context.Context) error {
+	need := p.pl.m.TotalBytes - allocated(p.binPath) + 1<<20
+	if avail, _, err := diskFree(p.dir); err == nil && need > avail {
+		return &SpaceError{Dir: p.dir, Need: need, Avail: avail}
+	}
+	return nil
+}
+
+// openFiles opens trunk.bin for writing (preallocated, when not
+// compressed: a compressed trunk.bin grows as it is written and is cut to
+// its size at the end) and for reading back, allocates the buffers and
+// records the pack's start in trunk.partial.json.
+func (p *packer) openFiles(context.Context) error {
+	var err error
+	if p.of, err = openOut(p.binPath); err != nil {
+		return err
+	}
+	if !p.opt.Compress {
+		if sz, err := p.of.size(); err != nil {
+			return err
+		} else if sz > p.pl.m.TotalBytes {
+			if err := p.of.f.Truncate(p.pl.m.TotalBytes); err != nil {
+				return err
+			}
+		}
+		if err := preallocate(p.of.f, p.pl.m.TotalBytes); err != nil {
+			return fmt.Errorf("reserve %d bytes for %s: %w", p.pl.m.TotalBytes, p.binPath, err)
 		}
 	}
-	prog.begin(PhasePack, kept, pl.m.TotalBytes)
-	prog.runsDone = len(done)
-	prog.emit("")
-	for i := range work.Runs {
-		r := &work.Runs[i]
-		if _, ok := done[r.Name]; ok {
+	if p.rd, err = direct.Open(p.binPath); err != nil {
+		return err
+	}
+	if err := p.alloc(); err != nil {
+		return err
+	}
+	p.prog = &progress{fn: p.opt.Progress, runsTotal: len(p.pl.m.Runs)}
+	return p.save()
+}
+
+// save records the runs done so far in trunk.partial.json.
+func (p *packer) save() error { return p.savePartial(p.partPath, p.done) }
+
+// reverify reads back what an interrupted pack finished: a run whose CRC
+// no longer matches is written again (with compression, the runs after it
+// too).
+func (p *packer) reverify(ctx context.Context) error {
+	if len(p.done) == 0 {
+		return nil
+	}
+	t0 := time.Now()
+	var total int64
+	for i := range p.m.Runs {
+		if _, ok := p.done[p.m.Runs[i].Name]; ok {
+			total += p.m.Runs[i].Length
+		}
+	}
+	p.prog.begin(PhaseCheck, 0, total)
+	for i := range p.m.Runs {
+		r := &p.m.Runs[i]
+		want, ok := p.done[r.Name]
+		if !ok {
 			continue
 		}
 		if err := ctx.Err(); err != nil {
-			return nil, fmt.Errorf("pack interrupted: %w", err)
+			return fmt.Errorf("pack interrupted: %w", err)
 		}
-		crc, err := pk.writeRun(ctx, i, func(n int64) { prog.add(r.Name, n) })
+		got, err := crcRun(p.rd, r, p.stage[0].Cap()[:p.bs], func(n int64) { p.prog.add(r.Name, n) })
+		if err != nil {
+			return err
+		}
+		if got != want {
+			delete(p.done, r.Name)
+			p.res.RunsRewritten++
+			p.note("run %s of the interrupted pack failed its CRC (%08x, want %08x): rewriting it", r.Name, got, want)
+			if p.opt.Compress {
+				if n := dropAfter(p.m, p.done, i+1); n > 0 {
+					p.note("the %d run(s) after it are packed again too (a compressed trunk is written in order)", n)
+				}
+				relayout(p.m, i)
+			}
+		} else {
+			p.res.RunsKept++
+			p.prog.runsDone++
+			p.prog.emit(r.Name)
+		}
+	}
+	p.res.CheckTime = time.Since(t0)
+	return p.save()
+}
+
+// packRuns writes every run not done yet, reads each back and compares its
+// CRC, and records it in trunk.partial.json.
+func (p *packer) packRuns(ctx context.Context) error {
+	t0 := time.Now()
+	var kept int64
+	for i := range p.pl.m.Runs {
+		if _, ok := p.done[p.pl.m.Runs[i].Name]; ok {
+			kept += p.pl.m.Runs[i].Length // uncompressed: see Progress
+		}
+	}
+	p.prog.begin(PhasePack, kept, p.pl.m.TotalBytes)
+	p.prog.runsDone = len(p.done)
+	p.prog.emit("")
+	for i := range p.m.Runs {
+		r := &p.m.Runs[i]
+		if _, ok := p.done[r.Name]; ok {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("pack interrupted: %w", err)
+		}
+		crc, err := p.writeRun(ctx, i, func(n int64) { p.prog.add(r.Name, n) })
 		if err != nil {
 			if ctx.Err() != nil {
-				return nil, fmt.Errorf("pack interrupted in run %s: %w", r.Name, ctx.Err())
+				return fmt.Errorf("pack interrupted in run %s: %w", r.Name, ctx.Err())
 			}
-			return nil, err
+			return err
 		}
 		tv := time.Now()
-		if !of.direct {
+		if !p.of.direct {
 			// Make the re-read come from the device, not the page cache.
-			if err := of.sync(); err != nil {
-				return nil, err
+			if err := p.of.sync(); err != nil {
+				return err
 			}
-			_ = rd.DropCache()
+			_ = p.rd.DropCache()
 		}
-		got, err := crcRun(rd, r, pk.stage[0].Cap()[:bs], nil)
-		res.VerifyTime += time.Since(tv)
+		got, err := crcRun(p.rd, r, p.stage[0].Cap()[:p.bs], nil)
+		p.res.VerifyTime += time.Since(tv)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if got != crc {
-			return nil, fmt.Errorf("run %s: re-reading %s gives CRC-32C %08x, %08x was written (the disk lost or corrupted a write)", r.Name, binPath, got, crc)
+			return fmt.Errorf("run %s: re-reading %s gives CRC-32C %08x, %08x was written (the disk lost or corrupted a write)", r.Name, p.binPath, got, crc)
 		}
-		done[r.Name] = crc
-		res.RunsWritten++
-		if opt.Compress {
-			relayout(work, i+1)
+		p.done[r.Name] = crc
+		p.res.RunsWritten++
+		if p.opt.Compress {
+			relayout(p.m, i+1)
 		}
-		if err := save(); err != nil {
-			return nil, err
+		if err := p.save(); err != nil {
+			return err
 		}
-		prog.runsDone++
-		prog.emit(r.Name)
+		p.prog.runsDone++
+		p.prog.emit(r.Name)
 	}
-	res.PackTime = time.Since(t0)
+	p.res.PackTime = time.Since(t0)
+	return nil
+}
 
-	if opt.Compress {
-		if err := of.f.Truncate(work.TotalBytes); err != nil {
-			return nil, err
+// finish cuts a compressed trunk.bin to its size, syncs and closes it,
+// writes trunk.json durably and removes trunk.partial.json.
+func (p *packer) finish(context.Context) error {
+	if p.opt.Compress {
+		if err := p.of.f.Truncate(p.m.TotalBytes); err != nil {
+			return err
 		}
 	}
 	ts := time.Now()
-	if err := of.sync(); err != nil {
-		return nil, err
+	if err := p.of.sync(); err != nil {
+		return err
 	}
-	res.SyncTime = time.Since(ts)
-	res.DirectWrite = of.direct
-	if of.note != "" {
-		res.Notes = append(res.Notes, of.note)
+	p.res.SyncTime = time.Since(ts)
+	p.res.DirectWrite = p.of.direct
+	if p.of.note != "" {
+		p.note("%s", p.of.note)
 	}
-	err = of.close()
-	of = nil
+	err := p.of.close()
+	p.of = nil
 	if err != nil {
-		return nil, err
+		return err
 	}
-	m := pk.manifest(done)
+	m := p.manifest(p.done)
 	data, err := m.Marshal()
 	if err != nil {
-		return nil, err
+		return err
 	}
-	if err := atomicfile.WriteDurable(finalPath, data); err != nil {
-		return nil, err
+	if err := atomicfile.WriteDurable(p.finalPath, data); err != nil {
+		return err
 	}
-	if err := os.Remove(partPath); err != nil && !os.IsNotExist(err) {
-		return nil, err
+	if err := os.Remove(p.partPath); err != nil && !os.IsNotExist(err) {
+		return err
 	}
-	res.Manifest = m
-	res.Elapsed = time.Since(start)
-	prog.phase = PhaseDone
-	prog.emit("")
-	return res, nil
+	p.res.Manifest = m
+	return nil
+}
+
+// close releases what the phases opened (after an error too).
+func (p *packer) close() {
+	if p.of != nil {
+		p.of.close()
+	}
+	if p.rd != nil {
+		p.rd.Close()
+		p.free() // the buffers are allocated after rd is opened
+	}
 }
 
 func sourceMatches(a, b *Source) bool {
@@ -507,18 +561,25 @@ func sourceMatches(a, b *Source) bool {
 	return ok
 }
 
-// packer holds the buffers and descriptors of one Pack.
+// packer is one Pack: its phases are its methods (keepExisting, resume,
+// reserveSpace, openFiles, reverify, packRuns, finish), run in that order.
 type packer struct {
-	pl    *plan
-	m     *Manifest // what is written: pl.m, or its compressed form
-	bs    int
-	of    *outFile
-	rd    *direct.File
-	res   *Result
-	rbuf  *direct.Buffer
-	stage [2]*direct.Buffer
-	src   []*direct.File
-	sizes []int64
+	pl   *plan
+	m    *Manifest // what is written: pl.m, or its compressed form
+	bs   int
+	opt  Options
+	dir  string
+	done map[string]uint32 // runs written and verified: their CRC-32C
+	of   *outFile
+	rd   *direct.File
+	res  *Result
+	prog *progress
+
+	finalPath, partPath, binPath string
+	rbuf                         *direct.Buffer
+	stage                        [2]*direct.Buffer
+	src                          []*direct.File
+	sizes                        []int64
 }
 
 func (p *packer) alloc() error {
