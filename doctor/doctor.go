@@ -20,7 +20,7 @@ import (
 	"strings"
 	"time"
 
-	"k3/doctor/machine"
+	"k3/machine"
 	"k3/engine/plan"
 	"k3/storage/safetensors"
 	"k3/storage/units"
@@ -34,7 +34,7 @@ type Options struct {
 	// Root is the filesystem /proc and /sys are read from (nil: the real
 	// one). Tests pass an fstest.MapFS.
 	Root fs.FS
-	// Memory reports total and available memory (nil: doctor/machine).
+	// Memory reports total and available memory (nil: machine).
 	Memory MemorySource
 	// SkipDisk and SkipCompute leave those measurements out (their fields
 	// say "not measured"); for tests and for a GUI's instant first pass.

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 
-	"k3/doctor/machine"
+	"k3/machine"
 	"k3/engine/plan"
 	"k3/storage/units"
 )
@@ -44,7 +44,7 @@ func (m MemoryInfo) Plan() plan.Memory {
 	return plan.Memory{TotalBytes: int64(m.TotalBytes), AvailableBytes: int64(m.AvailableBytes)}
 }
 
-// PlanMemory converts what doctor/machine read into the plan's terms.
+// PlanMemory converts what machine read into the plan's terms.
 func PlanMemory(m machine.Memory) plan.Memory {
 	p := plan.Memory{TotalBytes: m.TotalBytes, AvailableBytes: m.AvailableBytes, CgroupLimit: m.Cgroup.Limit}
 	if m.Cgroup.UsageKnown {
@@ -53,14 +53,14 @@ func PlanMemory(m machine.Memory) plan.Memory {
 	return p
 }
 
-// ReadMemory reads this machine's memory (doctor/machine) for a memory plan.
+// ReadMemory reads this machine's memory (machine) for a memory plan.
 func ReadMemory() (plan.Memory, error) {
 	m, err := machine.ReadMemory()
 	return PlanMemory(m), err
 }
 
 // MemorySource reports total and available memory. The default is
-// doctor/machine (MemTotal/MemAvailable on Linux, gopsutil elsewhere);
+// machine (MemTotal/MemAvailable on Linux, gopsutil elsewhere);
 // tests inject fakes.
 type MemorySource interface {
 	Memory(ctx context.Context) (total, available uint64, err error)

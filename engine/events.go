@@ -3,7 +3,7 @@ package engine
 import (
 	"time"
 
-	"k3/doctor/machine"
+	"k3/machine"
 )
 
 // EventKind says what an Event reports.

@@ -9,7 +9,7 @@ import (
 	"errors"
 	"fmt"
 
-	"k3/doctor/machine"
+	"k3/machine"
 	"k3/engine/plan"
 	"k3/kernels"
 	"k3/storage/config"

@@ -7,7 +7,7 @@ import (
 	"slices"
 	"strings"
 
-	"k3/doctor/machine"
+	"k3/machine"
 	"k3/engine/plan"
 	"k3/storage/config"
 	"k3/storage/layout"

@@ -47,7 +47,7 @@ const DefaultSpin = 500 * time.Microsecond
 
 // NewPool starts a pool with n workers including the caller, so n-1
 // goroutines start. The caller chooses n (k3 uses one per physical core,
-// doctor/machine.DefaultThreads); n <= 0 falls back to GOMAXPROCS.
+// machine.DefaultThreads); n <= 0 falls back to GOMAXPROCS.
 func NewPool(n int) *Pool {
 	if n <= 0 {
 		n = runtime.GOMAXPROCS(0)

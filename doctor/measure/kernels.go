@@ -6,7 +6,7 @@ import (
 	"time"
 	"unsafe"
 
-	"k3/doctor/machine"
+	"k3/machine"
 	"k3/kernels"
 	"k3/storage/direct"
 )

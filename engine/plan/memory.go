@@ -1,7 +1,7 @@
 package plan
 
 // Memory is what the machine (and the process's cgroup) allows. It is
-// plain numbers: doctor/machine reads them and doctor.PlanMemory converts.
+// plain numbers: machine reads them and doctor.PlanMemory converts.
 type Memory struct {
 	TotalBytes     int64
 	AvailableBytes int64 // MemAvailable

@@ -9,7 +9,7 @@ import (
 	"runtime"
 	"time"
 
-	"k3/doctor/machine"
+	"k3/machine"
 	"k3/doctor/measure"
 	"k3/kernels"
 )

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"k3/assets/demo"
-	"k3/doctor/machine"
+	"k3/machine"
 	"k3/doctor/measure"
 	"k3/kernels"
 )

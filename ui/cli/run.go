@@ -16,7 +16,7 @@ import (
 	"sync"
 	"time"
 
-	"k3/doctor/machine"
+	"k3/machine"
 	"k3/engine"
 	"k3/engine/cachesim"
 	"k3/storage/units"
