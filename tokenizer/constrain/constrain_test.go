@@ -2,6 +2,7 @@ package constrain
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -35,7 +36,10 @@ func TestRecognizer(t *testing.T) {
 		alive, complete bool
 	}{
 		{AnyObject(), `{}`, true, true},
-		{AnyObject(), ` { "a" : [1, -2.5e+3, true, null, {"b":"\u00e9\n"}] }`, true, true},
+		{AnyObject(), `{ "a" : [1, -2.5e+3, true, null, {"b":"\u00e9\n"}] }`, true, true},
+		{AnyObject(), ` {}`, false, false}, // the answer starts with the value
+		{AnyObject(), `{} `, false, false}, // and ends with it
+		{p, `{"na me":`, false, false},
 		{AnyObject(), `{"a":`, true, false},
 		{AnyObject(), `[1]`, false, false},
 		{AnyObject(), `"x"`, false, false},
@@ -48,7 +52,8 @@ func TestRecognizer(t *testing.T) {
 		{AnyObject(), "{\"a\":\"\xc3\xa9\"}", true, true},
 		{AnyObject(), "{\"a\":\"\xc3\"}", false, false},
 		{AnyObject(), `{}x`, false, false},
-		{AnyObject(), "{}" + string(make([]byte, 0)) + "                 ", false, false}, // 17 blanks > MaxSpace
+		{AnyObject(), "{" + strings.Repeat(" ", MaxSpace) + "}", true, true},
+		{AnyObject(), "{" + strings.Repeat(" ", MaxSpace+1) + "}", false, false},
 		{p, `{"name":"Al","age":3}`, true, true},
 		{p, `{"age":3,"name":"Al","kind":"bc","tags":["x"],"pet":{"legs":4.5}}`, true, true},
 		{p, `{"age":3,"name":"Al","pet":null}`, true, true},

@@ -159,13 +159,15 @@ func isDigit(c byte) bool { return c >= '0' && c <= '9' }
 // step reads one byte on m, appending the machines it leads to.
 func step(out []machine, m machine, c byte) []machine {
 	if len(m.fr) == 0 {
-		if isSpace(c) && m.ws < MaxSpace {
-			m.ws++
-			return append(out, m)
-		}
-		return out
+		return out // the value is whole; the answer ends here
 	}
 	top := &m.fr[len(m.fr)-1]
+	switch {
+	case top.k == fObj && top.st == oKey:
+		return objByte(out, m, top, c) // a declared key's bytes, blanks included
+	case len(m.fr) == 1 && top.k == fValue && isSpace(c):
+		return out // the answer starts with the value
+	}
 	switch top.k {
 	case fStr:
 		m.ws = 0
