@@ -26,6 +26,9 @@ type Constraint struct {
 	mu     sync.Mutex
 	cache  map[string][]uint64
 	keyBuf []byte
+	// scratch and out are accepts' buffers
+	scratch []frame
+	out     []machine
 }
 
 // MaxCached bounds the masks a Constraint keeps (each is vocab/8 bytes:
@@ -55,7 +58,7 @@ func (c *Constraint) Mask(st *State) []uint64 {
 		if len(b) == 0 || c.v.special[id] {
 			continue
 		}
-		if accepts(st, b) {
+		if c.accepts(st, b) {
 			m[id/64] |= 1 << (id % 64)
 		}
 	}
@@ -66,22 +69,30 @@ func (c *Constraint) Mask(st *State) []uint64 {
 	return m
 }
 
-// accepts reports whether b continues st, without changing st.
-func accepts(st *State, b []byte) bool {
-	// most tokens fail on their first byte: try that before copying
-	ok := false
-	for _, m := range st.ms {
-		if len(step(nil, m.clone1(), b[0])) > 0 {
-			ok = true
-			break
+// accepts reports whether b continues st, without changing st. A state
+// of one reading (the common case) is stepped in the Constraint's scratch
+// buffers, with no allocation; several readings (anyOf) take a copy.
+func (c *Constraint) accepts(st *State, b []byte) bool {
+	if len(st.ms) != 1 {
+		return st.Clone().Feed(b)
+	}
+	c.scratch = append(c.scratch[:0], st.ms[0].fr...)
+	cur := machine{fr: c.scratch, ws: st.ms[0].ws}
+	for i, x := range b {
+		c.out = step(c.out[:0], cur, x)
+		switch len(c.out) {
+		case 0:
+			return false
+		case 1:
+			cur = c.out[0]
+		default: // a fork: read the rest on copies
+			rest := &State{ms: make([]machine, len(c.out))}
+			for j, m := range c.out {
+				rest.ms[j] = m.clone()
+			}
+			return rest.Feed(b[i+1:])
 		}
 	}
-	if !ok {
-		return false
-	}
-	return st.Clone().Feed(b)
+	c.scratch = cur.fr[:0] // keep a grown buffer
+	return true
 }
-
-// clone1 copies only the top frame's storage, enough for one step that
-// reads but does not keep the result.
-func (m machine) clone1() machine { return m.clone() }
