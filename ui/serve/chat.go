@@ -64,6 +64,8 @@ func (s *Server) chatPrompt(q *chatRequest, j *job) *apiError {
 		j.noTools = "no tools were declared"
 	case choice == "none":
 		j.noTools = `tool_choice is "none"`
+	case choice == "required":
+		j.callTools = toolSchemas(tools)
 	}
 	return nil
 }

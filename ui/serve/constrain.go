@@ -45,23 +45,49 @@ func responseSchema(rf json.RawMessage) (*constrain.Schema, *apiError) {
 	return nil, nil
 }
 
-// vocabs keeps each tokenizer's constraint vocabulary (built once: it
-// copies every token's bytes).
-var vocabs sync.Map // *tokenizer.Tokenizer -> *constrained
-
-type constrained struct {
-	v  *constrain.Vocab
-	mk constrain.Markup
+// toolSchemas reads the declared tools' names and argument schemas, for a
+// required call (an argument schema outside the subset is held to any
+// JSON object).
+func toolSchemas(tools []json.RawMessage) map[string]*constrain.Schema {
+	out := map[string]*constrain.Schema{}
+	for _, t := range tools {
+		var decl struct {
+			Function struct {
+				Name       string          `json:"name"`
+				Parameters json.RawMessage `json:"parameters"`
+			} `json:"function"`
+		}
+		if json.Unmarshal(t, &decl) != nil || decl.Function.Name == "" {
+			continue
+		}
+		s, err := constrain.Compile(decl.Function.Parameters)
+		if err != nil {
+			s = constrain.AnyObject()
+		}
+		out[decl.Function.Name] = s
+	}
+	return out
 }
 
-// constrainedSampler holds a job's answer to its schema. The sampler keeps
-// state, so speculative decoding is off for the job (engine.SpecOff).
+// turns keeps each tokenizer's constraint vocabulary (built once: it
+// copies every token's bytes).
+var turns sync.Map // *tokenizer.Tokenizer -> *constrain.Turn
+
+// constrainedSampler holds a job's turn to its schema or required tool
+// call; nil when the job has neither. The sampler keeps state, so
+// speculative decoding is off for the job (engine.SpecOff).
 func constrainedSampler(tok *tokenizer.Tokenizer, j *job, base constrain.Picker) *constrain.Sampler {
-	c, ok := vocabs.Load(tok)
-	if !ok {
-		v, mk := constrain.ForTokenizer(tok)
-		c, _ = vocabs.LoadOrStore(tok, &constrained{v, mk})
+	if j.raw || j.schema == nil && j.callTools == nil {
+		return nil
 	}
-	cv := c.(*constrained)
-	return constrain.NewSampler(constrain.New(cv.v, j.schema), base, cv.mk, j.thinking, j.maxTokens)
+	tn, ok := turns.Load(tok)
+	if !ok {
+		tn, _ = turns.LoadOrStore(tok, constrain.ForTokenizer(tok))
+	}
+	t := tn.(*constrain.Turn)
+	plan := t.Answer(j.schema, j.thinking)
+	if j.callTools != nil {
+		plan = t.ToolCall(j.callTools, j.thinking)
+	}
+	return constrain.NewSampler(t, plan, base, j.maxTokens)
 }

@@ -87,3 +87,46 @@ func TestResponseFormatObjectAndRefusal(t *testing.T) {
 	assert.Equal(t, 400, resp.StatusCode, string(data))
 	assert.Contains(t, string(data), "pattern")
 }
+
+// tool_choice required (and named) gives one call of a declared tool whose
+// arguments parse and fit its schema, for greedy and seeds, with thinking
+// on and off.
+func TestToolChoiceEnforced(t *testing.T) {
+	s, _, _ := start(t, nil)
+	tools := []map[string]any{
+		{"type": "function", "function": map[string]any{"name": "get_weather", "parameters": json.RawMessage(
+			`{"type":"object","properties":{"city":{"type":"string"},"unit":{"enum":["c","f"]}},"required":["city","unit"],"additionalProperties":false}`)}},
+		{"type": "function", "function": map[string]any{"name": "person", "parameters": json.RawMessage(personSchema)}},
+	}
+	n := 0
+	for _, choice := range []any{"required", map[string]any{"type": "function", "function": map[string]any{"name": "person"}}} {
+		for _, thinking := range []bool{false, true} {
+			for seed := range 2 {
+				req := map[string]any{"model": "k3-demo", "max_tokens": 120, "seed": seed, "temperature": float64(seed),
+					"messages": []map[string]any{{"role": "user", "content": "weather?"}}, "tools": tools, "tool_choice": choice,
+					"chat_template_kwargs": map[string]any{"thinking": thinking}}
+				_, data := post(t, s, "/v1/chat/completions", req)
+				r := decodeChat(t, data)
+				c := r.Choices[0]
+				require.Len(t, c.Message.ToolCalls, 1, string(data))
+				assert.Equal(t, "tool_calls", c.FinishReason)
+				call := c.Message.ToolCalls[0].Function
+				if choice != "required" {
+					assert.Equal(t, "person", call.Name)
+				}
+				switch call.Name {
+				case "person":
+					checkPerson(t, call.Arguments)
+				case "get_weather":
+					var v struct{ City, Unit string }
+					require.NoError(t, json.Unmarshal([]byte(call.Arguments), &v), call.Arguments)
+					assert.Contains(t, []string{"c", "f"}, v.Unit)
+				default:
+					t.Fatalf("call of %q", call.Name)
+				}
+				n++
+			}
+		}
+	}
+	assert.Equal(t, 8, n)
+}

@@ -30,6 +30,9 @@ type job struct {
 	// schema, when set, is what the answer must be (response_format):
 	// enforced by constrained decoding
 	schema *constrain.Schema
+	// callTools, when set, is the tools of a required call (tool_choice
+	// required or named) by name: the call is enforced likewise
+	callTools map[string]*constrain.Schema
 
 	// streaming hooks; nil when not streaming
 	onPrefill   func(done, total int)
@@ -150,14 +153,14 @@ func (s *Server) generate(ctx context.Context, j *job) (*result, error) {
 		}
 	}
 	sampler, spec := j.sampling.Sampler(j.stream), engine.SpecAuto
-	if j.schema != nil && !j.raw {
-		var base constrain.Picker
-		if sampler != nil {
-			base = sampler
-		}
+	var base constrain.Picker
+	if sampler != nil {
+		base = sampler
+	}
+	if cs := constrainedSampler(s.o.Tok, j, base); cs != nil {
 		// the constrained sampler reads the turn as it is picked, one
 		// position after another: no speculative drafts
-		sampler, spec = constrainedSampler(s.o.Tok, j, base), engine.SpecOff
+		sampler, spec = cs, engine.SpecOff
 	}
 	rep, err := s.sess.Generate(ctx, j.ids, chat.PromptOptions{Thinking: j.thinking, MaxTokens: j.maxTokens,
 		Sampler: sampler, Spec: spec, Stop: func() bool { return filter.hit },
