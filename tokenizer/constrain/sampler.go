@@ -110,8 +110,8 @@ func (tn *Turn) ToolCall(tools map[string]*Schema, thinking bool) Plan {
 
 // Sampler holds a K3 assistant turn to a plan (Turn.Answer,
 // Turn.ToolCall). Where the model is free (thinking, the answer before a
-// required call) it may not open a tag or end the turn, and its <|close|>
-// begins the planned exit, which the sampler then writes. In JSON only
+// required call) it may write no control token but <|close|> (no tag, no
+// end of the turn), and its <|close|> begins the planned exit, which the sampler then writes. In JSON only
 // tokens that keep the JSON a valid prefix are allowed; a complete value
 // is followed by the next planned markup. When the remaining budget only
 // just fits what the plan still needs, the sampler leaves the free part
@@ -235,7 +235,7 @@ func (s *Sampler) choose(pos int, logits []float32) int {
 			return p.forced[0]
 		}
 		return s.pick(pos, logits, func(id int) bool {
-			return id != s.tn.Open && id != s.tn.Sep && id != s.tn.EndOfMsg && id != s.tn.EOS
+			return !s.tn.V.special[id] || id == p.forced[0]
 		})
 	}
 	next := s.plan[s.cur+1].forced
