@@ -4,6 +4,8 @@
 //
 //   K3_BASE_URL=http://127.0.0.1:PORT/v1 K3_API_KEY=KEY K3_MODEL=ID node conformance.mjs
 import OpenAI from "openai";
+import { zodResponseFormat } from "openai/helpers/zod";
+import { z } from "zod";
 
 const baseURL = process.env.K3_BASE_URL;
 const apiKey = process.env.K3_API_KEY;
@@ -123,7 +125,38 @@ out.tools = {
 const comp = await client.completions.create({ model, prompt: "Once upon a time", max_tokens: 5 });
 out.completion = { object: comp.object, text: comp.choices[0].text, finish: comp.choices[0].finish_reason, usage: comp.usage };
 
-// 7. errors
+// 7. structured output: a zod schema through parse(), which throws if the
+//    content does not fit; greedy and seeded, thinking on (the default).
+//    And a required tool call whose arguments must parse.
+const Person = z.object({ name: z.string(), age: z.number().int(), pets: z.array(z.enum(["cat", "dog"])) });
+out.structured = [];
+for (const seed of [0, 1, 2, 3]) {
+  const r = await client.chat.completions.parse({
+    model,
+    messages: [{ role: "user", content: "Describe someone." }],
+    response_format: zodResponseFormat(Person, "person"),
+    max_tokens: 160,
+    seed,
+    temperature: seed === 0 ? 0 : 1,
+  });
+  out.structured.push({ parsed: r.choices[0].message.parsed, finish: r.choices[0].finish_reason });
+}
+out.required = [];
+for (const seed of [0, 1]) {
+  const r = await client.chat.completions.create({
+    model,
+    messages: toolMessages,
+    tools: [weather],
+    tool_choice: "required",
+    max_tokens: 160,
+    seed,
+    temperature: seed,
+  });
+  const call = r.choices[0].message.tool_calls?.[0];
+  out.required.push({ finish: r.choices[0].finish_reason, name: call?.function?.name, arguments: JSON.parse(call?.function?.arguments ?? "null") });
+}
+
+// 8. errors
 out.errors = {
   model: await errorOf(() => client.chat.completions.create({ model: "no-such-model", messages: first })),
   badRequest: await errorOf(() => client.chat.completions.create({ model, messages: [] })),
@@ -131,7 +164,7 @@ out.errors = {
     new OpenAI({ baseURL, apiKey: "wrong-key", maxRetries: 0 }).chat.completions.create({ model, messages: first })),
 };
 
-// 8. busy: while a long generation streams (the server keeps no queue
+// 9. busy: while a long generation streams (the server keeps no queue
 //    place), another request gets 429; aborting the stream cancels it
 const long = await client.chat.completions.create({
   model,

@@ -136,7 +136,19 @@ type conformance struct {
 		Status      int
 		Code        any
 	} `json:"errors"`
-	Aborted int `json:"aborted"`
+	Aborted    int `json:"aborted"`
+	Structured []struct {
+		Parsed *struct {
+			Name *string
+			Age  *float64
+			Pets []string
+		}
+		Finish string
+	} `json:"structured"`
+	Required []struct {
+		Finish, Name string
+		Arguments    map[string]any
+	} `json:"required"`
 }
 
 // TestServeOpenAIConformance drives `k3 serve` with the official openai npm
@@ -241,6 +253,27 @@ func TestServeOpenAIConformance(t *testing.T) {
 		assert.Equal(t, want.status, e.Status, name)
 	}
 	assert.Equal(t, 2, got.Aborted)
+
+	// structured output: parse() with a zod schema succeeded every time
+	// (it throws otherwise) and the values fit it; a required call's
+	// arguments parsed
+	require.Len(t, got.Structured, 4)
+	for i, r := range got.Structured {
+		require.NotNil(t, r.Parsed, "seed %d", i)
+		require.NotNil(t, r.Parsed.Name, "seed %d", i)
+		require.NotNil(t, r.Parsed.Age, "seed %d", i)
+		assert.Equal(t, float64(int64(*r.Parsed.Age)), *r.Parsed.Age, "seed %d", i)
+		for _, p := range r.Parsed.Pets {
+			assert.Contains(t, []string{"cat", "dog"}, p)
+		}
+		assert.Equal(t, "stop", r.Finish, "seed %d", i)
+	}
+	require.Len(t, got.Required, 2)
+	for i, r := range got.Required {
+		assert.Equal(t, "tool_calls", r.Finish, "seed %d", i)
+		assert.Equal(t, "get_weather", r.Name, "seed %d", i)
+		assert.IsType(t, "", r.Arguments["city"], "seed %d", i)
+	}
 
 	// the aborted generation ends within one layer's work
 	require.Eventually(t, func() bool {

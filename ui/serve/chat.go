@@ -50,6 +50,9 @@ func (s *Server) chatPrompt(q *chatRequest, j *job) *apiError {
 	ro := tokenizer.RenderOptions{NoThink: !thinking, ThinkingEffort: effort, ToolChoice: choice}
 	if rf := bytes.TrimSpace(q.ResponseFormat); len(rf) > 0 && !bytes.Equal(rf, []byte("null")) {
 		ro.ResponseFormat = rf
+		if j.schema, err = responseSchema(rf); err != nil {
+			return err
+		}
 	}
 	segs, rerr := tokenizer.Render(msgs, tools, ro)
 	if rerr != nil {
@@ -61,6 +64,8 @@ func (s *Server) chatPrompt(q *chatRequest, j *job) *apiError {
 		j.noTools = "no tools were declared"
 	case choice == "none":
 		j.noTools = `tool_choice is "none"`
+	case choice == "required":
+		j.callTools = toolSchemas(tools)
 	}
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 	"k3/engine"
 	"k3/engine/chat"
 	"k3/tokenizer"
+	"k3/tokenizer/constrain"
 )
 
 // job is one generation, read from a request.
@@ -26,6 +27,12 @@ type job struct {
 	sampling  engine.Sampling
 	stream    uint64 // PCG32 stream of the seed (as k3 chat: the turn's user-message count)
 	stops     []string
+	// schema, when set, is what the answer must be (response_format):
+	// enforced by constrained decoding
+	schema *constrain.Schema
+	// callTools, when set, is the tools of a required call (tool_choice
+	// required or named) by name: the call is enforced likewise
+	callTools map[string]*constrain.Schema
 
 	// streaming hooks; nil when not streaming
 	onPrefill   func(done, total int)
@@ -145,8 +152,18 @@ func (s *Server) generate(ctx context.Context, j *job) (*result, error) {
 			}
 		}
 	}
+	sampler, spec := j.sampling.Sampler(j.stream), engine.SpecAuto
+	var base constrain.Picker
+	if sampler != nil {
+		base = sampler
+	}
+	if cs := constrainedSampler(s.o.Tok, j, base); cs != nil {
+		// the constrained sampler reads the turn as it is picked, one
+		// position after another: no speculative drafts
+		sampler, spec = cs, engine.SpecOff
+	}
 	rep, err := s.sess.Generate(ctx, j.ids, chat.PromptOptions{Thinking: j.thinking, MaxTokens: j.maxTokens,
-		Sampler: j.sampling.Sampler(j.stream), Stop: func() bool { return filter.hit },
+		Sampler: sampler, Spec: spec, Stop: func() bool { return filter.hit },
 		NoTools: j.noTools != "", NoToolsWhy: j.noTools}, on)
 	if err != nil {
 		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {

@@ -1,0 +1,520 @@
+package constrain
+
+import (
+	"encoding/binary"
+	"slices"
+)
+
+// MaxSpace is how many whitespace bytes in a row the constraint lets a
+// value have outside strings: enough for pretty-printed JSON, and a model
+// cannot fill its budget with blanks.
+const MaxSpace = 16
+
+type fkind uint8
+
+const (
+	fValue fkind = iota // a value of s is expected
+	fObj
+	fArr
+	fStr
+	fNum
+	fLit
+)
+
+// object substates
+const (
+	oStart    = iota // after {: a key or }
+	oKey             // in a declared key: cand, pos
+	oColon           // after a key: ':'
+	oAfterVal        // ',' or '}'
+	oNeedKey         // after ',': a key
+)
+
+// array substates
+const (
+	aStart    = iota // after [: a value or ]
+	aAfterVal        // ',' or ']'
+)
+
+// string substates
+const (
+	sNormal = iota
+	sEscape
+	sHex // n: hex digits read
+)
+
+// number substates
+const (
+	nMinus = iota // after '-'
+	nZero         // after a leading 0 (accepting)
+	nInt          // in the integer digits (accepting)
+	nDot          // after '.'
+	nFrac         // in the fraction (accepting)
+	nE            // after e/E
+	nESign        // after the exponent's sign
+	nExp          // in the exponent (accepting)
+)
+
+type frame struct {
+	k    fkind
+	st   uint8
+	cur  uint8 // object: the property whose value is read
+	utf  uint8 // string: continuation bytes still expected
+	pos  uint16
+	s    *Schema
+	seen uint64 // object: properties written; string: hex digits (sHex)
+	cand uint64 // object key: properties whose name still matches
+}
+
+// machine is one way of reading the output so far: a stack of frames
+// (the innermost last) and the whitespace run.
+type machine struct {
+	fr []frame
+	ws uint8
+}
+
+// State is what the output so far can be: one machine per reading (anyOf
+// and enum branches that still fit). The zero State accepts nothing.
+type State struct{ ms []machine }
+
+// Start returns the state before any output: one value of s, optionally
+// after whitespace.
+func Start(s *Schema) *State {
+	m := machine{}
+	return &State{ms: push(nil, m, s)}
+}
+
+// push expands a value of s on m (one machine per anyOf branch) onto out.
+func push(out []machine, m machine, s *Schema) []machine {
+	if s.kind == kAnyOf {
+		for _, a := range s.anyOf {
+			out = push(out, m.clone(), a)
+		}
+		return out
+	}
+	m.fr = append(m.fr, frame{k: fValue, s: s})
+	return append(out, m)
+}
+
+func (m machine) clone() machine {
+	return machine{fr: slices.Clone(m.fr), ws: m.ws}
+}
+
+// Clone returns an independent copy.
+func (st *State) Clone() *State {
+	c := &State{ms: make([]machine, len(st.ms))}
+	for i, m := range st.ms {
+		c.ms[i] = m.clone()
+	}
+	return c
+}
+
+// Feed reads bytes; it returns false (and leaves st dead) if they cannot
+// continue the output.
+func (st *State) Feed(b []byte) bool {
+	for _, c := range b {
+		var next []machine
+		for _, m := range st.ms {
+			next = step(next, m, c)
+		}
+		st.ms = next
+		if len(st.ms) == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// Alive reports whether the output so far is a valid prefix.
+func (st *State) Alive() bool { return len(st.ms) > 0 }
+
+// Complete reports whether the output so far is a whole value (a number
+// may still go on).
+func (st *State) Complete() bool {
+	for _, m := range st.ms {
+		if len(m.fr) == 0 || len(m.fr) == 1 && m.fr[0].k == fNum && numAccepts(m.fr[0].st) {
+			return true
+		}
+	}
+	return false
+}
+
+// Done reports whether the value is complete and nothing but whitespace
+// may follow.
+func (st *State) Done() bool {
+	for _, m := range st.ms {
+		if len(m.fr) != 0 {
+			return false
+		}
+	}
+	return len(st.ms) > 0
+}
+
+func numAccepts(s uint8) bool { return s == nZero || s == nInt || s == nFrac || s == nExp }
+
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+
+func isDigit(c byte) bool { return c >= '0' && c <= '9' }
+
+// step reads one byte on m, appending the machines it leads to.
+func step(out []machine, m machine, c byte) []machine {
+	if len(m.fr) == 0 {
+		return out // the value is whole; the answer ends here
+	}
+	top := &m.fr[len(m.fr)-1]
+	switch {
+	case top.k == fObj && top.st == oKey:
+		return objByte(out, m, top, c) // a declared key's bytes, blanks included
+	case len(m.fr) == 1 && top.k == fValue && isSpace(c):
+		return out // the answer starts with the value
+	}
+	switch top.k {
+	case fStr:
+		m.ws = 0
+		return strByte(out, m, top, c)
+	case fLit:
+		if top.s.lit[top.pos] != c {
+			return out
+		}
+		top.pos++
+		if int(top.pos) == len(top.s.lit) {
+			m.fr = m.fr[:len(m.fr)-1]
+		}
+		m.ws = 0
+		return append(out, m)
+	case fNum:
+		if ok := numByte(top, c); ok {
+			m.ws = 0
+			return append(out, m)
+		}
+		if !numAccepts(top.st) {
+			return out
+		}
+		m.fr = m.fr[:len(m.fr)-1] // the number ended; its parent reads c
+		return step(out, m, c)
+	}
+	if isSpace(c) {
+		if m.ws >= MaxSpace {
+			return out
+		}
+		m.ws++
+		return append(out, m)
+	}
+	m.ws = 0
+	switch top.k {
+	case fValue:
+		return valueByte(out, m, top, c)
+	case fObj:
+		return objByte(out, m, top, c)
+	case fArr:
+		switch {
+		case c == ']' && top.st == aStart, c == ']' && top.st == aAfterVal:
+			m.fr = m.fr[:len(m.fr)-1]
+			return append(out, m)
+		case c == ',' && top.st == aAfterVal:
+			// the value after ',' is not optional: push it now
+			return push(out, m, top.s.items)
+		case top.st == aStart:
+			top.st = aAfterVal
+			var next []machine
+			next = push(next, m, top.s.items)
+			for _, n := range next {
+				out = step(out, n, c)
+			}
+			return out
+		}
+		return out
+	}
+	return out
+}
+
+func valueByte(out []machine, m machine, top *frame, c byte) []machine {
+	s := top.s
+	set := func(k fkind, s *Schema) { *top = frame{k: k, s: s} }
+	switch s.kind {
+	case kAny:
+		switch {
+		case c == '{':
+			set(fObj, anyObject)
+		case c == '[':
+			set(fArr, anyArray)
+		case c == '"':
+			set(fStr, anyString)
+		case c == '-' || isDigit(c):
+			set(fNum, anyNumber)
+			numByte(top, c)
+		case c == 't':
+			set(fLit, litTrue)
+			top.pos = 1
+		case c == 'f':
+			set(fLit, litFalse)
+			top.pos = 1
+		case c == 'n':
+			set(fLit, litNull)
+			top.pos = 1
+		default:
+			return out
+		}
+	case kObject:
+		if c != '{' {
+			return out
+		}
+		set(fObj, s)
+	case kArray:
+		if c != '[' {
+			return out
+		}
+		set(fArr, s)
+	case kString:
+		if c != '"' {
+			return out
+		}
+		set(fStr, s)
+	case kNumber, kInteger:
+		if c != '-' && !isDigit(c) {
+			return out
+		}
+		set(fNum, s)
+		numByte(top, c)
+	case kBool:
+		switch c {
+		case 't':
+			set(fLit, litTrue)
+		case 'f':
+			set(fLit, litFalse)
+		default:
+			return out
+		}
+		top.pos = 1
+	case kNull:
+		if c != 'n' {
+			return out
+		}
+		set(fLit, litNull)
+		top.pos = 1
+	case kConst:
+		if s.lit[0] != c {
+			return out
+		}
+		set(fLit, s)
+		top.pos = 1
+	default:
+		return out
+	}
+	if top.k == fLit && int(top.pos) == len(top.s.lit) {
+		m.fr = m.fr[:len(m.fr)-1]
+	}
+	return append(out, m)
+}
+
+var (
+	anyValue  = &Schema{id: -1, kind: kAny}
+	anyObject = &Schema{id: -2, kind: kObject, free: true}
+	anyArray  = &Schema{id: -3, kind: kArray, items: anyValue}
+	anyNumber = &Schema{id: -4, kind: kNumber}
+	litTrue   = &Schema{id: -5, kind: kConst, lit: []byte("true")}
+	litFalse  = &Schema{id: -6, kind: kConst, lit: []byte("false")}
+	litNull   = &Schema{id: -7, kind: kConst, lit: []byte("null")}
+	anyString = &Schema{id: -8, kind: kString}
+)
+
+func objByte(out []machine, m machine, top *frame, c byte) []machine {
+	s := top.s
+	all := uint64(1)<<len(s.props) - 1
+	if len(s.props) == 64 {
+		all = ^uint64(0)
+	}
+	switch top.st {
+	case oStart, oAfterVal:
+		if c == '}' && s.required&^top.seen == 0 {
+			m.fr = m.fr[:len(m.fr)-1]
+			return append(out, m)
+		}
+		if top.st == oAfterVal {
+			if c != ',' || !s.free && top.seen == all {
+				return out
+			}
+			top.st = oNeedKey
+			return append(out, m)
+		}
+		fallthrough
+	case oNeedKey:
+		if c != '"' {
+			return out
+		}
+		if s.free {
+			top.st = oColon
+			m.fr = append(m.fr, frame{k: fStr, s: anyString})
+			return append(out, m)
+		}
+		top.st, top.cand, top.pos = oKey, all&^top.seen, 0
+		return append(out, m)
+	case oKey:
+		cand := top.cand
+		if c == '"' {
+			for i := range s.props {
+				if cand&(1<<i) != 0 && len(s.props[i].key) == int(top.pos) {
+					top.st, top.cur = oColon, uint8(i)
+					return append(out, m)
+				}
+			}
+			return out
+		}
+		for i := range s.props {
+			if cand&(1<<i) != 0 && (len(s.props[i].key) <= int(top.pos) || s.props[i].key[top.pos] != c) {
+				cand &^= 1 << i
+			}
+		}
+		if cand == 0 {
+			return out
+		}
+		top.cand, top.pos = cand, top.pos+1
+		return append(out, m)
+	case oColon:
+		if c != ':' {
+			return out
+		}
+		top.st = oAfterVal
+		vs := anyValue
+		if !s.free {
+			top.seen |= 1 << top.cur
+			vs = s.props[top.cur].s
+		}
+		return push(out, m, vs)
+	}
+	return out
+}
+
+func strByte(out []machine, m machine, top *frame, c byte) []machine {
+	switch top.st {
+	case sEscape:
+		switch c {
+		case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+			top.st = sNormal
+		case 'u':
+			top.st, top.seen = sHex, 0
+		default:
+			return out
+		}
+		return append(out, m)
+	case sHex:
+		if !isDigit(c) && !(c >= 'a' && c <= 'f') && !(c >= 'A' && c <= 'F') {
+			return out
+		}
+		top.seen++
+		if top.seen == 4 {
+			top.st = sNormal
+		}
+		return append(out, m)
+	}
+	if top.utf > 0 {
+		if c&0xC0 != 0x80 {
+			return out
+		}
+		top.utf--
+		return append(out, m)
+	}
+	switch {
+	case c == '"':
+		m.fr = m.fr[:len(m.fr)-1]
+	case c == '\\':
+		top.st = sEscape
+	case c < 0x20:
+		return out
+	case c < 0x80:
+	case c >= 0xC2 && c <= 0xDF:
+		top.utf = 1
+	case c >= 0xE0 && c <= 0xEF:
+		top.utf = 2
+	case c >= 0xF0 && c <= 0xF4:
+		top.utf = 3
+	default:
+		return out
+	}
+	return append(out, m)
+}
+
+// numByte reads c into a number; false if c cannot continue it.
+func numByte(f *frame, c byte) bool {
+	integer := f.s.kind == kInteger
+	switch f.k {
+	case fNum:
+	default:
+		return false
+	}
+	if f.pos == 0 { // the first byte
+		f.pos = 1
+		switch {
+		case c == '-':
+			f.st = nMinus
+		case c == '0':
+			f.st = nZero
+		case isDigit(c):
+			f.st = nInt
+		default:
+			return false
+		}
+		return true
+	}
+	switch f.st {
+	case nMinus:
+		switch {
+		case c == '0':
+			f.st = nZero
+		case isDigit(c):
+			f.st = nInt
+		default:
+			return false
+		}
+	case nZero, nInt:
+		switch {
+		case isDigit(c) && f.st == nInt:
+		case c == '.' && !integer:
+			f.st = nDot
+		case (c == 'e' || c == 'E') && !integer:
+			f.st = nE
+		default:
+			return false
+		}
+	case nDot, nFrac:
+		switch {
+		case isDigit(c):
+			f.st = nFrac
+		case (c == 'e' || c == 'E') && f.st == nFrac:
+			f.st = nE
+		default:
+			return false
+		}
+	case nE:
+		switch {
+		case c == '+' || c == '-':
+			f.st = nESign
+		case isDigit(c):
+			f.st = nExp
+		default:
+			return false
+		}
+	case nESign, nExp:
+		if !isDigit(c) {
+			return false
+		}
+		f.st = nExp
+	}
+	return true
+}
+
+// key is a compact encoding of the state (the mask cache's key).
+func (st *State) key(buf []byte) []byte {
+	buf = buf[:0]
+	for _, m := range st.ms {
+		buf = append(buf, byte(len(m.fr)), m.ws)
+		for _, f := range m.fr {
+			buf = append(buf, byte(f.k), f.st, f.cur, f.utf)
+			buf = binary.LittleEndian.AppendUint16(buf, f.pos)
+			buf = binary.LittleEndian.AppendUint32(buf, uint32(f.s.id))
+			buf = binary.LittleEndian.AppendUint64(buf, f.seen)
+			buf = binary.LittleEndian.AppendUint64(buf, f.cand)
+		}
+	}
+	return buf
+}

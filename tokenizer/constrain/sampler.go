@@ -1,0 +1,332 @@
+package constrain
+
+import (
+	"bytes"
+	"encoding/json"
+	"math"
+
+	"k3/tokenizer"
+)
+
+// Picker picks a token from logits (engine.Sampler has this method).
+type Picker interface {
+	Pick(pos int, logits []float32) int
+}
+
+// Turn is what a Sampler needs of a tokenizer: its vocabulary and the
+// ids of the chat format's control tokens, and a way to encode markup.
+type Turn struct {
+	V                               *Vocab
+	Open, Close, Sep, EndOfMsg, EOS int
+	t                               *tokenizer.Tokenizer
+}
+
+// ForTokenizer returns t's vocabulary and chat markup.
+func ForTokenizer(t *tokenizer.Tokenizer) *Turn {
+	n := t.VocabSize()
+	toks, special := make([][]byte, n), make([]bool, n)
+	for id := range n {
+		special[id] = t.IsSpecial(id)
+		if !special[id] {
+			toks[id] = t.TokenBytes(id)
+		}
+	}
+	id := func(name string) int { i, _ := t.SpecialID(name); return i }
+	return &Turn{V: NewVocab(toks, special), Open: id(tokenizer.Open), Close: id(tokenizer.Close), Sep: id(tokenizer.Sep),
+		EndOfMsg: id(tokenizer.EndOfMsg), EOS: id(tokenizer.EOS), t: t}
+}
+
+// markup encodes a sequence of control tokens (names starting "<|") and
+// text.
+func (tn *Turn) markup(parts ...string) []int {
+	segs := make([]tokenizer.Segment, len(parts))
+	for i, p := range parts {
+		segs[i] = tokenizer.Segment{Text: p, Special: len(p) > 2 && p[:2] == "<|"}
+	}
+	return tn.t.EncodeSegments(segs)
+}
+
+// Plan is what a turn must be, in phases (Turn.Answer, Turn.ToolCall).
+type Plan []phase
+
+// phase is one part of a planned turn: the model writing freely until it
+// closes the channel (then Exit is written), a fixed sequence, or JSON.
+type phase struct {
+	free   bool
+	forced []int // free: the exit sequence its <|close|> begins; else written as is
+	schema *Schema
+	choose map[string]*Schema // a JSON phase whose text (a JSON string) picks the next JSON phase's schema
+	min    int                // tokens (at most: bytes) this phase needs at least
+}
+
+func (tn *Turn) thinkExit() []int {
+	return tn.markup(tokenizer.Close, "think", tokenizer.Sep, tokenizer.Open, "response", tokenizer.Sep)
+}
+
+// Answer plans a turn whose answer is JSON of schema s: free thinking (if
+// the generation prompt opened the think channel), the JSON, then the
+// close of the response channel and of the message.
+func (tn *Turn) Answer(s *Schema, thinking bool) Plan {
+	var p Plan
+	if thinking {
+		p = append(p, phase{free: true, forced: tn.thinkExit()})
+	}
+	return append(p, phase{schema: s},
+		phase{forced: tn.markup(tokenizer.Close, "response", tokenizer.Sep, tokenizer.Close, "message", tokenizer.Sep, tokenizer.EndOfMsg)})
+}
+
+// ToolCall plans a turn that must call one of tools (name -> arguments
+// schema): free thinking, a free answer, then one call, written as
+// `<|open|>call tool="NAME" index="1"<|sep|><|open|>json type="object"<|sep|>ARGS<|close|>json<|sep|>`,
+// where the name is one of the tools and ARGS fits its schema. It returns
+// nil if a name is not written the same in a tag and in JSON.
+func (tn *Turn) ToolCall(tools map[string]*Schema, thinking bool) Plan {
+	var names []any
+	for n := range tools {
+		for _, c := range []byte(n) {
+			if c < 0x20 || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+				return nil
+			}
+		}
+		names = append(names, n)
+	}
+	enum, _ := json.Marshal(map[string]any{"enum": names})
+	nameSchema, err := Compile(enum)
+	if err != nil || len(names) == 0 {
+		return nil
+	}
+	var p Plan
+	if thinking {
+		p = append(p, phase{free: true, forced: tn.thinkExit()})
+	}
+	O, C, S := tokenizer.Open, tokenizer.Close, tokenizer.Sep
+	return append(p,
+		phase{free: true, forced: tn.markup(C, "response", S, O, "tools", S, O, "call tool=")},
+		phase{schema: nameSchema, choose: tools},
+		phase{forced: tn.markup(` index="1"`, S, O, `json type="object"`, S)},
+		phase{}, // the arguments: schema chosen by the name
+		phase{forced: tn.markup(C, "json", S, C, "call", S, C, "tools", S, C, "message", S, tokenizer.EndOfMsg)})
+}
+
+// Sampler holds a K3 assistant turn to a plan (Turn.Answer,
+// Turn.ToolCall). Where the model is free (thinking, the answer before a
+// required call) it may write no control token but <|close|> (no tag, no
+// end of the turn), and its <|close|> begins the planned exit, which the sampler then writes. In JSON only
+// tokens that keep the JSON a valid prefix are allowed; a complete value
+// is followed by the next planned markup. When the remaining budget only
+// just fits what the plan still needs, the sampler leaves the free part
+// and writes the shortest JSON completion.
+//
+// Unlike engine samplers it keeps state: Pick must be called once per
+// position, in order, so speculative decoding must be off
+// (engine.SpecOff) while it is used.
+type Sampler struct {
+	tn      *Turn
+	base    Picker
+	plan    Plan
+	cur     int
+	c       *Constraint // the current JSON phase's
+	st      *State
+	text    []byte // the current JSON phase's bytes
+	forced  []int  // being written
+	budget  int    // tokens the turn may have (0: no limit)
+	n       int    // tokens picked
+	lastPos int
+	lastID  int
+	masked  []float32
+}
+
+// NewSampler returns a sampler for plan. base picks among the allowed
+// tokens (nil: the argmax); budget is the turn's token cap. A nil plan
+// gives nil.
+func NewSampler(tn *Turn, plan Plan, base Picker, budget int) *Sampler {
+	if plan == nil {
+		return nil
+	}
+	for i := range plan {
+		switch {
+		case plan[i].free:
+			plan[i].min = len(plan[i].forced)
+		case plan[i].schema != nil:
+			plan[i].min = len(minimal(nil, plan[i].schema, 0))
+		case plan[i].forced == nil: // chosen later: the longest of the choices
+			for k := range i {
+				for _, s := range plan[k].choose {
+					plan[i].min = max(plan[i].min, len(minimal(nil, s, 0)))
+				}
+			}
+		default:
+			plan[i].min = len(plan[i].forced)
+		}
+	}
+	s := &Sampler{tn: tn, base: base, plan: plan, budget: budget, lastPos: -1, cur: -1}
+	s.enter(0)
+	return s
+}
+
+func (s *Sampler) enter(i int) {
+	s.cur = i
+	if i >= len(s.plan) {
+		return
+	}
+	p := s.plan[i]
+	switch {
+	case p.free:
+	case p.forced != nil:
+		s.forced = p.forced
+	default:
+		sch := p.schema
+		if sch == nil { // chosen by the text of the last JSON phase that chooses
+			var name string
+			_ = json.Unmarshal(s.text, &name)
+			for k := i - 1; k >= 0 && sch == nil; k-- {
+				sch = s.plan[k].choose[name]
+			}
+			if sch == nil {
+				sch = AnyObject()
+			}
+		}
+		s.c, s.st, s.text = New(s.tn.V, sch), Start(sch), nil
+	}
+}
+
+// spare is how many tokens of budget beyond the shortest completion the
+// sampler keeps: a free token can make the completion longer by its own
+// opening bytes.
+const spare = 32
+
+// Pick returns the token at position pos.
+func (s *Sampler) Pick(pos int, logits []float32) int {
+	if pos == s.lastPos {
+		return s.lastID
+	}
+	id := s.choose(pos, logits)
+	s.advance(id)
+	s.lastPos, s.lastID = pos, id
+	return id
+}
+
+// need is the tokens the plan needs at least after the current phase.
+func (s *Sampler) need() int {
+	n := spare
+	for _, p := range s.plan[min(s.cur+1, len(s.plan)):] {
+		n += p.min
+	}
+	return n
+}
+
+func (s *Sampler) remaining() int {
+	if s.budget <= 0 {
+		return math.MaxInt32
+	}
+	return s.budget - s.n
+}
+
+func (s *Sampler) choose(pos int, logits []float32) int {
+	if s.cur >= len(s.plan) {
+		return s.tn.EndOfMsg
+	}
+	p := s.plan[s.cur]
+	switch {
+	case s.forced != nil:
+		return s.forced[0]
+	case p.free:
+		if s.remaining() <= len(p.forced)+s.need() {
+			return p.forced[0]
+		}
+		return s.pick(pos, logits, func(id int) bool {
+			return !s.tn.V.special[id] || id == p.forced[0]
+		})
+	}
+	next := s.plan[s.cur+1].forced
+	if s.st.Done() {
+		return next[0]
+	}
+	comp := s.st.Completion()
+	if s.remaining() <= len(comp)+s.need() {
+		return s.pick(pos, logits, func(id int) bool {
+			b := s.tn.V.tokens[id]
+			return !s.tn.V.special[id] && len(b) > 0 && bytes.HasPrefix(comp, b)
+		})
+	}
+	mask := s.c.Mask(s.st)
+	complete := s.st.Complete()
+	return s.pick(pos, logits, func(id int) bool {
+		return mask[id/64]&(1<<(id%64)) != 0 || complete && id == next[0]
+	})
+}
+
+// pick draws among the allowed ids: the argmax, or base on the logits with
+// the others at -Inf (the renormalised distribution of the allowed ids,
+// with the same random number per position).
+func (s *Sampler) pick(pos int, logits []float32, ok func(int) bool) int {
+	n := min(len(logits), s.tn.V.Size())
+	if cap(s.masked) < len(logits) {
+		s.masked = make([]float32, len(logits))
+	}
+	m := s.masked[:len(logits)]
+	best := -1
+	for id := range logits {
+		if id < n && ok(id) {
+			m[id] = logits[id]
+			if best < 0 || logits[id] > logits[best] {
+				best = id
+			}
+		} else {
+			m[id] = float32(math.Inf(-1))
+		}
+	}
+	if best < 0 { // nothing fits (a vocabulary without single bytes): leave it to the model
+		best = 0
+		for id := range logits {
+			if logits[id] > logits[best] {
+				best = id
+			}
+		}
+		return best
+	}
+	if s.base == nil {
+		return best
+	}
+	if id := s.base.Pick(pos, m); id >= 0 && id < n && ok(id) {
+		return id
+	}
+	return best
+}
+
+func (s *Sampler) advance(id int) {
+	s.n++
+	if s.cur >= len(s.plan) {
+		return
+	}
+	p := s.plan[s.cur]
+	switch {
+	case s.forced != nil:
+		s.forced = s.forced[1:]
+		if len(s.forced) == 0 {
+			s.forced = nil
+			s.enter(s.cur + 1)
+		}
+	case p.free:
+		if id == p.forced[0] {
+			s.forced = p.forced[1:]
+			if len(s.forced) == 0 {
+				s.forced = nil
+				s.enter(s.cur + 1)
+			}
+		}
+	default: // JSON
+		// the value is whole (only markup may follow), or complete and the
+		// model chose the markup
+		if s.st.Done() || id == s.plan[s.cur+1].forced[0] && s.tn.V.special[id] {
+			s.enter(s.cur + 1)
+			s.advance(id)
+			s.n--
+			return
+		}
+		if id >= 0 && id < s.tn.V.Size() && !s.tn.V.special[id] {
+			s.st.Feed(s.tn.V.tokens[id])
+			s.text = append(s.text, s.tn.V.tokens[id]...)
+		}
+	}
+}

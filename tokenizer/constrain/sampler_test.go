@@ -1,0 +1,135 @@
+package constrain
+
+import (
+	"encoding/json"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"k3/tokenizer"
+)
+
+// mergedTokenizer is a byte-level tokenizer with merges learned from JSON
+// and chat markup, so tokens span several bytes.
+func mergedTokenizer(t *testing.T) *tokenizer.Tokenizer {
+	text := `{"name": "Al", "age": 42, "tags": ["x", "y"]} response message think call tool= index="1" json type="object" `
+	base := tokenizer.ByteLevelTokens(text+text+text, 200)
+	tok, err := tokenizer.New(base, tokenizer.K3SpecialNames(len(base)))
+	require.NoError(t, err)
+	return tok
+}
+
+// Recognizer, token by token: a JSON text encoded with merges is accepted
+// one token at a time exactly when it is accepted byte by byte.
+func TestRecognizerTokens(t *testing.T) {
+	tok := mergedTokenizer(t)
+	p, err := Compile(json.RawMessage(person))
+	require.NoError(t, err)
+	for _, text := range []string{`{"name": "Al", "age": 42, "tags": ["x", "y"]}`, `{"name": "Al", "age": 4.2}`, `{"name": "Al", "age": 42, "x": 1}`} {
+		ids := tok.Encode(text)
+		require.Less(t, len(ids), len(text), "merged tokens")
+		st := Start(p)
+		ok := true
+		for _, id := range ids {
+			if ok = st.Feed(tok.TokenBytes(id)); !ok {
+				break
+			}
+		}
+		alive, complete := feed(p, text)
+		assert.Equal(t, alive, ok, text)
+		assert.Equal(t, complete, ok && st.Complete(), text)
+	}
+}
+
+type fixedPicker struct{ r *rand.Rand }
+
+// Pick draws from softmax(logits) like the engine's random sampler.
+func (f fixedPicker) Pick(_ int, logits []float32) int {
+	best := 0
+	for i, l := range logits {
+		if l > logits[best] {
+			best = i
+		}
+	}
+	// the allowed ids, weighted by exp(l - max)
+	u, z := f.r.Float64(), 0.0
+	for _, l := range logits {
+		z += expOf(l - logits[best])
+	}
+	cum := 0.0
+	for i, l := range logits {
+		cum += expOf(l-logits[best]) / z
+		if u < cum {
+			return i
+		}
+	}
+	return best
+}
+
+func expOf(x float32) float64 { return math.Exp(float64(x)) }
+
+// A sampler on random logits (a model that knows no JSON) writes a turn
+// the reply reader reads as JSON of the schema, or as one call of a
+// declared tool with fitting arguments, within the budget, every time.
+func TestSamplerRandomLogits(t *testing.T) {
+	tok := mergedTokenizer(t)
+	tn := ForTokenizer(tok)
+	p, err := Compile(json.RawMessage(person))
+	require.NoError(t, err)
+	tools := map[string]*Schema{"person": p, "noop": AnyObject()}
+	valid := 0
+	for seed := range uint64(12) {
+		for _, thinking := range []bool{false, true} {
+			for _, call := range []bool{false, true} {
+				plan := tn.Answer(p, thinking)
+				if call {
+					plan = tn.ToolCall(tools, thinking)
+				}
+				var base Picker
+				if seed%2 == 1 {
+					base = fixedPicker{rand.New(rand.NewPCG(seed, 9))}
+				}
+				const budget = 160
+				s := NewSampler(tn, plan, base, budget)
+				r := rand.New(rand.NewPCG(seed, 1))
+				logits := make([]float32, tok.VocabSize())
+				var ids []int
+				for pos := 0; pos < budget; pos++ {
+					for i := range logits {
+						logits[i] = float32(r.NormFloat64() * 3)
+					}
+					id := s.Pick(pos, logits)
+					require.Equal(t, id, s.Pick(pos, logits), "a second pick at a position is the first")
+					ids = append(ids, id)
+					if id == tn.EndOfMsg {
+						break
+					}
+				}
+				rep := tok.ReadReply(ids, tokenizer.ReplyOptions{Thinking: thinking})
+				require.True(t, rep.Complete, "seed %d thinking %v call %v: %q", seed, thinking, call, tok.Decode(ids))
+				assert.Empty(t, rep.Warnings, "%q", tok.Decode(ids))
+				js := rep.Content
+				if call {
+					require.Len(t, rep.ToolCalls, 1, "%q", tok.Decode(ids))
+					js = rep.ToolCalls[0].Function.Arguments
+					if rep.ToolCalls[0].Function.Name == "noop" {
+						var v map[string]any
+						require.NoError(t, json.Unmarshal([]byte(js), &v), js)
+						valid++
+						continue
+					}
+					require.Equal(t, "person", rep.ToolCalls[0].Function.Name)
+				}
+				alive, complete := feed(p, js)
+				require.True(t, alive && complete, "%q", js)
+				var v map[string]any
+				require.NoError(t, json.Unmarshal([]byte(js), &v), js)
+				valid++
+			}
+		}
+	}
+	assert.Equal(t, 48, valid)
+}
