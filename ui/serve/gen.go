@@ -12,6 +12,8 @@ import (
 	"k3/engine"
 	"k3/engine/chat"
 	"k3/tokenizer"
+
+	"k3/ui/openai"
 )
 
 // job is one generation, read from a request.
@@ -42,25 +44,25 @@ type result struct {
 
 // samplingOf reads the shared sampling fields into a job; maxDefault is
 // the reply cap when the request gives none.
-func (s *Server) samplingOf(q *sampling, j *job) *apiError {
+func (s *Server) samplingOf(q *openai.Sampling, j *job) *openai.Error {
 	if err := s.checkModel(q.Model); err != nil {
 		return err
 	}
 	if q.N != nil && *q.N != 1 {
-		return badRequest("n", "n must be 1: the server generates one choice per request")
+		return openai.BadRequest("n", "n must be 1: the server generates one choice per request")
 	}
 	if l := strings.TrimSpace(string(q.Logprobs)); l != "" && l != "null" && l != "false" && l != "0" {
-		return badRequest("logprobs", "logprobs are not supported")
+		return openai.BadRequest("logprobs", "logprobs are not supported")
 	}
 	if q.Temperature != nil {
 		if *q.Temperature < 0 || *q.Temperature > 5 {
-			return badRequest("temperature", "temperature must be from 0 to 5, got %g", *q.Temperature)
+			return openai.BadRequest("temperature", "temperature must be from 0 to 5, got %g", *q.Temperature)
 		}
 		j.sampling.Temperature = *q.Temperature
 	}
 	if q.TopP != nil {
 		if *q.TopP <= 0 || *q.TopP > 1 {
-			return badRequest("top_p", "top_p must be above 0 and at most 1, got %g", *q.TopP)
+			return openai.BadRequest("top_p", "top_p must be above 0 and at most 1, got %g", *q.TopP)
 		}
 		j.sampling.TopP = *q.TopP
 	}
@@ -68,7 +70,7 @@ func (s *Server) samplingOf(q *sampling, j *job) *apiError {
 		switch {
 		case *q.TopK == -1: // vLLM's "off"
 		case *q.TopK < 0:
-			return badRequest("top_k", "top_k must be 0 or more (or -1 for all), got %d", *q.TopK)
+			return openai.BadRequest("top_k", "top_k must be 0 or more (or -1 for all), got %d", *q.TopK)
 		default:
 			j.sampling.TopK = *q.TopK
 		}
@@ -83,7 +85,7 @@ func (s *Server) samplingOf(q *sampling, j *job) *apiError {
 	}{{"max_tokens", q.MaxTokens}, {"max_completion_tokens", q.MaxCompletionTokens}} {
 		if f.v != nil {
 			if *f.v < 1 {
-				return badRequest(f.name, "%s must be at least 1, got %d", f.name, *f.v)
+				return openai.BadRequest(f.name, "%s must be at least 1, got %d", f.name, *f.v)
 			}
 			j.maxTokens = *f.v
 		}
@@ -97,13 +99,13 @@ func (s *Server) samplingOf(q *sampling, j *job) *apiError {
 }
 
 // fit checks the prompt against the context cap and lowers the reply cap.
-func (s *Server) fit(j *job) *apiError {
+func (s *Server) fit(j *job) *openai.Error {
 	if len(j.ids) == 0 {
-		return badRequest("", "the prompt is empty")
+		return openai.BadRequest("", "the prompt is empty")
 	}
 	if c := s.o.MaxContext; c > 0 {
 		if len(j.ids) >= c {
-			return &apiError{Status: 400, Message: fmt.Sprintf("the prompt has %d positions; this server's context is %d", len(j.ids), c),
+			return &openai.Error{Status: 400, Message: fmt.Sprintf("the prompt has %d positions; this server's context is %d", len(j.ids), c),
 				Type: "invalid_request_error", Param: "messages", Code: "context_length_exceeded"}
 		}
 		j.maxTokens = min(j.maxTokens, c-len(j.ids))

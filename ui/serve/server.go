@@ -26,6 +26,7 @@ import (
 	"k3/engine"
 	"k3/engine/chat"
 	"k3/tokenizer"
+	"k3/ui/openai"
 )
 
 // Options configure a Server.
@@ -230,7 +231,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("/v1/chat/completions", s.only("POST", s.authed(s.chatCompletions)))
 	mux.HandleFunc("/v1/completions", s.only("POST", s.authed(s.completions)))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, &apiError{Status: http.StatusNotFound, Message: fmt.Sprintf("no such endpoint: %s %s", r.Method, r.URL.Path), Type: "invalid_request_error"})
+		writeError(w, &openai.Error{Status: http.StatusNotFound, Message: fmt.Sprintf("no such endpoint: %s %s", r.Method, r.URL.Path), Type: "invalid_request_error"})
 	})
 	return s.cors(mux)
 }
@@ -240,7 +241,7 @@ func (s *Server) only(method string, h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != method {
 			w.Header().Set("Allow", method)
-			writeError(w, &apiError{Status: http.StatusMethodNotAllowed, Message: fmt.Sprintf("%s takes %s, not %s", r.URL.Path, method, r.Method), Type: "invalid_request_error"})
+			writeError(w, &openai.Error{Status: http.StatusMethodNotAllowed, Message: fmt.Sprintf("%s takes %s, not %s", r.URL.Path, method, r.Method), Type: "invalid_request_error"})
 			return
 		}
 		s.requests.Add(1)
@@ -262,7 +263,7 @@ func (s *Server) authed(h http.HandlerFunc) http.HandlerFunc {
 					msg = "the API key is not correct"
 				}
 				s.logf("%s %s 401 (%s)", r.Method, r.URL.Path, map[bool]string{true: "wrong key", false: "no key"}[got != ""])
-				writeError(w, &apiError{Status: http.StatusUnauthorized, Message: msg, Type: "invalid_request_error", Code: "invalid_api_key"})
+				writeError(w, &openai.Error{Status: http.StatusUnauthorized, Message: msg, Type: "invalid_request_error", Code: "invalid_api_key"})
 				return
 			}
 		}
@@ -299,30 +300,21 @@ func (s *Server) cors(h http.Handler) http.Handler {
 	})
 }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
-}
+func writeJSON(w http.ResponseWriter, status int, v any) { openai.WriteJSON(w, status, v) }
+
+func writeError(w http.ResponseWriter, e *openai.Error) { openai.WriteError(w, e) }
 
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 	running, waiting := s.q.depth()
 	writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "model": s.o.ModelID, "generating": running, "queued": waiting})
 }
 
-type modelCard struct {
-	ID      string `json:"id"`
-	Object  string `json:"object"`
-	Created int64  `json:"created"`
-	OwnedBy string `json:"owned_by"`
-}
-
-func (s *Server) card() modelCard {
-	return modelCard{ID: s.o.ModelID, Object: "model", Created: s.created, OwnedBy: "k3"}
+func (s *Server) card() openai.Model {
+	return openai.Model{ID: s.o.ModelID, Object: "model", Created: s.created, OwnedBy: "k3"}
 }
 
 func (s *Server) models(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": []modelCard{s.card()}})
+	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": []openai.Model{s.card()}})
 }
 
 func (s *Server) model(w http.ResponseWriter, r *http.Request) {
@@ -334,23 +326,23 @@ func (s *Server) model(w http.ResponseWriter, r *http.Request) {
 }
 
 // checkModel accepts the served id (or none: curl users often leave it out).
-func (s *Server) checkModel(id string) *apiError {
+func (s *Server) checkModel(id string) *openai.Error {
 	if id == "" || id == s.o.ModelID {
 		return nil
 	}
-	return &apiError{Status: http.StatusNotFound, Message: fmt.Sprintf("the model %q does not exist here; this server serves %q", id, s.o.ModelID),
+	return &openai.Error{Status: http.StatusNotFound, Message: fmt.Sprintf("the model %q does not exist here; this server serves %q", id, s.o.ModelID),
 		Type: "invalid_request_error", Param: "model", Code: "model_not_found"}
 }
 
 // decode reads a JSON request body into v.
-func decode(r *http.Request, v any) *apiError {
+func decode(r *http.Request, v any) *openai.Error {
 	dec := json.NewDecoder(r.Body)
 	if err := dec.Decode(v); err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return &apiError{Status: http.StatusRequestEntityTooLarge, Message: fmt.Sprintf("the request body is larger than %d bytes", mbe.Limit), Type: "invalid_request_error"}
+			return &openai.Error{Status: http.StatusRequestEntityTooLarge, Message: fmt.Sprintf("the request body is larger than %d bytes", mbe.Limit), Type: "invalid_request_error"}
 		}
-		return badRequest("", "the request body is not valid JSON for this endpoint: %v", err)
+		return openai.BadRequest("", "the request body is not valid JSON for this endpoint: %v", err)
 	}
 	return nil
 }
