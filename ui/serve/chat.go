@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"strconv"
 	"time"
@@ -19,6 +20,15 @@ import (
 func (s *Server) chatPrompt(q *openai.ChatRequest, j *job) *openai.Error {
 	if len(q.Messages) == 0 {
 		return openai.BadRequest("messages", "messages must not be empty")
+	}
+	text := 0 // bytes of text the transcript holds at least
+	for _, m := range q.Messages {
+		if m.Role != "assistant" {
+			text += len(m.Content)
+		}
+	}
+	if err := s.fitsText(text, "messages"); err != nil {
+		return err
 	}
 	msgs := make([]tokenizer.Message, len(q.Messages))
 	for i, m := range q.Messages {
@@ -160,55 +170,64 @@ func toolCallsOut(calls []tokenizer.ToolCall, indexed bool) []openai.ToolCall {
 func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	t0 := time.Now()
 	var q openai.ChatRequest
-	if err := decode(r, &q); err != nil {
-		writeError(w, err)
+	release, err := s.decode(w, r, &q)
+	if err != nil {
+		s.writeError(w, err)
 		return
 	}
 	j := &job{}
 	id, created := newID("chatcmpl-"), time.Now().Unix()
-	s.handle(w, r, "POST /v1/chat/completions", q.Stream, j, t0, []func() *openai.Error{
+	s.handle(w, r, "POST /v1/chat/completions", q.Stream, j, t0, release, []func() *openai.Error{
 		func() *openai.Error { return s.samplingOf(&q.Sampling, j) },
 		func() *openai.Error { return s.chatPrompt(&q, j) },
 		func() *openai.Error { return s.fit(j) },
-	}, func(p *place) (*result, error) {
-		return s.streamChat(r.Context(), w, p, j, &q, id, created)
+	}, func(ctx context.Context, cancel context.CancelFunc, p *place) (*result, error) {
+		return s.streamChat(ctx, cancel, w, p, j, &q, id, created)
 	}, func(res *result) {
 		s.writeChat(w, j, res, &q, id, created)
 	})
 }
 
 // handle is the part every generating endpoint shares: it runs the
-// request's checks (the first failure is the answer), takes a place in the
-// queue, then either streams or generates and writes the reply, and logs
-// the request.
-func (s *Server) handle(w http.ResponseWriter, r *http.Request, what string, stream bool, j *job, t0 time.Time,
-	checks []func() *openai.Error, streamed func(*place) (*result, error), write func(*result)) {
+// request's checks (the first failure is the answer), releases the body's
+// share of the bodies in flight, takes a place in the queue, then either
+// streams or generates and writes the reply, and logs the request. A
+// stream whose client stops reading calls cancel, which ends the
+// generation.
+func (s *Server) handle(w http.ResponseWriter, r *http.Request, what string, stream bool, j *job, t0 time.Time, release func(),
+	checks []func() *openai.Error, streamed func(context.Context, context.CancelFunc, *place) (*result, error), write func(*result)) {
+	defer release()
+	j.client = clientOf(r)
 	for _, check := range checks {
 		if err := check(); err != nil {
+			release()
 			s.logf("%s %d: %s", what, err.Status, err.Message)
-			writeError(w, err)
+			s.writeError(w, err)
 			return
 		}
 	}
+	release()
 	p, err := s.q.join()
 	if err != nil {
 		s.logf("%s 429: queue full", what)
-		writeError(w, asAPIError(err))
+		s.writeError(w, asAPIError(err))
 		return
 	}
 	defer p.leave()
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
 	var res *result
 	if stream {
-		res, err = streamed(p)
+		res, err = streamed(ctx, cancel, p)
 	} else {
-		if err = p.wait(r.Context()); err == nil {
-			res, err = s.generate(r.Context(), j)
+		if err = p.wait(ctx); err == nil {
+			res, err = s.generate(ctx, j)
 			p.leave() // before the reply goes out: the client's next request finds the place free
 		}
 		if err == nil {
 			write(res)
-		} else if r.Context().Err() == nil {
-			writeError(w, asAPIError(err))
+		} else if ctx.Err() == nil {
+			s.writeError(w, asAPIError(err))
 		}
 	}
 	s.logRequest(what, stream, j, res, err, t0)
@@ -242,21 +261,21 @@ func (s *Server) writeChat(w http.ResponseWriter, j *job, res *result, q *openai
 	}
 	out := openai.ChatResponse{ID: id, Object: "chat.completion", Created: created, Model: s.o.ModelID,
 		Choices:  []openai.ChatChoice{{Message: msg, FinishReason: res.finish}},
-		Usage:    openai.NewUsage(res.prompt, len(res.ids), res.reused),
+		Usage:    openai.NewUsage(res.prompt, len(res.ids), res.shown),
 		Warnings: res.warnings}
 	if q.ReturnTokenIDs {
 		out.PromptTokenIDs, out.Choices[0].TokenIDs = j.ids, res.ids
 	}
-	w.Header().Set("X-K3-Reused-Positions", strconv.Itoa(res.reused))
-	writeJSON(w, http.StatusOK, out)
+	w.Header().Set("X-K3-Reused-Positions", strconv.Itoa(res.shown))
+	s.writeJSON(w, http.StatusOK, out)
 }
 
 // streamChat answers with server-sent events: comments while the request
 // waits and its prompt is read, the role, reasoning and content deltas as
 // they are generated, tool calls when the reply is complete, the finish
 // reason, the usage when asked for, then [DONE].
-func (s *Server) streamChat(ctx context.Context, w http.ResponseWriter, p *place, j *job, q *openai.ChatRequest, id string, created int64) (*result, error) {
-	e := openai.StartSSE(w, s.o.KeepAlive, 0, nil)
+func (s *Server) streamChat(ctx context.Context, cancel context.CancelFunc, w http.ResponseWriter, p *place, j *job, q *openai.ChatRequest, id string, created int64) (*result, error) {
+	e := openai.StartSSE(w, s.o.KeepAlive, s.o.WriteTimeout, func(error) { cancel() })
 	defer e.Quiet()
 	if _, waiting := s.q.depth(); waiting > 0 {
 		e.Comment(fmt.Sprintf("queued: %d waiting", waiting))
@@ -291,8 +310,31 @@ func (s *Server) streamChat(ctx context.Context, w http.ResponseWriter, p *place
 	send(last)
 	if withUsage {
 		e.Data(openai.ChatChunk{ID: id, Object: "chat.completion.chunk", Created: created, Model: s.o.ModelID,
-			Choices: []openai.ChunkChoice{}, Usage: openai.NewUsage(res.prompt, len(res.ids), res.reused)})
+			Choices: []openai.ChunkChoice{}, Usage: openai.NewUsage(res.prompt, len(res.ids), res.shown)})
 	}
 	e.Done()
 	return res, nil
+}
+
+// clientOf is who sent r, for telling whether the kept engine state came
+// from the same client's earlier request: its remote IP address (every
+// client must also hold the key, when one is set).
+func clientOf(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+// fitsText refuses, before it is tokenized, text of n bytes that cannot
+// fit the context: no token is longer than the longest in the vocabulary.
+func (s *Server) fitsText(n int, param string) *openai.Error {
+	if c := s.o.MaxContext; c > 0 {
+		if least := n / s.maxTokenBytes; least >= c {
+			return &openai.Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Param: param, Code: "context_length_exceeded",
+				Message: fmt.Sprintf("the prompt has at least %d positions; this server's context is %d", least, c)}
+		}
+	}
+	return nil
 }

@@ -20,6 +20,9 @@ func (s *Server) completionPrompt(raw json.RawMessage, j *job) *openai.Error {
 	raw = bytes.TrimSpace(raw)
 	var text string
 	if json.Unmarshal(raw, &text) == nil {
+		if err := s.fitsText(len(text), "prompt"); err != nil {
+			return err
+		}
 		j.ids = s.o.Tok.EncodeSpecial(text)
 		return nil
 	}
@@ -27,6 +30,9 @@ func (s *Server) completionPrompt(raw json.RawMessage, j *job) *openai.Error {
 	if json.Unmarshal(raw, &texts) == nil {
 		if len(texts) != 1 {
 			return openai.BadRequest("prompt", "prompt must be one string (got %d): the server generates one choice per request", len(texts))
+		}
+		if err := s.fitsText(len(texts[0]), "prompt"); err != nil {
+			return err
 		}
 		j.ids = s.o.Tok.EncodeSpecial(texts[0])
 		return nil
@@ -51,13 +57,14 @@ func (s *Server) completionPrompt(raw json.RawMessage, j *job) *openai.Error {
 func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 	t0 := time.Now()
 	var q openai.CompletionRequest
-	if err := decode(r, &q); err != nil {
-		writeError(w, err)
+	release, err := s.decode(w, r, &q)
+	if err != nil {
+		s.writeError(w, err)
 		return
 	}
 	j := &job{raw: true}
 	id, created := newID("cmpl-"), time.Now().Unix()
-	s.handle(w, r, "POST /v1/completions", q.Stream, j, t0, []func() *openai.Error{
+	s.handle(w, r, "POST /v1/completions", q.Stream, j, t0, release, []func() *openai.Error{
 		func() *openai.Error { return s.samplingOf(&q.Sampling, j) },
 		func() *openai.Error {
 			if q.Echo {
@@ -66,22 +73,22 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 			return s.completionPrompt(q.Prompt, j)
 		},
 		func() *openai.Error { return s.fit(j) },
-	}, func(p *place) (*result, error) {
-		return s.streamCompletion(r.Context(), w, p, j, &q, id, created)
+	}, func(ctx context.Context, cancel context.CancelFunc, p *place) (*result, error) {
+		return s.streamCompletion(ctx, cancel, w, p, j, &q, id, created)
 	}, func(res *result) {
 		out := openai.CompletionResponse{ID: id, Object: "text_completion", Created: created, Model: s.o.ModelID,
 			Choices: []openai.CompletionChoice{{Text: res.content, FinishReason: &res.finish}},
-			Usage:   openai.NewUsage(res.prompt, len(res.ids), res.reused)}
+			Usage:   openai.NewUsage(res.prompt, len(res.ids), res.shown)}
 		if q.ReturnTokenIDs {
 			out.PromptTokenIDs, out.Choices[0].TokenIDs = j.ids, res.ids
 		}
-		w.Header().Set("X-K3-Reused-Positions", strconv.Itoa(res.reused))
-		writeJSON(w, http.StatusOK, out)
+		w.Header().Set("X-K3-Reused-Positions", strconv.Itoa(res.shown))
+		s.writeJSON(w, http.StatusOK, out)
 	})
 }
 
-func (s *Server) streamCompletion(ctx context.Context, w http.ResponseWriter, p *place, j *job, q *openai.CompletionRequest, id string, created int64) (*result, error) {
-	e := openai.StartSSE(w, s.o.KeepAlive, 0, nil)
+func (s *Server) streamCompletion(ctx context.Context, cancel context.CancelFunc, w http.ResponseWriter, p *place, j *job, q *openai.CompletionRequest, id string, created int64) (*result, error) {
+	e := openai.StartSSE(w, s.o.KeepAlive, s.o.WriteTimeout, func(error) { cancel() })
 	defer e.Quiet()
 	if err := p.wait(ctx); err != nil {
 		return nil, err
@@ -104,7 +111,7 @@ func (s *Server) streamCompletion(ctx context.Context, w http.ResponseWriter, p 
 	e.Data(chunk("", &res.finish))
 	if q.StreamOptions != nil && q.StreamOptions.IncludeUsage {
 		u := openai.CompletionResponse{ID: id, Object: "text_completion", Created: created, Model: s.o.ModelID,
-			Choices: []openai.CompletionChoice{}, Usage: openai.NewUsage(res.prompt, len(res.ids), res.reused)}
+			Choices: []openai.CompletionChoice{}, Usage: openai.NewUsage(res.prompt, len(res.ids), res.shown)}
 		e.Data(u)
 	}
 	e.Done()

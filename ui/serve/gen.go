@@ -25,6 +25,7 @@ type job struct {
 	sampling  engine.Sampling
 	stream    uint64 // PCG32 stream of the seed (as k3 chat: the turn's user-message count)
 	stops     []string
+	client    string // who asked (clientOf)
 
 	// streaming hooks; nil when not streaming
 	onPrefill   func(done, total int)
@@ -40,6 +41,10 @@ type result struct {
 	warnings           []string
 	finish             string // stop, length or tool_calls
 	prompt, reused     int
+	// shown is what the reply reports as reused (cached_tokens): reused
+	// when the kept state was this client's own, else 0, so no client
+	// learns whether another's prompt starts like its own.
+	shown int
 }
 
 // samplingOf reads the shared sampling fields into a job; maxDefault is
@@ -120,6 +125,10 @@ func (s *Server) generate(ctx context.Context, j *job) (*result, error) {
 		defer s.o.Lock.Unlock()
 	}
 	s.generations.Add(1)
+	s.ownerMu.Lock()
+	own := s.owner == j.client
+	s.owner = j.client // the state this generation leaves is its client's
+	s.ownerMu.Unlock()
 	filter := newStopFilter(j.stops, j.onAnswer)
 	var reasoning strings.Builder
 	dec := s.o.Tok.NewStreamDecoder()
@@ -158,6 +167,9 @@ func (s *Server) generate(ctx context.Context, j *job) (*result, error) {
 	s.reused.Add(int64(rep.Reused))
 	s.prefilled.Add(int64(rep.Prefilled))
 	res := &result{ids: rep.IDs, prompt: len(j.ids), reused: rep.Reused, finish: "length"}
+	if own {
+		res.shown = rep.Reused
+	}
 	if rep.Stop == engine.StopToken {
 		res.finish = "stop"
 	}
