@@ -180,7 +180,7 @@ func ReadSSE(r io.Reader, fn func(Event) error) error {
 			typ = ""
 			return nil
 		}
-		ev := Event{Data: bytes.Clone(data.Bytes()), Type: typ}
+		ev := Event{Data: append([]byte{}, data.Bytes()...), Type: typ} // never nil: nil is a comment
 		data.Reset()
 		has, typ = false, ""
 		return fn(ev)

@@ -33,7 +33,18 @@ type Client struct {
 	APIKey  string // sent as a bearer token when set
 	Model   string // the model id; "" takes the first /models lists
 	HTTP    *http.Client
+	// MaxReplyBytes caps a reply's text, thinking and tool calls together
+	// (0: DefaultMaxReplyBytes): a server that sends more is cut off.
+	MaxReplyBytes int
 }
+
+// DefaultMaxReplyBytes is the reply cap when Client.MaxReplyBytes is 0.
+const DefaultMaxReplyBytes = 64 << 20
+
+// capError is a reply cut off at a cap the server did not keep to.
+type capError struct{ msg string }
+
+func (e *capError) Error() string { return e.msg }
 
 // New returns a client; the base URL may be given without /v1.
 func New(baseURL, apiKey, model string) (*Client, error) {
@@ -262,8 +273,18 @@ func readChunks(body io.Reader, fn func(*openai.ChatChunk) error, comment func(s
 		return done, nil
 	case stop != nil:
 		return done, stop
+	case errors.Is(err, openai.ErrLineTooLong):
+		return done, fmt.Errorf("the server sent a line longer than %d MiB; the reply is cut there", openai.MaxLine>>20)
 	}
 	return done, fmt.Errorf("the stream from the server broke: %w", err)
+}
+
+// contentType says what kind of body resp has, for errors.
+func contentType(resp *http.Response) string {
+	if ct := resp.Header.Get("Content-Type"); ct != "" {
+		return ct
+	}
+	return "of no stated type"
 }
 
 // errDone ends the reading of a stream at [DONE].
@@ -290,6 +311,11 @@ func (c *Client) Turn(ctx context.Context, history []chat.Message, opt chat.Opti
 	var reasoning, answer strings.Builder
 	calls := map[int]*tokenizer.ToolCall{}
 	last, first := t0, time.Time{}
+	maxBytes := c.MaxReplyBytes
+	if maxBytes <= 0 {
+		maxBytes = DefaultMaxReplyBytes
+	}
+	size, chunks := 0, 0
 	delta := func(kind engine.EventKind, text string) {
 		now := time.Now()
 		if first.IsZero() {
@@ -310,6 +336,26 @@ func (c *Client) Turn(ctx context.Context, history []chat.Message, opt chat.Opti
 		last = now
 	}
 	chunk := func(ch *openai.ChatChunk) error {
+		chunks++
+		text := false
+		for _, choice := range ch.Choices {
+			d := choice.Delta
+			for _, p := range []*string{d.ReasoningContent, d.Reasoning, d.Content} {
+				if p != nil {
+					size += len(*p)
+					text = text || *p != ""
+				}
+			}
+			for _, td := range d.ToolCalls {
+				size += len(td.ID) + len(td.Function.Name) + len(td.Function.Arguments)
+			}
+		}
+		switch {
+		case size > maxBytes:
+			return &capError{fmt.Sprintf("the server sent more than %d MB of reply; it is cut there", maxBytes>>20)}
+		case text && opt.MaxTokens > 0 && res.Deltas >= opt.MaxTokens:
+			return &capError{fmt.Sprintf("the server sent more than the %d tokens asked for; the reply is cut there", opt.MaxTokens)}
+		}
 		if ch.Usage != nil {
 			res.Usage = ch.Usage
 		}
@@ -362,6 +408,15 @@ func (c *Client) Turn(ctx context.Context, history []chat.Message, opt chat.Opti
 	}
 	defer resp.Body.Close()
 	done, readErr := readChunks(resp.Body, chunk, comment)
+	if readErr == nil && ctx.Err() == nil {
+		switch {
+		case chunks == 0:
+			readErr = fmt.Errorf("the server's reply held no events (no \"data: {...}\" lines; it was %s): is %s an OpenAI-compatible server?",
+				contentType(resp), c.BaseURL)
+		case done && res.Deltas == 0 && len(calls) == 0 && res.Finish == "":
+			readErr = errors.New("the server ended the stream with no reply text, no tool call and no finish reason")
+		}
+	}
 	idx := make([]int, 0, len(calls))
 	for i := range calls {
 		idx = append(idx, i)
@@ -391,6 +446,10 @@ func (c *Client) Turn(ctx context.Context, history []chat.Message, opt chat.Opti
 		return res, nil
 	case readErr != nil:
 		res.Message.Cut = chat.CutStopped
+		var ce *capError
+		if errors.As(readErr, &ce) {
+			res.Message.Cut = chat.CutTurnCap
+		}
 		return res, readErr
 	case res.Finish == "length":
 		res.Message.Cut = chat.CutTurnCap
