@@ -15,7 +15,7 @@ import (
 func allCases() []Case {
 	var all []Case
 	for _, g := range [][]Case{checkpointCases(), trunkCases(), stateCases(), historyCases(), flagCases(),
-		killCases(), diskFullCases(), concurrencyCases(), hubCases(), interruptCases()} {
+		killCases(), diskFullCases(), concurrencyCases(), hubCases(), interruptCases(), serveCases(), remoteCases()} {
 		all = append(all, g...)
 	}
 	return all

@@ -39,6 +39,8 @@ func cmdServe(args []string, stdout, stderr io.Writer) int {
 	bodyMB := fs.Float64("max-body-mb", 8, "largest request body in MB")
 	cors := fs.String("cors", "", "comma-separated browser origins allowed to call the server (\"*\": any); default none")
 	keepAlive := fs.Duration("keep-alive", 5*time.Second, "SSE comment interval while a streamed request waits")
+	bodyTimeout := fs.Duration("body-timeout", 30*time.Second, "how long a request body may take to arrive whole; one that stops short gets 408")
+	writeTimeout := fs.Duration("write-timeout", 30*time.Second, "how long one write to a client may block; a client that stops reading is cut off")
 	quiet := fs.Bool("quiet", false, "no request log")
 	setUsage(fs, stderr, "usage: k3 serve MODEL_DIR [--addr 127.0.0.1:8080] [--api-key-file PATH] [memory flags as k3 run]",
 		"Serves GET /v1/models, POST /v1/chat/completions, POST /v1/completions and GET /health.",
@@ -56,8 +58,9 @@ func cmdServe(args []string, stdout, stderr io.Writer) int {
 		return ExitUsage
 	}
 	switch {
-	case *queue < 0 || *ctxLen < 2 || *maxTokens < 1 || !(*bodyMB > 0 && *bodyMB <= 1024) || *keepAlive < time.Millisecond:
-		fmt.Fprintln(stderr, "k3 serve: --queue must be >= 0, --context >= 2, --max-tokens >= 1, --max-body-mb above 0 and at most 1024, --keep-alive at least 1ms")
+	case *queue < 0 || *ctxLen < 2 || *maxTokens < 1 || !(*bodyMB > 0 && *bodyMB <= 1024) || *keepAlive < time.Millisecond ||
+		*bodyTimeout < time.Millisecond || *writeTimeout < time.Millisecond:
+		fmt.Fprintln(stderr, "k3 serve: --queue must be >= 0, --context >= 2, --max-tokens >= 1, --max-body-mb above 0 and at most 1024, --keep-alive, --body-timeout and --write-timeout at least 1ms")
 		return ExitUsage
 	}
 	if err := serve.CheckAddr(*addr, key); err != nil {
@@ -94,7 +97,8 @@ func cmdServe(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	o := serve.Options{Engine: e, Tok: tok, ModelID: id, APIKey: key, Queue: *queue, MaxBodyBytes: int64(*bodyMB * 1e6),
-		CORSOrigins: origins, MaxContext: *ctxLen, DefaultMaxTokens: *maxTokens, KeepAlive: *keepAlive, Fit: eo}
+		CORSOrigins: origins, MaxContext: *ctxLen, DefaultMaxTokens: *maxTokens, KeepAlive: *keepAlive, Fit: eo,
+		BodyTimeout: *bodyTimeout, WriteTimeout: *writeTimeout}
 	if !*quiet {
 		o.Log = log.New(stderr, "", log.LstdFlags)
 	}

@@ -23,9 +23,11 @@ func TestServeFlagRefusals(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--keep-alive", "0s"}, "--keep-alive at least 1ms"},
-		{[]string{"--keep-alive", "-1s"}, "--keep-alive at least 1ms"},
-		{[]string{"--keep-alive", "1ns"}, "--keep-alive at least 1ms"},
+		{[]string{"--keep-alive", "0s"}, "--keep-alive, --body-timeout and --write-timeout at least 1ms"},
+		{[]string{"--keep-alive", "-1s"}, "--keep-alive, --body-timeout and --write-timeout at least 1ms"},
+		{[]string{"--keep-alive", "1ns"}, "--keep-alive, --body-timeout and --write-timeout at least 1ms"},
+		{[]string{"--body-timeout", "0s"}, "--body-timeout and --write-timeout at least 1ms"},
+		{[]string{"--write-timeout", "-5s"}, "--body-timeout and --write-timeout at least 1ms"},
 		{[]string{"--max-body-mb", "1e13"}, "--max-body-mb above 0 and at most 1024"},
 		{[]string{"--max-body-mb", "0"}, "--max-body-mb above 0"},
 		{[]string{"--api-key", "abc "}, "--api-key holds a space"},
