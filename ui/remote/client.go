@@ -41,6 +41,12 @@ type Client struct {
 // DefaultMaxReplyBytes is the reply cap when Client.MaxReplyBytes is 0.
 const DefaultMaxReplyBytes = 64 << 20
 
+// tokenSlack is how many text deltas past the max_tokens asked for a
+// reply may have before it is cut: a server may flush held-back text (a
+// partial stop string, what its reply parser found late) in chunks of its
+// own, so deltas can outnumber tokens by a few.
+const tokenSlack = 4
+
 // capError is a reply cut off at a cap the server did not keep to.
 type capError struct{ msg string }
 
@@ -353,7 +359,7 @@ func (c *Client) Turn(ctx context.Context, history []chat.Message, opt chat.Opti
 		switch {
 		case size > maxBytes:
 			return &capError{fmt.Sprintf("the server sent more than %d MB of reply; it is cut there", maxBytes>>20)}
-		case text && opt.MaxTokens > 0 && res.Deltas >= opt.MaxTokens:
+		case text && opt.MaxTokens > 0 && res.Deltas >= opt.MaxTokens+tokenSlack:
 			return &capError{fmt.Sprintf("the server sent more than the %d tokens asked for; the reply is cut there", opt.MaxTokens)}
 		}
 		if ch.Usage != nil {
