@@ -247,7 +247,7 @@ func serveCases() []Case {
 			}
 			return verdict(code == 403, fmt.Sprintf("%d %s", code, clip(body, 100)))
 		}),
-		serveCase("S.11", "20 concurrent 900 KB bodies (context 64)", "each refused (400 unread-cheap or 429)", []string{"--quiet", "--max-body-mb", "1", "--context", "64"}, func(e *Env, s *server) Result {
+		serveCase("S.11", "20 concurrent 900 KB bodies (context 64)", "each refused: 400 before tokenizing, or 429", []string{"--quiet", "--max-body-mb", "1", "--context", "64"}, func(e *Env, s *server) Result {
 			body, _ := json.Marshal(map[string]any{"messages": []map[string]any{{"role": "user", "content": strings.Repeat("x", 900_000)}}})
 			type answer struct {
 				code int

@@ -16,6 +16,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log"
 	"net"
 	"net/http"
@@ -461,11 +462,19 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) (release 
 	if n < 0 { // chunked: it may be up to the cap
 		n = s.o.MaxBodyBytes
 	}
-	if n > s.o.MaxBodyBytes || !s.bodies.take(n, s.o.BodiesInFlight) {
+	if n > s.o.MaxBodyBytes {
 		// refused unread: net/http must not wait for the body before it answers
 		_ = rc.SetReadDeadline(time.Now())
-		if n > s.o.MaxBodyBytes {
-			return nil, tooLarge(s.o.MaxBodyBytes)
+		return nil, tooLarge(s.o.MaxBodyBytes)
+	}
+	if !s.bodies.take(n, s.o.BodiesInFlight) {
+		// read into nothing (no memory), so the client gets the answer
+		// rather than a connection reset while it sends
+		_ = rc.SetReadDeadline(time.Now().Add(s.o.BodyTimeout))
+		if _, err := io.Copy(io.Discard, r.Body); err != nil {
+			_ = rc.SetReadDeadline(time.Now())
+		} else {
+			_ = rc.SetReadDeadline(time.Time{})
 		}
 		return nil, &openai.Error{Status: http.StatusTooManyRequests, Type: "rate_limit_error", Code: "server_busy",
 			Message: fmt.Sprintf("the server is busy reading other requests (%d MB of bodies at once); try again later", s.o.BodiesInFlight/1e6)}
