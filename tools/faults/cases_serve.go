@@ -251,13 +251,14 @@ func serveCases() []Case {
 			body, _ := json.Marshal(map[string]any{"messages": []map[string]any{{"role": "user", "content": strings.Repeat("x", 900_000)}}})
 			type answer struct {
 				code int
+				body string
 				err  error
 			}
 			ch := make(chan answer, 20)
 			for range 20 {
 				go func() {
-					code, _, _, err := s.chat(nil, string(body))
-					ch <- answer{code, err}
+					code, b, _, err := s.chat(nil, string(body))
+					ch <- answer{code, b, err}
 				}()
 			}
 			counts := map[string]int{}
@@ -266,6 +267,8 @@ func serveCases() []Case {
 				switch {
 				case a.err != nil:
 					counts["closed"]++
+				case a.code == 400 && !strings.Contains(a.body, "has at least"):
+					counts["400 after tokenizing"]++
 				default:
 					counts[fmt.Sprint(a.code)]++
 				}
