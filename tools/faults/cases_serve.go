@@ -296,6 +296,11 @@ func serveCases() []Case {
 				}
 				return r.Usage.Details.Cached, json.Unmarshal([]byte(body), &r)
 			}
+			if ln, err := net.Listen("tcp", "127.0.0.2:0"); err != nil {
+				return skip("no 127.0.0.2 to be a second client from")
+			} else {
+				ln.Close()
+			}
 			a, b := from("127.0.0.1"), from("127.0.0.2")
 			cached(a, 4)
 			own, err1 := cached(a, 1)
