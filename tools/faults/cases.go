@@ -15,7 +15,7 @@ import (
 func allCases() []Case {
 	var all []Case
 	for _, g := range [][]Case{checkpointCases(), trunkCases(), stateCases(), historyCases(), flagCases(),
-		killCases(), diskFullCases(), concurrencyCases(), hubCases(), interruptCases(), relCases()} {
+		killCases(), diskFullCases(), concurrencyCases(), hubCases(), interruptCases(), relCases(), serveCases(), remoteCases()} {
 		all = append(all, g...)
 	}
 	return all

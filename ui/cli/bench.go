@@ -9,9 +9,9 @@ import (
 	"runtime"
 	"time"
 
-	"k3/machine"
 	"k3/doctor/measure"
 	"k3/kernels"
+	"k3/machine"
 )
 
 // benchCommands are the `k3 bench WHAT` subcommands; each file adds its own

@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"k3/assets/demo"
-	"k3/machine"
 	"k3/doctor/measure"
 	"k3/kernels"
+	"k3/machine"
 )
 
 func init() {

@@ -16,9 +16,9 @@ import (
 	"sync"
 	"time"
 
-	"k3/machine"
 	"k3/engine"
 	"k3/engine/cachesim"
+	"k3/machine"
 	"k3/storage/units"
 	"k3/tokenizer"
 )

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log"
@@ -29,7 +30,8 @@ func cmdServe(args []string, stdout, stderr io.Writer) int {
 	mf := addModelFlags(fs, "serve")
 	tokDir := fs.String("tok", "", "tokenizer directory (default: the model directory)")
 	addr := fs.String("addr", "127.0.0.1:8080", "listen address; one that is not loopback needs --api-key")
-	apiKey := fs.String("api-key", "", "require this key (Authorization: Bearer KEY or x-api-key); default $K3_API_KEY")
+	apiKey := fs.String("api-key", "", "require this key (Authorization: Bearer KEY or x-api-key); every local user can read it with ps: prefer --api-key-file or $K3_API_KEY")
+	apiKeyFile := fs.String("api-key-file", "", "require the key in this file (its first line); default $K3_API_KEY")
 	modelID := fs.String("model-id", "", "the model id clients name (default: the model folder's name)")
 	queue := fs.Int("queue", 8, "requests that may wait while one generates; more get 429")
 	ctxLen := fs.Int("context", 16384, "positions per request, prompt and reply (the memory plan reserves them)")
@@ -37,8 +39,10 @@ func cmdServe(args []string, stdout, stderr io.Writer) int {
 	bodyMB := fs.Float64("max-body-mb", 8, "largest request body in MB")
 	cors := fs.String("cors", "", "comma-separated browser origins allowed to call the server (\"*\": any); default none")
 	keepAlive := fs.Duration("keep-alive", 5*time.Second, "SSE comment interval while a streamed request waits")
+	bodyTimeout := fs.Duration("body-timeout", 30*time.Second, "how long a request body may take to arrive whole; one that stops short gets 408")
+	writeTimeout := fs.Duration("write-timeout", 30*time.Second, "how long one write to a client may block; a client that stops reading is cut off")
 	quiet := fs.Bool("quiet", false, "no request log")
-	setUsage(fs, stderr, "usage: k3 serve MODEL_DIR [--addr 127.0.0.1:8080] [--api-key KEY] [memory flags as k3 run]",
+	setUsage(fs, stderr, "usage: k3 serve MODEL_DIR [--addr 127.0.0.1:8080] [--api-key-file PATH] [memory flags as k3 run]",
 		"Serves GET /v1/models, POST /v1/chat/completions, POST /v1/completions and GET /health.",
 		"Ctrl-C (or SIGTERM) stops it: generations in flight end within one layer's work.")
 	pos, code := parseN(fs, args, 1, stderr, "k3 serve: give exactly one MODEL_DIR (run 'k3 serve -h' for the flags)")
@@ -48,13 +52,15 @@ func cmdServe(args []string, stdout, stderr io.Writer) int {
 	if code := mf.resolve(fs, stdout, stderr); code >= 0 {
 		return code
 	}
-	key := *apiKey
-	if key == "" {
-		key = os.Getenv("K3_API_KEY")
+	key, err := serveKey(*apiKey, *apiKeyFile)
+	if err != nil {
+		fmt.Fprintf(stderr, "k3 serve: %v\n", err)
+		return ExitUsage
 	}
 	switch {
-	case *queue < 0 || *ctxLen < 2 || *maxTokens < 1 || *bodyMB <= 0 || *keepAlive <= 0:
-		fmt.Fprintln(stderr, "k3 serve: --queue must be >= 0, --context >= 2, --max-tokens >= 1, --max-body-mb and --keep-alive positive")
+	case *queue < 0 || *ctxLen < 2 || *maxTokens < 1 || !(*bodyMB > 0 && *bodyMB <= 1024) || *keepAlive < time.Millisecond ||
+		*bodyTimeout < time.Millisecond || *writeTimeout < time.Millisecond:
+		fmt.Fprintln(stderr, "k3 serve: --queue must be >= 0, --context >= 2, --max-tokens >= 1, --max-body-mb above 0 and at most 1024, --keep-alive, --body-timeout and --write-timeout at least 1ms")
 		return ExitUsage
 	}
 	if err := serve.CheckAddr(*addr, key); err != nil {
@@ -91,7 +97,8 @@ func cmdServe(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	o := serve.Options{Engine: e, Tok: tok, ModelID: id, APIKey: key, Queue: *queue, MaxBodyBytes: int64(*bodyMB * 1e6),
-		CORSOrigins: origins, MaxContext: *ctxLen, DefaultMaxTokens: *maxTokens, KeepAlive: *keepAlive, Fit: eo}
+		CORSOrigins: origins, MaxContext: *ctxLen, DefaultMaxTokens: *maxTokens, KeepAlive: *keepAlive, Fit: eo,
+		BodyTimeout: *bodyTimeout, WriteTimeout: *writeTimeout}
 	if !*quiet {
 		o.Log = log.New(stderr, "", log.LstdFlags)
 	}
@@ -123,4 +130,31 @@ func cmdServe(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, "stopped after %d requests, %d generations (%d cancelled); %d prompt positions reused, %d read\n",
 		st.Requests, st.Generations, st.Cancelled, st.Reused, st.Prefilled)
 	return ExitOK
+}
+
+// serveKey is the API key from --api-key-file (its first line), --api-key
+// or $K3_API_KEY, in that order ("" for none). A key with spaces or
+// control characters, which no client could send back, is refused.
+func serveKey(flagKey, file string) (string, error) {
+	key, from := flagKey, "--api-key"
+	switch {
+	case file != "" && flagKey != "":
+		return "", errors.New("give the key once: --api-key-file or --api-key")
+	case file != "":
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return "", fmt.Errorf("--api-key-file: %v", err)
+		}
+		line, _, _ := strings.Cut(string(b), "\n")
+		key, from = strings.TrimSpace(line), "the key in "+file
+		if key == "" {
+			return "", fmt.Errorf("%s is empty", from)
+		}
+	case flagKey == "":
+		key, from = os.Getenv("K3_API_KEY"), "$K3_API_KEY"
+	}
+	if strings.IndexFunc(key, func(r rune) bool { return r <= ' ' || r == 0x7f }) >= 0 {
+		return "", fmt.Errorf("%s holds a space or a control character; no client could send it", from)
+	}
+	return key, nil
 }

@@ -9,7 +9,6 @@
 package remote
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -25,6 +24,7 @@ import (
 	"k3/engine"
 	"k3/engine/chat"
 	"k3/tokenizer"
+	"k3/ui/openai"
 )
 
 // Client talks to one server.
@@ -33,7 +33,24 @@ type Client struct {
 	APIKey  string // sent as a bearer token when set
 	Model   string // the model id; "" takes the first /models lists
 	HTTP    *http.Client
+	// MaxReplyBytes caps a reply's text, thinking and tool calls together
+	// (0: DefaultMaxReplyBytes): a server that sends more is cut off.
+	MaxReplyBytes int
 }
+
+// DefaultMaxReplyBytes is the reply cap when Client.MaxReplyBytes is 0.
+const DefaultMaxReplyBytes = 64 << 20
+
+// tokenSlack is how many text deltas past the max_tokens asked for a
+// reply may have before it is cut: a server may flush held-back text (a
+// partial stop string, what its reply parser found late) in chunks of its
+// own, so deltas can outnumber tokens by a few.
+const tokenSlack = 4
+
+// capError is a reply cut off at a cap the server did not keep to.
+type capError struct{ msg string }
+
+func (e *capError) Error() string { return e.msg }
 
 // New returns a client; the base URL may be given without /v1.
 func New(baseURL, apiKey, model string) (*Client, error) {
@@ -109,9 +126,7 @@ func (c *Client) do(ctx context.Context, method, path string, body any) (*http.R
 // errorOf reads OpenAI's {"error": {"message"}} (or FastAPI's {"detail"}).
 func errorOf(status int, data []byte) error {
 	var e struct {
-		Error *struct {
-			Message string `json:"message"`
-		} `json:"error"`
+		openai.ErrorBody
 		Message string `json:"message"`
 		Detail  any    `json:"detail"`
 	}
@@ -139,11 +154,7 @@ func (c *Client) Models(ctx context.Context) ([]string, error) {
 		return nil, err
 	}
 	defer resp.Body.Close()
-	var list struct {
-		Data []struct {
-			ID string `json:"id"`
-		} `json:"data"`
-	}
+	var list openai.ModelList
 	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil {
 		return nil, fmt.Errorf("the server's model list is not OpenAI's: %v", err)
 	}
@@ -177,13 +188,7 @@ func (c *Client) Resolve(ctx context.Context) (string, error) {
 }
 
 // Usage is the server's token count of a reply.
-type Usage struct {
-	PromptTokens     int `json:"prompt_tokens"`
-	CompletionTokens int `json:"completion_tokens"`
-	Details          *struct {
-		CachedTokens int `json:"cached_tokens"`
-	} `json:"prompt_tokens_details"`
-}
+type Usage = openai.Usage
 
 // Result is one finished (or stopped) turn.
 type Result struct {
@@ -197,80 +202,99 @@ type Result struct {
 	FirstTokenSeconds, TokensPerSecond float64
 }
 
-type wireMessage struct {
-	Role             string  `json:"role"`
-	Content          string  `json:"content"`
-	ReasoningContent *string `json:"reasoning_content,omitempty"`
-}
-
 // request builds the chat request for a conversation. A leading system
 // message wins over opt.System.
-func (c *Client) request(history []chat.Message, opt chat.Options) map[string]any {
-	var msgs []wireMessage
+func (c *Client) request(history []chat.Message, opt chat.Options) *openai.ChatRequest {
+	var msgs []openai.Message
 	if opt.System != "" && (len(history) == 0 || history[0].Role != "system") {
-		msgs = append(msgs, wireMessage{Role: "system", Content: opt.System})
+		msgs = append(msgs, openai.Message{Role: "system", Content: openai.Content(opt.System)})
 	}
 	for _, m := range history {
-		w := wireMessage{Role: m.Role, Content: m.Content}
+		w := openai.Message{Role: m.Role, Content: openai.Content(m.Content)}
 		if m.Role == "assistant" && m.ReasoningContent != "" {
 			r := m.ReasoningContent
 			w.ReasoningContent = &r
 		}
 		msgs = append(msgs, w)
 	}
-	kw := map[string]any{"thinking": !opt.NoThink}
+	thinking := !opt.NoThink
+	kw := &openai.TemplateKwargs{Thinking: &thinking}
 	if !opt.NoThink && opt.Effort != "" {
-		kw["thinking_effort"] = opt.Effort
+		effort := opt.Effort
+		kw.ThinkingEffort = &effort
 	}
-	req := map[string]any{"model": c.Model, "messages": msgs, "stream": true,
-		"stream_options": map[string]any{"include_usage": true}, "chat_template_kwargs": kw}
+	req := &openai.ChatRequest{Sampling: openai.Sampling{Model: c.Model, Stream: true,
+		StreamOptions: &openai.StreamOptions{IncludeUsage: true}}, Messages: msgs, ChatTemplateKwargs: kw}
 	if opt.MaxTokens > 0 {
-		req["max_tokens"] = opt.MaxTokens
+		req.MaxTokens = &opt.MaxTokens
 	}
-	if opt.IsGreedy() {
-		req["temperature"] = 0
-	} else {
-		req["temperature"] = opt.Temperature
+	temp := 0.0
+	req.Temperature = &temp
+	if !opt.IsGreedy() {
+		temp = opt.Temperature
 		if opt.TopP > 0 && opt.TopP < 1 {
-			req["top_p"] = opt.TopP
+			req.TopP = &opt.TopP
 		}
 		if opt.TopK > 0 {
-			req["top_k"] = opt.TopK
+			req.TopK = &opt.TopK
 		}
-		req["seed"] = opt.Seed
+		seed := int64(opt.Seed)
+		req.Seed = &seed
 	}
 	return req
-}
-
-type toolDelta struct {
-	Index    *int   `json:"index"`
-	ID       string `json:"id"`
-	Type     string `json:"type"`
-	Function struct {
-		Name      string `json:"name"`
-		Arguments string `json:"arguments"`
-	} `json:"function"`
-}
-
-type streamChunk struct {
-	Choices []struct {
-		Delta struct {
-			Content          *string     `json:"content"`
-			ReasoningContent *string     `json:"reasoning_content"`
-			Reasoning        *string     `json:"reasoning"`
-			ToolCalls        []toolDelta `json:"tool_calls"`
-		} `json:"delta"`
-		FinishReason *string `json:"finish_reason"`
-	} `json:"choices"`
-	Usage *Usage `json:"usage"`
-	Error *struct {
-		Message string `json:"message"`
-	} `json:"error"`
 }
 
 func phase(on func(engine.Event), text string) {
 	on(engine.Event{Kind: engine.EventPhase, Text: text, At: time.Now()})
 }
+
+// readChunks reads a streamed chat completion: fn gets each chunk,
+// comment each SSE comment, until [DONE] (done), the end of the stream or
+// an error: fn's own, the server's error event as a *ServerError, a chunk
+// that is not JSON, or the stream's (wrapped: "the stream ... broke").
+func readChunks(body io.Reader, fn func(*openai.ChatChunk) error, comment func(string)) (done bool, err error) {
+	var stop error // an error of the stream's content, not of its reading
+	err = openai.ReadSSE(body, func(ev openai.Event) error {
+		if ev.Data == nil {
+			comment(ev.Comment)
+			return nil
+		}
+		data := bytes.TrimSpace(ev.Data)
+		if string(data) == "[DONE]" {
+			done = true
+			return errDone
+		}
+		var ch openai.ChatChunk
+		if jerr := json.Unmarshal(data, &ch); jerr != nil {
+			stop = fmt.Errorf("the server sent a chunk that is not JSON: %v", jerr)
+		} else if ch.Error != nil {
+			stop = &ServerError{Status: 500, Message: ch.Error.Message}
+		} else {
+			stop = fn(&ch)
+		}
+		return stop
+	})
+	switch {
+	case err == nil, errors.Is(err, errDone):
+		return done, nil
+	case stop != nil:
+		return done, stop
+	case errors.Is(err, openai.ErrLineTooLong):
+		return done, fmt.Errorf("the server sent a line longer than %d MiB; the reply is cut there", openai.MaxLine>>20)
+	}
+	return done, fmt.Errorf("the stream from the server broke: %w", err)
+}
+
+// contentType says what kind of body resp has, for errors.
+func contentType(resp *http.Response) string {
+	if ct := resp.Header.Get("Content-Type"); ct != "" {
+		return ct
+	}
+	return "of no stated type"
+}
+
+// errDone ends the reading of a stream at [DONE].
+var errDone = errors.New("done")
 
 // Turn streams one reply to the conversation (the last message is the
 // user's). on gets phases, the reply's text by channel (EventReasoning,
@@ -290,18 +314,14 @@ func (c *Client) Turn(ctx context.Context, history []chat.Message, opt chat.Opti
 	res := &Result{Message: chat.Message{Role: "assistant"}}
 	t0 := time.Now()
 	phase(on, "waiting for the server")
-	resp, err := c.do(ctx, "POST", "/chat/completions", c.request(history, opt))
-	if err != nil {
-		if ctx.Err() != nil {
-			res.Message.Cut = chat.CutStopped
-			return res, nil
-		}
-		return nil, err
-	}
-	defer resp.Body.Close()
 	var reasoning, answer strings.Builder
 	calls := map[int]*tokenizer.ToolCall{}
 	last, first := t0, time.Time{}
+	maxBytes := c.MaxReplyBytes
+	if maxBytes <= 0 {
+		maxBytes = DefaultMaxReplyBytes
+	}
+	size, chunks := 0, 0
 	delta := func(kind engine.EventKind, text string) {
 		now := time.Now()
 		if first.IsZero() {
@@ -321,75 +341,86 @@ func (c *Client) Turn(ctx context.Context, history []chat.Message, opt chat.Opti
 		res.Deltas++
 		last = now
 	}
-	rd := bufio.NewReader(resp.Body)
-	var readErr error
-	done := false
-	for !done {
-		line, err := rd.ReadString('\n')
-		line = strings.TrimRight(line, "\r\n")
-		switch {
-		case strings.HasPrefix(line, ":"):
-			// a comment: k3 serve says how far it read the prompt
-			if c := strings.TrimSpace(line[1:]); strings.HasPrefix(c, "prefill ") {
-				phase(on, "the server is reading the prompt "+strings.TrimPrefix(c, "prefill "))
-			}
-		case strings.HasPrefix(line, "data:"):
-			data := strings.TrimSpace(line[len("data:"):])
-			if data == "[DONE]" {
-				done = true
-				break
-			}
-			var ch streamChunk
-			if jerr := json.Unmarshal([]byte(data), &ch); jerr != nil {
-				readErr = fmt.Errorf("the server sent a chunk that is not JSON: %v", jerr)
-				done = true
-				break
-			}
-			if ch.Error != nil {
-				readErr = &ServerError{Status: 500, Message: ch.Error.Message}
-				done = true
-				break
-			}
-			if ch.Usage != nil {
-				res.Usage = ch.Usage
-			}
-			for _, choice := range ch.Choices {
-				d := choice.Delta
-				if r := d.ReasoningContent; r != nil && *r != "" {
-					delta(engine.EventReasoning, *r)
-				} else if r := d.Reasoning; r != nil && *r != "" {
-					delta(engine.EventReasoning, *r)
+	chunk := func(ch *openai.ChatChunk) error {
+		chunks++
+		text := false
+		for _, choice := range ch.Choices {
+			d := choice.Delta
+			for _, p := range []*string{d.ReasoningContent, d.Reasoning, d.Content} {
+				if p != nil {
+					size += len(*p)
+					text = text || *p != ""
 				}
-				if d.Content != nil && *d.Content != "" {
-					delta(engine.EventAnswer, *d.Content)
-				}
-				for k, td := range d.ToolCalls {
-					i := k
-					if td.Index != nil {
-						i = *td.Index
-					}
-					tc := calls[i]
-					if tc == nil {
-						tc = &tokenizer.ToolCall{Type: "function"}
-						calls[i] = tc
-					}
-					if td.ID != "" {
-						tc.ID = td.ID
-					}
-					tc.Function.Name += td.Function.Name
-					tc.Function.Arguments += td.Function.Arguments
-					phase(on, "calling a tool")
-				}
-				if choice.FinishReason != nil {
-					res.Finish = *choice.FinishReason
-				}
+			}
+			for _, td := range d.ToolCalls {
+				size += len(td.ID) + len(td.Function.Name) + len(td.Function.Arguments)
 			}
 		}
-		if err != nil {
-			if !done && ctx.Err() == nil && err != io.EOF {
-				readErr = fmt.Errorf("the stream from the server broke: %w", err)
+		switch {
+		case size > maxBytes:
+			return &capError{fmt.Sprintf("the server sent more than %d MB of reply; it is cut there", maxBytes>>20)}
+		case text && opt.MaxTokens > 0 && res.Deltas >= opt.MaxTokens+tokenSlack:
+			return &capError{fmt.Sprintf("the server sent more than the %d tokens asked for; the reply is cut there", opt.MaxTokens)}
+		}
+		if ch.Usage != nil {
+			res.Usage = ch.Usage
+		}
+		for _, choice := range ch.Choices {
+			d := choice.Delta
+			if r := d.ReasoningContent; r != nil && *r != "" {
+				delta(engine.EventReasoning, *r)
+			} else if r := d.Reasoning; r != nil && *r != "" {
+				delta(engine.EventReasoning, *r)
 			}
-			break
+			if d.Content != nil && *d.Content != "" {
+				delta(engine.EventAnswer, *d.Content)
+			}
+			for k, td := range d.ToolCalls {
+				i := k
+				if td.Index != nil {
+					i = *td.Index
+				}
+				tc := calls[i]
+				if tc == nil {
+					tc = &tokenizer.ToolCall{Type: "function"}
+					calls[i] = tc
+				}
+				if td.ID != "" {
+					tc.ID = td.ID
+				}
+				tc.Function.Name += td.Function.Name
+				tc.Function.Arguments += td.Function.Arguments
+				phase(on, "calling a tool")
+			}
+			if choice.FinishReason != nil {
+				res.Finish = *choice.FinishReason
+			}
+		}
+		return nil
+	}
+	comment := func(c string) {
+		// k3 serve says how far it read the prompt
+		if strings.HasPrefix(c, "prefill ") {
+			phase(on, "the server is reading the prompt "+strings.TrimPrefix(c, "prefill "))
+		}
+	}
+	resp, err := c.do(ctx, "POST", "/chat/completions", c.request(history, opt))
+	if err != nil {
+		if ctx.Err() != nil {
+			res.Message.Cut = chat.CutStopped
+			return res, nil
+		}
+		return nil, err
+	}
+	defer resp.Body.Close()
+	done, readErr := readChunks(resp.Body, chunk, comment)
+	if readErr == nil && ctx.Err() == nil {
+		switch {
+		case chunks == 0:
+			readErr = fmt.Errorf("the server's reply held no events (no \"data: {...}\" lines; it was %s): is %s an OpenAI-compatible server?",
+				contentType(resp), c.BaseURL)
+		case done && res.Deltas == 0 && len(calls) == 0 && res.Finish == "":
+			readErr = errors.New("the server ended the stream with no reply text, no tool call and no finish reason")
 		}
 	}
 	idx := make([]int, 0, len(calls))
@@ -421,6 +452,10 @@ func (c *Client) Turn(ctx context.Context, history []chat.Message, opt chat.Opti
 		return res, nil
 	case readErr != nil:
 		res.Message.Cut = chat.CutStopped
+		var ce *capError
+		if errors.As(readErr, &ce) {
+			res.Message.Cut = chat.CutTurnCap
+		}
 		return res, readErr
 	case res.Finish == "length":
 		res.Message.Cut = chat.CutTurnCap

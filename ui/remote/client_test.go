@@ -123,8 +123,8 @@ func TestAgainstK3Serve(t *testing.T) {
 	history = append(history, r1.Message, chat.Message{Role: "user", Content: "And again?"})
 	r2, err := c.Turn(context.Background(), history, opt, nil)
 	require.NoError(t, err)
-	require.NotNil(t, r2.Usage.Details)
-	assert.Positive(t, r2.Usage.Details.CachedTokens, "the server reused the first turn's state")
+	require.NotNil(t, r2.Usage.PromptTokensDetails)
+	assert.Positive(t, r2.Usage.PromptTokensDetails.CachedTokens, "the server reused the first turn's state")
 
 	// Stop: cancel after a few deltas of a long reply
 	ctx, cancel := context.WithCancel(context.Background())
@@ -271,8 +271,8 @@ func TestSGLangStream(t *testing.T) {
 	assert.Equal(t, "call_b", r.ToolCalls[1].ID)
 	assert.JSONEq(t, `{"city":"Rome"}`, r.ToolCalls[1].Function.Arguments)
 	assert.Equal(t, ToolCallText(r.ToolCalls[0])+ToolCallText(r.ToolCalls[1]), r.Message.Content)
-	require.NotNil(t, r.Usage.Details)
-	assert.Equal(t, 32, r.Usage.Details.CachedTokens)
+	require.NotNil(t, r.Usage.PromptTokensDetails)
+	assert.Equal(t, 32, r.Usage.PromptTokensDetails.CachedTokens)
 	assert.Equal(t, map[string]any{"thinking": false}, st.got["chat_template_kwargs"])
 	assert.Equal(t, float64(0), st.got["temperature"])
 	msgs := st.got["messages"].([]any)

@@ -6,17 +6,29 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"strconv"
 	"time"
 
 	"k3/tokenizer"
+
+	"k3/ui/openai"
 )
 
 // chatPrompt renders a chat request in the XTML format.
-func (s *Server) chatPrompt(q *chatRequest, j *job) *apiError {
+func (s *Server) chatPrompt(q *openai.ChatRequest, j *job) *openai.Error {
 	if len(q.Messages) == 0 {
-		return badRequest("messages", "messages must not be empty")
+		return openai.BadRequest("messages", "messages must not be empty")
+	}
+	text := 0 // bytes of text the transcript holds at least
+	for _, m := range q.Messages {
+		if m.Role != "assistant" {
+			text += len(m.Content)
+		}
+	}
+	if err := s.fitsText(text, "messages"); err != nil {
+		return err
 	}
 	msgs := make([]tokenizer.Message, len(q.Messages))
 	for i, m := range q.Messages {
@@ -24,7 +36,7 @@ func (s *Server) chatPrompt(q *chatRequest, j *job) *apiError {
 		if role == "developer" { // OpenAI's newer name for system
 			role = "system"
 		}
-		tm := tokenizer.Message{Role: role, Content: m.Content.text, Name: m.Name, ToolCallID: m.ToolCallID, ToolCalls: m.ToolCalls}
+		tm := tokenizer.Message{Role: role, Content: string(m.Content), Name: m.Name, ToolCallID: m.ToolCallID, ToolCalls: m.ToolCalls}
 		if role != "tool" && role != "assistant" {
 			tm.ToolCallID, tm.ToolCalls = "", nil
 		}
@@ -56,7 +68,7 @@ func (s *Server) chatPrompt(q *chatRequest, j *job) *apiError {
 	}
 	segs, rerr := tokenizer.Render(msgs, tools, ro)
 	if rerr != nil {
-		return badRequest("messages", "%v", rerr)
+		return openai.BadRequest("messages", "%v", rerr)
 	}
 	j.ids, j.thinking = s.o.Tok.EncodeSegments(segs), thinking
 	switch {
@@ -75,7 +87,7 @@ func (s *Server) chatPrompt(q *chatRequest, j *job) *apiError {
 // Moonshot's thinking {"type"} and OpenAI's reasoning_effort. "none" turns
 // thinking off; OpenAI's efforts map onto K3's three: minimal and low to
 // low, medium and high to high, xhigh and max to max.
-func thinkingOf(q *chatRequest) (bool, string, *apiError) {
+func thinkingOf(q *openai.ChatRequest) (bool, string, *openai.Error) {
 	thinking, effort := true, ""
 	if q.Thinking != nil {
 		switch q.Thinking.Type {
@@ -83,7 +95,7 @@ func thinkingOf(q *chatRequest) (bool, string, *apiError) {
 		case "disabled":
 			thinking = false
 		default:
-			return false, "", badRequest("thinking", `thinking.type must be "enabled" or "disabled", got %q`, q.Thinking.Type)
+			return false, "", openai.BadRequest("thinking", `thinking.type must be "enabled" or "disabled", got %q`, q.Thinking.Type)
 		}
 	}
 	switch q.ReasoningEffort {
@@ -97,7 +109,7 @@ func thinkingOf(q *chatRequest) (bool, string, *apiError) {
 	case "xhigh", "max":
 		effort = "max"
 	default:
-		return false, "", badRequest("reasoning_effort", "reasoning_effort %q is not one of none, minimal, low, medium, high, xhigh, max", q.ReasoningEffort)
+		return false, "", openai.BadRequest("reasoning_effort", "reasoning_effort %q is not one of none, minimal, low, medium, high, xhigh, max", q.ReasoningEffort)
 	}
 	if k := q.ChatTemplateKwargs; k != nil {
 		if k.EnableThinking != nil {
@@ -119,7 +131,7 @@ func thinkingOf(q *chatRequest) (bool, string, *apiError) {
 // toolChoice reads tool_choice: "auto", "none", "required", or a named
 // function ({"type": "function", "function": {"name": ...}}), which keeps
 // only that tool and requires a call.
-func toolChoice(tools []json.RawMessage, raw json.RawMessage) ([]json.RawMessage, string, *apiError) {
+func toolChoice(tools []json.RawMessage, raw json.RawMessage) ([]json.RawMessage, string, *openai.Error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
 		return tools, "", nil
@@ -130,7 +142,7 @@ func toolChoice(tools []json.RawMessage, raw json.RawMessage) ([]json.RawMessage
 		case "auto", "none", "required":
 			return tools, str, nil
 		}
-		return nil, "", badRequest("tool_choice", "tool_choice %q is not one of auto, none, required", str)
+		return nil, "", openai.BadRequest("tool_choice", "tool_choice %q is not one of auto, none, required", str)
 	}
 	var named struct {
 		Type     string `json:"type"`
@@ -139,7 +151,7 @@ func toolChoice(tools []json.RawMessage, raw json.RawMessage) ([]json.RawMessage
 		} `json:"function"`
 	}
 	if err := json.Unmarshal(raw, &named); err != nil || named.Type != "function" || named.Function.Name == "" {
-		return nil, "", badRequest("tool_choice", `tool_choice must be a string or {"type": "function", "function": {"name": ...}}`)
+		return nil, "", openai.BadRequest("tool_choice", `tool_choice must be a string or {"type": "function", "function": {"name": ...}}`)
 	}
 	for _, t := range tools {
 		var decl struct {
@@ -151,11 +163,11 @@ func toolChoice(tools []json.RawMessage, raw json.RawMessage) ([]json.RawMessage
 			return []json.RawMessage{t}, "required", nil
 		}
 	}
-	return nil, "", badRequest("tool_choice", "tool_choice names %q, which is not among the tools", named.Function.Name)
+	return nil, "", openai.BadRequest("tool_choice", "tool_choice names %q, which is not among the tools", named.Function.Name)
 }
 
-func toolCallsOut(calls []tokenizer.ToolCall, indexed bool) []respToolCall {
-	out := make([]respToolCall, len(calls))
+func toolCallsOut(calls []tokenizer.ToolCall, indexed bool) []openai.ToolCall {
+	out := make([]openai.ToolCall, len(calls))
 	for i, c := range calls {
 		out[i].ID, out[i].Type = newID("call_"), "function"
 		out[i].Function.Name, out[i].Function.Arguments = c.Function.Name, c.Function.Arguments
@@ -168,56 +180,65 @@ func toolCallsOut(calls []tokenizer.ToolCall, indexed bool) []respToolCall {
 
 func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	t0 := time.Now()
-	var q chatRequest
-	if err := decode(r, &q); err != nil {
-		writeError(w, err)
+	var q openai.ChatRequest
+	release, err := s.decode(w, r, &q)
+	if err != nil {
+		s.writeError(w, err)
 		return
 	}
 	j := &job{}
 	id, created := newID("chatcmpl-"), time.Now().Unix()
-	s.handle(w, r, "POST /v1/chat/completions", q.Stream, j, t0, []func() *apiError{
-		func() *apiError { return s.samplingOf(&q.sampling, j) },
-		func() *apiError { return s.chatPrompt(&q, j) },
-		func() *apiError { return s.fit(j) },
-	}, func(p *place) (*result, error) {
-		return s.streamChat(r.Context(), w, p, j, &q, id, created)
+	s.handle(w, r, "POST /v1/chat/completions", q.Stream, j, t0, release, []func() *openai.Error{
+		func() *openai.Error { return s.samplingOf(&q.Sampling, j) },
+		func() *openai.Error { return s.chatPrompt(&q, j) },
+		func() *openai.Error { return s.fit(j) },
+	}, func(ctx context.Context, cancel context.CancelFunc, p *place) (*result, error) {
+		return s.streamChat(ctx, cancel, w, p, j, &q, id, created)
 	}, func(res *result) {
 		s.writeChat(w, j, res, &q, id, created)
 	})
 }
 
 // handle is the part every generating endpoint shares: it runs the
-// request's checks (the first failure is the answer), takes a place in the
-// queue, then either streams or generates and writes the reply, and logs
-// the request.
-func (s *Server) handle(w http.ResponseWriter, r *http.Request, what string, stream bool, j *job, t0 time.Time,
-	checks []func() *apiError, streamed func(*place) (*result, error), write func(*result)) {
+// request's checks (the first failure is the answer), releases the body's
+// share of the bodies in flight, takes a place in the queue, then either
+// streams or generates and writes the reply, and logs the request. A
+// stream whose client stops reading calls cancel, which ends the
+// generation.
+func (s *Server) handle(w http.ResponseWriter, r *http.Request, what string, stream bool, j *job, t0 time.Time, release func(),
+	checks []func() *openai.Error, streamed func(context.Context, context.CancelFunc, *place) (*result, error), write func(*result)) {
+	defer release()
+	j.client = clientOf(r)
 	for _, check := range checks {
 		if err := check(); err != nil {
+			release()
 			s.logf("%s %d: %s", what, err.Status, err.Message)
-			writeError(w, err)
+			s.writeError(w, err)
 			return
 		}
 	}
+	release()
 	p, err := s.q.join()
 	if err != nil {
 		s.logf("%s 429: queue full", what)
-		writeError(w, asAPIError(err))
+		s.writeError(w, asAPIError(err))
 		return
 	}
 	defer p.leave()
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
 	var res *result
 	if stream {
-		res, err = streamed(p)
+		res, err = streamed(ctx, cancel, p)
 	} else {
-		if err = p.wait(r.Context()); err == nil {
-			res, err = s.generate(r.Context(), j)
+		if err = p.wait(ctx); err == nil {
+			res, err = s.generate(ctx, j)
 			p.leave() // before the reply goes out: the client's next request finds the place free
 		}
 		if err == nil {
 			write(res)
-		} else if r.Context().Err() == nil {
-			writeError(w, asAPIError(err))
+		} else if ctx.Err() == nil {
+			s.writeError(w, asAPIError(err))
 		}
 	}
 	s.logRequest(what, stream, j, res, err, t0)
@@ -241,69 +262,90 @@ func (s *Server) logRequest(what string, stream bool, j *job, res *result, err e
 	}
 }
 
-func (s *Server) writeChat(w http.ResponseWriter, j *job, res *result, q *chatRequest, id string, created int64) {
-	msg := messageOut{Role: "assistant", ToolCalls: toolCallsOut(res.calls, false)}
+func (s *Server) writeChat(w http.ResponseWriter, j *job, res *result, q *openai.ChatRequest, id string, created int64) {
+	msg := openai.ResponseMessage{Role: "assistant", ToolCalls: toolCallsOut(res.calls, false)}
 	if res.content != "" || len(res.calls) == 0 {
 		msg.Content = &res.content
 	}
 	if res.reasoning != "" {
 		msg.ReasoningContent = &res.reasoning
 	}
-	out := chatResponse{ID: id, Object: "chat.completion", Created: created, Model: s.o.ModelID,
-		Choices:  []chatChoice{{Message: msg, FinishReason: res.finish}},
+	out := openai.ChatResponse{ID: id, Object: "chat.completion", Created: created, Model: s.o.ModelID,
+		Choices:  []openai.ChatChoice{{Message: msg, FinishReason: res.finish}},
 		Usage:    res.chatUsage(),
 		Warnings: res.warnings}
 	if q.ReturnTokenIDs {
 		out.PromptTokenIDs, out.Choices[0].TokenIDs = j.ids, res.ids
 	}
-	w.Header().Set("X-K3-Reused-Positions", strconv.Itoa(res.reused))
-	writeJSON(w, http.StatusOK, out)
+	w.Header().Set("X-K3-Reused-Positions", strconv.Itoa(res.shown))
+	s.writeJSON(w, http.StatusOK, out)
 }
 
 // streamChat answers with server-sent events: comments while the request
 // waits and its prompt is read, the role, reasoning and content deltas as
 // they are generated, tool calls when the reply is complete, the finish
 // reason, the usage when asked for, then [DONE].
-func (s *Server) streamChat(ctx context.Context, w http.ResponseWriter, p *place, j *job, q *chatRequest, id string, created int64) (*result, error) {
-	e := startSSE(w, s.o.KeepAlive)
-	defer e.quiet()
+func (s *Server) streamChat(ctx context.Context, cancel context.CancelFunc, w http.ResponseWriter, p *place, j *job, q *openai.ChatRequest, id string, created int64) (*result, error) {
+	e := openai.StartSSE(w, s.o.KeepAlive, s.o.WriteTimeout, func(error) { cancel() })
+	defer e.Quiet()
 	if _, waiting := s.q.depth(); waiting > 0 {
-		e.comment(fmt.Sprintf("queued: %d waiting", waiting))
+		e.Comment(fmt.Sprintf("queued: %d waiting", waiting))
 	}
 	if err := p.wait(ctx); err != nil {
 		return nil, err
 	}
 	withUsage := q.StreamOptions != nil && q.StreamOptions.IncludeUsage
-	chunk := func(d respMessage, finish *string) chatChunk {
-		return chatChunk{ID: id, Object: "chat.completion.chunk", Created: created, Model: s.o.ModelID,
-			Choices: []chunkChoice{{Delta: d, FinishReason: finish}}}
+	chunk := func(d openai.Delta, finish *string) openai.ChatChunk {
+		return openai.ChatChunk{ID: id, Object: "chat.completion.chunk", Created: created, Model: s.o.ModelID,
+			Choices: []openai.ChunkChoice{{Delta: d, FinishReason: finish}}}
 	}
-	send := func(c chatChunk) { e.data(c) }
-	e.data(chunk(respMessage{Role: "assistant", Content: new(string)}, nil))
-	j.onPrefill = func(done, total int) { e.comment(fmt.Sprintf("prefill %d/%d", done, total)) }
-	j.onReasoning = func(t string) { send(chunk(respMessage{ReasoningContent: &t}, nil)) }
-	j.onAnswer = func(t string) { send(chunk(respMessage{Content: &t}, nil)) }
+	send := func(c openai.ChatChunk) { e.Data(c) }
+	e.Data(chunk(openai.Delta{Role: "assistant", Content: new(string)}, nil))
+	j.onPrefill = func(done, total int) { e.Comment(fmt.Sprintf("prefill %d/%d", done, total)) }
+	j.onReasoning = func(t string) { send(chunk(openai.Delta{ReasoningContent: &t}, nil)) }
+	j.onAnswer = func(t string) { send(chunk(openai.Delta{Content: &t}, nil)) }
 	res, err := s.generate(ctx, j)
 	p.leave()
 	if err != nil {
 		if ctx.Err() == nil {
-			e.data(struct {
-				Error *apiError `json:"error"`
-			}{asAPIError(err)})
-			e.done()
+			e.Data(openai.ErrorBody{Error: asAPIError(err)})
+			e.Done()
 		}
 		return nil, err
 	}
 	if len(res.calls) > 0 {
-		send(chunk(respMessage{ToolCalls: toolCallsOut(res.calls, true)}, nil))
+		send(chunk(openai.Delta{ToolCalls: toolCallsOut(res.calls, true)}, nil))
 	}
-	last := chunk(respMessage{}, &res.finish)
+	last := chunk(openai.Delta{}, &res.finish)
 	last.Warnings = res.warnings
 	send(last)
 	if withUsage {
-		e.data(chatChunk{ID: id, Object: "chat.completion.chunk", Created: created, Model: s.o.ModelID,
-			Choices: []chunkChoice{}, Usage: res.chatUsage()})
+		e.Data(openai.ChatChunk{ID: id, Object: "chat.completion.chunk", Created: created, Model: s.o.ModelID,
+			Choices: []openai.ChunkChoice{}, Usage: res.chatUsage()})
 	}
-	e.done()
+	e.Done()
 	return res, nil
+}
+
+// clientOf is who sent r, for telling whether the kept engine state came
+// from the same client's earlier request: its remote IP address (every
+// client must also hold the key, when one is set).
+func clientOf(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+// fitsText refuses, before it is tokenized, text of n bytes that cannot
+// fit the context: no token is longer than the longest in the vocabulary.
+func (s *Server) fitsText(n int, param string) *openai.Error {
+	if c := s.o.MaxContext; c > 0 {
+		if least := n / s.maxTokenBytes; least >= c {
+			return &openai.Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Param: param, Code: "context_length_exceeded",
+				Message: fmt.Sprintf("the prompt has at least %d positions; this server's context is %d", least, c)}
+		}
+	}
+	return nil
 }

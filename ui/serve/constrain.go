@@ -6,13 +6,14 @@ import (
 
 	"k3/tokenizer"
 	"k3/tokenizer/constrain"
+	"k3/ui/openai"
 )
 
 // responseSchema reads response_format into the schema the answer is held
 // to: nil for text (or none), any JSON object for json_object, the
 // json_schema's schema when it is in the subset the constraint keeps
 // (refused when strict, else only prompted).
-func responseSchema(rf json.RawMessage) (*constrain.Schema, *apiError) {
+func responseSchema(rf json.RawMessage) (*constrain.Schema, *openai.Error) {
 	if len(rf) == 0 {
 		return nil, nil
 	}
@@ -24,7 +25,7 @@ func responseSchema(rf json.RawMessage) (*constrain.Schema, *apiError) {
 		} `json:"json_schema"`
 	}
 	if err := json.Unmarshal(rf, &f); err != nil {
-		return nil, badRequest("response_format", "response_format: %v", err)
+		return nil, openai.BadRequest("response_format", "response_format: %v", err)
 	}
 	switch f.Type {
 	case "json_object":
@@ -36,7 +37,7 @@ func responseSchema(rf json.RawMessage) (*constrain.Schema, *apiError) {
 		s, err := constrain.Compile(f.JSONSchema.Schema)
 		if err != nil {
 			if f.JSONSchema.Strict != nil && *f.JSONSchema.Strict {
-				return nil, badRequest("response_format", "response_format.json_schema.schema cannot be enforced: %v", err)
+				return nil, openai.BadRequest("response_format", "response_format.json_schema.schema cannot be enforced: %v", err)
 			}
 			return nil, nil // not strict: the schema is only in the prompt
 		}

@@ -13,6 +13,7 @@ import (
 	"k3/engine/chat"
 	"k3/tokenizer"
 	"k3/tokenizer/constrain"
+	"k3/ui/openai"
 )
 
 // job is one generation, read from a request.
@@ -33,6 +34,7 @@ type job struct {
 	// callTools, when set, is the tools of a required call (tool_choice
 	// required or named) by name: the call is enforced likewise
 	callTools map[string]*constrain.Schema
+	client    string // who asked (clientOf)
 
 	// streaming hooks; nil when not streaming
 	onPrefill   func(done, total int)
@@ -49,29 +51,33 @@ type result struct {
 	reasoningTokens    int    // of the generated tokens, the think channel's text
 	finish             string // stop, length or tool_calls
 	prompt, reused     int
+	// shown is what the reply reports as reused (cached_tokens): reused
+	// when the kept state was this client's own, else 0, so no client
+	// learns whether another's prompt starts like its own.
+	shown int
 }
 
 // samplingOf reads the shared sampling fields into a job; maxDefault is
 // the reply cap when the request gives none.
-func (s *Server) samplingOf(q *sampling, j *job) *apiError {
+func (s *Server) samplingOf(q *openai.Sampling, j *job) *openai.Error {
 	if err := s.checkModel(q.Model); err != nil {
 		return err
 	}
 	if q.N != nil && *q.N != 1 {
-		return badRequest("n", "n must be 1: the server generates one choice per request")
+		return openai.BadRequest("n", "n must be 1: the server generates one choice per request")
 	}
 	if l := strings.TrimSpace(string(q.Logprobs)); l != "" && l != "null" && l != "false" && l != "0" {
-		return badRequest("logprobs", "logprobs are not supported")
+		return openai.BadRequest("logprobs", "logprobs are not supported")
 	}
 	if q.Temperature != nil {
 		if *q.Temperature < 0 || *q.Temperature > 5 {
-			return badRequest("temperature", "temperature must be from 0 to 5, got %g", *q.Temperature)
+			return openai.BadRequest("temperature", "temperature must be from 0 to 5, got %g", *q.Temperature)
 		}
 		j.sampling.Temperature = *q.Temperature
 	}
 	if q.TopP != nil {
 		if *q.TopP <= 0 || *q.TopP > 1 {
-			return badRequest("top_p", "top_p must be above 0 and at most 1, got %g", *q.TopP)
+			return openai.BadRequest("top_p", "top_p must be above 0 and at most 1, got %g", *q.TopP)
 		}
 		j.sampling.TopP = *q.TopP
 	}
@@ -79,7 +85,7 @@ func (s *Server) samplingOf(q *sampling, j *job) *apiError {
 		switch {
 		case *q.TopK == -1: // vLLM's "off"
 		case *q.TopK < 0:
-			return badRequest("top_k", "top_k must be 0 or more (or -1 for all), got %d", *q.TopK)
+			return openai.BadRequest("top_k", "top_k must be 0 or more (or -1 for all), got %d", *q.TopK)
 		default:
 			j.sampling.TopK = *q.TopK
 		}
@@ -94,7 +100,7 @@ func (s *Server) samplingOf(q *sampling, j *job) *apiError {
 	}{{"max_tokens", q.MaxTokens}, {"max_completion_tokens", q.MaxCompletionTokens}} {
 		if f.v != nil {
 			if *f.v < 1 {
-				return badRequest(f.name, "%s must be at least 1, got %d", f.name, *f.v)
+				return openai.BadRequest(f.name, "%s must be at least 1, got %d", f.name, *f.v)
 			}
 			j.maxTokens = *f.v
 		}
@@ -108,13 +114,13 @@ func (s *Server) samplingOf(q *sampling, j *job) *apiError {
 }
 
 // fit checks the prompt against the context cap and lowers the reply cap.
-func (s *Server) fit(j *job) *apiError {
+func (s *Server) fit(j *job) *openai.Error {
 	if len(j.ids) == 0 {
-		return badRequest("", "the prompt is empty")
+		return openai.BadRequest("", "the prompt is empty")
 	}
 	if c := s.o.MaxContext; c > 0 {
 		if len(j.ids) >= c {
-			return &apiError{Status: 400, Message: fmt.Sprintf("the prompt has %d positions; this server's context is %d", len(j.ids), c),
+			return &openai.Error{Status: 400, Message: fmt.Sprintf("the prompt has %d positions; this server's context is %d", len(j.ids), c),
 				Type: "invalid_request_error", Param: "messages", Code: "context_length_exceeded"}
 		}
 		j.maxTokens = min(j.maxTokens, c-len(j.ids))
@@ -129,6 +135,10 @@ func (s *Server) generate(ctx context.Context, j *job) (*result, error) {
 		defer s.o.Lock.Unlock()
 	}
 	s.generations.Add(1)
+	s.ownerMu.Lock()
+	own := s.owner == j.client
+	s.owner = j.client // the state this generation leaves is its client's
+	s.ownerMu.Unlock()
 	filter := newStopFilter(j.stops, j.onAnswer)
 	dec := s.o.Tok.NewStreamDecoder()
 	stopIDs := s.o.Tok.StopIDs()
@@ -174,6 +184,9 @@ func (s *Server) generate(ctx context.Context, j *job) (*result, error) {
 	s.reused.Add(int64(rep.Reused))
 	s.prefilled.Add(int64(rep.Prefilled))
 	res := &result{ids: rep.IDs, prompt: len(j.ids), reused: rep.Reused, finish: "length"}
+	if own {
+		res.shown = rep.Reused
+	}
 	if rep.Stop == engine.StopToken {
 		res.finish = "stop"
 	}
@@ -195,11 +208,11 @@ func (s *Server) generate(ctx context.Context, j *job) (*result, error) {
 	return res, nil
 }
 
-// chatUsage is a chat reply's usage: newUsage with the reasoning tokens
-// the reply reader counted.
-func (r *result) chatUsage() *usage {
-	u := newUsage(r.prompt, len(r.ids), r.reused)
-	u.CompletionTokensDetails = &completionTokensDetails{ReasoningTokens: r.reasoningTokens}
+// chatUsage is a chat reply's usage: openai.NewUsage (with the reuse this
+// client may see) and the reasoning tokens the reply reader counted.
+func (r *result) chatUsage() *openai.Usage {
+	u := openai.NewUsage(r.prompt, len(r.ids), r.shown)
+	u.CompletionTokensDetails = &openai.CompletionTokensDetails{ReasoningTokens: r.reasoningTokens}
 	return u
 }
 

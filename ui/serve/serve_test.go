@@ -32,7 +32,7 @@ var (
 
 // demo opens the small synthetic model with a byte-level tokenizer (the
 // checkpoint is written once per test binary).
-func demo(t *testing.T) (*engine.Engine, *tokenizer.Tokenizer) {
+func demo(t testing.TB) (*engine.Engine, *tokenizer.Tokenizer) {
 	t.Helper()
 	demoOnce.Do(func() {
 		demoDir = filepath.Join(tempRoot, "m")

@@ -10,14 +10,17 @@
 package serve
 
 import (
+	"bytes"
 	"context"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -26,6 +29,7 @@ import (
 	"k3/engine"
 	"k3/engine/chat"
 	"k3/tokenizer"
+	"k3/ui/openai"
 )
 
 // Options configure a Server.
@@ -41,6 +45,18 @@ type Options struct {
 	Queue int
 	// MaxBodyBytes caps a request body (0: 8 MiB); larger ones get 413.
 	MaxBodyBytes int64
+	// BodiesInFlight caps the bytes of request bodies being read and
+	// checked at once (0: 4 x MaxBodyBytes); a request whose body would pass
+	// it gets 429 before its body is read.
+	BodiesInFlight int64
+	// BodyTimeout is how long a request body may take to arrive, whole
+	// (0: 30 s); a body that stops short gets 408 and never takes a queue
+	// place.
+	BodyTimeout time.Duration
+	// WriteTimeout is how long one write of a response may block (0: 30 s):
+	// a client that stops reading a stream is cut off and its generation
+	// cancelled, so the queue goes on.
+	WriteTimeout time.Duration
 	// CORSOrigins are the browser origins allowed to call the server ("*":
 	// any). None: no CORS headers, so browsers refuse cross-origin calls.
 	CORSOrigins []string
@@ -95,6 +111,12 @@ type Server struct {
 	ln net.Listener
 
 	requests, generations, cancelled, reused, prefilled atomic.Int64
+
+	bodies        budget // bytes of request bodies being read and checked
+	maxTokenBytes int    // the longest token's bytes: text of n bytes is at least n/this positions
+
+	ownerMu sync.Mutex
+	owner   string // the client whose request left the kept engine state
 }
 
 // New checks the options and makes a server (not yet listening).
@@ -117,6 +139,15 @@ func New(o Options) (*Server, error) {
 	if o.MaxBodyBytes <= 0 {
 		o.MaxBodyBytes = 8 << 20
 	}
+	if o.BodiesInFlight <= 0 {
+		o.BodiesInFlight = 4 * o.MaxBodyBytes
+	}
+	if o.BodyTimeout <= 0 {
+		o.BodyTimeout = 30 * time.Second
+	}
+	if o.WriteTimeout <= 0 {
+		o.WriteTimeout = 30 * time.Second
+	}
 	if o.DefaultMaxTokens <= 0 {
 		o.DefaultMaxTokens = chat.DefaultMaxTokens
 	}
@@ -125,7 +156,10 @@ func New(o Options) (*Server, error) {
 	}
 	sess := chat.NewSession(o.Engine, o.Tok)
 	sess.FitBudget(o.Fit)
-	s := &Server{o: o, sess: sess, created: time.Now().Unix()}
+	s := &Server{o: o, sess: sess, created: time.Now().Unix(), maxTokenBytes: 1}
+	for id := range o.Tok.VocabSize() {
+		s.maxTokenBytes = max(s.maxTokenBytes, len(o.Tok.TokenBytes(id)))
+	}
 	s.q.max = o.Queue
 	s.base, s.cancel = context.WithCancel(context.Background())
 	return s, nil
@@ -141,7 +175,7 @@ func CheckAddr(addr, apiKey string) error {
 	if apiKey != "" || isLoopback(host) {
 		return nil
 	}
-	return fmt.Errorf("address %q is reachable from other machines: give an API key (--api-key) or listen on 127.0.0.1", addr)
+	return fmt.Errorf("address %q is reachable from other machines: give an API key (--api-key-file, $K3_API_KEY or --api-key) or listen on 127.0.0.1", addr)
 }
 
 func isLoopback(host string) bool {
@@ -169,7 +203,10 @@ func (s *Server) Start(addr string) error {
 		return errors.New("serve: already started")
 	}
 	s.ln = ln
-	s.hs = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second,
+	// No ReadTimeout: it would stay on the connection while a reply streams
+	// and cancel the request when it passed; each body is read under its
+	// own deadline instead (readBody), and writes have theirs.
+	s.hs = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
 		BaseContext: func(net.Listener) context.Context { return s.base }}
 	go func() { _ = s.hs.Serve(ln) }()
 	s.logf("listening on http://%s (model %s, key %s)", ln.Addr(), s.o.ModelID, keyState(s.o.APIKey))
@@ -230,9 +267,49 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("/v1/chat/completions", s.only("POST", s.authed(s.chatCompletions)))
 	mux.HandleFunc("/v1/completions", s.only("POST", s.authed(s.completions)))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, &apiError{Status: http.StatusNotFound, Message: fmt.Sprintf("no such endpoint: %s %s", r.Method, r.URL.Path), Type: "invalid_request_error"})
+		s.writeError(w, &openai.Error{Status: http.StatusNotFound, Message: fmt.Sprintf("no such endpoint: %s %s", r.Method, r.URL.Path), Type: "invalid_request_error"})
 	})
-	return s.cors(mux)
+	return s.guard(s.cors(mux))
+}
+
+// guard refuses, when no API key is set, requests that a web page could
+// send or read: a Host that is not a loopback name (what a DNS-rebinding
+// page sends) and an Origin that --cors does not allow (a page's simple
+// cross-origin POST, which needs no preflight).
+func (s *Server) guard(h http.Handler) http.Handler {
+	if s.o.APIKey != "" {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		host := r.Host
+		if hh, _, err := net.SplitHostPort(host); err == nil {
+			host = hh
+		}
+		host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+		var why string
+		switch origin := r.Header.Get("Origin"); {
+		case !isLoopback(host):
+			why = fmt.Sprintf("the Host %q is not a loopback name; without an API key this server answers only localhost, 127.0.0.1 or [::1]", r.Host)
+		case origin != "" && !s.allowedOrigin(origin):
+			why = fmt.Sprintf("requests from the web page at %q are refused: without an API key only the origins given to --cors may call this server", origin)
+		}
+		if why != "" {
+			s.logf("%s %s 403: %s", r.Method, r.URL.Path, why)
+			s.writeError(w, &openai.Error{Status: http.StatusForbidden, Message: why, Type: "invalid_request_error", Code: "forbidden"})
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// allowedOrigin says whether --cors allows origin ("*": any).
+func (s *Server) allowedOrigin(origin string) bool {
+	for _, o := range s.o.CORSOrigins {
+		if o == "*" || o == origin {
+			return true
+		}
+	}
+	return false
 }
 
 // only answers other methods with 405 (and CORS preflights with 204).
@@ -240,7 +317,7 @@ func (s *Server) only(method string, h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != method {
 			w.Header().Set("Allow", method)
-			writeError(w, &apiError{Status: http.StatusMethodNotAllowed, Message: fmt.Sprintf("%s takes %s, not %s", r.URL.Path, method, r.Method), Type: "invalid_request_error"})
+			s.writeError(w, &openai.Error{Status: http.StatusMethodNotAllowed, Message: fmt.Sprintf("%s takes %s, not %s", r.URL.Path, method, r.Method), Type: "invalid_request_error"})
 			return
 		}
 		s.requests.Add(1)
@@ -262,7 +339,7 @@ func (s *Server) authed(h http.HandlerFunc) http.HandlerFunc {
 					msg = "the API key is not correct"
 				}
 				s.logf("%s %s 401 (%s)", r.Method, r.URL.Path, map[bool]string{true: "wrong key", false: "no key"}[got != ""])
-				writeError(w, &apiError{Status: http.StatusUnauthorized, Message: msg, Type: "invalid_request_error", Code: "invalid_api_key"})
+				s.writeError(w, &openai.Error{Status: http.StatusUnauthorized, Message: msg, Type: "invalid_request_error", Code: "invalid_api_key"})
 				return
 			}
 		}
@@ -299,58 +376,132 @@ func (s *Server) cors(h http.Handler) http.Handler {
 	})
 }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
+// writeJSON answers with v, the write under the write deadline.
+func (s *Server) writeJSON(w http.ResponseWriter, status int, v any) {
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(s.o.WriteTimeout))
+	openai.WriteJSON(w, status, v)
+}
+
+// writeError answers with e, the write under the write deadline.
+func (s *Server) writeError(w http.ResponseWriter, e *openai.Error) {
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(s.o.WriteTimeout))
+	openai.WriteError(w, e)
 }
 
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 	running, waiting := s.q.depth()
-	writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "model": s.o.ModelID, "generating": running, "queued": waiting})
+	s.writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "model": s.o.ModelID, "generating": running, "queued": waiting})
 }
 
-type modelCard struct {
-	ID      string `json:"id"`
-	Object  string `json:"object"`
-	Created int64  `json:"created"`
-	OwnedBy string `json:"owned_by"`
-}
-
-func (s *Server) card() modelCard {
-	return modelCard{ID: s.o.ModelID, Object: "model", Created: s.created, OwnedBy: "k3"}
+func (s *Server) card() openai.Model {
+	return openai.Model{ID: s.o.ModelID, Object: "model", Created: s.created, OwnedBy: "k3"}
 }
 
 func (s *Server) models(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": []modelCard{s.card()}})
+	s.writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": []openai.Model{s.card()}})
 }
 
 func (s *Server) model(w http.ResponseWriter, r *http.Request) {
 	if err := s.checkModel(r.PathValue("id")); err != nil {
-		writeError(w, err)
+		s.writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, s.card())
+	s.writeJSON(w, http.StatusOK, s.card())
 }
 
 // checkModel accepts the served id (or none: curl users often leave it out).
-func (s *Server) checkModel(id string) *apiError {
+func (s *Server) checkModel(id string) *openai.Error {
 	if id == "" || id == s.o.ModelID {
 		return nil
 	}
-	return &apiError{Status: http.StatusNotFound, Message: fmt.Sprintf("the model %q does not exist here; this server serves %q", id, s.o.ModelID),
+	return &openai.Error{Status: http.StatusNotFound, Message: fmt.Sprintf("the model %q does not exist here; this server serves %q", id, s.o.ModelID),
 		Type: "invalid_request_error", Param: "model", Code: "model_not_found"}
 }
 
-// decode reads a JSON request body into v.
-func decode(r *http.Request, v any) *apiError {
-	dec := json.NewDecoder(r.Body)
-	if err := dec.Decode(v); err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return &apiError{Status: http.StatusRequestEntityTooLarge, Message: fmt.Sprintf("the request body is larger than %d bytes", mbe.Limit), Type: "invalid_request_error"}
-		}
-		return badRequest("", "the request body is not valid JSON for this endpoint: %v", err)
+// budget counts bytes in use against a cap, without waiting.
+type budget struct {
+	mu   sync.Mutex
+	used int64
+}
+
+func (b *budget) take(n, limit int64) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.used+n > limit {
+		return false
 	}
-	return nil
+	b.used += n
+	return true
+}
+
+func (b *budget) give(n int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.used -= n
+}
+
+func (b *budget) inUse() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.used
+}
+
+func tooLarge(limit int64) *openai.Error {
+	return &openai.Error{Status: http.StatusRequestEntityTooLarge, Message: fmt.Sprintf("the request body is larger than %d bytes", limit), Type: "invalid_request_error"}
+}
+
+// decode reads the whole request body, under the body deadline, and then
+// decodes it as JSON into v, before the request takes a queue place. The
+// body's bytes count against BodiesInFlight until release is called (when
+// the request's checks are done); a body that would pass it is refused
+// with 429 before it is read. A body that stops short of its length is
+// refused with 408 and its connection closed.
+func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) (release func(), _ *openai.Error) {
+	rc := http.NewResponseController(w)
+	n := r.ContentLength
+	if n < 0 { // chunked: it may be up to the cap
+		n = s.o.MaxBodyBytes
+	}
+	if n > s.o.MaxBodyBytes {
+		// refused unread: net/http must not wait for the body before it answers
+		_ = rc.SetReadDeadline(time.Now())
+		return nil, tooLarge(s.o.MaxBodyBytes)
+	}
+	if !s.bodies.take(n, s.o.BodiesInFlight) {
+		// read into nothing (no memory), so the client gets the answer
+		// rather than a connection reset while it sends
+		_ = rc.SetReadDeadline(time.Now().Add(s.o.BodyTimeout))
+		if _, err := io.Copy(io.Discard, r.Body); err != nil {
+			_ = rc.SetReadDeadline(time.Now())
+		} else {
+			_ = rc.SetReadDeadline(time.Time{})
+		}
+		return nil, &openai.Error{Status: http.StatusTooManyRequests, Type: "rate_limit_error", Code: "server_busy",
+			Message: fmt.Sprintf("the server is busy reading other requests (%d MB of bodies at once); try again later", s.o.BodiesInFlight/1e6)}
+	}
+	release = sync.OnceFunc(func() { s.bodies.give(n) })
+	_ = rc.SetReadDeadline(time.Now().Add(s.o.BodyTimeout))
+	var buf bytes.Buffer
+	buf.Grow(int(min(n, s.o.MaxBodyBytes)) + 1)
+	_, err := buf.ReadFrom(r.Body)
+	if err != nil {
+		release()
+		// the deadline stays passed: net/http does not wait for the rest
+		_ = rc.SetReadDeadline(time.Now())
+		var mbe *http.MaxBytesError
+		switch {
+		case errors.As(err, &mbe):
+			return nil, tooLarge(mbe.Limit)
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			return nil, &openai.Error{Status: http.StatusRequestTimeout, Type: "invalid_request_error",
+				Message: fmt.Sprintf("the request body did not arrive whole within %s (it stopped short of its length, or a chunked body lacked its last chunk)", s.o.BodyTimeout)}
+		}
+		return nil, openai.BadRequest("", "the request body could not be read whole: %v", err)
+	}
+	_ = rc.SetReadDeadline(time.Time{})
+	if err := json.Unmarshal(buf.Bytes(), v); err != nil {
+		release()
+		return nil, openai.BadRequest("", "the request body is not valid JSON for this endpoint: %v", err)
+	}
+	return release, nil
 }
