@@ -22,6 +22,13 @@ import (
 // before the rename.
 func Write(path string, data []byte) error { return write(path, bytesFill(data), true, false) }
 
+// WritePrivate is WriteDurable for a file only its owner may read (mode
+// 0600 from the start: a secret is never readable by others, not even
+// while it is written).
+func WritePrivate(path string, data []byte) error {
+	return writeMode(path, bytesFill(data), true, true, 0o600)
+}
+
 // WriteDurable is Write followed by a sync of the directory, so the new name
 // survives a crash.
 func WriteDurable(path string, data []byte) error { return write(path, bytesFill(data), true, true) }
@@ -57,6 +64,10 @@ func bytesFill(data []byte) func(*os.File) error {
 }
 
 func write(path string, fill func(*os.File) error, fileSync, dirSync bool) error {
+	return writeMode(path, fill, fileSync, dirSync, 0o644)
+}
+
+func writeMode(path string, fill func(*os.File) error, fileSync, dirSync bool, mode os.FileMode) error {
 	dir := filepath.Dir(path)
 	// the writer's pid in the name lets CleanStale tell a temporary file
 	// of a writer killed before its rename from one still being written
@@ -66,7 +77,7 @@ func write(path string, fill func(*os.File) error, fileSync, dirSync bool) error
 	}
 	tmp := f.Name()
 	if err = fill(f); err == nil {
-		err = f.Chmod(0o644)
+		err = f.Chmod(mode)
 	}
 	if err == nil && fileSync {
 		err = f.Sync()
