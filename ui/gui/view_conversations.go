@@ -27,6 +27,8 @@ type convList struct {
 	OnNew                     func()
 	OnRename                  func(from, to string)
 	OnDelete                  func(title string)
+	// Refuse, when set, says why nothing can be deleted now ("" when it can)
+	Refuse func() string
 	// Search returns the titles matching a query (all for "").
 	Search func(query string) ([]string, error)
 	win    fyne.Window
@@ -126,6 +128,12 @@ func (v *convList) askDelete() {
 		return
 	}
 	title := v.Selected
+	if v.Refuse != nil {
+		if why := v.Refuse(); why != "" {
+			dialog.ShowInformation("Delete conversation", why, v.win)
+			return
+		}
+	}
 	dialog.ShowConfirm("Delete conversation", "Delete “"+title+"”? Its history file is removed.", func(ok bool) {
 		if ok && v.OnDelete != nil {
 			v.OnDelete(title)

@@ -52,7 +52,7 @@ func newGaugesView() *gaugesView {
 	v.OverPlan = wrapLabel("")
 	v.OverPlan.Importance = widget.WarningImportance
 	v.OverPlan.Hide()
-	v.Reads = widget.NewLabel("")
+	v.Reads = wrapLabel("")
 	v.IOShare = widget.NewProgressBar()
 	v.IOShare.TextFormatter = func() string { return fmt.Sprintf("waiting for disk %.0f%% of the time", v.IOShare.Value*100) }
 	v.Hits = widget.NewProgressBar()
@@ -62,17 +62,17 @@ func newGaugesView() *gaugesView {
 		}
 		return fmt.Sprintf("expert cache hits %.0f%%", v.Hits.Value*100)
 	}
-	v.Speed = widget.NewLabel("")
+	v.Speed = wrapLabel("")
 	v.SpeedPlot = newSparkline(theme.ColorNamePrimary, func(x float64) string { return trimFloat(x) + " s" })
 	v.MemPlot = newSparkline(theme.ColorNameSuccess, func(x float64) string { return units.Bytes(int64(x)) })
 	title := widget.NewLabelWithStyle("Engine", fyne.TextAlignLeading, fyne.TextStyle{Bold: true})
 	v.Local = container.NewVBox(widget.NewLabel("Memory"), v.Mem, v.MemText, v.OverPlan,
 		widget.NewLabel("Disk reads"), v.Reads, v.IOShare, v.Hits)
-	memPlot := container.NewVBox(widget.NewLabel("Memory in use (last 5 min)"), v.MemPlot)
+	memPlot := container.NewVBox(wrapLabel("Memory in use (last 5 min)"), v.MemPlot)
 	v.Root = container.NewVBox(title, v.Model, v.Demo, widget.NewSeparator(),
 		v.Local,
 		widget.NewSeparator(), v.Speed,
-		widget.NewLabel("Seconds per token (last 5 min)"), v.SpeedPlot,
+		wrapLabel("Seconds per token (last 5 min)"), v.SpeedPlot,
 		memPlot)
 	v.memPlot = memPlot
 	v.Set(bridge.Gauges{})
