@@ -507,3 +507,39 @@ func TestChatKeyboard(t *testing.T) {
 	})
 	waitFor(t, "stop", func() bool { return !v.Busy })
 }
+
+// G11: the sampling fields are off while greedy decoding is on. G21: a
+// search with no match says so. G12: a server's model has no "0 layers".
+// G22: nothing measured reads "—", not "0.00 B".
+func TestMinorChatDefects(t *testing.T) {
+	test.NewTempApp(t)
+	o := bridge.DefaultSettings().ConvDefaults()
+	o.Greedy = true
+	f := newSettingsForm("", o)
+	assert.True(t, f.Temperature.Disabled())
+	assert.True(t, f.TopP.Disabled())
+	f.Greedy.SetChecked(false)
+	assert.False(t, f.Temperature.Disabled())
+	assert.False(t, f.TopK.Disabled())
+
+	u, _ := newTestUI(t, &fakeChat{})
+	u.S.ModelDir = t.TempDir()
+	u.SaveSettings()
+	u.N.WizardDone.Set(true)
+	ui(u.Start)
+	v := u.Chat
+	require.NotNil(t, v)
+	ui(func() {
+		assert.False(t, v.Convs.NoMatch.Visible())
+		v.Convs.Query.SetText("zzzz")
+		assert.Empty(t, v.Convs.Shown())
+		assert.True(t, v.Convs.NoMatch.Visible(), "an empty search result does not say so")
+		v.Convs.Query.SetText("")
+		assert.False(t, v.Convs.NoMatch.Visible())
+
+		v.Gauges.SetModel(bridge.ModelInfo{Name: "demo-model on 127.0.0.1:18430", Remote: true})
+		assert.Equal(t, "demo-model on 127.0.0.1:18430", v.Gauges.Model.Text)
+		v.Gauges.Set(bridge.Gauges{})
+		assert.Equal(t, "in use — (peak —)\nplan —, available —", v.Gauges.MemText.Text)
+	})
+}

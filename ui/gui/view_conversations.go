@@ -21,6 +21,7 @@ type convList struct {
 	Titles   binding.StringList
 	Selected string
 	Query    *widget.Entry
+	NoMatch  *widget.Label // "No conversation matches." under a search that found nothing
 
 	NewBt, RenameBt, DeleteBt *widget.Button
 	OnSelect                  func(title string)
@@ -67,7 +68,10 @@ func newConvList(win fyne.Window) *convList {
 	v.DeleteBt = widget.NewButtonWithIcon("", theme.DeleteIcon(), v.askDelete)
 	bar := container.NewBorder(nil, nil, nil, container.NewHBox(v.RenameBt, v.DeleteBt), v.NewBt)
 	head := container.NewVBox(widget.NewLabelWithStyle("Conversations", fyne.TextAlignLeading, fyne.TextStyle{Bold: true}), bar, v.Query)
-	v.Root = container.NewBorder(head, nil, nil, nil, v.List)
+	v.NoMatch = widget.NewLabel("No conversation matches.")
+	v.NoMatch.Importance = widget.LowImportance
+	v.NoMatch.Hide()
+	v.Root = container.NewBorder(container.NewVBox(head, v.NoMatch), nil, nil, nil, v.List)
 	return v
 }
 
@@ -85,6 +89,11 @@ func (v *convList) filter() {
 		}
 	}
 	_ = v.Titles.Set(slices.Clone(shown))
+	if v.Query.Text != "" && len(shown) == 0 {
+		v.NoMatch.Show() // G21: a search with no match says so
+	} else {
+		v.NoMatch.Hide()
+	}
 	v.Highlight(v.Selected)
 }
 

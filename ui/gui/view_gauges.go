@@ -84,7 +84,10 @@ func (v *gaugesView) SetModel(info bridge.ModelInfo) {
 	if info.Name == "" {
 		v.Model.SetText("No model loaded yet: it loads with the first message.")
 	} else {
-		v.Model.SetText(fmt.Sprintf("%s, %d layers", info.Name, info.Layers))
+		v.Model.SetText(info.Name)
+		if info.Layers > 0 { // a server does not say (G12: "0 layers")
+			v.Model.SetText(fmt.Sprintf("%s, %d layers", info.Name, info.Layers))
+		}
 	}
 	if info.Remote {
 		v.Local.Hide()
@@ -111,7 +114,14 @@ func (v *gaugesView) Set(g bridge.Gauges) {
 	if g.Available > 0 {
 		v.Mem.SetValue(min(float64(g.RSS)/float64(g.Available), 1))
 	}
-	v.MemText.SetText(fmt.Sprintf("in use %s (peak %s)\nplan %s, available %s", units.Bytes(g.RSS), units.Bytes(g.PeakRSS), units.Bytes(g.Budget), units.Bytes(g.Available)))
+	// G22: nothing measured yet reads as such, not "0.00 B"
+	b := func(n int64) string {
+		if n <= 0 {
+			return "—"
+		}
+		return units.Bytes(n)
+	}
+	v.MemText.SetText(fmt.Sprintf("in use %s (peak %s)\nplan %s, available %s", b(g.RSS), b(g.PeakRSS), b(g.Budget), b(g.Available)))
 	if g.Budget > 0 && g.RSS > g.Budget {
 		v.OverPlan.SetText(fmt.Sprintf("In use is %s above the plan (%.0f%% more): the plan does not count everything this process holds.",
 			units.Bytes(g.RSS-g.Budget), 100*float64(g.RSS-g.Budget)/float64(g.Budget)))
