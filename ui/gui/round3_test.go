@@ -543,3 +543,35 @@ func TestMinorChatDefects(t *testing.T) {
 		assert.Equal(t, "in use — (peak —)\nplan —, available —", v.Gauges.MemText.Text)
 	})
 }
+
+// Item 3: the chat header names the model and its state, and switches
+// between the models the app knows (this machine's folder, the server)
+// without the wizard.
+func TestModelPicker(t *testing.T) {
+	u, _ := newTestUI(t, &fakeChat{})
+	u.S.ModelDir = filepath.Join(t.TempDir(), "kimi-k3")
+	u.S.TrunkDir = filepath.Join(t.TempDir(), "k3-trunk")
+	u.S.ServerURL, u.S.ServerModel = "http://gpu-box:8000/v1", "moonshotai/Kimi-K3"
+	u.SaveSettings()
+	u.N.WizardDone.Set(true)
+	ui(u.Start)
+	v := u.Chat
+	require.NotNil(t, v)
+	p := v.Picker
+	ui(func() {
+		assert.Equal(t, []string{"kimi-k3 — on this machine (trunk k3-trunk)", "moonshotai/Kimi-K3 — on gpu-box:8000"}, p.Select.Options)
+		assert.Equal(t, "kimi-k3 — on this machine (trunk k3-trunk)", p.Select.Selected)
+		assert.Equal(t, "loads with the first message", p.State.Text)
+		v.Send("hi")
+	})
+	waitFor(t, "turn", func() bool { return !v.Busy })
+	ui(func() {
+		assert.Equal(t, "loaded", p.State.Text)
+		p.Select.SetSelected("moonshotai/Kimi-K3 — on gpu-box:8000")
+		assert.Equal(t, bridge.BackendServer, u.S.Backend)
+		assert.Equal(t, bridge.BackendServer, bridge.LoadSettings(u.App.Preferences()).Backend, "the switch is not kept")
+		assert.Nil(t, v.Info, "the old engine stays in use")
+		assert.Equal(t, "asked with the first message", p.State.Text)
+		assert.Len(t, v.History, 2, "the conversation goes on")
+	})
+}

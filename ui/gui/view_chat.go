@@ -61,6 +61,8 @@ type chatView struct {
 	// CapLb shows the reply length cap
 	CapLb  *widget.Label
 	Gauges *gaugesView
+	// Picker is the chat header: the model, its state, the switch
+	Picker *modelPicker
 	// GaugesPanel is the Engine panel at the right, of a fixed width
 	GaugesPanel *fyne.Container
 
@@ -145,7 +147,8 @@ func newChatView(u *appUI) *chatView {
 	tools := newFlow(v.Thinking, container.NewHBox(widget.NewLabel("effort"), v.Effort), settingsBt, v.RegenBt, v.ExportBt, v.CapLb, v.ContextLb)
 	inputRow := container.NewBorder(nil, nil, nil, container.NewVBox(v.SendBt, v.StopBt, v.CancelBt), v.Entry)
 	bottom := container.NewVBox(v.Notice, v.Estimate, v.Phase, tools, inputRow)
-	center := container.NewBorder(nil, bottom, nil, nil, v.scroller)
+	v.Picker = newModelPicker(v)
+	center := container.NewBorder(v.Picker.Root, bottom, nil, nil, v.scroller)
 	right := container.New(fixedWidth{Width: gaugesWidth}, container.NewVScroll(container.NewPadded(v.Gauges.Root)))
 	v.GaugesPanel = right
 	if !u.gaugesShown() {
@@ -813,6 +816,7 @@ func (v *chatView) startTurn(opt chat.Options) {
 			u.do(func() {
 				v.Info = &info
 				v.Gauges.SetModel(info)
+				v.Picker.Refresh()
 			})
 		}
 		if err == nil {
@@ -941,6 +945,9 @@ func (v *chatView) ResetEngine() {
 	e := v.engine
 	v.engine, v.Info = nil, nil
 	v.Gauges.SetModel(bridge.ModelInfo{})
+	if v.Picker != nil {
+		v.Picker.Refresh()
+	}
 	if e != nil {
 		idle := v.idle
 		go func() {
