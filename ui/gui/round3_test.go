@@ -575,3 +575,24 @@ func TestModelPicker(t *testing.T) {
 		assert.Len(t, v.History, 2, "the conversation goes on")
 	})
 }
+
+// G9: a preset larger than the machine stays that preset (not "custom")
+// and says what it needs against what the machine has.
+func TestPresetLargerThanTheMachine(t *testing.T) {
+	u, _ := newTestUI(t, &fakeChat{})
+	u.S.ModelDir = t.TempDir()
+	ui(u.Start)
+	w := u.wizard
+	ui(func() {
+		w.D.ModelDir = u.S.ModelDir
+		w.Go(3)
+		w.Memory.Preset.SetSelected("max") // 110 + 109 GB on a 32 GB machine
+	})
+	waitFor(t, "plan", func() bool { return !w.Memory.busy })
+	ui(func() {
+		assert.Equal(t, "max", w.Memory.Preset.Selected, "the preset turned into custom")
+		assert.Equal(t, "max", w.D.Preset)
+		assert.Contains(t, w.Memory.PresetNote.Text, presetNotes["max"])
+		assert.Contains(t, w.Memory.PresetNote.Text, "This preset needs about 219 GB for the trunk and the expert cache alone; this machine has 32 GB.")
+	})
+}
