@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"k3/doctor"
 	"k3/engine"
 	"k3/engine/chat"
 	"k3/storage/verify"
@@ -595,4 +596,21 @@ func TestPresetLargerThanTheMachine(t *testing.T) {
 		assert.Contains(t, w.Memory.PresetNote.Text, presetNotes["max"])
 		assert.Contains(t, w.Memory.PresetNote.Text, "This preset needs about 219 GB for the trunk and the expert cache alone; this machine has 32 GB.")
 	})
+}
+
+// G10: the app's own folder (where the demo model lives) is not suggested
+// for the trunk when another disk path has room, even when it measured a
+// little faster; it still is when nothing else has room.
+func TestSuggestTrunkDirAvoidsTheAppFolder(t *testing.T) {
+	fast, slow := 4.76, 4.5
+	r := &doctor.Report{Disks: []doctor.DiskResult{
+		{Path: "/home/me/.config/k3/demo-model", FreeBytes: 100e9, SeqGBps: &fast},
+		{Path: "/home/me", FreeBytes: 100e9, SeqGBps: &slow},
+	}}
+	d, why := suggestTrunkDir(r, 1e9, "/m/K3", "/home/me/.config/k3")
+	assert.Equal(t, bridge.DefaultTrunkDir("/home/me", "/m/K3"), d)
+	assert.Contains(t, why, "the disk of /home/me streams")
+	r.Disks[1].FreeBytes = 0
+	d, _ = suggestTrunkDir(r, 1e9, "/m/K3", "/home/me/.config/k3")
+	assert.Equal(t, bridge.DefaultTrunkDir("/home/me/.config/k3/demo-model", "/m/K3"), d)
 }
