@@ -932,7 +932,7 @@ func (v *chatView) Export() {
 			v.Notice.SetText("The conversation could not be exported: " + bridge.Explain(err))
 			return
 		}
-		v.Phase.SetText("exported to " + w.URI().Path())
+		v.Phase.SetText("exported: " + filepath.Base(w.URI().Path())) // G29: the name, not a cut-off path
 	}, v.u.Win)
 	d.SetFileName(v.Current + ".md")
 	d.Show()

@@ -94,6 +94,12 @@ func (p *ServePanel) refresh() {
 		p.Status.SetText("Serving at " + url + " (OpenAI base URL). Other programs can use the model while the app is open.")
 		p.Addr.Disable()
 		p.Key.Disable()
+	case p.u.S.Backend == bridge.BackendServer:
+		// G25: serving needs the model on this machine; the status says why
+		p.Toggle.SetText("Start serving")
+		p.Toggle.Disable()
+		p.Addr.Disable()
+		p.Key.Disable()
 	default:
 		p.Toggle.SetText("Start serving")
 		p.Toggle.Enable()
