@@ -623,3 +623,30 @@ func TestServeOffInServerMode(t *testing.T) {
 	assert.True(t, p.Toggle.Disabled(), "Start serving is on though serving cannot work")
 	assert.Contains(t, p.Status.Text, "serving needs the model on this machine")
 }
+
+// The Engine panel's lines that wrap onto more rows push what is under
+// them down, also after the last update of a turn (no line drawn over the
+// next).
+func TestEnginePanelLinesDoNotOverlap(t *testing.T) {
+	u, _ := newTestUI(t, &fakeChat{})
+	u.S.ModelDir = t.TempDir()
+	u.SaveSettings()
+	u.N.WizardDone.Set(true)
+	ui(u.Start)
+	v := u.Chat
+	require.NotNil(t, v)
+	ui(func() {
+		relayout(u.Win)
+		v.Gauges.Set(bridge.Gauges{Tokens: 31, SecPerToken: 0.1, LastToken: 0.1, TTFT: 0.01, Drafted: 10, Accepted: 5})
+		root := v.Gauges.Root.(*fyne.Container)
+		var end float32
+		for i, o := range root.Objects {
+			if !o.Visible() {
+				continue
+			}
+			assert.GreaterOrEqual(t, o.Position().Y, end-0.5, "line %d starts above the end of the one before", i)
+			assert.GreaterOrEqual(t, o.Size().Height, o.MinSize().Height-0.5, "line %d is shorter than it needs", i)
+			end = o.Position().Y + o.Size().Height
+		}
+	})
+}

@@ -149,7 +149,15 @@ func newChatView(u *appUI) *chatView {
 	bottom := container.NewVBox(v.Notice, v.Estimate, v.Phase, tools, inputRow)
 	v.Picker = newModelPicker(v)
 	center := container.NewBorder(v.Picker.Root, bottom, nil, nil, v.scroller)
-	right := container.New(fixedWidth{Width: gaugesWidth}, container.NewVScroll(container.NewPadded(v.Gauges.Root)))
+	gsc := container.NewVScroll(container.NewPadded(v.Gauges.Root))
+	right := container.New(fixedWidth{Width: gaugesWidth}, gsc)
+	v.Gauges.relayout = func() {
+		// a wrapped line that gained or lost a row moves what is under it
+		gsc.Refresh()
+		if c, ok := v.Gauges.Root.(*fyne.Container); ok {
+			c.Refresh()
+		}
+	}
 	v.GaugesPanel = right
 	if !u.gaugesShown() {
 		right.Hide()

@@ -37,6 +37,9 @@ type gaugesView struct {
 	G bridge.Gauges
 
 	memPlot *fyne.Container
+	// relayout lays the panel out again after its text changed (set by
+	// the chat)
+	relayout func()
 }
 
 // newGaugesView builds the panel.
@@ -154,6 +157,9 @@ func (v *gaugesView) Set(g bridge.Gauges) {
 	now := time.Now()
 	v.SpeedPlot.SetPoints(g.Speed, now)
 	v.MemPlot.SetPoints(g.Memory, now)
+	if v.relayout != nil {
+		v.relayout()
+	}
 }
 
 // perToken is a speed people read: tokens per second for fast models,

@@ -64,7 +64,7 @@ func newModelPicker(v *chatView) *modelPicker {
 	p.State.Importance = widget.LowImportance
 	more := widget.NewButton("Other models…", v.u.ShowWizard)
 	more.Importance = widget.LowImportance
-	p.Root = container.NewBorder(nil, nil, widget.NewLabel("Model"), more, container.NewHBox(p.Select, p.State))
+	p.Root = container.NewBorder(nil, nil, widget.NewLabel("Model"), container.NewHBox(p.State, more), p.Select)
 	p.Refresh()
 	return p
 }
