@@ -650,3 +650,10 @@ func TestEnginePanelLinesDoNotOverlap(t *testing.T) {
 		}
 	})
 }
+
+// G26: step 1's problem lines end as sentences.
+func TestMachineProblemIsASentence(t *testing.T) {
+	assert.Equal(t, "the disk has 20 GB free, the trunk needs 109 GB.", fullStop("the disk has 20 GB free, the trunk needs 109 GB"))
+	assert.Equal(t, "done.", fullStop("done."))
+	assert.Equal(t, "", fullStop(" "))
+}

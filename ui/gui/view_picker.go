@@ -84,7 +84,10 @@ func (p *modelPicker) Refresh() {
 	p.Select.Options = opts
 	p.Select.Selected = sel
 	p.Select.Refresh()
+	srv, _ := p.v.engine.(bridge.Server)
 	switch {
+	case srv != nil && srv.ServerURL() != "":
+		p.State.SetText("loaded · serving at " + srv.ServerURL())
 	case p.v.Info != nil && p.v.Info.Remote:
 		p.State.SetText("answers from the server")
 	case p.v.Info != nil:

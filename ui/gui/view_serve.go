@@ -84,6 +84,9 @@ func (p *ServePanel) running() string {
 }
 
 func (p *ServePanel) refresh() {
+	if p.u.Chat != nil && p.u.Chat.Picker != nil {
+		p.u.Chat.Picker.Refresh() // G13: the chat header says the model is served
+	}
 	switch url := p.running(); {
 	case p.busy:
 		p.Toggle.SetText("Starting…")
