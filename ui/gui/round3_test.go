@@ -657,3 +657,9 @@ func TestMachineProblemIsASentence(t *testing.T) {
 	assert.Equal(t, "done.", fullStop("done."))
 	assert.Equal(t, "", fullStop(" "))
 }
+
+// "1 token", not "1 tokens", under a one-token reply.
+func TestStatsSayOneToken(t *testing.T) {
+	mv := newMessageView(chat.Message{Role: "assistant", Content: "x", Stats: &chat.ReplyStats{Tokens: 1, FirstTokenSeconds: 0.5}}, messageEnv{})
+	assert.Equal(t, "1 token · first token after 0.50 s", mv.statsLbl.Text)
+}

@@ -237,7 +237,11 @@ func (v *messageView) SetStats(s *chat.ReplyStats) {
 	default:
 		speed = fmt.Sprintf("%.1f s/token · ", s.SecondsPerToken)
 	}
-	v.statsLbl.SetText(fmt.Sprintf("%s%d tokens · first token after %.2f s", speed, s.Tokens, s.FirstTokenSeconds))
+	tokens := fmt.Sprintf("%d tokens", s.Tokens)
+	if s.Tokens == 1 {
+		tokens = "1 token"
+	}
+	v.statsLbl.SetText(fmt.Sprintf("%s%s · first token after %.2f s", speed, tokens, s.FirstTokenSeconds))
 	v.statsLbl.Show()
 	if s.ThoughtSeconds > 0 && v.Reasoning != "" {
 		v.setThought(time.Duration(s.ThoughtSeconds * float64(time.Second)))
