@@ -429,7 +429,7 @@ func (v *chatView) Delete(title string) error {
 
 func (v *chatView) addView(m chat.Message) *messageView {
 	env := messageEnv{copy: func(s string) { v.u.App.Clipboard().SetContent(s) }, do: v.u.do, version: v.switchVersion,
-		relayout: v.relayout}
+		relayout: v.relayout, scroller: func() *container.Scroll { return v.scroller }}
 	if m.Role != "assistant" {
 		env.edit = v.Edit
 	}

@@ -82,7 +82,10 @@ func newMemoryStep(w *wizard) *memoryStep {
 		widget.NewFormItem("Trunk (pinned layers + ring)", container.NewBorder(nil, nil, nil, trunkLbl, s.Trunk)),
 		widget.NewFormItem("Expert cache", container.NewBorder(nil, nil, nil, cacheLbl, s.Cache)),
 	)
-	s.view = scroll(container.NewVBox(intro, form, s.Note, s.Verdict, widget.NewCard("Memory plan", "what goes where", container.NewHScroll(s.PlanText))))
+	var outer *container.Scroll
+	plan := newSideScroll(s.PlanText, func() *container.Scroll { return outer }) // G14: the wheel scrolls the step
+	outer = container.NewVScroll(container.NewVBox(intro, form, s.Note, s.Verdict, widget.NewCard("Memory plan", "what goes where", plan)))
+	s.view = outer
 	// the sliders start at the setup's values, so the listeners' first
 	// call (when added) sees no change
 	if d := w.D; d.Preset == bridge.CustomPreset {

@@ -27,6 +27,9 @@ type messageEnv struct {
 	version func(mv *messageView, delta int)
 	// relayout lays the message out again after it changed shape
 	relayout func(mv *messageView)
+	// scroller is the conversation's scroll area (a wheel over a code block
+	// scrolls it)
+	scroller func() *container.Scroll
 }
 
 // messageView shows one message: the role, for the assistant a collapsible
@@ -456,7 +459,7 @@ func (v *messageView) blockObject(b block) fyne.CanvasObject {
 		cp = widget.NewButtonWithIcon("Copy", theme.ContentCopyIcon(), func() { v.copyText(cp, code) })
 		cp.Importance = widget.LowImportance
 		head := container.NewBorder(nil, nil, widget.NewLabelWithStyle(hl.Label, fyne.TextAlignLeading, fyne.TextStyle{Italic: true}), cp)
-		return container.NewStack(newBackground(theme.ColorNameInputBackground), container.NewVBox(head, container.NewHScroll(rt)))
+		return container.NewStack(newBackground(theme.ColorNameInputBackground), container.NewVBox(head, newSideScroll(rt, v.env.scroller)))
 	case tableBlock:
 		return tableObject(b.Text)
 	}
