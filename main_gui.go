@@ -2,7 +2,13 @@
 
 package main
 
-import "k3/ui/gui"
+import (
+	"k3/ui/cli"
+	"k3/ui/gui"
+)
 
 // openApp opens the desktop window: Fyne runs it on the main thread.
-func openApp() int { return gui.Open() }
+func openApp() int {
+	gui.Version = cli.Version
+	return gui.Open()
+}

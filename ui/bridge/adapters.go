@@ -1,6 +1,8 @@
 package bridge
 
 import (
+	"k3/ui/keys"
+
 	"context"
 
 	"k3/doctor"
@@ -25,6 +27,7 @@ func RealBackends(dataDir string) Backends {
 		NewChat:    NewChatFor,
 		MakeDemo:   MakeDemoModel,
 		DataDir:    dataDir,
+		Keyring:    keys.SystemKeyring(),
 	}
 }
 

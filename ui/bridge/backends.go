@@ -9,6 +9,7 @@ package bridge
 
 import (
 	"context"
+	"path/filepath"
 	"time"
 
 	"k3/doctor"
@@ -17,6 +18,7 @@ import (
 	"k3/engine/plan"
 	"k3/storage/hub"
 	"k3/storage/verify"
+	"k3/ui/keys"
 )
 
 // The app talks to the engine and the storage packages only through these
@@ -140,4 +142,12 @@ type Backends struct {
 	MakeDemo   DemoMaker
 	// DataDir holds conversations and the demo model.
 	DataDir string
+	// Keyring is the system keychain for the server's API key (nil: the
+	// key is kept in a file only the user can read, under DataDir).
+	Keyring keys.Keyring
+}
+
+// KeyStore is where the app keeps secrets.
+func (b Backends) KeyStore() keys.Store {
+	return keys.Store{Keyring: b.Keyring, Dir: filepath.Join(b.DataDir, "secrets")}
 }

@@ -194,10 +194,11 @@ func (c *engineChat) Turn(ctx context.Context, history []chat.Message, opt chat.
 			phase(on, p)
 		}
 	}
+	var eta PrefillETA
 	rep, err := c.sess.Turn(ctx, history[len(history)-1].Content, opt, func(ev engine.Event) {
 		switch ev.Kind {
 		case engine.EventPrefill:
-			setPhase(fmt.Sprintf("reading prompt %d/%d", ev.Done, ev.Total))
+			setPhase(eta.Phase(ev.Done, ev.Total, time.Now()))
 		case engine.EventReasoning:
 			setPhase("thinking")
 		case engine.EventAnswer:

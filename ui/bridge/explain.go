@@ -27,6 +27,7 @@ func Explain(err error) string {
 	var ne net.Error
 	var ue *UnreachableError
 	var fe *FolderError
+	var se *ServerError
 	first := strings.SplitN(err.Error(), "\n", 2)[0]
 	switch {
 	case errors.As(err, &fe):
@@ -35,6 +36,8 @@ func Explain(err error) string {
 		return fmt.Sprintf("k3 cannot reach the model hub (%s): %v. Check the network connection; k3 keeps trying.", ue.Host, ue.Err)
 	case errors.Is(err, context.Canceled):
 		return "Stopped. Nothing was lost: start again to continue where it stopped."
+	case errors.As(err, &se):
+		return se.explain()
 	case errors.As(err, &pe):
 		return "There is not enough memory for these settings: " + first +
 			". Lower the trunk or expert-cache slider, or pick a smaller preset (Setup wizard, step 4 Memory)."
@@ -63,7 +66,45 @@ func Explain(err error) string {
 	case errors.Is(err, os.ErrNotExist):
 		return "A file or folder is missing (" + first + "). Check that the folder is the right one, or download the checkpoint again."
 	case errors.As(err, &ne):
-		return "The network connection failed (" + first + "). Check the connection and press Resume: the download continues where it stopped."
+		return "The network connection failed (" + first + "). Check the connection and try again."
 	}
 	return "Something went wrong: " + first
+}
+
+// ServerError is an error from the server the app chats with (Settings
+// backend "server"): Explain words it for a server, not for a download.
+type ServerError struct {
+	URL string
+	Err error
+}
+
+func (e *ServerError) Error() string { return e.Err.Error() }
+func (e *ServerError) Unwrap() error { return e.Err }
+
+// serverErr wraps err (nil stays nil; a stop stays a stop).
+func serverErr(url string, err error) error {
+	if err == nil || errors.Is(err, context.Canceled) {
+		return err
+	}
+	var se *ServerError
+	if errors.As(err, &se) {
+		return err
+	}
+	return &ServerError{URL: url, Err: err}
+}
+
+// ExplainServer is Explain for an error from the server at url.
+func ExplainServer(url string, err error) string { return Explain(serverErr(url, err)) }
+
+func (e *ServerError) explain() string {
+	var op *net.OpError
+	var ne net.Error
+	switch {
+	case errors.As(e.Err, &op):
+		return fmt.Sprintf("Cannot reach the server at %s (%v). Is the server running? Check the address in k3 → Model location….", e.URL, op)
+	case errors.As(e.Err, &ne):
+		return fmt.Sprintf("Cannot reach the server at %s (%v). Is the server running? Check the address in k3 → Model location….", e.URL, ne)
+	}
+	first := strings.SplitN(e.Err.Error(), "\n", 2)[0]
+	return fmt.Sprintf("The server at %s: %s.", e.URL, strings.TrimSuffix(first, "."))
 }

@@ -60,7 +60,7 @@ func (r *remoteChat) Open(ctx context.Context, on func(engine.Event)) (ModelInfo
 	phase(on, "asking the server which models it serves")
 	id, err := r.c.Resolve(ctx)
 	if err != nil {
-		return ModelInfo{}, err
+		return ModelInfo{}, serverErr(r.c.BaseURL, err)
 	}
 	host := r.c.BaseURL
 	if u, err := url.Parse(r.c.BaseURL); err == nil {
@@ -79,6 +79,7 @@ func (r *remoteChat) Turn(ctx context.Context, history []chat.Message, opt chat.
 		return Reply{}, errors.New("the conversation must end with your message")
 	}
 	res, err := r.c.Turn(ctx, history, opt, on)
+	err = serverErr(r.c.BaseURL, err)
 	if res == nil {
 		return Reply{}, err
 	}

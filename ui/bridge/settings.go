@@ -6,6 +6,7 @@ import (
 	"k3/engine"
 	"k3/engine/chat"
 	"k3/tokenizer"
+	"k3/ui/keys"
 )
 
 // ChatOptions are a turn's options from the settings.
@@ -46,7 +47,7 @@ type Settings struct {
 	// Where the model runs: BackendLocal or BackendServer (remotechat.go).
 	Backend     string
 	ServerURL   string // OpenAI base URL, e.g. http://gpu-box:8000/v1
-	ServerKey   string // its API key, kept in the app's preferences
+	ServerKey   string // its API key: kept in the key store (LoadServerKey), never in the preferences
 	ServerModel string // model id from the server's /v1/models ("": the first)
 }
 
@@ -71,6 +72,7 @@ type Prefs interface {
 	String(key string) string
 	StringWithFallback(key, fallback string) string
 	SetString(key string, value string)
+	RemoveValue(key string)
 }
 
 // Preference keys of the app's notes, which the views bind
@@ -107,7 +109,7 @@ const (
 	kThreads     = "engine.threads"
 	kBackend     = "backend"
 	kServerURL   = "server.url"
-	kServerKey   = "server.key"
+	kServerKey   = "server.key" // only read, to move an older k3's key into the key store
 	kServerModel = "server.model"
 )
 
@@ -138,7 +140,6 @@ func LoadSettings(p Prefs) Settings {
 		Threads:     p.IntWithFallback(kThreads, d.Threads),
 		Backend:     p.String(kBackend),
 		ServerURL:   p.String(kServerURL),
-		ServerKey:   p.String(kServerKey),
 		ServerModel: p.String(kServerModel),
 	}
 }
@@ -167,7 +168,6 @@ func (s Settings) Save(p Prefs) {
 	p.SetInt(kThreads, s.Threads)
 	p.SetString(kBackend, s.Backend)
 	p.SetString(kServerURL, s.ServerURL)
-	p.SetString(kServerKey, s.ServerKey)
 	p.SetString(kServerModel, s.ServerModel)
 }
 
@@ -198,3 +198,23 @@ func (s *Settings) SetSetup(x Setup) {
 	s.ModelDir, s.Layers, s.Demo, s.TrunkDir, s.TrunkModel = x.ModelDir, x.Layers, x.Demo, x.TrunkDir, x.TrunkModel
 	s.TrunkCompress, s.Preset, s.TrunkGB, s.CacheGB = x.TrunkCompress, x.Preset, x.TrunkGB, x.CacheGB
 }
+
+// ServerKeyName is the server's API key's name in the key store.
+const ServerKeyName = "server-api-key"
+
+// LoadServerKey returns the server's API key from ks. A key an older k3
+// kept in plain text in the preferences is moved into ks first and removed
+// from the preferences.
+func LoadServerKey(p Prefs, ks keys.Store) (string, error) {
+	if old := p.String(kServerKey); old != "" {
+		if err := ks.Set(ServerKeyName, old); err != nil {
+			return old, err // kept where it was until it can be moved
+		}
+		p.RemoveValue(kServerKey)
+		return old, nil
+	}
+	return ks.Get(ServerKeyName)
+}
+
+// SaveServerKey keeps the server's API key in ks ("" removes it).
+func SaveServerKey(ks keys.Store, key string) error { return ks.Set(ServerKeyName, key) }

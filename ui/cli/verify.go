@@ -64,7 +64,7 @@ func runVerify(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "hashing: %s of %s (%s)\n", units.Bytes(done), units.Bytes(total), units.PerSec(float64(done)/max(el, 1e-9)))
 		}
 	}
-	rep, err := verify.Check(ctx, dir, opt)
+	rep, err := verify.CheckFolder(ctx, dir, opt) // the same check as the app's Verify
 	if err != nil {
 		if ctx.Err() != nil {
 			fmt.Fprintln(stderr, "k3 verify: interrupted")

@@ -62,3 +62,26 @@ func (l *flowLayout) Layout(objs []fyne.CanvasObject, size fyne.Size) {
 	}
 	l.rows = rows
 }
+
+// fixedWidth lays its objects out at the size it is given and asks for
+// exactly Width (the height is the objects' own), so what they show can
+// never move what is beside it: the Engine panel's changing lines used to
+// widen it and push the chat column, Send and Stop sideways.
+type fixedWidth struct{ Width float32 }
+
+func (l fixedWidth) MinSize(objs []fyne.CanvasObject) fyne.Size {
+	var h float32
+	for _, o := range objs {
+		if o.Visible() {
+			h = max(h, o.MinSize().Height)
+		}
+	}
+	return fyne.NewSize(l.Width, h)
+}
+
+func (l fixedWidth) Layout(objs []fyne.CanvasObject, size fyne.Size) {
+	for _, o := range objs {
+		o.Move(fyne.Position{})
+		o.Resize(size)
+	}
+}

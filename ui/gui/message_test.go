@@ -155,6 +155,8 @@ func findCode(o fyne.CanvasObject) *widget.RichText {
 		}
 	case *container.Scroll:
 		return findCode(x.Content)
+	case *sideScroll:
+		return findCode(x.Content)
 	}
 	return nil
 }

@@ -210,6 +210,8 @@ func TestServePanelToggle(t *testing.T) {
 		ec, err := u.localEngine()
 		require.NoError(t, err)
 		url = ec.ServerURL()
+		// G13: the main window says the model is served
+		assert.Equal(t, "loaded · serving at "+url, u.Chat.Picker.State.Text)
 	})
 	resp, err := http.Get(strings.TrimSuffix(url, "/v1") + "/health")
 	require.NoError(t, err)
@@ -217,7 +219,10 @@ func TestServePanelToggle(t *testing.T) {
 	assert.Equal(t, 200, resp.StatusCode)
 	ui(func() { test.Tap(p.Toggle) })
 	waitFor(t, "stopped", func() bool { return p.Status.Text == "Stopped." })
-	ui(func() { assert.Equal(t, "Start serving", p.Toggle.Text) })
+	ui(func() {
+		assert.Equal(t, "Start serving", p.Toggle.Text)
+		assert.NotContains(t, u.Chat.Picker.State.Text, "serving")
+	})
 
 	// on a server backend the panel says why it cannot serve
 	ui(func() {

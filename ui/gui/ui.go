@@ -27,6 +27,14 @@ type appUI struct {
 // newAppUI builds the views. Call Start to show the first one.
 func newAppUI(a fyne.App, w fyne.Window, b bridge.Backends) *appUI {
 	u := &appUI{App: a, Win: w, B: b, S: bridge.LoadSettings(a.Preferences()), N: bindNotes(a.Preferences()), do: fyne.Do}
+	if c := u.themeChoice(); c != themeSystem {
+		u.SetTheme(c)
+	}
+	key, err := bridge.LoadServerKey(a.Preferences(), b.KeyStore())
+	u.S.ServerKey = key
+	if err != nil {
+		fyne.LogError("the server's API key", err)
+	}
 	return u
 }
 
@@ -75,6 +83,8 @@ func (u *appUI) menu() *fyne.MainMenu {
 				}
 			}),
 		),
+		u.viewMenu(),
+		u.helpMenu(),
 	)
 }
 
@@ -94,8 +104,13 @@ func (u *appUI) Quit() {
 	u.App.Quit()
 }
 
-// SaveSettings persists the settings.
-func (u *appUI) SaveSettings() { u.S.Save(u.App.Preferences()) }
+// SaveSettings persists the settings; the server's API key goes to the key
+// store (the system keychain, or a file only the user can read), never to
+// the preferences.
+func (u *appUI) SaveSettings() error {
+	u.S.Save(u.App.Preferences())
+	return bridge.SaveServerKey(u.B.KeyStore(), u.S.ServerKey)
+}
 
 // ShowWizard shows the setup wizard from its first step. The chat (and a
 // reply it is writing) goes on behind it, on the model in use.

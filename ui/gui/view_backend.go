@@ -96,7 +96,7 @@ func (f *BackendForm) findModels() {
 		f.do(func() {
 			f.Find.Enable()
 			if err != nil {
-				f.Status.SetText(bridge.Explain(err))
+				f.Status.SetText(bridge.ExplainServer(c.BaseURL, err))
 				return
 			}
 			f.Model.Options = ids
@@ -145,7 +145,9 @@ func (u *appUI) showBackendSettings() {
 			dialog.ShowInformation("Not saved", err.Error(), u.Win)
 			return
 		}
-		u.SaveSettings()
+		if err := u.SaveSettings(); err != nil {
+			dialog.ShowInformation("The API key was not saved", bridge.Explain(err), u.Win)
+		}
 		changed := before.Backend != u.S.Backend || before.ServerURL != u.S.ServerURL ||
 			before.ServerKey != u.S.ServerKey || before.ServerModel != u.S.ServerModel
 		if changed && u.Chat != nil {

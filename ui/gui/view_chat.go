@@ -13,6 +13,7 @@ import (
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/container"
 	"fyne.io/fyne/v2/dialog"
+	"fyne.io/fyne/v2/driver/desktop"
 	"fyne.io/fyne/v2/theme"
 	"fyne.io/fyne/v2/widget"
 
@@ -49,12 +50,21 @@ type chatView struct {
 	StopBt    *widget.Button
 	RegenBt   *widget.Button
 	CancelBt  *widget.Button // cancels an edit in progress
+	ExportBt  *widget.Button
 	Thinking  *widget.Check
 	Effort    *widget.Select
 	ContextLb *widget.Label
 	Phase     *widget.Label
 	Notice    *widget.Label
-	Gauges    *gaugesView
+	// Estimate is the wait to plan with before sending on a slow machine
+	Estimate *widget.Label
+	// CapLb shows the reply length cap
+	CapLb  *widget.Label
+	Gauges *gaugesView
+	// Picker is the chat header: the model, its state, the switch
+	Picker *modelPicker
+	// GaugesPanel is the Engine panel at the right, of a fixed width
+	GaugesPanel *fyne.Container
 
 	engine        bridge.ChatEngine
 	Info          *bridge.ModelInfo
@@ -88,6 +98,12 @@ func newChatView(u *appUI) *chatView {
 		}
 	}
 	v.Convs.Search = v.store.Search
+	v.Convs.Refuse = func() string {
+		if v.Busy {
+			return "A reply is being written: wait for it (or press Stop), then delete."
+		}
+		return ""
+	}
 
 	v.store.SweepLocks()
 	v.Msgs = container.NewVBox()
@@ -95,7 +111,9 @@ func newChatView(u *appUI) *chatView {
 	v.Entry = newChatEntry()
 	v.Entry.SetMinRowsVisible(3)
 	v.Entry.OnSend = v.SendEntry
-	v.Entry.OnStop = v.Stop
+	v.Entry.OnStop = v.escape
+	v.Entry.OnTab = func() { u.Win.Canvas().FocusNext() }
+	v.Entry.OnShortcut = v.shortcut
 	v.SendBt = widget.NewButtonWithIcon("Send", theme.MailSendIcon(), v.SendEntry)
 	v.SendBt.Importance = widget.HighImportance
 	v.StopBt = widget.NewButtonWithIcon("Stop", theme.MediaStopIcon(), v.Stop)
@@ -113,21 +131,37 @@ func newChatView(u *appUI) *chatView {
 		v.saveOptions()
 	})
 	settingsBt := widget.NewButtonWithIcon("Settings…", theme.SettingsIcon(), v.showChatSettings)
-	exportBt := widget.NewButtonWithIcon("Export…", theme.DocumentSaveIcon(), v.Export)
+	v.ExportBt = widget.NewButtonWithIcon("Export…", theme.DocumentSaveIcon(), v.Export)
 	v.ContextLb = widget.NewLabel("")
 	v.ContextLb.Importance = widget.LowImportance
 	v.Phase = widget.NewLabel("")
 	v.Phase.Truncation = fyne.TextTruncateEllipsis
 	v.Notice = wrapLabel("")
 	v.Notice.Importance = widget.WarningImportance
+	v.Estimate = wrapLabel("")
+	v.Estimate.Hide()
+	v.CapLb = widget.NewLabel("")
+	v.CapLb.Importance = widget.LowImportance
 	v.Gauges = newGaugesView()
 
-	tools := newFlow(v.Thinking, container.NewHBox(widget.NewLabel("effort"), v.Effort), settingsBt, v.RegenBt, exportBt, v.ContextLb)
+	tools := newFlow(v.Thinking, container.NewHBox(widget.NewLabel("effort"), v.Effort), settingsBt, v.RegenBt, v.ExportBt, v.CapLb, v.ContextLb)
 	inputRow := container.NewBorder(nil, nil, nil, container.NewVBox(v.SendBt, v.StopBt, v.CancelBt), v.Entry)
-	bottom := container.NewVBox(v.Notice, v.Phase, tools, inputRow)
-	center := container.NewBorder(nil, bottom, nil, nil, v.scroller)
-	right := container.NewVScroll(container.NewPadded(v.Gauges.Root))
-	right.SetMinSize(fyne.NewSize(290, 0))
+	bottom := container.NewVBox(v.Notice, v.Estimate, v.Phase, tools, inputRow)
+	v.Picker = newModelPicker(v)
+	center := container.NewBorder(v.Picker.Root, bottom, nil, nil, v.scroller)
+	gsc := container.NewVScroll(container.NewPadded(v.Gauges.Root))
+	right := container.New(fixedWidth{Width: gaugesWidth}, gsc)
+	v.Gauges.relayout = func() {
+		// a wrapped line that gained or lost a row moves what is under it
+		gsc.Refresh()
+		if c, ok := v.Gauges.Root.(*fyne.Container); ok {
+			c.Refresh()
+		}
+	}
+	v.GaugesPanel = right
+	if !u.gaugesShown() {
+		right.Hide()
+	}
 	left := container.NewPadded(v.Convs.Root)
 	split := container.NewHSplit(left, container.NewBorder(nil, nil, nil, right, center))
 	split.Offset = 0.2
@@ -139,11 +173,75 @@ func newChatView(u *appUI) *chatView {
 	}
 	u.Win.Canvas().SetOnTypedKey(func(k *fyne.KeyEvent) {
 		if k.Name == fyne.KeyEscape {
-			v.Stop()
+			v.escape()
 		}
 	})
+	for _, sc := range []*desktop.CustomShortcut{{KeyName: fyne.KeyN, Modifier: fyne.KeyModifierShortcutDefault},
+		{KeyName: fyne.KeyF, Modifier: fyne.KeyModifierShortcutDefault}} {
+		u.Win.Canvas().AddShortcut(sc, func(s fyne.Shortcut) { v.shortcut(s) })
+	}
 	v.refreshButtons()
 	return v
+}
+
+// showEstimate shows, before sending on a slow machine, the wait to plan
+// with: from the speed this machine measured on the last reply (this
+// turn's, else the conversation's last saved one).
+func (v *chatView) showEstimate() {
+	g := v.Gauges.G
+	spt, ttft := g.SecPerToken, g.TTFT
+	if g.Tokens == 0 && g.Saved != nil {
+		spt, ttft = g.Saved.SecondsPerToken, g.Saved.FirstTokenSeconds
+	}
+	setNote(v.Estimate, "")
+	if !v.Busy {
+		setNote(v.Estimate, bridge.Estimate(spt, ttft, v.Opts.MaxTokens))
+	}
+}
+
+// showGauges shows or hides the Engine panel.
+func (v *chatView) showGauges(on bool) {
+	if on {
+		v.GaugesPanel.Show()
+	} else {
+		v.GaugesPanel.Hide()
+	}
+	if r, ok := v.Root.(*container.Split); ok {
+		r.Refresh()
+	}
+}
+
+// gaugesWidth is the Engine panel's width: fixed, so the chat column and
+// its buttons stay where they are whatever the panel shows.
+const gaugesWidth = 290
+
+// escape is Esc: it closes the dialog on top, else stops the reply (a
+// dialog open during a reply is closed, the reply goes on).
+func (v *chatView) escape() {
+	if top := v.u.Win.Canvas().Overlays().Top(); top != nil {
+		top.Hide()
+		v.u.Win.Canvas().Overlays().Remove(top)
+		return
+	}
+	v.Stop()
+}
+
+// shortcut runs Ctrl+N (a new conversation) and Ctrl+F (search the
+// conversations); it reports whether s was one of them.
+func (v *chatView) shortcut(s fyne.Shortcut) bool {
+	cs, ok := s.(*desktop.CustomShortcut)
+	if !ok || cs.Modifier != fyne.KeyModifierShortcutDefault {
+		return false
+	}
+	switch cs.KeyName {
+	case fyne.KeyN:
+		v.NewConversation()
+	case fyne.KeyF:
+		v.u.Win.Canvas().Focus(v.Convs.Query)
+	default:
+		return false
+	}
+	return true
 }
 
 // Focus puts the cursor in the message box.
@@ -289,6 +387,7 @@ func (v *chatView) NewConversation() {
 	}
 	v.Current, v.History = "", nil
 	v.reload(t)
+	v.Focus() // ready to type, as in every chat app
 }
 
 // Rename renames a conversation.
@@ -329,7 +428,8 @@ func (v *chatView) Delete(title string) error {
 }
 
 func (v *chatView) addView(m chat.Message) *messageView {
-	env := messageEnv{copy: func(s string) { v.u.App.Clipboard().SetContent(s) }, do: v.u.do, version: v.switchVersion}
+	env := messageEnv{copy: func(s string) { v.u.App.Clipboard().SetContent(s) }, do: v.u.do, version: v.switchVersion,
+		relayout: v.relayout, scroller: func() *container.Scroll { return v.scroller }}
 	if m.Role != "assistant" {
 		env.edit = v.Edit
 	}
@@ -337,6 +437,20 @@ func (v *chatView) addView(m chat.Message) *messageView {
 	v.Views = append(v.Views, mv)
 	v.Msgs.Add(mv.Root)
 	return mv
+}
+
+// relayout lays the conversation out again after mv changed shape (its
+// thinking grew or folded, a note or its numbers appeared). The desktop
+// driver does so only on the next frame, and after the last change of a
+// stopped reply no frame came: its numbers stayed drawn over its thinking
+// (and the next messages over both) until something else moved. Twice,
+// because wrapped text knows its height only once it has its width.
+func (v *chatView) relayout(mv *messageView) {
+	for range 2 {
+		v.scroller.Refresh() // the list gets its new minimum size
+		v.Msgs.Layout.Layout(v.Msgs.Objects, v.Msgs.Size())
+		mv.Root.Refresh()
+	}
 }
 
 func (v *chatView) save() {
@@ -416,6 +530,9 @@ func (v *chatView) refreshButtons() {
 		last = v.History[n-1].Role
 	}
 	set(v.RegenBt, !v.Busy && (last == "assistant" || last == "user"))
+	v.CapLb.SetText(fmt.Sprintf("replies up to %d tokens", v.Opts.MaxTokens))
+	v.showEstimate()
+	set(v.ExportBt, slices.ContainsFunc(v.History, func(m chat.Message) bool { return m.Role != "system" }))
 	if last == "user" && !v.Busy {
 		v.RegenBt.SetText("Retry")
 	} else {
@@ -707,6 +824,7 @@ func (v *chatView) startTurn(opt chat.Options) {
 			u.do(func() {
 				v.Info = &info
 				v.Gauges.SetModel(info)
+				v.Picker.Refresh()
 			})
 		}
 		if err == nil {
@@ -723,6 +841,7 @@ func (v *chatView) startTurn(opt chat.Options) {
 
 func (v *chatView) finishTurn(reply *messageView, rep bridge.Reply, err error) {
 	v.Busy, v.cancel, v.stopping, v.reply = false, nil, false, nil
+	v.Notice.SetText("") // "wait for the reply…" notices are out of date now
 	fork := v.fork
 	v.fork = nil
 	if v.quitting {
@@ -752,7 +871,6 @@ func (v *chatView) finishTurn(reply *messageView, rep bridge.Reply, err error) {
 	msg.Role = "assistant"
 	msg.Stats = v.replyStats(reply)
 	reply.SetFinal(msg)
-	reply.SetStats(msg.Stats)
 	v.History = append(v.History, msg)
 	if fork != nil {
 		v.History = fork.Attach(v.History)
@@ -822,7 +940,7 @@ func (v *chatView) Export() {
 			v.Notice.SetText("The conversation could not be exported: " + bridge.Explain(err))
 			return
 		}
-		v.Phase.SetText("exported to " + w.URI().Path())
+		v.Phase.SetText("exported: " + filepath.Base(w.URI().Path())) // G29: the name, not a cut-off path
 	}, v.u.Win)
 	d.SetFileName(v.Current + ".md")
 	d.Show()
@@ -835,6 +953,9 @@ func (v *chatView) ResetEngine() {
 	e := v.engine
 	v.engine, v.Info = nil, nil
 	v.Gauges.SetModel(bridge.ModelInfo{})
+	if v.Picker != nil {
+		v.Picker.Refresh()
+	}
 	if e != nil {
 		idle := v.idle
 		go func() {

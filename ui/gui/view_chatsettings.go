@@ -71,6 +71,18 @@ func newSettingsForm(system string, o bridge.ConvOptions) *settingsForm {
 	f.TopK = intField(o.TopK, "Top-k", 0, 1<<20)
 	f.Seed = intField(int(o.Seed), "Seed", 0, 1<<31-1)
 	f.MaxTokens = intField(o.MaxTokens, "Max tokens", 1, 1<<20)
+	// G11: greedy decoding ignores the sampling fields: they are off then
+	sampling := func(greedy bool) {
+		for _, e := range []*widget.Entry{f.Temperature, f.TopP, f.TopK} {
+			if greedy {
+				e.Disable()
+			} else {
+				e.Enable()
+			}
+		}
+	}
+	f.Greedy.OnChanged = sampling
+	sampling(o.Greedy)
 	f.Items = []*widget.FormItem{
 		widget.NewFormItem("System prompt", f.System),
 		widget.NewFormItem("", f.Greedy),

@@ -21,12 +21,15 @@ type convList struct {
 	Titles   binding.StringList
 	Selected string
 	Query    *widget.Entry
+	NoMatch  *widget.Label // "No conversation matches." under a search that found nothing
 
 	NewBt, RenameBt, DeleteBt *widget.Button
 	OnSelect                  func(title string)
 	OnNew                     func()
 	OnRename                  func(from, to string)
 	OnDelete                  func(title string)
+	// Refuse, when set, says why nothing can be deleted now ("" when it can)
+	Refuse func() string
 	// Search returns the titles matching a query (all for "").
 	Search func(query string) ([]string, error)
 	win    fyne.Window
@@ -65,7 +68,10 @@ func newConvList(win fyne.Window) *convList {
 	v.DeleteBt = widget.NewButtonWithIcon("", theme.DeleteIcon(), v.askDelete)
 	bar := container.NewBorder(nil, nil, nil, container.NewHBox(v.RenameBt, v.DeleteBt), v.NewBt)
 	head := container.NewVBox(widget.NewLabelWithStyle("Conversations", fyne.TextAlignLeading, fyne.TextStyle{Bold: true}), bar, v.Query)
-	v.Root = container.NewBorder(head, nil, nil, nil, v.List)
+	v.NoMatch = widget.NewLabel("No conversation matches.")
+	v.NoMatch.Importance = widget.LowImportance
+	v.NoMatch.Hide()
+	v.Root = container.NewBorder(container.NewVBox(head, v.NoMatch), nil, nil, nil, v.List)
 	return v
 }
 
@@ -83,6 +89,11 @@ func (v *convList) filter() {
 		}
 	}
 	_ = v.Titles.Set(slices.Clone(shown))
+	if v.Query.Text != "" && len(shown) == 0 {
+		v.NoMatch.Show() // G21: a search with no match says so
+	} else {
+		v.NoMatch.Hide()
+	}
 	v.Highlight(v.Selected)
 }
 
@@ -126,6 +137,12 @@ func (v *convList) askDelete() {
 		return
 	}
 	title := v.Selected
+	if v.Refuse != nil {
+		if why := v.Refuse(); why != "" {
+			dialog.ShowInformation("Delete conversation", why, v.win)
+			return
+		}
+	}
 	dialog.ShowConfirm("Delete conversation", "Delete “"+title+"”? Its history file is removed.", func(ok bool) {
 		if ok && v.OnDelete != nil {
 			v.OnDelete(title)

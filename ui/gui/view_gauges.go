@@ -37,6 +37,9 @@ type gaugesView struct {
 	G bridge.Gauges
 
 	memPlot *fyne.Container
+	// relayout lays the panel out again after its text changed (set by
+	// the chat)
+	relayout func()
 }
 
 // newGaugesView builds the panel.
@@ -52,7 +55,7 @@ func newGaugesView() *gaugesView {
 	v.OverPlan = wrapLabel("")
 	v.OverPlan.Importance = widget.WarningImportance
 	v.OverPlan.Hide()
-	v.Reads = widget.NewLabel("")
+	v.Reads = wrapLabel("")
 	v.IOShare = widget.NewProgressBar()
 	v.IOShare.TextFormatter = func() string { return fmt.Sprintf("waiting for disk %.0f%% of the time", v.IOShare.Value*100) }
 	v.Hits = widget.NewProgressBar()
@@ -62,17 +65,17 @@ func newGaugesView() *gaugesView {
 		}
 		return fmt.Sprintf("expert cache hits %.0f%%", v.Hits.Value*100)
 	}
-	v.Speed = widget.NewLabel("")
+	v.Speed = wrapLabel("")
 	v.SpeedPlot = newSparkline(theme.ColorNamePrimary, func(x float64) string { return trimFloat(x) + " s" })
 	v.MemPlot = newSparkline(theme.ColorNameSuccess, func(x float64) string { return units.Bytes(int64(x)) })
 	title := widget.NewLabelWithStyle("Engine", fyne.TextAlignLeading, fyne.TextStyle{Bold: true})
 	v.Local = container.NewVBox(widget.NewLabel("Memory"), v.Mem, v.MemText, v.OverPlan,
 		widget.NewLabel("Disk reads"), v.Reads, v.IOShare, v.Hits)
-	memPlot := container.NewVBox(widget.NewLabel("Memory in use (last 5 min)"), v.MemPlot)
+	memPlot := container.NewVBox(wrapLabel("Memory in use (last 5 min)"), v.MemPlot)
 	v.Root = container.NewVBox(title, v.Model, v.Demo, widget.NewSeparator(),
 		v.Local,
 		widget.NewSeparator(), v.Speed,
-		widget.NewLabel("Seconds per token (last 5 min)"), v.SpeedPlot,
+		wrapLabel("Seconds per token (last 5 min)"), v.SpeedPlot,
 		memPlot)
 	v.memPlot = memPlot
 	v.Set(bridge.Gauges{})
@@ -84,7 +87,10 @@ func (v *gaugesView) SetModel(info bridge.ModelInfo) {
 	if info.Name == "" {
 		v.Model.SetText("No model loaded yet: it loads with the first message.")
 	} else {
-		v.Model.SetText(fmt.Sprintf("%s, %d layers", info.Name, info.Layers))
+		v.Model.SetText(info.Name)
+		if info.Layers > 0 { // a server does not say (G12: "0 layers")
+			v.Model.SetText(fmt.Sprintf("%s, %d layers", info.Name, info.Layers))
+		}
 	}
 	if info.Remote {
 		v.Local.Hide()
@@ -111,7 +117,14 @@ func (v *gaugesView) Set(g bridge.Gauges) {
 	if g.Available > 0 {
 		v.Mem.SetValue(min(float64(g.RSS)/float64(g.Available), 1))
 	}
-	v.MemText.SetText(fmt.Sprintf("in use %s (peak %s)\nplan %s, available %s", units.Bytes(g.RSS), units.Bytes(g.PeakRSS), units.Bytes(g.Budget), units.Bytes(g.Available)))
+	// G22: nothing measured yet reads as such, not "0.00 B"
+	b := func(n int64) string {
+		if n <= 0 {
+			return "—"
+		}
+		return units.Bytes(n)
+	}
+	v.MemText.SetText(fmt.Sprintf("in use %s (peak %s)\nplan %s, available %s", b(g.RSS), b(g.PeakRSS), b(g.Budget), b(g.Available)))
 	if g.Budget > 0 && g.RSS > g.Budget {
 		v.OverPlan.SetText(fmt.Sprintf("In use is %s above the plan (%.0f%% more): the plan does not count everything this process holds.",
 			units.Bytes(g.RSS-g.Budget), 100*float64(g.RSS-g.Budget)/float64(g.Budget)))
@@ -144,6 +157,9 @@ func (v *gaugesView) Set(g bridge.Gauges) {
 	now := time.Now()
 	v.SpeedPlot.SetPoints(g.Speed, now)
 	v.MemPlot.SetPoints(g.Memory, now)
+	if v.relayout != nil {
+		v.relayout()
+	}
 }
 
 // perToken is a speed people read: tokens per second for fast models,

@@ -188,7 +188,7 @@ func describeReport(r *doctor.Report) string {
 		b.WriteString("**This machine cannot run the full model as it is.** The demo model still works.\n\n")
 	}
 	for _, x := range r.Problems {
-		fmt.Fprintf(&b, "- Problem: %s\n", appWords(x))
+		fmt.Fprintf(&b, "- Problem: %s\n", fullStop(appWords(x)))
 	}
 	for _, x := range r.Warnings {
 		fmt.Fprintf(&b, "- Note: %s\n", appWords(x))
@@ -204,3 +204,12 @@ var appWords = strings.NewReplacer(
 	"--trunk-gb/--cache-gb", "the memory sliders (step 4)",
 	"--preset", "preset",
 ).Replace
+
+// fullStop ends a sentence with a full stop (G26).
+func fullStop(s string) string {
+	s = strings.TrimSpace(s)
+	if s == "" || strings.HasSuffix(s, ".") || strings.HasSuffix(s, "!") || strings.HasSuffix(s, "?") {
+		return s
+	}
+	return s + "."
+}

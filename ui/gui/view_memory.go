@@ -82,7 +82,10 @@ func newMemoryStep(w *wizard) *memoryStep {
 		widget.NewFormItem("Trunk (pinned layers + ring)", container.NewBorder(nil, nil, nil, trunkLbl, s.Trunk)),
 		widget.NewFormItem("Expert cache", container.NewBorder(nil, nil, nil, cacheLbl, s.Cache)),
 	)
-	s.view = scroll(container.NewVBox(intro, form, s.Note, s.Verdict, widget.NewCard("Memory plan", "what goes where", container.NewHScroll(s.PlanText))))
+	var outer *container.Scroll
+	plan := newSideScroll(s.PlanText, func() *container.Scroll { return outer }) // G14: the wheel scrolls the step
+	outer = container.NewVScroll(container.NewVBox(intro, form, s.Note, s.Verdict, widget.NewCard("Memory plan", "what goes where", plan)))
+	s.view = outer
 	// the sliders start at the setup's values, so the listeners' first
 	// call (when added) sees no change
 	if d := w.D; d.Preset == bridge.CustomPreset {
@@ -141,6 +144,11 @@ func (s *memoryStep) presetChosen(name string) {
 		t, c := b.TrunkGB, b.CacheGB
 		d.TrunkGB, d.CacheGB = t, c
 		s.setSliders(t, c)
+		if s.mem != nil {
+			if have := float64(s.mem.TotalBytes) / plan.GB; t+c > have {
+				s.PresetNote.SetText(presetNotes[name] + fmt.Sprintf(" This preset needs about %.0f GB for the trunk and the expert cache alone; this machine has %.0f GB.", t+c, have))
+			}
+		}
 	}
 	s.Replan()
 }
@@ -154,8 +162,12 @@ func (s *memoryStep) slid(f binding.Float, which int) {
 	if d.Preset != bridge.CustomPreset {
 		b := bridge.PresetBudget(d.Preset, s.mem)
 		pt, pc := b.TrunkGB, b.CacheGB
-		if math.Abs([]float64{pt, pc}[which]-v) <= sliderStep/2+1e-9 {
+		want, top := []float64{pt, pc}[which], []float64{s.Trunk.Max, s.Cache.Max}[which]
+		if math.Abs(want-v) <= sliderStep/2+1e-9 {
 			return
+		}
+		if want > top && math.Abs(v-top) <= sliderStep/2+1e-9 {
+			return // the slider stops at the machine's memory: the preset is still the one chosen (G9)
 		}
 		d.Preset = bridge.CustomPreset
 		s.Preset.SetSelected(bridge.CustomPreset)

@@ -25,6 +25,11 @@ type messageEnv struct {
 	edit func(*messageView)
 	// version switches to the previous (-1) or next (+1) version
 	version func(mv *messageView, delta int)
+	// relayout lays the message out again after it changed shape
+	relayout func(mv *messageView)
+	// scroller is the conversation's scroll area (a wheel over a code block
+	// scrolls it)
+	scroller func() *container.Scroll
 }
 
 // messageView shows one message: the role, for the assistant a collapsible
@@ -235,15 +240,28 @@ func (v *messageView) SetStats(s *chat.ReplyStats) {
 	default:
 		speed = fmt.Sprintf("%.1f s/token · ", s.SecondsPerToken)
 	}
-	v.statsLbl.SetText(fmt.Sprintf("%s%d tokens · first token after %.2f s", speed, s.Tokens, s.FirstTokenSeconds))
+	tokens := fmt.Sprintf("%d tokens", s.Tokens)
+	if s.Tokens == 1 {
+		tokens = "1 token"
+	}
+	v.statsLbl.SetText(fmt.Sprintf("%s%s · first token after %.2f s", speed, tokens, s.FirstTokenSeconds))
 	v.statsLbl.Show()
 	if s.ThoughtSeconds > 0 && v.Reasoning != "" {
 		v.setThought(time.Duration(s.ThoughtSeconds * float64(time.Second)))
 	}
 }
 
-// SetFinal replaces the text with the final message.
+// relayout lays the message (and what follows it) out again.
+func (v *messageView) relayout() {
+	if v.env.relayout != nil {
+		v.env.relayout(v)
+	}
+}
+
+// SetFinal replaces the text with the final message, its cut and its
+// numbers, and lays it out again.
 func (v *messageView) SetFinal(m chat.Message) {
+	defer v.relayout()
 	if m.ReasoningContent != v.Reasoning || m.Content != v.Answer {
 		v.Reasoning, v.Answer, v.done, v.thinkDone = "", "", 0, 0
 		v.thinkBox.Objects = nil
@@ -255,8 +273,11 @@ func (v *messageView) SetFinal(m chat.Message) {
 	}
 	if m.ReasoningContent == "" {
 		v.think.Hide()
+	} else if m.Content == "" && !v.started.IsZero() && v.thinkEnd.IsZero() {
+		v.setThought(time.Since(v.started)) // stopped while thinking
 	}
 	v.SetCut(m.Cut)
+	v.SetStats(m.Stats)
 }
 
 // SetCut shows why a reply is incomplete.
@@ -264,7 +285,11 @@ func (v *messageView) SetCut(cut chat.Cut) {
 	v.Cut = cut
 	switch cut {
 	case chat.CutStopped:
-		v.cutLbl.SetText("(stopped — the partial reply is kept)")
+		if v.Answer == "" && v.Reasoning == "" {
+			v.cutLbl.SetText("(stopped before anything was written)")
+		} else {
+			v.cutLbl.SetText("(stopped — the partial reply is kept)")
+		}
 		v.cutLbl.Show()
 	case chat.CutTurnCap:
 		v.cutLbl.SetText("(reached the reply length limit — raise it in Settings… and press Regenerate)")
@@ -434,11 +459,11 @@ func (v *messageView) blockObject(b block) fyne.CanvasObject {
 		cp = widget.NewButtonWithIcon("Copy", theme.ContentCopyIcon(), func() { v.copyText(cp, code) })
 		cp.Importance = widget.LowImportance
 		head := container.NewBorder(nil, nil, widget.NewLabelWithStyle(hl.Label, fyne.TextAlignLeading, fyne.TextStyle{Italic: true}), cp)
-		return container.NewStack(newBackground(theme.ColorNameInputBackground), container.NewVBox(head, container.NewHScroll(rt)))
+		return container.NewStack(newBackground(theme.ColorNameInputBackground), container.NewVBox(head, newSideScroll(rt, v.env.scroller)))
 	case tableBlock:
 		return tableObject(b.Text)
 	}
-	rt := widget.NewRichTextFromMarkdown(b.Text)
+	rt := widget.NewRichText(markdownSegments(b.Text)...)
 	rt.Wrapping = fyne.TextWrapWord
 	return rt
 }
@@ -508,7 +533,7 @@ func tableObject(md string) fyne.CanvasObject {
 			if i == 0 && text != "" {
 				text = "**" + text + "**"
 			}
-			rt := widget.NewRichTextFromMarkdown(text)
+			rt := widget.NewRichText(markdownSegments(text)...)
 			rt.Wrapping = fyne.TextWrapWord
 			cells = append(cells, rt)
 		}

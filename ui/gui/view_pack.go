@@ -106,13 +106,29 @@ func (s *packStep) View() fyne.CanvasObject { return s.view }
 // suggestTrunkDir picks the measured disk with the fastest sequential reads
 // that has room for need bytes (plus 5%), and the model's folder on it. It
 // returns "" when no disk has room.
-func suggestTrunkDir(r *doctor.Report, need int64, modelDir string) (dir, why string) {
+//
+// A measured path inside the app's own folder (appDir: the demo model's
+// folder is one of the paths measured) is suggested only when no other
+// disk has room: measurement noise made it win over the home folder on the
+// same disk (G10).
+func suggestTrunkDir(r *doctor.Report, need int64, modelDir, appDir string) (dir, why string) {
 	if r == nil {
 		return "", ""
 	}
+	inApp := func(p string) bool {
+		rel, err := filepath.Rel(appDir, p)
+		return appDir != "" && err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
+	}
+	if dir, why = suggestFrom(r, need, modelDir, func(p string) bool { return !inApp(p) }); dir != "" {
+		return dir, why
+	}
+	return suggestFrom(r, need, modelDir, func(string) bool { return true })
+}
+
+func suggestFrom(r *doctor.Report, need int64, modelDir string, ok func(string) bool) (dir, why string) {
 	best := -1.0
 	for _, d := range r.Disks {
-		if float64(d.FreeBytes) < float64(need)*1.05 {
+		if float64(d.FreeBytes) < float64(need)*1.05 || !ok(d.Path) {
 			continue
 		}
 		speed := 0.0
@@ -151,7 +167,7 @@ func (s *packStep) Enter() {
 		case d.TrunkDir != "" && d.TrunkModel == d.ModelDir:
 			s.Dir.SetText(d.TrunkDir)
 		default:
-			if dir, why := suggestTrunkDir(s.w.Machine.Report, need, d.ModelDir); dir != "" {
+			if dir, why := suggestTrunkDir(s.w.Machine.Report, need, d.ModelDir, u.B.DataDir); dir != "" {
 				s.Dir.SetText(dir)
 				info += " " + strings.ToUpper(why[:1]) + why[1:] + "."
 			} else if d.ModelDir != "" {

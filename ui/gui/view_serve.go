@@ -84,6 +84,9 @@ func (p *ServePanel) running() string {
 }
 
 func (p *ServePanel) refresh() {
+	if p.u.Chat != nil && p.u.Chat.Picker != nil {
+		p.u.Chat.Picker.Refresh() // G13: the chat header says the model is served
+	}
 	switch url := p.running(); {
 	case p.busy:
 		p.Toggle.SetText("Starting…")
@@ -92,6 +95,12 @@ func (p *ServePanel) refresh() {
 		p.Toggle.SetText("Stop serving")
 		p.Toggle.Enable()
 		p.Status.SetText("Serving at " + url + " (OpenAI base URL). Other programs can use the model while the app is open.")
+		p.Addr.Disable()
+		p.Key.Disable()
+	case p.u.S.Backend == bridge.BackendServer:
+		// G25: serving needs the model on this machine; the status says why
+		p.Toggle.SetText("Start serving")
+		p.Toggle.Disable()
 		p.Addr.Disable()
 		p.Key.Disable()
 	default:

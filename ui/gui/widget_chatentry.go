@@ -13,6 +13,18 @@ type chatEntry struct {
 	shift  bool
 	OnSend func()
 	OnStop func()
+	// OnTab moves the focus on (Tab types no tab: the keyboard reaches Send
+	// and the other controls); OnShortcut gets Ctrl+N and Ctrl+F and
+	// reports whether it used them.
+	OnTab      func()
+	OnShortcut func(fyne.Shortcut) bool
+}
+
+func (e *chatEntry) TypedShortcut(s fyne.Shortcut) {
+	if e.OnShortcut != nil && e.OnShortcut(s) {
+		return
+	}
+	e.Entry.TypedShortcut(s)
 }
 
 func newChatEntry() *chatEntry {
@@ -45,6 +57,11 @@ func (e *chatEntry) TypedKey(k *fyne.KeyEvent) {
 			if e.OnSend != nil {
 				e.OnSend()
 			}
+			return
+		}
+	case fyne.KeyTab:
+		if e.OnTab != nil {
+			e.OnTab()
 			return
 		}
 	case fyne.KeyEscape:

@@ -300,6 +300,38 @@ func TestRealWindow(t *testing.T) {
 		}
 	})
 	check("11-chat-version-1")
+
+	// G1: Stop while it thinks; the numbers and the "stopped" note go under
+	// the thinking text, and the next reply under all of it (G2: its
+	// identifiers and arithmetic as written)
+	stopper := &thinkUntilStopped{thinking: make(chan struct{})}
+	fyne.DoAndWait(func() {
+		v.NewConversation()
+		v.engine = stopper
+		v.Entry.SetText("Why is the sky blue?")
+		v.SendEntry()
+	})
+	<-stopper.thinking
+	fyne.DoAndWait(v.Stop)
+	waitUntil(t, "the stop", 30*time.Second, func() bool { return !v.Busy })
+	check("12-chat-stopped-thinking")
+	fyne.DoAndWait(func() {
+		v.engine = &fakeChat{reply: []string{"Call my_long_name(2*3*4) and get_weather; keep [in brackets] and a_b_c as written."}}
+		v.Entry.SetText("And in code words?")
+		v.SendEntry()
+	})
+	waitUntil(t, "the identifiers reply", 30*time.Second, func() bool { return !v.Busy })
+	time.Sleep(300 * time.Millisecond) // a frame or two
+	fyne.DoAndWait(func() {
+		if o := overlaps(v); len(o) > 0 {
+			t.Errorf("messages drawn over each other: %v", o)
+		}
+		r := v.Views[len(v.Views)-1]
+		if rt, ok := r.body.Objects[0].(*widget.RichText); !ok || !strings.Contains(rt.String(), "my_long_name(2*3*4) and get_weather; keep [in brackets]") {
+			t.Errorf("the identifiers reply reads %v", r.body.Objects[0])
+		}
+	})
+	check("13-chat-identifiers")
 	fyne.DoAndWait(func() {
 		v.Shutdown()
 		w.Close()

@@ -259,13 +259,13 @@ func TestDownloadPauseResumeSurvivesRestart(t *testing.T) {
 
 func TestSuggestTrunkDir(t *testing.T) {
 	r, _ := (&fakeMachine{}).Measure(t.Context(), []string{"/"}, true, func(float64, string) {})
-	if d, _ := suggestTrunkDir(r, 109e9, "/m/K3"); d != bridge.DefaultTrunkDir("/fast", "/m/K3") {
+	if d, _ := suggestTrunkDir(r, 109e9, "/m/K3", ""); d != bridge.DefaultTrunkDir("/fast", "/m/K3") {
 		t.Errorf("109 GB: %q", d)
 	}
-	if d, _ := suggestTrunkDir(r, 600e9, "/m/K3"); d != bridge.DefaultTrunkDir("/slow", "/m/K3") {
+	if d, _ := suggestTrunkDir(r, 600e9, "/m/K3", ""); d != bridge.DefaultTrunkDir("/slow", "/m/K3") {
 		t.Errorf("600 GB: %q (only /slow has room)", d)
 	}
-	if d, _ := suggestTrunkDir(r, 5000e9, "/m/K3"); d != "" {
+	if d, _ := suggestTrunkDir(r, 5000e9, "/m/K3", ""); d != "" {
 		t.Errorf("5 TB: %q", d)
 	}
 }

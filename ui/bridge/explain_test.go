@@ -1,0 +1,100 @@
+package bridge
+
+import (
+	"errors"
+	"net"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"k3/ui/keys"
+)
+
+// G4: a server error is explained as a server's, with its address.
+func TestExplainServerErrors(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := l.Addr().String()
+	require.NoError(t, l.Close())
+	_, dialErr := net.Dial("tcp", addr)
+	require.Error(t, dialErr)
+
+	msg := ExplainServer("http://"+addr+"/v1", dialErr)
+	assert.Contains(t, msg, "Cannot reach the server at http://"+addr+"/v1 (dial tcp "+addr)
+	assert.Contains(t, msg, "Is the server running?")
+	assert.NotContains(t, msg, "Resume")
+
+	assert.Equal(t, "The server at http://h/v1: the server refused the API key (401).",
+		ExplainServer("http://h/v1", errors.New("the server refused the API key (401)")))
+	// a network error outside a server or a download has no Resume either
+	assert.NotContains(t, Explain(dialErr), "Resume")
+}
+
+// memPrefs is a preferences store in memory (fyne's, without an app).
+type memPrefs map[string]any
+
+func (m memPrefs) Bool(k string) bool { b, _ := m[k].(bool); return b }
+func (m memPrefs) BoolWithFallback(k string, f bool) bool {
+	if v, ok := m[k].(bool); ok {
+		return v
+	}
+	return f
+}
+func (m memPrefs) SetBool(k string, v bool)     { m[k] = v }
+func (m memPrefs) Float(k string) float64       { f, _ := m[k].(float64); return f }
+func (m memPrefs) SetFloat(k string, v float64) { m[k] = v }
+func (m memPrefs) FloatWithFallback(k string, f float64) float64 {
+	if v, ok := m[k].(float64); ok {
+		return v
+	}
+	return f
+}
+func (m memPrefs) Int(k string) int       { i, _ := m[k].(int); return i }
+func (m memPrefs) SetInt(k string, v int) { m[k] = v }
+func (m memPrefs) IntWithFallback(k string, f int) int {
+	if v, ok := m[k].(int); ok {
+		return v
+	}
+	return f
+}
+func (m memPrefs) String(k string) string       { s, _ := m[k].(string); return s }
+func (m memPrefs) SetString(k string, v string) { m[k] = v }
+func (m memPrefs) StringWithFallback(k, f string) string {
+	if v, ok := m[k].(string); ok {
+		return v
+	}
+	return f
+}
+func (m memPrefs) RemoveValue(k string) { delete(m, k) }
+
+// G18: the server's API key is never written to the preferences; a key an
+// older k3 wrote there is moved into the key store and removed.
+func TestServerKeyKeptOutOfThePreferences(t *testing.T) {
+	p := memPrefs{}
+	ks := keys.Store{Dir: filepath.Join(t.TempDir(), "secrets")}
+	s := DefaultSettings()
+	s.Backend, s.ServerURL, s.ServerKey = BackendServer, "http://h/v1", "sk-secret"
+	s.Save(p)
+	require.NoError(t, SaveServerKey(ks, s.ServerKey))
+	for k, v := range p {
+		assert.NotEqual(t, "sk-secret", v, "the key is in the preferences under %s", k)
+	}
+	got, err := LoadServerKey(p, ks)
+	require.NoError(t, err)
+	assert.Equal(t, "sk-secret", got)
+	assert.Equal(t, "", LoadSettings(p).ServerKey)
+
+	// an older k3's plain-text key
+	p2 := memPrefs{"server.key": "sk-old"}
+	ks2 := keys.Store{Dir: filepath.Join(t.TempDir(), "secrets")}
+	got, err = LoadServerKey(p2, ks2)
+	require.NoError(t, err)
+	assert.Equal(t, "sk-old", got)
+	_, still := p2["server.key"]
+	assert.False(t, still, "the plain-text key stays in the preferences")
+	got, err = ks2.Get(ServerKeyName)
+	require.NoError(t, err)
+	assert.Equal(t, "sk-old", got)
+}
