@@ -187,7 +187,8 @@ def latent_rows(x, lp, cfg, pos, inv, A):
 def mla_block(x, pos, lp, cfg, ctx, inv, A, mask=None):
     """Draft MLA for block rows x [..., Q, E] at positions pos [Q] over keys = context rows
     ctx = (lat [..., C, Rkv], kpe [..., C, Dr]) followed by the block's own rows.
-    mask: None (every query sees every key: non-causal block) or bool [Q, C+Q] (True = visible)."""
+    mask: None (every query sees every key: non-causal block) or bool [(Bt,) Q, C+Q] (True = visible;
+    used by training to pack many blocks, each with its own context prefix, into one pass)."""
     N, dn, dr, dv = cfg.num_attention_heads, cfg.qk_nope_head_dim, cfg.qk_rope_head_dim, cfg.v_head_dim
     lead = x.shape[:-1]
     q = linear(rmsnorm(linear(x, lp["self_attn.q_a_proj.weight"]), lp["self_attn.q_a_layernorm.weight"],
@@ -203,7 +204,7 @@ def mla_block(x, pos, lp, cfg, ctx, inv, A, mask=None):
     scores = torch.einsum("...qhd,...shd->...hqs", q, k) * softmax_scale(cfg)
     if mask is not None:
         assert mask.shape[-1] == S
-        scores = scores.masked_fill(~mask, float("-inf"))
+        scores = scores.masked_fill(~(mask if mask.dim() == 2 else mask.unsqueeze(-3)), float("-inf"))
     p = torch.softmax(scores, dim=-1)
     o = torch.einsum("...hqs,...shd->...qhd", p, v).reshape(*lead, N * dv)
     return linear(o, lp["self_attn.o_proj.weight"])
