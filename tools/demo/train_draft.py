@@ -276,6 +276,7 @@ def main():
     ap.add_argument("--eval-prompts", type=int, default=8)
     ap.add_argument("--eval-new", type=int, default=48)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--init-from", default=None, help="start from this drafter directory instead of random weights")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     t_start = time.time()
@@ -303,12 +304,21 @@ def main():
     cfg = dspark_ref.DSparkConfig(config)
     cfg.check_target(tcfg)
     t0 = time.time()
-    dist = distill_data(target, data, cfg.target_layer_ids, demo_train.NUM_BASE + 255)
+    cache = os.path.join(work, f"distill-{len(data)}.pt")
+    if os.path.exists(cache):                      # same conversations, same target: reuse
+        dist = torch.load(cache)
+    else:
+        dist = distill_data(target, data, cfg.target_layer_ids, demo_train.NUM_BASE + 255)
+        torch.save(dist, cache)
     t_data = time.time() - t0
     agree = sum(int(x["ok"][x["prompt"]:].sum()) for x in dist) / sum(len(x["s"]) - x["prompt"] for x in dist)
     log(f"distillation data in {t_data:.0f}s; target argmax == its own reply text at {agree:.3f} of reply positions")
 
-    draft = dspark_ref.DSparkDraft(cfg, init_params(cfg, 7))
+    params = init_params(cfg, 7)
+    if args.init_from:                             # continue from an exported drafter (BF16 weights)
+        prev = dspark_ref.DSparkDraft.load(args.init_from)
+        params = {k: prev.params[k].float().requires_grad_(True) for k in params}
+    draft = dspark_ref.DSparkDraft(cfg, params)
     tr = train(draft, target, dist, args, random.Random(11), log)
     make_drafts.write_draft(out, config, {k: v.detach() for k, v in draft.params.items()}, "BF16")
     size = os.path.getsize(os.path.join(out, "model.safetensors"))
@@ -317,9 +327,17 @@ def main():
     # evaluation and fixtures with the float64 reference over the files on disk
     d64 = dspark_ref.DSparkDraft.load(out)
     t64 = k3ref.K3Model(tcfg, target64.params, kda_chunk=16)
-    prompts = [x["ids"][:x["prompt"]] for x in held[:: max(1, len(held) // args.eval_prompts)][:args.eval_prompts]]
+    def pick(xs, n):
+        return [x["ids"][:x["prompt"]] for x in xs[:: max(1, len(xs) // n)][:n]]
+    if args.target == "task":    # held = sayings, then summaries, then Go code (build_conversations)
+        nt = demo_train.N_TASK_HELDOUT
+        groups = {"code": pick(held[-nt:], args.eval_prompts // 2),
+                  "summaries": pick(held[-2 * nt:-nt], args.eval_prompts // 2)}
+    else:
+        groups = {"sayings": pick(held, args.eval_prompts)}
     t0 = time.time()
-    acc = acceptance(t64, d64, prompts, args.eval_new, (4, 8))
+    acc = {g: acceptance(t64, d64, ps, args.eval_new, (4, 8)) for g, ps in groups.items()}
+    prompts = [p for ps in groups.values() for p in ps]
     log(f"held-out acceptance: {json.dumps(acc)} ({time.time() - t0:.0f}s)")
     fx_doc = None
     if EXPECT[args.target]:
