@@ -190,7 +190,7 @@ func (e *Engine) Generate(ctx context.Context, s *State, prompt []int, opt GenOp
 		return res, nil
 	}
 	res.FirstLogits = logits
-	spec := e.newSpec(opt)
+	spec := e.newSpec(s, opt)
 	spec.start(full)
 	V := e.m.Cfg.VocabSize
 	// add appends a generated token chosen by logits and reports it; it
