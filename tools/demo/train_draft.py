@@ -1,0 +1,354 @@
+#!/usr/bin/python3
+"""Train a small DSpark drafter (docs/DSPARK.md) for the demo or the task model, by distillation.
+
+    /usr/bin/python3 tools/demo/train_draft.py                     # demo: testdata/models/demo/draft/
+    /usr/bin/python3 tools/demo/train_draft.py --target task       # task: testdata/models/task/draft/
+    /usr/bin/python3 tools/demo/train_draft.py --minutes 2 --out /tmp/d   # smoke run
+
+1. Data: the conversations tools/demo/train.py trains the target on (corpus.py, and tasks.py for
+   the task model), encoded with the TARGET's committed tokenizer by tools/demo/prep. Held-out
+   conversations are never trained on.
+2. The target's own text: one batched float32 forward over each conversation gives the target's
+   argmax a[t]; the reply is replaced by a (one Jacobi step towards the target's greedy
+   continuation), and a second forward over that text gives the taps (docs/DSPARK.md §2) and a'.
+   A label s[t+1] counts only where s[t+1] == a'[t], i.e. the targets are the target's argmax.
+3. Training: blocks of --block positions at random anchors in the replies, many per sequence
+   packed into one pass with an attention mask (each block sees the context rows before its
+   anchor and its own rows: exactly the inference pass of dspark_ref), teacher-forced Markov
+   bias, cross-entropy weighted exp(-k/--gamma) over block positions. dspark_ref.py is the model.
+4. Export: BF16 config.json + model.safetensors (owned tensors only), fixtures expect.json
+   (make_drafts.fixtures over the target's expect.json prompts), and the measured acceptance of
+   greedy speculative decoding with the float64 reference on held-out prompts (report JSON).
+"""
+import argparse
+import json
+import math
+import os
+import random
+import subprocess
+import sys
+import time
+
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
+sys.path.insert(0, os.path.join(REPO, "tools", "reference"))
+sys.path.insert(0, HERE)
+import corpus  # noqa: E402
+import tasks  # noqa: E402
+import k3ref  # noqa: E402
+import dspark_ref  # noqa: E402
+import make_drafts  # noqa: E402
+import train as demo_train  # noqa: E402
+
+TARGETS = {"demo": os.path.join(REPO, "assets", "demo", "model"),
+           "task": os.path.join(REPO, "testdata", "models", "task")}
+EXPECT = {"demo": os.path.join(REPO, "testdata", "models", "demo", "expect.json"),
+          "task": None}
+DRAFT = dict(num_hidden_layers=2, num_attention_heads=4, q_lora_rank=64, kv_lora_rank=32, qk_nope_head_dim=32,
+             qk_rope_head_dim=16, v_head_dim=32, intermediate_size=384, markov_rank=32,
+             target_layer_ids=[1, 2, 3], rope_parameters=make_drafts.RELEASE_ROPE)
+MASK_OFFSET = 253            # K3's mask_token_id 163837 = 163584 + 253; here NUM_BASE + 253
+
+
+def build_conversations(kind, seed):
+    """The target's training and held-out conversations (as tools/demo/train.py prepare())."""
+    S = demo_train
+    dic = corpus.load_dict()
+    psg = corpus.passages(dic)
+    cand = [i for i, (_, t) in enumerate(psg) if len(t) <= S.SHORT_CHARS and corpus.dict_ratio(t, dic) == 1.0]
+    rng = random.Random(seed)
+    rng.shuffle(cand)
+    train = sorted(cand[:S.N_TRAIN_PASSAGES])
+    held = sorted(cand[S.N_TRAIN_PASSAGES:S.N_TRAIN_PASSAGES + S.N_HELDOUT_PASSAGES])
+    conv_train = corpus.conversations([psg[i] for i in train], dic, seed, canned=S.CANNED, multi_turn=S.MULTI_TURN)
+    conv_held = corpus.conversations([psg[i] for i in held], dic, seed + 1, canned=0, multi_turn=0.0)
+    if kind == "task":
+        used = set(train) | set(held)
+        sents = tasks.sentences([p for i, p in enumerate(psg) if i not in used])
+        cut = len(sents) * 9 // 10
+        conv_train += tasks.summaries(sents[:cut], S.N_SUMMARIES, seed + 2) + tasks.code_conversations(S.N_CODE, seed + 3)
+        conv_held += (tasks.summaries(sents[cut:], S.N_TASK_HELDOUT, seed + 4)
+                      + tasks.code_conversations(S.N_TASK_HELDOUT, seed + 5))
+        random.Random(seed + 6).shuffle(conv_train)
+    return conv_train, conv_held
+
+
+def encode(convs, tokdir, work, name):
+    prep = os.path.join(work, "prep")
+    if not os.path.exists(prep):
+        subprocess.run(["go", "build", "-o", prep, "./tools/demo/prep"], cwd=REPO, check=True)
+    conv = os.path.join(work, name + ".conv.jsonl")
+    out = os.path.join(work, name + ".enc.jsonl")
+    with open(conv, "w") as f:
+        for c in convs:
+            f.write(json.dumps({"messages": c}) + "\n")
+    subprocess.run([prep, "encode", "-tok", tokdir, "-conv", conv, "-out", out], check=True,
+                   stdout=subprocess.DEVNULL)
+    with open(out) as f:
+        return [json.loads(line) for line in f]
+
+
+def taps_and_argmax(target, ids, layer_ids):
+    """One batched forward: concatenated taps [Bt, T, nT*E] and the argmax [Bt, T]."""
+    p, cfg = target.params, target.cfg
+    P = p["model.embed_tokens.weight"][ids]
+    blocks, taps = [], {}
+    for i in range(cfg.num_hidden_layers):
+        P = k3ref.decoder_layer(i, P, blocks, target.layers[i], cfg, None, target.kda_chunk)
+        if i in layer_ids:
+            taps[i] = P
+    h, _ = k3ref.attn_res(blocks + [P], p["model.output_attn_res_proj.weight"],
+                          p["model.output_attn_res_norm.weight"], cfg.rms_norm_eps)
+    h = k3ref.rmsnorm(h, p["model.norm.weight"], cfg.rms_norm_eps)
+    am = k3ref.linear(h, p["lm_head.weight"]).argmax(-1)
+    return torch.cat([taps[i] for i in layer_ids], dim=-1), am
+
+
+def distill_data(target, data, layer_ids, pad, batch_tokens=3000):
+    """Per conversation: s (ids, reply = the target's argmax), taps (float32), ok[t] (s[t+1] == a[t])."""
+    order = sorted(range(len(data)), key=lambda i: len(data[i]["ids"]))
+    out = [None] * len(data)
+    b = []
+
+    def flush(b):
+        T = max(len(data[i]["ids"]) for i in b)
+        ids = torch.full((len(b), T), pad, dtype=torch.long)
+        for r, i in enumerate(b):
+            ids[r, :len(data[i]["ids"])] = torch.tensor(data[i]["ids"])
+        with torch.no_grad():
+            _, a = taps_and_argmax(target, ids, layer_ids)
+            s = ids.clone()
+            for r, i in enumerate(b):
+                pl, L = data[i]["prompt"], len(data[i]["ids"])
+                s[r, pl:L] = a[r, pl - 1:L - 1]
+            taps, a2 = taps_and_argmax(target, s, layer_ids)
+        for r, i in enumerate(b):
+            L = len(data[i]["ids"])
+            ok = torch.zeros(L, dtype=torch.bool)
+            ok[:L - 1] = s[r, 1:L] == a2[r, :L - 1]
+            out[i] = {"s": s[r, :L].clone(), "taps": taps[r, :L].clone(), "ok": ok, "prompt": data[i]["prompt"]}
+
+    for i in order:
+        b.append(i)
+        if len(b) * len(data[i]["ids"]) >= batch_tokens:
+            flush(b)
+            b = []
+    if b:
+        flush(b)
+    return out
+
+
+def make_batch(items, rng, anchors, B, mask_id, gamma):
+    """Pack `anchors` blocks per sequence. Returns the tensors of one training pass."""
+    Bt = len(items)
+    T = max(len(x["s"]) for x in items)
+    E3 = items[0]["taps"].shape[-1]
+    Q = anchors * B
+    u = torch.zeros(Bt, T, E3)
+    ids = torch.full((Bt, Q), mask_id, dtype=torch.long)
+    pos = torch.zeros(Bt, Q, dtype=torch.long)
+    prev = torch.zeros(Bt, Q, dtype=torch.long)
+    lab = torch.zeros(Bt, Q, dtype=torch.long)
+    w = torch.zeros(Bt, Q)
+    mask = torch.zeros(Bt, Q, T + Q, dtype=torch.bool)
+    ar = torch.arange(T)
+    for r, x in enumerate(items):
+        L, s, ok = len(x["s"]), x["s"], x["ok"]
+        u[r, :L] = x["taps"]
+        lo, hi = x["prompt"], L - 2
+        ns = [rng.randint(lo, hi) for _ in range(anchors)] if hi >= lo else []
+        for j, n in enumerate(ns):
+            q0 = j * B
+            ids[r, q0] = s[n]
+            good = True
+            for k in range(B):
+                q = q0 + k
+                pos[r, q] = n + k
+                mask[r, q, :T] = ar < n
+                mask[r, q, T + q0:T + q0 + B] = True
+                prev[r, q] = s[n + k] if n + k < L else 0
+                good = good and n + k + 1 < L and bool(ok[n + k])
+                if good:
+                    lab[r, q] = s[n + k + 1]
+                    w[r, q] = math.exp(-k / gamma)
+        for j in range(len(ns), anchors):          # unused slots: a harmless self-contained block
+            for k in range(B):
+                mask[r, j * B + k, T + j * B:T + j * B + B] = True
+    return u, ids, pos, prev, lab, w, mask
+
+
+def init_params(cfg, seed):
+    g = torch.Generator().manual_seed(seed)
+    out = {}
+    for name, shape in cfg.expected_shapes().items():
+        if len(shape) == 1:
+            t = torch.ones(shape)
+        elif name.startswith("markov_head."):
+            t = 0.02 * torch.randn(shape, generator=g)
+        else:
+            t = torch.randn(shape, generator=g) / shape[1] ** 0.5
+            if name.endswith(("o_proj.weight", "down_proj.weight")):
+                t = t * 0.5
+        out[name] = t.float().requires_grad_(True)
+    return out
+
+
+def train(draft, target, dist, args, rng, log):
+    params = list(draft.params.values())
+    opt = torch.optim.AdamW(params, lr=args.lr, betas=(0.9, 0.95), weight_decay=0.01)
+    emb = target.params["model.embed_tokens.weight"]
+    head = target.params["lm_head.weight"]
+    train_items = [x for x in dist if int(x["ok"][x["prompt"]:].sum()) > 0]
+    t0 = time.time()
+    step = 0
+    hist = []
+    while True:
+        el = time.time() - t0
+        if step >= args.steps or el > args.minutes * 60:
+            break
+        frac = min(1.0, el / (args.minutes * 60)) if args.steps >= 10 ** 8 else step / args.steps
+        lr = args.lr * min(1.0, (step + 1) / 30) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * frac)))
+        for gr in opt.param_groups:
+            gr["lr"] = lr
+        items = rng.sample(train_items, args.seqs)
+        u, ids, pos, prev, lab, w, mask = make_batch(items, rng, args.anchors, args.block, draft.cfg.mask_token_id,
+                                                     args.gamma)
+        T = u.shape[1]
+        rows = draft.context_rows(u, torch.arange(T))
+        g = draft.block_hidden(emb[ids], pos, rows, mask)
+        sel = w > 0
+        logits = k3ref.linear(g[sel], head) + draft.markov_bias(prev[sel])
+        nll = torch.nn.functional.cross_entropy(logits, lab[sel], reduction="none")
+        loss = (nll * w[sel]).sum() / w[sel].sum()
+        opt.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        opt.step()
+        with torch.no_grad():
+            k0 = sel.clone()
+            k0[:, [q for q in range(ids.shape[1]) if q % args.block]] = False
+            acc0 = float((logits.argmax(-1) == lab[sel])[k0[sel]].float().mean()) if k0.any() else 0.0
+        hist.append((float(loss), acc0))
+        step += 1
+        if step % 20 == 0:
+            ml = sum(h[0] for h in hist[-20:]) / 20
+            ma = sum(h[1] for h in hist[-20:]) / 20
+            log(f"step {step} loss {ml:.3f} first-position accuracy {ma:.3f} lr {lr:.2e} {time.time() - t0:.0f}s")
+    return {"steps": step, "seconds": time.time() - t0, "final_loss": sum(h[0] for h in hist[-20:]) / max(1, len(hist[-20:])),
+            "final_first_position_accuracy": sum(h[1] for h in hist[-20:]) / max(1, len(hist[-20:]))}
+
+
+def acceptance(target, draft, prompts, n_new, blocks):
+    res = {}
+    for B in blocks:
+        acc = steps = 0
+        per_pos = [0] * B
+        for pr in prompts:
+            r = dspark_ref.spec_greedy(target, draft, pr, n_new, B)
+            for st in r["steps"]:
+                for k in range(st["accepted"]):
+                    per_pos[k] += 1
+            acc += r["accepted"]
+            steps += len(r["steps"])
+        res[str(B)] = {"verify_passes": steps, "mean_accepted_per_block": acc / max(steps, 1),
+                       "tokens_per_pass": (acc + steps) / max(steps, 1),
+                       "accepted_at_position": [c / max(steps, 1) for c in per_pos]}
+    return res
+
+
+def main():
+    demo_train.use_openblas()          # OpenBLAS for this process only when installed (see README)
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--target", choices=list(TARGETS), default="demo")
+    ap.add_argument("--out", default=None, help="drafter directory (default testdata/models/<target>/draft)")
+    ap.add_argument("--report", default=None, help="default tools/demo/draft-<target>.json")
+    ap.add_argument("--work", default=None)
+    ap.add_argument("--minutes", type=float, default=12.0, help="training wall-clock budget")
+    ap.add_argument("--steps", type=int, default=10 ** 9)
+    ap.add_argument("--lr", type=float, default=3e-3)
+    ap.add_argument("--seqs", type=int, default=12)
+    ap.add_argument("--anchors", type=int, default=12)
+    ap.add_argument("--block", type=int, default=8)
+    ap.add_argument("--gamma", type=float, default=4.0)
+    ap.add_argument("--train-convs", type=int, default=900)
+    ap.add_argument("--eval-prompts", type=int, default=8)
+    ap.add_argument("--eval-new", type=int, default=48)
+    ap.add_argument("--threads", type=int, default=1)
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    t_start = time.time()
+    out = args.out or os.path.join(REPO, "testdata", "models", args.target, "draft")
+    report_path = args.report or os.path.join(HERE, f"draft-{args.target}.json")
+    work = args.work or f"/tmp/k3-draft-{args.target}"
+    os.makedirs(work, exist_ok=True)
+
+    def log(msg):
+        print(f"[{time.time() - t_start:6.0f}s] {msg}", flush=True)
+
+    tdir = TARGETS[args.target]
+    target64 = k3ref.K3Model.load(tdir)
+    tcfg = target64.cfg
+    target = k3ref.K3Model(tcfg, {k: v.float() for k, v in target64.params.items()}, kda_chunk=16)
+    conv_train, conv_held = build_conversations(args.target, demo_train.SEED)
+    rng = random.Random(demo_train.SEED + 77)
+    conv_train = rng.sample(conv_train, min(args.train_convs, len(conv_train)))
+    data = encode(conv_train, tdir, work, "train")
+    held = encode(conv_held, tdir, work, "heldout")
+    log(f"{len(data)} training conversations ({sum(len(x['ids']) for x in data)} tokens), {len(held)} held out")
+
+    d = dict(DRAFT, mask_token_id=demo_train.NUM_BASE + MASK_OFFSET)
+    config = make_drafts.draft_config(tcfg, d)
+    cfg = dspark_ref.DSparkConfig(config)
+    cfg.check_target(tcfg)
+    t0 = time.time()
+    dist = distill_data(target, data, cfg.target_layer_ids, demo_train.NUM_BASE + 255)
+    t_data = time.time() - t0
+    agree = sum(int(x["ok"][x["prompt"]:].sum()) for x in dist) / sum(len(x["s"]) - x["prompt"] for x in dist)
+    log(f"distillation data in {t_data:.0f}s; target argmax == its own reply text at {agree:.3f} of reply positions")
+
+    draft = dspark_ref.DSparkDraft(cfg, init_params(cfg, 7))
+    tr = train(draft, target, dist, args, random.Random(11), log)
+    make_drafts.write_draft(out, config, {k: v.detach() for k, v in draft.params.items()}, "BF16")
+    size = os.path.getsize(os.path.join(out, "model.safetensors"))
+    log(f"trained {tr['steps']} steps in {tr['seconds']:.0f}s; wrote {out} ({size} bytes)")
+
+    # evaluation and fixtures with the float64 reference over the files on disk
+    d64 = dspark_ref.DSparkDraft.load(out)
+    t64 = k3ref.K3Model(tcfg, target64.params, kda_chunk=16)
+    prompts = [x["ids"][:x["prompt"]] for x in held[:: max(1, len(held) // args.eval_prompts)][:args.eval_prompts]]
+    t0 = time.time()
+    acc = acceptance(t64, d64, prompts, args.eval_new, (4, 8))
+    log(f"held-out acceptance: {json.dumps(acc)} ({time.time() - t0:.0f}s)")
+    fx_doc = None
+    if EXPECT[args.target]:
+        with open(EXPECT[args.target]) as f:
+            texp = json.load(f)
+        tp = [p["prompt_ids"] for p in texp["prompts"]]
+        tg = [p["greedy_ids"] for p in texp["prompts"]]
+        cases = [(tp[0], tg[0][0]), (tp[1] + tg[1][:4], tg[1][4]), (tp[2] + tg[2][:2], tg[2][2])]
+        fx, worst = make_drafts.fixtures(t64, d64, cases, [tp[0], tp[2]], greedy=[tg[0], tg[2]])
+        fx_doc = {"note": "float64 fixtures of dspark_ref.py for the trained drafter (docs/DSPARK.md §8); "
+                          "written by tools/demo/train_draft.py. Trained weights: margins are NOT enforced; "
+                          "min_rel_margin says how close the closest draft choice is.",
+                  "target": args.target, "dtype": "BF16", "rope_inv_freq": [float(x) for x in d64.inv],
+                  "rope_amplitude": d64.A, "softmax_scale": dspark_ref.softmax_scale(d64.cfg),
+                  "min_rel_margin": worst, **fx}
+        with open(os.path.join(out, "expect.json"), "w") as f:
+            json.dump(fx_doc, f, indent=1)
+            f.write("\n")
+    report = {"target": args.target, "draft_config": DRAFT, "parameters": sum(v.numel() for v in draft.params.values()),
+              "checkpoint_bytes": size, "train_conversations": len(data),
+              "train_tokens": sum(len(x["ids"]) for x in data), "target_agreement_with_reply_text": agree,
+              "distill_seconds": t_data, "train": tr, "args": vars(args),
+              "heldout_prompts": len(prompts), "heldout_new_tokens": args.eval_new, "acceptance_greedy": acc,
+              "total_seconds": time.time() - t_start, "torch": torch.__version__}
+    with open(report_path, "w") as f:
+        json.dump(report, f, indent=1)
+        f.write("\n")
+    log(f"report {report_path}")
+
+
+if __name__ == "__main__":
+    main()
