@@ -70,6 +70,8 @@ type GenOptions struct {
 	// and propose replaces the drafter (tests).
 	keepLogits bool
 	propose    func(ids []int, k int) []int
+	// onDraft sees every draft a pass verifies (tests)
+	onDraft func(draft []int)
 }
 
 // GenResult is the outcome of Generate.
@@ -244,6 +246,9 @@ func (e *Engine) Generate(ctx context.Context, s *State, prompt []int, opt GenOp
 			res.Passes = append(res.Passes, Pass{})
 			dt = time.Since(t0).Seconds()
 			continue
+		}
+		if opt.onDraft != nil {
+			opt.onDraft(draft)
 		}
 		rows, err := e.verify(ctx, s, append([]int{id}, draft...))
 		if err != nil {
