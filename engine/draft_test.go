@@ -13,6 +13,8 @@ import (
 
 	"k3/internal/fixture"
 	"k3/kernels"
+	"k3/storage/config"
+	st "k3/storage/safetensors"
 	"k3/storage/trunk"
 )
 
@@ -186,4 +188,103 @@ func TestDraftSpecExact(t *testing.T) {
 			}
 		}
 	}
+}
+
+// copyDraft copies the tiny-release drafter into a temporary directory
+// with its config edited by edit (nil: as it is).
+func copyDraft(t *testing.T, edit func(map[string]any)) string {
+	t.Helper()
+	src := filepath.Join(fixture.ModelDir("tiny-release"), "draft")
+	dir := t.TempDir()
+	raw, err := os.ReadFile(filepath.Join(src, "config.json"))
+	require.NoError(t, err)
+	if edit != nil {
+		var c map[string]any
+		require.NoError(t, json.Unmarshal(raw, &c))
+		edit(c)
+		raw, err = json.Marshal(c)
+		require.NoError(t, err)
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "config.json"), raw, 0o644))
+	w, err := os.ReadFile(filepath.Join(src, "model.safetensors"))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "model.safetensors"), w, 0o644))
+	return dir
+}
+
+// TestDraftRefused: a draft model made for another target, without its
+// config, truncated, holding a NaN or an unknown tensor is refused when the
+// model opens (before any token), with one message naming the problem.
+func TestDraftRefused(t *testing.T) {
+	dir := fixture.ModelDir("tiny-release")
+	open := func(draft string) error {
+		m, err := Open(dir, Options{Draft: draft})
+		if err == nil {
+			m.Close()
+		}
+		return err
+	}
+	require.NoError(t, open(copyDraft(t, nil)))
+
+	err := open(copyDraft(t, func(c map[string]any) {
+		c["target_hidden_size"], c["vocab_size"], c["draft_vocab_size"] = 96, 1024, 1024
+		c["target_layer_ids"] = []int{1, 5, 8}
+		delete(c, "target_num_hidden_layers")
+	}))
+	require.ErrorIs(t, err, ErrDraftMismatch)
+	assert.Contains(t, err.Error(), "target_hidden_size is 96, the model's hidden size 64")
+	assert.Contains(t, err.Error(), "vocab_size is 1024, the model's 512")
+	assert.Contains(t, err.Error(), "target_layer_ids[2] = 8 is beyond the model's 8 layers")
+
+	err = open(copyDraft(t, func(c map[string]any) { c["target_num_hidden_layers"] = 93 }))
+	require.ErrorIs(t, err, ErrDraftMismatch)
+	assert.Contains(t, err.Error(), "made for a model of 93 layers, this one has 8")
+
+	var ce *config.Error
+	err = open(copyDraft(t, func(c map[string]any) { delete(c, "mask_token_id"); delete(c, "rope_parameters"); delete(c, "rope_theta") }))
+	require.ErrorAs(t, err, &ce)
+	assert.Equal(t, []string{"mask_token_id", "rope_parameters"}, ce.Missing)
+
+	noCfg := copyDraft(t, nil)
+	require.NoError(t, os.Remove(filepath.Join(noCfg, "config.json")))
+	err = open(noCfg)
+	require.ErrorIs(t, err, os.ErrNotExist)
+	assert.Contains(t, err.Error(), "has no config.json")
+
+	short := copyDraft(t, nil)
+	f := filepath.Join(short, "model.safetensors")
+	fi, err := os.Stat(f)
+	require.NoError(t, err)
+	require.NoError(t, os.Truncate(f, fi.Size()-100))
+	err = open(short)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "draft model")
+
+	// a NaN in one weight, and an extra tensor
+	set, err := st.Open(filepath.Join(fixture.ModelDir("tiny-release"), "draft"))
+	require.NoError(t, err)
+	defer set.Close()
+	var ws []st.WriteTensor
+	for _, n := range set.Names() {
+		tn, _ := set.Get(n)
+		b := make([]byte, tn.Size)
+		require.NoError(t, set.ReadTensor(tn, b))
+		if n == "layers.1.mlp.up_proj.weight" {
+			b[10], b[11] = 0xc0, 0x7f // a bf16 NaN
+		}
+		ws = append(ws, st.WriteTensor{Name: n, DType: tn.DType, Shape: tn.Shape, Data: b})
+	}
+	nan := copyDraft(t, nil)
+	require.NoError(t, st.WriteFile(filepath.Join(nan, "model.safetensors"), ws, nil))
+	err = open(nan)
+	var nf *NonFiniteError
+	require.ErrorAs(t, err, &nf)
+	assert.Contains(t, err.Error(), "layers.1.mlp.up_proj.weight")
+
+	extra := copyDraft(t, nil)
+	ws = append(ws[:len(ws):len(ws)], st.WriteTensor{Name: "lm_head.weight", DType: st.F32, Shape: []int64{2}, Data: make([]byte, 8)})
+	require.NoError(t, st.WriteFile(filepath.Join(extra, "model.safetensors"), ws, nil))
+	err = open(extra)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "unexpected tensor lm_head.weight")
 }
