@@ -241,7 +241,11 @@ func TestDraftRefused(t *testing.T) {
 	assert.Contains(t, err.Error(), "made for a model of 93 layers, this one has 8")
 
 	var ce *config.Error
-	err = open(copyDraft(t, func(c map[string]any) { delete(c, "mask_token_id"); delete(c, "rope_parameters"); delete(c, "rope_theta") }))
+	err = open(copyDraft(t, func(c map[string]any) {
+		delete(c, "mask_token_id")
+		delete(c, "rope_parameters")
+		delete(c, "rope_theta")
+	}))
 	require.ErrorAs(t, err, &ce)
 	assert.Equal(t, []string{"mask_token_id", "rope_parameters"}, ce.Missing)
 
