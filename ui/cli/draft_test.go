@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -89,4 +90,31 @@ func mustRead(t *testing.T, path string) []byte {
 	b, err := os.ReadFile(path)
 	require.NoError(t, err)
 	return b
+}
+
+// TestDemoDraft: k3 demo writes the demo's draft model to DIR/draft; k3 run
+// and k3 chat draft with it (the same ids as without) and say so.
+func TestDemoDraft(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "demo")
+	code, out, errs := runK3("demo", dir)
+	require.Equal(t, ExitOK, code, "%s\n%s", out, errs)
+	draft := filepath.Join(dir, "draft")
+	assert.Contains(t, out, "--draft "+draft)
+	o := filepath.Join(t.TempDir(), "run.json")
+	var reps []runReport
+	for _, spec := range []string{"off", "4"} {
+		code, out, errs = runK3("run", dir, "--prompt", "Tell me a saying about love.", "--gen", "24", "--spec", spec, "--draft", draft, "--out", o)
+		require.Equal(t, ExitOK, code, "%s\n%s", out, errs)
+		var rep runReport
+		require.NoError(t, json.Unmarshal(mustRead(t, o), &rep))
+		reps = append(reps, rep)
+	}
+	assert.Equal(t, reps[0].GeneratedIDs, reps[1].GeneratedIDs)
+	assert.Positive(t, reps[1].SpecAccepted, "the trained draft model's drafts come true")
+
+	stdin = strings.NewReader("hello\n/exit\n")
+	defer func() { stdin = nil }()
+	code, out, errs = runK3("chat", dir, "--gen", "8", "--draft", draft, "--spec", "3")
+	require.Equal(t, ExitOK, code, "%s\n%s", out, errs)
+	assert.Contains(t, out, "draft model: "+draft)
 }
