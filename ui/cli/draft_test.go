@@ -118,3 +118,20 @@ func TestDemoDraft(t *testing.T) {
 	require.Equal(t, ExitOK, code, "%s\n%s", out, errs)
 	assert.Contains(t, out, "draft model: "+draft)
 }
+
+// TestServeDraftRefused: k3 serve refuses a draft model made for another
+// model before it listens.
+func TestServeDraftRefused(t *testing.T) {
+	dir := demoModel(t)
+	other := t.TempDir()
+	var c map[string]any
+	require.NoError(t, json.Unmarshal(mustRead(t, filepath.Join(tinyDraft, "config.json")), &c))
+	c["vocab_size"], c["draft_vocab_size"] = 1024, 1024
+	raw, err := json.Marshal(c)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(other, "config.json"), raw, 0o644))
+	code, out, errs := runK3("serve", dir, "--addr", "127.0.0.1:0", "--draft", other)
+	assert.Equal(t, ExitUsage, code, "%s\n%s", out, errs)
+	assert.Contains(t, errs, "the draft model does not fit this model")
+	assert.Contains(t, errs, "vocab_size is 1024, the model's 512")
+}
