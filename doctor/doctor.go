@@ -20,8 +20,8 @@ import (
 	"strings"
 	"time"
 
-	"k3/machine"
 	"k3/engine/plan"
+	"k3/machine"
 	"k3/storage/safetensors"
 	"k3/storage/units"
 	"k3/storage/verify"

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"io/fs"
 
-	"k3/machine"
 	"k3/engine/plan"
+	"k3/machine"
 	"k3/storage/units"
 )
 

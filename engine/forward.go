@@ -106,6 +106,11 @@ func (e *Engine) forward(ctx context.Context, s *State, ids []int, all, want boo
 		return nil, &NonFiniteError{Layer: -1, Where: fmt.Sprintf("the embedding of token id %d", ids[t]), Pos: s.Pos + t}
 	}
 	var blocks [][]float32
+	d := m.draft
+	var taps [][]float32 // with a draft model: the hidden states at its tap layers
+	if d != nil {
+		taps = make([][]float32, len(d.Cfg.TargetLayers))
+	}
 	hIn := make([]float32, T*H)
 	x := make([]float32, T*H)
 	for li := 0; li < m.Bound; li++ {
@@ -134,9 +139,15 @@ func (e *Engine) forward(ctx context.Context, s *State, ids []int, all, want boo
 		if e.LayerSeconds != nil {
 			e.LayerSeconds[li] += time.Since(tl).Seconds()
 		}
+		if d != nil {
+			d.tap(taps, li, P)
+		}
 	}
 	s.Pos += T
 	s.IDs = append(s.IDs, ids...)
+	if d != nil {
+		d.extend(e, s, taps, T)
+	}
 	e.positions.Add(int64(T))
 	e.passes.Add(1)
 	if !all && !want {

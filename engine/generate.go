@@ -70,6 +70,8 @@ type GenOptions struct {
 	// and propose replaces the drafter (tests).
 	keepLogits bool
 	propose    func(ids []int, k int) []int
+	// onDraft sees every draft a pass verifies (tests)
+	onDraft func(draft []int)
 }
 
 // GenResult is the outcome of Generate.
@@ -191,7 +193,7 @@ func (e *Engine) Generate(ctx context.Context, s *State, prompt []int, opt GenOp
 		return res, nil
 	}
 	res.FirstLogits = logits
-	spec := e.newSpec(opt)
+	spec := e.newSpec(s, opt)
 	spec.start(full)
 	V := e.m.Cfg.VocabSize
 	// add appends a generated token chosen by logits and reports it; it
@@ -245,6 +247,9 @@ func (e *Engine) Generate(ctx context.Context, s *State, prompt []int, opt GenOp
 			res.Passes = append(res.Passes, Pass{})
 			dt = time.Since(t0).Seconds()
 			continue
+		}
+		if opt.onDraft != nil {
+			opt.onDraft(draft)
 		}
 		rows, err := e.verify(ctx, s, append([]int{id}, draft...))
 		if err != nil {

@@ -9,9 +9,9 @@ import (
 	"errors"
 	"fmt"
 
-	"k3/machine"
 	"k3/engine/plan"
 	"k3/kernels"
+	"k3/machine"
 	"k3/storage/config"
 	st "k3/storage/safetensors"
 	"k3/storage/trunk"
@@ -44,6 +44,7 @@ type Model struct {
 	ringBytes int64        // the ring they are read into
 	maxDraft  int          // longest speculative draft (the plan reserves its rollback record)
 	io        *ioTracker   // read time of every read the model makes
+	draft     *Draft       // the draft model (Options.Draft; nil: none)
 }
 
 // Experts returns the model's routed-expert source.
@@ -90,6 +91,8 @@ func (m *Model) NewEngine(threads int) *Engine {
 // Close releases the model's expert store, trunk file, tables, shards and
 // run memory. Engines made from the model must be closed first.
 func (m *Model) Close() {
+	m.draft.Close()
+	m.draft = nil
 	if m.experts != nil {
 		m.experts.Close()
 		m.experts = nil

@@ -7,8 +7,8 @@ import (
 	"slices"
 	"strings"
 
-	"k3/machine"
 	"k3/engine/plan"
+	"k3/machine"
 	"k3/storage/config"
 	"k3/storage/layout"
 	st "k3/storage/safetensors"
@@ -54,6 +54,11 @@ type Options struct {
 	// StateCopies is how many whole copies of a State the caller keeps
 	// beside the live one (chat.StateCopies); the plan reserves them.
 	StateCopies int
+	// Draft is a DSpark draft model's directory (docs/DSPARK.md; "":
+	// none): speculative decoding then drafts with it instead of copying
+	// from the context. The plan counts it; one made for another model is
+	// refused (ErrDraftMismatch).
+	Draft string
 }
 
 func (o Options) chunk() int {
@@ -148,13 +153,24 @@ func Open(dir string, o Options) (*Model, error) {
 			return nil, err
 		}
 	}
-	p := ck.plan(o, manifestOf(tr))
+	var draft *Draft
+	if o.Draft != "" {
+		if draft, err = prepareDraft(o.Draft, ck.cfg, ck.layers); err != nil {
+			if tr != nil {
+				tr.Close()
+			}
+			ck.set.Close()
+			return nil, err
+		}
+	}
+	p := ck.plan(o, manifestOf(tr), draft)
 	if o.Memory != nil {
 		if err := p.Check(*o.Memory); err != nil {
 			if tr != nil {
 				tr.Close()
 			}
 			ck.set.Close()
+			draft.Close()
 			return nil, &PlanError{p, err}
 		}
 	}
@@ -174,7 +190,14 @@ func Open(dir string, o Options) (*Model, error) {
 	if err == nil {
 		err = store.locateAll(ck.prefix)
 	}
+	if err == nil && draft != nil {
+		m.draft = draft
+		err = draft.bind()
+	}
 	if err != nil {
+		if m.draft == nil {
+			draft.Close()
+		}
 		m.Close()
 		return nil, err
 	}
@@ -206,7 +229,14 @@ func PlanFor(dir string, o Options) (*plan.Plan, error) {
 			tm = tr.Manifest()
 		}
 	}
-	return ck.plan(o, tm), nil
+	var draft *Draft
+	if o.Draft != "" {
+		if draft, err = prepareDraft(o.Draft, ck.cfg, ck.layers); err != nil {
+			return nil, err
+		}
+		defer draft.Close()
+	}
+	return ck.plan(o, tm, draft), nil
 }
 
 // openTrunk opens the packed trunk in dir and checks that it was packed
@@ -320,13 +350,16 @@ func (ck *checkpoint) sizes(tm *trunk.Manifest) plan.Sizes {
 
 // plan adds up every part of a run's memory before anything is allocated;
 // tm is the packed trunk's manifest (nil: none).
-func (ck *checkpoint) plan(o Options, tm *trunk.Manifest) *plan.Plan {
+func (ck *checkpoint) plan(o Options, tm *trunk.Manifest, d *Draft) *plan.Plan {
 	c, b := ck.cfg, o.Budget
 	s := ck.sizes(tm)
 	s.SlotBytes = slotSizeFor(c.ExpertBytes())
-	return plan.Make(plan.ForModel(c, ck.layers, s,
-		plan.Run{Streaming: o.TrunkDir != "", TrunkBudget: b.TrunkBytes, Ring: b.Ring, CacheBudget: b.CacheBytes, Ultra: b.Ultra,
-			Positions: o.Positions, Chunk: o.chunk(), AllLogits: o.AllLogits, SpecPositions: specPositions(o), StateCopies: o.StateCopies, BaselineRSS: machine.RSS()}))
+	r := plan.Run{Streaming: o.TrunkDir != "", TrunkBudget: b.TrunkBytes, Ring: b.Ring, CacheBudget: b.CacheBytes, Ultra: b.Ultra,
+		Positions: o.Positions, Chunk: o.chunk(), AllLogits: o.AllLogits, SpecPositions: specPositions(o), StateCopies: o.StateCopies, BaselineRSS: machine.RSS()}
+	if d != nil {
+		r.DraftBytes, r.DraftPerPos = d.Bytes, d.CacheBytesPerPos()
+	}
+	return plan.Make(plan.ForModel(c, ck.layers, s, r))
 }
 
 // specPositions is the most positions a verification pass of o runs (0:

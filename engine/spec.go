@@ -201,6 +201,7 @@ func (e *Engine) rewind(s *State, n int) {
 			}
 		}
 	})
+	s.draft.truncate(keep)
 	s.Pos, s.IDs, s.recN = keep, s.IDs[:keep], n
 }
 
@@ -340,11 +341,28 @@ func newSpecControl(maxDraft int, cost func(T int) float64) *specControl {
 	return c
 }
 
-// newSpec returns the draft controller of a generation, nil when it will
-// not draft: speculation off, the recompute check, or a prefill chunk of
-// one position (a pass never feeds more than a chunk: the plan's buffers
-// are sized for one).
-func (e *Engine) newSpec(opt GenOptions) *specControl {
+// drafter proposes the tokens that may follow a text: the context drafter
+// (suggestDraft, the default) or a draft model attached to the model
+// (Options.Draft). suggest returns up to k tokens after ids, the tokens of
+// s followed by the token just chosen (s may hold more positions: a
+// verification pass not yet rewound), and a match length the controller
+// measures acceptance per (matchClass).
+type drafter interface {
+	suggest(s *State, ids []int, k int) ([]int, int)
+}
+
+// contextDrafter proposes what followed the longest earlier match of the
+// text's suffix (suggestDraft).
+type contextDrafter struct{}
+
+func (contextDrafter) suggest(_ *State, ids []int, k int) ([]int, int) { return suggestDraft(ids, k) }
+
+// newSpec returns the draft controller of a generation over s, nil when it
+// will not draft: speculation off, the recompute check, or a prefill chunk
+// of one position (a pass never feeds more than a chunk: the plan's
+// buffers are sized for one). The model's draft model drafts when one is
+// attached, else the context drafter.
+func (e *Engine) newSpec(s *State, opt GenOptions) *specControl {
 	kmax := min(e.m.maxDraft, e.m.chunk-1)
 	if opt.Spec > 0 {
 		kmax = min(kmax, int(opt.Spec))
@@ -358,6 +376,9 @@ func (e *Engine) newSpec(opt GenOptions) *specControl {
 	}
 	c := newSpecControl(kmax, cost)
 	c.forced = opt.Spec > 0
+	if d := e.drafter(); d != nil {
+		c.suggest = func(ids []int, k int) ([]int, int) { return d.suggest(s, ids, k) }
+	}
 	if p := opt.propose; p != nil {
 		c.suggest = func(ids []int, k int) ([]int, int) {
 			_, n := matchSuffix(ids)

@@ -25,6 +25,8 @@ type State struct {
 	rec       []*kdaRecord
 	recBase   int // Pos before the recorded pass
 	recN      int // positions the recorded pass fed
+	// draft holds the attached draft model's context rows (nil: none yet)
+	draft *draftState
 }
 
 // kdaRecord holds one KDA layer's recurrence inputs for the positions of a
@@ -157,6 +159,7 @@ func (s *State) Clone() *State {
 			n.mla[i] = &mlaCache{rows: append([]float32(nil), m.rows...), width: m.width}
 		}
 	}
+	n.draft = s.draft.clone()
 	return n
 }
 
@@ -173,5 +176,5 @@ func (s *State) Bytes() int64 {
 			n += int64(cap(m.rows)) * 4
 		}
 	}
-	return n
+	return n + s.draft.bytes()
 }

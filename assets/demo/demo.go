@@ -20,7 +20,14 @@ import (
 )
 
 //go:embed model/config.json model/*.safetensors model/model.safetensors.index.json model/tiktoken.model model/tokenizer_config.json
+//go:embed draft/config.json draft/model.safetensors
 var files embed.FS
+
+// DraftDir is the folder, inside the demo folder, of the demo model's
+// DSpark draft model (docs/DSPARK.md), trained by tools/demo/train_draft.py
+// on the demo model's hidden states: k3 run|chat|serve DIR --draft
+// DIR/draft drafts with it.
+const DraftDir = "draft"
 
 // Marker is the file that labels a folder as the demo checkpoint.
 const Marker = "K3-DEMO.txt"
@@ -34,24 +41,39 @@ meaningful beyond that. Delete the folder at any time; k3 writes it again when
 asked (k3 demo DIR, or "Use the demo model" in the app).
 `
 
-// Names are the files Write puts into a folder besides the marker.
+// Names are the files Write puts into a folder besides the marker, the
+// draft model's as DraftDir/NAME.
 func Names() []string {
-	ents, err := fs.ReadDir(files, "model")
-	if err != nil {
-		panic(err) // the embedded tree is fixed at build time
-	}
-	out := make([]string, len(ents))
-	for i, e := range ents {
-		out[i] = e.Name()
+	var out []string
+	for _, d := range []string{"model", DraftDir} {
+		ents, err := fs.ReadDir(files, d)
+		if err != nil {
+			panic(err) // the embedded tree is fixed at build time
+		}
+		for _, e := range ents {
+			if d == "model" {
+				out = append(out, e.Name())
+			} else {
+				out = append(out, path.Join(d, e.Name()))
+			}
+		}
 	}
 	return out
+}
+
+// embedded is the path in the embedded tree of a name of Names.
+func embedded(name string) string {
+	if path.Dir(name) == DraftDir {
+		return name
+	}
+	return path.Join("model", name)
 }
 
 // Size is the number of bytes Write puts into a folder.
 func Size() int64 {
 	var n int64
 	for _, name := range Names() {
-		fi, err := fs.Stat(files, path.Join("model", name))
+		fi, err := fs.Stat(files, embedded(name))
 		if err != nil {
 			panic(err)
 		}
@@ -61,19 +83,20 @@ func Size() int64 {
 }
 
 // Write writes the demo checkpoint (config.json, the safetensors shards and
-// their index), its tokenizer (tiktoken.model, tokenizer_config.json) and
-// the marker into dir, creating it if needed. Every file is written
-// atomically and the marker last, so a folder with the marker is complete.
+// their index), its tokenizer (tiktoken.model, tokenizer_config.json), its
+// draft model (DraftDir) and the marker into dir, creating it if needed.
+// Every file is written atomically and the marker last, so a folder with
+// the marker is complete.
 func Write(dir string) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Join(dir, DraftDir), 0o755); err != nil {
 		return err
 	}
 	for _, name := range Names() {
-		data, err := files.ReadFile(path.Join("model", name))
+		data, err := files.ReadFile(embedded(name))
 		if err != nil {
 			return err
 		}
-		if err := atomicfile.Write(filepath.Join(dir, name), data); err != nil {
+		if err := atomicfile.Write(filepath.Join(dir, filepath.FromSlash(name)), data); err != nil {
 			return fmt.Errorf("demo model: %w", err)
 		}
 	}

@@ -111,3 +111,42 @@ func TestChatReplies(t *testing.T) {
 	t.Logf("dictionary words in the responses: %d/%d = %.3f", known, all, ratio)
 	assert.GreaterOrEqual(t, ratio, 0.8)
 }
+
+// TestWriteDraft: the demo folder holds the demo model's draft model, which
+// the engine attaches to the demo model, and speculative decoding with it
+// generates plain decoding's tokens; the embedded draft model is the one
+// tools/demo/train_draft.py wrote to testdata/models/demo/draft (when that
+// is present).
+func TestWriteDraft(t *testing.T) {
+	dir := write(t)
+	draft := filepath.Join(dir, demo.DraftDir)
+	for _, name := range []string{"config.json", "model.safetensors"} {
+		got, err := os.ReadFile(filepath.Join(draft, name))
+		require.NoError(t, err)
+		want, err := os.ReadFile(filepath.Join("..", "..", "testdata", "models", "demo", "draft", name))
+		if err == nil {
+			assert.Equal(t, want, got, "assets/demo/draft/%s differs from testdata/models/demo/draft/%s: copy the trained one", name, name)
+		}
+	}
+	tok, err := tokenizer.Load(dir)
+	require.NoError(t, err)
+	plain, err := engine.Open(dir, engine.Options{Budget: engine.Budget{CacheBytes: 1 << 62}})
+	require.NoError(t, err)
+	defer plain.Close()
+	m, err := engine.Open(dir, engine.Options{Budget: engine.Budget{CacheBytes: 1 << 62}, Draft: draft})
+	require.NoError(t, err)
+	defer m.Close()
+	ids, err := chat.NewSession(plain.NewEngine(1), tok).Prompt("Tell me a saying about love.", chat.Options{})
+	require.NoError(t, err)
+	gen := func(m *engine.Model, spec engine.Spec) *engine.GenResult {
+		e := m.NewEngine(2)
+		defer e.Close()
+		r, err := e.Generate(context.Background(), nil, ids, engine.GenOptions{MaxTokens: 40, StopIDs: tok.StopIDs(), Spec: spec})
+		require.NoError(t, err)
+		return r
+	}
+	off, d := gen(plain, engine.SpecOff), gen(m, 4)
+	assert.Equal(t, off.Generated, d.Generated)
+	assert.Positive(t, d.Stats.SpecAccepted, "the trained draft model's drafts come true")
+	t.Logf("demo draft model: %d of %d drafted tokens accepted, %d passes for %d tokens", d.Stats.SpecAccepted, d.Stats.SpecDrafted, d.DecodePasses, len(d.Generated))
+}

@@ -6,8 +6,8 @@ import (
 	"time"
 	"unsafe"
 
-	"k3/machine"
 	"k3/kernels"
+	"k3/machine"
 	"k3/storage/direct"
 )
 

@@ -40,6 +40,9 @@ type Run struct {
 	// snapshot for regenerating and its edit checkpoints.
 	StateCopies int
 	BaselineRSS int64
+	// DraftBytes are a draft model's weights and DraftPerPos its context
+	// rows per position (0: none).
+	DraftBytes, DraftPerPos int64
 }
 
 // KDARecordBytes is what speculative decoding records per position and KDA
@@ -104,7 +107,7 @@ func ForModel(c *config.Config, layers int, s Sizes, r Run) Inputs {
 		MaxExperts: c.Experts * max(0, layers-c.FirstKDense),
 		Streaming:  r.Streaming, TrunkBudget: r.TrunkBudget, Ring: r.Ring, CacheBudget: r.CacheBudget,
 		StateBytes: int64(2+copies) * state, KVPerPos: int64(1+copies) * kvPerPos, Positions: r.Positions, BufferBytes: buffers, BaselineRSS: r.BaselineRSS,
-		SpecPositions: r.SpecPositions, SpecRecordPerPos: record}
+		SpecPositions: r.SpecPositions, SpecRecordPerPos: record, DraftBytes: r.DraftBytes, DraftPerPos: int64(1+copies) * r.DraftPerPos}
 }
 
 // DefaultChatCheckpoints is how many edit checkpoints a chat session keeps

@@ -31,6 +31,9 @@ type Inputs struct {
 	// SpecRecordPerPos the rollback record one of them takes (see Plan.Spec).
 	SpecPositions    int
 	SpecRecordPerPos int64
+	// DraftBytes are a draft model's weights (resident) and DraftPerPos
+	// its context rows per position (0: no draft model).
+	DraftBytes, DraftPerPos int64
 	// LogicalLayerBytes are the layers' bf16 sizes when a compressed trunk
 	// stores them smaller (nil or equal: nothing compressed); see Make.
 	LogicalLayerBytes []int64
@@ -76,7 +79,10 @@ type Plan struct {
 	// feeding those positions alone. At the released size (69 KDA layers
 	// of 96 heads of 128) that is 20.4 MB per position, 183 MB for a
 	// 9-position pass (8 drafts).
-	Spec  int64
+	Spec int64
+	// Draft is the draft model: its weights, resident, and its context
+	// rows for every position (its embedding and lm_head are the model's).
+	Draft int64
 	Total int64
 	Notes []string
 	// Compressed: the trunk stores the layers compressed (BF16C). Expanded:
@@ -122,6 +128,9 @@ func Make(in Inputs) *Plan {
 	p := &Plan{Pinned: make([]bool, len(in.LayerBytes)), Globals: in.GlobalBytes, State: in.StateBytes,
 		KV: in.KVPerPos * int64(kvPositions), Buffers: in.BufferBytes, Baseline: in.BaselineRSS,
 		Spec: int64(in.SpecPositions) * in.SpecRecordPerPos}
+	if in.DraftBytes > 0 {
+		p.Draft = in.DraftBytes + in.DraftPerPos*int64(kvPositions)
+	}
 	var all, logical int64
 	for i, b := range in.LayerBytes {
 		all += b
@@ -219,7 +228,7 @@ func Make(in Inputs) *Plan {
 	// allocated (the engine's buffers, the state, the expert cache's
 	// slots): the peak is the larger of the two
 	p.pages(in)
-	after := p.RingBytes + p.CacheBytes + p.State + p.KV + p.Buffers + p.Spec
+	after := p.RingBytes + p.CacheBytes + p.State + p.KV + p.Buffers + p.Spec + p.Draft
 	p.Total = p.Baseline + p.PinnedBytes + p.Globals + p.Pages + max(after, p.Load)
 	return p
 }
@@ -338,6 +347,9 @@ func (p *Plan) String() string {
 	fmt.Fprintf(&b, "  buffers        %10s\n", units.Bytes(p.Buffers))
 	if p.Spec > 0 {
 		fmt.Fprintf(&b, "  spec rollback  %10s  (recurrence inputs of a verification pass)\n", units.Bytes(p.Spec))
+	}
+	if p.Draft > 0 {
+		fmt.Fprintf(&b, "  draft model    %10s  (weights and context rows)\n", units.Bytes(p.Draft))
 	}
 	if p.Pages > 0 {
 		fmt.Fprintf(&b, "  whole pages    %10s  (%d buffers mapped in %s pages)\n", units.Bytes(p.Pages), p.PagedBuffer, units.Bytes(HugePage))

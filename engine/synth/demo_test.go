@@ -2,6 +2,7 @@ package synth_test
 
 import (
 	"crypto/sha256"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"testing"
@@ -54,7 +55,7 @@ func TestWriteDemo(t *testing.T) {
 
 	first := readTree(t, dir)
 	for name := range first {
-		assert.NotEqual(t, '.', name[0], "temporary file %s left behind", name)
+		assert.NotEqual(t, '.', filepath.Base(name)[0], "temporary file %s left behind", name)
 	}
 	require.NoError(t, synth.WriteDemo(dir, "small"))
 	assert.Equal(t, first, readTree(t, dir), "a rewrite must give the same bytes")
@@ -67,16 +68,19 @@ func TestWriteDemo(t *testing.T) {
 	assert.ErrorContains(t, synth.WriteDemo(t.TempDir(), "huge"), `demo size "huge" is not one of [small random medium large]`)
 }
 
-// readTree returns the SHA-256 of every file of a flat directory, by name.
+// readTree returns the SHA-256 of every file under a directory (the demo's
+// draft model is in a subfolder), by path relative to it.
 func readTree(t *testing.T, dir string) map[string][32]byte {
 	t.Helper()
-	ents, err := os.ReadDir(dir)
-	require.NoError(t, err)
 	out := map[string][32]byte{}
-	for _, e := range ents {
-		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
-		require.NoError(t, err)
-		out[e.Name()] = sha256.Sum256(b)
-	}
+	require.NoError(t, filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
+		if err != nil || e.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		rel, _ := filepath.Rel(dir, p)
+		out[rel] = sha256.Sum256(b)
+		return err
+	}))
 	return out
 }

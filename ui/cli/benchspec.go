@@ -127,6 +127,7 @@ type specCase struct {
 	sampler          func() engine.Sampler
 	off              *engine.GenResult
 	forced           []*engine.GenResult // index k-1: drafts of up to k tokens
+	draftForced      []*engine.GenResult // the same with the draft model (--draft)
 	weak             string
 }
 
@@ -142,7 +143,8 @@ func benchSpec(args []string, stdout, stderr io.Writer) int {
 	reps := fs.Int("reps", 2, "timed passes per length (the fastest counts)")
 	acceptOnly := fs.Bool("acceptance-only", false, "only the replies, the acceptance and the read-bound projection of bytes (no checkpoint, no timing)")
 	reference := fs.Bool("reference", false, "also run the drafter over hand-written replies (code, a summary; no model)")
-	setUsage(fs, stderr, "usage: k3 bench spec [--json] [--model DIR] [--threads N] [--max-draft N] [--dir PATH] [--acceptance-only] [--reference]",
+	draftDir := fs.String("draft", "", "also draft with this DSpark draft model of the model (docs/DSPARK.md): rows \"draft auto\" and \"draft N\"")
+	setUsage(fs, stderr, "usage: k3 bench spec [--json] [--model DIR] [--draft DIR] [--threads N] [--max-draft N] [--dir PATH] [--acceptance-only] [--reference]",
 		"Asks a trained model (the demo model unless --model) a fixed set of prompts (chat, code,",
 		"summarise-this-text, a second chat turn) greedy and with a seed, generating with the engine's",
 		"drafter and verifier without speculation and at every draft length up to --max-draft (the ids",
@@ -205,15 +207,29 @@ func benchSpec(args []string, stdout, stderr io.Writer) int {
 	defer m.Close()
 	e := m.NewEngine(*threads)
 	defer e.Close()
-	gen := func(c *specCase, spec engine.Spec, costs func(int) float64) (*engine.GenResult, error) {
-		res, err := e.Generate(ctx, nil, c.ids, engine.GenOptions{MaxTokens: *maxTokens, StopIDs: tok.StopIDs(), Sampler: c.sampler(), Spec: spec, SpecCosts: costs})
+	genOn := func(e *engine.Engine, what string) func(c *specCase, spec engine.Spec, costs func(int) float64) (*engine.GenResult, error) {
+		return func(c *specCase, spec engine.Spec, costs func(int) float64) (*engine.GenResult, error) {
+			res, err := e.Generate(ctx, nil, c.ids, engine.GenOptions{MaxTokens: *maxTokens, StopIDs: tok.StopIDs(), Sampler: c.sampler(), Spec: spec, SpecCosts: costs})
+			if err != nil {
+				return nil, err
+			}
+			if c.off != nil && !slices.Equal(res.Generated, c.off.Generated) {
+				return nil, fmt.Errorf("%s, %s, spec %s%s: the ids differ from plain decoding's", c.prompt, c.sampling, spec, what)
+			}
+			return res, nil
+		}
+	}
+	gen := genOn(e, "")
+	var genDraft func(c *specCase, spec engine.Spec, costs func(int) float64) (*engine.GenResult, error)
+	if *draftDir != "" {
+		dm, err := engine.Open(md, engine.Options{Budget: engine.Budget{CacheBytes: 1 << 40}, MaxDraft: *maxDraft, Draft: *draftDir})
 		if err != nil {
-			return nil, err
+			return fail("", err)
 		}
-		if c.off != nil && !slices.Equal(res.Generated, c.off.Generated) {
-			return nil, fmt.Errorf("%s, %s, spec %s: the ids differ from plain decoding's", c.prompt, c.sampling, spec)
-		}
-		return res, nil
+		defer dm.Close()
+		de := dm.NewEngine(*threads)
+		defer de.Close()
+		genDraft = genOn(de, " with the draft model")
 	}
 
 	title(fmt.Sprintf("replies of %s (each prompt as a chat session sends it; plain decoding)", filepath.Base(md)))
@@ -253,7 +269,7 @@ func benchSpec(args []string, stdout, stderr io.Writer) int {
 	}
 
 	title("\ndraft acceptance, generating with the drafter and verifier at forced draft lengths (the same ids as plain decoding)")
-	title(fmt.Sprintf("%-12s %-7s %6s %5s %9s %9s %11s %11s", "prompt", "", "reply", "draft", "drafted", "accepted", "acc./pass", "pass/token"))
+	title(fmt.Sprintf("%-12s %-7s %6s %7s %9s %9s %11s %11s", "prompt", "", "reply", "draft", "drafted", "accepted", "acc./pass", "pass/token"))
 	for _, c := range cases {
 		for k := 1; k <= *maxDraft; k++ {
 			r, err := gen(c, engine.Spec(k), nil)
@@ -261,14 +277,29 @@ func benchSpec(args []string, stdout, stderr io.Writer) int {
 				return fail("", err)
 			}
 			c.forced = append(c.forced, r)
+			var d *engine.GenResult
+			if genDraft != nil {
+				if d, err = genDraft(c, engine.Spec(k), nil); err != nil {
+					return fail("", err)
+				}
+				c.draftForced = append(c.draftForced, d)
+			}
 			if k != 1 && k != 2 && k != 4 && k != *maxDraft {
 				continue
 			}
-			sim := engine.SpecSimOf(r, *maxDraft, unitCosts)
-			ppt := r.PassesPerToken()
-			emit(specLine{Kind: "acceptance", Prompt: c.prompt, Sampling: c.sampling, Spec: fmt.Sprint(k), Tokens: sim.Tokens, Passes: sim.Passes, Drafted: sim.Drafted, Accepted: sim.Accepted,
-				AcceptedPerPass: sim.AcceptedPerPass(), PassesPerToken: ppt, TooWeak: c.weak != ""},
-				fmt.Sprintf("%-12s %-7s %6d %5d %9d %9d %11.2f %11.2f%s", c.prompt, c.sampling, sim.Tokens, k, sim.Drafted, sim.Accepted, sim.AcceptedPerPass(), ppt, weakMark(c.weak)))
+			for _, row := range []struct {
+				label string
+				r     *engine.GenResult
+			}{{fmt.Sprint(k), r}, {fmt.Sprintf("draft %d", k), d}} {
+				if row.r == nil {
+					continue
+				}
+				sim := engine.SpecSimOf(row.r, *maxDraft, unitCosts)
+				ppt := row.r.PassesPerToken()
+				emit(specLine{Kind: "acceptance", Prompt: c.prompt, Sampling: c.sampling, Spec: row.label, Tokens: sim.Tokens, Passes: sim.Passes, Drafted: sim.Drafted, Accepted: sim.Accepted,
+					AcceptedPerPass: sim.AcceptedPerPass(), PassesPerToken: ppt, TooWeak: c.weak != ""},
+					fmt.Sprintf("%-12s %-7s %6d %7s %9d %9d %11.2f %11.2f%s", c.prompt, c.sampling, sim.Tokens, row.label, sim.Drafted, sim.Accepted, sim.AcceptedPerPass(), ppt, weakMark(c.weak)))
+			}
 		}
 	}
 
@@ -276,7 +307,7 @@ func benchSpec(args []string, stdout, stderr io.Writer) int {
 	// choice alike, so the bytes do not depend on it
 	nominal := make([]float64, *maxDraft+2)
 	title("\nprojected full model per generated token, read-bound (compute hidden under the reads): GB read per token")
-	if err := projectAll(cases, "read-bound", 1, nominal, 0, *maxDraft, !*acceptOnly, gen, emit, title); err != nil {
+	if err := projectAll(cases, "read-bound", 1, nominal, 0, *maxDraft, !*acceptOnly, gen, genDraft, emit, title); err != nil {
 		return fail("", err)
 	}
 	if *reference {
@@ -334,7 +365,7 @@ func benchSpec(args []string, stdout, stderr io.Writer) int {
 		emit(specLine{Kind: "timing", Positions: T, Seconds: compute[T]}, fmt.Sprintf("  %d position(s): %.2f s (%.2f s per position)", T, compute[T], compute[T]/float64(T)))
 	}
 	title("\nprojected full model per generated token, compute as measured here: s = max(read, compute) / overlap efficiency")
-	if err := projectAll(cases, "measured", disk, compute, ov.Efficiency, *maxDraft, true, gen, emit, title); err != nil {
+	if err := projectAll(cases, "measured", disk, compute, ov.Efficiency, *maxDraft, true, gen, genDraft, emit, title); err != nil {
 		return fail("", err)
 	}
 	return ExitOK
@@ -381,10 +412,11 @@ func specPromptIDs(ctx context.Context, e *engine.Engine, tok *tokenizer.Tokeniz
 // projectAll prints, per preset and case, the projected full model per
 // generated token without speculation, with the controller deciding at the
 // preset's costs while the model generates, and with the best fixed
-// length; disk 1 and compute 0 give bytes only.
+// length, and the same with the draft model when genDraft is not nil;
+// disk 1 and compute 0 give bytes only.
 func projectAll(cases []*specCase, computeModel string, disk float64, compute []float64, overlap float64, maxDraft int, seconds bool,
-	gen func(*specCase, engine.Spec, func(int) float64) (*engine.GenResult, error), emit func(specLine, string), title func(string)) error {
-	title(fmt.Sprintf("%-8s %-12s %-7s %-7s %9s %9s %7s %9s %11s  %s", "preset", "prompt", "", "spec", "s/token", "GB/token", "vs off", "acc/pass", "pass/token", "passes by draft length 0.."))
+	gen, genDraft func(*specCase, engine.Spec, func(int) float64) (*engine.GenResult, error), emit func(specLine, string), title func(string)) error {
+	title(fmt.Sprintf("%-8s %-12s %-7s %-10s %9s %9s %7s %9s %11s  %s", "preset", "prompt", "", "spec", "s/token", "GB/token", "vs off", "acc/pass", "pass/token", "passes by draft length 0.."))
 	for _, name := range []string{"laptop", "desktop", "server"} {
 		pr, _ := plan.Lookup(name)
 		pred := doctor.Predict(pr, doctor.Speeds{TrunkDiskGBps: disk, ExpertDiskGBps: disk, BF16GBps: 1, MXFP4GBps: 1})
@@ -406,6 +438,22 @@ func projectAll(cases []*specCase, computeModel string, disk float64, compute []
 			if bestK > 0 {
 				rows = append(rows, specRow{"projection", fmt.Sprint(bestK), best})
 			}
+			if genDraft != nil {
+				da, err := genDraft(c, engine.SpecAuto, costs.Seconds)
+				if err != nil {
+					return err
+				}
+				rows = append(rows, specRow{"projection", "draft auto", engine.SpecSimOf(da, maxDraft, costs)})
+				bestK, best = 0, off
+				for k, f := range c.draftForced {
+					if r := engine.SpecSimOf(f, maxDraft, costs); r.Seconds < best.Seconds {
+						bestK, best = k+1, r
+					}
+				}
+				if bestK > 0 {
+					rows = append(rows, specRow{"projection", fmt.Sprintf("draft %d", bestK), best})
+				}
+			}
 			if computeModel == "read-bound" {
 				all := append(slices.Clone(c.ids), c.off.Generated...)
 				rows = append(rows, specRow{"ceiling", "ceiling", engine.SpecCeiling(all, len(c.ids), maxDraft, costs)})
@@ -421,7 +469,7 @@ func projectAll(cases []*specCase, computeModel string, disk float64, compute []
 				emit(specLine{Kind: row.kind, Compute: computeModel, Preset: name, Prompt: c.prompt, Sampling: c.sampling, Spec: row.spec, Tokens: r.Tokens, Passes: r.Passes,
 					Drafted: r.Drafted, Accepted: r.Accepted, AcceptedPerPass: r.AcceptedPerPass(), PassesPerToken: ppt, SecondsPerToken: spt, BytesPerToken: r.BytesPerToken(),
 					BytesRatio: ratio, Lengths: r.Lengths, TooWeak: c.weak != ""},
-					fmt.Sprintf("%-8s %-12s %-7s %-7s %s %9.2f %6.2fx %9.2f %11.2f  %s%s", name, c.prompt, c.sampling, row.spec, sText, r.BytesPerToken()/1e9, ratio,
+					fmt.Sprintf("%-8s %-12s %-7s %-10s %s %9.2f %6.2fx %9.2f %11.2f  %s%s", name, c.prompt, c.sampling, row.spec, sText, r.BytesPerToken()/1e9, ratio,
 						r.AcceptedPerPass(), ppt, strings.Trim(fmt.Sprint(r.Lengths), "[]"), weakMark(c.weak)))
 			}
 		}

@@ -2,8 +2,10 @@ package cli
 
 import (
 	"crypto/sha256"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -53,16 +55,17 @@ func TestDemoCommandErrors(t *testing.T) {
 	assert.False(t, synth.IsDemo(busy))
 }
 
-// treeSums returns the SHA-256 of every file of a flat directory, by name.
+// treeSums returns the SHA-256 of every file under a directory, by path.
 func treeSums(t *testing.T, dir string) map[string][32]byte {
 	t.Helper()
-	ents, err := os.ReadDir(dir)
-	require.NoError(t, err)
 	out := map[string][32]byte{}
-	for _, e := range ents {
-		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
-		require.NoError(t, err)
-		out[e.Name()] = sha256.Sum256(b)
-	}
+	require.NoError(t, filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
+		if err != nil || e.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		out[strings.TrimPrefix(p, dir)] = sha256.Sum256(b)
+		return err
+	}))
 	return out
 }

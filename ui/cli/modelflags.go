@@ -31,6 +31,7 @@ type modelFlags struct {
 	ultra    *bool
 	policy   *string
 	specFlag *string
+	draft    *string
 	// spec is --spec, parsed by resolve
 	spec engine.Spec
 }
@@ -50,6 +51,7 @@ func addModelFlags(fs *flag.FlagSet, cmd string) *modelFlags {
 		policy:   fs.String("cache-policy", expertcache.Default, "expert cache replacement: "+orList(expertcache.Names())+" (k3 sim-cache compares them)"),
 		ultra:    fs.Bool("ultra-low-memory", false, "read embedding rows and lm_head from the packed trunk as needed (needs --trunk)"),
 		specFlag: fs.String("spec", "auto", "speculative decoding: auto (draft when it pays), off (or 0), or N draft tokens per pass; the output is the same"),
+		draft:    fs.String("draft", "", "DSpark draft model directory (docs/DSPARK.md): speculative decoding drafts with it instead of copying from the context"),
 	}
 }
 
@@ -136,6 +138,9 @@ func (f *modelFlags) options(positions int, allLogits bool) engine.Options {
 	o := engine.Options{Config: *f.cfgPath, Layers: *f.layers, TrunkDir: *f.trunkDir,
 		Budget:      engine.Budget{TrunkBytes: int64(*f.trunkGB * 1e9), Ring: *f.ring, CacheBytes: int64(*f.cacheGB * 1e9), Ultra: *f.ultra},
 		CachePolicy: *f.policy, Chunk: *f.chunk, Positions: positions, AllLogits: allLogits}
+	if f.spec != engine.SpecOff {
+		o.Draft = *f.draft
+	}
 	switch {
 	case f.spec == engine.SpecOff:
 		o.MaxDraft = -1 // no rollback record to plan for
@@ -156,7 +161,7 @@ func (f *modelFlags) open(dir string, o engine.Options, stdout, stderr io.Writer
 		var ce *config.Error
 		var pe *engine.PlanError
 		switch {
-		case errors.As(err, &ce) || errors.Is(err, os.ErrNotExist) || errors.Is(err, engine.ErrOptions):
+		case errors.As(err, &ce) || errors.Is(err, os.ErrNotExist) || errors.Is(err, engine.ErrOptions) || errors.Is(err, engine.ErrDraftMismatch):
 			fmt.Fprintf(stderr, "k3 %s: %v\n", f.cmd, err)
 			return nil, ExitUsage
 		case errors.As(err, &pe):
@@ -171,6 +176,9 @@ func (f *modelFlags) open(dir string, o engine.Options, stdout, stderr io.Writer
 		fmt.Fprintf(stdout, "NOTE: binding only the first %d of %d layers: the output is NOT the model's\n", m.Bound, m.Cfg.Layers)
 	}
 	fmt.Fprint(stdout, m.Plan.String())
+	if d := m.DraftModel(); d != nil {
+		fmt.Fprintf(stdout, "draft model: %s (%d layers over target layers %v, %s)\n", d.Dir, d.Cfg.Layers, d.Cfg.TargetLayers, units.Bytes(d.Bytes))
+	}
 	return m, -1
 }
 

@@ -1,0 +1,320 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"k3/internal/fixture"
+	"k3/kernels"
+	"k3/storage/config"
+	st "k3/storage/safetensors"
+	"k3/storage/trunk"
+)
+
+// draftExpect is a draft model's expect.json (docs/DSPARK.md §8), written
+// by tools/reference/make_drafts.py from the float64 reference.
+type draftExpect struct {
+	Target       string    `json:"target"`
+	RopeInvFreq  []float64 `json:"rope_inv_freq"`
+	RopeAmp      float64   `json:"rope_amplitude"`
+	SoftmaxScale float64   `json:"softmax_scale"`
+	Cases        []struct {
+		Seq    []int `json:"seq"`
+		Anchor int   `json:"anchor"`
+		Blocks map[string]struct {
+			Draft []int `json:"draft"`
+		} `json:"blocks"`
+	} `json:"cases"`
+	SpecRuns []struct {
+		Prompt []int `json:"prompt"`
+		Block  int   `json:"block"`
+		NNew   int   `json:"n_new"`
+		IDs    []int `json:"ids"`
+		Steps  []struct {
+			Anchor   int   `json:"anchor"`
+			Draft    []int `json:"draft"`
+			Accepted int   `json:"accepted"`
+		} `json:"steps"`
+	} `json:"spec_runs"`
+}
+
+// draftModels are the reference checkpoints with a draft model: tiny
+// random ones, and the demo's trained one.
+var draftModels = []string{"tiny-release", "tiny-flat-f32", "demo"}
+
+// draftDir is the draft model of reference checkpoint name: the demo's is
+// the one the binary embeds (assets/demo/draft), its expect.json in
+// testdata/models/demo/draft.
+func draftDir(name string) string {
+	if name == "demo" {
+		return filepath.Join(fixture.Root(), "assets", "demo", "draft")
+	}
+	return filepath.Join(fixture.ModelDir(name), "draft")
+}
+
+// loadDraftExpect reads name's draft fixtures; ok is false only for the
+// demo's before tools/demo/train_draft.py has written them.
+func loadDraftExpect(t *testing.T, name string) (ex draftExpect, ok bool) {
+	t.Helper()
+	raw, err := os.ReadFile(fixture.Path("models", name, "draft", "expect.json"))
+	if name == "demo" && errors.Is(err, os.ErrNotExist) {
+		t.Logf("no testdata/models/demo/draft/expect.json: the demo's draft model is not compared with the reference")
+		return ex, false
+	}
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(raw, &ex))
+	require.Equal(t, name, ex.Target)
+	require.NotEmpty(t, ex.Cases)
+	return ex, true
+}
+
+func openWithDraft(t *testing.T, name string, o Options) *Model {
+	t.Helper()
+	o.Draft = draftDir(name)
+	if o.Budget.CacheBytes == 0 {
+		o.Budget.CacheBytes = 1 << 40
+	}
+	m, err := Open(fixture.ModelDir(name), o)
+	require.NoError(t, err)
+	t.Cleanup(m.Close)
+	require.NotNil(t, m.DraftModel())
+	return m
+}
+
+// TestDraftMatchesReference: the tokens k3's draft model drafts for every
+// case of the float64 reference (a kept sequence, an anchor, block lengths
+// 1 to 4) are the reference's, at every kernel level on 1 and 2 threads;
+// its rotary frequencies and score scale are the reference's.
+func TestDraftMatchesReference(t *testing.T) {
+	for _, name := range draftModels {
+		ex, ok := loadDraftExpect(t, name)
+		if !ok {
+			continue
+		}
+		m := openWithDraft(t, name, Options{})
+		d := m.DraftModel()
+		require.Len(t, d.rope.invFreq, len(ex.RopeInvFreq))
+		for i, f := range ex.RopeInvFreq {
+			assert.InEpsilon(t, f, d.rope.invFreq[i], 1e-12, "%s: inv_freq[%d]", name, i)
+		}
+		assert.InEpsilon(t, ex.RopeAmp, d.rope.amp, 1e-12, name)
+		assert.InEpsilon(t, ex.SoftmaxScale, d.softmaxK, 1e-12, name)
+		checked := 0
+		for _, l := range kernels.Levels() {
+			for _, threads := range []int{1, 2} {
+				func() {
+					prev := kernels.SetLevel(l)
+					defer kernels.SetLevel(prev)
+					e := m.NewEngine(threads)
+					defer e.Close()
+					for ci, c := range ex.Cases {
+						s := m.NewState()
+						_, err := e.Feed(context.Background(), s, c.Seq, false)
+						require.NoError(t, err)
+						for B := 1; B <= 4; B++ {
+							want, ok := c.Blocks[fmt.Sprint(B)]
+							require.True(t, ok)
+							got, _ := modelDrafter{e, d}.suggest(s, append(append([]int(nil), c.Seq...), c.Anchor), B)
+							require.Equal(t, want.Draft, got, "%s %v threads=%d case %d block %d", name, l, threads, ci, B)
+							checked++
+						}
+					}
+				}()
+			}
+		}
+		assert.Equal(t, len(kernels.Levels())*2*len(ex.Cases)*4, checked)
+	}
+}
+
+// TestDraftSpecRuns: greedy speculative decoding with the draft model
+// forced to the reference's block length drafts, pass after pass, the
+// reference's tokens (so the context rows of rejected positions are
+// dropped with them), and generates plain decoding's tokens.
+func TestDraftSpecRuns(t *testing.T) {
+	for _, name := range draftModels {
+		ex, ok := loadDraftExpect(t, name)
+		if !ok {
+			continue
+		}
+		m := openWithDraft(t, name, Options{})
+		for ri, r := range ex.SpecRuns {
+			for _, threads := range []int{1, 2} {
+				what := fmt.Sprintf("%s run %d threads=%d", name, ri, threads)
+				var drafts [][]int
+				res := generateCase(t, m, threads, r.Prompt, GenOptions{MaxTokens: r.NNew, Spec: Spec(r.Block), onDraft: func(d []int) { drafts = append(drafts, append([]int(nil), d...)) }})
+				require.Equal(t, r.IDs, res.res.Generated, what)
+				require.NotEmpty(t, drafts, what)
+				compared := 0
+				for i, d := range drafts {
+					// k3 drafts at most what the tokens left can use (less
+					// than the reference in the last passes of a run)
+					if i >= len(r.Steps) || len(r.Steps[i].Draft) != len(d) {
+						continue
+					}
+					require.Equal(t, r.Steps[i].Draft, d, "%s pass %d", what, i)
+					compared++
+				}
+				assert.GreaterOrEqual(t, compared, len(r.Steps)-4, what)
+			}
+		}
+	}
+}
+
+// TestDraftSpecExact: with the draft model attached, speculative decoding
+// gives plain decoding's tokens, logits and final state bit for bit,
+// greedy and seeded, forced and chosen by the controller, resident and
+// streamed through one ring slot with the tables read from the packed
+// trunk (ultra-low-memory mode), on 1 and 3 threads.
+func TestDraftSpecExact(t *testing.T) {
+	for _, name := range draftModels {
+		ex := fixture.LoadExpect(t, name)
+		plainModel, err := Open(fixture.ModelDir(name), Options{Budget: Budget{CacheBytes: 1 << 40}})
+		require.NoError(t, err)
+		defer plainModel.Close()
+		resident := openWithDraft(t, name, Options{})
+		tr := filepath.Join(t.TempDir(), "trunk")
+		_, err = trunk.Pack(context.Background(), fixture.ModelDir(name), tr, trunk.Options{})
+		require.NoError(t, err)
+		ultra := openWithDraft(t, name, Options{TrunkDir: tr, Budget: Budget{TrunkBytes: 1, Ring: 1, CacheBytes: 1, Ultra: true}})
+		for _, threads := range []int{1, 3} {
+			m, prompts := resident, ex.Prompts[:2]
+			if threads == 3 || name == "demo" {
+				prompts = ex.Prompts[:1]
+			}
+			if threads == 3 {
+				m = ultra
+			}
+			for pi, p := range prompts {
+				for _, seeded := range []bool{false, true} {
+					what := fmt.Sprintf("%s prompt %d threads=%d seeded=%v", name, pi, threads, seeded)
+					opt := GenOptions{MaxTokens: 16, Complete: true}
+					if seeded {
+						opt.Sampler = Sampling{Temperature: 0.9, TopK: 40, TopP: 0.95, Seed: 11}.Sampler(2)
+					}
+					opt.Spec = SpecOff
+					plain := generateCase(t, plainModel, threads, p.PromptIDs, opt)
+					for _, k := range []Spec{1, 3, 8} {
+						opt.Spec = k
+						r := generateCase(t, m, threads, p.PromptIDs, opt)
+						requireSameRun(t, fmt.Sprintf("%s spec %d", what, k), r, plain)
+						assert.Positive(t, r.res.Stats.SpecDrafted, what)
+					}
+					opt.Spec, opt.SpecCosts = SpecAuto, draftPays
+					requireSameRun(t, what+" auto", generateCase(t, m, threads, p.PromptIDs, opt), plain)
+					opt.SpecCosts = nil
+				}
+			}
+		}
+	}
+}
+
+// copyDraft copies the tiny-release drafter into a temporary directory
+// with its config edited by edit (nil: as it is).
+func copyDraft(t *testing.T, edit func(map[string]any)) string {
+	t.Helper()
+	src := filepath.Join(fixture.ModelDir("tiny-release"), "draft")
+	dir := t.TempDir()
+	raw, err := os.ReadFile(filepath.Join(src, "config.json"))
+	require.NoError(t, err)
+	if edit != nil {
+		var c map[string]any
+		require.NoError(t, json.Unmarshal(raw, &c))
+		edit(c)
+		raw, err = json.Marshal(c)
+		require.NoError(t, err)
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "config.json"), raw, 0o644))
+	w, err := os.ReadFile(filepath.Join(src, "model.safetensors"))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "model.safetensors"), w, 0o644))
+	return dir
+}
+
+// TestDraftRefused: a draft model made for another target, without its
+// config, truncated, holding a NaN or an unknown tensor is refused when the
+// model opens (before any token), with one message naming the problem.
+func TestDraftRefused(t *testing.T) {
+	dir := fixture.ModelDir("tiny-release")
+	open := func(draft string) error {
+		m, err := Open(dir, Options{Draft: draft})
+		if err == nil {
+			m.Close()
+		}
+		return err
+	}
+	require.NoError(t, open(copyDraft(t, nil)))
+
+	err := open(copyDraft(t, func(c map[string]any) {
+		c["target_hidden_size"], c["vocab_size"], c["draft_vocab_size"] = 96, 1024, 1024
+		c["target_layer_ids"] = []int{1, 5, 8}
+		delete(c, "target_num_hidden_layers")
+	}))
+	require.ErrorIs(t, err, ErrDraftMismatch)
+	assert.Contains(t, err.Error(), "target_hidden_size is 96, the model's hidden size 64")
+	assert.Contains(t, err.Error(), "vocab_size is 1024, the model's 512")
+	assert.Contains(t, err.Error(), "target_layer_ids[2] = 8 is beyond the model's 8 layers")
+
+	err = open(copyDraft(t, func(c map[string]any) { c["target_num_hidden_layers"] = 93 }))
+	require.ErrorIs(t, err, ErrDraftMismatch)
+	assert.Contains(t, err.Error(), "made for a model of 93 layers, this one has 8")
+
+	var ce *config.Error
+	err = open(copyDraft(t, func(c map[string]any) {
+		delete(c, "mask_token_id")
+		delete(c, "rope_parameters")
+		delete(c, "rope_theta")
+	}))
+	require.ErrorAs(t, err, &ce)
+	assert.Equal(t, []string{"mask_token_id", "rope_parameters"}, ce.Missing)
+
+	noCfg := copyDraft(t, nil)
+	require.NoError(t, os.Remove(filepath.Join(noCfg, "config.json")))
+	err = open(noCfg)
+	require.ErrorIs(t, err, os.ErrNotExist)
+	assert.Contains(t, err.Error(), "has no config.json")
+
+	short := copyDraft(t, nil)
+	f := filepath.Join(short, "model.safetensors")
+	fi, err := os.Stat(f)
+	require.NoError(t, err)
+	require.NoError(t, os.Truncate(f, fi.Size()-100))
+	err = open(short)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "draft model")
+
+	// a NaN in one weight, and an extra tensor
+	set, err := st.Open(filepath.Join(fixture.ModelDir("tiny-release"), "draft"))
+	require.NoError(t, err)
+	defer set.Close()
+	var ws []st.WriteTensor
+	for _, n := range set.Names() {
+		tn, _ := set.Get(n)
+		b := make([]byte, tn.Size)
+		require.NoError(t, set.ReadTensor(tn, b))
+		if n == "layers.1.mlp.up_proj.weight" {
+			b[10], b[11] = 0xc0, 0x7f // a bf16 NaN
+		}
+		ws = append(ws, st.WriteTensor{Name: n, DType: tn.DType, Shape: tn.Shape, Data: b})
+	}
+	nan := copyDraft(t, nil)
+	require.NoError(t, st.WriteFile(filepath.Join(nan, "model.safetensors"), ws, nil))
+	err = open(nan)
+	var nf *NonFiniteError
+	require.ErrorAs(t, err, &nf)
+	assert.Contains(t, err.Error(), "layers.1.mlp.up_proj.weight")
+
+	extra := copyDraft(t, nil)
+	ws = append(ws[:len(ws):len(ws)], st.WriteTensor{Name: "lm_head.weight", DType: st.F32, Shape: []int64{2}, Data: make([]byte, 8)})
+	require.NoError(t, st.WriteFile(filepath.Join(extra, "model.safetensors"), ws, nil))
+	err = open(extra)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "unexpected tensor lm_head.weight")
+}
