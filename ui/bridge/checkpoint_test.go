@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"testing"
@@ -128,14 +129,19 @@ func TestMakeDemoModelIsTheCLIDemo(t *testing.T) {
 	want := filepath.Join(t.TempDir(), "demo")
 	require.NoError(t, synth.WriteDemo(want, "small"))
 	sums := func(dir string) map[string][32]byte {
-		ents, err := os.ReadDir(dir)
-		require.NoError(t, err)
 		out := map[string][32]byte{}
-		for _, e := range ents {
-			b, err := os.ReadFile(filepath.Join(dir, e.Name()))
-			require.NoError(t, err)
-			out[e.Name()] = sha256.Sum256(b)
-		}
+		require.NoError(t, filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() {
+				return err
+			}
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			rel, _ := filepath.Rel(dir, p)
+			out[filepath.ToSlash(rel)] = sha256.Sum256(b)
+			return nil
+		}))
 		return out
 	}
 	got := sums(app)
