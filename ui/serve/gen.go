@@ -37,6 +37,7 @@ type result struct {
 	calls              []tokenizer.ToolCall
 	warnings           []string
 	finish             string // stop, length or tool_calls
+	stopSeq            string // the stop string that ended the reply
 	prompt, reused     int
 }
 
@@ -183,7 +184,7 @@ func (s *Server) generate(ctx context.Context, j *job) (*result, error) {
 	} else if len(res.calls) > 0 {
 		res.finish = "tool_calls"
 	}
-	res.reasoning, res.content = reasoning.String(), filter.out.String()
+	res.reasoning, res.content, res.stopSeq = reasoning.String(), filter.out.String(), filter.matched
 	return res, nil
 }
 
