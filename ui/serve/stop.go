@@ -14,7 +14,7 @@ type stopFilter struct {
 	pending string
 	out     strings.Builder // everything passed
 	hit     bool
-	matched string // the stop string that hit
+	matched string       // the stop string that hit
 	emit    func(string) // hears what passes, as it passes
 }
 
