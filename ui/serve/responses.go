@@ -52,8 +52,56 @@ type responsesItem struct {
 	Output    json.RawMessage `json:"output"`
 }
 
+// responsesExtra is what a Responses request says beyond the chat request:
+// the namespace of each namespaced function, and what was left out.
+type responsesExtra struct {
+	namespaces map[string]string // function name -> namespace
+	warnings   []string
+}
+
+// tool reads one tool declaration into q: a function, or a namespace of
+// functions (each declared by its own name; its calls name the
+// namespace). Tools the server would run itself (web_search, file_search,
+// ...) and custom tools are left out with a warning: the model cannot
+// call them here.
+func (x *responsesExtra) tool(where string, t json.RawMessage, ns string, q *chatRequest) *apiError {
+	var d struct {
+		Type        string            `json:"type"`
+		Name        string            `json:"name"`
+		Description string            `json:"description"`
+		Parameters  json.RawMessage   `json:"parameters"`
+		Tools       []json.RawMessage `json:"tools"`
+	}
+	if err := json.Unmarshal(t, &d); err != nil {
+		return badRequest("tools", "%s is not a tool object: %v", where, err)
+	}
+	switch {
+	case d.Type == "function":
+		ct, err := chatTool(d.Name, d.Description, d.Parameters)
+		if err != nil {
+			return badRequest("tools", "%s: %v", where, err)
+		}
+		if ns != "" {
+			if x.namespaces == nil {
+				x.namespaces = map[string]string{}
+			}
+			x.namespaces[d.Name] = ns
+		}
+		q.Tools = append(q.Tools, ct)
+	case d.Type == "namespace" && ns == "":
+		for i, nt := range d.Tools {
+			if err := x.tool(fmt.Sprintf("%s.tools[%d]", where, i), nt, d.Name, q); err != nil {
+				return err
+			}
+		}
+	default:
+		x.warnings = append(x.warnings, fmt.Sprintf("%s (type %q) was left out: this server offers function tools only", where, d.Type))
+	}
+	return nil
+}
+
 // chatOfResponses reads a Responses request into the chat request.
-func chatOfResponses(r *responsesRequest, q *chatRequest) *apiError {
+func chatOfResponses(r *responsesRequest, q *chatRequest, x *responsesExtra) *apiError {
 	switch {
 	case r.PreviousResponseID != nil && *r.PreviousResponseID != "":
 		return badRequest("previous_response_id", "this server stores no responses: send the whole conversation in input instead of previous_response_id")
@@ -85,23 +133,9 @@ func chatOfResponses(r *responsesRequest, q *chatRequest) *apiError {
 		return err
 	}
 	for i, t := range r.Tools {
-		var d struct {
-			Type        string          `json:"type"`
-			Name        string          `json:"name"`
-			Description string          `json:"description"`
-			Parameters  json.RawMessage `json:"parameters"`
+		if err := x.tool(fmt.Sprintf("tools[%d]", i), t, "", q); err != nil {
+			return err
 		}
-		if err := json.Unmarshal(t, &d); err != nil {
-			return badRequest("tools", "tools[%d] is not a tool object: %v", i, err)
-		}
-		if d.Type != "function" {
-			return badRequest("tools", "tools[%d] is of type %q: only function tools are supported", i, d.Type)
-		}
-		ct, err := chatTool(d.Name, d.Description, d.Parameters)
-		if err != nil {
-			return badRequest("tools", "tools[%d]: %v", i, err)
-		}
-		q.Tools = append(q.Tools, ct)
 	}
 	if tc := bytes.TrimSpace(r.ToolChoice); len(tc) > 0 && tc[0] == '{' {
 		var named struct {
@@ -277,12 +311,16 @@ func messageItem(id, status string, parts ...any) outputItem {
 	return outputItem{"type": "message", "id": id, "role": "assistant", "status": status, "content": parts}
 }
 
-func functionCallItem(id, callID, name, args, status string) outputItem {
-	return outputItem{"type": "function_call", "id": id, "call_id": callID, "name": name, "arguments": args, "status": status}
+func (x *responsesExtra) functionCallItem(id, callID, name, args, status string) outputItem {
+	it := outputItem{"type": "function_call", "id": id, "call_id": callID, "name": name, "arguments": args, "status": status}
+	if ns := x.namespaces[name]; ns != "" {
+		it["namespace"] = ns
+	}
+	return it
 }
 
 // responseObject is the response (in progress while streaming: no usage).
-func (s *Server) responseObject(id string, created int64, r *responsesRequest, output []outputItem, j *job, res *result) map[string]any {
+func (s *Server) responseObject(id string, created int64, r *responsesRequest, x *responsesExtra, output []outputItem, j *job, res *result) map[string]any {
 	tools := r.Tools
 	if tools == nil {
 		tools = []json.RawMessage{}
@@ -317,8 +355,8 @@ func (s *Server) responseObject(id string, created int64, r *responsesRequest, o
 		o["usage"] = map[string]any{"input_tokens": res.prompt, "output_tokens": len(res.ids), "total_tokens": res.prompt + len(res.ids),
 			"input_tokens_details":  map[string]int{"cached_tokens": res.reused},
 			"output_tokens_details": map[string]int{"reasoning_tokens": s.reasoningTokens(j, res)}}
-		if len(res.warnings) > 0 {
-			o["warnings"] = res.warnings // k3's own field, as in chat
+		if w := append(x.warnings[:len(x.warnings):len(x.warnings)], res.warnings...); len(w) > 0 {
+			o["warnings"] = w // k3's own field, as in chat
 		}
 	}
 	return o
@@ -332,15 +370,24 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var q chatRequest
+	x := &responsesExtra{}
 	j := &job{}
 	id, created := newID("resp_"), time.Now().Unix()
 	s.handle(w, r, "POST /v1/responses", rq.Stream, j, t0, []func() *apiError{
-		func() *apiError { return chatOfResponses(&rq, &q) },
+		func() *apiError {
+			if err := chatOfResponses(&rq, &q, x); err != nil {
+				return err
+			}
+			for _, w := range x.warnings {
+				s.logf("POST /v1/responses: %s", w)
+			}
+			return nil
+		},
 		func() *apiError { return s.samplingOf(&q.sampling, j) },
 		func() *apiError { return s.chatPrompt(&q, j) },
 		func() *apiError { return s.fit(j) },
 	}, func(p *place) (*result, error) {
-		return s.streamResponse(r.Context(), w, p, j, &rq, id, created)
+		return s.streamResponse(r.Context(), w, p, j, &rq, x, id, created)
 	}, func(res *result) {
 		var out []outputItem
 		if res.reasoning != "" {
@@ -350,10 +397,10 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request) {
 			out = append(out, messageItem(newID("msg_"), "completed", textPart(res.content)))
 		}
 		for _, c := range res.calls {
-			out = append(out, functionCallItem(newID("fc_"), newID("call_"), c.Function.Name, c.Function.Arguments, "completed"))
+			out = append(out, x.functionCallItem(newID("fc_"), newID("call_"), c.Function.Name, c.Function.Arguments, "completed"))
 		}
 		w.Header().Set("X-K3-Reused-Positions", strconv.Itoa(res.reused))
-		writeJSON(w, http.StatusOK, s.responseObject(id, created, &rq, out, j, res))
+		writeJSON(w, http.StatusOK, s.responseObject(id, created, &rq, x, out, j, res))
 	})
 }
 
@@ -364,7 +411,7 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request) {
 // item's done events, and response.completed (or response.incomplete at
 // the token cap) with the whole response. Every event has a
 // sequence_number; SSE comments keep the connection alive meanwhile.
-func (s *Server) streamResponse(ctx context.Context, w http.ResponseWriter, p *place, j *job, rq *responsesRequest, id string, created int64) (*result, error) {
+func (s *Server) streamResponse(ctx context.Context, w http.ResponseWriter, p *place, j *job, rq *responsesRequest, x *responsesExtra, id string, created int64) (*result, error) {
 	e := startSSE(w, s.o.KeepAlive)
 	defer e.quiet()
 	seq := 0
@@ -374,14 +421,14 @@ func (s *Server) streamResponse(ctx context.Context, w http.ResponseWriter, p *p
 		e.event(typ, ev)
 	}
 	var output []outputItem
-	send("response.created", map[string]any{"response": s.responseObject(id, created, rq, nil, j, nil)})
+	send("response.created", map[string]any{"response": s.responseObject(id, created, rq, x, nil, j, nil)})
 	if _, waiting := s.q.depth(); waiting > 0 {
 		e.comment(fmt.Sprintf("queued: %d waiting", waiting))
 	}
 	if err := p.wait(ctx); err != nil {
 		return nil, err
 	}
-	send("response.in_progress", map[string]any{"response": s.responseObject(id, created, rq, nil, j, nil)})
+	send("response.in_progress", map[string]any{"response": s.responseObject(id, created, rq, x, nil, j, nil)})
 	var itemID string
 	b := &blocks{
 		open: func(kind string) {
@@ -435,15 +482,15 @@ func (s *Server) streamResponse(ctx context.Context, w http.ResponseWriter, p *p
 	b.finish(len(res.calls))
 	for _, c := range res.calls {
 		fid, args := newID("fc_"), c.Function.Arguments
-		item := functionCallItem(fid, newID("call_"), c.Function.Name, "", "in_progress")
+		item := x.functionCallItem(fid, newID("call_"), c.Function.Name, "", "in_progress")
 		send("response.output_item.added", map[string]any{"output_index": len(output), "item": item})
 		send("response.function_call_arguments.delta", map[string]any{"item_id": fid, "output_index": len(output), "delta": args})
 		send("response.function_call_arguments.done", map[string]any{"item_id": fid, "output_index": len(output), "name": c.Function.Name, "arguments": args})
-		done := functionCallItem(fid, item["call_id"].(string), c.Function.Name, args, "completed")
+		done := x.functionCallItem(fid, item["call_id"].(string), c.Function.Name, args, "completed")
 		send("response.output_item.done", map[string]any{"output_index": len(output), "item": done})
 		output = append(output, done)
 	}
-	final := s.responseObject(id, created, rq, output, j, res)
+	final := s.responseObject(id, created, rq, x, output, j, res)
 	typ := "response.completed"
 	if final["status"] == "incomplete" {
 		typ = "response.incomplete"

@@ -231,6 +231,34 @@ func TestResponsesTools(t *testing.T) {
 	assert.JSONEq(t, `{"city":"Oslo"}`, fout[3]["arguments"].(string))
 }
 
+// TestResponsesNamespacedAndHostedTools: the functions of a namespace
+// tool (Codex CLI sends them) are declared by their names and their calls
+// name the namespace; tools the server would run itself are left out with
+// a warning.
+func TestResponsesNamespacedAndHostedTools(t *testing.T) {
+	s, g := scriptedServer(t, toolOutput)
+	body := map[string]any{"max_output_tokens": 4096, "instructions": "Be brief.", "input": "Weather in Paris and Oslo?", "tools": []json.RawMessage{
+		json.RawMessage(`{"type": "namespace", "name": "weather", "description": "Weather tools", "tools": [` + codexTool + `]}`),
+		json.RawMessage(`{"type": "web_search", "external_web_access": false}`)}}
+	resp, data := post(t, s, "/v1/responses", body)
+	require.Equal(t, 200, resp.StatusCode, string(data))
+	got := g.prompt
+	chatReply(t, s, toolRequest(false))
+	assert.Equal(t, string(s.o.Tok.Decode(g.prompt)), string(s.o.Tok.Decode(got)), "only get_weather is declared")
+	r := obj(t, data)
+	out := items(r)
+	require.Len(t, out, 4)
+	assert.Equal(t, "weather", out[2]["namespace"])
+	assert.Equal(t, "get_weather", out[2]["name"])
+	assert.Equal(t, []any{`tools[1] (type "web_search") was left out: this server offers function tools only`}, r["warnings"])
+
+	body["stream"] = true
+	_, evs := postEvents(t, s, "/v1/responses", body)
+	final := evs[len(evs)-1].data["response"].(map[string]any)
+	assert.Equal(t, "weather", items(final)[3]["namespace"])
+	assert.Equal(t, r["warnings"], final["warnings"])
+}
+
 // TestResponsesThinkingAndChoice: reasoning.effort and tool_choice render
 // the prompt chat's reasoning_effort and tool_choice render.
 func TestResponsesThinkingAndChoice(t *testing.T) {
@@ -269,7 +297,7 @@ func TestResponsesErrors(t *testing.T) {
 	}{
 		{`{"input": "Hi", "previous_response_id": "resp_1"}`, 400, "previous_response_id", "stores no responses"},
 		{`{"input": "Hi", "model": "gpt-5-codex"}`, 404, "model", "does not exist"},
-		{`{"input": "Hi", "tools": [{"type": "web_search"}]}`, 400, "tools", `"web_search": only function tools`},
+		{`{"input": "Hi", "tools": [{"type": "function"}]}`, 400, "tools", "tools[0]: a tool has no name"},
 		{`{"input": [{"type": "function_call_output", "call_id": "c1", "output": "x"}]}`, 400, "input", `call_id "c1"`},
 		{`{"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "x"}]}]}`, 400, "input", "input_image"},
 		{`{"input": 3}`, 400, "input", "a string or an array"},
