@@ -111,6 +111,11 @@ func namedChoice(name string) json.RawMessage {
 // textOf reads a string, or an array of parts of the given types each with
 // a "text", into one string.
 func textOf(raw json.RawMessage, types ...string) (string, error) {
+	return joinText(raw, "", types...)
+}
+
+// joinText is textOf with sep between the parts.
+func joinText(raw json.RawMessage, sep string, types ...string) (string, error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
 		return "", nil
@@ -134,6 +139,9 @@ func textOf(raw json.RawMessage, types ...string) (string, error) {
 		}
 		if !ok || p.Text == nil {
 			return "", fmt.Errorf("part %d is of type %q: only %s parts are supported", i, p.Type, strings.Join(types, "/"))
+		}
+		if i > 0 {
+			b.WriteString(sep)
 		}
 		b.WriteString(*p.Text)
 	}

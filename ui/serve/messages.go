@@ -15,7 +15,8 @@ import (
 // system, the messages' text, tool_use, tool_result and thinking blocks,
 // tools and tool_choice become a chat request; thinking {"type":
 // "enabled"} turns K3's thinking on (it is off without it, as in
-// Anthropic's API) and budget_tokens picks the effort. The reply is
+// Anthropic's API; "adaptive" turns it on too) and budget_tokens or
+// output_config.effort picks the effort. The reply is
 // content blocks (thinking, text, tool_use), streamed as the Messages
 // events or not; errors have Anthropic's shape. The key may come as
 // x-api-key; anthropic-version and anthropic-beta are accepted and not
@@ -40,6 +41,9 @@ type messagesRequest struct {
 		Type         string `json:"type"`
 		BudgetTokens int    `json:"budget_tokens"`
 	} `json:"thinking"`
+	OutputConfig *struct {
+		Effort string `json:"effort"`
+	} `json:"output_config"`
 }
 
 type anthropicMsg struct {
@@ -111,7 +115,15 @@ func chatOfMessages(m *messagesRequest, q *chatRequest) *apiError {
 			return badRequest("thinking", `thinking.type must be "enabled", "adaptive" or "disabled", got %q`, t.Type)
 		}
 	}
-	if sys, err := textOf(m.System, "text"); err != nil {
+	if oc := m.OutputConfig; oc != nil && oc.Effort != "" && q.Thinking.Type == "enabled" {
+		switch oc.Effort {
+		case "low", "medium", "high", "max":
+			q.ReasoningEffort = oc.Effort // as reasoning_effort: medium is high
+		default:
+			return badRequest("output_config", "output_config.effort %q is not one of low, medium, high, max", oc.Effort)
+		}
+	}
+	if sys, err := joinText(m.System, "\n", "text"); err != nil { // blocks one a line
 		return badRequest("system", "system %v", err)
 	} else if sys != "" {
 		q.Messages = append(q.Messages, msg("system", sys))
@@ -123,6 +135,12 @@ func chatOfMessages(m *messagesRequest, q *chatRequest) *apiError {
 			return badRequest("messages", "messages[%d].content %v", i, err)
 		}
 		switch am.Role {
+		case "system": // mid-conversation system text (Claude Code sends it)
+			t, err := textOf(am.Content, "text")
+			if err != nil {
+				return badRequest("messages", "messages[%d].content %v", i, err)
+			}
+			q.Messages = append(q.Messages, msg("system", t))
 		case "user":
 			var text strings.Builder
 			for k, b := range bs {
@@ -179,7 +197,7 @@ func chatOfMessages(m *messagesRequest, q *chatRequest) *apiError {
 			}
 			q.Messages = append(q.Messages, a)
 		default:
-			return badRequest("messages", "messages[%d].role %q is not user or assistant", i, am.Role)
+			return badRequest("messages", "messages[%d].role %q is not user, assistant or system", i, am.Role)
 		}
 	}
 	for i, t := range m.Tools {

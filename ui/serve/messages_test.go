@@ -243,3 +243,30 @@ func TestMessagesErrors(t *testing.T) {
 	require.Equal(t, 200, resp.StatusCode, string(data))
 	assert.Equal(t, map[string]any{"input_tokens": prompt}, obj(t, data))
 }
+
+// TestMessagesClaudeCodeShape: what Claude Code sends - adaptive thinking
+// with output_config.effort, a system message among the messages, text
+// blocks with cache_control, beta headers - renders the prompt chat
+// completions renders for the same conversation.
+func TestMessagesClaudeCodeShape(t *testing.T) {
+	s, g := scriptedServer(t, "<|close|>think<|sep|><|open|>response<|sep|>Hello!<|close|>response<|sep|><|close|>message<|sep|><|end_of_msg|>")
+	body := `{"model": "claude-opus-4-8", "max_tokens": 64000, "stream": false, "thinking": {"type": "adaptive"}, "output_config": {"effort": "medium"},
+		"context_management": {"edits": [{"type": "clear_thinking_20251015", "keep": "all"}]}, "metadata": {"user_id": "u"},
+		"system": [{"type": "text", "text": "You are an agent."}, {"type": "text", "text": "Be brief.", "cache_control": {"type": "ephemeral"}}],
+		"messages": [{"role": "user", "content": [{"type": "text", "text": "Say hello", "cache_control": {"type": "ephemeral"}}]},
+			{"role": "system", "content": "Agents: none."}]}`
+	s.o.ModelAliases = []string{"*"}
+	resp, data := post(t, s, "/v1/messages?beta=true", body, "anthropic-version", "2023-06-01", "anthropic-beta", "claude-code-20250219,interleaved-thinking-2025-05-14")
+	require.Equal(t, 200, resp.StatusCode, string(data))
+	got := g.prompt
+	chatReply(t, s, map[string]any{"reasoning_effort": "medium", "messages": []map[string]string{
+		{"role": "system", "content": "You are an agent.\nBe brief."}, {"role": "user", "content": "Say hello"}, {"role": "system", "content": "Agents: none."}}})
+	assert.Equal(t, string(s.o.Tok.Decode(g.prompt)), string(s.o.Tok.Decode(got)))
+	m := obj(t, data)
+	assert.Equal(t, "end_turn", m["stop_reason"])
+	assert.Equal(t, []map[string]any{{"type": "text", "text": "Hello!"}}, blocksOfReply(m), "an empty think channel gives no thinking block")
+
+	resp, data = post(t, s, "/v1/messages", `{"max_tokens": 1, "thinking": {"type": "adaptive"}, "output_config": {"effort": "extreme"}, "messages": [{"role": "user", "content": "Hi"}]}`)
+	assert.Equal(t, 400, resp.StatusCode)
+	assert.Contains(t, string(data), `output_config.effort \"extreme\"`)
+}
