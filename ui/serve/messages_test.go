@@ -1,9 +1,14 @@
 package serve
 
 import (
+	"bufio"
+	"bytes"
+	"context"
 	"encoding/json"
+	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -269,4 +274,42 @@ func TestMessagesClaudeCodeShape(t *testing.T) {
 	resp, data = post(t, s, "/v1/messages", `{"max_tokens": 1, "thinking": {"type": "adaptive"}, "output_config": {"effort": "extreme"}, "messages": [{"role": "user", "content": "Hi"}]}`)
 	assert.Equal(t, 400, resp.StatusCode)
 	assert.Contains(t, string(data), `output_config.effort \"extreme\"`)
+}
+
+// TestAgentEndpointsQueueAndCancel: the two endpoints share the chat
+// queue (a request while one generates gets 429, in each API's error
+// shape) and a client that goes away cancels its generation.
+func TestAgentEndpointsQueueAndCancel(t *testing.T) {
+	s, _, _ := start(t, func(o *Options) { o.Queue = -1 })
+	for i, c := range []struct {
+		path  string
+		body  map[string]any
+		delta string
+	}{
+		{"/v1/messages", map[string]any{"max_tokens": 100000, "stream": true, "messages": []map[string]any{{"role": "user", "content": "go on"}}}, "event: content_block_delta"},
+		{"/v1/responses", map[string]any{"max_output_tokens": 100000, "stream": true, "input": "go on", "reasoning": map[string]any{"effort": "none"}}, "event: response.output_text.delta"},
+	} {
+		js, _ := json.Marshal(c.body)
+		ctx, cancel := context.WithCancel(context.Background())
+		req, _ := http.NewRequestWithContext(ctx, "POST", "http://"+s.Addr()+c.path, bytes.NewReader(js))
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		rd := bufio.NewReader(resp.Body)
+		for deltas := 0; deltas < 3; {
+			line, err := rd.ReadString('\n')
+			require.NoError(t, err)
+			if strings.HasPrefix(line, c.delta) {
+				deltas++
+			}
+		}
+		r2, data := post(t, s, "/v1/messages", map[string]any{"max_tokens": 1, "messages": []map[string]any{{"role": "user", "content": "x"}}})
+		assert.Equal(t, 429, r2.StatusCode)
+		assert.Equal(t, "rate_limit_error", obj(t, data)["error"].(map[string]any)["type"])
+		r2, data = post(t, s, "/v1/responses", map[string]any{"input": "x"})
+		assert.Equal(t, 429, r2.StatusCode)
+		assert.Contains(t, obj(t, data)["error"].(map[string]any)["message"], "busy")
+		cancel()
+		resp.Body.Close()
+		require.Eventually(t, func() bool { return s.Stats().Cancelled == int64(i+1) }, 30*time.Second, 10*time.Millisecond)
+	}
 }
