@@ -412,7 +412,18 @@ func (s *Server) streamMessage(ctx context.Context, w http.ResponseWriter, p *pl
 		},
 		close: func(kind, text string) { send("content_block_stop", map[string]any{"index": index}) },
 	}
-	j.onPrefill = func(done, total int) { e.comment(fmt.Sprintf("prefill %d/%d", done, total)) }
+	// a long prompt is read for minutes: clients with an idle watchdog
+	// that counts events, not comments (Claude Code's gives up after 5
+	// minutes), get a ping event when the prompt's reading starts and per
+	// keep-alive interval after
+	var lastPing time.Time
+	j.onPrefill = func(done, total int) {
+		e.comment(fmt.Sprintf("prefill %d/%d", done, total))
+		if time.Since(lastPing) >= s.o.KeepAlive {
+			lastPing = time.Now()
+			send("ping", map[string]any{})
+		}
+	}
 	j.onReasoning = func(t string) { b.add("reasoning", t) }
 	j.onAnswer = func(t string) { b.add("text", t) }
 	res, err := s.generate(ctx, j)

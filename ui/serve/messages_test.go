@@ -85,8 +85,8 @@ func TestMessagesEqualsChat(t *testing.T) {
 				}
 			}
 		}
-		require.GreaterOrEqual(t, len(names), 4)
-		assert.Equal(t, []string{"message_start", "ping", "content_block_start"}, names[:3])
+		require.GreaterOrEqual(t, len(names), 5)
+		assert.Equal(t, []string{"message_start", "ping", "ping", "content_block_start"}, names[:4], "a ping when the prompt's reading starts")
 		assert.Equal(t, []string{"content_block_stop", "message_delta", "message_stop"}, names[len(names)-3:])
 		assert.Equal(t, wc.ReasoningContent, think.String())
 		assert.Equal(t, *wc.Content, text.String())
