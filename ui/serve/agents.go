@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	"k3/tokenizer"
 )
@@ -156,4 +157,21 @@ func msg(role, text string) reqMessage {
 // toolCall is a call of the conversation's history.
 func toolCall(id, name, args string) tokenizer.ToolCall {
 	return tokenizer.ToolCall{ID: id, Type: "function", Function: tokenizer.FunctionCall{Name: name, Arguments: args}}
+}
+
+// heartbeat paces the events a stream sends while a long prompt is read:
+// agents watch for idle streams by events, not SSE comments (Claude Code
+// and Codex CLI give up after 5 minutes without one).
+type heartbeat struct {
+	every time.Duration
+	last  time.Time
+}
+
+// due says whether an event should go out at now (and counts it sent).
+func (h *heartbeat) due(now time.Time) bool {
+	if now.Sub(h.last) < h.every {
+		return false
+	}
+	h.last = now
+	return true
 }

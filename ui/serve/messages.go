@@ -412,15 +412,12 @@ func (s *Server) streamMessage(ctx context.Context, w http.ResponseWriter, p *pl
 		},
 		close: func(kind, text string) { send("content_block_stop", map[string]any{"index": index}) },
 	}
-	// a long prompt is read for minutes: clients with an idle watchdog
-	// that counts events, not comments (Claude Code's gives up after 5
-	// minutes), get a ping event when the prompt's reading starts and per
-	// keep-alive interval after
-	var lastPing time.Time
+	// a ping event when the prompt's reading starts and per keep-alive
+	// interval after, for agents' idle watchdogs
+	hb := heartbeat{every: s.o.KeepAlive}
 	j.onPrefill = func(done, total int) {
 		e.comment(fmt.Sprintf("prefill %d/%d", done, total))
-		if time.Since(lastPing) >= s.o.KeepAlive {
-			lastPing = time.Now()
+		if hb.due(time.Now()) {
 			send("ping", map[string]any{})
 		}
 	}

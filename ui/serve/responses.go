@@ -467,7 +467,15 @@ func (s *Server) streamResponse(ctx context.Context, w http.ResponseWriter, p *p
 			output = append(output, item)
 		},
 	}
-	j.onPrefill = func(done, total int) { e.comment(fmt.Sprintf("prefill %d/%d", done, total)) }
+	// response.in_progress again per keep-alive interval while a long
+	// prompt is read, for agents' idle watchdogs
+	hb := heartbeat{every: s.o.KeepAlive, last: time.Now()}
+	j.onPrefill = func(done, total int) {
+		e.comment(fmt.Sprintf("prefill %d/%d", done, total))
+		if hb.due(time.Now()) {
+			send("response.in_progress", map[string]any{"response": s.responseObject(id, created, rq, x, nil, j, nil)})
+		}
+	}
 	j.onReasoning = func(t string) { b.add("reasoning", t) }
 	j.onAnswer = func(t string) { b.add("text", t) }
 	res, err := s.generate(ctx, j)

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -331,4 +332,16 @@ func TestModelAliases(t *testing.T) {
 	assert.Equal(t, 200, resp.StatusCode, string(data))
 	_, data = get(t, anyName, "/v1/models")
 	assert.NotContains(t, string(data), `"*"`)
+}
+
+func TestHeartbeat(t *testing.T) {
+	t0 := time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)
+	h := heartbeat{every: 5 * time.Second}
+	assert.True(t, h.due(t0), "the first one goes out at once")
+	assert.False(t, h.due(t0.Add(4*time.Second)))
+	assert.True(t, h.due(t0.Add(5*time.Second)))
+	assert.False(t, h.due(t0.Add(9*time.Second)))
+	assert.True(t, h.due(t0.Add(11*time.Second)))
+	h = heartbeat{every: 5 * time.Second, last: t0}
+	assert.False(t, h.due(t0.Add(time.Second)), "counted from last")
 }
