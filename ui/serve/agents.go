@@ -159,9 +159,9 @@ func toolCall(id, name, args string) tokenizer.ToolCall {
 	return tokenizer.ToolCall{ID: id, Type: "function", Function: tokenizer.FunctionCall{Name: name, Arguments: args}}
 }
 
-// heartbeat paces the events a stream sends while a long prompt is read:
-// agents watch for idle streams by events, not SSE comments (Claude Code
-// and Codex CLI give up after 5 minutes without one).
+// heartbeat paces the events a stream sends while a long prompt is read,
+// for clients that watch for idle streams by events, not SSE comments
+// (Codex CLI gives up after 5 minutes without one).
 type heartbeat struct {
 	every time.Duration
 	last  time.Time
