@@ -161,7 +161,7 @@ func toolCall(id, name, args string) tokenizer.ToolCall {
 
 // heartbeat paces the events a stream sends while a long prompt is read,
 // for clients that watch for idle streams by events, not SSE comments
-// (Codex CLI gives up after 5 minutes without one).
+// (Codex CLI's stream_idle_timeout_ms is 5 minutes by default).
 type heartbeat struct {
 	every time.Duration
 	last  time.Time
