@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"k3/tokenizer"
+	"k3/ui/openai"
 )
 
 // What POST /v1/responses (responses.go) and POST /v1/messages
@@ -15,15 +16,6 @@ import (
 // /v1/chat/completions and run it through the same checks, queue, session
 // and generation (Server.handle, Server.generate); only the wire format
 // differs.
-
-// event sends one named server-sent event (`event: NAME` then `data: JSON`),
-// the framing the Responses and Messages APIs use.
-func (e *sse) event(name string, v any) {
-	b, _ := json.Marshal(v)
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.writeLocked("event: " + name + "\ndata: " + string(b) + "\n\n")
-}
 
 // blocks turns the generation's reasoning and answer deltas into a
 // sequence of blocks of one kind each ("reasoning" or "text"): a delta of
@@ -71,21 +63,6 @@ func (b *blocks) finish(calls int) {
 		b.open("text")
 		b.close("text", "")
 	}
-}
-
-// reasoningTokens counts the generated tokens of the think channel: those
-// before its close (all of them when it never closed).
-func (s *Server) reasoningTokens(j *job, res *result) int {
-	if !j.thinking || res.reasoning == "" {
-		return 0
-	}
-	closeID, _ := s.o.Tok.SpecialID(tokenizer.Close)
-	for i, id := range res.ids {
-		if id == closeID {
-			return i
-		}
-	}
-	return len(res.ids)
 }
 
 // chatTool is a tool declaration in the chat format the renderer reads.
@@ -150,8 +127,8 @@ func joinText(raw json.RawMessage, sep string, types ...string) (string, error) 
 }
 
 // msg is a chat request message with text content.
-func msg(role, text string) reqMessage {
-	return reqMessage{Role: role, Content: content{text: text, set: true}}
+func msg(role, text string) openai.Message {
+	return openai.Message{Role: role, Content: openai.Content(text)}
 }
 
 // toolCall is a call of the conversation's history.

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"k3/ui/openai"
 )
 
 // POST /v1/messages: Anthropic's Messages API (what Claude Code speaks).
@@ -92,18 +94,16 @@ func thinkingEffort(budget int) string {
 }
 
 // chatOfMessages reads a Messages request into the chat request.
-func chatOfMessages(m *messagesRequest, q *chatRequest) *apiError {
+func chatOfMessages(m *messagesRequest, q *openai.ChatRequest) *openai.Error {
 	if m.MaxTokens == nil {
-		return badRequest("max_tokens", "max_tokens is required")
+		return openai.BadRequest("max_tokens", "max_tokens is required")
 	}
 	if len(m.Messages) == 0 {
-		return badRequest("messages", "messages must not be empty")
+		return openai.BadRequest("messages", "messages must not be empty")
 	}
 	q.Model, q.Stream, q.MaxTokens = m.Model, m.Stream, m.MaxTokens
 	q.Temperature, q.TopP, q.TopK = m.Temperature, m.TopP, m.TopK
-	q.Thinking = &struct {
-		Type string `json:"type"`
-	}{"disabled"}
+	q.Thinking = &openai.Thinking{Type: "disabled"}
 	if t := m.Thinking; t != nil {
 		switch t.Type {
 		case "enabled":
@@ -112,7 +112,7 @@ func chatOfMessages(m *messagesRequest, q *chatRequest) *apiError {
 			q.Thinking.Type = "enabled"
 		case "disabled":
 		default:
-			return badRequest("thinking", `thinking.type must be "enabled", "adaptive" or "disabled", got %q`, t.Type)
+			return openai.BadRequest("thinking", `thinking.type must be "enabled", "adaptive" or "disabled", got %q`, t.Type)
 		}
 	}
 	if oc := m.OutputConfig; oc != nil && oc.Effort != "" && q.Thinking.Type == "enabled" {
@@ -120,11 +120,11 @@ func chatOfMessages(m *messagesRequest, q *chatRequest) *apiError {
 		case "low", "medium", "high", "max":
 			q.ReasoningEffort = oc.Effort // as reasoning_effort: medium is high
 		default:
-			return badRequest("output_config", "output_config.effort %q is not one of low, medium, high, max", oc.Effort)
+			return openai.BadRequest("output_config", "output_config.effort %q is not one of low, medium, high, max", oc.Effort)
 		}
 	}
 	if sys, err := joinText(m.System, "\n", "text"); err != nil { // blocks one a line
-		return badRequest("system", "system %v", err)
+		return openai.BadRequest("system", "system %v", err)
 	} else if sys != "" {
 		q.Messages = append(q.Messages, msg("system", sys))
 	}
@@ -132,13 +132,13 @@ func chatOfMessages(m *messagesRequest, q *chatRequest) *apiError {
 	for i, am := range m.Messages {
 		bs, err := blocksOf(am.Content)
 		if err != nil {
-			return badRequest("messages", "messages[%d].content %v", i, err)
+			return openai.BadRequest("messages", "messages[%d].content %v", i, err)
 		}
 		switch am.Role {
 		case "system": // mid-conversation system text (Claude Code sends it)
 			t, err := textOf(am.Content, "text")
 			if err != nil {
-				return badRequest("messages", "messages[%d].content %v", i, err)
+				return openai.BadRequest("messages", "messages[%d].content %v", i, err)
 			}
 			q.Messages = append(q.Messages, msg("system", t))
 		case "user":
@@ -150,24 +150,24 @@ func chatOfMessages(m *messagesRequest, q *chatRequest) *apiError {
 				case "tool_result":
 					name, ok := names[b.ToolUseID]
 					if !ok {
-						return badRequest("messages", "messages[%d].content[%d]: tool_result for %q, which no tool_use before it has", i, k, b.ToolUseID)
+						return openai.BadRequest("messages", "messages[%d].content[%d]: tool_result for %q, which no tool_use before it has", i, k, b.ToolUseID)
 					}
 					out, err := textOf(b.Content, "text")
 					if err != nil {
-						return badRequest("messages", "messages[%d].content[%d].content %v", i, k, err)
+						return openai.BadRequest("messages", "messages[%d].content[%d].content %v", i, k, err)
 					}
 					tm := msg("tool", out)
 					tm.ToolCallID, tm.Name = b.ToolUseID, name
 					q.Messages = append(q.Messages, tm)
 				default:
-					return badRequest("messages", "messages[%d].content[%d] is of type %q: a user message may have text and tool_result blocks", i, k, b.Type)
+					return openai.BadRequest("messages", "messages[%d].content[%d] is of type %q: a user message may have text and tool_result blocks", i, k, b.Type)
 				}
 			}
 			if text.Len() > 0 || len(bs) == 0 {
 				q.Messages = append(q.Messages, msg("user", text.String()))
 			}
 		case "assistant":
-			a := reqMessage{Role: "assistant"}
+			a := openai.Message{Role: "assistant"}
 			var text, reasoning strings.Builder
 			for k, b := range bs {
 				switch b.Type {
@@ -178,7 +178,7 @@ func chatOfMessages(m *messagesRequest, q *chatRequest) *apiError {
 				case "redacted_thinking":
 				case "tool_use":
 					if b.ID == "" || b.Name == "" {
-						return badRequest("messages", "messages[%d].content[%d]: a tool_use needs id and name", i, k)
+						return openai.BadRequest("messages", "messages[%d].content[%d]: a tool_use needs id and name", i, k)
 					}
 					args := strings.TrimSpace(string(b.Input))
 					if args == "" || args == "null" {
@@ -187,17 +187,17 @@ func chatOfMessages(m *messagesRequest, q *chatRequest) *apiError {
 					names[b.ID] = b.Name
 					a.ToolCalls = append(a.ToolCalls, toolCall(b.ID, b.Name, args))
 				default:
-					return badRequest("messages", "messages[%d].content[%d] is of type %q: an assistant message may have text, thinking and tool_use blocks", i, k, b.Type)
+					return openai.BadRequest("messages", "messages[%d].content[%d] is of type %q: an assistant message may have text, thinking and tool_use blocks", i, k, b.Type)
 				}
 			}
-			a.Content = content{text: text.String(), set: true}
+			a.Content = openai.Content(text.String())
 			if reasoning.Len() > 0 {
 				r := reasoning.String()
 				a.ReasoningContent = &r
 			}
 			q.Messages = append(q.Messages, a)
 		default:
-			return badRequest("messages", "messages[%d].role %q is not user, assistant or system", i, am.Role)
+			return openai.BadRequest("messages", "messages[%d].role %q is not user, assistant or system", i, am.Role)
 		}
 	}
 	for i, t := range m.Tools {
@@ -208,14 +208,14 @@ func chatOfMessages(m *messagesRequest, q *chatRequest) *apiError {
 			InputSchema json.RawMessage `json:"input_schema"`
 		}
 		if err := json.Unmarshal(t, &d); err != nil {
-			return badRequest("tools", "tools[%d] is not a tool object: %v", i, err)
+			return openai.BadRequest("tools", "tools[%d] is not a tool object: %v", i, err)
 		}
 		if d.Type != "" && d.Type != "custom" {
-			return badRequest("tools", "tools[%d] is of type %q: only client tools (name, description, input_schema) are supported", i, d.Type)
+			return openai.BadRequest("tools", "tools[%d] is of type %q: only client tools (name, description, input_schema) are supported", i, d.Type)
 		}
 		ct, err := chatTool(d.Name, d.Description, d.InputSchema)
 		if err != nil {
-			return badRequest("tools", "tools[%d]: %v", i, err)
+			return openai.BadRequest("tools", "tools[%d]: %v", i, err)
 		}
 		q.Tools = append(q.Tools, ct)
 	}
@@ -228,7 +228,7 @@ func chatOfMessages(m *messagesRequest, q *chatRequest) *apiError {
 		case "tool":
 			q.ToolChoice = namedChoice(tc.Name)
 		default:
-			return badRequest("tool_choice", "tool_choice.type %q is not one of auto, any, tool, none", tc.Type)
+			return openai.BadRequest("tool_choice", "tool_choice.type %q is not one of auto, any, tool, none", tc.Type)
 		}
 	}
 	return nil
@@ -258,8 +258,9 @@ type anthropicUsage struct {
 	CacheReadInputTokens     int `json:"cache_read_input_tokens"`
 }
 
+// usageOf counts the reuse this client may see (result.shown).
 func usageOf(res *result) anthropicUsage {
-	return anthropicUsage{InputTokens: res.prompt - res.reused, OutputTokens: len(res.ids), CacheReadInputTokens: res.reused}
+	return anthropicUsage{InputTokens: res.prompt - res.shown, OutputTokens: len(res.ids), CacheReadInputTokens: res.shown}
 }
 
 // stopReason is the reply's stop_reason and stop_sequence.
@@ -299,11 +300,11 @@ func argsJSON(args string) json.RawMessage {
 }
 
 // messagesChecks read the request into j.
-func (s *Server) messagesChecks(m *messagesRequest, q *chatRequest, j *job) []func() *apiError {
-	return []func() *apiError{
-		func() *apiError { return chatOfMessages(m, q) },
-		func() *apiError {
-			if err := s.samplingOf(&q.sampling, j); err != nil {
+func (s *Server) messagesChecks(m *messagesRequest, q *openai.ChatRequest, j *job) []func() *openai.Error {
+	return []func() *openai.Error{
+		func() *openai.Error { return chatOfMessages(m, q) },
+		func() *openai.Error {
+			if err := s.samplingOf(&q.Sampling, j); err != nil {
 				return err
 			}
 			for _, st := range m.StopSequences {
@@ -313,23 +314,24 @@ func (s *Server) messagesChecks(m *messagesRequest, q *chatRequest, j *job) []fu
 			}
 			return nil
 		},
-		func() *apiError { return s.chatPrompt(q, j) },
-		func() *apiError { return s.fit(j) },
+		func() *openai.Error { return s.chatPrompt(q, j) },
+		func() *openai.Error { return s.fit(j) },
 	}
 }
 
 func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
 	t0 := time.Now()
 	var m messagesRequest
-	if err := decode(r, &m); err != nil {
-		writeError(w, err)
+	release, err := s.decode(w, r, &m)
+	if err != nil {
+		s.writeError(w, err)
 		return
 	}
-	var q chatRequest
+	var q openai.ChatRequest
 	j := &job{}
 	id := newID("msg_")
-	s.handle(w, r, "POST /v1/messages", m.Stream, j, t0, s.messagesChecks(&m, &q, j), func(p *place) (*result, error) {
-		return s.streamMessage(r.Context(), w, p, j, id)
+	s.handle(w, r, "POST /v1/messages", m.Stream, j, t0, release, s.messagesChecks(&m, &q, j), func(ctx context.Context, cancel context.CancelFunc, p *place) (*result, error) {
+		return s.streamMessage(ctx, cancel, w, p, j, id)
 	}, func(res *result) {
 		out := anthropicMessage{ID: id, Type: "message", Role: "assistant", Model: s.o.ModelID, Content: []map[string]any{},
 			Usage: usageOf(res), Warnings: res.warnings}
@@ -343,8 +345,8 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
 		for _, c := range res.calls {
 			out.Content = append(out.Content, toolUseBlock(newID("toolu_"), c.Function.Name, argsJSON(c.Function.Arguments)))
 		}
-		w.Header().Set("X-K3-Reused-Positions", strconv.Itoa(res.reused))
-		writeJSON(w, http.StatusOK, out)
+		w.Header().Set("X-K3-Reused-Positions", strconv.Itoa(res.shown))
+		s.writeJSON(w, http.StatusOK, out)
 	})
 }
 
@@ -352,23 +354,26 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
 // rendered prompt takes.
 func (s *Server) countTokens(w http.ResponseWriter, r *http.Request) {
 	var m messagesRequest
-	if err := decode(r, &m); err != nil {
-		writeError(w, err)
+	release, err := s.decode(w, r, &m)
+	if err != nil {
+		s.writeError(w, err)
 		return
 	}
+	defer release()
 	if m.MaxTokens == nil {
 		m.MaxTokens = new(int) // not part of this request
 		*m.MaxTokens = 1
 	}
-	var q chatRequest
+	var q openai.ChatRequest
 	j := &job{}
 	for _, check := range s.messagesChecks(&m, &q, j)[:3] {
 		if err := check(); err != nil {
-			writeError(w, err)
+			s.writeError(w, err)
 			return
 		}
 	}
-	writeJSON(w, http.StatusOK, map[string]int{"input_tokens": len(j.ids)})
+	release()
+	s.writeJSON(w, http.StatusOK, map[string]int{"input_tokens": len(j.ids)})
 }
 
 // streamMessage answers with the Messages events: message_start (and a
@@ -376,19 +381,19 @@ func (s *Server) countTokens(w http.ResponseWriter, r *http.Request) {
 // are generated (thinking_delta, text_delta; input_json_delta when the
 // reply is complete) and content_block_stop, then message_delta with the
 // stop reason and usage, and message_stop.
-func (s *Server) streamMessage(ctx context.Context, w http.ResponseWriter, p *place, j *job, id string) (*result, error) {
-	e := startSSE(w, s.o.KeepAlive)
-	defer e.quiet()
+func (s *Server) streamMessage(ctx context.Context, cancel context.CancelFunc, w http.ResponseWriter, p *place, j *job, id string) (*result, error) {
+	e := openai.StartSSE(w, s.o.KeepAlive, s.o.WriteTimeout, func(error) { cancel() })
+	defer e.Quiet()
 	send := func(typ string, ev map[string]any) {
 		ev["type"] = typ
-		e.event(typ, ev)
+		e.Event(typ, ev)
 	}
 	start := anthropicMessage{ID: id, Type: "message", Role: "assistant", Model: s.o.ModelID, Content: []map[string]any{},
 		Usage: anthropicUsage{InputTokens: len(j.ids)}}
 	send("message_start", map[string]any{"message": start})
 	send("ping", map[string]any{})
 	if _, waiting := s.q.depth(); waiting > 0 {
-		e.comment(fmt.Sprintf("queued: %d waiting", waiting))
+		e.Comment(fmt.Sprintf("queued: %d waiting", waiting))
 	}
 	if err := p.wait(ctx); err != nil {
 		return nil, err
@@ -416,7 +421,7 @@ func (s *Server) streamMessage(ctx context.Context, w http.ResponseWriter, p *pl
 	// interval after, for agents' idle watchdogs
 	hb := heartbeat{every: s.o.KeepAlive}
 	j.onPrefill = func(done, total int) {
-		e.comment(fmt.Sprintf("prefill %d/%d", done, total))
+		e.Comment(fmt.Sprintf("prefill %d/%d", done, total))
 		if hb.due(time.Now()) {
 			send("ping", map[string]any{})
 		}
@@ -474,7 +479,7 @@ func anthropicType(status int) string {
 // anthropicErrors rewrites the error answers of h (OpenAI's shape, as
 // writeError writes them) into Anthropic's: {"type": "error", "error":
 // {"type", "message"}}, with the same status and headers.
-func anthropicErrors(h http.HandlerFunc) http.HandlerFunc {
+func (s *Server) anthropicErrors(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		aw := &anthropicWriter{ResponseWriter: w}
 		h(aw, r)
@@ -491,7 +496,7 @@ func anthropicErrors(h http.HandlerFunc) http.HandlerFunc {
 			msg = e.Error.Message
 		}
 		w.Header().Del("Content-Length")
-		writeJSON(w, aw.status, map[string]any{"type": "error", "error": map[string]string{"type": anthropicType(aw.status), "message": msg}})
+		s.writeJSON(w, aw.status, map[string]any{"type": "error", "error": map[string]string{"type": anthropicType(aw.status), "message": msg}})
 	}
 }
 

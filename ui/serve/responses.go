@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"k3/ui/openai"
 )
 
 // POST /v1/responses: OpenAI's Responses API, stateless. The request's
@@ -64,7 +66,7 @@ type responsesExtra struct {
 // namespace). Tools the server would run itself (web_search, file_search,
 // ...) and custom tools are left out with a warning: the model cannot
 // call them here.
-func (x *responsesExtra) tool(where string, t json.RawMessage, ns string, q *chatRequest) *apiError {
+func (x *responsesExtra) tool(where string, t json.RawMessage, ns string, q *openai.ChatRequest) *openai.Error {
 	var d struct {
 		Type        string            `json:"type"`
 		Name        string            `json:"name"`
@@ -73,13 +75,13 @@ func (x *responsesExtra) tool(where string, t json.RawMessage, ns string, q *cha
 		Tools       []json.RawMessage `json:"tools"`
 	}
 	if err := json.Unmarshal(t, &d); err != nil {
-		return badRequest("tools", "%s is not a tool object: %v", where, err)
+		return openai.BadRequest("tools", "%s is not a tool object: %v", where, err)
 	}
 	switch {
 	case d.Type == "function":
 		ct, err := chatTool(d.Name, d.Description, d.Parameters)
 		if err != nil {
-			return badRequest("tools", "%s: %v", where, err)
+			return openai.BadRequest("tools", "%s: %v", where, err)
 		}
 		if ns != "" {
 			if x.namespaces == nil {
@@ -101,20 +103,20 @@ func (x *responsesExtra) tool(where string, t json.RawMessage, ns string, q *cha
 }
 
 // chatOfResponses reads a Responses request into the chat request.
-func chatOfResponses(r *responsesRequest, q *chatRequest, x *responsesExtra) *apiError {
+func chatOfResponses(r *responsesRequest, q *openai.ChatRequest, x *responsesExtra) *openai.Error {
 	switch {
 	case r.PreviousResponseID != nil && *r.PreviousResponseID != "":
-		return badRequest("previous_response_id", "this server stores no responses: send the whole conversation in input instead of previous_response_id")
+		return openai.BadRequest("previous_response_id", "this server stores no responses: send the whole conversation in input instead of previous_response_id")
 	case len(bytes.TrimSpace(r.Conversation)) > 0 && !bytes.Equal(bytes.TrimSpace(r.Conversation), []byte("null")):
-		return badRequest("conversation", "this server stores no conversations: send the whole conversation in input")
+		return openai.BadRequest("conversation", "this server stores no conversations: send the whole conversation in input")
 	case r.Background:
-		return badRequest("background", "background responses are not supported")
+		return openai.BadRequest("background", "background responses are not supported")
 	case r.TopLogprobs != nil && *r.TopLogprobs > 0:
-		return badRequest("top_logprobs", "logprobs are not supported")
+		return openai.BadRequest("top_logprobs", "logprobs are not supported")
 	}
 	q.Model, q.Stream, q.MaxTokens, q.Temperature, q.TopP = r.Model, r.Stream, r.MaxOutputTokens, r.Temperature, r.TopP
 	if r.MaxOutputTokens != nil && *r.MaxOutputTokens < 1 {
-		return badRequest("max_output_tokens", "max_output_tokens must be at least 1, got %d", *r.MaxOutputTokens)
+		return openai.BadRequest("max_output_tokens", "max_output_tokens must be at least 1, got %d", *r.MaxOutputTokens)
 	}
 	if r.Reasoning != nil {
 		q.ReasoningEffort = r.Reasoning.Effort
@@ -143,7 +145,7 @@ func chatOfResponses(r *responsesRequest, q *chatRequest, x *responsesExtra) *ap
 			Name string `json:"name"`
 		}
 		if json.Unmarshal(tc, &named) != nil || named.Type != "function" || named.Name == "" {
-			return badRequest("tool_choice", `tool_choice must be "auto", "none", "required" or {"type": "function", "name": ...}`)
+			return openai.BadRequest("tool_choice", `tool_choice must be "auto", "none", "required" or {"type": "function", "name": ...}`)
 		}
 		q.ToolChoice = namedChoice(named.Name)
 	} else {
@@ -153,7 +155,7 @@ func chatOfResponses(r *responsesRequest, q *chatRequest, x *responsesExtra) *ap
 }
 
 // responseFormatOf reads text.format into chat's response_format.
-func responseFormatOf(raw json.RawMessage) (json.RawMessage, *apiError) {
+func responseFormatOf(raw json.RawMessage) (json.RawMessage, *openai.Error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
 		return nil, nil
@@ -166,7 +168,7 @@ func responseFormatOf(raw json.RawMessage) (json.RawMessage, *apiError) {
 		Strict      *bool           `json:"strict"`
 	}
 	if err := json.Unmarshal(raw, &f); err != nil {
-		return nil, badRequest("text.format", "text.format is not a format object: %v", err)
+		return nil, openai.BadRequest("text.format", "text.format is not a format object: %v", err)
 	}
 	switch f.Type {
 	case "text":
@@ -184,13 +186,13 @@ func responseFormatOf(raw json.RawMessage) (json.RawMessage, *apiError) {
 		b, _ := json.Marshal(map[string]any{"type": "json_schema", "json_schema": js})
 		return b, nil
 	}
-	return nil, badRequest("text.format", "text.format.type %q is not one of text, json_object, json_schema", f.Type)
+	return nil, openai.BadRequest("text.format", "text.format.type %q is not one of text, json_object, json_schema", f.Type)
 }
 
 // inputMessages reads input (a string: one user message; or items) into
 // chat messages. Consecutive reasoning, assistant text and function calls
 // make one assistant message; a function call output is a tool message.
-func inputMessages(raw json.RawMessage, q *chatRequest) *apiError {
+func inputMessages(raw json.RawMessage, q *openai.ChatRequest) *openai.Error {
 	raw = bytes.TrimSpace(raw)
 	var text string
 	if json.Unmarshal(raw, &text) == nil {
@@ -199,16 +201,16 @@ func inputMessages(raw json.RawMessage, q *chatRequest) *apiError {
 	}
 	var items []responsesItem
 	if err := json.Unmarshal(raw, &items); err != nil {
-		return badRequest("input", "input must be a string or an array of items")
+		return openai.BadRequest("input", "input must be a string or an array of items")
 	}
 	names := map[string]string{} // call_id -> function name
 	// assistant returns the open assistant message (the last message, when
 	// it is one that fresh may still join), or starts one.
-	assistant := func(fresh func(*reqMessage) bool) *reqMessage {
+	assistant := func(fresh func(*openai.Message) bool) *openai.Message {
 		if n := len(q.Messages); n > 0 && q.Messages[n-1].Role == "assistant" && fresh(&q.Messages[n-1]) {
 			return &q.Messages[n-1]
 		}
-		q.Messages = append(q.Messages, reqMessage{Role: "assistant"})
+		q.Messages = append(q.Messages, openai.Message{Role: "assistant"})
 		return &q.Messages[len(q.Messages)-1]
 	}
 	for i, it := range items {
@@ -220,37 +222,37 @@ func inputMessages(raw json.RawMessage, q *chatRequest) *apiError {
 		case "message":
 			t, err := textOf(it.Content, "input_text", "output_text", "text")
 			if err != nil {
-				return badRequest("input", "input[%d].content %v", i, err)
+				return openai.BadRequest("input", "input[%d].content %v", i, err)
 			}
 			switch it.Role {
 			case "user", "system", "developer":
 				q.Messages = append(q.Messages, msg(it.Role, t))
 			case "assistant":
-				m := assistant(func(m *reqMessage) bool { return !m.Content.set && len(m.ToolCalls) == 0 })
-				m.Content = content{text: t, set: true}
+				m := assistant(func(m *openai.Message) bool { return m.Content == "" && len(m.ToolCalls) == 0 })
+				m.Content = openai.Content(t)
 			default:
-				return badRequest("input", "input[%d].role %q is not one of user, system, developer, assistant", i, it.Role)
+				return openai.BadRequest("input", "input[%d].role %q is not one of user, system, developer, assistant", i, it.Role)
 			}
 		case "reasoning":
 			var parts []struct {
 				Text string `json:"text"`
 			}
 			if err := json.Unmarshal(it.Content, &parts); len(bytes.TrimSpace(it.Content)) > 0 && err != nil && !bytes.Equal(bytes.TrimSpace(it.Content), []byte("null")) {
-				return badRequest("input", "input[%d].content of a reasoning item must be an array of reasoning_text parts", i)
+				return openai.BadRequest("input", "input[%d].content of a reasoning item must be an array of reasoning_text parts", i)
 			}
 			var r string
 			for _, p := range parts {
 				r += p.Text
 			}
-			m := assistant(func(m *reqMessage) bool { return !m.Content.set && len(m.ToolCalls) == 0 })
+			m := assistant(func(m *openai.Message) bool { return m.Content == "" && len(m.ToolCalls) == 0 })
 			r = deref(m.ReasoningContent) + r
 			m.ReasoningContent = &r
 		case "function_call":
 			if it.CallID == "" || it.Name == "" {
-				return badRequest("input", "input[%d]: a function_call needs call_id and name", i)
+				return openai.BadRequest("input", "input[%d]: a function_call needs call_id and name", i)
 			}
 			names[it.CallID] = it.Name
-			m := assistant(func(*reqMessage) bool { return true })
+			m := assistant(func(*openai.Message) bool { return true })
 			args := it.Arguments
 			if args == "" {
 				args = "{}"
@@ -259,19 +261,19 @@ func inputMessages(raw json.RawMessage, q *chatRequest) *apiError {
 		case "function_call_output":
 			name, ok := names[it.CallID]
 			if !ok {
-				return badRequest("input", "input[%d]: function_call_output for call_id %q, which no function_call in input has", i, it.CallID)
+				return openai.BadRequest("input", "input[%d]: function_call_output for call_id %q, which no function_call in input has", i, it.CallID)
 			}
 			out, err := textOf(it.Output, "input_text", "output_text", "text")
 			if err != nil {
-				return badRequest("input", "input[%d].output %v", i, err)
+				return openai.BadRequest("input", "input[%d].output %v", i, err)
 			}
 			m := msg("tool", out)
 			m.ToolCallID, m.Name = it.CallID, name
 			q.Messages = append(q.Messages, m)
 		case "item_reference":
-			return badRequest("input", "input[%d] is an item_reference: this server stores no items, send the item itself", i)
+			return openai.BadRequest("input", "input[%d] is an item_reference: this server stores no items, send the item itself", i)
 		default:
-			return badRequest("input", "input[%d] is of type %q: only message, reasoning, function_call and function_call_output items are supported", i, typ)
+			return openai.BadRequest("input", "input[%d] is of type %q: only message, reasoning, function_call and function_call_output items are supported", i, typ)
 		}
 	}
 	return nil
@@ -320,7 +322,7 @@ func (x *responsesExtra) functionCallItem(id, callID, name, args, status string)
 }
 
 // responseObject is the response (in progress while streaming: no usage).
-func (s *Server) responseObject(id string, created int64, r *responsesRequest, x *responsesExtra, output []outputItem, j *job, res *result) map[string]any {
+func (s *Server) responseObject(id string, created int64, r *responsesRequest, x *responsesExtra, output []outputItem, res *result) map[string]any {
 	tools := r.Tools
 	if tools == nil {
 		tools = []json.RawMessage{}
@@ -353,8 +355,8 @@ func (s *Server) responseObject(id string, created int64, r *responsesRequest, x
 		}
 		o["completed_at"] = time.Now().Unix()
 		o["usage"] = map[string]any{"input_tokens": res.prompt, "output_tokens": len(res.ids), "total_tokens": res.prompt + len(res.ids),
-			"input_tokens_details":  map[string]int{"cached_tokens": res.reused},
-			"output_tokens_details": map[string]int{"reasoning_tokens": s.reasoningTokens(j, res)}}
+			"input_tokens_details":  map[string]int{"cached_tokens": res.shown},
+			"output_tokens_details": map[string]int{"reasoning_tokens": res.reasoningTokens}}
 		if w := append(x.warnings[:len(x.warnings):len(x.warnings)], res.warnings...); len(w) > 0 {
 			o["warnings"] = w // k3's own field, as in chat
 		}
@@ -365,16 +367,17 @@ func (s *Server) responseObject(id string, created int64, r *responsesRequest, x
 func (s *Server) responses(w http.ResponseWriter, r *http.Request) {
 	t0 := time.Now()
 	var rq responsesRequest
-	if err := decode(r, &rq); err != nil {
-		writeError(w, err)
+	release, err := s.decode(w, r, &rq)
+	if err != nil {
+		s.writeError(w, err)
 		return
 	}
-	var q chatRequest
+	var q openai.ChatRequest
 	x := &responsesExtra{}
 	j := &job{}
 	id, created := newID("resp_"), time.Now().Unix()
-	s.handle(w, r, "POST /v1/responses", rq.Stream, j, t0, []func() *apiError{
-		func() *apiError {
+	s.handle(w, r, "POST /v1/responses", rq.Stream, j, t0, release, []func() *openai.Error{
+		func() *openai.Error {
 			if err := chatOfResponses(&rq, &q, x); err != nil {
 				return err
 			}
@@ -383,11 +386,11 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request) {
 			}
 			return nil
 		},
-		func() *apiError { return s.samplingOf(&q.sampling, j) },
-		func() *apiError { return s.chatPrompt(&q, j) },
-		func() *apiError { return s.fit(j) },
-	}, func(p *place) (*result, error) {
-		return s.streamResponse(r.Context(), w, p, j, &rq, x, id, created)
+		func() *openai.Error { return s.samplingOf(&q.Sampling, j) },
+		func() *openai.Error { return s.chatPrompt(&q, j) },
+		func() *openai.Error { return s.fit(j) },
+	}, func(ctx context.Context, cancel context.CancelFunc, p *place) (*result, error) {
+		return s.streamResponse(ctx, cancel, w, p, j, &rq, x, id, created)
 	}, func(res *result) {
 		var out []outputItem
 		if res.reasoning != "" {
@@ -399,8 +402,8 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request) {
 		for _, c := range res.calls {
 			out = append(out, x.functionCallItem(newID("fc_"), newID("call_"), c.Function.Name, c.Function.Arguments, "completed"))
 		}
-		w.Header().Set("X-K3-Reused-Positions", strconv.Itoa(res.reused))
-		writeJSON(w, http.StatusOK, s.responseObject(id, created, &rq, x, out, j, res))
+		w.Header().Set("X-K3-Reused-Positions", strconv.Itoa(res.shown))
+		s.writeJSON(w, http.StatusOK, s.responseObject(id, created, &rq, x, out, res))
 	})
 }
 
@@ -411,24 +414,24 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request) {
 // item's done events, and response.completed (or response.incomplete at
 // the token cap) with the whole response. Every event has a
 // sequence_number; SSE comments keep the connection alive meanwhile.
-func (s *Server) streamResponse(ctx context.Context, w http.ResponseWriter, p *place, j *job, rq *responsesRequest, x *responsesExtra, id string, created int64) (*result, error) {
-	e := startSSE(w, s.o.KeepAlive)
-	defer e.quiet()
+func (s *Server) streamResponse(ctx context.Context, cancel context.CancelFunc, w http.ResponseWriter, p *place, j *job, rq *responsesRequest, x *responsesExtra, id string, created int64) (*result, error) {
+	e := openai.StartSSE(w, s.o.KeepAlive, s.o.WriteTimeout, func(error) { cancel() })
+	defer e.Quiet()
 	seq := 0
 	send := func(typ string, ev map[string]any) {
 		ev["type"], ev["sequence_number"] = typ, seq
 		seq++
-		e.event(typ, ev)
+		e.Event(typ, ev)
 	}
 	var output []outputItem
-	send("response.created", map[string]any{"response": s.responseObject(id, created, rq, x, nil, j, nil)})
+	send("response.created", map[string]any{"response": s.responseObject(id, created, rq, x, nil, nil)})
 	if _, waiting := s.q.depth(); waiting > 0 {
-		e.comment(fmt.Sprintf("queued: %d waiting", waiting))
+		e.Comment(fmt.Sprintf("queued: %d waiting", waiting))
 	}
 	if err := p.wait(ctx); err != nil {
 		return nil, err
 	}
-	send("response.in_progress", map[string]any{"response": s.responseObject(id, created, rq, x, nil, j, nil)})
+	send("response.in_progress", map[string]any{"response": s.responseObject(id, created, rq, x, nil, nil)})
 	var itemID string
 	b := &blocks{
 		open: func(kind string) {
@@ -471,9 +474,9 @@ func (s *Server) streamResponse(ctx context.Context, w http.ResponseWriter, p *p
 	// prompt is read, for agents' idle watchdogs
 	hb := heartbeat{every: s.o.KeepAlive, last: time.Now()}
 	j.onPrefill = func(done, total int) {
-		e.comment(fmt.Sprintf("prefill %d/%d", done, total))
+		e.Comment(fmt.Sprintf("prefill %d/%d", done, total))
 		if hb.due(time.Now()) {
-			send("response.in_progress", map[string]any{"response": s.responseObject(id, created, rq, x, nil, j, nil)})
+			send("response.in_progress", map[string]any{"response": s.responseObject(id, created, rq, x, nil, nil)})
 		}
 	}
 	j.onReasoning = func(t string) { b.add("reasoning", t) }
@@ -498,7 +501,7 @@ func (s *Server) streamResponse(ctx context.Context, w http.ResponseWriter, p *p
 		send("response.output_item.done", map[string]any{"output_index": len(output), "item": done})
 		output = append(output, done)
 	}
-	final := s.responseObject(id, created, rq, x, output, j, res)
+	final := s.responseObject(id, created, rq, x, output, res)
 	typ := "response.completed"
 	if final["status"] == "incomplete" {
 		typ = "response.incomplete"

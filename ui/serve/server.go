@@ -273,8 +273,8 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("/v1/chat/completions", s.only("POST", s.authed(s.chatCompletions)))
 	mux.HandleFunc("/v1/completions", s.only("POST", s.authed(s.completions)))
 	mux.HandleFunc("/v1/responses", s.only("POST", s.authed(s.responses)))
-	mux.HandleFunc("/v1/messages", anthropicErrors(s.only("POST", s.authed(s.messages))))
-	mux.HandleFunc("/v1/messages/count_tokens", anthropicErrors(s.only("POST", s.authed(s.countTokens))))
+	mux.HandleFunc("/v1/messages", s.anthropicErrors(s.only("POST", s.authed(s.messages))))
+	mux.HandleFunc("/v1/messages/count_tokens", s.anthropicErrors(s.only("POST", s.authed(s.countTokens))))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, &openai.Error{Status: http.StatusNotFound, Message: fmt.Sprintf("no such endpoint: %s %s", r.Method, r.URL.Path), Type: "invalid_request_error"})
 	})
