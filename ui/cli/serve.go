@@ -42,8 +42,17 @@ func cmdServe(args []string, stdout, stderr io.Writer) int {
 	bodyTimeout := fs.Duration("body-timeout", 30*time.Second, "how long a request body may take to arrive whole; one that stops short gets 408")
 	writeTimeout := fs.Duration("write-timeout", 30*time.Second, "how long one write to a client may block; a client that stops reading is cut off")
 	quiet := fs.Bool("quiet", false, "no request log")
+	var aliases []string
+	fs.Func("model-alias", "also serve requests naming NAME (repeatable; NAME=ID says which model, which must be this one; \"*\": any name), for agents with fixed model names", func(v string) error {
+		if strings.TrimSpace(v) == "" {
+			return fmt.Errorf("give a model name")
+		}
+		aliases = append(aliases, v)
+		return nil
+	})
 	setUsage(fs, stderr, "usage: k3 serve MODEL_DIR [--addr 127.0.0.1:8080] [--api-key-file PATH] [memory flags as k3 run]",
-		"Serves GET /v1/models, POST /v1/chat/completions, POST /v1/completions and GET /health.",
+		"Serves GET /v1/models, POST /v1/chat/completions, POST /v1/completions, POST /v1/responses (OpenAI Responses, stateless),",
+		"POST /v1/messages (Anthropic Messages) and GET /health.",
 		"Ctrl-C (or SIGTERM) stops it: generations in flight end within one layer's work.")
 	pos, code := parseN(fs, args, 1, stderr, "k3 serve: give exactly one MODEL_DIR (run 'k3 serve -h' for the flags)")
 	if code >= 0 {
@@ -77,6 +86,11 @@ func cmdServe(args []string, stdout, stderr io.Writer) int {
 		abs, _ := filepath.Abs(dir)
 		id = filepath.Base(abs)
 	}
+	names, err := modelAliases(aliases, id)
+	if err != nil {
+		fmt.Fprintf(stderr, "k3 serve: %v\n", err)
+		return ExitUsage
+	}
 	eo := mf.options(*ctxLen, false)
 	eo.StateCopies = chat.StateCopies(eo)
 	m, code := mf.open(dir, eo, stdout, stderr)
@@ -96,7 +110,7 @@ func cmdServe(args []string, stdout, stderr io.Writer) int {
 			origins = append(origins, o)
 		}
 	}
-	o := serve.Options{Engine: e, Tok: tok, ModelID: id, APIKey: key, Queue: *queue, MaxBodyBytes: int64(*bodyMB * 1e6),
+	o := serve.Options{Engine: e, Tok: tok, ModelID: id, ModelAliases: names, APIKey: key, Queue: *queue, MaxBodyBytes: int64(*bodyMB * 1e6),
 		CORSOrigins: origins, MaxContext: *ctxLen, DefaultMaxTokens: *maxTokens, KeepAlive: *keepAlive, Fit: eo,
 		BodyTimeout: *bodyTimeout, WriteTimeout: *writeTimeout}
 	if !*quiet {
@@ -157,4 +171,22 @@ func serveKey(flagKey, file string) (string, error) {
 		return "", fmt.Errorf("%s holds a space or a control character; no client could send it", from)
 	}
 	return key, nil
+}
+
+// modelAliases reads --model-alias values: NAME, or NAME=ID where ID is
+// the served model's id.
+func modelAliases(vals []string, id string) ([]string, error) {
+	var out []string
+	for _, v := range vals {
+		name, target, ok := strings.Cut(v, "=")
+		name = strings.TrimSpace(name)
+		if ok && strings.TrimSpace(target) != id {
+			return nil, fmt.Errorf("--model-alias %s: this server serves only %q", v, id)
+		}
+		if name == "" {
+			return nil, fmt.Errorf("--model-alias %q: give a model name", v)
+		}
+		out = append(out, name)
+	}
+	return out, nil
 }

@@ -134,6 +134,15 @@ func (e *SSE) Data(v any) {
 	e.writeLocked("data: " + string(b) + "\n\n")
 }
 
+// Event sends one named event (`event: name` then `data: JSON`), the
+// framing of OpenAI's Responses API and Anthropic's Messages API.
+func (e *SSE) Event(name string, v any) {
+	b, _ := json.Marshal(v)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.writeLocked("event: " + name + "\ndata: " + string(b) + "\n\n")
+}
+
 // Quiet stops the keep-alives (again: nothing).
 func (e *SSE) Quiet() {
 	e.once.Do(func() { close(e.stop); e.wg.Wait() })

@@ -50,6 +50,7 @@ type result struct {
 	warnings           []string
 	reasoningTokens    int    // of the generated tokens, the think channel's text
 	finish             string // stop, length or tool_calls
+	stopSeq            string // the stop string that ended the reply
 	prompt, reused     int
 	// shown is what the reply reports as reused (cached_tokens): reused
 	// when the kept state was this client's own, else 0, so no client
@@ -204,7 +205,7 @@ func (s *Server) generate(ctx context.Context, j *job) (*result, error) {
 	} else if len(res.calls) > 0 {
 		res.finish = "tool_calls"
 	}
-	res.content = filter.out.String()
+	res.content, res.stopSeq = filter.out.String(), filter.matched
 	return res, nil
 }
 

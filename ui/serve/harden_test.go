@@ -299,3 +299,84 @@ func FuzzDecode(f *testing.F) {
 		assert.Positive(t, j.maxTokens)
 	})
 }
+
+// agentRequests are a small request of each agent endpoint and where its
+// reply reports the cached tokens.
+var agentRequests = []struct {
+	path   string
+	body   map[string]any
+	cached func(reply map[string]any) any
+}{
+	{"/v1/responses", map[string]any{"input": "My password is hunter2. Tell me a saying.", "max_output_tokens": 2},
+		func(r map[string]any) any {
+			return r["usage"].(map[string]any)["input_tokens_details"].(map[string]any)["cached_tokens"]
+		}},
+	{"/v1/messages", map[string]any{"messages": []map[string]any{{"role": "user", "content": "My password is hunter2. Tell me a saying."}}, "max_tokens": 2},
+		func(r map[string]any) any { return r["usage"].(map[string]any)["cache_read_input_tokens"] }},
+}
+
+// TestAgentEndpointsGuardedAndBounded: /v1/responses and /v1/messages
+// read their body as chat completions do (a body short of its length gets
+// 408, one over the cap 413, neither generates nor keeps its share of the
+// bodies in flight) and are behind the loopback guard.
+func TestAgentEndpointsGuardedAndBounded(t *testing.T) {
+	s, _, _ := start(t, func(o *Options) { o.Queue = -1; o.BodyTimeout = 300 * time.Millisecond })
+	_, port, _ := net.SplitHostPort(s.Addr())
+	for i, c := range agentRequests {
+		body := map[string]any{"stream": true}
+		for k, v := range c.body {
+			body[k] = v
+		}
+		b, _ := json.Marshal(body)
+		short := rawRequest(t, s, fmt.Sprintf("POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", c.path, len(b)+100), b)
+		assert.Equal(t, "HTTP/1.1 408 Request Timeout", status(t, short), c.path)
+		big := rawRequest(t, s, "POST "+c.path+" HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 10000000000\r\n\r\n", nil)
+		assert.Equal(t, "HTTP/1.1 413 Request Entity Too Large", status(t, big), c.path)
+		rebound := rawRequest(t, s, fmt.Sprintf("POST %s HTTP/1.1\r\nHost: attacker.example:%s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", c.path, port, len(b)), b)
+		assert.Equal(t, "HTTP/1.1 403 Forbidden", status(t, rebound), c.path)
+		assert.Equal(t, int64(i), s.Stats().Generations, c.path+": none of these generated")
+		resp, data := post(t, s, c.path, c.body)
+		assert.Equal(t, 200, resp.StatusCode, string(data))
+		assert.Equal(t, int64(0), s.bodies.inUse(), c.path)
+	}
+}
+
+// TestAgentReuseShownOnlyToItsClient: the Responses and Messages usage
+// (cached_tokens, cache_read_input_tokens) and X-K3-Reused-Positions show
+// the kept state's reuse only to the client whose request left it.
+func TestAgentReuseShownOnlyToItsClient(t *testing.T) {
+	if ln, err := net.Listen("tcp", "127.0.0.2:0"); err != nil {
+		t.Skip("this machine has no 127.0.0.2 to be a second client from (macOS without an alias)")
+	} else {
+		ln.Close()
+	}
+	s, _, _ := start(t, nil)
+	from := func(ip string) *http.Client {
+		d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}}
+		return &http.Client{Transport: &http.Transport{DialContext: d.DialContext}}
+	}
+	a, b := from("127.0.0.1"), from("127.0.0.2")
+	for _, c := range agentRequests {
+		ask := func(cl *http.Client) (float64, string) {
+			js, _ := json.Marshal(c.body)
+			resp, err := cl.Post("http://"+s.Addr()+c.path, "application/json", bytes.NewReader(js))
+			require.NoError(t, err)
+			defer resp.Body.Close()
+			data, _ := io.ReadAll(resp.Body)
+			require.Equal(t, 200, resp.StatusCode, string(data))
+			var r map[string]any
+			require.NoError(t, json.Unmarshal(data, &r), string(data))
+			return c.cached(r).(float64), resp.Header.Get("X-K3-Reused-Positions")
+		}
+		ask(a)
+		cached, hdr := ask(a)
+		assert.Positive(t, cached, c.path+": the same client sees its own reuse")
+		assert.Equal(t, strconv.Itoa(int(cached)), hdr, c.path)
+		ask(a)
+		before := s.Stats().Reused
+		cached, hdr = ask(b)
+		assert.Equal(t, 0.0, cached, c.path+": another client learns nothing of the kept state")
+		assert.Equal(t, "0", hdr, c.path)
+		assert.Greater(t, s.Stats().Reused, before, c.path+": the state was reused all the same")
+	}
+}

@@ -1,6 +1,8 @@
 // Package serve is k3's OpenAI-compatible HTTP server: GET /v1/models,
 // POST /v1/chat/completions (streamed as server-sent events or not),
-// POST /v1/completions and GET /health, over one engine. Chat requests are
+// POST /v1/completions, POST /v1/responses (OpenAI's Responses API,
+// stateless), POST /v1/messages (Anthropic's Messages API) and GET /health,
+// over one engine. Chat requests are
 // rendered in the K3 XTML chat format and the reply is read back into
 // reasoning_content, content and tool_calls. One generation runs at a time
 // (a bounded FIFO queue waits); a client that goes away cancels its
@@ -21,6 +23,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -37,6 +40,9 @@ type Options struct {
 	Engine  *engine.Engine
 	Tok     *tokenizer.Tokenizer
 	ModelID string // the id /v1/models lists and requests name
+	// ModelAliases are more model names requests may give, served by this
+	// model (agents with fixed model names); "*" accepts any name.
+	ModelAliases []string
 	// APIKey, when set, is required on every /v1 request, as
 	// "Authorization: Bearer KEY" or "x-api-key: KEY". It is never logged.
 	APIKey string
@@ -266,6 +272,9 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("/v1/models/{id}", s.only("GET", s.authed(s.model)))
 	mux.HandleFunc("/v1/chat/completions", s.only("POST", s.authed(s.chatCompletions)))
 	mux.HandleFunc("/v1/completions", s.only("POST", s.authed(s.completions)))
+	mux.HandleFunc("/v1/responses", s.only("POST", s.authed(s.responses)))
+	mux.HandleFunc("/v1/messages", s.anthropicErrors(s.only("POST", s.authed(s.messages))))
+	mux.HandleFunc("/v1/messages/count_tokens", s.anthropicErrors(s.only("POST", s.authed(s.countTokens))))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, &openai.Error{Status: http.StatusNotFound, Message: fmt.Sprintf("no such endpoint: %s %s", r.Method, r.URL.Path), Type: "invalid_request_error"})
 	})
@@ -398,7 +407,15 @@ func (s *Server) card() openai.Model {
 }
 
 func (s *Server) models(w http.ResponseWriter, r *http.Request) {
-	s.writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": []openai.Model{s.card()}})
+	cards := []openai.Model{s.card()}
+	for _, a := range s.o.ModelAliases {
+		if a != "*" && a != s.o.ModelID {
+			c := s.card()
+			c.ID = a
+			cards = append(cards, c)
+		}
+	}
+	s.writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": cards})
 }
 
 func (s *Server) model(w http.ResponseWriter, r *http.Request) {
@@ -409,9 +426,10 @@ func (s *Server) model(w http.ResponseWriter, r *http.Request) {
 	s.writeJSON(w, http.StatusOK, s.card())
 }
 
-// checkModel accepts the served id (or none: curl users often leave it out).
+// checkModel accepts the served id (or none: curl users often leave it
+// out) and the aliases.
 func (s *Server) checkModel(id string) *openai.Error {
-	if id == "" || id == s.o.ModelID {
+	if id == "" || id == s.o.ModelID || slices.Contains(s.o.ModelAliases, id) || slices.Contains(s.o.ModelAliases, "*") {
 		return nil
 	}
 	return &openai.Error{Status: http.StatusNotFound, Message: fmt.Sprintf("the model %q does not exist here; this server serves %q", id, s.o.ModelID),

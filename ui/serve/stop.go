@@ -14,6 +14,7 @@ type stopFilter struct {
 	pending string
 	out     strings.Builder // everything passed
 	hit     bool
+	matched string       // the stop string that hit
 	emit    func(string) // hears what passes, as it passes
 }
 
@@ -44,7 +45,7 @@ func (f *stopFilter) add(text string) {
 	at := -1
 	for _, s := range f.stops {
 		if i := strings.Index(f.pending, s); i >= 0 && (at < 0 || i < at) {
-			at = i
+			at, f.matched = i, s
 		}
 	}
 	if at >= 0 {

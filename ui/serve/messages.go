@@ -1,0 +1,527 @@
+package serve
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"k3/ui/openai"
+)
+
+// POST /v1/messages: Anthropic's Messages API (what Claude Code speaks).
+// system, the messages' text, tool_use, tool_result and thinking blocks,
+// tools and tool_choice become a chat request; thinking {"type":
+// "enabled"} turns K3's thinking on (it is off without it, as in
+// Anthropic's API; "adaptive" turns it on too) and budget_tokens or
+// output_config.effort picks the effort. The reply is
+// content blocks (thinking, text, tool_use), streamed as the Messages
+// events or not; errors have Anthropic's shape. The key may come as
+// x-api-key; anthropic-version and anthropic-beta are accepted and not
+// read.
+
+type messagesRequest struct {
+	Model         string            `json:"model"`
+	System        json.RawMessage   `json:"system"`
+	Messages      []anthropicMsg    `json:"messages"`
+	MaxTokens     *int              `json:"max_tokens"`
+	StopSequences []string          `json:"stop_sequences"`
+	Stream        bool              `json:"stream"`
+	Temperature   *float64          `json:"temperature"`
+	TopP          *float64          `json:"top_p"`
+	TopK          *int              `json:"top_k"`
+	Tools         []json.RawMessage `json:"tools"`
+	ToolChoice    *struct {
+		Type string `json:"type"`
+		Name string `json:"name"`
+	} `json:"tool_choice"`
+	Thinking *struct {
+		Type         string `json:"type"`
+		BudgetTokens int    `json:"budget_tokens"`
+	} `json:"thinking"`
+	OutputConfig *struct {
+		Effort string `json:"effort"`
+	} `json:"output_config"`
+}
+
+type anthropicMsg struct {
+	Role    string          `json:"role"`
+	Content json.RawMessage `json:"content"`
+}
+
+// anthropicBlock is one content block (the fields of every type k3 reads).
+type anthropicBlock struct {
+	Type      string          `json:"type"`
+	Text      string          `json:"text"`
+	ID        string          `json:"id"`
+	Name      string          `json:"name"`
+	Input     json.RawMessage `json:"input"`
+	ToolUseID string          `json:"tool_use_id"`
+	Content   json.RawMessage `json:"content"`
+	IsError   bool            `json:"is_error"`
+	Thinking  string          `json:"thinking"`
+}
+
+// blocksOf reads a message's content: a string is one text block.
+func blocksOf(raw json.RawMessage) ([]anthropicBlock, error) {
+	raw = bytes.TrimSpace(raw)
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return []anthropicBlock{{Type: "text", Text: s}}, nil
+	}
+	var bs []anthropicBlock
+	if err := json.Unmarshal(raw, &bs); err != nil {
+		return nil, fmt.Errorf("must be a string or an array of content blocks")
+	}
+	return bs, nil
+}
+
+// thinkingEffort maps a thinking budget onto K3's efforts.
+func thinkingEffort(budget int) string {
+	switch {
+	case budget <= 0:
+		return ""
+	case budget < 8192:
+		return "low"
+	case budget < 32768:
+		return "high"
+	}
+	return "max"
+}
+
+// chatOfMessages reads a Messages request into the chat request.
+func chatOfMessages(m *messagesRequest, q *openai.ChatRequest) *openai.Error {
+	if m.MaxTokens == nil {
+		return openai.BadRequest("max_tokens", "max_tokens is required")
+	}
+	if len(m.Messages) == 0 {
+		return openai.BadRequest("messages", "messages must not be empty")
+	}
+	q.Model, q.Stream, q.MaxTokens = m.Model, m.Stream, m.MaxTokens
+	q.Temperature, q.TopP, q.TopK = m.Temperature, m.TopP, m.TopK
+	q.Thinking = &openai.Thinking{Type: "disabled"}
+	if t := m.Thinking; t != nil {
+		switch t.Type {
+		case "enabled":
+			q.Thinking.Type, q.ReasoningEffort = "enabled", thinkingEffort(t.BudgetTokens)
+		case "adaptive":
+			q.Thinking.Type = "enabled"
+		case "disabled":
+		default:
+			return openai.BadRequest("thinking", `thinking.type must be "enabled", "adaptive" or "disabled", got %q`, t.Type)
+		}
+	}
+	if oc := m.OutputConfig; oc != nil && oc.Effort != "" && q.Thinking.Type == "enabled" {
+		switch oc.Effort {
+		case "low", "medium", "high", "max":
+			q.ReasoningEffort = oc.Effort // as reasoning_effort: medium is high
+		default:
+			return openai.BadRequest("output_config", "output_config.effort %q is not one of low, medium, high, max", oc.Effort)
+		}
+	}
+	if sys, err := joinText(m.System, "\n", "text"); err != nil { // blocks one a line
+		return openai.BadRequest("system", "system %v", err)
+	} else if sys != "" {
+		q.Messages = append(q.Messages, msg("system", sys))
+	}
+	names := map[string]string{} // tool_use id -> tool name
+	for i, am := range m.Messages {
+		bs, err := blocksOf(am.Content)
+		if err != nil {
+			return openai.BadRequest("messages", "messages[%d].content %v", i, err)
+		}
+		switch am.Role {
+		case "system": // mid-conversation system text (Claude Code sends it)
+			t, err := textOf(am.Content, "text")
+			if err != nil {
+				return openai.BadRequest("messages", "messages[%d].content %v", i, err)
+			}
+			q.Messages = append(q.Messages, msg("system", t))
+		case "user":
+			var text strings.Builder
+			for k, b := range bs {
+				switch b.Type {
+				case "text":
+					text.WriteString(b.Text)
+				case "tool_result":
+					name, ok := names[b.ToolUseID]
+					if !ok {
+						return openai.BadRequest("messages", "messages[%d].content[%d]: tool_result for %q, which no tool_use before it has", i, k, b.ToolUseID)
+					}
+					out, err := textOf(b.Content, "text")
+					if err != nil {
+						return openai.BadRequest("messages", "messages[%d].content[%d].content %v", i, k, err)
+					}
+					tm := msg("tool", out)
+					tm.ToolCallID, tm.Name = b.ToolUseID, name
+					q.Messages = append(q.Messages, tm)
+				default:
+					return openai.BadRequest("messages", "messages[%d].content[%d] is of type %q: a user message may have text and tool_result blocks", i, k, b.Type)
+				}
+			}
+			if text.Len() > 0 || len(bs) == 0 {
+				q.Messages = append(q.Messages, msg("user", text.String()))
+			}
+		case "assistant":
+			a := openai.Message{Role: "assistant"}
+			var text, reasoning strings.Builder
+			for k, b := range bs {
+				switch b.Type {
+				case "text":
+					text.WriteString(b.Text)
+				case "thinking":
+					reasoning.WriteString(b.Thinking)
+				case "redacted_thinking":
+				case "tool_use":
+					if b.ID == "" || b.Name == "" {
+						return openai.BadRequest("messages", "messages[%d].content[%d]: a tool_use needs id and name", i, k)
+					}
+					args := strings.TrimSpace(string(b.Input))
+					if args == "" || args == "null" {
+						args = "{}"
+					}
+					names[b.ID] = b.Name
+					a.ToolCalls = append(a.ToolCalls, toolCall(b.ID, b.Name, args))
+				default:
+					return openai.BadRequest("messages", "messages[%d].content[%d] is of type %q: an assistant message may have text, thinking and tool_use blocks", i, k, b.Type)
+				}
+			}
+			a.Content = openai.Content(text.String())
+			if reasoning.Len() > 0 {
+				r := reasoning.String()
+				a.ReasoningContent = &r
+			}
+			q.Messages = append(q.Messages, a)
+		default:
+			return openai.BadRequest("messages", "messages[%d].role %q is not user, assistant or system", i, am.Role)
+		}
+	}
+	for i, t := range m.Tools {
+		var d struct {
+			Type        string          `json:"type"`
+			Name        string          `json:"name"`
+			Description string          `json:"description"`
+			InputSchema json.RawMessage `json:"input_schema"`
+		}
+		if err := json.Unmarshal(t, &d); err != nil {
+			return openai.BadRequest("tools", "tools[%d] is not a tool object: %v", i, err)
+		}
+		if d.Type != "" && d.Type != "custom" {
+			return openai.BadRequest("tools", "tools[%d] is of type %q: only client tools (name, description, input_schema) are supported", i, d.Type)
+		}
+		ct, err := chatTool(d.Name, d.Description, d.InputSchema)
+		if err != nil {
+			return openai.BadRequest("tools", "tools[%d]: %v", i, err)
+		}
+		q.Tools = append(q.Tools, ct)
+	}
+	if tc := m.ToolChoice; tc != nil {
+		switch tc.Type {
+		case "auto", "none":
+			q.ToolChoice, _ = json.Marshal(tc.Type)
+		case "any":
+			q.ToolChoice = json.RawMessage(`"required"`)
+		case "tool":
+			q.ToolChoice = namedChoice(tc.Name)
+		default:
+			return openai.BadRequest("tool_choice", "tool_choice.type %q is not one of auto, any, tool, none", tc.Type)
+		}
+	}
+	return nil
+}
+
+// anthropicMessage is the reply message.
+type anthropicMessage struct {
+	ID           string           `json:"id"`
+	Type         string           `json:"type"`
+	Role         string           `json:"role"`
+	Model        string           `json:"model"`
+	Content      []map[string]any `json:"content"`
+	StopReason   *string          `json:"stop_reason"`
+	StopSequence *string          `json:"stop_sequence"`
+	Usage        anthropicUsage   `json:"usage"`
+	// Warnings say what of the model's output was read loosely (k3's own field).
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+// anthropicUsage counts tokens as Anthropic does: input_tokens are the
+// prompt positions read, cache_read_input_tokens those reused from the
+// state of the previous request.
+type anthropicUsage struct {
+	InputTokens              int `json:"input_tokens"`
+	OutputTokens             int `json:"output_tokens"`
+	CacheCreationInputTokens int `json:"cache_creation_input_tokens"`
+	CacheReadInputTokens     int `json:"cache_read_input_tokens"`
+}
+
+// usageOf counts the reuse this client may see (result.shown).
+func usageOf(res *result) anthropicUsage {
+	return anthropicUsage{InputTokens: res.prompt - res.shown, OutputTokens: len(res.ids), CacheReadInputTokens: res.shown}
+}
+
+// stopReason is the reply's stop_reason and stop_sequence.
+func stopReason(res *result) (*string, *string) {
+	var reason string
+	var seq *string
+	switch {
+	case res.finish == "length":
+		reason = "max_tokens"
+	case len(res.calls) > 0:
+		reason = "tool_use"
+	case res.stopSeq != "":
+		reason, seq = "stop_sequence", &res.stopSeq
+	default:
+		reason = "end_turn"
+	}
+	return &reason, seq
+}
+
+func thinkingBlock(text string) map[string]any {
+	return map[string]any{"type": "thinking", "thinking": text, "signature": ""}
+}
+
+func textBlock(text string) map[string]any { return map[string]any{"type": "text", "text": text} }
+
+func toolUseBlock(id, name string, input json.RawMessage) map[string]any {
+	return map[string]any{"type": "tool_use", "id": id, "name": name, "input": input}
+}
+
+// argsJSON is a call's arguments as a JSON object ({} when they are not one).
+func argsJSON(args string) json.RawMessage {
+	var v map[string]any
+	if json.Unmarshal([]byte(args), &v) != nil {
+		return json.RawMessage("{}")
+	}
+	return json.RawMessage(args)
+}
+
+// messagesChecks read the request into j.
+func (s *Server) messagesChecks(m *messagesRequest, q *openai.ChatRequest, j *job) []func() *openai.Error {
+	return []func() *openai.Error{
+		func() *openai.Error { return chatOfMessages(m, q) },
+		func() *openai.Error {
+			if err := s.samplingOf(&q.Sampling, j); err != nil {
+				return err
+			}
+			for _, st := range m.StopSequences {
+				if st != "" {
+					j.stops = append(j.stops, st)
+				}
+			}
+			return nil
+		},
+		func() *openai.Error { return s.chatPrompt(q, j) },
+		func() *openai.Error { return s.fit(j) },
+	}
+}
+
+func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
+	t0 := time.Now()
+	var m messagesRequest
+	release, err := s.decode(w, r, &m)
+	if err != nil {
+		s.writeError(w, err)
+		return
+	}
+	var q openai.ChatRequest
+	j := &job{}
+	id := newID("msg_")
+	s.handle(w, r, "POST /v1/messages", m.Stream, j, t0, release, s.messagesChecks(&m, &q, j), func(ctx context.Context, cancel context.CancelFunc, p *place) (*result, error) {
+		return s.streamMessage(ctx, cancel, w, p, j, id)
+	}, func(res *result) {
+		out := anthropicMessage{ID: id, Type: "message", Role: "assistant", Model: s.o.ModelID, Content: []map[string]any{},
+			Usage: usageOf(res), Warnings: res.warnings}
+		out.StopReason, out.StopSequence = stopReason(res)
+		if res.reasoning != "" {
+			out.Content = append(out.Content, thinkingBlock(res.reasoning))
+		}
+		if res.content != "" || len(res.calls) == 0 {
+			out.Content = append(out.Content, textBlock(res.content))
+		}
+		for _, c := range res.calls {
+			out.Content = append(out.Content, toolUseBlock(newID("toolu_"), c.Function.Name, argsJSON(c.Function.Arguments)))
+		}
+		w.Header().Set("X-K3-Reused-Positions", strconv.Itoa(res.shown))
+		s.writeJSON(w, http.StatusOK, out)
+	})
+}
+
+// countTokens answers POST /v1/messages/count_tokens: the positions the
+// rendered prompt takes.
+func (s *Server) countTokens(w http.ResponseWriter, r *http.Request) {
+	var m messagesRequest
+	release, err := s.decode(w, r, &m)
+	if err != nil {
+		s.writeError(w, err)
+		return
+	}
+	defer release()
+	if m.MaxTokens == nil {
+		m.MaxTokens = new(int) // not part of this request
+		*m.MaxTokens = 1
+	}
+	var q openai.ChatRequest
+	j := &job{}
+	for _, check := range s.messagesChecks(&m, &q, j)[:3] {
+		if err := check(); err != nil {
+			s.writeError(w, err)
+			return
+		}
+	}
+	release()
+	s.writeJSON(w, http.StatusOK, map[string]int{"input_tokens": len(j.ids)})
+}
+
+// streamMessage answers with the Messages events: message_start (and a
+// ping), then per content block content_block_start, its deltas as they
+// are generated (thinking_delta, text_delta; input_json_delta when the
+// reply is complete) and content_block_stop, then message_delta with the
+// stop reason and usage, and message_stop.
+func (s *Server) streamMessage(ctx context.Context, cancel context.CancelFunc, w http.ResponseWriter, p *place, j *job, id string) (*result, error) {
+	e := openai.StartSSE(w, s.o.KeepAlive, s.o.WriteTimeout, func(error) { cancel() })
+	defer e.Quiet()
+	send := func(typ string, ev map[string]any) {
+		ev["type"] = typ
+		e.Event(typ, ev)
+	}
+	start := anthropicMessage{ID: id, Type: "message", Role: "assistant", Model: s.o.ModelID, Content: []map[string]any{},
+		Usage: anthropicUsage{InputTokens: len(j.ids)}}
+	send("message_start", map[string]any{"message": start})
+	send("ping", map[string]any{})
+	if _, waiting := s.q.depth(); waiting > 0 {
+		e.Comment(fmt.Sprintf("queued: %d waiting", waiting))
+	}
+	if err := p.wait(ctx); err != nil {
+		return nil, err
+	}
+	index := -1
+	b := &blocks{
+		open: func(kind string) {
+			index++
+			block := textBlock("")
+			if kind == "reasoning" {
+				block = thinkingBlock("")
+			}
+			send("content_block_start", map[string]any{"index": index, "content_block": block})
+		},
+		delta: func(kind, d string) {
+			delta := map[string]any{"type": "text_delta", "text": d}
+			if kind == "reasoning" {
+				delta = map[string]any{"type": "thinking_delta", "thinking": d}
+			}
+			send("content_block_delta", map[string]any{"index": index, "delta": delta})
+		},
+		close: func(kind, text string) { send("content_block_stop", map[string]any{"index": index}) },
+	}
+	// a ping event when the prompt's reading starts and per keep-alive
+	// interval after, for agents' idle watchdogs
+	hb := heartbeat{every: s.o.KeepAlive}
+	j.onPrefill = func(done, total int) {
+		e.Comment(fmt.Sprintf("prefill %d/%d", done, total))
+		if hb.due(time.Now()) {
+			send("ping", map[string]any{})
+		}
+	}
+	j.onReasoning = func(t string) { b.add("reasoning", t) }
+	j.onAnswer = func(t string) { b.add("text", t) }
+	res, err := s.generate(ctx, j)
+	p.leave()
+	if err != nil {
+		if ctx.Err() == nil {
+			ae := asAPIError(err)
+			send("error", map[string]any{"error": map[string]string{"type": anthropicType(ae.Status), "message": ae.Message}})
+		}
+		return nil, err
+	}
+	b.finish(len(res.calls))
+	for _, c := range res.calls {
+		index++
+		send("content_block_start", map[string]any{"index": index, "content_block": toolUseBlock(newID("toolu_"), c.Function.Name, json.RawMessage("{}"))})
+		send("content_block_delta", map[string]any{"index": index, "delta": map[string]any{"type": "input_json_delta", "partial_json": string(argsJSON(c.Function.Arguments))}})
+		send("content_block_stop", map[string]any{"index": index})
+	}
+	reason, seq := stopReason(res)
+	delta := map[string]any{"delta": map[string]any{"stop_reason": reason, "stop_sequence": seq}, "usage": usageOf(res)}
+	if len(res.warnings) > 0 {
+		delta["warnings"] = res.warnings
+	}
+	send("message_delta", delta)
+	send("message_stop", map[string]any{})
+	return res, nil
+}
+
+// anthropicType is Anthropic's error type for an HTTP status.
+func anthropicType(status int) string {
+	switch status {
+	case http.StatusUnauthorized:
+		return "authentication_error"
+	case http.StatusForbidden:
+		return "permission_error"
+	case http.StatusNotFound:
+		return "not_found_error"
+	case http.StatusRequestEntityTooLarge:
+		return "request_too_large"
+	case http.StatusTooManyRequests:
+		return "rate_limit_error"
+	case 529:
+		return "overloaded_error"
+	}
+	if status >= 500 {
+		return "api_error"
+	}
+	return "invalid_request_error"
+}
+
+// anthropicErrors rewrites the error answers of h (OpenAI's shape, as
+// writeError writes them) into Anthropic's: {"type": "error", "error":
+// {"type", "message"}}, with the same status and headers.
+func (s *Server) anthropicErrors(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		aw := &anthropicWriter{ResponseWriter: w}
+		h(aw, r)
+		if aw.status == 0 {
+			return
+		}
+		var e struct {
+			Error struct {
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		msg := strings.TrimSpace(aw.body.String())
+		if json.Unmarshal(aw.body.Bytes(), &e) == nil && e.Error.Message != "" {
+			msg = e.Error.Message
+		}
+		w.Header().Del("Content-Length")
+		s.writeJSON(w, aw.status, map[string]any{"type": "error", "error": map[string]string{"type": anthropicType(aw.status), "message": msg}})
+	}
+}
+
+// anthropicWriter holds back an error answer (status 400 and up) for
+// anthropicErrors; everything else passes through.
+type anthropicWriter struct {
+	http.ResponseWriter
+	status int
+	body   bytes.Buffer
+}
+
+func (a *anthropicWriter) WriteHeader(code int) {
+	if code >= 400 {
+		a.status = code
+		return
+	}
+	a.ResponseWriter.WriteHeader(code)
+}
+
+func (a *anthropicWriter) Write(b []byte) (int, error) {
+	if a.status != 0 {
+		return a.body.Write(b)
+	}
+	return a.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController flush the stream.
+func (a *anthropicWriter) Unwrap() http.ResponseWriter { return a.ResponseWriter }
