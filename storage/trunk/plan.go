@@ -50,8 +50,9 @@ func has(set *safetensors.Set, name string) bool {
 }
 
 // makePlan lays out the trunk of an opened checkpoint (see the package
-// documentation for the rules).
-func makePlan(set *safetensors.Set) (*plan, error) {
+// documentation for the rules). With layers > 0 only the first `layers`
+// layers are packed (a partial shard set; see CheckPartial).
+func makePlan(set *safetensors.Set, layers int) (*plan, error) {
 	src, err := sourceOf(set)
 	if err != nil {
 		return nil, err
@@ -110,7 +111,7 @@ func makePlan(set *safetensors.Set) (*plan, error) {
 		if !ok || err != nil || i < 0 || strconv.Itoa(i) != num || tail == "" {
 			return nil, fmt.Errorf("unexpected tensor name %q (want %s<layer>.<name>)", name, lp)
 		}
-		if strings.Contains(name, routedExpert) {
+		if strings.Contains(name, routedExpert) || (layers > 0 && i >= layers) {
 			continue
 		}
 		if i > 1<<20 {
