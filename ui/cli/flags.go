@@ -34,7 +34,7 @@ func setUsage(fs *flag.FlagSet, stderr io.Writer, lines ...string) {
 func parseMixed(fs *flag.FlagSet, args []string) ([]string, error) {
 	args, err := cSpellings(fs, args)
 	if err != nil {
-		fmt.Fprintf(fs.Output(), "k3 %s: %v\n", fs.Name(), err)
+		fmt.Fprintf(fs.Output(), "%s: %v\n", progName(fs), err)
 		return nil, err
 	}
 	if err := checkNumbers(fs, args); err != nil {
@@ -291,9 +291,18 @@ func closestFlag(fs *flag.FlagSet, name string) string {
 		}
 	})
 	if best == "" {
-		return fmt.Sprintf(" (k3 %s takes no flags)", fs.Name())
+		return fmt.Sprintf(" (%s takes no flags)", progName(fs))
 	}
-	return fmt.Sprintf("; the closest is --%s (k3 %s -h lists them all)", best, fs.Name())
+	return fmt.Sprintf("; the closest is --%s (%s -h lists them all)", best, progName(fs))
+}
+
+// progName is "k3 run" for a FlagSet named "run" (bench's are named in
+// full: "k3 bench layer").
+func progName(fs *flag.FlagSet) string {
+	if strings.HasPrefix(fs.Name(), "k3 ") {
+		return fs.Name()
+	}
+	return "k3 " + fs.Name()
 }
 
 // editDistance is the Levenshtein distance between a and b (bytes).

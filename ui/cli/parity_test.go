@@ -77,3 +77,57 @@ func TestPartialShardSetRunsAndPacks(t *testing.T) {
 	assert.Contains(t, errs, "shard model-00003-of-00003.safetensors is missing: it holds language_model.")
 	assert.Contains(t, errs, "which every run needs")
 }
+
+func TestCSpellings(t *testing.T) {
+	ids := "491,109,188,458,164"
+	// --incremental: a no-op with a note; same tokens as without it
+	tmp := t.TempDir()
+	a, b := filepath.Join(tmp, "a.json"), filepath.Join(tmp, "b.json")
+	code, out, errs := runK3("run", tinyRelease, "--ids", ids, "--gen", "3", "--incremental", "--out", a)
+	require.Equal(t, ExitOK, code, out+errs)
+	assert.Contains(t, errs, "note: --incremental is how k3 always runs")
+	code, out, errs = runK3("run", tinyRelease, "--ids", ids, "--gen", "3", "--out", b)
+	require.Equal(t, ExitOK, code, out+errs)
+	assert.Equal(t, readRunReport(t, b).GeneratedIDs, readRunReport(t, a).GeneratedIDs)
+
+	// --tf-check is --teacher-forcing, with the agreement line
+	code, out, errs = runK3("run", tinyRelease, "--ids", ids, "--tf-check")
+	require.Equal(t, ExitOK, code, out+errs)
+	assert.Contains(t, out, "teacher forcing: 5 positions; the argmax matches the next id at ")
+
+	// --trunk-gb auto is --preset auto
+	code, out, errs = runK3("run", tinyRelease, "--ids", ids, "--gen", "1", "--trunk-gb", "auto")
+	require.Equal(t, ExitOK, code, out+errs)
+	assert.Contains(t, out, "auto: preset ")
+	code, out, errs = runK3("run", tinyRelease, "--ids", ids, "--gen", "1", "--trunk-gb=auto")
+	require.Equal(t, ExitOK, code, out+errs)
+	assert.Contains(t, out, "auto: preset ")
+
+	// --version and --list-presets after a command
+	code, out, _ = runK3("run", tinyRelease, "--ids", ids, "--version")
+	assert.Equal(t, ExitOK, code)
+	assert.Equal(t, "k3 "+Version+"\n", out)
+	code, out, _ = runK3("chat", tinyRelease, "--list-presets")
+	assert.Equal(t, ExitOK, code)
+	assert.Contains(t, out, "laptop")
+
+	// an unknown flag: one line naming the closest known flag
+	code, out, errs = runK3("run", tinyRelease, "--ids", ids, "--recompte")
+	assert.Equal(t, ExitUsage, code)
+	assert.Empty(t, out)
+	assert.Equal(t, "k3 run: unknown flag --recompte; the closest is --recompute (k3 run -h lists them all)\n", errs)
+	code, _, errs = runK3("pack", tinyRelease, t.TempDir(), "-compres")
+	assert.Equal(t, ExitUsage, code)
+	assert.Equal(t, "k3 pack: unknown flag -compres; the closest is --compress (k3 pack -h lists them all)\n", errs)
+	// --incremental means nothing to pack: unknown there
+	code, _, errs = runK3("pack", tinyRelease, t.TempDir(), "--incremental")
+	assert.Equal(t, ExitUsage, code)
+	assert.Contains(t, errs, "unknown flag --incremental")
+}
+
+func TestEditDistance(t *testing.T) {
+	assert.Equal(t, 0, editDistance("gen", "gen"))
+	assert.Equal(t, 1, editDistance("recompte", "recompute"))
+	assert.Equal(t, 3, editDistance("kitten", "sitting"))
+	assert.Equal(t, 4, editDistance("", "tok4"))
+}
