@@ -1,13 +1,17 @@
 package cli
 
 import (
+	"encoding/binary"
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"k3/internal/fixture"
 )
 
 // partialSet copies tiny-release without its second shard (layers 3 to 6;
@@ -130,4 +134,77 @@ func TestEditDistance(t *testing.T) {
 	assert.Equal(t, 1, editDistance("recompte", "recompute"))
 	assert.Equal(t, 3, editDistance("kitten", "sitting"))
 	assert.Equal(t, 4, editDistance("", "tok4"))
+}
+
+func TestVerifyLogits(t *testing.T) {
+	g := func(name string) string { return fixture.Path("golden", name) }
+	// goldens written by the float64 reference (tools/reference/make_golden.py)
+	for _, c := range []struct{ model, golden string }{
+		{tinyRelease, "tiny-release"},
+		{tinyFlatF32, "tiny-flat-f32"},
+	} {
+		code, out, errs := runK3("verify", c.model, "--logits", "--golden", g(c.golden))
+		require.Equal(t, ExitOK, code, out+errs)
+		assert.Contains(t, out, "position 4 (after id 7): worst |diff| ")
+		assert.Contains(t, out, "MATCH: ")
+	}
+	// --layers: a golden of the first 3 layers, on the partial set too
+	code, out, errs := runK3("verify", partialSet(t), "--logits", "--layers", "3", "--ids", "3,4,5,6,7", "--golden", g("tiny-release-layers3"))
+	require.Equal(t, ExitOK, code, out+errs)
+	assert.Contains(t, out, "MATCH: ")
+	// a golden of another layer count, or other ids: refused
+	code, _, errs = runK3("verify", tinyRelease, "--logits", "--golden", g("tiny-release-layers3"))
+	assert.Equal(t, ExitUsage, code)
+	assert.Contains(t, errs, "is for 3 layers, this run binds 8")
+	code, _, errs = runK3("verify", tinyRelease, "--logits", "--ids", "1,2", "--golden", g("tiny-release"))
+	assert.Equal(t, ExitUsage, code)
+	assert.Contains(t, errs, "holds the logits for ids 3,4,5,6,7, not 1,2")
+	// the other model's golden: another vocabulary
+	code, _, errs = runK3("verify", tinyRelease, "--logits", "--golden", g("tiny-flat-f32"))
+	assert.Equal(t, ExitUsage, code)
+	assert.Contains(t, errs, "the model's vocabulary is 512")
+	// one logit moved by 1% of the largest: mismatch, exit 1
+	gd, err := readGolden(g("tiny-release"))
+	require.NoError(t, err)
+	cmp := compareLogits(gd.logits, gd.logits)
+	gd.LogitsBits[5] = math.Float32bits(gd.logits[5] + float32(0.01*cmp.MaxRef))
+	bad := t.TempDir()
+	b, err := json.Marshal(gd)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(bad, GoldenFile), b, 0o644))
+	code, out, _ = runK3("verify", tinyRelease, "--logits", "--golden", bad)
+	assert.Equal(t, ExitRuntime, code)
+	assert.Contains(t, out, "at id 5,")
+	assert.Contains(t, out, "MISMATCH: ")
+}
+
+// TestSeedGoldenFormat reads the released checkpoint's published logits
+// (the seed's golden) and checks the comparison on the C engine's logits of
+// the same run: the seed's own log says max |diff| 7.867813e-06, relative
+// 5.237545e-07, argmax 2494, top-10 overlap 10/10.
+func TestSeedGoldenFormat(t *testing.T) {
+	dir := fixture.Path("seed-v1", "golden")
+	g, err := readGolden(dir)
+	require.NoError(t, err)
+	assert.Equal(t, []int{3, 4, 5, 6, 7}, g.PromptIDs)
+	assert.Equal(t, 163840, g.Vocab)
+	assert.Equal(t, 2494, g.Argmax)
+	assert.Equal(t, 0, g.Layers)
+	assert.Equal(t, 2494, argmaxF32(g.logits))
+	raw, err := os.ReadFile(filepath.Join(dir, "c_logits.bin"))
+	require.NoError(t, err)
+	require.Len(t, raw, 4*g.Vocab)
+	c := make([]float32, g.Vocab)
+	for i := range c {
+		c[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
+	}
+	cmp := compareLogits(c, g.logits)
+	assert.InDelta(t, 7.867813e-06, cmp.MaxDiff, 1e-11)
+	assert.InDelta(t, 5.237545e-07, cmp.Rel, 1e-12)
+	assert.Equal(t, 2494, cmp.ArgGot)
+	assert.Equal(t, 10, cmp.TopShared)
+	assert.True(t, cmp.ok())
+	// one logit off by 1% of the largest: beyond the budget
+	c[17] += float32(0.01 * cmp.MaxRef)
+	assert.False(t, compareLogits(c, g.logits).ok())
 }
