@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"k3/internal/fixture"
+	"k3/tokenizer"
 )
 
 // partialSet copies tiny-release without its second shard (layers 3 to 6;
@@ -207,4 +208,31 @@ func TestSeedGoldenFormat(t *testing.T) {
 	// one logit off by 1% of the largest: beyond the budget
 	c[17] += float32(0.01 * cmp.MaxRef)
 	assert.False(t, compareLogits(c, g.logits).ok())
+}
+
+func TestRunIDsDecodesText(t *testing.T) {
+	demo := fixture.ModelDir("demo")
+	tmp := t.TempDir()
+	out := filepath.Join(tmp, "run.json")
+	// the tokenizer in the model directory
+	code, stdout, errs := runK3("run", demo, "--ids", "446,396,270,338,346,499", "--gen", "6", "--out", out)
+	require.Equal(t, ExitOK, code, stdout+errs)
+	rep := readRunReport(t, out)
+	require.NotNil(t, rep.GeneratedText)
+	tok, err := tokenizer.Load(demo)
+	require.NoError(t, err)
+	assert.Equal(t, string(tok.Decode(rep.GeneratedIDs)), *rep.GeneratedText)
+	// the same run from the text gives the same text
+	code, stdout2, errs := runK3("run", demo, "--ids", "446,396,270,338,346,499", "--gen", "6", "--tok", demo)
+	require.Equal(t, ExitOK, code, stdout2+errs)
+	assert.Contains(t, stdout2, "\n--- generated text ---\n"+*rep.GeneratedText+"\n")
+	assert.NotEmpty(t, *rep.GeneratedText)
+	// no tokenizer in the folder and no --tok: no text, no error
+	code, stdout, errs = runK3("run", tinyRelease, "--ids", "1,2", "--gen", "2", "--out", out)
+	require.Equal(t, ExitOK, code, stdout+errs)
+	assert.Nil(t, readRunReport(t, out).GeneratedText)
+	// --tok naming a folder without one: refused
+	code, _, errs = runK3("run", tinyRelease, "--ids", "1,2", "--tok", tmp)
+	assert.Equal(t, ExitUsage, code)
+	assert.Contains(t, errs, "k3 run: tokenizer: ")
 }

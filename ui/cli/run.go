@@ -62,7 +62,7 @@ type runReport struct {
 type runConfig struct {
 	dir                                          string
 	ids, stops                                   []int
-	tok                                          *tokenizer.Tokenizer // nil with --ids
+	tok                                          *tokenizer.Tokenizer // nil with --ids and no tokenizer
 	gen                                          int
 	recompute, teacherForcing                    bool
 	dumpLogits, out, traceDir, saveState, loadSt string
@@ -185,6 +185,20 @@ func parseRun(args []string, stdout, stderr io.Writer) (*runConfig, int) {
 			return nil, ExitUsage
 		}
 		c.ids = ids
+		// the text of the generated ids, when a tokenizer is at hand
+		// (--tok, or one in the model directory)
+		if _, err := os.Stat(filepath.Join(c.dir, tokenizer.ModelFile)); *tokDir != "" || err == nil {
+			td := *tokDir
+			if td == "" {
+				td = c.dir
+			}
+			tok, err := tokenizer.Load(td)
+			if err != nil {
+				fmt.Fprintf(stderr, "k3 run: %v\n", err)
+				return nil, ExitUsage
+			}
+			c.tok = tok
+		}
 	} else {
 		text := *prompt
 		if *promptFile != "" {
@@ -201,7 +215,7 @@ func parseRun(args []string, stdout, stderr io.Writer) (*runConfig, int) {
 		}
 		tok, err := tokenizer.Load(td)
 		if err != nil {
-			fmt.Fprintf(stderr, "k3 run: tokenizer: %v\n", err)
+			fmt.Fprintf(stderr, "k3 run: %v\n", err)
 			return nil, ExitUsage
 		}
 		c.tok, c.ids = tok, tok.Encode(text)
