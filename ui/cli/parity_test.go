@@ -236,3 +236,26 @@ func TestRunIDsDecodesText(t *testing.T) {
 	assert.Equal(t, ExitUsage, code)
 	assert.Contains(t, errs, "k3 run: tokenizer: ")
 }
+
+func TestTemplateContentParts(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(p, []byte(body), 0o644))
+		return p
+	}
+	plain := write("plain.json", `[{"role":"system","content":"Be brief."},{"role":"user","content":"Hello there"}]`)
+	parts := write("parts.json", `{"messages":[{"role":"system","content":[{"type":"text","text":"Be brief."}]},`+
+		`{"role":"user","content":[{"type":"text","text":"Hello "},{"type":"text","text":"there"}]}]}`)
+	code, want, errs := tokRunCmd("template", "--tok", tokParityDir, "--messages", plain)
+	require.Equal(t, ExitOK, code, errs)
+	code, got, errs := tokRunCmd("template", "--tok", tokParityDir, "--messages", parts)
+	require.Equal(t, ExitOK, code, errs)
+	assert.Equal(t, want, got)
+	assert.Contains(t, got, "Hello there")
+	// a part the server refuses is refused here too, with its message
+	img := write("img.json", `[{"role":"user","content":[{"type":"image_url","image_url":{"url":"x"}}]}]`)
+	code, _, errs = tokRunCmd("template", "--tok", tokParityDir, "--messages", img)
+	assert.Equal(t, ExitUsage, code)
+	assert.Contains(t, errs, `content part 0 is of type "image_url": only text parts are supported`)
+}

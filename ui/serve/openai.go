@@ -61,6 +61,14 @@ type content struct {
 	set  bool
 }
 
+// Content is a message content read as the server reads it (a string, null
+// or an array of text parts, joined), for other readers of OpenAI messages
+// (k3 template --messages).
+type Content = content
+
+// Text is the content's text: the parts joined, "" for null.
+func (c content) Text() string { return c.text }
+
 func (c *content) UnmarshalJSON(data []byte) error {
 	data = bytes.TrimSpace(data)
 	switch {
