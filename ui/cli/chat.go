@@ -82,8 +82,20 @@ func cmdChat(args []string, stdout, stderr io.Writer) int {
 			return ExitUsage
 		}
 	}
+	// --system lives in the history: rendered once, saved with it
+	loaded := len(hist)
+	hist, replaced := chat.ApplySystem(hist, *system)
+	if replaced {
+		fmt.Fprintln(stdout, "note: --system replaces the system prompt the history held")
+	}
+	if *history != "" && (replaced || len(hist) != loaded) {
+		if err := chat.SaveHistory(*history, hist); err != nil {
+			fmt.Fprintf(stderr, "k3 chat: saving the system prompt: %v\n", err)
+			return ExitRuntime
+		}
+	}
 	// the plan reserves the loaded conversation, 8192 more positions and a turn
-	planned := historyPositions(tok, *system, hist, *noThink, *effort) + 8192 + *gen
+	planned := historyPositions(tok, "", hist, *noThink, *effort) + 8192 + *gen
 	o := mf.options(planned, false)
 	o.StateCopies = chat.StateCopies(o)
 	m, code := mf.open(dir, o, stdout, stderr)
@@ -100,7 +112,7 @@ func cmdChat(args []string, stdout, stderr io.Writer) int {
 	s := chat.NewSession(e, tok)
 	s.FitBudget(o)
 	s.History, s.HistoryPath = hist, *history
-	opt := chat.Options{System: *system, NoThink: *noThink, Effort: *effort, MaxTokens: *gen, Spec: mf.spec,
+	opt := chat.Options{NoThink: *noThink, Effort: *effort, MaxTokens: *gen, Spec: mf.spec,
 		Sampling: engine.Sampling{Greedy: *greedy, Temperature: *temp, TopP: *topP, TopK: *topK, Seed: *seed}}
 	if len(hist) > 0 {
 		fmt.Fprintf(stdout, "history: %d messages from %s\n", len(hist), *history)
@@ -146,7 +158,13 @@ func cmdChat(args []string, stdout, stderr io.Writer) int {
 			case f[0] == "/help":
 				fmt.Fprint(stdout, chatHelp)
 			case f[0] == "/reset":
-				s.Reset()
+				s.ResetKeepSystem()
+				if s.HistoryPath != "" {
+					// saved now: leaving after /reset must not bring the turns back
+					if err := chat.SaveHistory(s.HistoryPath, s.History); err != nil {
+						fmt.Fprintf(stderr, "k3 chat: saving the cleared history: %v\n", err)
+					}
+				}
 				fmt.Fprintln(stdout, "conversation cleared")
 			case f[0] == "/think" && len(f) == 2 && (f[1] == "on" || f[1] == "off"):
 				opt.NoThink = f[1] == "off"

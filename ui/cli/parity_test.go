@@ -6,11 +6,13 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"k3/engine/chat"
 	"k3/internal/fixture"
 	"k3/tokenizer"
 )
@@ -258,4 +260,67 @@ func TestTemplateContentParts(t *testing.T) {
 	code, _, errs = tokRunCmd("template", "--tok", tokParityDir, "--messages", img)
 	assert.Equal(t, ExitUsage, code)
 	assert.Contains(t, errs, `content part 0 is of type "image_url": only text parts are supported`)
+}
+
+func TestChatSystemPromptOnce(t *testing.T) {
+	dir := demoModel(t)
+	defer func() { stdin = nil }()
+	hist := filepath.Join(t.TempDir(), "h.jsonl")
+	chatRun := func(input string, args ...string) string {
+		t.Helper()
+		stdin = strings.NewReader(input)
+		code, out, errs := runK3(append([]string{"chat", dir, "--gen", "4", "--history", hist, "--chunk", "8"}, args...)...)
+		require.Equal(t, ExitOK, code, out+errs)
+		return out
+	}
+	load := func() []chat.Message {
+		h, err := chat.LoadHistory(hist)
+		require.NoError(t, err)
+		return h
+	}
+	// --system is saved into the history, first
+	chatRun("hello\n/exit\n", "--system", "Be kind.")
+	h := load()
+	require.Len(t, h, 3)
+	assert.Equal(t, chat.Message{Role: "system", Content: "Be kind."}, h[0])
+	assert.Equal(t, "hello", h[1].Content)
+
+	// the same --system again: rendered once, so the turn reads as many
+	// positions as without --system
+	read := func(out string) string {
+		i := strings.Index(out, "prompt positions reused, ")
+		require.GreaterOrEqual(t, i, 0, out)
+		return out[i : i+strings.Index(out[i:], " read")]
+	}
+	withFlag := chatRun("/exit\n", "--system", "Be kind.")
+	assert.NotContains(t, withFlag, "replaces")
+	assert.Len(t, load(), 3)
+	saved, err := os.ReadFile(hist)
+	require.NoError(t, err)
+	a := chatRun("again\n/exit\n", "--system", "Be kind.")
+	require.NoError(t, os.WriteFile(hist, saved, 0o644))
+	b := chatRun("again\n/exit\n")
+	assert.Equal(t, read(b), read(a))
+	assert.Equal(t, 1, countRole(load(), "system"))
+
+	// another --system replaces the history's, with a note, and is saved
+	out := chatRun("/exit\n", "--system", "Be terse.")
+	assert.Contains(t, out, "note: --system replaces the system prompt the history held")
+	h = load()
+	assert.Equal(t, "Be terse.", h[0].Content)
+	assert.Equal(t, 1, countRole(h, "system"))
+
+	// /reset is saved at once, the system prompt kept
+	chatRun("/reset\n/exit\n")
+	assert.Equal(t, []chat.Message{{Role: "system", Content: "Be terse."}}, load())
+}
+
+func countRole(h []chat.Message, role string) int {
+	n := 0
+	for _, m := range h {
+		if m.Role == role {
+			n++
+		}
+	}
+	return n
 }

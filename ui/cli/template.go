@@ -23,10 +23,10 @@ const templateUsage = "usage: k3 template --tok DIR --messages FILE [--no-think]
 // object with "messages" and optional "tools", "tool_choice" and
 // "response_format" (OpenAI request fields).
 type tokChatFile struct {
-	Messages       templateMessages    `json:"messages"`
-	Tools          []json.RawMessage   `json:"tools"`
-	ToolChoice     string              `json:"tool_choice"`
-	ResponseFormat json.RawMessage     `json:"response_format"`
+	Messages       templateMessages  `json:"messages"`
+	Tools          []json.RawMessage `json:"tools"`
+	ToolChoice     string            `json:"tool_choice"`
+	ResponseFormat json.RawMessage   `json:"response_format"`
 }
 
 func runTemplate(args []string, stdout, stderr io.Writer) int {
