@@ -14,6 +14,7 @@ import (
 
 	"k3/engine/chat"
 	"k3/internal/fixture"
+	"k3/storage/strictjson"
 	"k3/tokenizer"
 )
 
@@ -323,4 +324,37 @@ func countRole(h []chat.Message, role string) int {
 		}
 	}
 	return n
+}
+
+func TestRunReportLines(t *testing.T) {
+	ids := "491,109,188,458,164"
+	// --recompute: one pass per token, and no speculation claimed
+	code, out, errs := runK3("run", tinyRelease, "--ids", ids, "--gen", "4", "--recompute")
+	require.Equal(t, ExitOK, code, out+errs)
+	assert.Contains(t, out, "speculation: none under --recompute (every step runs the whole prefix), 0.00 accepted per pass, 1.00 passes per token")
+	// teacher forcing generates nothing and says so
+	code, out, errs = runK3("run", tinyRelease, "--ids", ids, "--teacher-forcing")
+	require.Equal(t, ExitOK, code, out+errs)
+	assert.Contains(t, out, "prompt   : 5 tokens, teacher forcing (one forward, nothing generated)")
+	assert.NotContains(t, out, "generating")
+}
+
+func TestJSONKeepsMarkers(t *testing.T) {
+	// --out: the report is written by strictjson.Marshal: markers as is
+	text := "<|open|>assistant & more"
+	b, err := strictjson.Marshal(runReport{GeneratedText: &text})
+	require.NoError(t, err)
+	assert.Contains(t, string(b), `"generated_text":"<|open|>assistant & more"`)
+	var back runReport
+	require.NoError(t, json.Unmarshal(b, &back))
+	assert.Equal(t, text, *back.GeneratedText)
+	// histories too
+	h := filepath.Join(t.TempDir(), "h.jsonl")
+	require.NoError(t, chat.SaveHistory(h, []chat.Message{{Role: "user", Content: "a <|open|> b & c"}}))
+	raw, err := os.ReadFile(h)
+	require.NoError(t, err)
+	assert.Equal(t, `{"role":"user","content":"a <|open|> b & c"}`+"\n", string(raw))
+	hb, err := chat.LoadHistory(h)
+	require.NoError(t, err)
+	assert.Equal(t, "a <|open|> b & c", hb[0].Content)
 }

@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -19,6 +18,7 @@ import (
 	"k3/doctor/machine"
 	"k3/engine"
 	"k3/engine/cachesim"
+	"k3/storage/strictjson"
 	"k3/storage/units"
 	"k3/tokenizer"
 )
@@ -92,7 +92,7 @@ func (c *runConfig) writeSoFar(stderr io.Writer) {
 	rep.WallSeconds = sum(rep.StepSeconds)
 	what := "nothing else was written"
 	if c.out != "" {
-		b, _ := json.Marshal(rep)
+		b, _ := strictjson.Marshal(rep)
 		if err := writeAtomic(c.out, append(b, '\n')); err != nil {
 			what = fmt.Sprintf("writing %s failed: %v", c.out, err)
 		} else {
@@ -277,7 +277,11 @@ func (c *runConfig) run(ctx context.Context, stdout, stderr io.Writer) int {
 	if kind, n, un := m.TrunkCompression(); kind != "" {
 		fmt.Fprintf(stdout, "  packed   : compressed (%s, lossless), trunk.bin %s of %s uncompressed: %.3fx smaller\n", kind, units.Bytes(n), units.Bytes(un), float64(un)/float64(n))
 	}
-	fmt.Fprintf(stdout, "  prompt   : %d tokens, generating %d\n", len(c.ids), c.gen)
+	if c.teacherForcing {
+		fmt.Fprintf(stdout, "  prompt   : %d tokens, teacher forcing (one forward, nothing generated)\n", len(c.ids))
+	} else {
+		fmt.Fprintf(stdout, "  prompt   : %d tokens, generating %d\n", len(c.ids), c.gen)
+	}
 	var st *engine.State
 	if c.loadSt != "" {
 		var err error
@@ -368,6 +372,9 @@ func (c *runConfig) execute(ctx context.Context, e *engine.Engine, st *engine.St
 	if n := len(g.Generated); n > 0 {
 		d := g.Stats
 		line := fmt.Sprintf("speculation %s: %d drafted, %d accepted", c.mf.spec, d.SpecDrafted, d.SpecAccepted)
+		if c.recompute {
+			line = "speculation: none under --recompute (every step runs the whole prefix)"
+		}
 		if d.SpecDrafted > 0 {
 			line += fmt.Sprintf(" (%.0f%%)", 100*float64(d.SpecAccepted)/float64(d.SpecDrafted))
 		}
@@ -495,7 +502,7 @@ func (c *runConfig) report(res *runResult, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "note: %s\n", n)
 	}
 	if c.out != "" {
-		b, _ := json.Marshal(rep)
+		b, _ := strictjson.Marshal(rep)
 		if err := writeAtomic(c.out, append(b, '\n')); err != nil {
 			fmt.Fprintf(stderr, "k3 run: %v\n", err)
 			return ExitOutput
