@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -62,6 +63,9 @@ func cmdChat(args []string, stdout, stderr io.Writer) int {
 	if *gen < 1 || *temp < 0 || *topP < 0 || *topP > 1 || *topK < 0 {
 		fmt.Fprintln(stderr, "k3 chat: --gen must be positive, --temperature >= 0, --top-p in 0..1, --top-k >= 0")
 		return ExitUsage
+	}
+	if line := samplingSwitch(fs, temp, topP); line != "" {
+		fmt.Fprintln(stdout, line)
 	}
 	dir := pos[0]
 	tok, code := chatTokenizer("chat", dir, *tokDir, stderr)
@@ -331,4 +335,30 @@ func historyPositions(tok *tokenizer.Tokenizer, system string, hist []chat.Messa
 		return 0
 	}
 	return len(tok.EncodeSegments(segs))
+}
+
+// samplingSwitch turns sampling on, as the C engine did, when --seed,
+// --top-p or --top-k is given without --temperature (and without
+// --greedy): temperature 1, top-p 0.95 unless given. It returns the line
+// that says how the replies are chosen ("" when nothing was switched).
+func samplingSwitch(fs *flag.FlagSet, temp, topP *float64) string {
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	if given["temperature"] || given["greedy"] {
+		return ""
+	}
+	var by []string
+	for _, n := range []string{"seed", "top-p", "top-k"} {
+		if given[n] {
+			by = append(by, "--"+n)
+		}
+	}
+	if len(by) == 0 {
+		return ""
+	}
+	*temp = 1
+	if !given["top-p"] {
+		*topP = 0.95
+	}
+	return fmt.Sprintf("sampling: on (temperature 1, top-p %g), turned on by %s as in the C engine; --greedy keeps greedy replies", *topP, strings.Join(by, " and "))
 }

@@ -358,3 +358,35 @@ func TestJSONKeepsMarkers(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "a <|open|> b & c", hb[0].Content)
 }
+
+func TestChatSeedTurnsSamplingOn(t *testing.T) {
+	dir := demoModel(t)
+	defer func() { stdin = nil }()
+	reply := func(args ...string) (string, string) {
+		t.Helper()
+		stdin = strings.NewReader("hello\n/exit\n")
+		code, out, errs := runK3(append([]string{"chat", dir, "--gen", "12", "--chunk", "8", "--no-think"}, args...)...)
+		require.Equal(t, ExitOK, code, out+errs)
+		i := strings.Index(out, "> ")
+		j := strings.Index(out[i:], "\n[")
+		return out[:i], out[i : i+j] // the reply, without its timings
+	}
+	head, greedy := reply()
+	assert.NotContains(t, head, "sampling:")
+	head, s1 := reply("--seed", "1")
+	assert.Contains(t, head, "sampling: on (temperature 1, top-p 0.95), turned on by --seed as in the C engine")
+	_, s1again := reply("--seed", "1")
+	assert.Equal(t, s1, s1again, "the same seed gives the same reply")
+	head, _ = reply("--top-p", "0.5")
+	assert.Contains(t, head, "sampling: on (temperature 1, top-p 0.5), turned on by --top-p")
+	head, g2 := reply("--seed", "1", "--greedy")
+	assert.NotContains(t, head, "sampling:")
+	assert.Equal(t, greedy, g2)
+	// some seed gives another reply than greedy decoding
+	differs := s1 != greedy
+	for seed := 2; seed < 6 && !differs; seed++ {
+		_, s := reply("--seed", itoa(seed))
+		differs = s != greedy
+	}
+	assert.True(t, differs, "sampling is on")
+}
