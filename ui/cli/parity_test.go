@@ -390,3 +390,29 @@ func TestChatSeedTurnsSamplingOn(t *testing.T) {
 	}
 	assert.True(t, differs, "sampling is on")
 }
+
+func TestCFilesNamed(t *testing.T) {
+	tmp := t.TempDir()
+	// a C trunk.json (pack_trunk.py's shape)
+	tr := filepath.Join(tmp, "ctrunk")
+	require.NoError(t, os.MkdirAll(tr, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(tr, "trunk.json"), []byte(`{"n_layers": 8, "align": 4096, "layers": []}`), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(tr, "trunk.bin"), make([]byte, 4096), 0o644))
+	code, _, errs := runK3("run", tinyRelease, "--ids", "1,2", "--trunk", tr)
+	assert.Equal(t, ExitRuntime, code)
+	assert.Contains(t, errs, "made by the C engine (kimi-k3-in-c): its trunks are another format; pack again with k3 pack")
+	// a C state file: "K3ST", version 1, then its header
+	st := filepath.Join(tmp, "c.state")
+	b := append([]byte("K3ST"), make([]byte, 92)...)
+	binary.LittleEndian.PutUint32(b[4:], 1)
+	require.NoError(t, os.WriteFile(st, b, 0o644))
+	code, _, errs = runK3("run", tinyRelease, "--ids", "1,2", "--load-state", st)
+	assert.Equal(t, ExitRuntime, code)
+	assert.Contains(t, errs, "made by the C engine (kimi-k3-in-c): its state files are another format")
+	// k3's own state files still load
+	own := filepath.Join(tmp, "own.state")
+	code, out, errs := runK3("run", tinyRelease, "--ids", "1,2", "--gen", "1", "--save-state", own)
+	require.Equal(t, ExitOK, code, out+errs)
+	code, out, errs = runK3("run", tinyRelease, "--ids", "3", "--gen", "1", "--load-state", own)
+	require.Equal(t, ExitOK, code, out+errs)
+}
