@@ -416,3 +416,28 @@ func TestCFilesNamed(t *testing.T) {
 	code, out, errs = runK3("run", tinyRelease, "--ids", "3", "--gen", "1", "--load-state", own)
 	require.Equal(t, ExitOK, code, out+errs)
 }
+
+func TestThreadsFromEnvironment(t *testing.T) {
+	ids := "491,109,188"
+	t.Setenv("K3_THREADS", "")
+	t.Setenv("OMP_NUM_THREADS", "3")
+	code, out, errs := runK3("run", tinyRelease, "--ids", ids, "--gen", "1")
+	require.Equal(t, ExitOK, code, out+errs)
+	assert.Contains(t, out, "threads: 3 (OMP_NUM_THREADS)\n")
+	t.Setenv("K3_THREADS", "2")
+	code, out, errs = runK3("run", tinyRelease, "--ids", ids, "--gen", "1")
+	require.Equal(t, ExitOK, code, out+errs)
+	assert.Contains(t, out, "threads: 2 (K3_THREADS)\n")
+	code, out, errs = runK3("run", tinyRelease, "--ids", ids, "--gen", "1", "--threads", "1")
+	require.Equal(t, ExitOK, code, out+errs)
+	assert.Contains(t, out, "threads: 1 (--threads)\n")
+	t.Setenv("K3_THREADS", "")
+	t.Setenv("OMP_NUM_THREADS", "many")
+	code, _, errs = runK3("run", tinyRelease, "--ids", ids)
+	assert.Equal(t, ExitUsage, code)
+	assert.Equal(t, "k3 run: OMP_NUM_THREADS=\"many\" is not a positive thread count\n", errs)
+	t.Setenv("OMP_NUM_THREADS", "")
+	code, out, errs = runK3("run", tinyRelease, "--ids", ids, "--gen", "1")
+	require.Equal(t, ExitOK, code, out+errs)
+	assert.Contains(t, out, " (one per physical core)\n")
+}
