@@ -70,6 +70,10 @@ type Report struct {
 	AllPresets  []Prediction `json:"all_presets"`
 	CanRun      bool         `json:"can_run"`
 	Problems    []string     `json:"problems"` // why it cannot run (empty when CanRun)
+	// NoSpaceOnly: the only problem is that no directory given has room for
+	// the checkpoint; every check that can run here passed (k3 doctor
+	// warns and exits 0, as the C engine's doctor did)
+	NoSpaceOnly bool `json:"no_space_only"`
 	Warnings    []string     `json:"warnings"`
 	Notes       []string     `json:"notes"`
 	NextCommand string       `json:"next_command"`
@@ -314,6 +318,7 @@ func decide(r *Report) {
 		r.Warnings = append(r.Warnings, fmt.Sprintf("%s has room for the checkpoint but not for the packed trunk (~110 GB more): put the trunk on another disk", md.Path))
 	}
 	r.CanRun = len(r.Problems) == 0
+	r.NoSpaceOnly = !storageOK && len(r.Problems) == 1
 
 	// Split storage: say where the time goes.
 	if ti != mi && r.Disks[ti].Device != r.Disks[mi].Device {
