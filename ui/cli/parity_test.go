@@ -4,10 +4,12 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"math"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -440,4 +442,19 @@ func TestThreadsFromEnvironment(t *testing.T) {
 	code, out, errs = runK3("run", tinyRelease, "--ids", ids, "--gen", "1")
 	require.Equal(t, ExitOK, code, out+errs)
 	assert.Contains(t, out, " (one per physical core)\n")
+}
+
+func TestDownloadOfflineSaysCannotReach(t *testing.T) {
+	// a port nothing listens on: connection refused, as offline
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	defer func(w func(int) time.Duration) { downloadProbeWait = w }(downloadProbeWait)
+	downloadProbeWait = func(int) time.Duration { return time.Millisecond }
+	code, out, errs := runK3("download", filepath.Join(t.TempDir(), "m"), "--endpoint", "http://"+addr)
+	assert.Equal(t, ExitRuntime, code)
+	assert.Equal(t, 3, strings.Count(out, "the hub: attempt "), out)
+	assert.Contains(t, out, "the hub: attempt 3 failed (cannot reach 127.0.0.1: connect: connection refused); retrying in 1ms")
+	assert.Equal(t, "k3 download: cannot reach the model hub (127.0.0.1): connect: connection refused, after 4 tries. Check the network connection and run the same command again.\n", errs)
 }
