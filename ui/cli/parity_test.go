@@ -458,3 +458,13 @@ func TestDownloadOfflineSaysCannotReach(t *testing.T) {
 	assert.Contains(t, out, "the hub: attempt 3 failed (cannot reach 127.0.0.1: connect: connection refused); retrying in 1ms")
 	assert.Equal(t, "k3 download: cannot reach the model hub (127.0.0.1): connect: connection refused, after 4 tries. Check the network connection and run the same command again.\n", errs)
 }
+
+// TestSmallExpertCacheRaisedAndSaid: a cache budget below top-k + 1 experts
+// is raised to that minimum (exact output, more memory) and the plan says
+// so, with the bytes it then counts.
+func TestSmallExpertCacheRaisedAndSaid(t *testing.T) {
+	code, out, errs := runK3("run", tinyRelease, "--ids", "1,2", "--gen", "1", "--cache-gb", "0")
+	require.Equal(t, ExitOK, code, out+errs)
+	assert.Contains(t, out, "expert cache     49.15 KB  (4 slots)")
+	assert.Contains(t, out, "note: expert cache budget 0.00 B is below the minimum of 4 experts (top-k 3 + 1): raised to 49.15 KB (4 slots), counted in this plan")
+}
