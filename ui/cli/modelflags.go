@@ -185,8 +185,10 @@ func (f *modelFlags) options(positions int, allLogits bool) engine.Options {
 // open checks the plan against the available memory, opens the model and
 // prints its summary and plan. It returns an exit code, or -1 with the model.
 func (f *modelFlags) open(dir string, o engine.Options, stdout, stderr io.Writer) (*engine.Model, int) {
+	avail := ""
 	if mem, err := doctor.ReadMemory(); err == nil {
 		o.Memory = &mem
+		avail = ", available memory " + units.Bytes(mem.Usable())
 	}
 	m, err := engine.Open(dir, o)
 	if err != nil {
@@ -208,6 +210,11 @@ func (f *modelFlags) open(dir string, o engine.Options, stdout, stderr io.Writer
 		fmt.Fprintf(stdout, "NOTE: binding only the first %d of %d layers: the output is NOT the model's\n", m.Bound, m.Cfg.Layers)
 	}
 	fmt.Fprint(stdout, m.Plan.String())
+	preset := "no preset"
+	if *f.preset != "" {
+		preset = "preset " + *f.preset
+	}
+	fmt.Fprintf(stdout, "budgets: %s: trunk %.2f GB, expert cache %.2f GB%s\n", preset, *f.trunkGB, *f.cacheGB, avail)
 	if f.threadsFrom != "" {
 		fmt.Fprintf(stdout, "threads: %d (%s)\n", *f.threads, f.threadsFrom)
 	}

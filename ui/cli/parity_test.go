@@ -468,3 +468,13 @@ func TestSmallExpertCacheRaisedAndSaid(t *testing.T) {
 	assert.Contains(t, out, "expert cache     49.15 KB  (4 slots)")
 	assert.Contains(t, out, "note: expert cache budget 0.00 B is below the minimum of 4 experts (top-k 3 + 1): raised to 49.15 KB (4 slots), counted in this plan")
 }
+
+func TestRunReportBudgetsAndTrunkRate(t *testing.T) {
+	code, out, errs := runK3("run", tinyRelease, "--ids", "1,2", "--gen", "2", "--preset", "laptop", "--cache-gb", "0.001")
+	require.Equal(t, ExitOK, code, out+errs)
+	assert.Contains(t, out, "budgets: preset laptop: trunk 3.00 GB, expert cache 0.00 GB, available memory ")
+	code, out, errs = runK3("run", tinyRelease, "--ids", "1,2", "--gen", "2")
+	require.Equal(t, ExitOK, code, out+errs)
+	assert.Contains(t, out, "budgets: no preset: trunk 16.00 GB, expert cache 64.00 GB")
+	assert.Regexp(t, `trunk: .* bound at load, .* streamed \([0-9.]+ [KMG]?B/s over the run\); waited`, out)
+}

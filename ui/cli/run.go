@@ -491,8 +491,8 @@ func (c *runConfig) report(res *runResult, stdout, stderr io.Writer) int {
 	if rep.TrunkCompression != "" {
 		packed = " (compressed " + rep.TrunkCompression + " bytes as stored)"
 	}
-	fmt.Fprintf(stdout, "trunk: %s bound at load, %s streamed%s; waited %.2f s for trunk reads\n",
-		units.Bytes(m.BoundBytes), units.Bytes(total.TrunkBytesRead), packed, total.TrunkWaitSeconds)
+	fmt.Fprintf(stdout, "trunk: %s bound at load, %s streamed%s (%s over the run); waited %.2f s for trunk reads\n",
+		units.Bytes(m.BoundBytes), units.Bytes(total.TrunkBytesRead), packed, units.PerSec(float64(total.TrunkBytesRead)/max(res.wall, 1e-9)), total.TrunkWaitSeconds)
 	fmt.Fprintf(stdout, "I/O share of wall clock: %.1f%% (waiting on trunk %.2f s + experts %.2f s of %.2f s; reads overlapped with compute are not counted)\n",
 		100*rep.IOShare, total.TrunkWaitSeconds, es.ReadSeconds, res.wall)
 	if es.NaNScaleGroups > 0 {
