@@ -60,24 +60,28 @@ type Progress struct {
 
 // Report is everything the doctor found.
 type Report struct {
-	OS          string       `json:"os"`
-	Arch        string       `json:"arch"`
-	CPU         CPUInfo      `json:"cpu"`
-	Memory      MemoryInfo   `json:"memory"`
-	Disks       []DiskResult `json:"disks"`
-	Compute     Compute      `json:"compute"`
-	Preset      Prediction   `json:"preset"`
-	AllPresets  []Prediction `json:"all_presets"`
-	CanRun      bool         `json:"can_run"`
-	Problems    []string     `json:"problems"` // why it cannot run (empty when CanRun)
-	Warnings    []string     `json:"warnings"`
-	Notes       []string     `json:"notes"`
-	NextCommand string       `json:"next_command"`
-	Then        []string     `json:"then"` // the commands after that, in order
-	ModelDir    string       `json:"model_dir,omitempty"`
-	TrunkDir    string       `json:"trunk_dir,omitempty"`
-	Quick       bool         `json:"quick"`
-	Seconds     float64      `json:"seconds"`
+	OS         string       `json:"os"`
+	Arch       string       `json:"arch"`
+	CPU        CPUInfo      `json:"cpu"`
+	Memory     MemoryInfo   `json:"memory"`
+	Disks      []DiskResult `json:"disks"`
+	Compute    Compute      `json:"compute"`
+	Preset     Prediction   `json:"preset"`
+	AllPresets []Prediction `json:"all_presets"`
+	CanRun     bool         `json:"can_run"`
+	Problems   []string     `json:"problems"` // why it cannot run (empty when CanRun)
+	// NoSpaceOnly: the only problem is that no directory given has room for
+	// the checkpoint; every check that can run here passed (k3 doctor
+	// warns and exits 0, as the C engine's doctor did)
+	NoSpaceOnly bool     `json:"no_space_only"`
+	Warnings    []string `json:"warnings"`
+	Notes       []string `json:"notes"`
+	NextCommand string   `json:"next_command"`
+	Then        []string `json:"then"` // the commands after that, in order
+	ModelDir    string   `json:"model_dir,omitempty"`
+	TrunkDir    string   `json:"trunk_dir,omitempty"`
+	Quick       bool     `json:"quick"`
+	Seconds     float64  `json:"seconds"`
 }
 
 // ModelDirName is appended to a directory that does not hold a model yet
@@ -314,6 +318,7 @@ func decide(r *Report) {
 		r.Warnings = append(r.Warnings, fmt.Sprintf("%s has room for the checkpoint but not for the packed trunk (~110 GB more): put the trunk on another disk", md.Path))
 	}
 	r.CanRun = len(r.Problems) == 0
+	r.NoSpaceOnly = !storageOK && len(r.Problems) == 1
 
 	// Split storage: say where the time goes.
 	if ti != mi && r.Disks[ti].Device != r.Disks[mi].Device {

@@ -230,6 +230,7 @@ func (e *Engine) Generate(ctx context.Context, s *State, prompt []int, opt GenOp
 		}
 		t0 = time.Now()
 		if opt.Recompute {
+			res.DecodePasses++
 			if logits, err = e.Feed(ctx, e.m.NewState(), full, false); err != nil {
 				return fail(err)
 			}

@@ -103,8 +103,12 @@ func openCheckpoint(dir string, o Options) (*checkpoint, error) {
 	if err != nil {
 		return nil, err
 	}
-	set, err := st.Open(dir)
+	set, err := st.OpenPartial(dir)
 	if err != nil {
+		return nil, err
+	}
+	if err := trunk.CheckPartial(set, o.Layers); err != nil {
+		set.Close()
 		return nil, err
 	}
 	prefix, err := layout.DetectPrefix(func(n string) bool { return has(set, n) })

@@ -117,11 +117,20 @@ func (m *Model) SaveState(path string, s *State) error {
 // model or format version.
 var ErrStateMismatch = errors.New("state file does not belong to this model")
 
+// cStateMagic starts the C engine's state files (kimi-k3-in-c, "K3ST").
+const cStateMagic = "K3ST"
+
+// ErrCState is a state file written by the C engine: another format.
+var ErrCState = errors.New("made by the C engine (kimi-k3-in-c): its state files are another format; run the prompt again with k3 run --save-state")
+
 // LoadState reads a state file written by SaveState for this model.
 func (m *Model) LoadState(path string) (*State, error) {
 	raw, err := regfile.ReadFile(path)
 	if err != nil {
 		return nil, err
+	}
+	if len(raw) >= 8 && string(raw[:4]) == cStateMagic && string(raw[:8]) != stateMagic {
+		return nil, fmt.Errorf("%s: %w", path, ErrCState)
 	}
 	if len(raw) < len(stateMagic)+4+8+4+4+4 || string(raw[:8]) != stateMagic {
 		return nil, fmt.Errorf("%s is not a k3 state file", path)

@@ -273,7 +273,7 @@ func LoadHistory(path string) ([]Message, error) {
 func EncodeHistory(h []Message) ([]byte, error) {
 	var b bytes.Buffer
 	for _, m := range h {
-		line, err := json.Marshal(m)
+		line, err := strictjson.Marshal(m)
 		if err != nil {
 			return nil, err
 		}

@@ -398,3 +398,34 @@ func Replay(tok *tokenizer.Tokenizer, gen []int, o tokenizer.ReplyOptions, on fu
 	}
 	return sm.finish()
 }
+
+// ApplySystem puts a system prompt (k3 chat --system) into a history, so it
+// is rendered once and saved with the conversation: a history that starts
+// with a system message keeps it when the text is the same, and has it
+// replaced otherwise (replaced is then true: say so); a history without one
+// gets it first. An empty system leaves the history as it is.
+func ApplySystem(h []Message, system string) (out []Message, replaced bool) {
+	if system == "" {
+		return h, false
+	}
+	if len(h) > 0 && h[0].Role == "system" {
+		if h[0].Content == system {
+			return h, false
+		}
+		out = slices.Clone(h)
+		out[0] = Message{Role: "system", Content: system}
+		return out, true
+	}
+	return append([]Message{{Role: "system", Content: system}}, h...), false
+}
+
+// ResetKeepSystem forgets the conversation and the engine state but keeps
+// the history's leading system message, as the conversation's setting.
+func (s *Session) ResetKeepSystem() {
+	var keep []Message
+	if len(s.History) > 0 && s.History[0].Role == "system" {
+		keep = []Message{s.History[0]}
+	}
+	s.Reset()
+	s.History = keep
+}

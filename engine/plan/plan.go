@@ -218,7 +218,8 @@ func Make(in Inputs) *Plan {
 			p.CacheSlots = in.MaxExperts
 		}
 		if minSlots := in.TopK + 1; p.CacheSlots < minSlots {
-			p.Notes = append(p.Notes, fmt.Sprintf("expert cache budget %s is below the minimum of %d experts: running at the minimum", units.Bytes(in.CacheBudget), minSlots))
+			p.Notes = append(p.Notes, fmt.Sprintf("expert cache budget %s is below the minimum of %d experts (top-k %d + 1): raised to %s (%d slots), counted in this plan",
+				units.Bytes(in.CacheBudget), minSlots, in.TopK, units.Bytes(int64(minSlots)*in.ExpertBytes), minSlots))
 			p.CacheSlots = minSlots
 		}
 		p.CacheBytes = int64(p.CacheSlots) * in.ExpertBytes

@@ -159,8 +159,9 @@ func plainShardName(f string) bool {
 }
 
 // openIndexed opens dir through its index. present lists the directory's
-// *.safetensors files.
-func openIndexed(dir string, present []string) (*Set, error) {
+// *.safetensors files. With partial, shards the index names but the
+// directory lacks are left out and recorded (Set.Absent) instead of refused.
+func openIndexed(dir string, present []string, partial bool) (*Set, error) {
 	ipath := filepath.Join(dir, IndexFile)
 	seed := maphash.MakeSeed()
 	// Reading and parsing the index is serial work (the released
@@ -212,7 +213,7 @@ func openIndexed(dir string, present []string) (*Set, error) {
 			missing = append(missing, f)
 		}
 	}
-	if len(missing) > 0 {
+	if len(missing) > 0 && (!partial || len(missing) == len(files)) {
 		return nil, &FormatError{Path: ipath, Msg: fmt.Sprintf("%d shard(s) named by the index are missing from the directory: %s", len(missing), summarize(missing, 10))}
 	}
 	// If the index names model-N-of-M shards, it must name all of them.
@@ -230,6 +231,7 @@ func openIndexed(dir string, present []string) (*Set, error) {
 		}
 		files = set // shard order
 	}
+	files = slices.DeleteFunc(files, func(f string) bool { return slices.Contains(missing, f) })
 	var shards []*shardFile
 	if slices.Equal(files, specFiles) {
 		shards, err = specResult(true)
@@ -240,7 +242,47 @@ func openIndexed(dir string, present []string) (*Set, error) {
 	if err != nil {
 		return nil, err
 	}
-	return assemble(shards, seed, func(s *Set) error { return crossCheck(s, x, dir, ipath) })
+	return assemble(shards, seed, func(s *Set) error {
+		if len(missing) > 0 {
+			s.absent = absentOf(x, missing)
+			x = presentOnly(x, missing)
+		}
+		return crossCheck(s, x, dir, ipath)
+	})
+}
+
+// AbsentTensor is a tensor the index lists in a shard the directory lacks.
+type AbsentTensor struct {
+	Name  string
+	Shard string // the missing file's name
+}
+
+// Absent lists, in the index's order, the tensors of the shards the index
+// names but the directory lacks (only a set opened with OpenPartial has
+// any).
+func (s *Set) Absent() []AbsentTensor { return slices.Clone(s.absent) }
+
+// absentOf lists the index's tensors in the missing files.
+func absentOf(x *index, missing []string) []AbsentTensor {
+	var out []AbsentTensor
+	for _, e := range x.entries {
+		if f := x.files[e.file]; slices.Contains(missing, f) {
+			out = append(out, AbsentTensor{Name: e.name, Shard: f})
+		}
+	}
+	return out
+}
+
+// presentOnly is x without the entries of the missing files (the file
+// list is kept: entries refer to it by position).
+func presentOnly(x *index, missing []string) *index {
+	y := &index{files: x.files}
+	for _, e := range x.entries {
+		if !slices.Contains(missing, x.files[e.file]) {
+			y.entries = append(y.entries, e)
+		}
+	}
+	return y
 }
 
 func joinAll(dir string, files []string) []string {

@@ -43,6 +43,9 @@ type Set struct {
 	byPath map[string]int
 	table  *nameTable // name -> index into all
 	all    []*Tensor
+	// absent: tensors of shards the index names but the directory lacks
+	// (OpenPartial only)
+	absent []AbsentTensor
 
 	namesOnce sync.Once
 	names     []string
@@ -201,7 +204,16 @@ func OpenFile(path string) (*Set, error) {
 //
 // If dir is a regular file, Open behaves as OpenFile. Tensor names must be
 // unique across the set. Shard headers are parsed in parallel.
-func Open(dir string) (*Set, error) {
+func Open(dir string) (*Set, error) { return open(dir, false) }
+
+// OpenPartial is Open for a partial shard set (what `k3 download --layers
+// N` leaves): shards its index names that are not in dir are left out
+// instead of refused, and their tensors are listed by Absent. At least one
+// named shard must be present; the present ones are checked as Open does.
+// The caller decides whether what it needs is there.
+func OpenPartial(dir string) (*Set, error) { return open(dir, true) }
+
+func open(dir string, partial bool) (*Set, error) {
 	fi, err := os.Stat(dir)
 	if err != nil {
 		return nil, fmt.Errorf("safetensors: %w", err)
@@ -224,7 +236,7 @@ func Open(dir string) (*Set, error) {
 		}
 	}
 	if hasIndex {
-		return openIndexed(dir, all)
+		return openIndexed(dir, all, partial)
 	}
 	files, err := shardSet(dir, all)
 	if err != nil {

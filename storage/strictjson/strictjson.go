@@ -161,3 +161,16 @@ func hex4(b []byte, i int) (rune, bool) {
 	}
 	return rune(v), true
 }
+
+// Marshal is json.Marshal without HTML escaping: <, > and & are written as
+// they are (a chat transcript's <|…|> markers stay greppable), still valid
+// JSON. No trailing newline.
+func Marshal(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+}

@@ -3,6 +3,7 @@ package trunk
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -256,6 +257,9 @@ func merr(format string, args ...any) error { return &ManifestError{Msg: fmt.Spr
 // documentation) are refused with a *ManifestError naming the problem. It
 // does not check trunk.bin (Open does).
 func ParseManifest(data []byte) (*Manifest, error) {
+	if madeByC(data) {
+		return nil, ErrCTrunk
+	}
 	var m Manifest
 	if err := decodeStrict(data, &m); err != nil {
 		return nil, err
@@ -634,4 +638,19 @@ func isSHA256(s string) bool {
 		}
 	}
 	return true
+}
+
+// ErrCTrunk is a trunk.json written by the C engine (kimi-k3-in-c's
+// pack_trunk.py): another format, which k3 does not read.
+var ErrCTrunk = errors.New("made by the C engine (kimi-k3-in-c): its trunks are another format; pack again with k3 pack MODEL_DIR TRUNK_DIR")
+
+// madeByC reports whether a trunk.json is the C engine's: a JSON object
+// with its top-level "n_layers" member (k3's manifests have none).
+func madeByC(data []byte) bool {
+	var probe map[string]json.RawMessage
+	if json.Unmarshal(data, &probe) != nil {
+		return false
+	}
+	_, ok := probe["n_layers"]
+	return ok
 }

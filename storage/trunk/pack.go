@@ -47,6 +47,10 @@ type Options struct {
 	// BufferSize is the I/O request size in bytes (rounded up to 4096);
 	// 0 means DefaultBufferSize. Pack holds three buffers of this size.
 	BufferSize int
+	// Layers packs only the first Layers layers (0: all), as `k3 run
+	// --layers N` binds them: what a partial shard set (k3 download
+	// --layers N) can give.
+	Layers int
 	// Progress, if set, is called as the pack advances (after every
 	// written chunk and every finished run), from one goroutine at a time.
 	Progress func(Progress)
@@ -135,13 +139,20 @@ var diskFree = direct.DiskFree
 // Plan opens the checkpoint in modelDir and returns the manifest Pack
 // without compression would write (CRCs zero), without writing anything.
 // (With compression the sizes and places are known only once packed.)
-func Plan(modelDir string) (*Manifest, error) {
-	set, err := safetensors.Open(modelDir)
+func Plan(modelDir string) (*Manifest, error) { return PlanLayers(modelDir, 0) }
+
+// PlanLayers is Plan for the first `layers` layers (0: all), as Pack with
+// Options.Layers: a partial shard set is accepted when it holds them.
+func PlanLayers(modelDir string, layers int) (*Manifest, error) {
+	set, err := safetensors.OpenPartial(modelDir)
 	if err != nil {
 		return nil, err
 	}
 	defer set.Close()
-	p, err := makePlan(set)
+	if err := CheckPartial(set, layers); err != nil {
+		return nil, err
+	}
+	p, err := makePlan(set, layers)
 	if err != nil {
 		return nil, err
 	}
@@ -162,12 +173,15 @@ func Pack(ctx context.Context, modelDir, trunkDir string, opt Options) (*Result,
 	}
 	bs = int(alignUp(int64(bs), RunAlign))
 
-	set, err := safetensors.Open(modelDir)
+	set, err := safetensors.OpenPartial(modelDir)
 	if err != nil {
 		return nil, err
 	}
 	defer set.Close()
-	pl, err := makePlan(set)
+	if err := CheckPartial(set, opt.Layers); err != nil {
+		return nil, err
+	}
+	pl, err := makePlan(set, opt.Layers)
 	if err != nil {
 		return nil, err
 	}

@@ -43,8 +43,9 @@ func has(set *safetensors.Set, name string) bool {
 }
 
 // makePlan lays out the trunk of an opened checkpoint (see the package
-// documentation for the rules).
-func makePlan(set *safetensors.Set) (*plan, error) {
+// documentation for the rules). With layers > 0 only the first `layers`
+// layers are packed (a partial shard set; see CheckPartial).
+func makePlan(set *safetensors.Set, layers int) (*plan, error) {
 	src, err := sourceOf(set)
 	if err != nil {
 		return nil, err
@@ -101,7 +102,7 @@ func makePlan(set *safetensors.Set) (*plan, error) {
 		if !ok || tail == "" {
 			return nil, fmt.Errorf("unexpected tensor name %q (want %s<layer>.<name>, a layer index of at most six digits)", name, lp)
 		}
-		if layout.IsRoutedExpert(name) {
+		if layout.IsRoutedExpert(name) || (layers > 0 && i >= layers) {
 			continue
 		}
 		t, _ := set.Get(name)

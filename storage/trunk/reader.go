@@ -254,7 +254,7 @@ func (t *Trunk) CheckSource(modelDir string) error {
 // checkpoint gives it. The error wraps ErrSourceMismatch, names the file
 // or tensor and says how to repack.
 func (t *Trunk) CheckSet(set *safetensors.Set) error {
-	pl, err := makePlan(set)
+	pl, err := makePlan(set, t.Layers())
 	if err != nil {
 		return err
 	}

@@ -72,6 +72,38 @@ func plainNetError(err error) error {
 	return err
 }
 
+// WaitReachable checks that the hub at endpoint can be reached, again and
+// again (tries: at most that many checks, 0 without end) with a
+// hub.EventRetry before each pause (wait: the pause after check number
+// attempt; nil: 5 s more each time, at most 30 s). It returns nil once
+// reachable, ctx.Err() when cancelled, or the last *UnreachableError.
+func WaitReachable(ctx context.Context, endpoint string, tries int, wait func(attempt int) time.Duration, progress func(hub.Event)) error {
+	if wait == nil {
+		wait = probeWait
+	}
+	for attempt := 1; ; attempt++ {
+		err := Reachable(ctx, endpoint)
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if tries > 0 && attempt >= tries {
+			return err
+		}
+		w := wait(attempt)
+		progress(hub.Event{Kind: hub.EventRetry, Attempt: attempt, Wait: w, Err: err})
+		t := time.NewTimer(w)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
 // probeWait is the pause before reachability check number attempt+1.
 func probeWait(attempt int) time.Duration {
 	return min(time.Duration(attempt)*5*time.Second, 30*time.Second)
@@ -92,23 +124,8 @@ func (hubDownloader) Download(ctx context.Context, req DownloadRequest, progress
 	if req.Token != "" {
 		c.Token = hub.NewToken(req.Token, "the app")
 	}
-	for attempt := 1; ; attempt++ {
-		err := Reachable(ctx, c.Endpoint)
-		if err == nil {
-			break
-		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		wait := probeWait(attempt)
-		progress(hub.Event{Kind: hub.EventRetry, Attempt: attempt, Wait: wait, Err: err})
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		case <-t.C:
-		}
+	if err := WaitReachable(ctx, c.Endpoint, 0, nil, progress); err != nil {
+		return err
 	}
 	c.Backoff = func(attempt int) time.Duration {
 		wait := min(time.Second<<min(attempt-1, 6), time.Minute)

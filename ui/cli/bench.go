@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"runtime"
@@ -55,13 +54,11 @@ func benchKernels(args []string, stdout, stderr io.Writer) int {
 		"(interleaved; medians of --reps repeats). K3_PORTABLE=1 measures the portable",
 		"Go path. docs/BENCHMARKS.md says how to build test-backend-ops.",
 	)
-	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			return ExitOK
-		}
-		return ExitUsage
+	pos, code := parseArgs(fs, args)
+	if code >= 0 {
+		return code
 	}
-	if fs.NArg() > 0 || *threads < 0 || *reps < 0 {
+	if len(pos) > 0 || *threads < 0 || *reps < 0 {
 		fs.Usage()
 		return ExitUsage
 	}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -64,6 +65,9 @@ func cmdChat(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "k3 chat: --gen must be positive, --temperature >= 0, --top-p in 0..1, --top-k >= 0")
 		return ExitUsage
 	}
+	if line := samplingSwitch(fs, temp, topP); line != "" {
+		fmt.Fprintln(stdout, line)
+	}
 	dir := pos[0]
 	tok, code := chatTokenizer("chat", dir, *tokDir, stderr)
 	if code >= 0 {
@@ -83,8 +87,20 @@ func cmdChat(args []string, stdout, stderr io.Writer) int {
 			return ExitUsage
 		}
 	}
+	// --system lives in the history: rendered once, saved with it
+	loaded := len(hist)
+	hist, replaced := chat.ApplySystem(hist, *system)
+	if replaced {
+		fmt.Fprintln(stdout, "note: --system replaces the system prompt the history held")
+	}
+	if *history != "" && (replaced || len(hist) != loaded) {
+		if err := chat.SaveHistory(*history, hist); err != nil {
+			fmt.Fprintf(stderr, "k3 chat: saving the system prompt: %v\n", err)
+			return ExitRuntime
+		}
+	}
 	// the plan reserves the loaded conversation, 8192 more positions and a turn
-	planned := historyPositions(tok, *system, hist, *noThink, *effort) + 8192 + *gen
+	planned := historyPositions(tok, "", hist, *noThink, *effort) + 8192 + *gen
 	o := mf.options(planned, false)
 	o.StateCopies = chat.StateCopies(o)
 	m, code := mf.open(dir, o, stdout, stderr)
@@ -101,7 +117,7 @@ func cmdChat(args []string, stdout, stderr io.Writer) int {
 	s := chat.NewSession(e, tok)
 	s.FitBudget(o)
 	s.History, s.HistoryPath = hist, *history
-	opt := chat.Options{System: *system, NoThink: *noThink, Effort: *effort, MaxTokens: *gen, Spec: mf.spec,
+	opt := chat.Options{NoThink: *noThink, Effort: *effort, MaxTokens: *gen, Spec: mf.spec,
 		Sampling: engine.Sampling{Greedy: *greedy, Temperature: *temp, TopP: *topP, TopK: *topK, Seed: *seed}}
 	if len(hist) > 0 {
 		fmt.Fprintf(stdout, "history: %d messages from %s\n", len(hist), *history)
@@ -147,7 +163,13 @@ func cmdChat(args []string, stdout, stderr io.Writer) int {
 			case f[0] == "/help":
 				fmt.Fprint(stdout, chatHelp)
 			case f[0] == "/reset":
-				s.Reset()
+				s.ResetKeepSystem()
+				if s.HistoryPath != "" {
+					// saved now: leaving after /reset must not bring the turns back
+					if err := chat.SaveHistory(s.HistoryPath, s.History); err != nil {
+						fmt.Fprintf(stderr, "k3 chat: saving the cleared history: %v\n", err)
+					}
+				}
 				fmt.Fprintln(stdout, "conversation cleared")
 			case f[0] == "/think" && len(f) == 2 && (f[1] == "on" || f[1] == "off"):
 				opt.NoThink = f[1] == "off"
@@ -327,4 +349,30 @@ func historyPositions(tok *tokenizer.Tokenizer, system string, hist []chat.Messa
 		return 0
 	}
 	return len(tok.EncodeSegments(segs))
+}
+
+// samplingSwitch turns sampling on, as the C engine did, when --seed,
+// --top-p or --top-k is given without --temperature (and without
+// --greedy): temperature 1, top-p 0.95 unless given. It returns the line
+// that says how the replies are chosen ("" when nothing was switched).
+func samplingSwitch(fs *flag.FlagSet, temp, topP *float64) string {
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	if given["temperature"] || given["greedy"] {
+		return ""
+	}
+	var by []string
+	for _, n := range []string{"seed", "top-p", "top-k"} {
+		if given[n] {
+			by = append(by, "--"+n)
+		}
+	}
+	if len(by) == 0 {
+		return ""
+	}
+	*temp = 1
+	if !given["top-p"] {
+		*topP = 0.95
+	}
+	return fmt.Sprintf("sampling: on (temperature 1, top-p %g), turned on by %s as in the C engine; --greedy keeps greedy replies", *topP, strings.Join(by, " and "))
 }

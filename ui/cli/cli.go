@@ -100,6 +100,20 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "k3 %s\n", Version)
 		return ExitOK
 	}
+	// --version and --list-presets after a command, as the C engine took
+	// them anywhere on the line
+	for _, a := range args[1:] {
+		if a == "--" {
+			break
+		}
+		switch a {
+		case "--version", "-version":
+			fmt.Fprintf(stdout, "k3 %s\n", Version)
+			return ExitOK
+		case "--list-presets", "-list-presets":
+			return commands.dispatch([]string{"presets"}, stdout, stderr)
+		}
+	}
 	return commands.dispatch(args, stdout, stderr)
 }
 

@@ -34,7 +34,8 @@ func runDoctor(args []string, stdout, stderr io.Writer) int {
 		"usage: k3 doctor [--dir PATH]... [--json] [--quick]",
 		"Measures CPU, memory (cgroup limits included), and each directory's free space and",
 		"disk speed the way the engine reads; recommends a preset and prints the next command.",
-		"Exit 1 only when this machine cannot run the model at all.",
+		"Exit 1 only when this machine cannot run the model at all; too little free space for the",
+		"checkpoint alone is a warning (exit 0).",
 	)
 	pos, code := parseArgs(fs, args)
 	if code >= 0 {
@@ -74,7 +75,10 @@ func runDoctor(args []string, stdout, stderr io.Writer) int {
 	} else {
 		printDoctor(stdout, rep)
 	}
-	if !rep.CanRun {
+	switch {
+	case rep.NoSpaceOnly:
+		// warned in the report; every other check passed
+	case !rep.CanRun:
 		return ExitRuntime
 	}
 	return ExitOK
@@ -153,6 +157,10 @@ func printDoctor(w io.Writer, r *doctor.Report) {
 	if r.CanRun {
 		fmt.Fprintf(w, "this machine can run Kimi K3 with preset %s: ~%.1f s/token, peak RSS ~%s\n",
 			r.Preset.Name, r.Preset.PredictedSecondsPerToken, units.Bytes(r.Preset.PredictedPeakRSSBytes))
+	} else if r.NoSpaceOnly {
+		fmt.Fprintf(w, "this machine can run Kimi K3 with preset %s (~%.1f s/token, peak RSS ~%s) once it has the disk space:\n",
+			r.Preset.Name, r.Preset.PredictedSecondsPerToken, units.Bytes(r.Preset.PredictedPeakRSSBytes))
+		fmt.Fprintf(w, "  - warning: %s\n", r.Problems[0])
 	} else {
 		fmt.Fprintln(w, "this machine cannot run Kimi K3 as it is:")
 		for _, p := range r.Problems {

@@ -12,6 +12,7 @@ import (
 	"k3/storage/hub"
 	"k3/storage/units"
 	"k3/storage/verify"
+	"k3/ui/bridge"
 )
 
 func init() {
@@ -21,6 +22,14 @@ func init() {
 // downloadNewClient builds the hub client; tests replace it to shorten the
 // backoff.
 var downloadNewClient = hub.NewClient
+
+// downloadProbes is how many times k3 download checks that the hub can be
+// reached before it gives up; downloadProbeWait the pause after check
+// number attempt (nil: the app's, 5 s more each time). Tests shorten it.
+var (
+	downloadProbes                                    = 4
+	downloadProbeWait func(attempt int) time.Duration = nil
+)
 
 func runDownload(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("download", stderr)
@@ -52,6 +61,21 @@ func runDownload(args []string, stdout, stderr io.Writer) int {
 
 	fmt.Fprintf(stdout, "downloading %s@%s from %s into %s (%s)\n", c.Repo, *rev, c.Endpoint, dest, c.Token)
 	rend := &downloadRenderer{w: stdout, every: *interval}
+	// the app's reachability check, a few times: "cannot reach the hub"
+	// rather than a raw network error
+	if err := bridge.WaitReachable(ctx, c.Endpoint, downloadProbes, downloadProbeWait, rend.event); err != nil {
+		if ctx.Err() != nil {
+			fmt.Fprintf(stderr, "k3 download: interrupted; run the same command again to resume (finished files are kept)\n")
+			return ExitInterrupted
+		}
+		var ue *bridge.UnreachableError
+		if errors.As(err, &ue) {
+			fmt.Fprintf(stderr, "k3 download: cannot reach the model hub (%s): %v, after %d tries. Check the network connection and run the same command again.\n", ue.Host, ue.Err, downloadProbes)
+			return ExitRuntime
+		}
+		fmt.Fprintf(stderr, "k3 download: %v\n", err)
+		return ExitRuntime
+	}
 	res, err := c.Download(ctx, hub.Options{
 		Dest: dest, Revision: *rev, Layers: *layers, Jobs: *jobs,
 		Progress: rend.event, Interval: time.Second,
@@ -118,7 +142,11 @@ func (r *downloadRenderer) event(e hub.Event) {
 			fmt.Fprintf(r.w, "%s: %s\n", e.File, e.Message)
 		}
 	case hub.EventRetry:
-		fmt.Fprintf(r.w, "%s: attempt %d failed (%v); retrying in %s\n", e.File, e.Attempt, e.Err, e.Wait.Round(time.Millisecond))
+		what := e.File
+		if what == "" {
+			what = "the hub"
+		}
+		fmt.Fprintf(r.w, "%s: attempt %d failed (%v); retrying in %s\n", what, e.Attempt, e.Err, e.Wait.Round(time.Millisecond))
 	case hub.EventFileDone:
 		note := "verified"
 		if e.Message != "" {

@@ -32,6 +32,11 @@ func setUsage(fs *flag.FlagSet, stderr io.Writer, lines ...string) {
 // parseMixed parses flags and positional arguments in any order ("--" ends
 // the flags). Numeric flags are strict (see checkNumbers).
 func parseMixed(fs *flag.FlagSet, args []string) ([]string, error) {
+	args, err := cSpellings(fs, args)
+	if err != nil {
+		fmt.Fprintf(fs.Output(), "%s: %v\n", progName(fs), err)
+		return nil, err
+	}
 	if err := checkNumbers(fs, args); err != nil {
 		fmt.Fprintln(fs.Output(), err)
 		fs.Usage()
@@ -207,4 +212,116 @@ func chatTokenizer(cmd, dir, tokDir string, stderr io.Writer) (*tokenizer.Tokeni
 		return nil, ExitUsage
 	}
 	return tok, -1
+}
+
+// cAliases are the C engine's flag names for flags k3 spells otherwise.
+var cAliases = map[string]string{"tf-check": "teacher-forcing"}
+
+// cSpellings rewrites the C engine's spellings that mean the same in k3
+// (--tf-check is --teacher-forcing, --trunk-gb auto is --preset auto,
+// --incremental is what k3 always does: dropped with a note) and refuses
+// an unknown flag in one line naming the closest known one.
+func cSpellings(fs *flag.FlagSet, args []string) ([]string, error) {
+	out := make([]string, 0, len(args))
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			return append(out, args[i:]...), nil
+		}
+		if len(a) < 2 || a[0] != '-' || a == "-" {
+			out = append(out, a)
+			continue
+		}
+		dashes := "-"
+		if strings.HasPrefix(a, "--") {
+			dashes = "--"
+		}
+		name, val, hasVal := strings.Cut(strings.TrimPrefix(a[1:], "-"), "=")
+		switch name {
+		case "h", "help":
+			out = append(out, a)
+			continue
+		}
+		if fs.Lookup(name) == nil {
+			switch to, ok := cAliases[name]; {
+			case ok && fs.Lookup(to) != nil:
+				name = to
+				a = dashes + to
+				if hasVal {
+					a += "=" + val
+				}
+			case name == "incremental" && fs.Lookup("recompute") != nil:
+				fmt.Fprintf(fs.Output(), "note: --incremental is how k3 always runs (the state is carried from step to step; --recompute turns it off): ignored\n")
+				continue
+			default:
+				return nil, fmt.Errorf("unknown flag %s%s%s", dashes, name, closestFlag(fs, name))
+			}
+		}
+		fl := fs.Lookup(name)
+		if b, ok := fl.Value.(interface{ IsBoolFlag() bool }); ok && b.IsBoolFlag() || hasVal {
+			if name == "trunk-gb" && val == "auto" && fs.Lookup("preset") != nil {
+				out = append(out, "--preset=auto")
+				continue
+			}
+			out = append(out, a)
+			continue
+		}
+		if i+1 < len(args) {
+			if name == "trunk-gb" && args[i+1] == "auto" && fs.Lookup("preset") != nil {
+				out = append(out, "--preset=auto")
+				i++
+				continue
+			}
+			out = append(out, a, args[i+1])
+			i++
+			continue
+		}
+		out = append(out, a)
+	}
+	return out, nil
+}
+
+// closestFlag is ", the closest is --NAME (k3 CMD -h lists them)" for the
+// flag of fs nearest to name in edit distance.
+func closestFlag(fs *flag.FlagSet, name string) string {
+	best, bestD := "", 0
+	fs.VisitAll(func(f *flag.Flag) {
+		if d := editDistance(name, f.Name); best == "" || d < bestD {
+			best, bestD = f.Name, d
+		}
+	})
+	if best == "" {
+		return fmt.Sprintf(" (%s takes no flags)", progName(fs))
+	}
+	return fmt.Sprintf("; the closest is --%s (%s -h lists them all)", best, progName(fs))
+}
+
+// progName is "k3 run" for a FlagSet named "run" (bench's are named in
+// full: "k3 bench layer").
+func progName(fs *flag.FlagSet) string {
+	if strings.HasPrefix(fs.Name(), "k3 ") {
+		return fs.Name()
+	}
+	return "k3 " + fs.Name()
+}
+
+// editDistance is the Levenshtein distance between a and b (bytes).
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }

@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 
 	"k3/doctor"
 	"k3/engine"
 	"k3/engine/expertcache"
 	"k3/engine/plan"
+	"k3/machine"
 	"k3/storage/config"
 	"k3/storage/units"
 )
@@ -34,6 +36,40 @@ type modelFlags struct {
 	draft    *string
 	// spec is --spec, parsed by resolve
 	spec engine.Spec
+	// threadsFrom says where the thread count comes from (resolve)
+	threadsFrom string
+}
+
+// threadEnv are the environment variables that set the thread count when
+// --threads is not given, first found wins (OMP_NUM_THREADS: as the C
+// engine's scripts set it).
+var threadEnv = []string{"K3_THREADS", "OMP_NUM_THREADS"}
+
+// resolveThreads applies K3_THREADS / OMP_NUM_THREADS when --threads is not
+// given and records where the count comes from; it returns an error for a
+// value that is not a positive integer.
+func (f *modelFlags) resolveThreads() error {
+	switch {
+	case *f.threads > 0:
+		f.threadsFrom = "--threads"
+		return nil
+	case *f.threads < 0:
+		return fmt.Errorf("--threads %d must be 0 (one per physical core) or more", *f.threads)
+	}
+	for _, env := range threadEnv {
+		v := strings.TrimSpace(os.Getenv(env))
+		if v == "" {
+			continue
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || !isDecimal(v) {
+			return fmt.Errorf("%s=%q is not a positive thread count", env, v)
+		}
+		*f.threads, f.threadsFrom = n, env
+		return nil
+	}
+	*f.threads, f.threadsFrom = machine.DefaultThreads(), "one per physical core"
+	return nil
 }
 
 func addModelFlags(fs *flag.FlagSet, cmd string) *modelFlags {
@@ -112,11 +148,12 @@ func (f *modelFlags) resolve(fs *flag.FlagSet, stdout, stderr io.Writer) int {
 		// a budget in bytes must fit an int64 (beyond it wrapped to a negative one)
 		fmt.Fprintf(stderr, "k3 %s: --trunk-gb %g / --cache-gb %g: budgets are at most %g GB\n", f.cmd, *f.trunkGB, *f.cacheGB, float64(maxBudgetGB))
 		return ExitUsage
-	case *f.threads < 0:
-		fmt.Fprintf(stderr, "k3 %s: --threads %d must be 0 (one per physical core) or more\n", f.cmd, *f.threads)
-		return ExitUsage
 	case *f.layers < 0:
 		fmt.Fprintf(stderr, "k3 %s: --layers %d must be 0 (all) or more\n", f.cmd, *f.layers)
+		return ExitUsage
+	}
+	if err := f.resolveThreads(); err != nil {
+		fmt.Fprintf(stderr, "k3 %s: %v\n", f.cmd, err)
 		return ExitUsage
 	}
 	sp, err := engine.ParseSpec(*f.specFlag)
@@ -153,8 +190,10 @@ func (f *modelFlags) options(positions int, allLogits bool) engine.Options {
 // open checks the plan against the available memory, opens the model and
 // prints its summary and plan. It returns an exit code, or -1 with the model.
 func (f *modelFlags) open(dir string, o engine.Options, stdout, stderr io.Writer) (*engine.Model, int) {
+	avail := ""
 	if mem, err := doctor.ReadMemory(); err == nil {
 		o.Memory = &mem
+		avail = ", available memory " + units.Bytes(mem.Usable())
 	}
 	m, err := engine.Open(dir, o)
 	if err != nil {
@@ -178,6 +217,14 @@ func (f *modelFlags) open(dir string, o engine.Options, stdout, stderr io.Writer
 	fmt.Fprint(stdout, m.Plan.String())
 	if d := m.DraftModel(); d != nil {
 		fmt.Fprintf(stdout, "draft model: %s (%d layers over target layers %v, %s)\n", d.Dir, d.Cfg.Layers, d.Cfg.TargetLayers, units.Bytes(d.Bytes))
+	}
+	preset := "no preset"
+	if *f.preset != "" {
+		preset = "preset " + *f.preset
+	}
+	fmt.Fprintf(stdout, "budgets: %s: trunk %.2f GB, expert cache %.2f GB%s\n", preset, *f.trunkGB, *f.cacheGB, avail)
+	if f.threadsFrom != "" {
+		fmt.Fprintf(stdout, "threads: %d (%s)\n", *f.threads, f.threadsFrom)
 	}
 	return m, -1
 }

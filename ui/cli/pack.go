@@ -30,8 +30,9 @@ func runPack(args []string, stdout, stderr io.Writer) int {
 	bufMB := fs.Int("buffer-mb", trunk.DefaultBufferSize>>20, "I/O request size in MiB (the pack holds three huge-page buffers of this size)")
 	diskMB := fs.Int("disk-test-mb", 1024, "before packing, time a sequential O_DIRECT read of this many MiB of the checkpoint and a write (+fsync) of as many to TRUNK_DIR, to compare the pack with (0 skips)")
 	quiet := fs.Bool("quiet", false, "no progress line")
+	layers := fs.Int("layers", 0, "pack only the first N layers (0: all), for k3 run --layers N; a partial shard set (k3 download --layers N) packs when it holds them")
 	setUsage(fs, stderr,
-		"usage: k3 pack MODEL_DIR TRUNK_DIR [--compress] [--force] [--buffer-mb N] [--disk-test-mb N] [--quiet]",
+		"usage: k3 pack MODEL_DIR TRUNK_DIR [--compress] [--force] [--layers N] [--buffer-mb N] [--disk-test-mb N] [--quiet]",
 		"Packs the dense trunk (embeddings, head, final norms and every layer without its routed",
 		"experts) into TRUNK_DIR/trunk.bin + trunk.json, one aligned run per layer, for k3 run --trunk.",
 		"An interrupted pack resumes where it stopped; a complete trunk of the same checkpoint is kept.",
@@ -48,6 +49,10 @@ func runPack(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "k3 pack: --buffer-mb must be 1..1024")
 		return ExitUsage
 	}
+	if *layers < 0 {
+		fmt.Fprintln(stderr, "k3 pack: --layers must be 0 (all) or more")
+		return ExitUsage
+	}
 	if *diskMB < 0 {
 		fmt.Fprintln(stderr, "k3 pack: --disk-test-mb must be >= 0")
 		return ExitUsage
@@ -57,7 +62,7 @@ func runPack(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "k3 pack: %s is not a model directory\n", model)
 		return ExitUsage
 	}
-	plan, err := trunk.Plan(model)
+	plan, err := trunk.PlanLayers(model, *layers)
 	if err != nil {
 		fmt.Fprintf(stderr, "k3 pack: %v\n", err)
 		return ExitRuntime
@@ -87,7 +92,7 @@ func runPack(args []string, stdout, stderr io.Writer) int {
 	if r.tty {
 		r.every = 250 * time.Millisecond
 	}
-	opt := trunk.Options{Force: *force, Compress: *compress, BufferSize: *bufMB << 20}
+	opt := trunk.Options{Force: *force, Compress: *compress, BufferSize: *bufMB << 20, Layers: *layers}
 	if !*quiet {
 		opt.Progress = r.update
 	}
@@ -140,7 +145,11 @@ func runPack(args []string, stdout, stderr io.Writer) int {
 		printCompression(stdout, res.Manifest)
 	}
 	fmt.Fprintf(stdout, "wrote %s\n", filepath.Join(dir, trunk.ManifestFile))
-	fmt.Fprintf(stdout, "next: k3 run %s --trunk %s --prompt 'Hello'\n", storeQuote(model), storeQuote(dir))
+	next := ""
+	if *layers > 0 {
+		next = fmt.Sprintf(" --layers %d", *layers)
+	}
+	fmt.Fprintf(stdout, "next: k3 run %s --trunk %s%s --prompt 'Hello'\n", storeQuote(model), storeQuote(dir), next)
 	return ExitOK
 }
 

@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -19,6 +18,7 @@ import (
 	"k3/engine"
 	"k3/engine/cachesim"
 	"k3/machine"
+	"k3/storage/strictjson"
 	"k3/storage/units"
 	"k3/tokenizer"
 )
@@ -62,7 +62,7 @@ type runReport struct {
 type runConfig struct {
 	dir                                          string
 	ids, stops                                   []int
-	tok                                          *tokenizer.Tokenizer // nil with --ids
+	tok                                          *tokenizer.Tokenizer // nil with --ids and no tokenizer
 	gen                                          int
 	recompute, teacherForcing                    bool
 	dumpLogits, out, traceDir, saveState, loadSt string
@@ -92,7 +92,7 @@ func (c *runConfig) writeSoFar(stderr io.Writer) {
 	rep.WallSeconds = sum(rep.StepSeconds)
 	what := "nothing else was written"
 	if c.out != "" {
-		b, _ := json.Marshal(rep)
+		b, _ := strictjson.Marshal(rep)
 		if err := writeAtomic(c.out, append(b, '\n')); err != nil {
 			what = fmt.Sprintf("writing %s failed: %v", c.out, err)
 		} else {
@@ -185,6 +185,20 @@ func parseRun(args []string, stdout, stderr io.Writer) (*runConfig, int) {
 			return nil, ExitUsage
 		}
 		c.ids = ids
+		// the text of the generated ids, when a tokenizer is at hand
+		// (--tok, or one in the model directory)
+		if _, err := os.Stat(filepath.Join(c.dir, tokenizer.ModelFile)); *tokDir != "" || err == nil {
+			td := *tokDir
+			if td == "" {
+				td = c.dir
+			}
+			tok, err := tokenizer.Load(td)
+			if err != nil {
+				fmt.Fprintf(stderr, "k3 run: %v\n", err)
+				return nil, ExitUsage
+			}
+			c.tok = tok
+		}
 	} else {
 		text := *prompt
 		if *promptFile != "" {
@@ -201,7 +215,7 @@ func parseRun(args []string, stdout, stderr io.Writer) (*runConfig, int) {
 		}
 		tok, err := tokenizer.Load(td)
 		if err != nil {
-			fmt.Fprintf(stderr, "k3 run: tokenizer: %v\n", err)
+			fmt.Fprintf(stderr, "k3 run: %v\n", err)
 			return nil, ExitUsage
 		}
 		c.tok, c.ids = tok, tok.Encode(text)
@@ -263,7 +277,11 @@ func (c *runConfig) run(ctx context.Context, stdout, stderr io.Writer) int {
 	if kind, n, un := m.TrunkCompression(); kind != "" {
 		fmt.Fprintf(stdout, "  packed   : compressed (%s, lossless), trunk.bin %s of %s uncompressed: %.3fx smaller\n", kind, units.Bytes(n), units.Bytes(un), float64(un)/float64(n))
 	}
-	fmt.Fprintf(stdout, "  prompt   : %d tokens, generating %d\n", len(c.ids), c.gen)
+	if c.teacherForcing {
+		fmt.Fprintf(stdout, "  prompt   : %d tokens, teacher forcing (one forward, nothing generated)\n", len(c.ids))
+	} else {
+		fmt.Fprintf(stdout, "  prompt   : %d tokens, generating %d\n", len(c.ids), c.gen)
+	}
 	var st *engine.State
 	if c.loadSt != "" {
 		var err error
@@ -354,6 +372,9 @@ func (c *runConfig) execute(ctx context.Context, e *engine.Engine, st *engine.St
 	if n := len(g.Generated); n > 0 {
 		d := g.Stats
 		line := fmt.Sprintf("speculation %s: %d drafted, %d accepted", c.mf.spec, d.SpecDrafted, d.SpecAccepted)
+		if c.recompute {
+			line = "speculation: none under --recompute (every step runs the whole prefix)"
+		}
 		if d.SpecDrafted > 0 {
 			line += fmt.Sprintf(" (%.0f%%)", 100*float64(d.SpecAccepted)/float64(d.SpecDrafted))
 		}
@@ -467,8 +488,8 @@ func (c *runConfig) report(res *runResult, stdout, stderr io.Writer) int {
 	if rep.TrunkCompression != "" {
 		packed = " (compressed " + rep.TrunkCompression + " bytes as stored)"
 	}
-	fmt.Fprintf(stdout, "trunk: %s bound at load, %s streamed%s; waited %.2f s for trunk reads\n",
-		units.Bytes(m.BoundBytes), units.Bytes(total.TrunkBytesRead), packed, total.TrunkWaitSeconds)
+	fmt.Fprintf(stdout, "trunk: %s bound at load, %s streamed%s (%s over the run); waited %.2f s for trunk reads\n",
+		units.Bytes(m.BoundBytes), units.Bytes(total.TrunkBytesRead), packed, units.PerSec(float64(total.TrunkBytesRead)/max(res.wall, 1e-9)), total.TrunkWaitSeconds)
 	fmt.Fprintf(stdout, "I/O share of wall clock: %.1f%% (waiting on trunk %.2f s + experts %.2f s of %.2f s; reads overlapped with compute are not counted)\n",
 		100*rep.IOShare, total.TrunkWaitSeconds, es.ReadSeconds, res.wall)
 	if es.NaNScaleGroups > 0 {
@@ -478,7 +499,7 @@ func (c *runConfig) report(res *runResult, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "note: %s\n", n)
 	}
 	if c.out != "" {
-		b, _ := json.Marshal(rep)
+		b, _ := strictjson.Marshal(rep)
 		if err := writeAtomic(c.out, append(b, '\n')); err != nil {
 			fmt.Fprintf(stderr, "k3 run: %v\n", err)
 			return ExitOutput

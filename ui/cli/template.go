@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"k3/tokenizer"
+	"k3/ui/openai"
 )
 
 func init() {
@@ -22,10 +23,10 @@ const templateUsage = "usage: k3 template --tok DIR --messages FILE [--no-think]
 // object with "messages" and optional "tools", "tool_choice" and
 // "response_format" (OpenAI request fields).
 type tokChatFile struct {
-	Messages       []tokenizer.Message `json:"messages"`
-	Tools          []json.RawMessage   `json:"tools"`
-	ToolChoice     string              `json:"tool_choice"`
-	ResponseFormat json.RawMessage     `json:"response_format"`
+	Messages       templateMessages  `json:"messages"`
+	Tools          []json.RawMessage `json:"tools"`
+	ToolChoice     string            `json:"tool_choice"`
+	ResponseFormat json.RawMessage   `json:"response_format"`
 }
 
 func runTemplate(args []string, stdout, stderr io.Writer) int {
@@ -80,6 +81,26 @@ func runTemplate(args []string, stdout, stderr io.Writer) int {
 		Text string `json:"text"`
 		IDs  []int  `json:"ids"`
 	}{tokenizer.Text(segs), ids})
+}
+
+// templateMessages are OpenAI messages whose content may be an array of
+// text parts, flattened as the server does.
+type templateMessages []tokenizer.Message
+
+func (ms *templateMessages) UnmarshalJSON(b []byte) error {
+	var raw []struct {
+		tokenizer.Message
+		Content openai.Content `json:"content"`
+	}
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return err
+	}
+	*ms = make(templateMessages, len(raw))
+	for i, r := range raw {
+		r.Message.Content = string(r.Content)
+		(*ms)[i] = r.Message
+	}
+	return nil
 }
 
 func tokParseChatFile(data []byte) (tokChatFile, error) {

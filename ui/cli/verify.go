@@ -28,17 +28,35 @@ func storeInterrupt() (context.Context, func()) {
 func runVerify(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("verify", stderr)
 	sha := fs.Bool("sha256", false, "hash every file and compare with k3-manifest.json (reads the whole checkpoint)")
-	layers := fs.Int("layers", 0, "check only the shards the first N layers need (partial sets; needs model.safetensors.index.json)")
+	mf := addModelFlags(fs, "verify") // --layers: the shards the first N layers need; with --logits, the layers run
+	layers := mf.layers
+	logits := fs.Bool("logits", false, "run the model on the golden's ids and compare the logits with the published ones (--golden DIR)")
+	goldenDir := fs.String("golden", "", "with --logits: the directory of ref_logits.json (the released checkpoint's is testdata/seed-v1/golden in the k3 source)")
+	idsFlag := fs.String("ids", "", "with --logits: the ids to run (default and only accepted: the golden's, e.g. 3,4,5,6,7)")
 	jobs := fs.Int("jobs", 0, "files hashed in parallel (default min(4, cores))")
 	asJSON := fs.Bool("json", false, "print the report as one JSON object")
 	setUsage(fs, stderr,
 		"usage: k3 verify MODEL_DIR [--sha256] [--layers N] [--json]",
+		"       k3 verify MODEL_DIR --logits --golden DIR [--ids 3,4,5,6,7] [--layers N] [model flags]",
 		"Checks the released file set (96 shards with exact sizes, config.json, tiktoken.model,",
 		"tokenizer_config.json). Exit 0 only when everything needed is present and right.",
+		"With --logits it runs the model on the golden's ids and compares the last position's logits",
+		"with the published ones (worst |diff| relative to max|ref| within 5.1e-4, same argmax):",
+		"exit 0 match, 1 mismatch.",
 	)
 	pos, code := parseN(fs, args, 1, stderr, "")
 	if code >= 0 {
 		return code
+	}
+	if *logits {
+		if *goldenDir == "" {
+			fmt.Fprintln(stderr, "k3 verify: --logits needs --golden DIR (the released checkpoint's is testdata/seed-v1/golden in the k3 source)")
+			return ExitUsage
+		}
+		if code := mf.resolve(fs, stdout, stderr); code >= 0 {
+			return code
+		}
+		return verifyLogits(pos[0], *goldenDir, *idsFlag, mf, stdout, stderr)
 	}
 	if *layers < 0 {
 		fmt.Fprintln(stderr, "k3 verify: --layers must be >= 1")

@@ -1,0 +1,480 @@
+package cli
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"math"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"k3/engine/chat"
+	"k3/internal/fixture"
+	"k3/storage/strictjson"
+	"k3/tokenizer"
+)
+
+// partialSet copies tiny-release without its second shard (layers 3 to 6;
+// the first holds layers 0-3, the third layers 6-7 and the model tables):
+// what `k3 download --layers 3` leaves, the full index kept.
+func partialSet(t *testing.T) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "m")
+	require.NoError(t, os.CopyFS(dir, os.DirFS(tinyRelease)))
+	require.NoError(t, os.Remove(filepath.Join(dir, "model-00002-of-00003.safetensors")))
+	return dir
+}
+
+func readRunReport(t *testing.T, path string) runReport {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	require.NoError(t, err)
+	var rep runReport
+	require.NoError(t, json.Unmarshal(raw, &rep))
+	return rep
+}
+
+func TestPartialShardSetRunsAndPacks(t *testing.T) {
+	dir := partialSet(t)
+	tmp := t.TempDir()
+	ids := "491,109,188,458,164"
+
+	// the full set's first 3 layers give the reference for the partial set
+	full := filepath.Join(tmp, "full.json")
+	code, out, errs := runK3("run", tinyRelease, "--ids", ids, "--gen", "4", "--layers", "3", "--out", full)
+	require.Equal(t, ExitOK, code, out+errs)
+	part := filepath.Join(tmp, "part.json")
+	code, out, errs = runK3("run", dir, "--ids", ids, "--gen", "4", "--layers", "3", "--out", part)
+	require.Equal(t, ExitOK, code, out+errs)
+	want, got := readRunReport(t, full), readRunReport(t, part)
+	assert.Equal(t, want.GeneratedIDs, got.GeneratedIDs)
+	assert.Len(t, got.GeneratedIDs, 4)
+	assert.Equal(t, 3, got.Layers)
+
+	// layer 3 lives partly in the missing shard
+	code, _, errs = runK3("run", dir, "--ids", ids, "--layers", "4")
+	assert.Equal(t, ExitRuntime, code)
+	assert.Contains(t, errs, "shard model-00002-of-00003.safetensors is missing: layer 3 needs language_model.model.layers.3.")
+	assert.Contains(t, errs, "(--layers 4 asked; the shards present cover --layers 3)")
+	code, _, errs = runK3("run", dir, "--ids", ids)
+	assert.Equal(t, ExitRuntime, code)
+	assert.Contains(t, errs, "layer 3 needs")
+
+	// pack: the first 3 layers pack and run from the trunk, same tokens
+	tr := filepath.Join(tmp, "trunk")
+	code, out, errs = runK3("pack", dir, tr, "--layers", "3", "--disk-test-mb", "0", "--quiet")
+	require.Equal(t, ExitOK, code, out+errs)
+	assert.Contains(t, out, "(embed, head, final, 3 layers)")
+	assert.Contains(t, out, "--layers 3 --prompt")
+	fromTrunk := filepath.Join(tmp, "trunk.json")
+	code, out, errs = runK3("run", dir, "--ids", ids, "--gen", "4", "--layers", "3", "--trunk", tr, "--trunk-gb", "0.0001", "--out", fromTrunk)
+	require.Equal(t, ExitOK, code, out+errs)
+	assert.Equal(t, want.GeneratedIDs, readRunReport(t, fromTrunk).GeneratedIDs)
+	code, _, errs = runK3("pack", dir, filepath.Join(tmp, "t2"), "--disk-test-mb", "0", "--quiet")
+	assert.Equal(t, ExitRuntime, code)
+	assert.Contains(t, errs, "k3 pack: shard model-00002-of-00003.safetensors is missing: layer 3 needs")
+
+	// the model tables' shard missing: nothing can run
+	require.NoError(t, os.Remove(filepath.Join(dir, "model-00003-of-00003.safetensors")))
+	code, _, errs = runK3("run", dir, "--ids", ids, "--layers", "1")
+	assert.Equal(t, ExitRuntime, code)
+	assert.Contains(t, errs, "shard model-00003-of-00003.safetensors is missing: it holds language_model.")
+	assert.Contains(t, errs, "which every run needs")
+}
+
+func TestCSpellings(t *testing.T) {
+	ids := "491,109,188,458,164"
+	// --incremental: a no-op with a note; same tokens as without it
+	tmp := t.TempDir()
+	a, b := filepath.Join(tmp, "a.json"), filepath.Join(tmp, "b.json")
+	code, out, errs := runK3("run", tinyRelease, "--ids", ids, "--gen", "3", "--incremental", "--out", a)
+	require.Equal(t, ExitOK, code, out+errs)
+	assert.Contains(t, errs, "note: --incremental is how k3 always runs")
+	code, out, errs = runK3("run", tinyRelease, "--ids", ids, "--gen", "3", "--out", b)
+	require.Equal(t, ExitOK, code, out+errs)
+	assert.Equal(t, readRunReport(t, b).GeneratedIDs, readRunReport(t, a).GeneratedIDs)
+
+	// --tf-check is --teacher-forcing, with the agreement line
+	code, out, errs = runK3("run", tinyRelease, "--ids", ids, "--tf-check")
+	require.Equal(t, ExitOK, code, out+errs)
+	assert.Contains(t, out, "teacher forcing: 5 positions; the argmax matches the next id at ")
+
+	// --trunk-gb auto is --preset auto
+	code, out, errs = runK3("run", tinyRelease, "--ids", ids, "--gen", "1", "--trunk-gb", "auto")
+	require.Equal(t, ExitOK, code, out+errs)
+	assert.Contains(t, out, "auto: preset ")
+	code, out, errs = runK3("run", tinyRelease, "--ids", ids, "--gen", "1", "--trunk-gb=auto")
+	require.Equal(t, ExitOK, code, out+errs)
+	assert.Contains(t, out, "auto: preset ")
+
+	// --version and --list-presets after a command
+	code, out, _ = runK3("run", tinyRelease, "--ids", ids, "--version")
+	assert.Equal(t, ExitOK, code)
+	assert.Equal(t, "k3 "+Version+"\n", out)
+	code, out, _ = runK3("chat", tinyRelease, "--list-presets")
+	assert.Equal(t, ExitOK, code)
+	assert.Contains(t, out, "laptop")
+
+	// an unknown flag: one line naming the closest known flag
+	code, out, errs = runK3("run", tinyRelease, "--ids", ids, "--recompte")
+	assert.Equal(t, ExitUsage, code)
+	assert.Empty(t, out)
+	assert.Equal(t, "k3 run: unknown flag --recompte; the closest is --recompute (k3 run -h lists them all)\n", errs)
+	code, _, errs = runK3("pack", tinyRelease, t.TempDir(), "-compres")
+	assert.Equal(t, ExitUsage, code)
+	assert.Equal(t, "k3 pack: unknown flag -compres; the closest is --compress (k3 pack -h lists them all)\n", errs)
+	// --incremental means nothing to pack: unknown there
+	code, _, errs = runK3("pack", tinyRelease, t.TempDir(), "--incremental")
+	assert.Equal(t, ExitUsage, code)
+	assert.Contains(t, errs, "unknown flag --incremental")
+}
+
+func TestEditDistance(t *testing.T) {
+	assert.Equal(t, 0, editDistance("gen", "gen"))
+	assert.Equal(t, 1, editDistance("recompte", "recompute"))
+	assert.Equal(t, 3, editDistance("kitten", "sitting"))
+	assert.Equal(t, 4, editDistance("", "tok4"))
+}
+
+func TestVerifyLogits(t *testing.T) {
+	g := func(name string) string { return fixture.Path("golden", name) }
+	// goldens written by the float64 reference (tools/reference/make_golden.py)
+	for _, c := range []struct{ model, golden string }{
+		{tinyRelease, "tiny-release"},
+		{tinyFlatF32, "tiny-flat-f32"},
+	} {
+		code, out, errs := runK3("verify", c.model, "--logits", "--golden", g(c.golden))
+		require.Equal(t, ExitOK, code, out+errs)
+		assert.Contains(t, out, "position 4 (after id 7): worst |diff| ")
+		assert.Contains(t, out, "MATCH: ")
+	}
+	// --layers: a golden of the first 3 layers, on the partial set too
+	code, out, errs := runK3("verify", partialSet(t), "--logits", "--layers", "3", "--ids", "3,4,5,6,7", "--golden", g("tiny-release-layers3"))
+	require.Equal(t, ExitOK, code, out+errs)
+	assert.Contains(t, out, "MATCH: ")
+	// a golden of another layer count, or other ids: refused
+	code, _, errs = runK3("verify", tinyRelease, "--logits", "--golden", g("tiny-release-layers3"))
+	assert.Equal(t, ExitUsage, code)
+	assert.Contains(t, errs, "is for 3 layers, this run binds 8")
+	code, _, errs = runK3("verify", tinyRelease, "--logits", "--ids", "1,2", "--golden", g("tiny-release"))
+	assert.Equal(t, ExitUsage, code)
+	assert.Contains(t, errs, "holds the logits for ids 3,4,5,6,7, not 1,2")
+	// the other model's golden: another vocabulary
+	code, _, errs = runK3("verify", tinyRelease, "--logits", "--golden", g("tiny-flat-f32"))
+	assert.Equal(t, ExitUsage, code)
+	assert.Contains(t, errs, "the model's vocabulary is 512")
+	// one logit moved by 1% of the largest: mismatch, exit 1
+	gd, err := readGolden(g("tiny-release"))
+	require.NoError(t, err)
+	cmp := compareLogits(gd.logits, gd.logits)
+	gd.LogitsBits[5] = math.Float32bits(gd.logits[5] + float32(0.01*cmp.MaxRef))
+	bad := t.TempDir()
+	b, err := json.Marshal(gd)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(bad, GoldenFile), b, 0o644))
+	code, out, _ = runK3("verify", tinyRelease, "--logits", "--golden", bad)
+	assert.Equal(t, ExitRuntime, code)
+	assert.Contains(t, out, "at id 5,")
+	assert.Contains(t, out, "MISMATCH: ")
+}
+
+// TestSeedGoldenFormat reads the released checkpoint's published logits
+// (the seed's golden) and checks the comparison on the C engine's logits of
+// the same run: the seed's own log says max |diff| 7.867813e-06, relative
+// 5.237545e-07, argmax 2494, top-10 overlap 10/10.
+func TestSeedGoldenFormat(t *testing.T) {
+	dir := fixture.Path("seed-v1", "golden")
+	g, err := readGolden(dir)
+	require.NoError(t, err)
+	assert.Equal(t, []int{3, 4, 5, 6, 7}, g.PromptIDs)
+	assert.Equal(t, 163840, g.Vocab)
+	assert.Equal(t, 2494, g.Argmax)
+	assert.Equal(t, 0, g.Layers)
+	assert.Equal(t, 2494, argmaxF32(g.logits))
+	raw, err := os.ReadFile(filepath.Join(dir, "c_logits.bin"))
+	require.NoError(t, err)
+	require.Len(t, raw, 4*g.Vocab)
+	c := make([]float32, g.Vocab)
+	for i := range c {
+		c[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
+	}
+	cmp := compareLogits(c, g.logits)
+	assert.InDelta(t, 7.867813e-06, cmp.MaxDiff, 1e-11)
+	assert.InDelta(t, 5.237545e-07, cmp.Rel, 1e-12)
+	assert.Equal(t, 2494, cmp.ArgGot)
+	assert.Equal(t, 10, cmp.TopShared)
+	assert.True(t, cmp.ok())
+	// one logit off by 1% of the largest: beyond the budget
+	c[17] += float32(0.01 * cmp.MaxRef)
+	assert.False(t, compareLogits(c, g.logits).ok())
+}
+
+func TestRunIDsDecodesText(t *testing.T) {
+	demo := fixture.ModelDir("demo")
+	tmp := t.TempDir()
+	out := filepath.Join(tmp, "run.json")
+	// the tokenizer in the model directory
+	code, stdout, errs := runK3("run", demo, "--ids", "446,396,270,338,346,499", "--gen", "6", "--out", out)
+	require.Equal(t, ExitOK, code, stdout+errs)
+	rep := readRunReport(t, out)
+	require.NotNil(t, rep.GeneratedText)
+	tok, err := tokenizer.Load(demo)
+	require.NoError(t, err)
+	assert.Equal(t, string(tok.Decode(rep.GeneratedIDs)), *rep.GeneratedText)
+	// the same run from the text gives the same text
+	code, stdout2, errs := runK3("run", demo, "--ids", "446,396,270,338,346,499", "--gen", "6", "--tok", demo)
+	require.Equal(t, ExitOK, code, stdout2+errs)
+	assert.Contains(t, stdout2, "\n--- generated text ---\n"+*rep.GeneratedText+"\n")
+	assert.NotEmpty(t, *rep.GeneratedText)
+	// no tokenizer in the folder and no --tok: no text, no error
+	code, stdout, errs = runK3("run", tinyRelease, "--ids", "1,2", "--gen", "2", "--out", out)
+	require.Equal(t, ExitOK, code, stdout+errs)
+	assert.Nil(t, readRunReport(t, out).GeneratedText)
+	// --tok naming a folder without one: refused
+	code, _, errs = runK3("run", tinyRelease, "--ids", "1,2", "--tok", tmp)
+	assert.Equal(t, ExitUsage, code)
+	assert.Contains(t, errs, "k3 run: tokenizer: ")
+}
+
+func TestTemplateContentParts(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(p, []byte(body), 0o644))
+		return p
+	}
+	plain := write("plain.json", `[{"role":"system","content":"Be brief."},{"role":"user","content":"Hello there"}]`)
+	parts := write("parts.json", `{"messages":[{"role":"system","content":[{"type":"text","text":"Be brief."}]},`+
+		`{"role":"user","content":[{"type":"text","text":"Hello "},{"type":"text","text":"there"}]}]}`)
+	code, want, errs := tokRunCmd("template", "--tok", tokParityDir, "--messages", plain)
+	require.Equal(t, ExitOK, code, errs)
+	code, got, errs := tokRunCmd("template", "--tok", tokParityDir, "--messages", parts)
+	require.Equal(t, ExitOK, code, errs)
+	assert.Equal(t, want, got)
+	assert.Contains(t, got, "Hello there")
+	// a part the server refuses is refused here too, with its message
+	img := write("img.json", `[{"role":"user","content":[{"type":"image_url","image_url":{"url":"x"}}]}]`)
+	code, _, errs = tokRunCmd("template", "--tok", tokParityDir, "--messages", img)
+	assert.Equal(t, ExitUsage, code)
+	assert.Contains(t, errs, `content part 0 is of type "image_url": only text parts are supported`)
+}
+
+func TestChatSystemPromptOnce(t *testing.T) {
+	dir := demoModel(t)
+	defer func() { stdin = nil }()
+	hist := filepath.Join(t.TempDir(), "h.jsonl")
+	chatRun := func(input string, args ...string) string {
+		t.Helper()
+		stdin = strings.NewReader(input)
+		code, out, errs := runK3(append([]string{"chat", dir, "--gen", "4", "--history", hist, "--chunk", "8"}, args...)...)
+		require.Equal(t, ExitOK, code, out+errs)
+		return out
+	}
+	load := func() []chat.Message {
+		h, err := chat.LoadHistory(hist)
+		require.NoError(t, err)
+		return h
+	}
+	// --system is saved into the history, first
+	chatRun("hello\n/exit\n", "--system", "Be kind.")
+	h := load()
+	require.Len(t, h, 3)
+	assert.Equal(t, chat.Message{Role: "system", Content: "Be kind."}, h[0])
+	assert.Equal(t, "hello", h[1].Content)
+
+	// the same --system again: rendered once, so the turn reads as many
+	// positions as without --system
+	read := func(out string) string {
+		i := strings.Index(out, "prompt positions reused, ")
+		require.GreaterOrEqual(t, i, 0, out)
+		return out[i : i+strings.Index(out[i:], " read")]
+	}
+	withFlag := chatRun("/exit\n", "--system", "Be kind.")
+	assert.NotContains(t, withFlag, "replaces")
+	assert.Len(t, load(), 3)
+	saved, err := os.ReadFile(hist)
+	require.NoError(t, err)
+	a := chatRun("again\n/exit\n", "--system", "Be kind.")
+	require.NoError(t, os.WriteFile(hist, saved, 0o644))
+	b := chatRun("again\n/exit\n")
+	assert.Equal(t, read(b), read(a))
+	assert.Equal(t, 1, countRole(load(), "system"))
+
+	// another --system replaces the history's, with a note, and is saved
+	out := chatRun("/exit\n", "--system", "Be terse.")
+	assert.Contains(t, out, "note: --system replaces the system prompt the history held")
+	h = load()
+	assert.Equal(t, "Be terse.", h[0].Content)
+	assert.Equal(t, 1, countRole(h, "system"))
+
+	// /reset is saved at once, the system prompt kept
+	chatRun("/reset\n/exit\n")
+	assert.Equal(t, []chat.Message{{Role: "system", Content: "Be terse."}}, load())
+}
+
+func countRole(h []chat.Message, role string) int {
+	n := 0
+	for _, m := range h {
+		if m.Role == role {
+			n++
+		}
+	}
+	return n
+}
+
+func TestRunReportLines(t *testing.T) {
+	ids := "491,109,188,458,164"
+	// --recompute: one pass per token, and no speculation claimed
+	code, out, errs := runK3("run", tinyRelease, "--ids", ids, "--gen", "4", "--recompute")
+	require.Equal(t, ExitOK, code, out+errs)
+	assert.Contains(t, out, "speculation: none under --recompute (every step runs the whole prefix), 0.00 accepted per pass, 1.00 passes per token")
+	// teacher forcing generates nothing and says so
+	code, out, errs = runK3("run", tinyRelease, "--ids", ids, "--teacher-forcing")
+	require.Equal(t, ExitOK, code, out+errs)
+	assert.Contains(t, out, "prompt   : 5 tokens, teacher forcing (one forward, nothing generated)")
+	assert.NotContains(t, out, "generating")
+}
+
+func TestJSONKeepsMarkers(t *testing.T) {
+	// --out: the report is written by strictjson.Marshal: markers as is
+	text := "<|open|>assistant & more"
+	b, err := strictjson.Marshal(runReport{GeneratedText: &text})
+	require.NoError(t, err)
+	assert.Contains(t, string(b), `"generated_text":"<|open|>assistant & more"`)
+	var back runReport
+	require.NoError(t, json.Unmarshal(b, &back))
+	assert.Equal(t, text, *back.GeneratedText)
+	// histories too
+	h := filepath.Join(t.TempDir(), "h.jsonl")
+	require.NoError(t, chat.SaveHistory(h, []chat.Message{{Role: "user", Content: "a <|open|> b & c"}}))
+	raw, err := os.ReadFile(h)
+	require.NoError(t, err)
+	assert.Equal(t, `{"role":"user","content":"a <|open|> b & c"}`+"\n", string(raw))
+	hb, err := chat.LoadHistory(h)
+	require.NoError(t, err)
+	assert.Equal(t, "a <|open|> b & c", hb[0].Content)
+}
+
+func TestChatSeedTurnsSamplingOn(t *testing.T) {
+	dir := demoModel(t)
+	defer func() { stdin = nil }()
+	reply := func(args ...string) (string, string) {
+		t.Helper()
+		stdin = strings.NewReader("hello\n/exit\n")
+		code, out, errs := runK3(append([]string{"chat", dir, "--gen", "12", "--chunk", "8", "--no-think"}, args...)...)
+		require.Equal(t, ExitOK, code, out+errs)
+		i := strings.Index(out, "> ")
+		j := strings.Index(out[i:], "\n[")
+		return out[:i], out[i : i+j] // the reply, without its timings
+	}
+	head, greedy := reply()
+	assert.NotContains(t, head, "sampling:")
+	head, s1 := reply("--seed", "1")
+	assert.Contains(t, head, "sampling: on (temperature 1, top-p 0.95), turned on by --seed as in the C engine")
+	_, s1again := reply("--seed", "1")
+	assert.Equal(t, s1, s1again, "the same seed gives the same reply")
+	head, _ = reply("--top-p", "0.5")
+	assert.Contains(t, head, "sampling: on (temperature 1, top-p 0.5), turned on by --top-p")
+	head, g2 := reply("--seed", "1", "--greedy")
+	assert.NotContains(t, head, "sampling:")
+	assert.Equal(t, greedy, g2)
+	// some seed gives another reply than greedy decoding
+	differs := s1 != greedy
+	for seed := 2; seed < 6 && !differs; seed++ {
+		_, s := reply("--seed", itoa(seed))
+		differs = s != greedy
+	}
+	assert.True(t, differs, "sampling is on")
+}
+
+func TestCFilesNamed(t *testing.T) {
+	tmp := t.TempDir()
+	// a C trunk.json (pack_trunk.py's shape)
+	tr := filepath.Join(tmp, "ctrunk")
+	require.NoError(t, os.MkdirAll(tr, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(tr, "trunk.json"), []byte(`{"n_layers": 8, "align": 4096, "layers": []}`), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(tr, "trunk.bin"), make([]byte, 4096), 0o644))
+	code, _, errs := runK3("run", tinyRelease, "--ids", "1,2", "--trunk", tr)
+	assert.Equal(t, ExitRuntime, code)
+	assert.Contains(t, errs, "made by the C engine (kimi-k3-in-c): its trunks are another format; pack again with k3 pack")
+	// a C state file: "K3ST", version 1, then its header
+	st := filepath.Join(tmp, "c.state")
+	b := append([]byte("K3ST"), make([]byte, 92)...)
+	binary.LittleEndian.PutUint32(b[4:], 1)
+	require.NoError(t, os.WriteFile(st, b, 0o644))
+	code, _, errs = runK3("run", tinyRelease, "--ids", "1,2", "--load-state", st)
+	assert.Equal(t, ExitRuntime, code)
+	assert.Contains(t, errs, "made by the C engine (kimi-k3-in-c): its state files are another format")
+	// k3's own state files still load
+	own := filepath.Join(tmp, "own.state")
+	code, out, errs := runK3("run", tinyRelease, "--ids", "1,2", "--gen", "1", "--save-state", own)
+	require.Equal(t, ExitOK, code, out+errs)
+	code, out, errs = runK3("run", tinyRelease, "--ids", "3", "--gen", "1", "--load-state", own)
+	require.Equal(t, ExitOK, code, out+errs)
+}
+
+func TestThreadsFromEnvironment(t *testing.T) {
+	ids := "491,109,188"
+	t.Setenv("K3_THREADS", "")
+	t.Setenv("OMP_NUM_THREADS", "3")
+	code, out, errs := runK3("run", tinyRelease, "--ids", ids, "--gen", "1")
+	require.Equal(t, ExitOK, code, out+errs)
+	assert.Contains(t, out, "threads: 3 (OMP_NUM_THREADS)\n")
+	t.Setenv("K3_THREADS", "2")
+	code, out, errs = runK3("run", tinyRelease, "--ids", ids, "--gen", "1")
+	require.Equal(t, ExitOK, code, out+errs)
+	assert.Contains(t, out, "threads: 2 (K3_THREADS)\n")
+	code, out, errs = runK3("run", tinyRelease, "--ids", ids, "--gen", "1", "--threads", "1")
+	require.Equal(t, ExitOK, code, out+errs)
+	assert.Contains(t, out, "threads: 1 (--threads)\n")
+	t.Setenv("K3_THREADS", "")
+	t.Setenv("OMP_NUM_THREADS", "many")
+	code, _, errs = runK3("run", tinyRelease, "--ids", ids)
+	assert.Equal(t, ExitUsage, code)
+	assert.Equal(t, "k3 run: OMP_NUM_THREADS=\"many\" is not a positive thread count\n", errs)
+	t.Setenv("OMP_NUM_THREADS", "")
+	code, out, errs = runK3("run", tinyRelease, "--ids", ids, "--gen", "1")
+	require.Equal(t, ExitOK, code, out+errs)
+	assert.Contains(t, out, " (one per physical core)\n")
+}
+
+func TestDownloadOfflineSaysCannotReach(t *testing.T) {
+	// a port nothing listens on: connection refused, as offline
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	defer func(w func(int) time.Duration) { downloadProbeWait = w }(downloadProbeWait)
+	downloadProbeWait = func(int) time.Duration { return time.Millisecond }
+	code, out, errs := runK3("download", filepath.Join(t.TempDir(), "m"), "--endpoint", "http://"+addr)
+	assert.Equal(t, ExitRuntime, code)
+	assert.Equal(t, 3, strings.Count(out, "the hub: attempt "), out)
+	assert.Contains(t, out, "the hub: attempt 3 failed (cannot reach 127.0.0.1: connect: connection refused); retrying in 1ms")
+	assert.Equal(t, "k3 download: cannot reach the model hub (127.0.0.1): connect: connection refused, after 4 tries. Check the network connection and run the same command again.\n", errs)
+}
+
+// TestSmallExpertCacheRaisedAndSaid: a cache budget below top-k + 1 experts
+// is raised to that minimum (exact output, more memory) and the plan says
+// so, with the bytes it then counts.
+func TestSmallExpertCacheRaisedAndSaid(t *testing.T) {
+	code, out, errs := runK3("run", tinyRelease, "--ids", "1,2", "--gen", "1", "--cache-gb", "0")
+	require.Equal(t, ExitOK, code, out+errs)
+	assert.Contains(t, out, "expert cache     49.15 KB  (4 slots)")
+	assert.Contains(t, out, "note: expert cache budget 0.00 B is below the minimum of 4 experts (top-k 3 + 1): raised to 49.15 KB (4 slots), counted in this plan")
+}
+
+func TestRunReportBudgetsAndTrunkRate(t *testing.T) {
+	code, out, errs := runK3("run", tinyRelease, "--ids", "1,2", "--gen", "2", "--preset", "laptop", "--cache-gb", "0.001")
+	require.Equal(t, ExitOK, code, out+errs)
+	assert.Contains(t, out, "budgets: preset laptop: trunk 3.00 GB, expert cache 0.00 GB, available memory ")
+	code, out, errs = runK3("run", tinyRelease, "--ids", "1,2", "--gen", "2")
+	require.Equal(t, ExitOK, code, out+errs)
+	assert.Contains(t, out, "budgets: no preset: trunk 16.00 GB, expert cache 64.00 GB")
+	assert.Regexp(t, `trunk: .* bound at load, .* streamed \([0-9.]+ [KMG]?B/s over the run\); waited`, out)
+}
