@@ -53,7 +53,7 @@ type GenOptions struct {
 	// re-renders the last reply).
 	KeepPrefix bool
 	// Complete also feeds the last generated token, so the state holds the
-	// whole sequence (for saving it).
+	// whole sequence (for saving it), after a cancel too.
 	Complete bool
 	// Spec is speculative decoding: SpecAuto (the zero value) drafts when
 	// the measured costs say it pays, SpecOff never, a positive value
@@ -157,6 +157,15 @@ func (e *Engine) Generate(ctx context.Context, s *State, prompt []int, opt GenOp
 	fail := func(err error) (*GenResult, error) {
 		if ctx.Err() != nil && err == ctx.Err() {
 			res.Stop = StopCancelled
+			// Complete applies on a cancel too: a token chosen but not yet
+			// fed is fed (one step, not cancellable), so the state holds
+			// every generated id
+			n := len(res.Generated)
+			if opt.Complete && !opt.Recompute && n > 0 && s.Pos == len(res.Prior)+len(prompt)+n-1 {
+				if _, ferr := e.Feed(context.Background(), s, res.Generated[n-1:], false); ferr != nil {
+					return res, ferr
+				}
+			}
 		}
 		return res, err
 	}

@@ -54,3 +54,30 @@ func TestSnapshotDuringGenerate(t *testing.T) {
 	assert.Equal(t, res.Stats.SpecDrafted, end.SpecDrafted)
 	assert.Positive(t, end.SpecDrafted, "the run drafted")
 }
+
+// TestCompleteOnCancel: with Complete, a generation cancelled after it
+// chose a token leaves the state holding that token too, byte for byte the
+// state of an uncancelled run of as many tokens.
+func TestCompleteOnCancel(t *testing.T) {
+	m := openCase(t, "tiny-release", 0)
+	prompt := fixture.LoadExpect(t, "tiny-release").Prompts[0].PromptIDs
+	e := m.NewEngine(1)
+	defer e.Close()
+	const n = 3
+	want, err := e.Generate(context.Background(), nil, prompt, GenOptions{MaxTokens: n, Complete: true, Spec: SpecOff})
+	require.NoError(t, err)
+	require.Len(t, want.Generated, n)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	got, err := e.Generate(ctx, nil, prompt, GenOptions{MaxTokens: 10, Complete: true, Spec: SpecOff, OnEvent: func(ev Event) {
+		if ev.Kind == EventToken && ev.Step == n-1 {
+			cancel()
+		}
+	}})
+	require.ErrorIs(t, err, context.Canceled)
+	assert.Equal(t, StopCancelled, got.Stop)
+	require.Equal(t, want.Generated, got.Generated)
+	assert.Equal(t, len(prompt)+n, got.State.Pos, "the last chosen token was fed")
+	assert.Equal(t, stateBytes(t, m, want.State), stateBytes(t, m, got.State))
+}

@@ -356,14 +356,6 @@ func (c *runConfig) execute(ctx context.Context, e *engine.Engine, st *engine.St
 		}})
 	res.final = res.gen.State
 	g := res.gen
-	if n := len(g.Generated); errors.Is(res.err, context.Canceled) && c.saveState != "" && !c.recompute && n > 0 &&
-		g.State.Pos == len(g.Prior)+len(g.Prompt)+n-1 {
-		// stopped after sampling a token but before feeding it: feed it
-		// (one step), so the saved state holds every id --out lists
-		if _, err := e.Feed(context.Background(), g.State, g.Generated[n-1:], false); err != nil {
-			res.err = err
-		}
-	}
 	fmt.Fprintln(stdout, strings.Repeat("-", 62))
 	if c.gen == 0 {
 		fmt.Fprintf(stdout, "prefill only: %d positions in the state, 0 tokens generated\n", g.State.Pos)
