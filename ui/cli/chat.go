@@ -101,19 +101,11 @@ func cmdChat(args []string, stdout, stderr io.Writer) int {
 	}
 	// the plan reserves the loaded conversation, 8192 more positions and a turn
 	planned := historyPositions(tok, "", hist, *noThink, *effort) + 8192 + *gen
-	o := mf.options(planned, false)
-	o.StateCopies = chat.StateCopies(o)
-	m, code := mf.open(dir, o, stdout, stderr)
+	e, o, closeModel, code := mf.openChat(dir, planned, tok, stdout, stderr)
 	if code >= 0 {
 		return code
 	}
-	defer m.Close()
-	if m.Cfg.VocabSize < tok.VocabSize() {
-		fmt.Fprintf(stderr, "k3 chat: the tokenizer has %d ids but the model only %d\n", tok.VocabSize(), m.Cfg.VocabSize)
-		return ExitUsage
-	}
-	e := m.NewEngine(*mf.threads)
-	defer e.Close()
+	defer closeModel()
 	s := chat.NewSession(e, tok)
 	s.FitBudget(o)
 	s.History, s.HistoryPath = hist, *history

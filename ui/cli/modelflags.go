@@ -11,11 +11,13 @@ import (
 
 	"k3/doctor"
 	"k3/engine"
+	"k3/engine/chat"
 	"k3/engine/expertcache"
 	"k3/engine/plan"
 	"k3/machine"
 	"k3/storage/config"
 	"k3/storage/units"
+	"k3/tokenizer"
 )
 
 // modelFlags are the flags every command that runs the model shares.
@@ -227,6 +229,27 @@ func (f *modelFlags) open(dir string, o engine.Options, stdout, stderr io.Writer
 		fmt.Fprintf(stdout, "threads: %d (%s)\n", *f.threads, f.threadsFrom)
 	}
 	return m, -1
+}
+
+// openChat opens the model for a command that holds conversations (k3 chat,
+// k3 serve): the plan reserves positions plus the state copies a chat
+// session keeps, the tokenizer must fit the model's vocabulary, and an
+// engine is made on the model. close releases both; a code >= 0 is the
+// exit code to stop with (the reason is printed).
+func (f *modelFlags) openChat(dir string, positions int, tok *tokenizer.Tokenizer, stdout, stderr io.Writer) (e *engine.Engine, o engine.Options, close func(), code int) {
+	o = f.options(positions, false)
+	o.StateCopies = chat.StateCopies(o)
+	m, code := f.open(dir, o, stdout, stderr)
+	if code >= 0 {
+		return nil, o, nil, code
+	}
+	if m.Cfg.VocabSize < tok.VocabSize() {
+		m.Close()
+		fmt.Fprintf(stderr, "k3 %s: the tokenizer has %d ids but the model only %d\n", f.cmd, tok.VocabSize(), m.Cfg.VocabSize)
+		return nil, o, nil, ExitUsage
+	}
+	e = m.NewEngine(*f.threads)
+	return e, o, func() { e.Close(); m.Close() }, -1
 }
 
 // knownPolicy reports whether the expert cache registry has the policy.

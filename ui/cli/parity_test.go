@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -361,6 +362,9 @@ func TestJSONKeepsMarkers(t *testing.T) {
 	assert.Equal(t, "a <|open|> b & c", hb[0].Content)
 }
 
+// readingLine is k3 chat's progress while it reads a message.
+var readingLine = regexp.MustCompile(`\r?\[reading your message: [^\]]*\]\n?`)
+
 func TestChatSeedTurnsSamplingOn(t *testing.T) {
 	dir := demoModel(t)
 	defer func() { stdin = nil }()
@@ -369,6 +373,8 @@ func TestChatSeedTurnsSamplingOn(t *testing.T) {
 		stdin = strings.NewReader("hello\n/exit\n")
 		code, out, errs := runK3(append([]string{"chat", dir, "--gen", "12", "--chunk", "8", "--no-think"}, args...)...)
 		require.Equal(t, ExitOK, code, out+errs)
+		// the progress lines while the message is read carry timings
+		out = readingLine.ReplaceAllString(out, "")
 		i := strings.Index(out, "> ")
 		j := strings.Index(out[i:], "\n[")
 		return out[:i], out[i : i+j] // the reply, without its timings

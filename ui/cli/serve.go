@@ -13,7 +13,6 @@ import (
 	"syscall"
 	"time"
 
-	"k3/engine/chat"
 	"k3/ui/serve"
 )
 
@@ -91,19 +90,11 @@ func cmdServe(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "k3 serve: %v\n", err)
 		return ExitUsage
 	}
-	eo := mf.options(*ctxLen, false)
-	eo.StateCopies = chat.StateCopies(eo)
-	m, code := mf.open(dir, eo, stdout, stderr)
+	e, eo, closeModel, code := mf.openChat(dir, *ctxLen, tok, stdout, stderr)
 	if code >= 0 {
 		return code
 	}
-	defer m.Close()
-	if m.Cfg.VocabSize < tok.VocabSize() {
-		fmt.Fprintf(stderr, "k3 serve: the tokenizer has %d ids but the model only %d\n", tok.VocabSize(), m.Cfg.VocabSize)
-		return ExitUsage
-	}
-	e := m.NewEngine(*mf.threads)
-	defer e.Close()
+	defer closeModel()
 	var origins []string
 	for _, o := range strings.Split(*cors, ",") {
 		if o = strings.TrimSpace(o); o != "" {
