@@ -151,18 +151,6 @@ type PassTiming struct {
 	Rest float64
 }
 
-// blockKind names layer i's blocks.
-func blockKind(m *Model, i int) string {
-	a := "kda"
-	if m.Cfg.IsMLA(i) {
-		a = "mla"
-	}
-	if m.Cfg.IsDense(i) {
-		return a + "+dense"
-	}
-	return a + "+moe"
-}
-
 // MeasurePasses times verification-shaped passes (all logits) of 1..maxT
 // positions after a prompt of `prompt` positions, each the fastest of reps,
 // on the checkpoint at dir held resident with every expert cached.
@@ -201,7 +189,7 @@ func MeasurePasses(ctx context.Context, dir string, threads, maxT, prompt, reps 
 			var inLayers, experts float64
 			rows := 0
 			for i := 0; i < m.Bound; i++ {
-				k := blockKind(m, i)
+				k := m.Cfg.LayerKind(i)
 				layers[k] = e.LayerSeconds[i] - e.ExpertSeconds[i]
 				inLayers += e.LayerSeconds[i]
 				if !m.Cfg.IsDense(i) {

@@ -152,17 +152,6 @@ func PrepareLayer(ctx context.Context, dir string, spec synth.Spec, logf func(st
 	return prepare(ctx, filepath.Join(dir, "layer"), spec, logf)
 }
 
-func layerKind(m *engine.Model, i int) string {
-	a := "kda"
-	if m.Cfg.IsMLA(i) {
-		a = "mla"
-	}
-	if m.Cfg.IsDense(i) {
-		return a + "+dense"
-	}
-	return a + "+moe"
-}
-
 // Layer measures per-layer decode time with everything resident and
 // with the trunk and experts streamed cold from disk, and prefill speed.
 func Layer(ctx context.Context, model, tr string, cfg LayerConfig) (*LayerResult, error) {
@@ -261,7 +250,7 @@ func Layer(ctx context.Context, model, tr string, cfg LayerConfig) (*LayerResult
 			if !m.Cfg.IsDense(i) {
 				b += int64(m.Cfg.TopK) * m.Experts().ExpertBytes()
 			}
-			out = append(out, LayerTiming{Layer: i, Kind: layerKind(m, i), Bytes: b,
+			out = append(out, LayerTiming{Layer: i, Kind: m.Cfg.LayerKind(i), Bytes: b,
 				Seconds: e.LayerSeconds[i] / float64(tokens)})
 		}
 		return out, prefill, nil

@@ -59,6 +59,20 @@ func (c *Config) IsMLA(i int) bool { return c.MLA[i] }
 // IsDense reports whether 0-based layer i uses the dense MLP instead of MoE.
 func (c *Config) IsDense(i int) bool { return i < c.FirstKDense }
 
+// LayerKind names 0-based layer i's blocks: its attention ("kda" or
+// "mla") and its MLP ("dense" or "moe"), e.g. "kda+moe". Benchmarks time
+// layers per kind.
+func (c *Config) LayerKind(i int) string {
+	a := "kda"
+	if c.IsMLA(i) {
+		a = "mla"
+	}
+	if c.IsDense(i) {
+		return a + "+dense"
+	}
+	return a + "+moe"
+}
+
 // Summary is the one-line description printed when a model is loaded.
 func (c *Config) Summary() string {
 	nm := 0

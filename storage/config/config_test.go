@@ -7,6 +7,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
 )
 
 func TestReleasedConfig(t *testing.T) {
@@ -181,4 +183,10 @@ func TestValueRefusals(t *testing.T) {
 		t.Fatal("the fixture's model_type line moved")
 	}
 	refuse(t, "utf8", []byte(bad), "invalid UTF-8 at byte")
+}
+
+func TestLayerKind(t *testing.T) {
+	c := &Config{MLA: []bool{false, false, false, true}, FirstKDense: 1}
+	assert.Equal(t, []string{"kda+dense", "kda+moe", "kda+moe", "mla+moe"},
+		[]string{c.LayerKind(0), c.LayerKind(1), c.LayerKind(2), c.LayerKind(3)})
 }
