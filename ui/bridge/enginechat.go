@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -62,10 +63,26 @@ func (s Settings) Budget(mem *plan.Memory) engine.Budget {
 // OpenOptions are the engine options the settings give.
 func (s Settings) OpenOptions(mem *plan.Memory) engine.Options {
 	o := engine.Options{Layers: s.Layers, TrunkDir: s.TrunkDir, Budget: s.Budget(mem), Positions: s.Positions(), Memory: mem}
+	if !s.NoDraft {
+		o.Draft = DraftBeside(s.ModelDir)
+	}
 	if o.StateCopies = chat.StateCopies(o); o.StateCopies > 0 {
 		o.StateCopies++ // the snapshot of the server's session, when the app serves
 	}
 	return o
+}
+
+// DraftBeside is the draft model folder beside a model (dir/draft with its
+// config.json), or "" when there is none.
+func DraftBeside(dir string) string {
+	if dir == "" {
+		return ""
+	}
+	d := filepath.Join(dir, "draft")
+	if fi, err := os.Stat(filepath.Join(d, "config.json")); err == nil && fi.Mode().IsRegular() {
+		return d
+	}
+	return ""
 }
 
 // Positions is the context a conversation may take: ContextPositions and

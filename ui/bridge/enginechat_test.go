@@ -153,3 +153,30 @@ func TestHeapSwing(t *testing.T) {
 	assert.GreaterOrEqual(t, at.goal, at.live)
 	assert.Equal(t, int64(100), at.gogc, "go test runs with the default GOGC")
 }
+
+// The app uses the draft model it finds beside the model (the demo has
+// one) unless the user turned it off; the replies are the same either way.
+func TestEngineChatUsesTheDraftBeside(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "demo")
+	require.NoError(t, MakeDemoModel(dir))
+	s := DefaultSettings()
+	s.ModelDir, s.Demo, s.Preset, s.MaxTokens = dir, true, "laptop", 40
+	assert.Equal(t, filepath.Join(dir, "draft"), s.OpenOptions(nil).Draft)
+	off := s
+	off.NoDraft = true
+	assert.Empty(t, off.OpenOptions(nil).Draft)
+	assert.Empty(t, DraftBeside(t.TempDir()), "no draft folder")
+
+	opt := s.ConvDefaults().ChatOptions()
+	h := []chat.Message{{Role: "user", Content: "Tell me a saying about time."}}
+	reply := func(s Settings) string {
+		c := NewEngineChat(s)
+		defer c.Close()
+		r, err := c.Turn(context.Background(), h, opt, func(engine.Event) {})
+		require.NoError(t, err)
+		return r.Message.Content
+	}
+	with := reply(s)
+	assert.NotEmpty(t, with)
+	assert.Equal(t, reply(off), with)
+}

@@ -43,6 +43,10 @@ type Settings struct {
 	MaxTokens    int
 	engine.Sampling
 	Threads int // 0: one per physical core
+	// NoDraft turns off the draft model found beside the model (a draft/
+	// folder, as k3 demo writes): speculative decoding then copies from
+	// the context only. The replies are the same either way.
+	NoDraft bool
 
 	// Where the model runs: BackendLocal or BackendServer (remotechat.go).
 	Backend     string
@@ -107,6 +111,7 @@ const (
 	kSeed        = "chat.seed"
 	kMaxTokens   = "chat.max_tokens"
 	kThreads     = "engine.threads"
+	kNoDraft     = "engine.no_draft"
 	kBackend     = "backend"
 	kServerURL   = "server.url"
 	kServerKey   = "server.key" // only read, to move an older k3's key into the key store
@@ -138,6 +143,7 @@ func LoadSettings(p Prefs) Settings {
 			Seed:        uint64(max(p.IntWithFallback(kSeed, int(d.Seed)), 0)),
 		},
 		Threads:     p.IntWithFallback(kThreads, d.Threads),
+		NoDraft:     p.Bool(kNoDraft),
 		Backend:     p.String(kBackend),
 		ServerURL:   p.String(kServerURL),
 		ServerModel: p.String(kServerModel),
@@ -166,6 +172,7 @@ func (s Settings) Save(p Prefs) {
 	p.SetInt(kSeed, int(s.Seed))
 	p.SetInt(kMaxTokens, s.MaxTokens)
 	p.SetInt(kThreads, s.Threads)
+	p.SetBool(kNoDraft, s.NoDraft)
 	p.SetString(kBackend, s.Backend)
 	p.SetString(kServerURL, s.ServerURL)
 	p.SetString(kServerModel, s.ServerModel)
