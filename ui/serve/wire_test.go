@@ -6,12 +6,19 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	demoasset "k3/assets/demo"
+	"k3/engine"
+	"k3/internal/fixture"
+	"k3/tokenizer"
 )
 
 // TestCORSEchoesRequestedHeaders: a preflight from an allowed origin is
@@ -196,4 +203,28 @@ func TestModelCapabilities(t *testing.T) {
 	resp, data = get(t, s, "/v1/models")
 	require.Equal(t, 200, resp.StatusCode)
 	assert.Contains(t, string(data), `"context_length":4096`)
+}
+
+// TestModelCapabilitiesDrafter: with a draft model loaded (the trained
+// demo's), the card says so.
+func TestModelCapabilitiesDrafter(t *testing.T) {
+	dir := fixture.ModelDir("demo")
+	tok, err := tokenizer.Load(dir)
+	require.NoError(t, err)
+	m, err := engine.Open(dir, engine.Options{Budget: engine.Budget{CacheBytes: 1 << 62}, Draft: filepath.Join(dir, "..", demoasset.DraftDir)})
+	require.NoError(t, err)
+	e := m.NewEngine(1)
+	t.Cleanup(func() { e.Close(); m.Close() })
+	require.NotNil(t, m.DraftModel())
+	s, err := New(Options{Engine: e, Tok: tok, ModelID: "demo"})
+	require.NoError(t, err)
+	rec := httptest.NewRecorder()
+	s.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "http://127.0.0.1/v1/models/demo", nil))
+	require.Equal(t, 200, rec.Code, rec.Body.String())
+	var card struct {
+		K3 map[string]any `json:"k3"`
+	}
+	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &card))
+	assert.Equal(t, map[string]any{"thinking": true, "tools": true, "structured_output": true, "drafter": true, "queue": 8.0}, card.K3,
+		"no context cap: no context_length")
 }
