@@ -272,7 +272,7 @@ func (s *Server) logf(format string, args ...any) {
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/health", s.only("GET", s.health))
-	mux.HandleFunc("/metrics", s.only("GET", s.authed(s.metrics)))
+	mux.HandleFunc("/metrics", s.method("GET", s.authed(s.metrics))) // a scrape is not counted as a request
 	mux.HandleFunc("/v1/models", s.only("GET", s.authed(s.models)))
 	mux.HandleFunc("/v1/models/{id}", s.only("GET", s.authed(s.model)))
 	mux.HandleFunc("/v1/chat/completions", s.only("POST", s.authed(s.chatCompletions)))
@@ -326,15 +326,23 @@ func (s *Server) allowedOrigin(origin string) bool {
 	return false
 }
 
-// only answers other methods with 405 (and CORS preflights with 204).
+// only answers other methods with 405 (and CORS preflights with 204) and
+// counts the requests it lets through.
 func (s *Server) only(method string, h http.HandlerFunc) http.HandlerFunc {
+	return s.method(method, func(w http.ResponseWriter, r *http.Request) {
+		s.requests.Add(1)
+		h(w, r)
+	})
+}
+
+// method answers other methods than the one given with 405.
+func (s *Server) method(method string, h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != method {
 			w.Header().Set("Allow", method)
 			s.writeError(w, &openai.Error{Status: http.StatusMethodNotAllowed, Message: fmt.Sprintf("%s takes %s, not %s", r.URL.Path, method, r.Method), Type: "invalid_request_error"})
 			return
 		}
-		s.requests.Add(1)
 		h(w, r)
 	}
 }
@@ -436,7 +444,7 @@ func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
 	put := func(name, kind, help string, v any) {
 		fmt.Fprintf(&b, "# HELP k3_%s %s\n# TYPE k3_%s %s\nk3_%s %v\n", name, help, name, kind, name, v)
 	}
-	put("requests_total", "counter", "Requests that reached an endpoint.", st.Requests)
+	put("requests_total", "counter", "Requests that reached an endpoint (scrapes of /metrics are not counted).", st.Requests)
 	put("generations_total", "counter", "Generations that ran.", st.Generations)
 	put("generations_cancelled_total", "counter", "Generations stopped because the client went away.", st.Cancelled)
 	put("prompt_positions_reused_total", "counter", "Prompt positions reused from the kept engine state.", st.Reused)

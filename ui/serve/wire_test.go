@@ -180,7 +180,7 @@ func TestMetrics(t *testing.T) {
 		"k3_request_bodies_in_flight_bytes":    "0",
 		"k3_last_generation_seconds_per_token": vals["k3_last_generation_seconds_per_token"],
 	}, vals)
-	assert.Equal(t, int64(3), st.Requests, "the refused scrape, the chat request and this scrape")
+	assert.Equal(t, int64(1), st.Requests, "the chat request; scrapes are not counted")
 	assert.Positive(t, st.Prefilled)
 	spt, err := strconv.ParseFloat(vals["k3_last_generation_seconds_per_token"], 64)
 	require.NoError(t, err)
