@@ -119,6 +119,9 @@ type CompletionRequest struct {
 	Sampling
 	Prompt json.RawMessage `json:"prompt"`
 	Echo   bool            `json:"echo,omitempty"`
+	// SkipSpecialTokens false keeps control-token strings (<|open|>, ...)
+	// in the text; by default they are left out, as vLLM does.
+	SkipSpecialTokens *bool `json:"skip_special_tokens,omitempty"`
 }
 
 // TokensDetails is usage.prompt_tokens_details.
@@ -253,6 +256,18 @@ type Model struct {
 	Object  string `json:"object"`
 	Created int64  `json:"created"`
 	OwnedBy string `json:"owned_by"`
+	// K3 is what this server can do (k3's own field).
+	K3 *Capabilities `json:"k3,omitempty"`
+}
+
+// Capabilities are k3's own fields of a model card.
+type Capabilities struct {
+	ContextLength    int  `json:"context_length,omitempty"` // positions per request, prompt and reply (absent: no cap)
+	Thinking         bool `json:"thinking"`
+	Tools            bool `json:"tools"`
+	StructuredOutput bool `json:"structured_output"` // response_format and required tool calls are enforced
+	Drafter          bool `json:"drafter"`           // a draft model for speculative decoding is loaded
+	Queue            int  `json:"queue"`             // requests that may wait while one generates
 }
 
 // ModelList is GET /v1/models.

@@ -62,7 +62,7 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, err)
 		return
 	}
-	j := &job{raw: true}
+	j := &job{raw: true, keepSpecial: q.SkipSpecialTokens != nil && !*q.SkipSpecialTokens}
 	id, created := newID("cmpl-"), time.Now().Unix()
 	s.handle(w, r, "POST /v1/completions", q.Stream, j, t0, release, []func() *openai.Error{
 		func() *openai.Error { return s.samplingOf(&q.Sampling, j) },

@@ -6,8 +6,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
+	"time"
 
 	"k3/engine"
 	"k3/engine/chat"
@@ -22,12 +24,15 @@ type job struct {
 	thinking bool // the prompt opened the think channel
 	// noTools, when set, says why tool calls were not asked for (no tools,
 	// or tool_choice "none"): the reader leaves out the ones written anyway
-	noTools   string
-	raw       bool // a completion: every generated token is text, no channels
-	maxTokens int
-	sampling  engine.Sampling
-	stream    uint64 // PCG32 stream of the seed (as k3 chat: the turn's user-message count)
-	stops     []string
+	noTools string
+	raw     bool // a completion: every generated token is text, no channels
+	// keepSpecial keeps a completion's control tokens in its text, as
+	// their strings (skip_special_tokens false)
+	keepSpecial bool
+	maxTokens   int
+	sampling    engine.Sampling
+	stream      uint64 // PCG32 stream of the seed (as k3 chat: the turn's user-message count)
+	stops       []string
 	// schema, when set, is what the answer must be (response_format):
 	// enforced by constrained decoding
 	schema *constrain.Schema
@@ -143,6 +148,7 @@ func (s *Server) generate(ctx context.Context, j *job) (*result, error) {
 	filter := newStopFilter(j.stops, j.onAnswer)
 	dec := s.o.Tok.NewStreamDecoder()
 	stopIDs := s.o.Tok.StopIDs()
+	var first time.Time // when the first reply token came
 	on := func(ev engine.Event) {
 		switch ev.Kind {
 		case engine.EventPrefill:
@@ -150,7 +156,10 @@ func (s *Server) generate(ctx context.Context, j *job) (*result, error) {
 				j.onPrefill(ev.Done, ev.Total)
 			}
 		case engine.EventToken:
-			if j.raw && !slices.Contains(stopIDs, ev.Token) {
+			if first.IsZero() {
+				first = time.Now()
+			}
+			if j.raw && !slices.Contains(stopIDs, ev.Token) && (j.keepSpecial || !s.o.Tok.IsSpecial(ev.Token)) {
 				filter.add(dec.Add(ev.Token))
 			}
 		case engine.EventReasoning:
@@ -184,6 +193,11 @@ func (s *Server) generate(ctx context.Context, j *job) (*result, error) {
 	}
 	s.reused.Add(int64(rep.Reused))
 	s.prefilled.Add(int64(rep.Prefilled))
+	s.tokens.Add(int64(len(rep.IDs)))
+	if n := len(rep.IDs); n > 1 && !first.IsZero() {
+		// the steps after the first token, which came with the prompt's read
+		s.secsPerToken.Store(math.Float64bits(time.Since(first).Seconds() / float64(n-1)))
+	}
 	res := &result{ids: rep.IDs, prompt: len(j.ids), reused: rep.Reused, finish: "length"}
 	if own {
 		res.shown = rep.Reused

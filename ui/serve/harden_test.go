@@ -103,6 +103,7 @@ func TestBodiesInFlightBounded(t *testing.T) {
 	resp, data := post(t, s, "/v1/chat/completions", map[string]any{"messages": hi, "max_tokens": 2})
 	assert.Equal(t, 429, resp.StatusCode)
 	assert.Contains(t, string(data), "busy reading other requests")
+	assert.Equal(t, "1", resp.Header.Get("Retry-After"))
 	big := rawRequest(t, s, "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 10000000000\r\n\r\n", nil)
 	assert.Equal(t, "HTTP/1.1 413 Request Entity Too Large", status(t, big))
 	for _, c := range held {

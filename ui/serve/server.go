@@ -20,10 +20,12 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"math"
 	"net"
 	"net/http"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -94,6 +96,7 @@ type Stats struct {
 	Cancelled   int64 // generations stopped because the client went away
 	Reused      int64 // prompt positions reused from the kept state, summed
 	Prefilled   int64 // prompt positions read, summed
+	Tokens      int64 // reply tokens generated, summed
 }
 
 // generator runs one reply over a rendered transcript; a chat.Session,
@@ -116,7 +119,8 @@ type Server struct {
 	hs *http.Server
 	ln net.Listener
 
-	requests, generations, cancelled, reused, prefilled atomic.Int64
+	requests, generations, cancelled, reused, prefilled, tokens atomic.Int64
+	secsPerToken                                                atomic.Uint64 // float64 bits: of the last generation of 2 tokens or more
 
 	bodies        budget // bytes of request bodies being read and checked
 	maxTokenBytes int    // the longest token's bytes: text of n bytes is at least n/this positions
@@ -255,7 +259,7 @@ func (s *Server) Stop(ctx context.Context) error {
 // Stats reads the counters.
 func (s *Server) Stats() Stats {
 	return Stats{Requests: s.requests.Load(), Generations: s.generations.Load(), Cancelled: s.cancelled.Load(),
-		Reused: s.reused.Load(), Prefilled: s.prefilled.Load()}
+		Reused: s.reused.Load(), Prefilled: s.prefilled.Load(), Tokens: s.tokens.Load()}
 }
 
 func (s *Server) logf(format string, args ...any) {
@@ -268,6 +272,7 @@ func (s *Server) logf(format string, args ...any) {
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/health", s.only("GET", s.health))
+	mux.HandleFunc("/metrics", s.method("GET", s.authed(s.metrics))) // a scrape is not counted as a request
 	mux.HandleFunc("/v1/models", s.only("GET", s.authed(s.models)))
 	mux.HandleFunc("/v1/models/{id}", s.only("GET", s.authed(s.model)))
 	mux.HandleFunc("/v1/chat/completions", s.only("POST", s.authed(s.chatCompletions)))
@@ -321,15 +326,23 @@ func (s *Server) allowedOrigin(origin string) bool {
 	return false
 }
 
-// only answers other methods with 405 (and CORS preflights with 204).
+// only answers other methods with 405 (and CORS preflights with 204) and
+// counts the requests it lets through.
 func (s *Server) only(method string, h http.HandlerFunc) http.HandlerFunc {
+	return s.method(method, func(w http.ResponseWriter, r *http.Request) {
+		s.requests.Add(1)
+		h(w, r)
+	})
+}
+
+// method answers other methods than the one given with 405.
+func (s *Server) method(method string, h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != method {
 			w.Header().Set("Allow", method)
 			s.writeError(w, &openai.Error{Status: http.StatusMethodNotAllowed, Message: fmt.Sprintf("%s takes %s, not %s", r.URL.Path, method, r.Method), Type: "invalid_request_error"})
 			return
 		}
-		s.requests.Add(1)
 		h(w, r)
 	}
 }
@@ -372,10 +385,19 @@ func (s *Server) cors(h http.Handler) http.Handler {
 			}
 		}
 		if allowed != "" {
-			w.Header().Set("Access-Control-Allow-Origin", allowed)
-			w.Header().Set("Access-Control-Allow-Headers", "Authorization, Content-Type, x-api-key")
-			w.Header().Set("Access-Control-Allow-Methods", "GET, POST, OPTIONS")
-			w.Header().Add("Vary", "Origin")
+			hd := w.Header()
+			hd.Set("Access-Control-Allow-Origin", allowed)
+			// echo what the preflight asks for: the official SDKs send
+			// their own headers (X-Stainless-*, anthropic-version, ...)
+			if want := r.Header.Values("Access-Control-Request-Headers"); len(want) > 0 {
+				hd.Set("Access-Control-Allow-Headers", strings.Join(want, ", "))
+				hd.Add("Vary", "Access-Control-Request-Headers")
+			} else {
+				hd.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, x-api-key")
+			}
+			hd.Set("Access-Control-Allow-Methods", "GET, POST, OPTIONS")
+			hd.Set("Access-Control-Expose-Headers", "X-K3-Reused-Positions, Retry-After")
+			hd.Add("Vary", "Origin")
 		}
 		if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
 			w.WriteHeader(http.StatusNoContent)
@@ -391,8 +413,14 @@ func (s *Server) writeJSON(w http.ResponseWriter, status int, v any) {
 	openai.WriteJSON(w, status, v)
 }
 
-// writeError answers with e, the write under the write deadline.
+// writeError answers with e, the write under the write deadline. A 429
+// says when to try again: Retry-After, in seconds, one more than the
+// requests waiting in the queue.
 func (s *Server) writeError(w http.ResponseWriter, e *openai.Error) {
+	if e.Status == http.StatusTooManyRequests {
+		_, waiting := s.q.depth()
+		w.Header().Set("Retry-After", strconv.Itoa(1+waiting))
+	}
 	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(s.o.WriteTimeout))
 	openai.WriteError(w, e)
 }
@@ -403,7 +431,36 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) card() openai.Model {
-	return openai.Model{ID: s.o.ModelID, Object: "model", Created: s.created, OwnedBy: "k3"}
+	return openai.Model{ID: s.o.ModelID, Object: "model", Created: s.created, OwnedBy: "k3",
+		K3: &openai.Capabilities{ContextLength: s.o.MaxContext, Thinking: true, Tools: true, StructuredOutput: true,
+			Drafter: s.o.Engine.Model().DraftModel() != nil, Queue: s.o.Queue}}
+}
+
+// metrics answers GET /metrics: the counters in Prometheus' text format.
+func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
+	st := s.Stats()
+	running, waiting := s.q.depth()
+	var b strings.Builder
+	put := func(name, kind, help string, v any) {
+		fmt.Fprintf(&b, "# HELP k3_%s %s\n# TYPE k3_%s %s\nk3_%s %v\n", name, help, name, kind, name, v)
+	}
+	put("requests_total", "counter", "Requests that reached an endpoint (scrapes of /metrics are not counted).", st.Requests)
+	put("generations_total", "counter", "Generations that ran.", st.Generations)
+	put("generations_cancelled_total", "counter", "Generations stopped because the client went away.", st.Cancelled)
+	put("prompt_positions_reused_total", "counter", "Prompt positions reused from the kept engine state.", st.Reused)
+	put("prompt_positions_prefilled_total", "counter", "Prompt positions read.", st.Prefilled)
+	put("generated_tokens_total", "counter", "Reply tokens generated.", st.Tokens)
+	put("generating", "gauge", "1 while a generation runs.", map[bool]int{true: 1}[running])
+	put("queue_waiting", "gauge", "Requests waiting in the queue.", waiting)
+	put("queue_size", "gauge", "Requests that may wait in the queue.", s.o.Queue)
+	put("request_bodies_in_flight_bytes", "gauge", "Bytes of request bodies being read and checked.", s.bodies.inUse())
+	if bits := s.secsPerToken.Load(); bits != 0 {
+		put("last_generation_seconds_per_token", "gauge", "Seconds per reply token of the last generation, after its first token.",
+			strconv.FormatFloat(math.Float64frombits(bits), 'g', -1, 64))
+	}
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(s.o.WriteTimeout))
+	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+	_, _ = io.WriteString(w, b.String())
 }
 
 func (s *Server) models(w http.ResponseWriter, r *http.Request) {
