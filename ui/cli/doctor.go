@@ -191,7 +191,11 @@ func printDoctorDrafter(w io.Writer, ds []doctor.DraftPrediction) {
 		}
 		with := "drafting does not pay"
 		if d.DraftLength > 0 {
-			with = fmt.Sprintf("%.1f s/token with it (%d drafts, %.2f tokens per pass, %.2fx)", d.SecondsPerToken, d.DraftLength, d.TokensPerPass, d.PlainSecondsPerToken/d.SecondsPerToken)
+			drafts := "drafts"
+			if d.DraftLength == 1 {
+				drafts = "draft"
+			}
+			with = fmt.Sprintf("%.1f s/token with it (%d %s, %.2f tokens per pass, %.2fx)", d.SecondsPerToken, d.DraftLength, drafts, d.TokensPerPass, d.PlainSecondsPerToken/d.SecondsPerToken)
 		}
 		fmt.Fprintf(w, "    %-12s %-12s (peak RSS %5.1f GB)  %6.1f s/token without, %s\n", d.Name, fit, float64(d.PeakRSSBytes)/1e9, d.PlainSecondsPerToken, with)
 	}

@@ -49,7 +49,7 @@ func TestDoctorShowsTheDrafter(t *testing.T) {
 	}
 	// the laptop line's numbers are PredictDraft's
 	d := doctorDraftFor(t, js, "laptop")
-	assert.Contains(t, lines["laptop"], fmt.Sprintf("%.1f s/token without, %.1f s/token with it (%d drafts", d.PlainSecondsPerToken, d.SecondsPerToken, d.DraftLength))
+	assert.Contains(t, lines["laptop"], fmt.Sprintf("%.1f s/token without, %.1f s/token with it (%d draft", d.PlainSecondsPerToken, d.SecondsPerToken, d.DraftLength))
 	assert.Greater(t, d.DraftLength, 0)
 }
 
