@@ -85,7 +85,7 @@ func TestDownloadPinnedDrafterRefusesOtherContent(t *testing.T) {
 	pins[0].SHA256 = sha([]byte("another config"))
 	_, err = client(h).Download(context.Background(), Options{Dest: t.TempDir(), Revision: commitA, Pinned: pins})
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), "config.json")
+	assert.Contains(t, err.Error(), "config.json: downloaded twice and the content is still wrong (sha256 "+sha(files["config.json"]))
 }
 
 func TestDraftPinsAreTheDocumentedRelease(t *testing.T) {
