@@ -68,8 +68,11 @@ type Report struct {
 	Compute    Compute      `json:"compute"`
 	Preset     Prediction   `json:"preset"`
 	AllPresets []Prediction `json:"all_presets"`
-	CanRun     bool         `json:"can_run"`
-	Problems   []string     `json:"problems"` // why it cannot run (empty when CanRun)
+	// Drafter is the released DSpark drafter at every preset: whether it
+	// fits beside the plan and the projected s/token with it (draftcost.go).
+	Drafter  []DraftPrediction `json:"drafter"`
+	CanRun   bool              `json:"can_run"`
+	Problems []string          `json:"problems"` // why it cannot run (empty when CanRun)
 	// NoSpaceOnly: the only problem is that no directory given has room for
 	// the checkpoint; every check that can run here passed (k3 doctor
 	// warns and exits 0, as the C engine's doctor did)
@@ -299,6 +302,7 @@ func decide(r *Report) {
 	}
 	for _, p := range plan.Presets {
 		r.AllPresets = append(r.AllPresets, Predict(p, sp))
+		r.Drafter = append(r.Drafter, PredictDraft(p, sp, r.Memory.Plan()))
 	}
 	pred, memOK := Choose(r.Memory.Plan(), sp)
 	r.Preset = pred

@@ -120,12 +120,28 @@ func ModelOf(c *config.Config) Model {
 // process base BaselineBytes, and the state copies a chat session keeps at
 // that budget, as the app and k3 chat reserve them).
 func (m Model) Inputs(b plan.Budget, positions int) plan.Inputs {
+	return m.inputs(m.run(b, positions))
+}
+
+func (m Model) run(b plan.Budget, positions int) plan.Run {
+	return plan.Run{Streaming: true, TrunkBudget: int64(b.TrunkGB * plan.GB), Ring: PlanRing, CacheBudget: int64(b.CacheGB * plan.GB),
+		Ultra: b.Ultra, Positions: positions, Chunk: PlanChunk, SpecPositions: min(plan.DefaultMaxDraft, PlanChunk-1) + 1,
+		StateCopies: plan.ChatStateCopies(int64(b.TrunkGB*plan.GB), b.Ultra), BaselineRSS: BaselineBytes}
+}
+
+func (m Model) inputs(r plan.Run) plan.Inputs {
 	return plan.ForModel(m.Cfg, m.Cfg.Layers,
 		plan.Sizes{LayerBytes: m.LayerBytes, GlobalBytes: m.GlobalBytes, TableBytes: m.EmbedBytes + m.LMHeadBytes,
-			SlotBytes: direct.AlignUp(m.ExpertBytes) + direct.Align},
-		plan.Run{Streaming: true, TrunkBudget: int64(b.TrunkGB * plan.GB), Ring: PlanRing, CacheBudget: int64(b.CacheGB * plan.GB),
-			Ultra: b.Ultra, Positions: positions, Chunk: PlanChunk, SpecPositions: min(plan.DefaultMaxDraft, PlanChunk-1) + 1,
-			StateCopies: plan.ChatStateCopies(int64(b.TrunkGB*plan.GB), b.Ultra), BaselineRSS: BaselineBytes})
+			SlotBytes: direct.AlignUp(m.ExpertBytes) + direct.Align}, r)
+}
+
+// DraftPlan is Plan with a draft model of draftBytes weights and perPos
+// context-row bytes per position resident beside it (as the engine plans
+// a --draft run).
+func (m Model) DraftPlan(b plan.Budget, draftBytes, perPos int64) *plan.Plan {
+	r := m.run(b, PlanPositions)
+	r.DraftBytes, r.DraftPerPos = draftBytes, perPos
+	return plan.Make(m.inputs(r))
 }
 
 // Plan is the memory plan of a run of the model at budget b, at the context

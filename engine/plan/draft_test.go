@@ -8,6 +8,7 @@ import (
 
 	"k3/internal/fixture"
 	"k3/storage/config"
+	"k3/storage/units"
 )
 
 // TestDraftCounted: a draft model adds its weights and its context rows
@@ -27,4 +28,31 @@ func TestDraftCounted(t *testing.T) {
 	assert.Zero(t, without.Draft)
 	assert.Contains(t, with.String(), "draft model")
 	assert.NotContains(t, without.String(), "draft model")
+}
+
+// TestDraftRefusedAtTheFloor: at the laptop preset's 8 GB floor the
+// released drafter (7.12 GB bf16) does not fit beside the plan: Check
+// refuses, naming the memory the run needs, the drafter's share and that
+// the run fits without it.
+func TestDraftRefusedAtTheFloor(t *testing.T) {
+	c, err := config.Load(fixture.ModelDir("tiny-release") + "/config.json")
+	require.NoError(t, err)
+	s := Sizes{LayerBytes: []int64{3, 4}}
+	r := Run{Positions: 100}
+	base := Make(ForModel(c, 2, s, r))
+	mem := Memory{AvailableBytes: int64(float64(base.Total+1_000_000_000) / 0.95)} // 1 GB to spare
+	require.NoError(t, base.Check(mem))
+	r.DraftBytes = 7_124_633_450
+	with := Make(ForModel(c, 2, s, r))
+	err = with.Check(mem)
+	require.Error(t, err)
+	msg := err.Error()
+	assert.Contains(t, msg, "needs "+units.Bytes(with.Total)+" with the draft model ("+units.Bytes(with.Draft)+" of it")
+	assert.Contains(t, msg, "without --draft the plan needs "+units.Bytes(base.Total)+", which fits")
+
+	// a machine too small even without the drafter: says so
+	small := Memory{AvailableBytes: base.Total / 2}
+	err = with.Check(small)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "also without it the plan needs "+units.Bytes(base.Total)+", more than fits")
 }

@@ -306,6 +306,15 @@ func (p *Plan) Check(mem Memory) error {
 	if usable <= 0 {
 		return nil // unknown: nothing to check against
 	}
+	if !fits(p.Total, mem) && p.Draft > 0 {
+		// name the drafter's share: the run fits, or needs a smaller plan, without it
+		without := "also without it the plan needs " + units.Bytes(p.Total-p.Draft) + ", more than fits: pick a smaller --preset"
+		if fits(p.Total-p.Draft, mem) {
+			without = "without --draft the plan needs " + units.Bytes(p.Total-p.Draft) + ", which fits"
+		}
+		return fmt.Errorf("the memory plan needs %s with the draft model (%s of it: its weights and context rows, resident) but only %s is available (95%% of %s); %s",
+			units.Bytes(p.Total), units.Bytes(p.Draft), units.Bytes(int64(0.95*float64(usable))), units.Bytes(usable), without)
+	}
 	if !fits(p.Total, mem) {
 		return fmt.Errorf("the memory plan needs %s but only %s is available (95%% of %s); lower --trunk-gb/--cache-gb, pick a smaller --preset, or shorten the context (the KV cache takes %s)",
 			units.Bytes(p.Total), units.Bytes(int64(0.95*float64(usable))), units.Bytes(usable), units.Bytes(p.KV))

@@ -36,6 +36,11 @@ type Options struct {
 	// Files, if set, restricts the download to these repository paths
 	// (applied after Layers).
 	Files []string
+	// Pinned, if set, is the exact file set expected (name, size, sha256):
+	// only these files are fetched, the hub's listing must agree with every
+	// size and published sha256, and each file's content is checked against
+	// the pinned sha256 (small files too, not only their git blob id).
+	Pinned []RemoteFile
 	// Progress receives events; it is called from several goroutines, one
 	// call at a time, and must not block for long.
 	Progress func(Event)
@@ -341,10 +346,42 @@ func (d *downloader) selectFiles(ctx context.Context, info *RepoInfo) ([]RemoteF
 		}
 		files = sel
 	}
+	if len(d.opt.Pinned) > 0 {
+		var err error
+		if files, err = pinFiles(files, d.opt.Pinned, d.c.Repo, d.commit); err != nil {
+			return nil, err
+		}
+	}
 	if len(files) == 0 {
 		return nil, fmt.Errorf("nothing to download: %s at commit %s has no matching files", d.c.Repo, d.commit)
 	}
 	return files, nil
+}
+
+// pinFiles selects the pinned files from the hub's listing, refusing any
+// that is missing or whose listed size or sha256 differs from the pin; the
+// selected files carry the pinned sha256, so their content is checked
+// against it.
+func pinFiles(files, pins []RemoteFile, repo, commit string) ([]RemoteFile, error) {
+	listed := map[string]RemoteFile{}
+	for _, f := range files {
+		listed[f.Name] = f
+	}
+	var sel []RemoteFile
+	for _, p := range pins {
+		f, ok := listed[p.Name]
+		switch {
+		case !ok:
+			return nil, fmt.Errorf("%s at commit %s has no %s, which the pinned release has", repo, commit, p.Name)
+		case f.Size != p.Size:
+			return nil, fmt.Errorf("%s at commit %s lists %s with %d bytes, the pinned release has %d", repo, commit, p.Name, f.Size, p.Size)
+		case f.SHA256 != "" && f.SHA256 != p.SHA256:
+			return nil, fmt.Errorf("%s at commit %s lists %s with sha256 %s, the pinned release has %s", repo, commit, p.Name, f.SHA256, p.SHA256)
+		}
+		f.SHA256 = p.SHA256
+		sel = append(sel, f)
+	}
+	return sel, nil
 }
 
 // presentBytes estimates what is already on disk for f (for the free-space

@@ -47,6 +47,19 @@ const DefaultEndpoint = "https://huggingface.co"
 // DefaultRepo is the released Kimi K3 checkpoint.
 const DefaultRepo = "moonshotai/Kimi-K3"
 
+// DraftRepo is the released DSpark drafter for Kimi K3, DraftRevision the
+// commit k3 pins it to and DraftFiles its files (docs/DSPARK.md §1).
+const (
+	DraftRepo     = "Inferact/Kimi-K3-DSpark"
+	DraftRevision = "cf6b8244620e7ea4b0651d214f28e89eac75bed6"
+)
+
+// DraftFiles are the released drafter's files with their sizes and SHA-256.
+var DraftFiles = []RemoteFile{
+	{Name: "config.json", Size: 1251, SHA256: "5a3c2f4f91c965ed93b14de5f12a4e9c17fd98d8c99916ed2deb26ce8702f970"},
+	{Name: "model.safetensors", Size: 7_124_633_450, SHA256: "f9972a636d92a11994cdcfc88fd4c5b5d50d6eb2a89af016031593b8c65c2053"},
+}
+
 // EndpointFromEnv returns HF_ENDPOINT if set, else DefaultEndpoint, without
 // a trailing slash.
 func EndpointFromEnv() string {

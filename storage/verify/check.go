@@ -89,6 +89,7 @@ type Report struct {
 	Commit     string       `json:"commit,omitempty"` // from the manifest
 	Complete   bool         `json:"complete"`
 	Unreadable int          `json:"unreadable"`
+	Draft      bool         `json:"draft,omitempty"` // the folder holds a DSpark drafter
 }
 
 // Options for Check.
@@ -99,6 +100,9 @@ type Options struct {
 	// Shards replaces the released shard table (nil: ReleasedShards). For
 	// other checkpoints and for tests.
 	Shards []FileSpec
+	// Draft: dir is a DSpark drafter's folder, which needs config.json but
+	// no tokenizer files (CheckFolder sets it from the folder's config).
+	Draft bool
 	// Progress, if set, is called from hashing goroutines with the bytes
 	// hashed so far and the total to hash.
 	Progress func(done, total int64)
@@ -170,7 +174,11 @@ func Check(ctx context.Context, dir string, opt Options) (*Report, error) {
 			}
 		}
 	}
-	for _, n := range TokenizerFiles {
+	nonShard := TokenizerFiles
+	if opt.Draft {
+		nonShard = []string{"config.json"}
+	}
+	for _, n := range nonShard {
 		required[n] = -1
 	}
 	if man != nil {
@@ -181,7 +189,7 @@ func Check(ctx context.Context, dir string, opt Options) (*Report, error) {
 		}
 	}
 
-	rep := &Report{Dir: dir, Layers: opt.Layers, Hashed: opt.SHA256}
+	rep := &Report{Dir: dir, Layers: opt.Layers, Hashed: opt.SHA256, Draft: opt.Draft}
 	if man != nil {
 		rep.Commit = man.Commit
 	}

@@ -3,6 +3,7 @@ package verify
 import (
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -22,7 +23,17 @@ import (
 // download recorded; then every present shard is opened by the engine's
 // strict reader (a cut file or a damaged header is named) and config.json
 // is read by the engine's config reader. Their problems mark their files.
+//
+// A folder whose config.json names a DSpark drafter (model_type k3_dspark
+// or architecture K3DSparkModel) is checked as one: its config.json and
+// weights, its config read by the drafter's config reader.
 func CheckFolder(ctx context.Context, dir string, opt Options) (*Report, error) {
+	if IsDraftFolder(dir) {
+		if opt.Layers > 0 {
+			return nil, fmt.Errorf("%s holds a draft model; --layers applies to the main model only", dir)
+		}
+		opt.Draft = true
+	}
 	if opt.Shards == nil {
 		if shards, err := FolderShards(dir, 0); err == nil && !released(shards) {
 			sizes := ExpectedSizes(dir)
@@ -50,6 +61,8 @@ func CheckFolder(ctx context.Context, dir string, opt Options) (*Report, error) 
 		}
 		var problem string
 		switch {
+		case f.Name == "config.json" && opt.Draft:
+			problem = CheckDraftConfig(filepath.Join(dir, f.Name))
 		case f.Name == "config.json":
 			problem = CheckConfig(filepath.Join(dir, f.Name))
 		case strings.HasSuffix(f.Name, ".safetensors"):
@@ -205,10 +218,47 @@ func CheckShard(path string, size, want int64) string {
 	return ""
 }
 
+// IsDraftFolder reports whether dir/config.json names a DSpark drafter
+// (model_type "k3_dspark" or architecture "K3DSparkModel").
+func IsDraftFolder(dir string) bool {
+	raw, err := os.ReadFile(filepath.Join(dir, "config.json"))
+	if err != nil {
+		return false
+	}
+	var c struct {
+		ModelType     any   `json:"model_type"`
+		Architectures []any `json:"architectures"`
+	}
+	if json.Unmarshal(raw, &c) != nil {
+		return false
+	}
+	if c.ModelType == "k3_dspark" {
+		return true
+	}
+	for _, a := range c.Architectures {
+		if a == "K3DSparkModel" {
+			return true
+		}
+	}
+	return false
+}
+
+// CheckDraftConfig reads a drafter's config.json with the engine's draft
+// config reader; "" when it is complete, else a sentence naming every
+// missing or wrong field.
+func CheckDraftConfig(path string) string {
+	_, err := config.LoadDraft(path)
+	return configProblem(err, "choose the folder of a DSpark drafter (k3 download DEST --draft fetches the released one)")
+}
+
 // CheckConfig reads config.json with the engine's reader; "" when it is
 // one k3 can run, else a sentence.
 func CheckConfig(path string) string {
 	_, err := config.Load(path)
+	return configProblem(err, "choose the folder of the Kimi K3 release")
+}
+
+func configProblem(err error, choose string) string {
 	var ce *config.Error
 	switch {
 	case errors.As(err, &ce):
@@ -222,8 +272,8 @@ func CheckConfig(path string) string {
 		if len(ce.Invalid) > 0 {
 			what = append(what, "these are not valid: "+strings.Join(ce.Invalid, "; "))
 		}
-		return fmt.Sprintf("config.json is not one k3 can run: %s. Download config.json again, or choose the folder of the Kimi K3 release.",
-			strings.Join(what, "; "))
+		return fmt.Sprintf("config.json is not one k3 can run: %s. Download config.json again, or %s.",
+			strings.Join(what, "; "), choose)
 	case err != nil:
 		return fmt.Sprintf("config.json cannot be read (%v). Download it again.", firstLine(err))
 	}

@@ -147,6 +147,7 @@ func printDoctor(w io.Writer, r *doctor.Report) {
 		fmt.Fprintf(w, " %s %-12s %6.1f s/token  peak RSS %6.1f GB  reads %5.1f GB/token (io %.1f s + compute %.1f s)\n",
 			mark, p.Name, p.PredictedSecondsPerToken, float64(p.PredictedPeakRSSBytes)/1e9, float64(p.DiskBytesPerToken)/1e9, p.IOSeconds, p.ComputeSeconds)
 	}
+	printDoctorDrafter(w, r.Drafter)
 	for _, n := range r.Notes {
 		fmt.Fprintf(w, "note: %s\n", n)
 	}
@@ -172,5 +173,30 @@ func printDoctor(w io.Writer, r *doctor.Report) {
 		for _, t := range r.Then {
 			fmt.Fprintf(w, "then: %s\n", t)
 		}
+	}
+}
+
+// printDoctorDrafter shows, per preset, whether the released DSpark drafter
+// fits beside the plan and the projected s/token without and with it.
+func printDoctorDrafter(w io.Writer, ds []doctor.DraftPrediction) {
+	if len(ds) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\nwith the released DSpark drafter (k3 download DEST --draft; projected from its published %.2f tokens per pass at %d drafts on code):\n",
+		doctor.PublishedTokensPerPass, doctor.PublishedDrafts)
+	for _, d := range ds {
+		fit := "fits"
+		if !d.Fits {
+			fit = "does not fit"
+		}
+		with := "drafting does not pay"
+		if d.DraftLength > 0 {
+			drafts := "drafts"
+			if d.DraftLength == 1 {
+				drafts = "draft"
+			}
+			with = fmt.Sprintf("%.1f s/token with it (%d %s, %.2f tokens per pass, %.2fx)", d.SecondsPerToken, d.DraftLength, drafts, d.TokensPerPass, d.PlainSecondsPerToken/d.SecondsPerToken)
+		}
+		fmt.Fprintf(w, "    %-12s %-12s (peak RSS %5.1f GB)  %6.1f s/token without, %s\n", d.Name, fit, float64(d.PeakRSSBytes)/1e9, d.PlainSecondsPerToken, with)
 	}
 }

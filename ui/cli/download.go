@@ -2,6 +2,7 @@ package cli
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -31,6 +32,10 @@ var (
 	downloadProbeWait func(attempt int) time.Duration = nil
 )
 
+// downloadDraftPins are the drafter files `k3 download DEST --draft` expects
+// (tests replace them with their fake release's).
+var downloadDraftPins = hub.DraftFiles
+
 func runDownload(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("download", stderr)
 	layers := fs.Int("layers", 0, "fetch only the shards the first N layers need, plus config and tokenizer files")
@@ -39,9 +44,11 @@ func runDownload(args []string, stdout, stderr io.Writer) int {
 	endpoint := fs.String("endpoint", "", "hub base URL (default $HF_ENDPOINT or https://huggingface.co)")
 	repo := fs.String("repo", hub.DefaultRepo, "repository")
 	interval := fs.Duration("progress", 5*time.Second, "interval between progress lines")
+	draft := fs.Bool("draft", false, "fetch the released DSpark drafter ("+hub.DraftRepo+" at its pinned commit) into DEST/draft")
 	setUsage(fs, stderr,
-		"usage: k3 download DEST [--layers N] [--revision REV] [--jobs N] [--endpoint URL]",
-		"Downloads Kimi K3 into DEST. Re-run the same command to resume: finished files are kept,",
+		"usage: k3 download DEST [--layers N] [--revision REV] [--jobs N] [--endpoint URL] [--draft]",
+		"Downloads Kimi K3 into DEST (with --draft: its DSpark drafter into DEST/draft, every file's",
+		"size and SHA-256 checked against the pinned release). Re-run the same command to resume: finished files are kept,",
 		"partial ones continue where they stopped. A token is read from HF_TOKEN or",
 		"~/.cache/huggingface/token (HF_TOKEN_PATH) and never printed.",
 	)
@@ -54,6 +61,17 @@ func runDownload(args []string, stdout, stderr io.Writer) int {
 		return ExitUsage
 	}
 	dest := pos[0]
+	var pins []hub.RemoteFile
+	if *draft {
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		if set["layers"] || set["revision"] || set["repo"] {
+			fmt.Fprintln(stderr, "k3 download: --draft fetches the pinned drafter release; it takes no --layers, --revision or --repo")
+			return ExitUsage
+		}
+		*repo, *rev, pins = hub.DraftRepo, hub.DraftRevision, downloadDraftPins
+		dest = filepath.Join(dest, "draft")
+	}
 	cleanStaleFiles(stdout, "download", filepath.Join(dest, verify.ManifestFile))
 	c := downloadNewClient(*endpoint, *repo)
 	ctx, stop := storeInterrupt()
@@ -77,7 +95,7 @@ func runDownload(args []string, stdout, stderr io.Writer) int {
 		return ExitRuntime
 	}
 	res, err := c.Download(ctx, hub.Options{
-		Dest: dest, Revision: *rev, Layers: *layers, Jobs: *jobs,
+		Dest: dest, Revision: *rev, Layers: *layers, Jobs: *jobs, Pinned: pins,
 		Progress: rend.event, Interval: time.Second,
 	})
 	if err != nil {
@@ -112,7 +130,9 @@ func runDownload(args []string, stdout, stderr io.Writer) int {
 			len(sizeOnly), strings.Join(sizeOnly, ", "))
 	}
 	fmt.Fprintf(stdout, "manifest: %s/%s\n", strings.TrimRight(dest, "/"), verify.ManifestFile)
-	if *layers > 0 {
+	if *draft {
+		fmt.Fprintf(stdout, "next: k3 verify %s --sha256, then k3 run %s --draft %s\n", storeQuote(dest), storeQuote(pos[0]), storeQuote(dest))
+	} else if *layers > 0 {
 		fmt.Fprintf(stdout, "next: k3 verify %s --layers %d --sha256\n", storeQuote(dest), *layers)
 	} else {
 		fmt.Fprintf(stdout, "next: k3 verify %s --sha256\n", storeQuote(dest))

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -40,6 +41,8 @@ func runVerify(args []string, stdout, stderr io.Writer) int {
 		"       k3 verify MODEL_DIR --logits --golden DIR [--ids 3,4,5,6,7] [--layers N] [model flags]",
 		"Checks the released file set (96 shards with exact sizes, config.json, tiktoken.model,",
 		"tokenizer_config.json). Exit 0 only when everything needed is present and right.",
+		"A DSpark drafter's folder (k3 download DEST --draft) is checked as one: config.json complete,",
+		"model.safetensors whole, sizes and --sha256 against its k3-manifest.json.",
 		"With --logits it runs the model on the golden's ids and compares the last position's logits",
 		"with the published ones (worst |diff| relative to max|ref| within 5.1e-4, same argmax):",
 		"exit 0 match, 1 mismatch.",
@@ -63,6 +66,10 @@ func runVerify(args []string, stdout, stderr io.Writer) int {
 		return ExitUsage
 	}
 	dir := pos[0]
+	if *layers > 0 && verify.IsDraftFolder(dir) {
+		fmt.Fprintf(stderr, "k3 verify: %s holds a draft model; --layers applies to the main model only\n", dir)
+		return ExitUsage
+	}
 	ctx, stop := storeInterrupt()
 	defer stop()
 
@@ -107,7 +114,9 @@ func runVerify(args []string, stdout, stderr io.Writer) int {
 
 func printVerify(w io.Writer, rep *verify.Report) {
 	what := "the full model"
-	if rep.Layers > 0 {
+	if rep.Draft {
+		what = "a DSpark draft model"
+	} else if rep.Layers > 0 {
 		what = fmt.Sprintf("the first %d layers", rep.Layers)
 	}
 	fmt.Fprintf(w, "verify %s (%s)\n", rep.Dir, what)
@@ -141,9 +150,12 @@ func printVerify(w io.Writer, rep *verify.Report) {
 	} else {
 		fmt.Fprintln(w, "sizes checked; add --sha256 to check content against the download manifest")
 	}
-	if rep.Complete {
+	switch {
+	case rep.Complete:
 		fmt.Fprintln(w, "COMPLETE")
-	} else {
+	case rep.Draft:
+		fmt.Fprintf(w, "INCOMPLETE: run 'k3 download %s --draft' to fetch or repair the released drafter\n", storeQuote(filepath.Dir(filepath.Clean(rep.Dir))))
+	default:
 		fmt.Fprintf(w, "INCOMPLETE: run 'k3 download %s' to fetch or repair what is missing\n", storeQuote(rep.Dir))
 	}
 }

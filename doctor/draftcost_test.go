@@ -1,0 +1,54 @@
+package doctor
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"k3/engine/plan"
+)
+
+// TestDraftFormulaWorkedExample checks the drafter's cost formula by hand.
+func TestDraftFormulaWorkedExample(t *testing.T) {
+	// compute-bound: trunk io 10 s, expert io 5 s, compute 20 s, drafter 1 s, a = 0.5, one draft:
+	// pass = 10 + 2*5 + 20*(50.0/26.7) + 2*1 = 59.453183521; tokens = 1.5
+	assert.InDelta(t, 59.453183521/1.5, SpecSecondsPerToken(10, 5, 20, 1, 0.5, 1), 1e-8)
+	// k = 0 is plain decoding: io + compute
+	assert.InDelta(t, 35.0, SpecSecondsPerToken(10, 5, 20, 1, 0.5, 0), 1e-12)
+	// read-bound: 100 s trunk, 5 s experts, 10 s compute, 0.5 s drafter, a = 0.8, three drafts:
+	// pass = 100 + 4*5 + 10*(98.4/26.7) + 4*0.5 = 158.853932584; tokens = (1-0.8^4)/0.2 = 2.952
+	assert.InDelta(t, 2.952, TokensPerPass(0.8, 3), 1e-12)
+	assert.InDelta(t, 158.853932584/2.952, SpecSecondsPerToken(100, 5, 10, 0.5, 0.8, 3), 1e-8)
+
+	// the acceptance fitted to the published means (docs/BENCHMARKS.md: 0.842 coding, 0.626 creative)
+	a := AcceptanceFor(4.73, 7)
+	assert.InDelta(t, 0.842, a, 5e-4)
+	assert.InDelta(t, 4.73, TokensPerPass(a, 7), 1e-6)
+	assert.InDelta(t, 0.626, AcceptanceFor(2.61, 7), 5e-4)
+}
+
+// TestPredictDraft: per preset, plain s/token equals Predict's, the
+// drafter never predicts slower than plain, and it fits only where the
+// plan with it fits the memory: not beside the laptop plan at its 8 GB floor.
+func TestPredictDraft(t *testing.T) {
+	s := Speeds{TrunkDiskGBps: 3.41, ExpertDiskGBps: 3.41, BF16GBps: 20, MXFP4GBps: 8}
+	laptop, ok := plan.Lookup("laptop")
+	require.True(t, ok)
+	plain := Predict(laptop, s)
+	floor := plan.Memory{AvailableBytes: int64(float64(plain.PredictedPeakRSSBytes)/0.95) + 500_000_000}
+	d := PredictDraft(laptop, s, floor)
+	assert.Equal(t, plain.PredictedSecondsPerToken, d.PlainSecondsPerToken)
+	assert.False(t, d.Fits)
+	assert.Equal(t, K3.Plan(laptop.Budget()).Total+DraftResidentBytes+DraftPerPosBytes*int64(1+plan.ChatStateCopies(int64(laptop.TrunkGB*plan.GB), false))*(PlanPositions+plan.DefaultMaxDraft), d.PeakRSSBytes)
+	// read-bound at this speed: drafting pays, and the best length is a real one
+	assert.Greater(t, d.DraftLength, 0)
+	assert.Less(t, d.SecondsPerToken, d.PlainSecondsPerToken)
+	big := plan.Memory{AvailableBytes: 64e9}
+	assert.True(t, PredictDraft(laptop, s, big).Fits)
+	for _, p := range plan.Presets {
+		x := PredictDraft(p, s, big)
+		assert.LessOrEqual(t, x.SecondsPerToken, x.PlainSecondsPerToken, p.Name)
+		assert.Equal(t, Predict(p, s).PredictedSecondsPerToken, x.PlainSecondsPerToken, p.Name)
+	}
+}
