@@ -279,18 +279,27 @@ func (r *reader) layerList(name string, objs ...object) ([]int, bool) {
 	return out, true
 }
 
-// Parse validates a config from its bytes; path is used in messages.
-func Parse(path string, raw []byte) (*Config, error) {
+// openObject reads a config file's bytes as one JSON object that says one
+// thing: encoding/json keeps the last of two equal keys and turns invalid
+// UTF-8 into U+FFFD, so both are refused. The error collects what the
+// reader finds later; it is returned when it already holds something.
+func openObject(path string, raw []byte) (object, *Error) {
 	e := &Error{Path: path}
 	root, ok := decodeObject(raw)
 	if !ok {
 		e.Invalid = append(e.Invalid, "the file is not a JSON object")
 		return nil, e
 	}
-	// encoding/json keeps the last of two equal keys and turns invalid
-	// UTF-8 into U+FFFD: either way the file would not say one thing
 	if err := strictjson.Check(raw); err != nil {
 		e.Invalid = append(e.Invalid, err.Error())
+	}
+	return root, e
+}
+
+// Parse validates a config from its bytes; path is used in messages.
+func Parse(path string, raw []byte) (*Config, error) {
+	root, e := openObject(path, raw)
+	if len(e.Invalid) > 0 {
 		return nil, e
 	}
 	c := &Config{Path: path, BOS: -1, EOS: -1, PAD: -1}

@@ -7,7 +7,6 @@ import (
 	"math"
 
 	"k3/storage/regfile"
-	"k3/storage/strictjson"
 )
 
 // Draft is a validated DSpark draft-model configuration (docs/DSPARK.md):
@@ -54,14 +53,8 @@ func LoadDraft(path string) (*Draft, error) {
 // ParseDraft validates a draft config from its bytes; path is used in
 // messages. Every missing field is named in one error.
 func ParseDraft(path string, raw []byte) (*Draft, error) {
-	e := &Error{Path: path}
-	root, ok := decodeObject(raw)
-	if !ok {
-		e.Invalid = append(e.Invalid, "the file is not a JSON object")
-		return nil, e
-	}
-	if err := strictjson.Check(raw); err != nil {
-		e.Invalid = append(e.Invalid, err.Error())
+	root, e := openObject(path, raw)
+	if len(e.Invalid) > 0 {
 		return nil, e
 	}
 	r := &reader{e: e, root: root, model: root}
