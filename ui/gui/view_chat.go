@@ -40,6 +40,9 @@ type chatView struct {
 	// fork holds the versions at the message an edit or a Regenerate is
 	// replacing, until the new version has its first message.
 	fork *bridge.Fork
+	// regenSamples: the user agreed once that Regenerate samples while
+	// greedy decoding is on; it does not ask again (issue 27, G27)
+	regenSamples bool
 
 	Msgs     *fyne.Container
 	scroller *container.Scroll
@@ -630,15 +633,22 @@ func (v *chatView) Regenerate() {
 		v.startTurn(opt)
 	}
 	switch {
+	case opt.Greedy && v.regenSamples:
+		// asked once already: Regenerate samples without asking again
+		opt.Greedy = false
+		opt.Seed = rand.Uint64N(1<<31-1) + 1
+		run(opt)
 	case opt.Greedy:
 		opt.Greedy = false
 		opt.Seed = rand.Uint64N(1<<31-1) + 1
 		dialog.ShowConfirm("Greedy decoding is on",
 			fmt.Sprintf("Greedy decoding always picks the most likely word, so the same reply would come again. "+
-				"Regenerate once with sampling instead (temperature %g, top-p %g, a new seed)? Settings… turns greedy off for good.",
+				"Regenerate with sampling instead (temperature %g, top-p %g, a new seed)? "+
+				"Until the app closes Regenerate then samples without asking; Settings… turns greedy off for good.",
 				opt.Temperature, opt.TopP),
 			func(ok bool) {
 				if ok {
+					v.regenSamples = true
 					run(opt)
 				}
 			}, v.u.Win)
