@@ -6,6 +6,9 @@ import (
 	"fyne.io/fyne/v2/test"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"k3/engine/chat"
+	"k3/tokenizer"
 )
 
 // G27: with greedy decoding on, Regenerate asks once; after a Yes the next
@@ -33,5 +36,35 @@ func TestRegenerateAsksOnceUnderGreedy(t *testing.T) {
 			assert.NotZero(t, fc.lastOpt.Seed)
 			assert.Equal(t, "Hello world, this is reply "+string(rune('1'+i)), v.History[len(v.History)-1].Content)
 		})
+	}
+}
+
+// Issue 27 item 2: on a slow machine a new conversation thinks at low
+// effort and says why; on a fast one the default stays.
+func TestSlowMachineDefaultsToLowEffort(t *testing.T) {
+	for _, c := range []struct {
+		spt  float64
+		want string
+	}{{4, "low"}, {0.2, tokenizer.DefaultThinkingEffort}} {
+		fc := &fakeChat{}
+		_, v := chatUI(t, fc)
+		ui(func() {
+			require.NoError(t, v.store.Save("measured", []chat.Message{{Role: "user", Content: "Hi"},
+				{Role: "assistant", Content: "Hello", Stats: &chat.ReplyStats{Tokens: 10, SecondsPerToken: c.spt}}}))
+			v.reload("measured")
+			require.Equal(t, "measured", v.Current)
+			assert.Equal(t, tokenizer.DefaultThinkingEffort, v.Opts.Effort, "a conversation with replies keeps its effort")
+			v.NewConversation()
+			assert.Equal(t, c.want, v.Opts.Effort)
+			assert.Equal(t, c.want, v.Effort.Selected)
+			if c.want == "low" {
+				assert.Contains(t, v.Notice.Text, "Thinking effort is set to low: this machine writes about 4.0 s per token")
+			} else {
+				assert.NotContains(t, v.Notice.Text, "Thinking effort")
+			}
+			v.Send("Question")
+		})
+		waitFor(t, "turn", func() bool { return !v.Busy })
+		ui(func() { assert.Equal(t, c.want, fc.lastOpt.Effort) })
 	}
 }
