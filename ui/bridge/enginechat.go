@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -59,9 +60,25 @@ func (s Settings) Budget(mem *plan.Memory) engine.Budget {
 		Ultra: b.Ultra && s.TrunkDir != ""}
 }
 
-// OpenOptions are the engine options the settings give.
+// DraftBeside is the draft model's folder beside the model in dir: its
+// "draft" subfolder when that holds a config.json (as `k3 demo` writes it;
+// docs/DSPARK.md), else "".
+func DraftBeside(dir string) string {
+	if dir == "" {
+		return ""
+	}
+	d := filepath.Join(dir, "draft")
+	if fi, err := os.Stat(filepath.Join(d, "config.json")); err != nil || !fi.Mode().IsRegular() {
+		return ""
+	}
+	return d
+}
+
+// OpenOptions are the engine options the settings give: with the draft
+// model beside the model folder, when there is one.
 func (s Settings) OpenOptions(mem *plan.Memory) engine.Options {
-	o := engine.Options{Layers: s.Layers, TrunkDir: s.TrunkDir, Budget: s.Budget(mem), Positions: s.Positions(), Memory: mem}
+	o := engine.Options{Layers: s.Layers, TrunkDir: s.TrunkDir, Budget: s.Budget(mem), Positions: s.Positions(), Memory: mem,
+		Draft: DraftBeside(s.ModelDir)}
 	if o.StateCopies = chat.StateCopies(o); o.StateCopies > 0 {
 		o.StateCopies++ // the snapshot of the server's session, when the app serves
 	}
@@ -114,6 +131,12 @@ func (c *engineChat) Open(ctx context.Context, on func(engine.Event)) (ModelInfo
 	o.Progress = func(done, total int) { phase(on, fmt.Sprintf("loading layer %d/%d", done, total)) }
 	heap := lowHeap() // the engine samples the process base with the heap at its live size (heap.go)
 	m, err := engine.Open(dir, o)
+	if err != nil && o.Draft != "" {
+		// a draft model that does not fit (another model's, too large for
+		// the plan) only costs speed: run without it
+		o.Draft = ""
+		m, err = engine.Open(dir, o)
+	}
 	if err != nil {
 		return ModelInfo{}, err
 	}
@@ -131,6 +154,9 @@ func (c *engineChat) Open(ctx context.Context, on func(engine.Event)) (ModelInfo
 	note := "DEMO: random weights, the text is not meaningful"
 	if synth.IsTrainedDemo(dir) {
 		note = "DEMO: 1.9 million parameters trained on fortune cookies; it knows sayings and little else"
+	}
+	if m.DraftModel() != nil {
+		name += " with draft model"
 	}
 	c.info = ModelInfo{Name: name, Demo: c.s.Demo || synth.IsDemo(dir), DemoNote: note, Layers: m.Bound, BudgetBytes: m.Plan.Total + heapSwing(heap, engineHeap(m.Plan, o.TrunkDir != "")), Plan: m.Plan.String(),
 		Context: c.s.Positions()}

@@ -62,6 +62,18 @@ type Meter struct {
 	tokSum   float64
 }
 
+// TokensPerPass is how many tokens each pass through the model gave this
+// turn with speculative decoding (0: no draft was verified). The first token
+// comes from reading the prompt; every later pass gives one token plus the
+// drafted tokens it accepted, so the passes after it are Tokens-1-Accepted.
+func (g Gauges) TokensPerPass() float64 {
+	passes := int64(g.Tokens-1) - g.Accepted
+	if g.Drafted == 0 || passes <= 0 {
+		return 0
+	}
+	return float64(g.Tokens-1) / float64(passes)
+}
+
 // SetLimits records the plan's total and the usable memory.
 func (m *Meter) SetLimits(budget, available int64) { m.g.Budget, m.g.Available = budget, available }
 

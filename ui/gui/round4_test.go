@@ -1,6 +1,8 @@
 package gui
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 
 	"fyne.io/fyne/v2/test"
@@ -9,6 +11,7 @@ import (
 
 	"k3/engine/chat"
 	"k3/tokenizer"
+	"k3/ui/bridge"
 )
 
 // G27: with greedy decoding on, Regenerate asks once; after a Yes the next
@@ -67,4 +70,28 @@ func TestSlowMachineDefaultsToLowEffort(t *testing.T) {
 		waitFor(t, "turn", func() bool { return !v.Busy })
 		ui(func() { assert.Equal(t, c.want, fc.lastOpt.Effort) })
 	}
+}
+
+// Issue 27 item 3: the picker in the chat header shows the draft model
+// beside the model folder (a "draft" folder with its config.json).
+func TestModelPickerShowsTheDraft(t *testing.T) {
+	u, _ := newTestUI(t, &fakeChat{})
+	u.S.ModelDir = filepath.Join(t.TempDir(), "kimi-k3")
+	require.NoError(t, os.MkdirAll(filepath.Join(u.S.ModelDir, "draft"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(u.S.ModelDir, "draft", "config.json"), []byte("{}"), 0o644))
+	u.SaveSettings()
+	u.N.WizardDone.Set(true)
+	ui(u.Start)
+	require.NotNil(t, u.Chat)
+	ui(func() {
+		assert.Equal(t, []string{"kimi-k3 with draft model — on this machine"}, u.Chat.Picker.Select.Options)
+		assert.Equal(t, "kimi-k3 with draft model — on this machine", u.Chat.Picker.Select.Selected)
+	})
+}
+
+// Issue 27 item 3: with a draft model the gauges show what it gains.
+func TestGaugesShowTokensPerPass(t *testing.T) {
+	g := newGaugesView()
+	g.Set(bridge.Gauges{Tokens: 11, SecPerToken: 0.1, LastToken: 0.1, TTFT: 0.01, Drafted: 8, Accepted: 6})
+	assert.Contains(t, g.Speed.Text, "drafted tokens accepted: 6 of 8, 2.50 tokens per pass")
 }
