@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -49,4 +50,27 @@ func TestTokensPerPass(t *testing.T) {
 	assert.Equal(t, 1.0, Gauges{Tokens: 11, Drafted: 8}.TokensPerPass())
 	assert.Equal(t, 0.0, Gauges{Tokens: 11}.TokensPerPass(), "no draft verified")
 	assert.Equal(t, 0.0, Gauges{Tokens: 1, Drafted: 3}.TokensPerPass(), "no pass after the first token")
+}
+
+// G12: tokens that arrive in a burst (a server's stream through buffers)
+// do not make the "last" speed absurd: it is measured over about a second.
+func TestLastSpeedOverASecond(t *testing.T) {
+	var m Meter
+	t0 := time.Unix(1000, 0)
+	m.StartTurn(t0)
+	at := t0
+	for range 10 { // 10 tokens/s
+		at = at.Add(100 * time.Millisecond)
+		m.Token(at, 0.1)
+	}
+	at = at.Add(2 * time.Microsecond) // the next arrives in the same read
+	m.Token(at, 2e-6)
+	g := m.Gauges()
+	assert.InDelta(t, 1.000002/11, g.LastToken, 1e-9, "the last second's steps, not the 2 µs one")
+	assert.Less(t, 1/g.LastToken, 12.0)
+	m.Token(at.Add(3*time.Second), 3) // a slow step is its own speed
+	assert.Equal(t, 3.0, m.Gauges().LastToken)
+	m.StartTurn(at.Add(4 * time.Second)) // a new turn starts afresh
+	m.Token(at.Add(5*time.Second), 0.5)
+	assert.Equal(t, 0.5, m.Gauges().LastToken)
 }
