@@ -1,6 +1,7 @@
 package gui
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -94,4 +95,43 @@ func TestGaugesShowTokensPerPass(t *testing.T) {
 	g := newGaugesView()
 	g.Set(bridge.Gauges{Tokens: 11, SecPerToken: 0.1, LastToken: 0.1, TTFT: 0.01, Drafted: 8, Accepted: 6})
 	assert.Contains(t, g.Speed.Text, "drafted tokens accepted: 6 of 8, 2.50 tokens per pass")
+}
+
+// G15: more layers than the model has, or 0, are refused in the same words
+// under the field, in the status and in the footer, without a command-line
+// flag; a count within the model is taken.
+func TestModelStepLayersBeyondTheModel(t *testing.T) {
+	u, _ := newTestUI(t, &fakeChat{})
+	dir := filepath.Join(t.TempDir(), "small")
+	require.NoError(t, writeSmallModel(dir))
+	ui(u.Start)
+	w := u.wizard
+	ui(func() {
+		w.Go(1)
+		w.Model.Dir.SetText(dir)
+	})
+	waitFor(t, "folder check", func() bool { return w.Model.Check != nil })
+	var total int
+	ui(func() { total = w.Model.Check.Layers })
+	require.Greater(t, total, 2)
+	ui(func() { w.Model.Layers.SetText("99") })
+	waitFor(t, "folder check", func() bool { return w.Model.Check != nil && w.Model.checkJob == nil })
+	ui(func() {
+		want := fmt.Sprintf("this model has %d layers: type a number from 1 to %d, or leave the field empty for all of them", total, total)
+		assert.Equal(t, want, w.Model.LayerMsg.Text)
+		assert.Equal(t, want, w.Model.Status.Text)
+		assert.Equal(t, want, w.why.Text)
+		assert.True(t, w.NextBtn.Disabled())
+		for _, s := range []string{w.Model.LayerMsg.Text, w.Model.Status.Text, w.why.Text} {
+			assert.NotContains(t, s, "--layers")
+			assert.NotContains(t, s, "Only the first")
+		}
+		w.Model.Layers.SetText("0")
+		assert.Equal(t, "layers to use must be a whole number from 1 up, or empty for all of them", w.Model.LayerMsg.Text)
+		assert.True(t, w.NextBtn.Disabled(), "0 is not silently all")
+		w.Model.Layers.SetText("2")
+		assert.Contains(t, w.Model.LayerMsg.Text, "Only the first 2 layers will be used")
+	})
+	waitFor(t, "folder check", func() bool { return w.Model.Check != nil && w.Model.checkJob == nil })
+	ui(func() { assert.False(t, w.NextBtn.Disabled(), w.why.Text) })
 }
