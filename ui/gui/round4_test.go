@@ -4,9 +4,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
+	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/test"
+	"fyne.io/fyne/v2/widget"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -134,4 +137,25 @@ func TestModelStepLayersBeyondTheModel(t *testing.T) {
 	})
 	waitFor(t, "folder check", func() bool { return w.Model.Check != nil && w.Model.checkJob == nil })
 	ui(func() { assert.False(t, w.NextBtn.Disabled(), w.why.Text) })
+}
+
+// G23: a Markdown table's rows are as tall as their own cells, and a
+// right-aligned column is drawn right-aligned.
+func TestTableRowsAndAlignment(t *testing.T) {
+	tbl := tableObject("| name | n |\n|:--|--:|\n| a | 1 |\n| " + strings.Repeat("a long cell that wraps ", 12) + "| 22 |\n| b | 3 |")
+	w := test.NewWindow(tbl)
+	defer w.Close()
+	w.Resize(fyne.NewSize(400, 600))
+	rows := tbl.(*fyne.Container).Objects[1].(*fyne.Container).Objects
+	require.Len(t, rows, 4)
+	short, long := rows[1].Size().Height, rows[2].Size().Height
+	assert.Greater(t, long, 2*short, "the long row wraps")
+	assert.InDelta(t, short, rows[3].Size().Height, 0.5, "a short row after it stays short")
+	cell := func(r, c int) *widget.RichText { return rows[r].(*fyne.Container).Objects[c].(*widget.RichText) }
+	for r := range 4 {
+		ts := cell(r, 1).Segments[0].(*widget.TextSegment)
+		assert.Equal(t, fyne.TextAlignTrailing, ts.Style.Alignment, "row %d", r)
+		assert.Equal(t, fyne.TextAlignLeading, cell(r, 0).Segments[0].(*widget.TextSegment).Style.Alignment)
+	}
+	assert.Equal(t, "22", cell(2, 1).String())
 }
