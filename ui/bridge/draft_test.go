@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"k3/engine"
+	"k3/engine/chat"
 )
 
 // Issue 27 item 3: the draft model beside the model (the demo has one) is
@@ -73,4 +74,44 @@ func TestLastSpeedOverASecond(t *testing.T) {
 	m.StartTurn(at.Add(4 * time.Second)) // a new turn starts afresh
 	m.Token(at.Add(5*time.Second), 0.5)
 	assert.Equal(t, 0.5, m.Gauges().LastToken)
+}
+
+// G13: a message sent while the app's server answers a request says what
+// it waits for, then runs.
+func TestTurnSaysItWaitsForTheServer(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "demo")
+	require.NoError(t, MakeDemoModel(dir))
+	s := DefaultSettings()
+	s.ModelDir, s.Demo, s.MaxTokens = dir, true, 8
+	c := NewEngineChat(s).(*engineChat)
+	t.Cleanup(c.Close)
+	_, err := c.StartServer(t.Context(), "127.0.0.1:0", "", func(engine.Event) {})
+	require.NoError(t, err)
+	c.mu.Lock() // a request of the server's is running
+	waiting := make(chan struct{})
+	done := make(chan error, 1)
+	var phases []string
+	go func() {
+		_, err := c.Turn(t.Context(), []chat.Message{{Role: "user", Content: "Hi"}}, s.ConvDefaults().ChatOptions(), func(ev engine.Event) {
+			if ev.Kind == engine.EventPhase {
+				phases = append(phases, ev.Text)
+				if ev.Text == WaitingForServer {
+					close(waiting)
+				}
+			}
+		})
+		done <- err
+	}()
+	select {
+	case <-waiting:
+	case <-time.After(10 * time.Second): // a guard: without the phase the turn just waits
+		c.mu.Unlock()
+		<-done
+		t.Fatalf("no %q phase while the server held the engine (phases %q)", WaitingForServer, phases)
+	}
+	c.mu.Unlock() // the request ends
+	require.NoError(t, <-done)
+	require.NotEmpty(t, phases)
+	assert.Equal(t, WaitingForServer, phases[0])
+	assert.NotContains(t, phases[1:], WaitingForServer)
 }

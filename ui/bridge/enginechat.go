@@ -19,6 +19,10 @@ import (
 	"k3/tokenizer"
 )
 
+// WaitingForServer is the phase of a turn that waits while the app's own
+// server answers a request on the same engine.
+const WaitingForServer = "waiting for the server's request to finish (Serve over HTTP… is answering one)"
+
 // engineChat is the app's chat engine: the in-process engine and a
 // chat.Session over it (the same session `k3 chat` drives).
 type engineChat struct {
@@ -181,6 +185,12 @@ func (c *engineChat) Close() {
 // (and re-reads the prompt otherwise), so the history passed in is the
 // truth: edits, regenerations and conversation switches just work.
 func (c *engineChat) Turn(ctx context.Context, history []chat.Message, opt chat.Options, on func(engine.Event)) (Reply, error) {
+	if c.mu.TryLock() {
+		c.mu.Unlock()
+	} else if c.srv.Load() != nil {
+		// the app's server holds the engine: say what the wait is (G13)
+		phase(on, WaitingForServer)
+	}
 	if _, err := c.Open(ctx, on); err != nil {
 		return Reply{}, err
 	}
