@@ -169,17 +169,22 @@ func (m *Meter) Token(t time.Time, seconds float64) {
 	// The last step alone is not a speed when tokens come in bursts (a
 	// server's stream through buffers, a pass that accepted drafts): it
 	// gave "353982 tokens/s" (issue 27, G12). The steps of the last second
-	// or so are.
-	m.recent = append(m.recent, seconds)
-	m.recentSum += seconds
-	for len(m.recent) > 1 && m.recentSum-m.recent[0] >= recentSpan {
-		m.recent = m.recent[1:]
-		m.recentSum = 0 // summed again: no rounding drift
-		for _, x := range m.recent {
-			m.recentSum += x
+	// or so are; the first step, which includes reading the prompt, is not
+	// one of them.
+	if m.g.Tokens == 1 {
+		m.g.LastToken = seconds
+	} else {
+		m.recent = append(m.recent, seconds)
+		m.recentSum += seconds
+		for len(m.recent) > 1 && m.recentSum-m.recent[0] >= recentSpan {
+			m.recent = m.recent[1:]
+			m.recentSum = 0 // summed again: no rounding drift
+			for _, x := range m.recent {
+				m.recentSum += x
+			}
 		}
+		m.g.LastToken = m.recentSum / float64(len(m.recent))
 	}
-	m.g.LastToken = m.recentSum / float64(len(m.recent))
 	m.g.SecPerToken = m.tokSum / float64(m.g.Tokens)
 	m.g.Speed = appendWindow(m.g.Speed, Point{t, seconds}, t)
 }
