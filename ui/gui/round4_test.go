@@ -1,6 +1,7 @@
 package gui
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"k3/doctor"
 	"k3/engine/chat"
 	"k3/tokenizer"
 	"k3/ui/bridge"
@@ -158,4 +160,37 @@ func TestTableRowsAndAlignment(t *testing.T) {
 		assert.Equal(t, fyne.TextAlignLeading, cell(r, 0).Segments[0].(*widget.TextSegment).Style.Alignment)
 	}
 	assert.Equal(t, "22", cell(2, 1).String())
+}
+
+// countingMachine counts the measurements asked for.
+type countingMachine struct {
+	fakeMachine
+	n int
+}
+
+func (c *countingMachine) Measure(ctx context.Context, dirs []string, quick bool, progress func(float64, string)) (*doctor.Report, error) {
+	c.n++
+	return c.fakeMachine.Measure(ctx, dirs, quick, progress)
+}
+
+// G20: the setup wizard opened again shows the earlier measurement of this
+// machine instead of measuring it again.
+func TestWizardAgainKeepsTheMeasurement(t *testing.T) {
+	u, _ := newTestUI(t, &fakeChat{})
+	m := &countingMachine{}
+	u.B.Machine = m
+	ui(u.Start)
+	waitFor(t, "measurement", func() bool { return u.wizard.Machine.Report != nil })
+	ui(func() {
+		first := u.wizard.Machine.Report
+		u.ShowWizard()
+		w := u.wizard
+		assert.Same(t, first, w.Machine.Report)
+		assert.Nil(t, w.Machine.job, "no measurement runs")
+		assert.Equal(t, "Measured earlier (in 12 s). Measure thoroughly measures again.", w.Machine.Status.Text)
+		assert.Equal(t, 1.0, w.Machine.Progress.Value)
+		ok, why := w.Machine.Ready()
+		assert.True(t, ok, why)
+	})
+	ui(func() { assert.Equal(t, 1, m.n) })
 }
