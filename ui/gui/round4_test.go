@@ -194,3 +194,26 @@ func TestWizardAgainKeepsTheMeasurement(t *testing.T) {
 	})
 	ui(func() { assert.Equal(t, 1, m.n) })
 }
+
+// G20: the wizard's step names can be clicked: any earlier step, and the
+// next one when Next would go there.
+func TestWizardBreadcrumbClicks(t *testing.T) {
+	u, _ := newTestUI(t, &fakeChat{})
+	ui(u.Start)
+	w := u.wizard
+	waitFor(t, "measurement", func() bool { return w.Machine.Report != nil })
+	ui(func() {
+		require.Len(t, w.CrumbBts, 5)
+		assert.Equal(t, "2 The model", w.CrumbBts[1].Text)
+		assert.False(t, w.CrumbBts[1].Disabled(), "Next would go to step 2")
+		assert.True(t, w.CrumbBts[2].Disabled(), "step 3 only after step 2")
+		test.Tap(w.CrumbBts[1])
+		assert.Equal(t, 1, w.Cur)
+		assert.False(t, w.CrumbBts[0].Disabled())
+		assert.True(t, w.CrumbBts[2].Disabled(), "no model chosen yet")
+		test.Tap(w.CrumbBts[2]) // disabled: nothing happens
+		assert.Equal(t, 1, w.Cur)
+		test.Tap(w.CrumbBts[0])
+		assert.Equal(t, 0, w.Cur)
+	})
+}
