@@ -19,6 +19,10 @@ import (
 	"k3/tokenizer"
 )
 
+// WaitingForServer is the phase of a turn that waits while the app's own
+// server answers a request on the same engine.
+const WaitingForServer = "waiting for the server's request to finish (Serve over HTTP… is answering one)"
+
 // engineChat is the app's chat engine: the in-process engine and a
 // chat.Session over it (the same session `k3 chat` drives).
 type engineChat struct {
@@ -60,7 +64,22 @@ func (s Settings) Budget(mem *plan.Memory) engine.Budget {
 		Ultra: b.Ultra && s.TrunkDir != ""}
 }
 
-// OpenOptions are the engine options the settings give.
+// DraftBeside is the draft model's folder beside the model in dir: its
+// "draft" subfolder when that holds a config.json (as `k3 demo` writes it;
+// docs/DSPARK.md), else "".
+func DraftBeside(dir string) string {
+	if dir == "" {
+		return ""
+	}
+	d := filepath.Join(dir, "draft")
+	if fi, err := os.Stat(filepath.Join(d, "config.json")); err != nil || !fi.Mode().IsRegular() {
+		return ""
+	}
+	return d
+}
+
+// OpenOptions are the engine options the settings give: with the draft
+// model beside the model folder, when there is one and NoDraft is off.
 func (s Settings) OpenOptions(mem *plan.Memory) engine.Options {
 	o := engine.Options{Layers: s.Layers, TrunkDir: s.TrunkDir, Budget: s.Budget(mem), Positions: s.Positions(), Memory: mem}
 	if !s.NoDraft {
@@ -70,19 +89,6 @@ func (s Settings) OpenOptions(mem *plan.Memory) engine.Options {
 		o.StateCopies++ // the snapshot of the server's session, when the app serves
 	}
 	return o
-}
-
-// DraftBeside is the draft model folder beside a model (dir/draft with its
-// config.json), or "" when there is none.
-func DraftBeside(dir string) string {
-	if dir == "" {
-		return ""
-	}
-	d := filepath.Join(dir, "draft")
-	if fi, err := os.Stat(filepath.Join(d, "config.json")); err == nil && fi.Mode().IsRegular() {
-		return d
-	}
-	return ""
 }
 
 // Positions is the context a conversation may take: ContextPositions and
@@ -131,6 +137,12 @@ func (c *engineChat) Open(ctx context.Context, on func(engine.Event)) (ModelInfo
 	o.Progress = func(done, total int) { phase(on, fmt.Sprintf("loading layer %d/%d", done, total)) }
 	heap := lowHeap() // the engine samples the process base with the heap at its live size (heap.go)
 	m, err := engine.Open(dir, o)
+	if err != nil && o.Draft != "" {
+		// a draft model that does not fit (another model's, too large for
+		// the plan) only costs speed: run without it
+		o.Draft = ""
+		m, err = engine.Open(dir, o)
+	}
 	if err != nil {
 		return ModelInfo{}, err
 	}
@@ -148,6 +160,9 @@ func (c *engineChat) Open(ctx context.Context, on func(engine.Event)) (ModelInfo
 	note := "DEMO: random weights, the text is not meaningful"
 	if synth.IsTrainedDemo(dir) {
 		note = "DEMO: 1.9 million parameters trained on fortune cookies; it knows sayings and little else"
+	}
+	if m.DraftModel() != nil {
+		name += " with draft model"
 	}
 	c.info = ModelInfo{Name: name, Demo: c.s.Demo || synth.IsDemo(dir), DemoNote: note, Layers: m.Bound, BudgetBytes: m.Plan.Total + heapSwing(heap, engineHeap(m.Plan, o.TrunkDir != "")), Plan: m.Plan.String(),
 		Context: c.s.Positions()}
@@ -172,6 +187,12 @@ func (c *engineChat) Close() {
 // (and re-reads the prompt otherwise), so the history passed in is the
 // truth: edits, regenerations and conversation switches just work.
 func (c *engineChat) Turn(ctx context.Context, history []chat.Message, opt chat.Options, on func(engine.Event)) (Reply, error) {
+	if c.mu.TryLock() {
+		c.mu.Unlock()
+	} else if c.srv.Load() != nil {
+		// the app's server holds the engine: say what the wait is (G13)
+		phase(on, WaitingForServer)
+	}
 	if _, err := c.Open(ctx, on); err != nil {
 		return Reply{}, err
 	}

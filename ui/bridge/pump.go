@@ -60,6 +60,22 @@ type Meter struct {
 	lastT    time.Time
 	haveLast bool
 	tokSum   float64
+	// recent are this turn's latest token steps that add up to about a
+	// second (at least one): LastToken is their mean
+	recent    []float64
+	recentSum float64
+}
+
+// TokensPerPass is how many tokens each pass through the model gave this
+// turn with speculative decoding (0: no draft was verified). The first token
+// comes from reading the prompt; every later pass gives one token plus the
+// drafted tokens it accepted, so the passes after it are Tokens-1-Accepted.
+func (g Gauges) TokensPerPass() float64 {
+	passes := int64(g.Tokens-1) - g.Accepted
+	if g.Drafted == 0 || passes <= 0 {
+		return 0
+	}
+	return float64(g.Tokens-1) / float64(passes)
 }
 
 // SetLimits records the plan's total and the usable memory.
@@ -91,6 +107,7 @@ func (m *Meter) clearTurn() {
 	m.g.IOShare, m.g.HitRate, m.g.HitKnown = 0, 0, false
 	m.g.Drafted, m.g.Accepted = 0, 0
 	m.g.Saved = nil
+	m.recent, m.recentSum = m.recent[:0], 0
 }
 
 // Stats applies a statistics snapshot taken at t.
@@ -136,6 +153,9 @@ func (m *Meter) EndTurn() {
 	m.g.Memory = append(m.g.Memory, Point{})
 }
 
+// recentSpan is how much time the "last" speed is measured over.
+const recentSpan = 1.0
+
 // Token records one generated token's step time.
 func (m *Meter) Token(t time.Time, seconds float64) {
 	if m.g.Tokens == 0 {
@@ -146,7 +166,25 @@ func (m *Meter) Token(t time.Time, seconds float64) {
 	}
 	m.g.Tokens++
 	m.tokSum += seconds
-	m.g.LastToken = seconds
+	// The last step alone is not a speed when tokens come in bursts (a
+	// server's stream through buffers, a pass that accepted drafts): it
+	// gave "353982 tokens/s" (issue 27, G12). The steps of the last second
+	// or so are; the first step, which includes reading the prompt, is not
+	// one of them.
+	if m.g.Tokens == 1 {
+		m.g.LastToken = seconds
+	} else {
+		m.recent = append(m.recent, seconds)
+		m.recentSum += seconds
+		for len(m.recent) > 1 && m.recentSum-m.recent[0] >= recentSpan {
+			m.recent = m.recent[1:]
+			m.recentSum = 0 // summed again: no rounding drift
+			for _, x := range m.recent {
+				m.recentSum += x
+			}
+		}
+		m.g.LastToken = m.recentSum / float64(len(m.recent))
+	}
 	m.g.SecPerToken = m.tokSum / float64(m.g.Tokens)
 	m.g.Speed = appendWindow(m.g.Speed, Point{t, seconds}, t)
 }

@@ -80,14 +80,19 @@ func TestMessageViewTable(t *testing.T) {
 	var copied string
 	v := newMV(chat.Message{Role: "assistant", Content: "| a | b |\n|---|---|\n| 1 | 2 |\n"}, &copied)
 	require.Len(t, v.body.Objects, 1)
-	grid := v.body.Objects[0].(*fyne.Container).Objects[1].(*fyne.Container)
-	require.Len(t, grid.Objects, 4)
-	var cells []string
-	for _, o := range grid.Objects {
-		cells = append(cells, strings.TrimSpace(o.(*widget.RichText).String()))
+	rows := v.body.Objects[0].(*fyne.Container).Objects[1].(*fyne.Container) // one grid per row (G23)
+	require.Len(t, rows.Objects, 2)
+	var cells []fyne.CanvasObject
+	for _, r := range rows.Objects {
+		cells = append(cells, r.(*fyne.Container).Objects...)
 	}
-	assert.Equal(t, []string{"a", "b", "1", "2"}, cells)
-	assert.True(t, grid.Objects[0].(*widget.RichText).Segments[0].(*widget.TextSegment).Style.TextStyle.Bold, "the header is bold")
+	require.Len(t, cells, 4)
+	var texts []string
+	for _, o := range cells {
+		texts = append(texts, strings.TrimSpace(o.(*widget.RichText).String()))
+	}
+	assert.Equal(t, []string{"a", "b", "1", "2"}, texts)
+	assert.True(t, cells[0].(*widget.RichText).Segments[0].(*widget.TextSegment).Style.TextStyle.Bold, "the header is bold")
 }
 
 // Long thinking is shown in pieces: the finished ones keep their widgets.

@@ -6,6 +6,7 @@ import (
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/dialog"
 
+	"k3/doctor"
 	"k3/ui/bridge"
 )
 
@@ -22,6 +23,11 @@ type appUI struct {
 
 	wizard *wizard
 	Chat   *chatView
+	// machine is the last measurement of this machine (nil: none yet) and
+	// the folders it measured: a wizard opened again shows it instead of
+	// measuring again (issue 27, G20)
+	machine     *doctor.Report
+	machineDirs []string
 }
 
 // newAppUI builds the views. Call Start to show the first one.

@@ -40,6 +40,12 @@ type chatView struct {
 	// fork holds the versions at the message an edit or a Regenerate is
 	// replacing, until the new version has its first message.
 	fork *bridge.Fork
+	// regenSamples: the user agreed once that Regenerate samples while
+	// greedy decoding is on; it does not ask again (issue 27, G27)
+	regenSamples bool
+	// machineSpt is the seconds per token this machine (or server) last
+	// measured, from a reply written or a saved one (0: none yet)
+	machineSpt float64
 
 	Msgs     *fyne.Container
 	scroller *container.Scroll
@@ -302,8 +308,38 @@ func (v *chatView) Open(title string) {
 	v.Phase.SetText("")
 	v.ContextLb.SetText("")
 	v.showSavedGauges()
+	if st := v.Gauges.G.Saved; st != nil && st.SecondsPerToken > 0 {
+		v.machineSpt = st.SecondsPerToken
+	}
+	v.lowEffortWhenSlow()
 	v.refreshButtons()
 	v.scrollToEnd()
+}
+
+// slowSecPerToken is the speed from which a new conversation thinks at low
+// effort: at a second or more per token, thinking at the default effort
+// (often thousands of tokens) takes hours.
+const slowSecPerToken = 1.0
+
+// lowEffortWhenSlow sets a conversation with no reply yet to low thinking
+// effort when this machine is slow and the effort is still the default, and
+// says why (issue 27, item 2). The user can choose another effort.
+func (v *chatView) lowEffortWhenSlow() {
+	if v.machineSpt < slowSecPerToken || !v.Opts.Thinking || v.Opts.Effort != tokenizer.DefaultThinkingEffort || v.Opts.Effort == "low" {
+		return
+	}
+	if slices.ContainsFunc(v.History, func(m chat.Message) bool { return m.Role == "assistant" }) {
+		return
+	}
+	v.Opts.Effort = "low"
+	v.Effort.SetSelected("low")
+	note := fmt.Sprintf("Thinking effort is set to low: this machine writes about %.1f s per token, "+
+		"so thinking at %s effort could take %s or more. Choose another effort beside Thinking if you can wait.",
+		v.machineSpt, tokenizer.DefaultThinkingEffort, bridge.Duration(time.Duration(1000*v.machineSpt*float64(time.Second))))
+	if v.Notice.Text != "" {
+		note = v.Notice.Text + " " + note
+	}
+	v.Notice.SetText(note)
 }
 
 // showSavedGauges puts the gauges on the conversation just opened: the
@@ -630,15 +666,22 @@ func (v *chatView) Regenerate() {
 		v.startTurn(opt)
 	}
 	switch {
+	case opt.Greedy && v.regenSamples:
+		// asked once already: Regenerate samples without asking again
+		opt.Greedy = false
+		opt.Seed = rand.Uint64N(1<<31-1) + 1
+		run(opt)
 	case opt.Greedy:
 		opt.Greedy = false
 		opt.Seed = rand.Uint64N(1<<31-1) + 1
 		dialog.ShowConfirm("Greedy decoding is on",
 			fmt.Sprintf("Greedy decoding always picks the most likely word, so the same reply would come again. "+
-				"Regenerate once with sampling instead (temperature %g, top-p %g, a new seed)? Settings… turns greedy off for good.",
+				"Regenerate with sampling instead (temperature %g, top-p %g, a new seed)? "+
+				"Until the app closes Regenerate then samples without asking; Settings… turns greedy off for good.",
 				opt.Temperature, opt.TopP),
 			func(ok bool) {
 				if ok {
+					v.regenSamples = true
 					run(opt)
 				}
 			}, v.u.Win)
@@ -870,6 +913,9 @@ func (v *chatView) finishTurn(reply *messageView, rep bridge.Reply, err error) {
 	}
 	msg.Role = "assistant"
 	msg.Stats = v.replyStats(reply)
+	if st := msg.Stats; st != nil && st.SecondsPerToken > 0 {
+		v.machineSpt = st.SecondsPerToken
+	}
 	reply.SetFinal(msg)
 	v.History = append(v.History, msg)
 	if fork != nil {

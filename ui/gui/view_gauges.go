@@ -152,6 +152,9 @@ func (v *gaugesView) Set(g bridge.Gauges) {
 	text := "speed " + speed + "\nfirst token after " + ttft
 	if g.Drafted > 0 {
 		text += fmt.Sprintf("\ndrafted tokens accepted: %d of %d", g.Accepted, g.Drafted)
+		if tp := g.TokensPerPass(); tp > 0 {
+			text += fmt.Sprintf(", %.2f tokens per pass", tp)
+		}
 	}
 	v.Speed.SetText(text)
 	now := time.Now()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 
 	"fyne.io/fyne/v2"
@@ -58,9 +59,15 @@ func (s *machineStep) Ready() (bool, string) {
 }
 
 func (s *machineStep) Enter() {
-	if s.Report == nil && s.job == nil {
-		s.Start(true)
+	if s.Report != nil || s.job != nil {
+		return
 	}
+	if u := s.w.u; u.machine != nil && slices.Equal(u.machineDirs, s.dirsToMeasure()) {
+		s.show(u.machine)
+		s.Status.SetText(fmt.Sprintf("Measured earlier (in %.0f s). Measure thoroughly measures again.", u.machine.Seconds))
+		return
+	}
+	s.Start(true)
 }
 
 // dirsToMeasure are the folders whose disks matter: the model's, the
@@ -109,7 +116,12 @@ func (s *machineStep) Start(quick bool) {
 		if p.msg != "" {
 			s.Status.SetText(p.msg)
 		}
-	}, func(err error) { s.finish(rep, err) })
+	}, func(err error) {
+		if err == nil && rep != nil {
+			s.w.u.machine, s.w.u.machineDirs = rep, dirs
+		}
+		s.finish(rep, err)
+	})
 	s.w.Changed()
 }
 
@@ -124,10 +136,8 @@ func (s *machineStep) finish(rep *doctor.Report, err error) {
 	case err != nil:
 		s.Status.SetText(bridge.Explain(err))
 	default:
-		s.Report = rep
-		s.Progress.SetValue(1)
+		s.show(rep)
 		s.Status.SetText(fmt.Sprintf("Measured in %.0f s.", rep.Seconds))
-		s.Result.ParseMarkdown(describeReport(rep))
 	}
 	if s.w.u.wizard == s.w {
 		s.w.Changed()
@@ -135,6 +145,13 @@ func (s *machineStep) finish(rep *doctor.Report, err error) {
 }
 
 // Cancel stops a measurement in flight.
+// show shows a measurement.
+func (s *machineStep) show(rep *doctor.Report) {
+	s.Report = rep
+	s.Progress.SetValue(1)
+	s.Result.ParseMarkdown(describeReport(rep))
+}
+
 func (s *machineStep) Cancel() { s.job.Cancel() }
 
 func rate(p *float64) string {

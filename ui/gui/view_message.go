@@ -504,15 +504,26 @@ func codeSegments(c bridge.Code) []widget.RichTextSegment {
 // tableObject lays a Markdown table out as a grid, the header row bold.
 func tableObject(md string) fyne.CanvasObject {
 	var rows [][]string
+	var align []fyne.TextAlign
 	for _, line := range strings.Split(strings.TrimSpace(md), "\n") {
-		if tableRule.MatchString(line) {
-			continue
-		}
 		t := strings.TrimSpace(line)
 		t = strings.TrimSuffix(strings.TrimPrefix(t, "|"), "|")
 		cells := strings.Split(t, "|")
 		for i := range cells {
 			cells[i] = strings.TrimSpace(cells[i])
+		}
+		if tableRule.MatchString(line) {
+			// the rule row says each column's alignment: ---: right, :---: centre
+			align = make([]fyne.TextAlign, len(cells))
+			for i, c := range cells {
+				switch {
+				case strings.HasPrefix(c, ":") && strings.HasSuffix(c, ":"):
+					align[i] = fyne.TextAlignCenter
+				case strings.HasSuffix(c, ":"):
+					align[i] = fyne.TextAlignTrailing
+				}
+			}
+			continue
 		}
 		rows = append(rows, cells)
 	}
@@ -523,8 +534,11 @@ func tableObject(md string) fyne.CanvasObject {
 	if cols == 0 {
 		return widget.NewLabel("")
 	}
-	var cells []fyne.CanvasObject
+	// one grid per row: a row is as tall as its own tallest cell, not the
+	// table's (issue 27, G23)
+	lines := container.NewVBox()
 	for i, r := range rows {
+		var cells []fyne.CanvasObject
 		for j := 0; j < cols; j++ {
 			text := ""
 			if j < len(r) {
@@ -533,12 +547,21 @@ func tableObject(md string) fyne.CanvasObject {
 			if i == 0 && text != "" {
 				text = "**" + text + "**"
 			}
-			rt := widget.NewRichText(markdownSegments(text)...)
+			segs := markdownSegments(text)
+			if j < len(align) && align[j] != fyne.TextAlignLeading {
+				for _, sg := range segs {
+					if ts, ok := sg.(*widget.TextSegment); ok {
+						ts.Style.Alignment = align[j]
+					}
+				}
+			}
+			rt := widget.NewRichText(segs...)
 			rt.Wrapping = fyne.TextWrapWord
 			cells = append(cells, rt)
 		}
+		lines.Add(container.NewGridWithColumns(cols, cells...))
 	}
-	return container.NewStack(newBackground(theme.ColorNameInputBackground), container.NewGridWithColumns(cols, cells...))
+	return container.NewStack(newBackground(theme.ColorNameInputBackground), lines)
 }
 
 // background is a rectangle in a theme colour that follows theme changes

@@ -170,8 +170,11 @@ func (s *modelStep) layers() (int, error) {
 		return 0, nil
 	}
 	n, err := strconv.Atoi(t)
-	if err != nil || n < 0 {
-		return 0, fmt.Errorf("layers must be a whole number (or empty for all)")
+	if err != nil || n < 1 {
+		return 0, errors.New("layers to use must be a whole number from 1 up, or empty for all of them")
+	}
+	if c := s.Check; c != nil && c.Dir == s.dir() && c.Layers > 0 && n > c.Layers {
+		return 0, fmt.Errorf("this model has %d layers: type a number from 1 to %d, or leave the field empty for all of them", c.Layers, c.Layers)
 	}
 	return n, nil
 }
@@ -235,7 +238,13 @@ func (s *modelStep) showCheck() {
 		s.LayersLbl.SetText("Layers to use (empty = all)")
 	}
 	demo := synth.IsDemo(c.Dir)
+	_, layersErr := s.layers()
 	switch {
+	case layersErr != nil:
+		// more layers than the model has: said once, in the same words
+		// under the field and here (issue 27, G15)
+		setNote(s.LayerMsg, layersErr.Error())
+		s.Status.SetText(layersErr.Error())
 	case !c.HasConfig:
 		s.Status.SetText("No checkpoint here yet (no config.json). Download it into this folder, or choose another one.")
 	case !c.OK():

@@ -27,6 +27,9 @@ func modelChoices(s bridge.Settings) []modelChoice {
 		if s.Demo {
 			name = "DEMO model"
 		}
+		if bridge.DraftBeside(s.ModelDir) != "" {
+			name += " with draft model"
+		}
 		label := name + " — on this machine"
 		if s.TrunkDir != "" {
 			label += " (trunk " + filepath.Base(s.TrunkDir) + ")"

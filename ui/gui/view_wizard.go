@@ -2,7 +2,6 @@ package gui
 
 import (
 	"fmt"
-	"strings"
 
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/container"
@@ -42,8 +41,11 @@ type wizard struct {
 	Memory  *memoryStep
 	Done    *doneStep
 
-	Root     fyne.CanvasObject
-	crumbs   *widget.Label
+	Root fyne.CanvasObject
+	// crumbs are the steps' names; an earlier step, and the next one when
+	// Next would go there, can be clicked (issue 27, G20)
+	crumbs   *fyne.Container
+	CrumbBts []*widget.Button
 	title    *widget.Label
 	why      *widget.Label
 	body     *fyne.Container
@@ -62,7 +64,20 @@ func newWizard(u *appUI) *wizard {
 	w.Done = newDoneStep(w)
 	w.Steps = []wizardStep{w.Machine, w.Model, w.Pack, w.Memory, w.Done}
 
-	w.crumbs = widget.NewLabel("")
+	w.crumbs = container.NewHBox()
+	for j, st := range w.Steps {
+		if j > 0 {
+			w.crumbs.Add(widget.NewLabel("›"))
+		}
+		b := widget.NewButton(fmt.Sprintf("%d %s", j+1, st.Title()), func() {
+			if j != w.Cur {
+				w.Go(j)
+			}
+		})
+		b.Importance = widget.LowImportance
+		w.CrumbBts = append(w.CrumbBts, b)
+		w.crumbs.Add(b)
+	}
 	w.title = widget.NewLabelWithStyle("", fyne.TextAlignLeading, fyne.TextStyle{Bold: true})
 	w.title.SizeName = theme.SizeNameSubHeadingText
 	w.why = widget.NewLabel("")
@@ -85,15 +100,14 @@ func (w *wizard) Go(i int) {
 	}
 	w.Cur = i
 	s := w.Steps[i]
-	var names []string
-	for j, st := range w.Steps {
-		n := fmt.Sprintf("%d %s", j+1, st.Title())
+	for j, b := range w.CrumbBts {
 		if j == i {
-			n = "[" + n + "]"
+			b.Importance = widget.MediumImportance
+		} else {
+			b.Importance = widget.LowImportance
 		}
-		names = append(names, n)
+		b.Refresh()
 	}
-	w.crumbs.SetText(strings.Join(names, "   ›   "))
 	w.title.SetText(fmt.Sprintf("Step %d of %d: %s", i+1, len(w.Steps), s.Title()))
 	w.body.Objects = []fyne.CanvasObject{s.View()}
 	w.body.Refresh()
@@ -126,6 +140,13 @@ func (w *wizard) Changed() {
 		w.CloseBtn.Hide()
 	}
 	w.why.SetText(why)
+	for j, b := range w.CrumbBts {
+		if j <= w.Cur || j == w.Cur+1 && ok {
+			b.Enable()
+		} else {
+			b.Disable()
+		}
+	}
 }
 
 // Changes reports whether the setup being edited differs from the one in use.
