@@ -126,7 +126,7 @@ func newModelStep(w *wizard) *modelStep {
 		container.NewBorder(nil, nil, widget.NewLabel("Version"), nil, s.Revision),
 		container.NewBorder(nil, nil, nil, s.RetryBt, s.DownloadBt), s.DlBar, s.DlStatus, container.NewHScroll(s.DlFiles)))
 	vf := widget.NewCard("Verify", "", container.NewVBox(
-		wrapLabel("The check `k3 verify` runs: every file's size, every shard's header, config.json. The weights' bytes are compared only by `k3 verify --sha256`, with the checksums a k3 download records."),
+		wrapLabel("Verify checks what the command line checks: every file's size, every shard's header and config.json. The weights themselves are compared with checksums only for a folder k3 downloaded, which records them."),
 		s.VerifyBt, s.VfBar, s.VfStatus, container.NewStack(listRoom, s.VfList)))
 	demo := container.NewBorder(nil, nil, s.DemoBt, nil,
 		wrapLabel("A few MB, made here in seconds, so you can try everything: a tiny K3 that knows sayings and little else."))
