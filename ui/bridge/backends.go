@@ -117,7 +117,8 @@ type Reply struct {
 // returns the assistant message; when ctx is cancelled — while the prompt is
 // read too — it returns the partial message with Cut "stopped" and no error.
 // Events are the engine's: phases (Text), prefill progress, the reply's text
-// by channel, tokens and statistics. Implementations keep the engine state
+// by channel, tokens and statistics, delivered one at a time (on need not
+// be safe for concurrent calls). Implementations keep the engine state
 // between turns and reuse it when the conversation continues the previous one.
 type ChatEngine interface {
 	Open(ctx context.Context, on func(engine.Event)) (ModelInfo, error)

@@ -207,6 +207,14 @@ func (c *engineChat) Turn(ctx context.Context, history []chat.Message, opt chat.
 	}
 	c.sess.History = slices.Clone(past)
 	e := c.e
+	// on is called from the poller below and from the turn: one at a time
+	var onMu sync.Mutex
+	caller := on
+	on = func(ev engine.Event) {
+		onMu.Lock()
+		defer onMu.Unlock()
+		caller(ev)
+	}
 	// gauges keep moving during long steps
 	pollDone := make(chan struct{})
 	var pollWG sync.WaitGroup

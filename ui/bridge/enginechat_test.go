@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -84,6 +85,9 @@ func TestEngineChatEditReusesTheState(t *testing.T) {
 // reported above it. Both with the layers read from the shards and from a
 // packed trunk.
 func TestEngineChatPlanHoldsTheHeapSwing(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector's shadow memory is not the plan's to hold")
+	}
 	dir := filepath.Join(t.TempDir(), "demo")
 	require.NoError(t, MakeDemoModel(dir))
 	packed := filepath.Join(t.TempDir(), "trunk")
@@ -179,4 +183,31 @@ func TestEngineChatUsesTheDraftBeside(t *testing.T) {
 	with := reply(s)
 	assert.NotEmpty(t, with)
 	assert.Equal(t, reply(off), with)
+}
+
+// Turn calls on from its gauge poller and from the turn itself, one call
+// at a time (the callback need not be safe for concurrent calls).
+func TestEngineChatCallsOnOneAtATime(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "demo")
+	require.NoError(t, MakeDemoModel(dir))
+	s := DefaultSettings()
+	s.ModelDir, s.Demo, s.Preset, s.MaxTokens = dir, true, "laptop", 120
+	c := NewEngineChat(s)
+	defer c.Close()
+	var inside atomic.Int32
+	var overlaps, polls int
+	_, err := c.Turn(t.Context(), []chat.Message{{Role: "user", Content: "Tell me a saying about work."}}, s.ConvDefaults().ChatOptions(),
+		func(ev engine.Event) {
+			if inside.Add(1) != 1 {
+				overlaps++
+			}
+			if ev.Kind == engine.EventStats {
+				polls++
+			}
+			time.Sleep(3 * time.Millisecond) // a slow window: widens any overlap
+			inside.Add(-1)
+		})
+	require.NoError(t, err)
+	assert.Zero(t, overlaps)
+	assert.Positive(t, polls, "the poller ran during the turn")
 }
