@@ -106,7 +106,7 @@ faults:
 # driver and need no window); .ci/run runs it after make test.
 RACE_PKGS ?= ./...
 race:
-	$(GO) test -race -count=1 -timeout 30m $(RACE_PKGS)
+	$(GO) test -race -count=1 -timeout 45m $(RACE_PKGS)
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 3x ./kernels/...

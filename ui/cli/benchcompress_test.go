@@ -18,6 +18,9 @@ import (
 // a decode line per format whose numbers agree with each other, and the
 // mat-vec comparison.
 func TestBenchCompressJSON(t *testing.T) {
+	if raceEnabled {
+		t.Skip("a benchmark's numbers, checked in the plain run (see raceEnabled)")
+	}
 	var out, errb bytes.Buffer
 	require.Equal(t, ExitOK, run([]string{"bench", "compress", "--json", "--rounds", "1", "--threads", "1", fixture.ModelDir("tiny-release")}, &out, &errb), errb.String())
 	var ratios, decodes []map[string]any

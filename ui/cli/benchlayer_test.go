@@ -23,6 +23,9 @@ import (
 // compression and kernel lines. No timing is asserted beyond being
 // positive.
 func TestBenchLayerJSON(t *testing.T) {
+	if raceEnabled {
+		t.Skip("a benchmark's numbers, checked in the plain run (see raceEnabled)")
+	}
 	defer func(f func() synth.Spec) { benchLayerSpec = f }(benchLayerSpec)
 	benchLayerSpec = func() synth.Spec {
 		s := synth.Small()

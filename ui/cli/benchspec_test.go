@@ -62,6 +62,9 @@ func TestBenchSpecAcceptance(t *testing.T) {
 // and groups its lines by kind.
 func benchSpecLines(t *testing.T, args ...string) map[string][]specLine {
 	t.Helper()
+	if raceEnabled {
+		t.Skip("a benchmark's numbers, checked in the plain run (see raceEnabled)")
+	}
 	code, stdout, stderr := runK3(append([]string{"bench", "spec", "--acceptance-only", "--json"}, args...)...)
 	require.Equal(t, ExitOK, code, stderr)
 	kinds := map[string][]specLine{}
