@@ -8,8 +8,10 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -22,15 +24,18 @@ import (
 
 // draftMiniHub serves hub.DraftRepo at hub.DraftRevision: a config, a
 // weights file and a README; it records every path asked.
-func draftMiniHub(t *testing.T) (map[string][]byte, *[]string) {
+func draftMiniHub(t *testing.T) (map[string][]byte, func() []string) {
 	files := map[string][]byte{
 		"config.json":       []byte(`{"model_type":"k3_dspark"}`),
 		"model.safetensors": []byte(strings.Repeat("ds", 50001)),
 		"README.md":         []byte("readme"),
 	}
+	var mu sync.Mutex
 	var asked []string
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
 		asked = append(asked, r.URL.Path)
+		mu.Unlock()
 		if r.URL.Path == "/api/models/"+hub.DraftRepo+"/revision/"+hub.DraftRevision {
 			var sibs []map[string]any
 			for n, b := range files {
@@ -62,7 +67,11 @@ func draftMiniHub(t *testing.T) (map[string][]byte, *[]string) {
 	t.Setenv("HF_ENDPOINT", srv.URL)
 	t.Setenv("HF_TOKEN", "")
 	t.Setenv("HF_TOKEN_PATH", filepath.Join(t.TempDir(), "none"))
-	return files, &asked
+	return files, func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(asked)
+	}
 }
 
 func TestDownloadDraftFetchesThePinnedRelease(t *testing.T) {
@@ -103,7 +112,7 @@ func TestDownloadDraftRefusesFilesUnlikeTheRelease(t *testing.T) {
 	code, out, errs := storeRun("download", dest, "--draft")
 	assert.Equal(t, ExitRuntime, code, out)
 	assert.Contains(t, errs, "lists config.json with 26 bytes, the pinned release has 1251")
-	for _, p := range *asked {
+	for _, p := range asked() {
 		assert.NotContains(t, p, "/resolve/", "no file fetched")
 	}
 }
