@@ -3,6 +3,7 @@ package serve
 import (
 	"bytes"
 	"encoding/json"
+	"k3/tokenizer"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -31,8 +32,9 @@ func TestSDKsReadToolCalls(t *testing.T) {
 			t.Skipf("the %s client is not installed: run `npm ci` in %s", pkg, tool)
 		}
 	}
-	s, _, tok := start(t, func(o *Options) { o.APIKey = "k" })
-	s.sess = &scripted{tok: tok, output: toolOutput}
+	s, _, _ := startWith(t, func(o *Options) { o.APIKey = "k" }, func(tok *tokenizer.Tokenizer) generator {
+		return &scripted{tok: tok, output: toolOutput}
+	})
 
 	cmd := exec.Command(node, "agents.mjs")
 	cmd.Dir = tool

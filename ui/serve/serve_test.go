@@ -69,6 +69,13 @@ func TestMain(m *testing.M) {
 // start serves a new server on a loopback port.
 func start(t *testing.T, mod func(*Options)) (*Server, *engine.Engine, *tokenizer.Tokenizer) {
 	t.Helper()
+	return startWith(t, mod, nil)
+}
+
+// startWith is start with the server's generator replaced before it
+// serves (gen gets the tokenizer), so no request can see the old one.
+func startWith(t *testing.T, mod func(*Options), gen func(*tokenizer.Tokenizer) generator) (*Server, *engine.Engine, *tokenizer.Tokenizer) {
+	t.Helper()
 	e, tok := demo(t)
 	o := Options{Engine: e, Tok: tok, ModelID: "k3-demo", DefaultMaxTokens: 8, KeepAlive: time.Hour}
 	if mod != nil {
@@ -76,6 +83,9 @@ func start(t *testing.T, mod func(*Options)) (*Server, *engine.Engine, *tokenize
 	}
 	s, err := New(o)
 	require.NoError(t, err)
+	if gen != nil {
+		s.sess = gen(tok)
+	}
 	require.NoError(t, s.Start("127.0.0.1:0"))
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
