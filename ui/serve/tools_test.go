@@ -44,9 +44,11 @@ const weatherTool = `{"type":"function","function":{"name":"get_weather","descri
 
 func scriptedServer(t *testing.T, output string) (*Server, *scripted) {
 	t.Helper()
-	s, _, tok := start(t, nil)
-	g := &scripted{tok: tok, output: output}
-	s.sess = g
+	var g *scripted
+	s, _, _ := startWith(t, nil, func(tok *tokenizer.Tokenizer) generator {
+		g = &scripted{tok: tok, output: output}
+		return g
+	})
 	return s, g
 }
 
