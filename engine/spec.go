@@ -351,12 +351,6 @@ type drafter interface {
 	suggest(s *State, ids []int, k int) ([]int, int)
 }
 
-// contextDrafter proposes what followed the longest earlier match of the
-// text's suffix (suggestDraft).
-type contextDrafter struct{}
-
-func (contextDrafter) suggest(_ *State, ids []int, k int) ([]int, int) { return suggestDraft(ids, k) }
-
 // newSpec returns the draft controller of a generation over s, nil when it
 // will not draft: speculation off, the recompute check, or a prefill chunk
 // of one position (a pass never feeds more than a chunk: the plan's

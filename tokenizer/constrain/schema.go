@@ -38,7 +38,6 @@ type Schema struct {
 	items    *Schema
 	lit      []byte    // const: the literal's canonical JSON
 	anyOf    []*Schema // anyOf (also enum and type lists)
-	ref      string    // $ref not yet resolved
 }
 
 type prop struct {
