@@ -17,12 +17,10 @@ type Engine struct {
 	m      *Model
 	pool   *kernels.Pool
 	layers layerProvider
-	// LayerSeconds, when not nil (len >= bound layers), accumulates the wall
-	// time of each layer, waiting for its weights included.
-	LayerSeconds []float64
-	// ExpertSeconds, when not nil (len >= bound layers), accumulates the
-	// time each layer computed its routed experts (their reads excluded).
-	ExpertSeconds []float64
+	// layerSeconds and expertSeconds, when not nil (one per bound layer),
+	// accumulate the pass's time per layer and of its routed experts
+	// (GenOptions.LayerTimes).
+	layerSeconds, expertSeconds []float64
 	// The counters below are written by the generating goroutine and read
 	// by Snapshot from any other (the app's gauges poll it during a turn).
 	positions atomic.Int64 // positions run through every layer
@@ -136,8 +134,8 @@ func (e *Engine) forward(ctx context.Context, s *State, ids []int, all, want boo
 			s.rollback(li + 1)
 			return nil, err
 		}
-		if e.LayerSeconds != nil {
-			e.LayerSeconds[li] += time.Since(tl).Seconds()
+		if e.layerSeconds != nil {
+			e.layerSeconds[li] += time.Since(tl).Seconds()
 		}
 		if d != nil {
 			d.tap(taps, li, P)

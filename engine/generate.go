@@ -66,10 +66,22 @@ type GenOptions struct {
 	// costs this engine measures (k3 bench spec decodes a small model as
 	// the full one would be decoded on another machine).
 	SpecCosts func(T int) float64
-	// keepLogits makes the result carry the logits that chose every token,
-	// and propose replaces the drafter (tests).
+	// OnPass, when set, receives the measurement of every decode pass after
+	// the prompt (a plain step or a verification pass), the one the draft
+	// controller learns its costs from. k3 bench measures decoding through it.
+	OnPass func(PassStats)
+	// LayerTimes makes every PassStats carry the pass's time per layer
+	// (a clock read per layer and per routed expert).
+	LayerTimes bool
+	// Propose, when set, proposes the drafts instead of the model's drafter
+	// (its draft model or the context drafter): up to k tokens to follow ids
+	// (every token so far, the one just chosen last). The tokens stay those
+	// the sampler chooses whatever it proposes. k3 bench times verification
+	// passes of chosen lengths through it; the tests check verification.
+	Propose func(ids []int, k int) []int
+	// keepLogits makes the result carry the logits that chose every token
+	// (tests).
 	keepLogits bool
-	propose    func(ids []int, k int) []int
 	// onDraft sees every draft a pass verifies (tests)
 	onDraft func(draft []int)
 }
@@ -101,6 +113,19 @@ type GenResult struct {
 // draft tokens, of which Accepted became tokens (fewer than were accepted
 // when generation ended inside the draft).
 type Pass struct{ Drafted, Accepted int }
+
+// PassStats is one decode pass of Generate as measured (GenOptions.OnPass).
+// The clock starts before the counters are read and stops after they are
+// read again, so the read time of Stats lies inside Seconds.
+type PassStats struct {
+	Positions int     // positions the pass fed: the chosen token and its draft
+	Seconds   float64 // wall time of the forward (drafting and choosing excluded)
+	Stats     Stats   // what the pass read and waited for
+	// With GenOptions.LayerTimes, per bound layer: LayerSeconds is the
+	// layer's wall time, waiting for its weights included; ExpertSeconds the
+	// time it computed its routed experts (their reads excluded).
+	LayerSeconds, ExpertSeconds []float64
+}
 
 // PassesPerToken is the forwards per generated token, the prompt's last
 // one (which chose the first token) included: 1 without speculation.
@@ -137,9 +162,9 @@ func (r *GenResult) SecondsPerToken() float64 {
 }
 
 // Generate feeds prompt into s (nil: a fresh state) and generates up to
-// opt.MaxTokens tokens. It is the decode loop of every generation: the CLI,
-// chat sessions, the app and the server all run it. (MeasureOverlap, for
-// k3 bench, decodes greedily with Feed to time reads against compute.)
+// opt.MaxTokens tokens. It is the engine's one decode loop: the CLI, chat
+// sessions, the app, the server and k3 bench's measurements of decoding
+// (through OnPass) all run it.
 //
 // Cancelling ctx stops within one layer's work, prefill included: Generate
 // returns ctx.Err() with the partial result, and the state holds every
@@ -152,6 +177,9 @@ func (e *Engine) Generate(ctx context.Context, s *State, prompt []int, opt GenOp
 		ctx = context.Background()
 	}
 	start := e.Snapshot()
+	if opt.LayerTimes {
+		defer e.stopLayerTimes()
+	}
 	res := &GenResult{Prior: slices.Clone(s.IDs), Prompt: prompt, Stop: StopLength, State: s}
 	defer func() { res.Stats = e.Snapshot().Sub(start) }()
 	fail := func(err error) (*GenResult, error) {
@@ -247,13 +275,13 @@ func (e *Engine) Generate(ctx context.Context, s *State, prompt []int, opt GenOp
 			continue
 		}
 		draft := spec.draft(full, opt.MaxTokens-len(res.Generated))
-		meter := e.startPass()
+		meter := e.startPass(opt.LayerTimes)
 		res.DecodePasses++
 		if len(draft) == 0 {
 			if logits, err = e.Feed(ctx, s, []int{id}, false); err != nil {
 				return fail(err)
 			}
-			e.endPass(meter, 1)
+			e.endPass(meter, 1, opt.OnPass)
 			res.Passes = append(res.Passes, Pass{})
 			dt = time.Since(t0).Seconds()
 			continue
@@ -265,7 +293,7 @@ func (e *Engine) Generate(ctx context.Context, s *State, prompt []int, opt GenOp
 		if err != nil {
 			return fail(err)
 		}
-		e.endPass(meter, len(draft)+1)
+		e.endPass(meter, len(draft)+1, opt.OnPass)
 		// row i chooses the token at position base+i; the drafts stand up
 		// to the first one plain decoding would not have chosen
 		base, acc := len(full), 0

@@ -125,13 +125,13 @@ func (L *moeBlock) forward(e *Engine, x []float32, T int) ([]float32, error) {
 	for i := 0; i < len(order); i += group {
 		part := order[i:min(i+group, len(order))]
 		err := store.Each(L.layer, part, func(j int, exp *Expert) {
-			if e.ExpertSeconds == nil {
+			if e.expertSeconds == nil {
 				run(part[j], exp)
 				return
 			}
 			t0 := time.Now()
 			run(part[j], exp)
-			e.ExpertSeconds[L.layer] += time.Since(t0).Seconds()
+			e.expertSeconds[L.layer] += time.Since(t0).Seconds()
 		})
 		if err != nil {
 			return nil, err

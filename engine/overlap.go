@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"context"
 	"sync"
 	"time"
 )
@@ -90,63 +89,4 @@ func (t *ioTracker) seconds() float64 {
 		b += time.Since(t.since).Seconds()
 	}
 	return b
-}
-
-// Overlap is how well a stretch of decoding overlapped its reads with its
-// compute. Read is the time some read was in flight; Compute the time the
-// forward was not waiting for a read. An engine that never overlaps takes
-// Read + Compute; a perfect one max(Read, Compute).
-type Overlap struct {
-	Tokens         int     `json:"tokens"`
-	WallSeconds    float64 `json:"wall_seconds"`
-	ReadSeconds    float64 `json:"read_seconds"`
-	ComputeSeconds float64 `json:"compute_seconds"`
-	BytesRead      int64   `json:"bytes_read"`
-	// Efficiency is max(Read, Compute) / Wall: 1 is perfect overlap, 0.5
-	// what strictly alternating equal reads and compute give.
-	Efficiency float64 `json:"overlap_efficiency"`
-}
-
-// SecondsPerToken is the measured wall time per token.
-func (o Overlap) SecondsPerToken() float64 { return o.WallSeconds / float64(max(o.Tokens, 1)) }
-
-// BoundSecondsPerToken is max(read, compute) per token: what perfect
-// overlap would give.
-func (o Overlap) BoundSecondsPerToken() float64 {
-	return max(o.ReadSeconds, o.ComputeSeconds) / float64(max(o.Tokens, 1))
-}
-
-// OverlapOf derives the overlap of a stretch from the counters it
-// accumulated (Stats.Sub) and its wall time.
-func OverlapOf(d Stats, wall float64, tokens int) Overlap {
-	o := Overlap{Tokens: tokens, WallSeconds: wall, ReadSeconds: d.ReadBusySeconds,
-		ComputeSeconds: max(wall-d.IOWaitSeconds(), 0), BytesRead: d.BytesRead()}
-	if wall > 0 {
-		o.Efficiency = max(o.ReadSeconds, o.ComputeSeconds) / wall
-	}
-	return o
-}
-
-// MeasureOverlap decodes tokens greedy steps one position at a time after
-// prompt (prefill not measured) and returns their overlap: what a bench
-// reports per preset as s/token next to max(read, compute).
-func MeasureOverlap(ctx context.Context, e *Engine, prompt []int, tokens int) (Overlap, error) {
-	s := e.m.NewState()
-	logits, err := e.Feed(ctx, s, prompt, false)
-	if err != nil {
-		return Overlap{}, err
-	}
-	// the clock starts before the counters are read and stops after: the
-	// read time the counters give lies inside the wall time
-	t0 := time.Now()
-	start := e.counters()
-	id := argmax(logits)
-	for i := 0; i < tokens; i++ {
-		if logits, err = e.Feed(ctx, s, []int{id}, false); err != nil {
-			return Overlap{}, err
-		}
-		id = argmax(logits)
-	}
-	d := e.counters().Sub(start)
-	return OverlapOf(d, time.Since(t0).Seconds(), tokens), nil
 }

@@ -373,7 +373,7 @@ func (e *Engine) newSpec(s *State, opt GenOptions) *specControl {
 	if d := e.drafter(); d != nil {
 		c.suggest = func(ids []int, k int) ([]int, int) { return d.suggest(s, ids, k) }
 	}
-	if p := opt.propose; p != nil {
+	if p := opt.Propose; p != nil {
 		c.suggest = func(ids []int, k int) ([]int, int) {
 			_, n := matchSuffix(ids)
 			return p(ids, k), n
@@ -490,15 +490,32 @@ func chooseDraft(a []float64, cost func(T int) float64) int {
 	return best
 }
 
-// passMeter measures one decode pass for the cost model.
+// passMeter measures one decode pass for the cost model and OnPass.
 type passMeter struct {
 	t0    time.Time
 	stats Stats
 }
 
-func (e *Engine) startPass() passMeter { return passMeter{time.Now(), e.counters()} }
-
-func (e *Engine) endPass(p passMeter, T int) {
-	d := e.counters().Sub(p.stats)
-	e.spec.measure(T, time.Since(p.t0).Seconds(), d.IOWaitSeconds(), d.ReadBusySeconds, d.TrunkBytesRead, d.Expert.BytesRead)
+// startPass starts a pass's measurement: with layers, the per-layer times
+// too. The clock starts before the counters are read.
+func (e *Engine) startPass(layers bool) passMeter {
+	if layers {
+		e.layerSeconds, e.expertSeconds = make([]float64, e.m.Bound), make([]float64, e.m.Bound)
+	}
+	return passMeter{time.Now(), e.counters()}
 }
+
+// endPass ends the measurement of a pass of T positions and hands it to
+// on (nil: none). The counters are read before the clock stops.
+func (e *Engine) endPass(p passMeter, T int, on func(PassStats)) {
+	d := e.counters().Sub(p.stats)
+	wall := time.Since(p.t0).Seconds()
+	e.spec.measure(T, wall, d.IOWaitSeconds(), d.ReadBusySeconds, d.TrunkBytesRead, d.Expert.BytesRead)
+	if on != nil {
+		on(PassStats{Positions: T, Seconds: wall, Stats: d, LayerSeconds: e.layerSeconds, ExpertSeconds: e.expertSeconds})
+	}
+	e.stopLayerTimes()
+}
+
+// stopLayerTimes stops timing layers (a pass that failed leaves them on).
+func (e *Engine) stopLayerTimes() { e.layerSeconds, e.expertSeconds = nil, nil }

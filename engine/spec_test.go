@@ -112,7 +112,7 @@ func TestSpecExact(t *testing.T) {
 					lengths = []Spec{5}
 				}
 				for _, k := range lengths {
-					r := generateCase(t, m, b.threads, p.PromptIDs, GenOptions{MaxTokens: 20, Spec: k, Complete: true, propose: oracleDrafts(ref, V)})
+					r := generateCase(t, m, b.threads, p.PromptIDs, GenOptions{MaxTokens: 20, Spec: k, Complete: true, Propose: oracleDrafts(ref, V)})
 					requireSameRun(t, fmt.Sprintf("%s, spec %d", what, k), r, plain)
 					drafted += r.res.Stats.SpecDrafted
 					accepted += r.res.Stats.SpecAccepted
@@ -131,10 +131,10 @@ func TestSpecExact(t *testing.T) {
 				// ended inside a verified draft: by a stop id, by the cap
 				stop := plain.res.Generated[9]
 				cut := generateCase(t, m, b.threads, p.PromptIDs, GenOptions{MaxTokens: 20, Spec: SpecOff, StopIDs: []int{stop}})
-				r := generateCase(t, m, b.threads, p.PromptIDs, GenOptions{MaxTokens: 20, Spec: 8, StopIDs: []int{stop}, propose: oracleDrafts(ref, V)})
+				r := generateCase(t, m, b.threads, p.PromptIDs, GenOptions{MaxTokens: 20, Spec: 8, StopIDs: []int{stop}, Propose: oracleDrafts(ref, V)})
 				requireSameRun(t, what+", stop id", r, cut)
 				capped := generateCase(t, m, b.threads, p.PromptIDs, GenOptions{MaxTokens: 13, Spec: SpecOff})
-				r = generateCase(t, m, b.threads, p.PromptIDs, GenOptions{MaxTokens: 13, Spec: 8, propose: oracleDrafts(ref, V)})
+				r = generateCase(t, m, b.threads, p.PromptIDs, GenOptions{MaxTokens: 13, Spec: 8, Propose: oracleDrafts(ref, V)})
 				requireSameRun(t, what+", token cap", r, capped)
 				if a := r.res.Stats.SpecAccepted; a > 0 && a < r.res.Stats.SpecDrafted {
 					partial++
@@ -162,12 +162,12 @@ func TestSpecSampledExact(t *testing.T) {
 		greedy := generateCase(t, m, 2, p.PromptIDs, GenOptions{MaxTokens: 30})
 		require.NotEqual(t, greedy.res.Generated, plain.res.Generated, "%s: sampling at 0.9 gave the greedy ids", name)
 		for _, k := range []Spec{2, 6} {
-			opt.Spec, opt.propose = k, oracleDrafts(plain.res.FullIDs(), m.Cfg.VocabSize)
+			opt.Spec, opt.Propose = k, oracleDrafts(plain.res.FullIDs(), m.Cfg.VocabSize)
 			r := generateCase(t, m, 2, p.PromptIDs, opt)
 			requireSameRun(t, fmt.Sprintf("%s sampled, spec %d", name, k), r, plain)
 			require.Greater(t, r.res.Stats.SpecAccepted, int64(0))
 		}
-		opt.Spec, opt.propose, opt.SpecCosts = SpecAuto, nil, draftPays
+		opt.Spec, opt.Propose, opt.SpecCosts = SpecAuto, nil, draftPays
 		requireSameRun(t, name+" sampled, auto", generateCase(t, m, 2, p.PromptIDs, opt), plain)
 	}
 }
@@ -193,7 +193,7 @@ func TestSpecCancelInsidePass(t *testing.T) {
 	e := m.NewEngine(2)
 	defer e.Close()
 	drafts := oracleDrafts(ref, m.Cfg.VocabSize)
-	res, err := e.Generate(ctx, nil, p.PromptIDs, GenOptions{MaxTokens: 20, Spec: 5, propose: func(ids []int, k int) []int {
+	res, err := e.Generate(ctx, nil, p.PromptIDs, GenOptions{MaxTokens: 20, Spec: 5, Propose: func(ids []int, k int) []int {
 		passes++
 		return drafts(ids, k)
 	}})
@@ -331,32 +331,6 @@ func TestParseSpec(t *testing.T) {
 	assert.Equal(t, "3", Spec(3).String())
 }
 
-// TestOverlapMeasured: a streamed decode's read time, compute time and
-// their overlap come from the run's own counters; the efficiency is a
-// share of the wall time.
-func TestOverlapMeasured(t *testing.T) {
-	model, tr := budgetCheckpoint(t)
-	m, err := Open(model, Options{TrunkDir: tr, Budget: Budget{TrunkBytes: 2.7e6, Ring: 2, CacheBytes: 1}, Chunk: 16})
-	require.NoError(t, err)
-	defer m.Close()
-	e := m.NewEngine(2)
-	defer e.Close()
-	o, err := MeasureOverlap(context.Background(), e, []int{5, 77, 300, 12}, 3)
-	require.NoError(t, err)
-	assert.Equal(t, 3, o.Tokens)
-	assert.Greater(t, o.ReadSeconds, 0.0)
-	assert.Greater(t, o.ComputeSeconds, 0.0)
-	assert.Greater(t, o.BytesRead, int64(0))
-	assert.Greater(t, o.Efficiency, 0.0)
-	assert.LessOrEqual(t, o.Efficiency, 1.0)
-	assert.InDelta(t, max(o.ReadSeconds, o.ComputeSeconds)/3, o.BoundSecondsPerToken(), 1e-12)
-
-	d := Stats{ReadBusySeconds: 3, TrunkWaitSeconds: 1, Expert: ExpertStats{ReadSeconds: 1, BytesRead: 10}, TrunkBytesRead: 5}
-	o = OverlapOf(d, 5, 2)
-	assert.Equal(t, Overlap{Tokens: 2, WallSeconds: 5, ReadSeconds: 3, ComputeSeconds: 3, BytesRead: 15, Efficiency: 0.6}, o)
-	assert.Equal(t, 2.5, o.SecondsPerToken())
-}
-
 // TestSimulateSpec: the simulated decode loop makes every token once, the
 // controller drafts on a repetitive reply when the trunk streams and never
 // when the pass is compute-bound, and a pass's bytes are the trunk once
@@ -424,4 +398,69 @@ func TestSpecCeiling(t *testing.T) {
 	forced := SimulateSpec(ids, 4, Spec(8), 8, costs)
 	assert.Equal(t, 1, forced.Passes, "forced drafting proposes the same two tokens here")
 	assert.Equal(t, c.Bytes, forced.Bytes)
+}
+
+// TestGenerateOnPass: OnPass sees every decode pass of Generate once, in
+// order, with the positions it fed (the chosen token and its draft), its
+// read time inside its wall time and, with LayerTimes, a time for every
+// bound layer; the layer timers are off once Generate returns, after a
+// failed pass too.
+func TestGenerateOnPass(t *testing.T) {
+	name := "tiny-release"
+	p := fixture.LoadExpect(t, name).Prompts[0]
+	m := openCase(t, name, 0)
+	plain := generateCase(t, m, 2, p.PromptIDs, GenOptions{MaxTokens: 12, Spec: SpecOff})
+	e := m.NewEngine(2)
+	defer e.Close()
+	var got []PassStats
+	res, err := e.Generate(context.Background(), nil, p.PromptIDs, GenOptions{MaxTokens: 12, Spec: 3, LayerTimes: true,
+		Propose: oracleDrafts(plain.res.FullIDs(), m.Cfg.VocabSize), OnPass: func(ps PassStats) { got = append(got, ps) }})
+	require.NoError(t, err)
+	require.Equal(t, plain.res.Generated, res.Generated)
+	require.Len(t, got, len(res.Passes))
+	require.Greater(t, res.Stats.SpecDrafted, int64(0), "the passes verified drafts")
+	for i, ps := range got {
+		assert.Equal(t, res.Passes[i].Drafted+1, ps.Positions, "pass %d", i)
+		assert.Equal(t, int64(1), ps.Stats.ForwardPasses, "pass %d", i)
+		assert.Equal(t, ps.Positions, ps.Stats.Positions, "pass %d", i)
+		assert.Positive(t, ps.Seconds, "pass %d", i)
+		assert.LessOrEqual(t, ps.Stats.ReadBusySeconds, ps.Seconds, "pass %d: read time inside the wall time", i)
+		require.Len(t, ps.LayerSeconds, m.Bound, "pass %d", i)
+		require.Len(t, ps.ExpertSeconds, m.Bound, "pass %d", i)
+		for li := range m.Bound {
+			assert.Positive(t, ps.LayerSeconds[li], "pass %d layer %d", i, li)
+			assert.LessOrEqual(t, ps.ExpertSeconds[li], ps.LayerSeconds[li], "pass %d layer %d", i, li)
+		}
+	}
+	assert.Nil(t, e.layerSeconds)
+	assert.Nil(t, e.expertSeconds)
+
+	// without LayerTimes no layer is timed
+	got = nil
+	_, err = e.Generate(context.Background(), nil, p.PromptIDs, GenOptions{MaxTokens: 3, Spec: SpecOff, OnPass: func(ps PassStats) { got = append(got, ps) }})
+	require.NoError(t, err)
+	require.Len(t, got, 2)
+	assert.Nil(t, got[0].LayerSeconds)
+
+	// a pass cancelled inside its layers is not reported, and leaves the
+	// timers off
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	armed := false
+	mc, err := Open(fixture.ModelDir(name), Options{Budget: Budget{CacheBytes: 1 << 40}, Trace: func(layer, expert int) {
+		if armed && layer == 2 {
+			cancel()
+		}
+	}})
+	require.NoError(t, err)
+	defer mc.Close()
+	ec := mc.NewEngine(2)
+	defer ec.Close()
+	got = nil
+	_, err = ec.Generate(ctx, nil, p.PromptIDs, GenOptions{MaxTokens: 5, Spec: SpecOff, LayerTimes: true,
+		OnToken: func(Event) bool { armed = true; return false }, OnPass: func(ps PassStats) { got = append(got, ps) }})
+	require.ErrorIs(t, err, context.Canceled)
+	assert.Empty(t, got)
+	assert.Nil(t, ec.layerSeconds)
+	assert.Nil(t, ec.expertSeconds)
 }

@@ -2,7 +2,11 @@
 // on it: disk reads done the way the engine reads (O_DIRECT into huge-page
 // buffers, a chosen request size and queue depth, the page cache dropped),
 // a probe file's write speed, RAM read bandwidth, kernel timing against it,
-// and the layer and stream benchmarks on generated checkpoints.
+// the layer and stream benchmarks on generated checkpoints, and the timing
+// of decode passes (MeasurePasses, MeasureOverlap, the per-layer times of
+// Layer). Those decode through engine.Generate, as every generation does,
+// and read its measurement of each pass (GenOptions.OnPass): the engine
+// keeps no decode loop of its own for benchmarks.
 //
 // `k3 doctor` (package doctor) and `k3 bench` (ui/cli) both measure through
 // it, so they report the same disk and RAM numbers from the same code. It

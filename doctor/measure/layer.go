@@ -64,8 +64,8 @@ type OverlapResult struct {
 	RingSlots      int
 	StreamedLayers int
 	InFlight       int // streamed layers read while the one before computes: InFlight(TrunkRuns, RingBytes, RingSlots)
-	Overlap        engine.Overlap
-	Runs           []engine.Overlap // every round, in order
+	Overlap        Overlap
+	Runs           []Overlap // every round, in order
 }
 
 // LayerConfig says what Layer measures besides the per-layer times.
@@ -221,28 +221,29 @@ func Layer(ctx context.Context, model, tr string, cfg LayerConfig) (*LayerResult
 			}
 		}
 		e = m.NewEngine(threads)
-		// prefill twice: the first run reads the experts, the second is timed
+		// prefill twice: the first run reads the experts, the second is
+		// timed; then the caches are dropped (cold) before the first
+		// decode step, and every decode step's layers are timed
 		if _, err := e.Feed(ctx, m.NewState(), prompt, false); err != nil {
 			return nil, 0, err
 		}
-		st := m.NewState()
-		t0 := time.Now()
-		logits, err := e.Feed(ctx, st, prompt, false)
+		seconds := make([]float64, m.Bound)
+		res, err := e.Generate(ctx, nil, prompt, engine.GenOptions{MaxTokens: tokens + 1, Spec: engine.SpecOff, LayerTimes: true,
+			OnToken: func(ev engine.Event) bool {
+				if ev.Step == 0 && cold {
+					dropPaths(append(files, filepath.Join(tr, trunk.BinFile)))
+				}
+				return false
+			},
+			OnPass: func(p engine.PassStats) {
+				for i, s := range p.LayerSeconds {
+					seconds[i] += s
+				}
+			}})
 		if err != nil {
 			return nil, 0, err
 		}
-		prefill := float64(len(prompt)) / time.Since(t0).Seconds()
-		if cold {
-			dropPaths(append(files, filepath.Join(tr, trunk.BinFile)))
-		}
-		e.LayerSeconds = make([]float64, m.Bound)
-		id := kernels.Argmax(logits)
-		for i := 0; i < tokens; i++ {
-			if logits, err = e.Feed(ctx, st, []int{id}, false); err != nil {
-				return nil, 0, err
-			}
-			id = kernels.Argmax(logits)
-		}
+		prefill := float64(len(prompt)) / res.PrefillSeconds
 		perLayer := m.TrunkLayerBytes()
 		var out []LayerTiming
 		for i := 0; i < m.Bound; i++ {
@@ -251,7 +252,7 @@ func Layer(ctx context.Context, model, tr string, cfg LayerConfig) (*LayerResult
 				b += int64(m.Cfg.TopK) * m.Experts().ExpertBytes()
 			}
 			out = append(out, LayerTiming{Layer: i, Kind: m.Cfg.LayerKind(i), Bytes: b,
-				Seconds: e.LayerSeconds[i] / float64(tokens)})
+				Seconds: seconds[i] / float64(tokens)})
 		}
 		return out, prefill, nil
 	}
@@ -321,7 +322,7 @@ func measureOverlap(ctx context.Context, model, tr string, cfg LayerConfig, runs
 				r.InFlight = InFlight(streamed, r.RingBytes, r.RingSlots)
 			}
 			e := m.NewEngine(cfg.Threads)
-			ov, err := engine.MeasureOverlap(ctx, e, prompt, tokens)
+			ov, err := MeasureOverlap(ctx, e, prompt, tokens)
 			release(m, e)
 			if err != nil {
 				return nil, fmt.Errorf("overlap %s: %w", c.Name, err)
@@ -339,9 +340,9 @@ func measureOverlap(ctx context.Context, model, tr string, cfg LayerConfig, runs
 
 // medianOverlap is the run of median efficiency (the lower middle one of
 // an even count), so its numbers stay one run's.
-func medianOverlap(runs []engine.Overlap) engine.Overlap {
+func medianOverlap(runs []Overlap) Overlap {
 	s := slices.Clone(runs)
-	slices.SortStableFunc(s, func(a, b engine.Overlap) int { return cmp.Compare(a.Efficiency, b.Efficiency) })
+	slices.SortStableFunc(s, func(a, b Overlap) int { return cmp.Compare(a.Efficiency, b.Efficiency) })
 	return s[(len(s)-1)/2]
 }
 

@@ -355,11 +355,11 @@ func benchSpec(args []string, stdout, stderr io.Writer) int {
 			ov.SecondsPerToken(), ov.ReadSeconds/float64(ov.Tokens), ov.ComputeSeconds/float64(ov.Tokens), ov.BoundSecondsPerToken(), ov.Efficiency))
 
 	logf("timing verification passes of 1..%d positions at the real K3 width (resident, every expert cached)", *maxDraft+1)
-	timings, err := engine.MeasurePasses(ctx, model, *threads, *maxDraft+1, 64, *reps, logf)
+	timings, err := measure.MeasurePasses(ctx, model, *threads, *maxDraft+1, 64, *reps, logf)
 	if err != nil {
 		return fail("", err)
 	}
-	compute := engine.ComputeAt(timings, releasedKinds, doctor.K3.ExpertsPerToken/16, 16)
+	compute := measure.ComputeAt(timings, releasedKinds, doctor.K3.ExpertsPerToken/16, 16)
 	title("\ncompute of one pass of the full model (projected from the measured layers; no expert shared between positions)")
 	for T := 1; T < len(compute); T++ {
 		emit(specLine{Kind: "timing", Positions: T, Seconds: compute[T]}, fmt.Sprintf("  %d position(s): %.2f s (%.2f s per position)", T, compute[T], compute[T]/float64(T)))
@@ -513,13 +513,13 @@ func benchSpecReference(maxDraft int, emit func(specLine, string), title func(st
 // streamed: every layer from the packed trunk through a 3.7 GB ring (two of
 // its three layers in flight, whichever two, never all three), experts from
 // disk (a cache of the minimum size).
-func measureSpecOverlap(ctx context.Context, model, tr string, threads int) (engine.Overlap, error) {
+func measureSpecOverlap(ctx context.Context, model, tr string, threads int) (measure.Overlap, error) {
 	m, err := engine.Open(model, engine.Options{TrunkDir: tr, Budget: engine.Budget{TrunkBytes: 3.7e9, Ring: 2, CacheBytes: 1}, Chunk: 16, Positions: 64})
 	if err != nil {
-		return engine.Overlap{}, err
+		return measure.Overlap{}, err
 	}
 	defer m.Close()
 	e := m.NewEngine(threads)
 	defer e.Close()
-	return engine.MeasureOverlap(ctx, e, []int{1, 2, 3, 4, 5, 6, 7, 8}, 4)
+	return measure.MeasureOverlap(ctx, e, []int{1, 2, 3, 4, 5, 6, 7, 8}, 4)
 }
