@@ -151,4 +151,3 @@ func floats(xs []float64) string {
 	}
 	return s
 }
-
