@@ -67,8 +67,9 @@ type GenOptions struct {
 	// the full one would be decoded on another machine).
 	SpecCosts func(T int) float64
 	// OnPass, when set, receives the measurement of every decode pass after
-	// the prompt (a plain step or a verification pass), the one the draft
-	// controller learns its costs from. k3 bench measures decoding through it.
+	// the prompt (a plain step or a verification pass; none with
+	// Recompute), the one the draft controller learns its costs from. k3
+	// bench measures decoding through it.
 	OnPass func(PassStats)
 	// LayerTimes makes every PassStats carry the pass's time per layer
 	// (a clock read per layer and per routed expert).
