@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"k3/tokenizer"
+	"k3/tokenizer/constrain"
 
 	"k3/ui/openai"
 )
@@ -62,7 +63,7 @@ func (s *Server) chatPrompt(q *openai.ChatRequest, j *job) *openai.Error {
 	ro := tokenizer.RenderOptions{NoThink: !thinking, ThinkingEffort: effort, ToolChoice: choice}
 	if rf := bytes.TrimSpace(q.ResponseFormat); len(rf) > 0 && !bytes.Equal(rf, []byte("null")) {
 		ro.ResponseFormat = rf
-		if j.schema, err = responseSchema(rf); err != nil {
+		if j.goal.Answer, err = responseSchema(rf); err != nil {
 			return err
 		}
 	}
@@ -77,7 +78,7 @@ func (s *Server) chatPrompt(q *openai.ChatRequest, j *job) *openai.Error {
 	case choice == "none":
 		j.noTools = `tool_choice is "none"`
 	case choice == "required":
-		j.callTools = toolSchemas(tools)
+		j.goal.Call = constrain.ToolSchemas(tools)
 	}
 	return nil
 }

@@ -33,13 +33,10 @@ type job struct {
 	sampling    engine.Sampling
 	stream      uint64 // PCG32 stream of the seed (as k3 chat: the turn's user-message count)
 	stops       []string
-	// schema, when set, is what the answer must be (response_format):
-	// enforced by constrained decoding
-	schema *constrain.Schema
-	// callTools, when set, is the tools of a required call (tool_choice
-	// required or named) by name: the call is enforced likewise
-	callTools map[string]*constrain.Schema
-	client    string // who asked (clientOf)
+	// goal is what the answer must be (response_format) or the required
+	// call (tool_choice required or named): enforced by constrained decoding
+	goal   constrain.Goal
+	client string // who asked (clientOf)
 
 	// streaming hooks; nil when not streaming
 	onPrefill   func(done, total int)
