@@ -8,8 +8,8 @@ package chat
 
 import (
 	"context"
-	"errors"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
