@@ -112,7 +112,7 @@ func (s *Server) samplingOf(q *openai.Sampling, j *job) *openai.Error {
 	if err != nil {
 		return asAPIError(err)
 	}
-	j.stops = stops
+	j.stops = append(j.stops, stops...) // after an endpoint's own (Messages' stop_sequences)
 	return nil
 }
 

@@ -365,31 +365,21 @@ func (s *Server) responseObject(id string, created int64, r *responsesRequest, x
 }
 
 func (s *Server) responses(w http.ResponseWriter, r *http.Request) {
-	t0 := time.Now()
 	var rq responsesRequest
-	release, err := s.decode(w, r, &rq)
-	if err != nil {
-		s.writeError(w, err)
-		return
-	}
 	var q openai.ChatRequest
 	x := &responsesExtra{}
 	j := &job{}
 	id, created := newID("resp_"), time.Now().Unix()
-	s.handle(w, r, "POST /v1/responses", rq.Stream, j, t0, release, []func() *openai.Error{
-		func() *openai.Error {
-			if err := chatOfResponses(&rq, &q, x); err != nil {
-				return err
-			}
-			for _, w := range x.warnings {
-				s.logf("POST /v1/responses: %s", w)
-			}
-			return nil
-		},
-		func() *openai.Error { return s.samplingOf(&q.Sampling, j) },
-		func() *openai.Error { return s.chatPrompt(&q, j) },
-		func() *openai.Error { return s.fit(j) },
-	}, func(ctx context.Context, cancel context.CancelFunc, p *place) (*result, error) {
+	read := func() *openai.Error {
+		if err := chatOfResponses(&rq, &q, x); err != nil {
+			return err
+		}
+		for _, w := range x.warnings {
+			s.logf("POST /v1/responses: %s", w)
+		}
+		return nil
+	}
+	s.chatEndpoint(w, r, "POST /v1/responses", &rq, &q, j, read, func(ctx context.Context, cancel context.CancelFunc, p *place) (*result, error) {
 		return s.streamResponse(ctx, cancel, w, p, j, &rq, x, id, created)
 	}, func(res *result) {
 		var out []outputItem
