@@ -80,6 +80,12 @@ func (s *Server) chatPrompt(q *openai.ChatRequest, j *job) *openai.Error {
 	case choice == "required":
 		j.goal.Call = constrain.ToolSchemas(tools)
 	}
+	if !j.goal.Empty() && len(j.stops) > 0 {
+		// the structure was asked for so that the reply parses: a stop
+		// string would cut the JSON, or end the turn before a required call
+		j.stops = nil
+		j.notes = append(j.notes, "the stop strings were not applied: the reply is held to JSON (response_format, or a required tool call), which a stop string would cut")
+	}
 	return nil
 }
 

@@ -37,6 +37,9 @@ type job struct {
 	// call (tool_choice required or named): enforced by constrained decoding
 	goal   constrain.Goal
 	client string // who asked (clientOf)
+	// notes are warnings of the request's own (what it asked and was not
+	// done), reported before the reply reader's
+	notes []string
 
 	// streaming hooks; nil when not streaming
 	onPrefill   func(done, total int)
@@ -207,7 +210,8 @@ func (s *Server) generate(ctx context.Context, j *job) (*result, error) {
 	} else {
 		// the reply as the session's reader read it: what streamed, plus
 		// the tool calls and what it read loosely
-		res.reasoning, res.calls, res.warnings = rep.Reasoning, rep.ToolCalls, rep.Warnings
+		res.reasoning, res.calls = rep.Reasoning, rep.ToolCalls
+		res.warnings = append(slices.Clip(j.notes), rep.Warnings...)
 		res.reasoningTokens = rep.ReasoningTokens
 	}
 	filter.flush()
