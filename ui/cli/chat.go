@@ -196,12 +196,12 @@ func cmdChat(args []string, stdout, stderr io.Writer) int {
 					opt.ResponseFormat = constrain.ObjectFormat
 					fmt.Fprintln(stdout, "answers: any JSON object")
 				default:
-					f, err := schemaFormat(arg)
+					rf, err := schemaFormat(arg)
 					if err != nil {
 						fmt.Fprintf(stdout, "/json %v; answers stay as they were\n", err)
 						break
 					}
-					opt.ResponseFormat = f
+					opt.ResponseFormat = rf
 					fmt.Fprintf(stdout, "answers: JSON of the schema in %s\n", arg)
 				}
 			case f[0] == "/effort" && len(f) == 2 && slices.Contains(tokenizer.ThinkingEfforts, f[1]):
