@@ -8,6 +8,7 @@ package chat
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -28,6 +29,10 @@ type Options struct {
 	// Spec is speculative decoding (engine.SpecAuto by default); the reply
 	// is the same whatever it is.
 	Spec engine.Spec
+	// ResponseFormat, when set, is an OpenAI response_format object
+	// (json_object, or json_schema in the strict subset): the answer is
+	// held to it token by token, as k3 serve does (structured.go).
+	ResponseFormat json.RawMessage
 	engine.Sampling
 }
 
@@ -161,7 +166,8 @@ func (s *Session) render(opt Options, noGen bool) ([]int, error) {
 	for _, m := range s.History {
 		msgs = append(msgs, tokenizer.Message{Role: m.Role, Content: m.Content, ReasoningContent: m.ReasoningContent})
 	}
-	segs, err := tokenizer.Render(msgs, nil, tokenizer.RenderOptions{NoThink: opt.NoThink, ThinkingEffort: opt.Effort, NoGenerationPrompt: noGen})
+	segs, err := tokenizer.Render(msgs, nil, tokenizer.RenderOptions{NoThink: opt.NoThink, ThinkingEffort: opt.Effort, NoGenerationPrompt: noGen,
+		ResponseFormat: opt.ResponseFormat})
 	if err != nil {
 		return nil, err
 	}
@@ -201,12 +207,17 @@ func (s *Session) Turn(ctx context.Context, user string, opt Options, on func(en
 			turnIndex++
 		}
 	}
+	sampler, spec, err := s.turnSampling(opt, uint64(turnIndex))
+	if err != nil {
+		s.History = s.History[:len(s.History)-1]
+		return nil, err
+	}
 	mark := -1
 	if s.Checkpoints > 0 {
 		mark = s.userStart(ids, opt)
 	}
 	rep, sm, gen, err := s.run(ctx, ids, mark, PromptOptions{Thinking: !opt.NoThink, MaxTokens: opt.MaxTokens,
-		Sampler: opt.Sampler(uint64(turnIndex)), Spec: opt.Spec}, on)
+		Sampler: sampler, Spec: spec}, on)
 	if err != nil && !errors.Is(err, context.Canceled) {
 		s.finish(rep, sm, gen, opt)
 		return rep, err

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"math/rand/v2"
 	"testing"
+
+	"k3/tokenizer"
 )
 
 // k3SizeVocab is a synthetic vocabulary of K3's size (163,840 ids): the
@@ -47,6 +49,53 @@ func BenchmarkMaskK3Size(b *testing.B) {
 			st.Feed([]byte(prefix))
 			for b.Loop() {
 				c := New(v, p) // a fresh cache: every mask is computed
+				c.Mask(st)
+			}
+		})
+	}
+}
+
+// demoVocab is the demo model's vocabulary (tokenizer.WriteByteLevel).
+func demoVocab(b *testing.B) *Vocab {
+	dir := b.TempDir()
+	if err := tokenizer.WriteByteLevel(dir, tokenizer.ByteLevelOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	tok, err := tokenizer.Load(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return ForTokenizer(tok).V
+}
+
+// BenchmarkMaskCache is one mask uncached (a fresh cache) and cached (a
+// Turn's shared cache, filled by an earlier request; the schema compiled
+// again as each request does), at the demo's vocabulary and K3's size, inside a string (the
+// slowest state uncached).
+func BenchmarkMaskCache(b *testing.B) {
+	const schema = `{"type":"object","properties":{"name":{"type":"string"},"age":{"type":"integer"}},"required":["name","age"],"additionalProperties":false}`
+	for _, vc := range []struct {
+		name string
+		v    func(*testing.B) *Vocab
+	}{{"demo", demoVocab}, {"k3size", func(*testing.B) *Vocab { return k3SizeVocab() }}} {
+		v := vc.v(b)
+		p, err := Compile(json.RawMessage(schema))
+		if err != nil {
+			b.Fatal(err)
+		}
+		st := Start(p)
+		st.Feed([]byte(`{"name":"Al`))
+		b.Run(vc.name+"/uncached", func(b *testing.B) {
+			for b.Loop() {
+				New(v, p).Mask(st)
+			}
+		})
+		b.Run(vc.name+"/cached", func(b *testing.B) {
+			shared := NewMaskCache(16)
+			newConstraint(v, p, shared).Mask(st) // an earlier request's
+			q, _ := Compile(json.RawMessage(schema))
+			c := newConstraint(v, q, shared) // this request's, compiled again
+			for b.Loop() {
 				c.Mask(st)
 			}
 		})

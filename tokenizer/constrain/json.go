@@ -503,9 +503,9 @@ func numByte(f *frame, c byte) bool {
 	return true
 }
 
-// key is a compact encoding of the state (the mask cache's key).
+// key appends a compact encoding of the state (the mask cache's key, after
+// the schema's fingerprint) to buf.
 func (st *State) key(buf []byte) []byte {
-	buf = buf[:0]
 	for _, m := range st.ms {
 		buf = append(buf, byte(len(m.fr)), m.ws)
 		for _, f := range m.fr {

@@ -19,25 +19,81 @@ func NewVocab(tokens [][]byte, special []bool) *Vocab {
 func (v *Vocab) Size() int { return len(v.tokens) }
 
 // Constraint is a schema over a vocabulary with a cache of the allowed
-// tokens per state. It is safe for one generation at a time.
+// tokens per state. It is safe for one generation at a time; constraints
+// made by one Turn share that Turn's cache (Turn.constraint).
 type Constraint struct {
 	v      *Vocab
 	schema *Schema
 	mu     sync.Mutex
-	cache  map[string][]uint64
+	cache  *MaskCache
+	prefix string // the schema's fingerprint: keys of equal schemas agree
 	keyBuf []byte
 	// scratch and out are accepts' buffers
 	scratch []frame
 	out     []machine
 }
 
-// MaxCached bounds the masks a Constraint keeps (each is vocab/8 bytes:
-// 20 KiB for K3's 163,840 ids).
+// MaxCached bounds the masks a private cache keeps (each is vocab/8
+// bytes: 20 KiB for K3's 163,840 ids).
 const MaxCached = 4096
 
-// New returns the constraint of schema s over v.
+// SharedCacheBytes bounds the masks a Turn's shared cache keeps, in bytes
+// (3,276 masks at K3's vocabulary, 131,072 at the demo's 512 ids).
+const SharedCacheBytes = 64 << 20
+
+// MaskCache keeps masks by schema and state, up to a number of them; it
+// is safe for concurrent use. When full, an arbitrary mask makes room.
+type MaskCache struct {
+	mu           sync.Mutex
+	m            map[string][]uint64
+	max          int
+	hits, misses int64
+}
+
+// NewMaskCache returns a cache of at most max masks.
+func NewMaskCache(max int) *MaskCache {
+	return &MaskCache{m: map[string][]uint64{}, max: max}
+}
+
+func (mc *MaskCache) get(key []byte) ([]uint64, bool) {
+	mc.mu.Lock()
+	defer mc.mu.Unlock()
+	m, ok := mc.m[string(key)]
+	if ok {
+		mc.hits++
+	} else {
+		mc.misses++
+	}
+	return m, ok
+}
+
+func (mc *MaskCache) put(key []byte, m []uint64) {
+	mc.mu.Lock()
+	defer mc.mu.Unlock()
+	for k := range mc.m {
+		if len(mc.m) < mc.max {
+			break
+		}
+		delete(mc.m, k)
+	}
+	mc.m[string(key)] = m
+}
+
+// Stats returns the masks kept, and how many lookups found one (hits) or
+// not (misses: each then computed).
+func (mc *MaskCache) Stats() (kept int, hits, misses int64) {
+	mc.mu.Lock()
+	defer mc.mu.Unlock()
+	return len(mc.m), mc.hits, mc.misses
+}
+
+// New returns the constraint of schema s over v, with a cache of its own.
 func New(v *Vocab, s *Schema) *Constraint {
-	return &Constraint{v: v, schema: s, cache: map[string][]uint64{}}
+	return newConstraint(v, s, NewMaskCache(MaxCached))
+}
+
+func newConstraint(v *Vocab, s *Schema, cache *MaskCache) *Constraint {
+	return &Constraint{v: v, schema: s, cache: cache, prefix: s.fingerprint()}
 }
 
 // Start is the state before any output.
@@ -45,12 +101,13 @@ func (c *Constraint) Start() *State { return Start(c.schema) }
 
 // Mask returns the ids whose bytes keep st a valid prefix, as a bitset
 // (bit id%64 of word id/64). Control tokens are never in it. Masks are
-// computed once per distinct state and cached.
+// computed once per distinct schema and state and cached; the result
+// must not be changed.
 func (c *Constraint) Mask(st *State) []uint64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.keyBuf = st.key(c.keyBuf)
-	if m, ok := c.cache[string(c.keyBuf)]; ok {
+	c.keyBuf = st.key(append(c.keyBuf[:0], c.prefix...))
+	if m, ok := c.cache.get(c.keyBuf); ok {
 		return m
 	}
 	m := make([]uint64, (len(c.v.tokens)+63)/64)
@@ -62,10 +119,7 @@ func (c *Constraint) Mask(st *State) []uint64 {
 			m[id/64] |= 1 << (id % 64)
 		}
 	}
-	if len(c.cache) >= MaxCached {
-		clear(c.cache)
-	}
-	c.cache[string(c.keyBuf)] = m
+	c.cache.put(c.keyBuf, m)
 	return m
 }
 

@@ -19,6 +19,9 @@ type Turn struct {
 	V                               *Vocab
 	Open, Close, Sep, EndOfMsg, EOS int
 	t                               *tokenizer.Tokenizer
+	// Masks is shared by the turns' constraints: equal schemas (compiled
+	// again by each request) reuse the masks of the states seen before.
+	Masks *MaskCache
 }
 
 // ForTokenizer returns t's vocabulary and chat markup.
@@ -33,7 +36,16 @@ func ForTokenizer(t *tokenizer.Tokenizer) *Turn {
 	}
 	id := func(name string) int { i, _ := t.SpecialID(name); return i }
 	return &Turn{V: NewVocab(toks, special), Open: id(tokenizer.Open), Close: id(tokenizer.Close), Sep: id(tokenizer.Sep),
-		EndOfMsg: id(tokenizer.EndOfMsg), EOS: id(tokenizer.EOS), t: t}
+		EndOfMsg: id(tokenizer.EndOfMsg), EOS: id(tokenizer.EOS), t: t, Masks: NewMaskCache(SharedCacheBytes / (8 * ((n + 63) / 64)))}
+}
+
+// constraint is s over the Turn's vocabulary, with the Turn's shared
+// masks (a private cache when the Turn has none).
+func (tn *Turn) constraint(s *Schema) *Constraint {
+	if tn.Masks == nil {
+		return New(tn.V, s)
+	}
+	return newConstraint(tn.V, s, tn.Masks)
 }
 
 // markup encodes a sequence of control tokens (names starting "<|") and
@@ -186,7 +198,7 @@ func (s *Sampler) enter(i int) {
 				sch = AnyObject()
 			}
 		}
-		s.c, s.st, s.text = New(s.tn.V, sch), Start(sch), nil
+		s.c, s.st, s.text = s.tn.constraint(sch), Start(sch), nil
 	}
 }
 

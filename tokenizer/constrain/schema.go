@@ -7,6 +7,7 @@
 package constrain
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"sort"
@@ -282,4 +283,48 @@ func (c *compiler) object(m map[string]json.RawMessage, depth int) (*Schema, err
 		}
 	}
 	return s, nil
+}
+
+// fingerprint is a deterministic encoding of the compiled schema: its
+// nodes' ids, kinds and contents. Two schemas with the same fingerprint
+// are the same automaton (node ids included, which state keys name), so
+// they can share masks.
+func (s *Schema) fingerprint() string {
+	var b []byte
+	seen := map[*Schema]bool{}
+	var walk func(*Schema)
+	walk = func(n *Schema) {
+		b = binary.LittleEndian.AppendUint32(b, uint32(n.id))
+		if n.id < 0 || seen[n] { // a built-in node, or one written already (recursion)
+			return
+		}
+		seen[n] = true
+		b = append(b, byte(n.kind))
+		if n.free {
+			b = append(b, 1)
+		} else {
+			b = append(b, 0)
+		}
+		b = binary.LittleEndian.AppendUint64(b, n.required)
+		b = binary.AppendUvarint(b, uint64(len(n.props)))
+		for _, p := range n.props {
+			b = binary.AppendUvarint(b, uint64(len(p.key)))
+			b = append(b, p.key...)
+			walk(p.s)
+		}
+		b = binary.AppendUvarint(b, uint64(len(n.lit)))
+		b = append(b, n.lit...)
+		b = binary.AppendUvarint(b, uint64(len(n.anyOf)))
+		for _, a := range n.anyOf {
+			walk(a)
+		}
+		if n.items != nil {
+			b = append(b, 1)
+			walk(n.items)
+		} else {
+			b = append(b, 0)
+		}
+	}
+	walk(s)
+	return string(b)
 }

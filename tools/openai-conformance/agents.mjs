@@ -56,6 +56,7 @@ function responseOf(r) {
     types: r.output.map((i) => i.type),
     outputText: r.output_text ?? null,
     reasoning: r.output.filter((i) => i.type === "reasoning").map((i) => (i.content ?? []).map((c) => c.text).join("")).join(""),
+    summary: r.output.filter((i) => i.type === "reasoning").map((i) => (i.summary ?? []).map((c) => c.text).join("")).join(""),
     calls: r.output.filter((i) => i.type === "function_call").map((i) => ({ name: i.name, arguments: i.arguments, callID: i.call_id })),
     usage: r.usage ?? null,
   };
@@ -81,6 +82,19 @@ for await (const ev of rs) {
 }
 const final = await rs.finalResponse();
 out.responsesStream = { events, text, reasoning, args, final: responseOf(final) };
+
+// 2b. a reasoning summary asked for, not streamed and streamed with the
+//     helper (it must accept the reasoning_summary events)
+const sbase = { ...base, reasoning: { effort: "high", summary: "auto" } };
+const rsum = await openai.responses.create(sbase);
+const ss = openai.responses.stream(sbase);
+const sevents = [];
+let sdelta = "";
+for await (const ev of ss) {
+  sevents.push(ev.type);
+  if (ev.type === "response.reasoning_summary_text.delta") sdelta += ev.delta;
+}
+out.responsesSummary = { plain: responseOf(rsum), events: sevents, deltas: sdelta, final: responseOf(await ss.finalResponse()) };
 
 // 3. the round trip: the calls (or, when the model made none, one written
 //    here) and their outputs go back as input items

@@ -3,6 +3,7 @@ package cli
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -17,6 +18,7 @@ import (
 	"k3/engine"
 	"k3/engine/chat"
 	"k3/tokenizer"
+	"k3/tokenizer/constrain"
 )
 
 func init() {
@@ -31,6 +33,8 @@ const chatHelp = `commands:
   /reset           forget the conversation
   /think on|off    thinking channel on or off
   /effort E        thinking effort: low, high or max
+  /json on|off     answers held to any JSON object, or free
+  /json FILE       answers held to the JSON schema in FILE
   /exit            leave (Ctrl-D works too)
 Ctrl-C stops the reply being written; a second Ctrl-C leaves.
 `
@@ -49,6 +53,8 @@ func cmdChat(args []string, stdout, stderr io.Writer) int {
 	noThink := fs.Bool("no-think", false, "thinking off: answer directly")
 	effort := fs.String("thinking-effort", "max", "low, high or max")
 	gen := fs.Int("gen", 4096, "turn cap in tokens, thinking included")
+	jsonObj := fs.Bool("json", false, "hold every answer to a JSON object (decoded token by token, as k3 serve's response_format)")
+	jsonSchema := fs.String("json-schema", "", "hold every answer to the JSON schema in this file (the subset of OpenAI's strict mode)")
 	setUsage(fs, stderr, "usage: k3 chat MODEL_DIR [flags]")
 	pos, code := parseN(fs, args, 1, stderr, "k3 chat: give exactly one MODEL_DIR (run 'k3 chat -h' for the flags)")
 	if code >= 0 {
@@ -64,6 +70,21 @@ func cmdChat(args []string, stdout, stderr io.Writer) int {
 	if *gen < 1 || *temp < 0 || *topP < 0 || *topP > 1 || *topK < 0 {
 		fmt.Fprintln(stderr, "k3 chat: --gen must be positive, --temperature >= 0, --top-p in 0..1, --top-k >= 0")
 		return ExitUsage
+	}
+	var format json.RawMessage
+	switch {
+	case *jsonObj && *jsonSchema != "":
+		fmt.Fprintln(stderr, "k3 chat: give --json or --json-schema, not both")
+		return ExitUsage
+	case *jsonObj:
+		format = constrain.ObjectFormat
+	case *jsonSchema != "":
+		f, err := schemaFormat(*jsonSchema)
+		if err != nil {
+			fmt.Fprintf(stderr, "k3 chat: --json-schema %v\n", err)
+			return ExitUsage
+		}
+		format = f
 	}
 	if line := samplingSwitch(fs, temp, topP); line != "" {
 		fmt.Fprintln(stdout, line)
@@ -110,7 +131,7 @@ func cmdChat(args []string, stdout, stderr io.Writer) int {
 	s.FitBudget(o)
 	s.History, s.HistoryPath = hist, *history
 	opt := chat.Options{NoThink: *noThink, Effort: *effort, MaxTokens: *gen, Spec: mf.spec,
-		Sampling: engine.Sampling{Greedy: *greedy, Temperature: *temp, TopP: *topP, TopK: *topK, Seed: *seed}}
+		Sampling: engine.Sampling{Greedy: *greedy, Temperature: *temp, TopP: *topP, TopK: *topK, Seed: *seed}, ResponseFormat: format}
 	if len(hist) > 0 {
 		fmt.Fprintf(stdout, "history: %d messages from %s\n", len(hist), *history)
 	}
@@ -166,6 +187,23 @@ func cmdChat(args []string, stdout, stderr io.Writer) int {
 			case f[0] == "/think" && len(f) == 2 && (f[1] == "on" || f[1] == "off"):
 				opt.NoThink = f[1] == "off"
 				fmt.Fprintf(stdout, "thinking %s\n", f[1])
+			case f[0] == "/json" && len(f) >= 2:
+				switch arg := strings.TrimSpace(strings.TrimPrefix(line, "/json")); arg {
+				case "off":
+					opt.ResponseFormat = nil
+					fmt.Fprintln(stdout, "answers: free text")
+				case "on":
+					opt.ResponseFormat = constrain.ObjectFormat
+					fmt.Fprintln(stdout, "answers: any JSON object")
+				default:
+					rf, err := schemaFormat(arg)
+					if err != nil {
+						fmt.Fprintf(stdout, "/json %v; answers stay as they were\n", err)
+						break
+					}
+					opt.ResponseFormat = rf
+					fmt.Fprintf(stdout, "answers: JSON of the schema in %s\n", arg)
+				}
 			case f[0] == "/effort" && len(f) == 2 && slices.Contains(tokenizer.ThinkingEfforts, f[1]):
 				opt.Effort = f[1]
 				fmt.Fprintf(stdout, "thinking effort %s\n", f[1])
@@ -367,4 +405,21 @@ func samplingSwitch(fs *flag.FlagSet, temp, topP *float64) string {
 		*topP = 0.95
 	}
 	return fmt.Sprintf("sampling: on (temperature 1, top-p %g), turned on by %s as in the C engine; --greedy keeps greedy replies", *topP, strings.Join(by, " and "))
+}
+
+// schemaFormat reads a JSON schema file into the strict json_schema
+// response_format k3 serve takes; a schema outside the subset the
+// constraint keeps is an error naming the file ("FILE: why").
+func schemaFormat(path string) (json.RawMessage, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("%s: cannot be read: %v", path, errors.Unwrap(err))
+	}
+	if !json.Valid(data) {
+		return nil, fmt.Errorf("%s: is not JSON", path)
+	}
+	if _, err := constrain.Compile(data); err != nil {
+		return nil, fmt.Errorf("%s: the schema cannot be enforced: %v", path, err)
+	}
+	return constrain.SchemaFormat("reply", data), nil
 }

@@ -21,6 +21,11 @@ type agentsOut struct {
 		Text, Reasoning, Args string
 		Final                 agentsResponse
 	}
+	ResponsesSummary struct {
+		Plain, Final agentsResponse
+		Events       []string
+		Deltas       string
+	}
 	Chat struct {
 		Content, Reasoning string
 		PromptTokens       int
@@ -43,7 +48,7 @@ type agentsResponse struct {
 	ID, Object, Status string
 	Types              []string
 	OutputText         *string
-	Reasoning          string
+	Reasoning, Summary string
 	Calls              []struct{ Name, Arguments, CallID string }
 	Usage              *struct {
 		InputTokens        int `json:"input_tokens"`
@@ -136,6 +141,19 @@ func TestServeAgentAPIsConformance(t *testing.T) {
 	assert.Equal(t, *r.OutputText, rs.Text)
 	assert.Equal(t, r.Types, rs.Final.Types)
 	assert.Equal(t, r.Reasoning, rs.Final.Reasoning)
+	assert.Empty(t, r.Summary, "no summary unless asked")
+
+	// reasoning.summary: the thinking is the summary too, streamed as
+	// reasoning_summary events the client's helper accepts
+	sum := got.ResponsesSummary
+	assert.Equal(t, r.Reasoning, sum.Plain.Reasoning)
+	assert.Equal(t, r.Reasoning, sum.Plain.Summary)
+	assert.Equal(t, r.Reasoning, sum.Deltas)
+	// (the helper's rebuilt response keeps no summary deltas: it takes the
+	// summary from response.completed only, and the demo's reply is cut)
+	assert.Equal(t, r.Reasoning, sum.Final.Reasoning)
+	assert.Contains(t, sum.Events, "response.reasoning_summary_part.added")
+	assert.Contains(t, sum.Events, "response.reasoning_summary_part.done")
 
 	// the round trip with function_call and function_call_output items
 	rt := got.ResponsesRoundTrip

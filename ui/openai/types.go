@@ -205,7 +205,8 @@ type ChatResponse struct {
 	Choices        []ChatChoice `json:"choices"`
 	Usage          *Usage       `json:"usage"`
 	PromptTokenIDs []int        `json:"prompt_token_ids,omitempty"`
-	// Warnings say what of the model's output was read loosely (k3's own field).
+	// Warnings say what of the model's output was read loosely, or what the
+	// request asked that was not done (k3's own field).
 	Warnings []string `json:"warnings,omitempty"`
 }
 

@@ -36,6 +36,13 @@ type Client struct {
 	// MaxReplyBytes caps a reply's text, thinking and tool calls together
 	// (0: DefaultMaxReplyBytes): a server that sends more is cut off.
 	MaxReplyBytes int
+	// Tools, when set, are OpenAI function tools declared with every turn,
+	// and ToolChoice the request's tool_choice ("required" or a named
+	// function: the server, k3 serve at least, enforces the call). The
+	// calls come back in Result.ToolCalls; the client runs none. A turn's
+	// chat.Options.ResponseFormat is sent as response_format.
+	Tools      []json.RawMessage
+	ToolChoice json.RawMessage
 }
 
 // DefaultMaxReplyBytes is the reply cap when Client.MaxReplyBytes is 0.
@@ -228,6 +235,7 @@ func (c *Client) request(history []chat.Message, opt chat.Options) *openai.ChatR
 	if opt.MaxTokens > 0 {
 		req.MaxTokens = &opt.MaxTokens
 	}
+	req.ResponseFormat, req.Tools, req.ToolChoice = opt.ResponseFormat, c.Tools, c.ToolChoice
 	temp := 0.0
 	req.Temperature = &temp
 	if !opt.IsGreedy() {

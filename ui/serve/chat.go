@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"k3/tokenizer"
+	"k3/tokenizer/constrain"
 
 	"k3/ui/openai"
 )
@@ -62,7 +63,7 @@ func (s *Server) chatPrompt(q *openai.ChatRequest, j *job) *openai.Error {
 	ro := tokenizer.RenderOptions{NoThink: !thinking, ThinkingEffort: effort, ToolChoice: choice}
 	if rf := bytes.TrimSpace(q.ResponseFormat); len(rf) > 0 && !bytes.Equal(rf, []byte("null")) {
 		ro.ResponseFormat = rf
-		if j.schema, err = responseSchema(rf); err != nil {
+		if j.goal.Answer, err = responseSchema(rf); err != nil {
 			return err
 		}
 	}
@@ -77,7 +78,13 @@ func (s *Server) chatPrompt(q *openai.ChatRequest, j *job) *openai.Error {
 	case choice == "none":
 		j.noTools = `tool_choice is "none"`
 	case choice == "required":
-		j.callTools = toolSchemas(tools)
+		j.goal.Call = constrain.ToolSchemas(tools)
+	}
+	if !j.goal.Empty() && len(j.stops) > 0 {
+		// the structure was asked for so that the reply parses: a stop
+		// string would cut the JSON, or end the turn before a required call
+		j.stops = nil
+		j.notes = append(j.notes, "the stop strings were not applied: the reply is held to JSON (response_format, or a required tool call), which a stop string would cut")
 	}
 	return nil
 }
@@ -179,33 +186,52 @@ func toolCallsOut(calls []tokenizer.ToolCall, indexed bool) []openai.ToolCall {
 }
 
 func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
-	t0 := time.Now()
 	var q openai.ChatRequest
-	release, err := s.decode(w, r, &q)
-	if err != nil {
-		s.writeError(w, err)
-		return
-	}
 	j := &job{}
 	id, created := newID("chatcmpl-"), time.Now().Unix()
-	s.handle(w, r, "POST /v1/chat/completions", q.Stream, j, t0, release, []func() *openai.Error{
-		func() *openai.Error { return s.samplingOf(&q.Sampling, j) },
-		func() *openai.Error { return s.chatPrompt(&q, j) },
-		func() *openai.Error { return s.fit(j) },
-	}, func(ctx context.Context, cancel context.CancelFunc, p *place) (*result, error) {
+	s.chatEndpoint(w, r, "POST /v1/chat/completions", &q, &q, j, nil, func(ctx context.Context, cancel context.CancelFunc, p *place) (*result, error) {
 		return s.streamChat(ctx, cancel, w, p, j, &q, id, created)
 	}, func(res *result) {
 		s.writeChat(w, j, res, &q, id, created)
 	})
 }
 
+// chatEndpoint is what the endpoints read into a chat request share (chat
+// completions, Responses, Messages): it reads the body into body, then
+// handle runs read (the endpoint's own reading of body into q and j; nil
+// when body is q), the sampling fields, the chat prompt and the context
+// fit, and streams (q.Stream) or writes the reply.
+func (s *Server) chatEndpoint(w http.ResponseWriter, r *http.Request, what string, body any, q *openai.ChatRequest, j *job, read func() *openai.Error,
+	streamed func(context.Context, context.CancelFunc, *place) (*result, error), write func(*result)) {
+	t0 := time.Now()
+	release, err := s.decode(w, r, body)
+	if err != nil {
+		s.writeError(w, err)
+		return
+	}
+	s.handle(w, r, what, &q.Stream, j, t0, release, s.chatChecks(q, j, read), streamed, write)
+}
+
+// chatChecks read a request into j: read (nil: none), the sampling
+// fields, the chat prompt, and (the last) the context fit.
+func (s *Server) chatChecks(q *openai.ChatRequest, j *job, read func() *openai.Error) []func() *openai.Error {
+	var checks []func() *openai.Error
+	if read != nil {
+		checks = append(checks, read)
+	}
+	return append(checks,
+		func() *openai.Error { return s.samplingOf(&q.Sampling, j) },
+		func() *openai.Error { return s.chatPrompt(q, j) },
+		func() *openai.Error { return s.fit(j) })
+}
+
 // handle is the part every generating endpoint shares: it runs the
 // request's checks (the first failure is the answer), releases the body's
 // share of the bodies in flight, takes a place in the queue, then either
-// streams or generates and writes the reply, and logs the request. A
-// stream whose client stops reading calls cancel, which ends the
-// generation.
-func (s *Server) handle(w http.ResponseWriter, r *http.Request, what string, stream bool, j *job, t0 time.Time, release func(),
+// streams (*stream, read after the checks) or generates and writes the
+// reply, and logs the request. A stream whose client stops reading calls
+// cancel, which ends the generation.
+func (s *Server) handle(w http.ResponseWriter, r *http.Request, what string, streamp *bool, j *job, t0 time.Time, release func(),
 	checks []func() *openai.Error, streamed func(context.Context, context.CancelFunc, *place) (*result, error), write func(*result)) {
 	defer release()
 	j.client = clientOf(r)
@@ -218,6 +244,7 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request, what string, str
 		}
 	}
 	release()
+	stream := *streamp
 	p, err := s.q.join()
 	if err != nil {
 		s.logf("%s 429: queue full", what)

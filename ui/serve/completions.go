@@ -64,7 +64,7 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 	}
 	j := &job{raw: true, keepSpecial: q.SkipSpecialTokens != nil && !*q.SkipSpecialTokens}
 	id, created := newID("cmpl-"), time.Now().Unix()
-	s.handle(w, r, "POST /v1/completions", q.Stream, j, t0, release, []func() *openai.Error{
+	s.handle(w, r, "POST /v1/completions", &q.Stream, j, t0, release, []func() *openai.Error{
 		func() *openai.Error { return s.samplingOf(&q.Sampling, j) },
 		func() *openai.Error {
 			if q.Echo {

@@ -33,13 +33,13 @@ type job struct {
 	sampling    engine.Sampling
 	stream      uint64 // PCG32 stream of the seed (as k3 chat: the turn's user-message count)
 	stops       []string
-	// schema, when set, is what the answer must be (response_format):
-	// enforced by constrained decoding
-	schema *constrain.Schema
-	// callTools, when set, is the tools of a required call (tool_choice
-	// required or named) by name: the call is enforced likewise
-	callTools map[string]*constrain.Schema
-	client    string // who asked (clientOf)
+	// goal is what the answer must be (response_format) or the required
+	// call (tool_choice required or named): enforced by constrained decoding
+	goal   constrain.Goal
+	client string // who asked (clientOf)
+	// notes are warnings of the request's own (what it asked and was not
+	// done), reported before the reply reader's
+	notes []string
 
 	// streaming hooks; nil when not streaming
 	onPrefill   func(done, total int)
@@ -115,7 +115,7 @@ func (s *Server) samplingOf(q *openai.Sampling, j *job) *openai.Error {
 	if err != nil {
 		return asAPIError(err)
 	}
-	j.stops = stops
+	j.stops = append(j.stops, stops...) // after an endpoint's own (Messages' stop_sequences)
 	return nil
 }
 
@@ -210,7 +210,8 @@ func (s *Server) generate(ctx context.Context, j *job) (*result, error) {
 	} else {
 		// the reply as the session's reader read it: what streamed, plus
 		// the tool calls and what it read loosely
-		res.reasoning, res.calls, res.warnings = rep.Reasoning, rep.ToolCalls, rep.Warnings
+		res.reasoning, res.calls = rep.Reasoning, rep.ToolCalls
+		res.warnings = append(slices.Clip(j.notes), rep.Warnings...)
 		res.reasoningTokens = rep.ReasoningTokens
 	}
 	filter.flush()

@@ -299,38 +299,28 @@ func argsJSON(args string) json.RawMessage {
 	return json.RawMessage(args)
 }
 
-// messagesChecks read the request into j.
-func (s *Server) messagesChecks(m *messagesRequest, q *openai.ChatRequest, j *job) []func() *openai.Error {
-	return []func() *openai.Error{
-		func() *openai.Error { return chatOfMessages(m, q) },
-		func() *openai.Error {
-			if err := s.samplingOf(&q.Sampling, j); err != nil {
-				return err
+// readMessages reads a Messages request into the chat request q and its
+// stop sequences into j.
+func readMessages(m *messagesRequest, q *openai.ChatRequest, j *job) func() *openai.Error {
+	return func() *openai.Error {
+		if err := chatOfMessages(m, q); err != nil {
+			return err
+		}
+		for _, st := range m.StopSequences {
+			if st != "" {
+				j.stops = append(j.stops, st)
 			}
-			for _, st := range m.StopSequences {
-				if st != "" {
-					j.stops = append(j.stops, st)
-				}
-			}
-			return nil
-		},
-		func() *openai.Error { return s.chatPrompt(q, j) },
-		func() *openai.Error { return s.fit(j) },
+		}
+		return nil
 	}
 }
 
 func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
-	t0 := time.Now()
 	var m messagesRequest
-	release, err := s.decode(w, r, &m)
-	if err != nil {
-		s.writeError(w, err)
-		return
-	}
 	var q openai.ChatRequest
 	j := &job{}
 	id := newID("msg_")
-	s.handle(w, r, "POST /v1/messages", m.Stream, j, t0, release, s.messagesChecks(&m, &q, j), func(ctx context.Context, cancel context.CancelFunc, p *place) (*result, error) {
+	s.chatEndpoint(w, r, "POST /v1/messages", &m, &q, j, readMessages(&m, &q, j), func(ctx context.Context, cancel context.CancelFunc, p *place) (*result, error) {
 		return s.streamMessage(ctx, cancel, w, p, j, id)
 	}, func(res *result) {
 		out := anthropicMessage{ID: id, Type: "message", Role: "assistant", Model: s.o.ModelID, Content: []map[string]any{},
@@ -366,7 +356,8 @@ func (s *Server) countTokens(w http.ResponseWriter, r *http.Request) {
 	}
 	var q openai.ChatRequest
 	j := &job{}
-	for _, check := range s.messagesChecks(&m, &q, j)[:3] {
+	checks := s.chatChecks(&q, j, readMessages(&m, &q, j))
+	for _, check := range checks[:len(checks)-1] { // no fit: no reply
 		if err := check(); err != nil {
 			s.writeError(w, err)
 			return

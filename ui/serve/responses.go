@@ -36,11 +36,30 @@ type responsesRequest struct {
 	Background         bool              `json:"background"`
 	TopLogprobs        *int              `json:"top_logprobs"`
 	Reasoning          *struct {
-		Effort string `json:"effort"`
+		Effort  string  `json:"effort"`
+		Summary *string `json:"summary"`
+		// GenerateSummary is summary's older name
+		GenerateSummary *string `json:"generate_summary"`
 	} `json:"reasoning"`
 	Text *struct {
 		Format json.RawMessage `json:"format"`
 	} `json:"text"`
+}
+
+// summary is the reasoning summary asked for ("" when none): K3 writes no
+// separate summary, so with auto, concise or detailed the thinking itself
+// is the reasoning item's one summary_text part (what clients that show
+// only summaries, such as Codex CLI, display).
+func (r *responsesRequest) summary() string {
+	switch {
+	case r.Reasoning == nil:
+		return ""
+	case r.Reasoning.Summary != nil:
+		return *r.Reasoning.Summary
+	case r.Reasoning.GenerateSummary != nil:
+		return *r.Reasoning.GenerateSummary
+	}
+	return ""
 }
 
 // responsesItem is one input item (the fields of every type k3 reads).
@@ -120,6 +139,11 @@ func chatOfResponses(r *responsesRequest, q *openai.ChatRequest, x *responsesExt
 	}
 	if r.Reasoning != nil {
 		q.ReasoningEffort = r.Reasoning.Effort
+		switch sum := r.summary(); sum {
+		case "", "auto", "concise", "detailed":
+		default:
+			return openai.BadRequest("reasoning.summary", "reasoning.summary %q is not one of auto, concise, detailed", sum)
+		}
 	}
 	if r.Text != nil {
 		rf, err := responseFormatOf(r.Text.Format)
@@ -290,12 +314,22 @@ func deref(s *string) string {
 // the empty lists the clients append to must be present).
 type outputItem = map[string]any
 
-func reasoningItem(id, text string) outputItem {
-	content := []any{}
+// reasoningItem is a reasoning output item: the thinking as its
+// reasoning_text content and, when summarised, as its summary_text summary
+// too.
+func reasoningItem(id, text string, summarised bool) outputItem {
+	content, summary := []any{}, []any{}
 	if text != "" {
 		content = append(content, reasoningPart(text))
+		if summarised {
+			summary = append(summary, summaryPart(text))
+		}
 	}
-	return outputItem{"type": "reasoning", "id": id, "summary": []any{}, "content": content}
+	return outputItem{"type": "reasoning", "id": id, "summary": summary, "content": content}
+}
+
+func summaryPart(text string) map[string]any {
+	return map[string]any{"type": "summary_text", "text": text}
 }
 
 func reasoningPart(text string) map[string]any {
@@ -331,9 +365,12 @@ func (s *Server) responseObject(id string, created int64, r *responsesRequest, x
 	if tc := bytes.TrimSpace(r.ToolChoice); len(tc) > 0 && !bytes.Equal(tc, []byte("null")) {
 		choice = json.RawMessage(tc)
 	}
-	var effort any
+	var effort, summary any
 	if r.Reasoning != nil && r.Reasoning.Effort != "" {
 		effort = r.Reasoning.Effort
+	}
+	if sum := r.summary(); sum != "" {
+		summary = sum
 	}
 	var format any = map[string]string{"type": "text"}
 	if r.Text != nil && len(bytes.TrimSpace(r.Text.Format)) > 0 && !bytes.Equal(bytes.TrimSpace(r.Text.Format), []byte("null")) {
@@ -345,7 +382,7 @@ func (s *Server) responseObject(id string, created int64, r *responsesRequest, x
 	o := map[string]any{"id": id, "object": "response", "created_at": created, "status": "in_progress", "model": s.o.ModelID,
 		"output": output, "error": nil, "incomplete_details": nil, "instructions": r.Instructions,
 		"max_output_tokens": r.MaxOutputTokens, "parallel_tool_calls": true, "previous_response_id": nil,
-		"reasoning": map[string]any{"effort": effort, "summary": nil}, "store": false,
+		"reasoning": map[string]any{"effort": effort, "summary": summary}, "store": false,
 		"temperature": r.Temperature, "top_p": r.TopP, "text": map[string]any{"format": format},
 		"tool_choice": choice, "tools": tools, "truncation": "disabled", "metadata": map[string]any{}, "usage": nil}
 	if res != nil {
@@ -365,36 +402,26 @@ func (s *Server) responseObject(id string, created int64, r *responsesRequest, x
 }
 
 func (s *Server) responses(w http.ResponseWriter, r *http.Request) {
-	t0 := time.Now()
 	var rq responsesRequest
-	release, err := s.decode(w, r, &rq)
-	if err != nil {
-		s.writeError(w, err)
-		return
-	}
 	var q openai.ChatRequest
 	x := &responsesExtra{}
 	j := &job{}
 	id, created := newID("resp_"), time.Now().Unix()
-	s.handle(w, r, "POST /v1/responses", rq.Stream, j, t0, release, []func() *openai.Error{
-		func() *openai.Error {
-			if err := chatOfResponses(&rq, &q, x); err != nil {
-				return err
-			}
-			for _, w := range x.warnings {
-				s.logf("POST /v1/responses: %s", w)
-			}
-			return nil
-		},
-		func() *openai.Error { return s.samplingOf(&q.Sampling, j) },
-		func() *openai.Error { return s.chatPrompt(&q, j) },
-		func() *openai.Error { return s.fit(j) },
-	}, func(ctx context.Context, cancel context.CancelFunc, p *place) (*result, error) {
+	read := func() *openai.Error {
+		if err := chatOfResponses(&rq, &q, x); err != nil {
+			return err
+		}
+		for _, w := range x.warnings {
+			s.logf("POST /v1/responses: %s", w)
+		}
+		return nil
+	}
+	s.chatEndpoint(w, r, "POST /v1/responses", &rq, &q, j, read, func(ctx context.Context, cancel context.CancelFunc, p *place) (*result, error) {
 		return s.streamResponse(ctx, cancel, w, p, j, &rq, x, id, created)
 	}, func(res *result) {
 		var out []outputItem
 		if res.reasoning != "" {
-			out = append(out, reasoningItem(newID("rs_"), res.reasoning))
+			out = append(out, reasoningItem(newID("rs_"), res.reasoning, rq.summary() != ""))
 		}
 		if res.content != "" || len(res.calls) == 0 {
 			out = append(out, messageItem(newID("msg_"), "completed", textPart(res.content)))
@@ -433,11 +460,21 @@ func (s *Server) streamResponse(ctx context.Context, cancel context.CancelFunc, 
 	}
 	send("response.in_progress", map[string]any{"response": s.responseObject(id, created, rq, x, nil, nil)})
 	var itemID string
+	summarised := rq.summary() != ""
+	// summaryEvent is a reasoning_summary event of the open reasoning item's
+	// one summary part
+	summaryEvent := func(typ string, ev map[string]any) {
+		ev["item_id"], ev["output_index"], ev["summary_index"] = itemID, len(output), 0
+		send(typ, ev)
+	}
 	b := &blocks{
 		open: func(kind string) {
 			if kind == "reasoning" {
 				itemID = newID("rs_")
-				send("response.output_item.added", map[string]any{"output_index": len(output), "item": reasoningItem(itemID, "")})
+				send("response.output_item.added", map[string]any{"output_index": len(output), "item": reasoningItem(itemID, "", summarised)})
+				if summarised {
+					summaryEvent("response.reasoning_summary_part.added", map[string]any{"part": summaryPart("")})
+				}
 				send("response.content_part.added", map[string]any{"item_id": itemID, "output_index": len(output), "content_index": 0, "part": reasoningPart("")})
 				return
 			}
@@ -450,6 +487,9 @@ func (s *Server) streamResponse(ctx context.Context, cancel context.CancelFunc, 
 			ev := map[string]any{"item_id": itemID, "output_index": len(output), "content_index": 0, "delta": d}
 			if kind == "reasoning" {
 				typ = "response.reasoning_text.delta"
+				if summarised {
+					summaryEvent("response.reasoning_summary_text.delta", map[string]any{"delta": d})
+				}
 			} else {
 				ev["logprobs"] = []any{}
 			}
@@ -458,9 +498,13 @@ func (s *Server) streamResponse(ctx context.Context, cancel context.CancelFunc, 
 		close: func(kind, text string) {
 			var item outputItem
 			if kind == "reasoning" {
+				if summarised {
+					summaryEvent("response.reasoning_summary_text.done", map[string]any{"text": text})
+					summaryEvent("response.reasoning_summary_part.done", map[string]any{"part": summaryPart(text)})
+				}
 				send("response.reasoning_text.done", map[string]any{"item_id": itemID, "output_index": len(output), "content_index": 0, "text": text})
 				send("response.content_part.done", map[string]any{"item_id": itemID, "output_index": len(output), "content_index": 0, "part": reasoningPart(text)})
-				item = reasoningItem(itemID, text)
+				item = reasoningItem(itemID, text, summarised)
 			} else {
 				send("response.output_text.done", map[string]any{"item_id": itemID, "output_index": len(output), "content_index": 0, "text": text, "logprobs": []any{}})
 				send("response.content_part.done", map[string]any{"item_id": itemID, "output_index": len(output), "content_index": 0, "part": textPart(text)})
