@@ -184,11 +184,6 @@ type ConvOptions struct {
 	engine.Sampling `json:"sampling"`
 }
 
-// ConvDefaults are the settings a new conversation starts with.
-func (s Settings) ConvDefaults() ConvOptions {
-	return ConvOptions{Thinking: s.Thinking, Effort: s.Effort, MaxTokens: s.MaxTokens, Sampling: s.Sampling}
-}
-
 // ChatOptions are a turn's options (the system prompt is the
 // conversation's first message, if it has one).
 func (o ConvOptions) ChatOptions() chat.Options {

@@ -37,7 +37,7 @@ type engineChat struct {
 	// opened are the open model's options: the server's session keeps the
 	// state copies they allow
 	opened engine.Options
-	srv    atomic.Pointer[appServer] // the app's HTTP server over this model (remotechat.go)
+	srv    atomic.Pointer[appServer] // the app's HTTP server over this model (appserver.go)
 }
 
 // ContextPositions is the conversation context the memory plan reserves,
@@ -46,23 +46,6 @@ const ContextPositions = 8192
 
 // NewEngineChat returns a chat engine for the model the settings name.
 func NewEngineChat(s Settings) ChatEngine { return &engineChat{s: s} }
-
-// CustomPreset is the preset name of budgets set by hand: TrunkGB and
-// CacheGB are used as they are, zero included (the smallest plan).
-const CustomPreset = "custom"
-
-// Budget turns the memory settings into the engine's budget: the preset
-// resolved by plan.Resolve (auto included), or the GB values as they are
-// with CustomPreset; ultra mode with the ultra preset (it streams the model
-// tables from the packed trunk, so only with one).
-func (s Settings) Budget(mem *plan.Memory) engine.Budget {
-	b := PresetBudget(s.Preset, mem)
-	if s.Preset == CustomPreset {
-		b = plan.Budget{Preset: CustomPreset, TrunkGB: s.TrunkGB, CacheGB: s.CacheGB}
-	}
-	return engine.Budget{TrunkBytes: int64(b.TrunkGB * plan.GB), CacheBytes: int64(b.CacheGB * plan.GB), Ring: 2,
-		Ultra: b.Ultra && s.TrunkDir != ""}
-}
 
 // DraftBeside is the draft model's folder beside the model in dir: its
 // "draft" subfolder when that holds a config.json (as `k3 demo` writes it;
@@ -76,29 +59,6 @@ func DraftBeside(dir string) string {
 		return ""
 	}
 	return d
-}
-
-// OpenOptions are the engine options the settings give: with the draft
-// model beside the model folder, when there is one and NoDraft is off.
-func (s Settings) OpenOptions(mem *plan.Memory) engine.Options {
-	o := engine.Options{Layers: s.Layers, TrunkDir: s.TrunkDir, Budget: s.Budget(mem), Positions: s.Positions(), Memory: mem}
-	if !s.NoDraft {
-		o.Draft = DraftBeside(s.ModelDir)
-	}
-	if o.StateCopies = chat.StateCopies(o); o.StateCopies > 0 {
-		o.StateCopies++ // the snapshot of the server's session, when the app serves
-	}
-	return o
-}
-
-// Positions is the context a conversation may take: ContextPositions and
-// the reply cap.
-func (s Settings) Positions() int {
-	n := s.MaxTokens
-	if n <= 0 {
-		n = chat.DefaultMaxTokens
-	}
-	return ContextPositions + n
 }
 
 // PresetBudget resolves a preset (plan.Resolve; "auto" from memory), the
