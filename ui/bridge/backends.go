@@ -98,7 +98,7 @@ type ModelInfo struct {
 	DemoNote string // what the demo model is, in a sentence (with Demo)
 	Layers   int    // bound layers
 	// BudgetBytes is the memory plan's total and the Go heap's swing above
-	// it (heapSwing: the runtime's overhead, which the plan does not count)
+	// it (plan.RuntimeOverhead: the Go runtime's, which the plan does not count)
 	BudgetBytes int64
 	Plan        string
 	Context     int  // positions the plan reserves for a conversation

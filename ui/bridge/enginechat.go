@@ -95,7 +95,7 @@ func (c *engineChat) Open(ctx context.Context, on func(engine.Event)) (ModelInfo
 	phase(on, "loading the model")
 	o := c.s.OpenOptions(memp)
 	o.Progress = func(done, total int) { phase(on, fmt.Sprintf("loading layer %d/%d", done, total)) }
-	heap := lowHeap() // the engine samples the process base with the heap at its live size (heap.go)
+	heap := plan.LowHeap() // the engine samples the process base with the heap at its live size (plan.RuntimeOverhead)
 	m, err := engine.Open(dir, o)
 	if err != nil && o.Draft != "" {
 		// a draft model that does not fit (another model's, too large for
@@ -124,7 +124,7 @@ func (c *engineChat) Open(ctx context.Context, on func(engine.Event)) (ModelInfo
 	if m.DraftModel() != nil {
 		name += " with draft model"
 	}
-	c.info = ModelInfo{Name: name, Demo: c.s.Demo || synth.IsDemo(dir), DemoNote: note, Layers: m.Bound, BudgetBytes: m.Plan.Total + heapSwing(heap, engineHeap(m.Plan, o.TrunkDir != "")), Plan: m.Plan.String(),
+	c.info = ModelInfo{Name: name, Demo: c.s.Demo || synth.IsDemo(dir), DemoNote: note, Layers: m.Bound, BudgetBytes: m.Plan.Total + plan.RuntimeOverhead(heap, m.Plan.EngineHeap(o.TrunkDir != "")), Plan: m.Plan.String(),
 		Context: c.s.Positions()}
 	on(engine.Event{Kind: engine.EventStats, Stats: e.Snapshot(), At: time.Now()})
 	phase(on, "ready")

@@ -15,7 +15,6 @@ import (
 
 	"k3/engine"
 	"k3/engine/chat"
-	"k3/engine/plan"
 	"k3/tokenizer"
 )
 
@@ -138,24 +137,6 @@ func TestEngineChatPlanHoldsTheHeapSwing(t *testing.T) {
 		c.Close()
 	}
 	runtime.KeepAlive(toolkit)
-}
-
-// The swing: GOGC percent of every live byte (the heap's and the
-// engine's), and the scavenger's 10% above the goal; what the engine holds
-// on the heap.
-func TestHeapSwing(t *testing.T) {
-	h := heapPoint{live: 40e6, goal: 80e6, gogc: 100}
-	assert.Equal(t, int64(1.1*80e6-40e6), heapSwing(h, 0))
-	assert.Equal(t, int64(1.1*(80e6+20e6)-50e6), heapSwing(h, 10e6))
-	assert.Equal(t, int64(1.1*(60e6+15e6)-50e6), heapSwing(heapPoint{live: 40e6, goal: 60e6, gogc: 50}, 10e6))
-	assert.Zero(t, heapSwing(heapPoint{live: 40e6, goal: 1 << 62, gogc: -1}, 10e6), "the collector off")
-	p := &plan.Plan{PinnedBytes: 1e9, Globals: 2e8, RingBytes: 3e9, CacheBytes: 4e9, State: 1, KV: 20, Buffers: 300, Spec: 4000}
-	assert.Equal(t, int64(4321), engineHeap(p, true))
-	assert.Equal(t, int64(1.2e9+4321), engineHeap(p, false), "layers and tables read from the shards")
-	at := lowHeap()
-	assert.Positive(t, at.live)
-	assert.GreaterOrEqual(t, at.goal, at.live)
-	assert.Equal(t, int64(100), at.gogc, "go test runs with the default GOGC")
 }
 
 // The app uses the draft model it finds beside the model (the demo has
