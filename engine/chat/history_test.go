@@ -157,9 +157,9 @@ func TestHistoryKeepsStatsAndVersions(t *testing.T) {
 	plain := &Session{Tok: tok, History: []Message{{Role: "user", Content: "edited question"},
 		{Role: "assistant", Content: "third reply", ReasoningContent: "think", Cut: CutStopped}}}
 	with := &Session{Tok: tok, History: got}
-	a, err := plain.Prompt("next", Options{})
+	a, err := plain.Prompt("next", Options{Thinking: true})
 	require.NoError(t, err)
-	b, err := with.Prompt("next", Options{})
+	b, err := with.Prompt("next", Options{Thinking: true})
 	require.NoError(t, err)
 	assert.Equal(t, a, b)
 }

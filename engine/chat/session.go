@@ -18,17 +18,20 @@ import (
 	"k3/tokenizer"
 )
 
-// Options control one turn.
+// Options control one turn. They are also a conversation's own settings,
+// kept as JSON beside its history (Store.SaveOptions): the system prompt
+// is then the history's first message, and Spec is not kept.
 type Options struct {
-	System  string // system prompt, sent first when not empty
-	NoThink bool   // thinking off: the reply opens the response channel
-	Effort  string // thinking effort: low, high or max (default)
+	System string `json:"-"` // system prompt, sent first when not empty
+	// Thinking: the reply thinks first (off: it opens the response channel).
+	Thinking bool   `json:"thinking"`
+	Effort   string `json:"effort"` // thinking effort: low, high or max (default)
 	// MaxTokens caps the reply, thinking included (0: DefaultMaxTokens).
-	MaxTokens int
+	MaxTokens int `json:"max_tokens"`
 	// Spec is speculative decoding (engine.SpecAuto by default); the reply
 	// is the same whatever it is.
-	Spec engine.Spec
-	engine.Sampling
+	Spec            engine.Spec `json:"-"`
+	engine.Sampling `json:"sampling"`
 }
 
 // DefaultMaxTokens is the reply cap when Options.MaxTokens is 0.
@@ -161,7 +164,7 @@ func (s *Session) render(opt Options, noGen bool) ([]int, error) {
 	for _, m := range s.History {
 		msgs = append(msgs, tokenizer.Message{Role: m.Role, Content: m.Content, ReasoningContent: m.ReasoningContent})
 	}
-	segs, err := tokenizer.Render(msgs, nil, tokenizer.RenderOptions{NoThink: opt.NoThink, ThinkingEffort: opt.Effort, NoGenerationPrompt: noGen})
+	segs, err := tokenizer.Render(msgs, nil, tokenizer.RenderOptions{NoThink: !opt.Thinking, ThinkingEffort: opt.Effort, NoGenerationPrompt: noGen})
 	if err != nil {
 		return nil, err
 	}
@@ -205,7 +208,7 @@ func (s *Session) Turn(ctx context.Context, user string, opt Options, on func(en
 	if s.Checkpoints > 0 {
 		mark = s.userStart(ids, opt)
 	}
-	rep, sm, gen, err := s.run(ctx, ids, mark, PromptOptions{Thinking: !opt.NoThink, MaxTokens: opt.MaxTokens,
+	rep, sm, gen, err := s.run(ctx, ids, mark, PromptOptions{Thinking: opt.Thinking, MaxTokens: opt.MaxTokens,
 		Sampler: opt.Sampler(uint64(turnIndex)), Spec: opt.Spec}, on)
 	if err != nil && !errors.Is(err, context.Canceled) {
 		s.finish(rep, sm, gen, opt)

@@ -42,7 +42,7 @@ func demo(t *testing.T) (*engine.Engine, *tokenizer.Tokenizer) {
 // first, produces exactly what a fresh session over the same history does.
 func TestResumedTurnEqualsFreshRun(t *testing.T) {
 	e, tok := demo(t)
-	opt := Options{MaxTokens: 10, Sampling: engine.Sampling{Greedy: true}}
+	opt := Options{Thinking: true, MaxTokens: 10, Sampling: engine.Sampling{Greedy: true}}
 	s := NewSession(e, tok)
 	r1, err := s.Turn(context.Background(), "Hello there", opt, nil)
 	require.NoError(t, err)
@@ -90,7 +90,7 @@ func (s *Session) withHistory(h []Message) *Session { s.History = slices.Clone(h
 // second turn draws from its own stream.
 func TestSampledTurnsReproducible(t *testing.T) {
 	e, tok := demo(t)
-	opt := Options{MaxTokens: 8, Sampling: engine.Sampling{Temperature: 0.9, TopP: 0.95, Seed: 42}}
+	opt := Options{Thinking: true, MaxTokens: 8, Sampling: engine.Sampling{Temperature: 0.9, TopP: 0.95, Seed: 42}}
 	run := func() [][]int {
 		s := NewSession(e, tok)
 		var out [][]int
@@ -116,7 +116,7 @@ func TestSampledTurnsReproducible(t *testing.T) {
 	}
 	opt.Spec = engine.SpecAuto
 	greedy := NewSession(e, tok)
-	g, _ := greedy.Turn(context.Background(), "one", Options{MaxTokens: 8, Sampling: engine.Sampling{Greedy: true}}, nil)
+	g, _ := greedy.Turn(context.Background(), "one", Options{Thinking: true, MaxTokens: 8, Sampling: engine.Sampling{Greedy: true}}, nil)
 	if slices.Equal(g.IDs, a[0]) {
 		t.Fatalf("sampling at temperature 0.9 gave the greedy reply %v", g.IDs)
 	}
@@ -130,7 +130,7 @@ func TestStopKeepsPartial(t *testing.T) {
 	s.HistoryPath = filepath.Join(t.TempDir(), "h.jsonl")
 	ctx, cancel := context.WithCancel(context.Background())
 	n := 0
-	r, err := s.Turn(ctx, "stop me", Options{MaxTokens: 50, Sampling: engine.Sampling{Greedy: true}}, func(ev engine.Event) {
+	r, err := s.Turn(ctx, "stop me", Options{Thinking: true, MaxTokens: 50, Sampling: engine.Sampling{Greedy: true}}, func(ev engine.Event) {
 		if ev.Kind == engine.EventToken {
 			n++
 			if n == 3 {
@@ -158,7 +158,7 @@ func TestStopDuringPrompt(t *testing.T) {
 	long := strings.Repeat("a long prompt that takes several chunks to read ", 8)
 	var prefill []engine.Event
 	tokens := 0
-	r, err := s.Turn(ctx, long, Options{MaxTokens: 5}, func(ev engine.Event) {
+	r, err := s.Turn(ctx, long, Options{Thinking: true, MaxTokens: 5}, func(ev engine.Event) {
 		switch ev.Kind {
 		case engine.EventPrefill:
 			prefill = append(prefill, ev)
@@ -180,7 +180,7 @@ func TestStopDuringPrompt(t *testing.T) {
 	assert.Equal(t, long, s.History[0].Content)
 	assert.Equal(t, CutStopped, s.History[1].Cut)
 	// the 32 positions read stay usable
-	r2, err := s.Turn(context.Background(), "again", Options{MaxTokens: 3}, nil)
+	r2, err := s.Turn(context.Background(), "again", Options{Thinking: true, MaxTokens: 3}, nil)
 	require.NoError(t, err)
 	assert.Equal(t, 32, r2.Reused)
 }
@@ -251,7 +251,7 @@ func TestEditReusesTheCheckpoint(t *testing.T) {
 	ctx := context.Background()
 	questions := []string{"First question", "Second question", "Third question"}
 	for _, sampling := range []engine.Sampling{{Greedy: true}, {Temperature: 1, TopP: 0.9, Seed: 7}} {
-		opt := Options{MaxTokens: 8, Sampling: sampling, System: "Be brief."}
+		opt := Options{Thinking: true, MaxTokens: 8, Sampling: sampling, System: "Be brief."}
 		s, plain := NewSession(e, tok), NewSession(e, tok)
 		plain.Checkpoints = 0
 		for _, q := range questions {
@@ -312,7 +312,7 @@ func TestEditReusesTheCheckpoint(t *testing.T) {
 // which then reads its prompt again, gives what a session with copies gives.
 func TestFitBudgetAtTheFloor(t *testing.T) {
 	e, tok := demo(t)
-	opt := Options{MaxTokens: 6, Sampling: engine.Sampling{Greedy: true}}
+	opt := Options{Thinking: true, MaxTokens: 6, Sampling: engine.Sampling{Greedy: true}}
 	floor, roomy := NewSession(e, tok), NewSession(e, tok)
 	floor.FitBudget(engine.Options{TrunkDir: "t", Budget: engine.Budget{TrunkBytes: 3e9}})
 	roomy.FitBudget(engine.Options{TrunkDir: "t", Budget: engine.Budget{TrunkBytes: 16e9}})

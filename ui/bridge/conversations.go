@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"k3/engine"
 	"k3/engine/chat"
 	"k3/storage/atomicfile"
 )
@@ -175,28 +174,14 @@ func (c Conversations) Hold(title string) (*chat.HistoryLock, error) {
 // conversations renamed or deleted since.
 func (c Conversations) SweepLocks() { chat.RemoveStaleLocks(c.Dir) }
 
-// ConvOptions are a conversation's own settings; a new conversation starts
-// with the app's (Settings.ConvDefaults).
-type ConvOptions struct {
-	Thinking        bool   `json:"thinking"`
-	Effort          string `json:"effort"`
-	MaxTokens       int    `json:"max_tokens"`
-	engine.Sampling `json:"sampling"`
-}
-
-// ChatOptions are a turn's options (the system prompt is the
-// conversation's first message, if it has one).
-func (o ConvOptions) ChatOptions() chat.Options {
-	return chat.Options{NoThink: !o.Thinking, Effort: o.Effort, MaxTokens: o.MaxTokens, Sampling: o.Sampling}
-}
-
 func (c Conversations) optionsPath(title string) string {
 	return filepath.Join(c.Dir, title+".options.json")
 }
 
-// LoadOptions reads a conversation's settings; ok is false when it has none
-// of its own.
-func (c Conversations) LoadOptions(title string) (o ConvOptions, ok bool, err error) {
+// LoadOptions reads a conversation's own settings (a new conversation
+// starts with the app's, Settings.ConvDefaults); ok is false when it has
+// none of its own.
+func (c Conversations) LoadOptions(title string) (o chat.Options, ok bool, err error) {
 	raw, err := os.ReadFile(c.optionsPath(title))
 	if errors.Is(err, os.ErrNotExist) {
 		return o, false, nil
@@ -211,7 +196,7 @@ func (c Conversations) LoadOptions(title string) (o ConvOptions, ok bool, err er
 }
 
 // SaveOptions writes a conversation's settings atomically.
-func (c Conversations) SaveOptions(title string, o ConvOptions) error {
+func (c Conversations) SaveOptions(title string, o chat.Options) error {
 	raw, err := json.MarshalIndent(o, "", "  ")
 	if err != nil {
 		return err

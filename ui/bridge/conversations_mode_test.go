@@ -25,7 +25,7 @@ func TestConversationsArePrivate(t *testing.T) {
 	title, err := c.New("Private")
 	require.NoError(t, err)
 	require.NoError(t, c.Save(title, []chat.Message{{Role: "user", Content: "my medical record"}, {Role: "assistant", Content: "ok"}}))
-	require.NoError(t, c.SaveOptions(title, ConvOptions{Effort: "low", Sampling: engine.Sampling{Seed: 1}}))
+	require.NoError(t, c.SaveOptions(title, chat.Options{Effort: "low", Sampling: engine.Sampling{Seed: 1}}))
 
 	mode := func(p string) os.FileMode {
 		fi, err := os.Stat(p)

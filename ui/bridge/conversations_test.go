@@ -31,7 +31,7 @@ func TestConversationsOptionsSearchExport(t *testing.T) {
 	require.NoError(t, c.Save(a, []chat.Message{{Role: "user", Content: "Where do penguins live?"},
 		{Role: "assistant", Content: "In the south.", ReasoningContent: "Antarctica", Cut: chat.CutStopped}}))
 
-	o := ConvOptions{Thinking: false, Effort: "low", MaxTokens: 99, Sampling: engine.Sampling{Temperature: 0.7, Seed: 5}}
+	o := chat.Options{Thinking: false, Effort: "low", MaxTokens: 99, Sampling: engine.Sampling{Temperature: 0.7, Seed: 5}}
 	require.NoError(t, c.SaveOptions(a, o))
 	got, ok, err := c.LoadOptions(a)
 	require.NoError(t, err)
@@ -118,4 +118,40 @@ func TestIsAutoTitle(t *testing.T) {
 		assert.False(t, IsAutoTitle(title, msg), title)
 	}
 	assert.False(t, IsAutoTitle("x", "   "), "an empty message gives no title")
+}
+
+// A conversation's settings file as an older k3 wrote it (ConvOptions,
+// thinking stored as "thinking") reads into chat.Options with the same
+// choice, and is written back with the same keys, so either k3 reads what
+// the other wrote.
+func TestConversationOptionsOldFile(t *testing.T) {
+	c := Conversations{Dir: t.TempDir()}
+	old := `{
+  "thinking": false,
+  "effort": "low",
+  "max_tokens": 99,
+  "sampling": {
+    "Greedy": true,
+    "Temperature": 0.7,
+    "TopK": 0,
+    "TopP": 0.9,
+    "Seed": 5
+  }
+}`
+	require.NoError(t, os.WriteFile(c.optionsPath("Old"), []byte(old), 0o600))
+	got, ok, err := c.LoadOptions("Old")
+	require.NoError(t, err)
+	require.True(t, ok)
+	assert.Equal(t, chat.Options{Thinking: false, Effort: "low", MaxTokens: 99,
+		Sampling: engine.Sampling{Greedy: true, Temperature: 0.7, TopP: 0.9, Seed: 5}}, got)
+	require.NoError(t, c.SaveOptions("Old", got))
+	raw, err := os.ReadFile(c.optionsPath("Old"))
+	require.NoError(t, err)
+	assert.JSONEq(t, old, string(raw), "the same keys: no system prompt, no speculative decoding")
+
+	require.NoError(t, os.WriteFile(c.optionsPath("On"), []byte(`{"thinking": true, "effort": "max", "max_tokens": 4096, "sampling": {"Greedy": true}}`), 0o600))
+	got, _, err = c.LoadOptions("On")
+	require.NoError(t, err)
+	assert.True(t, got.Thinking, "thinking on stays on")
+	assert.Equal(t, "max", got.Effort)
 }

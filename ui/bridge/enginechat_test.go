@@ -27,7 +27,7 @@ func TestEngineChatEditReusesTheState(t *testing.T) {
 	require.NoError(t, MakeDemoModel(dir))
 	s := DefaultSettings()
 	s.ModelDir, s.Demo, s.Preset, s.MaxTokens = dir, true, "laptop", 120
-	opt := s.ConvDefaults().ChatOptions()
+	opt := s.ConvDefaults()
 	ctx := context.Background()
 	none := func(engine.Event) {}
 
@@ -68,7 +68,7 @@ func TestEngineChatEditReusesTheState(t *testing.T) {
 	for _, m := range edited[:2] {
 		msgs = append(msgs, tokenizer.Message{Role: m.Role, Content: m.Content, ReasoningContent: m.ReasoningContent})
 	}
-	segs, err := tokenizer.Render(msgs, nil, tokenizer.RenderOptions{NoThink: opt.NoThink, ThinkingEffort: opt.Effort, NoGenerationPrompt: true})
+	segs, err := tokenizer.Render(msgs, nil, tokenizer.RenderOptions{NoThink: !opt.Thinking, ThinkingEffort: opt.Effort, NoGenerationPrompt: true})
 	require.NoError(t, err)
 	start := len(tok.EncodeSegments(segs))
 	assert.Zero(t, theirs.Reused)
@@ -102,7 +102,7 @@ func TestEngineChatPlanHoldsTheHeapSwing(t *testing.T) {
 		var m Meter
 		// garbage with every event, as the window makes it
 		var sink []byte
-		r, err := c.Turn(t.Context(), []chat.Message{{Role: "user", Content: "Tell me a saying about love."}}, s.ConvDefaults().ChatOptions(),
+		r, err := c.Turn(t.Context(), []chat.Message{{Role: "user", Content: "Tell me a saying about love."}}, s.ConvDefaults(),
 			func(ev engine.Event) {
 				sink = bytes.Repeat([]byte{2}, 64<<10)
 				m.Stats(time.Now(), ev.Stats)
@@ -152,7 +152,7 @@ func TestEngineChatUsesTheDraftBeside(t *testing.T) {
 	assert.Empty(t, off.OpenOptions(nil).Draft)
 	assert.Empty(t, DraftBeside(t.TempDir()), "no draft folder")
 
-	opt := s.ConvDefaults().ChatOptions()
+	opt := s.ConvDefaults()
 	h := []chat.Message{{Role: "user", Content: "Tell me a saying about time."}}
 	reply := func(s Settings) string {
 		c := NewEngineChat(s)
@@ -177,7 +177,7 @@ func TestEngineChatCallsOnOneAtATime(t *testing.T) {
 	defer c.Close()
 	var inside atomic.Int32
 	var overlaps, polls int
-	_, err := c.Turn(t.Context(), []chat.Message{{Role: "user", Content: "Tell me a saying about work."}}, s.ConvDefaults().ChatOptions(),
+	_, err := c.Turn(t.Context(), []chat.Message{{Role: "user", Content: "Tell me a saying about work."}}, s.ConvDefaults(),
 		func(ev engine.Event) {
 			if inside.Add(1) != 1 {
 				overlaps++

@@ -12,7 +12,7 @@ import (
 
 // ChatOptions are a turn's options from the settings.
 func (s Settings) ChatOptions() chat.Options {
-	return chat.Options{System: strings.TrimSpace(s.SystemPrompt), NoThink: !s.Thinking, Effort: s.Effort,
+	return chat.Options{System: strings.TrimSpace(s.SystemPrompt), Thinking: s.Thinking, Effort: s.Effort,
 		MaxTokens: s.MaxTokens, Sampling: s.Sampling}
 }
 
@@ -229,8 +229,8 @@ func (s Settings) CanChat() bool {
 }
 
 // ConvDefaults are the settings a new conversation starts with.
-func (s Settings) ConvDefaults() ConvOptions {
-	return ConvOptions{Thinking: s.Thinking, Effort: s.Effort, MaxTokens: s.MaxTokens, Sampling: s.Sampling}
+func (s Settings) ConvDefaults() chat.Options {
+	return chat.Options{Thinking: s.Thinking, Effort: s.Effort, MaxTokens: s.MaxTokens, Sampling: s.Sampling}
 }
 
 // Setup is the part of the settings the setup wizard decides: which model,

@@ -109,7 +109,7 @@ func cmdChat(args []string, stdout, stderr io.Writer) int {
 	s := chat.NewSession(e, tok)
 	s.FitBudget(o)
 	s.History, s.HistoryPath = hist, *history
-	opt := chat.Options{NoThink: *noThink, Effort: *effort, MaxTokens: *gen, Spec: mf.spec,
+	opt := chat.Options{Thinking: !*noThink, Effort: *effort, MaxTokens: *gen, Spec: mf.spec,
 		Sampling: engine.Sampling{Greedy: *greedy, Temperature: *temp, TopP: *topP, TopK: *topK, Seed: *seed}}
 	if len(hist) > 0 {
 		fmt.Fprintf(stdout, "history: %d messages from %s\n", len(hist), *history)
@@ -164,7 +164,7 @@ func cmdChat(args []string, stdout, stderr io.Writer) int {
 				}
 				fmt.Fprintln(stdout, "conversation cleared")
 			case f[0] == "/think" && len(f) == 2 && (f[1] == "on" || f[1] == "off"):
-				opt.NoThink = f[1] == "off"
+				opt.Thinking = f[1] != "off"
 				fmt.Fprintf(stdout, "thinking %s\n", f[1])
 			case f[0] == "/effort" && len(f) == 2 && slices.Contains(tokenizer.ThinkingEfforts, f[1]):
 				opt.Effort = f[1]

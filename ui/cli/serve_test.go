@@ -187,7 +187,7 @@ func TestServeOpenAIConformance(t *testing.T) {
 	defer m.Close()
 	e := m.NewEngine(0)
 	defer e.Close()
-	opt := chat.Options{MaxTokens: 8, Sampling: engine.Sampling{Greedy: true}}
+	opt := chat.Options{Thinking: true, MaxTokens: 8, Sampling: engine.Sampling{Greedy: true}}
 	r1, err := chat.NewSession(e, tok).Turn(context.Background(), "Hello there", opt, nil)
 	require.NoError(t, err)
 

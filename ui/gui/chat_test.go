@@ -97,7 +97,7 @@ func TestChatTurnGaugesRegenerateEdit(t *testing.T) {
 		}
 		assert.Equal(t, "Hello world, this is reply 1", v.History[2].Content)
 		assert.Equal(t, "low", fc.lastOpt.Effort)
-		assert.False(t, fc.lastOpt.NoThink)
+		assert.True(t, fc.lastOpt.Thinking)
 		assert.True(t, fc.lastOpt.Greedy)
 		g := v.Gauges.G
 		if g.Tokens != 5 || g.SecPerToken != 0.5 || g.RSS != 1.004e9 || g.PeakRSS != 1.004e9 || g.Budget != 4e9 || g.Available != 16e9 {

@@ -36,7 +36,7 @@ type chatView struct {
 	lock    *chat.HistoryLock
 	History []chat.Message
 	// Opts are the current conversation's own settings.
-	Opts bridge.ConvOptions
+	Opts chat.Options
 	// fork holds the versions at the message an edit or a Regenerate is
 	// replacing, until the new version has its first message.
 	fork *bridge.Fork
@@ -625,7 +625,7 @@ func (v *chatView) Send(text string) {
 	}
 	v.addView(v.History[len(v.History)-1])
 	v.save()
-	v.startTurn(v.Opts.ChatOptions())
+	v.startTurn(v.Opts)
 }
 
 // freeTitle is want, or want 2, 3, ... when a conversation has that title.
@@ -652,13 +652,13 @@ func (v *chatView) Regenerate() {
 		return
 	}
 	if v.History[n-1].Role == "user" {
-		v.startTurn(v.Opts.ChatOptions())
+		v.startTurn(v.Opts)
 		return
 	}
 	if v.History[n-1].Role != "assistant" {
 		return
 	}
-	opt := v.Opts.ChatOptions()
+	opt := v.Opts
 	// the file keeps the old reply until the new one is there
 	run := func(opt chat.Options) {
 		v.History, v.fork = bridge.NewFork(v.History, n-1)

@@ -211,7 +211,7 @@ func coerce(s string) string {
 // the second request reuses the state the first left.
 func TestServedReplyEqualsChat(t *testing.T) {
 	s, e, tok := start(t, nil)
-	opt := chat.Options{MaxTokens: 8, Sampling: engine.Sampling{Greedy: true}}
+	opt := chat.Options{Thinking: true, MaxTokens: 8, Sampling: engine.Sampling{Greedy: true}}
 	sess := chat.NewSession(e, tok)
 	r1, err := sess.Turn(context.Background(), "Hello there", opt, nil)
 	require.NoError(t, err)
