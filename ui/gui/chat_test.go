@@ -70,7 +70,7 @@ func TestChatStreamStopKeepsPartial(t *testing.T) {
 			t.Errorf("phase %q", v.Phase.Text)
 		}
 	})
-	h, err := chat.LoadHistory(filepath.Join(u.conversationsDir(), v.Current+bridge.Ext))
+	h, err := chat.LoadHistory(filepath.Join(u.conversationsDir(), v.Current+chat.Ext))
 	if err != nil || len(h) != 2 || h[0].Content != "Hi there" || h[1].Content != "Hello world" || h[1].Cut != "stopped" {
 		t.Fatalf("saved history %+v %v", h, err)
 	}
@@ -198,7 +198,7 @@ func TestConversationsNewRenameDelete(t *testing.T) {
 	ui(func() {
 		first := v.Current
 		err := v.Rename(first, "Trip / plans")
-		var re *bridge.RenamedError
+		var re *chat.RenamedError
 		if !errors.As(err, &re) {
 			t.Fatalf("a changed name is said: %v", err)
 		}
@@ -299,7 +299,7 @@ func TestGaugesFollowTheConversationOpened(t *testing.T) {
 	u, v := chatUI(t, &fakeChat{})
 	saved := []chat.Message{{Role: "user", Content: "Earlier"},
 		{Role: "assistant", Content: "Saved reply", Stats: &chat.ReplyStats{Tokens: 87, FirstTokenSeconds: 1.42, SecondsPerToken: 0.08}}}
-	require.NoError(t, chat.SaveHistory(filepath.Join(u.conversationsDir(), "Older"+bridge.Ext), saved))
+	require.NoError(t, chat.SaveHistory(filepath.Join(u.conversationsDir(), "Older"+chat.Ext), saved))
 	ui(func() { v.Send("Question one") })
 	waitFor(t, "turn", func() bool { return !v.Busy })
 	var mem string
@@ -353,7 +353,7 @@ func TestTitleRenewedWhenTheFirstMessageIsEdited(t *testing.T) {
 		assert.Equal(t, []string{"Where is the sea?"}, v.Convs.Shown())
 		assert.Equal(t, "2/2", v.Views[0].navLbl.Text, "the first question stays a version")
 	})
-	h, err := chat.LoadHistory(filepath.Join(u.conversationsDir(), "Where is the sea?"+bridge.Ext))
+	h, err := chat.LoadHistory(filepath.Join(u.conversationsDir(), "Where is the sea?"+chat.Ext))
 	require.NoError(t, err)
 	require.Len(t, h, 2)
 	assert.Equal(t, "Where is the sea?", h[0].Content)

@@ -14,7 +14,6 @@ import (
 
 	"k3/engine/chat"
 	"k3/storage/filelock"
-	"k3/ui/bridge"
 )
 
 // Defect 8: a click on another conversation while a reply is written does
@@ -57,7 +56,7 @@ func TestSwitchingDuringAReplyKeepsListAndView(t *testing.T) {
 	assert.Len(t, h, 4, "the next message went to the conversation shown")
 
 	// a broken file: the notice says so, and the highlight stays
-	require.NoError(t, os.WriteFile(filepath.Join(u.conversationsDir(), "Broken"+bridge.Ext), []byte("{\n{broken\n"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(u.conversationsDir(), "Broken"+chat.Ext), []byte("{\n{broken\n"), 0o644))
 	ui(func() {
 		v.reload(v.Current)
 		i := slices.Index(v.Convs.Shown(), "Broken")
@@ -145,7 +144,7 @@ func TestConversationTitlesAndSearch(t *testing.T) {
 		v.Convs.Query.SetText("reply") // the replies' text is searched too
 		assert.Len(t, v.Convs.Shown(), 2)
 		v.Convs.Query.SetText("")
-		assert.True(t, strings.HasPrefix(bridge.Markdown(v.Current, v.History), "# How tall is Mont Blanc?\n\n## You\n\nHow tall is Mont Blanc?\n"))
+		assert.True(t, strings.HasPrefix(chat.Markdown(v.Current, v.History), "# How tall is Mont Blanc?\n\n## You\n\nHow tall is Mont Blanc?\n"))
 	})
 }
 
@@ -248,7 +247,7 @@ func TestStatsAndVersionsSurviveReopening(t *testing.T) {
 func TestOldHistoryFileOpens(t *testing.T) {
 	u, v := chatUI(t, &fakeChat{})
 	old := `{"role":"user","content":"hi"}` + "\n" + `{"role":"assistant","content":"yo","reasoning_content":"hmm"}` + "\n"
-	require.NoError(t, os.WriteFile(filepath.Join(u.conversationsDir(), "Old"+bridge.Ext), []byte(old), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(u.conversationsDir(), "Old"+chat.Ext), []byte(old), 0o644))
 	ui(func() {
 		v.reload(v.Current)
 		v.Open("Old")
@@ -284,7 +283,7 @@ func TestConversationLockWhileOpen(t *testing.T) {
 	dir := u.conversationsDir()
 	ui(func() { v.Send("hi") })
 	waitFor(t, "turn", func() bool { return !v.Busy })
-	hi := filepath.Join(dir, "hi"+bridge.Ext)
+	hi := filepath.Join(dir, "hi"+chat.Ext)
 	_, err := chat.LockHistory(hi)
 	require.ErrorIs(t, err, chat.ErrHistoryInUse, "the app holds the open conversation")
 	assert.Equal(t, []string{".hi.jsonl.lock"}, hiddenLocks(t, dir), "the title taken from the message moved the lock file along")
@@ -314,7 +313,7 @@ func TestConversationLockWhileOpen(t *testing.T) {
 		require.NoError(t, v.Rename("hi", "Trip"))
 	})
 	assert.NotContains(t, hiddenLocks(t, dir), ".hi.jsonl.lock", "no lock file is left under the old name")
-	_, err = chat.LockHistory(filepath.Join(dir, "Trip"+bridge.Ext))
+	_, err = chat.LockHistory(filepath.Join(dir, "Trip"+chat.Ext))
 	require.ErrorIs(t, err, chat.ErrHistoryInUse, "the lock moved with the rename")
 	ui(func() { require.NoError(t, v.Delete("Trip")) })
 	assert.NotContains(t, hiddenLocks(t, dir), ".Trip.jsonl.lock", "deleting takes the lock file too")

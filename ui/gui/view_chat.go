@@ -28,7 +28,7 @@ type chatView struct {
 	u    *appUI
 	Root fyne.CanvasObject
 
-	store   bridge.Conversations
+	store   chat.Store
 	Convs   *convList
 	Current string
 	// lock is Current's history lock, held while it is open here (nil when
@@ -88,7 +88,7 @@ type chatView struct {
 
 // newChatView builds the chat and opens the last conversation.
 func newChatView(u *appUI) *chatView {
-	v := &chatView{u: u, store: bridge.Conversations{Dir: u.conversationsDir()}, idle: make(chan struct{})}
+	v := &chatView{u: u, store: chat.Store{Dir: u.conversationsDir()}, idle: make(chan struct{})}
 	close(v.idle)
 	v.Convs = newConvList(u.Win)
 	v.Convs.OnSelect = v.Open
@@ -411,7 +411,7 @@ func (v *chatView) NewConversation() {
 		v.Notice.SetText("A reply is being written: wait for it (or press Stop), then start a new conversation.")
 		return
 	}
-	t, err := v.store.New(bridge.AutoTitlePrefix + time.Now().Format("2006-01-02 15.04"))
+	t, err := v.store.New(chat.AutoTitlePrefix + time.Now().Format("2006-01-02 15.04"))
 	if err != nil {
 		v.Notice.SetText(bridge.Explain(err))
 		return
@@ -432,7 +432,7 @@ func (v *chatView) Rename(from, to string) error {
 		return fmt.Errorf("wait until the reply is finished (or press Stop) before renaming")
 	}
 	t, err := v.store.Rename(from, to)
-	var re *bridge.RenamedError
+	var re *chat.RenamedError
 	if err != nil && !errors.As(err, &re) {
 		return err
 	}
@@ -495,7 +495,7 @@ func (v *chatView) save() {
 	if errors.As(err, &ce) {
 		// another k3 wrote the file: this conversation went beside it and
 		// continues there
-		v.Current = strings.TrimSuffix(filepath.Base(ce.SavedAs), bridge.Ext)
+		v.Current = strings.TrimSuffix(filepath.Base(ce.SavedAs), chat.Ext)
 		v.hold(v.Current)
 		v.u.N.LastConversation.Set(v.Current)
 		if titles, lerr := v.store.List(); lerr == nil {
@@ -607,10 +607,10 @@ func (v *chatView) Send(text string) {
 		return
 	}
 	if !slices.ContainsFunc(v.History, func(m chat.Message) bool { return m.Role == "user" }) {
-		auto := strings.HasPrefix(v.Current, bridge.AutoTitlePrefix) ||
-			v.editing && bridge.IsAutoTitle(v.Current, v.fork.Replaced().Content)
-		if auto && !bridge.IsAutoTitle(v.Current, text) {
-			if t, err := v.store.Rename(v.Current, v.freeTitle(bridge.TitleFrom(text))); err == nil || errors.As(err, new(*bridge.RenamedError)) {
+		auto := strings.HasPrefix(v.Current, chat.AutoTitlePrefix) ||
+			v.editing && chat.IsAutoTitle(v.Current, v.fork.Replaced().Content)
+		if auto && !chat.IsAutoTitle(v.Current, text) {
+			if t, err := v.store.Rename(v.Current, v.freeTitle(chat.TitleFrom(text))); err == nil || errors.As(err, new(*chat.RenamedError)) {
 				v.Current = t
 				v.u.N.LastConversation.Set(t)
 				v.reload(t)
@@ -976,7 +976,7 @@ func (v *chatView) SavePartial() {
 
 // Export writes the conversation as a Markdown file the user chooses.
 func (v *chatView) Export() {
-	md := bridge.Markdown(v.Current, v.History)
+	md := chat.Markdown(v.Current, v.History)
 	d := dialog.NewFileSave(func(w fyne.URIWriteCloser, err error) {
 		if err != nil || w == nil {
 			return

@@ -263,7 +263,7 @@ func TestRealWindow(t *testing.T) {
 			Versions: &chat.Versions{Shown: 1, Others: [][]chat.Message{{{Role: "assistant", Content: "An older reply.",
 				Stats: &chat.ReplyStats{Tokens: 4, FirstTokenSeconds: 0.9, SecondsPerToken: 2.5}}}}}},
 	}
-	if err := chat.SaveHistory(filepath.Join(u.conversationsDir(), "Code sample"+bridge.Ext), h); err != nil {
+	if err := chat.SaveHistory(filepath.Join(u.conversationsDir(), "Code sample"+chat.Ext), h); err != nil {
 		t.Fatal(err)
 	}
 	var copyBt *widget.Button
