@@ -105,8 +105,9 @@ type ModelInfo struct {
 	Remote      bool // the model runs on a server: this machine's memory and disk gauges do not apply
 }
 
-// Reply is a finished (or cut) turn: the assistant message and how much of
-// the context the conversation now takes.
+// Reply is a finished (or cut) turn: the assistant message, its numbers
+// as the chat engine measured them (Stats: nil when no token came) and
+// how much of the context the conversation now takes.
 type Reply struct {
 	chat.Message
 	Positions int // positions the conversation takes after the turn (0: unknown)

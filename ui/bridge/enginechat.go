@@ -147,6 +147,7 @@ func (c *engineChat) Close() {
 // (and re-reads the prompt otherwise), so the history passed in is the
 // truth: edits, regenerations and conversation switches just work.
 func (c *engineChat) Turn(ctx context.Context, history []chat.Message, opt chat.Options, on func(engine.Event)) (Reply, error) {
+	clock := newThinkClock(&on)
 	if c.mu.TryLock() {
 		c.mu.Unlock()
 	} else if c.srv.Load() != nil {
@@ -215,6 +216,7 @@ func (c *engineChat) Turn(ctx context.Context, history []chat.Message, opt chat.
 	if rep == nil {
 		return Reply{}, err
 	}
-	return Reply{Message: chat.Message{Role: "assistant", Content: rep.Content, ReasoningContent: rep.Reasoning, Cut: rep.Cut()},
+	return Reply{Message: chat.Message{Role: "assistant", Content: rep.Content, ReasoningContent: rep.Reasoning, Cut: rep.Cut(),
+		Stats: clock.stats(len(rep.IDs), rep.FirstTokenSeconds, rep.SecondsPerToken)},
 		Positions: rep.Reused + rep.Prefilled + len(rep.IDs)}, err
 }

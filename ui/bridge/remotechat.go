@@ -60,6 +60,7 @@ func (r *remoteChat) Open(ctx context.Context, on func(engine.Event)) (ModelInfo
 }
 
 func (r *remoteChat) Turn(ctx context.Context, history []chat.Message, opt chat.Options, on func(engine.Event)) (Reply, error) {
+	clock := newThinkClock(&on)
 	if _, err := r.Open(ctx, on); err != nil {
 		return Reply{}, err
 	}
@@ -81,7 +82,16 @@ func (r *remoteChat) Turn(ctx context.Context, history []chat.Message, opt chat.
 		}
 		phase(on, done)
 	}
-	return Reply{Message: res.Message}, err
+	tokens, spt := res.Deltas, 0.0
+	if res.Usage != nil && res.Usage.CompletionTokens > 0 {
+		tokens = res.Usage.CompletionTokens
+	}
+	if res.TokensPerSecond > 0 {
+		spt = 1 / res.TokensPerSecond
+	}
+	msg := res.Message
+	msg.Stats = clock.stats(tokens, res.FirstTokenSeconds, spt)
+	return Reply{Message: msg}, err
 }
 
 func (r *remoteChat) Close() {}

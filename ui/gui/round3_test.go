@@ -192,13 +192,14 @@ type thinkUntilStopped struct {
 func (f *thinkUntilStopped) Turn(ctx context.Context, h []chat.Message, opt chat.Options, on func(engine.Event)) (bridge.Reply, error) {
 	think := strings.Repeat("I should weigh the question from several sides before I answer it. ", 30)
 	on(engine.Event{Kind: engine.EventPhase, Text: "thinking"})
-	for _, w := range strings.SplitAfter(think, ". ") {
+	words := strings.SplitAfter(think, ". ")
+	for _, w := range words {
 		on(engine.Event{Kind: engine.EventReasoning, Text: w})
 		on(engine.Event{Kind: engine.EventToken, Seconds: 0.1})
 	}
 	close(f.thinking)
 	<-ctx.Done()
-	return bridge.Reply{Message: chat.Message{Role: "assistant", ReasoningContent: think, Cut: chat.CutStopped}}, nil
+	return bridge.Reply{Message: chat.Message{Role: "assistant", ReasoningContent: think, Cut: chat.CutStopped, Stats: fakeStats(len(words), 0.1)}}, nil
 }
 
 // overlaps lists the messages whose parts are drawn over each other: a

@@ -911,8 +911,7 @@ func (v *chatView) finishTurn(reply *messageView, rep bridge.Reply, err error) {
 			msg.Cut = chat.CutStopped
 		}
 	}
-	msg.Role = "assistant"
-	msg.Stats = v.replyStats(reply)
+	msg.Role = "assistant" // with its numbers as the chat engine measured them
 	if st := msg.Stats; st != nil && st.SecondsPerToken > 0 {
 		v.machineSpt = st.SecondsPerToken
 	}
@@ -939,9 +938,10 @@ func (v *chatView) finishTurn(reply *messageView, rep bridge.Reply, err error) {
 	v.Focus()
 }
 
-// replyStats are the numbers of the reply just written, from the gauges
-// (nil when no token came).
-func (v *chatView) replyStats(reply *messageView) *chat.ReplyStats {
+// partialStats are the numbers of the reply still being written, from the
+// gauges (nil when no token came): a reply saved as the app closes has no
+// Reply from its chat engine yet.
+func (v *chatView) partialStats(reply *messageView) *chat.ReplyStats {
 	g := v.Gauges.G
 	if g.Tokens == 0 {
 		return nil
@@ -964,7 +964,7 @@ func (v *chatView) SavePartial() {
 	}
 	v.quitting = true
 	v.History = append(v.History, chat.Message{Role: "assistant", Content: v.reply.Answer,
-		ReasoningContent: v.reply.Reasoning, Cut: chat.CutStopped, Stats: v.replyStats(v.reply)})
+		ReasoningContent: v.reply.Reasoning, Cut: chat.CutStopped, Stats: v.partialStats(v.reply)})
 	if v.fork != nil {
 		v.History = v.fork.Attach(v.History)
 	}
