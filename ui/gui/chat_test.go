@@ -104,7 +104,8 @@ func TestChatTurnGaugesRegenerateEdit(t *testing.T) {
 			t.Errorf("gauges %+v", g)
 		}
 		assert.True(t, strings.HasPrefix(v.Gauges.Speed.Text, "speed 2.0 tokens/s (last 2.0 tokens/s), 5 tokens"), v.Gauges.Speed.Text)
-		assert.Equal(t, "2.0 tokens/s · 5 tokens · first token after "+fmt.Sprintf("%.2f", g.TTFT)+" s", v.Views[2].statsLbl.Text)
+		assert.Equal(t, "2.0 tokens/s · 5 tokens · first token after "+fmt.Sprintf("%.2f", v.History[2].Stats.FirstTokenSeconds)+" s", v.Views[2].statsLbl.Text,
+			"the numbers the chat engine measured")
 		assert.False(t, v.Views[2].statsLbl.Hidden)
 		assert.Equal(t, 0.0, g.TrunkMBps, "an idle engine reads nothing")
 		assert.Equal(t, "done", v.Phase.Text)

@@ -199,7 +199,7 @@ func (f *thinkUntilStopped) Turn(ctx context.Context, h []chat.Message, opt chat
 	}
 	close(f.thinking)
 	<-ctx.Done()
-	return bridge.Reply{Message: chat.Message{Role: "assistant", ReasoningContent: think, Cut: chat.CutStopped, Stats: fakeStats(len(words), 0.1)}}, nil
+	return bridge.Reply{Message: chat.Message{Role: "assistant", ReasoningContent: think, Cut: chat.CutStopped, Stats: fakeStats(len(words), 0.1, 0)}}, nil
 }
 
 // overlaps lists the messages whose parts are drawn over each other: a
