@@ -40,9 +40,9 @@ func TestGenerateMatchesTurn(t *testing.T) {
 	assert.Equal(t, r1.IDs, a.IDs)
 	assert.Equal(t, 0, a.Reused)
 	assert.Equal(t, streamed.String(), a.Reasoning+a.Content)
-	assert.Empty(t, g.History, "Generate leaves the history alone")
+	assert.Empty(t, g.History(), "Generate leaves the history alone")
 
-	g.History = s.History[:2]
+	g.SetHistory(s.History()[:2])
 	ids2, err := g.Prompt("And again?", opt)
 	require.NoError(t, err)
 	b, err := g.Generate(context.Background(), ids2, PromptOptions{Thinking: true, MaxTokens: 6}, nil)

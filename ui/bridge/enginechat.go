@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -142,10 +141,11 @@ func (c *engineChat) Close() {
 	}
 }
 
-// Turn runs one turn on the engine's chat session. The session keeps the
-// engine state and reuses it when the conversation continues what was fed
-// (and re-reads the prompt otherwise), so the history passed in is the
-// truth: edits, regenerations and conversation switches just work.
+// Turn runs one reply on the engine's chat session (chat.Session.Reply).
+// The session keeps the engine state and reuses it when the conversation
+// continues what was fed (and re-reads the prompt otherwise), so the
+// history passed in is the truth: edits, regenerations and conversation
+// switches just work.
 func (c *engineChat) Turn(ctx context.Context, history []chat.Message, opt chat.Options, on func(engine.Event)) (Reply, error) {
 	clock := newThinkClock(&on)
 	if c.mu.TryLock() {
@@ -162,11 +162,6 @@ func (c *engineChat) Turn(ctx context.Context, history []chat.Message, opt chat.
 	if len(history) == 0 || history[len(history)-1].Role != "user" {
 		return Reply{}, errors.New("the conversation must end with your message")
 	}
-	past := history[:len(history)-1]
-	if len(past) > 0 && past[0].Role == "system" {
-		opt.System, past = past[0].Content, past[1:]
-	}
-	c.sess.History = slices.Clone(past)
 	e := c.e
 	// on is called from the poller below and from the turn: one at a time
 	var onMu sync.Mutex
@@ -202,7 +197,7 @@ func (c *engineChat) Turn(ctx context.Context, history []chat.Message, opt chat.
 		}
 	}
 	var eta PrefillETA
-	rep, err := c.sess.Turn(ctx, history[len(history)-1].Content, opt, func(ev engine.Event) {
+	rep, err := c.sess.Reply(ctx, history, opt, func(ev engine.Event) {
 		switch ev.Kind {
 		case engine.EventPrefill:
 			setPhase(eta.Phase(ev.Done, ev.Total, time.Now()))
@@ -216,7 +211,7 @@ func (c *engineChat) Turn(ctx context.Context, history []chat.Message, opt chat.
 	if rep == nil {
 		return Reply{}, err
 	}
-	return Reply{Message: chat.Message{Role: "assistant", Content: rep.Content, ReasoningContent: rep.Reasoning, Cut: rep.Cut(),
-		Stats: clock.stats(len(rep.IDs), rep.FirstTokenSeconds, rep.SecondsPerToken)},
-		Positions: rep.Reused + rep.Prefilled + len(rep.IDs)}, err
+	msg := rep.Message()
+	msg.Stats = clock.stats(len(rep.IDs), rep.FirstTokenSeconds, rep.SecondsPerToken)
+	return Reply{Message: msg, Positions: rep.Reused + rep.Prefilled + len(rep.IDs)}, err
 }

@@ -108,7 +108,8 @@ func cmdChat(args []string, stdout, stderr io.Writer) int {
 	defer closeModel()
 	s := chat.NewSession(e, tok)
 	s.FitBudget(o)
-	s.History, s.HistoryPath = hist, *history
+	s.SetHistory(hist)
+	s.HistoryPath = *history
 	opt := chat.Options{Thinking: !*noThink, Effort: *effort, MaxTokens: *gen, Spec: mf.spec,
 		Sampling: engine.Sampling{Greedy: *greedy, Temperature: *temp, TopP: *topP, TopK: *topK, Seed: *seed}}
 	if len(hist) > 0 {
@@ -158,7 +159,7 @@ func cmdChat(args []string, stdout, stderr io.Writer) int {
 				s.ResetKeepSystem()
 				if s.HistoryPath != "" {
 					// saved now: leaving after /reset must not bring the turns back
-					if err := chat.SaveHistory(s.HistoryPath, s.History); err != nil {
+					if err := chat.SaveHistory(s.HistoryPath, s.History()); err != nil {
 						fmt.Fprintf(stderr, "k3 chat: saving the cleared history: %v\n", err)
 					}
 				}
@@ -175,7 +176,7 @@ func cmdChat(args []string, stdout, stderr io.Writer) int {
 			continue
 		}
 		ctx, cancel := context.WithCancel(context.Background())
-		pt := &partialTurn{before: slices.Clone(s.History), user: line}
+		pt := &partialTurn{before: s.History(), user: line}
 		mu.Lock()
 		cancelTurn, inFlight = cancel, pt
 		mu.Unlock()

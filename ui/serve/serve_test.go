@@ -235,7 +235,7 @@ func TestServedReplyEqualsChat(t *testing.T) {
 		answer = *c
 	}
 	sess2 := chat.NewSession(e, tok)
-	sess2.History = []chat.Message{{Role: "user", Content: "Hello there"}, {Role: "assistant", Content: answer, ReasoningContent: reasoning}}
+	sess2.SetHistory([]chat.Message{{Role: "user", Content: "Hello there"}, {Role: "assistant", Content: answer, ReasoningContent: reasoning}})
 	r2, err := sess2.Turn(context.Background(), "And again?", opt, nil)
 	require.NoError(t, err)
 	resp, data = post(t, s, "/v1/chat/completions", map[string]any{"model": "k3-demo", "max_tokens": 8, "return_token_ids": true,
