@@ -133,6 +133,16 @@ type ChatEngineFactory func(s Settings) (ChatEngine, error)
 // DemoMaker writes the demo checkpoint (model and tokenizer) into dir.
 type DemoMaker func(dir string) error
 
+// DemoCheck says whether dir holds the generated demo model, and whether
+// it is the trained one (DemoIn).
+type DemoCheck func(dir string) (demo, trained bool)
+
+// ServerLister asks an OpenAI-compatible server (its base URL, as
+// ServerBaseURL makes it) which models it serves.
+type ServerLister interface {
+	Models(ctx context.Context, baseURL, key string) ([]string, error)
+}
+
 // Backends are everything the views need from the outside.
 type Backends struct {
 	Machine    Machine
@@ -142,11 +152,31 @@ type Backends struct {
 	Planner    MemoryPlanner
 	NewChat    ChatEngineFactory
 	MakeDemo   DemoMaker
+	// Demo tells the demo model's folder (nil: DemoIn).
+	Demo DemoCheck
+	// Servers lists a server's models (nil: RemoteServers).
+	Servers ServerLister
 	// DataDir holds conversations and the demo model.
 	DataDir string
 	// Keyring is the system keychain for the server's API key (nil: the
 	// key is kept in a file only the user can read, under DataDir).
 	Keyring keys.Keyring
+}
+
+// IsDemo says whether dir holds the demo model, and whether the trained one.
+func (b Backends) IsDemo(dir string) (demo, trained bool) {
+	if b.Demo == nil {
+		return DemoIn(dir)
+	}
+	return b.Demo(dir)
+}
+
+// ServerModels asks the server at baseURL which models it serves.
+func (b Backends) ServerModels(ctx context.Context, baseURL, key string) ([]string, error) {
+	if b.Servers == nil {
+		return RemoteServers{}.Models(ctx, baseURL, key)
+	}
+	return b.Servers.Models(ctx, baseURL, key)
 }
 
 // KeyStore is where the app keeps secrets.

@@ -95,3 +95,25 @@ func (r *remoteChat) Turn(ctx context.Context, history []chat.Message, opt chat.
 }
 
 func (r *remoteChat) Close() {}
+
+// RemoteServers asks servers over HTTP (ui/remote).
+type RemoteServers struct{}
+
+// Models lists the models the server at baseURL serves (/v1/models).
+func (RemoteServers) Models(ctx context.Context, baseURL, key string) ([]string, error) {
+	c, err := remote.New(baseURL, key, "")
+	if err != nil {
+		return nil, err
+	}
+	return c.Models(ctx)
+}
+
+// ServerBaseURL is addr as the app keeps a server's address
+// (http://HOST:PORT/v1), or why it is not one.
+func ServerBaseURL(addr string) (string, error) {
+	c, err := remote.New(addr, "", "")
+	if err != nil {
+		return "", err
+	}
+	return c.BaseURL, nil
+}

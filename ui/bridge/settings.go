@@ -233,6 +233,18 @@ func (s Settings) ConvDefaults() chat.Options {
 	return chat.Options{Thinking: s.Thinking, Effort: s.Effort, MaxTokens: s.MaxTokens, Sampling: s.Sampling}
 }
 
+// SetServer makes the server at addr (ServerBaseURL) with key and model
+// ("": the first it serves) where the model runs, or says why addr is not
+// a server address.
+func (s *Settings) SetServer(addr, key, model string) error {
+	base, err := ServerBaseURL(addr)
+	if err != nil {
+		return err
+	}
+	s.Backend, s.ServerURL, s.ServerKey, s.ServerModel = BackendServer, base, strings.TrimSpace(key), strings.TrimSpace(model)
+	return nil
+}
+
 // Setup is the part of the settings the setup wizard decides: which model,
 // which trunk, how much memory. The wizard edits a copy and applies it on
 // Done, so a half-finished change never replaces the working model.

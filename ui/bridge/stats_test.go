@@ -85,3 +85,20 @@ func TestRemoteChatReplyCarriesItsNumbers(t *testing.T) {
 	assert.Positive(t, r.Stats.FirstTokenSeconds)
 	assert.Positive(t, r.Stats.ThoughtSeconds, "it thought before it answered")
 }
+
+// SetServer keeps a server's address as the app uses it, or refuses one
+// that is not an address (and changes nothing then).
+func TestSetServer(t *testing.T) {
+	s := DefaultSettings()
+	require.NoError(t, s.SetServer(" http://gpu-box:8000/ ", " sk-1 ", " m "))
+	assert.Equal(t, BackendServer, s.Backend)
+	assert.Equal(t, "http://gpu-box:8000/v1", s.ServerURL)
+	assert.Equal(t, "sk-1", s.ServerKey)
+	assert.Equal(t, "m", s.ServerModel)
+	before := s
+	assert.ErrorContains(t, s.SetServer("gpu-box", "", ""), "http://HOST:PORT/v1")
+	assert.Equal(t, before, s)
+	demo, trained := DemoIn(t.TempDir())
+	assert.False(t, demo)
+	assert.False(t, trained)
+}
