@@ -28,18 +28,10 @@ type chatView struct {
 	u    *appUI
 	Root fyne.CanvasObject
 
-	store   chat.Store
-	Convs   *convList
-	Current string
-	// lock is Current's history lock, held while it is open here (nil when
-	// another k3 has it: what is written then goes beside it)
-	lock    *chat.HistoryLock
-	History []chat.Message
-	// Opts are the current conversation's own settings.
-	Opts chat.Options
-	// fork holds the versions at the message an edit or a Regenerate is
-	// replacing, until the new version has its first message.
-	fork *bridge.Fork
+	// Conversation is the conversation shown: its title, messages, own
+	// settings and versions, saved through it.
+	*bridge.Conversation
+	Convs *convList
 	// regenSamples: the user agreed once that Regenerate samples while
 	// greedy decoding is on; it does not ask again (issue 27, G27)
 	regenSamples bool
@@ -80,7 +72,6 @@ type chatView struct {
 	idle          chan struct{} // closed when no turn runs
 	stopping      bool          // Stop was pressed; the turn is ending
 	quitting      bool          // the app is closing: the partial reply is saved already
-	editing       bool          // a message is back in the box to be changed (fork holds its versions)
 	reply         *messageView  // the reply being written
 	settings      *settingsForm // the settings dialog's form, while shown
 	scrollPending bool          // a second scroll to the end is on its way
@@ -88,7 +79,7 @@ type chatView struct {
 
 // newChatView builds the chat and opens the last conversation.
 func newChatView(u *appUI) *chatView {
-	v := &chatView{u: u, store: chat.Store{Dir: u.conversationsDir()}, idle: make(chan struct{})}
+	v := &chatView{u: u, Conversation: bridge.NewConversation(u.conversationsDir()), idle: make(chan struct{})}
 	close(v.idle)
 	v.Convs = newConvList(u.Win)
 	v.Convs.OnSelect = v.Open
@@ -103,7 +94,7 @@ func newChatView(u *appUI) *chatView {
 			v.Notice.SetText(bridge.Explain(err))
 		}
 	}
-	v.Convs.Search = v.store.Search
+	v.Convs.Search = v.Store.Search
 	v.Convs.Refuse = func() string {
 		if v.Busy {
 			return "A reply is being written: wait for it (or press Stop), then delete."
@@ -111,7 +102,7 @@ func newChatView(u *appUI) *chatView {
 		return ""
 	}
 
-	v.store.SweepLocks()
+	v.Store.SweepLocks()
 	v.Msgs = container.NewVBox()
 	v.scroller = container.NewVScroll(v.Msgs)
 	v.Entry = newChatEntry()
@@ -174,7 +165,7 @@ func newChatView(u *appUI) *chatView {
 	v.Root = split
 
 	v.reload(u.N.lastConversation())
-	if v.Current == "" {
+	if v.Title == "" {
 		v.NewConversation()
 	}
 	u.Win.Canvas().SetOnTypedKey(func(k *fyne.KeyEvent) {
@@ -254,7 +245,7 @@ func (v *chatView) shortcut(s fyne.Shortcut) bool {
 func (v *chatView) Focus() { v.u.Win.Canvas().Focus(v.Entry) }
 
 func (v *chatView) reload(want string) {
-	titles, err := v.store.List()
+	titles, err := v.Store.List()
 	if err != nil {
 		v.Notice.SetText(bridge.Explain(err))
 	}
@@ -268,7 +259,7 @@ func (v *chatView) reload(want string) {
 		sel = titles[0]
 	}
 	v.Convs.SetTitles(titles, sel)
-	if sel != "" && sel != v.Current {
+	if sel != "" && sel != v.Title {
 		v.Open(sel)
 	}
 }
@@ -277,27 +268,22 @@ func (v *chatView) reload(want string) {
 // the file cannot be read, the conversation shown stays, and so does its
 // highlight in the list.
 func (v *chatView) Open(title string) {
-	if title == "" || title == v.Current && v.History != nil {
-		v.Convs.Highlight(v.Current)
+	if title == "" || title == v.Title && v.History != nil {
+		v.Convs.Highlight(v.Title)
 		return
 	}
 	if v.Busy {
 		v.Notice.SetText("A reply is being written: wait for it (or press Stop), then switch conversations.")
-		v.Convs.Highlight(v.Current)
+		v.Convs.Highlight(v.Title)
 		return
 	}
-	h, err := v.store.Load(title)
+	notice, err := v.Conversation.Open(title, v.u.S.ConvDefaults())
 	if err != nil {
 		v.Notice.SetText(bridge.Explain(err))
-		v.Convs.Highlight(v.Current)
+		v.Convs.Highlight(v.Title)
 		return
 	}
-	opts, ok, err := v.store.LoadOptions(title)
-	if err != nil || !ok {
-		opts = v.u.S.ConvDefaults()
-	}
-	notice := v.hold(title)
-	v.Current, v.History, v.Opts = title, h, opts
+	opts := v.Opts
 	v.endEdit()
 	v.u.N.LastConversation.Set(title)
 	v.Thinking.SetChecked(opts.Thinking)
@@ -372,28 +358,6 @@ func (v *chatView) gaugePump() *bridge.Pump {
 	return v.pump
 }
 
-// hold takes title's history lock (dropping the one held before), so no
-// other k3 writes it while it is open here; it returns the notice to show
-// when another k3 has it.
-func (v *chatView) hold(title string) string {
-	v.release()
-	l, err := v.store.Hold(title)
-	if err != nil {
-		if errors.Is(err, chat.ErrHistoryInUse) {
-			return "This conversation is open in another k3 too: what you write here is saved beside it, as a copy, so nothing is lost."
-		}
-		return bridge.Explain(err)
-	}
-	v.lock = l
-	return ""
-}
-
-// release drops the history lock held.
-func (v *chatView) release() {
-	v.lock.Release()
-	v.lock = nil
-}
-
 // rebuild shows the messages from index i on again.
 func (v *chatView) rebuild(i int) {
 	v.Views = v.Views[:min(i, len(v.Views))]
@@ -411,17 +375,15 @@ func (v *chatView) NewConversation() {
 		v.Notice.SetText("A reply is being written: wait for it (or press Stop), then start a new conversation.")
 		return
 	}
-	t, err := v.store.New(chat.AutoTitlePrefix + time.Now().Format("2006-01-02 15.04"))
-	if err != nil {
+	t, err := v.Conversation.New(chat.AutoTitlePrefix+time.Now().Format("2006-01-02 15.04"), v.u.S.SystemPrompt)
+	if t == "" {
 		v.Notice.SetText(bridge.Explain(err))
 		return
 	}
-	if sys := strings.TrimSpace(v.u.S.SystemPrompt); sys != "" {
-		if err := v.store.Save(t, []chat.Message{{Role: "system", Content: sys}}); err != nil {
-			v.Notice.SetText(bridge.Explain(err))
-		}
+	if err != nil { // the system prompt was not saved
+		v.Notice.SetText(bridge.Explain(err))
 	}
-	v.Current, v.History = "", nil
+	v.Title, v.History = "", nil
 	v.reload(t)
 	v.Focus() // ready to type, as in every chat app
 }
@@ -431,16 +393,16 @@ func (v *chatView) Rename(from, to string) error {
 	if v.Busy {
 		return fmt.Errorf("wait until the reply is finished (or press Stop) before renaming")
 	}
-	t, err := v.store.Rename(from, to)
+	open := v.Title == from
+	t, err := v.Conversation.Rename(from, to)
 	var re *chat.RenamedError
 	if err != nil && !errors.As(err, &re) {
 		return err
 	}
-	if v.Current == from {
-		v.Current = t
+	if open {
 		v.u.N.LastConversation.Set(t)
 	}
-	v.reload(v.Current)
+	v.reload(v.Title)
 	return err
 }
 
@@ -449,15 +411,11 @@ func (v *chatView) Delete(title string) error {
 	if v.Busy {
 		return fmt.Errorf("wait until the reply is finished (or press Stop) before deleting")
 	}
-	if err := v.store.Delete(title); err != nil {
+	if err := v.Conversation.Delete(title); err != nil {
 		return err
 	}
-	if v.Current == title {
-		v.release() // dropped with the file
-		v.Current, v.History = "", nil
-	}
 	v.reload("")
-	if v.Current == "" {
+	if v.Title == "" {
 		v.NewConversation()
 	}
 	return nil
@@ -490,18 +448,15 @@ func (v *chatView) relayout(mv *messageView) {
 }
 
 func (v *chatView) save() {
-	err := v.store.Save(v.Current, v.History)
-	var ce *chat.ConflictError
-	if errors.As(err, &ce) {
+	moved, err := v.Conversation.Save()
+	if moved {
 		// another k3 wrote the file: this conversation went beside it and
 		// continues there
-		v.Current = strings.TrimSuffix(filepath.Base(ce.SavedAs), chat.Ext)
-		v.hold(v.Current)
-		v.u.N.LastConversation.Set(v.Current)
-		if titles, lerr := v.store.List(); lerr == nil {
-			v.Convs.SetTitles(titles, v.Current)
+		v.u.N.LastConversation.Set(v.Title)
+		if titles, lerr := v.Store.List(); lerr == nil {
+			v.Convs.SetTitles(titles, v.Title)
 		}
-		v.Notice.SetText(fmt.Sprintf("Another k3 changed or holds this conversation's file, so it was saved as %q instead; nothing was lost.", v.Current))
+		v.Notice.SetText(fmt.Sprintf("Another k3 changed or holds this conversation's file, so it was saved as %q instead; nothing was lost.", v.Title))
 		return
 	}
 	if err != nil {
@@ -510,39 +465,16 @@ func (v *chatView) save() {
 }
 
 func (v *chatView) saveOptions() {
-	if v.Current == "" {
-		return
-	}
-	if err := v.store.SaveOptions(v.Current, v.Opts); err != nil {
+	if err := v.Conversation.SaveOptions(); err != nil {
 		v.Notice.SetText("The conversation's settings could not be saved: " + bridge.Explain(err))
 	}
-}
-
-// SystemPrompt is the current conversation's system prompt ("" for none).
-func (v *chatView) SystemPrompt() string {
-	if len(v.History) > 0 && v.History[0].Role == "system" {
-		return v.History[0].Content
-	}
-	return ""
 }
 
 // SetSystemPrompt puts sys at the head of the current conversation (or
 // removes the system prompt when empty). The next reply reads the whole
 // conversation again.
 func (v *chatView) SetSystemPrompt(sys string) {
-	if v.Busy {
-		return
-	}
-	sys = strings.TrimSpace(sys)
-	has := len(v.History) > 0 && v.History[0].Role == "system"
-	switch {
-	case has && sys == "":
-		v.History = v.History[1:]
-	case has:
-		v.History[0].Content = sys
-	case sys != "":
-		v.History = append([]chat.Message{{Role: "system", Content: sys}}, v.History...)
-	default:
+	if v.Busy || !v.Conversation.SetSystemPrompt(sys) {
 		return
 	}
 	v.save()
@@ -606,36 +538,18 @@ func (v *chatView) Send(text string) {
 	if v.Busy {
 		return
 	}
-	if !slices.ContainsFunc(v.History, func(m chat.Message) bool { return m.Role == "user" }) {
-		auto := strings.HasPrefix(v.Current, chat.AutoTitlePrefix) ||
-			v.editing && chat.IsAutoTitle(v.Current, v.fork.Replaced().Content)
-		if auto && !chat.IsAutoTitle(v.Current, text) {
-			if t, err := v.store.Rename(v.Current, v.freeTitle(chat.TitleFrom(text))); err == nil || errors.As(err, new(*chat.RenamedError)) {
-				v.Current = t
-				v.u.N.LastConversation.Set(t)
-				v.reload(t)
-			}
-		}
+	if v.Conversation.TitleFrom(text) {
+		v.u.N.LastConversation.Set(v.Title)
+		v.reload(v.Title)
 	}
-	v.History = append(v.History, chat.Message{Role: "user", Content: text})
-	if v.editing {
-		v.History = v.fork.Attach(v.History) // the edited message is a new version there
-		v.fork = nil
+	editing := v.Editing()
+	v.AddUser(text) // an edited message is a new version where the edit started
+	if editing {
 		v.endEdit()
 	}
 	v.addView(v.History[len(v.History)-1])
 	v.save()
 	v.startTurn(v.Opts)
-}
-
-// freeTitle is want, or want 2, 3, ... when a conversation has that title.
-func (v *chatView) freeTitle(want string) string {
-	titles, _ := v.store.List()
-	t := want
-	for i := 2; slices.Contains(titles, t); i++ {
-		t = fmt.Sprintf("%s %d", want, i)
-	}
-	return t
 }
 
 // Regenerate replaces the last reply with a new one (the old one stays a
@@ -661,7 +575,7 @@ func (v *chatView) Regenerate() {
 	opt := v.Opts
 	// the file keeps the old reply until the new one is there
 	run := func(opt chat.Options) {
-		v.History, v.fork = bridge.NewFork(v.History, n-1)
+		v.Fork(n - 1)
 		v.truncateViews(n - 1)
 		v.startTurn(opt)
 	}
@@ -705,12 +619,10 @@ func (v *chatView) Regenerate() {
 // switchVersion shows the previous or next version at a message.
 func (v *chatView) switchVersion(mv *messageView, delta int) {
 	i := slices.Index(v.Views, mv)
-	if v.Busy || v.editing || i < 0 {
+	if v.Busy || v.Editing() || i < 0 {
 		return
 	}
-	shown, n := bridge.VersionsAt(v.History, i)
-	if k := shown + delta; k >= 0 && k < n {
-		v.History = bridge.ShowVersion(v.History, i, k)
+	if v.SwitchVersion(i, delta) {
 		v.save()
 		v.rebuild(i)
 		v.refreshButtons()
@@ -733,10 +645,8 @@ func (v *chatView) Edit(mv *messageView) {
 		v.showChatSettings()
 		return
 	}
-	text := v.History[i].Content
-	v.History, v.fork = bridge.NewFork(v.History, i)
+	text := v.Conversation.Edit(i)
 	v.truncateViews(i)
-	v.editing = true
 	v.CancelBt.Show()
 	v.Entry.SetText(text)
 	v.Focus()
@@ -745,11 +655,10 @@ func (v *chatView) Edit(mv *messageView) {
 
 // CancelEdit brings back the conversation as it was before Edit.
 func (v *chatView) CancelEdit() {
-	if !v.editing || v.Busy {
+	if !v.Editing() || v.Busy {
 		return
 	}
-	i := v.fork.At
-	v.History = v.fork.Restore(v.History)
+	i := v.Conversation.CancelEdit()
 	v.endEdit()
 	v.Entry.SetText("")
 	v.rebuild(i)
@@ -758,10 +667,7 @@ func (v *chatView) CancelEdit() {
 
 // endEdit leaves editing (Open and Send; CancelEdit brings the old text back first).
 func (v *chatView) endEdit() {
-	if v.editing {
-		v.fork = nil
-	}
-	v.editing = false
+	v.Conversation.EndEdit()
 	v.CancelBt.Hide()
 }
 
@@ -807,7 +713,7 @@ func (v *chatView) atEnd() bool {
 	return v.scroller.Offset.Y+v.scroller.Size().Height >= v.Msgs.MinSize().Height-40
 }
 
-// startTurn runs a reply to the conversation (with v.fork set, the reply
+// startTurn runs a reply to the conversation (after Regenerate the reply
 // is a new version at the fork).
 func (v *chatView) startTurn(opt chat.Options) {
 	u := v.u
@@ -885,8 +791,6 @@ func (v *chatView) startTurn(opt chat.Options) {
 func (v *chatView) finishTurn(reply *messageView, rep bridge.Reply, err error) {
 	v.Busy, v.cancel, v.stopping, v.reply = false, nil, false, nil
 	v.Notice.SetText("") // "wait for the reply…" notices are out of date now
-	fork := v.fork
-	v.fork = nil
 	if v.quitting {
 		return // saved when the window closed
 	}
@@ -896,9 +800,8 @@ func (v *chatView) finishTurn(reply *messageView, rep bridge.Reply, err error) {
 		// back the reply it was to replace); Retry tries again
 		v.Views = v.Views[:len(v.Views)-1]
 		v.Msgs.Remove(reply.Root)
-		if fork != nil {
-			v.History = fork.Restore(v.History)
-			v.rebuild(fork.At)
+		if at := v.DropReply(); at >= 0 { // a regenerated reply brings back the one it was to replace
+			v.rebuild(at)
 		}
 		v.Notice.SetText(bridge.Explain(err))
 		v.Phase.SetText("")
@@ -916,10 +819,8 @@ func (v *chatView) finishTurn(reply *messageView, rep bridge.Reply, err error) {
 		v.machineSpt = st.SecondsPerToken
 	}
 	reply.SetFinal(msg)
-	v.History = append(v.History, msg)
-	if fork != nil {
-		v.History = fork.Attach(v.History)
-		reply.SetVersions(bridge.VersionsAt(v.History, fork.At))
+	if at := v.AddReply(msg); at >= 0 {
+		reply.SetVersions(v.Versions(at))
 	}
 	v.save()
 	if v.Info != nil && rep.Positions > 0 && v.Info.Context > 0 {
@@ -963,11 +864,8 @@ func (v *chatView) SavePartial() {
 		return
 	}
 	v.quitting = true
-	v.History = append(v.History, chat.Message{Role: "assistant", Content: v.reply.Answer,
+	v.AddReply(chat.Message{Role: "assistant", Content: v.reply.Answer,
 		ReasoningContent: v.reply.Reasoning, Cut: chat.CutStopped, Stats: v.partialStats(v.reply)})
-	if v.fork != nil {
-		v.History = v.fork.Attach(v.History)
-	}
 	v.save()
 	if v.cancel != nil {
 		v.cancel()
@@ -976,7 +874,7 @@ func (v *chatView) SavePartial() {
 
 // Export writes the conversation as a Markdown file the user chooses.
 func (v *chatView) Export() {
-	md := chat.Markdown(v.Current, v.History)
+	md := chat.Markdown(v.Title, v.History)
 	d := dialog.NewFileSave(func(w fyne.URIWriteCloser, err error) {
 		if err != nil || w == nil {
 			return
@@ -988,7 +886,7 @@ func (v *chatView) Export() {
 		}
 		v.Phase.SetText("exported: " + filepath.Base(w.URI().Path())) // G29: the name, not a cut-off path
 	}, v.u.Win)
-	d.SetFileName(v.Current + ".md")
+	d.SetFileName(v.Title + ".md")
 	d.Show()
 }
 
@@ -1016,7 +914,7 @@ func (v *chatView) Shutdown() {
 	if v.cancel != nil {
 		v.cancel()
 	}
-	v.release()
+	v.Conversation.Release()
 	e := v.engine
 	v.engine = nil
 	if e != nil {

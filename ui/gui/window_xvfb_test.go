@@ -268,10 +268,10 @@ func TestRealWindow(t *testing.T) {
 	}
 	var copyBt *widget.Button
 	fyne.DoAndWait(func() {
-		v.reload(v.Current)
+		v.reload(v.Title)
 		v.Open("Code sample")
-		if v.Current != "Code sample" || len(v.Views) != 2 {
-			t.Fatalf("the code sample did not open: %q, %d views, notice %q", v.Current, len(v.Views), v.Notice.Text)
+		if v.Title != "Code sample" || len(v.Views) != 2 {
+			t.Fatalf("the code sample did not open: %q, %d views, notice %q", v.Title, len(v.Views), v.Notice.Text)
 		}
 		r := v.Views[1]
 		if r.navLbl.Text != "2/2" || r.statsLbl.Text != "12.5 tokens/s · 87 tokens · first token after 1.42 s" ||
