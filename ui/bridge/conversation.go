@@ -27,7 +27,7 @@ type Conversation struct {
 
 	// fork holds the versions at the message an edit or a Regenerate is
 	// replacing, until the new version has its first message
-	fork *Fork
+	fork *versionFork
 	// editing: a message is back in the message box to be changed (fork
 	// holds its versions)
 	editing bool
@@ -181,7 +181,7 @@ func (c *Conversation) TitleFrom(text string) bool {
 		return false
 	}
 	auto := strings.HasPrefix(c.Title, chat.AutoTitlePrefix) ||
-		c.editing && chat.IsAutoTitle(c.Title, c.fork.Replaced().Content)
+		c.editing && chat.IsAutoTitle(c.Title, c.fork.replaced().Content)
 	if !auto || chat.IsAutoTitle(c.Title, text) {
 		return false
 	}
@@ -208,7 +208,7 @@ func (c *Conversation) freeTitle(want string) string {
 func (c *Conversation) AddUser(text string) {
 	c.History = append(c.History, chat.Message{Role: "user", Content: text})
 	if c.editing {
-		c.History = c.fork.Attach(c.History)
+		c.History = c.fork.attach(c.History)
 		c.fork = nil
 		c.EndEdit()
 	}
@@ -217,7 +217,7 @@ func (c *Conversation) AddUser(text string) {
 // Fork starts a new version at message i (Regenerate): the messages from
 // i on are kept aside as versions until the new one has its first message
 // (AddReply), or come back (DropReply).
-func (c *Conversation) Fork(i int) { c.History, c.fork = NewFork(c.History, i) }
+func (c *Conversation) Fork(i int) { c.History, c.fork = newFork(c.History, i) }
 
 // AddReply adds the assistant's reply; with a fork it is the newest
 // version there. It returns the message the versions are at (-1: none).
@@ -227,7 +227,7 @@ func (c *Conversation) AddReply(msg chat.Message) (versionsAt int) {
 		return -1
 	}
 	at := c.fork.At
-	c.History = c.fork.Attach(c.History)
+	c.History = c.fork.attach(c.History)
 	c.fork = nil
 	return at
 }
@@ -240,7 +240,7 @@ func (c *Conversation) DropReply() (at int) {
 		return -1
 	}
 	at = c.fork.At
-	c.History = c.fork.Restore(c.History)
+	c.History = c.fork.restore(c.History)
 	c.fork = nil
 	return at
 }
@@ -265,7 +265,7 @@ func (c *Conversation) CancelEdit() int {
 		return -1
 	}
 	i := c.fork.At
-	c.History = c.fork.Restore(c.History)
+	c.History = c.fork.restore(c.History)
 	c.EndEdit()
 	return i
 }
@@ -279,14 +279,14 @@ func (c *Conversation) EndEdit() {
 }
 
 // Versions is the version shown at message i and how many there are.
-func (c *Conversation) Versions(i int) (shown, count int) { return VersionsAt(c.History, i) }
+func (c *Conversation) Versions(i int) (shown, count int) { return versionsAt(c.History, i) }
 
 // SwitchVersion shows the version delta away from the one shown at
 // message i; it reports whether there was one.
 func (c *Conversation) SwitchVersion(i, delta int) bool {
-	shown, n := VersionsAt(c.History, i)
+	shown, n := versionsAt(c.History, i)
 	if k := shown + delta; k >= 0 && k < n {
-		c.History = ShowVersion(c.History, i, k)
+		c.History = showVersion(c.History, i, k)
 		return true
 	}
 	return false
