@@ -159,7 +159,7 @@ func (v *chatView) finishTurn(reply *messageView, rep bridge.Reply, err error) {
 		// back the reply it was to replace); Retry tries again
 		v.Views = v.Views[:len(v.Views)-1]
 		v.Msgs.Remove(reply.Root)
-		if at := v.DropReply(); at >= 0 { // a regenerated reply brings back the one it was to replace
+		if at := v.DropReply(); at >= 0 {
 			v.rebuild(at)
 		}
 		v.Notice.SetText(bridge.Explain(err))
@@ -173,7 +173,7 @@ func (v *chatView) finishTurn(reply *messageView, rep bridge.Reply, err error) {
 			msg.Cut = chat.CutStopped
 		}
 	}
-	msg.Role = "assistant" // with its numbers as the chat engine measured them
+	msg.Role = "assistant" // msg.Stats: the numbers the chat engine measured
 	if st := msg.Stats; st != nil && st.SecondsPerToken > 0 {
 		v.machineSpt = st.SecondsPerToken
 	}
