@@ -1,9 +1,11 @@
 // Package bridge is everything the desktop app does that is not drawing:
-// the interfaces the views reach the engine and the storage packages
-// through (Backends, with the real implementations in adapters.go and
-// tests' fakes), the chat engine over chat.Session, the pump that turns
-// engine events into a few UI updates a second, background jobs, the
-// settings and the conversation files. It imports no Fyne: views hand it a
+// the interfaces the views reach the engine, the storage packages and
+// servers through (Backends, with the real implementations in adapters.go
+// and tests' fakes), the chat engines (over chat.Session in enginechat.go,
+// over a server in remotechat.go) and the app's own server (appserver.go),
+// the open conversation (Conversation, kept in a chat.Store), the pump
+// that turns engine events into a few UI updates a second, background
+// jobs and the settings (settings.go). It imports no Fyne: views hand it a
 // do func(func()) (fyne.Do) to run their callbacks on the UI goroutine.
 package bridge
 
