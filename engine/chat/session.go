@@ -2,8 +2,9 @@
 // renders the transcript in the XTML chat format, reuses the engine state of
 // the previous turn when the new transcript starts with the ids already fed,
 // samples the reply, streams it as reasoning and answer text, and keeps the
-// history (JSONL). It assumes nothing about a terminal: the CLI REPL and the
-// desktop app drive the same Session.
+// history (JSONL files; a folder of them is a Store, the app's
+// conversations). It assumes nothing about a terminal: the CLI REPL (Turn)
+// and the desktop app (Reply) drive the same Session.
 package chat
 
 import (
