@@ -348,7 +348,7 @@ var unitCosts = engine.PassCosts{DiskBps: 1, Compute: []float64{0, 0}, ExpertByt
 // way.
 func specPromptIDs(ctx context.Context, e *engine.Engine, tok *tokenizer.Tokenizer, p specPrompt, sm engine.Sampling, maxTokens int) ([]int, error) {
 	s := chat.NewSession(e, tok)
-	opt := chat.Options{MaxTokens: maxTokens, Spec: engine.SpecOff, Sampling: sm}
+	opt := chat.Options{Thinking: true, MaxTokens: maxTokens, Spec: engine.SpecOff, Sampling: sm}
 	for _, u := range p.turns[:len(p.turns)-1] {
 		if _, err := s.Turn(ctx, u, opt, nil); err != nil {
 			return nil, err

@@ -20,7 +20,7 @@ import (
 // state.
 func TestGenerateMatchesTurn(t *testing.T) {
 	e, tok := demo(t)
-	opt := Options{MaxTokens: 6, Sampling: engine.Sampling{Greedy: true}}
+	opt := Options{Thinking: true, MaxTokens: 6, Sampling: engine.Sampling{Greedy: true}}
 	s := NewSession(e, tok)
 	r1, err := s.Turn(context.Background(), "Hello there", opt, nil)
 	require.NoError(t, err)
@@ -40,9 +40,9 @@ func TestGenerateMatchesTurn(t *testing.T) {
 	assert.Equal(t, r1.IDs, a.IDs)
 	assert.Equal(t, 0, a.Reused)
 	assert.Equal(t, streamed.String(), a.Reasoning+a.Content)
-	assert.Empty(t, g.History, "Generate leaves the history alone")
+	assert.Empty(t, g.History(), "Generate leaves the history alone")
 
-	g.History = s.History[:2]
+	g.SetHistory(s.History()[:2])
 	ids2, err := g.Prompt("And again?", opt)
 	require.NoError(t, err)
 	b, err := g.Generate(context.Background(), ids2, PromptOptions{Thinking: true, MaxTokens: 6}, nil)
@@ -56,7 +56,7 @@ func TestGenerateMatchesTurn(t *testing.T) {
 func TestGenerateStop(t *testing.T) {
 	e, tok := demo(t)
 	g := NewSession(e, tok)
-	ids, err := g.Prompt("Hi", Options{})
+	ids, err := g.Prompt("Hi", Options{Thinking: true})
 	require.NoError(t, err)
 	n := 0
 	r, err := g.Generate(context.Background(), ids, PromptOptions{Thinking: true, MaxTokens: 10, Stop: func() bool { n++; return n == 3 }}, nil)

@@ -154,12 +154,12 @@ func TestHistoryKeepsStatsAndVersions(t *testing.T) {
 
 	// the transcript is the shown version only
 	tok := byteTok(t)
-	plain := &Session{Tok: tok, History: []Message{{Role: "user", Content: "edited question"},
+	plain := &Session{Tok: tok, history: []Message{{Role: "user", Content: "edited question"},
 		{Role: "assistant", Content: "third reply", ReasoningContent: "think", Cut: CutStopped}}}
-	with := &Session{Tok: tok, History: got}
-	a, err := plain.Prompt("next", Options{})
+	with := &Session{Tok: tok, history: got}
+	a, err := plain.Prompt("next", Options{Thinking: true})
 	require.NoError(t, err)
-	b, err := with.Prompt("next", Options{})
+	b, err := with.Prompt("next", Options{Thinking: true})
 	require.NoError(t, err)
 	assert.Equal(t, a, b)
 }

@@ -2,8 +2,9 @@
 // renders the transcript in the XTML chat format, reuses the engine state of
 // the previous turn when the new transcript starts with the ids already fed,
 // samples the reply, streams it as reasoning and answer text, and keeps the
-// history (JSONL). It assumes nothing about a terminal: the CLI REPL and the
-// desktop app drive the same Session.
+// history (JSONL files; a folder of them is a Store, the app's
+// conversations). It assumes nothing about a terminal: the CLI REPL (Turn)
+// and the desktop app (Reply) drive the same Session.
 package chat
 
 import (
@@ -19,21 +20,24 @@ import (
 	"k3/tokenizer"
 )
 
-// Options control one turn.
+// Options control one turn. They are also a conversation's own settings,
+// kept as JSON beside its history (Store.SaveOptions): the system prompt
+// is then the history's first message, and Spec is not kept.
 type Options struct {
-	System  string // system prompt, sent first when not empty
-	NoThink bool   // thinking off: the reply opens the response channel
-	Effort  string // thinking effort: low, high or max (default)
+	System string `json:"-"` // system prompt, sent first when not empty
+	// Thinking: the reply thinks first (off: it opens the response channel).
+	Thinking bool   `json:"thinking"`
+	Effort   string `json:"effort"` // thinking effort: low, high or max (default)
 	// MaxTokens caps the reply, thinking included (0: DefaultMaxTokens).
-	MaxTokens int
+	MaxTokens int `json:"max_tokens"`
 	// Spec is speculative decoding (engine.SpecAuto by default); the reply
 	// is the same whatever it is.
-	Spec engine.Spec
+	Spec engine.Spec `json:"-"`
 	// ResponseFormat, when set, is an OpenAI response_format object
 	// (json_object, or json_schema in the strict subset): the answer is
 	// held to it token by token, as k3 serve does (structured.go).
-	ResponseFormat json.RawMessage
-	engine.Sampling
+	ResponseFormat  json.RawMessage `json:"response_format,omitempty"`
+	engine.Sampling `json:"sampling"`
 }
 
 // DefaultMaxTokens is the reply cap when Options.MaxTokens is 0.
@@ -62,20 +66,25 @@ func (r *Reply) set(t tokenizer.Reply) {
 // Cut is how the history marks the reply: "" when it ended by itself.
 func (r *Reply) Cut() Cut { return cutOf(r.Stop) }
 
-// Session is one conversation.
+// Session runs a conversation's replies on an engine. Reply takes the
+// whole transcript each time (the caller owns it: the app edits, forks and
+// switches conversations); the session keeps only engine states, and reuses
+// the longest one the new transcript starts with. Turn is the REPL's way:
+// a transcript the session keeps (History, SetHistory), one user message
+// at a time.
 type Session struct {
 	Engine *engine.Engine
 	Tok    *tokenizer.Tokenizer
-	// History is the conversation so far (without the system prompt).
-	History []Message
-	// HistoryPath, when set, is where the history is written after every turn.
+	// HistoryPath, when set, is where Turn writes the history after every turn.
 	HistoryPath string
 	// Checkpoints is how many user messages keep a copy of the engine state
 	// from just before them (the last ones; 0: none). Editing one of them and
-	// sending it again (History cut there, then Turn) reads only the edited
-	// message instead of the whole transcript. Each copy costs a state:
-	// CheckpointBytes says how much they hold.
+	// sending it again (the transcript cut there, then Reply) reads only the
+	// edited message instead of the whole transcript. Each copy costs a
+	// state: CheckpointBytes says how much they hold.
 	Checkpoints int
+
+	history []Message // Turn's conversation so far
 
 	live  *engine.State   // after the last turn: everything fed
 	snap  *engine.State   // the last turn's prompt minus its final position
@@ -115,8 +124,14 @@ func NewSession(e *engine.Engine, tok *tokenizer.Tokenizer) *Session {
 
 // Reset forgets the conversation and the engine state.
 func (s *Session) Reset() {
-	s.History, s.live, s.snap, s.marks = nil, nil, nil, nil
+	s.history, s.live, s.snap, s.marks = nil, nil, nil, nil
 }
+
+// History is a copy of Turn's conversation so far.
+func (s *Session) History() []Message { return slices.Clone(s.history) }
+
+// SetHistory makes h (copied) the conversation Turn continues.
+func (s *Session) SetHistory(h []Message) { s.history = slices.Clone(h) }
 
 // CheckpointBytes is the memory the checkpoints hold.
 func (s *Session) CheckpointBytes() int64 {
@@ -127,14 +142,11 @@ func (s *Session) CheckpointBytes() int64 {
 	return n
 }
 
-// userStart is where the last message of History (the user's) starts in
+// userStart is where the last message of history (the user's) starts in
 // the transcript ids of this turn: the length of the transcript before it,
 // or -1 when that is not a prefix of ids (a renderer that reorders).
-func (s *Session) userStart(ids []int, opt Options) int {
-	saved := s.History
-	defer func() { s.History = saved }()
-	s.History = saved[:len(saved)-1]
-	before, err := s.render(opt, true)
+func (s *Session) userStart(history []Message, ids []int, opt Options) int {
+	before, err := s.render(history[:len(history)-1], opt, true)
 	if err != nil || len(before) >= len(ids) || !slices.Equal(before, ids[:len(before)]) {
 		return -1
 	}
@@ -154,19 +166,18 @@ func (s *Session) keepMark(st *engine.State) {
 	}
 }
 
-func (s *Session) transcript(opt Options) ([]int, error) { return s.render(opt, false) }
-
-// render encodes the system prompt and History, with the generation prompt
-// unless noGen.
-func (s *Session) render(opt Options, noGen bool) ([]int, error) {
+// render encodes the system prompt and history, with the generation prompt
+// unless noGen. A history that starts with a system message has its own
+// system prompt: opt.System is then not sent.
+func (s *Session) render(history []Message, opt Options, noGen bool) ([]int, error) {
 	var msgs []tokenizer.Message
-	if opt.System != "" {
+	if opt.System != "" && (len(history) == 0 || history[0].Role != "system") {
 		msgs = append(msgs, tokenizer.Message{Role: "system", Content: opt.System})
 	}
-	for _, m := range s.History {
+	for _, m := range history {
 		msgs = append(msgs, tokenizer.Message{Role: m.Role, Content: m.Content, ReasoningContent: m.ReasoningContent})
 	}
-	segs, err := tokenizer.Render(msgs, nil, tokenizer.RenderOptions{NoThink: opt.NoThink, ThinkingEffort: opt.Effort, NoGenerationPrompt: noGen,
+	segs, err := tokenizer.Render(msgs, nil, tokenizer.RenderOptions{NoThink: !opt.Thinking, ThinkingEffort: opt.Effort, NoGenerationPrompt: noGen,
 		ResponseFormat: opt.ResponseFormat})
 	if err != nil {
 		return nil, err
@@ -174,57 +185,79 @@ func (s *Session) render(opt Options, noGen bool) ([]int, error) {
 	return s.Tok.EncodeSegments(segs), nil
 }
 
-// Prompt returns the ids a turn would feed after adding user text (for tests
-// and tools: a fresh run over this gives the same reply).
+// Prompt returns the ids a turn would feed after adding user text to Turn's
+// conversation (for tests and tools: a fresh run over this gives the same
+// reply).
 func (s *Session) Prompt(user string, opt Options) ([]int, error) {
-	saved := s.History
-	s.History = append(slices.Clip(s.History), Message{Role: "user", Content: user})
-	defer func() { s.History = saved }()
-	return s.transcript(opt)
+	return s.render(append(slices.Clip(s.history), Message{Role: "user", Content: user}), opt, false)
 }
 
-// Turn adds the user's message, generates the reply with the engine's
-// Generate and returns it; on receives prefill progress, the reply's text by
-// channel and one event per token. Cancelling ctx stops within one layer's
-// work, during the prompt too; the partial reply is kept in the history,
-// marked "stopped", and Turn returns it with no error.
-func (s *Session) Turn(ctx context.Context, user string, opt Options, on func(engine.Event)) (*Reply, error) {
+// Reply generates the assistant's reply to history, a whole transcript
+// that ends with the user's message (a leading system message is its
+// system prompt, else opt.System), with the engine's Generate, and returns
+// it; history is not changed or kept. on receives prefill progress, the
+// reply's text by channel and one event per token. Cancelling ctx stops
+// within one layer's work, during the prompt too; Reply then returns the
+// partial reply, marked "stopped" (Reply.Cut), with no error.
+func (s *Session) Reply(ctx context.Context, history []Message, opt Options, on func(engine.Event)) (*Reply, error) {
 	if on == nil {
 		on = func(engine.Event) {}
+	}
+	if len(history) == 0 || history[len(history)-1].Role != "user" {
+		return nil, errors.New("the conversation must end with the user's message")
 	}
 	if opt.MaxTokens <= 0 {
 		opt.MaxTokens = DefaultMaxTokens
 	}
-	s.History = append(s.History, Message{Role: "user", Content: user})
-	ids, err := s.transcript(opt)
+	ids, err := s.render(history, opt, false)
 	if err != nil {
-		s.History = s.History[:len(s.History)-1]
 		return nil, err
 	}
 	turnIndex := 0
-	for _, m := range s.History {
+	for _, m := range history {
 		if m.Role == "user" {
 			turnIndex++
 		}
 	}
 	sampler, spec, err := s.turnSampling(opt, uint64(turnIndex))
 	if err != nil {
-		s.History = s.History[:len(s.History)-1]
 		return nil, err
 	}
 	mark := -1
 	if s.Checkpoints > 0 {
-		mark = s.userStart(ids, opt)
+		mark = s.userStart(history, ids, opt)
 	}
-	rep, sm, gen, err := s.run(ctx, ids, mark, PromptOptions{Thinking: !opt.NoThink, MaxTokens: opt.MaxTokens,
+	rep, sm, gen, err := s.run(ctx, ids, mark, PromptOptions{Thinking: opt.Thinking, MaxTokens: opt.MaxTokens,
 		Sampler: sampler, Spec: spec}, on)
-	if err != nil && !errors.Is(err, context.Canceled) {
-		s.finish(rep, sm, gen, opt)
+	rep.IDs = gen
+	rep.set(sm.finish())
+	if errors.Is(err, context.Canceled) {
+		err = nil
+	}
+	return rep, err
+}
+
+// Message is the reply as the history keeps it.
+func (r *Reply) Message() Message {
+	return Message{Role: "assistant", Content: r.Content, ReasoningContent: r.Reasoning, Cut: r.Cut()}
+}
+
+// Turn adds the user's message to the conversation the session keeps
+// (History), generates the reply (Reply) and adds it too, then writes the
+// history to HistoryPath when set. A stopped reply is kept, marked
+// "stopped", and Turn returns it with no error.
+func (s *Session) Turn(ctx context.Context, user string, opt Options, on func(engine.Event)) (*Reply, error) {
+	h := append(slices.Clip(s.history), Message{Role: "user", Content: user})
+	rep, err := s.Reply(ctx, h, opt, on)
+	if rep == nil {
+		return nil, err
+	}
+	s.history = append(h, rep.Message())
+	if err != nil {
 		return rep, err
 	}
-	s.finish(rep, sm, gen, opt)
 	if s.HistoryPath != "" {
-		if err := SaveHistory(s.HistoryPath, s.History); err != nil {
+		if err := SaveHistory(s.HistoryPath, s.history); err != nil {
 			var ce *ConflictError
 			if errors.As(err, &ce) {
 				s.HistoryPath = ce.SavedAs // the next turns continue there
@@ -355,14 +388,6 @@ func sum(xs []float64) float64 {
 	return t
 }
 
-// finish ends the reply (what streamed is what it holds) and appends the
-// assistant message to the history.
-func (s *Session) finish(rep *Reply, sm *streamer, gen []int, _ Options) {
-	rep.IDs = gen
-	rep.set(sm.finish())
-	s.History = append(s.History, Message{Role: "assistant", Content: rep.Content, ReasoningContent: rep.Reasoning, Cut: rep.Cut()})
-}
-
 // streamer reads the generated ids with the tokenizer's reply reader and
 // passes its events on as engine events: reasoning and answer text, and
 // each finished tool call as EventTool text ("name arguments").
@@ -434,9 +459,9 @@ func ApplySystem(h []Message, system string) (out []Message, replaced bool) {
 // the history's leading system message, as the conversation's setting.
 func (s *Session) ResetKeepSystem() {
 	var keep []Message
-	if len(s.History) > 0 && s.History[0].Role == "system" {
-		keep = []Message{s.History[0]}
+	if len(s.history) > 0 && s.history[0].Role == "system" {
+		keep = []Message{s.history[0]}
 	}
 	s.Reset()
-	s.History = keep
+	s.history = keep
 }

@@ -42,7 +42,7 @@ func demo(t *testing.T) (*engine.Engine, *tokenizer.Tokenizer) {
 // first, produces exactly what a fresh session over the same history does.
 func TestResumedTurnEqualsFreshRun(t *testing.T) {
 	e, tok := demo(t)
-	opt := Options{MaxTokens: 10, Sampling: engine.Sampling{Greedy: true}}
+	opt := Options{Thinking: true, MaxTokens: 10, Sampling: engine.Sampling{Greedy: true}}
 	s := NewSession(e, tok)
 	r1, err := s.Turn(context.Background(), "Hello there", opt, nil)
 	require.NoError(t, err)
@@ -62,7 +62,7 @@ func TestResumedTurnEqualsFreshRun(t *testing.T) {
 		t.Fatal("turn 2 reused no positions")
 	}
 	fresh := NewSession(e, tok)
-	fresh.History = slices.Clone(s.History[:2])
+	fresh.SetHistory(slices.Clone(s.History()[:2]))
 	r3, err := fresh.Turn(context.Background(), "And again?", opt, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -74,7 +74,7 @@ func TestResumedTurnEqualsFreshRun(t *testing.T) {
 		t.Fatalf("streamed %q, reply %q + %q", streamed.String(), r2.Reasoning, r2.Content)
 	}
 	// the fresh run equals a plain greedy generation over the rendered prompt
-	prompt, _ := NewSession(e, tok).withHistory(s.History[:2]).Prompt("And again?", opt)
+	prompt, _ := NewSession(e, tok).withHistory(s.History()[:2]).Prompt("And again?", opt)
 	res, err := e.Generate(context.Background(), nil, prompt, engine.GenOptions{MaxTokens: 10})
 	if err != nil {
 		t.Fatal(err)
@@ -84,13 +84,13 @@ func TestResumedTurnEqualsFreshRun(t *testing.T) {
 	}
 }
 
-func (s *Session) withHistory(h []Message) *Session { s.History = slices.Clone(h); return s }
+func (s *Session) withHistory(h []Message) *Session { s.SetHistory(h); return s }
 
 // TestSampledTurnsReproducible: a fixed seed replays the same reply; the
 // second turn draws from its own stream.
 func TestSampledTurnsReproducible(t *testing.T) {
 	e, tok := demo(t)
-	opt := Options{MaxTokens: 8, Sampling: engine.Sampling{Temperature: 0.9, TopP: 0.95, Seed: 42}}
+	opt := Options{Thinking: true, MaxTokens: 8, Sampling: engine.Sampling{Temperature: 0.9, TopP: 0.95, Seed: 42}}
 	run := func() [][]int {
 		s := NewSession(e, tok)
 		var out [][]int
@@ -116,7 +116,7 @@ func TestSampledTurnsReproducible(t *testing.T) {
 	}
 	opt.Spec = engine.SpecAuto
 	greedy := NewSession(e, tok)
-	g, _ := greedy.Turn(context.Background(), "one", Options{MaxTokens: 8, Sampling: engine.Sampling{Greedy: true}}, nil)
+	g, _ := greedy.Turn(context.Background(), "one", Options{Thinking: true, MaxTokens: 8, Sampling: engine.Sampling{Greedy: true}}, nil)
 	if slices.Equal(g.IDs, a[0]) {
 		t.Fatalf("sampling at temperature 0.9 gave the greedy reply %v", g.IDs)
 	}
@@ -130,7 +130,7 @@ func TestStopKeepsPartial(t *testing.T) {
 	s.HistoryPath = filepath.Join(t.TempDir(), "h.jsonl")
 	ctx, cancel := context.WithCancel(context.Background())
 	n := 0
-	r, err := s.Turn(ctx, "stop me", Options{MaxTokens: 50, Sampling: engine.Sampling{Greedy: true}}, func(ev engine.Event) {
+	r, err := s.Turn(ctx, "stop me", Options{Thinking: true, MaxTokens: 50, Sampling: engine.Sampling{Greedy: true}}, func(ev engine.Event) {
 		if ev.Kind == engine.EventToken {
 			n++
 			if n == 3 {
@@ -158,7 +158,7 @@ func TestStopDuringPrompt(t *testing.T) {
 	long := strings.Repeat("a long prompt that takes several chunks to read ", 8)
 	var prefill []engine.Event
 	tokens := 0
-	r, err := s.Turn(ctx, long, Options{MaxTokens: 5}, func(ev engine.Event) {
+	r, err := s.Turn(ctx, long, Options{Thinking: true, MaxTokens: 5}, func(ev engine.Event) {
 		switch ev.Kind {
 		case engine.EventPrefill:
 			prefill = append(prefill, ev)
@@ -176,11 +176,11 @@ func TestStopDuringPrompt(t *testing.T) {
 	require.Len(t, prefill, 2, "no prefill progress after the stop")
 	assert.Equal(t, 32, prefill[1].Done)
 	assert.Greater(t, prefill[1].Total, 64)
-	require.Len(t, s.History, 2)
-	assert.Equal(t, long, s.History[0].Content)
-	assert.Equal(t, CutStopped, s.History[1].Cut)
+	require.Len(t, s.History(), 2)
+	assert.Equal(t, long, s.History()[0].Content)
+	assert.Equal(t, CutStopped, s.History()[1].Cut)
 	// the 32 positions read stay usable
-	r2, err := s.Turn(context.Background(), "again", Options{MaxTokens: 3}, nil)
+	r2, err := s.Turn(context.Background(), "again", Options{Thinking: true, MaxTokens: 3}, nil)
 	require.NoError(t, err)
 	assert.Equal(t, 32, r2.Reused)
 }
@@ -251,7 +251,7 @@ func TestEditReusesTheCheckpoint(t *testing.T) {
 	ctx := context.Background()
 	questions := []string{"First question", "Second question", "Third question"}
 	for _, sampling := range []engine.Sampling{{Greedy: true}, {Temperature: 1, TopP: 0.9, Seed: 7}} {
-		opt := Options{MaxTokens: 8, Sampling: sampling, System: "Be brief."}
+		opt := Options{Thinking: true, MaxTokens: 8, Sampling: sampling, System: "Be brief."}
 		s, plain := NewSession(e, tok), NewSession(e, tok)
 		plain.Checkpoints = 0
 		for _, q := range questions {
@@ -266,10 +266,10 @@ func TestEditReusesTheCheckpoint(t *testing.T) {
 		assert.Zero(t, plain.CheckpointBytes())
 
 		// edit the second question: the conversation is cut before it
-		before := slices.Clone(s.History[:2])
-		start, err := (&Session{Tok: tok, History: before}).render(opt, true)
+		before := slices.Clone(s.History()[:2])
+		start, err := (&Session{Tok: tok}).render(before, opt, true)
 		require.NoError(t, err)
-		s.History = slices.Clone(before)
+		s.SetHistory(slices.Clone(before))
 		var prefill []engine.Event
 		r, err := s.Turn(ctx, "Second question, edited", opt, func(ev engine.Event) {
 			if ev.Kind == engine.EventPrefill {
@@ -279,7 +279,7 @@ func TestEditReusesTheCheckpoint(t *testing.T) {
 		require.NoError(t, err)
 
 		fresh := NewSession(e, tok)
-		fresh.History = slices.Clone(before)
+		fresh.SetHistory(slices.Clone(before))
 		f, err := fresh.Turn(ctx, "Second question, edited", opt, nil)
 		require.NoError(t, err)
 		assert.Equal(t, f.IDs, r.IDs, "the same tokens as reading it all")
@@ -296,7 +296,7 @@ func TestEditReusesTheCheckpoint(t *testing.T) {
 
 		// the first question's checkpoint was dropped (two are kept): an edit
 		// there reads the transcript again, and still gives the same reply
-		s.History = slices.Clone(before[:0])
+		s.SetHistory(slices.Clone(before[:0]))
 		r, err = s.Turn(ctx, "First question, edited", opt, nil)
 		require.NoError(t, err)
 		assert.Zero(t, r.Reused)
@@ -312,7 +312,7 @@ func TestEditReusesTheCheckpoint(t *testing.T) {
 // which then reads its prompt again, gives what a session with copies gives.
 func TestFitBudgetAtTheFloor(t *testing.T) {
 	e, tok := demo(t)
-	opt := Options{MaxTokens: 6, Sampling: engine.Sampling{Greedy: true}}
+	opt := Options{Thinking: true, MaxTokens: 6, Sampling: engine.Sampling{Greedy: true}}
 	floor, roomy := NewSession(e, tok), NewSession(e, tok)
 	floor.FitBudget(engine.Options{TrunkDir: "t", Budget: engine.Budget{TrunkBytes: 3e9}})
 	roomy.FitBudget(engine.Options{TrunkDir: "t", Budget: engine.Budget{TrunkBytes: 16e9}})
@@ -336,9 +336,37 @@ func TestFitBudgetAtTheFloor(t *testing.T) {
 	assert.Equal(t, first[0].IDs, first[1].IDs)
 	// regenerate: the reply and its question go, the question is sent again
 	for i, s := range []*Session{floor, roomy} {
-		s.History = s.History[:len(s.History)-2]
+		s.SetHistory(s.History()[:len(s.History())-2])
 		r, err := s.Turn(context.Background(), "Hello there", opt, nil)
 		require.NoError(t, err)
 		assert.Equal(t, first[i].IDs, r.IDs)
 	}
+}
+
+// Reply takes the transcript and leaves it as it was: the same reply as a
+// Turn over the same conversation, and a leading system message is the
+// system prompt (opt.System is not sent besides it).
+func TestReplyTakesTheTranscript(t *testing.T) {
+	e, tok := demo(t)
+	opt := Options{Thinking: true, MaxTokens: 6, Sampling: engine.Sampling{Greedy: true}}
+	h := []Message{{Role: "system", Content: "Be brief."}, {Role: "user", Content: "Hello there"}}
+	keep := slices.Clone(h)
+	s := NewSession(e, tok)
+	r, err := s.Reply(context.Background(), h, opt, nil)
+	require.NoError(t, err)
+	assert.Equal(t, keep, h, "the transcript is not changed")
+	assert.Empty(t, s.History(), "nor kept")
+	assert.Equal(t, Message{Role: "assistant", Content: r.Content, ReasoningContent: r.Reasoning, Cut: r.Cut()}, r.Message())
+
+	other := opt
+	other.System = "Be long."
+	turn := NewSession(e, tok)
+	turn.SetHistory(h[:1])
+	r2, err := turn.Turn(context.Background(), "Hello there", other, nil)
+	require.NoError(t, err)
+	assert.Equal(t, r.IDs, r2.IDs, "the history's system prompt wins over opt.System")
+	assert.Equal(t, append(keep, r.Message()), turn.History())
+
+	_, err = s.Reply(context.Background(), h[:1], opt, nil)
+	assert.EqualError(t, err, "the conversation must end with the user's message")
 }

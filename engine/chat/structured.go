@@ -20,7 +20,7 @@ func (s *Session) turnSampling(opt Options, stream uint64) (engine.Sampler, engi
 	if sampler != nil {
 		base = sampler
 	}
-	if cs := (constrain.Goal{Answer: schema}).Sampler(s.Tok, !opt.NoThink, base, opt.MaxTokens); cs != nil {
+	if cs := (constrain.Goal{Answer: schema}).Sampler(s.Tok, opt.Thinking, base, opt.MaxTokens); cs != nil {
 		return cs, engine.SpecOff, nil
 	}
 	return sampler, opt.Spec, nil

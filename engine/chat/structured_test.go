@@ -17,7 +17,7 @@ import (
 func TestStructuredTurnDraftsNothing(t *testing.T) {
 	e, tok := demo(t)
 	long := "say it again and again: the cat sat on the mat, the cat sat on the mat, the cat sat on the mat"
-	free := Options{NoThink: true, MaxTokens: 48, Spec: 4, Sampling: engine.Sampling{Greedy: true}}
+	free := Options{MaxTokens: 48, Spec: 4, Sampling: engine.Sampling{Greedy: true}}
 	before := e.Snapshot().SpecDrafted
 	_, err := NewSession(e, tok).Turn(context.Background(), long, free, nil)
 	require.NoError(t, err)
@@ -40,7 +40,7 @@ func TestStructuredTurnDraftsNothing(t *testing.T) {
 func TestStructuredTurnRefused(t *testing.T) {
 	e, tok := demo(t)
 	s := NewSession(e, tok)
-	opt := Options{NoThink: true, MaxTokens: 8, ResponseFormat: json.RawMessage(
+	opt := Options{MaxTokens: 8, ResponseFormat: json.RawMessage(
 		`{"type":"json_schema","json_schema":{"name":"x","strict":true,"schema":{"type":"string","pattern":"a+"}}}`)}
 	_, err := s.Turn(context.Background(), "hi", opt, nil)
 	require.ErrorContains(t, err, "cannot be enforced")

@@ -351,7 +351,7 @@ func remoteCases() []Case {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		return c.Turn(ctx, user, chat.Options{MaxTokens: maxTokens}, nil)
+		return c.Turn(ctx, user, chat.Options{Thinking: true, MaxTokens: maxTokens}, nil)
 	}
 	text := func(s string) func(http.ResponseWriter, *http.Request) {
 		return func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, s) }

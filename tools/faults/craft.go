@@ -139,7 +139,7 @@ func emitsOpenSep(dir string, tok *tokenizer.Tokenizer, open, sep int) (found bo
 			found, err = true, nil
 		}
 	}()
-	_, err = s.Turn(context.Background(), "hello", chat.Options{MaxTokens: 64, Sampling: engine.Sampling{Greedy: true}}, func(ev engine.Event) {
+	_, err = s.Turn(context.Background(), "hello", chat.Options{Thinking: true, MaxTokens: 64, Sampling: engine.Sampling{Greedy: true}}, func(ev engine.Event) {
 		if ev.Kind == engine.EventToken {
 			ids = append(ids, ev.Token)
 		}

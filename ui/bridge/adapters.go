@@ -26,6 +26,8 @@ func RealBackends(dataDir string) Backends {
 		Planner:    enginePlanner{},
 		NewChat:    NewChatFor,
 		MakeDemo:   MakeDemoModel,
+		Demo:       DemoIn,
+		Servers:    RemoteServers{},
 		DataDir:    dataDir,
 		Keyring:    keys.SystemKeyring(),
 	}

@@ -1,9 +1,11 @@
 // Package bridge is everything the desktop app does that is not drawing:
-// the interfaces the views reach the engine and the storage packages
-// through (Backends, with the real implementations in adapters.go and
-// tests' fakes), the chat engine over chat.Session, the pump that turns
-// engine events into a few UI updates a second, background jobs, the
-// settings and the conversation files. It imports no Fyne: views hand it a
+// the interfaces the views reach the engine, the storage packages and
+// servers through (Backends, with the real implementations in adapters.go
+// and tests' fakes), the chat engines (over chat.Session in enginechat.go,
+// over a server in remotechat.go) and the app's own server (appserver.go),
+// the open conversation (Conversation, kept in a chat.Store), the pump
+// that turns engine events into a few UI updates a second, background
+// jobs and the settings (settings.go). It imports no Fyne: views hand it a
 // do func(func()) (fyne.Do) to run their callbacks on the UI goroutine.
 package bridge
 
@@ -98,15 +100,16 @@ type ModelInfo struct {
 	DemoNote string // what the demo model is, in a sentence (with Demo)
 	Layers   int    // bound layers
 	// BudgetBytes is the memory plan's total and the Go heap's swing above
-	// it (heapSwing: the runtime's overhead, which the plan does not count)
+	// it (plan.RuntimeOverhead: the Go runtime's, which the plan does not count)
 	BudgetBytes int64
 	Plan        string
 	Context     int  // positions the plan reserves for a conversation
 	Remote      bool // the model runs on a server: this machine's memory and disk gauges do not apply
 }
 
-// Reply is a finished (or cut) turn: the assistant message and how much of
-// the context the conversation now takes.
+// Reply is a finished (or cut) turn: the assistant message, its numbers
+// as the chat engine measured them (Stats: nil when no token came) and
+// how much of the context the conversation now takes.
 type Reply struct {
 	chat.Message
 	Positions int // positions the conversation takes after the turn (0: unknown)
@@ -132,6 +135,16 @@ type ChatEngineFactory func(s Settings) (ChatEngine, error)
 // DemoMaker writes the demo checkpoint (model and tokenizer) into dir.
 type DemoMaker func(dir string) error
 
+// DemoCheck says whether dir holds the generated demo model, and whether
+// it is the trained one (DemoIn).
+type DemoCheck func(dir string) (demo, trained bool)
+
+// ServerLister asks an OpenAI-compatible server (its base URL, as
+// ServerBaseURL makes it) which models it serves.
+type ServerLister interface {
+	Models(ctx context.Context, baseURL, key string) ([]string, error)
+}
+
 // Backends are everything the views need from the outside.
 type Backends struct {
 	Machine    Machine
@@ -141,11 +154,31 @@ type Backends struct {
 	Planner    MemoryPlanner
 	NewChat    ChatEngineFactory
 	MakeDemo   DemoMaker
+	// Demo tells the demo model's folder (nil: DemoIn).
+	Demo DemoCheck
+	// Servers lists a server's models (nil: RemoteServers).
+	Servers ServerLister
 	// DataDir holds conversations and the demo model.
 	DataDir string
 	// Keyring is the system keychain for the server's API key (nil: the
 	// key is kept in a file only the user can read, under DataDir).
 	Keyring keys.Keyring
+}
+
+// IsDemo says whether dir holds the demo model, and whether the trained one.
+func (b Backends) IsDemo(dir string) (demo, trained bool) {
+	if b.Demo == nil {
+		return DemoIn(dir)
+	}
+	return b.Demo(dir)
+}
+
+// ServerModels asks the server at baseURL which models it serves.
+func (b Backends) ServerModels(ctx context.Context, baseURL, key string) ([]string, error) {
+	if b.Servers == nil {
+		return RemoteServers{}.Models(ctx, baseURL, key)
+	}
+	return b.Servers.Models(ctx, baseURL, key)
 }
 
 // KeyStore is where the app keeps secrets.

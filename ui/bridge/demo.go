@@ -11,3 +11,9 @@ func MakeDemoModel(dir string) error {
 	}
 	return synth.WriteDemo(dir, "small")
 }
+
+// DemoIn says whether dir holds a demo model k3 generated (engine/synth's
+// marker), and whether it is the trained one.
+func DemoIn(dir string) (demo, trained bool) {
+	return synth.IsDemo(dir), synth.IsTrainedDemo(dir)
+}

@@ -93,7 +93,7 @@ func TestTurnSaysItWaitsForTheServer(t *testing.T) {
 	done := make(chan error, 1)
 	var phases []string
 	go func() {
-		_, err := c.Turn(t.Context(), []chat.Message{{Role: "user", Content: "Hi"}}, s.ConvDefaults().ChatOptions(), func(ev engine.Event) {
+		_, err := c.Turn(t.Context(), []chat.Message{{Role: "user", Content: "Hi"}}, s.ConvDefaults(), func(ev engine.Event) {
 			if ev.Kind == engine.EventPhase {
 				phases = append(phases, ev.Text)
 				if ev.Text == WaitingForServer {

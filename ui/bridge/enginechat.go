@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -37,7 +36,7 @@ type engineChat struct {
 	// opened are the open model's options: the server's session keeps the
 	// state copies they allow
 	opened engine.Options
-	srv    atomic.Pointer[appServer] // the app's HTTP server over this model (remotechat.go)
+	srv    atomic.Pointer[appServer] // the app's HTTP server over this model (appserver.go)
 }
 
 // ContextPositions is the conversation context the memory plan reserves,
@@ -46,23 +45,6 @@ const ContextPositions = 8192
 
 // NewEngineChat returns a chat engine for the model the settings name.
 func NewEngineChat(s Settings) ChatEngine { return &engineChat{s: s} }
-
-// CustomPreset is the preset name of budgets set by hand: TrunkGB and
-// CacheGB are used as they are, zero included (the smallest plan).
-const CustomPreset = "custom"
-
-// Budget turns the memory settings into the engine's budget: the preset
-// resolved by plan.Resolve (auto included), or the GB values as they are
-// with CustomPreset; ultra mode with the ultra preset (it streams the model
-// tables from the packed trunk, so only with one).
-func (s Settings) Budget(mem *plan.Memory) engine.Budget {
-	b := PresetBudget(s.Preset, mem)
-	if s.Preset == CustomPreset {
-		b = plan.Budget{Preset: CustomPreset, TrunkGB: s.TrunkGB, CacheGB: s.CacheGB}
-	}
-	return engine.Budget{TrunkBytes: int64(b.TrunkGB * plan.GB), CacheBytes: int64(b.CacheGB * plan.GB), Ring: 2,
-		Ultra: b.Ultra && s.TrunkDir != ""}
-}
 
 // DraftBeside is the draft model's folder beside the model in dir: its
 // "draft" subfolder when that holds a config.json (as `k3 demo` writes it;
@@ -76,29 +58,6 @@ func DraftBeside(dir string) string {
 		return ""
 	}
 	return d
-}
-
-// OpenOptions are the engine options the settings give: with the draft
-// model beside the model folder, when there is one and NoDraft is off.
-func (s Settings) OpenOptions(mem *plan.Memory) engine.Options {
-	o := engine.Options{Layers: s.Layers, TrunkDir: s.TrunkDir, Budget: s.Budget(mem), Positions: s.Positions(), Memory: mem}
-	if !s.NoDraft {
-		o.Draft = DraftBeside(s.ModelDir)
-	}
-	if o.StateCopies = chat.StateCopies(o); o.StateCopies > 0 {
-		o.StateCopies++ // the snapshot of the server's session, when the app serves
-	}
-	return o
-}
-
-// Positions is the context a conversation may take: ContextPositions and
-// the reply cap.
-func (s Settings) Positions() int {
-	n := s.MaxTokens
-	if n <= 0 {
-		n = chat.DefaultMaxTokens
-	}
-	return ContextPositions + n
 }
 
 // PresetBudget resolves a preset (plan.Resolve; "auto" from memory), the
@@ -135,7 +94,7 @@ func (c *engineChat) Open(ctx context.Context, on func(engine.Event)) (ModelInfo
 	phase(on, "loading the model")
 	o := c.s.OpenOptions(memp)
 	o.Progress = func(done, total int) { phase(on, fmt.Sprintf("loading layer %d/%d", done, total)) }
-	heap := lowHeap() // the engine samples the process base with the heap at its live size (heap.go)
+	heap := plan.LowHeap() // the engine samples the process base with the heap at its live size (plan.RuntimeOverhead)
 	m, err := engine.Open(dir, o)
 	if err != nil && o.Draft != "" {
 		// a draft model that does not fit (another model's, too large for
@@ -164,7 +123,7 @@ func (c *engineChat) Open(ctx context.Context, on func(engine.Event)) (ModelInfo
 	if m.DraftModel() != nil {
 		name += " with draft model"
 	}
-	c.info = ModelInfo{Name: name, Demo: c.s.Demo || synth.IsDemo(dir), DemoNote: note, Layers: m.Bound, BudgetBytes: m.Plan.Total + heapSwing(heap, engineHeap(m.Plan, o.TrunkDir != "")), Plan: m.Plan.String(),
+	c.info = ModelInfo{Name: name, Demo: c.s.Demo || synth.IsDemo(dir), DemoNote: note, Layers: m.Bound, BudgetBytes: m.Plan.Total + plan.RuntimeOverhead(heap, m.Plan.EngineHeap(o.TrunkDir != "")), Plan: m.Plan.String(),
 		Context: c.s.Positions()}
 	on(engine.Event{Kind: engine.EventStats, Stats: e.Snapshot(), At: time.Now()})
 	phase(on, "ready")
@@ -182,11 +141,13 @@ func (c *engineChat) Close() {
 	}
 }
 
-// Turn runs one turn on the engine's chat session. The session keeps the
-// engine state and reuses it when the conversation continues what was fed
-// (and re-reads the prompt otherwise), so the history passed in is the
-// truth: edits, regenerations and conversation switches just work.
+// Turn runs one reply on the engine's chat session (chat.Session.Reply).
+// The session keeps the engine state and reuses it when the conversation
+// continues what was fed (and re-reads the prompt otherwise), so the
+// history passed in is the truth: edits, regenerations and conversation
+// switches just work.
 func (c *engineChat) Turn(ctx context.Context, history []chat.Message, opt chat.Options, on func(engine.Event)) (Reply, error) {
+	clock := newThinkClock(&on)
 	if c.mu.TryLock() {
 		c.mu.Unlock()
 	} else if c.srv.Load() != nil {
@@ -201,11 +162,6 @@ func (c *engineChat) Turn(ctx context.Context, history []chat.Message, opt chat.
 	if len(history) == 0 || history[len(history)-1].Role != "user" {
 		return Reply{}, errors.New("the conversation must end with your message")
 	}
-	past := history[:len(history)-1]
-	if len(past) > 0 && past[0].Role == "system" {
-		opt.System, past = past[0].Content, past[1:]
-	}
-	c.sess.History = slices.Clone(past)
 	e := c.e
 	// on is called from the poller below and from the turn: one at a time
 	var onMu sync.Mutex
@@ -241,7 +197,7 @@ func (c *engineChat) Turn(ctx context.Context, history []chat.Message, opt chat.
 		}
 	}
 	var eta PrefillETA
-	rep, err := c.sess.Turn(ctx, history[len(history)-1].Content, opt, func(ev engine.Event) {
+	rep, err := c.sess.Reply(ctx, history, opt, func(ev engine.Event) {
 		switch ev.Kind {
 		case engine.EventPrefill:
 			setPhase(eta.Phase(ev.Done, ev.Total, time.Now()))
@@ -255,6 +211,7 @@ func (c *engineChat) Turn(ctx context.Context, history []chat.Message, opt chat.
 	if rep == nil {
 		return Reply{}, err
 	}
-	return Reply{Message: chat.Message{Role: "assistant", Content: rep.Content, ReasoningContent: rep.Reasoning, Cut: rep.Cut()},
-		Positions: rep.Reused + rep.Prefilled + len(rep.IDs)}, err
+	msg := rep.Message()
+	msg.Stats = clock.stats(len(rep.IDs), rep.FirstTokenSeconds, rep.SecondsPerToken)
+	return Reply{Message: msg, Positions: rep.Reused + rep.Prefilled + len(rep.IDs)}, err
 }

@@ -5,13 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"path/filepath"
-	"time"
 
 	"k3/engine"
 	"k3/engine/chat"
 	"k3/ui/remote"
-	"k3/ui/serve"
 )
 
 // Where the model runs (Settings.Backend).
@@ -19,15 +16,6 @@ const (
 	BackendLocal  = ""       // the engine on this machine
 	BackendServer = "server" // an OpenAI-compatible server (Settings.ServerURL)
 )
-
-// CanChat reports whether the settings name something to chat with: a
-// model folder, or a server.
-func (s Settings) CanChat() bool {
-	if s.Backend == BackendServer {
-		return s.ServerURL != ""
-	}
-	return s.ModelDir != ""
-}
 
 // NewChatFor returns the chat engine the settings ask for.
 func NewChatFor(s Settings) (ChatEngine, error) {
@@ -72,6 +60,7 @@ func (r *remoteChat) Open(ctx context.Context, on func(engine.Event)) (ModelInfo
 }
 
 func (r *remoteChat) Turn(ctx context.Context, history []chat.Message, opt chat.Options, on func(engine.Event)) (Reply, error) {
+	clock := newThinkClock(&on)
 	if _, err := r.Open(ctx, on); err != nil {
 		return Reply{}, err
 	}
@@ -93,82 +82,38 @@ func (r *remoteChat) Turn(ctx context.Context, history []chat.Message, opt chat.
 		}
 		phase(on, done)
 	}
-	return Reply{Message: res.Message}, err
+	tokens, spt := res.Deltas, 0.0
+	if res.Usage != nil && res.Usage.CompletionTokens > 0 {
+		tokens = res.Usage.CompletionTokens
+	}
+	if res.TokensPerSecond > 0 {
+		spt = 1 / res.TokensPerSecond
+	}
+	msg := res.Message
+	msg.Stats = clock.stats(tokens, res.FirstTokenSeconds, spt)
+	return Reply{Message: msg}, err
 }
 
 func (r *remoteChat) Close() {}
 
-// DefaultServeAddr is where the app's server listens unless told otherwise.
-const DefaultServeAddr = "127.0.0.1:8080"
+// RemoteServers asks servers over HTTP (ui/remote).
+type RemoteServers struct{}
 
-// Server is a chat engine that can serve its model over HTTP: the local
-// engine (`k3 serve` run by the app over its loaded model).
-type Server interface {
-	StartServer(ctx context.Context, addr, key string, on func(engine.Event)) (string, error)
-	StopServer()
-	ServerURL() string
+// Models lists the models the server at baseURL serves (/v1/models).
+func (RemoteServers) Models(ctx context.Context, baseURL, key string) ([]string, error) {
+	c, err := remote.New(baseURL, key, "")
+	if err != nil {
+		return nil, err
+	}
+	return c.Models(ctx)
 }
 
-// appServer is `k3 serve` run by the app over its loaded model.
-type appServer struct {
-	s    *serve.Server
-	addr string
-}
-
-// StartServer serves the loaded model over HTTP at addr (key required
-// when addr is not loopback). The server and the app's chat take turns on
-// the engine: a generation of one waits for the other's to finish.
-func (c *engineChat) StartServer(ctx context.Context, addr, key string, on func(engine.Event)) (string, error) {
-	if srv := c.srv.Load(); srv != nil {
-		return srv.s.BaseURL(), nil
-	}
-	if err := serve.CheckAddr(addr, key); err != nil {
-		return "", err
-	}
-	if _, err := c.Open(ctx, on); err != nil {
-		return "", err
-	}
-	c.mu.Lock()
-	e, tok, info, opened := c.e, c.tok, c.info, c.opened
-	c.mu.Unlock()
-	if e == nil {
-		return "", errors.New("the model was closed")
-	}
-	id := filepath.Base(c.s.ModelDir)
-	if info.Demo {
-		id = "k3-demo"
-	}
-	s, err := serve.New(serve.Options{Engine: e, Tok: tok, ModelID: id, APIKey: key, MaxContext: ContextPositions, Lock: &c.mu,
-		Fit: opened})
+// ServerBaseURL is addr as the app keeps a server's address
+// (http://HOST:PORT/v1), or why it is not one.
+func ServerBaseURL(addr string) (string, error) {
+	c, err := remote.New(addr, "", "")
 	if err != nil {
 		return "", err
 	}
-	if err := s.Start(addr); err != nil {
-		return "", err
-	}
-	if !c.srv.CompareAndSwap(nil, &appServer{s: s, addr: addr}) {
-		_ = s.Stop(context.Background())
-		return "", errors.New("a server was started at the same time")
-	}
-	return s.BaseURL(), nil
-}
-
-// StopServer stops the app's server (generations in flight end within one
-// layer's work); nothing when none runs. Call it without holding c.mu.
-func (c *engineChat) StopServer() {
-	srv := c.srv.Swap(nil)
-	if srv == nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	_ = srv.s.Stop(ctx)
-}
-
-// ServerURL is the running server's base URL ("" when none runs).
-func (c *engineChat) ServerURL() string {
-	if srv := c.srv.Load(); srv != nil {
-		return srv.s.BaseURL()
-	}
-	return ""
+	return c.BaseURL, nil
 }

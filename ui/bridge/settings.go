@@ -5,13 +5,14 @@ import (
 
 	"k3/engine"
 	"k3/engine/chat"
+	"k3/engine/plan"
 	"k3/tokenizer"
 	"k3/ui/keys"
 )
 
 // ChatOptions are a turn's options from the settings.
 func (s Settings) ChatOptions() chat.Options {
-	return chat.Options{System: strings.TrimSpace(s.SystemPrompt), NoThink: !s.Thinking, Effort: s.Effort,
+	return chat.Options{System: strings.TrimSpace(s.SystemPrompt), Thinking: s.Thinking, Effort: s.Effort,
 		MaxTokens: s.MaxTokens, Sampling: s.Sampling}
 }
 
@@ -176,6 +177,72 @@ func (s Settings) Save(p Prefs) {
 	p.SetString(kBackend, s.Backend)
 	p.SetString(kServerURL, s.ServerURL)
 	p.SetString(kServerModel, s.ServerModel)
+}
+
+// CustomPreset is the preset name of budgets set by hand: TrunkGB and
+// CacheGB are used as they are, zero included (the smallest plan).
+const CustomPreset = "custom"
+
+// Budget turns the memory settings into the engine's budget: the preset
+// resolved by plan.Resolve (auto included), or the GB values as they are
+// with CustomPreset; ultra mode with the ultra preset (it streams the model
+// tables from the packed trunk, so only with one).
+func (s Settings) Budget(mem *plan.Memory) engine.Budget {
+	b := PresetBudget(s.Preset, mem)
+	if s.Preset == CustomPreset {
+		b = plan.Budget{Preset: CustomPreset, TrunkGB: s.TrunkGB, CacheGB: s.CacheGB}
+	}
+	return engine.Budget{TrunkBytes: int64(b.TrunkGB * plan.GB), CacheBytes: int64(b.CacheGB * plan.GB), Ring: 2,
+		Ultra: b.Ultra && s.TrunkDir != ""}
+}
+
+// OpenOptions are the engine options the settings give: with the draft
+// model beside the model folder, when there is one and NoDraft is off.
+func (s Settings) OpenOptions(mem *plan.Memory) engine.Options {
+	o := engine.Options{Layers: s.Layers, TrunkDir: s.TrunkDir, Budget: s.Budget(mem), Positions: s.Positions(), Memory: mem}
+	if !s.NoDraft {
+		o.Draft = DraftBeside(s.ModelDir)
+	}
+	if o.StateCopies = chat.StateCopies(o); o.StateCopies > 0 {
+		o.StateCopies++ // the snapshot of the server's session, when the app serves
+	}
+	return o
+}
+
+// Positions is the context a conversation may take: ContextPositions and
+// the reply cap.
+func (s Settings) Positions() int {
+	n := s.MaxTokens
+	if n <= 0 {
+		n = chat.DefaultMaxTokens
+	}
+	return ContextPositions + n
+}
+
+// CanChat reports whether the settings name something to chat with: a
+// model folder, or a server.
+func (s Settings) CanChat() bool {
+	if s.Backend == BackendServer {
+		return s.ServerURL != ""
+	}
+	return s.ModelDir != ""
+}
+
+// ConvDefaults are the settings a new conversation starts with.
+func (s Settings) ConvDefaults() chat.Options {
+	return chat.Options{Thinking: s.Thinking, Effort: s.Effort, MaxTokens: s.MaxTokens, Sampling: s.Sampling}
+}
+
+// SetServer makes the server at addr (ServerBaseURL) with key and model
+// ("": the first it serves) where the model runs, or says why addr is not
+// a server address.
+func (s *Settings) SetServer(addr, key, model string) error {
+	base, err := ServerBaseURL(addr)
+	if err != nil {
+		return err
+	}
+	s.Backend, s.ServerURL, s.ServerKey, s.ServerModel = BackendServer, base, strings.TrimSpace(key), strings.TrimSpace(model)
+	return nil
 }
 
 // Setup is the part of the settings the setup wizard decides: which model,

@@ -11,8 +11,8 @@ import (
 // i on, so the history file keeps them and the transcript is the version
 // shown. These functions never change the slices they are given.
 
-// VersionsAt is the version shown at message i and how many there are.
-func VersionsAt(h []chat.Message, i int) (shown, count int) {
+// versionsAt is the version shown at message i and how many there are.
+func versionsAt(h []chat.Message, i int) (shown, count int) {
 	if i < 0 || i >= len(h) || h[i].Versions == nil {
 		return 0, 1
 	}
@@ -55,9 +55,9 @@ func withVersion(h []chat.Message, i int, all [][]chat.Message, k int) []chat.Me
 	return append(out, tail...)
 }
 
-// ShowVersion returns the conversation showing version k at message i
+// showVersion returns the conversation showing version k at message i
 // (h itself when there is no such version).
-func ShowVersion(h []chat.Message, i, k int) []chat.Message {
+func showVersion(h []chat.Message, i, k int) []chat.Message {
 	all, _ := allVersions(h, i)
 	if k < 0 || k >= len(all) {
 		return h
@@ -65,26 +65,26 @@ func ShowVersion(h []chat.Message, i, k int) []chat.Message {
 	return withVersion(h, i, all, k)
 }
 
-// Fork is a new version of a conversation being made from message At on
+// versionFork is a new version of a conversation being made from message At on
 // (Regenerate, or an edited message): the versions there so far, kept
 // aside until the new one has its first message.
-type Fork struct {
+type versionFork struct {
 	At    int
 	old   [][]chat.Message
 	shown int
 }
 
-// NewFork starts a new version at message i: it returns the conversation
+// newFork starts a new version at message i: it returns the conversation
 // before i and the fork holding what came from i on.
-func NewFork(h []chat.Message, i int) ([]chat.Message, *Fork) {
+func newFork(h []chat.Message, i int) ([]chat.Message, *versionFork) {
 	all, shown := allVersions(h, i)
-	return slices.Clone(h[:min(i, len(h))]), &Fork{At: i, old: all, shown: shown}
+	return slices.Clone(h[:min(i, len(h))]), &versionFork{At: i, old: all, shown: shown}
 }
 
-// Attach makes h[At:] the newest version at At, with the versions that
+// attach makes h[At:] the newest version at At, with the versions that
 // were there as its others (h is returned as it is while it does not reach
 // At).
-func (f *Fork) Attach(h []chat.Message) []chat.Message {
+func (f *versionFork) attach(h []chat.Message) []chat.Message {
 	if len(h) <= f.At {
 		return h
 	}
@@ -92,16 +92,16 @@ func (f *Fork) Attach(h []chat.Message) []chat.Message {
 	return withVersion(h, f.At, all, len(all)-1)
 }
 
-// Replaced is the message at At the fork is making a new version of (the
+// replaced is the message at At the fork is making a new version of (the
 // one shown when it started).
-func (f *Fork) Replaced() chat.Message {
+func (f *versionFork) replaced() chat.Message {
 	if f.shown < len(f.old) && len(f.old[f.shown]) > 0 {
 		return f.old[f.shown][0]
 	}
 	return chat.Message{}
 }
 
-// Restore is the conversation as it was when the fork started.
-func (f *Fork) Restore(h []chat.Message) []chat.Message {
+// restore is the conversation as it was when the fork started.
+func (f *versionFork) restore(h []chat.Message) []chat.Message {
 	return withVersion(h[:min(f.At, len(h))], f.At, f.old, f.shown)
 }

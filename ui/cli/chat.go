@@ -129,8 +129,9 @@ func cmdChat(args []string, stdout, stderr io.Writer) int {
 	defer closeModel()
 	s := chat.NewSession(e, tok)
 	s.FitBudget(o)
-	s.History, s.HistoryPath = hist, *history
-	opt := chat.Options{NoThink: *noThink, Effort: *effort, MaxTokens: *gen, Spec: mf.spec,
+	s.SetHistory(hist)
+	s.HistoryPath = *history
+	opt := chat.Options{Thinking: !*noThink, Effort: *effort, MaxTokens: *gen, Spec: mf.spec,
 		Sampling: engine.Sampling{Greedy: *greedy, Temperature: *temp, TopP: *topP, TopK: *topK, Seed: *seed}, ResponseFormat: format}
 	if len(hist) > 0 {
 		fmt.Fprintf(stdout, "history: %d messages from %s\n", len(hist), *history)
@@ -179,13 +180,13 @@ func cmdChat(args []string, stdout, stderr io.Writer) int {
 				s.ResetKeepSystem()
 				if s.HistoryPath != "" {
 					// saved now: leaving after /reset must not bring the turns back
-					if err := chat.SaveHistory(s.HistoryPath, s.History); err != nil {
+					if err := chat.SaveHistory(s.HistoryPath, s.History()); err != nil {
 						fmt.Fprintf(stderr, "k3 chat: saving the cleared history: %v\n", err)
 					}
 				}
 				fmt.Fprintln(stdout, "conversation cleared")
 			case f[0] == "/think" && len(f) == 2 && (f[1] == "on" || f[1] == "off"):
-				opt.NoThink = f[1] == "off"
+				opt.Thinking = f[1] != "off"
 				fmt.Fprintf(stdout, "thinking %s\n", f[1])
 			case f[0] == "/json" && len(f) >= 2:
 				switch arg := strings.TrimSpace(strings.TrimPrefix(line, "/json")); arg {
@@ -213,7 +214,7 @@ func cmdChat(args []string, stdout, stderr io.Writer) int {
 			continue
 		}
 		ctx, cancel := context.WithCancel(context.Background())
-		pt := &partialTurn{before: slices.Clone(s.History), user: line}
+		pt := &partialTurn{before: s.History(), user: line}
 		mu.Lock()
 		cancelTurn, inFlight = cancel, pt
 		mu.Unlock()

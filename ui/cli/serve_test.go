@@ -187,7 +187,7 @@ func TestServeOpenAIConformance(t *testing.T) {
 	defer m.Close()
 	e := m.NewEngine(0)
 	defer e.Close()
-	opt := chat.Options{MaxTokens: 8, Sampling: engine.Sampling{Greedy: true}}
+	opt := chat.Options{Thinking: true, MaxTokens: 8, Sampling: engine.Sampling{Greedy: true}}
 	r1, err := chat.NewSession(e, tok).Turn(context.Background(), "Hello there", opt, nil)
 	require.NoError(t, err)
 
@@ -212,7 +212,7 @@ func TestServeOpenAIConformance(t *testing.T) {
 	// the second turn equals k3 chat's over the same conversation, and
 	// reuses the state of the first
 	s2 := chat.NewSession(e, tok)
-	s2.History = []chat.Message{{Role: "user", Content: "Hello there"}, {Role: "assistant", Content: got.Chat.Content, ReasoningContent: *got.Chat.Reasoning}}
+	s2.SetHistory([]chat.Message{{Role: "user", Content: "Hello there"}, {Role: "assistant", Content: got.Chat.Content, ReasoningContent: *got.Chat.Reasoning}})
 	r2, err := s2.Turn(context.Background(), "And again?", opt, nil)
 	require.NoError(t, err)
 	require.NotNil(t, got.Turn2.Reasoning)

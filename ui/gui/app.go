@@ -1,12 +1,13 @@
 // Package gui is k3's desktop app (Fyne): a setup wizard (machine check,
 // checkpoint download or choice, trunk packing, memory plan) and a chat
-// view with live engine gauges. Views are one file each (view_*.go). The
-// engine is driven through k3/ui/bridge, which has no Fyne import: its
-// interfaces (Backends), the chat engine, the event pump, background jobs,
-// settings and conversation files. Some views still reach past it: the
-// server picker calls k3/ui/remote directly, the model step asks
-// k3/engine/synth whether a folder is the demo, and views use types of
-// storage/hub, storage/verify, engine/plan and doctor.
+// view with live engine gauges. Views are one file each (view_*.go); the
+// chat view's parts are chat_*.go. The views reach the engine, the disk and
+// the network only through k3/ui/bridge, which has no Fyne import: its
+// interfaces (Backends, which tests fake), the chat engines, the event
+// pump, background jobs and the settings; conversations are
+// k3/engine/chat's Store and Message. Views use the types those
+// interfaces return (engine events, engine/plan, storage/hub,
+// storage/verify, doctor) and the words of tokenizer and storage/units.
 package gui
 
 import (

@@ -257,7 +257,8 @@ func (f *fakeChat) Turn(ctx context.Context, h []chat.Message, opt chat.Options,
 			select {
 			case <-f.gate:
 			case <-ctx.Done():
-				return bridge.Reply{Message: chat.Message{Role: "assistant", Content: ans.String(), ReasoningContent: "Let me think.", Cut: chat.CutStopped}}, nil
+				return bridge.Reply{Message: chat.Message{Role: "assistant", Content: ans.String(), ReasoningContent: "Let me think.", Cut: chat.CutStopped,
+					Stats: fakeStats(i, 0.5, 0.5)}}, nil
 			}
 		}
 		if i == len(reply)-1 {
@@ -268,7 +269,17 @@ func (f *fakeChat) Turn(ctx context.Context, h []chat.Message, opt chat.Options,
 		on(engine.Event{Kind: engine.EventToken, Seconds: 0.5})
 		on(engine.Event{Kind: engine.EventStats, Stats: engine.Stats{RSSBytes: int64(1e9 + i*1e6)}})
 	}
-	return bridge.Reply{Message: chat.Message{Role: "assistant", Content: ans.String(), ReasoningContent: "Let me think."}, Positions: 40 + len(h)}, nil
+	return bridge.Reply{Message: chat.Message{Role: "assistant", Content: ans.String(), ReasoningContent: "Let me think.",
+		Stats: fakeStats(len(reply), 0.5, 0.5)}, Positions: 40 + len(h)}, nil
+}
+
+// fakeStats are the numbers a chat engine measured for n tokens of step
+// seconds each, after thinking for thought seconds (nil for no token).
+func fakeStats(n int, step, thought float64) *chat.ReplyStats {
+	if n == 0 {
+		return nil
+	}
+	return &chat.ReplyStats{Tokens: n, FirstTokenSeconds: step, SecondsPerToken: step, ThoughtSeconds: thought}
 }
 
 func (f *fakeChat) Close() {}

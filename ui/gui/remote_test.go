@@ -152,7 +152,7 @@ func TestServeLoadedModel(t *testing.T) {
 	id, err := c.Resolve(context.Background())
 	require.NoError(t, err)
 	assert.Equal(t, "k3-demo", id)
-	opt := chat.Options{MaxTokens: 6, Sampling: engine.Sampling{Greedy: true}}
+	opt := chat.Options{Thinking: true, MaxTokens: 6, Sampling: engine.Sampling{Greedy: true}}
 	history := []chat.Message{{Role: "user", Content: "Hello"}}
 	done := make(chan error, 1)
 	go func() {

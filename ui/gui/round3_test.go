@@ -192,13 +192,14 @@ type thinkUntilStopped struct {
 func (f *thinkUntilStopped) Turn(ctx context.Context, h []chat.Message, opt chat.Options, on func(engine.Event)) (bridge.Reply, error) {
 	think := strings.Repeat("I should weigh the question from several sides before I answer it. ", 30)
 	on(engine.Event{Kind: engine.EventPhase, Text: "thinking"})
-	for _, w := range strings.SplitAfter(think, ". ") {
+	words := strings.SplitAfter(think, ". ")
+	for _, w := range words {
 		on(engine.Event{Kind: engine.EventReasoning, Text: w})
 		on(engine.Event{Kind: engine.EventToken, Seconds: 0.1})
 	}
 	close(f.thinking)
 	<-ctx.Done()
-	return bridge.Reply{Message: chat.Message{Role: "assistant", ReasoningContent: think, Cut: chat.CutStopped}}, nil
+	return bridge.Reply{Message: chat.Message{Role: "assistant", ReasoningContent: think, Cut: chat.CutStopped, Stats: fakeStats(len(words), 0.1, 0)}}, nil
 }
 
 // overlaps lists the messages whose parts are drawn over each other: a
@@ -363,7 +364,7 @@ func TestChatSmallDefects(t *testing.T) {
 		assert.Equal(t, v.Entry, u.Win.Canvas().Focused(), "the message box has no focus after New")
 		v.Send("hello")
 		require.True(t, v.Busy)
-		v.Convs.Selected = v.Current
+		v.Convs.Selected = v.Title
 		test.Tap(v.Convs.DeleteBt)
 		top := u.Win.Canvas().Overlays().Top()
 		require.NotNil(t, top)
@@ -490,9 +491,9 @@ func TestChatKeyboard(t *testing.T) {
 		assert.NotEqual(t, v.Entry, c.Focused(), "Tab stayed in the message box")
 		assert.NotContains(t, v.Entry.Text, "\t")
 
-		before := v.Current
+		before := v.Title
 		v.Entry.TypedShortcut(&desktop.CustomShortcut{KeyName: fyne.KeyN, Modifier: fyne.KeyModifierShortcutDefault})
-		assert.NotEqual(t, before, v.Current, "Ctrl+N did not start a conversation")
+		assert.NotEqual(t, before, v.Title, "Ctrl+N did not start a conversation")
 		assert.Equal(t, "", v.Entry.Text)
 		v.Entry.TypedShortcut(&desktop.CustomShortcut{KeyName: fyne.KeyF, Modifier: fyne.KeyModifierShortcutDefault})
 		assert.Equal(t, v.Convs.Query, c.Focused(), "Ctrl+F did not go to the search")

@@ -2,6 +2,7 @@ package gui
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"time"
 
@@ -10,7 +11,6 @@ import (
 	"fyne.io/fyne/v2/widget"
 
 	"k3/ui/bridge"
-	"k3/ui/remote"
 )
 
 // Choice labels of where the model runs.
@@ -29,6 +29,8 @@ type BackendForm struct {
 	Find   *widget.Button
 	Status *widget.Label
 	Items  []*widget.FormItem
+	// B asks the server for its models (Backends.ServerModels)
+	B bridge.Backends
 
 	do func(func())
 }
@@ -82,25 +84,26 @@ func (f *BackendForm) enable(server bool) {
 
 // findModels fills the model list from the server's /v1/models.
 func (f *BackendForm) findModels() {
-	c, err := remote.New(f.URL.Text, f.Key.Text, "")
+	base, err := bridge.ServerBaseURL(f.URL.Text)
 	if err != nil {
 		f.Status.SetText(err.Error())
 		return
 	}
-	f.Status.SetText("asking " + c.BaseURL + " …")
+	f.Status.SetText("asking " + base + " …")
 	f.Find.Disable()
+	key := f.Key.Text
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 		defer cancel()
-		ids, err := c.Models(ctx)
+		ids, err := f.B.ServerModels(ctx, base, key)
 		f.do(func() {
 			f.Find.Enable()
 			if err != nil {
-				f.Status.SetText(bridge.ExplainServer(c.BaseURL, err))
+				f.Status.SetText(bridge.ExplainServer(base, err))
 				return
 			}
 			f.Model.Options = ids
-			if len(ids) > 0 && !contains(ids, f.Model.Selected) {
+			if len(ids) > 0 && !slices.Contains(ids, f.Model.Selected) {
 				f.Model.SetSelected(ids[0])
 			}
 			f.Model.Refresh()
@@ -109,33 +112,20 @@ func (f *BackendForm) findModels() {
 	}()
 }
 
-func contains(xs []string, x string) bool {
-	for _, v := range xs {
-		if v == x {
-			return true
-		}
-	}
-	return false
-}
-
 // Apply copies the form into s, or explains what is wrong.
 func (f *BackendForm) Apply(s *bridge.Settings) error {
 	if f.Where.Selected != choiceServer {
 		s.Backend = bridge.BackendLocal
 		return nil
 	}
-	c, err := remote.New(f.URL.Text, f.Key.Text, f.Model.Selected)
-	if err != nil {
-		return err
-	}
-	s.Backend, s.ServerURL, s.ServerKey, s.ServerModel = bridge.BackendServer, c.BaseURL, c.APIKey, c.Model
-	return nil
+	return s.SetServer(f.URL.Text, f.Key.Text, f.Model.Selected)
 }
 
 // showBackendSettings opens the "where the model runs" dialog; a change
 // takes effect at once (the chat reopens on the chosen engine).
 func (u *appUI) showBackendSettings() {
 	f := NewBackendForm(u.S, u.do)
+	f.B = u.B
 	d := dialog.NewForm("Where the model runs", "Save", "Cancel", f.Items, func(ok bool) {
 		if !ok {
 			return

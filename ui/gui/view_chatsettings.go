@@ -2,14 +2,13 @@ package gui
 
 import (
 	"fmt"
+	"k3/engine/chat"
 	"strconv"
 	"strings"
 
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/dialog"
 	"fyne.io/fyne/v2/widget"
-
-	"k3/ui/bridge"
 )
 
 // settingsForm edits a conversation's system prompt, sampling and reply
@@ -56,7 +55,7 @@ func intField(v int, name string, lo, hi int) *widget.Entry {
 
 // newSettingsForm fills the form from a conversation's system prompt
 // and settings.
-func newSettingsForm(system string, o bridge.ConvOptions) *settingsForm {
+func newSettingsForm(system string, o chat.Options) *settingsForm {
 	f := &settingsForm{}
 	f.System = widget.NewMultiLineEntry()
 	f.System.SetText(system)
@@ -107,7 +106,7 @@ func (f *settingsForm) Validate() error {
 }
 
 // Apply copies the form into o, or says what is wrong (and changes nothing).
-func (f *settingsForm) Apply(o *bridge.ConvOptions) error {
+func (f *settingsForm) Apply(o *chat.Options) error {
 	if err := f.Validate(); err != nil {
 		return err
 	}

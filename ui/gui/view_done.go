@@ -8,7 +8,6 @@ import (
 	"fyne.io/fyne/v2/container"
 	"fyne.io/fyne/v2/widget"
 
-	"k3/engine/synth"
 	"k3/storage/units"
 	"k3/ui/bridge"
 )
@@ -40,8 +39,9 @@ func (s *doneStep) Enter() {
 	st := s.w.D
 	var b strings.Builder
 	model := st.ModelDir
+	_, trained := s.w.u.B.IsDemo(st.ModelDir)
 	switch {
-	case st.Demo && synth.IsTrainedDemo(st.ModelDir):
+	case st.Demo && trained:
 		model += " (DEMO model: trained on sayings, it knows little else)"
 	case st.Demo:
 		model += " (DEMO model: random weights, its text is not meaningful)"

@@ -15,7 +15,6 @@ import (
 	"fyne.io/fyne/v2/dialog"
 	"fyne.io/fyne/v2/widget"
 
-	"k3/engine/synth"
 	"k3/storage/hub"
 	"k3/storage/units"
 	"k3/storage/verify"
@@ -237,7 +236,7 @@ func (s *modelStep) showCheck() {
 	} else {
 		s.LayersLbl.SetText("Layers to use (empty = all)")
 	}
-	demo := synth.IsDemo(c.Dir)
+	demo, trained := s.w.u.B.IsDemo(c.Dir)
 	_, layersErr := s.layers()
 	switch {
 	case layersErr != nil:
@@ -249,7 +248,7 @@ func (s *modelStep) showCheck() {
 		s.Status.SetText("No checkpoint here yet (no config.json). Download it into this folder, or choose another one.")
 	case !c.OK():
 		s.Status.SetText(c.Summary())
-	case demo && synth.IsTrainedDemo(c.Dir):
+	case demo && trained:
 		s.Status.SetText("This is the DEMO model: a tiny Kimi K3 (1.9 million parameters) trained on fortune-cookie sayings. Everything works; it knows sayings and little else.")
 	case demo:
 		s.Status.SetText("This is a DEMO model: random weights with the K3 layout. Everything works, but its text is not meaningful.")
@@ -261,6 +260,12 @@ func (s *modelStep) showCheck() {
 		s.w.D.ModelDir, s.w.D.Layers, s.w.D.Demo = c.Dir, n, demo
 	}
 	s.changed()
+}
+
+// isDemo says whether dir holds the demo model.
+func (s *modelStep) isDemo(dir string) bool {
+	demo, _ := s.w.u.B.IsDemo(dir)
+	return demo
 }
 
 func (s *modelStep) changed() {
@@ -286,7 +291,7 @@ func (s *modelStep) Ready() (bool, string) {
 		return false, "Choose a folder with the checkpoint, download it, or use the demo model."
 	case !c.OK():
 		return false, "This folder's checkpoint cannot be used yet: " + c.Summary()
-	case s.Verified != nil && s.Verified.Dir == c.Dir && !s.Verified.Complete && !synth.IsDemo(c.Dir):
+	case s.Verified != nil && s.Verified.Dir == c.Dir && !s.Verified.Complete && !s.isDemo(c.Dir):
 		return true, "Some files are missing or wrong (see Verify); the run will fail on them."
 	}
 	return true, ""
@@ -480,7 +485,7 @@ func (s *modelStep) StartVerify() {
 		return
 	}
 	dir := s.dir()
-	if synth.IsDemo(dir) {
+	if s.isDemo(dir) {
 		s.VfStatus.SetText("The demo model was generated here: there is nothing to verify.")
 		return
 	}

@@ -224,9 +224,9 @@ func (c *Client) request(history []chat.Message, opt chat.Options) *openai.ChatR
 		}
 		msgs = append(msgs, w)
 	}
-	thinking := !opt.NoThink
+	thinking := opt.Thinking
 	kw := &openai.TemplateKwargs{Thinking: &thinking}
-	if !opt.NoThink && opt.Effort != "" {
+	if opt.Thinking && opt.Effort != "" {
 		effort := opt.Effort
 		kw.ThinkingEffort = &effort
 	}

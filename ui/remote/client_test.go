@@ -100,7 +100,7 @@ func TestAgainstK3Serve(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "k3-demo", id)
 
-	opt := chat.Options{System: "Be brief.", MaxTokens: 8, Sampling: engine.Sampling{Greedy: true}}
+	opt := chat.Options{Thinking: true, System: "Be brief.", MaxTokens: 8, Sampling: engine.Sampling{Greedy: true}}
 	sess := chat.NewSession(e, tok)
 	want, err := sess.Turn(context.Background(), "Hello there", opt, nil)
 	require.NoError(t, err)
@@ -129,7 +129,7 @@ func TestAgainstK3Serve(t *testing.T) {
 	// Stop: cancel after a few deltas of a long reply
 	ctx, cancel := context.WithCancel(context.Background())
 	n := 0
-	r3, err := c.Turn(ctx, history[:1], chat.Options{MaxTokens: 100000, NoThink: true}, func(ev engine.Event) {
+	r3, err := c.Turn(ctx, history[:1], chat.Options{MaxTokens: 100000}, func(ev engine.Event) {
 		if ev.Kind == engine.EventToken {
 			if n++; n == 3 {
 				cancel()
@@ -222,7 +222,7 @@ var sglangStream = []string{
 func TestVLLMStream(t *testing.T) {
 	c, st := replay(t, vllmStream)
 	var rec recorder
-	opt := chat.Options{System: "sys", Effort: "low", MaxTokens: 64, Sampling: engine.Sampling{Temperature: 0.6, TopP: 0.95, Seed: 3}}
+	opt := chat.Options{Thinking: true, System: "sys", Effort: "low", MaxTokens: 64, Sampling: engine.Sampling{Temperature: 0.6, TopP: 0.95, Seed: 3}}
 	r, err := c.Turn(context.Background(), []chat.Message{{Role: "user", Content: "Weather in Paris?"}}, opt, rec.on)
 	require.NoError(t, err)
 	assert.Equal(t, "The user wants the weather.", r.Message.ReasoningContent)
@@ -262,7 +262,7 @@ func TestSGLangStream(t *testing.T) {
 		{Role: "assistant", Content: "earlier", ReasoningContent: "thought"},
 		{Role: "user", Content: "again"},
 	}
-	r, err := c.Turn(context.Background(), history, chat.Options{System: "ignored", NoThink: true, Sampling: engine.Sampling{Greedy: true}}, nil)
+	r, err := c.Turn(context.Background(), history, chat.Options{System: "ignored", Sampling: engine.Sampling{Greedy: true}}, nil)
 	require.NoError(t, err)
 	assert.Equal(t, "Two cities, two calls.", r.Message.ReasoningContent)
 	require.Len(t, r.ToolCalls, 2)
@@ -287,7 +287,7 @@ func TestStreamFailures(t *testing.T) {
 		`{"error":{"message":"engine failed","type":"server_error"}}`,
 	})
 	c.Model = "m"
-	r, err := c.Turn(context.Background(), []chat.Message{{Role: "user", Content: "x"}}, chat.Options{}, nil)
+	r, err := c.Turn(context.Background(), []chat.Message{{Role: "user", Content: "x"}}, chat.Options{Thinking: true}, nil)
 	assert.ErrorContains(t, err, "engine failed")
 	assert.Equal(t, "par", r.Message.Content)
 	assert.Equal(t, chat.CutStopped, r.Message.Cut)
@@ -299,7 +299,7 @@ func TestStreamFailures(t *testing.T) {
 	}))
 	defer srv.Close()
 	c2, _ := New(srv.URL, "", "m")
-	r, err = c2.Turn(context.Background(), []chat.Message{{Role: "user", Content: "x"}}, chat.Options{}, nil)
+	r, err = c2.Turn(context.Background(), []chat.Message{{Role: "user", Content: "x"}}, chat.Options{Thinking: true}, nil)
 	assert.ErrorContains(t, err, "before the reply was complete")
 	assert.Equal(t, "half", r.Message.Content)
 
@@ -310,12 +310,12 @@ func TestStreamFailures(t *testing.T) {
 	}))
 	defer srv3.Close()
 	c3, _ := New(srv3.URL, "", "m")
-	_, err = c3.Turn(context.Background(), []chat.Message{{Role: "user", Content: "x"}}, chat.Options{}, nil)
+	_, err = c3.Turn(context.Background(), []chat.Message{{Role: "user", Content: "x"}}, chat.Options{Thinking: true}, nil)
 	assert.EqualError(t, err, "the server answered 400: max_tokens is too large")
 
 	// nothing listening
 	c4, _ := New("http://127.0.0.1:1/v1", "", "m")
-	_, err = c4.Turn(context.Background(), []chat.Message{{Role: "user", Content: "x"}}, chat.Options{}, nil)
+	_, err = c4.Turn(context.Background(), []chat.Message{{Role: "user", Content: "x"}}, chat.Options{Thinking: true}, nil)
 	assert.ErrorContains(t, err, "could not reach the server")
 
 	_, err = New("localhost:8000", "", "")

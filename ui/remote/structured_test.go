@@ -39,7 +39,7 @@ func TestRemoteResponseFormat(t *testing.T) {
 	n := 0
 	for _, noThink := range []bool{true, false} {
 		for _, sm := range []engine.Sampling{{Greedy: true}, {Temperature: 1, Seed: 3}, {Temperature: 1.5, Seed: 9}} {
-			opt := chat.Options{NoThink: noThink, MaxTokens: 80, Sampling: sm,
+			opt := chat.Options{Thinking: !noThink, MaxTokens: 80, Sampling: sm,
 				ResponseFormat: constrain.SchemaFormat("person", json.RawMessage(remotePerson))}
 			res, err := c.Turn(context.Background(), hist, opt, nil)
 			require.NoError(t, err)
@@ -49,7 +49,7 @@ func TestRemoteResponseFormat(t *testing.T) {
 		}
 	}
 	assert.Equal(t, 6, n)
-	res, err := c.Turn(context.Background(), hist, chat.Options{NoThink: true, MaxTokens: 40, ResponseFormat: constrain.ObjectFormat}, nil)
+	res, err := c.Turn(context.Background(), hist, chat.Options{MaxTokens: 40, ResponseFormat: constrain.ObjectFormat}, nil)
 	require.NoError(t, err)
 	var obj map[string]any
 	require.NoError(t, json.Unmarshal([]byte(res.Message.Content), &obj), res.Message.Content)
@@ -77,7 +77,7 @@ func TestRemoteToolChoice(t *testing.T) {
 	} {
 		c.ToolChoice = json.RawMessage(tc.choice)
 		for _, sm := range []engine.Sampling{{Greedy: true}, {Temperature: 1, Seed: 5}} {
-			res, err := c.Turn(context.Background(), hist, chat.Options{NoThink: true, MaxTokens: 120, Sampling: sm}, nil)
+			res, err := c.Turn(context.Background(), hist, chat.Options{MaxTokens: 120, Sampling: sm}, nil)
 			require.NoError(t, err)
 			assert.Equal(t, "tool_calls", res.Finish, tc.choice)
 			require.Len(t, res.ToolCalls, 1, tc.choice)

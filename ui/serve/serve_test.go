@@ -211,7 +211,7 @@ func coerce(s string) string {
 // the second request reuses the state the first left.
 func TestServedReplyEqualsChat(t *testing.T) {
 	s, e, tok := start(t, nil)
-	opt := chat.Options{MaxTokens: 8, Sampling: engine.Sampling{Greedy: true}}
+	opt := chat.Options{Thinking: true, MaxTokens: 8, Sampling: engine.Sampling{Greedy: true}}
 	sess := chat.NewSession(e, tok)
 	r1, err := sess.Turn(context.Background(), "Hello there", opt, nil)
 	require.NoError(t, err)
@@ -235,7 +235,7 @@ func TestServedReplyEqualsChat(t *testing.T) {
 		answer = *c
 	}
 	sess2 := chat.NewSession(e, tok)
-	sess2.History = []chat.Message{{Role: "user", Content: "Hello there"}, {Role: "assistant", Content: answer, ReasoningContent: reasoning}}
+	sess2.SetHistory([]chat.Message{{Role: "user", Content: "Hello there"}, {Role: "assistant", Content: answer, ReasoningContent: reasoning}})
 	r2, err := sess2.Turn(context.Background(), "And again?", opt, nil)
 	require.NoError(t, err)
 	resp, data = post(t, s, "/v1/chat/completions", map[string]any{"model": "k3-demo", "max_tokens": 8, "return_token_ids": true,

@@ -1,4 +1,4 @@
-package bridge
+package chat
 
 import (
 	"encoding/json"
@@ -10,14 +10,14 @@ import (
 	"strings"
 	"time"
 
-	"k3/engine"
-	"k3/engine/chat"
 	"k3/storage/atomicfile"
 )
 
-// Conversations keeps one JSONL history file per conversation in a folder;
-// the file name (without .jsonl) is the conversation's title.
-type Conversations struct {
+// Store keeps one JSONL history file per conversation in a folder (the
+// desktop app's conversations); the file name (without .jsonl) is the
+// conversation's title. The files are history files as k3 chat --history
+// writes them (SaveHistory, LockHistory): either can open the other's.
+type Store struct {
 	Dir string
 }
 
@@ -25,7 +25,7 @@ type Conversations struct {
 const Ext = ".jsonl"
 
 // List returns the titles, most recently changed first.
-func (c Conversations) List() ([]string, error) {
+func (c Store) List() ([]string, error) {
 	ents, err := os.ReadDir(c.Dir)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
@@ -61,7 +61,7 @@ func (c Conversations) List() ([]string, error) {
 	return out, nil
 }
 
-func (c Conversations) path(title string) string { return filepath.Join(c.Dir, title+Ext) }
+func (c Store) path(title string) string { return filepath.Join(c.Dir, title+Ext) }
 
 // cleanTitle makes a title safe as a file name.
 func cleanTitle(t string) (string, error) {
@@ -82,7 +82,7 @@ func cleanTitle(t string) (string, error) {
 }
 
 // New creates an empty conversation with a free title based on want.
-func (c Conversations) New(want string) (string, error) {
+func (c Store) New(want string) (string, error) {
 	if err := os.MkdirAll(c.Dir, 0o700); err != nil {
 		return "", fmt.Errorf("cannot create the conversations folder %s: %w", c.Dir, err)
 	}
@@ -97,26 +97,26 @@ func (c Conversations) New(want string) (string, error) {
 		}
 		title = fmt.Sprintf("%s %d", base, i)
 	}
-	return title, chat.SaveHistory(c.path(title), nil)
+	return title, SaveHistory(c.path(title), nil)
 }
 
 // Load reads a conversation.
-func (c Conversations) Load(title string) ([]chat.Message, error) {
-	return chat.LoadHistory(c.path(title))
+func (c Store) Load(title string) ([]Message, error) {
+	return LoadHistory(c.path(title))
 }
 
 // Save writes a conversation atomically.
-func (c Conversations) Save(title string, h []chat.Message) error {
+func (c Store) Save(title string, h []Message) error {
 	if err := os.MkdirAll(c.Dir, 0o700); err != nil {
 		return err
 	}
-	return chat.SaveHistory(c.path(title), h)
+	return SaveHistory(c.path(title), h)
 }
 
 // Rename gives a conversation a new title; the new title must be free.
 // Characters a file name cannot hold are replaced, and the error says so
 // when that happened (the rename is done).
-func (c Conversations) Rename(from, to string) (string, error) {
+func (c Store) Rename(from, to string) (string, error) {
 	want := strings.TrimSpace(to)
 	to, err := cleanTitle(to)
 	if err != nil {
@@ -128,8 +128,8 @@ func (c Conversations) Rename(from, to string) (string, error) {
 	if _, err := os.Stat(c.path(to)); err == nil {
 		return "", fmt.Errorf("there is already a conversation called %q; choose another name", to)
 	}
-	if err := chat.RenameHistory(c.path(from), c.path(to)); err != nil {
-		if errors.Is(err, chat.ErrHistoryInUse) {
+	if err := RenameHistory(c.path(from), c.path(to)); err != nil {
+		if errors.Is(err, ErrHistoryInUse) {
 			return "", fmt.Errorf("%q is open in another k3 (a chat or another window): close it there, then rename it", from)
 		}
 		return "", fmt.Errorf("renaming %q failed: %w", from, err)
@@ -152,9 +152,9 @@ func (e *RenamedError) Error() string {
 
 // Delete removes a conversation's file, its lock file and its settings;
 // it is refused while another k3 has the conversation open.
-func (c Conversations) Delete(title string) error {
-	if err := chat.RemoveHistory(c.path(title)); err != nil {
-		if errors.Is(err, chat.ErrHistoryInUse) {
+func (c Store) Delete(title string) error {
+	if err := RemoveHistory(c.path(title)); err != nil {
+		if errors.Is(err, ErrHistoryInUse) {
 			return fmt.Errorf("%q is open in another k3 (a chat or another window): close it there, then delete it", title)
 		}
 		return err
@@ -166,42 +166,23 @@ func (c Conversations) Delete(title string) error {
 // Hold takes a conversation's lock for as long as it is open here, so
 // another k3 (k3 chat, a second app) is refused it instead of the two
 // writing over each other's turns. Release it when the conversation is
-// closed. When another k3 holds it the error wraps chat.ErrHistoryInUse.
-func (c Conversations) Hold(title string) (*chat.HistoryLock, error) {
-	return chat.LockHistory(c.path(title))
+// closed. When another k3 holds it the error wraps ErrHistoryInUse.
+func (c Store) Hold(title string) (*HistoryLock, error) {
+	return LockHistory(c.path(title))
 }
 
 // SweepLocks removes the lock files that older versions left beside
 // conversations renamed or deleted since.
-func (c Conversations) SweepLocks() { chat.RemoveStaleLocks(c.Dir) }
+func (c Store) SweepLocks() { RemoveStaleLocks(c.Dir) }
 
-// ConvOptions are a conversation's own settings; a new conversation starts
-// with the app's (Settings.ConvDefaults).
-type ConvOptions struct {
-	Thinking        bool   `json:"thinking"`
-	Effort          string `json:"effort"`
-	MaxTokens       int    `json:"max_tokens"`
-	engine.Sampling `json:"sampling"`
-}
-
-// ConvDefaults are the settings a new conversation starts with.
-func (s Settings) ConvDefaults() ConvOptions {
-	return ConvOptions{Thinking: s.Thinking, Effort: s.Effort, MaxTokens: s.MaxTokens, Sampling: s.Sampling}
-}
-
-// ChatOptions are a turn's options (the system prompt is the
-// conversation's first message, if it has one).
-func (o ConvOptions) ChatOptions() chat.Options {
-	return chat.Options{NoThink: !o.Thinking, Effort: o.Effort, MaxTokens: o.MaxTokens, Sampling: o.Sampling}
-}
-
-func (c Conversations) optionsPath(title string) string {
+func (c Store) optionsPath(title string) string {
 	return filepath.Join(c.Dir, title+".options.json")
 }
 
-// LoadOptions reads a conversation's settings; ok is false when it has none
-// of its own.
-func (c Conversations) LoadOptions(title string) (o ConvOptions, ok bool, err error) {
+// LoadOptions reads a conversation's own settings (a new conversation
+// starts with the app's, Settings.ConvDefaults); ok is false when it has
+// none of its own.
+func (c Store) LoadOptions(title string) (o Options, ok bool, err error) {
 	raw, err := os.ReadFile(c.optionsPath(title))
 	if errors.Is(err, os.ErrNotExist) {
 		return o, false, nil
@@ -216,7 +197,7 @@ func (c Conversations) LoadOptions(title string) (o ConvOptions, ok bool, err er
 }
 
 // SaveOptions writes a conversation's settings atomically.
-func (c Conversations) SaveOptions(title string, o ConvOptions) error {
+func (c Store) SaveOptions(title string, o Options) error {
 	raw, err := json.MarshalIndent(o, "", "  ")
 	if err != nil {
 		return err
@@ -265,7 +246,7 @@ func IsAutoTitle(title, msg string) bool {
 
 // Search returns the titles (in List order) whose title or messages contain
 // query, case-insensitively.
-func (c Conversations) Search(query string) ([]string, error) {
+func (c Store) Search(query string) ([]string, error) {
 	titles, err := c.List()
 	q := strings.ToLower(strings.TrimSpace(query))
 	if err != nil || q == "" {
@@ -292,7 +273,7 @@ func (c Conversations) Search(query string) ([]string, error) {
 }
 
 // Markdown is a conversation as a Markdown document (for export).
-func Markdown(title string, h []chat.Message) string {
+func Markdown(title string, h []Message) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# %s\n", title)
 	for _, m := range h {
@@ -309,9 +290,9 @@ func Markdown(title string, h []chat.Message) string {
 		b.WriteString(strings.TrimSpace(m.Content))
 		b.WriteString("\n")
 		switch m.Cut {
-		case chat.CutStopped:
+		case CutStopped:
 			b.WriteString("\n*(stopped)*\n")
-		case chat.CutTurnCap:
+		case CutTurnCap:
 			b.WriteString("\n*(reached the reply length limit)*\n")
 		}
 	}

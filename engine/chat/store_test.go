@@ -1,4 +1,4 @@
-package bridge
+package chat
 
 import (
 	"errors"
@@ -11,7 +11,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"k3/engine"
-	"k3/engine/chat"
 	"k3/storage/filelock"
 )
 
@@ -22,16 +21,16 @@ func TestTitleFrom(t *testing.T) {
 }
 
 func TestConversationsOptionsSearchExport(t *testing.T) {
-	c := Conversations{Dir: t.TempDir()}
+	c := Store{Dir: t.TempDir()}
 	a, err := c.New("Conversation 2026-12-01 08.05")
 	require.NoError(t, err)
 	b, err := c.New("Conversation 2026-12-01 08.05")
 	require.NoError(t, err)
 	assert.Equal(t, "Conversation 2026-12-01 08.05 2", b)
-	require.NoError(t, c.Save(a, []chat.Message{{Role: "user", Content: "Where do penguins live?"},
-		{Role: "assistant", Content: "In the south.", ReasoningContent: "Antarctica", Cut: chat.CutStopped}}))
+	require.NoError(t, c.Save(a, []Message{{Role: "user", Content: "Where do penguins live?"},
+		{Role: "assistant", Content: "In the south.", ReasoningContent: "Antarctica", Cut: CutStopped}}))
 
-	o := ConvOptions{Thinking: false, Effort: "low", MaxTokens: 99, Sampling: engine.Sampling{Temperature: 0.7, Seed: 5}}
+	o := Options{Thinking: false, Effort: "low", MaxTokens: 99, Sampling: engine.Sampling{Temperature: 0.7, Seed: 5}}
 	require.NoError(t, c.SaveOptions(a, o))
 	got, ok, err := c.LoadOptions(a)
 	require.NoError(t, err)
@@ -69,10 +68,10 @@ func TestConversationsOptionsSearchExport(t *testing.T) {
 // Renaming and deleting conversations leave no lock files behind; both are
 // refused while another k3 holds the conversation.
 func TestConversationsLeaveNoLockFiles(t *testing.T) {
-	c := Conversations{Dir: t.TempDir()}
+	c := Store{Dir: t.TempDir()}
 	a, err := c.New("A")
 	require.NoError(t, err)
-	require.NoError(t, c.Save(a, []chat.Message{{Role: "user", Content: "hi"}}))
+	require.NoError(t, c.Save(a, []Message{{Role: "user", Content: "hi"}}))
 	locks := func() []string {
 		ents, err := os.ReadDir(c.Dir)
 		require.NoError(t, err)
@@ -94,7 +93,7 @@ func TestConversationsLeaveNoLockFiles(t *testing.T) {
 	assert.EqualError(t, err, `"B" is open in another k3 (a chat or another window): close it there, then rename it`)
 	assert.Error(t, c.Delete(b))
 	_, err = c.Hold(b)
-	assert.ErrorIs(t, err, chat.ErrHistoryInUse)
+	assert.ErrorIs(t, err, ErrHistoryInUse)
 	other.Unlock()
 
 	l, err := c.Hold(b)
@@ -118,4 +117,40 @@ func TestIsAutoTitle(t *testing.T) {
 		assert.False(t, IsAutoTitle(title, msg), title)
 	}
 	assert.False(t, IsAutoTitle("x", "   "), "an empty message gives no title")
+}
+
+// A conversation's settings file as an older k3 wrote it (ConvOptions,
+// thinking stored as "thinking") reads into Options with the same
+// choice, and is written back with the same keys, so either k3 reads what
+// the other wrote.
+func TestConversationOptionsOldFile(t *testing.T) {
+	c := Store{Dir: t.TempDir()}
+	old := `{
+  "thinking": false,
+  "effort": "low",
+  "max_tokens": 99,
+  "sampling": {
+    "Greedy": true,
+    "Temperature": 0.7,
+    "TopK": 0,
+    "TopP": 0.9,
+    "Seed": 5
+  }
+}`
+	require.NoError(t, os.WriteFile(c.optionsPath("Old"), []byte(old), 0o600))
+	got, ok, err := c.LoadOptions("Old")
+	require.NoError(t, err)
+	require.True(t, ok)
+	assert.Equal(t, Options{Thinking: false, Effort: "low", MaxTokens: 99,
+		Sampling: engine.Sampling{Greedy: true, Temperature: 0.7, TopP: 0.9, Seed: 5}}, got)
+	require.NoError(t, c.SaveOptions("Old", got))
+	raw, err := os.ReadFile(c.optionsPath("Old"))
+	require.NoError(t, err)
+	assert.JSONEq(t, old, string(raw), "the same keys: no system prompt, no speculative decoding")
+
+	require.NoError(t, os.WriteFile(c.optionsPath("On"), []byte(`{"thinking": true, "effort": "max", "max_tokens": 4096, "sampling": {"Greedy": true}}`), 0o600))
+	got, _, err = c.LoadOptions("On")
+	require.NoError(t, err)
+	assert.True(t, got.Thinking, "thinking on stays on")
+	assert.Equal(t, "max", got.Effort)
 }

@@ -1,6 +1,6 @@
 //go:build unix
 
-package bridge
+package chat
 
 import (
 	"os"
@@ -12,7 +12,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"k3/engine"
-	"k3/engine/chat"
 )
 
 // Audit N5 (H4): the conversations folder the app creates is 0700 and
@@ -21,11 +20,11 @@ import (
 func TestConversationsArePrivate(t *testing.T) {
 	old := syscall.Umask(0o002)
 	defer syscall.Umask(old)
-	c := Conversations{Dir: filepath.Join(t.TempDir(), "k3", "conversations")}
+	c := Store{Dir: filepath.Join(t.TempDir(), "k3", "conversations")}
 	title, err := c.New("Private")
 	require.NoError(t, err)
-	require.NoError(t, c.Save(title, []chat.Message{{Role: "user", Content: "my medical record"}, {Role: "assistant", Content: "ok"}}))
-	require.NoError(t, c.SaveOptions(title, ConvOptions{Effort: "low", Sampling: engine.Sampling{Seed: 1}}))
+	require.NoError(t, c.Save(title, []Message{{Role: "user", Content: "my medical record"}, {Role: "assistant", Content: "ok"}}))
+	require.NoError(t, c.SaveOptions(title, Options{Effort: "low", Sampling: engine.Sampling{Seed: 1}}))
 
 	mode := func(p string) os.FileMode {
 		fi, err := os.Stat(p)
@@ -38,6 +37,6 @@ func TestConversationsArePrivate(t *testing.T) {
 	assert.Equal(t, os.FileMode(0o600), mode(c.optionsPath(title)))
 
 	require.NoError(t, os.Chmod(c.path(title), 0o640))
-	require.NoError(t, c.Save(title, []chat.Message{{Role: "user", Content: "again"}, {Role: "assistant", Content: "ok"}}))
+	require.NoError(t, c.Save(title, []Message{{Role: "user", Content: "again"}, {Role: "assistant", Content: "ok"}}))
 	assert.Equal(t, os.FileMode(0o640), mode(c.path(title)), "a file's own mode is kept")
 }

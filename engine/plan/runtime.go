@@ -1,10 +1,8 @@
-package bridge
+package plan
 
 import (
 	"runtime/debug"
 	"runtime/metrics"
-
-	"k3/engine/plan"
 )
 
 // The memory plan's process base is the process's resident size when the
@@ -18,42 +16,43 @@ import (
 // buffers, and drawing makes garbage all the time, so with the demo (an
 // engine of ~17 MB) a normal chat was 10-15 MB above the plan: the base had
 // been sampled somewhere in the heap's swing, and the swing on the
-// engine's own part was not counted at all. The chat engine therefore
-// opens the model with the heap at its low point (lowHeap) and counts the
-// swing on the heap live then and on the engine's heap parts (heapSwing).
+// engine's own part was not counted at all. The app's chat engine therefore
+// opens the model with the heap at its low point (LowHeap) and counts the
+// swing on the heap live then and on the engine's heap parts
+// (RuntimeOverhead of EngineHeap).
 
-// heapPoint is the Go heap just after a collection.
-type heapPoint struct {
-	live, goal int64 // bytes live, and the heap size the next collection is due at
-	gogc       int64 // GOGC percent (-1: the collector is off)
+// HeapPoint is the Go heap just after a collection.
+type HeapPoint struct {
+	Live, Goal int64 // bytes live, and the heap size the next collection is due at
+	GOGC       int64 // GOGC percent (-1: the collector is off)
 }
 
 // retainExtra is the share above the heap goal the runtime's scavenger
 // keeps resident.
 const retainExtra = 0.10
 
-// lowHeap collects, returns the freed heap to the system and reads the
+// LowHeap collects, returns the freed heap to the system and reads the
 // heap then: a process size sampled right after holds the live heap and
 // nothing the collector has freed.
-func lowHeap() heapPoint {
+func LowHeap() HeapPoint {
 	debug.FreeOSMemory()
 	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/gc/heap/goal:bytes"}, {Name: "/gc/gogc:percent"}}
 	metrics.Read(s)
 	for _, x := range s {
 		if x.Value.Kind() != metrics.KindUint64 {
-			return heapPoint{gogc: -1} // a runtime without these metrics: nothing to count
+			return HeapPoint{GOGC: -1} // a runtime without these metrics: nothing to count
 		}
 	}
-	return heapPoint{live: int64(s[0].Value.Uint64()), goal: int64(s[1].Value.Uint64()), gogc: int64(s[2].Value.Uint64())}
+	return HeapPoint{Live: int64(s[0].Value.Uint64()), Goal: int64(s[1].Value.Uint64()), GOGC: int64(s[2].Value.Uint64())}
 }
 
-// engineHeap is what of plan p the engine holds on the Go heap: the KDA
+// EngineHeap is what of plan p the engine holds on the Go heap: the KDA
 // state and its copies, the MLA cache, the buffers and the speculative
 // record, and without a packed trunk the layers and the model tables too
 // (read from the shards into the heap). From a packed trunk the pinned
 // layers, the ring and the tables are read into memory mapped outside the
 // heap (direct.AllocHuge), as are the expert cache's slots.
-func engineHeap(p *plan.Plan, packed bool) int64 {
+func (p *Plan) EngineHeap(packed bool) int64 {
 	n := p.State + p.KV + p.Buffers + p.Spec
 	if !packed {
 		n += p.PinnedBytes + p.Globals
@@ -61,14 +60,15 @@ func engineHeap(p *plan.Plan, packed bool) int64 {
 	return n
 }
 
-// heapSwing is how far above its live bytes the Go heap may stay resident
-// once the engine holds engineHeap bytes on it besides the heap live at h:
+// RuntimeOverhead (the heap's swing) is how far above its live bytes the
+// Go heap may stay resident once the engine holds engineHeap bytes on it
+// (Plan.EngineHeap) besides the heap live at h:
 // the collector's goal grows by GOGC percent of those too, and the
 // scavenger keeps retainExtra above the goal. 0 with the collector off.
-func heapSwing(h heapPoint, engineHeap int64) int64 {
-	if h.gogc < 0 || h.goal < h.live {
+func RuntimeOverhead(h HeapPoint, engineHeap int64) int64 {
+	if h.GOGC < 0 || h.Goal < h.Live {
 		return 0
 	}
-	goal := float64(h.goal) + (1+float64(h.gogc)/100)*float64(engineHeap)
-	return max(int64((1+retainExtra)*goal)-h.live-engineHeap, 0)
+	goal := float64(h.Goal) + (1+float64(h.GOGC)/100)*float64(engineHeap)
+	return max(int64((1+retainExtra)*goal)-h.Live-engineHeap, 0)
 }

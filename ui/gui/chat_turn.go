@@ -1,0 +1,277 @@
+package gui
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"k3/engine/chat"
+	"k3/ui/bridge"
+)
+
+// The chat view's turns: sending, the reply streaming in, Stop, and
+// the chat engine behind them.
+
+// showEstimate shows, before sending on a slow machine, the wait to plan
+// with: from the speed this machine measured on the last reply (this
+// turn's, else the conversation's last saved one).
+func (v *chatView) showEstimate() {
+	g := v.Gauges.G
+	spt, ttft := g.SecPerToken, g.TTFT
+	if g.Tokens == 0 && g.Saved != nil {
+		spt, ttft = g.Saved.SecondsPerToken, g.Saved.FirstTokenSeconds
+	}
+	setNote(v.Estimate, "")
+	if !v.Busy {
+		setNote(v.Estimate, bridge.Estimate(spt, ttft, v.Opts.MaxTokens))
+	}
+}
+
+// SendEntry sends what is in the message box.
+func (v *chatView) SendEntry() {
+	text := strings.TrimSpace(v.Entry.Text)
+	if text == "" || v.Busy {
+		return
+	}
+	v.Entry.SetText("")
+	v.Send(text)
+}
+
+// Send adds a user message and starts the reply. A conversation still
+// called by its date takes its title from the first message; so does one
+// whose first message is edited and sent again while its title is still
+// the one made from that message (a title the user gave stays).
+func (v *chatView) Send(text string) {
+	if v.Busy {
+		return
+	}
+	if v.Conversation.TitleFrom(text) {
+		v.u.N.LastConversation.Set(v.Title)
+		v.reload(v.Title)
+	}
+	editing := v.Editing()
+	v.AddUser(text) // an edited message is a new version where the edit started
+	if editing {
+		v.endEdit()
+	}
+	v.addView(v.History[len(v.History)-1])
+	v.save()
+	v.startTurn(v.Opts)
+}
+
+// Stop ends the reply in flight; the partial reply is kept.
+func (v *chatView) Stop() {
+	if v.Busy && v.cancel != nil && !v.stopping {
+		v.stopping = true
+		v.Phase.SetText("stopping — what was written so far is kept")
+		v.cancel()
+	}
+}
+
+// Idle returns a channel closed when no turn is running (tests wait on it).
+func (v *chatView) Idle() <-chan struct{} { return v.idle }
+
+// startTurn runs a reply to the conversation (after Regenerate the reply
+// is a new version at the fork).
+func (v *chatView) startTurn(opt chat.Options) {
+	u := v.u
+	if v.engine == nil {
+		if u.B.NewChat == nil {
+			v.Notice.SetText("No engine is available.")
+			return
+		}
+		e, err := u.B.NewChat(u.S)
+		if err != nil {
+			v.Notice.SetText(bridge.Explain(err))
+			return
+		}
+		v.engine = e
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	v.Busy, v.cancel = true, cancel
+	v.idle = make(chan struct{})
+	idle := v.idle
+	v.Notice.SetText("")
+	v.refreshButtons()
+	reply := v.addView(chat.Message{Role: "assistant"})
+	v.reply = reply
+	start := time.Now()
+	reply.StartStream(start)
+	v.scrollToEnd()
+
+	p := v.gaugePump()
+	p.OnText = func(r, a string) {
+		follow := v.atEnd()
+		reply.Append(r, a)
+		if follow {
+			v.scrollToEnd()
+		}
+	}
+	p.OnPhase = func(ph string) {
+		if !v.stopping { // progress that was on its way must not hide "stopping"
+			v.Phase.SetText(ph)
+		}
+	}
+	p.WithMeter(func(m *bridge.Meter) { m.StartTurn(start) })
+	p.Start()
+	history := append([]chat.Message(nil), v.History...)
+	eng := v.engine
+	needInfo := v.Info == nil
+	go func() {
+		var rep bridge.Reply
+		info, err := eng.Open(ctx, p.Event)
+		if err == nil && needInfo {
+			avail := int64(0)
+			if u.B.Planner != nil {
+				if mem, merr := u.B.Planner.Memory(); merr == nil {
+					avail = mem.Usable()
+				}
+			}
+			p.WithMeter(func(m *bridge.Meter) { m.SetLimits(info.BudgetBytes, avail) })
+			u.do(func() {
+				v.Info = &info
+				v.Gauges.SetModel(info)
+				v.Picker.Refresh()
+			})
+		}
+		if err == nil {
+			rep, err = eng.Turn(ctx, history, opt, p.Event)
+		}
+		p.WithMeter(func(m *bridge.Meter) { m.EndTurn() })
+		p.Stop()
+		u.do(func() {
+			v.finishTurn(reply, rep, err)
+			close(idle)
+		})
+	}()
+}
+
+func (v *chatView) finishTurn(reply *messageView, rep bridge.Reply, err error) {
+	v.Busy, v.cancel, v.stopping, v.reply = false, nil, false, nil
+	v.Notice.SetText("") // "wait for the reply…" notices are out of date now
+	if v.quitting {
+		return // saved when the window closed
+	}
+	msg := rep.Message
+	if err != nil && msg.Content == "" && msg.ReasoningContent == "" {
+		// nothing to keep: drop the empty reply (a regenerated one brings
+		// back the reply it was to replace); Retry tries again
+		v.Views = v.Views[:len(v.Views)-1]
+		v.Msgs.Remove(reply.Root)
+		if at := v.DropReply(); at >= 0 {
+			v.rebuild(at)
+		}
+		v.Notice.SetText(bridge.Explain(err))
+		v.Phase.SetText("")
+		v.refreshButtons()
+		return
+	}
+	if err != nil {
+		v.Notice.SetText(bridge.Explain(err))
+		if msg.Cut == "" {
+			msg.Cut = chat.CutStopped
+		}
+	}
+	msg.Role = "assistant" // msg.Stats: the numbers the chat engine measured
+	if st := msg.Stats; st != nil && st.SecondsPerToken > 0 {
+		v.machineSpt = st.SecondsPerToken
+	}
+	reply.SetFinal(msg)
+	if at := v.AddReply(msg); at >= 0 {
+		reply.SetVersions(v.Versions(at))
+	}
+	v.save()
+	if v.Info != nil && rep.Positions > 0 && v.Info.Context > 0 {
+		v.ContextLb.SetText(fmt.Sprintf("context: %d of %d positions", rep.Positions, v.Info.Context))
+	}
+	switch {
+	case msg.Cut == chat.CutStopped:
+		v.Phase.SetText("stopped — the partial reply is kept")
+	case msg.Cut == chat.CutTurnCap:
+		v.Phase.SetText("the reply reached its length limit")
+	default:
+		v.Phase.SetText("done")
+	}
+	v.refreshButtons()
+	v.scrollToEnd()
+	v.Focus()
+}
+
+// partialStats are the numbers of the reply still being written, from the
+// gauges (nil when no token came): a reply saved as the app closes has no
+// Reply from its chat engine yet.
+func (v *chatView) partialStats(reply *messageView) *chat.ReplyStats {
+	g := v.Gauges.G
+	if g.Tokens == 0 {
+		return nil
+	}
+	st := &chat.ReplyStats{Tokens: g.Tokens, FirstTokenSeconds: g.TTFT}
+	if g.Tokens > 1 {
+		st.SecondsPerToken = (g.SecPerToken*float64(g.Tokens) - g.FirstStep) / float64(g.Tokens-1)
+	}
+	if !reply.thinkEnd.IsZero() {
+		st.ThoughtSeconds = reply.thinkEnd.Sub(reply.started).Seconds()
+	}
+	return st
+}
+
+// SavePartial keeps what the reply in flight wrote so far (marked stopped)
+// and stops it: for closing the app during a reply.
+func (v *chatView) SavePartial() {
+	if !v.Busy || v.reply == nil || v.quitting {
+		return
+	}
+	v.quitting = true
+	v.AddReply(chat.Message{Role: "assistant", Content: v.reply.Answer,
+		ReasoningContent: v.reply.Reasoning, Cut: chat.CutStopped, Stats: v.partialStats(v.reply)})
+	v.save()
+	if v.cancel != nil {
+		v.cancel()
+	}
+}
+
+// gaugePump is the pump that carries the turns' events to the gauges
+// (made at first use; it keeps the meter between turns).
+func (v *chatView) gaugePump() *bridge.Pump {
+	if v.pump == nil {
+		v.pump = bridge.NewPump(v.u.do)
+		v.pump.OnGauges = v.Gauges.Set
+	}
+	return v.pump
+}
+
+// ResetEngine releases the engine once the turn in flight (if any) ended,
+// so the next message opens the model the settings name now.
+func (v *chatView) ResetEngine() {
+	v.Stop()
+	e := v.engine
+	v.engine, v.Info = nil, nil
+	v.Gauges.SetModel(bridge.ModelInfo{})
+	if v.Picker != nil {
+		v.Picker.Refresh()
+	}
+	if e != nil {
+		idle := v.idle
+		go func() {
+			<-idle
+			e.Close()
+		}()
+	}
+}
+
+// Shutdown stops any turn, releases the engine and the history lock.
+func (v *chatView) Shutdown() {
+	if v.cancel != nil {
+		v.cancel()
+	}
+	v.Conversation.Release()
+	e := v.engine
+	v.engine = nil
+	if e != nil {
+		go func() {
+			<-v.idle
+			e.Close()
+		}()
+	}
+}
