@@ -44,5 +44,5 @@ func TestStructuredTurnRefused(t *testing.T) {
 		`{"type":"json_schema","json_schema":{"name":"x","strict":true,"schema":{"type":"string","pattern":"a+"}}}`)}
 	_, err := s.Turn(context.Background(), "hi", opt, nil)
 	require.ErrorContains(t, err, "cannot be enforced")
-	assert.Empty(t, s.History)
+	assert.Empty(t, s.History())
 }
