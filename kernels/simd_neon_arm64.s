@@ -12,6 +12,24 @@
 	MOVD 16(R0), R6; \
 	MOVD 24(R0), R7
 
+// ROWS4LOOP: the loop of the 4-row kernels (f32Rows4NEON, bf16Rows4NEON):
+// per 8 columns the activations at R1 (advanced) in V16-V19, and ROW for
+// each row pointer R4-R7 into its lanes (row r in V(4r)..V(4r+3)); R2
+// columns; the lanes then stored to R3.
+#define ROWS4LOOP(ROW, loop, done) \
+	CBZ R2, done; \
+loop: \
+	VLD1.P 64(R1), [V16.D2, V17.D2, V18.D2, V19.D2]; \
+	ROW(R4, V0, V1, V2, V3); \
+	ROW(R5, V4, V5, V6, V7); \
+	ROW(R6, V8, V9, V10, V11); \
+	ROW(R7, V12, V13, V14, V15); \
+	SUBS $8, R2; \
+	BNE loop; \
+done: \
+	STORE16(R3); \
+	RET
+
 // F32ROW: 8 float32 weights at ptr (advanced) widened in V20-V25 and
 // multiplied into lanes a0..a3 with the activations in V16-V19.
 #define F32ROW(ptr, a0, a1, a2, a3) \
@@ -30,20 +48,7 @@ TEXT ·f32Rows4NEON(SB), NOSPLIT, $0-32
 	MOVD acc+24(FP), R3
 	ROWS4
 	ZERO16
-	CBZ R2, f32r4done
-
-f32r4loop:
-	VLD1.P 64(R1), [V16.D2, V17.D2, V18.D2, V19.D2]
-	F32ROW(R4, V0, V1, V2, V3)
-	F32ROW(R5, V4, V5, V6, V7)
-	F32ROW(R6, V8, V9, V10, V11)
-	F32ROW(R7, V12, V13, V14, V15)
-	SUBS $8, R2
-	BNE f32r4loop
-
-f32r4done:
-	STORE16(R3)
-	RET
+	ROWS4LOOP(F32ROW, f32r4loop, f32r4done)
 
 // BF16ROW: 8 bf16 weights at ptr (advanced) moved to the top of 32-bit
 // lanes (ZIP with the zero V31), widened in V20-V26 and multiplied into
@@ -66,20 +71,7 @@ TEXT ·bf16Rows4NEON(SB), NOSPLIT, $0-32
 	ROWS4
 	ZERO16
 	VEOR V31.B16, V31.B16, V31.B16
-	CBZ R2, bf16r4done
-
-bf16r4loop:
-	VLD1.P 64(R1), [V16.D2, V17.D2, V18.D2, V19.D2]
-	BF16ROW(R4, V0, V1, V2, V3)
-	BF16ROW(R5, V4, V5, V6, V7)
-	BF16ROW(R6, V8, V9, V10, V11)
-	BF16ROW(R7, V12, V13, V14, V15)
-	SUBS $8, R2
-	BNE bf16r4loop
-
-bf16r4done:
-	STORE16(R3)
-	RET
+	ROWS4LOOP(BF16ROW, bf16r4loop, bf16r4done)
 
 // MXDECODE: one 32-element MXFP4 group, packed bytes at pk and its scale at
 // sc (both advanced), to w0..w3: the top 16 bits of the weights of elements
