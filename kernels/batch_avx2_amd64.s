@@ -1,4 +1,5 @@
 #include "textflag.h"
+#include "avx2_amd64.h"
 
 // The AVX2 small-batch kernels (batch_amd64.go). tile*: multiply a group of
 // 12 decoded weight rows with 1 to 4 tokens over one column block; dtile*:
@@ -31,9 +32,6 @@
 #define D_ACC 56
 #define D_ACCROW 64
 #define D_N 72
-
-// software prefetch distance of the dtile rows (bytes)
-#define PFD 1024
 
 // TILE_HEAD starts a tile kernel (AX = a): R9 = a.xstride, R10 = a.accRow;
 // for each half (R12 = 0, 32 bytes) and each tile of rows (R13 = its first
@@ -207,9 +205,7 @@ half: \
 
 #define BF16W(m, x, y) \
 	PREFETCHT0 PFD m \
-	VPMOVZXWD m, x \
-	VPSLLD $16, x, x \
-	VCVTPS2PD x, y
+	BF16PD(m, x, y)
 
 #define BF16W15(m) BF16W(m, X15, Y15)
 

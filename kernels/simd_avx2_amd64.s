@@ -1,4 +1,5 @@
 #include "textflag.h"
+#include "avx2_amd64.h"
 
 // Each routine's header gives its Go signature, its preconditions and its
 // register layout; the Go declaration in simd_amd64.go states what it
@@ -6,35 +7,12 @@
 
 // The 4-row kernels: row pointers rows[0..3] at (AX) into SI, DI, R8, R9;
 // the lane accumulators Y0-Y7 (lanes 0-3 of row r in Y(2r), 4-7 in Y(2r+1))
-// cleared; and stored to acc at (AX).
+// cleared (ZEROACC8) and stored to acc (STOREACC8(AX)).
 #define LOADPTRS4 \
 	MOVQ 0(AX), SI \
 	MOVQ 8(AX), DI \
 	MOVQ 16(AX), R8 \
 	MOVQ 24(AX), R9
-
-#define ZEROACC8 \
-	VXORPD Y0, Y0, Y0 \
-	VXORPD Y1, Y1, Y1 \
-	VXORPD Y2, Y2, Y2 \
-	VXORPD Y3, Y3, Y3 \
-	VXORPD Y4, Y4, Y4 \
-	VXORPD Y5, Y5, Y5 \
-	VXORPD Y6, Y6, Y6 \
-	VXORPD Y7, Y7, Y7
-
-#define STOREACC8 \
-	VMOVUPD Y0, 0(AX) \
-	VMOVUPD Y1, 32(AX) \
-	VMOVUPD Y2, 64(AX) \
-	VMOVUPD Y3, 96(AX) \
-	VMOVUPD Y4, 128(AX) \
-	VMOVUPD Y5, 160(AX) \
-	VMOVUPD Y6, 192(AX) \
-	VMOVUPD Y7, 224(AX)
-
-
-#define PFD 1024
 
 // PF4 prefetches the four rows PFD bytes ahead of their offset BX.
 #define PF4 \
@@ -51,9 +29,7 @@
 	VFMADD231PD t, x, acc
 
 #define BF16FMA(m, tx, t, x, acc) \
-	VPMOVZXWD m, tx \
-	VPSLLD $16, tx, tx \
-	VCVTPS2PD tx, t \
+	BF16PD(m, tx, t) \
 	VFMADD231PD t, x, acc
 
 // func f32Rows4AVX2(rows *[4]*float32, x *float64, n int, acc *[32]float64)
@@ -85,7 +61,7 @@ f32cond:
 	CMPQ BX, CX
 	JLT  f32loop
 	MOVQ acc+24(FP), AX
-	STOREACC8
+	STOREACC8(AX)
 	VZEROUPPER
 	RET
 
@@ -119,7 +95,7 @@ bf16cond:
 	CMPQ BX, CX
 	JLT  bf16loop
 	MOVQ acc+24(FP), AX
-	STOREACC8
+	STOREACC8(AX)
 	VZEROUPPER
 	RET
 
@@ -216,7 +192,7 @@ tvbf:
 	JNZ  tvbf
 tvdone:
 	MOVQ out+40(FP), AX
-	STOREACC8
+	STOREACC8(AX)
 	VZEROUPPER
 	RET
 
