@@ -96,11 +96,14 @@ func TestSIMDSmallBatchMXPipeline(t *testing.T) {
 	}
 }
 
-// TestBatchArgsLayout pins the offsets the MXFP4 assembly relies on.
+// TestBatchArgsLayout pins the offsets the batch assembly relies on (the
+// T_*, D_* names of batch_avx2_amd64.s and the decode's offsets).
 func TestBatchArgsLayout(t *testing.T) {
 	var a tileArgs
 	var st decState
 	require.Equal(t, []uintptr{0, 8, 16, 24, 32, 40, 48, 56}, []uintptr{unsafe.Offsetof(a.w), unsafe.Offsetof(a.x), unsafe.Offsetof(a.xstride), unsafe.Offsetof(a.acc), unsafe.Offsetof(a.accRow), unsafe.Offsetof(a.n), unsafe.Offsetof(a.ctrl), unsafe.Offsetof(a.dec)})
 	require.Equal(t, []uintptr{24, 32, 40, 48, 56, 64, 72, 80, 88, 96, 104, 112}, []uintptr{unsafe.Offsetof(st.u), unsafe.Offsetof(st.rows), unsafe.Offsetof(st.rowSrc), unsafe.Offsetof(st.rowSc), unsafe.Offsetof(st.rowDst), unsafe.Offsetof(st.stride), unsafe.Offsetof(st.sstride), unsafe.Offsetof(st.units), unsafe.Offsetof(st.k), unsafe.Offsetof(st.tabs), unsafe.Offsetof(st.pf), unsafe.Offsetof(st.pfs)})
 	require.Equal(t, uintptr(176), unsafe.Sizeof(decArgs{}))
+	var d dtileArgs // D_SRC .. D_N in batch_avx2_amd64.s
+	require.Equal(t, []uintptr{0, 8, 40, 48, 56, 64, 72}, []uintptr{unsafe.Offsetof(d.src), unsafe.Offsetof(d.stride), unsafe.Offsetof(d.x), unsafe.Offsetof(d.xstride), unsafe.Offsetof(d.acc), unsafe.Offsetof(d.accRow), unsafe.Offsetof(d.n)})
 }

@@ -1,4 +1,5 @@
 #include "textflag.h"
+#include "avx2_amd64.h"
 
 // The BF16C kernels (AVX2 + FMA). bf16c_amd64.go declares each routine and
 // states, as a Go loop, what it computes; bf16c.go defines the format.
@@ -34,9 +35,6 @@
 #define A_X 160
 #define A_NB 192
 #define A_ACC 200
-
-// software prefetch distance ahead of each row's body pointer (bytes)
-#define PFD 1024
 
 // DECODE rebuilds block BX of a row (headers at hdr, body at body) into
 // Wa, Wb and advances body; a raw block branches to raw, whose code (RAW,
@@ -128,26 +126,9 @@ raw: \
 	VPXOR Y15, Y15, Y15 \
 	XORQ BX, BX
 
-#define ZEROACC \
-	VXORPD Y0, Y0, Y0 \
-	VXORPD Y1, Y1, Y1 \
-	VXORPD Y2, Y2, Y2 \
-	VXORPD Y3, Y3, Y3 \
-	VXORPD Y4, Y4, Y4 \
-	VXORPD Y5, Y5, Y5 \
-	VXORPD Y6, Y6, Y6 \
-	VXORPD Y7, Y7, Y7
-
 #define STOREACC \
 	MOVQ A_ACC(AX), DX \
-	VMOVUPD Y0, 0(DX) \
-	VMOVUPD Y1, 32(DX) \
-	VMOVUPD Y2, 64(DX) \
-	VMOVUPD Y3, 96(DX) \
-	VMOVUPD Y4, 128(DX) \
-	VMOVUPD Y5, 160(DX) \
-	VMOVUPD Y6, 192(DX) \
-	VMOVUPD Y7, 224(DX)
+	STOREACC8(DX)
 
 // func bf16cRows4x1AVX2(a *bf16cArgs)
 // 4 rows (headers SI, DI, R8, R9; bodies R10-R13), one token (R14); row j's
@@ -163,7 +144,7 @@ TEXT ·bf16cRows4x1AVX2(SB), NOSPLIT, $0-8
 	MOVQ A_BODY+16(AX), R12
 	MOVQ A_BODY+24(AX), R13
 	MOVQ A_X+0(AX), R14
-	ZEROACC
+	ZEROACC8
 	TESTQ CX, CX
 	JEQ  r41done
 r41loop:
@@ -204,7 +185,7 @@ TEXT ·bf16cRows2x2AVX2(SB), NOSPLIT, $0-8
 	MOVQ A_X+0(AX), R14
 	MOVQ A_X+8(AX), R15
 	XORQ R8, R8
-	ZEROACC
+	ZEROACC8
 	TESTQ CX, CX
 	JEQ  r22done
 r22loop:
@@ -237,7 +218,7 @@ TEXT ·bf16cRows1x4AVX2(SB), NOSPLIT, $0-8
 	MOVQ A_X+16(AX), R14
 	MOVQ A_X+24(AX), R15
 	XORQ R8, R8
-	ZEROACC
+	ZEROACC8
 	TESTQ CX, CX
 	JEQ  r14done
 r14loop:

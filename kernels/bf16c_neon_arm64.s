@@ -1,10 +1,8 @@
 #include "textflag.h"
+#include "neon_arm64.h"
 
 // NEON BF16C kernels; bf16c_arm64.go documents what each computes. Operand
-// order and the hand-encoded FCVTL as in simd_neon_arm64.s.
-
-#define FCVTL(n, d) WORD $(0x0E617800 | ((n)<<5) | (d))
-#define FCVTL2(n, d) WORD $(0x4E617800 | ((n)<<5) | (d))
+// order and the hand-encoded FCVTL: neon_arm64.h.
 
 // BLOCKWORDS: the block of one row whose header is at h and body at b
 // (both advanced) as 32 bf16 words in V20-V23 (elements 0-7, ..., 24-31).
@@ -47,12 +45,8 @@ raw: \
 // next 8 activations at R14 (advanced), loaded to V16-V19.
 #define WFMA(w, a0, a1, a2, a3) \
 	VLD1.P 64(R14), [V16.D2, V17.D2, V18.D2, V19.D2]; \
-	VZIP1 w.H8, V31.H8, V24.H8; \
-	VZIP2 w.H8, V31.H8, V25.H8; \
-	FCVTL(24, 26); \
-	FCVTL2(24, 27); \
-	FCVTL(25, 28); \
-	FCVTL2(25, 29); \
+	ZIPH(w, V24, V25); \
+	WIDEN4(24, 25, 26); \
 	VFMLA V16.D2, V26.D2, a0.D2; \
 	VFMLA V17.D2, V27.D2, a1.D2; \
 	VFMLA V18.D2, V28.D2, a2.D2; \
@@ -67,12 +61,6 @@ back: \
 	WFMA(V21, a0, a1, a2, a3); \
 	WFMA(V22, a0, a1, a2, a3); \
 	WFMA(V23, a0, a1, a2, a3)
-
-#define ZERO4(a, b, c, d) \
-	VEOR a.B16, a.B16, a.B16; \
-	VEOR b.B16, b.B16, b.B16; \
-	VEOR c.B16, c.B16, c.B16; \
-	VEOR d.B16, d.B16, d.B16
 
 // func bf16cRows4NEON(rows *[4]*byte, nb int, x *float64, full int, acc *[32]float64)
 // Row r: header pointer R(5+r), body pointer R(9+r), lanes V(4r)..V(4r+3).
@@ -90,10 +78,7 @@ TEXT ·bf16cRows4NEON(SB), NOSPLIT, $0-40
 	ADD R1, R6, R10
 	ADD R1, R7, R11
 	ADD R1, R8, R12
-	ZERO4(V0, V1, V2, V3)
-	ZERO4(V4, V5, V6, V7)
-	ZERO4(V8, V9, V10, V11)
-	ZERO4(V12, V13, V14, V15)
+	ZERO16
 	VEOR V31.B16, V31.B16, V31.B16
 	VMOVI $15, V30.B16
 	CBZ R3, r4done
@@ -108,10 +93,7 @@ r4loop:
 	BNE r4loop
 
 r4done:
-	VST1.P [V0.D2, V1.D2, V2.D2, V3.D2], 64(R4)
-	VST1.P [V4.D2, V5.D2, V6.D2, V7.D2], 64(R4)
-	VST1.P [V8.D2, V9.D2, V10.D2, V11.D2], 64(R4)
-	VST1 [V12.D2, V13.D2, V14.D2, V15.D2], (R4)
+	STORE16(R4)
 	RET
 
 	RAWWORDS(R9, r4raw0, r4back0)
@@ -122,12 +104,8 @@ r4done:
 // WIDEN8: 8 bf16 words in w to float64 in registers d..d+3 (ZIP with the
 // zero V31 into V24, V25, then FCVTL).
 #define WIDEN8(w, d) \
-	VZIP1 w.H8, V31.H8, V24.H8; \
-	VZIP2 w.H8, V31.H8, V25.H8; \
-	FCVTL(24, d); \
-	FCVTL2(24, d+1); \
-	FCVTL(25, d+2); \
-	FCVTL2(25, d+3)
+	ZIPH(w, V24, V25); \
+	WIDEN4(24, 25, d)
 
 // TFMA: 8 activations at R11 (advanced) in V24-V27 times the widened
 // weights in registers w..w+3 into the lanes V16-V19.

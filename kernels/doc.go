@@ -40,7 +40,9 @@
 // contract exactly: one zmm (or two ymm) holds the 8 lanes, each lane is
 // accumulated in ascending element order, and Go code adds the < 8 tail
 // columns and combines the lanes with the same tree. NaN results may differ
-// from the portable path in their payload bits only.
+// from the portable path in their payload bits only. Instruction sequences
+// the kernels repeat are #define macros (shared ones in avx2_amd64.h and
+// neon_arm64.h); each expands to exactly the instructions it lists.
 //
 //   - AVX-512, T <= 8: fused row kernels, 8 rows in flight with software
 //     prefetch (within each row and of the next block of rows); for T > 1

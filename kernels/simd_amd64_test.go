@@ -28,7 +28,7 @@ func TestMXTableAligned(t *testing.T) {
 // an AVX-512 machine such an instruction would pass every other test.
 func TestAVX2FileHasNoEVEX(t *testing.T) {
 	evex := regexp.MustCompile(`\b([XY](1[6-9]|2[0-9]|3[01])|Z[0-9]+|K[0-7])\b`)
-	for _, file := range []string{"simd_avx2_amd64.s", "batch_avx2_amd64.s", "peak_avx2_amd64.s"} {
+	for _, file := range []string{"simd_avx2_amd64.s", "batch_avx2_amd64.s", "bf16c_avx2_amd64.s", "peak_avx2_amd64.s", "avx2_amd64.h"} {
 		src, err := os.ReadFile(file)
 		if err != nil {
 			t.Fatal(err)

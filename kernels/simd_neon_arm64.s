@@ -1,36 +1,40 @@
 #include "textflag.h"
+#include "neon_arm64.h"
 
 // NEON kernels; simd_arm64.go documents what each computes. Lanes: a row's
 // 8 contract lanes are four 2 x float64 registers (lanes 0-1, 2-3, 4-5,
-// 6-7). Go's assembler orders operands sources first, destination last
-// (VFMLA Vm, Vn, Vd is Vd += Vn*Vm; VZIP1 Vm, Vn, Vd is zip1 Vd, Vn, Vm).
+// 6-7). Operand order and the hand-encoded instructions: neon_arm64.h.
 
-// Instructions Go's assembler lacks, encoded by hand (n, m sources, d
-// destination, all register numbers): FCVTL/FCVTL2 widen the low/high two
-// float32 of Vn to 2 x float64; FCVTN/FCVTN2 round 2 x float64 to the
-// low/high two float32 of Vd (FCVTN zeroes the high half); FMULD2/FADDD2
-// are the 2 x float64 vector multiply and add.
-#define FCVTL(n, d) WORD $(0x0E617800 | ((n)<<5) | (d))
-#define FCVTL2(n, d) WORD $(0x4E617800 | ((n)<<5) | (d))
-#define FCVTN(n, d) WORD $(0x0E616800 | ((n)<<5) | (d))
-#define FCVTN2(n, d) WORD $(0x4E616800 | ((n)<<5) | (d))
-#define FMULD2(m, n, d) WORD $(0x6E60DC00 | ((m)<<16) | ((n)<<5) | (d))
-#define FADDD2(m, n, d) WORD $(0x4E60D400 | ((m)<<16) | ((n)<<5) | (d))
+// ROWS4: the row pointers rows[0..3] at R0 into R4-R7.
+#define ROWS4 \
+	MOVD 0(R0), R4; \
+	MOVD 8(R0), R5; \
+	MOVD 16(R0), R6; \
+	MOVD 24(R0), R7
 
-#define ZERO4(a, b, c, d) \
-	VEOR a.B16, a.B16, a.B16; \
-	VEOR b.B16, b.B16, b.B16; \
-	VEOR c.B16, c.B16, c.B16; \
-	VEOR d.B16, d.B16, d.B16
+// ROWS4LOOP: the loop of the 4-row kernels (f32Rows4NEON, bf16Rows4NEON):
+// per 8 columns the activations at R1 (advanced) in V16-V19, and ROW for
+// each row pointer R4-R7 into its lanes (row r in V(4r)..V(4r+3)); R2
+// columns; the lanes then stored to R3.
+#define ROWS4LOOP(ROW, loop, done) \
+	CBZ R2, done; \
+loop: \
+	VLD1.P 64(R1), [V16.D2, V17.D2, V18.D2, V19.D2]; \
+	ROW(R4, V0, V1, V2, V3); \
+	ROW(R5, V4, V5, V6, V7); \
+	ROW(R6, V8, V9, V10, V11); \
+	ROW(R7, V12, V13, V14, V15); \
+	SUBS $8, R2; \
+	BNE loop; \
+done: \
+	STORE16(R3); \
+	RET
 
 // F32ROW: 8 float32 weights at ptr (advanced) widened in V20-V25 and
 // multiplied into lanes a0..a3 with the activations in V16-V19.
 #define F32ROW(ptr, a0, a1, a2, a3) \
 	VLD1.P 32(ptr), [V20.S4, V21.S4]; \
-	FCVTL(20, 22); \
-	FCVTL2(20, 23); \
-	FCVTL(21, 24); \
-	FCVTL2(21, 25); \
+	WIDEN4(20, 21, 22); \
 	VFMLA V16.D2, V22.D2, a0.D2; \
 	VFMLA V17.D2, V23.D2, a1.D2; \
 	VFMLA V18.D2, V24.D2, a2.D2; \
@@ -42,43 +46,17 @@ TEXT ·f32Rows4NEON(SB), NOSPLIT, $0-32
 	MOVD x+8(FP), R1
 	MOVD n+16(FP), R2
 	MOVD acc+24(FP), R3
-	MOVD 0(R0), R4
-	MOVD 8(R0), R5
-	MOVD 16(R0), R6
-	MOVD 24(R0), R7
-	ZERO4(V0, V1, V2, V3)
-	ZERO4(V4, V5, V6, V7)
-	ZERO4(V8, V9, V10, V11)
-	ZERO4(V12, V13, V14, V15)
-	CBZ R2, f32r4done
-
-f32r4loop:
-	VLD1.P 64(R1), [V16.D2, V17.D2, V18.D2, V19.D2]
-	F32ROW(R4, V0, V1, V2, V3)
-	F32ROW(R5, V4, V5, V6, V7)
-	F32ROW(R6, V8, V9, V10, V11)
-	F32ROW(R7, V12, V13, V14, V15)
-	SUBS $8, R2
-	BNE f32r4loop
-
-f32r4done:
-	VST1.P [V0.D2, V1.D2, V2.D2, V3.D2], 64(R3)
-	VST1.P [V4.D2, V5.D2, V6.D2, V7.D2], 64(R3)
-	VST1.P [V8.D2, V9.D2, V10.D2, V11.D2], 64(R3)
-	VST1 [V12.D2, V13.D2, V14.D2, V15.D2], (R3)
-	RET
+	ROWS4
+	ZERO16
+	ROWS4LOOP(F32ROW, f32r4loop, f32r4done)
 
 // BF16ROW: 8 bf16 weights at ptr (advanced) moved to the top of 32-bit
 // lanes (ZIP with the zero V31), widened in V20-V26 and multiplied into
 // lanes a0..a3 with the activations in V16-V19.
 #define BF16ROW(ptr, a0, a1, a2, a3) \
 	VLD1.P 16(ptr), [V20.H8]; \
-	VZIP1 V20.H8, V31.H8, V21.H8; \
-	VZIP2 V20.H8, V31.H8, V22.H8; \
-	FCVTL(21, 23); \
-	FCVTL2(21, 24); \
-	FCVTL(22, 25); \
-	FCVTL2(22, 26); \
+	ZIPH(V20, V21, V22); \
+	WIDEN4(21, 22, 23); \
 	VFMLA V16.D2, V23.D2, a0.D2; \
 	VFMLA V17.D2, V24.D2, a1.D2; \
 	VFMLA V18.D2, V25.D2, a2.D2; \
@@ -90,32 +68,10 @@ TEXT ·bf16Rows4NEON(SB), NOSPLIT, $0-32
 	MOVD x+8(FP), R1
 	MOVD n+16(FP), R2
 	MOVD acc+24(FP), R3
-	MOVD 0(R0), R4
-	MOVD 8(R0), R5
-	MOVD 16(R0), R6
-	MOVD 24(R0), R7
-	ZERO4(V0, V1, V2, V3)
-	ZERO4(V4, V5, V6, V7)
-	ZERO4(V8, V9, V10, V11)
-	ZERO4(V12, V13, V14, V15)
+	ROWS4
+	ZERO16
 	VEOR V31.B16, V31.B16, V31.B16
-	CBZ R2, bf16r4done
-
-bf16r4loop:
-	VLD1.P 64(R1), [V16.D2, V17.D2, V18.D2, V19.D2]
-	BF16ROW(R4, V0, V1, V2, V3)
-	BF16ROW(R5, V4, V5, V6, V7)
-	BF16ROW(R6, V8, V9, V10, V11)
-	BF16ROW(R7, V12, V13, V14, V15)
-	SUBS $8, R2
-	BNE bf16r4loop
-
-bf16r4done:
-	VST1.P [V0.D2, V1.D2, V2.D2, V3.D2], 64(R3)
-	VST1.P [V4.D2, V5.D2, V6.D2, V7.D2], 64(R3)
-	VST1.P [V8.D2, V9.D2, V10.D2, V11.D2], 64(R3)
-	VST1 [V12.D2, V13.D2, V14.D2, V15.D2], (R3)
-	RET
+	ROWS4LOOP(BF16ROW, bf16r4loop, bf16r4done)
 
 // MXDECODE: one 32-element MXFP4 group, packed bytes at pk and its scale at
 // sc (both advanced), to w0..w3: the top 16 bits of the weights of elements
@@ -146,8 +102,7 @@ bf16r4done:
 // (the halfword at the top of each 64-bit lane, the rest zero: two levels of
 // ZIP with the zero V31) in V18-V21; V16, V17 scratch.
 #define MXEXPAND(w) \
-	VZIP1 w.H8, V31.H8, V16.H8; \
-	VZIP2 w.H8, V31.H8, V17.H8; \
+	ZIPH(w, V16, V17); \
 	VZIP1 V16.S4, V31.S4, V18.S4; \
 	VZIP2 V16.S4, V31.S4, V19.S4; \
 	VZIP1 V17.S4, V31.S4, V20.S4; \
@@ -210,10 +165,7 @@ TEXT ·decodeF32NEON(SB), NOSPLIT, $0-24
 
 decf32loop:
 	VLD1.P 32(R0), [V0.S4, V1.S4]
-	FCVTL(0, 2)
-	FCVTL2(0, 3)
-	FCVTL(1, 4)
-	FCVTL2(1, 5)
+	WIDEN4(0, 1, 2)
 	VST1.P [V2.D2, V3.D2, V4.D2, V5.D2], 64(R1)
 	SUBS $8, R2
 	BNE decf32loop
@@ -231,12 +183,8 @@ TEXT ·decodeBF16NEON(SB), NOSPLIT, $0-24
 
 decbf16loop:
 	VLD1.P 16(R0), [V0.H8]
-	VZIP1 V0.H8, V31.H8, V6.H8
-	VZIP2 V0.H8, V31.H8, V7.H8
-	FCVTL(6, 2)
-	FCVTL2(6, 3)
-	FCVTL(7, 4)
-	FCVTL2(7, 5)
+	ZIPH(V0, V6, V7)
+	WIDEN4(6, 7, 2)
 	VST1.P [V2.D2, V3.D2, V4.D2, V5.D2], 64(R1)
 	SUBS $8, R2
 	BNE decbf16loop
@@ -340,14 +288,8 @@ TEXT ·dotF32NEON(SB), NOSPLIT, $0-32
 dotloop:
 	VLD1.P 32(R0), [V4.S4, V5.S4]
 	VLD1.P 32(R1), [V6.S4, V7.S4]
-	FCVTL(4, 8)
-	FCVTL2(4, 9)
-	FCVTL(5, 10)
-	FCVTL2(5, 11)
-	FCVTL(6, 12)
-	FCVTL2(6, 13)
-	FCVTL(7, 14)
-	FCVTL2(7, 15)
+	WIDEN4(4, 5, 8)
+	WIDEN4(6, 7, 12)
 	VFMLA V8.D2, V12.D2, V0.D2
 	VFMLA V9.D2, V13.D2, V1.D2
 	VFMLA V10.D2, V14.D2, V2.D2
@@ -362,10 +304,7 @@ dotdone:
 // TVF32: 8 float32 columns in vreg (register number n) widened in V24-V27
 // and multiplied with x[i] (V16) into the column sums a0..a3.
 #define TVF32(n, a0, a1, a2, a3) \
-	FCVTL(n, 24); \
-	FCVTL2(n, 25); \
-	FCVTL(n+1, 26); \
-	FCVTL2(n+1, 27); \
+	WIDEN4(n, n+1, 24); \
 	VFMLA V16.D2, V24.D2, a0.D2; \
 	VFMLA V16.D2, V25.D2, a1.D2; \
 	VFMLA V16.D2, V26.D2, a2.D2; \
@@ -374,12 +313,8 @@ dotdone:
 // TVBF16: 8 bf16 columns in v (register v, number n) widened in V24-V29
 // and multiplied with x[i] (V16) into the column sums a0..a3.
 #define TVBF16(v, a0, a1, a2, a3) \
-	VZIP1 v.H8, V31.H8, V28.H8; \
-	VZIP2 v.H8, V31.H8, V29.H8; \
-	FCVTL(28, 24); \
-	FCVTL2(28, 25); \
-	FCVTL(29, 26); \
-	FCVTL2(29, 27); \
+	ZIPH(v, V28, V29); \
+	WIDEN4(28, 29, 24); \
 	VFMLA V16.D2, V24.D2, a0.D2; \
 	VFMLA V16.D2, V25.D2, a1.D2; \
 	VFMLA V16.D2, V26.D2, a2.D2; \
@@ -394,10 +329,7 @@ TEXT ·tvecNEON(SB), NOSPLIT, $0-48
 	MOVD x+24(FP), R3
 	MOVD n+32(FP), R4
 	MOVD out+40(FP), R5
-	ZERO4(V0, V1, V2, V3)
-	ZERO4(V4, V5, V6, V7)
-	ZERO4(V8, V9, V10, V11)
-	ZERO4(V12, V13, V14, V15)
+	ZERO16
 	VEOR V31.B16, V31.B16, V31.B16
 	CBZ R4, tvdone
 	CBNZ R2, tvbf16loop
@@ -428,20 +360,14 @@ tvbf16loop:
 	BNE tvbf16loop
 
 tvdone:
-	VST1.P [V0.D2, V1.D2, V2.D2, V3.D2], 64(R5)
-	VST1.P [V4.D2, V5.D2, V6.D2, V7.D2], 64(R5)
-	VST1.P [V8.D2, V9.D2, V10.D2, V11.D2], 64(R5)
-	VST1 [V12.D2, V13.D2, V14.D2, V15.D2], (R5)
+	STORE16(R5)
 	RET
 
 // WSUM: 8 float32 in registers n, n+1 widened in V21-V24, multiplied by
 // the weight in V20 and rounded (FMULD2), then added to the sums a0..a3
 // (FADDD2): products rounded before the add, never fused.
 #define WSUM(n, a0, a1, a2, a3) \
-	FCVTL(n, 21); \
-	FCVTL2(n, 22); \
-	FCVTL(n+1, 23); \
-	FCVTL2(n+1, 24); \
+	WIDEN4(n, n+1, 21); \
 	FMULD2(20, 21, 21); \
 	FMULD2(20, 22, 22); \
 	FMULD2(20, 23, 23); \
