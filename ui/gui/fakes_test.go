@@ -290,5 +290,6 @@ func newTestUIOn(t *testing.T, a fyne.App, fc *fakeChat) *appUI {
 		MakeDemo: bridge.MakeDemoModel}
 	u := newAppUI(a, w, b)
 	u.do = func(f func()) { ui(f) }
+	u.later = (&manualClock{}).After // no timer outlives the test
 	return u
 }

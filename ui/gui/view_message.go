@@ -21,8 +21,10 @@ import (
 // messageEnv is what a message view needs from the chat.
 type messageEnv struct {
 	copy func(string) // puts text on the clipboard
-	do   func(func()) // runs a function on the UI goroutine (fyne.Do)
-	edit func(*messageView)
+	// later runs a function on the UI goroutine after a while (nil: the
+	// Copy button keeps saying "Copied")
+	later laterFunc
+	edit  func(*messageView)
 	// version switches to the previous (-1) or next (+1) version
 	version func(mv *messageView, delta int)
 	// relayout lays the message out again after it changed shape
@@ -61,6 +63,9 @@ type messageView struct {
 
 	// timing of a reply streamed here (for "Thought for N s")
 	started, thinkEnd time.Time
+	// laidHeight is the height the chat last laid this streamed message out
+	// at (it is laid out again when it changes: G5)
+	laidHeight float32
 }
 
 // newMessageView shows m.
@@ -125,16 +130,17 @@ func (v *messageView) copyText(b *widget.Button, text string) {
 	label := b.Text
 	b.SetIcon(theme.ConfirmIcon())
 	b.SetText("Copied")
-	if v.env.do == nil {
+	if v.env.later == nil {
 		return
 	}
-	time.AfterFunc(1500*time.Millisecond, func() {
-		v.env.do(func() {
-			b.SetIcon(theme.ContentCopyIcon())
-			b.SetText(label)
-		})
+	v.env.later(copiedFor, func() {
+		b.SetIcon(theme.ContentCopyIcon())
+		b.SetText(label)
 	})
 }
+
+// copiedFor is how long a Copy button says "Copied".
+const copiedFor = 1500 * time.Millisecond
 
 func (v *messageView) switchVersion(delta int) {
 	if v.env.version != nil {
@@ -174,6 +180,14 @@ func (v *messageView) Append(reasoning, answer string) {
 	}
 	if answer != "" || len(v.body.Objects) == 0 {
 		v.render()
+	}
+	if !v.started.IsZero() {
+		// streaming: a thinking box or a reply that gained a line is laid
+		// out now, not on a frame that may not come (G5)
+		if h := v.Root.MinSize().Height; h != v.laidHeight {
+			v.laidHeight = h
+			v.relayout()
+		}
 	}
 }
 
