@@ -118,6 +118,7 @@ func (u *appUI) Quit() {
 // the preferences.
 func (u *appUI) SaveSettings() error {
 	u.S.Save(u.App.Preferences())
+	bridge.RememberModel(u.App.Preferences(), u.S) // the model picker offers it again
 	return bridge.SaveServerKey(u.B.KeyStore(), u.S.ServerKey)
 }
 
