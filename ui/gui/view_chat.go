@@ -83,6 +83,8 @@ type chatView struct {
 	editing  bool          // a message is back in the box to be changed (fork holds its versions)
 	reply    *messageView  // the reply being written
 	settings *settingsForm // the settings dialog's form, while shown
+	// contexts are the positions each branch measured here took (chat_context.go)
+	contexts map[uint64]int
 }
 
 // newChatView builds the chat and opens the last conversation.
@@ -699,6 +701,7 @@ func (v *chatView) switchVersion(mv *messageView, delta int) {
 		v.save()
 		v.rebuild(i)
 		v.refreshButtons()
+		v.showContext() // the shown branch's count (G22)
 	}
 }
 
@@ -885,9 +888,7 @@ func (v *chatView) finishTurn(reply *messageView, rep bridge.Reply, err error) {
 		reply.SetVersions(bridge.VersionsAt(v.History, fork.At))
 	}
 	v.save()
-	if v.Info != nil && rep.Positions > 0 && v.Info.Context > 0 {
-		v.ContextLb.SetText(fmt.Sprintf("context: %d of %d positions", rep.Positions, v.Info.Context))
-	}
+	v.noteContext(rep.Positions)
 	switch {
 	case msg.Cut == chat.CutStopped:
 		v.Phase.SetText("stopped — the partial reply is kept")
@@ -961,6 +962,7 @@ func (v *chatView) ResetEngine() {
 	e := v.engine
 	v.engine, v.Info = nil, nil
 	v.Gauges.SetModel(bridge.ModelInfo{})
+	v.modelClosed()
 	if v.Picker != nil {
 		v.Picker.Refresh()
 	}
