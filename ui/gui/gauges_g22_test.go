@@ -18,7 +18,7 @@ func TestSparklineScaleBesideTheLine(t *testing.T) {
 	test.NewTempApp(t)
 	s := newSparkline("primary", func(x float64) string { return trimFloat(x) + " s" })
 	t0 := time.Unix(1e9, 0)
-	s.SetPoints([]bridge.Point{{t0, 12.5}, {t0.Add(time.Second), 0.2}, {t0.Add(2 * time.Second), 3}}, t0.Add(2*time.Second))
+	s.SetPoints([]bridge.Point{{T: t0, V: 12.5}, {T: t0.Add(time.Second), V: 0.2}, {T: t0.Add(2 * time.Second), V: 3}}, t0.Add(2*time.Second))
 	s.Resize(fyne.NewSize(260, 48))
 	r := test.TempWidgetRenderer(t, s)
 	r.Layout(s.Size())

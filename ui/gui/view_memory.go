@@ -79,7 +79,7 @@ func newMemoryStep(w *wizard) *memoryStep {
 	form := widget.NewForm(
 		widget.NewFormItem("Preset", s.Preset),
 		widget.NewFormItem("", s.PresetNote),
-		widget.NewFormItem("Trunk (pinned layers + ring)", container.NewBorder(nil, nil, nil, trunkLbl, s.Trunk)),
+		widget.NewFormItem("Trunk in memory", container.NewBorder(nil, nil, nil, trunkLbl, s.Trunk)),
 		widget.NewFormItem("Expert cache", container.NewBorder(nil, nil, nil, cacheLbl, s.Cache)),
 	)
 	var outer *container.Scroll
