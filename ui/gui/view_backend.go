@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"fyne.io/fyne/v2"
+	"fyne.io/fyne/v2/container"
 	"fyne.io/fyne/v2/dialog"
 	"fyne.io/fyne/v2/widget"
 
@@ -22,7 +23,20 @@ const (
 // BackendForm edits where the model runs: here, or on an OpenAI-compatible
 // server (another k3 serve, vLLM or SGLang) with its address, key and model.
 type BackendForm struct {
-	Where  *widget.RadioGroup
+	Where *widget.RadioGroup
+	// Folder is the model folder on this machine (G20: it can be changed
+	// here, without the wizard); Choose opens a folder dialog when set.
+	Folder    *widget.Entry
+	ChooseBt  *widget.Button
+	Choose    func()
+	FolderMsg *widget.Label
+	// Known are the model folders used before (a folder chosen again
+	// keeps its trunk); DemoDir is where the demo model lives.
+	Known   []bridge.KnownModel
+	DemoDir string
+	// Note is what the chat should say after Apply (a folder without a
+	// packed trunk)
+	Note string
 	URL    *widget.Entry
 	Key    *widget.Entry
 	Model  *widget.Select
@@ -37,6 +51,16 @@ type BackendForm struct {
 // lookup's goroutine (fyne.Do).
 func NewBackendForm(s bridge.Settings, do func(func())) *BackendForm {
 	f := &BackendForm{do: do}
+	f.Folder = widget.NewEntry()
+	f.Folder.SetPlaceHolder("the folder with config.json and the .safetensors files")
+	f.Folder.SetText(s.ModelDir)
+	f.ChooseBt = widget.NewButton("Choose…", func() {
+		if f.Choose != nil {
+			f.Choose()
+		}
+	})
+	f.FolderMsg = widget.NewLabel("")
+	f.FolderMsg.Wrapping = fyne.TextWrapWord
 	f.URL = widget.NewEntry()
 	f.URL.SetPlaceHolder("http://127.0.0.1:8080/v1")
 	f.URL.SetText(s.ServerURL)
@@ -60,6 +84,8 @@ func NewBackendForm(s bridge.Settings, do func(func())) *BackendForm {
 	}
 	f.Items = []*widget.FormItem{
 		widget.NewFormItem("Where the model runs", f.Where),
+		widget.NewFormItem("Model folder", container.NewBorder(nil, nil, nil, f.ChooseBt, f.Folder)),
+		widget.NewFormItem("", f.FolderMsg),
 		widget.NewFormItem("Server address", f.URL),
 		widget.NewFormItem("API key", f.Key),
 		widget.NewFormItem("Model", f.Model),
@@ -76,6 +102,13 @@ func (f *BackendForm) enable(server bool) {
 			w.Enable()
 		} else {
 			w.Disable()
+		}
+	}
+	for _, w := range []fyne.Disableable{f.Folder, f.ChooseBt} {
+		if server {
+			w.Disable()
+		} else {
+			w.Enable()
 		}
 	}
 }
@@ -121,8 +154,7 @@ func contains(xs []string, x string) bool {
 // Apply copies the form into s, or explains what is wrong.
 func (f *BackendForm) Apply(s *bridge.Settings) error {
 	if f.Where.Selected != choiceServer {
-		s.Backend = bridge.BackendLocal
-		return nil
+		return f.applyFolder(s)
 	}
 	c, err := remote.New(f.URL.Text, f.Key.Text, f.Model.Selected)
 	if err != nil {
@@ -136,6 +168,14 @@ func (f *BackendForm) Apply(s *bridge.Settings) error {
 // takes effect at once (the chat reopens on the chosen engine).
 func (u *appUI) showBackendSettings() {
 	f := NewBackendForm(u.S, u.do)
+	f.Known, f.DemoDir = bridge.LoadKnownModels(u.App.Preferences()), u.demoDir()
+	f.Choose = func() {
+		dialog.ShowFolderOpen(func(l fyne.ListableURI, err error) {
+			if err == nil && l != nil {
+				f.Folder.SetText(l.Path())
+			}
+		}, u.Win)
+	}
 	d := dialog.NewForm("Where the model runs", "Save", "Cancel", f.Items, func(ok bool) {
 		if !ok {
 			return
@@ -149,13 +189,17 @@ func (u *appUI) showBackendSettings() {
 			dialog.ShowInformation("The API key was not saved", bridge.Explain(err), u.Win)
 		}
 		changed := before.Backend != u.S.Backend || before.ServerURL != u.S.ServerURL ||
-			before.ServerKey != u.S.ServerKey || before.ServerModel != u.S.ServerModel
+			before.ServerKey != u.S.ServerKey || before.ServerModel != u.S.ServerModel ||
+			before.Setup() != u.S.Setup()
 		if changed && u.Chat != nil {
 			u.Chat.Shutdown()
 			u.Chat = nil
 		}
 		if u.S.CanChat() {
 			u.ShowChat()
+			if f.Note != "" {
+				u.Chat.Notice.SetText(f.Note)
+			}
 		}
 	}, u.Win)
 	d.Resize(fyne.NewSize(640, 460))
