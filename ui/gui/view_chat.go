@@ -132,6 +132,7 @@ func newChatView(u *appUI) *chatView {
 		v.Opts.Thinking = b
 		v.saveOptions()
 		v.refreshButtons()
+		v.thinkingNote() // G28
 	})
 	v.Effort = widget.NewSelect(tokenizer.ThinkingEfforts, func(s string) {
 		v.Opts.Effort = s
