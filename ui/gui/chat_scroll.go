@@ -1,6 +1,9 @@
 package gui
 
-import "fyne.io/fyne/v2"
+import (
+	"fyne.io/fyne/v2"
+	"fyne.io/fyne/v2/container"
+)
 
 // The conversation's scrolling (issue 27, G5 and G6). Wrapped text knows
 // its height only once it is laid out at its width, and the desktop driver
@@ -33,6 +36,39 @@ func (v *chatView) scrollToEnd() {
 	v.scroller.ScrollToBottom()
 }
 
+// keepEnd is the scroll area as the chat lays it out: when the area
+// changes size (a notice or the phase line under it gained or lost a line,
+// the window was resized) on a later frame, a view that showed the end
+// shows it again (G6: the reply's last line and its numbers ended below
+// the edge in the real window). A wheel turned up lets go of the end.
+func (v *chatView) keepEnd() fyne.CanvasObject {
+	return container.New(endKeeper{v}, v.scroller)
+}
+
+// endShown reports whether the view shows the end of the list as it was
+// last laid out (what the user sees, before anything grew).
+func (v *chatView) endShown() bool {
+	s := v.scroller
+	return s.Offset.Y+s.Size().Height >= v.Msgs.Size().Height-1
+}
+
+// following reports whether a streamed reply should keep the end in view.
+func (v *chatView) following() bool { return v.endShown() || v.atEnd() }
+
+type endKeeper struct{ v *chatView }
+
+func (k endKeeper) MinSize(objs []fyne.CanvasObject) fyne.Size { return objs[0].MinSize() }
+
+func (k endKeeper) Layout(objs []fyne.CanvasObject, size fyne.Size) {
+	end := k.v.endShown()
+	objs[0].Move(fyne.Position{})
+	objs[0].Resize(size)
+	if end {
+		k.v.layoutList()
+		k.v.scroller.ScrollToBottom()
+	}
+}
+
 // atEnd reports whether the view shows the last line (a user who scrolled
 // up to read is not pulled down).
 func (v *chatView) atEnd() bool {
@@ -50,11 +86,25 @@ func (v *chatView) relayout(mv *messageView) {
 	v.layoutList()
 	mv.Root.Refresh()
 	v.layoutList()
+	v.settle(follow)
+}
+
+// grew lays the list out after a streamed message gained a line (G5: a
+// thinking box stayed 2 lines high while it streamed, and the chat could
+// not scroll to the rest).
+func (v *chatView) grew(*messageView) {
+	follow := v.atEnd()
+	v.layoutList()
+	v.settle(follow)
+}
+
+// settle shows the end again when the view showed it, else keeps the place
+// read and gives the scroll bar the new height.
+func (v *chatView) settle(follow bool) {
 	if follow {
 		v.scroller.ScrollToBottom()
 		return
 	}
-	// the scroll bar gets the new height; the place read stays
 	at := v.scroller.Offset
 	v.scroller.Offset = fyne.NewPos(at.X, at.Y-1)
 	v.scroller.ScrollToOffset(at)

@@ -73,6 +73,19 @@ func TestScrollShowsTheEndOfEachReply(t *testing.T) {
 	})
 	fc.gate <- struct{}{}
 	waitFor(t, "the reply", func() bool { return !v.Busy })
+
+	// the area gets shorter on a later frame (here the window; in the real
+	// window a notice or the phase line under it gaining a line): the end
+	// stays in view (it ended 13 and 40 px below the edge under Xvfb)
+	ui(func() {
+		u.Win.Resize(fyne.NewSize(1024, 520))
+		last := v.Views[len(v.Views)-1]
+		assert.GreaterOrEqual(t, v.scroller.Offset.Y+v.scroller.Size().Height+0.5, bottomIn(v, last.statsLbl),
+			"the numbers under the last reply stay in view")
+		v.scroller.ScrollToTop() // a user reading above
+		u.Win.Resize(fyne.NewSize(1024, 640))
+		assert.Zero(t, v.scroller.Offset.Y, "is not pulled down")
+	})
 }
 
 // G5: a thinking box grows while it streams (it stayed 2 lines high) and

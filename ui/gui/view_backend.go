@@ -36,7 +36,7 @@ type BackendForm struct {
 	DemoDir string
 	// Note is what the chat should say after Apply (a folder without a
 	// packed trunk)
-	Note string
+	Note   string
 	URL    *widget.Entry
 	Key    *widget.Entry
 	Model  *widget.Select

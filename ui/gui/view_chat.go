@@ -156,7 +156,7 @@ func newChatView(u *appUI) *chatView {
 	inputRow := container.NewBorder(nil, nil, nil, container.NewVBox(v.SendBt, v.StopBt, v.CancelBt), v.Entry)
 	bottom := container.NewVBox(v.Notice, v.Estimate, v.Phase, tools, inputRow)
 	v.Picker = newModelPicker(v)
-	center := container.NewBorder(v.Picker.Root, bottom, nil, nil, v.scroller)
+	center := container.NewBorder(v.Picker.Root, bottom, nil, nil, v.keepEnd())
 	gsc := container.NewVScroll(container.NewPadded(v.Gauges.Root))
 	right := container.New(fixedWidth{Width: gaugesWidth}, gsc)
 	v.Gauges.relayout = func() {
@@ -467,7 +467,7 @@ func (v *chatView) Delete(title string) error {
 
 func (v *chatView) addView(m chat.Message) *messageView {
 	env := messageEnv{copy: func(s string) { v.u.App.Clipboard().SetContent(s) }, later: v.u.later, version: v.switchVersion,
-		relayout: v.relayout, scroller: func() *container.Scroll { return v.scroller }}
+		relayout: v.relayout, grew: v.grew, scroller: func() *container.Scroll { return v.scroller }}
 	if m.Role != "assistant" {
 		env.edit = v.Edit
 	}
@@ -803,7 +803,7 @@ func (v *chatView) startTurn(opt chat.Options) {
 
 	p := v.gaugePump()
 	p.OnText = func(r, a string) {
-		follow := v.atEnd()
+		follow := v.following()
 		reply.Append(r, a)
 		if follow {
 			v.scrollToEnd()

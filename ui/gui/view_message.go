@@ -29,6 +29,9 @@ type messageEnv struct {
 	version func(mv *messageView, delta int)
 	// relayout lays the message out again after it changed shape
 	relayout func(mv *messageView)
+	// grew lays the conversation out again after a streamed message gained
+	// a line (lighter than relayout: nothing is refreshed)
+	grew func(mv *messageView)
 	// scroller is the conversation's scroll area (a wheel over a code block
 	// scrolls it)
 	scroller func() *container.Scroll
@@ -66,6 +69,8 @@ type messageView struct {
 	// laidHeight is the height the chat last laid this streamed message out
 	// at (it is laid out again when it changes: G5)
 	laidHeight float32
+	// thinkHeight is the thinking text's height the accordion last knew
+	thinkHeight float32
 }
 
 // newMessageView shows m.
@@ -184,9 +189,15 @@ func (v *messageView) Append(reasoning, answer string) {
 	if !v.started.IsZero() {
 		// streaming: a thinking box or a reply that gained a line is laid
 		// out now, not on a frame that may not come (G5)
-		if h := v.Root.MinSize().Height; h != v.laidHeight {
+		// (twice: wrapped text knows its height once it has its width)
+		for range 2 {
+			h := v.Root.MinSize().Height
+			if h == v.laidHeight || v.env.grew == nil {
+				break
+			}
 			v.laidHeight = h
-			v.relayout()
+			v.env.grew(v)
+			v.thinkGrew()
 		}
 	}
 }
@@ -228,6 +239,20 @@ func (v *messageView) renderThinking() {
 		v.thinkDone += cut
 	}
 	v.thinkBox.Refresh()
+	v.thinkGrew()
+}
+
+// thinkGrew tells the thinking section its text changed height: the
+// accordion keeps its minimum size until it is refreshed, so the thinking
+// box stayed 2 lines high while it streamed (G5).
+func (v *messageView) thinkGrew() bool {
+	h := v.thinkBox.MinSize().Height
+	if h == v.thinkHeight {
+		return false
+	}
+	v.thinkHeight = h
+	v.think.Refresh()
+	return true
 }
 
 // StartStream marks the start of a reply streamed into this view.
