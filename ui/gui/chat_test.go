@@ -70,7 +70,7 @@ func TestChatStreamStopKeepsPartial(t *testing.T) {
 			t.Errorf("phase %q", v.Phase.Text)
 		}
 	})
-	h, err := chat.LoadHistory(filepath.Join(u.conversationsDir(), v.Current+bridge.Ext))
+	h, err := chat.LoadHistory(filepath.Join(u.conversationsDir(), v.Title+chat.Ext))
 	if err != nil || len(h) != 2 || h[0].Content != "Hi there" || h[1].Content != "Hello world" || h[1].Cut != "stopped" {
 		t.Fatalf("saved history %+v %v", h, err)
 	}
@@ -108,7 +108,7 @@ func TestChatTurnGaugesRegenerateEdit(t *testing.T) {
 		assert.False(t, v.Views[2].statsLbl.Hidden)
 		assert.Equal(t, 0.0, g.TrunkMBps, "an idle engine reads nothing")
 		assert.Equal(t, "done", v.Phase.Text)
-		assert.Equal(t, "Question one", v.Current, "the conversation is titled from its first message")
+		assert.Equal(t, "Question one", v.Title, "the conversation is titled from its first message")
 		require.False(t, v.RegenBt.Disabled())
 		test.Tap(v.RegenBt)
 		tapDialog(t, u.Win, "Yes") // greedy: regenerate once with sampling
@@ -190,27 +190,27 @@ func TestChatErrorsInPlainWords(t *testing.T) {
 func TestConversationsNewRenameDelete(t *testing.T) {
 	_, v := chatUI(t, &fakeChat{})
 	ui(func() {
-		first := v.Current
+		first := v.Title
 		v.Send("one")
 		_ = first
 	})
 	waitFor(t, "turn", func() bool { return !v.Busy })
 	ui(func() {
-		first := v.Current
+		first := v.Title
 		err := v.Rename(first, "Trip / plans")
-		var re *bridge.RenamedError
+		var re *chat.RenamedError
 		if !errors.As(err, &re) {
 			t.Fatalf("a changed name is said: %v", err)
 		}
-		if v.Current != "Trip - plans" || v.Convs.Selected != "Trip - plans" {
-			t.Errorf("renamed to %q", v.Current)
+		if v.Title != "Trip - plans" || v.Convs.Selected != "Trip - plans" {
+			t.Errorf("renamed to %q", v.Title)
 		}
 		time.Sleep(10 * time.Millisecond) // distinct modification times
 		v.NewConversation()
-		if len(v.History) != 0 || len(v.Convs.Shown()) != 2 || v.Convs.Shown()[0] != v.Current {
-			t.Errorf("new: %v current %q", v.Convs.Shown(), v.Current)
+		if len(v.History) != 0 || len(v.Convs.Shown()) != 2 || v.Convs.Shown()[0] != v.Title {
+			t.Errorf("new: %v current %q", v.Convs.Shown(), v.Title)
 		}
-		if err := v.Rename(v.Current, "Trip - plans"); err == nil || !strings.Contains(err.Error(), "already a conversation") {
+		if err := v.Rename(v.Title, "Trip - plans"); err == nil || !strings.Contains(err.Error(), "already a conversation") {
 			t.Errorf("duplicate rename: %v", err)
 		}
 		v.Open("Trip - plans")
@@ -220,8 +220,8 @@ func TestConversationsNewRenameDelete(t *testing.T) {
 		if err := v.Delete("Trip - plans"); err != nil {
 			t.Fatal(err)
 		}
-		if len(v.Convs.Shown()) != 1 || v.Current == "Trip - plans" {
-			t.Errorf("after delete %v current %q", v.Convs.Shown(), v.Current)
+		if len(v.Convs.Shown()) != 1 || v.Title == "Trip - plans" {
+			t.Errorf("after delete %v current %q", v.Convs.Shown(), v.Title)
 		}
 	})
 }
@@ -263,8 +263,8 @@ func TestAppNotesBoundToPreferences(t *testing.T) {
 	waitFor(t, "turn", func() bool { return !v.Busy })
 	assert.Equal(t, "Where do penguins live?", prefs.String(bridge.KeyLastConversation), "the conversation open, titled from its message")
 	ui(func() { v.NewConversation() })
-	assert.Equal(t, v.Current, prefs.String(bridge.KeyLastConversation))
-	ui(func() { require.NoError(t, v.Rename(v.Current, "Plans")) })
+	assert.Equal(t, v.Title, prefs.String(bridge.KeyLastConversation))
+	ui(func() { require.NoError(t, v.Rename(v.Title, "Plans")) })
 	assert.Equal(t, "Plans", prefs.String(bridge.KeyLastConversation))
 
 	u.S.SystemPrompt = "changed"
@@ -287,7 +287,7 @@ func TestAppNotesBoundToPreferences(t *testing.T) {
 	u2.B.DataDir = u.B.DataDir
 	ui(u2.Start)
 	require.NotNil(t, u2.Chat)
-	assert.Equal(t, "Plans", u2.Chat.Current)
+	assert.Equal(t, "Plans", u2.Chat.Title)
 	assert.Empty(t, u2.Chat.Notice.Text)
 }
 
@@ -299,7 +299,7 @@ func TestGaugesFollowTheConversationOpened(t *testing.T) {
 	u, v := chatUI(t, &fakeChat{})
 	saved := []chat.Message{{Role: "user", Content: "Earlier"},
 		{Role: "assistant", Content: "Saved reply", Stats: &chat.ReplyStats{Tokens: 87, FirstTokenSeconds: 1.42, SecondsPerToken: 0.08}}}
-	require.NoError(t, chat.SaveHistory(filepath.Join(u.conversationsDir(), "Older"+bridge.Ext), saved))
+	require.NoError(t, chat.SaveHistory(filepath.Join(u.conversationsDir(), "Older"+chat.Ext), saved))
 	ui(func() { v.Send("Question one") })
 	waitFor(t, "turn", func() bool { return !v.Busy })
 	var mem string
@@ -309,9 +309,9 @@ func TestGaugesFollowTheConversationOpened(t *testing.T) {
 		mem = v.Gauges.MemText.Text
 		require.Contains(t, mem, "in use 1.00 GB")
 
-		v.reload(v.Current)
+		v.reload(v.Title)
 		v.Open("Older")
-		require.Equal(t, "Older", v.Current)
+		require.Equal(t, "Older", v.Title)
 		assert.Equal(t, "speed 12.5 tokens/s, 87 tokens (this conversation's last reply)\nfirst token after 1.42 s", v.Gauges.Speed.Text)
 		assert.Zero(t, v.Gauges.G.Tokens)
 		assert.False(t, v.Gauges.G.HitKnown)
@@ -336,7 +336,7 @@ func TestTitleRenewedWhenTheFirstMessageIsEdited(t *testing.T) {
 		t.Helper()
 		ui(func() {
 			v.Edit(v.Views[i])
-			require.True(t, v.editing)
+			require.True(t, v.Editing())
 			v.Entry.SetText(text)
 			v.SendEntry()
 		})
@@ -344,16 +344,16 @@ func TestTitleRenewedWhenTheFirstMessageIsEdited(t *testing.T) {
 	}
 	ui(func() { v.Send("Question one") })
 	waitFor(t, "turn", func() bool { return !v.Busy })
-	ui(func() { require.Equal(t, "Question one", v.Current) })
+	ui(func() { require.Equal(t, "Question one", v.Title) })
 
 	edit(0, "Where is the sea?")
 	ui(func() {
-		assert.Equal(t, "Where is the sea?", v.Current, "the automatic title follows the edited first message")
+		assert.Equal(t, "Where is the sea?", v.Title, "the automatic title follows the edited first message")
 		assert.Equal(t, "Where is the sea?", u.N.lastConversation())
 		assert.Equal(t, []string{"Where is the sea?"}, v.Convs.Shown())
 		assert.Equal(t, "2/2", v.Views[0].navLbl.Text, "the first question stays a version")
 	})
-	h, err := chat.LoadHistory(filepath.Join(u.conversationsDir(), "Where is the sea?"+bridge.Ext))
+	h, err := chat.LoadHistory(filepath.Join(u.conversationsDir(), "Where is the sea?"+chat.Ext))
 	require.NoError(t, err)
 	require.Len(t, h, 2)
 	assert.Equal(t, "Where is the sea?", h[0].Content)
@@ -362,7 +362,7 @@ func TestTitleRenewedWhenTheFirstMessageIsEdited(t *testing.T) {
 	ui(func() { v.Send("Second question") })
 	waitFor(t, "turn", func() bool { return !v.Busy })
 	edit(2, "Second question, edited")
-	ui(func() { assert.Equal(t, "Where is the sea?", v.Current) })
+	ui(func() { assert.Equal(t, "Where is the sea?", v.Title) })
 
 	// numbered beside another conversation of the same first message
 	ui(func() {
@@ -370,15 +370,15 @@ func TestTitleRenewedWhenTheFirstMessageIsEdited(t *testing.T) {
 		v.Send("Where is the sea?")
 	})
 	waitFor(t, "turn", func() bool { return !v.Busy })
-	ui(func() { require.Equal(t, "Where is the sea? 2", v.Current) })
+	ui(func() { require.Equal(t, "Where is the sea? 2", v.Title) })
 	edit(0, "Where are the hills?")
-	ui(func() { assert.Equal(t, "Where are the hills?", v.Current) })
+	ui(func() { assert.Equal(t, "Where are the hills?", v.Title) })
 
 	// renamed by the user: kept
-	ui(func() { require.NoError(t, v.Rename(v.Current, "My walk")) })
+	ui(func() { require.NoError(t, v.Rename(v.Title, "My walk")) })
 	edit(0, "Where are the valleys?")
 	ui(func() {
-		assert.Equal(t, "My walk", v.Current, "a title the user gave stays")
+		assert.Equal(t, "My walk", v.Title, "a title the user gave stays")
 		assert.Equal(t, "Where are the valleys?", v.History[0].Content)
 	})
 }

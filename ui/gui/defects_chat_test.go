@@ -26,18 +26,18 @@ func TestSwitchingDuringAReplyKeepsListAndView(t *testing.T) {
 	u, v := chatUI(t, fc)
 	var first string
 	ui(func() {
-		first = v.Current
+		first = v.Title
 		v.NewConversation()
 		v.Send("in the second")
 	})
 	second := ""
-	ui(func() { second = v.Current })
+	ui(func() { second = v.Title })
 	require.NotEqual(t, first, second)
 	ui(func() {
 		i := slices.Index(v.Convs.Shown(), first)
 		require.GreaterOrEqual(t, i, 0)
 		v.Convs.List.Select(i) // the user clicks the first conversation
-		assert.Equal(t, second, v.Current, "the reply's conversation stays shown")
+		assert.Equal(t, second, v.Title, "the reply's conversation stays shown")
 		assert.Equal(t, second, v.Convs.Selected, "and highlighted")
 		assert.Contains(t, v.Notice.Text, "wait for it (or press Stop)")
 	})
@@ -52,18 +52,18 @@ func TestSwitchingDuringAReplyKeepsListAndView(t *testing.T) {
 		fc.gate <- struct{}{}
 	}
 	waitFor(t, "turn", func() bool { return !v.Busy })
-	h, err := v.store.Load(second)
+	h, err := v.Store.Load(second)
 	require.NoError(t, err)
 	assert.Len(t, h, 4, "the next message went to the conversation shown")
 
 	// a broken file: the notice says so, and the highlight stays
-	require.NoError(t, os.WriteFile(filepath.Join(u.conversationsDir(), "Broken"+bridge.Ext), []byte("{\n{broken\n"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(u.conversationsDir(), "Broken"+chat.Ext), []byte("{\n{broken\n"), 0o644))
 	ui(func() {
-		v.reload(v.Current)
+		v.reload(v.Title)
 		i := slices.Index(v.Convs.Shown(), "Broken")
 		require.GreaterOrEqual(t, i, 0)
 		v.Convs.List.Select(i)
-		assert.Equal(t, second, v.Current)
+		assert.Equal(t, second, v.Title)
 		assert.Equal(t, second, v.Convs.Selected)
 		assert.NotEmpty(t, v.Notice.Text)
 	})
@@ -80,15 +80,15 @@ func TestQuitDuringAReplySavesIt(t *testing.T) {
 	waitFor(t, "two pieces", func() bool { return len(v.Views) == 2 && v.Views[1].Answer == "Hello world" })
 	var title string
 	ui(func() {
-		title = v.Current
+		title = v.Title
 		u.Quit()
 	})
-	h, err := v.store.Load(title)
+	h, err := v.Store.Load(title)
 	require.NoError(t, err)
 	require.Len(t, h, 2)
 	assert.Equal(t, chat.Message{Role: "assistant", Content: "Hello world", ReasoningContent: "Let me think.", Cut: chat.CutStopped}, h[1])
 	waitFor(t, "the turn to end", func() bool { return !v.Busy })
-	h, err = v.store.Load(title)
+	h, err = v.Store.Load(title)
 	require.NoError(t, err)
 	assert.Len(t, h, 2, "the stopped turn does not add the reply twice")
 }
@@ -133,7 +133,7 @@ func TestConversationTitlesAndSearch(t *testing.T) {
 	ui(func() { v.Send("Where do penguins live?") })
 	waitFor(t, "turn", func() bool { return !v.Busy })
 	ui(func() {
-		assert.Equal(t, "Where do penguins live?", v.Current)
+		assert.Equal(t, "Where do penguins live?", v.Title)
 		v.NewConversation()
 		v.Send("How tall is Mont Blanc?")
 	})
@@ -145,7 +145,7 @@ func TestConversationTitlesAndSearch(t *testing.T) {
 		v.Convs.Query.SetText("reply") // the replies' text is searched too
 		assert.Len(t, v.Convs.Shown(), 2)
 		v.Convs.Query.SetText("")
-		assert.True(t, strings.HasPrefix(bridge.Markdown(v.Current, v.History), "# How tall is Mont Blanc?\n\n## You\n\nHow tall is Mont Blanc?\n"))
+		assert.True(t, strings.HasPrefix(chat.Markdown(v.Title, v.History), "# How tall is Mont Blanc?\n\n## You\n\nHow tall is Mont Blanc?\n"))
 	})
 }
 
@@ -167,7 +167,7 @@ func TestStatsAndVersionsSurviveReopening(t *testing.T) {
 	feed()
 	var title, stats string
 	ui(func() {
-		title = v.Current
+		title = v.Title
 		stats = v.Views[1].statsLbl.Text
 		require.True(t, strings.HasPrefix(stats, "2.0 tokens/s · 5 tokens · first token after"), stats)
 		v.Opts.Greedy = false
@@ -175,7 +175,7 @@ func TestStatsAndVersionsSurviveReopening(t *testing.T) {
 		require.True(t, v.Busy)
 	})
 	fc.gate <- struct{}{}
-	h, err := v.store.Load(title)
+	h, err := v.Store.Load(title)
 	require.NoError(t, err)
 	require.Len(t, h, 2)
 	assert.Equal(t, "Hello world, this is reply 1", h[1].Content, "the file keeps the old reply while the new one is written")
@@ -191,8 +191,8 @@ func TestStatsAndVersionsSurviveReopening(t *testing.T) {
 	})
 	feed()
 	ui(func() {
-		require.Equal(t, "Question, edited", v.Current, "the automatic title follows the edited first message")
-		title = v.Current
+		require.Equal(t, "Question, edited", v.Title, "the automatic title follows the edited first message")
+		title = v.Title
 	})
 
 	// a new app on the same data folder opens the conversation as it was
@@ -207,7 +207,7 @@ func TestStatsAndVersionsSurviveReopening(t *testing.T) {
 	ui(u2.Start)
 	v2 := u2.Chat
 	ui(func() {
-		require.Equal(t, title, v2.Current)
+		require.Equal(t, title, v2.Title)
 		require.Len(t, v2.Views, 2)
 		assert.Equal(t, "Question, edited", v2.History[0].Content)
 		assert.Equal(t, "2/2", v2.Views[0].navLbl.Text, "the edited question has the old one as a version")
@@ -248,11 +248,11 @@ func TestStatsAndVersionsSurviveReopening(t *testing.T) {
 func TestOldHistoryFileOpens(t *testing.T) {
 	u, v := chatUI(t, &fakeChat{})
 	old := `{"role":"user","content":"hi"}` + "\n" + `{"role":"assistant","content":"yo","reasoning_content":"hmm"}` + "\n"
-	require.NoError(t, os.WriteFile(filepath.Join(u.conversationsDir(), "Old"+bridge.Ext), []byte(old), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(u.conversationsDir(), "Old"+chat.Ext), []byte(old), 0o644))
 	ui(func() {
-		v.reload(v.Current)
+		v.reload(v.Title)
 		v.Open("Old")
-		require.Equal(t, "Old", v.Current)
+		require.Equal(t, "Old", v.Title)
 		require.Len(t, v.Views, 2)
 		assert.Equal(t, "yo", v.Views[1].Answer)
 		assert.True(t, v.Views[1].statsLbl.Hidden)
@@ -284,7 +284,7 @@ func TestConversationLockWhileOpen(t *testing.T) {
 	dir := u.conversationsDir()
 	ui(func() { v.Send("hi") })
 	waitFor(t, "turn", func() bool { return !v.Busy })
-	hi := filepath.Join(dir, "hi"+bridge.Ext)
+	hi := filepath.Join(dir, "hi"+chat.Ext)
 	_, err := chat.LockHistory(hi)
 	require.ErrorIs(t, err, chat.ErrHistoryInUse, "the app holds the open conversation")
 	assert.Equal(t, []string{".hi.jsonl.lock"}, hiddenLocks(t, dir), "the title taken from the message moved the lock file along")
@@ -295,7 +295,7 @@ func TestConversationLockWhileOpen(t *testing.T) {
 	require.NoError(t, err)
 	ui(func() {
 		v.Open("hi")
-		assert.Equal(t, "hi", v.Current)
+		assert.Equal(t, "hi", v.Title)
 		assert.Contains(t, v.Notice.Text, "open in another k3 too")
 		assert.EqualError(t, v.Delete("hi"), `"hi" is open in another k3 (a chat or another window): close it there, then delete it`)
 		assert.ErrorContains(t, v.Rename("hi", "Trip"), "is open in another k3")
@@ -305,7 +305,7 @@ func TestConversationLockWhileOpen(t *testing.T) {
 	h, err := chat.LoadHistory(hi)
 	require.NoError(t, err)
 	assert.Len(t, h, 2, "the other k3's file is not written")
-	ui(func() { assert.Equal(t, "hi.conflict-1", v.Current, "the conversation goes on beside it") })
+	ui(func() { assert.Equal(t, "hi.conflict-1", v.Title, "the conversation goes on beside it") })
 	other.Unlock()
 
 	ui(func() {
@@ -314,7 +314,7 @@ func TestConversationLockWhileOpen(t *testing.T) {
 		require.NoError(t, v.Rename("hi", "Trip"))
 	})
 	assert.NotContains(t, hiddenLocks(t, dir), ".hi.jsonl.lock", "no lock file is left under the old name")
-	_, err = chat.LockHistory(filepath.Join(dir, "Trip"+bridge.Ext))
+	_, err = chat.LockHistory(filepath.Join(dir, "Trip"+chat.Ext))
 	require.ErrorIs(t, err, chat.ErrHistoryInUse, "the lock moved with the rename")
 	ui(func() { require.NoError(t, v.Delete("Trip")) })
 	assert.NotContains(t, hiddenLocks(t, dir), ".Trip.jsonl.lock", "deleting takes the lock file too")

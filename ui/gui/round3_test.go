@@ -363,7 +363,7 @@ func TestChatSmallDefects(t *testing.T) {
 		assert.Equal(t, v.Entry, u.Win.Canvas().Focused(), "the message box has no focus after New")
 		v.Send("hello")
 		require.True(t, v.Busy)
-		v.Convs.Selected = v.Current
+		v.Convs.Selected = v.Title
 		test.Tap(v.Convs.DeleteBt)
 		top := u.Win.Canvas().Overlays().Top()
 		require.NotNil(t, top)
@@ -490,9 +490,9 @@ func TestChatKeyboard(t *testing.T) {
 		assert.NotEqual(t, v.Entry, c.Focused(), "Tab stayed in the message box")
 		assert.NotContains(t, v.Entry.Text, "\t")
 
-		before := v.Current
+		before := v.Title
 		v.Entry.TypedShortcut(&desktop.CustomShortcut{KeyName: fyne.KeyN, Modifier: fyne.KeyModifierShortcutDefault})
-		assert.NotEqual(t, before, v.Current, "Ctrl+N did not start a conversation")
+		assert.NotEqual(t, before, v.Title, "Ctrl+N did not start a conversation")
 		assert.Equal(t, "", v.Entry.Text)
 		v.Entry.TypedShortcut(&desktop.CustomShortcut{KeyName: fyne.KeyF, Modifier: fyne.KeyModifierShortcutDefault})
 		assert.Equal(t, v.Convs.Query, c.Focused(), "Ctrl+F did not go to the search")

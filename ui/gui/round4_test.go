@@ -58,10 +58,10 @@ func TestSlowMachineDefaultsToLowEffort(t *testing.T) {
 		fc := &fakeChat{}
 		_, v := chatUI(t, fc)
 		ui(func() {
-			require.NoError(t, v.store.Save("measured", []chat.Message{{Role: "user", Content: "Hi"},
+			require.NoError(t, v.Store.Save("measured", []chat.Message{{Role: "user", Content: "Hi"},
 				{Role: "assistant", Content: "Hello", Stats: &chat.ReplyStats{Tokens: 10, SecondsPerToken: c.spt}}}))
 			v.reload("measured")
-			require.Equal(t, "measured", v.Current)
+			require.Equal(t, "measured", v.Title)
 			assert.Equal(t, tokenizer.DefaultThinkingEffort, v.Opts.Effort, "a conversation with replies keeps its effort")
 			v.NewConversation()
 			assert.Equal(t, c.want, v.Opts.Effort)

@@ -128,7 +128,7 @@ func TestChatStopDuringPrefillRealEngine(t *testing.T) {
 		assert.False(t, v.Views[1].cutLbl.Hidden)
 		v.Shutdown()
 	})
-	h, err := chat.LoadHistory(u.conversationsDir() + "/" + v.Current + bridge.Ext)
+	h, err := chat.LoadHistory(u.conversationsDir() + "/" + v.Title + chat.Ext)
 	require.NoError(t, err)
 	require.Len(t, h, 2)
 	assert.Equal(t, chat.CutStopped, h[1].Cut)

@@ -28,7 +28,7 @@ type chatView struct {
 	u    *appUI
 	Root fyne.CanvasObject
 
-	store   bridge.Conversations
+	store   chat.Store
 	Convs   *convList
 	Current string
 	// lock is Current's history lock, held while it is open here (nil when
@@ -36,7 +36,7 @@ type chatView struct {
 	lock    *chat.HistoryLock
 	History []chat.Message
 	// Opts are the current conversation's own settings.
-	Opts bridge.ConvOptions
+	Opts chat.Options
 	// fork holds the versions at the message an edit or a Regenerate is
 	// replacing, until the new version has its first message.
 	fork *bridge.Fork
@@ -89,7 +89,7 @@ type chatView struct {
 
 // newChatView builds the chat and opens the last conversation.
 func newChatView(u *appUI) *chatView {
-	v := &chatView{u: u, store: bridge.Conversations{Dir: u.conversationsDir()}, idle: make(chan struct{})}
+	v := &chatView{u: u, store: chat.Store{Dir: u.conversationsDir()}, idle: make(chan struct{})}
 	close(v.idle)
 	v.Convs = newConvList(u.Win)
 	v.Convs.OnSelect = v.Open
@@ -104,7 +104,7 @@ func newChatView(u *appUI) *chatView {
 			v.Notice.SetText(bridge.Explain(err))
 		}
 	}
-	v.Convs.Search = v.store.Search
+	v.Convs.Search = v.Store.Search
 	v.Convs.Refuse = func() string {
 		if v.Busy {
 			return "A reply is being written: wait for it (or press Stop), then delete."
@@ -112,7 +112,7 @@ func newChatView(u *appUI) *chatView {
 		return ""
 	}
 
-	v.store.SweepLocks()
+	v.Store.SweepLocks()
 	v.Msgs = container.NewVBox()
 	v.scroller = container.NewVScroll(v.Msgs)
 	v.Entry = newChatEntry()
@@ -176,7 +176,7 @@ func newChatView(u *appUI) *chatView {
 	v.Root = split
 
 	v.reload(u.N.lastConversation())
-	if v.Current == "" {
+	if v.Title == "" {
 		v.NewConversation()
 	}
 	u.Win.Canvas().SetOnTypedKey(func(k *fyne.KeyEvent) {
@@ -256,7 +256,7 @@ func (v *chatView) shortcut(s fyne.Shortcut) bool {
 func (v *chatView) Focus() { v.u.Win.Canvas().Focus(v.Entry) }
 
 func (v *chatView) reload(want string) {
-	titles, err := v.store.List()
+	titles, err := v.Store.List()
 	if err != nil {
 		v.Notice.SetText(bridge.Explain(err))
 	}
@@ -270,7 +270,7 @@ func (v *chatView) reload(want string) {
 		sel = titles[0]
 	}
 	v.Convs.SetTitles(titles, sel)
-	if sel != "" && sel != v.Current {
+	if sel != "" && sel != v.Title {
 		v.Open(sel)
 	}
 }
@@ -279,27 +279,27 @@ func (v *chatView) reload(want string) {
 // the file cannot be read, the conversation shown stays, and so does its
 // highlight in the list.
 func (v *chatView) Open(title string) {
-	if title == "" || title == v.Current && v.History != nil {
-		v.Convs.Highlight(v.Current)
+	if title == "" || title == v.Title && v.History != nil {
+		v.Convs.Highlight(v.Title)
 		return
 	}
 	if v.Busy {
 		v.Notice.SetText("A reply is being written: wait for it (or press Stop), then switch conversations.")
-		v.Convs.Highlight(v.Current)
+		v.Convs.Highlight(v.Title)
 		return
 	}
-	h, err := v.store.Load(title)
+	h, err := v.Store.Load(title)
 	if err != nil {
 		v.Notice.SetText(bridge.Explain(err))
-		v.Convs.Highlight(v.Current)
+		v.Convs.Highlight(v.Title)
 		return
 	}
-	opts, ok, err := v.store.LoadOptions(title)
+	opts, ok, err := v.Store.LoadOptions(title)
 	if err != nil || !ok {
 		opts = v.u.S.ConvDefaults()
 	}
 	notice := v.hold(title)
-	v.Current, v.History, v.Opts = title, h, opts
+	v.Title, v.History, v.Opts = title, h, opts
 	v.endEdit()
 	v.u.N.LastConversation.Set(title)
 	v.Thinking.SetChecked(opts.Thinking)
@@ -379,7 +379,7 @@ func (v *chatView) gaugePump() *bridge.Pump {
 // when another k3 has it.
 func (v *chatView) hold(title string) string {
 	v.release()
-	l, err := v.store.Hold(title)
+	l, err := v.Store.Hold(title)
 	if err != nil {
 		if errors.Is(err, chat.ErrHistoryInUse) {
 			return "This conversation is open in another k3 too: what you write here is saved beside it, as a copy, so nothing is lost."
@@ -413,17 +413,17 @@ func (v *chatView) NewConversation() {
 		v.Notice.SetText("A reply is being written: wait for it (or press Stop), then start a new conversation.")
 		return
 	}
-	t, err := v.store.New(bridge.AutoTitlePrefix + time.Now().Format("2006-01-02 15.04"))
+	t, err := v.Store.New(chat.AutoTitlePrefix + time.Now().Format("2006-01-02 15.04"))
 	if err != nil {
 		v.Notice.SetText(bridge.Explain(err))
 		return
 	}
 	if sys := strings.TrimSpace(v.u.S.SystemPrompt); sys != "" {
-		if err := v.store.Save(t, []chat.Message{{Role: "system", Content: sys}}); err != nil {
+		if err := v.Store.Save(t, []chat.Message{{Role: "system", Content: sys}}); err != nil {
 			v.Notice.SetText(bridge.Explain(err))
 		}
 	}
-	v.Current, v.History = "", nil
+	v.Title, v.History = "", nil
 	v.reload(t)
 	v.Focus() // ready to type, as in every chat app
 }
@@ -433,16 +433,16 @@ func (v *chatView) Rename(from, to string) error {
 	if v.Busy {
 		return fmt.Errorf("wait until the reply is finished (or press Stop) before renaming")
 	}
-	t, err := v.store.Rename(from, to)
-	var re *bridge.RenamedError
+	t, err := v.Store.Rename(from, to)
+	var re *chat.RenamedError
 	if err != nil && !errors.As(err, &re) {
 		return err
 	}
-	if v.Current == from {
-		v.Current = t
+	if v.Title == from {
+		v.Title = t
 		v.u.N.LastConversation.Set(t)
 	}
-	v.reload(v.Current)
+	v.reload(v.Title)
 	return err
 }
 
@@ -451,15 +451,15 @@ func (v *chatView) Delete(title string) error {
 	if v.Busy {
 		return fmt.Errorf("wait until the reply is finished (or press Stop) before deleting")
 	}
-	if err := v.store.Delete(title); err != nil {
+	if err := v.Store.Delete(title); err != nil {
 		return err
 	}
-	if v.Current == title {
+	if v.Title == title {
 		v.release() // dropped with the file
-		v.Current, v.History = "", nil
+		v.Title, v.History = "", nil
 	}
 	v.reload("")
-	if v.Current == "" {
+	if v.Title == "" {
 		v.NewConversation()
 	}
 	return nil
@@ -478,18 +478,18 @@ func (v *chatView) addView(m chat.Message) *messageView {
 }
 
 func (v *chatView) save() {
-	err := v.store.Save(v.Current, v.History)
+	err := v.Store.Save(v.Title, v.History)
 	var ce *chat.ConflictError
 	if errors.As(err, &ce) {
 		// another k3 wrote the file: this conversation went beside it and
 		// continues there
-		v.Current = strings.TrimSuffix(filepath.Base(ce.SavedAs), bridge.Ext)
-		v.hold(v.Current)
-		v.u.N.LastConversation.Set(v.Current)
-		if titles, lerr := v.store.List(); lerr == nil {
-			v.Convs.SetTitles(titles, v.Current)
+		v.Title = strings.TrimSuffix(filepath.Base(ce.SavedAs), chat.Ext)
+		v.hold(v.Title)
+		v.u.N.LastConversation.Set(v.Title)
+		if titles, lerr := v.Store.List(); lerr == nil {
+			v.Convs.SetTitles(titles, v.Title)
 		}
-		v.Notice.SetText(fmt.Sprintf("Another k3 changed or holds this conversation's file, so it was saved as %q instead; nothing was lost.", v.Current))
+		v.Notice.SetText(fmt.Sprintf("Another k3 changed or holds this conversation's file, so it was saved as %q instead; nothing was lost.", v.Title))
 		return
 	}
 	if err != nil {
@@ -498,10 +498,10 @@ func (v *chatView) save() {
 }
 
 func (v *chatView) saveOptions() {
-	if v.Current == "" {
+	if v.Title == "" {
 		return
 	}
-	if err := v.store.SaveOptions(v.Current, v.Opts); err != nil {
+	if err := v.Store.SaveOptions(v.Title, v.Opts); err != nil {
 		v.Notice.SetText("The conversation's settings could not be saved: " + bridge.Explain(err))
 	}
 }
@@ -595,30 +595,30 @@ func (v *chatView) Send(text string) {
 		return
 	}
 	if !slices.ContainsFunc(v.History, func(m chat.Message) bool { return m.Role == "user" }) {
-		auto := strings.HasPrefix(v.Current, bridge.AutoTitlePrefix) ||
-			v.editing && bridge.IsAutoTitle(v.Current, v.fork.Replaced().Content)
-		if auto && !bridge.IsAutoTitle(v.Current, text) {
-			if t, err := v.store.Rename(v.Current, v.freeTitle(bridge.TitleFrom(text))); err == nil || errors.As(err, new(*bridge.RenamedError)) {
-				v.Current = t
+		auto := strings.HasPrefix(v.Title, chat.AutoTitlePrefix) ||
+			v.Editing() && chat.IsAutoTitle(v.Title, v.fork.Replaced().Content)
+		if auto && !chat.IsAutoTitle(v.Title, text) {
+			if t, err := v.Store.Rename(v.Title, v.freeTitle(chat.TitleFrom(text))); err == nil || errors.As(err, new(*chat.RenamedError)) {
+				v.Title = t
 				v.u.N.LastConversation.Set(t)
 				v.reload(t)
 			}
 		}
 	}
 	v.History = append(v.History, chat.Message{Role: "user", Content: text})
-	if v.editing {
+	if v.Editing() {
 		v.History = v.fork.Attach(v.History) // the edited message is a new version there
 		v.fork = nil
 		v.endEdit()
 	}
 	v.addView(v.History[len(v.History)-1])
 	v.save()
-	v.startTurn(v.Opts.ChatOptions())
+	v.startTurn(v.Opts)
 }
 
 // freeTitle is want, or want 2, 3, ... when a conversation has that title.
 func (v *chatView) freeTitle(want string) string {
-	titles, _ := v.store.List()
+	titles, _ := v.Store.List()
 	t := want
 	for i := 2; slices.Contains(titles, t); i++ {
 		t = fmt.Sprintf("%s %d", want, i)
@@ -640,13 +640,13 @@ func (v *chatView) Regenerate() {
 		return
 	}
 	if v.History[n-1].Role == "user" {
-		v.startTurn(v.Opts.ChatOptions())
+		v.startTurn(v.Opts)
 		return
 	}
 	if v.History[n-1].Role != "assistant" {
 		return
 	}
-	opt := v.Opts.ChatOptions()
+	opt := v.Opts
 	// the file keeps the old reply until the new one is there
 	run := func(opt chat.Options) {
 		v.History, v.fork = bridge.NewFork(v.History, n-1)
@@ -693,7 +693,7 @@ func (v *chatView) Regenerate() {
 // switchVersion shows the previous or next version at a message.
 func (v *chatView) switchVersion(mv *messageView, delta int) {
 	i := slices.Index(v.Views, mv)
-	if v.Busy || v.editing || i < 0 {
+	if v.Busy || v.Editing() || i < 0 {
 		return
 	}
 	shown, n := bridge.VersionsAt(v.History, i)
@@ -725,7 +725,7 @@ func (v *chatView) Edit(mv *messageView) {
 	text := v.History[i].Content
 	v.History, v.fork = bridge.NewFork(v.History, i)
 	v.truncateViews(i)
-	v.editing = true
+	v.Editing() = true
 	v.CancelBt.Show()
 	v.Entry.SetText(text)
 	v.Focus()
@@ -734,7 +734,7 @@ func (v *chatView) Edit(mv *messageView) {
 
 // CancelEdit brings back the conversation as it was before Edit.
 func (v *chatView) CancelEdit() {
-	if !v.editing || v.Busy {
+	if !v.Editing() || v.Busy {
 		return
 	}
 	i := v.fork.At
@@ -747,10 +747,10 @@ func (v *chatView) CancelEdit() {
 
 // endEdit leaves editing (Open and Send; CancelEdit brings the old text back first).
 func (v *chatView) endEdit() {
-	if v.editing {
+	if v.Editing() {
 		v.fork = nil
 	}
-	v.editing = false
+	v.Editing() = false
 	v.CancelBt.Hide()
 }
 
@@ -940,7 +940,7 @@ func (v *chatView) SavePartial() {
 
 // Export writes the conversation as a Markdown file the user chooses.
 func (v *chatView) Export() {
-	md := bridge.Markdown(v.Current, v.History)
+	md := chat.Markdown(v.Title, v.History)
 	d := dialog.NewFileSave(func(w fyne.URIWriteCloser, err error) {
 		if err != nil || w == nil {
 			return
@@ -952,7 +952,7 @@ func (v *chatView) Export() {
 		}
 		v.Phase.SetText("exported: " + filepath.Base(w.URI().Path())) // G29: the name, not a cut-off path
 	}, v.u.Win)
-	d.SetFileName(v.Current + ".md")
+	d.SetFileName(v.Title + ".md")
 	d.Show()
 }
 

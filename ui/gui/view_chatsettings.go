@@ -56,7 +56,7 @@ func intField(v int, name string, lo, hi int) *widget.Entry {
 
 // newSettingsForm fills the form from a conversation's system prompt
 // and settings.
-func newSettingsForm(system string, o bridge.ConvOptions) *settingsForm {
+func newSettingsForm(system string, o chat.Options) *settingsForm {
 	f := &settingsForm{}
 	f.System = widget.NewMultiLineEntry()
 	f.System.SetText(system)
@@ -107,7 +107,7 @@ func (f *settingsForm) Validate() error {
 }
 
 // Apply copies the form into o, or says what is wrong (and changes nothing).
-func (f *settingsForm) Apply(o *bridge.ConvOptions) error {
+func (f *settingsForm) Apply(o *chat.Options) error {
 	if err := f.Validate(); err != nil {
 		return err
 	}

@@ -492,7 +492,7 @@ func (v *messageView) blockObject(b block) fyne.CanvasObject {
 	switch b.Kind {
 	case codeBlock:
 		code := b.Text
-		hl := bridge.Highlight(b.Lang, code)
+		hl := Highlight(b.Lang, code)
 		rt := widget.NewRichText(codeSegments(hl)...)
 		var cp *widget.Button
 		cp = widget.NewButtonWithIcon("Copy", theme.ContentCopyIcon(), func() { v.copyText(cp, code) })
@@ -509,26 +509,26 @@ func (v *messageView) blockObject(b block) fyne.CanvasObject {
 
 // codeColours are the theme colours of the code kinds (a light or dark
 // theme recolours them).
-var codeColours = map[bridge.CodeKind]fyne.ThemeColorName{
-	bridge.CodePlain:    theme.ColorNameForeground,
-	bridge.CodeKeyword:  theme.ColorNamePrimary,
-	bridge.CodeName:     theme.ColorNameHyperlink,
-	bridge.CodeString:   theme.ColorNameSuccess,
-	bridge.CodeNumber:   theme.ColorNameWarning,
-	bridge.CodeComment:  theme.ColorNamePlaceHolder,
-	bridge.CodeInserted: theme.ColorNameSuccess,
-	bridge.CodeDeleted:  theme.ColorNameError,
-	bridge.CodeHeading:  theme.ColorNamePrimary,
+var codeColours = map[CodeKind]fyne.ThemeColorName{
+	CodePlain:    theme.ColorNameForeground,
+	CodeKeyword:  theme.ColorNamePrimary,
+	CodeName:     theme.ColorNameHyperlink,
+	CodeString:   theme.ColorNameSuccess,
+	CodeNumber:   theme.ColorNameWarning,
+	CodeComment:  theme.ColorNamePlaceHolder,
+	CodeInserted: theme.ColorNameSuccess,
+	CodeDeleted:  theme.ColorNameError,
+	CodeHeading:  theme.ColorNamePrimary,
 }
 
 // codeSegments draws highlighted code: monospace spans in their kind's
 // colour (themes have no bold or italic monospace font), each line ended
 // by a segment that is not inline, so a line break is a new row.
-func codeSegments(c bridge.Code) []widget.RichTextSegment {
+func codeSegments(c Code) []widget.RichTextSegment {
 	var segs []widget.RichTextSegment
 	for _, line := range c.Lines {
 		if len(line) == 0 {
-			line = []bridge.CodeSpan{{}}
+			line = []CodeSpan{{}}
 		}
 		for i, sp := range line {
 			st := widget.RichTextStyleCodeInline

@@ -265,15 +265,15 @@ func TestRealWindow(t *testing.T) {
 			Versions: &chat.Versions{Shown: 1, Others: [][]chat.Message{{{Role: "assistant", Content: "An older reply.",
 				Stats: &chat.ReplyStats{Tokens: 4, FirstTokenSeconds: 0.9, SecondsPerToken: 2.5}}}}}},
 	}
-	if err := chat.SaveHistory(filepath.Join(u.conversationsDir(), "Code sample"+bridge.Ext), h); err != nil {
+	if err := chat.SaveHistory(filepath.Join(u.conversationsDir(), "Code sample"+chat.Ext), h); err != nil {
 		t.Fatal(err)
 	}
 	var copyBt *widget.Button
 	fyne.DoAndWait(func() {
-		v.reload(v.Current)
+		v.reload(v.Title)
 		v.Open("Code sample")
-		if v.Current != "Code sample" || len(v.Views) != 2 {
-			t.Fatalf("the code sample did not open: %q, %d views, notice %q", v.Current, len(v.Views), v.Notice.Text)
+		if v.Title != "Code sample" || len(v.Views) != 2 {
+			t.Fatalf("the code sample did not open: %q, %d views, notice %q", v.Title, len(v.Views), v.Notice.Text)
 		}
 		r := v.Views[1]
 		if r.navLbl.Text != "2/2" || r.statsLbl.Text != "12.5 tokens/s · 87 tokens · first token after 1.42 s" ||
