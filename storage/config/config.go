@@ -279,6 +279,10 @@ func (r *reader) layerList(name string, objs ...object) ([]int, bool) {
 	return out, true
 }
 
+// NotAnObject is Error.Invalid's entry for a file that is not one JSON
+// object (empty, cut short, random bytes, a list).
+const NotAnObject = "the file is not a JSON object"
+
 // openObject reads a config file's bytes as one JSON object that says one
 // thing: encoding/json keeps the last of two equal keys and turns invalid
 // UTF-8 into U+FFFD, so both are refused. The error collects what the
@@ -287,7 +291,7 @@ func openObject(path string, raw []byte) (object, *Error) {
 	e := &Error{Path: path}
 	root, ok := decodeObject(raw)
 	if !ok {
-		e.Invalid = append(e.Invalid, "the file is not a JSON object")
+		e.Invalid = append(e.Invalid, NotAnObject)
 		return nil, e
 	}
 	if err := strictjson.Check(raw); err != nil {

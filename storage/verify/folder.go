@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -262,17 +263,20 @@ func configProblem(err error, choose string) string {
 	var ce *config.Error
 	switch {
 	case errors.As(err, &ce):
+		if slices.Contains(ce.Invalid, config.NotAnObject) {
+			return fmt.Sprintf("config.json is damaged: it is not a JSON object, as a model's settings are. Download config.json again, or %s.", choose)
+		}
 		var what []string
 		if len(ce.Missing) > 0 {
 			what = append(what, "it lacks "+strings.Join(ce.Missing, ", "))
 		}
 		if len(ce.Mistyped) > 0 {
-			what = append(what, "these have the wrong type: "+strings.Join(ce.Mistyped, "; "))
+			what = append(what, "a value of the wrong kind: "+strings.Join(ce.Mistyped, "; "))
 		}
 		if len(ce.Invalid) > 0 {
-			what = append(what, "these are not valid: "+strings.Join(ce.Invalid, "; "))
+			what = append(what, "a wrong value: "+strings.Join(ce.Invalid, "; "))
 		}
-		return fmt.Sprintf("config.json is not one k3 can run: %s. Download config.json again, or %s.",
+		return fmt.Sprintf("config.json does not describe a model k3 can run (%s). Download config.json again, or %s.",
 			strings.Join(what, "; "), choose)
 	case err != nil:
 		return fmt.Sprintf("config.json cannot be read (%v). Download it again.", firstLine(err))

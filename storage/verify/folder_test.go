@@ -77,7 +77,7 @@ func TestCheckFolderReadsHeadersAndConfig(t *testing.T) {
 	assert.Equal(t, StatusOK, result(rep, safetensors.ShardName(3, 3)).Status)
 	rc := result(rep, "config.json")
 	assert.Equal(t, StatusUnreadable, rc.Status)
-	assert.Contains(t, rc.Detail, "config.json is not one k3 can run")
+	assert.Contains(t, rc.Detail, "config.json does not describe a model k3 can run (")
 	assert.Equal(t, 3, rep.OK)
 	assert.Equal(t, 1, rep.WrongSize)
 	assert.Equal(t, 2, rep.Unreadable)

@@ -13,6 +13,7 @@ import (
 	"k3/storage/config"
 	"k3/storage/hub"
 	"k3/storage/trunk"
+	"k3/ui/remote"
 )
 
 // Explain turns an error into plain words: what happened and what to do.
@@ -42,7 +43,7 @@ func Explain(err error) string {
 		return "There is not enough memory for these settings: " + first +
 			". Lower the trunk or expert-cache slider, or pick a smaller preset (Setup wizard, step 4 Memory)."
 	case errors.As(err, &ce):
-		return "The checkpoint's config.json is not one k3 understands (" + first +
+		return "The model's config.json does not describe a model k3 can run (" + strings.TrimPrefix(first, "config ") +
 			"). Choose the folder of the Kimi K3 release, or download it again (Setup wizard, step 2)."
 	case errors.As(err, &ee):
 		return fmt.Sprintf("Routed expert %d of layer %d could not be read from %s, so this reply is not valid. "+
@@ -68,7 +69,9 @@ func Explain(err error) string {
 	case errors.As(err, &ne):
 		return "The network connection failed (" + first + "). Check the connection and try again."
 	}
-	return "Something went wrong: " + first
+	// an error no case above knows, as it is (G26: no "Something went
+	// wrong:" before expected conditions)
+	return sentence(err)
 }
 
 // ServerError is an error from the server the app chats with (Settings
@@ -99,12 +102,21 @@ func ExplainServer(url string, err error) string { return Explain(serverErr(url,
 func (e *ServerError) explain() string {
 	var op *net.OpError
 	var ne net.Error
+	var re *remote.ServerError
 	switch {
 	case errors.As(e.Err, &op):
 		return fmt.Sprintf("Cannot reach the server at %s (%v). Is the server running? Check the address in k3 → Model location….", e.URL, op)
 	case errors.As(e.Err, &ne):
 		return fmt.Sprintf("Cannot reach the server at %s (%v). Is the server running? Check the address in k3 → Model location….", e.URL, ne)
+	case errors.Is(e.Err, remote.ErrClosedEarly):
+		return fmt.Sprintf("The server at %s stopped sending before the reply was complete: did it stop or restart? "+
+			"What came is kept. Press Retry once the server runs again.", e.URL)
+	case errors.As(e.Err, &re) && (re.Status == 401 || re.Status == 403):
+		return fmt.Sprintf("The server at %s does not accept this API key (HTTP %d). Enter its key in k3 → Model location….", e.URL, re.Status)
+	case errors.As(e.Err, &re) && re.Status == 429:
+		return fmt.Sprintf("The server at %s is busy (HTTP 429). Wait a little, then press Retry.", e.URL)
+	case errors.As(e.Err, &re) && re.Status == 404:
+		return fmt.Sprintf("The server at %s does not know this model or address (HTTP 404). Choose the model again in k3 → Model location….", e.URL)
 	}
-	first := strings.SplitN(e.Err.Error(), "\n", 2)[0]
-	return fmt.Sprintf("The server at %s: %s.", e.URL, strings.TrimSuffix(first, "."))
+	return fmt.Sprintf("The server at %s answered: %s", e.URL, sentence(e.Err))
 }

@@ -2,6 +2,7 @@ package bridge
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"path/filepath"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"k3/ui/keys"
+	"k3/ui/remote"
 )
 
 // G4: a server error is explained as a server's, with its address.
@@ -26,8 +28,16 @@ func TestExplainServerErrors(t *testing.T) {
 	assert.Contains(t, msg, "Is the server running?")
 	assert.NotContains(t, msg, "Resume")
 
-	assert.Equal(t, "The server at http://h/v1: the server refused the API key (401).",
-		ExplainServer("http://h/v1", errors.New("the server refused the API key (401)")))
+	// G26: expected conditions in plain words, no "Something went wrong:"
+	assert.Equal(t, "The server at http://h/v1 does not accept this API key (HTTP 401). Enter its key in k3 → Model location….",
+		ExplainServer("http://h/v1", &remote.ServerError{Status: 401, Message: "invalid key"}))
+	assert.Equal(t, "The server at http://h/v1 stopped sending before the reply was complete: did it stop or restart? "+
+		"What came is kept. Press Retry once the server runs again.",
+		ExplainServer("http://h/v1", fmt.Errorf("reading the reply: %w", remote.ErrClosedEarly)))
+	assert.Equal(t, "The server at http://h/v1 answered: The server answered 500: overloaded.",
+		ExplainServer("http://h/v1", &remote.ServerError{Status: 500, Message: "overloaded"}))
+	assert.Equal(t, "Wait until the reply is finished (or press Stop) before deleting.",
+		Explain(errors.New("wait until the reply is finished (or press Stop) before deleting")))
 	// a network error outside a server or a download has no Resume either
 	assert.NotContains(t, Explain(dialErr), "Resume")
 }

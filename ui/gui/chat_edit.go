@@ -87,6 +87,7 @@ func (v *chatView) switchVersion(mv *messageView, delta int) {
 		v.save()
 		v.rebuild(i)
 		v.refreshButtons()
+		v.showContext() // the shown branch's count (G22)
 	}
 }
 

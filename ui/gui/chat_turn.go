@@ -2,7 +2,6 @@ package gui
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"time"
 
@@ -102,7 +101,7 @@ func (v *chatView) startTurn(opt chat.Options) {
 
 	p := v.gaugePump()
 	p.OnText = func(r, a string) {
-		follow := v.atEnd()
+		follow := v.following()
 		reply.Append(r, a)
 		if follow {
 			v.scrollToEnd()
@@ -182,9 +181,7 @@ func (v *chatView) finishTurn(reply *messageView, rep bridge.Reply, err error) {
 		reply.SetVersions(v.Versions(at))
 	}
 	v.save()
-	if v.Info != nil && rep.Positions > 0 && v.Info.Context > 0 {
-		v.ContextLb.SetText(fmt.Sprintf("context: %d of %d positions", rep.Positions, v.Info.Context))
-	}
+	v.noteContext(rep.Positions)
 	switch {
 	case msg.Cut == chat.CutStopped:
 		v.Phase.SetText("stopped — the partial reply is kept")
@@ -248,6 +245,7 @@ func (v *chatView) ResetEngine() {
 	e := v.engine
 	v.engine, v.Info = nil, nil
 	v.Gauges.SetModel(bridge.ModelInfo{})
+	v.modelClosed()
 	if v.Picker != nil {
 		v.Picker.Refresh()
 	}

@@ -238,7 +238,7 @@ func TestStatsAndVersionsSurviveReopening(t *testing.T) {
 		require.Len(t, v2.History, 2)
 		assert.Equal(t, "Hello world, this is reply 1", v2.History[1].Content)
 		assert.Equal(t, "1/2", v2.Views[1].navLbl.Text)
-		assert.Contains(t, v2.Notice.Text, "the model folder is gone")
+		assert.Equal(t, "The model folder is gone.", v2.Notice.Text, "as a sentence (G26: no \"Something went wrong:\")")
 	})
 }
 

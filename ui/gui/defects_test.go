@@ -93,8 +93,8 @@ func TestPackStepTrunkOfAnotherModel(t *testing.T) {
 	waitFor(t, "trunk check", func() bool { return w.Pack.checkJob == nil })
 	ui(func() {
 		assert.Equal(t, bridge.TrunkOther, w.Pack.State.Status)
-		assert.Contains(t, w.Pack.Status.Text, "holds the trunk of another model")
-		assert.NotContains(t, w.Pack.Status.Text, "is packed")
+		assert.Equal(t, "This folder holds the trunk of another model, so it will not be used. "+
+			"Pack again here to replace it, or choose another folder.", w.Pack.Status.Text, "G26: no manifest details")
 		assert.Equal(t, "Pack again here (replaces it)", w.Pack.PackBt.Text)
 		assert.Equal(t, "", w.D.TrunkDir)
 		assert.Contains(t, w.why.Text, "another model's trunk")
@@ -181,7 +181,7 @@ func TestModelStepNamesMissingConfigFields(t *testing.T) {
 	})
 	waitFor(t, "folder check", func() bool { return w.Model.Check != nil })
 	ui(func() {
-		assert.Contains(t, w.Model.Status.Text, "config.json is not one k3 can run: it lacks hidden_size")
+		assert.Contains(t, w.Model.Status.Text, "config.json does not describe a model k3 can run (it lacks hidden_size)")
 		assert.True(t, w.NextBtn.Disabled())
 	})
 }

@@ -300,6 +300,18 @@ func newTestUIOn(t *testing.T, a fyne.App, fc *fakeChat) *appUI {
 		NewChat:  func(bridge.Settings) (bridge.ChatEngine, error) { return fc, nil },
 		MakeDemo: bridge.MakeDemoModel}
 	u := newAppUI(a, w, b)
-	u.do = func(f func()) { ui(f) }
+	// what a background job hands the UI runs under the UI lock, and not
+	// at all once the test ended (a measurement still running would
+	// otherwise lay out widgets beside the next test: make race found it)
+	ended := false
+	u.do = func(f func()) {
+		ui(func() {
+			if !ended {
+				f()
+			}
+		})
+	}
+	t.Cleanup(func() { ui(func() { ended = true }) })
+	u.later = (&manualClock{}).After // no timer outlives the test
 	return u
 }

@@ -173,8 +173,9 @@ func TestMessageViewCodeColours(t *testing.T) {
 	test.NewTempApp(t)
 	var copied string
 	code := "func f() int {\n\n\treturn 42 // the answer\n}"
+	clock := &manualClock{}
 	v := newMessageView(chat.Message{Role: "assistant", Content: "```go\n" + code + "\n```\n"},
-		messageEnv{copy: func(s string) { copied = s }, do: func(f func()) { f() }})
+		messageEnv{copy: func(s string) { copied = s }, later: clock.After})
 	require.Len(t, v.body.Objects, 1)
 	box := v.body.Objects[0]
 	assert.NotNil(t, findLabel(box, "Go"), "the language label")
@@ -207,6 +208,17 @@ func TestMessageViewCodeColours(t *testing.T) {
 	test.Tap(v.copyBt) // the whole message's copy says so too
 	assert.Equal(t, "Copied", v.copyBt.Text)
 	assert.Equal(t, "```go\n"+code+"\n```\n", copied)
+	test.Tap(cp) // a second click while it says so changes nothing
+	assert.Equal(t, 2, clock.Pending())
+
+	// after a moment both buttons read as before (on the test's goroutine:
+	// the feedback's timers ran on their own before, beside the next test)
+	clock.Advance(copiedFor - time.Millisecond)
+	assert.Equal(t, "Copied", cp.Text)
+	clock.Advance(time.Millisecond)
+	assert.Equal(t, "Copy", cp.Text)
+	assert.Equal(t, "", v.copyBt.Text, "the message's copy button is an icon")
+	assert.Zero(t, clock.Pending())
 }
 
 // findLabel returns the visible label under o that reads text.

@@ -20,6 +20,9 @@ type appUI struct {
 
 	// do runs a function on the Fyne goroutine (fyne.Do; tests may swap it).
 	do func(func())
+	// later runs a function on the Fyne goroutine after a while
+	// (fyneLater; tests swap in a clock of their own).
+	later laterFunc
 
 	wizard *wizard
 	Chat   *chatView
@@ -32,7 +35,7 @@ type appUI struct {
 
 // newAppUI builds the views. Call Start to show the first one.
 func newAppUI(a fyne.App, w fyne.Window, b bridge.Backends) *appUI {
-	u := &appUI{App: a, Win: w, B: b, S: bridge.LoadSettings(a.Preferences()), N: bindNotes(a.Preferences()), do: fyne.Do}
+	u := &appUI{App: a, Win: w, B: b, S: bridge.LoadSettings(a.Preferences()), N: bindNotes(a.Preferences()), do: fyne.Do, later: fyneLater}
 	if c := u.themeChoice(); c != themeSystem {
 		u.SetTheme(c)
 	}
@@ -115,6 +118,7 @@ func (u *appUI) Quit() {
 // the preferences.
 func (u *appUI) SaveSettings() error {
 	u.S.Save(u.App.Preferences())
+	bridge.RememberModel(u.App.Preferences(), u.S) // the model picker offers it again
 	return bridge.SaveServerKey(u.B.KeyStore(), u.S.ServerKey)
 }
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"fyne.io/fyne/v2"
+	"fyne.io/fyne/v2/container"
 	"fyne.io/fyne/v2/dialog"
 	"fyne.io/fyne/v2/widget"
 
@@ -22,7 +23,20 @@ const (
 // BackendForm edits where the model runs: here, or on an OpenAI-compatible
 // server (another k3 serve, vLLM or SGLang) with its address, key and model.
 type BackendForm struct {
-	Where  *widget.RadioGroup
+	Where *widget.RadioGroup
+	// Folder is the model folder on this machine (G20: it can be changed
+	// here, without the wizard); Choose opens a folder dialog when set.
+	Folder    *widget.Entry
+	ChooseBt  *widget.Button
+	Choose    func()
+	FolderMsg *widget.Label
+	// Known are the model folders used before (a folder chosen again
+	// keeps its trunk); DemoDir is where the demo model lives.
+	Known   []bridge.KnownModel
+	DemoDir string
+	// Note is what the chat should say after Apply (a folder without a
+	// packed trunk)
+	Note   string
 	URL    *widget.Entry
 	Key    *widget.Entry
 	Model  *widget.Select
@@ -39,6 +53,16 @@ type BackendForm struct {
 // lookup's goroutine (fyne.Do).
 func NewBackendForm(s bridge.Settings, do func(func())) *BackendForm {
 	f := &BackendForm{do: do}
+	f.Folder = widget.NewEntry()
+	f.Folder.SetPlaceHolder("the folder with config.json and the .safetensors files")
+	f.Folder.SetText(s.ModelDir)
+	f.ChooseBt = widget.NewButton("Choose…", func() {
+		if f.Choose != nil {
+			f.Choose()
+		}
+	})
+	f.FolderMsg = widget.NewLabel("")
+	f.FolderMsg.Wrapping = fyne.TextWrapWord
 	f.URL = widget.NewEntry()
 	f.URL.SetPlaceHolder("http://127.0.0.1:8080/v1")
 	f.URL.SetText(s.ServerURL)
@@ -62,6 +86,8 @@ func NewBackendForm(s bridge.Settings, do func(func())) *BackendForm {
 	}
 	f.Items = []*widget.FormItem{
 		widget.NewFormItem("Where the model runs", f.Where),
+		widget.NewFormItem("Model folder", container.NewBorder(nil, nil, nil, f.ChooseBt, f.Folder)),
+		widget.NewFormItem("", f.FolderMsg),
 		widget.NewFormItem("Server address", f.URL),
 		widget.NewFormItem("API key", f.Key),
 		widget.NewFormItem("Model", f.Model),
@@ -78,6 +104,13 @@ func (f *BackendForm) enable(server bool) {
 			w.Enable()
 		} else {
 			w.Disable()
+		}
+	}
+	for _, w := range []fyne.Disableable{f.Folder, f.ChooseBt} {
+		if server {
+			w.Disable()
+		} else {
+			w.Enable()
 		}
 	}
 }
@@ -115,8 +148,7 @@ func (f *BackendForm) findModels() {
 // Apply copies the form into s, or explains what is wrong.
 func (f *BackendForm) Apply(s *bridge.Settings) error {
 	if f.Where.Selected != choiceServer {
-		s.Backend = bridge.BackendLocal
-		return nil
+		return f.applyFolder(s)
 	}
 	return s.SetServer(f.URL.Text, f.Key.Text, f.Model.Selected)
 }
@@ -126,6 +158,14 @@ func (f *BackendForm) Apply(s *bridge.Settings) error {
 func (u *appUI) showBackendSettings() {
 	f := NewBackendForm(u.S, u.do)
 	f.B = u.B
+	f.Known, f.DemoDir = bridge.LoadKnownModels(u.App.Preferences()), u.demoDir()
+	f.Choose = func() {
+		dialog.ShowFolderOpen(func(l fyne.ListableURI, err error) {
+			if err == nil && l != nil {
+				f.Folder.SetText(l.Path())
+			}
+		}, u.Win)
+	}
 	d := dialog.NewForm("Where the model runs", "Save", "Cancel", f.Items, func(ok bool) {
 		if !ok {
 			return
@@ -139,13 +179,17 @@ func (u *appUI) showBackendSettings() {
 			dialog.ShowInformation("The API key was not saved", bridge.Explain(err), u.Win)
 		}
 		changed := before.Backend != u.S.Backend || before.ServerURL != u.S.ServerURL ||
-			before.ServerKey != u.S.ServerKey || before.ServerModel != u.S.ServerModel
+			before.ServerKey != u.S.ServerKey || before.ServerModel != u.S.ServerModel ||
+			before.Setup() != u.S.Setup()
 		if changed && u.Chat != nil {
 			u.Chat.Shutdown()
 			u.Chat = nil
 		}
 		if u.S.CanChat() {
 			u.ShowChat()
+			if f.Note != "" {
+				u.Chat.Notice.SetText(f.Note)
+			}
 		}
 	}, u.Win)
 	d.Resize(fyne.NewSize(640, 460))

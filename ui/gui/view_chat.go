@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"time"
 
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/container"
@@ -59,17 +58,18 @@ type chatView struct {
 	// GaugesPanel is the Engine panel at the right, of a fixed width
 	GaugesPanel *fyne.Container
 
-	engine        bridge.ChatEngine
-	Info          *bridge.ModelInfo
-	Busy          bool
-	cancel        context.CancelFunc
-	pump          *bridge.Pump
-	idle          chan struct{} // closed when no turn runs
-	stopping      bool          // Stop was pressed; the turn is ending
-	quitting      bool          // the app is closing: the partial reply is saved already
-	reply         *messageView  // the reply being written
-	settings      *settingsForm // the settings dialog's form, while shown
-	scrollPending bool          // a second scroll to the end is on its way
+	engine   bridge.ChatEngine
+	Info     *bridge.ModelInfo
+	Busy     bool
+	cancel   context.CancelFunc
+	pump     *bridge.Pump
+	idle     chan struct{} // closed when no turn runs
+	stopping bool          // Stop was pressed; the turn is ending
+	quitting bool          // the app is closing: the partial reply is saved already
+	reply    *messageView  // the reply being written
+	settings *settingsForm // the settings dialog's form, while shown
+	// contexts are the positions each branch measured here took (chat_context.go)
+	contexts map[uint64]int
 }
 
 // newChatView builds the chat and opens the last conversation.
@@ -117,6 +117,7 @@ func newChatView(u *appUI) *chatView {
 		v.Opts.Thinking = b
 		v.saveOptions()
 		v.refreshButtons()
+		v.thinkingNote() // G28
 	})
 	v.Effort = widget.NewSelect(tokenizer.ThinkingEfforts, func(s string) {
 		v.Opts.Effort = s
@@ -140,7 +141,7 @@ func newChatView(u *appUI) *chatView {
 	inputRow := container.NewBorder(nil, nil, nil, container.NewVBox(v.SendBt, v.StopBt, v.CancelBt), v.Entry)
 	bottom := container.NewVBox(v.Notice, v.Estimate, v.Phase, tools, inputRow)
 	v.Picker = newModelPicker(v)
-	center := container.NewBorder(v.Picker.Root, bottom, nil, nil, v.scroller)
+	center := container.NewBorder(v.Picker.Root, bottom, nil, nil, v.keepEnd())
 	gsc := container.NewVScroll(container.NewPadded(v.Gauges.Root))
 	right := container.New(fixedWidth{Width: gaugesWidth}, gsc)
 	v.Gauges.relayout = func() {
@@ -235,8 +236,8 @@ func (v *chatView) rebuild(i int) {
 }
 
 func (v *chatView) addView(m chat.Message) *messageView {
-	env := messageEnv{copy: func(s string) { v.u.App.Clipboard().SetContent(s) }, do: v.u.do, version: v.switchVersion,
-		relayout: v.relayout, scroller: func() *container.Scroll { return v.scroller }}
+	env := messageEnv{copy: func(s string) { v.u.App.Clipboard().SetContent(s) }, later: v.u.later, version: v.switchVersion,
+		relayout: v.relayout, grew: v.grew, scroller: func() *container.Scroll { return v.scroller }}
 	if m.Role != "assistant" {
 		env.edit = v.Edit
 	}
@@ -244,20 +245,6 @@ func (v *chatView) addView(m chat.Message) *messageView {
 	v.Views = append(v.Views, mv)
 	v.Msgs.Add(mv.Root)
 	return mv
-}
-
-// relayout lays the conversation out again after mv changed shape (its
-// thinking grew or folded, a note or its numbers appeared). The desktop
-// driver does so only on the next frame, and after the last change of a
-// stopped reply no frame came: its numbers stayed drawn over its thinking
-// (and the next messages over both) until something else moved. Twice,
-// because wrapped text knows its height only once it has its width.
-func (v *chatView) relayout(mv *messageView) {
-	for range 2 {
-		v.scroller.Refresh() // the list gets its new minimum size
-		v.Msgs.Layout.Layout(v.Msgs.Objects, v.Msgs.Size())
-		mv.Root.Refresh()
-	}
 }
 
 func (v *chatView) refreshButtons() {
@@ -296,27 +283,4 @@ func (v *chatView) refreshButtons() {
 			mv.editBt.Enable()
 		}
 	}
-}
-
-// scrollToEnd shows the last line. Wrapped text gets its height when it
-// is laid out, after this frame, so the scroll is done again a moment
-// later: otherwise the view stops a few lines short of the end.
-func (v *chatView) scrollToEnd() {
-	v.scroller.ScrollToBottom()
-	if v.scrollPending {
-		return
-	}
-	v.scrollPending = true
-	time.AfterFunc(80*time.Millisecond, func() {
-		v.u.do(func() {
-			v.scrollPending = false
-			v.scroller.ScrollToBottom()
-		})
-	})
-}
-
-// atEnd reports whether the view shows the last line (a user who scrolled
-// up to read is not pulled down).
-func (v *chatView) atEnd() bool {
-	return v.scroller.Offset.Y+v.scroller.Size().Height >= v.Msgs.MinSize().Height-40
 }

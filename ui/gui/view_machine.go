@@ -114,7 +114,7 @@ func (s *machineStep) Start(quick bool) {
 	}, func(p step) {
 		s.Progress.SetValue(p.frac)
 		if p.msg != "" {
-			s.Status.SetText(p.msg)
+			s.Status.SetText(progressWords(p.msg))
 		}
 	}, func(err error) {
 		if err == nil && rep != nil {
@@ -195,11 +195,11 @@ func describeReport(r *doctor.Report) string {
 	p := r.Preset
 	switch {
 	case r.CanRun:
-		fmt.Fprintf(&b, "**Recommended:** the *%s* preset (trunk %.0f GB, expert cache %.0f GB): about **%.1f s per token**, peak memory about %s.\n\n",
+		fmt.Fprintf(&b, "**Recommended:** the *%s* preset (%.0f GB for the layers every word needs, %.0f GB for the experts): about **%.1f s per token**, peak memory about %s.\n\n",
 			p.Name, p.TrunkGB, p.CacheGB, p.PredictedSecondsPerToken, units.Bytes(max(p.PredictedPeakRSSBytes, 0)))
 	case p.PredictedSecondsPerToken > 0:
 		b.WriteString("**This machine cannot run the full model as it is** (see below). The demo model still works.\n\n")
-		fmt.Fprintf(&b, "**Once that is solved:** the *%s* preset (trunk %.0f GB, expert cache %.0f GB) would give about **%.1f s per token**, peak memory about %s.\n\n",
+		fmt.Fprintf(&b, "**Once that is solved:** the *%s* preset (%.0f GB for the layers every word needs, %.0f GB for the experts) would give about **%.1f s per token**, peak memory about %s.\n\n",
 			p.Name, p.TrunkGB, p.CacheGB, p.PredictedSecondsPerToken, units.Bytes(max(p.PredictedPeakRSSBytes, 0)))
 	default:
 		b.WriteString("**This machine cannot run the full model as it is.** The demo model still works.\n\n")
@@ -208,18 +208,29 @@ func describeReport(r *doctor.Report) string {
 		fmt.Fprintf(&b, "- Problem: %s\n", fullStop(appWords(x)))
 	}
 	for _, x := range r.Warnings {
-		fmt.Fprintf(&b, "- Note: %s\n", appWords(x))
+		fmt.Fprintf(&b, "- Note: %s\n", fullStop(appWords(x)))
 	}
 	return b.String()
 }
 
 // appWords puts the doctor's command-line advice in the app's terms.
 var appWords = strings.NewReplacer(
+	"no AVX2: the kernels run on their portable path, several times slower",
+	"this processor lacks AVX2, so k3 computes several times slower on it",
+	"not for the packed trunk (~110 GB more): put the trunk on another disk",
+	"not for the trunk, the copy of the layers every word needs that step 3 packs (~110 GB more): choose another disk for it there",
 	"no directory given has room", "no disk measured has room",
 	"; pass --dir on a disk with at least", ". Choose a model folder (step 2) on a disk with at least",
 	"pass --dir", "choose a folder (step 2)",
 	"--trunk-gb/--cache-gb", "the memory sliders (step 4)",
 	"--preset", "preset",
+).Replace
+
+// progressWords puts the measurement's steps in plain words (G26: "timing
+// the exact bf16 and MXFP4 kernels" on the first screen).
+var progressWords = strings.NewReplacer(
+	"timing the exact bf16 and MXFP4 kernels", "measuring how fast this processor computes",
+	"reading CPU and memory", "reading the processor and the memory",
 ).Replace
 
 // fullStop ends a sentence with a full stop (G26).

@@ -47,7 +47,7 @@ type memoryStep struct {
 	Trunk      *widget.Slider
 	Cache      *widget.Slider
 	Note       *widget.Label
-	PlanText   *widget.Label
+	PlanText   *planTable
 	Verdict    *widget.Label
 
 	mem     *plan.Memory
@@ -70,8 +70,7 @@ func newMemoryStep(w *wizard) *memoryStep {
 	trunkLbl := widget.NewLabelWithData(binding.FloatToStringWithFormat(s.TrunkGB, "%6.1f GB"))
 	cacheLbl := widget.NewLabelWithData(binding.FloatToStringWithFormat(s.CacheGB, "%6.1f GB"))
 	s.Note = wrapLabel("")
-	s.PlanText = widget.NewLabel("")
-	s.PlanText.TextStyle = fyne.TextStyle{Monospace: true}
+	s.PlanText = newPlanTable()
 	s.Verdict = wrapLabel("")
 	s.Verdict.TextStyle = fyne.TextStyle{Bold: true}
 	intro := wrapLabel("Memory decides speed: every GB given to the trunk saves reading it from disk for every token; " +
@@ -79,13 +78,11 @@ func newMemoryStep(w *wizard) *memoryStep {
 	form := widget.NewForm(
 		widget.NewFormItem("Preset", s.Preset),
 		widget.NewFormItem("", s.PresetNote),
-		widget.NewFormItem("Trunk (pinned layers + ring)", container.NewBorder(nil, nil, nil, trunkLbl, s.Trunk)),
+		widget.NewFormItem("Trunk in memory", container.NewBorder(nil, nil, nil, trunkLbl, s.Trunk)),
 		widget.NewFormItem("Expert cache", container.NewBorder(nil, nil, nil, cacheLbl, s.Cache)),
 	)
-	var outer *container.Scroll
-	plan := newSideScroll(s.PlanText, func() *container.Scroll { return outer }) // G14: the wheel scrolls the step
-	outer = container.NewVScroll(container.NewVBox(intro, form, s.Note, s.Verdict, widget.NewCard("Memory plan", "what goes where", plan)))
-	s.view = outer
+	// the plan's rows wrap: nothing scrolls sideways, the wheel scrolls the step (G14)
+	s.view = container.NewVScroll(container.NewVBox(intro, form, s.Note, s.Verdict, widget.NewCard("Memory plan", "what goes where", s.PlanText.Root)))
 	// the sliders start at the setup's values, so the listeners' first
 	// call (when added) sees no change
 	if d := w.D; d.Preset == bridge.CustomPreset {

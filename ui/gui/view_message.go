@@ -20,12 +20,17 @@ import (
 // messageEnv is what a message view needs from the chat.
 type messageEnv struct {
 	copy func(string) // puts text on the clipboard
-	do   func(func()) // runs a function on the UI goroutine (fyne.Do)
-	edit func(*messageView)
+	// later runs a function on the UI goroutine after a while (nil: the
+	// Copy button keeps saying "Copied")
+	later laterFunc
+	edit  func(*messageView)
 	// version switches to the previous (-1) or next (+1) version
 	version func(mv *messageView, delta int)
 	// relayout lays the message out again after it changed shape
 	relayout func(mv *messageView)
+	// grew lays the conversation out again after a streamed message gained
+	// a line (lighter than relayout: nothing is refreshed)
+	grew func(mv *messageView)
 	// scroller is the conversation's scroll area (a wheel over a code block
 	// scrolls it)
 	scroller func() *container.Scroll
@@ -60,6 +65,11 @@ type messageView struct {
 
 	// timing of a reply streamed here (for "Thought for N s")
 	started, thinkEnd time.Time
+	// laidHeight is the height the chat last laid this streamed message out
+	// at (it is laid out again when it changes: G5)
+	laidHeight float32
+	// thinkHeight is the thinking text's height the accordion last knew
+	thinkHeight float32
 }
 
 // newMessageView shows m.
@@ -124,16 +134,17 @@ func (v *messageView) copyText(b *widget.Button, text string) {
 	label := b.Text
 	b.SetIcon(theme.ConfirmIcon())
 	b.SetText("Copied")
-	if v.env.do == nil {
+	if v.env.later == nil {
 		return
 	}
-	time.AfterFunc(1500*time.Millisecond, func() {
-		v.env.do(func() {
-			b.SetIcon(theme.ContentCopyIcon())
-			b.SetText(label)
-		})
+	v.env.later(copiedFor, func() {
+		b.SetIcon(theme.ContentCopyIcon())
+		b.SetText(label)
 	})
 }
+
+// copiedFor is how long a Copy button says "Copied".
+const copiedFor = 1500 * time.Millisecond
 
 func (v *messageView) switchVersion(delta int) {
 	if v.env.version != nil {
@@ -174,6 +185,20 @@ func (v *messageView) Append(reasoning, answer string) {
 	if answer != "" || len(v.body.Objects) == 0 {
 		v.render()
 	}
+	if !v.started.IsZero() {
+		// streaming: a thinking box or a reply that gained a line is laid
+		// out now, not on a frame that may not come (G5)
+		// (twice: wrapped text knows its height once it has its width)
+		for range 2 {
+			h := v.Root.MinSize().Height
+			if h == v.laidHeight || v.env.grew == nil {
+				break
+			}
+			v.laidHeight = h
+			v.env.grew(v)
+			v.thinkGrew()
+		}
+	}
 }
 
 // thinkPiece is the length past which the growing piece of thinking text
@@ -213,6 +238,20 @@ func (v *messageView) renderThinking() {
 		v.thinkDone += cut
 	}
 	v.thinkBox.Refresh()
+	v.thinkGrew()
+}
+
+// thinkGrew tells the thinking section its text changed height: the
+// accordion keeps its minimum size until it is refreshed, so the thinking
+// box stayed 2 lines high while it streamed (G5).
+func (v *messageView) thinkGrew() bool {
+	h := v.thinkBox.MinSize().Height
+	if h == v.thinkHeight {
+		return false
+	}
+	v.thinkHeight = h
+	v.think.Refresh()
+	return true
 }
 
 // StartStream marks the start of a reply streamed into this view.

@@ -4,13 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"image/color"
 	"strconv"
 	"strings"
 	"time"
 
 	"fyne.io/fyne/v2"
-	"fyne.io/fyne/v2/canvas"
 	"fyne.io/fyne/v2/container"
 	"fyne.io/fyne/v2/dialog"
 	"fyne.io/fyne/v2/widget"
@@ -57,7 +55,7 @@ type modelStep struct {
 	VerifyBt  *widget.Button
 	VfBar     *widget.ProgressBar
 	VfStatus  *widget.Label
-	VfList    *widget.List
+	VfList    *textRows
 	Verified  *verify.Report
 	vfJob     *bridge.Job
 	verifying bool
@@ -100,39 +98,38 @@ func newModelStep(w *wizard) *modelStep {
 	s.VerifyBt = widget.NewButton("Verify the files", s.StartVerify)
 	s.VfBar = widget.NewProgressBar()
 	s.VfStatus = wrapLabel("")
-	s.VfList = widget.NewList(func() int {
+	s.VfList = newTextRows(func() []string {
 		if s.Verified == nil {
-			return 0
+			return nil
 		}
-		return len(s.Verified.Files)
-	}, func() fyne.CanvasObject {
-		l := widget.NewLabel("")
-		l.Truncation = fyne.TextTruncateEllipsis
-		return l
-	}, func(i widget.ListItemID, o fyne.CanvasObject) {
-		o.(*widget.Label).SetText(describeFile(s.Verified.Files[i]))
+		out := make([]string, len(s.Verified.Files))
+		for i, f := range s.Verified.Files {
+			out[i] = describeFile(f)
+		}
+		return out
 	})
 
+	var outer *container.Scroll
 	folder := container.NewBorder(nil, nil, widget.NewLabel("Model folder"), choose, s.Dir)
 	s.LayersLbl = widget.NewLabel("Layers to use (empty = all)")
 	layers := container.NewBorder(nil, nil, s.LayersLbl, nil, s.Layers)
-	// a list in a box is one row high: the spacer gives it room for several
-	listRoom := canvas.NewRectangle(color.Transparent)
-	listRoom.SetMinSize(fyne.NewSize(0, 180))
 	dl := widget.NewCard("Download", "", container.NewVBox(
 		wrapLabel("From the model hub into the folder above. You can pause and resume at any time, even after closing the app."),
 		container.NewBorder(nil, nil, widget.NewLabel("Access token"), nil, s.Token),
 		container.NewBorder(nil, nil, widget.NewLabel("Version"), nil, s.Revision),
-		container.NewBorder(nil, nil, nil, s.RetryBt, s.DownloadBt), s.DlBar, s.DlStatus, container.NewHScroll(s.DlFiles)))
+		container.NewBorder(nil, nil, nil, s.RetryBt, s.DownloadBt), s.DlBar, s.DlStatus, newSideScroll(s.DlFiles, func() *container.Scroll { return outer })))
 	vf := widget.NewCard("Verify", "", container.NewVBox(
 		wrapLabel("Verify checks what the command line checks: every file's size, every shard's header and config.json. The weights themselves are compared with checksums only for a folder k3 downloaded, which records them."),
-		s.VerifyBt, s.VfBar, s.VfStatus, container.NewStack(listRoom, s.VfList)))
+		s.VerifyBt, s.VfBar, s.VfStatus, s.VfList.Root))
 	demo := container.NewBorder(nil, nil, s.DemoBt, nil,
 		wrapLabel("A few MB, made here in seconds, so you can try everything: a tiny K3 that knows sayings and little else."))
 	s.ServerBt = widget.NewButton("Use a server instead…", func() { w.u.showBackendSettings() })
 	server := container.NewBorder(nil, nil, s.ServerBt, nil,
 		wrapLabel("Run the model on a server (vLLM, SGLang or another k3 serve) and chat with it here."))
-	s.view = scroll(container.NewVBox(folder, layers, s.LayerMsg, s.Status, demo, server, dl, vf))
+	// one scroll for the step: the wheel over the file lists moves the
+	// step (G14), the download's lines scroll sideways only
+	outer = container.NewVScroll(container.NewVBox(folder, layers, s.LayerMsg, s.Status, demo, server, dl, vf))
+	s.view = outer
 	return s
 }
 

@@ -260,7 +260,9 @@ func (s *packStep) showState() {
 		s.notUsed()
 		s.PackBt.SetText("Pack again here (replaces it)")
 		s.PackBt.Enable()
-		s.Status.SetText("This folder holds the trunk of another model (" + st.Why + "), so it will not be used. " +
+		// the reason ("3 source files, the checkpoint has 13") is the
+		// manifest's: the user needs only what to do (G26)
+		s.Status.SetText("This folder holds the trunk of another model, so it will not be used. " +
 			"Pack again here to replace it, or choose another folder.")
 	case st.Status == bridge.TrunkBroken:
 		s.notUsed()

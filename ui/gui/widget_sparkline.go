@@ -14,7 +14,8 @@ import (
 )
 
 // sparkline is a small line plot of the last HistoryWindow of samples, with
-// its scale (the top and bottom values) written at the left. A zero Point
+// its scale (the top and bottom values) written at the left, beside the
+// plot: the line starts right of the labels (they were drawn over it, G22). A zero Point
 // is a gap: idle time between turns is not drawn as a line.
 type sparkline struct {
 	widget.BaseWidget
@@ -102,6 +103,8 @@ func (r *sparkRenderer) place() {
 	r.top.Text, r.bottom.Text = f(hi), f(lo)
 	r.top.Move(fyne.NewPos(2, 0))
 	r.bottom.Move(fyne.NewPos(2, size.Height-r.bottom.MinSize().Height))
+	left := r.gutter()
+	width := max(size.Width-left, 1)
 	now := r.s.now
 	if now.IsZero() {
 		now = ps[len(ps)-1].T
@@ -118,9 +121,9 @@ func (r *sparkRenderer) place() {
 	}
 	span := max(now.Sub(t0).Seconds(), 1e-3)
 	pos := func(p bridge.Point) fyne.Position {
-		x := float32(p.T.Sub(t0).Seconds()/span) * size.Width
+		x := float32(p.T.Sub(t0).Seconds()/span) * width
 		y := size.Height - 2 - float32((p.V-lo)/(hi-lo))*(size.Height-4)
-		return fyne.NewPos(max(0, min(x, size.Width)), y)
+		return fyne.NewPos(left+max(0, min(x, width)), y)
 	}
 	for i := 0; i+1 < len(ps) && i < len(r.lines); i++ {
 		if ps[i].T.IsZero() || ps[i+1].T.IsZero() {
@@ -130,6 +133,11 @@ func (r *sparkRenderer) place() {
 		l.Position1, l.Position2 = pos(ps[i]), pos(ps[i+1])
 		l.Show()
 	}
+}
+
+// gutter is the width the scale's labels take at the left (and a gap).
+func (r *sparkRenderer) gutter() float32 {
+	return max(r.top.MinSize().Width, r.bottom.MinSize().Width) + 2 + theme.Padding()
 }
 
 func formatFloat(v float64, prec int) string { return strconv.FormatFloat(v, 'f', prec, 64) }

@@ -232,6 +232,7 @@ func TestRealWindow(t *testing.T) {
 		}
 	})
 	check("7-chat-reply")
+	endInView(t, v, "7-chat-reply")
 
 	// edit the question and send it again: the old one stays a version
 	// (‹ 1/2 ›) and the engine reuses what it read before the question
@@ -251,6 +252,7 @@ func TestRealWindow(t *testing.T) {
 		}
 	})
 	check("8-chat-edited")
+	endInView(t, v, "8-chat-edited")
 
 	// a conversation with code, a table, numbers under the reply and two
 	// versions, as the history file keeps them
@@ -332,9 +334,45 @@ func TestRealWindow(t *testing.T) {
 		}
 	})
 	check("13-chat-identifiers")
+	endInView(t, v, "13-chat-identifiers")
+
+	// the model picker: the demo (with its draft model) and the box that
+	// turns the draft model off; the list open
 	fyne.DoAndWait(func() {
+		v.engine = nil
+		v.Picker.Refresh()
+		if !v.Picker.Draft.Visible() || !strings.Contains(v.Picker.Select.Selected, "DEMO model") {
+			t.Errorf("picker: %q, draft box shown %v", v.Picker.Select.Selected, v.Picker.Draft.Visible())
+		}
+	})
+	check("14-chat-picker")
+	fyne.DoAndWait(func() { v.Picker.Select.Tapped(&fyne.PointEvent{}) })
+	check("15-chat-picker-open")
+	fyne.DoAndWait(func() {
+		if top := w.Canvas().Overlays().Top(); top != nil {
+			w.Canvas().Overlays().Remove(top)
+		}
 		v.Shutdown()
 		w.Close()
+	})
+}
+
+// endInView checks that the view ends at the last reply's last line and
+// its numbers (G6: the view stopped short of the end after a reply), in
+// the real window after its frames.
+func endInView(t *testing.T, v *chatView, name string) {
+	t.Helper()
+	fyne.DoAndWait(func() {
+		last := v.Views[len(v.Views)-1]
+		d := fyne.CurrentApp().Driver()
+		bottom := d.AbsolutePositionForObject(last.statsLbl).Y + last.statsLbl.Size().Height
+		if !last.statsLbl.Visible() {
+			bottom = d.AbsolutePositionForObject(last.Root).Y + last.Root.Size().Height
+		}
+		edge := d.AbsolutePositionForObject(v.scroller).Y + v.scroller.Size().Height
+		if bottom > edge+1 {
+			t.Errorf("%s: the reply's last line ends %.0f px below the edge of the view", name, bottom-edge)
+		}
 	})
 }
 

@@ -73,6 +73,10 @@ func New(baseURL, apiKey, model string) (*Client, error) {
 	return &Client{BaseURL: u.String(), APIKey: strings.TrimSpace(apiKey), Model: strings.TrimSpace(model), HTTP: &http.Client{}}, nil
 }
 
+// ErrClosedEarly is a stream the server closed before the reply was
+// complete (it stopped or restarted): what came is kept, marked stopped.
+var ErrClosedEarly = errors.New("the server closed the stream before the reply was complete")
+
 // ServerError is an error response from the server.
 type ServerError struct {
 	Status  int
@@ -469,7 +473,7 @@ func (c *Client) Turn(ctx context.Context, history []chat.Message, opt chat.Opti
 		res.Message.Cut = chat.CutTurnCap
 	case !done && res.Finish == "":
 		res.Message.Cut = chat.CutStopped
-		return res, errors.New("the server closed the stream before the reply was complete")
+		return res, ErrClosedEarly
 	}
 	return res, nil
 }

@@ -1,0 +1,145 @@
+package gui
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"k3/ui/bridge"
+)
+
+// modelFolder makes a folder that reads as a model folder (its
+// config.json) under parent, with a draft model beside it when draft.
+func modelFolder(t *testing.T, parent, name string, draft bool) string {
+	t.Helper()
+	dir := filepath.Join(parent, name)
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "config.json"), []byte("{}"), 0o644))
+	if draft {
+		modelFolder(t, dir, "draft", false)
+	}
+	return dir
+}
+
+// Issue 27 item 3: the picker lists the model folders used before (newest
+// first), the demo and the server, and switches between them without the
+// wizard: the next message opens the model chosen; a switch is refused
+// while a reply is written.
+func TestModelPickerKnowsTheFoldersUsedBefore(t *testing.T) {
+	fc := &fakeChat{}
+	u, _ := newTestUI(t, fc)
+	var opened []bridge.Settings
+	u.B.NewChat = func(s bridge.Settings) (bridge.ChatEngine, error) {
+		opened = append(opened, s)
+		return fc, nil
+	}
+	root := t.TempDir()
+	older := modelFolder(t, root, "kimi-k3", false)
+	newer := modelFolder(t, filepath.Join(root, "other"), "kimi-k3", false)
+	modelFolder(t, u.B.DataDir, "demo-model", false)
+	gone := filepath.Join(root, "deleted-since")
+	for _, dir := range []string{gone, older, newer} {
+		u.S.ModelDir = dir
+		require.NoError(t, u.SaveSettings())
+	}
+	u.S.ServerURL = "http://gpu-box:8000/v1"
+	require.NoError(t, u.SaveSettings())
+	u.N.WizardDone.Set(true)
+	ui(u.Start)
+	v := u.Chat
+	require.NotNil(t, v)
+	p := v.Picker
+	want := []string{"other/kimi-k3 — on this machine", "", "DEMO model — on this machine", "the server's model — on gpu-box:8000"}
+	// the two folders share a name: their parents tell them apart
+	want[1] = filepath.Base(root) + "/kimi-k3 — on this machine"
+	ui(func() {
+		assert.Equal(t, want, p.Select.Options, "the folder deleted since is not offered")
+		assert.Equal(t, want[0], p.Select.Selected)
+		assert.Equal(t, "loads with the first message", p.State.Text)
+		v.Send("hi")
+	})
+	waitFor(t, "turn", func() bool { return !v.Busy })
+	ui(func() {
+		assert.Equal(t, "loaded", p.State.Text)
+		p.Select.SetSelected(want[1])
+		assert.Equal(t, older, u.S.ModelDir)
+		assert.Equal(t, older, bridge.LoadSettings(u.App.Preferences()).ModelDir, "the switch is kept")
+		assert.Nil(t, v.Info, "the next message opens the folder chosen")
+		assert.Equal(t, "loads with the first message", p.State.Text)
+		assert.Equal(t, want[1], p.Select.Selected)
+		assert.Equal(t, want[1], p.Select.Options[0], "the folder chosen comes first")
+		v.Send("again")
+	})
+	waitFor(t, "turn", func() bool { return !v.Busy })
+	require.Len(t, opened, 2)
+	assert.Equal(t, newer, opened[0].ModelDir)
+	assert.Equal(t, older, opened[1].ModelDir)
+	assert.Len(t, v.History, 4, "the conversation goes on")
+
+	// the demo, then no switch while a reply is written
+	fc.gate = make(chan struct{})
+	ui(func() {
+		p.Select.SetSelected("DEMO model — on this machine")
+		assert.True(t, u.S.Demo)
+		assert.Equal(t, u.demoDir(), u.S.ModelDir)
+		v.Send("on the demo")
+		p.Select.SetSelected(p.Select.Options[1])
+		assert.Equal(t, u.demoDir(), u.S.ModelDir, "no switch during a reply")
+		assert.Equal(t, "DEMO model — on this machine", p.Select.Selected)
+		assert.Contains(t, v.Notice.Text, "then switch the model")
+	})
+	for range 5 {
+		fc.gate <- struct{}{}
+	}
+	waitFor(t, "turn", func() bool { return !v.Busy })
+}
+
+// Issue 25 item 5: the draft model beside the model can be turned off (and
+// on) in the chat header; the next message opens the model without it.
+func TestDraftModelCanBeTurnedOff(t *testing.T) {
+	fc := &fakeChat{}
+	u, _ := newTestUI(t, fc)
+	var opened []bridge.Settings
+	u.B.NewChat = func(s bridge.Settings) (bridge.ChatEngine, error) {
+		opened = append(opened, s)
+		return fc, nil
+	}
+	u.S.ModelDir = modelFolder(t, t.TempDir(), "kimi-k3", true)
+	require.NoError(t, u.SaveSettings())
+	u.N.WizardDone.Set(true)
+	ui(u.Start)
+	v := u.Chat
+	p := v.Picker
+	ui(func() {
+		assert.True(t, p.Draft.Visible())
+		assert.True(t, p.Draft.Checked)
+		assert.Equal(t, "Draft model: faster replies, same answer", p.Draft.Text)
+		assert.Equal(t, "kimi-k3 with draft model — on this machine", p.Select.Selected)
+		v.Send("hi")
+	})
+	waitFor(t, "turn", func() bool { return !v.Busy })
+	ui(func() {
+		p.Draft.SetChecked(false)
+		assert.True(t, u.S.NoDraft)
+		assert.True(t, bridge.LoadSettings(u.App.Preferences()).NoDraft, "kept")
+		assert.Nil(t, v.Info, "the next message opens the model again")
+		assert.Equal(t, "kimi-k3 — on this machine", p.Select.Selected)
+		v.Send("again")
+	})
+	waitFor(t, "turn", func() bool { return !v.Busy })
+	require.Len(t, opened, 2)
+	assert.False(t, opened[0].NoDraft)
+	assert.True(t, opened[1].NoDraft)
+	assert.Equal(t, "", opened[1].OpenOptions(nil).Draft, "the engine opens no draft model")
+	assert.NotEqual(t, "", opened[0].OpenOptions(nil).Draft)
+
+	// a model without a draft model shows no box
+	ui(func() {
+		u.S.ModelDir = t.TempDir()
+		p.Refresh()
+		assert.False(t, p.Draft.Visible())
+	})
+}
