@@ -241,30 +241,53 @@ func TestTrunkTensorsCrossCheckedWithTheCheckpoint(t *testing.T) {
 		"dtype": func(ts map[string]any) { ts["dtype"] = "F16" },
 		"shape": func(ts map[string]any) { ts["shape"] = []any{ts["shape"].([]any)[1], ts["shape"].([]any)[0]} },
 	} {
-		var m map[string]any
-		dec := json.NewDecoder(bytes.NewReader(raw))
-		dec.UseNumber() // exact mtimes
-		require.NoError(t, dec.Decode(&m))
-		var tname string
-		for _, r := range m["runs"].([]any) {
-			for _, tt := range r.(map[string]any)["tensors"].([]any) {
-				ts := tt.(map[string]any)
-				if len(ts["shape"].([]any)) == 2 && ts["dtype"] == "BF16" && tname == "" && ts["shape"].([]any)[0] != ts["shape"].([]any)[1] {
-					tname = ts["name"].(string)
-					edit(ts)
-				}
-			}
-		}
-		b, _ := json.Marshal(m)
-		require.NoError(t, os.WriteFile(mp, b, 0o644))
-		tr, err := Open(tdir)
-		require.NoError(t, err, "%s: the manifest is consistent in itself", name)
-		err = tr.CheckSource(tinyRelease)
-		tr.Close()
-		require.ErrorIs(t, err, ErrSourceMismatch, name)
-		assert.Contains(t, err.Error(), "tensor "+tname+" is ", name)
+		b, tname := editFirstTensor(t, raw, func(ts map[string]any) bool {
+			s := ts["shape"].([]any)
+			return len(s) == 2 && ts["dtype"] == "BF16" && s[0] != s[1]
+		}, edit)
+		err := sourceMismatch(t, tdir, b, tname, name)
 		assert.Contains(t, err.Error(), "in trunk.json", name)
 	}
+}
+
+// editFirstTensor decodes the manifest raw (numbers kept exact: the
+// mtimes), applies edit to the first tensor pick chooses, and returns the
+// manifest's JSON and the tensor's name.
+func editFirstTensor(t *testing.T, raw []byte, pick func(ts map[string]any) bool, edit func(ts map[string]any)) ([]byte, string) {
+	t.Helper()
+	var m map[string]any
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	require.NoError(t, dec.Decode(&m))
+	var tname string
+	for _, r := range m["runs"].([]any) {
+		for _, x := range r.(map[string]any)["tensors"].([]any) {
+			if ts := x.(map[string]any); tname == "" && pick(ts) {
+				tname = ts["name"].(string)
+				edit(ts)
+			}
+		}
+	}
+	require.NotEmpty(t, tname)
+	b, err := json.Marshal(m)
+	require.NoError(t, err)
+	return b, tname
+}
+
+// sourceMismatch writes the manifest b into the trunk dir and requires the
+// trunk to open (the manifest is consistent in itself) but its check
+// against tiny-release to fail with ErrSourceMismatch naming tensor tname
+// (the failure of case name); it returns that error.
+func sourceMismatch(t *testing.T, dir string, b []byte, tname, name string) error {
+	t.Helper()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, ManifestFile), b, 0o644))
+	tr, err := Open(dir)
+	require.NoError(t, err, "%s: the manifest is consistent in itself", name)
+	err = tr.CheckSource(tinyRelease)
+	tr.Close()
+	require.ErrorIs(t, err, ErrSourceMismatch, name)
+	assert.Contains(t, err.Error(), "tensor "+tname+" is ", name)
+	return err
 }
 
 // An interrupted pack whose checkpoint file changed before the resume
