@@ -111,8 +111,7 @@ func TestCompressible(t *testing.T) {
 func TestPackCompressed(t *testing.T) {
 	for _, model := range []string{tinyRelease, tinyFlat, demoModel} {
 		t.Run(filepath.Base(filepath.Dir(model))+"/"+filepath.Base(model), func(t *testing.T) {
-			plain := t.TempDir()
-			pack(t, model, plain, Options{})
+			plain := packed(t, model)
 			dir := t.TempDir()
 			res := pack(t, model, dir, Options{Compress: true})
 			m := checkTrunk(t, model, dir)

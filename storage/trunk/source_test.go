@@ -55,8 +55,7 @@ func retouch(t *testing.T, dir, tensor string) string {
 // pack, naming the file; --force repacks.
 func TestFineTuneOfTheSameLayoutIsRefused(t *testing.T) {
 	orig := copyDir(t, tinyRelease)
-	tdir := t.TempDir()
-	pack(t, orig, tdir, Options{})
+	tdir := packed(t, orig)
 	before, err := os.ReadFile(filepath.Join(tdir, ManifestFile))
 	require.NoError(t, err)
 
@@ -91,8 +90,7 @@ func TestFineTuneOfTheSameLayoutIsRefused(t *testing.T) {
 // compared once by pack and kept: trunk.bin is not rewritten.
 func TestTouchedCheckpointIsComparedAndKept(t *testing.T) {
 	orig := copyDir(t, tinyRelease)
-	tdir := t.TempDir()
-	pack(t, orig, tdir, Options{})
+	tdir := packed(t, orig)
 	binBefore, err := os.Stat(filepath.Join(tdir, BinFile))
 	require.NoError(t, err)
 	same := copyDir(t, orig)
@@ -122,8 +120,7 @@ func TestTouchedCheckpointIsComparedAndKept(t *testing.T) {
 // A version 1 trunk.json (names and sizes only) is refused by Open and
 // brought up to date by pack after comparing the content.
 func TestLegacyTrunkIsCheckedAndUpgraded(t *testing.T) {
-	tdir := t.TempDir()
-	pack(t, tinyRelease, tdir, Options{})
+	tdir := packed(t, tinyRelease)
 	mp := filepath.Join(tdir, ManifestFile)
 	var m map[string]any
 	raw, _ := os.ReadFile(mp)
@@ -154,8 +151,7 @@ func TestLegacyTrunkIsCheckedAndUpgraded(t *testing.T) {
 // weights fingerprint differs), by run and by pack; --force repacks.
 func TestFineTuneWithRestoredTimesIsRefused(t *testing.T) {
 	orig := copyDir(t, tinyRelease)
-	tdir := t.TempDir()
-	pack(t, orig, tdir, Options{})
+	tdir := packed(t, orig)
 	ft := copyDir(t, orig)
 	retouch(t, ft, "language_model.model.layers.2.self_attn.o_proj.weight")
 	ents, err := os.ReadDir(orig)
@@ -233,8 +229,7 @@ func TestVersion3TrunkIsCheckedAndUpgraded(t *testing.T) {
 // Audit D13 (row 2.10): trunk.json's dtypes and shapes are checked against
 // the checkpoint's headers.
 func TestTrunkTensorsCrossCheckedWithTheCheckpoint(t *testing.T) {
-	tdir := t.TempDir()
-	pack(t, tinyRelease, tdir, Options{})
+	tdir := packed(t, tinyRelease)
 	mp := filepath.Join(tdir, ManifestFile)
 	raw, _ := os.ReadFile(mp)
 	for name, edit := range map[string]func(ts map[string]any){
