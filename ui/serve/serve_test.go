@@ -109,21 +109,20 @@ func post(t *testing.T, s *Server, path string, body any, hdr ...string) (*http.
 	req, err := http.NewRequest("POST", "http://"+s.Addr()+path, rd)
 	require.NoError(t, err)
 	req.Header.Set("Content-Type", "application/json")
-	for i := 0; i+1 < len(hdr); i += 2 {
-		req.Header.Set(hdr[i], hdr[i+1])
-	}
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	return resp, data
+	return send(t, req, hdr)
 }
 
 func get(t *testing.T, s *Server, path string, hdr ...string) (*http.Response, []byte) {
 	t.Helper()
 	req, err := http.NewRequest("GET", "http://"+s.Addr()+path, nil)
 	require.NoError(t, err)
+	return send(t, req, hdr)
+}
+
+// send sends req with the headers hdr (name, value, ...) and reads the
+// whole answer.
+func send(t *testing.T, req *http.Request, hdr []string) (*http.Response, []byte) {
+	t.Helper()
 	for i := 0; i+1 < len(hdr); i += 2 {
 		req.Header.Set(hdr[i], hdr[i+1])
 	}

@@ -66,6 +66,24 @@ func toolRequest(stream bool) map[string]any {
 		"messages": []map[string]any{{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Weather in Paris and Oslo?"}}}
 }
 
+// assertChatRoundTrip asserts that the prompt g last saw (an agent API's
+// rendering of the weather round trip: the question; the reasoning, text
+// and both calls of the reply; the result "sun" of the first call and
+// "snow" of the second, sent back in reverse order) is the prompt chat
+// completions renders for it, with the calls as chat answered them.
+func assertChatRoundTrip(t *testing.T, s *Server, g *scripted, chat chatResp) {
+	t.Helper()
+	got := g.prompt
+	calls := chat.Choices[0].Message.ToolCalls
+	chatReply(t, s, map[string]any{"max_tokens": 1, "tools": []json.RawMessage{json.RawMessage(weatherTool)},
+		"messages": []map[string]any{
+			{"role": "user", "content": "Weather in Paris and Oslo?"},
+			{"role": "assistant", "content": "Let me check.", "tool_calls": calls, "reasoning_content": "The user wants the weather."},
+			{"role": "tool", "tool_call_id": calls[1].ID, "content": "snow"},
+			{"role": "tool", "tool_call_id": calls[0].ID, "content": "sun"}}})
+	assert.Equal(t, string(s.o.Tok.Decode(g.prompt)), string(s.o.Tok.Decode(got)))
+}
+
 func TestToolCallsNonStreaming(t *testing.T) {
 	s, g := scriptedServer(t, toolOutput)
 	resp, data := post(t, s, "/v1/chat/completions", toolRequest(false))
