@@ -585,9 +585,14 @@ func (e *Env) holdChat(h, gen string) *chatProc {
 // (the turn is answered and saved) or the output ends.
 func (c *chatProc) turn(msg string) {
 	io.WriteString(c.in, msg+"\n")
+	readUntil(c.rd, "prompt positions reused")
+}
+
+// readUntil reads lines from rd until one contains s or the output ends.
+func readUntil(rd *bufio.Reader, s string) {
 	for {
-		l, err := c.rd.ReadString('\n')
-		if strings.Contains(l, "prompt positions reused") || err != nil {
+		l, err := rd.ReadString('\n')
+		if strings.Contains(l, s) || err != nil {
 			return
 		}
 	}

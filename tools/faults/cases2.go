@@ -525,12 +525,7 @@ func interruptCases() []Case {
 			cmd.Stderr = &er
 			must(cmd.Start())
 			rd := bufio.NewReader(so)
-			for {
-				l, err := rd.ReadString('\n')
-				if strings.Contains(l, "prefill") || err != nil {
-					break
-				}
-			}
+			readUntil(rd, "prefill")
 			cmd.Process.Signal(os.Interrupt)
 			time.Sleep(5 * time.Millisecond)
 			cmd.Process.Signal(os.Interrupt)
@@ -603,12 +598,7 @@ func interruptCases() []Case {
 			cmd.Stderr = &er
 			must(cmd.Start())
 			rd := bufio.NewReader(so)
-			for {
-				l, err := rd.ReadString('\n')
-				if strings.Contains(l, "type a message") || err != nil {
-					break
-				}
-			}
+			readUntil(rd, "type a message")
 			time.Sleep(50 * time.Millisecond)
 			cmd.Process.Signal(os.Interrupt)
 			go io.Copy(io.Discard, rd)
