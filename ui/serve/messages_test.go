@@ -137,9 +137,7 @@ func TestMessagesTools(t *testing.T) {
 			{"role": "user", "content": []map[string]any{
 				{"type": "tool_result", "tool_use_id": bs[3]["id"], "content": "snow"},
 				{"type": "tool_result", "tool_use_id": bs[2]["id"], "content": []map[string]any{{"type": "text", "text": "sun"}}}}}}}
-	resp, data = post(t, s, "/v1/messages", back)
-	require.Equal(t, 200, resp.StatusCode, string(data))
-	assertChatRoundTrip(t, s, g, chat)
+	assertChatRoundTrip(t, s, g, chat, "/v1/messages", back)
 
 	// streamed
 	body["stream"] = true

@@ -195,9 +195,7 @@ func TestResponsesTools(t *testing.T) {
 			out[0], out[1], out[2], out[3],
 			{"type": "function_call_output", "call_id": out[3]["call_id"], "output": "snow"},
 			{"type": "function_call_output", "call_id": out[2]["call_id"], "output": []map[string]any{{"type": "input_text", "text": "sun"}}}}}
-	resp, data = post(t, s, "/v1/responses", back)
-	require.Equal(t, 200, resp.StatusCode, string(data))
-	assertChatRoundTrip(t, s, g, chat)
+	assertChatRoundTrip(t, s, g, chat, "/v1/responses", back)
 
 	// streamed: the items, then the calls' argument events
 	body["stream"] = true

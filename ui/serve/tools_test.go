@@ -66,13 +66,16 @@ func toolRequest(stream bool) map[string]any {
 		"messages": []map[string]any{{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Weather in Paris and Oslo?"}}}
 }
 
-// assertChatRoundTrip asserts that the prompt g last saw (an agent API's
-// rendering of the weather round trip: the question; the reasoning, text
-// and both calls of the reply; the result "sun" of the first call and
-// "snow" of the second, sent back in reverse order) is the prompt chat
-// completions renders for it, with the calls as chat answered them.
-func assertChatRoundTrip(t *testing.T, s *Server, g *scripted, chat chatResp) {
+// assertChatRoundTrip posts back (an agent API's weather round trip: the
+// question; the reasoning, text and both calls of the reply; the result
+// "sun" of the first call and "snow" of the second, sent back in reverse
+// order) to path and asserts the prompt it renders is the one chat
+// completions renders for the same history, with the calls as chat
+// answered them.
+func assertChatRoundTrip(t *testing.T, s *Server, g *scripted, chat chatResp, path string, back map[string]any) {
 	t.Helper()
+	resp, data := post(t, s, path, back)
+	require.Equal(t, 200, resp.StatusCode, string(data))
 	got := g.prompt
 	calls := chat.Choices[0].Message.ToolCalls
 	chatReply(t, s, map[string]any{"max_tokens": 1, "tools": []json.RawMessage{json.RawMessage(weatherTool)},
