@@ -19,8 +19,8 @@ import (
 
 	"k3/engine"
 	"k3/engine/chat"
+	"k3/internal/demomodel"
 	"k3/internal/fixture"
-	"k3/tokenizer"
 )
 
 // syncBuffer is a bytes.Buffer safe for a writer and a reader goroutine.
@@ -164,13 +164,7 @@ func TestServeOpenAIConformance(t *testing.T) {
 	clients.Run(t, &got, "conformance.mjs", "K3_BASE_URL="+url, "K3_API_KEY="+key, "K3_MODEL=k3-demo")
 
 	// what k3 chat replies to the same conversation (greedy, same cap)
-	tok, err := tokenizer.Load(dir)
-	require.NoError(t, err)
-	m, err := engine.Open(dir, engine.Options{Budget: engine.Budget{CacheBytes: 1 << 62}, Chunk: 16})
-	require.NoError(t, err)
-	defer m.Close()
-	e := m.NewEngine(0)
-	defer e.Close()
+	e, tok := demomodel.Open(t, dir, 0)
 	opt := chat.Options{MaxTokens: 8, Sampling: engine.Sampling{Greedy: true}}
 	r1, err := chat.NewSession(e, tok).Turn(context.Background(), "Hello there", opt, nil)
 	require.NoError(t, err)

@@ -20,7 +20,7 @@ import (
 
 	"k3/engine"
 	"k3/engine/chat"
-	"k3/engine/synth"
+	"k3/internal/demomodel"
 	"k3/tokenizer"
 )
 
@@ -36,18 +36,10 @@ func demo(t testing.TB) (*engine.Engine, *tokenizer.Tokenizer) {
 	t.Helper()
 	demoOnce.Do(func() {
 		demoDir = filepath.Join(tempRoot, "m")
-		if demoErr = synth.Write(demoDir, synth.Small()); demoErr == nil {
-			demoErr = tokenizer.WriteByteLevel(demoDir, tokenizer.ByteLevelOptions{})
-		}
+		demoErr = demomodel.Write(demoDir)
 	})
 	require.NoError(t, demoErr)
-	tok, err := tokenizer.Load(demoDir)
-	require.NoError(t, err)
-	m, err := engine.Open(demoDir, engine.Options{Budget: engine.Budget{CacheBytes: 1 << 62}, Chunk: 16})
-	require.NoError(t, err)
-	e := m.NewEngine(2)
-	t.Cleanup(func() { e.Close(); m.Close() })
-	return e, tok
+	return demomodel.Open(t, demoDir, 2)
 }
 
 var tempRoot string
