@@ -35,17 +35,8 @@ func TestResponseFormatEnforced(t *testing.T) {
 				req["stream"] = true
 				_, evs := streamPost(t, s, req)
 				var content string
-				for _, ev := range evs {
-					if ev.data == "" || ev.data == "[DONE]" {
-						continue
-					}
-					var c chunkJSON
-					require.NoError(t, json.Unmarshal([]byte(ev.data), &c), ev.data)
-					for _, ch := range c.Choices {
-						if ch.Delta.Content != nil {
-							content += *ch.Delta.Content
-						}
-					}
+				for _, c := range chatChunks(t, evs) {
+					content += c.content()
 				}
 				assert.Equal(t, *r.Choices[0].Message.Content, content, "streamed and not give the same answer")
 				fixture.CheckPerson(t, content, false)

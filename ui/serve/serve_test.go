@@ -304,6 +304,41 @@ type chunkJSON struct {
 	} `json:"usage"`
 }
 
+// warnedChunk is a chat stream chunk with its warnings.
+type warnedChunk struct {
+	chunkJSON
+	Warnings []string `json:"warnings"`
+}
+
+// chatChunks requires a chat stream to end with [DONE] and decodes its
+// data events before it.
+func chatChunks(t *testing.T, evs []sseEvent) []warnedChunk {
+	t.Helper()
+	require.NotEmpty(t, evs)
+	require.Equal(t, "[DONE]", evs[len(evs)-1].data, "the stream ends with [DONE]")
+	var out []warnedChunk
+	for _, ev := range evs[:len(evs)-1] {
+		if ev.data == "" {
+			continue
+		}
+		var c warnedChunk
+		require.NoError(t, json.Unmarshal([]byte(ev.data), &c), ev.data)
+		out = append(out, c)
+	}
+	return out
+}
+
+// content is the text the chunk's choices add to the answer.
+func (c chunkJSON) content() string {
+	var s string
+	for _, ch := range c.Choices {
+		if ch.Delta.Content != nil {
+			s += *ch.Delta.Content
+		}
+	}
+	return s
+}
+
 // TestStreamSSE checks what the openai client does not: headers, the
 // prefill keep-alive comments, the chunk order (role, deltas, finish,
 // usage) and the closing [DONE]; and that the streamed text is the
@@ -485,15 +520,8 @@ func TestStopStrings(t *testing.T) {
 	req["stream"] = true
 	_, evs := streamPost(t, s, req)
 	var text strings.Builder
-	for _, ev := range evs {
-		var c chunkJSON
-		if ev.data == "" || ev.data == "[DONE]" {
-			continue
-		}
-		require.NoError(t, json.Unmarshal([]byte(ev.data), &c))
-		if len(c.Choices) > 0 && c.Choices[0].Delta.Content != nil {
-			text.WriteString(*c.Choices[0].Delta.Content)
-		}
+	for _, c := range chatChunks(t, evs) {
+		text.WriteString(c.content())
 	}
 	assert.Equal(t, *r.Choices[0].Message.Content, text.String())
 }

@@ -33,20 +33,8 @@ func TestStopDoesNotCutEnforcedJSON(t *testing.T) {
 	_, evs := streamPost(t, s, req)
 	var content string
 	var warnings []string
-	for _, ev := range evs {
-		if ev.data == "" || ev.data == "[DONE]" {
-			continue
-		}
-		var c struct {
-			chunkJSON
-			Warnings []string `json:"warnings"`
-		}
-		require.NoError(t, json.Unmarshal([]byte(ev.data), &c), ev.data)
-		for _, ch := range c.Choices {
-			if ch.Delta.Content != nil {
-				content += *ch.Delta.Content
-			}
-		}
+	for _, c := range chatChunks(t, evs) {
+		content += c.content()
 		warnings = append(warnings, c.Warnings...)
 	}
 	assert.Equal(t, *r.Choices[0].Message.Content, content)

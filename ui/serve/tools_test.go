@@ -131,16 +131,10 @@ func TestToolCallsNonStreaming(t *testing.T) {
 func TestToolCallsStreaming(t *testing.T) {
 	s, _ := scriptedServer(t, toolOutput)
 	_, evs := streamPost(t, s, toolRequest(true))
-	require.Equal(t, "[DONE]", evs[len(evs)-1].data)
 	var reasoning, content strings.Builder
 	var calls []string
 	var finish []string
-	for _, ev := range evs[:len(evs)-1] {
-		if ev.data == "" {
-			continue
-		}
-		var c chunkJSON
-		require.NoError(t, json.Unmarshal([]byte(ev.data), &c))
+	for _, c := range chatChunks(t, evs) {
 		ch := c.Choices[0]
 		if ch.Delta.ReasoningContent != nil {
 			reasoning.WriteString(*ch.Delta.ReasoningContent)
@@ -188,15 +182,7 @@ func TestMalformedToolCall(t *testing.T) {
 	var content strings.Builder
 	var warnings []string
 	calls := 0
-	for _, ev := range evs {
-		if ev.data == "" || ev.data == "[DONE]" {
-			continue
-		}
-		var c struct {
-			chunkJSON
-			Warnings []string `json:"warnings"`
-		}
-		require.NoError(t, json.Unmarshal([]byte(ev.data), &c))
+	for _, c := range chatChunks(t, evs) {
 		if d := c.Choices[0].Delta.Content; d != nil {
 			content.WriteString(*d)
 		}
