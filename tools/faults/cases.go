@@ -588,6 +588,17 @@ func (c *chatProc) turn(msg string) {
 	readUntil(c.rd, "prompt positions reused")
 }
 
+// startRead starts cmd with its output read line by line from the
+// returned reader and its errors kept in the returned builder.
+func startRead(cmd *exec.Cmd) (*bufio.Reader, *strings.Builder) {
+	so, err := cmd.StdoutPipe()
+	must(err)
+	er := &strings.Builder{}
+	cmd.Stderr = er
+	must(cmd.Start())
+	return bufio.NewReader(so), er
+}
+
 // readUntil reads lines from rd until one contains s or the output ends.
 func readUntil(rd *bufio.Reader, s string) {
 	for {

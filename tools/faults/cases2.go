@@ -3,7 +3,6 @@
 package main
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -519,12 +518,7 @@ func interruptCases() []Case {
 			}
 			out := filepath.Join(e.dir("int"), "o.json")
 			cmd := e.command("run", e.Demo, "--ids", strings.Join(ids, ","), "--gen", "4", "--out", out)
-			so, err := cmd.StdoutPipe()
-			must(err)
-			var er strings.Builder
-			cmd.Stderr = &er
-			must(cmd.Start())
-			rd := bufio.NewReader(so)
+			rd, er := startRead(cmd)
 			readUntil(rd, "prefill")
 			cmd.Process.Signal(os.Interrupt)
 			time.Sleep(5 * time.Millisecond)
@@ -550,12 +544,7 @@ func interruptCases() []Case {
 			d := e.dir("int")
 			out, state := filepath.Join(d, "o.json"), filepath.Join(d, "s")
 			cmd := e.command("run", e.Demo, "--ids", "1,2,3", "--gen", "100000", "--out", out, "--save-state", state)
-			so, err := cmd.StdoutPipe()
-			must(err)
-			var er strings.Builder
-			cmd.Stderr = &er
-			must(cmd.Start())
-			rd := bufio.NewReader(so)
+			rd, er := startRead(cmd)
 			rows := 0
 			for {
 				l, err := rd.ReadString('\n')
@@ -593,11 +582,7 @@ func interruptCases() []Case {
 		{ID: "10.2", Name: "Ctrl-C at the chat prompt", Want: "rc5 (was: rc130)", Run: func(e *Env) Result {
 			cmd := e.command("chat", e.Demo)
 			in, _ := cmd.StdinPipe()
-			so, _ := cmd.StdoutPipe()
-			var er strings.Builder
-			cmd.Stderr = &er
-			must(cmd.Start())
-			rd := bufio.NewReader(so)
+			rd, er := startRead(cmd)
 			readUntil(rd, "type a message")
 			time.Sleep(50 * time.Millisecond)
 			cmd.Process.Signal(os.Interrupt)
