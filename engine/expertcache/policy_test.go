@@ -15,21 +15,10 @@ import (
 // run feeds keys to p and renders each access as H (hit) or M<victim>/M,
 // or X when the miss was not admitted.
 func run(p Policy, keys ...uint64) string {
-	s := ""
-	for _, k := range keys {
+	return fixture.AccessTrace(keys, func(k uint64) (bool, bool, bool, uint64) {
 		ev := p.Access(k)
-		switch {
-		case ev.Hit:
-			s += "H "
-		case ev.Evicted:
-			s += fmt.Sprintf("M%d ", ev.Victim)
-		case ev.Admitted:
-			s += "M "
-		default:
-			s += "X "
-		}
-	}
-	return s
+		return ev.Hit, ev.Admitted, ev.Evicted, ev.Victim
+	})
 }
 
 // hits replays keys through p and counts the hits.
