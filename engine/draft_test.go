@@ -220,22 +220,7 @@ func TestDraftSpecExact(t *testing.T) {
 // with its config edited by edit (nil: as it is).
 func copyDraft(t *testing.T, edit func(map[string]any)) string {
 	t.Helper()
-	src := filepath.Join(fixture.ModelDir("tiny-release"), "draft")
-	dir := t.TempDir()
-	raw, err := os.ReadFile(filepath.Join(src, "config.json"))
-	require.NoError(t, err)
-	if edit != nil {
-		var c map[string]any
-		require.NoError(t, json.Unmarshal(raw, &c))
-		edit(c)
-		raw, err = json.Marshal(c)
-		require.NoError(t, err)
-	}
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "config.json"), raw, 0o644))
-	w, err := os.ReadFile(filepath.Join(src, "model.safetensors"))
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "model.safetensors"), w, 0o644))
-	return dir
+	return fixture.CopyDraft(t, filepath.Join(fixture.ModelDir("tiny-release"), "draft"), edit)
 }
 
 // TestDraftRefused: a draft model made for another target, without its

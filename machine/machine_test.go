@@ -1,6 +1,7 @@
 package machine
 
 import (
+	"io/fs"
 	"k3/internal/fixture"
 	"os"
 	"runtime"
@@ -62,16 +63,14 @@ func TestCgroupV2Nested(t *testing.T) {
 		"sys/fs/cgroup/user.slice/app.scope/memory.max":     "max\n",
 		"sys/fs/cgroup/user.slice/app.scope/memory.current": "1000000000\n",
 	})
-	cg, err := ReadCgroup(fsys)
-	require.NoError(t, err)
+	cg := cgroupOf(t, fsys)
 	// no usage where the limit sits: the process's own cgroup's
 	assert.Equal(t, Cgroup{Version: 2, Path: "/user.slice/app.scope", Limit: 8e9, Usage: 1e9, UsageKnown: true}, cg)
 
 	// the level with the least headroom wins, not the smallest limit
 	fsys["sys/fs/cgroup/memory.max"] = &fstest.MapFile{Data: []byte("9000000000\n")}
 	fsys["sys/fs/cgroup/memory.current"] = &fstest.MapFile{Data: []byte("8500000000\n")}
-	cg, err = ReadCgroup(fsys)
-	require.NoError(t, err)
+	cg = cgroupOf(t, fsys)
 	assert.Equal(t, int64(9e9), cg.Limit)
 	assert.Equal(t, int64(8.5e9), cg.Usage)
 	delete(fsys, "sys/fs/cgroup/memory.current")
@@ -79,14 +78,13 @@ func TestCgroupV2Nested(t *testing.T) {
 
 	// unlimited
 	fsys["sys/fs/cgroup/user.slice/memory.max"] = &fstest.MapFile{Data: []byte("max\n")}
-	cg, err = ReadCgroup(fsys)
-	require.NoError(t, err)
+	cg = cgroupOf(t, fsys)
 	assert.Equal(t, 2, cg.Version)
 	assert.Zero(t, cg.Limit)
 
 	// garbled: fail closed
 	fsys["sys/fs/cgroup/user.slice/memory.max"] = &fstest.MapFile{Data: []byte("lots\n")}
-	_, err = ReadCgroup(fsys)
+	_, err := ReadCgroup(fsys)
 	assert.ErrorContains(t, err, `"lots", not a number`)
 }
 
@@ -97,8 +95,7 @@ func TestCgroupV1(t *testing.T) {
 		"sys/fs/cgroup/memory/docker/abc/memory.limit_in_bytes": "4294967296\n",
 		"sys/fs/cgroup/memory/docker/abc/memory.usage_in_bytes": "294967296\n",
 	})
-	cg, err := ReadCgroup(fsys)
-	require.NoError(t, err)
+	cg := cgroupOf(t, fsys)
 	assert.Equal(t, Cgroup{Version: 1, Path: "/docker/abc", Limit: 4294967296, Usage: 294967296, UsageKnown: true}, cg)
 
 	// Namespaced: the path from /proc does not exist under the mount; the
@@ -108,14 +105,12 @@ func TestCgroupV1(t *testing.T) {
 		"sys/fs/cgroup/memory/memory.limit_in_bytes": "2000000000\n",
 		"sys/fs/cgroup/memory/memory.usage_in_bytes": "500000000\n",
 	})
-	cg, err = ReadCgroup(fsys)
-	require.NoError(t, err)
+	cg = cgroupOf(t, fsys)
 	assert.Equal(t, int64(2e9), cg.Limit)
 	assert.Equal(t, int64(5e8), cg.Usage)
 
 	// No cgroup at all.
-	cg, err = ReadCgroup(fstest.MapFS{})
-	require.NoError(t, err)
+	cg = cgroupOf(t, fstest.MapFS{})
 	assert.Equal(t, Cgroup{}, cg)
 }
 
@@ -171,4 +166,12 @@ func cpuinfo2x2(t *testing.T) string {
 	b, err := os.ReadFile(fixture.Path("machine", "cpuinfo-2x2"))
 	require.NoError(t, err)
 	return string(b)
+}
+
+// cgroupOf reads the cgroup of fsys, which must not fail.
+func cgroupOf(t *testing.T, fsys fs.FS) Cgroup {
+	t.Helper()
+	cg, err := ReadCgroup(fsys)
+	require.NoError(t, err)
+	return cg
 }

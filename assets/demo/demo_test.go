@@ -87,7 +87,7 @@ func TestChatReplies(t *testing.T) {
 	for _, user := range []string{"Hello!", "Tell me a saying about love.", "Do you know a saying about work?",
 		"Give me a fortune about time.", "Who are you?"} {
 		s := chat.NewSession(e, tok)
-		r, err := s.Turn(context.Background(), user, chat.Options{Sampling: engine.Sampling{Greedy: true}}, nil)
+		r, err := s.Turn(context.Background(), user, chat.Options{Thinking: true, Sampling: engine.Sampling{Greedy: true}}, nil)
 		require.NoError(t, err)
 		require.Equal(t, engine.StopToken, r.Stop, "%q: the reply did not end by itself", user)
 		require.Equal(t, eom, r.IDs[len(r.IDs)-1], "%q", user)
@@ -136,7 +136,7 @@ func TestWriteDraft(t *testing.T) {
 	m, err := engine.Open(dir, engine.Options{Budget: engine.Budget{CacheBytes: 1 << 62}, Draft: draft})
 	require.NoError(t, err)
 	defer m.Close()
-	ids, err := chat.NewSession(plain.NewEngine(1), tok).Prompt("Tell me a saying about love.", chat.Options{})
+	ids, err := chat.NewSession(plain.NewEngine(1), tok).Prompt("Tell me a saying about love.", chat.Options{Thinking: true})
 	require.NoError(t, err)
 	gen := func(m *engine.Model, spec engine.Spec) *engine.GenResult {
 		e := m.NewEngine(2)

@@ -30,7 +30,7 @@ func TestNoThinkStillThinksFirst(t *testing.T) {
 	e := m.NewEngine(1)
 	defer e.Close()
 	user := "Do you know a saying about work?"
-	opt := chat.Options{NoThink: true, Sampling: engine.Sampling{Greedy: true}}
+	opt := chat.Options{Sampling: engine.Sampling{Greedy: true}}
 	s := chat.NewSession(e, tok)
 	prompt, err := s.Prompt(user, opt)
 	require.NoError(t, err)

@@ -2,7 +2,6 @@ package cachesim
 
 import (
 	"fmt"
-	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
@@ -18,21 +17,10 @@ import (
 // run feeds keys to p and renders each access as H (hit) or M<victim>/M,
 // or X when the miss was not admitted.
 func run(p expertcache.Policy, keys ...uint64) string {
-	s := ""
-	for _, k := range keys {
+	return fixture.AccessTrace(keys, func(k uint64) (bool, bool, bool, uint64) {
 		ev := p.Access(k)
-		switch {
-		case ev.Hit:
-			s += "H "
-		case ev.Evicted:
-			s += fmt.Sprintf("M%d ", ev.Victim)
-		case ev.Admitted:
-			s += "M "
-		default:
-			s += "X "
-		}
-	}
-	return s
+		return ev.Hit, ev.Admitted, ev.Evicted, ev.Victim
+	})
 }
 
 func TestPinnedLRU(t *testing.T) {
@@ -115,14 +103,7 @@ func refBelady(keys []uint64, c int) int {
 // restatement on skewed random traces, and every online policy against it
 // (the engine's are cross-checked against references in expertcache).
 func TestPoliciesAgainstReferences(t *testing.T) {
-	rng := rand.New(rand.NewPCG(1, 2))
-	for trial := 0; trial < 200; trial++ {
-		n, space := 50+rng.IntN(400), 2+rng.IntN(60)
-		keys := make([]uint64, n)
-		for i := range keys {
-			keys[i] = uint64(rng.IntN(space) * rng.IntN(space) / space) // skewed
-		}
-		c := 1 + rng.IntN(20)
+	fixture.SkewedTraces(func(trial int, keys []uint64, space, c int) {
 		opt := SimBelady(keys, space, c).Hits
 		require.Equal(t, refBelady(keys, c), opt, "trial %d Belady cap %d", trial, c)
 		// Every online policy: never above Belady, Len within capacity,
@@ -135,7 +116,7 @@ func TestPoliciesAgainstReferences(t *testing.T) {
 			require.Equal(t, a, Replay(p, keys), "%s not deterministic across Reset", p.Name())
 			require.LessOrEqual(t, a.Hits, opt, "%s beats Belady", p.Name())
 		}
-	}
+	})
 }
 
 // TestAccessDoesNotAllocate: once the key space is reserved, the

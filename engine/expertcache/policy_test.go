@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"k3/internal/fixture"
-	"math/rand/v2"
 	"os"
 	"slices"
 	"testing"
@@ -16,21 +15,10 @@ import (
 // run feeds keys to p and renders each access as H (hit) or M<victim>/M,
 // or X when the miss was not admitted.
 func run(p Policy, keys ...uint64) string {
-	s := ""
-	for _, k := range keys {
+	return fixture.AccessTrace(keys, func(k uint64) (bool, bool, bool, uint64) {
 		ev := p.Access(k)
-		switch {
-		case ev.Hit:
-			s += "H "
-		case ev.Evicted:
-			s += fmt.Sprintf("M%d ", ev.Victim)
-		case ev.Admitted:
-			s += "M "
-		default:
-			s += "X "
-		}
-	}
-	return s
+		return ev.Hit, ev.Admitted, ev.Evicted, ev.Victim
+	})
 }
 
 // hits replays keys through p and counts the hits.
@@ -238,14 +226,7 @@ func refS3FIFO(keys []uint64, c int) int {
 // against plain restatements on skewed random traces, and checks every
 // policy keeps within its capacity and is deterministic across Reset.
 func TestPoliciesAgainstReferences(t *testing.T) {
-	rng := rand.New(rand.NewPCG(1, 2))
-	for trial := 0; trial < 200; trial++ {
-		n, space := 50+rng.IntN(400), 2+rng.IntN(60)
-		keys := make([]uint64, n)
-		for i := range keys {
-			keys[i] = uint64(rng.IntN(space) * rng.IntN(space) / space) // skewed
-		}
-		c := 1 + rng.IntN(20)
+	fixture.SkewedTraces(func(trial int, keys []uint64, _, c int) {
 		require.Equal(t, refLRU(keys, c), hits(NewLRU(c, 0), keys), "trial %d LRU cap %d", trial, c)
 		require.Equal(t, refS3FIFO(keys, c), hits(NewS3FIFO(c, 0), keys), "trial %d S3-FIFO cap %d", trial, c)
 		for _, name := range Names() {
@@ -257,7 +238,7 @@ func TestPoliciesAgainstReferences(t *testing.T) {
 			require.Zero(t, p.Len(), "%s after Reset", name)
 			require.Equal(t, a, hits(p, keys), "%s not deterministic across Reset", name)
 		}
-	}
+	})
 }
 
 // TestAccessDoesNotAllocate: once the key space is reserved, the policies

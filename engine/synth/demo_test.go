@@ -1,8 +1,6 @@
 package synth_test
 
 import (
-	"crypto/sha256"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"testing"
@@ -12,6 +10,7 @@ import (
 
 	"k3/assets/demo"
 	"k3/engine/synth"
+	"k3/internal/fixture"
 	"k3/storage/safetensors"
 	"k3/tokenizer"
 )
@@ -29,7 +28,7 @@ func TestWriteDemo(t *testing.T) {
 	// the small demo is the trained model (assets/demo), byte for byte
 	trained := filepath.Join(t.TempDir(), "trained")
 	require.NoError(t, demo.Write(trained))
-	assert.Equal(t, readTree(t, trained), readTree(t, dir))
+	assert.Equal(t, fixture.TreeSums(t, trained), fixture.TreeSums(t, dir))
 	tok, err := tokenizer.Load(dir)
 	require.NoError(t, err)
 	assert.Equal(t, 2304, tok.VocabSize())
@@ -53,12 +52,12 @@ func TestWriteDemo(t *testing.T) {
 	assert.Contains(t, string(notice), "DEMO model (size medium)")
 	assert.True(t, synth.IsDemo(med))
 
-	first := readTree(t, dir)
+	first := fixture.TreeSums(t, dir)
 	for name := range first {
 		assert.NotEqual(t, '.', filepath.Base(name)[0], "temporary file %s left behind", name)
 	}
 	require.NoError(t, synth.WriteDemo(dir, "small"))
-	assert.Equal(t, first, readTree(t, dir), "a rewrite must give the same bytes")
+	assert.Equal(t, first, fixture.TreeSums(t, dir), "a rewrite must give the same bytes")
 
 	// a plain synthetic checkpoint is not a demo
 	plain := filepath.Join(t.TempDir(), "plain")
@@ -66,21 +65,4 @@ func TestWriteDemo(t *testing.T) {
 	assert.False(t, synth.IsDemo(plain))
 
 	assert.ErrorContains(t, synth.WriteDemo(t.TempDir(), "huge"), `demo size "huge" is not one of [small random medium large]`)
-}
-
-// readTree returns the SHA-256 of every file under a directory (the demo's
-// draft model is in a subfolder), by path relative to it.
-func readTree(t *testing.T, dir string) map[string][32]byte {
-	t.Helper()
-	out := map[string][32]byte{}
-	require.NoError(t, filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
-		if err != nil || e.IsDir() {
-			return err
-		}
-		b, err := os.ReadFile(p)
-		rel, _ := filepath.Rel(dir, p)
-		out[rel] = sha256.Sum256(b)
-		return err
-	}))
-	return out
 }

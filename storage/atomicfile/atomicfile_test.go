@@ -15,6 +15,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"k3/internal/fixture"
 )
 
 func TestWriteReplacesAndLeavesNoTemp(t *testing.T) {
@@ -71,14 +73,6 @@ func TestWriteFunc(t *testing.T) {
 	assert.Len(t, ents, 1, "temporary files left behind")
 }
 
-// deadPID is the id of a process that has exited.
-func deadPID(t *testing.T) int {
-	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	require.NoError(t, cmd.Run())
-	return cmd.Process.Pid
-}
-
 // Audit D11 (row 3.28): a writer killed between its temporary write and the
 // rename leaves .NAME.tmpPID-N; CleanStale removes it once that process is
 // gone, and leaves live writers' and other files alone.
@@ -86,7 +80,7 @@ func TestCleanStale(t *testing.T) {
 	dir := t.TempDir()
 	p := filepath.Join(dir, "s.k3state")
 	require.NoError(t, Write(p, []byte("old")))
-	dead := deadPID(t)
+	dead := fixture.DeadPID(t)
 	live := exec.Command(os.Args[0], "-test.run=^TestHelperSleep$")
 	live.Env = append(os.Environ(), "K3_ATOMICFILE_SLEEP=1")
 	require.NoError(t, live.Start())

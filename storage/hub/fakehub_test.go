@@ -1,11 +1,7 @@
 package hub
 
 import (
-	"crypto/sha1"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
-	"fmt"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -13,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"k3/internal/fakehub"
 )
 
 // fakeHub imitates the Hugging Face hub's endpoints for one repository:
@@ -107,14 +105,8 @@ func standardFiles(seed string) map[string][]byte {
 	}
 }
 
-func sha(b []byte) string { s := sha256.Sum256(b); return hex.EncodeToString(s[:]) }
-
-func blobID(b []byte) string {
-	h := sha1.New()
-	fmt.Fprintf(h, "blob %d\x00", len(b))
-	h.Write(b)
-	return hex.EncodeToString(h.Sum(nil))
-}
+// sha and blobID are the hashes the hub publishes (sha256, git blob id).
+var sha, blobID = fakehub.SHA256, fakehub.BlobID
 
 func (h *fakeHub) authorized(w http.ResponseWriter, r *http.Request) bool {
 	a := r.Header.Get("Authorization")
@@ -263,21 +255,16 @@ func (h *fakeHub) serveBytes(w http.ResponseWriter, r *http.Request, name string
 			http.Error(w, "bad range", http.StatusBadRequest)
 			return
 		}
-		if h.bad416[name] > 0 || s >= len(body) {
-			if h.bad416[name] > 0 {
-				h.bad416[name]--
-			}
-			w.Header().Set("Content-Range", "bytes */"+strconv.Itoa(len(body)))
-			w.WriteHeader(http.StatusRequestedRangeNotSatisfiable)
+		refuse := h.bad416[name] > 0
+		if refuse {
+			h.bad416[name]--
+		}
+		if !fakehub.Head(w, body, s, true, refuse) {
 			return
 		}
 		start = s
-		w.Header().Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", s, len(body)-1, len(body)))
-		w.Header().Set("Content-Length", strconv.Itoa(len(body)-s))
-		w.WriteHeader(http.StatusPartialContent)
 	} else {
-		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
-		w.WriteHeader(http.StatusOK)
+		fakehub.Head(w, body, 0, false, false)
 	}
 	out := body[start:]
 	if cut, ok := h.drop[name]; ok && cut < len(out) || h.dropAlways[name] {

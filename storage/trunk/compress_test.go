@@ -111,8 +111,7 @@ func TestCompressible(t *testing.T) {
 func TestPackCompressed(t *testing.T) {
 	for _, model := range []string{tinyRelease, tinyFlat, demoModel} {
 		t.Run(filepath.Base(filepath.Dir(model))+"/"+filepath.Base(model), func(t *testing.T) {
-			plain := t.TempDir()
-			pack(t, model, plain, Options{})
+			plain := packed(t, model)
 			dir := t.TempDir()
 			res := pack(t, model, dir, Options{Compress: true})
 			m := checkTrunk(t, model, dir)
@@ -383,29 +382,11 @@ func TestCompressedCheckSet(t *testing.T) {
 	for name, f := range map[string]func(ts map[string]any){
 		"shape": func(ts map[string]any) { s := ts["shape"].([]any); ts["shape"] = []any{s[1], s[0]} },
 	} {
-		var m map[string]any
-		dec := json.NewDecoder(bytes.NewReader(raw))
-		dec.UseNumber()
-		require.NoError(t, dec.Decode(&m))
-		var tname string
-		for _, r := range m["runs"].([]any) {
-			for _, x := range r.(map[string]any)["tensors"].([]any) {
-				ts := x.(map[string]any)
-				if s := ts["shape"].([]any); tname == "" && ts["dtype"] == BF16C && s[0].(json.Number) != s[1].(json.Number) {
-					tname = ts["name"].(string)
-					f(ts)
-				}
-			}
-		}
-		require.NotEmpty(t, tname)
-		b, _ := json.Marshal(m)
-		require.NoError(t, os.WriteFile(mp, b, 0o644))
-		tr, err := Open(dir)
-		require.NoError(t, err, "%s: the manifest is consistent in itself", name)
-		err = tr.CheckSource(tinyRelease)
-		tr.Close()
-		require.ErrorIs(t, err, ErrSourceMismatch, name)
-		assert.Contains(t, err.Error(), "tensor "+tname+" is ", name)
+		b, tname := editFirstTensor(t, raw, func(ts map[string]any) bool {
+			s := ts["shape"].([]any)
+			return ts["dtype"] == BF16C && s[0].(json.Number) != s[1].(json.Number)
+		}, f)
+		sourceMismatch(t, dir, b, tname, name)
 	}
 	require.NoError(t, os.WriteFile(mp, raw, 0o644))
 	tr, err := Open(dir)

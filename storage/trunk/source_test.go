@@ -55,8 +55,7 @@ func retouch(t *testing.T, dir, tensor string) string {
 // pack, naming the file; --force repacks.
 func TestFineTuneOfTheSameLayoutIsRefused(t *testing.T) {
 	orig := copyDir(t, tinyRelease)
-	tdir := t.TempDir()
-	pack(t, orig, tdir, Options{})
+	tdir := packed(t, orig)
 	before, err := os.ReadFile(filepath.Join(tdir, ManifestFile))
 	require.NoError(t, err)
 
@@ -91,8 +90,7 @@ func TestFineTuneOfTheSameLayoutIsRefused(t *testing.T) {
 // compared once by pack and kept: trunk.bin is not rewritten.
 func TestTouchedCheckpointIsComparedAndKept(t *testing.T) {
 	orig := copyDir(t, tinyRelease)
-	tdir := t.TempDir()
-	pack(t, orig, tdir, Options{})
+	tdir := packed(t, orig)
 	binBefore, err := os.Stat(filepath.Join(tdir, BinFile))
 	require.NoError(t, err)
 	same := copyDir(t, orig)
@@ -122,8 +120,7 @@ func TestTouchedCheckpointIsComparedAndKept(t *testing.T) {
 // A version 1 trunk.json (names and sizes only) is refused by Open and
 // brought up to date by pack after comparing the content.
 func TestLegacyTrunkIsCheckedAndUpgraded(t *testing.T) {
-	tdir := t.TempDir()
-	pack(t, tinyRelease, tdir, Options{})
+	tdir := packed(t, tinyRelease)
 	mp := filepath.Join(tdir, ManifestFile)
 	var m map[string]any
 	raw, _ := os.ReadFile(mp)
@@ -154,8 +151,7 @@ func TestLegacyTrunkIsCheckedAndUpgraded(t *testing.T) {
 // weights fingerprint differs), by run and by pack; --force repacks.
 func TestFineTuneWithRestoredTimesIsRefused(t *testing.T) {
 	orig := copyDir(t, tinyRelease)
-	tdir := t.TempDir()
-	pack(t, orig, tdir, Options{})
+	tdir := packed(t, orig)
 	ft := copyDir(t, orig)
 	retouch(t, ft, "language_model.model.layers.2.self_attn.o_proj.weight")
 	ents, err := os.ReadDir(orig)
@@ -233,38 +229,60 @@ func TestVersion3TrunkIsCheckedAndUpgraded(t *testing.T) {
 // Audit D13 (row 2.10): trunk.json's dtypes and shapes are checked against
 // the checkpoint's headers.
 func TestTrunkTensorsCrossCheckedWithTheCheckpoint(t *testing.T) {
-	tdir := t.TempDir()
-	pack(t, tinyRelease, tdir, Options{})
+	tdir := packed(t, tinyRelease)
 	mp := filepath.Join(tdir, ManifestFile)
 	raw, _ := os.ReadFile(mp)
 	for name, edit := range map[string]func(ts map[string]any){
 		"dtype": func(ts map[string]any) { ts["dtype"] = "F16" },
 		"shape": func(ts map[string]any) { ts["shape"] = []any{ts["shape"].([]any)[1], ts["shape"].([]any)[0]} },
 	} {
-		var m map[string]any
-		dec := json.NewDecoder(bytes.NewReader(raw))
-		dec.UseNumber() // exact mtimes
-		require.NoError(t, dec.Decode(&m))
-		var tname string
-		for _, r := range m["runs"].([]any) {
-			for _, tt := range r.(map[string]any)["tensors"].([]any) {
-				ts := tt.(map[string]any)
-				if len(ts["shape"].([]any)) == 2 && ts["dtype"] == "BF16" && tname == "" && ts["shape"].([]any)[0] != ts["shape"].([]any)[1] {
-					tname = ts["name"].(string)
-					edit(ts)
-				}
-			}
-		}
-		b, _ := json.Marshal(m)
-		require.NoError(t, os.WriteFile(mp, b, 0o644))
-		tr, err := Open(tdir)
-		require.NoError(t, err, "%s: the manifest is consistent in itself", name)
-		err = tr.CheckSource(tinyRelease)
-		tr.Close()
-		require.ErrorIs(t, err, ErrSourceMismatch, name)
-		assert.Contains(t, err.Error(), "tensor "+tname+" is ", name)
+		b, tname := editFirstTensor(t, raw, func(ts map[string]any) bool {
+			s := ts["shape"].([]any)
+			return len(s) == 2 && ts["dtype"] == "BF16" && s[0] != s[1]
+		}, edit)
+		err := sourceMismatch(t, tdir, b, tname, name)
 		assert.Contains(t, err.Error(), "in trunk.json", name)
 	}
+}
+
+// editFirstTensor decodes the manifest raw (numbers kept exact: the
+// mtimes), applies edit to the first tensor pick chooses, and returns the
+// manifest's JSON and the tensor's name.
+func editFirstTensor(t *testing.T, raw []byte, pick func(ts map[string]any) bool, edit func(ts map[string]any)) ([]byte, string) {
+	t.Helper()
+	var m map[string]any
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	require.NoError(t, dec.Decode(&m))
+	var tname string
+	for _, r := range m["runs"].([]any) {
+		for _, x := range r.(map[string]any)["tensors"].([]any) {
+			if ts := x.(map[string]any); tname == "" && pick(ts) {
+				tname = ts["name"].(string)
+				edit(ts)
+			}
+		}
+	}
+	require.NotEmpty(t, tname)
+	b, err := json.Marshal(m)
+	require.NoError(t, err)
+	return b, tname
+}
+
+// sourceMismatch writes the manifest b into the trunk dir and requires the
+// trunk to open (the manifest is consistent in itself) but its check
+// against tiny-release to fail with ErrSourceMismatch naming tensor tname
+// (the failure of case name); it returns that error.
+func sourceMismatch(t *testing.T, dir string, b []byte, tname, name string) error {
+	t.Helper()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, ManifestFile), b, 0o644))
+	tr, err := Open(dir)
+	require.NoError(t, err, "%s: the manifest is consistent in itself", name)
+	err = tr.CheckSource(tinyRelease)
+	tr.Close()
+	require.ErrorIs(t, err, ErrSourceMismatch, name)
+	assert.Contains(t, err.Error(), "tensor "+tname+" is ", name)
+	return err
 }
 
 // An interrupted pack whose checkpoint file changed before the resume

@@ -149,6 +149,15 @@ func pack(t *testing.T, model, dir string, opt Options) *Result {
 	return res
 }
 
+// packed packs model with the default options into a new temporary
+// folder and returns the folder.
+func packed(t *testing.T, model string) string {
+	t.Helper()
+	dir := t.TempDir()
+	pack(t, model, dir, Options{})
+	return dir
+}
+
 func TestPackTinyRelease(t *testing.T) {
 	dir := t.TempDir()
 	res := pack(t, tinyRelease, dir, Options{})
@@ -196,8 +205,7 @@ func TestPackFlat(t *testing.T) {
 		t.Fatalf("source %+v", m.Source)
 	}
 	// The same trunk whatever the buffer size.
-	dir2 := t.TempDir()
-	pack(t, tinyFlat, dir2, Options{})
+	dir2 := packed(t, tinyFlat)
 	sameFiles(t, dir, dir2)
 }
 
@@ -385,8 +393,7 @@ func readPartial(t *testing.T, dir string) *partial {
 
 func TestResume(t *testing.T) {
 	for _, model := range []string{tinyRelease, tinyFlat} {
-		ref := t.TempDir()
-		pack(t, model, ref, Options{})
+		ref := packed(t, model)
 		nruns := len(checkTrunk(t, model, ref).Runs)
 		for _, k := range []int{1, 2, 5, nruns - 1} {
 			t.Run(fmt.Sprintf("%s/after%d", filepath.Base(model), k), func(t *testing.T) {
@@ -434,8 +441,7 @@ func TestResume(t *testing.T) {
 }
 
 func TestResumeRewritesCorruptRun(t *testing.T) {
-	ref := t.TempDir()
-	pack(t, tinyRelease, ref, Options{})
+	ref := packed(t, tinyRelease)
 	dir := t.TempDir()
 	packCancelled(t, tinyRelease, dir, 0, func(p Progress) bool { return p.Phase == PhasePack && p.RunsDone == 4 })
 	pt := readPartial(t, dir)
@@ -466,8 +472,7 @@ func TestResumeRewritesCorruptRun(t *testing.T) {
 }
 
 func TestPartialCorruptStartsOver(t *testing.T) {
-	ref := t.TempDir()
-	pack(t, tinyRelease, ref, Options{})
+	ref := packed(t, tinyRelease)
 	dir := t.TempDir()
 	packCancelled(t, tinyRelease, dir, 0, func(p Progress) bool { return p.Phase == PhasePack && p.RunsDone == 3 })
 	os.WriteFile(filepath.Join(dir, PartialFile), []byte(`{"format":"k3-trunk","vers`), 0o644)
@@ -480,8 +485,7 @@ func TestPartialCorruptStartsOver(t *testing.T) {
 
 func TestSourceMismatch(t *testing.T) {
 	// A complete trunk of another checkpoint.
-	dir := t.TempDir()
-	pack(t, tinyRelease, dir, Options{})
+	dir := packed(t, tinyRelease)
 	_, err := Pack(context.Background(), tinyFlat, dir, Options{})
 	if !errors.Is(err, ErrSourceMismatch) || !strings.Contains(err.Error(), "--force") || !strings.Contains(err.Error(), "prefix") {
 		t.Fatalf("pack over another checkpoint's trunk: %v", err)
@@ -690,8 +694,7 @@ func headerSHA256(t *testing.T, path string) string {
 // read twice where two parts overlap) and gets the bytes and CRC of the
 // whole run; layouts that leave a gap or break pages are refused.
 func TestReadRunParts(t *testing.T) {
-	dir := t.TempDir()
-	pack(t, tinyRelease, dir, Options{})
+	dir := packed(t, tinyRelease)
 	tr, err := Open(dir)
 	require.NoError(t, err)
 	defer tr.Close()

@@ -9,19 +9,14 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"k3/internal/fixture"
 )
 
 // copyDraft copies the task model's trained drafter into a temp folder.
 func copyDraft(t *testing.T) string {
 	t.Helper()
-	dir := t.TempDir()
-	src := filepath.Join("..", "..", "testdata", "models", "task", "draft")
-	for _, n := range []string{"config.json", "model.safetensors"} {
-		b, err := os.ReadFile(filepath.Join(src, n))
-		require.NoError(t, err)
-		require.NoError(t, os.WriteFile(filepath.Join(dir, n), b, 0o644))
-	}
-	return dir
+	return fixture.CopyDraft(t, fixture.Path("models", "task", "draft"), nil)
 }
 
 func TestCheckFolderDrafter(t *testing.T) {

@@ -3,9 +3,12 @@
 package main
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -543,6 +546,76 @@ func leftovers(dir string) []string {
 	}
 	return out
 }
+
+// clean is a check that runs checks in turn, then finds no temporary
+// file of k3's naming left in dir.
+func clean(dir string, checks ...func() error) func() error {
+	return func() error {
+		for _, c := range checks {
+			if err := c(); err != nil {
+				return err
+			}
+		}
+		if l := leftovers(dir); len(l) > 0 {
+			return fmt.Errorf("left behind: %v", l)
+		}
+		return nil
+	}
+}
+
+// chatProc is a k3 chat kept running on a history, fed turn by turn.
+type chatProc struct {
+	cmd *exec.Cmd
+	in  io.WriteCloser
+	rd  *bufio.Reader
+}
+
+// holdChat starts k3 chat on history h, generating gen tokens a turn.
+func (e *Env) holdChat(h, gen string) *chatProc {
+	a := e.command("chat", e.Demo, "--history", h, "--gen", gen)
+	in, err := a.StdinPipe()
+	must(err)
+	out, err := a.StdoutPipe()
+	must(err)
+	must(a.Start())
+	return &chatProc{cmd: a, in: in, rd: bufio.NewReader(out)}
+}
+
+// turn sends msg and reads until a line says "prompt positions reused"
+// (the turn is answered and saved) or the output ends.
+func (c *chatProc) turn(msg string) {
+	io.WriteString(c.in, msg+"\n")
+	readUntil(c.rd, "prompt positions reused")
+}
+
+// startRead starts cmd with its output read line by line from the
+// returned reader and its errors kept in the returned builder.
+func startRead(cmd *exec.Cmd) (*bufio.Reader, *strings.Builder) {
+	so, err := cmd.StdoutPipe()
+	must(err)
+	er := &strings.Builder{}
+	cmd.Stderr = er
+	must(cmd.Start())
+	return bufio.NewReader(so), er
+}
+
+// readUntil reads lines from rd until one contains s or the output ends.
+func readUntil(rd *bufio.Reader, s string) {
+	for {
+		l, err := rd.ReadString('\n')
+		if strings.Contains(l, s) || err != nil {
+			return
+		}
+	}
+}
+
+// close ends the chat's input and waits for it to exit.
+func (c *chatProc) close() {
+	c.in.Close()
+	c.cmd.Wait()
+}
+
+func (c *chatProc) kill() { c.cmd.Process.Kill() }
 
 // flipRun flips one bit 100 bytes into trunk t's run called run.
 func flipRun(t, run string) error {

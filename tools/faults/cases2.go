@@ -3,7 +3,6 @@
 package main
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -77,15 +76,7 @@ func killCases() []Case {
 					e.killAfter(time.Duration(ms/2+3)*time.Millisecond, nil, nil, "pack", model, t, "--buffer-mb", "1", "--disk-test-mb", "0", "--quiet")
 				}
 				r := e.k3(nil, "pack", model, t, "--buffer-mb", "1", "--disk-test-mb", "0", "--quiet")
-				res := expectRan(r, func() error {
-					if err := sameTrunk(t, ref); err != nil {
-						return err
-					}
-					if l := leftovers(t); len(l) > 0 {
-						return fmt.Errorf("left behind: %v", l)
-					}
-					return nil
-				})
+				res := expectRan(r, clean(t, func() error { return sameTrunk(t, ref) }))
 				if strings.Contains(r.stdout, "resumed") {
 					res.Actual = firstLine(r.stdout, "resumed")
 				}
@@ -169,12 +160,7 @@ func killCases() []Case {
 				}
 			}
 			r := e.k3(nil, "run", model, "--ids", "1,2", "--gen", "0", "--save-state", p)
-			return then(expect(r, 0), func() error {
-				if l := leftovers(d); len(l) > 0 {
-					return fmt.Errorf("left behind: %v", l)
-				}
-				return nil
-			})
+			return then(expect(r, 0), clean(d))
 		}},
 		Case{ID: "6.11", Name: "a temporary state file of a writer killed before its rename", Want: "removed by the next run, said so", Quick: true, Run: func(e *Env) Result {
 			d := e.dir("state")
@@ -270,15 +256,7 @@ func diskFullCases() []Case {
 			}
 			t := filepath.Join(d, "T")
 			r := e.k3(nil, "pack", e.Demo, t, "--disk-test-mb", "8", "--quiet")
-			return then(expect(r, 0, "disk speed test skipped"), func() error {
-				if err := sameTrunk(t, e.Trunk); err != nil {
-					return err
-				}
-				if l := leftovers(t); len(l) > 0 {
-					return fmt.Errorf("left behind: %v", l)
-				}
-				return nil
-			})
+			return then(expect(r, 0, "disk speed test skipped"), clean(t, func() error { return sameTrunk(t, e.Trunk) }))
 		}},
 		{ID: "7.3", Name: "--save-state onto a full tmpfs over an older state", Want: "rc3, the old state intact, no temp left", Run: func(e *Env) Result {
 			d, err := e.tmpfs("2m")
@@ -291,15 +269,7 @@ func diskFullCases() []Case {
 			must(fill(d, 0))
 			ids := strings.TrimSuffix(strings.Repeat("7,", 200), ",")
 			r := e.k3(nil, "run", e.Demo, "--ids", ids, "--gen", "0", "--save-state", p)
-			return then(expect(r, 3, "no space left on device"), func() error {
-				if err := unchanged(p, before)(); err != nil {
-					return err
-				}
-				if l := leftovers(d); len(l) > 0 {
-					return fmt.Errorf("left behind: %v", l)
-				}
-				return nil
-			})
+			return then(expect(r, 3, "no space left on device"), clean(d, unchanged(p, before)))
 		}},
 		{ID: "7.4", Name: "chat history on a full tmpfs", Want: "rc1 naming the disk, the old history intact", Run: func(e *Env) Result {
 			d, err := e.tmpfs("1m")
@@ -349,29 +319,12 @@ func concurrencyCases() []Case {
 	return []Case{
 		{ID: "8.1", Name: "two k3 chat on one history: A sends a turn, then B", Want: "B refused rc2 naming the file; A's turns kept", Quick: true, Run: func(e *Env) Result {
 			h := filepath.Join(e.dir("hist"), "H")
-			a := e.command("chat", e.Demo, "--history", h, "--gen", "4")
-			in, err := a.StdinPipe()
-			must(err)
-			out, err := a.StdoutPipe()
-			must(err)
-			must(a.Start())
-			defer a.Process.Kill()
-			rd := bufio.NewReader(out)
-			waitFor := func(s string) {
-				for {
-					l, err := rd.ReadString('\n')
-					if strings.Contains(l, s) || err != nil {
-						return
-					}
-				}
-			}
-			io.WriteString(in, "from A\n")
-			waitFor("prompt positions reused")
+			a := e.holdChat(h, "4")
+			defer a.kill()
+			a.turn("from A")
 			b := e.k3(strings.NewReader("from B\n"), "chat", e.Demo, "--history", h, "--gen", "4")
-			io.WriteString(in, "A again\n")
-			waitFor("prompt positions reused")
-			in.Close()
-			a.Wait()
+			a.turn("A again")
+			a.close()
 			return then(expect(b, 2, "is in use by another k3"), func() error {
 				raw, _ := os.ReadFile(h)
 				if !strings.Contains(string(raw), "from A") || !strings.Contains(string(raw), "A again") || strings.Count(string(raw), "\n") != 4 {
@@ -565,18 +518,8 @@ func interruptCases() []Case {
 			}
 			out := filepath.Join(e.dir("int"), "o.json")
 			cmd := e.command("run", e.Demo, "--ids", strings.Join(ids, ","), "--gen", "4", "--out", out)
-			so, err := cmd.StdoutPipe()
-			must(err)
-			var er strings.Builder
-			cmd.Stderr = &er
-			must(cmd.Start())
-			rd := bufio.NewReader(so)
-			for {
-				l, err := rd.ReadString('\n')
-				if strings.Contains(l, "prefill") || err != nil {
-					break
-				}
-			}
+			rd, er := startRead(cmd)
+			readUntil(rd, "prefill")
 			cmd.Process.Signal(os.Interrupt)
 			time.Sleep(5 * time.Millisecond)
 			cmd.Process.Signal(os.Interrupt)
@@ -601,12 +544,7 @@ func interruptCases() []Case {
 			d := e.dir("int")
 			out, state := filepath.Join(d, "o.json"), filepath.Join(d, "s")
 			cmd := e.command("run", e.Demo, "--ids", "1,2,3", "--gen", "100000", "--out", out, "--save-state", state)
-			so, err := cmd.StdoutPipe()
-			must(err)
-			var er strings.Builder
-			cmd.Stderr = &er
-			must(cmd.Start())
-			rd := bufio.NewReader(so)
+			rd, er := startRead(cmd)
 			rows := 0
 			for {
 				l, err := rd.ReadString('\n')
@@ -644,17 +582,8 @@ func interruptCases() []Case {
 		{ID: "10.2", Name: "Ctrl-C at the chat prompt", Want: "rc5 (was: rc130)", Run: func(e *Env) Result {
 			cmd := e.command("chat", e.Demo)
 			in, _ := cmd.StdinPipe()
-			so, _ := cmd.StdoutPipe()
-			var er strings.Builder
-			cmd.Stderr = &er
-			must(cmd.Start())
-			rd := bufio.NewReader(so)
-			for {
-				l, err := rd.ReadString('\n')
-				if strings.Contains(l, "type a message") || err != nil {
-					break
-				}
-			}
+			rd, er := startRead(cmd)
+			readUntil(rd, "type a message")
 			time.Sleep(50 * time.Millisecond)
 			cmd.Process.Signal(os.Interrupt)
 			go io.Copy(io.Discard, rd)

@@ -3,10 +3,8 @@
 package main
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -225,21 +223,9 @@ func relCases() []Case {
 		{ID: "13.12", Name: "3 processes save one history (100 each) while k3 chat holds it (H3)", Want: "every save kept as its own conflict copy (was: 458 of 900 lost)", Quick: true, Run: func(e *Env) Result {
 			d := e.dir("hist")
 			h := filepath.Join(d, "H.jsonl")
-			a := e.command("chat", e.Demo, "--history", h, "--gen", "2")
-			in, err := a.StdinPipe()
-			must(err)
-			out, err := a.StdoutPipe()
-			must(err)
-			must(a.Start())
-			defer a.Process.Kill()
-			rd := bufio.NewReader(out)
-			io.WriteString(in, "hold it\n")
-			for { // A holds the history once its first turn is saved
-				l, err := rd.ReadString('\n')
-				if strings.Contains(l, "prompt positions reused") || err != nil {
-					break
-				}
-			}
+			a := e.holdChat(h, "2")
+			defer a.kill()
+			a.turn("hold it") // A holds the history once its first turn is saved
 			self, err := os.Executable()
 			must(err)
 			const procs, per = 3, 100
@@ -258,8 +244,7 @@ func relCases() []Case {
 					return Result{Wrong, fmt.Sprintf("saver %d: %v: %s", i, err, lastLine(outs[i].String())), exitCode(err)}
 				}
 			}
-			in.Close()
-			a.Wait()
+			a.close()
 			copies, _ := filepath.Glob(filepath.Join(d, "H.conflict-*.jsonl"))
 			found := map[string]bool{}
 			for _, c := range copies {

@@ -31,17 +31,7 @@ func tensorAt(dir, name string) (path string, off, size int64, dtype safetensors
 
 // patchTensor overwrites bytes of a tensor's data at off.
 func patchTensor(dir, name string, off int64, b []byte) error {
-	path, at, _, _, err := tensorAt(dir, name)
-	if err != nil {
-		return err
-	}
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	_, err = f.WriteAt(b, at+off)
-	return err
+	return mapTensor(dir, name, func(d []byte) { copy(d[off:], b) })
 }
 
 // mapTensor rewrites a tensor's data through fn.

@@ -3,9 +3,6 @@
 package main
 
 import (
-	"crypto/sha1"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -16,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"k3/internal/fakehub"
 )
 
 const (
@@ -153,21 +152,14 @@ func (h *fakeHub) bytes(w http.ResponseWriter, r *http.Request, name string, b [
 		body[len(body)/3] ^= 0x55
 	}
 	start := 0
-	if rg := r.Header.Get("Range"); rg != "" {
+	rg := r.Header.Get("Range")
+	if rg != "" {
 		v, _ := strings.CutPrefix(rg, "bytes=")
 		v, _, _ = strings.Cut(v, "-")
 		start, _ = strconv.Atoi(v)
-		if start >= len(body) {
-			w.Header().Set("Content-Range", fmt.Sprintf("bytes */%d", len(body)))
-			w.WriteHeader(http.StatusRequestedRangeNotSatisfiable)
-			return
-		}
-		w.Header().Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", start, len(body)-1, len(body)))
-		w.Header().Set("Content-Length", strconv.Itoa(len(body)-start))
-		w.WriteHeader(http.StatusPartialContent)
-	} else {
-		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
-		w.WriteHeader(http.StatusOK)
+	}
+	if !fakehub.Head(w, body, start, rg != "", false) {
+		return
 	}
 	rest := body[start:]
 	if drop && len(rest) > 100_000 {
@@ -194,14 +186,8 @@ func (h *fakeHub) bytes(w http.ResponseWriter, r *http.Request, name string, b [
 	w.Write(rest)
 }
 
-func sha(b []byte) string { s := sha256.Sum256(b); return hex.EncodeToString(s[:]) }
-
-func blobID(b []byte) string {
-	h := sha1.New()
-	fmt.Fprintf(h, "blob %d\x00", len(b))
-	h.Write(b)
-	return hex.EncodeToString(h.Sum(nil))
-}
+// sha and blobID are the hashes the hub publishes (sha256, git blob id).
+var sha, blobID = fakehub.SHA256, fakehub.BlobID
 
 // sameAsHub compares every file of the hub with dest.
 func (h *fakeHub) sameAsHub(dest string) error {

@@ -3,8 +3,11 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"runtime"
 	"time"
 
@@ -153,4 +156,11 @@ func writeBatchTable(w io.Writer, res []measure.BatchResult) {
 		}
 		fmt.Fprintln(w)
 	}
+}
+
+// benchDirFlag declares --dir, the folder under the user's cache where the
+// bench commands generate their checkpoints (and reuse them).
+func benchDirFlag(fs *flag.FlagSet, usage string) *string {
+	cache, _ := os.UserCacheDir()
+	return fs.String("dir", filepath.Join(cache, "k3", "bench"), usage)
 }

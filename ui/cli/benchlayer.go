@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
-	"path/filepath"
 
 	"k3/doctor/bench"
 	"k3/doctor/measure"
@@ -27,8 +25,7 @@ var benchLayerSpec = measure.LayerSpec
 func benchLayer(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("k3 bench layer", stderr)
 	jsonOut := fs.Bool("json", false, "one JSON object per line")
-	cache, _ := os.UserCacheDir()
-	dir := fs.String("dir", filepath.Join(cache, "k3", "bench"), "where the real-width checkpoint is generated (reused; ~10 GB + trunk)")
+	dir := benchDirFlag(fs, "where the real-width checkpoint is generated (reused; ~10 GB + trunk)")
 	threads := fs.Int("threads", 0, "threads (0: physical cores)")
 	tokens := fs.Int("tokens", 8, "decode steps measured (the per-layer times are their mean)")
 	ovTokens := fs.Int("overlap-tokens", 4, "decode steps of each overlap measurement")

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
 
@@ -23,8 +22,7 @@ type specLine = bench.SpecLine
 func benchSpec(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("k3 bench spec", stderr)
 	jsonOut := fs.Bool("json", false, "one JSON object per line")
-	cache, _ := os.UserCacheDir()
-	dir := fs.String("dir", filepath.Join(cache, "k3", "bench"), "where the real-width checkpoint of k3 bench layer is generated (reused; ~10 GB + trunk)")
+	dir := benchDirFlag(fs, "where the real-width checkpoint of k3 bench layer is generated (reused; ~10 GB + trunk)")
 	modelDir := fs.String("model", "", "the trained model whose replies are measured (default: the demo model, written to a temporary folder)")
 	threads := fs.Int("threads", 0, "threads (0: physical cores)")
 	maxDraft := fs.Int("max-draft", engine.DefaultMaxDraft, "longest draft")

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 
 	"k3/doctor/measure"
 )
@@ -19,8 +17,7 @@ func benchStream(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("k3 bench stream", stderr)
 	jsonOut := fs.Bool("json", false, "one JSON object per line")
 	quick := fs.Bool("quick", false, "a ~0.8 GB checkpoint (under 40 s once generated)")
-	cache, _ := os.UserCacheDir()
-	dir := fs.String("dir", filepath.Join(cache, "k3", "bench"), "where the benchmark checkpoint is generated (reused)")
+	dir := benchDirFlag(fs, "where the benchmark checkpoint is generated (reused)")
 	tokens := fs.Int("tokens", 3, "decode steps measured")
 	setUsage(fs, stderr, "usage: k3 bench stream [--json] [--quick] [--tokens N] [--dir PATH]",
 		"Generates (once) a checkpoint with real-size experts, then compares reading the packed trunk,",

@@ -11,27 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"k3/engine/chat"
+	"k3/internal/fixture"
 )
-
-const cliPersonSchema = `{"type":"object","properties":{"name":{"type":"string"},"age":{"type":"integer"},
- "tags":{"type":"array","items":{"enum":["a","b"]}}},"required":["name","age","tags"],"additionalProperties":false}`
-
-// personOK asserts content is {"name": string, "age": integer, "tags": ["a"|"b", ...]}.
-func personOK(t *testing.T, content string) {
-	t.Helper()
-	var v map[string]any
-	require.NoError(t, json.Unmarshal([]byte(content), &v), "%q", content)
-	assert.Len(t, v, 3, content)
-	assert.IsType(t, "", v["name"], content)
-	age, ok := v["age"].(float64)
-	require.True(t, ok, content)
-	assert.Equal(t, float64(int64(age)), age, content)
-	tags, ok := v["tags"].([]any)
-	require.True(t, ok, content)
-	for _, x := range tags {
-		assert.Contains(t, []any{"a", "b"}, x, content)
-	}
-}
 
 // chatAnswers runs k3 chat on the demo model with the messages as input
 // and returns the assistant answers the history file kept.
@@ -59,7 +40,7 @@ func chatAnswers(t *testing.T, dir string, input string, args ...string) []strin
 func TestChatJSONSchemaEnforced(t *testing.T) {
 	dir := demoModel(t)
 	schema := filepath.Join(t.TempDir(), "person.json")
-	require.NoError(t, os.WriteFile(schema, []byte(cliPersonSchema), 0o644))
+	require.NoError(t, os.WriteFile(schema, []byte(fixture.PersonTagsSchema), 0o644))
 	n := 0
 	for _, think := range []string{"--no-think=true", "--no-think=false"} {
 		for _, sampling := range [][]string{{"--greedy"}, {"--seed", "1"}, {"--seed", "7", "--temperature", "1.5"}} {
@@ -67,7 +48,7 @@ func TestChatJSONSchemaEnforced(t *testing.T) {
 			answers := chatAnswers(t, dir, "who?\nand you?\n", args...)
 			require.Len(t, answers, 2, args)
 			for _, a := range answers {
-				personOK(t, a)
+				fixture.CheckPerson(t, a, true)
 				n++
 			}
 			if sampling[0] == "--greedy" {
@@ -83,7 +64,7 @@ func TestChatJSONSchemaEnforced(t *testing.T) {
 func TestChatJSONToggle(t *testing.T) {
 	dir := demoModel(t)
 	schema := filepath.Join(t.TempDir(), "person.json")
-	require.NoError(t, os.WriteFile(schema, []byte(cliPersonSchema), 0o644))
+	require.NoError(t, os.WriteFile(schema, []byte(fixture.PersonTagsSchema), 0o644))
 	answers := chatAnswers(t, dir, "one\n/json off\ntwo\n/json "+schema+"\nthree\n/json on\nfour\n/json nothere.json\nfive\n",
 		"--json", "--gen", "60", "--no-think")
 	require.Len(t, answers, 5)
@@ -92,7 +73,7 @@ func TestChatJSONToggle(t *testing.T) {
 		require.NoError(t, json.Unmarshal([]byte(answers[i]), &v), "answer %d %q", i, answers[i])
 	}
 	assert.False(t, json.Valid([]byte(answers[1])), "free answer %q", answers[1])
-	personOK(t, answers[2])
+	fixture.CheckPerson(t, answers[2], true)
 }
 
 // A schema file that cannot be read, is not JSON or is outside the

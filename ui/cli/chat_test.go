@@ -10,21 +10,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"k3/engine/chat"
-	"k3/engine/synth"
-	"k3/tokenizer"
+	"k3/internal/demomodel"
 )
 
-func demoModel(t *testing.T) string {
-	t.Helper()
-	dir := filepath.Join(t.TempDir(), "demo")
-	if err := synth.Write(dir, synth.Small()); err != nil {
-		t.Fatal(err)
-	}
-	if err := tokenizer.WriteByteLevel(dir, tokenizer.ByteLevelOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	return dir
-}
+func demoModel(t *testing.T) string { t.Helper(); return demomodel.Dir(t) }
 
 func TestChatREPL(t *testing.T) {
 	dir := demoModel(t)

@@ -1,17 +1,15 @@
 package cli
 
 import (
-	"crypto/sha256"
-	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"k3/engine/synth"
+	"k3/internal/fixture"
 	"k3/tokenizer"
 )
 
@@ -29,7 +27,7 @@ func TestDemoCommand(t *testing.T) {
 
 	app := filepath.Join(t.TempDir(), "app-demo")
 	require.NoError(t, synth.WriteDemo(app, "small"))
-	assert.Equal(t, treeSums(t, app), treeSums(t, dir), "k3 demo and the app wrote different folders")
+	assert.Equal(t, fixture.TreeSums(t, app), fixture.TreeSums(t, dir), "k3 demo and the app wrote different folders")
 
 	// a non-default size is labelled too, with a tokenizer of its vocabulary
 	med := filepath.Join(t.TempDir(), "medium")
@@ -53,19 +51,4 @@ func TestDemoCommandErrors(t *testing.T) {
 	assert.Equal(t, ExitUsage, code)
 	assert.Contains(t, errs, "exists and is not empty")
 	assert.False(t, synth.IsDemo(busy))
-}
-
-// treeSums returns the SHA-256 of every file under a directory, by path.
-func treeSums(t *testing.T, dir string) map[string][32]byte {
-	t.Helper()
-	out := map[string][32]byte{}
-	require.NoError(t, filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
-		if err != nil || e.IsDir() {
-			return err
-		}
-		b, err := os.ReadFile(p)
-		out[strings.TrimPrefix(p, dir)] = sha256.Sum256(b)
-		return err
-	}))
-	return out
 }

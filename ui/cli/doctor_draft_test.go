@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"testing/fstest"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -18,14 +17,7 @@ import (
 // the released drafter beside it does not; every preset gets a line with
 // its s/token without and with the drafter, as doctor.PredictDraft says.
 func TestDoctorShowsTheDrafter(t *testing.T) {
-	orig := doctorOptions
-	defer func() { doctorOptions = orig }()
-	doctorOptions = func(o doctor.Options) doctor.Options {
-		o.Root = fstest.MapFS{"proc/cpuinfo": {Data: []byte("processor : 0\nmodel name : Fake\nphysical id : 0\ncore id : 0\n")}}
-		o.Memory = storeFakeMem{16e9, 12e9}
-		o.SkipDisk, o.SkipCompute = true, true
-		return o
-	}
+	fakeDoctor(t, 16e9, 12e9)
 	code, out, errs := storeRun("doctor", "--dir", t.TempDir())
 	require.Equal(t, ExitOK, code, out+errs)
 	assert.Contains(t, out, "with the released DSpark drafter (k3 download DEST --draft; projected from its published 4.73 tokens per pass at 7 drafts on code):")

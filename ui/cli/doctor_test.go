@@ -19,16 +19,24 @@ type storeFakeMem struct{ total, avail uint64 }
 
 func (f storeFakeMem) Memory(context.Context) (uint64, uint64, error) { return f.total, f.avail, nil }
 
-func TestDoctorCommand(t *testing.T) {
+// fakeDoctor makes k3 doctor see a one-core machine with total bytes of
+// memory, avail of them available (the returned memory's avail, read at
+// each run), and skip its disk and compute tests, until t ends.
+func fakeDoctor(t *testing.T, total, avail uint64) *storeFakeMem {
 	orig := doctorOptions
-	defer func() { doctorOptions = orig }()
-	avail := uint64(30e9)
+	t.Cleanup(func() { doctorOptions = orig })
+	mem := &storeFakeMem{total, avail}
 	doctorOptions = func(o doctor.Options) doctor.Options {
 		o.Root = fstest.MapFS{"proc/cpuinfo": {Data: []byte("processor : 0\nmodel name : Fake\nphysical id : 0\ncore id : 0\n")}}
-		o.Memory = storeFakeMem{32e9, avail}
+		o.Memory = *mem
 		o.SkipDisk, o.SkipCompute = true, true
 		return o
 	}
+	return mem
+}
+
+func TestDoctorCommand(t *testing.T) {
+	mem := fakeDoctor(t, 32e9, 30e9)
 	dir := t.TempDir()
 	code, out, errs := storeRun("doctor", "--json", "--dir", dir)
 	var m map[string]any
@@ -45,7 +53,7 @@ func TestDoctorCommand(t *testing.T) {
 		!strings.Contains(out, "Fake, 1 physical / 1 logical") {
 		t.Fatalf("doctor text: %d\n%s", code, out)
 	}
-	avail = 1e9
+	mem.avail = 1e9
 	code, out, _ = storeRun("doctor", "--dir", dir)
 	if code != ExitRuntime || !strings.Contains(out, "even the ultra preset") {
 		t.Fatalf("1 GB: %d\n%s", code, out)
@@ -59,14 +67,7 @@ func TestDoctorCommand(t *testing.T) {
 // trunk is reported with its ratio, and the predictions say they use the
 // uncompressed sizes.
 func TestDoctorReportsCompressedTrunk(t *testing.T) {
-	orig := doctorOptions
-	defer func() { doctorOptions = orig }()
-	doctorOptions = func(o doctor.Options) doctor.Options {
-		o.Root = fstest.MapFS{"proc/cpuinfo": {Data: []byte("processor : 0\nmodel name : Fake\nphysical id : 0\ncore id : 0\n")}}
-		o.Memory = storeFakeMem{32e9, 30e9}
-		o.SkipDisk, o.SkipCompute = true, true
-		return o
-	}
+	fakeDoctor(t, 32e9, 30e9)
 	empty := t.TempDir()
 	_, out, _ := storeRun("doctor", "--dir", empty)
 	require.Contains(t, out, "note: trunk sizes in the predictions are those of an uncompressed pack; k3 pack --compress stores it losslessly smaller")

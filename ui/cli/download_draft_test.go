@@ -57,16 +57,7 @@ func draftMiniHub(t *testing.T) (map[string][]byte, func() []string) {
 		http.ServeContent(w, r, name, time.Time{}, strings.NewReader(string(b)))
 	}))
 	t.Cleanup(srv.Close)
-	orig := downloadNewClient
-	t.Cleanup(func() { downloadNewClient = orig })
-	downloadNewClient = func(endpoint, repo string) *hub.Client {
-		c := hub.NewClient(endpoint, repo)
-		c.Backoff = func(int) time.Duration { return time.Millisecond }
-		return c
-	}
-	t.Setenv("HF_ENDPOINT", srv.URL)
-	t.Setenv("HF_TOKEN", "")
-	t.Setenv("HF_TOKEN_PATH", filepath.Join(t.TempDir(), "none"))
+	useHub(t, srv.URL)
 	return files, func() []string {
 		mu.Lock()
 		defer mu.Unlock()

@@ -66,19 +66,26 @@ func storeMiniHub(t *testing.T, token string) (*httptest.Server, map[string][]by
 	return srv, files
 }
 
-func TestDownloadCommand(t *testing.T) {
-	const token = "hf_CLItokenSECRET42"
-	srv, files := storeMiniHub(t, token)
+// useHub points k3 download at the hub at url, with no token of the
+// user's and retries a millisecond apart, until t ends.
+func useHub(t *testing.T, url string) {
+	t.Helper()
 	orig := downloadNewClient
-	defer func() { downloadNewClient = orig }()
+	t.Cleanup(func() { downloadNewClient = orig })
 	downloadNewClient = func(endpoint, repo string) *hub.Client {
 		c := hub.NewClient(endpoint, repo)
 		c.Backoff = func(int) time.Duration { return time.Millisecond }
 		return c
 	}
-	t.Setenv("HF_ENDPOINT", srv.URL)
+	t.Setenv("HF_ENDPOINT", url)
 	t.Setenv("HF_TOKEN", "")
 	t.Setenv("HF_TOKEN_PATH", filepath.Join(t.TempDir(), "none"))
+}
+
+func TestDownloadCommand(t *testing.T) {
+	const token = "hf_CLItokenSECRET42"
+	srv, files := storeMiniHub(t, token)
+	useHub(t, srv.URL)
 	dest := filepath.Join(t.TempDir(), "model")
 
 	code, out, errs := storeRun("download", dest)

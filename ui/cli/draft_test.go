@@ -9,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"k3/internal/fixture"
 )
 
 var tinyDraft = filepath.Join(tinyRelease, "draft")
@@ -44,22 +46,13 @@ func TestRunDraft(t *testing.T) {
 // TestRunDraftRefused: a draft model for another model, or without its
 // config, is refused with exit 2 before any token; a damaged one with 1.
 func TestRunDraftRefused(t *testing.T) {
-	other := t.TempDir()
-	raw, err := os.ReadFile(filepath.Join(tinyDraft, "config.json"))
-	require.NoError(t, err)
-	var c map[string]any
-	require.NoError(t, json.Unmarshal(raw, &c))
-	c["target_layer_ids"], c["num_target_layers"] = []int{1, 5, 11}, 3
-	raw, err = json.Marshal(c)
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(filepath.Join(other, "config.json"), raw, 0o644))
-	w, err := os.ReadFile(filepath.Join(tinyDraft, "model.safetensors"))
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(filepath.Join(other, "model.safetensors"), w, 0o644))
+	other := fixture.CopyDraft(t, tinyDraft, func(c map[string]any) {
+		c["target_layer_ids"], c["num_target_layers"] = []int{1, 5, 11}, 3
+	})
 	damaged := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(damaged, "config.json"), []byte(`{"model_type": "k3_dspark"`), 0o644))
 	short := t.TempDir()
-	require.NoError(t, os.WriteFile(filepath.Join(short, "config.json"), raw[:0], 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(short, "config.json"), []byte{}, 0o644))
 	for _, c := range []struct {
 		name, dir string
 		code      int
@@ -78,6 +71,7 @@ func TestRunDraftRefused(t *testing.T) {
 	// the weights truncated: the file cannot be read (exit 1)
 	trunc := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(trunc, "config.json"), mustRead(t, filepath.Join(tinyDraft, "config.json")), 0o644))
+	w := mustRead(t, filepath.Join(tinyDraft, "model.safetensors"))
 	require.NoError(t, os.WriteFile(filepath.Join(trunc, "model.safetensors"), w[:len(w)-64], 0o644))
 	code, stdout, stderr := runK3("run", tinyRelease, "--ids", "1,2", "--gen", "4", "--draft", trunc)
 	assert.Equal(t, ExitRuntime, code, "%s\n%s", stdout, stderr)
@@ -123,13 +117,7 @@ func TestDemoDraft(t *testing.T) {
 // model before it listens.
 func TestServeDraftRefused(t *testing.T) {
 	dir := demoModel(t)
-	other := t.TempDir()
-	var c map[string]any
-	require.NoError(t, json.Unmarshal(mustRead(t, filepath.Join(tinyDraft, "config.json")), &c))
-	c["vocab_size"], c["draft_vocab_size"] = 1024, 1024
-	raw, err := json.Marshal(c)
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(filepath.Join(other, "config.json"), raw, 0o644))
+	other := fixture.CopyDraft(t, tinyDraft, func(c map[string]any) { c["vocab_size"], c["draft_vocab_size"] = 1024, 1024 })
 	code, out, errs := runK3("serve", dir, "--addr", "127.0.0.1:0", "--draft", other)
 	assert.Equal(t, ExitUsage, code, "%s\n%s", out, errs)
 	assert.Contains(t, errs, "the draft model does not fit this model")

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -20,6 +19,7 @@ import (
 
 	"k3/engine"
 	"k3/engine/chat"
+	"k3/internal/fixture"
 	st "k3/storage/safetensors"
 )
 
@@ -158,18 +158,10 @@ func TestPackAndRunRefuseAStaleTrunk(t *testing.T) {
 	assert.Equal(t, ExitOK, code, out+errs)
 }
 
-// deadPID is the id of a process that has exited.
-func deadPID(t *testing.T) int {
-	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	require.NoError(t, cmd.Run())
-	return cmd.Process.Pid
-}
-
 // Audit D11 (rows 2.31, 3.28): what a pack or a state save killed with -9
 // left behind is removed by the next run of the same command, which says so.
 func TestStaleTemporaryFilesRemoved(t *testing.T) {
-	dead := deadPID(t)
+	dead := fixture.DeadPID(t)
 	trunkDir := t.TempDir()
 	disk := filepath.Join(trunkDir, fmt.Sprintf(".k3-disktest-%d.tmp", dead))
 	tmp := filepath.Join(trunkDir, fmt.Sprintf(".trunk.partial.json.tmp%d-42", dead))

@@ -1,16 +1,12 @@
 package cli
 
 import (
-	"bytes"
-	"encoding/json"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"runtime"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"k3/internal/fixture"
 )
 
 // agentsOut is what tools/openai-conformance/agents.mjs prints.
@@ -81,26 +77,8 @@ type agentsMessage struct {
 // are not installed.
 func runAgents(t *testing.T, url, key, model string) agentsOut {
 	t.Helper()
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Skip("node is not installed: the client conformance test needs Node.js 20 (apt-get install nodejs npm)")
-	}
-	_, file, _, _ := runtime.Caller(0)
-	tool := filepath.Join(filepath.Dir(file), "..", "..", "tools", "openai-conformance")
-	for _, pkg := range []string{"openai", "@anthropic-ai/sdk"} {
-		if _, err := os.Stat(filepath.Join(tool, "node_modules", pkg, "package.json")); err != nil {
-			t.Skipf("the %s client is not installed: run `npm ci` in %s (.ci/run does)", pkg, tool)
-		}
-	}
-	cmd := exec.Command(node, "agents.mjs")
-	cmd.Dir = tool
-	cmd.Env = append(os.Environ(), "K3_BASE_URL="+url, "K3_API_KEY="+key, "K3_MODEL="+model)
-	var nodeErr bytes.Buffer
-	cmd.Stderr = &nodeErr
-	outJSON, err := cmd.Output()
-	require.NoError(t, err, "node: %s", nodeErr.String())
 	var got agentsOut
-	require.NoError(t, json.Unmarshal(outJSON, &got), string(outJSON))
+	fixture.NodeClients(t, "openai", "@anthropic-ai/sdk").Run(t, &got, "agents.mjs", "K3_BASE_URL="+url, "K3_API_KEY="+key, "K3_MODEL="+model)
 	return got
 }
 

@@ -7,10 +7,8 @@ import (
 	"encoding/json"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -21,7 +19,8 @@ import (
 
 	"k3/engine"
 	"k3/engine/chat"
-	"k3/tokenizer"
+	"k3/internal/demomodel"
+	"k3/internal/fixture"
 )
 
 // syncBuffer is a bytes.Buffer safe for a writer and a reader goroutine.
@@ -155,38 +154,17 @@ type conformance struct {
 // client (tools/openai-conformance, installed by `npm ci` there; .ci/run
 // does it) and checks what it saw against k3 chat and k3 template.
 func TestServeOpenAIConformance(t *testing.T) {
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Skip("node is not installed: the openai client conformance test needs Node.js 20 (apt-get install nodejs npm)")
-	}
-	_, file, _, _ := runtime.Caller(0)
-	tool := filepath.Join(filepath.Dir(file), "..", "..", "tools", "openai-conformance")
-	if _, err := os.Stat(filepath.Join(tool, "node_modules", "openai", "package.json")); err != nil {
-		t.Skipf("the openai client is not installed: run `npm ci` in %s (.ci/run does)", tool)
-	}
+	clients := fixture.NodeClients(t, "openai")
 	dir := demoModel(t)
 	const key = "conformance-key"
 	url, stop := startServe(t, dir, "--addr", "127.0.0.1:0", "--api-key", key, "--model-id", "k3-demo",
 		"--queue", "0", "--chunk", "16", "--max-tokens", "8", "--keep-alive", "100ms")
 
-	cmd := exec.Command(node, "conformance.mjs")
-	cmd.Dir = tool
-	cmd.Env = append(os.Environ(), "K3_BASE_URL="+url, "K3_API_KEY="+key, "K3_MODEL=k3-demo")
-	var nodeErr bytes.Buffer
-	cmd.Stderr = &nodeErr
-	outJSON, err := cmd.Output()
-	require.NoError(t, err, "node: %s", nodeErr.String())
 	var got conformance
-	require.NoError(t, json.Unmarshal(outJSON, &got), string(outJSON))
+	clients.Run(t, &got, "conformance.mjs", "K3_BASE_URL="+url, "K3_API_KEY="+key, "K3_MODEL=k3-demo")
 
 	// what k3 chat replies to the same conversation (greedy, same cap)
-	tok, err := tokenizer.Load(dir)
-	require.NoError(t, err)
-	m, err := engine.Open(dir, engine.Options{Budget: engine.Budget{CacheBytes: 1 << 62}, Chunk: 16})
-	require.NoError(t, err)
-	defer m.Close()
-	e := m.NewEngine(0)
-	defer e.Close()
+	e, tok := demomodel.Open(t, dir, 0)
 	opt := chat.Options{Thinking: true, MaxTokens: 8, Sampling: engine.Sampling{Greedy: true}}
 	r1, err := chat.NewSession(e, tok).Turn(context.Background(), "Hello there", opt, nil)
 	require.NoError(t, err)

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -18,7 +17,7 @@ import (
 
 	"k3/engine"
 	"k3/engine/chat"
-	"k3/engine/synth"
+	"k3/internal/demomodel"
 	"k3/tokenizer"
 	"k3/ui/serve"
 )
@@ -33,15 +32,7 @@ func coerce(s string) string {
 // k3Serve starts a real k3 server on a loopback port over the demo model.
 func k3Serve(t *testing.T) (*serve.Server, *engine.Engine, *tokenizer.Tokenizer) {
 	t.Helper()
-	dir := filepath.Join(t.TempDir(), "m")
-	require.NoError(t, synth.Write(dir, synth.Small()))
-	require.NoError(t, tokenizer.WriteByteLevel(dir, tokenizer.ByteLevelOptions{}))
-	tok, err := tokenizer.Load(dir)
-	require.NoError(t, err)
-	m, err := engine.Open(dir, engine.Options{Budget: engine.Budget{CacheBytes: 1 << 62}, Chunk: 16})
-	require.NoError(t, err)
-	e := m.NewEngine(2)
-	t.Cleanup(func() { e.Close(); m.Close() })
+	e, tok := demomodel.Open(t, demomodel.Dir(t), 2)
 	s, err := serve.New(serve.Options{Engine: e, Tok: tok, ModelID: "k3-demo", APIKey: "key", KeepAlive: time.Hour})
 	require.NoError(t, err)
 	require.NoError(t, s.Start("127.0.0.1:0"))

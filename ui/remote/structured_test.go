@@ -10,23 +10,9 @@ import (
 
 	"k3/engine"
 	"k3/engine/chat"
+	"k3/internal/fixture"
 	"k3/tokenizer/constrain"
 )
-
-const remotePerson = `{"type":"object","properties":{"name":{"type":"string"},"age":{"type":"integer"}},
- "required":["name","age"],"additionalProperties":false}`
-
-// checkPerson asserts text is {"name": string, "age": integer} and nothing else.
-func checkPerson(t *testing.T, text string) {
-	t.Helper()
-	var v map[string]any
-	require.NoError(t, json.Unmarshal([]byte(text), &v), "%q", text)
-	assert.Len(t, v, 2, text)
-	assert.IsType(t, "", v["name"], text)
-	age, ok := v["age"].(float64)
-	require.True(t, ok, text)
-	assert.Equal(t, float64(int64(age)), age, text)
-}
 
 // Against k3 serve on the demo model (random weights: left alone it
 // writes no JSON), the client's response_format comes back as
@@ -40,11 +26,11 @@ func TestRemoteResponseFormat(t *testing.T) {
 	for _, noThink := range []bool{true, false} {
 		for _, sm := range []engine.Sampling{{Greedy: true}, {Temperature: 1, Seed: 3}, {Temperature: 1.5, Seed: 9}} {
 			opt := chat.Options{Thinking: !noThink, MaxTokens: 80, Sampling: sm,
-				ResponseFormat: constrain.SchemaFormat("person", json.RawMessage(remotePerson))}
+				ResponseFormat: constrain.SchemaFormat("person", json.RawMessage(fixture.PersonSchema))}
 			res, err := c.Turn(context.Background(), hist, opt, nil)
 			require.NoError(t, err)
 			assert.Equal(t, "stop", res.Finish)
-			checkPerson(t, res.Message.Content)
+			fixture.CheckPerson(t, res.Message.Content, false)
 			n++
 		}
 	}
@@ -63,7 +49,7 @@ func TestRemoteToolChoice(t *testing.T) {
 	require.NoError(t, err)
 	tool := func(name string) json.RawMessage {
 		b, _ := json.Marshal(map[string]any{"type": "function", "function": map[string]any{"name": name,
-			"parameters": json.RawMessage(remotePerson)}})
+			"parameters": json.RawMessage(fixture.PersonSchema)}})
 		return b
 	}
 	c.Tools = []json.RawMessage{tool("lookup"), tool("store")}
@@ -82,7 +68,7 @@ func TestRemoteToolChoice(t *testing.T) {
 			assert.Equal(t, "tool_calls", res.Finish, tc.choice)
 			require.Len(t, res.ToolCalls, 1, tc.choice)
 			assert.Contains(t, tc.names, res.ToolCalls[0].Function.Name)
-			checkPerson(t, res.ToolCalls[0].Function.Arguments)
+			fixture.CheckPerson(t, res.ToolCalls[0].Function.Arguments, false)
 		}
 	}
 }

@@ -2,6 +2,7 @@ package serve
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -63,6 +64,28 @@ func (b *blocks) finish(calls int) {
 		b.open("text")
 		b.close("text", "")
 	}
+}
+
+// generate runs the job of a streamed agent reply into b: an SSE comment
+// per step of the prompt's reading and, paced by hb, an event from beat
+// for agents' idle watchdogs; the reasoning and answer as blocks; the
+// place left when done. A failure not caused by the client leaving is
+// sent with fail; the blocks are finished for the reply's calls.
+func (b *blocks) generate(ctx context.Context, s *Server, e *openai.SSE, p *place, j *job, hb heartbeat, beat func(), fail func(*openai.Error)) (*result, error) {
+	j.onPrefill = func(done, total int) {
+		e.Comment(fmt.Sprintf("prefill %d/%d", done, total))
+		if hb.due(time.Now()) {
+			beat()
+		}
+	}
+	j.onReasoning = func(t string) { b.add("reasoning", t) }
+	j.onAnswer = func(t string) { b.add("text", t) }
+	res, err := s.generateAt(ctx, p, j, fail)
+	if err != nil {
+		return nil, err
+	}
+	b.finish(len(res.calls))
+	return res, nil
 }
 
 // chatTool is a tool declaration in the chat format the renderer reads.

@@ -191,8 +191,8 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	id, created := newID("chatcmpl-"), time.Now().Unix()
 	s.chatEndpoint(w, r, "POST /v1/chat/completions", &q, &q, j, nil, func(ctx context.Context, cancel context.CancelFunc, p *place) (*result, error) {
 		return s.streamChat(ctx, cancel, w, p, j, &q, id, created)
-	}, func(res *result) {
-		s.writeChat(w, j, res, &q, id, created)
+	}, func(res *result) any {
+		return s.chatReply(j, res, &q, id, created)
 	})
 }
 
@@ -202,14 +202,14 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 // when body is q), the sampling fields, the chat prompt and the context
 // fit, and streams (q.Stream) or writes the reply.
 func (s *Server) chatEndpoint(w http.ResponseWriter, r *http.Request, what string, body any, q *openai.ChatRequest, j *job, read func() *openai.Error,
-	streamed func(context.Context, context.CancelFunc, *place) (*result, error), write func(*result)) {
+	streamed func(context.Context, context.CancelFunc, *place) (*result, error), reply func(*result) any) {
 	t0 := time.Now()
 	release, err := s.decode(w, r, body)
 	if err != nil {
 		s.writeError(w, err)
 		return
 	}
-	s.handle(w, r, what, &q.Stream, j, t0, release, s.chatChecks(q, j, read), streamed, write)
+	s.handle(w, r, what, &q.Stream, j, t0, release, s.chatChecks(q, j, read), streamed, reply)
 }
 
 // chatChecks read a request into j: read (nil: none), the sampling
@@ -229,10 +229,11 @@ func (s *Server) chatChecks(q *openai.ChatRequest, j *job, read func() *openai.E
 // request's checks (the first failure is the answer), releases the body's
 // share of the bodies in flight, takes a place in the queue, then either
 // streams (*stream, read after the checks) or generates and writes the
-// reply, and logs the request. A stream whose client stops reading calls
+// reply (reply's JSON, the positions reused for this client in
+// X-K3-Reused-Positions), and logs the request. A stream whose client stops reading calls
 // cancel, which ends the generation.
 func (s *Server) handle(w http.ResponseWriter, r *http.Request, what string, streamp *bool, j *job, t0 time.Time, release func(),
-	checks []func() *openai.Error, streamed func(context.Context, context.CancelFunc, *place) (*result, error), write func(*result)) {
+	checks []func() *openai.Error, streamed func(context.Context, context.CancelFunc, *place) (*result, error), reply func(*result) any) {
 	defer release()
 	j.client = clientOf(r)
 	for _, check := range checks {
@@ -263,7 +264,9 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request, what string, str
 			p.leave() // before the reply goes out: the client's next request finds the place free
 		}
 		if err == nil {
-			write(res)
+			body := reply(res)
+			w.Header().Set("X-K3-Reused-Positions", strconv.Itoa(res.shown))
+			s.writeJSON(w, http.StatusOK, body)
 		} else if ctx.Err() == nil {
 			s.writeError(w, asAPIError(err))
 		}
@@ -289,7 +292,7 @@ func (s *Server) logRequest(what string, stream bool, j *job, res *result, err e
 	}
 }
 
-func (s *Server) writeChat(w http.ResponseWriter, j *job, res *result, q *openai.ChatRequest, id string, created int64) {
+func (s *Server) chatReply(j *job, res *result, q *openai.ChatRequest, id string, created int64) openai.ChatResponse {
 	msg := openai.ResponseMessage{Role: "assistant", ToolCalls: toolCallsOut(res.calls, false)}
 	if res.content != "" || len(res.calls) == 0 {
 		msg.Content = &res.content
@@ -304,8 +307,7 @@ func (s *Server) writeChat(w http.ResponseWriter, j *job, res *result, q *openai
 	if q.ReturnTokenIDs {
 		out.PromptTokenIDs, out.Choices[0].TokenIDs = j.ids, res.ids
 	}
-	w.Header().Set("X-K3-Reused-Positions", strconv.Itoa(res.shown))
-	s.writeJSON(w, http.StatusOK, out)
+	return out
 }
 
 // streamChat answers with server-sent events: comments while the request
@@ -331,13 +333,8 @@ func (s *Server) streamChat(ctx context.Context, cancel context.CancelFunc, w ht
 	j.onPrefill = func(done, total int) { e.Comment(fmt.Sprintf("prefill %d/%d", done, total)) }
 	j.onReasoning = func(t string) { send(chunk(openai.Delta{ReasoningContent: &t}, nil)) }
 	j.onAnswer = func(t string) { send(chunk(openai.Delta{Content: &t}, nil)) }
-	res, err := s.generate(ctx, j)
-	p.leave()
+	res, err := s.generateAt(ctx, p, j, sseFail(e))
 	if err != nil {
-		if ctx.Err() == nil {
-			e.Data(openai.ErrorBody{Error: asAPIError(err)})
-			e.Done()
-		}
 		return nil, err
 	}
 	if len(res.calls) > 0 {

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"strconv"
 	"time"
 
 	"k3/ui/openai"
@@ -75,15 +74,14 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 		func() *openai.Error { return s.fit(j) },
 	}, func(ctx context.Context, cancel context.CancelFunc, p *place) (*result, error) {
 		return s.streamCompletion(ctx, cancel, w, p, j, &q, id, created)
-	}, func(res *result) {
+	}, func(res *result) any {
 		out := openai.CompletionResponse{ID: id, Object: "text_completion", Created: created, Model: s.o.ModelID,
 			Choices: []openai.CompletionChoice{{Text: res.content, FinishReason: &res.finish}},
 			Usage:   openai.NewUsage(res.prompt, len(res.ids), res.shown)}
 		if q.ReturnTokenIDs {
 			out.PromptTokenIDs, out.Choices[0].TokenIDs = j.ids, res.ids
 		}
-		w.Header().Set("X-K3-Reused-Positions", strconv.Itoa(res.shown))
-		s.writeJSON(w, http.StatusOK, out)
+		return out
 	})
 }
 
@@ -99,13 +97,8 @@ func (s *Server) streamCompletion(ctx context.Context, cancel context.CancelFunc
 	}
 	j.onPrefill = func(done, total int) { e.Comment(fmt.Sprintf("prefill %d/%d", done, total)) }
 	j.onAnswer = func(t string) { e.Data(chunk(t, nil)) }
-	res, err := s.generate(ctx, j)
-	p.leave()
+	res, err := s.generateAt(ctx, p, j, sseFail(e))
 	if err != nil {
-		if ctx.Err() == nil {
-			e.Data(openai.ErrorBody{Error: asAPIError(err)})
-			e.Done()
-		}
 		return nil, err
 	}
 	e.Data(chunk("", &res.finish))

@@ -6,30 +6,16 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"k3/internal/fixture"
 )
-
-const personSchema = `{"type":"object","properties":{"name":{"type":"string"},"age":{"type":"integer"}},
- "required":["name","age"],"additionalProperties":false}`
-
-// checkPerson asserts that content is {"name": string, "age": integer}
-// and nothing else.
-func checkPerson(t *testing.T, content string) {
-	t.Helper()
-	var v map[string]any
-	require.NoError(t, json.Unmarshal([]byte(content), &v), "%q", content)
-	assert.Len(t, v, 2, content)
-	assert.IsType(t, "", v["name"], content)
-	age, ok := v["age"].(float64)
-	require.True(t, ok, content)
-	assert.Equal(t, float64(int64(age)), age, content)
-}
 
 // On the demo model (random weights: left alone it writes no JSON), an
 // answer held to a json_schema parses and validates for greedy and for
 // several seeds, streamed and not, with thinking on and off.
 func TestResponseFormatEnforced(t *testing.T) {
 	s, _, _ := start(t, nil)
-	rf := map[string]any{"type": "json_schema", "json_schema": map[string]any{"name": "person", "strict": true, "schema": json.RawMessage(personSchema)}}
+	rf := map[string]any{"type": "json_schema", "json_schema": map[string]any{"name": "person", "strict": true, "schema": json.RawMessage(fixture.PersonSchema)}}
 	n := 0
 	for _, thinking := range []bool{false, true} {
 		for _, temp := range []float64{0, 1} {
@@ -43,26 +29,17 @@ func TestResponseFormatEnforced(t *testing.T) {
 				_, data := post(t, s, "/v1/chat/completions", req)
 				r := decodeChat(t, data)
 				require.NotNil(t, r.Choices[0].Message.Content, string(data))
-				checkPerson(t, *r.Choices[0].Message.Content)
+				fixture.CheckPerson(t, *r.Choices[0].Message.Content, false)
 				assert.Equal(t, "stop", r.Choices[0].FinishReason, "%v %v %s", thinking, temp, data)
 
 				req["stream"] = true
 				_, evs := streamPost(t, s, req)
 				var content string
-				for _, ev := range evs {
-					if ev.data == "" || ev.data == "[DONE]" {
-						continue
-					}
-					var c chunkJSON
-					require.NoError(t, json.Unmarshal([]byte(ev.data), &c), ev.data)
-					for _, ch := range c.Choices {
-						if ch.Delta.Content != nil {
-							content += *ch.Delta.Content
-						}
-					}
+				for _, c := range chatChunks(t, evs) {
+					content += c.content()
 				}
 				assert.Equal(t, *r.Choices[0].Message.Content, content, "streamed and not give the same answer")
-				checkPerson(t, content)
+				fixture.CheckPerson(t, content, false)
 				n++
 			}
 		}
@@ -96,7 +73,7 @@ func TestToolChoiceEnforced(t *testing.T) {
 	tools := []map[string]any{
 		{"type": "function", "function": map[string]any{"name": "get_weather", "parameters": json.RawMessage(
 			`{"type":"object","properties":{"city":{"type":"string"},"unit":{"enum":["c","f"]}},"required":["city","unit"],"additionalProperties":false}`)}},
-		{"type": "function", "function": map[string]any{"name": "person", "parameters": json.RawMessage(personSchema)}},
+		{"type": "function", "function": map[string]any{"name": "person", "parameters": json.RawMessage(fixture.PersonSchema)}},
 	}
 	n := 0
 	for _, choice := range []any{"required", map[string]any{"type": "function", "function": map[string]any{"name": "person"}}} {
@@ -116,7 +93,7 @@ func TestToolChoiceEnforced(t *testing.T) {
 				}
 				switch call.Name {
 				case "person":
-					checkPerson(t, call.Arguments)
+					fixture.CheckPerson(t, call.Arguments, false)
 				case "get_weather":
 					var v struct{ City, Unit string }
 					require.NoError(t, json.Unmarshal([]byte(call.Arguments), &v), call.Arguments)

@@ -134,6 +134,27 @@ func (s *Server) fit(j *job) *openai.Error {
 	return nil
 }
 
+// generateAt generates j in the queue place p, which it leaves when done
+// (before the reply goes out: the client's next request finds the place
+// free); a failure the client did not cause by leaving is told with fail.
+func (s *Server) generateAt(ctx context.Context, p *place, j *job, fail func(*openai.Error)) (*result, error) {
+	res, err := s.generate(ctx, j)
+	p.leave()
+	if err != nil && ctx.Err() == nil {
+		fail(asAPIError(err))
+	}
+	return res, err
+}
+
+// sseFail ends a chat or completions stream with the error as its last
+// data, then [DONE].
+func sseFail(e *openai.SSE) func(*openai.Error) {
+	return func(ae *openai.Error) {
+		e.Data(openai.ErrorBody{Error: ae})
+		e.Done()
+	}
+}
+
 // generate runs a job on the kept session (the caller holds a queue turn).
 func (s *Server) generate(ctx context.Context, j *job) (*result, error) {
 	if s.o.Lock != nil {

@@ -169,13 +169,7 @@ func TestLoopbackGuard(t *testing.T) {
 		if ctype != "" {
 			req.Header.Set("Content-Type", ctype)
 		}
-		for i := 0; i+1 < len(hdr); i += 2 {
-			req.Header.Set(hdr[i], hdr[i+1])
-		}
-		resp, err := http.DefaultClient.Do(req)
-		require.NoError(t, err)
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
+		resp, b := send(t, req, hdr)
 		return resp.StatusCode, string(b)
 	}
 	_, port, _ := net.SplitHostPort(s.Addr())
@@ -209,21 +203,29 @@ func TestLoopbackGuard(t *testing.T) {
 	assert.Equal(t, 401, code)
 }
 
-// TestReuseShownOnlyToItsClient: cached_tokens and X-K3-Reused-Positions
-// report the kept state's reuse only to the client (remote address) whose
-// request left it; another client gets 0 for the same reuse (was: an
-// oracle on the previous client's prompt).
-func TestReuseShownOnlyToItsClient(t *testing.T) {
+// twoClients returns HTTP clients that connect from 127.0.0.1 and from
+// 127.0.0.2 (two remote addresses), or skips t where there is no
+// 127.0.0.2.
+func twoClients(t *testing.T) (*http.Client, *http.Client) {
 	if ln, err := net.Listen("tcp", "127.0.0.2:0"); err != nil {
 		t.Skip("this machine has no 127.0.0.2 to be a second client from (macOS without an alias)")
 	} else {
 		ln.Close()
 	}
-	s, _, _ := start(t, nil)
 	from := func(ip string) *http.Client {
 		d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}}
 		return &http.Client{Transport: &http.Transport{DialContext: d.DialContext}}
 	}
+	return from("127.0.0.1"), from("127.0.0.2")
+}
+
+// TestReuseShownOnlyToItsClient: cached_tokens and X-K3-Reused-Positions
+// report the kept state's reuse only to the client (remote address) whose
+// request left it; another client gets 0 for the same reuse (was: an
+// oracle on the previous client's prompt).
+func TestReuseShownOnlyToItsClient(t *testing.T) {
+	a, b := twoClients(t)
+	s, _, _ := start(t, nil)
 	victim := []map[string]any{{"role": "user", "content": "My password is hunter2. Tell me a saying."}}
 	ask := func(c *http.Client, maxTokens int) (int, string) {
 		js, _ := json.Marshal(map[string]any{"messages": victim, "max_tokens": maxTokens})
@@ -234,7 +236,6 @@ func TestReuseShownOnlyToItsClient(t *testing.T) {
 		require.Equal(t, 200, resp.StatusCode, string(data))
 		return decodeChat(t, data).Usage.PromptTokensDetails.CachedTokens, resp.Header.Get("X-K3-Reused-Positions")
 	}
-	a, b := from("127.0.0.1"), from("127.0.0.2")
 	ask(a, 4)
 	cached, hdr := ask(a, 1)
 	assert.Positive(t, cached, "the same client sees its own reuse")
@@ -346,17 +347,8 @@ func TestAgentEndpointsGuardedAndBounded(t *testing.T) {
 // (cached_tokens, cache_read_input_tokens) and X-K3-Reused-Positions show
 // the kept state's reuse only to the client whose request left it.
 func TestAgentReuseShownOnlyToItsClient(t *testing.T) {
-	if ln, err := net.Listen("tcp", "127.0.0.2:0"); err != nil {
-		t.Skip("this machine has no 127.0.0.2 to be a second client from (macOS without an alias)")
-	} else {
-		ln.Close()
-	}
+	a, b := twoClients(t)
 	s, _, _ := start(t, nil)
-	from := func(ip string) *http.Client {
-		d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}}
-		return &http.Client{Transport: &http.Transport{DialContext: d.DialContext}}
-	}
-	a, b := from("127.0.0.1"), from("127.0.0.2")
 	for _, c := range agentRequests {
 		ask := func(cl *http.Client) (float64, string) {
 			js, _ := json.Marshal(c.body)

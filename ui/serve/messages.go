@@ -6,9 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
-	"time"
 
 	"k3/ui/openai"
 )
@@ -322,7 +320,7 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
 	id := newID("msg_")
 	s.chatEndpoint(w, r, "POST /v1/messages", &m, &q, j, readMessages(&m, &q, j), func(ctx context.Context, cancel context.CancelFunc, p *place) (*result, error) {
 		return s.streamMessage(ctx, cancel, w, p, j, id)
-	}, func(res *result) {
+	}, func(res *result) any {
 		out := anthropicMessage{ID: id, Type: "message", Role: "assistant", Model: s.o.ModelID, Content: []map[string]any{},
 			Usage: usageOf(res), Warnings: res.warnings}
 		out.StopReason, out.StopSequence = stopReason(res)
@@ -335,8 +333,7 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
 		for _, c := range res.calls {
 			out.Content = append(out.Content, toolUseBlock(newID("toolu_"), c.Function.Name, argsJSON(c.Function.Arguments)))
 		}
-		w.Header().Set("X-K3-Reused-Positions", strconv.Itoa(res.shown))
-		s.writeJSON(w, http.StatusOK, out)
+		return out
 	})
 }
 
@@ -410,25 +407,12 @@ func (s *Server) streamMessage(ctx context.Context, cancel context.CancelFunc, w
 	}
 	// a ping event when the prompt's reading starts and per keep-alive
 	// interval after, for agents' idle watchdogs
-	hb := heartbeat{every: s.o.KeepAlive}
-	j.onPrefill = func(done, total int) {
-		e.Comment(fmt.Sprintf("prefill %d/%d", done, total))
-		if hb.due(time.Now()) {
-			send("ping", map[string]any{})
-		}
-	}
-	j.onReasoning = func(t string) { b.add("reasoning", t) }
-	j.onAnswer = func(t string) { b.add("text", t) }
-	res, err := s.generate(ctx, j)
-	p.leave()
+	res, err := b.generate(ctx, s, e, p, j, heartbeat{every: s.o.KeepAlive}, func() { send("ping", map[string]any{}) }, func(ae *openai.Error) {
+		send("error", map[string]any{"error": map[string]string{"type": anthropicType(ae.Status), "message": ae.Message}})
+	})
 	if err != nil {
-		if ctx.Err() == nil {
-			ae := asAPIError(err)
-			send("error", map[string]any{"error": map[string]string{"type": anthropicType(ae.Status), "message": ae.Message}})
-		}
 		return nil, err
 	}
-	b.finish(len(res.calls))
 	for _, c := range res.calls {
 		index++
 		send("content_block_start", map[string]any{"index": index, "content_block": toolUseBlock(newID("toolu_"), c.Function.Name, json.RawMessage("{}"))})

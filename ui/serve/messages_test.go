@@ -137,17 +137,7 @@ func TestMessagesTools(t *testing.T) {
 			{"role": "user", "content": []map[string]any{
 				{"type": "tool_result", "tool_use_id": bs[3]["id"], "content": "snow"},
 				{"type": "tool_result", "tool_use_id": bs[2]["id"], "content": []map[string]any{{"type": "text", "text": "sun"}}}}}}}
-	resp, data = post(t, s, "/v1/messages", back)
-	require.Equal(t, 200, resp.StatusCode, string(data))
-	viaMessages := g.prompt
-	calls := chat.Choices[0].Message.ToolCalls
-	chatReply(t, s, map[string]any{"max_tokens": 1, "tools": []json.RawMessage{json.RawMessage(weatherTool)},
-		"messages": []map[string]any{
-			{"role": "user", "content": "Weather in Paris and Oslo?"},
-			{"role": "assistant", "content": "Let me check.", "tool_calls": calls, "reasoning_content": "The user wants the weather."},
-			{"role": "tool", "tool_call_id": calls[1].ID, "content": "snow"},
-			{"role": "tool", "tool_call_id": calls[0].ID, "content": "sun"}}})
-	assert.Equal(t, string(s.o.Tok.Decode(g.prompt)), string(s.o.Tok.Decode(viaMessages)))
+	assertChatRoundTrip(t, s, g, chat, "/v1/messages", back)
 
 	// streamed
 	body["stream"] = true

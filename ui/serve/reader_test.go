@@ -38,18 +38,9 @@ func servedSSE(t *testing.T, s *Server, req map[string]any) served {
 	t.Helper()
 	req["stream"] = true
 	_, evs := streamPost(t, s, req)
-	require.Equal(t, "[DONE]", evs[len(evs)-1].data)
 	var out served
 	var reasoning, content strings.Builder
-	for _, ev := range evs[:len(evs)-1] {
-		if ev.data == "" {
-			continue
-		}
-		var c struct {
-			chunkJSON
-			Warnings []string `json:"warnings"`
-		}
-		require.NoError(t, json.Unmarshal([]byte(ev.data), &c), ev.data)
+	for _, c := range chatChunks(t, evs) {
 		out.Warnings = append(out.Warnings, c.Warnings...)
 		for _, ch := range c.Choices {
 			if d := ch.Delta.ReasoningContent; d != nil {

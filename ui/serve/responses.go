@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"strconv"
 	"time"
 
 	"k3/ui/openai"
@@ -418,7 +417,7 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request) {
 	}
 	s.chatEndpoint(w, r, "POST /v1/responses", &rq, &q, j, read, func(ctx context.Context, cancel context.CancelFunc, p *place) (*result, error) {
 		return s.streamResponse(ctx, cancel, w, p, j, &rq, x, id, created)
-	}, func(res *result) {
+	}, func(res *result) any {
 		var out []outputItem
 		if res.reasoning != "" {
 			out = append(out, reasoningItem(newID("rs_"), res.reasoning, rq.summary() != ""))
@@ -429,8 +428,7 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request) {
 		for _, c := range res.calls {
 			out = append(out, x.functionCallItem(newID("fc_"), newID("call_"), c.Function.Name, c.Function.Arguments, "completed"))
 		}
-		w.Header().Set("X-K3-Reused-Positions", strconv.Itoa(res.shown))
-		s.writeJSON(w, http.StatusOK, s.responseObject(id, created, &rq, x, out, res))
+		return s.responseObject(id, created, &rq, x, out, res)
 	})
 }
 
@@ -517,24 +515,14 @@ func (s *Server) streamResponse(ctx context.Context, cancel context.CancelFunc, 
 	// response.in_progress again per keep-alive interval while a long
 	// prompt is read, for agents' idle watchdogs
 	hb := heartbeat{every: s.o.KeepAlive, last: time.Now()}
-	j.onPrefill = func(done, total int) {
-		e.Comment(fmt.Sprintf("prefill %d/%d", done, total))
-		if hb.due(time.Now()) {
-			send("response.in_progress", map[string]any{"response": s.responseObject(id, created, rq, x, nil, nil)})
-		}
-	}
-	j.onReasoning = func(t string) { b.add("reasoning", t) }
-	j.onAnswer = func(t string) { b.add("text", t) }
-	res, err := s.generate(ctx, j)
-	p.leave()
+	res, err := b.generate(ctx, s, e, p, j, hb, func() {
+		send("response.in_progress", map[string]any{"response": s.responseObject(id, created, rq, x, nil, nil)})
+	}, func(ae *openai.Error) {
+		send("error", map[string]any{"code": ae.Code, "message": ae.Message, "param": ae.Param})
+	})
 	if err != nil {
-		if ctx.Err() == nil {
-			ae := asAPIError(err)
-			send("error", map[string]any{"code": ae.Code, "message": ae.Message, "param": ae.Param})
-		}
 		return nil, err
 	}
-	b.finish(len(res.calls))
 	for _, c := range res.calls {
 		fid, args := newID("fc_"), c.Function.Arguments
 		item := x.functionCallItem(fid, newID("call_"), c.Function.Name, "", "in_progress")

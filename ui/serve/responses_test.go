@@ -195,17 +195,7 @@ func TestResponsesTools(t *testing.T) {
 			out[0], out[1], out[2], out[3],
 			{"type": "function_call_output", "call_id": out[3]["call_id"], "output": "snow"},
 			{"type": "function_call_output", "call_id": out[2]["call_id"], "output": []map[string]any{{"type": "input_text", "text": "sun"}}}}}
-	resp, data = post(t, s, "/v1/responses", back)
-	require.Equal(t, 200, resp.StatusCode, string(data))
-	viaResponses := g.prompt
-	calls := chat.Choices[0].Message.ToolCalls
-	chatReply(t, s, map[string]any{"max_tokens": 1, "tools": []json.RawMessage{json.RawMessage(weatherTool)},
-		"messages": []map[string]any{
-			{"role": "user", "content": "Weather in Paris and Oslo?"},
-			{"role": "assistant", "content": "Let me check.", "tool_calls": calls, "reasoning_content": "The user wants the weather."},
-			{"role": "tool", "tool_call_id": calls[1].ID, "content": "snow"},
-			{"role": "tool", "tool_call_id": calls[0].ID, "content": "sun"}}})
-	assert.Equal(t, string(s.o.Tok.Decode(g.prompt)), string(s.o.Tok.Decode(viaResponses)))
+	assertChatRoundTrip(t, s, g, chat, "/v1/responses", back)
 
 	// streamed: the items, then the calls' argument events
 	body["stream"] = true

@@ -1,17 +1,13 @@
 package serve
 
 import (
-	"bytes"
-	"encoding/json"
-	"k3/tokenizer"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"runtime"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"k3/internal/fixture"
+	"k3/tokenizer"
 )
 
 // TestSDKsReadToolCalls runs the official clients
@@ -21,28 +17,11 @@ import (
 // writes: the clients read the calls, rebuild them from the streamed
 // events, and send them back. Skipped without node or the clients.
 func TestSDKsReadToolCalls(t *testing.T) {
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Skip("node is not installed")
-	}
-	_, file, _, _ := runtime.Caller(0)
-	tool := filepath.Join(filepath.Dir(file), "..", "..", "tools", "openai-conformance")
-	for _, pkg := range []string{"openai", "@anthropic-ai/sdk"} {
-		if _, err := os.Stat(filepath.Join(tool, "node_modules", pkg, "package.json")); err != nil {
-			t.Skipf("the %s client is not installed: run `npm ci` in %s", pkg, tool)
-		}
-	}
+	clients := fixture.NodeClients(t, "openai", "@anthropic-ai/sdk")
 	s, _, _ := startWith(t, func(o *Options) { o.APIKey = "k" }, func(tok *tokenizer.Tokenizer) generator {
 		return &scripted{tok: tok, output: toolOutput}
 	})
 
-	cmd := exec.Command(node, "agents.mjs")
-	cmd.Dir = tool
-	cmd.Env = append(os.Environ(), "K3_BASE_URL="+s.BaseURL(), "K3_API_KEY=k", "K3_MODEL=k3-demo", "K3_MAX_TOKENS=4096")
-	var nodeErr bytes.Buffer
-	cmd.Stderr = &nodeErr
-	outJSON, err := cmd.Output()
-	require.NoError(t, err, "node: %s", nodeErr.String())
 	var got struct {
 		Responses, ResponsesRoundTrip struct {
 			Status     string
@@ -80,7 +59,7 @@ func TestSDKsReadToolCalls(t *testing.T) {
 			}
 		}
 	}
-	require.NoError(t, json.Unmarshal(outJSON, &got), string(outJSON))
+	clients.Run(t, &got, "agents.mjs", "K3_BASE_URL="+s.BaseURL(), "K3_API_KEY=k", "K3_MODEL=k3-demo", "K3_MAX_TOKENS=4096")
 
 	paris := `{"city":"Paris \"<b>\" & co","days":3}`
 	r := got.Responses

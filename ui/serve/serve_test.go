@@ -20,7 +20,7 @@ import (
 
 	"k3/engine"
 	"k3/engine/chat"
-	"k3/engine/synth"
+	"k3/internal/demomodel"
 	"k3/tokenizer"
 )
 
@@ -36,18 +36,10 @@ func demo(t testing.TB) (*engine.Engine, *tokenizer.Tokenizer) {
 	t.Helper()
 	demoOnce.Do(func() {
 		demoDir = filepath.Join(tempRoot, "m")
-		if demoErr = synth.Write(demoDir, synth.Small()); demoErr == nil {
-			demoErr = tokenizer.WriteByteLevel(demoDir, tokenizer.ByteLevelOptions{})
-		}
+		demoErr = demomodel.Write(demoDir)
 	})
 	require.NoError(t, demoErr)
-	tok, err := tokenizer.Load(demoDir)
-	require.NoError(t, err)
-	m, err := engine.Open(demoDir, engine.Options{Budget: engine.Budget{CacheBytes: 1 << 62}, Chunk: 16})
-	require.NoError(t, err)
-	e := m.NewEngine(2)
-	t.Cleanup(func() { e.Close(); m.Close() })
-	return e, tok
+	return demomodel.Open(t, demoDir, 2)
 }
 
 var tempRoot string
@@ -109,21 +101,20 @@ func post(t *testing.T, s *Server, path string, body any, hdr ...string) (*http.
 	req, err := http.NewRequest("POST", "http://"+s.Addr()+path, rd)
 	require.NoError(t, err)
 	req.Header.Set("Content-Type", "application/json")
-	for i := 0; i+1 < len(hdr); i += 2 {
-		req.Header.Set(hdr[i], hdr[i+1])
-	}
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	return resp, data
+	return send(t, req, hdr)
 }
 
 func get(t *testing.T, s *Server, path string, hdr ...string) (*http.Response, []byte) {
 	t.Helper()
 	req, err := http.NewRequest("GET", "http://"+s.Addr()+path, nil)
 	require.NoError(t, err)
+	return send(t, req, hdr)
+}
+
+// send sends req with the headers hdr (name, value, ...) and reads the
+// whole answer.
+func send(t *testing.T, req *http.Request, hdr []string) (*http.Response, []byte) {
+	t.Helper()
 	for i := 0; i+1 < len(hdr); i += 2 {
 		req.Header.Set(hdr[i], hdr[i+1])
 	}
@@ -313,6 +304,41 @@ type chunkJSON struct {
 	} `json:"usage"`
 }
 
+// warnedChunk is a chat stream chunk with its warnings.
+type warnedChunk struct {
+	chunkJSON
+	Warnings []string `json:"warnings"`
+}
+
+// chatChunks requires a chat stream to end with [DONE] and decodes its
+// data events before it.
+func chatChunks(t *testing.T, evs []sseEvent) []warnedChunk {
+	t.Helper()
+	require.NotEmpty(t, evs)
+	require.Equal(t, "[DONE]", evs[len(evs)-1].data, "the stream ends with [DONE]")
+	var out []warnedChunk
+	for _, ev := range evs[:len(evs)-1] {
+		if ev.data == "" {
+			continue
+		}
+		var c warnedChunk
+		require.NoError(t, json.Unmarshal([]byte(ev.data), &c), ev.data)
+		out = append(out, c)
+	}
+	return out
+}
+
+// content is the text the chunk's choices add to the answer.
+func (c chunkJSON) content() string {
+	var s string
+	for _, ch := range c.Choices {
+		if ch.Delta.Content != nil {
+			s += *ch.Delta.Content
+		}
+	}
+	return s
+}
+
 // TestStreamSSE checks what the openai client does not: headers, the
 // prefill keep-alive comments, the chunk order (role, deltas, finish,
 // usage) and the closing [DONE]; and that the streamed text is the
@@ -494,15 +520,8 @@ func TestStopStrings(t *testing.T) {
 	req["stream"] = true
 	_, evs := streamPost(t, s, req)
 	var text strings.Builder
-	for _, ev := range evs {
-		var c chunkJSON
-		if ev.data == "" || ev.data == "[DONE]" {
-			continue
-		}
-		require.NoError(t, json.Unmarshal([]byte(ev.data), &c))
-		if len(c.Choices) > 0 && c.Choices[0].Delta.Content != nil {
-			text.WriteString(*c.Choices[0].Delta.Content)
-		}
+	for _, c := range chatChunks(t, evs) {
+		text.WriteString(c.content())
 	}
 	assert.Equal(t, *r.Choices[0].Message.Content, text.String())
 }

@@ -6,6 +6,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"k3/internal/fixture"
 )
 
 const stopNotApplied = "the stop strings were not applied: the reply is held to JSON (response_format, or a required tool call), which a stop string would cut"
@@ -17,13 +19,13 @@ const stopNotApplied = "the stop strings were not applied: the reply is held to 
 func TestStopDoesNotCutEnforcedJSON(t *testing.T) {
 	s, _, _ := start(t, nil)
 	stops := []string{"{", `"`, ":", "e"}
-	rf := map[string]any{"type": "json_schema", "json_schema": map[string]any{"name": "person", "strict": true, "schema": json.RawMessage(personSchema)}}
+	rf := map[string]any{"type": "json_schema", "json_schema": map[string]any{"name": "person", "strict": true, "schema": json.RawMessage(fixture.PersonSchema)}}
 	req := map[string]any{"model": "k3-demo", "max_tokens": 96, "stop": stops, "response_format": rf,
 		"messages": []map[string]any{{"role": "user", "content": "who?"}}, "chat_template_kwargs": map[string]any{"thinking": false}}
 	_, data := post(t, s, "/v1/chat/completions", req)
 	r := decodeChat(t, data)
 	require.NotNil(t, r.Choices[0].Message.Content, string(data))
-	checkPerson(t, *r.Choices[0].Message.Content)
+	fixture.CheckPerson(t, *r.Choices[0].Message.Content, false)
 	assert.Equal(t, "stop", r.Choices[0].FinishReason)
 	assert.Equal(t, []any{stopNotApplied}, obj(t, data)["warnings"])
 
@@ -31,34 +33,22 @@ func TestStopDoesNotCutEnforcedJSON(t *testing.T) {
 	_, evs := streamPost(t, s, req)
 	var content string
 	var warnings []string
-	for _, ev := range evs {
-		if ev.data == "" || ev.data == "[DONE]" {
-			continue
-		}
-		var c struct {
-			chunkJSON
-			Warnings []string `json:"warnings"`
-		}
-		require.NoError(t, json.Unmarshal([]byte(ev.data), &c), ev.data)
-		for _, ch := range c.Choices {
-			if ch.Delta.Content != nil {
-				content += *ch.Delta.Content
-			}
-		}
+	for _, c := range chatChunks(t, evs) {
+		content += c.content()
 		warnings = append(warnings, c.Warnings...)
 	}
 	assert.Equal(t, *r.Choices[0].Message.Content, content)
 	assert.Equal(t, []string{stopNotApplied}, warnings)
 
 	// a required call is made whatever the stop strings
-	tools := []map[string]any{{"type": "function", "function": map[string]any{"name": "person", "parameters": json.RawMessage(personSchema)}}}
+	tools := []map[string]any{{"type": "function", "function": map[string]any{"name": "person", "parameters": json.RawMessage(fixture.PersonSchema)}}}
 	req = map[string]any{"model": "k3-demo", "max_tokens": 120, "stop": stops, "tools": tools, "tool_choice": "required",
 		"messages": []map[string]any{{"role": "user", "content": "who?"}}, "chat_template_kwargs": map[string]any{"thinking": false}}
 	_, data = post(t, s, "/v1/chat/completions", req)
 	r = decodeChat(t, data)
 	require.Len(t, r.Choices[0].Message.ToolCalls, 1, string(data))
 	assert.Equal(t, "tool_calls", r.Choices[0].FinishReason)
-	checkPerson(t, r.Choices[0].Message.ToolCalls[0].Function.Arguments)
+	fixture.CheckPerson(t, r.Choices[0].Message.ToolCalls[0].Function.Arguments, false)
 	assert.Contains(t, obj(t, data)["warnings"], stopNotApplied)
 
 	// without a structure the same stop strings cut the answer

@@ -66,6 +66,27 @@ func toolRequest(stream bool) map[string]any {
 		"messages": []map[string]any{{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Weather in Paris and Oslo?"}}}
 }
 
+// assertChatRoundTrip posts back (an agent API's weather round trip: the
+// question; the reasoning, text and both calls of the reply; the result
+// "sun" of the first call and "snow" of the second, sent back in reverse
+// order) to path and asserts the prompt it renders is the one chat
+// completions renders for the same history, with the calls as chat
+// answered them.
+func assertChatRoundTrip(t *testing.T, s *Server, g *scripted, chat chatResp, path string, back map[string]any) {
+	t.Helper()
+	resp, data := post(t, s, path, back)
+	require.Equal(t, 200, resp.StatusCode, string(data))
+	got := g.prompt
+	calls := chat.Choices[0].Message.ToolCalls
+	chatReply(t, s, map[string]any{"max_tokens": 1, "tools": []json.RawMessage{json.RawMessage(weatherTool)},
+		"messages": []map[string]any{
+			{"role": "user", "content": "Weather in Paris and Oslo?"},
+			{"role": "assistant", "content": "Let me check.", "tool_calls": calls, "reasoning_content": "The user wants the weather."},
+			{"role": "tool", "tool_call_id": calls[1].ID, "content": "snow"},
+			{"role": "tool", "tool_call_id": calls[0].ID, "content": "sun"}}})
+	assert.Equal(t, string(s.o.Tok.Decode(g.prompt)), string(s.o.Tok.Decode(got)))
+}
+
 func TestToolCallsNonStreaming(t *testing.T) {
 	s, g := scriptedServer(t, toolOutput)
 	resp, data := post(t, s, "/v1/chat/completions", toolRequest(false))
@@ -110,16 +131,10 @@ func TestToolCallsNonStreaming(t *testing.T) {
 func TestToolCallsStreaming(t *testing.T) {
 	s, _ := scriptedServer(t, toolOutput)
 	_, evs := streamPost(t, s, toolRequest(true))
-	require.Equal(t, "[DONE]", evs[len(evs)-1].data)
 	var reasoning, content strings.Builder
 	var calls []string
 	var finish []string
-	for _, ev := range evs[:len(evs)-1] {
-		if ev.data == "" {
-			continue
-		}
-		var c chunkJSON
-		require.NoError(t, json.Unmarshal([]byte(ev.data), &c))
+	for _, c := range chatChunks(t, evs) {
 		ch := c.Choices[0]
 		if ch.Delta.ReasoningContent != nil {
 			reasoning.WriteString(*ch.Delta.ReasoningContent)
@@ -167,15 +182,7 @@ func TestMalformedToolCall(t *testing.T) {
 	var content strings.Builder
 	var warnings []string
 	calls := 0
-	for _, ev := range evs {
-		if ev.data == "" || ev.data == "[DONE]" {
-			continue
-		}
-		var c struct {
-			chunkJSON
-			Warnings []string `json:"warnings"`
-		}
-		require.NoError(t, json.Unmarshal([]byte(ev.data), &c))
+	for _, c := range chatChunks(t, evs) {
 		if d := c.Choices[0].Delta.Content; d != nil {
 			content.WriteString(*d)
 		}
