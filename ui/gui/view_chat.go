@@ -46,8 +46,8 @@ type chatView struct {
 	Thinking  *widget.Check
 	Effort    *widget.Select
 	ContextLb *widget.Label
-	Phase     *widget.Label
-	Notice    *widget.Label
+	Phase     *noteLabel
+	Notice    *noteLabel
 	// Estimate is the wait to plan with before sending on a slow machine
 	Estimate *widget.Label
 	// CapLb shows the reply length cap
@@ -127,9 +127,8 @@ func newChatView(u *appUI) *chatView {
 	v.ExportBt = widget.NewButtonWithIcon("Export…", theme.DocumentSaveIcon(), v.Export)
 	v.ContextLb = widget.NewLabel("")
 	v.ContextLb.Importance = widget.LowImportance
-	v.Phase = widget.NewLabel("")
-	v.Phase.Truncation = fyne.TextTruncateEllipsis
-	v.Notice = wrapLabel("")
+	v.Phase = newNoteLabel(false)
+	v.Notice = newNoteLabel(true)
 	v.Notice.Importance = widget.WarningImportance
 	v.Estimate = wrapLabel("")
 	v.Estimate.Hide()
