@@ -1,19 +1,22 @@
 package bridge
 
 import (
+	"slices"
 	"strings"
 
 	"k3/engine"
 	"k3/engine/chat"
 	"k3/engine/plan"
 	"k3/tokenizer"
+	"k3/tokenizer/constrain"
 	"k3/ui/keys"
 )
 
 // ChatOptions are a turn's options from the settings.
 func (s Settings) ChatOptions() chat.Options {
-	return chat.Options{System: strings.TrimSpace(s.SystemPrompt), Thinking: s.Thinking, Effort: s.Effort,
-		MaxTokens: s.MaxTokens, Sampling: s.Sampling}
+	o := s.ConvDefaults()
+	o.System = strings.TrimSpace(s.SystemPrompt)
+	return o
 }
 
 // Settings are what the user chooses (in the wizard and the dialogs, with
@@ -42,6 +45,9 @@ type Settings struct {
 	Thinking     bool
 	Effort       string // low, high, max
 	MaxTokens    int
+	// JSONAnswers: new conversations hold every answer to one JSON object
+	// (chat.Options.ResponseFormat json_object)
+	JSONAnswers bool
 	engine.Sampling
 	Threads int // 0: one per physical core
 	// NoDraft turns off the draft model found beside the model (a draft/
@@ -111,6 +117,7 @@ const (
 	kTopK        = "chat.top_k"
 	kSeed        = "chat.seed"
 	kMaxTokens   = "chat.max_tokens"
+	kJSONAnswers = "chat.json_answers"
 	kThreads     = "engine.threads"
 	kNoDraft     = "engine.no_draft"
 	kBackend     = "backend"
@@ -136,6 +143,7 @@ func LoadSettings(p Prefs) Settings {
 		Thinking:      p.BoolWithFallback(kThinking, d.Thinking),
 		Effort:        p.StringWithFallback(kEffort, d.Effort),
 		MaxTokens:     p.IntWithFallback(kMaxTokens, d.MaxTokens),
+		JSONAnswers:   p.Bool(kJSONAnswers),
 		Sampling: engine.Sampling{
 			Greedy:      p.BoolWithFallback(kGreedy, d.Greedy),
 			Temperature: p.FloatWithFallback(kTemperature, d.Temperature),
@@ -172,6 +180,7 @@ func (s Settings) Save(p Prefs) {
 	p.SetInt(kTopK, s.TopK)
 	p.SetInt(kSeed, int(s.Seed))
 	p.SetInt(kMaxTokens, s.MaxTokens)
+	p.SetBool(kJSONAnswers, s.JSONAnswers)
 	p.SetInt(kThreads, s.Threads)
 	p.SetBool(kNoDraft, s.NoDraft)
 	p.SetString(kBackend, s.Backend)
@@ -230,7 +239,11 @@ func (s Settings) CanChat() bool {
 
 // ConvDefaults are the settings a new conversation starts with.
 func (s Settings) ConvDefaults() chat.Options {
-	return chat.Options{Thinking: s.Thinking, Effort: s.Effort, MaxTokens: s.MaxTokens, Sampling: s.Sampling}
+	o := chat.Options{Thinking: s.Thinking, Effort: s.Effort, MaxTokens: s.MaxTokens, Sampling: s.Sampling}
+	if s.JSONAnswers {
+		o.ResponseFormat = slices.Clone(constrain.ObjectFormat)
+	}
+	return o
 }
 
 // SetServer makes the server at addr (ServerBaseURL) with key and model

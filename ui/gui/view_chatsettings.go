@@ -2,14 +2,37 @@ package gui
 
 import (
 	"fmt"
-	"k3/engine/chat"
+	"slices"
 	"strconv"
 	"strings"
 
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/dialog"
 	"fyne.io/fyne/v2/widget"
+
+	"k3/engine/chat"
+	"k3/tokenizer/constrain"
 )
+
+// The choices of the Answers field (issue 30 item 4 in the app).
+const (
+	answersText = "Free text"
+	answersJSON = "JSON"
+)
+
+// isJSONAnswers reports whether o holds the answer to JSON.
+func isJSONAnswers(o chat.Options) bool { return len(o.ResponseFormat) > 0 }
+
+// jsonAnswers holds the answer to one JSON object (on) or to free text.
+func jsonAnswers(o *chat.Options, on bool) {
+	if on == isJSONAnswers(*o) {
+		return // a format kept as it was (a schema set elsewhere stays)
+	}
+	o.ResponseFormat = nil
+	if on {
+		o.ResponseFormat = slices.Clone(constrain.ObjectFormat)
+	}
+}
 
 // settingsForm edits a conversation's system prompt, sampling and reply
 // length. Every number field checks itself as it is typed: a bad value is
@@ -24,7 +47,10 @@ type settingsForm struct {
 	TopK        *widget.Entry
 	Seed        *widget.Entry
 	MaxTokens   *widget.Entry
-	Items       []*widget.FormItem
+	// Answers is free text or JSON: with JSON every reply is one JSON
+	// object, held to it token by token (chat.Options.ResponseFormat)
+	Answers *widget.RadioGroup
+	Items   []*widget.FormItem
 }
 
 func floatField(v float64, name string, lo, hi float64) *widget.Entry {
@@ -70,6 +96,13 @@ func newSettingsForm(system string, o chat.Options) *settingsForm {
 	f.TopK = intField(o.TopK, "Top-k", 0, 1<<20)
 	f.Seed = intField(int(o.Seed), "Seed", 0, 1<<31-1)
 	f.MaxTokens = intField(o.MaxTokens, "Max tokens", 1, 1<<20)
+	f.Answers = widget.NewRadioGroup([]string{answersText, answersJSON}, nil)
+	f.Answers.Horizontal = true
+	f.Answers.Required = true
+	f.Answers.SetSelected(answersText)
+	if isJSONAnswers(o) {
+		f.Answers.SetSelected(answersJSON)
+	}
 	// G11: greedy decoding ignores the sampling fields: they are off then
 	sampling := func(greedy bool) {
 		for _, e := range []*widget.Entry{f.Temperature, f.TopP, f.TopK} {
@@ -90,6 +123,7 @@ func newSettingsForm(system string, o chat.Options) *settingsForm {
 		widget.NewFormItem("Top-k (0 = all)", f.TopK),
 		widget.NewFormItem("Seed (0 = a new one for Regenerate)", f.Seed),
 		widget.NewFormItem("Max tokens per reply", f.MaxTokens),
+		{Text: "Answers", Widget: f.Answers, HintText: "JSON: every answer is one JSON object, for programs to read"},
 		widget.NewFormItem("", f.ForNew),
 	}
 	return f
@@ -114,6 +148,7 @@ func (f *settingsForm) Apply(o *chat.Options) error {
 	pi := func(e *widget.Entry) int { x, _ := strconv.Atoi(strings.TrimSpace(e.Text)); return x }
 	o.Greedy = f.Greedy.Checked
 	o.Temperature, o.TopP, o.TopK, o.Seed, o.MaxTokens = pf(f.Temperature), pf(f.TopP), pi(f.TopK), uint64(pi(f.Seed)), pi(f.MaxTokens)
+	jsonAnswers(o, f.Answers.Selected == answersJSON)
 	return nil
 }
 
@@ -138,6 +173,7 @@ func (v *chatView) showChatSettings() {
 		if f.ForNew.Checked {
 			u.S.SystemPrompt = strings.TrimSpace(f.System.Text)
 			u.S.Thinking, u.S.Effort, u.S.MaxTokens, u.S.Sampling = v.Opts.Thinking, v.Opts.Effort, v.Opts.MaxTokens, v.Opts.Sampling
+			u.S.JSONAnswers = isJSONAnswers(v.Opts)
 			u.SaveSettings()
 		}
 	}, u.Win)
