@@ -87,11 +87,11 @@ func TestServerKeyKeptOutOfThePreferences(t *testing.T) {
 	s := DefaultSettings()
 	s.Backend, s.ServerURL, s.ServerKey = BackendServer, "http://h/v1", "sk-secret"
 	s.Save(p)
-	require.NoError(t, SaveServerKey(ks, s.ServerKey))
+	require.NoError(t, SaveServerKey(ks, s.ServerURL, s.ServerKey))
 	for k, v := range p {
 		assert.NotEqual(t, "sk-secret", v, "the key is in the preferences under %s", k)
 	}
-	got, err := LoadServerKey(p, ks)
+	got, err := LoadServerKey(p, ks, s.ServerURL)
 	require.NoError(t, err)
 	assert.Equal(t, "sk-secret", got)
 	assert.Equal(t, "", LoadSettings(p).ServerKey)
@@ -99,12 +99,12 @@ func TestServerKeyKeptOutOfThePreferences(t *testing.T) {
 	// an older k3's plain-text key
 	p2 := memPrefs{"server.key": "sk-old"}
 	ks2 := keys.Store{Dir: filepath.Join(t.TempDir(), "secrets")}
-	got, err = LoadServerKey(p2, ks2)
+	got, err = LoadServerKey(p2, ks2, "http://h/v1")
 	require.NoError(t, err)
 	assert.Equal(t, "sk-old", got)
 	_, still := p2["server.key"]
 	assert.False(t, still, "the plain-text key stays in the preferences")
-	got, err = ks2.Get(ServerKeyName)
+	got, err = ks2.Get(ServerKeyFor("http://h/v1"))
 	require.NoError(t, err)
 	assert.Equal(t, "sk-old", got)
 }

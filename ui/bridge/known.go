@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 )
 
 // KnownModel is a model folder of this machine the app ran or set up
@@ -93,3 +94,70 @@ func RememberModel(p Prefs, s Settings) {
 }
 
 func sameFolder(a, b string) bool { return filepath.Clean(a) == filepath.Clean(b) }
+
+// KnownServer is a server the app used, with the model it asked for: the
+// model picker offers it again without the wizard. Its API key is not
+// here: it is in the key store under ServerKeyFor(URL).
+type KnownServer struct {
+	URL   string `json:"url"`
+	Model string `json:"model,omitempty"`
+}
+
+// kKnownServers keeps the known servers, newest first, as one JSON list.
+const kKnownServers = "servers.known"
+
+// maxKnownServers is how many servers the app remembers.
+const maxKnownServers = 8
+
+// KnownServer returns the settings' server as a KnownServer (ok false
+// when the settings name none).
+func (s Settings) KnownServer() (KnownServer, bool) {
+	if s.ServerURL == "" {
+		return KnownServer{}, false
+	}
+	return KnownServer{URL: s.ServerURL, Model: s.ServerModel}, true
+}
+
+// UseServer makes k, with its API key, where the model runs.
+func (s *Settings) UseServer(k KnownServer, key string) {
+	s.Backend, s.ServerURL, s.ServerModel, s.ServerKey = BackendServer, k.URL, k.Model, key
+}
+
+// LoadKnownServers returns the servers remembered, newest first (an
+// unreadable list is an empty one). Nothing is asked of the network.
+func LoadKnownServers(p Prefs) []KnownServer {
+	var all []KnownServer
+	if err := json.Unmarshal([]byte(p.String(kKnownServers)), &all); err != nil {
+		return nil
+	}
+	return slices.DeleteFunc(all, func(k KnownServer) bool { return k.URL == "" })
+}
+
+// RememberServer puts the settings' server first in the known servers when
+// the model runs there, and returns the addresses no longer remembered (the
+// list is full): their keys may go.
+func RememberServer(p Prefs, s Settings) (forgotten []string) {
+	k, ok := s.KnownServer()
+	if !ok || s.Backend != BackendServer {
+		return nil
+	}
+	list := []KnownServer{k}
+	for _, o := range LoadKnownServers(p) {
+		switch {
+		case o == k:
+		case len(list) < maxKnownServers:
+			list = append(list, o)
+		default:
+			forgotten = append(forgotten, o.URL)
+		}
+	}
+	forgotten = slices.DeleteFunc(forgotten, func(url string) bool {
+		return slices.ContainsFunc(list, func(o KnownServer) bool { return o.URL == url })
+	})
+	raw, err := json.Marshal(list)
+	if err != nil {
+		return nil
+	}
+	p.SetString(kKnownServers, string(raw))
+	return forgotten
+}

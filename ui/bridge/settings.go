@@ -1,6 +1,8 @@
 package bridge
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"slices"
 	"strings"
 
@@ -286,22 +288,43 @@ func (s *Settings) SetSetup(x Setup) {
 	s.TrunkCompress, s.Preset, s.TrunkGB, s.CacheGB = x.TrunkCompress, x.Preset, x.TrunkGB, x.CacheGB
 }
 
-// ServerKeyName is the server's API key's name in the key store.
+// ServerKeyName is the name a server's API key had in the key store when
+// the app knew one server only; LoadServerKey moves it to ServerKeyFor.
 const ServerKeyName = "server-api-key"
 
-// LoadServerKey returns the server's API key from ks. A key an older k3
-// kept in plain text in the preferences is moved into ks first and removed
-// from the preferences.
-func LoadServerKey(p Prefs, ks keys.Store) (string, error) {
+// ServerKeyFor is the name of the API key of the server at url in the key
+// store: each server the app knows keeps its own key.
+func ServerKeyFor(url string) string {
+	sum := sha256.Sum256([]byte(url))
+	return ServerKeyName + "-" + hex.EncodeToString(sum[:8])
+}
+
+// LoadServerKey returns the API key of the server at url from ks. A key an
+// older k3 kept in plain text in the preferences, or under the one name of
+// the app that knew one server, is the key of the server in use then: it
+// is moved to url's name first (and removed from where it was).
+func LoadServerKey(p Prefs, ks keys.Store, url string) (string, error) {
 	if old := p.String(kServerKey); old != "" {
-		if err := ks.Set(ServerKeyName, old); err != nil {
+		if err := ks.Set(ServerKeyFor(url), old); err != nil {
 			return old, err // kept where it was until it can be moved
 		}
 		p.RemoveValue(kServerKey)
 		return old, nil
 	}
-	return ks.Get(ServerKeyName)
+	key, err := ks.Get(ServerKeyFor(url))
+	if key != "" || err != nil {
+		return key, err
+	}
+	old, err := ks.Get(ServerKeyName)
+	if old == "" || err != nil {
+		return old, err
+	}
+	if err := ks.Set(ServerKeyFor(url), old); err != nil {
+		return old, err
+	}
+	return old, ks.Delete(ServerKeyName)
 }
 
-// SaveServerKey keeps the server's API key in ks ("" removes it).
-func SaveServerKey(ks keys.Store, key string) error { return ks.Set(ServerKeyName, key) }
+// SaveServerKey keeps the API key of the server at url in ks ("" removes
+// it).
+func SaveServerKey(ks keys.Store, url, key string) error { return ks.Set(ServerKeyFor(url), key) }

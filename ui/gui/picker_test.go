@@ -52,25 +52,28 @@ func TestModelPickerKnowsTheFoldersUsedBefore(t *testing.T) {
 	v := u.Chat
 	require.NotNil(t, v)
 	p := v.Picker
+	const loads, loaded, asked = " · loads with the first message", " · loaded", " · asked with the first message"
 	want := []string{"other/kimi-k3 — on this machine", "", "DEMO model — on this machine", "the server's model — on gpu-box:8000"}
 	// the two folders share a name: their parents tell them apart
 	want[1] = filepath.Base(root) + "/kimi-k3 — on this machine"
 	ui(func() {
-		assert.Equal(t, want, p.Select.Options, "the folder deleted since is not offered")
-		assert.Equal(t, want[0], p.Select.Selected)
-		assert.Equal(t, "loads with the first message", p.State.Text)
+		assert.Equal(t, []string{want[0] + loads, want[1] + loads, want[2] + loads, want[3] + asked}, p.Select.Options,
+			"the folder deleted since is not offered")
+		assert.Equal(t, want[0]+loads, p.Select.Selected)
+		assert.False(t, p.State.Visible(), "nothing served")
 		v.Send("hi")
 	})
 	waitFor(t, "turn", func() bool { return !v.Busy })
 	ui(func() {
-		assert.Equal(t, "loaded", p.State.Text)
-		p.Select.SetSelected(want[1])
+		assert.Equal(t, want[0]+loaded, p.Select.Selected)
+		assert.Equal(t, want[1]+loads, p.Select.Options[1], "the others load with the first message")
+		p.Select.SetSelected(want[1] + loads)
 		assert.Equal(t, older, u.S.ModelDir)
 		assert.Equal(t, older, bridge.LoadSettings(u.App.Preferences()).ModelDir, "the switch is kept")
 		assert.Nil(t, v.Info, "the next message opens the folder chosen")
-		assert.Equal(t, "loads with the first message", p.State.Text)
-		assert.Equal(t, want[1], p.Select.Selected)
-		assert.Equal(t, want[1], p.Select.Options[0], "the folder chosen comes first")
+		assert.Equal(t, want[1]+loads, p.Select.Selected)
+		assert.Equal(t, want[1]+loads, p.Select.Options[0], "the folder chosen comes first")
+		assert.Equal(t, want[0]+loads, p.Select.Options[1], "the folder left is no longer loaded")
 		v.Send("again")
 	})
 	waitFor(t, "turn", func() bool { return !v.Busy })
@@ -82,13 +85,13 @@ func TestModelPickerKnowsTheFoldersUsedBefore(t *testing.T) {
 	// the demo, then no switch while a reply is written
 	fc.gate = make(chan struct{})
 	ui(func() {
-		p.Select.SetSelected("DEMO model — on this machine")
+		p.Select.SetSelected("DEMO model — on this machine" + loads)
 		assert.True(t, u.S.Demo)
 		assert.Equal(t, u.demoDir(), u.S.ModelDir)
 		v.Send("on the demo")
 		p.Select.SetSelected(p.Select.Options[1])
 		assert.Equal(t, u.demoDir(), u.S.ModelDir, "no switch during a reply")
-		assert.Equal(t, "DEMO model — on this machine", p.Select.Selected)
+		assert.Equal(t, "DEMO model — on this machine"+loads, p.Select.Selected)
 		assert.Contains(t, v.Notice.Text, "then switch the model")
 	})
 	for range 5 {
@@ -117,7 +120,7 @@ func TestDraftModelCanBeTurnedOff(t *testing.T) {
 		assert.True(t, p.Draft.Visible())
 		assert.True(t, p.Draft.Checked)
 		assert.Equal(t, "Draft model: faster replies, same answer", p.Draft.Text)
-		assert.Equal(t, "kimi-k3 with draft model — on this machine", p.Select.Selected)
+		assert.Equal(t, "kimi-k3 with draft model — on this machine · loads with the first message", p.Select.Selected)
 		v.Send("hi")
 	})
 	waitFor(t, "turn", func() bool { return !v.Busy })
@@ -126,7 +129,7 @@ func TestDraftModelCanBeTurnedOff(t *testing.T) {
 		assert.True(t, u.S.NoDraft)
 		assert.True(t, bridge.LoadSettings(u.App.Preferences()).NoDraft, "kept")
 		assert.Nil(t, v.Info, "the next message opens the model again")
-		assert.Equal(t, "kimi-k3 — on this machine", p.Select.Selected)
+		assert.Equal(t, "kimi-k3 — on this machine · loads with the first message", p.Select.Selected)
 		v.Send("again")
 	})
 	waitFor(t, "turn", func() bool { return !v.Busy })

@@ -281,7 +281,7 @@ func TestServerKeyKeptOutOfThePreferences(t *testing.T) {
 	u.S.Backend, u.S.ServerURL, u.S.ServerKey = bridge.BackendServer, "http://h/v1", "sk-new"
 	require.NoError(t, u.SaveSettings())
 	assert.Equal(t, "", a.Preferences().String("server.key"))
-	fi, err := os.Stat(filepath.Join(u.B.DataDir, "secrets", bridge.ServerKeyName))
+	fi, err := os.Stat(filepath.Join(u.B.DataDir, "secrets", bridge.ServerKeyFor("http://h/v1")))
 	require.NoError(t, err)
 	assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
 
@@ -564,19 +564,19 @@ func TestModelPicker(t *testing.T) {
 	require.NotNil(t, v)
 	p := v.Picker
 	ui(func() {
-		assert.Equal(t, []string{"kimi-k3 — on this machine (trunk k3-trunk)", "moonshotai/Kimi-K3 — on gpu-box:8000"}, p.Select.Options)
-		assert.Equal(t, "kimi-k3 — on this machine (trunk k3-trunk)", p.Select.Selected)
-		assert.Equal(t, "loads with the first message", p.State.Text)
+		assert.Equal(t, []string{"kimi-k3 — on this machine (trunk k3-trunk) · loads with the first message",
+			"moonshotai/Kimi-K3 — on gpu-box:8000 · asked with the first message"}, p.Select.Options)
+		assert.Equal(t, "kimi-k3 — on this machine (trunk k3-trunk) · loads with the first message", p.Select.Selected)
 		v.Send("hi")
 	})
 	waitFor(t, "turn", func() bool { return !v.Busy })
 	ui(func() {
-		assert.Equal(t, "loaded", p.State.Text)
-		p.Select.SetSelected("moonshotai/Kimi-K3 — on gpu-box:8000")
+		assert.Equal(t, "kimi-k3 — on this machine (trunk k3-trunk) · loaded", p.Select.Selected)
+		p.Select.SetSelected("moonshotai/Kimi-K3 — on gpu-box:8000 · asked with the first message")
 		assert.Equal(t, bridge.BackendServer, u.S.Backend)
 		assert.Equal(t, bridge.BackendServer, bridge.LoadSettings(u.App.Preferences()).Backend, "the switch is not kept")
 		assert.Nil(t, v.Info, "the old engine stays in use")
-		assert.Equal(t, "asked with the first message", p.State.Text)
+		assert.Equal(t, "moonshotai/Kimi-K3 — on gpu-box:8000 · asked with the first message", p.Select.Selected)
 		assert.Len(t, v.History, 2, "the conversation goes on")
 	})
 }

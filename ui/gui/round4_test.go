@@ -90,8 +90,8 @@ func TestModelPickerShowsTheDraft(t *testing.T) {
 	ui(u.Start)
 	require.NotNil(t, u.Chat)
 	ui(func() {
-		assert.Equal(t, []string{"kimi-k3 with draft model — on this machine"}, u.Chat.Picker.Select.Options)
-		assert.Equal(t, "kimi-k3 with draft model — on this machine", u.Chat.Picker.Select.Selected)
+		assert.Equal(t, []string{"kimi-k3 with draft model — on this machine · loads with the first message"}, u.Chat.Picker.Select.Options)
+		assert.Equal(t, "kimi-k3 with draft model — on this machine · loads with the first message", u.Chat.Picker.Select.Selected)
 	})
 }
 

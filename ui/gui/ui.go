@@ -1,6 +1,7 @@
 package gui
 
 import (
+	"errors"
 	"path/filepath"
 
 	"fyne.io/fyne/v2"
@@ -39,7 +40,7 @@ func newAppUI(a fyne.App, w fyne.Window, b bridge.Backends) *appUI {
 	if c := u.themeChoice(); c != themeSystem {
 		u.SetTheme(c)
 	}
-	key, err := bridge.LoadServerKey(a.Preferences(), b.KeyStore())
+	key, err := bridge.LoadServerKey(a.Preferences(), b.KeyStore(), u.S.ServerURL)
 	u.S.ServerKey = key
 	if err != nil {
 		fyne.LogError("the server's API key", err)
@@ -115,11 +116,22 @@ func (u *appUI) Quit() {
 
 // SaveSettings persists the settings; the server's API key goes to the key
 // store (the system keychain, or a file only the user can read), never to
-// the preferences.
+// the preferences. The model folder and the server are remembered for the
+// model picker; the key of a server it no longer remembers is removed.
 func (u *appUI) SaveSettings() error {
-	u.S.Save(u.App.Preferences())
-	bridge.RememberModel(u.App.Preferences(), u.S) // the model picker offers it again
-	return bridge.SaveServerKey(u.B.KeyStore(), u.S.ServerKey)
+	p, ks := u.App.Preferences(), u.B.KeyStore()
+	u.S.Save(p)
+	bridge.RememberModel(p, u.S)
+	var err error
+	for _, url := range bridge.RememberServer(p, u.S) {
+		if url != u.S.ServerURL {
+			err = errors.Join(err, ks.Delete(bridge.ServerKeyFor(url)))
+		}
+	}
+	if u.S.ServerURL == "" {
+		return err
+	}
+	return errors.Join(err, bridge.SaveServerKey(ks, u.S.ServerURL, u.S.ServerKey))
 }
 
 // ShowWizard shows the setup wizard from its first step. The chat (and a

@@ -15,18 +15,24 @@ import (
 )
 
 // modelChoice is one model the app knows: a model folder of this machine
-// (with its trunk), the demo, or the server.
+// (with its trunk), the demo, or a server with its model.
 type modelChoice struct {
-	Label   string
-	Backend string
-	Model   *bridge.KnownModel // the folder, for this machine's models
+	// Name says which model and where; Label is Name and the state shown
+	// in the picker (stateLabel)
+	Name, Label string
+	Backend     string
+	Model       *bridge.KnownModel  // the folder, for this machine's models
+	Server      *bridge.KnownServer // the server and its model, for a server
 }
 
 // modelChoices are the models the app knows: the model folder in use, the
 // other folders used before (newest first), the demo when it was made and
-// is not among them, then the server. The labels name the folder (with its
-// parent when two folders share a name), the trunk and the draft model.
-func modelChoices(s bridge.Settings, known []bridge.KnownModel, demoDir string) []modelChoice {
+// is not among them, then the servers: the settings' one, then the others
+// used before (newest first). The names say the folder (with its parent
+// when two folders share a name), the trunk and the draft model; for a
+// server its model and host (its address when two hosts read the same).
+// Label is Name until stateLabel adds the state.
+func modelChoices(s bridge.Settings, known []bridge.KnownModel, servers []bridge.KnownServer, demoDir string) []modelChoice {
 	var local []bridge.KnownModel
 	if k, ok := s.Known(); ok {
 		local = append(local, k)
@@ -64,18 +70,34 @@ func modelChoices(s bridge.Settings, known []bridge.KnownModel, demoDir string) 
 		if k.Layers > 0 {
 			label += fmt.Sprintf(", first %d layers", k.Layers)
 		}
-		out = append(out, modelChoice{Label: label, Backend: bridge.BackendLocal, Model: &local[i]})
+		out = append(out, modelChoice{Name: label, Label: label, Backend: bridge.BackendLocal, Model: &local[i]})
 	}
-	if s.ServerURL != "" {
-		host := s.ServerURL
-		if u, err := url.Parse(s.ServerURL); err == nil && u.Host != "" {
-			host = u.Host
+	var remote []bridge.KnownServer
+	if k, ok := s.KnownServer(); ok {
+		remote = append(remote, k)
+	}
+	for _, k := range servers {
+		if !slices.Contains(remote, k) {
+			remote = append(remote, k)
 		}
-		name := s.ServerModel
+	}
+	for i, k := range remote {
+		name := k.Model
 		if name == "" {
 			name = "the server's model"
 		}
-		out = append(out, modelChoice{Label: name + " — on " + host, Backend: bridge.BackendServer})
+		where := func(k bridge.KnownServer) string {
+			if u, err := url.Parse(k.URL); err == nil && u.Host != "" {
+				return u.Host
+			}
+			return k.URL
+		}
+		host := where(k)
+		if slices.ContainsFunc(remote, func(o bridge.KnownServer) bool { return o.URL != k.URL && where(o) == host }) {
+			host = k.URL
+		}
+		label := name + " — on " + host
+		out = append(out, modelChoice{Name: label, Label: label, Backend: bridge.BackendServer, Server: &remote[i]})
 	}
 	return out
 }
@@ -84,18 +106,45 @@ func sameDir(a, b string) bool { return a != "" && b != "" && filepath.Clean(a) 
 
 // inUse reports whether c is the model the settings run.
 func (c modelChoice) inUse(s bridge.Settings) bool {
-	if c.Backend == bridge.BackendServer {
-		return s.Backend == bridge.BackendServer
+	if c.Server != nil {
+		return s.Backend == bridge.BackendServer && c.Server.URL == s.ServerURL && c.Server.Model == s.ServerModel
 	}
 	return s.Backend != bridge.BackendServer && c.Model != nil && sameDir(c.Model.Dir, s.ModelDir)
 }
 
-// modelPicker is the chat header: which model answers, whether it is
-// loaded, and a switch between the models the app knows (no wizard).
+// Each model's state in the picker: the model in use is loaded once the
+// first message opened it; any other loads (or, on a server, is asked)
+// with the next message. Nothing asks a server on the way (no probe when
+// the picker opens).
+const (
+	stateLoaded   = "loaded"
+	stateLoads    = "loads with the first message"
+	stateAnswered = "in use"
+	stateAsked    = "asked with the first message"
+)
+
+// state is c's state; opened: the model in use is open (a message opened
+// it, or it is served).
+func (c modelChoice) state(s bridge.Settings, opened bool) string {
+	open := opened && c.inUse(s)
+	switch {
+	case c.Server != nil && open:
+		return stateAnswered
+	case c.Server != nil:
+		return stateAsked
+	case open:
+		return stateLoaded
+	}
+	return stateLoads
+}
+
+// modelPicker is the chat header: which model answers, every model the
+// app knows with its state, and a switch between them (no wizard).
 type modelPicker struct {
 	Root   fyne.CanvasObject
 	Select *widget.Select
-	State  *widget.Label
+	// State says the model in use is served over HTTP (hidden otherwise)
+	State *noteLabel
 	// Draft turns the draft model beside the model folder on and off
 	// (shown when there is one)
 	Draft *widget.Check
@@ -106,7 +155,7 @@ type modelPicker struct {
 func newModelPicker(v *chatView) *modelPicker {
 	p := &modelPicker{v: v}
 	p.Select = widget.NewSelect(nil, p.choose)
-	p.State = widget.NewLabel("")
+	p.State = newNoteLabel(false)
 	p.State.Importance = widget.LowImportance
 	p.Draft = widget.NewCheck("Draft model: faster replies, same answer", p.setDraft)
 	p.Draft.Hide()
@@ -118,13 +167,21 @@ func newModelPicker(v *chatView) *modelPicker {
 	return p
 }
 
-// Refresh shows the known models and the state of the one in use.
+// Refresh shows the known models, each with its state.
 func (p *modelPicker) Refresh() {
 	s := p.v.u.S
-	p.shown = modelChoices(s, bridge.LoadKnownModels(p.v.u.App.Preferences()), p.v.u.demoDir())
+	prefs := p.v.u.App.Preferences()
+	p.shown = modelChoices(s, bridge.LoadKnownModels(prefs), bridge.LoadKnownServers(prefs), p.v.u.demoDir())
+	srv, _ := p.v.engine.(bridge.Server)
+	serving := ""
+	if srv != nil {
+		serving = srv.ServerURL()
+	}
 	opts := make([]string, len(p.shown))
 	sel := ""
-	for i, c := range p.shown {
+	for i := range p.shown {
+		c := &p.shown[i]
+		c.Label = c.Name + " · " + c.state(s, p.v.Info != nil || serving != "")
 		opts[i] = c.Label
 		if c.inUse(s) {
 			sel = c.Label
@@ -142,23 +199,16 @@ func (p *modelPicker) Refresh() {
 	} else {
 		p.Draft.Hide()
 	}
-	srv, _ := p.v.engine.(bridge.Server)
-	switch {
-	case srv != nil && srv.ServerURL() != "":
-		p.State.SetText("loaded · serving at " + srv.ServerURL())
-	case p.v.Info != nil && p.v.Info.Remote:
-		p.State.SetText("answers from the server")
-	case p.v.Info != nil:
-		p.State.SetText("loaded")
-	case s.Backend == bridge.BackendServer:
-		p.State.SetText("asked with the first message")
-	default:
-		p.State.SetText("loads with the first message")
+	if serving != "" {
+		p.State.SetText("serving at " + serving)
+	} else {
+		p.State.SetText("")
 	}
 }
 
 // choose switches to the model labelled label: the chat goes on with the
-// same conversation on the other engine (opened with the next message).
+// same conversation on the other engine (opened with the next message). A
+// server's own API key comes from the key store.
 func (p *modelPicker) choose(label string) {
 	v, u := p.v, p.v.u
 	for _, c := range p.shown {
@@ -169,10 +219,15 @@ func (p *modelPicker) choose(label string) {
 			v.Notice.SetText("A reply is being written: wait for it (or press Stop), then switch the model.")
 			break
 		}
-		if c.Model != nil {
+		switch {
+		case c.Model != nil:
 			u.S.Use(*c.Model)
-		} else {
-			u.S.Backend = c.Backend
+		case c.Server != nil:
+			key, err := bridge.LoadServerKey(u.App.Preferences(), u.B.KeyStore(), c.Server.URL)
+			if err != nil {
+				v.Notice.SetText("The server's API key could not be read: " + bridge.Explain(err))
+			}
+			u.S.UseServer(*c.Server, key)
 		}
 		p.apply()
 		break
