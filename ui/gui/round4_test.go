@@ -91,7 +91,7 @@ func TestModelPickerShowsTheDraft(t *testing.T) {
 	require.NotNil(t, u.Chat)
 	ui(func() {
 		assert.Equal(t, []string{"kimi-k3 with draft model — on this machine · loads with the first message"}, u.Chat.Picker.Select.Options)
-		assert.Equal(t, "kimi-k3 with draft model — on this machine · loads with the first message", u.Chat.Picker.Select.Selected)
+		assert.Equal(t, "kimi-k3 with draft model — on this machine · loads with the first message", pickerShows(u.Chat.Picker))
 	})
 }
 

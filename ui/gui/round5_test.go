@@ -206,7 +206,7 @@ func TestModelPickerRemembersServers(t *testing.T) {
 	onA, onB := "m1 — on "+host+" · asked with the first message", "the server's model — on gpu-box:8000 · asked with the first message"
 	ui(func() {
 		assert.Equal(t, []string{local, onB, onA}, p.Select.Options, "the server in use first, then the others, newest first")
-		assert.Equal(t, onB, p.Select.Selected)
+		assert.Equal(t, onB, pickerShows(p))
 		p.Select.Tapped(&fyne.PointEvent{}) // the list open
 		p.Select.SetSelected(onA)
 		assert.Equal(t, a, u.S.ServerURL)
@@ -221,7 +221,7 @@ func TestModelPickerRemembersServers(t *testing.T) {
 	ui(func() {
 		inUse := "m1 — on " + host + " · in use"
 		assert.Equal(t, []string{local, inUse, onB}, p.Select.Options)
-		assert.Equal(t, inUse, p.Select.Selected)
+		assert.Equal(t, inUse, pickerShows(p))
 		p.Select.SetSelected(onB)
 		assert.Equal(t, "sk-b", u.S.ServerKey)
 		assert.Equal(t, "", u.S.ServerModel)
@@ -235,7 +235,7 @@ func TestModelPickerRemembersServers(t *testing.T) {
 		v.Send("here")
 	})
 	waitFor(t, "turn", func() bool { return !v.Busy })
-	ui(func() { assert.Equal(t, "kimi-k3 — on this machine · loaded", p.Select.Selected) })
+	ui(func() { assert.Equal(t, "kimi-k3 — on this machine · loaded", pickerShows(p)) })
 	require.Len(t, opened, 3)
 	assert.Equal(t, a, opened[0].ServerURL)
 	assert.Equal(t, b, opened[1].ServerURL)
@@ -249,3 +249,7 @@ func TestModelPickerRemembersServers(t *testing.T) {
 	assert.Equal(t, "sk-b", u2.S.ServerKey, "the key of the last server chosen")
 	assert.Len(t, bridge.LoadKnownServers(u.App.Preferences()), 2)
 }
+
+// pickerShows is what the chat header shows of the model in use: its name
+// in the list's box, then its state beside it.
+func pickerShows(p *modelPicker) string { return p.Select.Selected + " · " + p.State.Text }

@@ -138,13 +138,17 @@ func (c modelChoice) state(s bridge.Settings, opened bool) string {
 	return stateLoads
 }
 
-// modelPicker is the chat header: which model answers, every model the
-// app knows with its state, and a switch between them (no wizard).
+// modelPicker is the chat header: which model answers and its state, every
+// model the app knows with its state in the list, and a switch between them
+// (no wizard).
 type modelPicker struct {
-	Root   fyne.CanvasObject
+	Root fyne.CanvasObject
+	// Select lists the models, each with its state; it shows the name of
+	// the one in use (its state is State, which a narrow window does not
+	// cut off)
 	Select *widget.Select
-	// State says the model in use is served over HTTP (hidden otherwise)
-	State *noteLabel
+	// State is the state of the model in use, and that it is served
+	State *widget.Label
 	// Draft turns the draft model beside the model folder on and off
 	// (shown when there is one)
 	Draft *widget.Check
@@ -155,14 +159,15 @@ type modelPicker struct {
 func newModelPicker(v *chatView) *modelPicker {
 	p := &modelPicker{v: v}
 	p.Select = widget.NewSelect(nil, p.choose)
-	p.State = newNoteLabel(false)
+	p.State = widget.NewLabel("")
 	p.State.Importance = widget.LowImportance
+	p.State.Truncation = fyne.TextTruncateEllipsis
 	p.Draft = widget.NewCheck("Draft model: faster replies, same answer", p.setDraft)
 	p.Draft.Hide()
 	more := widget.NewButton("Other models…", v.u.ShowWizard)
 	more.Importance = widget.LowImportance
-	row := container.NewBorder(nil, nil, widget.NewLabel("Model"), container.NewHBox(p.State, more), p.Select)
-	p.Root = container.NewVBox(row, p.Draft)
+	row := container.NewBorder(nil, nil, widget.NewLabel("Model"), more, p.Select)
+	p.Root = container.NewVBox(row, container.NewBorder(nil, nil, p.Draft, nil, p.State))
 	p.Refresh()
 	return p
 }
@@ -178,18 +183,23 @@ func (p *modelPicker) Refresh() {
 		serving = srv.ServerURL()
 	}
 	opts := make([]string, len(p.shown))
-	sel := ""
+	sel, state := "", ""
 	for i := range p.shown {
 		c := &p.shown[i]
-		c.Label = c.Name + " · " + c.state(s, p.v.Info != nil || serving != "")
+		st := c.state(s, p.v.Info != nil || serving != "")
+		c.Label = c.Name + " · " + st
 		opts[i] = c.Label
 		if c.inUse(s) {
-			sel = c.Label
+			sel, state = c.Name, st
 		}
 	}
+	if serving != "" {
+		state += " · serving at " + serving
+	}
 	p.Select.Options = opts
-	p.Select.Selected = sel
+	p.Select.Selected = sel // the name alone: the state is beside it
 	p.Select.Refresh()
+	p.State.SetText(state)
 	hasDraft := s.Backend != bridge.BackendServer && bridge.DraftBeside(s.ModelDir) != ""
 	p.Draft.OnChanged = nil // setting the box is not the user's choice
 	p.Draft.SetChecked(!s.NoDraft)
@@ -198,11 +208,6 @@ func (p *modelPicker) Refresh() {
 		p.Draft.Show()
 	} else {
 		p.Draft.Hide()
-	}
-	if serving != "" {
-		p.State.SetText("serving at " + serving)
-	} else {
-		p.State.SetText("")
 	}
 }
 

@@ -340,6 +340,9 @@ func TestRealWindow(t *testing.T) {
 	// turns the draft model off; the list open
 	fyne.DoAndWait(func() {
 		v.engine = nil
+		// a server used before is offered too (remembered, not asked)
+		bridge.RememberServer(u.App.Preferences(), bridge.Settings{Backend: bridge.BackendServer,
+			ServerURL: "http://gpu-box:8000/v1", ServerModel: "moonshotai/Kimi-K3"})
 		v.Picker.Refresh()
 		if !v.Picker.Draft.Visible() || !strings.Contains(v.Picker.Select.Selected, "DEMO model") {
 			t.Errorf("picker: %q, draft box shown %v", v.Picker.Select.Selected, v.Picker.Draft.Visible())
@@ -348,6 +351,15 @@ func TestRealWindow(t *testing.T) {
 	check("14-chat-picker")
 	fyne.DoAndWait(func() { v.Picker.Select.Tapped(&fyne.PointEvent{}) })
 	check("15-chat-picker-open")
+	// the conversation's settings, answers as JSON
+	fyne.DoAndWait(func() {
+		if top := w.Canvas().Overlays().Top(); top != nil {
+			w.Canvas().Overlays().Remove(top)
+		}
+		v.showChatSettings()
+		v.settings.Answers.SetSelected(answersJSON)
+	})
+	check("16-chat-settings")
 	fyne.DoAndWait(func() {
 		if top := w.Canvas().Overlays().Top(); top != nil {
 			w.Canvas().Overlays().Remove(top)
