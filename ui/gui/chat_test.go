@@ -66,9 +66,7 @@ func TestChatStreamStopKeepsPartial(t *testing.T) {
 		if v.Views[1].cutLbl.Hidden || !strings.Contains(v.Views[1].cutLbl.Text, "partial reply is kept") {
 			t.Error("the stop must be visible on the reply")
 		}
-		if v.Phase.Text != "stopped — the partial reply is kept" {
-			t.Errorf("phase %q", v.Phase.Text)
-		}
+		assert.Equal(t, "", v.Phase.Text, "the reply says it was stopped; the phase line does not repeat it")
 	})
 	h, err := chat.LoadHistory(filepath.Join(u.conversationsDir(), v.Title+chat.Ext))
 	if err != nil || len(h) != 2 || h[0].Content != "Hi there" || h[1].Content != "Hello world" || h[1].Cut != "stopped" {
@@ -108,7 +106,8 @@ func TestChatTurnGaugesRegenerateEdit(t *testing.T) {
 			"the numbers the chat engine measured")
 		assert.False(t, v.Views[2].statsLbl.Hidden)
 		assert.Equal(t, 0.0, g.TrunkMBps, "an idle engine reads nothing")
-		assert.Equal(t, "done", v.Phase.Text)
+		assert.Equal(t, "", v.Phase.Text, "a finished reply leaves no phase line")
+		assert.False(t, v.Phase.Visible())
 		assert.Equal(t, "Question one", v.Title, "the conversation is titled from its first message")
 		require.False(t, v.RegenBt.Disabled())
 		test.Tap(v.RegenBt)

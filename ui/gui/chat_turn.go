@@ -182,14 +182,9 @@ func (v *chatView) finishTurn(reply *messageView, rep bridge.Reply, err error) {
 	}
 	v.save()
 	v.noteContext(rep.Positions)
-	switch {
-	case msg.Cut == chat.CutStopped:
-		v.Phase.SetText("stopped — the partial reply is kept")
-	case msg.Cut == chat.CutTurnCap:
-		v.Phase.SetText("the reply reached its length limit")
-	default:
-		v.Phase.SetText("done")
-	}
+	// the reply says how it ended (its numbers, or why it was cut): the
+	// phase line says nothing more and gives its room back
+	v.Phase.SetText("")
 	v.refreshButtons()
 	v.scrollToEnd()
 	v.Focus()

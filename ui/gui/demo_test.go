@@ -68,7 +68,7 @@ func TestDemoEndToEnd(t *testing.T) {
 		if !strings.Contains(v.Gauges.Demo.Text, "DEMO") || v.Gauges.Demo.Hidden {
 			t.Error("the demo must be labelled in the gauges")
 		}
-		if v.Phase.Text != "done" && v.Phase.Text != "the reply reached its length limit" {
+		if v.Phase.Text != "" {
 			t.Errorf("phase %q", v.Phase.Text)
 		}
 	})

@@ -95,10 +95,14 @@ func TestMessageViewTable(t *testing.T) {
 	assert.True(t, cells[0].(*widget.RichText).Segments[0].(*widget.TextSegment).Style.TextStyle.Bold, "the header is bold")
 }
 
-// Long thinking is shown in pieces: the finished ones keep their widgets.
+// Long thinking is shown in pieces while it streams: the finished ones keep
+// their widgets. Once the reply is written its thinking is one text (a
+// piece cut at a space showed a paragraph break mid-sentence in the real
+// window, 12-chat-stopped-thinking).
 func TestMessageViewThinkingInPieces(t *testing.T) {
 	var copied string
 	v := newMV(chat.Message{Role: "assistant"}, &copied)
+	v.StartStream(time.Now())
 	line := strings.Repeat("word ", 19) + "end\n" // 100 bytes
 	for range 40 {
 		v.Append(line, "")
@@ -112,6 +116,12 @@ func TestMessageViewThinkingInPieces(t *testing.T) {
 		all.WriteString(o.(*widget.RichText).String())
 	}
 	assert.Equal(t, strings.Repeat(line, 41), all.String(), "no text lost or doubled")
+
+	v.SetFinal(chat.Message{Role: "assistant", ReasoningContent: v.Reasoning, Cut: chat.CutStopped})
+	require.Len(t, v.thinkBox.Objects, 1, "a written reply's thinking is one text")
+	assert.Equal(t, strings.Repeat(line, 41), v.thinkBox.Objects[0].(*widget.RichText).String())
+	saved := newMV(chat.Message{Role: "assistant", ReasoningContent: strings.Repeat(line, 41), Content: "ok"}, &copied)
+	assert.Len(t, saved.thinkBox.Objects, 1, "a saved reply's thinking is one text")
 }
 
 // Walk-through 16 and 17: memory above the plan is flagged; the plots

@@ -124,7 +124,7 @@ func TestChatStopDuringPrefillRealEngine(t *testing.T) {
 		assert.Equal(t, chat.CutStopped, last.Cut)
 		assert.Equal(t, "", last.Content+last.ReasoningContent)
 		assert.NotContains(t, sp.after, engine.EventToken, "no token after Stop")
-		assert.Equal(t, "stopped — the partial reply is kept", v.Phase.Text)
+		assert.Equal(t, "", v.Phase.Text, "the reply says it was stopped")
 		assert.False(t, v.Views[1].cutLbl.Hidden)
 		v.Shutdown()
 	})

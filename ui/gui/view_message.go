@@ -57,6 +57,7 @@ type messageView struct {
 	think     *widget.Accordion
 	thinkBox  *fyne.Container // the thinking text: finished pieces, then the one growing
 	thinkDone int             // bytes of Reasoning in finished pieces
+	final     bool            // SetFinal was called: the reply is written
 	body      *fyne.Container
 	done      int // bytes of Answer whose blocks are final (rendered for good)
 	statsLbl  *widget.Label
@@ -205,8 +206,10 @@ func (v *messageView) Append(reasoning, answer string) {
 // is cut (at a line, else a space) so each flush lays out a bounded piece.
 const thinkPiece = 1500
 
-// renderThinking shows Reasoning: finished pieces keep their widgets, the
-// last is set again.
+// renderThinking shows Reasoning: while it streams, finished pieces keep
+// their widgets and the last is set again; a finished reply's thinking is
+// one text (a piece cut at a space read as a paragraph break in the middle
+// of a sentence).
 func (v *messageView) renderThinking() {
 	piece := func(t string) *widget.RichText {
 		rt := widget.NewRichText(&widget.TextSegment{Text: t,
@@ -220,7 +223,7 @@ func (v *messageView) renderThinking() {
 	}
 	for {
 		tail := v.Reasoning[v.thinkDone:]
-		if len(tail) <= thinkPiece {
+		if len(tail) <= thinkPiece || !v.streaming() {
 			v.thinkBox.Objects = append(v.thinkBox.Objects, piece(tail))
 			break
 		}
@@ -256,6 +259,9 @@ func (v *messageView) thinkGrew() bool {
 
 // StartStream marks the start of a reply streamed into this view.
 func (v *messageView) StartStream(t time.Time) { v.started = t }
+
+// streaming reports whether the message is a reply being written.
+func (v *messageView) streaming() bool { return !v.started.IsZero() && !v.final }
 
 func (v *messageView) setThought(d time.Duration) {
 	v.think.Items[0].Title = fmt.Sprintf("Thought for %.1f s", d.Seconds())
@@ -300,6 +306,11 @@ func (v *messageView) relayout() {
 // numbers, and lays it out again.
 func (v *messageView) SetFinal(m chat.Message) {
 	defer v.relayout()
+	v.final = true
+	if v.thinkDone > 0 && m.ReasoningContent == v.Reasoning {
+		v.thinkBox.Objects, v.thinkDone = nil, 0 // the pieces become one text
+		v.renderThinking()
+	}
 	if m.ReasoningContent != v.Reasoning || m.Content != v.Answer {
 		v.Reasoning, v.Answer, v.done, v.thinkDone = "", "", 0, 0
 		v.thinkBox.Objects = nil
