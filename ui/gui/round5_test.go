@@ -253,3 +253,33 @@ func TestModelPickerRemembersServers(t *testing.T) {
 // pickerShows is what the chat header shows of the model in use: its name
 // in the list's box, then its state beside it.
 func pickerShows(p *modelPicker) string { return p.Select.Selected + " · " + p.State.Text }
+
+// gui-check 2-model: the Download part of step 2 showed a blank band under
+// its progress bar (an empty status line); an empty status takes no room.
+func TestModelStepEmptyStatusTakesNoRoom(t *testing.T) {
+	u, _ := newTestUI(t, &fakeChat{})
+	ui(u.Start)
+	w := u.wizard
+	d := fyne.CurrentApp().Driver()
+	ui(func() {
+		w.Go(1)
+		u.Win.Resize(fyne.NewSize(1280, 760))
+		relayout(u.Win)
+		m := w.Model
+		assert.Equal(t, "", m.DlStatus.Text)
+		assert.False(t, m.DlStatus.Visible())
+		assert.False(t, m.VfStatus.Visible())
+		assert.False(t, m.dlSide.Visible(), "no file lines, no room for them")
+		gap := func() float32 {
+			relayout(u.Win)
+			return d.AbsolutePositionForObject(m.VerifyBt).Y - (d.AbsolutePositionForObject(m.DlBar).Y + m.DlBar.Size().Height)
+		}
+		empty := gap()
+		m.DlStatus.SetText("Connecting to the model hub…")
+		m.setFiles("model-00001-of-00002.safetensors  done")
+		assert.GreaterOrEqual(t, gap(), empty+m.DlStatus.MinSize().Height+m.DlFiles.MinSize().Height)
+		m.DlStatus.SetText("")
+		m.setFiles("")
+		assert.Equal(t, empty, gap(), "the lines give their room back")
+	})
+}

@@ -45,8 +45,9 @@ type modelStep struct {
 	DownloadBt  *widget.Button
 	RetryBt     *widget.Button
 	DlBar       *widget.ProgressBar
-	DlStatus    *widget.Label
+	DlStatus    *noteLabel
 	DlFiles     *widget.Label
+	dlSide      *sideScroll // DlFiles, scrolled sideways; hidden with it
 	dlJob       *bridge.Job
 	dlDir       string // the folder the download status is about
 	Downloading bool
@@ -54,7 +55,7 @@ type modelStep struct {
 
 	VerifyBt  *widget.Button
 	VfBar     *widget.ProgressBar
-	VfStatus  *widget.Label
+	VfStatus  *noteLabel
 	VfList    *textRows
 	Verified  *verify.Report
 	vfJob     *bridge.Job
@@ -90,14 +91,14 @@ func newModelStep(w *wizard) *modelStep {
 	s.RetryBt = widget.NewButton("Try again now", s.RetryNow)
 	s.RetryBt.Hide()
 	s.DlBar = widget.NewProgressBar()
-	s.DlStatus = wrapLabel("")
+	s.DlStatus = newNoteLabel(true)
 	s.DlFiles = widget.NewLabel("")
 	s.DlFiles.TextStyle = fyne.TextStyle{Monospace: true}
 	s.DlFiles.Hide()
 
 	s.VerifyBt = widget.NewButton("Verify the files", s.StartVerify)
 	s.VfBar = widget.NewProgressBar()
-	s.VfStatus = wrapLabel("")
+	s.VfStatus = newNoteLabel(true)
 	s.VfList = newTextRows(func() []string {
 		if s.Verified == nil {
 			return nil
@@ -110,6 +111,8 @@ func newModelStep(w *wizard) *modelStep {
 	})
 
 	var outer *container.Scroll
+	s.dlSide = newSideScroll(s.DlFiles, func() *container.Scroll { return outer })
+	s.dlSide.Hide()
 	folder := container.NewBorder(nil, nil, widget.NewLabel("Model folder"), choose, s.Dir)
 	s.LayersLbl = widget.NewLabel("Layers to use (empty = all)")
 	layers := container.NewBorder(nil, nil, s.LayersLbl, nil, s.Layers)
@@ -117,7 +120,7 @@ func newModelStep(w *wizard) *modelStep {
 		wrapLabel("From the model hub into the folder above. You can pause and resume at any time, even after closing the app."),
 		container.NewBorder(nil, nil, widget.NewLabel("Access token"), nil, s.Token),
 		container.NewBorder(nil, nil, widget.NewLabel("Version"), nil, s.Revision),
-		container.NewBorder(nil, nil, nil, s.RetryBt, s.DownloadBt), s.DlBar, s.DlStatus, newSideScroll(s.DlFiles, func() *container.Scroll { return outer })))
+		container.NewBorder(nil, nil, nil, s.RetryBt, s.DownloadBt), s.DlBar, s.DlStatus, s.dlSide))
 	vf := widget.NewCard("Verify", "", container.NewVBox(
 		wrapLabel("Verify checks what the command line checks: every file's size, every shard's header and config.json. The weights themselves are compared with checksums only for a folder k3 downloaded, which records them."),
 		s.VerifyBt, s.VfBar, s.VfStatus, s.VfList.Root))
@@ -131,6 +134,16 @@ func newModelStep(w *wizard) *modelStep {
 	outer = container.NewVScroll(container.NewVBox(folder, layers, s.LayerMsg, s.Status, demo, server, dl, vf))
 	s.view = outer
 	return s
+}
+
+// setFiles shows the download's file lines; none take no room.
+func (s *modelStep) setFiles(text string) {
+	setNote(s.DlFiles, text)
+	if text == "" {
+		s.dlSide.Hide()
+	} else {
+		s.dlSide.Show()
+	}
 }
 
 func (s *modelStep) Title() string           { return "The model" }
@@ -331,7 +344,7 @@ func (s *modelStep) UseDemo() {
 func (s *modelStep) showDownloadState(dir string) {
 	s.dlDir = dir
 	s.DlBar.SetValue(0)
-	setNote(s.DlFiles, "")
+	s.setFiles("")
 	s.RetryBt.Hide()
 	if pending, _, _ := s.w.u.N.pending(); dir != "" && pending == dir {
 		s.DlStatus.SetText("A download into this folder did not finish. Press Resume to continue where it stopped.")
@@ -417,7 +430,7 @@ func (s *modelStep) showDownload(ev hub.Event) {
 		}
 		lines = append(lines, fmt.Sprintf("%-44s %6.1f%%  %12s", f.Name, 100*float64(f.Done)/float64(max(f.Total, 1)), units.PerSec(f.Rate)))
 	}
-	setNote(s.DlFiles, strings.Join(lines, "\n"))
+	s.setFiles(strings.Join(lines, "\n"))
 }
 
 // describeRetry says in plain words why an attempt failed.
@@ -462,7 +475,7 @@ func (s *modelStep) downloadDone(err error) {
 		s.DlBar.SetValue(1)
 		s.DownloadBt.SetText("Download into this folder")
 		s.DlStatus.SetText("Downloaded and verified.")
-		setNote(s.DlFiles, "")
+		s.setFiles("")
 	case errors.Is(err, context.Canceled):
 		s.DownloadBt.SetText("Resume download")
 		s.DlStatus.SetText("Paused. Finished files and partial files are kept; Resume continues where it stopped, even after a restart.")

@@ -60,8 +60,7 @@ func TestModelStepWheelScrollsTheStep(t *testing.T) {
 	})
 	waitFor(t, "verify", func() bool { return w.Model.Verified != nil })
 	ui(func() {
-		w.Model.DlFiles.SetText("model-00001-of-00002.safetensors  done\nmodel-00002-of-00002.safetensors  25.00 MB/s")
-		w.Model.DlFiles.Show()
+		w.Model.setFiles("model-00001-of-00002.safetensors  done\nmodel-00002-of-00002.safetensors  25.00 MB/s")
 		assert.Equal(t, 2, w.Model.VfList.Length())
 		outer, ok := w.Model.view.(*container.Scroll)
 		require.True(t, ok, "the step scrolls as one")
