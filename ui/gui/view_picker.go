@@ -17,9 +17,10 @@ import (
 // modelChoice is one model the app knows: a model folder of this machine
 // (with its trunk), the demo, or a server with its model.
 type modelChoice struct {
-	// Name says which model and where; Label is Name and the state shown
-	// in the picker (stateLabel)
-	Name, Label string
+	// Name says which model and where (with the trunk and layers used);
+	// Short leaves those out, for the box (the list shows Name); Label is
+	// Name and the state, as the list shows it
+	Name, Short, Label string
 	Backend     string
 	Model       *bridge.KnownModel  // the folder, for this machine's models
 	Server      *bridge.KnownServer // the server and its model, for a server
@@ -31,7 +32,7 @@ type modelChoice struct {
 // used before (newest first). The names say the folder (with its parent
 // when two folders share a name), the trunk and the draft model; for a
 // server its model and host (its address when two hosts read the same).
-// Label is Name until stateLabel adds the state.
+// Label is Name until Refresh adds the state.
 func modelChoices(s bridge.Settings, known []bridge.KnownModel, servers []bridge.KnownServer, demoDir string) []modelChoice {
 	var local []bridge.KnownModel
 	if k, ok := s.Known(); ok {
@@ -63,14 +64,15 @@ func modelChoices(s bridge.Settings, known []bridge.KnownModel, servers []bridge
 		if bridge.DraftBeside(k.Dir) != "" && !s.NoDraft {
 			name += " with draft model"
 		}
-		label := name + " — on this machine"
+		short := name + " — on this machine"
+		label := short
 		if k.TrunkDir != "" {
 			label += " (trunk " + filepath.Base(k.TrunkDir) + ")"
 		}
 		if k.Layers > 0 {
 			label += fmt.Sprintf(", first %d layers", k.Layers)
 		}
-		out = append(out, modelChoice{Name: label, Label: label, Backend: bridge.BackendLocal, Model: &local[i]})
+		out = append(out, modelChoice{Name: label, Short: short, Label: label, Backend: bridge.BackendLocal, Model: &local[i]})
 	}
 	var remote []bridge.KnownServer
 	if k, ok := s.KnownServer(); ok {
@@ -97,7 +99,7 @@ func modelChoices(s bridge.Settings, known []bridge.KnownModel, servers []bridge
 			host = k.URL
 		}
 		label := name + " — on " + host
-		out = append(out, modelChoice{Name: label, Label: label, Backend: bridge.BackendServer, Server: &remote[i]})
+		out = append(out, modelChoice{Name: label, Short: label, Label: label, Backend: bridge.BackendServer, Server: &remote[i]})
 	}
 	return out
 }
@@ -190,14 +192,14 @@ func (p *modelPicker) Refresh() {
 		c.Label = c.Name + " · " + st
 		opts[i] = c.Label
 		if c.inUse(s) {
-			sel, state = c.Name, st
+			sel, state = c.Short, st
 		}
 	}
 	if serving != "" {
 		state += " · serving at " + serving
 	}
 	p.Select.Options = opts
-	p.Select.Selected = sel // the name alone: the state is beside it
+	p.Select.Selected = sel // the short name: the state is beside it
 	p.Select.Refresh()
 	p.State.SetText(state)
 	hasDraft := s.Backend != bridge.BackendServer && bridge.DraftBeside(s.ModelDir) != ""
