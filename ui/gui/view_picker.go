@@ -21,9 +21,9 @@ type modelChoice struct {
 	// Short leaves those out, for the box (the list shows Name); Label is
 	// Name and the state, as the list shows it
 	Name, Short, Label string
-	Backend     string
-	Model       *bridge.KnownModel  // the folder, for this machine's models
-	Server      *bridge.KnownServer // the server and its model, for a server
+	Backend            string
+	Model              *bridge.KnownModel  // the folder, for this machine's models
+	Server             *bridge.KnownServer // the server and its model, for a server
 }
 
 // modelChoices are the models the app knows: the model folder in use, the
