@@ -161,8 +161,7 @@ type modelPicker struct {
 func newModelPicker(v *chatView) *modelPicker {
 	p := &modelPicker{v: v}
 	p.Select = widget.NewSelect(nil, p.choose)
-	p.State = widget.NewLabel("")
-	p.State.Importance = widget.LowImportance
+	p.State = widget.NewLabel("") // in the text colour: the low-importance grey was hard to read
 	p.State.Truncation = fyne.TextTruncateEllipsis
 	p.Draft = widget.NewCheck("Draft model: faster replies, same answer", p.setDraft)
 	p.Draft.Hide()
