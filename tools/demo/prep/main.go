@@ -6,6 +6,7 @@
 //
 //	prep tokenizer -conv conv.jsonl -merges 1792 -numbase 2048 -out DIR
 //	prep encode -tok DIR -conv conv.jsonl -out enc.jsonl
+//	prep generate -model DIR -turns turns.jsonl -out gen.jsonl [-max N]
 //
 // conv.jsonl has one conversation per line: {"messages": [...]} whose last
 // message is the assistant reply to learn (and "no_think": true to render it
@@ -13,10 +14,19 @@
 // conversation: {"ids": [...], "prompt": n}; ids[:n] is what the chat sends
 // (the transcript and the open assistant turn), ids[n:] the reply, ending in
 // <|end_of_msg|>.
+//
+// generate is for the draft model's training (train_draft.py): the model's
+// own replies, as a chat session generates them. turns.jsonl has one line
+// per conversation, {"turns": ["user message", ...], "seed": S}: every turn
+// is sent in order (earlier replies are the model's own) and the last one's
+// prompt and reply are written like encode's lines. Seed 0 decodes greedily,
+// any other seed samples as k3 bench spec's "seed 7" rows do (temperature
+// 0.8, top-k 40, top-p 0.95) with that seed.
 package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -25,12 +35,14 @@ import (
 	"slices"
 	"strings"
 
+	"k3/engine"
+	"k3/engine/chat"
 	"k3/tokenizer"
 )
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: prep tokenizer|encode [flags]")
+		fmt.Fprintln(os.Stderr, "usage: prep tokenizer|encode|generate [flags]")
 		os.Exit(2)
 	}
 	var err error
@@ -39,6 +51,8 @@ func main() {
 		err = trainTokenizer(os.Args[2:])
 	case "encode":
 		err = encode(os.Args[2:])
+	case "generate":
+		err = generate(os.Args[2:])
 	default:
 		err = fmt.Errorf("unknown command %q", os.Args[1])
 	}
@@ -207,4 +221,79 @@ func encodeOne(tok *tokenizer.Tokenizer, msgs []tokenizer.Message, opt tokenizer
 		return encoded{}, errors.New("the reply does not end with <|end_of_msg|>")
 	}
 	return encoded{IDs: ids, Prompt: len(pids)}, nil
+}
+
+// generate writes the model's own replies to the conversations of a turns
+// file (see the package comment).
+func generate(args []string) error {
+	fs := flag.NewFlagSet("generate", flag.ExitOnError)
+	dir := fs.String("model", "", "model directory (with its tokenizer)")
+	in := fs.String("turns", "", "conversations to generate (JSONL)")
+	out := fs.String("out", "", "prompts and replies (JSONL)")
+	maxTokens := fs.Int("max", 512, "reply cap in tokens, thinking included")
+	threads := fs.Int("threads", 1, "threads")
+	_ = fs.Parse(args)
+	if *dir == "" || *in == "" || *out == "" {
+		return errors.New("generate: -model, -turns and -out are required")
+	}
+	tok, err := tokenizer.Load(*dir)
+	if err != nil {
+		return err
+	}
+	m, err := engine.Open(*dir, engine.Options{Budget: engine.Budget{CacheBytes: 1 << 40}})
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	e := m.NewEngine(*threads)
+	defer e.Close()
+	data, err := os.ReadFile(*in)
+	if err != nil {
+		return err
+	}
+	f, err := os.Create(*out)
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriter(f)
+	for i, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		var c struct {
+			Turns []string `json:"turns"`
+			Seed  uint64   `json:"seed"`
+		}
+		if err := json.Unmarshal([]byte(line), &c); err != nil || len(c.Turns) == 0 {
+			f.Close()
+			return fmt.Errorf("%s:%d: want {\"turns\": [...], \"seed\": S}", *in, i+1)
+		}
+		opt := chat.Options{MaxTokens: *maxTokens, Spec: engine.SpecOff}
+		if c.Seed != 0 {
+			opt.Sampling = engine.Sampling{Temperature: 0.8, TopK: 40, TopP: 0.95, Seed: c.Seed}
+		}
+		s := chat.NewSession(e, tok)
+		last := c.Turns[len(c.Turns)-1]
+		for _, u := range c.Turns[:len(c.Turns)-1] {
+			if _, err := s.Turn(context.Background(), u, opt, nil); err != nil {
+				f.Close()
+				return fmt.Errorf("conversation %d: %v", i+1, err)
+			}
+		}
+		ids, err := s.Prompt(last, opt)
+		if err != nil {
+			f.Close()
+			return fmt.Errorf("conversation %d: %v", i+1, err)
+		}
+		rep, err := s.Turn(context.Background(), last, opt, nil)
+		if err != nil {
+			f.Close()
+			return fmt.Errorf("conversation %d: %v", i+1, err)
+		}
+		line, _ := json.Marshal(encoded{IDs: slices.Concat(ids, rep.IDs), Prompt: len(ids)})
+		w.Write(line)
+		w.WriteByte('\n')
+	}
+	if err := w.Flush(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
