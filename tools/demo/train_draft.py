@@ -157,8 +157,10 @@ def generate_data(convs, tdir, work, name, sampled_frac, seed, max_tokens):
             f.write(json.dumps({"turns": t, "seed": 0}) + "\n")
             if rng.random() < sampled_frac:
                 f.write(json.dumps({"turns": t, "seed": 1000 + i}) + "\n")
-    subprocess.run([prep, "generate", "-model", tdir, "-turns", turns, "-out", out, "-max", str(max_tokens)],
-                   check=True)
+    n = sum(1 for _ in open(turns))
+    if not (os.path.exists(out) and sum(1 for _ in open(out)) == n):     # else: generated before, reuse
+        subprocess.run([prep, "generate", "-model", tdir, "-turns", turns, "-out", out, "-max", str(max_tokens)],
+                       check=True)
     with open(out) as f:
         return [json.loads(line) for line in f]
 

@@ -7,6 +7,7 @@
 //	prep tokenizer -conv conv.jsonl -merges 1792 -numbase 2048 -out DIR
 //	prep encode -tok DIR -conv conv.jsonl -out enc.jsonl
 //	prep generate -model DIR -turns turns.jsonl -out gen.jsonl [-max N]
+//	prep accept -model DIR -draft DIR -turns turns.jsonl -spec N [-max N]
 //
 // conv.jsonl has one conversation per line: {"messages": [...]} whose last
 // message is the assistant reply to learn (and "no_think": true to render it
@@ -22,6 +23,14 @@
 // prompt and reply are written like encode's lines. Seed 0 decodes greedily,
 // any other seed samples as k3 bench spec's "seed 7" rows do (temperature
 // 0.8, top-k 40, top-p 0.95) with that seed.
+//
+// accept measures a draft model's acceptance per draft position: each
+// conversation of a turns file is generated as generate does, its last
+// reply with the draft model at the forced draft length -spec (the stream
+// of k3 bench spec's seeded rows: the number of turns). It prints one JSON
+// line per conversation with the reply's tokens and each decode pass's
+// drafted and accepted counts, then the share of passes whose draft
+// position k came true, k = 1..spec.
 package main
 
 import (
@@ -42,7 +51,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: prep tokenizer|encode|generate [flags]")
+		fmt.Fprintln(os.Stderr, "usage: prep tokenizer|encode|generate|accept [flags]")
 		os.Exit(2)
 	}
 	var err error
@@ -53,6 +62,8 @@ func main() {
 		err = encode(os.Args[2:])
 	case "generate":
 		err = generate(os.Args[2:])
+	case "accept":
+		err = accept(os.Args[2:])
 	default:
 		err = fmt.Errorf("unknown command %q", os.Args[1])
 	}
@@ -247,7 +258,7 @@ func generate(args []string) error {
 	defer m.Close()
 	e := m.NewEngine(*threads)
 	defer e.Close()
-	data, err := os.ReadFile(*in)
+	convs, err := readTurns(*in)
 	if err != nil {
 		return err
 	}
@@ -256,19 +267,8 @@ func generate(args []string) error {
 		return err
 	}
 	w := bufio.NewWriter(f)
-	for i, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
-		var c struct {
-			Turns []string `json:"turns"`
-			Seed  uint64   `json:"seed"`
-		}
-		if err := json.Unmarshal([]byte(line), &c); err != nil || len(c.Turns) == 0 {
-			f.Close()
-			return fmt.Errorf("%s:%d: want {\"turns\": [...], \"seed\": S}", *in, i+1)
-		}
-		opt := chat.Options{MaxTokens: *maxTokens, Spec: engine.SpecOff}
-		if c.Seed != 0 {
-			opt.Sampling = engine.Sampling{Temperature: 0.8, TopK: 40, TopP: 0.95, Seed: c.Seed}
-		}
+	for i, c := range convs {
+		opt := chatOptions(c, *maxTokens)
 		s := chat.NewSession(e, tok)
 		last := c.Turns[len(c.Turns)-1]
 		for _, u := range c.Turns[:len(c.Turns)-1] {
@@ -296,4 +296,105 @@ func generate(args []string) error {
 		return err
 	}
 	return f.Close()
+}
+
+// turnsLine is a line of a turns file.
+type turnsLine struct {
+	Turns []string `json:"turns"`
+	Seed  uint64   `json:"seed"`
+}
+
+// readTurns reads a turns file (see the package comment).
+func readTurns(path string) ([]turnsLine, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var out []turnsLine
+	for i, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		var c turnsLine
+		if err := json.Unmarshal([]byte(line), &c); err != nil || len(c.Turns) == 0 {
+			return nil, fmt.Errorf("%s:%d: want {\"turns\": [...], \"seed\": S}", path, i+1)
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+// chatOptions are a turns line's options: greedy for seed 0, else sampled
+// as k3 bench spec's seeded rows.
+func chatOptions(c turnsLine, maxTokens int) chat.Options {
+	opt := chat.Options{MaxTokens: maxTokens, Spec: engine.SpecOff}
+	if c.Seed != 0 {
+		opt.Sampling = engine.Sampling{Temperature: 0.8, TopK: 40, TopP: 0.95, Seed: c.Seed}
+	}
+	return opt
+}
+
+func accept(args []string) error {
+	fs := flag.NewFlagSet("accept", flag.ExitOnError)
+	dir := fs.String("model", "", "model directory (with its tokenizer)")
+	draft := fs.String("draft", "", "draft model directory")
+	in := fs.String("turns", "", "conversations (JSONL)")
+	spec := fs.Int("spec", 8, "forced draft length")
+	maxTokens := fs.Int("max", 512, "reply cap in tokens, thinking included")
+	_ = fs.Parse(args)
+	if *dir == "" || *draft == "" || *in == "" || *spec < 1 {
+		return errors.New("accept: -model, -draft, -turns and -spec >= 1 are required")
+	}
+	tok, err := tokenizer.Load(*dir)
+	if err != nil {
+		return err
+	}
+	m, err := engine.Open(*dir, engine.Options{Budget: engine.Budget{CacheBytes: 1 << 40}, MaxDraft: *spec, Draft: *draft})
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	e := m.NewEngine(1)
+	defer e.Close()
+	convs, err := readTurns(*in)
+	if err != nil {
+		return err
+	}
+	at := make([]int, *spec)
+	passes := 0
+	for i, c := range convs {
+		opt := chatOptions(c, *maxTokens)
+		s := chat.NewSession(e, tok)
+		last := c.Turns[len(c.Turns)-1]
+		for _, u := range c.Turns[:len(c.Turns)-1] {
+			if _, err := s.Turn(context.Background(), u, opt, nil); err != nil {
+				return fmt.Errorf("conversation %d: %v", i+1, err)
+			}
+		}
+		ids, err := s.Prompt(last, opt)
+		if err != nil {
+			return fmt.Errorf("conversation %d: %v", i+1, err)
+		}
+		res, err := e.Generate(context.Background(), nil, ids, engine.GenOptions{MaxTokens: *maxTokens, StopIDs: tok.StopIDs(),
+			Sampler: opt.Sampler(uint64(len(c.Turns))), Spec: engine.Spec(*spec)})
+		if err != nil {
+			return fmt.Errorf("conversation %d: %v", i+1, err)
+		}
+		var pp [][2]int
+		for _, p := range res.Passes {
+			pp = append(pp, [2]int{p.Drafted, p.Accepted})
+			if p.Drafted == *spec {
+				passes++
+				for k := 0; k < p.Accepted; k++ {
+					at[k]++
+				}
+			}
+		}
+		line, _ := json.Marshal(map[string]any{"tokens": len(res.Generated), "passes": pp})
+		fmt.Println(string(line))
+	}
+	share := make([]float64, *spec)
+	for k, n := range at {
+		share[k] = float64(n) / float64(max(passes, 1))
+	}
+	line, _ := json.Marshal(map[string]any{"full_length_passes": passes, "accepted_at_position": share})
+	fmt.Println(string(line))
+	return nil
 }
