@@ -50,6 +50,10 @@ DRAFT = dict(num_hidden_layers=2, num_attention_heads=4, q_lora_rank=64, kv_lora
              qk_rope_head_dim=16, v_head_dim=32, intermediate_size=384, markov_rank=32,
              target_layer_ids=[1, 2, 3], rope_parameters=make_drafts.RELEASE_ROPE)
 MASK_OFFSET = 253            # K3's mask_token_id 163837 = 163584 + 253; here NUM_BASE + 253
+# k3 bench spec's chat prompts (ui/cli/benchspec.go): conversations holding one are not trained on,
+# so the bench measures the drafter on replies it has not seen (its code and summary tasks are
+# kept out of the task model's own training by tasks.py)
+BENCH_TURNS = {"Tell me a saying about love.", "Do you know a saying about time?"}
 
 
 def build_conversations(kind, seed):
@@ -161,8 +165,9 @@ def generate_data(convs, tdir, work, name, sampled_frac, seed, max_tokens):
     if not (os.path.exists(out) and sum(1 for _ in open(out)) == n):     # else: generated before, reuse
         subprocess.run([prep, "generate", "-model", tdir, "-turns", turns, "-out", out, "-max", str(max_tokens)],
                        check=True)
-    with open(out) as f:
-        return [json.loads(line) for line in f]
+    with open(out) as f, open(turns) as ft:
+        rows = [(json.loads(line), json.loads(t)) for line, t in zip(f, ft)]
+    return [r for r, t in rows if not BENCH_TURNS & set(t["turns"])]
 
 
 def distill_own(target, data, layer_ids, pad, batch_tokens=3000):
