@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"os"
 	"path/filepath"
 	"strings"
@@ -34,6 +35,10 @@ type Draft struct {
 	tapsOf   [][]int // per target layer: the tap numbers it gives
 	rope     *yarn
 	softmaxK float64 // the attention's score scale
+	// Fingerprint identifies the draft model by content (config values,
+	// file sizes and header hashes, sampled weights): state files keep its
+	// context rows only for the same draft model.
+	Fingerprint uint64
 }
 
 // draftLayer is one draft decoder layer: MLA with rotary embedding (its
@@ -125,6 +130,20 @@ func prepareDraft(dir string, tc *config.Config, bound int) (*Draft, error) {
 	}
 	d.rope = newYarn(c)
 	d.softmaxK = d.rope.scoreScale(c.QKNope + c.QKRope)
+	weights, err := set.SampleDigest(set.Names())
+	if err != nil {
+		set.Close()
+		return nil, fmt.Errorf("draft model %s: %w", dir, err)
+	}
+	h := fnv.New64a()
+	cfg := *c
+	cfg.Path = ""
+	fmt.Fprintf(h, "%+v|", cfg)
+	for _, f := range set.Files() {
+		fmt.Fprintf(h, "%s:%d:%x|", filepath.Base(f.Path), f.Size, f.HeaderSHA256)
+	}
+	fmt.Fprintf(h, "weights:%x|", weights)
+	d.Fingerprint = h.Sum64()
 	return d, nil
 }
 

@@ -2,11 +2,14 @@ package engine
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -302,4 +305,95 @@ func TestDraftRefused(t *testing.T) {
 	err = open(extra)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "unexpected tensor lm_head.weight")
+}
+
+// TestDraftRowsInStateFiles: a state file keeps the draft model's context
+// rows, so a state saved with the draft model attached and loaded with it
+// drafts exactly as the uninterrupted run (the same drafts, accepted the
+// same), and the resumed state's file is the uninterrupted one's byte for
+// byte. Loaded without the draft model, or with another, the rows are read
+// past: the same tokens, no drafts from the lost context. Version 2 files
+// (no draft rows) still load.
+func TestDraftRowsInStateFiles(t *testing.T) {
+	m := openWithDraft(t, "tiny-release", Options{})
+	p := fixture.LoadExpect(t, "tiny-release").Prompts[1]
+	e := m.NewEngine(2)
+	defer e.Close()
+	ctx := context.Background()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "s.k3state")
+	st := m.NewState()
+	_, err := e.Generate(ctx, st, p.PromptIDs[:30], GenOptions{})
+	require.NoError(t, err)
+	require.NotNil(t, st.draft)
+	require.Equal(t, 30, st.draft.n)
+	require.NoError(t, m.SaveState(path, st))
+
+	ld, err := m.LoadState(path)
+	require.NoError(t, err)
+	require.NotNil(t, ld.draft, "the draft rows are kept")
+	assert.Equal(t, st.draft.n, ld.draft.n)
+	assert.Equal(t, st.draft.rows, ld.draft.rows)
+
+	opt := GenOptions{MaxTokens: 16, Spec: 3}
+	full, err := e.Generate(ctx, nil, p.PromptIDs, opt)
+	require.NoError(t, err)
+	require.Positive(t, full.Stats.SpecDrafted)
+	res, err := e.Generate(ctx, ld, p.PromptIDs[30:], opt)
+	require.NoError(t, err)
+	assert.Equal(t, full.Generated, res.Generated)
+	assert.Equal(t, full.Stats.SpecDrafted, res.Stats.SpecDrafted, "the resumed state drafts as the uninterrupted one")
+	assert.Equal(t, full.Stats.SpecAccepted, res.Stats.SpecAccepted)
+	a, b := filepath.Join(dir, "a"), filepath.Join(dir, "b")
+	require.NoError(t, m.SaveState(a, full.State))
+	require.NoError(t, m.SaveState(b, res.State))
+	ra, err := os.ReadFile(a)
+	require.NoError(t, err)
+	rb, err := os.ReadFile(b)
+	require.NoError(t, err)
+	assert.Equal(t, ra, rb, "the resumed state's file is the uninterrupted one's")
+
+	// without the draft model (and with another one) the rows are read past
+	plain, err := Open(fixture.ModelDir("tiny-release"), Options{Budget: Budget{CacheBytes: 1 << 40}})
+	require.NoError(t, err)
+	defer plain.Close()
+	other := openWithDraft(t, "tiny-release", Options{})
+	other.DraftModel().Fingerprint ^= 1
+	for _, mm := range []*Model{plain, other} {
+		ld, err := mm.LoadState(path)
+		require.NoError(t, err)
+		assert.Nil(t, ld.draft)
+		pe := mm.NewEngine(1)
+		r, err := pe.Generate(ctx, ld, p.PromptIDs[30:], opt)
+		pe.Close()
+		require.NoError(t, err)
+		assert.Equal(t, full.Generated, r.Generated)
+		assert.Zero(t, r.Stats.SpecAccepted, "no draft context: the draft model proposes nothing")
+	}
+
+	// a version 2 file: no draft section
+	v3, err := os.ReadFile(path)
+	require.NoError(t, err)
+	plainPath := filepath.Join(dir, "plain.k3state")
+	ps, err := plain.LoadState(path)
+	require.NoError(t, err)
+	require.NoError(t, plain.SaveState(plainPath, ps))
+	raw, err := os.ReadFile(plainPath)
+	require.NoError(t, err)
+	require.Less(t, len(raw), len(v3), "a state without draft rows is smaller")
+	v2 := slices.Clone(raw[:len(raw)-8])     // drop the draft count (0) and the checksum
+	binary.LittleEndian.PutUint32(v2[8:], 2) // version 2
+	v2 = binary.LittleEndian.AppendUint32(v2, crc32.Checksum(v2, castagnoli))
+	require.NoError(t, os.WriteFile(plainPath, v2, 0o600))
+	old, err := m.LoadState(plainPath)
+	require.NoError(t, err)
+	assert.Nil(t, old.draft)
+	assert.Equal(t, st.IDs, old.IDs)
+
+	// truncated draft rows are refused, checksum or not
+	cut := slices.Clone(v3[:len(v3)-12])
+	cut = binary.LittleEndian.AppendUint32(cut, crc32.Checksum(cut, castagnoli))
+	require.NoError(t, os.WriteFile(path, cut, 0o600))
+	_, err = m.LoadState(path)
+	require.ErrorContains(t, err, "truncated draft rows")
 }

@@ -23,15 +23,22 @@ import (
 //
 //	"K3STATE\x00" | u32 version | u64 model fingerprint | u32 layers | u32 positions
 //	| u32 ids[positions] | per layer: KDA: f32 S, f32 conv q,k,v ; MLA: f32 rows[positions][w]
+//	| u32 draft positions D (0: none) | if D > 0: u64 draft model fingerprint | u32 draft layers
+//	| u32 draft row width dw | per draft layer: f32 rows[D][dw]
 //	| u32 CRC-32C of everything before
 //
 // little-endian throughout.
 //
 // Version 2 added the weights to the model fingerprint (weightsDigest);
-// version 1 files are refused with what to do.
+// version 1 files are refused with what to do. Version 3 added the draft
+// model's context rows (docs/DSPARK.md §3), written when the state holds
+// them for every position, so a state loaded with the same draft model
+// attached keeps drafting; loaded without it (or with another) they are
+// read past and the state is the same, only without draft context.
+// Version 2 files still load (no draft rows).
 const (
 	stateMagic   = "K3STATE\x00"
-	stateVersion = 2
+	stateVersion = 3
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -109,6 +116,17 @@ func (m *Model) SaveState(path string, s *State) error {
 			b.Write(f32raw(s.mla[i].rows))
 		}
 	}
+	if ds := s.draft; ds != nil && ds.n == s.Pos && s.Pos > 0 && m.draft != nil {
+		w32(uint32(ds.n))
+		binary.Write(&b, binary.LittleEndian, m.draft.Fingerprint)
+		w32(uint32(len(ds.rows)))
+		w32(uint32(ds.width))
+		for _, r := range ds.rows {
+			b.Write(f32raw(r))
+		}
+	} else {
+		w32(0)
+	}
 	w32(crc32.Checksum(b.Bytes(), castagnoli))
 	return atomicfile.WritePrivate(path, b.Bytes())
 }
@@ -149,7 +167,7 @@ func (m *Model) LoadState(path string) (*State, error) {
 	if ver == 1 {
 		return nil, fmt.Errorf("%s was saved by an older k3, whose state files do not identify the model's weights, so it cannot be checked against this model: run the prompt again and save a new state: %w", path, ErrStateMismatch)
 	}
-	if ver != stateVersion {
+	if ver != stateVersion && ver != 2 {
 		return nil, fmt.Errorf("%s: state format version %d, this k3 reads version %d: %w", path, ver, stateVersion, ErrStateMismatch)
 	}
 	if fp != m.Fingerprint || int(layers) != m.Bound {
@@ -193,10 +211,48 @@ func (m *Model) LoadState(path string) (*State, error) {
 			return nil, fmt.Errorf("%s: truncated at layer %d", path, i)
 		}
 	}
+	if ver >= 3 {
+		if err := m.readDraftRows(r, s, path, len(body)); err != nil {
+			return nil, err
+		}
+	}
 	if _, err := r.ReadByte(); err != io.EOF {
 		return nil, fmt.Errorf("%s: trailing bytes after the state", path)
 	}
 	return s, nil
+}
+
+// readDraftRows reads a state file's draft section (version 3): the draft
+// model's context rows, kept in s when this model's attached draft model
+// is the one they were made by, else read past.
+func (m *Model) readDraftRows(r io.Reader, s *State, path string, limit int) error {
+	var n, layers, width uint32
+	if err := binary.Read(r, binary.LittleEndian, &n); err != nil {
+		return fmt.Errorf("%s: truncated before the draft rows", path)
+	}
+	if n == 0 {
+		return nil
+	}
+	var fp uint64
+	binary.Read(r, binary.LittleEndian, &fp)
+	binary.Read(r, binary.LittleEndian, &layers)
+	if err := binary.Read(r, binary.LittleEndian, &width); err != nil {
+		return fmt.Errorf("%s: truncated draft rows", path)
+	}
+	if int(n) != s.Pos || layers == 0 || width == 0 || int64(layers)*int64(n)*int64(width)*4 > int64(limit) {
+		return fmt.Errorf("%s: draft rows for %d positions, %d layers of width %d do not fit the state", path, n, layers, width)
+	}
+	ds := &draftState{n: int(n), width: int(width), rows: make([][]float32, layers)}
+	for l := range ds.rows {
+		ds.rows[l] = make([]float32, int(n)*int(width))
+		if _, err := io.ReadFull(r, f32raw(ds.rows[l])); err != nil {
+			return fmt.Errorf("%s: truncated draft rows", path)
+		}
+	}
+	if d := m.draft; d != nil && d.Fingerprint == fp && int(layers) == d.Cfg.Layers && int(width) == d.Cfg.KVLoraRank+d.Cfg.QKRope {
+		s.draft = ds
+	}
+	return nil
 }
 
 // PeekStatePositions reads the position count from a state file's header.

@@ -50,6 +50,10 @@ DRAFT = dict(num_hidden_layers=2, num_attention_heads=4, q_lora_rank=64, kv_lora
              qk_rope_head_dim=16, v_head_dim=32, intermediate_size=384, markov_rank=32,
              target_layer_ids=[1, 2, 3], rope_parameters=make_drafts.RELEASE_ROPE)
 MASK_OFFSET = 253            # K3's mask_token_id 163837 = 163584 + 253; here NUM_BASE + 253
+# k3 bench spec's chat prompts (ui/cli/benchspec.go): conversations holding one are not trained on,
+# so the bench measures the drafter on replies it has not seen (its code and summary tasks are
+# kept out of the task model's own training by tasks.py)
+BENCH_TURNS = {"Tell me a saying about love.", "Do you know a saying about time?"}
 
 
 def build_conversations(kind, seed):
@@ -140,8 +144,66 @@ def distill_data(target, data, layer_ids, pad, batch_tokens=3000):
     return out
 
 
-def make_batch(items, rng, anchors, B, mask_id, gamma):
-    """Pack `anchors` blocks per sequence. Returns the tensors of one training pass."""
+def generate_data(convs, tdir, work, name, sampled_frac, seed, max_tokens):
+    """The target's own replies (self-distillation): each conversation's user turns sent to the
+    target as a chat session sends them (tools/demo/prep generate, the Go engine), decoded
+    greedily, and for a `sampled_frac` share also sampled as k3 bench spec's seeded rows are.
+    Returns encode()-like rows: ids = prompt + the target's reply, prompt = its length."""
+    prep = os.path.join(work, "prep")
+    if not os.path.exists(prep):
+        subprocess.run(["go", "build", "-o", prep, "./tools/demo/prep"], cwd=REPO, check=True)
+    rng = random.Random(seed)
+    turns = os.path.join(work, name + ".turns.jsonl")
+    out = os.path.join(work, name + ".gen.jsonl")
+    with open(turns, "w") as f:
+        for i, c in enumerate(convs):
+            t = [m["content"] for m in c if m["role"] == "user"]
+            f.write(json.dumps({"turns": t, "seed": 0}) + "\n")
+            if rng.random() < sampled_frac:
+                f.write(json.dumps({"turns": t, "seed": 1000 + i}) + "\n")
+    n = sum(1 for _ in open(turns))
+    if not (os.path.exists(out) and sum(1 for _ in open(out)) == n):     # else: generated before, reuse
+        subprocess.run([prep, "generate", "-model", tdir, "-turns", turns, "-out", out, "-max", str(max_tokens)],
+                       check=True)
+    with open(out) as f, open(turns) as ft:
+        rows = [(json.loads(line), json.loads(t)) for line, t in zip(f, ft)]
+    return [r for r, t in rows if not BENCH_TURNS & set(t["turns"])]
+
+
+def distill_own(target, data, layer_ids, pad, batch_tokens=3000):
+    """Per generated conversation: s (ids as generated), taps (float32), ok[t] (s[t+1] == the
+    target's argmax at t: always for greedy replies, where the sample was the argmax for sampled)."""
+    order = sorted(range(len(data)), key=lambda i: len(data[i]["ids"]))
+    out = [None] * len(data)
+    b = []
+
+    def flush(b):
+        T = max(len(data[i]["ids"]) for i in b)
+        ids = torch.full((len(b), T), pad, dtype=torch.long)
+        for r, i in enumerate(b):
+            ids[r, :len(data[i]["ids"])] = torch.tensor(data[i]["ids"])
+        with torch.no_grad():
+            taps, a = taps_and_argmax(target, ids, layer_ids)
+        for r, i in enumerate(b):
+            L = len(data[i]["ids"])
+            ok = torch.zeros(L, dtype=torch.bool)
+            ok[:L - 1] = ids[r, 1:L] == a[r, :L - 1]
+            out[i] = {"s": ids[r, :L].clone(), "taps": taps[r, :L].clone(), "ok": ok, "prompt": data[i]["prompt"]}
+
+    for i in order:
+        b.append(i)
+        if len(b) * len(data[i]["ids"]) >= batch_tokens:
+            flush(b)
+            b = []
+    if b:
+        flush(b)
+    return out
+
+
+def make_batch(items, rng, anchors, B, mask_id, gamma, mixed=False):
+    """Pack `anchors` blocks per sequence. Returns the tensors of one training pass. mixed: each
+    block has a random length 1..B (its rows see only each other), as the engine drafts blocks of
+    the length its controller chooses, not always B; otherwise every block has B rows."""
     Bt = len(items)
     T = max(len(x["s"]) for x in items)
     E3 = items[0]["taps"].shape[-1]
@@ -163,11 +225,14 @@ def make_batch(items, rng, anchors, B, mask_id, gamma):
             q0 = j * B
             ids[r, q0] = s[n]
             good = True
-            for k in range(B):
+            b = rng.randint(1, B) if mixed else B
+            for k in range(b, B):                  # rows past this block's length: unused
+                mask[r, q0 + k, T + q0 + k] = True
+            for k in range(b):
                 q = q0 + k
                 pos[r, q] = n + k
                 mask[r, q, :T] = ar < n
-                mask[r, q, T + q0:T + q0 + B] = True
+                mask[r, q, T + q0:T + q0 + b] = True
                 prev[r, q] = s[n + k] if n + k < L else 0
                 good = good and n + k + 1 < L and bool(ok[n + k])
                 if good:
@@ -214,7 +279,7 @@ def train(draft, target, dist, args, rng, log):
             gr["lr"] = lr
         items = rng.sample(train_items, args.seqs)
         u, ids, pos, prev, lab, w, mask = make_batch(items, rng, args.anchors, args.block, draft.cfg.mask_token_id,
-                                                     args.gamma)
+                                                     args.gamma, mixed=args.mixed_blocks)
         T = u.shape[1]
         rows = draft.context_rows(u, torch.arange(T))
         g = draft.block_hidden(emb[ids], pos, rows, mask)
@@ -277,6 +342,14 @@ def main():
     ap.add_argument("--eval-new", type=int, default=48)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--init-from", default=None, help="start from this drafter directory instead of random weights")
+    ap.add_argument("--self-distill", type=int, default=1,
+                    help="1: train on the target's own replies to the training prompts (prep generate); "
+                         "0: on the training replies with the target's argmax put in (one Jacobi step)")
+    ap.add_argument("--sampled-frac", type=float, default=0.5, help="self-distill: share of prompts also sampled")
+    ap.add_argument("--gen-max", type=int, default=320, help="self-distill: reply cap in tokens")
+    ap.add_argument("--mixed-blocks", type=int, default=1, help="1: blocks of random length 1..--block")
+    ap.add_argument("--layers", type=int, default=DRAFT["num_hidden_layers"])
+    ap.add_argument("--intermediate", type=int, default=DRAFT["intermediate_size"])
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     t_start = time.time()
@@ -295,18 +368,30 @@ def main():
     conv_train, conv_held = build_conversations(args.target, demo_train.SEED)
     rng = random.Random(demo_train.SEED + 77)
     conv_train = rng.sample(conv_train, min(args.train_convs, len(conv_train)))
-    data = encode(conv_train, tdir, work, "train")
     held = encode(conv_held, tdir, work, "heldout")
-    log(f"{len(data)} training conversations ({sum(len(x['ids']) for x in data)} tokens), {len(held)} held out")
+    t0 = time.time()
+    if args.self_distill:
+        data = generate_data(conv_train, tdir, work, f"train-{len(conv_train)}", args.sampled_frac,
+                             demo_train.SEED + 78, args.gen_max)
+    else:
+        data = encode(conv_train, tdir, work, "train")
+    t_gen = time.time() - t0
+    log(f"{len(data)} training conversations ({sum(len(x['ids']) for x in data)} tokens; "
+        f"{'the target generated them in %.0fs' % t_gen if args.self_distill else 'corpus replies'}), "
+        f"{len(held)} held out")
 
+    DRAFT.update(num_hidden_layers=args.layers, intermediate_size=args.intermediate)
     d = dict(DRAFT, mask_token_id=demo_train.NUM_BASE + MASK_OFFSET)
     config = make_drafts.draft_config(tcfg, d)
     cfg = dspark_ref.DSparkConfig(config)
     cfg.check_target(tcfg)
     t0 = time.time()
-    cache = os.path.join(work, f"distill-{len(data)}.pt")
+    cache = os.path.join(work, f"distill-{'own-' if args.self_distill else ''}{len(data)}.pt")
     if os.path.exists(cache):                      # same conversations, same target: reuse
         dist = torch.load(cache)
+    elif args.self_distill:
+        dist = distill_own(target, data, cfg.target_layer_ids, demo_train.NUM_BASE + 255)
+        torch.save(dist, cache)
     else:
         dist = distill_data(target, data, cfg.target_layer_ids, demo_train.NUM_BASE + 255)
         torch.save(dist, cache)
@@ -359,7 +444,7 @@ def main():
     report = {"target": args.target, "draft_config": DRAFT, "parameters": sum(v.numel() for v in draft.params.values()),
               "checkpoint_bytes": size, "train_conversations": len(data),
               "train_tokens": sum(len(x["ids"]) for x in data), "target_agreement_with_reply_text": agree,
-              "distill_seconds": t_data, "train": tr, "args": vars(args),
+              "generate_seconds": t_gen, "distill_seconds": t_data, "train": tr, "args": vars(args),
               "heldout_prompts": len(prompts), "heldout_new_tokens": args.eval_new, "acceptance_greedy": acc,
               "total_seconds": time.time() - t_start, "torch": torch.__version__}
     with open(report_path, "w") as f:

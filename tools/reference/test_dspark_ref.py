@@ -221,6 +221,38 @@ class TestBlock(unittest.TestCase):
             single = d.draft_from_rows(emb, head, [(lat[:n], kpe[:n]) for lat, kpe in rows], n, a, B)["U"]
             self.assertLess(float((U[j * B:(j + 1) * B] - single).abs().max()), 1e-12)
 
+    def test_mixed_length_training_blocks_equal_inference(self):
+        """tools/demo/train_draft.py's packed pass with blocks of random lengths (the engine drafts
+        the length its controller chooses): each block equals the inference pass at its own length,
+        so a drafter trained only on full-length blocks is not what k = 1 or 2 runs."""
+        sys.path.insert(0, os.path.join(REPO, "tools", "demo"))
+        import train_draft  # noqa: E402
+        import random
+        tg, d = target("tiny-flat-f32"), draft("tiny-flat-f32")
+        seq = [7, 30, 200, 15, 9, 88, 61, 4, 120, 33, 71, 5, 250, 19]
+        taps = dspark_ref.target_taps(tg, seq, d.cfg.target_layer_ids)
+        item = {"s": torch.tensor(seq), "taps": taps, "ok": torch.ones(len(seq), dtype=torch.bool), "prompt": 2}
+        B, anchors = 4, 6
+        u, ids, pos, prev, lab, w, mask = train_draft.make_batch([item], random.Random(3), anchors, B,
+                                                                 d.cfg.mask_token_id, 4.0, mixed=True)
+        T = u.shape[1]
+        rows = d.context_rows(u[0].double(), torch.arange(T))     # make_batch packs float32 taps
+        emb, head = tg.params["model.embed_tokens.weight"], tg.params["lm_head.weight"]
+        U = k3ref.linear(d.block_hidden(emb[ids[0]], pos[0], rows, mask[0]), head)
+        lengths = []
+        for j in range(anchors):
+            q0 = j * B
+            b = int(mask[0, q0, T + q0:T + q0 + B].sum())        # the block's rows the anchor row sees
+            n = int(pos[0, q0])
+            lengths.append(b)
+            self.assertEqual([bool(x) for x in mask[0, q0, :T]], [t < n for t in range(T)])
+            self.assertTrue(all(float(w[0, q0 + k]) == 0 for k in range(b, B)))   # rows past it: no loss
+            single = d.draft_from_rows(emb, head, [(lat[:n], kpe[:n]) for lat, kpe in rows], n, int(ids[0, q0]), b)
+            self.assertLess(float((U[q0:q0 + b] - single["U"]).abs().max()), 1e-12)
+            self.assertEqual([int(x) for x in lab[0, q0:q0 + b]], seq[n + 1:n + 1 + b])
+        self.assertLess(min(lengths), B)
+        self.assertGreater(len(set(lengths)), 1)
+
 
 class TestTaps(unittest.TestCase):
     def test_taps_are_causal(self):

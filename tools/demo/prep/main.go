@@ -6,6 +6,8 @@
 //
 //	prep tokenizer -conv conv.jsonl -merges 1792 -numbase 2048 -out DIR
 //	prep encode -tok DIR -conv conv.jsonl -out enc.jsonl
+//	prep generate -model DIR -turns turns.jsonl -out gen.jsonl [-max N]
+//	prep accept -model DIR -draft DIR -turns turns.jsonl -spec N [-max N]
 //
 // conv.jsonl has one conversation per line: {"messages": [...]} whose last
 // message is the assistant reply to learn (and "no_think": true to render it
@@ -13,10 +15,27 @@
 // conversation: {"ids": [...], "prompt": n}; ids[:n] is what the chat sends
 // (the transcript and the open assistant turn), ids[n:] the reply, ending in
 // <|end_of_msg|>.
+//
+// generate is for the draft model's training (train_draft.py): the model's
+// own replies, as a chat session generates them. turns.jsonl has one line
+// per conversation, {"turns": ["user message", ...], "seed": S}: every turn
+// is sent in order (earlier replies are the model's own) and the last one's
+// prompt and reply are written like encode's lines. Seed 0 decodes greedily,
+// any other seed samples as k3 bench spec's "seed 7" rows do (temperature
+// 0.8, top-k 40, top-p 0.95) with that seed.
+//
+// accept measures a draft model's acceptance per draft position: each
+// conversation of a turns file is generated as generate does, its last
+// reply with the draft model at the forced draft length -spec (the stream
+// of k3 bench spec's seeded rows: the number of turns). It prints one JSON
+// line per conversation with the reply's tokens and each decode pass's
+// drafted and accepted counts, then the share of passes whose draft
+// position k came true, k = 1..spec.
 package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -25,12 +44,14 @@ import (
 	"slices"
 	"strings"
 
+	"k3/engine"
+	"k3/engine/chat"
 	"k3/tokenizer"
 )
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: prep tokenizer|encode [flags]")
+		fmt.Fprintln(os.Stderr, "usage: prep tokenizer|encode|generate|accept [flags]")
 		os.Exit(2)
 	}
 	var err error
@@ -39,6 +60,10 @@ func main() {
 		err = trainTokenizer(os.Args[2:])
 	case "encode":
 		err = encode(os.Args[2:])
+	case "generate":
+		err = generate(os.Args[2:])
+	case "accept":
+		err = accept(os.Args[2:])
 	default:
 		err = fmt.Errorf("unknown command %q", os.Args[1])
 	}
@@ -207,4 +232,169 @@ func encodeOne(tok *tokenizer.Tokenizer, msgs []tokenizer.Message, opt tokenizer
 		return encoded{}, errors.New("the reply does not end with <|end_of_msg|>")
 	}
 	return encoded{IDs: ids, Prompt: len(pids)}, nil
+}
+
+// generate writes the model's own replies to the conversations of a turns
+// file (see the package comment).
+func generate(args []string) error {
+	fs := flag.NewFlagSet("generate", flag.ExitOnError)
+	dir := fs.String("model", "", "model directory (with its tokenizer)")
+	in := fs.String("turns", "", "conversations to generate (JSONL)")
+	out := fs.String("out", "", "prompts and replies (JSONL)")
+	maxTokens := fs.Int("max", 512, "reply cap in tokens, thinking included")
+	threads := fs.Int("threads", 1, "threads")
+	_ = fs.Parse(args)
+	if *dir == "" || *in == "" || *out == "" {
+		return errors.New("generate: -model, -turns and -out are required")
+	}
+	tok, err := tokenizer.Load(*dir)
+	if err != nil {
+		return err
+	}
+	m, err := engine.Open(*dir, engine.Options{Budget: engine.Budget{CacheBytes: 1 << 40}})
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	e := m.NewEngine(*threads)
+	defer e.Close()
+	convs, err := readTurns(*in)
+	if err != nil {
+		return err
+	}
+	f, err := os.Create(*out)
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriter(f)
+	for i, c := range convs {
+		opt := chatOptions(c, *maxTokens)
+		s := chat.NewSession(e, tok)
+		last := c.Turns[len(c.Turns)-1]
+		for _, u := range c.Turns[:len(c.Turns)-1] {
+			if _, err := s.Turn(context.Background(), u, opt, nil); err != nil {
+				f.Close()
+				return fmt.Errorf("conversation %d: %v", i+1, err)
+			}
+		}
+		ids, err := s.Prompt(last, opt)
+		if err != nil {
+			f.Close()
+			return fmt.Errorf("conversation %d: %v", i+1, err)
+		}
+		rep, err := s.Turn(context.Background(), last, opt, nil)
+		if err != nil {
+			f.Close()
+			return fmt.Errorf("conversation %d: %v", i+1, err)
+		}
+		line, _ := json.Marshal(encoded{IDs: slices.Concat(ids, rep.IDs), Prompt: len(ids)})
+		w.Write(line)
+		w.WriteByte('\n')
+	}
+	if err := w.Flush(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// turnsLine is a line of a turns file.
+type turnsLine struct {
+	Turns []string `json:"turns"`
+	Seed  uint64   `json:"seed"`
+}
+
+// readTurns reads a turns file (see the package comment).
+func readTurns(path string) ([]turnsLine, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var out []turnsLine
+	for i, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		var c turnsLine
+		if err := json.Unmarshal([]byte(line), &c); err != nil || len(c.Turns) == 0 {
+			return nil, fmt.Errorf("%s:%d: want {\"turns\": [...], \"seed\": S}", path, i+1)
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+// chatOptions are a turns line's options: greedy for seed 0, else sampled
+// as k3 bench spec's seeded rows.
+func chatOptions(c turnsLine, maxTokens int) chat.Options {
+	opt := chat.Options{MaxTokens: maxTokens, Spec: engine.SpecOff}
+	if c.Seed != 0 {
+		opt.Sampling = engine.Sampling{Temperature: 0.8, TopK: 40, TopP: 0.95, Seed: c.Seed}
+	}
+	return opt
+}
+
+func accept(args []string) error {
+	fs := flag.NewFlagSet("accept", flag.ExitOnError)
+	dir := fs.String("model", "", "model directory (with its tokenizer)")
+	draft := fs.String("draft", "", "draft model directory")
+	in := fs.String("turns", "", "conversations (JSONL)")
+	spec := fs.Int("spec", 8, "forced draft length")
+	maxTokens := fs.Int("max", 512, "reply cap in tokens, thinking included")
+	_ = fs.Parse(args)
+	if *dir == "" || *draft == "" || *in == "" || *spec < 1 {
+		return errors.New("accept: -model, -draft, -turns and -spec >= 1 are required")
+	}
+	tok, err := tokenizer.Load(*dir)
+	if err != nil {
+		return err
+	}
+	m, err := engine.Open(*dir, engine.Options{Budget: engine.Budget{CacheBytes: 1 << 40}, MaxDraft: *spec, Draft: *draft})
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	e := m.NewEngine(1)
+	defer e.Close()
+	convs, err := readTurns(*in)
+	if err != nil {
+		return err
+	}
+	at := make([]int, *spec)
+	passes := 0
+	for i, c := range convs {
+		opt := chatOptions(c, *maxTokens)
+		s := chat.NewSession(e, tok)
+		last := c.Turns[len(c.Turns)-1]
+		for _, u := range c.Turns[:len(c.Turns)-1] {
+			if _, err := s.Turn(context.Background(), u, opt, nil); err != nil {
+				return fmt.Errorf("conversation %d: %v", i+1, err)
+			}
+		}
+		ids, err := s.Prompt(last, opt)
+		if err != nil {
+			return fmt.Errorf("conversation %d: %v", i+1, err)
+		}
+		res, err := e.Generate(context.Background(), nil, ids, engine.GenOptions{MaxTokens: *maxTokens, StopIDs: tok.StopIDs(),
+			Sampler: opt.Sampler(uint64(len(c.Turns))), Spec: engine.Spec(*spec)})
+		if err != nil {
+			return fmt.Errorf("conversation %d: %v", i+1, err)
+		}
+		var pp [][2]int
+		for _, p := range res.Passes {
+			pp = append(pp, [2]int{p.Drafted, p.Accepted})
+			if p.Drafted == *spec {
+				passes++
+				for k := 0; k < p.Accepted; k++ {
+					at[k]++
+				}
+			}
+		}
+		line, _ := json.Marshal(map[string]any{"tokens": len(res.Generated), "passes": pp})
+		fmt.Println(string(line))
+	}
+	share := make([]float64, *spec)
+	for k, n := range at {
+		share[k] = float64(n) / float64(max(passes, 1))
+	}
+	line, _ := json.Marshal(map[string]any{"full_length_passes": passes, "accepted_at_position": share})
+	fmt.Println(string(line))
+	return nil
 }
