@@ -303,11 +303,12 @@ func (d *Draft) tap(hidden [][]float32, li int, P []float32) {
 	}
 }
 
-// drafter is the generation's drafter: the draft model when one is
-// attached, else the context drafter.
-func (e *Engine) drafter() drafter {
+// drafter is the generation's drafter when a draft model is attached,
+// drafting with smp, the generation's sampler (nil: greedy); nil without
+// one (the context drafter drafts).
+func (e *Engine) drafter(smp Sampler) drafter {
 	if d := e.m.draft; d != nil {
-		return modelDrafter{e, d}
+		return modelDrafter{e: e, d: d, sampler: smp}
 	}
 	return nil
 }

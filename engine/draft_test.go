@@ -125,7 +125,7 @@ func TestDraftMatchesReference(t *testing.T) {
 						for B := 1; B <= 4; B++ {
 							want, ok := c.Blocks[fmt.Sprint(B)]
 							require.True(t, ok)
-							got, _ := modelDrafter{e, d}.suggest(s, append(append([]int(nil), c.Seq...), c.Anchor), B)
+							got, _ := modelDrafter{e: e, d: d}.suggest(s, append(append([]int(nil), c.Seq...), c.Anchor), B)
 							require.Equal(t, want.Draft, got, "%s %v threads=%d case %d block %d", name, l, threads, ci, B)
 							checked++
 						}
@@ -396,4 +396,128 @@ func TestDraftRowsInStateFiles(t *testing.T) {
 	require.NoError(t, os.WriteFile(path, cut, 0o600))
 	_, err = m.LoadState(path)
 	require.ErrorContains(t, err, "truncated draft rows")
+}
+
+// doubtSampler picks the argmax except at the positions of at, where it
+// picks the next id (a pure function of the position and the logits).
+type doubtSampler struct{ at []int }
+
+func (p doubtSampler) Pick(pos int, logits []float32) int {
+	id := kernels.Argmax(logits)
+	if slices.Contains(p.at, pos) {
+		return (id + 1) % len(logits)
+	}
+	return id
+}
+
+// TestDraftStopsWhereTargetSamples: seeded, the draft model's k-th draft
+// after ids stands for position len(ids)+k, the position Generate picks
+// the token it is verified against at: the draft is the greedy draft cut
+// before the first position where the sampler, given the draft's logits,
+// does not pick the argmax (none, the first, the last, one in between).
+func TestDraftStopsWhereTargetSamples(t *testing.T) {
+	m := openWithDraft(t, "tiny-release", Options{})
+	ex := fixture.LoadExpect(t, "tiny-release")
+	prompt := ex.Prompts[0].PromptIDs
+	e := m.NewEngine(1)
+	defer e.Close()
+	s := m.NewState()
+	_, err := e.Feed(context.Background(), s, prompt, false)
+	require.NoError(t, err)
+	ids := append(slices.Clone(prompt), ex.Prompts[0].GreedyIDs[0])
+	L := len(ids)
+	const B = 4
+	greedy, _ := modelDrafter{e: e, d: m.DraftModel()}.suggest(s, ids, B)
+	require.Len(t, greedy, B)
+	for _, c := range []struct {
+		at   []int
+		keep int
+	}{{nil, B}, {[]int{L + B}, B}, {[]int{L + 3}, 3}, {[]int{L + 2, L + 3}, 2}, {[]int{L + 1}, 1}, {[]int{L - 1, L}, 0}} {
+		got, _ := modelDrafter{e: e, d: m.DraftModel(), sampler: doubtSampler{c.at}}.suggest(s, ids, B)
+		if c.keep == 0 {
+			assert.Empty(t, got, "doubt at %v", c.at)
+			continue
+		}
+		assert.Equal(t, greedy[:c.keep], got, "doubt at %v", c.at)
+	}
+}
+
+// replayDrafts replays forced speculative decoding with k drafts a pass
+// (GenOptions.Spec = k, MaxTokens = len(gen)) of the known output gen after
+// prompt, drafting with the draft model and smp: each pass drafts after
+// the tokens so far (as many as the tokens left can use), and its drafts
+// stand up to the first that is not gen's. It returns the drafts of every
+// pass that drafted and the drafts accepted.
+func replayDrafts(t *testing.T, e *Engine, m *Model, smp Sampler, prompt, gen []int, k int) ([][]int, int) {
+	t.Helper()
+	s := m.NewState()
+	_, err := e.Feed(context.Background(), s, prompt, false)
+	require.NoError(t, err)
+	var drafts [][]int
+	accepted := 0
+	for i := 0; i < len(gen)-1; {
+		acc := 0
+		if left := len(gen) - (i + 1); left >= 2 {
+			ids := append(slices.Clone(prompt), gen[:i+1]...)
+			d, _ := modelDrafter{e: e, d: m.DraftModel(), sampler: smp}.suggest(s, ids, min(k, left-1))
+			if len(d) > 0 {
+				drafts = append(drafts, d)
+			}
+			for acc < len(d) && d[acc] == gen[i+1+acc] {
+				acc++
+			}
+		}
+		accepted += acc
+		_, err := e.Feed(context.Background(), s, gen[i:i+acc+1], false)
+		require.NoError(t, err)
+		i += acc + 1
+	}
+	return drafts, accepted
+}
+
+// TestDraftSeededStopsPay: seeded on the demo with its draft model, the
+// replay of the passes drafts what Generate drafted and accepts what it
+// accepted; drafts cut where the target foreseeably samples another token
+// waste less than half the rejected draft rows per accepted draft of
+// whole greedy drafts of the same tokens, and keep 90% of their accepted
+// drafts.
+func TestDraftSeededStopsPay(t *testing.T) {
+	if _, ok := loadDraftExpect(t, "demo"); !ok {
+		t.Skip("no demo draft model fixtures")
+	}
+	m := openWithDraft(t, "demo", Options{})
+	ex := fixture.LoadExpect(t, "demo")
+	e := m.NewEngine(1)
+	defer e.Close()
+	const k = 4
+	var cut, whole struct{ drafted, accepted, passes, tokens int }
+	for pi, p := range ex.Prompts {
+		smp := Sampling{Temperature: 0.8, TopK: 40, TopP: 0.95, Seed: 7}.Sampler(uint64(pi))
+		var drafts [][]int
+		opt := GenOptions{MaxTokens: 48, Sampler: smp, Spec: k, onDraft: func(d []int) { drafts = append(drafts, slices.Clone(d)) }}
+		r := generateCase(t, m, 1, p.PromptIDs, opt)
+		gen := r.res.Generated
+		require.Len(t, gen, opt.MaxTokens)
+		got, acc := replayDrafts(t, e, m, smp, p.PromptIDs, gen, k)
+		require.Equal(t, drafts, got, "prompt %d: the replay drafts what Generate drafted", pi)
+		require.Equal(t, r.res.Stats.SpecAccepted, int64(acc), "prompt %d", pi)
+		require.Equal(t, r.res.DecodePasses, len(gen)-1-acc, "prompt %d", pi)
+		cut.drafted += int(r.res.Stats.SpecDrafted)
+		cut.accepted += acc
+		cut.passes += r.res.DecodePasses
+		cut.tokens += len(gen) - 1
+		all, accAll := replayDrafts(t, e, m, nil, p.PromptIDs, gen, k)
+		for _, d := range all {
+			whole.drafted += len(d)
+		}
+		whole.accepted += accAll
+		whole.passes += len(gen) - 1 - accAll
+		whole.tokens += len(gen) - 1
+	}
+	t.Logf("cut drafts: %+v; whole greedy drafts: %+v", cut, whole)
+	wasted := func(r struct{ drafted, accepted, passes, tokens int }) float64 {
+		return float64(r.drafted-r.accepted) / float64(r.accepted)
+	}
+	assert.Less(t, wasted(cut), wasted(whole)/2, "rejected draft rows per accepted draft")
+	assert.GreaterOrEqual(t, cut.accepted, whole.accepted*9/10)
 }

@@ -125,16 +125,19 @@ func (d *Draft) latentRows(e *Engine, L *draftLayer, x []float32, pos0, T int) [
 }
 
 // modelDrafter drafts with the draft model attached to the engine's model.
+// sampler is the generation's (nil: greedy): with it a draft stops where
+// the target foreseeably samples another token (Draft.block).
 type modelDrafter struct {
-	e *Engine
-	d *Draft
+	e       *Engine
+	d       *Draft
+	sampler Sampler
 }
 
-// suggest drafts k tokens after ids: one block pass over [anchor, mask
-// ...] (k rows) with the context rows of the n = len(ids)-1 positions
-// before the anchor, then the Markov head's greedy choice position by
-// position. Without the context rows of those positions it proposes
-// nothing.
+// suggest drafts up to k tokens after ids: one block pass over [anchor,
+// mask ...] (k rows) with the context rows of the n = len(ids)-1
+// positions before the anchor, then the Markov head's greedy choice
+// position by position (Draft.block). Without the context rows of those
+// positions it proposes nothing.
 func (m modelDrafter) suggest(s *State, ids []int, k int) ([]int, int) {
 	n := len(ids) - 1
 	ds := s.draft
@@ -142,16 +145,26 @@ func (m modelDrafter) suggest(s *State, ids []int, k int) ([]int, int) {
 		return nil, 0
 	}
 	d, e := m.d, m.e
-	draft, err := d.block(e, ds, ids[n], n, k)
-	if err != nil {
+	draft, err := d.block(e, ds, ids[n], n, k, m.sampler)
+	if err != nil || len(draft) == 0 {
 		return nil, 0
 	}
 	return draft, 1
 }
 
 // block runs the block pass of B rows at positions n.. (anchor first) and
-// returns the B drafted tokens.
-func (d *Draft) block(e *Engine, ds *draftState, anchor, n, B int) ([]int, error) {
+// returns up to B drafted tokens, each the argmax of its row's logits
+// plus the Markov head's bias from the token before. Row k predicts the
+// token at position n+1+k, which the target picks with smp at that same
+// position (Generate: pick(sampler, len(ids)+k, ...)), from the position's
+// one uniform number, known in advance. With smp (seeded sampling) the
+// draft stops before the first row where smp, given the draft's logits,
+// would not pick the argmax: the number falls outside the drafter's share
+// of its top token there, so the target is likely to sample another
+// token, and drafting it and the rows after it would mostly widen the pass
+// for nothing (docs/DSPARK.md §4.3). The drafts only shorten: the output
+// is plain decoding's either way.
+func (d *Draft) block(e *Engine, ds *draftState, anchor, n, B int, smp Sampler) ([]int, error) {
 	c := d.Cfg
 	H, V := c.Hidden, c.VocabSize
 	tables := e.m.tables
@@ -201,6 +214,9 @@ func (d *Draft) block(e *Engine, ds *draftState, anchor, n, B int) ([]int, error
 			row[i] += b
 		}
 		prev = kernels.Argmax(row)
+		if smp != nil && smp.Pick(n+1+k, row) != prev {
+			return out[:k], nil
+		}
 		out[k] = prev
 	}
 	return out, nil

@@ -37,7 +37,8 @@ type GenOptions struct {
 	MaxTokens int   // tokens to generate (0: prefill only)
 	StopIDs   []int // stop after emitting one of these (it stays in the output)
 	// Sampler picks each token; nil picks the argmax (the first index of the
-	// maximum).
+	// maximum). An attached draft model also consults it: its drafts stop
+	// where the target foreseeably samples another token (Draft.block).
 	Sampler Sampler
 	// Recompute runs the whole sequence every step instead of carrying state
 	// (the same tokens, bit for bit; a check of the incremental path). The

@@ -39,7 +39,9 @@ func (p *PCG32) Float64() float64 {
 // before it in the sequence) from the logits that predict it. A sampler
 // must be a pure function of (pos, logits): speculative decoding verifies
 // several positions in one pass and picks each of them once more after a
-// rejection, and the result must not depend on how many picks came before.
+// rejection, and the draft model asks it what it would pick from the
+// draft's logits (Draft.block): the result must not depend on how many
+// picks came before or on which logits they were.
 type Sampler interface {
 	Pick(pos int, logits []float32) int
 }

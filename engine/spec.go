@@ -370,7 +370,7 @@ func (e *Engine) newSpec(s *State, opt GenOptions) *specControl {
 	}
 	c := newSpecControl(kmax, cost)
 	c.forced = opt.Spec > 0
-	if d := e.drafter(); d != nil {
+	if d := e.drafter(opt.Sampler); d != nil {
 		c.suggest = func(ids []int, k int) ([]int, int) { return d.suggest(s, ids, k) }
 	}
 	if p := opt.Propose; p != nil {
