@@ -2,49 +2,13 @@ package gui
 
 import (
 	"path/filepath"
-	"strings"
 	"testing"
 
-	"fyne.io/fyne/v2"
-	"fyne.io/fyne/v2/container"
-	"fyne.io/fyne/v2/test"
-	"fyne.io/fyne/v2/widget"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"k3/ui/bridge"
 )
-
-// findEntry returns the entry under o whose place holder is ph.
-func findEntry(o fyne.CanvasObject, ph string) *widget.Entry {
-	if o == nil || !o.Visible() {
-		return nil
-	}
-	switch x := o.(type) {
-	case *widget.Entry:
-		if x.PlaceHolder == ph {
-			return x
-		}
-		return nil
-	case *fyne.Container:
-		for _, k := range x.Objects {
-			if e := findEntry(k, ph); e != nil {
-				return e
-			}
-		}
-		return nil
-	case *container.Scroll:
-		return findEntry(x.Content, ph)
-	}
-	if w, ok := o.(fyne.Widget); ok {
-		for _, k := range test.WidgetRenderer(w).Objects() {
-			if e := findEntry(k, ph); e != nil {
-				return e
-			}
-		}
-	}
-	return nil
-}
 
 // G20: "Model location…" changes the model folder without the wizard: a
 // folder used before comes back with its trunk, another one runs without
@@ -101,33 +65,4 @@ func TestModelLocationChangesTheFolder(t *testing.T) {
 		require.NotNil(t, top, "and the reason is shown")
 		assert.NotNil(t, findLabelContaining(top, "There is no checkpoint in "+empty+" (no config.json)."))
 	})
-}
-
-// findLabelContaining returns a label under o whose text contains s.
-func findLabelContaining(o fyne.CanvasObject, s string) *widget.Label {
-	if o == nil || !o.Visible() {
-		return nil
-	}
-	switch x := o.(type) {
-	case *widget.Label:
-		if strings.Contains(x.Text, s) {
-			return x
-		}
-		return nil
-	case *fyne.Container:
-		for _, k := range x.Objects {
-			if l := findLabelContaining(k, s); l != nil {
-				return l
-			}
-		}
-		return nil
-	}
-	if w, ok := o.(fyne.Widget); ok {
-		for _, k := range test.WidgetRenderer(w).Objects() {
-			if l := findLabelContaining(k, s); l != nil {
-				return l
-			}
-		}
-	}
-	return nil
 }

@@ -10,45 +10,13 @@ import (
 	"time"
 
 	"fyne.io/fyne/v2"
-	"fyne.io/fyne/v2/container"
 	"fyne.io/fyne/v2/test"
-	"fyne.io/fyne/v2/widget"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"k3/storage/hub"
 	"k3/ui/bridge"
 )
-
-// findButton returns the visible button labelled text in o's tree.
-func findButton(o fyne.CanvasObject, text string) *widget.Button {
-	if o == nil || !o.Visible() {
-		return nil
-	}
-	switch x := o.(type) {
-	case *widget.Button:
-		if x.Text == text {
-			return x
-		}
-	case *fyne.Container:
-		for _, k := range x.Objects {
-			if b := findButton(k, text); b != nil {
-				return b
-			}
-		}
-		return nil
-	case *container.Scroll:
-		return findButton(x.Content, text)
-	}
-	if w, ok := o.(fyne.Widget); ok {
-		for _, k := range test.WidgetRenderer(w).Objects() {
-			if b := findButton(k, text); b != nil {
-				return b
-			}
-		}
-	}
-	return nil
-}
 
 // tapDialog presses the button labelled text in the dialog on top.
 func tapDialog(t *testing.T, w fyne.Window, text string) {
