@@ -15,6 +15,7 @@ import (
 	"k3/assets/demo"
 	"k3/engine"
 	"k3/engine/chat"
+	"k3/internal/demomodel"
 	"k3/tokenizer"
 )
 
@@ -74,13 +75,7 @@ func dictionary(t *testing.T) map[string]bool {
 func TestChatReplies(t *testing.T) {
 	dict := dictionary(t)
 	dir := write(t)
-	tok, err := tokenizer.Load(dir)
-	require.NoError(t, err)
-	m, err := engine.Open(dir, engine.Options{Budget: engine.Budget{CacheBytes: 1 << 62}})
-	require.NoError(t, err)
-	defer m.Close()
-	e := m.NewEngine(2)
-	defer e.Close()
+	e, tok := demomodel.Open(t, dir, 2)
 	eom, ok := tok.SpecialID(tokenizer.EndOfMsg)
 	require.True(t, ok)
 	known, all := 0, 0

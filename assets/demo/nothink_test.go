@@ -9,6 +9,7 @@ import (
 
 	"k3/engine"
 	"k3/engine/chat"
+	"k3/internal/demomodel"
 	"k3/tokenizer"
 )
 
@@ -22,13 +23,7 @@ import (
 // It is the model's training, not the prompt nor the reader.
 func TestNoThinkStillThinksFirst(t *testing.T) {
 	dir := write(t)
-	tok, err := tokenizer.Load(dir)
-	require.NoError(t, err)
-	m, err := engine.Open(dir, engine.Options{Budget: engine.Budget{CacheBytes: 1 << 62}})
-	require.NoError(t, err)
-	defer m.Close()
-	e := m.NewEngine(1)
-	defer e.Close()
+	e, tok := demomodel.Open(t, dir, 1)
 	user := "Do you know a saying about work?"
 	opt := chat.Options{Sampling: engine.Sampling{Greedy: true}}
 	s := chat.NewSession(e, tok)
