@@ -281,10 +281,18 @@ func cSpellings(fs *flag.FlagSet, args []string) ([]string, error) {
 	return out, nil
 }
 
+// otherNames are other programs' names for k3's flags (OpenAI's, llama.cpp's
+// and Ollama's reply cap), which closestFlag names before any spelling.
+var otherNames = map[string]string{"max-tokens": "gen", "max-new-tokens": "gen", "n-predict": "gen", "num-predict": "gen"}
+
 // closestFlag is ", the closest is --NAME (k3 CMD -h lists them)" for the
-// flag of fs nearest to name in edit distance.
+// flag of fs that another program calls name, or else the one nearest to
+// name in edit distance.
 func closestFlag(fs *flag.FlagSet, name string) string {
 	best, bestD := "", 0
+	if to, ok := otherNames[name]; ok && fs.Lookup(to) != nil {
+		return fmt.Sprintf("; the closest is --%s (%s -h lists them all)", to, progName(fs))
+	}
 	fs.VisitAll(func(f *flag.Flag) {
 		if d := editDistance(name, f.Name); best == "" || d < bestD {
 			best, bestD = f.Name, d

@@ -130,6 +130,11 @@ func TestCSpellings(t *testing.T) {
 	code, _, errs = runK3("pack", tinyRelease, t.TempDir(), "-compres")
 	assert.Equal(t, ExitUsage, code)
 	assert.Equal(t, "k3 pack: unknown flag -compres; the closest is --compress (k3 pack -h lists them all)\n", errs)
+	// another program's name for the reply cap names k3's (edit distance
+	// would name --layers)
+	code, _, errs = runK3("chat", tinyRelease, "--max-tokens", "8")
+	assert.Equal(t, ExitUsage, code)
+	assert.Equal(t, "k3 chat: unknown flag --max-tokens; the closest is --gen (k3 chat -h lists them all)\n", errs)
 	// --incremental means nothing to pack: unknown there
 	code, _, errs = runK3("pack", tinyRelease, t.TempDir(), "--incremental")
 	assert.Equal(t, ExitUsage, code)
