@@ -80,7 +80,19 @@ func summarises(a tokenizer.Reply, prompt string) string {
 var specSamplings = []struct {
 	name string
 	s    engine.Sampling
-}{{"greedy", engine.Sampling{}}, {"seed 7", engine.Sampling{Temperature: 0.8, TopK: 40, TopP: 0.95, Seed: 7}}}
+}{{"greedy", engine.Sampling{}}, {"seed 7", Seeded(7)}}
+
+// Seeded is the sampling of the seeded rows, with a seed.
+func Seeded(seed uint64) engine.Sampling {
+	return engine.Sampling{Temperature: 0.8, TopK: 40, TopP: 0.95, Seed: seed}
+}
+
+// ChatOptions are the options of the chat sessions whose replies the bench
+// measures (tools/demo/prep generates the drafters' training replies with
+// them too): thinking first, no drafting, the sampling given.
+func ChatOptions(sm engine.Sampling, maxTokens int) chat.Options {
+	return chat.Options{Thinking: true, MaxTokens: maxTokens, Spec: engine.SpecOff, Sampling: sm}
+}
 
 // SpecLine is one line of `k3 bench spec --json`.
 type SpecLine struct {
@@ -348,7 +360,7 @@ var unitCosts = engine.PassCosts{DiskBps: 1, Compute: []float64{0, 0}, ExpertByt
 // way.
 func specPromptIDs(ctx context.Context, e *engine.Engine, tok *tokenizer.Tokenizer, p specPrompt, sm engine.Sampling, maxTokens int) ([]int, error) {
 	s := chat.NewSession(e, tok)
-	opt := chat.Options{Thinking: true, MaxTokens: maxTokens, Spec: engine.SpecOff, Sampling: sm}
+	opt := ChatOptions(sm, maxTokens)
 	for _, u := range p.turns[:len(p.turns)-1] {
 		if _, err := s.Turn(ctx, u, opt, nil); err != nil {
 			return nil, err

@@ -44,6 +44,7 @@ import (
 	"slices"
 	"strings"
 
+	"k3/doctor/bench"
 	"k3/engine"
 	"k3/engine/chat"
 	"k3/tokenizer"
@@ -321,14 +322,14 @@ func readTurns(path string) ([]turnsLine, error) {
 	return out, nil
 }
 
-// chatOptions are a turns line's options: greedy for seed 0, else sampled
-// as k3 bench spec's seeded rows.
+// chatOptions are a turns line's options: k3 bench spec's chat options,
+// greedy for seed 0, else sampled as its seeded rows with that seed.
 func chatOptions(c turnsLine, maxTokens int) chat.Options {
-	opt := chat.Options{MaxTokens: maxTokens, Spec: engine.SpecOff}
+	var sm engine.Sampling
 	if c.Seed != 0 {
-		opt.Sampling = engine.Sampling{Temperature: 0.8, TopK: 40, TopP: 0.95, Seed: c.Seed}
+		sm = bench.Seeded(c.Seed)
 	}
-	return opt
+	return bench.ChatOptions(sm, maxTokens)
 }
 
 func accept(args []string) error {
