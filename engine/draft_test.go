@@ -521,3 +521,24 @@ func TestDraftSeededStopsPay(t *testing.T) {
 	assert.Less(t, wasted(cut), wasted(whole)/2, "rejected draft rows per accepted draft")
 	assert.GreaterOrEqual(t, cut.accepted, whole.accepted*9/10)
 }
+
+// TestDraftModelDraftsFromTheStart: where a draft pays, the controller
+// drafts with a draft model from the first decode pass (it starts at
+// draftModelPrior), where the context drafter waits for its matches to
+// come true; the tokens are plain decoding's either way.
+func TestDraftModelDraftsFromTheStart(t *testing.T) {
+	ex := fixture.LoadExpect(t, "demo")
+	p := ex.Prompts[0]
+	with := openWithDraft(t, "demo", Options{})
+	plain, err := Open(fixture.ModelDir("demo"), Options{Budget: Budget{CacheBytes: 1 << 40}})
+	require.NoError(t, err)
+	defer plain.Close()
+	opt := GenOptions{MaxTokens: 24, Spec: SpecAuto, SpecCosts: draftPays}
+	d := generateCase(t, with, 1, p.PromptIDs, opt)
+	c := generateCase(t, plain, 1, p.PromptIDs, opt)
+	require.Equal(t, c.res.Generated, d.res.Generated)
+	require.NotEmpty(t, d.res.Passes)
+	assert.GreaterOrEqual(t, d.res.Passes[0].Drafted, 4, "the draft model's first pass")
+	assert.Zero(t, c.res.Passes[0].Drafted, "the context drafter's first pass")
+	assert.Less(t, d.res.DecodePasses, c.res.DecodePasses)
+}

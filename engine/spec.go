@@ -282,6 +282,7 @@ func (c *specCosts) measure(T int, wall, wait, busy float64, trunk, expert int64
 type specControl struct {
 	max    int                 // longest draft
 	forced bool                // always draft max tokens (GenOptions.Spec > 0)
+	prior  float64             // the acceptance every depth starts at
 	cost   func(T int) float64 // modelled seconds of a pass of T positions
 	// suggest drafts up to k tokens after ids and says how many tokens it
 	// matched (proposeDraft)
@@ -326,6 +327,17 @@ const (
 	specClassWeight  = 4
 )
 
+// draftModelPrior is specPrior for a draft model: a trained drafter's
+// tokens mostly come true from the first (at length 4 on k3 bench spec's
+// prompts, greedy, its first token came true in 62-100% of passes), so its
+// drafts start long and short ones are learnt where they fail, where the
+// context drafter's start short and grow where the text repeats itself.
+// Chosen with k3 bench spec --draft on the demo and task models at the
+// laptop and desktop presets (docs/BENCHMARKS.md): 0.7 against 0.1, 0.4
+// and 0.9, the most bytes saved over all rows with none reading more than
+// plain decoding.
+const draftModelPrior = 0.7
+
 func matchClass(n int) int { return min(max(n, 1), specClasses) - 1 }
 
 // specGain is how many times the tokens per second of plain decoding a
@@ -333,7 +345,7 @@ func matchClass(n int) int { return min(max(n, 1), specClasses) - 1 }
 const specGain = 1.2
 
 func newSpecControl(maxDraft int, cost func(T int) float64) *specControl {
-	c := &specControl{max: maxDraft, cost: cost, suggest: suggestDraft}
+	c := &specControl{max: maxDraft, cost: cost, suggest: suggestDraft, prior: specPrior}
 	for i := range c.hit {
 		c.hit[i], c.seen[i] = make([]float64, maxDraft), make([]float64, maxDraft)
 	}
@@ -372,6 +384,7 @@ func (e *Engine) newSpec(s *State, opt GenOptions) *specControl {
 	c.forced = opt.Spec > 0
 	if d := e.drafter(opt.Sampler); d != nil {
 		c.suggest = func(ids []int, k int) ([]int, int) { return d.suggest(s, ids, k) }
+		c.prior = draftModelPrior
 	}
 	if p := opt.Propose; p != nil {
 		c.suggest = func(ids []int, k int) ([]int, int) {
@@ -424,7 +437,7 @@ func (c *specControl) propose(ids []int) {
 func (c *specControl) acceptance(class, k int) []float64 {
 	a := make([]float64, k)
 	for j := range a {
-		pooled := (c.allHit[j] + specPrior*specPriorWeight) / (c.allSeen[j] + specPriorWeight)
+		pooled := (c.allHit[j] + c.prior*specPriorWeight) / (c.allSeen[j] + specPriorWeight)
 		a[j] = (c.hit[class][j] + pooled*specClassWeight) / (c.seen[class][j] + specClassWeight)
 	}
 	return a
