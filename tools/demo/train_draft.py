@@ -144,7 +144,7 @@ def distill_data(target, data, layer_ids, pad, batch_tokens=3000):
     return out
 
 
-def generate_data(convs, tdir, work, name, sampled_frac, seed, max_tokens):
+def generate_data(convs, tdir, work, name, sampled_frac, seed, max_tokens, procs=1):
     """The target's own replies (self-distillation): each conversation's user turns sent to the
     target as a chat session sends them (tools/demo/prep generate, the Go engine), decoded
     greedily, and for a `sampled_frac` share also sampled as k3 bench spec's seeded rows are.
@@ -163,8 +163,25 @@ def generate_data(convs, tdir, work, name, sampled_frac, seed, max_tokens):
                 f.write(json.dumps({"turns": t, "seed": 1000 + i}) + "\n")
     n = sum(1 for _ in open(turns))
     if not (os.path.exists(out) and sum(1 for _ in open(out)) == n):     # else: generated before, reuse
-        subprocess.run([prep, "generate", "-model", tdir, "-turns", turns, "-out", out, "-max", str(max_tokens)],
-                       check=True)
+        # `procs` prep processes on consecutive slices of the turns (one thread each), joined in order
+        with open(turns) as f:
+            lines = f.readlines()
+        step = -(-len(lines) // procs)
+        parts = []
+        for j in range(0, len(lines), step):
+            part = f"{turns}.{j // step}"
+            with open(part, "w") as f:
+                f.writelines(lines[j:j + step])
+            parts.append(part)
+        runs = [subprocess.Popen([prep, "generate", "-model", tdir, "-turns", pt, "-out", pt + ".gen", "-max",
+                                  str(max_tokens)]) for pt in parts]
+        if any(r.wait() != 0 for r in runs):
+            raise SystemExit("prep generate failed")
+        with open(out + ".tmp", "w") as f:
+            for pt in parts:
+                with open(pt + ".gen") as g:
+                    f.write(g.read())
+        os.replace(out + ".tmp", out)
     with open(out) as f, open(turns) as ft:
         rows = [(json.loads(line), json.loads(t)) for line, t in zip(f, ft)]
     return [r for r, t in rows if not BENCH_TURNS & set(t["turns"])]
@@ -260,6 +277,21 @@ def init_params(cfg, seed):
     return out
 
 
+def widen(prev, fresh, name):
+    """A trained tensor in a drafter with a wider MLP (--intermediate above the trained one): the
+    trained values in the leading rows and columns, fresh ones in the new gate and up rows, and zeros
+    in the new down_proj columns, so the wider drafter starts as the trained one."""
+    if prev.shape == fresh.shape:
+        return prev.clone()
+    if prev.dim() != fresh.dim() or any(a > b for a, b in zip(prev.shape, fresh.shape)):
+        raise SystemExit(f"--init-from: {name} has shape {list(prev.shape)}, not within {list(fresh.shape)}")
+    out = fresh.clone()
+    if name.endswith("down_proj.weight"):
+        out[:, prev.shape[1]:] = 0
+    out[tuple(slice(0, n) for n in prev.shape)] = prev
+    return out
+
+
 def train(draft, target, dist, args, rng, log):
     params = list(draft.params.values())
     opt = torch.optim.AdamW(params, lr=args.lr, betas=(0.9, 0.95), weight_decay=0.01)
@@ -347,6 +379,11 @@ def main():
                          "0: on the training replies with the target's argmax put in (one Jacobi step)")
     ap.add_argument("--sampled-frac", type=float, default=0.5, help="self-distill: share of prompts also sampled")
     ap.add_argument("--gen-max", type=int, default=320, help="self-distill: reply cap in tokens")
+    ap.add_argument("--gen-procs", type=int, default=2, help="self-distill: prep processes generating at once")
+    ap.add_argument("--corpus", type=int, default=1,
+                    help="self-distill: also train on the training conversations' own replies with the target's "
+                         "argmax put in (every saying the target learnt, not only those its replies to the "
+                         "training prompts hold)")
     ap.add_argument("--mixed-blocks", type=int, default=1, help="1: blocks of random length 1..--block")
     ap.add_argument("--layers", type=int, default=DRAFT["num_hidden_layers"])
     ap.add_argument("--intermediate", type=int, default=DRAFT["intermediate_size"])
@@ -367,12 +404,13 @@ def main():
     target = k3ref.K3Model(tcfg, {k: v.float() for k, v in target64.params.items()}, kda_chunk=16)
     conv_train, conv_held = build_conversations(args.target, demo_train.SEED)
     rng = random.Random(demo_train.SEED + 77)
+    conv_all = [c for c in conv_train if not BENCH_TURNS & {m["content"] for m in c if m["role"] == "user"}]
     conv_train = rng.sample(conv_train, min(args.train_convs, len(conv_train)))
     held = encode(conv_held, tdir, work, "heldout")
     t0 = time.time()
     if args.self_distill:
         data = generate_data(conv_train, tdir, work, f"train-{len(conv_train)}", args.sampled_frac,
-                             demo_train.SEED + 78, args.gen_max)
+                             demo_train.SEED + 78, args.gen_max, args.gen_procs)
     else:
         data = encode(conv_train, tdir, work, "train")
     t_gen = time.time() - t0
@@ -395,6 +433,16 @@ def main():
     else:
         dist = distill_data(target, data, cfg.target_layer_ids, demo_train.NUM_BASE + 255)
         torch.save(dist, cache)
+    if args.self_distill and args.corpus:          # and the corpus replies, Jacobi step as --self-distill 0
+        corp = encode(conv_all, tdir, work, "train")
+        cache = os.path.join(work, f"distill-{len(corp)}.pt")
+        if os.path.exists(cache):
+            dist_corpus = torch.load(cache)
+        else:
+            dist_corpus = distill_data(target, corp, cfg.target_layer_ids, demo_train.NUM_BASE + 255)
+            torch.save(dist_corpus, cache)
+        log(f"and {len(corp)} corpus conversations ({sum(len(x['ids']) for x in corp)} tokens)")
+        dist = dist + dist_corpus
     t_data = time.time() - t0
     agree = sum(int(x["ok"][x["prompt"]:].sum()) for x in dist) / sum(len(x["s"]) - x["prompt"] for x in dist)
     log(f"distillation data in {t_data:.0f}s; target argmax == its own reply text at {agree:.3f} of reply positions")
@@ -402,7 +450,7 @@ def main():
     params = init_params(cfg, 7)
     if args.init_from:                             # continue from an exported drafter (BF16 weights)
         prev = dspark_ref.DSparkDraft.load(args.init_from)
-        params = {k: prev.params[k].float().requires_grad_(True) for k in params}
+        params = {k: widen(prev.params[k].float(), params[k].detach(), k).requires_grad_(True) for k in params}
     draft = dspark_ref.DSparkDraft(cfg, params)
     tr = train(draft, target, dist, args, random.Random(11), log)
     make_drafts.write_draft(out, config, {k: v.detach() for k, v in draft.params.items()}, "BF16")

@@ -253,6 +253,36 @@ class TestBlock(unittest.TestCase):
         self.assertLess(min(lengths), B)
         self.assertGreater(len(set(lengths)), 1)
 
+    def test_widened_drafter_drafts_as_the_trained_one(self):
+        """tools/demo/train_draft.py --init-from with a wider --intermediate: the trained weights in
+        the leading rows and columns and zero new down_proj columns give the same block logits, so a
+        wider drafter starts where the trained one is; a narrower one is refused."""
+        sys.path.insert(0, os.path.join(REPO, "tools", "demo"))
+        import train_draft  # noqa: E402
+        tg, d = target("tiny-flat-f32"), draft("tiny-flat-f32")
+        I = d.cfg.intermediate_size
+        wide_cfg = copy.copy(d.cfg)
+        wide_cfg.intermediate_size = 2 * I + 3
+        g = torch.Generator().manual_seed(5)
+        fresh = {k: torch.randn(list(v.shape), generator=g, dtype=torch.float64) for k, v in d.params.items()}
+        for k, v in list(fresh.items()):
+            if k.endswith(("gate_proj.weight", "up_proj.weight")):
+                fresh[k] = torch.randn(wide_cfg.intermediate_size, v.shape[1], generator=g, dtype=torch.float64)
+            elif k.endswith("down_proj.weight"):
+                fresh[k] = torch.randn(v.shape[0], wide_cfg.intermediate_size, generator=g, dtype=torch.float64)
+        wide = {k: train_draft.widen(d.params[k], fresh[k], k) for k in fresh}
+        self.assertEqual(list(wide["layers.0.mlp.gate_proj.weight"].shape), [2 * I + 3, d.cfg.hidden_size])
+        self.assertFalse(torch.equal(wide["layers.0.mlp.gate_proj.weight"][I:], torch.zeros_like(wide["layers.0.mlp.gate_proj.weight"][I:])))
+        w = dspark_ref.DSparkDraft(wide_cfg, wide)
+        seq = [7, 30, 200, 15, 9, 88, 61, 4]
+        a = d.draft(tg, seq, 120, 4)
+        b = w.draft(tg, seq, 120, 4)
+        self.assertEqual(a["draft"], b["draft"])
+        self.assertLess(float((a["U"] - b["U"]).abs().max()), 1e-12)
+        with self.assertRaises(SystemExit):
+            train_draft.widen(fresh["layers.0.mlp.gate_proj.weight"], d.params["layers.0.mlp.gate_proj.weight"],
+                              "layers.0.mlp.gate_proj.weight")
+
 
 class TestTaps(unittest.TestCase):
     def test_taps_are_causal(self):
