@@ -424,25 +424,25 @@ def main():
     cfg = dspark_ref.DSparkConfig(config)
     cfg.check_target(tcfg)
     t0 = time.time()
-    cache = os.path.join(work, f"distill-{'own-' if args.self_distill else ''}{len(data)}.pt")
-    if os.path.exists(cache):                      # same conversations, same target: reuse
-        dist = torch.load(cache)
-    elif args.self_distill:
-        dist = distill_own(target, data, cfg.target_layer_ids, demo_train.NUM_BASE + 255)
-        torch.save(dist, cache)
+    pad = demo_train.NUM_BASE + 255
+
+    def cached(name, fn, rows):                    # same conversations, same target: reuse
+        path = os.path.join(work, f"{name}-{len(rows)}.pt")
+        if os.path.exists(path):
+            return torch.load(path)
+        d = fn(target, rows, cfg.target_layer_ids, pad)
+        torch.save(d, path + ".tmp")
+        os.replace(path + ".tmp", path)
+        return d
+
+    if args.self_distill:
+        dist = cached("distill-own", distill_own, data)
     else:
-        dist = distill_data(target, data, cfg.target_layer_ids, demo_train.NUM_BASE + 255)
-        torch.save(dist, cache)
+        dist = cached("distill", distill_data, data)
     if args.self_distill and args.corpus:          # and the corpus replies, Jacobi step as --self-distill 0
-        corp = encode(conv_all, tdir, work, "train")
-        cache = os.path.join(work, f"distill-{len(corp)}.pt")
-        if os.path.exists(cache):
-            dist_corpus = torch.load(cache)
-        else:
-            dist_corpus = distill_data(target, corp, cfg.target_layer_ids, demo_train.NUM_BASE + 255)
-            torch.save(dist_corpus, cache)
+        corp = encode(conv_all, tdir, work, "corpus")
+        dist = dist + cached("distill-corpus", distill_data, corp)
         log(f"and {len(corp)} corpus conversations ({sum(len(x['ids']) for x in corp)} tokens)")
-        dist = dist + dist_corpus
     t_data = time.time() - t0
     agree = sum(int(x["ok"][x["prompt"]:].sum()) for x in dist) / sum(len(x["s"]) - x["prompt"] for x in dist)
     log(f"distillation data in {t_data:.0f}s; target argmax == its own reply text at {agree:.3f} of reply positions")

@@ -263,13 +263,7 @@ class TestBlock(unittest.TestCase):
         I = d.cfg.intermediate_size
         wide_cfg = copy.copy(d.cfg)
         wide_cfg.intermediate_size = 2 * I + 3
-        g = torch.Generator().manual_seed(5)
-        fresh = {k: torch.randn(list(v.shape), generator=g, dtype=torch.float64) for k, v in d.params.items()}
-        for k, v in list(fresh.items()):
-            if k.endswith(("gate_proj.weight", "up_proj.weight")):
-                fresh[k] = torch.randn(wide_cfg.intermediate_size, v.shape[1], generator=g, dtype=torch.float64)
-            elif k.endswith("down_proj.weight"):
-                fresh[k] = torch.randn(v.shape[0], wide_cfg.intermediate_size, generator=g, dtype=torch.float64)
+        fresh = {k: v.detach().double() for k, v in train_draft.init_params(wide_cfg, 5).items()}
         wide = {k: train_draft.widen(d.params[k], fresh[k], k) for k in fresh}
         self.assertEqual(list(wide["layers.0.mlp.gate_proj.weight"].shape), [2 * I + 3, d.cfg.hidden_size])
         self.assertFalse(torch.equal(wide["layers.0.mlp.gate_proj.weight"][I:], torch.zeros_like(wide["layers.0.mlp.gate_proj.weight"][I:])))

@@ -9,6 +9,7 @@ import (
 	"k3/doctor/bench"
 	"k3/engine"
 	"k3/engine/chat"
+	"k3/internal/fixture"
 	"k3/tokenizer"
 )
 
@@ -16,7 +17,7 @@ import (
 // sampled as k3 bench spec's chat sessions are (thinking first). Generated
 // with thinking off, the demo writes other replies than the bench measures.
 func TestChatOptionsAreTheBenchs(t *testing.T) {
-	tok, err := tokenizer.Load("../../../assets/demo/model")
+	tok, err := tokenizer.Load(fixture.ModelDir("demo"))
 	require.NoError(t, err)
 	greedy := chatOptions(turnsLine{Turns: []string{"Hi"}}, 64)
 	require.Equal(t, bench.ChatOptions(engine.Sampling{}, 64), greedy)
