@@ -395,14 +395,13 @@ func objByte(out []machine, m machine, top *frame, c byte) []machine {
 		return append(out, m)
 	case oKey:
 		cand := top.cand
-		if c == '"' {
+		if c == '"' { // the key's end, unless an escaped quote of a key goes on
 			for i := range s.props {
 				if cand&(1<<i) != 0 && len(s.props[i].key) == int(top.pos) {
 					top.st, top.cur = oColon, uint8(i)
 					return append(out, m)
 				}
 			}
-			return out
 		}
 		for i := range s.props {
 			if cand&(1<<i) != 0 && (len(s.props[i].key) <= int(top.pos) || s.props[i].key[top.pos] != c) {

@@ -213,6 +213,9 @@ func checkString(s map[string]any, str string) error {
 }
 
 func checkNumber(s map[string]any, t string, v any) error {
+	if _, ok := v.(json.Number); ok && t == "number" && !hasAny(s, "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf") {
+		return nil // no bounds: any number (big.Rat refuses huge exponents)
+	}
 	x := rat(v)
 	if x == nil {
 		return fmt.Errorf("not a number")
@@ -271,3 +274,12 @@ func checkObject(root, s map[string]any, v any, depth int) error {
 }
 
 func asList(v any) []any { l, _ := v.([]any); return l }
+
+func hasAny(s map[string]any, keys ...string) bool {
+	for _, k := range keys {
+		if _, ok := s[k]; ok {
+			return true
+		}
+	}
+	return false
+}
