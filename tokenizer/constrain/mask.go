@@ -156,6 +156,7 @@ func (c *Constraint) Mask(st *State) []uint64 {
 	c.cache.put(key, m)
 	return m
 }
+
 // accepts reports whether b continues st, without changing st. A state
 // of one reading (the common case) is stepped in the Constraint's scratch
 // buffers, with no allocation; several readings (anyOf) take a copy.
