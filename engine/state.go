@@ -27,6 +27,8 @@ type State struct {
 	recN      int // positions the recorded pass fed
 	// draft holds the attached draft model's context rows (nil: none yet)
 	draft *draftState
+	// media are input embeddings given for positions not fed yet (AddMedia)
+	media []mediaSpan
 }
 
 // kdaRecord holds one KDA layer's recurrence inputs for the positions of a
@@ -160,6 +162,7 @@ func (s *State) Clone() *State {
 		}
 	}
 	n.draft = s.draft.clone()
+	n.media = s.media[:len(s.media):len(s.media)]
 	return n
 }
 

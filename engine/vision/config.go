@@ -72,7 +72,12 @@ var ErrNoVision = fmt.Errorf("this model has no vision tower (no vision_config i
 
 // ReadConfig reads vision_config from dir/config.json.
 func ReadConfig(dir string) (*Config, error) {
-	b, err := os.ReadFile(filepath.Join(dir, "config.json"))
+	return ReadConfigFile(filepath.Join(dir, "config.json"))
+}
+
+// ReadConfigFile reads vision_config from a config.json file.
+func ReadConfigFile(path string) (*Config, error) {
+	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}

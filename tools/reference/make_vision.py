@@ -93,6 +93,31 @@ def weights(cfg, rng):
     return proj, tower
 
 
+def end_to_end(model, cfg, n_gen=6):
+    """tiny-release's language model reading one image (case "same-grid") at its pad positions:
+    greedy ids and the logits that chose the first one, re-running the whole forward each step."""
+    text = k3ref.K3Model.load(os.path.join(ROOT, "testdata", "models", "tiny-release"))
+    pad = json.load(open(TEXT))["media_placeholder_token_id"]
+    name, seed, grids = CASES[0]
+    rows = model.embed(torch.from_numpy(vision_ref.test_pixels(grids[0][1], grids[0][2], cfg.patch, seed)
+                                        .astype(np.float64)), grids)[0]
+    before, after = [11, 42, 7, 300], [19, 250, 3]
+    prompt = before + [pad] * rows.shape[0] + after
+    at = len(before)
+    embeds = {at + i: rows[i] for i in range(rows.shape[0])}
+    seq, first, margins = list(prompt), None, []
+    for _ in range(n_gen):
+        lg = text.forward(seq, embeds=embeds)[-1]
+        top = torch.sort(lg, descending=True).values
+        margins.append(float(top[0] - top[1]))
+        if first is None:
+            first = lg.tolist()
+        seq.append(k3ref.argmax_first(lg))
+    plain = [k3ref.argmax_first(text.forward(prompt)[-1])]
+    return {"case": name, "prompt_ids": prompt, "media_at": at, "greedy_ids": seq[len(prompt):],
+            "first_logits": first, "min_margin": min(margins), "first_id_without_image": plain[0]}
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     with open(TEXT) as f:
@@ -133,7 +158,9 @@ def main():
             "embeddings": [o.tolist() for o in outs],
             "last_image_after_patch_embed_row0": trace["embed"][0].tolist(),
         })
+    e2e = end_to_end(model, cfg)
     expect = {
+        "end_to_end": e2e,
         "note": "float64 reference embeddings of tools/reference/vision_ref.py; pixels from vision_ref.test_pixels",
         "tower_norm_eps": vision_ref.TOWER_NORM_EPS,
         "cases": cases,
