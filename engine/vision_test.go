@@ -109,10 +109,16 @@ func TestGenerateReadsImageRows(t *testing.T) {
 		rows, err := e.EmbedImage(context.Background(), testImage())
 		require.NoError(t, err)
 		s := m.NewState()
-		require.NoError(t, s.AddMedia(want.MediaAt, rows, m.Cfg.Hidden))
+		require.NoError(t, s.AddMedia(want.MediaAt, rows, m.Cfg.Hidden, 7))
 		res, err := e.Generate(context.Background(), s, want.PromptIDs, GenOptions{MaxTokens: len(want.GreedyIDs), Recompute: o.recompute})
 		require.NoError(t, err, o.name)
 		assert.Equal(t, want.GreedyIDs, res.Generated, o.name)
+		if !o.recompute {
+			assert.Equal(t, []MediaKey{{At: want.MediaAt, N: 4, Key: 7}}, res.State.FedMedia(), o.name)
+			assert.True(t, res.State.MediaAgrees([]MediaKey{{At: want.MediaAt, N: 4, Key: 7}}))
+			assert.False(t, res.State.MediaAgrees([]MediaKey{{At: want.MediaAt, N: 4, Key: 8}}), "another picture")
+			assert.False(t, res.State.MediaAgrees(nil), "no picture")
+		}
 		for i, w := range want.FirstLogits {
 			require.InDelta(t, w, float64(res.FirstLogits[i]), 1e-3+1e-3*math.Abs(w), "%s logit %d", o.name, i)
 		}
@@ -152,9 +158,10 @@ func TestAddMediaRefusesBadSpans(t *testing.T) {
 	defer m.Close()
 	H := m.Cfg.Hidden
 	s := m.NewState()
-	assert.ErrorContains(t, s.AddMedia(0, make([]float32, H+1), H), "whole rows")
-	require.NoError(t, s.AddMedia(2, make([]float32, 3*H), H))
-	assert.ErrorContains(t, s.AddMedia(4, make([]float32, H), H), "overlap")
+	assert.ErrorContains(t, s.AddMedia(0, make([]float32, H+1), H, 1), "whole rows")
+	require.NoError(t, s.AddMedia(2, make([]float32, 3*H), H, 1))
+	assert.ErrorContains(t, s.AddMedia(4, make([]float32, H), H, 2), "overlap")
+	assert.True(t, s.MediaAgrees([]MediaKey{{At: 2, N: 3, Key: 1}}), "nothing fed yet: nothing before position 0")
 	e := m.NewEngine(1)
 	defer e.Close()
 	_, err = e.EmbedImage(context.Background(), testImage())

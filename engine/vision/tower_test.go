@@ -155,3 +155,31 @@ func TestTaps(t *testing.T) {
 	assert.Equal(t, tap{3, 3, 0.75, 0.25}, up[7]) // both taps on the last input: its value
 	assert.Equal(t, tap{0, 1, 0.75, 0.25}, up[1])
 }
+
+// TestReleasedConfig: the released K3 vision_config parses to the published
+// shape (docs/VISION.md §1), and a changed type field or a missing field
+// is refused by name.
+func TestReleasedConfig(t *testing.T) {
+	b, err := os.ReadFile(fixture.Path("kimi-k3", "released-config.json"))
+	require.NoError(t, err)
+	var top struct {
+		Vision map[string]json.RawMessage `json:"vision_config"`
+	}
+	require.NoError(t, json.Unmarshal(b, &top))
+	c, err := ParseConfig(top.Vision)
+	require.NoError(t, err)
+	assert.Equal(t, Config{Hidden: 1024, Inter: 4096, Layers: 27, Heads: 12, QKV: 1536, HeadDim: 128, Patch: 14,
+		PosH: 64, PosW: 64, MergeH: 2, MergeW: 2, TextHidden: 7168, ProjEps: 1e-5}, *c)
+	assert.Equal(t, 4096, c.MergedDim())
+	bad := map[string]json.RawMessage{}
+	for k, v := range top.Vision {
+		bad[k] = v
+	}
+	bad["norm_type"] = json.RawMessage(`"layernorm"`)
+	delete(bad, "qkv_hidden_size")
+	delete(bad, "merge_type")
+	_, err = ParseConfig(bad)
+	assert.ErrorContains(t, err, `norm_type is "layernorm"`)
+	assert.ErrorContains(t, err, "missing qkv_hidden_size")
+	assert.ErrorContains(t, err, "missing merge_type")
+}
