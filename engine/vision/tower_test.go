@@ -183,3 +183,18 @@ func TestReleasedConfig(t *testing.T) {
 	assert.ErrorContains(t, err, "missing qkv_hidden_size")
 	assert.ErrorContains(t, err, "missing merge_type")
 }
+
+// TestCostAtK3Width: a 1024x1024 photo at the released width: 5,476
+// patches, 1,369 tokens, about 9.4 TFLOP, and the tower is 0.9 GB.
+func TestCostAtK3Width(t *testing.T) {
+	c := Config{Hidden: 1024, Inter: 4096, Layers: 27, Heads: 12, QKV: 1536, HeadDim: 128, Patch: 14,
+		PosH: 64, PosW: 64, MergeH: 2, MergeW: 2, TextHidden: 7168, ProjEps: 1e-5}
+	r := NavitResize(1024, 1024, 14, 2, InPatchLimit, SideLimit)
+	k := c.CostOf(r.Grid)
+	assert.Equal(t, 5476, k.Patches)
+	assert.Equal(t, 1369, k.Tokens)
+	assert.InDelta(t, 9.45e12, k.Flops, 0.1e12)
+	assert.InDelta(t, 0.92e9, float64(c.WeightBytes()), 0.02e9)
+	tw := loadTiny(t)
+	assert.Equal(t, tw.Bytes, tw.Cfg.WeightBytes(), "the formula counts what Bind holds")
+}
