@@ -264,23 +264,25 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
 	var q openai.ChatRequest
 	j := &job{}
 	id := newID("msg_")
-	s.chatEndpoint(w, r, "POST /v1/messages", &m, &q, j, readMessages(&m, &q, j), func(ctx context.Context, cancel context.CancelFunc, p *place) (*result, error) {
-		return s.streamMessage(ctx, cancel, w, p, j, id)
-	}, func(res *result) any {
-		out := anthropic.NewMessage(id, s.o.ModelID, usageOf(res))
-		out.Warnings = res.warnings
-		out.StopReason, out.StopSequence = stopReason(res)
-		if res.reasoning != "" {
-			out.Content = append(out.Content, anthropic.Thinking(res.reasoning))
-		}
-		if res.content != "" || len(res.calls) == 0 {
-			out.Content = append(out.Content, anthropic.Text(res.content))
-		}
-		for _, c := range res.calls {
-			out.Content = append(out.Content, anthropic.ToolUse(newID("toolu_"), c.Function.Name, anthropic.Input(c.Function.Arguments)))
-		}
-		return out
-	})
+	s.handle(w, r, endpoint{name: "POST /v1/messages", body: &m, j: j, checks: s.chatChecks(&q, j, readMessages(&m, &q, j)), stream: &q.Stream,
+		streamed: func(ctx context.Context, cancel context.CancelFunc, p *place) (*result, error) {
+			return s.streamMessage(ctx, cancel, w, p, j, id)
+		},
+		reply: func(res *result) any {
+			out := anthropic.NewMessage(id, s.o.ModelID, usageOf(res))
+			out.Warnings = res.warnings
+			out.StopReason, out.StopSequence = stopReason(res)
+			if res.reasoning != "" {
+				out.Content = append(out.Content, anthropic.Thinking(res.reasoning))
+			}
+			if res.content != "" || len(res.calls) == 0 {
+				out.Content = append(out.Content, anthropic.Text(res.content))
+			}
+			for _, c := range res.calls {
+				out.Content = append(out.Content, anthropic.ToolUse(newID("toolu_"), c.Function.Name, anthropic.Input(c.Function.Arguments)))
+			}
+			return out
+		}})
 }
 
 // countTokens answers POST /v1/messages/count_tokens: the positions the

@@ -385,12 +385,14 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request) {
 		}
 		return nil
 	}
-	s.chatEndpoint(w, r, "POST /v1/responses", &rq, &q, j, read, func(ctx context.Context, cancel context.CancelFunc, p *place) (*result, error) {
-		st := &responseStream{s: s, rq: &rq, x: x, id: id, created: created, summarised: rq.summary() != ""}
-		return st.run(ctx, cancel, w, p, j)
-	}, func(res *result) any {
-		return s.responseObject(id, created, &rq, x, x.responseOutput(res, rq.summary() != ""), res)
-	})
+	s.handle(w, r, endpoint{name: "POST /v1/responses", body: &rq, j: j, checks: s.chatChecks(&q, j, read), stream: &q.Stream,
+		streamed: func(ctx context.Context, cancel context.CancelFunc, p *place) (*result, error) {
+			st := &responseStream{s: s, rq: &rq, x: x, id: id, created: created, summarised: rq.summary() != ""}
+			return st.run(ctx, cancel, w, p, j)
+		},
+		reply: func(res *result) any {
+			return s.responseObject(id, created, &rq, x, x.responseOutput(res, rq.summary() != ""), res)
+		}})
 }
 
 // responseStream writes one response as the Responses events: every event
