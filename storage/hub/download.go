@@ -88,6 +88,9 @@ func (c *Client) Download(ctx context.Context, opt Options) (*Result, error) {
 	return res, err
 }
 
+// downloader is one Download. Its run goes through named phases, as
+// trunk.Pack does: prepare (the folder and its manifest), pin (the
+// commit), plan (the files, the space they need), fetchAll, verdict.
 type downloader struct {
 	c      *Client
 	opt    Options
@@ -96,6 +99,11 @@ type downloader struct {
 	manMu  sync.Mutex
 	commit string
 	emitMu sync.Mutex
+
+	rev   string       // the revision asked for ("main" by default)
+	info  *RepoInfo    // the listing at the pinned commit
+	files []RemoteFile // the files selected
+	res   *Result
 }
 
 func (d *downloader) emit(e Event) {
@@ -115,32 +123,49 @@ func (d *downloader) note(format string, a ...any) {
 }
 
 func (d *downloader) run(ctx context.Context) (*Result, error) {
+	for _, phase := range []func(context.Context) error{d.prepare, d.pin, d.plan} {
+		if err := phase(ctx); err != nil {
+			return nil, err
+		}
+	}
+	out := d.fetchAll(ctx)
+	return d.res, d.verdict(ctx, out)
+}
+
+// prepare creates the destination and reads its manifest (a new one when
+// there is none); a manifest of another repository is refused.
+func (d *downloader) prepare(context.Context) error {
 	dest := d.opt.Dest
 	if dest == "" {
-		return nil, errors.New("download: no destination directory given")
+		return errors.New("download: no destination directory given")
 	}
 	if err := os.MkdirAll(dest, 0o755); err != nil {
-		return nil, fmt.Errorf("create %s: %w", dest, err)
+		return fmt.Errorf("create %s: %w", dest, err)
 	}
-	rev := d.opt.Revision
-	if rev == "" {
-		rev = "main"
+	d.rev = d.opt.Revision
+	if d.rev == "" {
+		d.rev = "main"
 	}
 	man, err := verify.ReadManifest(dest)
 	switch {
 	case err == nil:
 		if man.Repo != "" && man.Repo != d.c.Repo {
-			return nil, fmt.Errorf("%s holds files of %s (see %s), not %s: use another directory", dest, man.Repo, verify.ManifestFile, d.c.Repo)
+			return fmt.Errorf("%s holds files of %s (see %s), not %s: use another directory", dest, man.Repo, verify.ManifestFile, d.c.Repo)
 		}
 	case errors.Is(err, fs.ErrNotExist):
 		man = &verify.Manifest{Repo: d.c.Repo}
 	default:
-		return nil, err
+		return err
 	}
 	d.man = man
+	return nil
+}
 
-	// Pin the commit: reuse the recorded one for the same revision name so a
-	// resumed download never mixes two commits.
+// pin resolves the revision to one commit and records it: the recorded
+// one for the same revision name, so a resumed download never mixes two
+// commits.
+func (d *downloader) pin(ctx context.Context) error {
+	dest, rev, man := d.opt.Dest, d.rev, d.man
 	switch {
 	case verify.IsCommit(rev):
 		d.commit = rev
@@ -149,7 +174,7 @@ func (d *downloader) run(ctx context.Context) (*Result, error) {
 		d.note("continuing %s at commit %s, pinned by %s (pass --revision COMMIT to move)", rev, man.Commit, verify.ManifestFile)
 	}
 	if man.Commit != "" && d.commit != "" && d.commit != man.Commit && len(man.Files) > 0 {
-		return nil, fmt.Errorf("%s holds files of commit %s; --revision %s asks for %s: use another directory, or delete %s to start over", dest, man.Commit, rev, d.commit, verify.ManifestFile)
+		return fmt.Errorf("%s holds files of commit %s; --revision %s asks for %s: use another directory, or delete %s to start over", dest, man.Commit, rev, d.commit, verify.ManifestFile)
 	}
 	lookup := rev
 	if d.commit != "" {
@@ -157,62 +182,70 @@ func (d *downloader) run(ctx context.Context) (*Result, error) {
 	}
 	info, err := d.c.Info(ctx, lookup)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if d.commit != "" && info.Commit != d.commit {
-		return nil, fmt.Errorf("hub resolved commit %s to %s: refusing to mix commits in %s", d.commit, info.Commit, dest)
+		return fmt.Errorf("hub resolved commit %s to %s: refusing to mix commits in %s", d.commit, info.Commit, dest)
 	}
 	if man.Commit != "" && info.Commit != man.Commit && len(man.Files) > 0 {
-		return nil, fmt.Errorf("%s holds files of commit %s but %s is now %s: pass --revision %s to finish that download, or use another directory", dest, man.Commit, rev, info.Commit, man.Commit)
+		return fmt.Errorf("%s holds files of commit %s but %s is now %s: pass --revision %s to finish that download, or use another directory", dest, man.Commit, rev, info.Commit, man.Commit)
 	}
-	d.commit = info.Commit
+	d.info, d.commit = info, info.Commit
 	man.Repo, man.Revision, man.Commit = d.c.Repo, rev, d.commit
-	if err := d.saveManifest(); err != nil {
-		return nil, err
-	}
+	return d.saveManifest()
+}
 
-	files, err := d.selectFiles(ctx, info)
+// plan selects the files and checks that what is still to come fits on
+// the disk.
+func (d *downloader) plan(ctx context.Context) error {
+	files, err := d.selectFiles(ctx, d.info)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	res := &Result{Repo: d.c.Repo, Revision: rev, Commit: d.commit}
+	d.files = files
+	d.res = &Result{Repo: d.c.Repo, Revision: d.rev, Commit: d.commit}
 	for _, f := range files {
 		d.tr.add(f.Name, f.Size)
-		res.Total += f.Size
+		d.res.Total += f.Size
 	}
-
-	// Free space: what is still to come must fit.
 	var need int64
 	for _, f := range files {
 		need += f.Size - d.presentBytes(f)
 	}
-	if free, _, err := diskFree(dest); err == nil && need > free {
-		return nil, fmt.Errorf("not enough space in %s: %s still to download, %s free (short by %s); free space or choose another --dest (the checkpoint is %s)",
-			dest, units.Bytes(need), units.Bytes(free), units.Bytes(need-free), units.Bytes(res.Total))
+	if free, _, err := diskFree(d.opt.Dest); err == nil && need > free {
+		return fmt.Errorf("not enough space in %s: %s still to download, %s free (short by %s); free space or choose another --dest (the checkpoint is %s)",
+			d.opt.Dest, units.Bytes(need), units.Bytes(free), units.Bytes(need-free), units.Bytes(d.res.Total))
 	}
-	d.emit(Event{Kind: EventPlan, Message: fmt.Sprintf("%d files, %s at commit %s, %s to fetch", len(files), units.Bytes(res.Total), d.commit, units.Bytes(need))})
+	d.emit(Event{Kind: EventPlan, Message: fmt.Sprintf("%d files, %s at commit %s, %s to fetch", len(files), units.Bytes(d.res.Total), d.commit, units.Bytes(need))})
+	return nil
+}
 
-	// Periodic snapshots.
-	stopTick := make(chan struct{})
-	tickDone := make(chan struct{})
-	go func() {
-		defer close(tickDone)
-		iv := d.opt.Interval
-		if iv <= 0 {
-			iv = 500 * time.Millisecond
+// ticker emits a progress snapshot every interval until stop is closed;
+// done is closed when it has stopped.
+func (d *downloader) ticker(stop <-chan struct{}, done chan<- struct{}) {
+	defer close(done)
+	iv := d.opt.Interval
+	if iv <= 0 {
+		iv = 500 * time.Millisecond
+	}
+	t := time.NewTicker(iv)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+			d.emit(Event{Kind: EventProgress, Snap: d.tr.snapshot()})
 		}
-		t := time.NewTicker(iv)
-		defer t.Stop()
-		for {
-			select {
-			case <-stopTick:
-				return
-			case <-t.C:
-				d.emit(Event{Kind: EventProgress, Snap: d.tr.snapshot()})
-			}
-		}
-	}()
+	}
+}
 
+// fetchAll fetches the files on Jobs workers, with progress snapshots
+// meanwhile. Access and disk errors stop every worker: other files would
+// fail the same way.
+func (d *downloader) fetchAll(ctx context.Context) []FileResult {
+	stopTick, tickDone := make(chan struct{}), make(chan struct{})
+	go d.ticker(stopTick, tickDone)
 	jobs := d.opt.Jobs
 	if jobs <= 0 {
 		jobs = 4
@@ -220,27 +253,22 @@ func (d *downloader) run(ctx context.Context) (*Result, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	work := make(chan int)
-	out := make([]FileResult, len(files))
+	out := make([]FileResult, len(d.files))
 	var wg sync.WaitGroup
 	for w := 0; w < jobs; w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for i := range work {
-				out[i] = d.fetch(ctx, files[i])
-				if out[i].Err != nil && !errors.Is(out[i].Err, context.Canceled) {
-					var he *HTTPError
-					var fe *fatalError
-					// Access and disk errors stop everything: other files would fail the same way.
-					if errors.As(out[i].Err, &he) && (he.Status == 401 || he.Status == 403) || errors.As(out[i].Err, &fe) && errors.Is(fe, syscall.ENOSPC) {
-						cancel()
-					}
+				out[i] = d.fetch(ctx, d.files[i])
+				if stopsAll(out[i].Err) {
+					cancel()
 				}
 			}
 		}()
 	}
 feed:
-	for i := range files {
+	for i := range d.files {
 		select {
 		case work <- i:
 		case <-ctx.Done():
@@ -251,15 +279,33 @@ feed:
 	wg.Wait()
 	close(stopTick)
 	<-tickDone
+	return out
+}
 
+// stopsAll says whether a file's error stops the whole download: access
+// refused, or the disk full.
+func stopsAll(err error) bool {
+	if err == nil || errors.Is(err, context.Canceled) {
+		return false
+	}
+	var he *HTTPError
+	var fe *fatalError
+	return errors.As(err, &he) && (he.Status == 401 || he.Status == 403) || errors.As(err, &fe) && errors.Is(fe, syscall.ENOSPC)
+}
+
+// verdict puts the files' results in the result and gives the download's
+// error: the first file's (a cancellation only when nothing else failed),
+// with the count when several failed.
+func (d *downloader) verdict(ctx context.Context, out []FileResult) error {
+	res := d.res
 	res.Files = out
 	snap := d.tr.snapshot()
 	res.Fetched, res.Elapsed = snap.Fetched, snap.Elapsed
 	var errs []string
 	var first error
 	for i, r := range out {
-		if r.Name == "" {
-			out[i] = FileResult{Name: files[i].Name, Err: context.Canceled}
+		if r.Name == "" { // never started
+			out[i] = FileResult{Name: d.files[i].Name, Err: context.Canceled}
 			r = out[i]
 		}
 		if r.Err != nil {
@@ -274,13 +320,10 @@ feed:
 	if err := ctx.Err(); err != nil && len(errs) == 0 && first == nil {
 		first = err
 	}
-	if first != nil {
-		if len(errs) > 1 {
-			return res, fmt.Errorf("%d files failed; first: %w", len(errs), first)
-		}
-		return res, first
+	if first != nil && len(errs) > 1 {
+		return fmt.Errorf("%d files failed; first: %w", len(errs), first)
 	}
-	return res, nil
+	return first
 }
 
 // selectFiles applies --layers and Files to the repository listing.
