@@ -498,132 +498,174 @@ func expectHash(f RemoteFile, sum, path string) (bool, string) {
 	return true, ""
 }
 
-// fetch brings one file to its verified final state.
+// fetch brings one file to its verified final state, in three steps: keep
+// a finished file that verifies, resume its .part, then transfer until
+// the .part is complete and verifies.
 func (d *downloader) fetch(ctx context.Context, f RemoteFile) FileResult {
-	res := FileResult{Name: f.Name, Size: f.Size}
 	final := filepath.Join(d.opt.Dest, filepath.FromSlash(f.Name))
-	part := final + verify.PartSuffix
+	ff := &fileFetch{d: d, f: f, res: FileResult{Name: f.Name, Size: f.Size}, final: final, part: final + verify.PartSuffix, h: sha256.New()}
 	if err := os.MkdirAll(filepath.Dir(final), 0o755); err != nil {
-		res.Err = fatal("create %s: %v", filepath.Dir(final), err)
-		return res
+		ff.res.Err = fatal("create %s: %v", filepath.Dir(final), err)
+		return ff.res
 	}
-	setState := func(s FileState) { d.tr.set(f.Name, func(p *FileProgress) { p.State = s }) }
-	fail := func(err error) FileResult {
-		setState(StateFailed)
-		res.Err = err
-		return res
+	if done, err := ff.keepFinished(ctx); err != nil || done {
+		return ff.end(err)
 	}
+	if err := ff.resume(ctx); err != nil {
+		return ff.end(err)
+	}
+	return ff.end(ff.transfer(ctx))
+}
 
-	// 1. A finished file: keep it if it verifies, otherwise fetch it again.
-	if st, err := os.Stat(final); err == nil {
-		if st.Size() == f.Size {
-			if e, ok := d.man.Lookup(f.Name); ok && e.Size == f.Size && e.Commit == d.commit &&
-				(f.SHA256 == "" || e.SHA256 == f.SHA256) && e.ModTime == st.ModTime().UnixNano() &&
-				(e.Checked == checkedBy(f) || e.Checked == "" && checkedBy(f) != verify.CheckedSize) {
-				d.tr.have(f.Name, f.Size)
-				d.tr.set(f.Name, func(p *FileProgress) { p.State, p.Skipped = StateDone, true })
-				res.SHA256, res.Skipped = e.SHA256, true
-				msg := "already verified"
-				if e.Checked == verify.CheckedSize {
-					res.SizeOnly, msg = true, "already present, "+sizeOnlyMsg
-				}
-				d.emit(Event{Kind: EventFileDone, File: f.Name, Message: msg})
-				return res
-			}
-			setState(StateChecking)
-			sum, _, err := verify.HashFile(ctx, final, nil)
-			if err != nil {
-				if ctx.Err() != nil {
-					return fail(ctx.Err())
-				}
-				return fail(fatal("check %s: %v", final, err))
-			}
-			if ok, _, by := expect(f, sum, final); ok {
-				if err := d.record(f, sum, final, by); err != nil {
-					return fail(err)
-				}
-				d.tr.have(f.Name, f.Size)
-				d.tr.set(f.Name, func(p *FileProgress) { p.State, p.Skipped = StateDone, true })
-				res.SHA256, res.Skipped = sum, true
-				msg := "already present, hash verified"
-				if by == verify.CheckedSize {
-					res.SizeOnly, msg = true, "already present, "+sizeOnlyMsg
-				}
-				d.emit(Event{Kind: EventFileDone, File: f.Name, Message: msg})
-				return res
-			}
-			d.note("%s: on disk with the right size but the wrong content; fetching it again", f.Name)
-		} else {
-			d.note("%s: on disk with %d bytes, want %d; fetching it again", f.Name, st.Size(), f.Size)
-		}
-		d.man.Remove(f.Name)
-		if err := os.Remove(final); err != nil {
-			return fail(fatal("remove bad %s: %v", final, err))
-		}
-	}
+// fileFetch is one file's fetch.
+type fileFetch struct {
+	d           *downloader
+	f           RemoteFile
+	res         FileResult
+	final, part string
+	h           hash.Hash // SHA-256 of the .part's first have bytes
+	have        int64
+}
 
-	// 2. Resume a .part.
-	h := sha256.New()
-	var have int64
-	if st, err := os.Stat(part); err == nil {
-		have = st.Size()
-		if have > f.Size {
-			d.note("%s: %s is longer than the file (%d > %d); starting over", f.Name, filepath.Base(part), have, f.Size)
+func (ff *fileFetch) setState(s FileState) {
+	ff.d.tr.set(ff.f.Name, func(p *FileProgress) { p.State = s })
+}
+
+// end is the file's result: failed with err, or as it stands.
+func (ff *fileFetch) end(err error) FileResult {
+	if err != nil {
+		ff.setState(StateFailed)
+		ff.res.Err = err
+	}
+	return ff.res
+}
+
+// skipped marks the file done without a transfer.
+func (ff *fileFetch) skipped(sum, msg string, sizeOnly bool) {
+	d, f := ff.d, ff.f
+	d.tr.have(f.Name, f.Size)
+	d.tr.set(f.Name, func(p *FileProgress) { p.State, p.Skipped = StateDone, true })
+	ff.res.SHA256, ff.res.Skipped = sum, true
+	if sizeOnly {
+		ff.res.SizeOnly, msg = true, "already present, "+sizeOnlyMsg
+	}
+	d.emit(Event{Kind: EventFileDone, File: f.Name, Message: msg})
+}
+
+// keepFinished keeps a finished file that the manifest records as verified
+// (unchanged since) or that hashes right; a wrong one is removed to be
+// fetched again (done false).
+func (ff *fileFetch) keepFinished(ctx context.Context) (done bool, err error) {
+	d, f, final := ff.d, ff.f, ff.final
+	st, serr := os.Stat(final)
+	if serr != nil {
+		return false, nil
+	}
+	if st.Size() == f.Size {
+		if e, ok := d.man.Lookup(f.Name); ok && e.Size == f.Size && e.Commit == d.commit &&
+			(f.SHA256 == "" || e.SHA256 == f.SHA256) && e.ModTime == st.ModTime().UnixNano() &&
+			(e.Checked == checkedBy(f) || e.Checked == "" && checkedBy(f) != verify.CheckedSize) {
+			ff.skipped(e.SHA256, "already verified", e.Checked == verify.CheckedSize)
+			return true, nil
+		}
+		ff.setState(StateChecking)
+		sum, _, err := verify.HashFile(ctx, final, nil)
+		if err != nil {
+			if ctx.Err() != nil {
+				return false, ctx.Err()
+			}
+			return false, fatal("check %s: %v", final, err)
+		}
+		if ok, _, by := expect(f, sum, final); ok {
+			if err := d.record(f, sum, final, by); err != nil {
+				return false, err
+			}
+			ff.skipped(sum, "already present, hash verified", by == verify.CheckedSize)
+			return true, nil
+		}
+		d.note("%s: on disk with the right size but the wrong content; fetching it again", f.Name)
+	} else {
+		d.note("%s: on disk with %d bytes, want %d; fetching it again", f.Name, st.Size(), f.Size)
+	}
+	d.man.Remove(f.Name)
+	if err := os.Remove(final); err != nil {
+		return false, fatal("remove bad %s: %v", final, err)
+	}
+	return false, nil
+}
+
+// resume takes up a .part: its bytes are hashed to continue from; one
+// longer than the file or unreadable starts over.
+func (ff *fileFetch) resume(ctx context.Context) error {
+	d, f, part := ff.d, ff.f, ff.part
+	st, err := os.Stat(part)
+	if err != nil {
+		d.tr.have(f.Name, 0)
+		return nil
+	}
+	ff.have = st.Size()
+	switch {
+	case ff.have > f.Size:
+		d.note("%s: %s is longer than the file (%d > %d); starting over", f.Name, filepath.Base(part), ff.have, f.Size)
+		if err := os.Truncate(part, 0); err != nil {
+			return fatal("truncate %s: %v", part, err)
+		}
+		ff.have = 0
+	case ff.have > 0:
+		ff.setState(StateChecking)
+		if err := verify.HashPrefix(ctx, ff.h, part, ff.have, nil); err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			d.note("%s: cannot read %s (%v); starting over", f.Name, filepath.Base(part), err)
+			ff.h.Reset()
+			ff.have = 0
 			if err := os.Truncate(part, 0); err != nil {
-				return fail(fatal("truncate %s: %v", part, err))
-			}
-			have = 0
-		} else if have > 0 {
-			setState(StateChecking)
-			if err := verify.HashPrefix(ctx, h, part, have, nil); err != nil {
-				if ctx.Err() != nil {
-					return fail(ctx.Err())
-				}
-				d.note("%s: cannot read %s (%v); starting over", f.Name, filepath.Base(part), err)
-				h.Reset()
-				have = 0
-				if err := os.Truncate(part, 0); err != nil {
-					return fail(fatal("truncate %s: %v", part, err))
-				}
+				return fatal("truncate %s: %v", part, err)
 			}
 		}
 	}
-	d.tr.have(f.Name, have)
+	d.tr.have(f.Name, ff.have)
+	return nil
+}
 
-	// 3. Transfer until the .part is complete and verifies. A hash mismatch
-	// after a complete transfer restarts the file once.
+// transfer fetches until the .part is complete and verifies, then gives
+// the file its name. A hash mismatch after a complete transfer restarts
+// the file once.
+func (ff *fileFetch) transfer(ctx context.Context) error {
+	d, f, part := ff.d, ff.f, ff.part
 	for round := 0; ; round++ {
-		if have < f.Size || f.Size == 0 && !exists(part) {
+		if ff.have < f.Size || f.Size == 0 && !exists(part) {
 			// on success the .part is complete: verification decides
-			if _, err := d.transfer(ctx, f, part, h, have); err != nil {
-				return fail(err)
+			if _, err := d.transfer(ctx, f, part, ff.h, ff.have); err != nil {
+				return err
 			}
 		}
-		setState(StateVerifying)
-		sum := hex.EncodeToString(h.Sum(nil))
+		ff.setState(StateVerifying)
+		sum := hex.EncodeToString(ff.h.Sum(nil))
 		ok, why, by := expect(f, sum, part)
 		if ok {
-			if err := d.finish(f, sum, part, final, by); err != nil {
-				return fail(err)
+			if err := d.finish(f, sum, part, ff.final, by); err != nil {
+				return err
 			}
-			res.SHA256 = sum
-			setState(StateDone)
+			ff.res.SHA256 = sum
+			ff.setState(StateDone)
 			msg := ""
 			if by == verify.CheckedSize {
-				res.SizeOnly, msg = true, sizeOnlyMsg
+				ff.res.SizeOnly, msg = true, sizeOnlyMsg
 			}
 			d.emit(Event{Kind: EventFileDone, File: f.Name, Message: msg})
-			return res
+			return nil
 		}
 		if err := os.Remove(part); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return fail(fatal("remove %s: %v", part, err))
+			return fatal("remove %s: %v", part, err)
 		}
 		if round >= 1 {
-			return fail(fatal("%s: downloaded twice and the content is still wrong (%s); the hub or a proxy serves bad data: try later or another --endpoint", f.Name, why))
+			return fatal("%s: downloaded twice and the content is still wrong (%s); the hub or a proxy serves bad data: try later or another --endpoint", f.Name, why)
 		}
 		d.note("%s: complete but wrong (%s); deleted the .part, fetching again", f.Name, why)
-		h.Reset()
-		have = 0
+		ff.h.Reset()
+		ff.have = 0
 		d.tr.have(f.Name, 0)
 	}
 }
