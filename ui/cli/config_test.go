@@ -58,3 +58,30 @@ func TestParseVerify(t *testing.T) {
 	assert.Equal(t, ExitUsage, code)
 	assert.Contains(t, errs.String(), "--logits needs --golden DIR")
 }
+
+// TestServeChecks: k3 serve's limits, its model id and its access checks
+// in order (the key file, the limits, an address beyond loopback without
+// a key), without starting a server.
+func TestServeChecks(t *testing.T) {
+	ms := time.Millisecond
+	assert.True(t, serveLimitsOK(0, 2, 1, 1024, ms, ms, ms))
+	for _, bad := range [][7]float64{{-1, 2, 1, 8, 1, 1, 1}, {0, 1, 1, 8, 1, 1, 1}, {0, 2, 0, 8, 1, 1, 1}, {0, 2, 1, 0, 1, 1, 1}, {0, 2, 1, 1025, 1, 1, 1}, {0, 2, 1, 8, 0, 1, 1}, {0, 2, 1, 8, 1, 0, 1}, {0, 2, 1, 8, 1, 1, 0}} {
+		assert.False(t, serveLimitsOK(int(bad[0]), int(bad[1]), int(bad[2]), bad[3], time.Duration(bad[4])*ms, time.Duration(bad[5])*ms, time.Duration(bad[6])*ms), "%v", bad)
+	}
+	assert.Equal(t, "given", serveModelID("given", "/models/k3"))
+	assert.Equal(t, "k3", serveModelID("", "/models/k3/"))
+
+	key, err := serveAccess("", "", "127.0.0.1:8080", true)
+	require.NoError(t, err)
+	assert.Equal(t, "", key)
+	_, err = serveAccess("", filepath.Join(t.TempDir(), "none"), "127.0.0.1:8080", false)
+	require.Error(t, err)
+	assert.NotContains(t, err.Error(), "--queue", "the key file is checked first")
+	_, err = serveAccess("k", "", "127.0.0.1:8080", false)
+	assert.ErrorContains(t, err, "--queue must be >= 0")
+	_, err = serveAccess("", "", "0.0.0.0:8080", true)
+	assert.Error(t, err, "an address beyond loopback needs a key")
+	key, err = serveAccess("k", "", "0.0.0.0:8080", true)
+	require.NoError(t, err)
+	assert.Equal(t, "k", key)
+}
