@@ -86,6 +86,10 @@ type GenOptions struct {
 	keepLogits bool
 	// onDraft sees every draft a pass verifies (tests)
 	onDraft func(draft []int)
+	// Cache, when set, resumes the prompt from the longest snapshot the
+	// prompt cache holds of it, and keeps snapshots of it on the way
+	// (CacheUse). The tokens, logits and state are the same as without.
+	Cache *CacheUse
 }
 
 // GenResult is the outcome of Generate.
@@ -101,6 +105,9 @@ type GenResult struct {
 	StepSeconds    []float64
 	State          *State // the state after the call
 	PrefixState    *State // with KeepPrefix: the state before the last prompt position
+	// Reused is how many prompt positions came from the prompt cache
+	// (GenOptions.Cache) instead of being read.
+	Reused int
 	Stats          Stats  // what the call read and waited for
 	// DecodePasses are the forwards after the prompt that chose tokens:
 	// one per token without speculation, fewer with accepted drafts.
@@ -206,6 +213,19 @@ func (e *Engine) Generate(ctx context.Context, s *State, prompt []int, opt GenOp
 	}
 	t0 := time.Now()
 	full := res.FullIDs()
+	if c := opt.Cache; c != nil && !opt.Recompute {
+		res.Reused = c.resume(s, full)
+		prompt = prompt[res.Reused:]
+		s.SetMarks(c.marks(s.Pos, len(full)))
+		defer c.keep(s)
+		inner, skip, n := emit, res.Reused, len(res.Prompt)
+		emit = func(ev Event) {
+			if ev.Kind == EventPrefill {
+				ev.Done, ev.Total, ev.Reused = skip+ev.Done, n, skip
+			}
+			inner(ev)
+		}
+	}
 	var logits []float32
 	var err error
 	switch {

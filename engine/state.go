@@ -27,6 +27,11 @@ type State struct {
 	recN      int // positions the recorded pass fed
 	// draft holds the attached draft model's context rows (nil: none yet)
 	draft *draftState
+	// marks are absolute positions after which a feed keeps a copy of the
+	// state in caught (capture.go); catch is the chunk in flight's.
+	marks  []int
+	caught []*State
+	catch  *capture
 }
 
 // kdaRecord holds one KDA layer's recurrence inputs for the positions of a
