@@ -214,7 +214,11 @@ func (e *Engine) Generate(ctx context.Context, s *State, prompt []int, opt GenOp
 	t0 := time.Now()
 	full := res.FullIDs()
 	if c := opt.Cache; c != nil && !opt.Recompute {
-		res.Reused = c.resume(s, full)
+		leave := 1 // the last position's logits choose the first token
+		if opt.MaxTokens <= 0 {
+			leave = 0
+		}
+		res.Reused = c.resume(s, full, leave)
 		prompt = prompt[res.Reused:]
 		s.SetMarks(c.marks(s.Pos, len(full)))
 		defer c.keep(s)

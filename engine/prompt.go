@@ -78,13 +78,13 @@ func (c *CacheUse) marks(from, n int) []int {
 }
 
 // resume replaces s by the cache's longest snapshot of full that is longer
-// than s (leaving at least one position to read) and returns the
-// positions it added (0: none).
-func (c *CacheUse) resume(s *State, full []int) int {
-	if len(full)-1 <= s.Pos || s.damaged {
+// than s, leaving at least leave positions to read (one when logits are
+// needed), and returns the positions it added (0: none).
+func (c *CacheUse) resume(s *State, full []int, leave int) int {
+	if len(full)-leave <= s.Pos || s.damaged {
 		return 0
 	}
-	n := c.Cache.Longest(c.Partition, full, len(full)-1)
+	n := c.Cache.Longest(c.Partition, full, len(full)-leave)
 	if n == nil || n.Pos <= s.Pos || !slices.Equal(n.IDs, full[:n.Pos]) {
 		return 0
 	}
