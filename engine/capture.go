@@ -109,6 +109,8 @@ func (s *State) finishCapture(ids []int) {
 		}
 	}
 	if slices.Contains(s.marks, s.Pos) {
-		s.caught = append(s.caught, s.Clone())
+		n := s.Clone()
+		n.media = nil // rows for later positions: never a snapshot's
+		s.caught = append(s.caught, n)
 	}
 }

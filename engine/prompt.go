@@ -49,8 +49,12 @@ func MessageMarks(ids []int, base int, ends []int) []int {
 }
 
 // marks are the positions after from up to n (the whole sequence's length)
-// where reading a prompt keeps snapshots.
-func (c *CacheUse) marks(from, n int) []int {
+// where reading a prompt keeps snapshots, none past limit.
+func (c *CacheUse) marks(from, n, limit int) []int {
+	return slices.DeleteFunc(c.allMarks(from, n), func(p int) bool { return p > limit })
+}
+
+func (c *CacheUse) allMarks(from, n int) []int {
 	var m []int
 	for _, p := range c.Marks {
 		if p > from && p < n-1 {
@@ -81,16 +85,31 @@ func (c *CacheUse) marks(from, n int) []int {
 // than s, leaving at least leave positions to read (one when logits are
 // needed), and returns the positions it added (0: none).
 func (c *CacheUse) resume(s *State, full []int, leave int) int {
-	if len(full)-leave <= s.Pos || s.damaged {
+	limit := min(len(full)-leave, mediaStart(s, len(full)))
+	if limit <= s.Pos || s.damaged {
 		return 0
 	}
-	n := c.Cache.Longest(c.Partition, full, len(full)-leave)
+	n := c.Cache.Longest(c.Partition, full, limit)
 	if n == nil || n.Pos <= s.Pos || !slices.Equal(n.IDs, full[:n.Pos]) {
 		return 0
 	}
 	had := s.Pos
-	*s = State{Pos: n.Pos, IDs: n.IDs, kda: n.kda, mla: n.mla, draft: n.draft}
+	*s = State{Pos: n.Pos, IDs: n.IDs, kda: n.kda, mla: n.mla, draft: n.draft, media: s.media}
 	return s.Pos - had
+}
+
+// mediaStart is where the first image of a state's prompt starts (n when
+// there is none; 0 when it has fed one): the cache keeps and reuses only
+// snapshots of the text before it, since ids alone do not say which
+// picture a pad position read.
+func mediaStart(s *State, n int) int {
+	if len(s.fedMedia) > 0 {
+		return 0
+	}
+	for _, m := range s.media {
+		n = min(n, m.At)
+	}
+	return n
 }
 
 // keep stores the snapshots reading the prompt caught, and stops catching.

@@ -32,6 +32,10 @@ type State struct {
 	marks  []int
 	caught []*State
 	catch  *capture
+	// media are input embeddings given for positions not fed yet
+	// (AddMedia); fedMedia the images already fed (FedMedia)
+	media    []mediaSpan
+	fedMedia []MediaKey
 }
 
 // kdaRecord holds one KDA layer's recurrence inputs for the positions of a
@@ -165,6 +169,8 @@ func (s *State) Clone() *State {
 		}
 	}
 	n.draft = s.draft.clone()
+	n.media = s.media[:len(s.media):len(s.media)]
+	n.fedMedia = s.fedMedia[:len(s.fedMedia):len(s.fedMedia)]
 	return n
 }
 

@@ -36,7 +36,7 @@ func ForTokenizer(t *tokenizer.Tokenizer) *Turn {
 	}
 	id := func(name string) int { i, _ := t.SpecialID(name); return i }
 	return &Turn{V: NewVocab(toks, special), Open: id(tokenizer.Open), Close: id(tokenizer.Close), Sep: id(tokenizer.Sep),
-		EndOfMsg: id(tokenizer.EndOfMsg), EOS: id(tokenizer.EOS), t: t, Masks: NewMaskCache(SharedCacheBytes / (8 * ((n + 63) / 64)))}
+		EndOfMsg: id(tokenizer.EndOfMsg), EOS: id(tokenizer.EOS), t: t, Masks: NewMaskCache(SharedCacheBytes)}
 }
 
 // constraint is s over the Turn's vocabulary, with the Turn's shared
@@ -160,11 +160,11 @@ func NewSampler(tn *Turn, plan Plan, base Picker, budget int) *Sampler {
 		case plan[i].free:
 			plan[i].min = len(plan[i].forced)
 		case plan[i].schema != nil:
-			plan[i].min = len(minimal(nil, plan[i].schema, 0))
+			plan[i].min = len(plan[i].schema.mini)
 		case plan[i].forced == nil: // chosen later: the longest of the choices
 			for k := range i {
 				for _, s := range plan[k].choose {
-					plan[i].min = max(plan[i].min, len(minimal(nil, s, 0)))
+					plan[i].min = max(plan[i].min, len(s.mini))
 				}
 			}
 		default:
