@@ -23,6 +23,25 @@ func DefaultDir() (string, error) {
 	return filepath.Join(d, "k3", "prompts"), nil
 }
 
+// Env, when set, is the cache folder's default, or "off".
+const Env = "K3_PROMPT_CACHE"
+
+// ResolveDir is the cache folder a flag value names: the value, else $K3_PROMPT_CACHE,
+// else DefaultDir; "" when it is off ("off", "none", "0" or "false").
+func ResolveDir(flag string) (string, error) {
+	d := flag
+	if d == "" {
+		d = os.Getenv(Env)
+	}
+	switch strings.ToLower(strings.TrimSpace(d)) {
+	case "off", "none", "0", "false":
+		return "", nil
+	case "":
+		return DefaultDir()
+	}
+	return d, nil
+}
+
 // DefaultDiskBytes is the disk budget when none is given: a tenth of the
 // free space of the folder's disk (what is already cached counted as
 // free), at most 64 GB.

@@ -236,6 +236,7 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request, what string, str
 	checks []func() *openai.Error, streamed func(context.Context, context.CancelFunc, *place) (*result, error), reply func(*result) any) {
 	defer release()
 	j.client = clientOf(r)
+	j.partition = s.keyPartition(r)
 	for _, check := range checks {
 		if err := check(); err != nil {
 			release()

@@ -3,10 +3,12 @@ package serve
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
+	"net/http"
 	"slices"
 	"strings"
 	"time"
@@ -37,6 +39,9 @@ type job struct {
 	// call (tool_choice required or named): enforced by constrained decoding
 	goal   constrain.Goal
 	client string // who asked (clientOf)
+	// partition is whose prompt-cache snapshots the job may reuse
+	// (Server.partition)
+	partition string
 	// notes are warnings of the request's own (what it asked and was not
 	// done), reported before the reply reader's
 	notes []string
@@ -116,6 +121,7 @@ func (s *Server) samplingOf(q *openai.Sampling, j *job) *openai.Error {
 		return asAPIError(err)
 	}
 	j.stops = append(j.stops, stops...) // after an endpoint's own (Messages' stop_sequences)
+	j.partition = s.partition(j.partition, q.PromptCacheKey)
 	return nil
 }
 
@@ -205,7 +211,7 @@ func (s *Server) generate(ctx context.Context, j *job) (*result, error) {
 	}
 	rep, err := s.sess.Generate(ctx, j.ids, chat.PromptOptions{Thinking: j.thinking, MaxTokens: j.maxTokens,
 		Sampler: sampler, Spec: spec, Stop: func() bool { return filter.hit },
-		NoTools: j.noTools != "", NoToolsWhy: j.noTools}, on)
+		NoTools: j.noTools != "", NoToolsWhy: j.noTools, Partition: j.partition}, on)
 	if err != nil {
 		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 			s.cancelled.Add(1)
@@ -258,4 +264,32 @@ func newID(prefix string) string {
 	var b [12]byte
 	_, _ = rand.Read(b[:])
 	return prefix + hex.EncodeToString(b[:])
+}
+
+// keyPartition is the partition of the API key a request presents ("":
+// no key is set, or the cache is shared). Only a digest of the key is
+// kept.
+func (s *Server) keyPartition(r *http.Request) string {
+	if s.o.SharedCache || s.o.APIKey == "" {
+		return ""
+	}
+	key := r.Header.Get("x-api-key")
+	if b, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
+		key = strings.TrimSpace(b)
+	}
+	return "key:" + digest(key)
+}
+
+// partition adds a request's prompt_cache_key to its key's partition.
+func (s *Server) partition(key, cacheKey string) string {
+	if s.o.SharedCache || cacheKey == "" {
+		return key
+	}
+	return key + "|pck:" + digest(cacheKey)
+}
+
+// digest is a short hex digest of a secret (never kept or logged itself).
+func digest(v string) string {
+	h := sha256.Sum256([]byte(v))
+	return hex.EncodeToString(h[:12])
 }
