@@ -62,9 +62,9 @@ type result struct {
 	finish             string // stop, length or tool_calls
 	stopSeq            string // the stop string that ended the reply
 	prompt, reused     int
-	// shown is what the reply reports as reused (cached_tokens): reused
-	// when the kept state was this client's own, else 0, so no client
-	// learns whether another's prompt starts like its own.
+	// shown is what the reply reports as reused (cached_tokens): all of
+	// it, since a job reuses only its own partition's states (no client
+	// learns whether another's prompt starts like its own)
 	shown int
 }
 
@@ -168,10 +168,6 @@ func (s *Server) generate(ctx context.Context, j *job) (*result, error) {
 		defer s.o.Lock.Unlock()
 	}
 	s.generations.Add(1)
-	s.ownerMu.Lock()
-	own := s.owner == j.client
-	s.owner = j.client // the state this generation leaves is its client's
-	s.ownerMu.Unlock()
 	filter := newStopFilter(j.stops, j.onAnswer)
 	dec := s.o.Tok.NewStreamDecoder()
 	stopIDs := s.o.Tok.StopIDs()
@@ -225,10 +221,9 @@ func (s *Server) generate(ctx context.Context, j *job) (*result, error) {
 		// the steps after the first token, which came with the prompt's read
 		s.secsPerToken.Store(math.Float64bits(time.Since(first).Seconds() / float64(n-1)))
 	}
-	res := &result{ids: rep.IDs, prompt: len(j.ids), reused: rep.Reused, finish: "length"}
-	if own {
-		res.shown = rep.Reused
-	}
+	// the reuse came from the job's own partition (the session's kept
+	// states and the prompt cache never cross partitions): it may see it
+	res := &result{ids: rep.IDs, prompt: len(j.ids), reused: rep.Reused, shown: rep.Reused, finish: "length"}
 	if rep.Stop == engine.StopToken {
 		res.finish = "stop"
 	}
@@ -266,12 +261,16 @@ func newID(prefix string) string {
 	return prefix + hex.EncodeToString(b[:])
 }
 
-// keyPartition is the partition of the API key a request presents ("":
-// no key is set, or the cache is shared). Only a digest of the key is
-// kept.
+// keyPartition is the partition of the API key a request presents; on a
+// server without a key (which listens on loopback only: one user's), of
+// the client's address, so a client on another loopback address shares
+// nothing ("" with SharedCache). Only a digest of the key is kept.
 func (s *Server) keyPartition(r *http.Request) string {
-	if s.o.SharedCache || s.o.APIKey == "" {
+	switch {
+	case s.o.SharedCache:
 		return ""
+	case s.o.APIKey == "":
+		return "addr:" + clientOf(r)
 	}
 	key := r.Header.Get("x-api-key")
 	if b, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {

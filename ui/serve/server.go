@@ -136,8 +136,6 @@ type Server struct {
 	bodies        budget // bytes of request bodies being read and checked
 	maxTokenBytes int    // the longest token's bytes: text of n bytes is at least n/this positions
 
-	ownerMu sync.Mutex
-	owner   string // the client whose request left the kept engine state
 }
 
 // New checks the options and makes a server (not yet listening).
