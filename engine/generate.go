@@ -92,7 +92,7 @@ type GenResult struct {
 	// Reused is how many prompt positions came from the prompt cache
 	// (GenOptions.Cache) instead of being read.
 	Reused int
-	Stats          Stats  // what the call read and waited for
+	Stats  Stats // what the call read and waited for
 	// DecodePasses are the forwards after the prompt that chose tokens:
 	// one per token without speculation, fewer with accepted drafts.
 	DecodePasses int
