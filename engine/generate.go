@@ -426,7 +426,7 @@ func (g *generation) fail(err error) error {
 	res := g.res
 	res.Stop = StopCancelled
 	n := len(res.Generated)
-	if g.opt.Complete && !g.opt.Recompute && n > 0 && g.s.Pos == len(res.Prior)+len(g.prompt)+n-1 {
+	if g.opt.Complete && !g.opt.Recompute && n > 0 && g.s.Pos == len(res.Prior)+len(res.Prompt)+n-1 {
 		if _, ferr := g.e.Feed(context.Background(), g.s, res.Generated[n-1:], false); ferr != nil {
 			return ferr
 		}
