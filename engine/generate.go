@@ -218,6 +218,9 @@ func (e *Engine) prepare(ctx context.Context, s *State, prompt []int, opt GenOpt
 // emit hands ev to OnEvent; prefill progress counts the whole prompt,
 // what the prompt cache gave included (Reused).
 func (g *generation) emit(ev Event) {
+	if c := g.opt.Cache; c != nil && ev.Kind == EventPrefill {
+		c.store(g.s) // the chunk's snapshots go to the cache now: none waits in memory
+	}
 	if g.opt.OnEvent == nil {
 		return
 	}

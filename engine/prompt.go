@@ -28,9 +28,10 @@ type CacheUse struct {
 	Every int
 }
 
-// DefaultCheckpointEvery is CacheUse.Every's default: about 110 MB of MLA
-// rows of the full model between two snapshots.
-const DefaultCheckpointEvery = 2048
+// DefaultCheckpointEvery is CacheUse.Every's default: about 225 MB of MLA
+// rows of the full model between two snapshots (each of which also holds
+// the 0.46 GB KDA state).
+const DefaultCheckpointEvery = 4096
 
 // maxMarks caps the snapshots one prompt keeps: the first mark (the system
 // and tools block) and the last ones before the prompt's end.
@@ -112,10 +113,15 @@ func mediaStart(s *State, n int) int {
 	return n
 }
 
-// keep stores the snapshots reading the prompt caught, and stops catching.
-func (c *CacheUse) keep(s *State) {
+// store hands the snapshots caught so far to the cache.
+func (c *CacheUse) store(s *State) {
 	for _, n := range s.Caught() {
 		c.Cache.Keep(c.Partition, n)
 	}
+}
+
+// keep stores the snapshots reading the prompt caught, and stops catching.
+func (c *CacheUse) keep(s *State) {
+	c.store(s)
 	s.SetMarks(nil)
 }
