@@ -19,7 +19,8 @@ var liveCache struct {
 
 // openPromptCache opens the prompt cache of model m, or nil when it is off
 // ($K3_PROMPT_CACHE=off) or cannot be opened (the app then reads every
-// prompt whole). Its memory share is the plan's state copies.
+// prompt whole). Its memory share is the plan's state copies (none at the
+// smallest presets: snapshots are then read from disk when used).
 func openPromptCache(m *engine.Model, o engine.Options) *promptcache.Cache {
 	dir, err := promptcache.ResolveDir("")
 	if err != nil || dir == "" {
@@ -27,7 +28,7 @@ func openPromptCache(m *engine.Model, o engine.Options) *promptcache.Cache {
 	}
 	var ram int64
 	if m.Plan != nil {
-		ram = int64(max(o.StateCopies, 1)) * (m.Plan.State + m.Plan.KV)
+		ram = int64(o.StateCopies) * (m.Plan.State + m.Plan.KV)
 	}
 	c, err := promptcache.Open(m, promptcache.Options{Dir: dir, RAMBytes: ram, DiskBytes: promptcache.DefaultDiskBytes(dir)})
 	if err != nil {

@@ -30,8 +30,9 @@ func addCacheFlags(fs *flag.FlagSet) *cacheFlags {
 
 // open opens the prompt cache of model m (nil when off). Its memory share
 // is what the plan reserved for the run's state copies (o.StateCopies of
-// the planned state), so the cache takes no memory the plan did not count;
-// what does not fit stays on disk. Skipped files are reported on stderr.
+// the planned state: none at the smallest presets, where snapshots are
+// read from disk when used); what does not fit stays on disk. Skipped
+// files are reported on stderr.
 func (f *cacheFlags) open(cmd string, m *engine.Model, o engine.Options, stdout, stderr io.Writer) (*promptcache.Cache, error) {
 	if *f.gb < 0 || *f.gb > maxBudgetGB {
 		return nil, fmt.Errorf("--prompt-cache-gb must be from 0 to %g", float64(maxBudgetGB))
@@ -46,7 +47,7 @@ func (f *cacheFlags) open(cmd string, m *engine.Model, o engine.Options, stdout,
 	}
 	var ram int64
 	if m.Plan != nil {
-		ram = int64(max(o.StateCopies, 1)) * (m.Plan.State + m.Plan.KV)
+		ram = int64(o.StateCopies) * (m.Plan.State + m.Plan.KV)
 	}
 	c, err := promptcache.Open(m, promptcache.Options{Dir: dir, RAMBytes: ram, DiskBytes: disk,
 		Warn: func(s string) { fmt.Fprintf(stderr, "k3 %s: %s\n", cmd, s) }})
