@@ -215,10 +215,12 @@ func (g *generation) emit(ev Event) {
 // OnEvent, and keeps the logits after its last position: with KeepPrefix
 // in two feeds, the state after all but the last position copied between
 // them; with Recompute (and tokens to generate) the whole sequence into a
-// fresh state. This is the one place the prompt is read: the plan's
-// prefill chunk (the positions per forward) and image embeddings at the
-// prompt's media positions enter here; a resume from the prompt cache runs
-// before it and leaves it the positions not resumed.
+// fresh state, which carries the state's pending image rows. This is the
+// one place the prompt is read: the plan's prefill chunk (the positions
+// per forward) enters here, and image rows given to the state
+// (State.AddMedia) are fed at their media positions by these feeds; a
+// resume from the prompt cache runs before it, as its own phase, and
+// leaves it the positions not resumed.
 func (g *generation) readPrompt() error {
 	e, n := g.e, len(g.prompt)
 	g.t0 = time.Now()
@@ -226,7 +228,7 @@ func (g *generation) readPrompt() error {
 	var err error
 	switch {
 	case g.opt.Recompute && g.opt.MaxTokens > 0:
-		g.logits, err = e.feed(g.ctx, e.m.NewState(), g.full, false, g.emit)
+		g.logits, err = e.feed(g.ctx, e.m.freshWithMedia(g.s), g.full, false, g.emit)
 	case g.opt.KeepPrefix && n > 0:
 		// progress counts the whole prompt across the two feeds
 		part := func(base int) func(Event) {
@@ -308,7 +310,7 @@ func (g *generation) add(id int, dt float64, logits []float32) bool {
 func (g *generation) recompute() error {
 	g.res.DecodePasses++
 	var err error
-	if g.logits, err = g.e.Feed(g.ctx, g.e.m.NewState(), g.full, false); err != nil {
+	if g.logits, err = g.e.Feed(g.ctx, g.e.m.freshWithMedia(g.s), g.full, false); err != nil {
 		return err
 	}
 	g.dt = time.Since(g.t0).Seconds()
