@@ -149,7 +149,7 @@ func (r *GenResult) SecondsPerToken() float64 {
 // per chosen token) and finish. A step that resumes the prompt from a
 // cached state goes before readPrompt, as its own phase.
 func (e *Engine) Generate(ctx context.Context, s *State, prompt []int, opt GenOptions) (*GenResult, error) {
-	g := e.prepare(ctx, s, prompt, opt)
+	g := e.newGeneration(ctx, s, prompt, opt)
 	start := e.Snapshot()
 	if g.trace.LayerTimes {
 		defer e.stopLayerTimes()
@@ -187,8 +187,8 @@ type generation struct {
 	complete bool
 }
 
-// prepare makes the generation of prompt after s's ids.
-func (e *Engine) prepare(ctx context.Context, s *State, prompt []int, opt GenOptions) *generation {
+// newGeneration prepares the generation of prompt after s's ids.
+func (e *Engine) newGeneration(ctx context.Context, s *State, prompt []int, opt GenOptions) *generation {
 	if s == nil {
 		s = e.m.NewState()
 	}
