@@ -215,10 +215,12 @@ func (g *generation) emit(ev Event) {
 // OnEvent, and keeps the logits after its last position: with KeepPrefix
 // in two feeds, the state after all but the last position copied between
 // them; with Recompute (and tokens to generate) the whole sequence into a
-// fresh state. This is the one place the prompt is read: the plan's
-// prefill chunk (the positions per forward) and image embeddings at the
-// prompt's media positions enter here; a resume from the prompt cache runs
-// before it and leaves it the positions not resumed.
+// fresh state, which carries the state's pending image rows. This is the
+// one place the prompt is read: the plan's prefill chunk (the positions
+// per forward) enters here, and image rows given to the state
+// (State.AddMedia) are fed at their media positions by these feeds; a
+// resume from the prompt cache runs before it, as its own phase, and
+// leaves it the positions not resumed.
 func (g *generation) readPrompt() error {
 	e, n := g.e, len(g.prompt)
 	g.t0 = time.Now()
