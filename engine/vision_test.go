@@ -16,38 +16,6 @@ import (
 	"k3/kernels"
 )
 
-// visionModelDir is tiny-release's language model with tiny-vision's tower
-// and projector: both shard sets linked into one folder, one index, and
-// tiny-vision's config (tiny-release's text_config plus a vision_config).
-func visionModelDir(t *testing.T) string {
-	t.Helper()
-	dir := t.TempDir()
-	wmap := map[string]string{}
-	for _, src := range []string{"tiny-release", "tiny-vision"} {
-		from := fixture.ModelDir(src)
-		var ix struct {
-			WeightMap map[string]string `json:"weight_map"`
-		}
-		b, err := os.ReadFile(filepath.Join(from, "model.safetensors.index.json"))
-		require.NoError(t, err)
-		require.NoError(t, json.Unmarshal(b, &ix))
-		for name, file := range ix.WeightMap {
-			link := src + "-" + file
-			wmap[name] = link
-			if _, err := os.Lstat(filepath.Join(dir, link)); os.IsNotExist(err) {
-				require.NoError(t, os.Symlink(filepath.Join(from, file), filepath.Join(dir, link)))
-			}
-		}
-	}
-	b, err := json.Marshal(map[string]any{"weight_map": wmap})
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "model.safetensors.index.json"), b, 0o644))
-	cfg, err := os.ReadFile(filepath.Join(fixture.ModelDir("tiny-vision"), "config.json"))
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "config.json"), cfg, 0o644))
-	return dir
-}
-
 type visionE2E struct {
 	PromptIDs   []int     `json:"prompt_ids"`
 	MediaAt     int       `json:"media_at"`
@@ -96,7 +64,7 @@ func testImage() *vision.Prepared {
 // differs.
 func TestGenerateReadsImageRows(t *testing.T) {
 	want := loadVisionE2E(t)
-	dir := visionModelDir(t)
+	dir := fixture.VisionModelDir(t)
 	for _, o := range []struct {
 		name      string
 		chunk     int
@@ -132,7 +100,7 @@ func TestGenerateReadsImageRows(t *testing.T) {
 }
 
 func TestEmbedImageBitIdenticalAcrossThreadsAndLevels(t *testing.T) {
-	m, err := Open(visionModelDir(t), Options{Budget: Budget{CacheBytes: 1 << 40}})
+	m, err := Open(fixture.VisionModelDir(t), Options{Budget: Budget{CacheBytes: 1 << 40}})
 	require.NoError(t, err)
 	defer m.Close()
 	var base []float32

@@ -283,6 +283,11 @@ type PromptOptions struct {
 	// warning saying NoToolsWhy (xtml.ReplyOptions).
 	NoTools    bool
 	NoToolsWhy string
+	// Images are the transcript's pictures in order, their pads already
+	// expanded in the ids (ExpandImages): each pad position reads its
+	// image's projected row. A reused state must have fed the same
+	// pictures at the same positions.
+	Images []Image
 }
 
 // Generate runs one assistant reply over ids, a whole transcript rendered
@@ -311,8 +316,9 @@ func (s *Session) run(ctx context.Context, ids []int, mark int, o PromptOptions,
 	// reuse the longest state whose ids start the transcript (leaving at
 	// least one position to feed, whose logits choose the first token)
 	st := s.Engine.Model().NewState()
+	keys := mediaKeys(o.Images)
 	for _, cand := range append([]*engine.State{s.live, s.snap}, s.marks...) {
-		if cand != nil && cand.Pos < len(ids) && cand.Pos > st.Pos && slices.Equal(cand.IDs, ids[:cand.Pos]) {
+		if cand != nil && cand.Pos < len(ids) && cand.Pos > st.Pos && slices.Equal(cand.IDs, ids[:cand.Pos]) && cand.MediaAgrees(keys) {
 			st = cand
 		}
 	}
@@ -323,6 +329,9 @@ func (s *Session) run(ctx context.Context, ids []int, mark int, o PromptOptions,
 	}
 	reused := st.Pos
 	rep := &Reply{Reused: reused, Prefilled: len(ids) - reused}
+	if err := s.giveImages(ctx, st, o.Images); err != nil {
+		return rep, newStreamer(s.Tok, xtml.ReplyOptions{Thinking: o.Thinking}, on), nil, err
+	}
 	sm := newStreamer(s.Tok, xtml.ReplyOptions{Thinking: o.Thinking, NoTools: o.NoTools, NoToolsWhy: o.NoToolsWhy}, on)
 	// prefill progress counts the whole transcript, what was reused included
 	progress := func(base int) func(engine.Event) {
