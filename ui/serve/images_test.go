@@ -208,7 +208,7 @@ func expectedPlain(t *testing.T, s *Server) string {
 	t.Helper()
 	resp, data := post(t, s, "/v1/chat/completions", map[string]any{"model": "k3-demo", "max_tokens": 6,
 		"chat_template_kwargs": map[string]any{"thinking": false},
-		"messages": []map[string]any{{"role": "user", "content": "Look:  what?"}}})
+		"messages":             []map[string]any{{"role": "user", "content": "Look:  what?"}}})
 	require.Equal(t, 200, resp.StatusCode, string(data))
 	return string(data)
 }
