@@ -194,7 +194,7 @@ func Spec(ctx context.Context, cfg SpecConfig) error {
 	defer e.Close()
 	genOn := func(e *engine.Engine, what string) genFunc {
 		return func(c *specCase, spec engine.Spec, costs func(int) float64) (*engine.GenResult, error) {
-			res, err := e.Generate(ctx, nil, c.ids, engine.GenOptions{MaxTokens: cfg.MaxTokens, StopIDs: tok.StopIDs(), Sampler: c.sampler(), Spec: spec, SpecCosts: costs})
+			res, err := e.Generate(ctx, nil, c.ids, engine.GenOptions{MaxTokens: cfg.MaxTokens, StopIDs: tok.StopIDs(), Sampler: c.sampler(), Spec: spec, Trace: &engine.GenTrace{SpecCosts: costs}})
 			if err != nil {
 				return nil, err
 			}
@@ -275,7 +275,7 @@ func Spec(ctx context.Context, cfg SpecConfig) error {
 				if row.r == nil {
 					continue
 				}
-				sim := engine.SpecSimOf(row.r, maxDraft, unitCosts)
+				sim := row.r.SpecSim(maxDraft, unitCosts)
 				emit(SpecLine{Kind: "acceptance", Prompt: c.prompt, Sampling: c.sampling, Spec: row.label, Tokens: sim.Tokens, Passes: sim.Passes, Drafted: sim.Drafted, Accepted: sim.Accepted,
 					AcceptedPerPass: sim.AcceptedPerPass(), PassesPerToken: row.r.PassesPerToken(), TooWeak: c.weak != ""})
 			}
@@ -384,11 +384,11 @@ func projectAll(cases []*specCase, computeModel string, disk float64, compute []
 			if err != nil {
 				return err
 			}
-			off := engine.SpecSimOf(c.off, maxDraft, costs)
-			rows := []specRow{{"projection", "off", off}, {"projection", "auto", engine.SpecSimOf(auto, maxDraft, costs)}}
+			off := c.off.SpecSim(maxDraft, costs)
+			rows := []specRow{{"projection", "off", off}, {"projection", "auto", auto.SpecSim(maxDraft, costs)}}
 			bestK, best := 0, off
 			for k, f := range c.forced {
-				if r := engine.SpecSimOf(f, maxDraft, costs); r.Seconds < best.Seconds {
+				if r := f.SpecSim(maxDraft, costs); r.Seconds < best.Seconds {
 					bestK, best = k+1, r
 				}
 			}
@@ -400,10 +400,10 @@ func projectAll(cases []*specCase, computeModel string, disk float64, compute []
 				if err != nil {
 					return err
 				}
-				rows = append(rows, specRow{"projection", "draft auto", engine.SpecSimOf(da, maxDraft, costs)})
+				rows = append(rows, specRow{"projection", "draft auto", da.SpecSim(maxDraft, costs)})
 				bestK, best = 0, off
 				for k, f := range c.draftForced {
-					if r := engine.SpecSimOf(f, maxDraft, costs); r.Seconds < best.Seconds {
+					if r := f.SpecSim(maxDraft, costs); r.Seconds < best.Seconds {
 						bestK, best = k+1, r
 					}
 				}
