@@ -1,0 +1,87 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"image"
+	"image/color"
+	"image/png"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"k3/engine"
+	"k3/engine/chat"
+	"k3/internal/fixture"
+	"k3/tokenizer"
+)
+
+func writePNG(t *testing.T, path string, w, h int) []byte {
+	t.Helper()
+	img := image.NewRGBA(image.Rect(0, 0, w, h))
+	for y := 0; y < h; y++ {
+		for x := 0; x < w; x++ {
+			img.Set(x, y, color.RGBA{uint8(x * 9), uint8(y * 3), 90, 255})
+		}
+	}
+	var b bytes.Buffer
+	require.NoError(t, png.Encode(&b, img))
+	require.NoError(t, os.WriteFile(path, b.Bytes(), 0o644))
+	return b.Bytes()
+}
+
+// TestRunImage: k3 run --image feeds the picture's image prompt before the
+// text, its pads read the tower's rows, and the generated ids are the
+// engine's own for that prompt and picture.
+func TestRunImage(t *testing.T) {
+	dir := fixture.VisionModelDir(t)
+	require.NoError(t, tokenizer.WriteByteLevel(dir, tokenizer.ByteLevelOptions{}))
+	pic := filepath.Join(t.TempDir(), "p.png")
+	data := writePNG(t, pic, 40, 30)
+	out := filepath.Join(t.TempDir(), "r.json")
+	var so, se bytes.Buffer
+	code := run([]string{"run", dir, "--prompt", "what is this?", "--image", pic, "--gen", "5", "--out", out}, &so, &se)
+	require.Equal(t, ExitOK, code, se.String())
+	assert.Contains(t, so.String(), "image    : "+pic+" 40x30 -> 4 positions (grid 4x4)")
+	var rep runReport
+	b, err := os.ReadFile(out)
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(b, &rep))
+
+	tok, err := tokenizer.Load(dir)
+	require.NoError(t, err)
+	m, err := engine.Open(dir, engine.Options{Budget: engine.Budget{CacheBytes: 1 << 40}})
+	require.NoError(t, err)
+	defer m.Close()
+	e := m.NewEngine(1)
+	defer e.Close()
+	im, err := chat.NewImage(m, data)
+	require.NoError(t, err)
+	images := []chat.Image{im}
+	ids, err := chat.ExpandImages(tok, append(tok.EncodeSpecial(tokenizer.ImagePrompt(40, 30)), tok.Encode("what is this?")...), images)
+	require.NoError(t, err)
+	assert.Equal(t, ids, rep.PromptIDs)
+	rows, err := e.EmbedImage(context.Background(), im.Prep)
+	require.NoError(t, err)
+	st := m.NewState()
+	require.NoError(t, st.AddMedia(images[0].At, rows, m.Cfg.Hidden, im.Key))
+	res, err := e.Generate(context.Background(), st, ids, engine.GenOptions{MaxTokens: 5})
+	require.NoError(t, err)
+	assert.Equal(t, res.Generated, rep.GeneratedIDs)
+}
+
+func TestRunImageErrors(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.png")
+	require.NoError(t, os.WriteFile(bad, []byte("not a picture"), 0o644))
+	var so, se bytes.Buffer
+	assert.Equal(t, ExitUsage, run([]string{"run", fixture.ModelDir("tiny-release"), "--prompt", "x", "--image", bad}, &so, &se))
+	assert.Contains(t, se.String(), "unknown image format")
+	se.Reset()
+	assert.Equal(t, ExitUsage, run([]string{"run", fixture.ModelDir("tiny-release"), "--ids", "1,2", "--image", bad}, &so, &se))
+	assert.Contains(t, se.String(), "--image goes with --prompt")
+}
