@@ -99,3 +99,36 @@ func (s *Session) giveImages(ctx context.Context, st *engine.State, images []Ima
 	}
 	return nil
 }
+
+// Attach reads a picture for Turn's next user message (it goes before the
+// message's text). A picture k3 cannot take, or a model without a vision
+// tower, is refused at once with the reason.
+func (s *Session) Attach(data []byte) error {
+	if _, err := s.image(data); err != nil {
+		return err
+	}
+	s.attached = append(s.attached, data)
+	return nil
+}
+
+// Attached is how many pictures wait for the next user message.
+func (s *Session) Attached() int { return len(s.attached) }
+
+// image prepares a picture once per content (the history renders every
+// picture at every turn).
+func (s *Session) image(data []byte) (Image, error) {
+	h := fnv.New64a()
+	h.Write(data)
+	if im, ok := s.images[h.Sum64()]; ok {
+		return im, nil
+	}
+	im, err := NewImage(s.Engine.Model(), data)
+	if err != nil {
+		return Image{}, err
+	}
+	if s.images == nil {
+		s.images = map[uint64]Image{}
+	}
+	s.images[im.Key] = im
+	return im, nil
+}

@@ -118,3 +118,39 @@ func TestNewImageRefusals(t *testing.T) {
 	assert.ErrorContains(t, err, "takes no images")
 	_ = s
 }
+
+// TestTurnWithAttachedPicture: an attached picture goes with the next user
+// message, is kept in the history (and its file), and the next turn reuses
+// the state past it; a fresh session over the saved history replies the
+// same.
+func TestTurnWithAttachedPicture(t *testing.T) {
+	s, m := visionSession(t)
+	s.HistoryPath = t.TempDir() + "/h.jsonl"
+	opt := Options{MaxTokens: 4, Sampling: engine.Sampling{Greedy: true}}
+	pic := picture(t, 60, 40, 77)
+	require.NoError(t, s.Attach(pic))
+	assert.Equal(t, 1, s.Attached())
+	assert.ErrorContains(t, s.Attach([]byte("nope")), "unknown image format")
+	r1, err := s.Turn(context.Background(), "what is it?", opt, nil)
+	require.NoError(t, err)
+	assert.Equal(t, 0, s.Attached())
+	h := s.History()
+	require.Len(t, h, 2)
+	assert.Equal(t, [][]byte{pic}, h[0].Images)
+	r2, err := s.Turn(context.Background(), "and now?", opt, nil)
+	require.NoError(t, err)
+	im, err := NewImage(m, pic)
+	require.NoError(t, err)
+	assert.Greater(t, r2.Reused, im.Tokens(), "the second turn does not read the picture again")
+
+	loaded, err := LoadHistory(s.HistoryPath)
+	require.NoError(t, err)
+	assert.Equal(t, [][]byte{pic}, loaded[0].Images)
+	fresh := NewSession(s.Engine, s.Tok)
+	fresh.SetHistory(loaded[:1])
+	again, err := fresh.Reply(context.Background(), loaded[:1], opt, nil)
+	require.NoError(t, err)
+	assert.Equal(t, r1.IDs, again.IDs)
+	_, err = ParseHistory([]byte(`{"role":"assistant","content":"x","images":["AAAA"]}` + "\n"))
+	assert.ErrorContains(t, err, "images on a assistant message")
+}

@@ -92,6 +92,9 @@ type Session struct {
 	marks []*engine.State // the checkpoints, oldest first
 	// noSnapshot: keep no snap (FitBudget at the smallest presets)
 	noSnapshot bool
+
+	attached [][]byte        // pictures for Turn's next user message (Attach)
+	images   map[uint64]Image // pictures prepared, by content key
 }
 
 // DefaultCheckpoints is NewSession's Checkpoints (plan.DefaultChatCheckpoints).
@@ -147,7 +150,7 @@ func (s *Session) CheckpointBytes() int64 {
 // the transcript ids of this turn: the length of the transcript before it,
 // or -1 when that is not a prefix of ids (a renderer that reorders).
 func (s *Session) userStart(history []Message, ids []int, opt Options) int {
-	before, err := s.render(history[:len(history)-1], opt, true)
+	before, _, err := s.render(history[:len(history)-1], opt, true)
 	if err != nil || len(before) >= len(ids) || !slices.Equal(before, ids[:len(before)]) {
 		return -1
 	}
@@ -170,27 +173,42 @@ func (s *Session) keepMark(st *engine.State) {
 // render encodes the system prompt and history, with the generation prompt
 // unless noGen. A history that starts with a system message has its own
 // system prompt: opt.System is then not sent.
-func (s *Session) render(history []Message, opt Options, noGen bool) ([]int, error) {
+func (s *Session) render(history []Message, opt Options, noGen bool) ([]int, []Image, error) {
 	var msgs []xtml.Message
 	if opt.System != "" && (len(history) == 0 || history[0].Role != "system") {
 		msgs = append(msgs, xtml.Message{Role: "system", Content: opt.System})
 	}
+	var images []Image
 	for _, m := range history {
-		msgs = append(msgs, xtml.Message{Role: m.Role, Content: m.Content, ReasoningContent: m.ReasoningContent})
+		xm := xtml.Message{Role: m.Role, Content: m.Content, ReasoningContent: m.ReasoningContent}
+		if len(m.Images) > 0 {
+			for _, data := range m.Images {
+				im, err := s.image(data)
+				if err != nil {
+					return nil, nil, err
+				}
+				images = append(images, im)
+				xm.Parts = append(xm.Parts, xtml.Part{Image: im.Size()})
+			}
+			xm.Parts = append(xm.Parts, xtml.Part{Text: m.Content})
+		}
+		msgs = append(msgs, xm)
 	}
 	segs, err := xtml.Render(msgs, nil, xtml.RenderOptions{NoThink: !opt.Thinking, ThinkingEffort: opt.Effort, NoGenerationPrompt: noGen,
 		ResponseFormat: opt.ResponseFormat})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return xtml.Encode(s.Tok, segs), nil
+	ids, err := ExpandImages(s.Tok, xtml.Encode(s.Tok, segs), images)
+	return ids, images, err
 }
 
 // Prompt returns the ids a turn would feed after adding user text to Turn's
 // conversation (for tests and tools: a fresh run over this gives the same
 // reply).
 func (s *Session) Prompt(user string, opt Options) ([]int, error) {
-	return s.render(append(slices.Clip(s.history), Message{Role: "user", Content: user}), opt, false)
+	ids, _, err := s.render(append(slices.Clip(s.history), Message{Role: "user", Content: user, Images: s.attached}), opt, false)
+	return ids, err
 }
 
 // Reply generates the assistant's reply to history, a whole transcript
@@ -210,7 +228,7 @@ func (s *Session) Reply(ctx context.Context, history []Message, opt Options, on 
 	if opt.MaxTokens <= 0 {
 		opt.MaxTokens = DefaultMaxTokens
 	}
-	ids, err := s.render(history, opt, false)
+	ids, images, err := s.render(history, opt, false)
 	if err != nil {
 		return nil, err
 	}
@@ -229,7 +247,7 @@ func (s *Session) Reply(ctx context.Context, history []Message, opt Options, on 
 		mark = s.userStart(history, ids, opt)
 	}
 	rep, sm, gen, err := s.run(ctx, ids, mark, PromptOptions{Thinking: opt.Thinking, MaxTokens: opt.MaxTokens,
-		Sampler: sampler, Spec: spec}, on)
+		Sampler: sampler, Spec: spec, Images: images}, on)
 	rep.IDs = gen
 	rep.set(sm.finish())
 	if errors.Is(err, context.Canceled) {
@@ -248,8 +266,11 @@ func (r *Reply) Message() Message {
 // history to HistoryPath when set. A stopped reply is kept, marked
 // "stopped", and Turn returns it with no error.
 func (s *Session) Turn(ctx context.Context, user string, opt Options, on func(engine.Event)) (*Reply, error) {
-	h := append(slices.Clip(s.history), Message{Role: "user", Content: user})
+	h := append(slices.Clip(s.history), Message{Role: "user", Content: user, Images: s.attached})
 	rep, err := s.Reply(ctx, h, opt, on)
+	if rep != nil {
+		s.attached = nil // they went with this message
+	}
 	if rep == nil {
 		return nil, err
 	}

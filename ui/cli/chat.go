@@ -36,6 +36,7 @@ const chatHelp = `commands:
   /effort E        thinking effort: low, high or max
   /json on|off     answers held to any JSON object, or free
   /json FILE       answers held to the JSON schema in FILE
+  /image FILE      a picture (PNG, JPEG, GIF, WebP) for your next message
   /exit            leave (Ctrl-D works too)
 Ctrl-C stops the reply being written; a second Ctrl-C leaves.
 `
@@ -56,6 +57,8 @@ func cmdChat(args []string, stdout, stderr io.Writer) int {
 	gen := fs.Int("gen", 4096, "turn cap in tokens, thinking included")
 	jsonObj := fs.Bool("json", false, "hold every answer to a JSON object (decoded token by token, as k3 serve's response_format)")
 	jsonSchema := fs.String("json-schema", "", "hold every answer to the JSON schema in this file (the subset of OpenAI's strict mode)")
+	var images storeDirs
+	fs.Var(&images, "image", "a picture for the first message (repeatable; /image FILE attaches one later)")
 	setUsage(fs, stderr, "usage: k3 chat MODEL_DIR [flags]")
 	pos, code := parseN(fs, args, 1, stderr, "k3 chat: give exactly one MODEL_DIR (run 'k3 chat -h' for the flags)")
 	if code >= 0 {
@@ -137,6 +140,12 @@ func cmdChat(args []string, stdout, stderr io.Writer) int {
 	if len(hist) > 0 {
 		fmt.Fprintf(stdout, "history: %d messages from %s\n", len(hist), *history)
 	}
+	for _, f := range images {
+		if err := attachImage(s, f, stdout); err != nil {
+			fmt.Fprintf(stderr, "k3 chat: --image %s: %v\n", f, err)
+			return ExitUsage
+		}
+	}
 	fmt.Fprintln(stdout, "type a message; /help for commands")
 
 	// Ctrl-C: cancel the reply in flight; a second one (or one at the
@@ -205,6 +214,10 @@ func cmdChat(args []string, stdout, stderr io.Writer) int {
 					}
 					opt.ResponseFormat = rf
 					fmt.Fprintf(stdout, "answers: JSON of the schema in %s\n", arg)
+				}
+			case f[0] == "/image" && len(f) >= 2:
+				if err := attachImage(s, strings.TrimSpace(strings.TrimPrefix(line, "/image")), stdout); err != nil {
+					fmt.Fprintf(stdout, "/image: %v\n", err)
 				}
 			case f[0] == "/effort" && len(f) == 2 && slices.Contains(xtml.ThinkingEfforts, f[1]):
 				opt.Effort = f[1]
@@ -424,4 +437,22 @@ func schemaFormat(path string) (json.RawMessage, error) {
 		return nil, fmt.Errorf("%s: the schema cannot be enforced: %v", path, err)
 	}
 	return constrain.SchemaFormat("reply", data), nil
+}
+
+// attachImage reads a picture file for the next message and says what it
+// costs in prompt positions.
+func attachImage(s *chat.Session, path string, stdout io.Writer) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	if err := s.Attach(data); err != nil {
+		return err
+	}
+	im, err := chat.NewImage(s.Engine.Model(), data)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "picture %s: %dx%d, %d prompt positions; it goes with your next message\n", path, im.Prep.W, im.Prep.H, im.Tokens())
+	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"image/png"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -84,4 +85,35 @@ func TestRunImageErrors(t *testing.T) {
 	se.Reset()
 	assert.Equal(t, ExitUsage, run([]string{"run", fixture.ModelDir("tiny-release"), "--ids", "1,2", "--image", bad}, &so, &se))
 	assert.Contains(t, se.String(), "--image goes with --prompt")
+}
+
+// TestChatImage: k3 chat --image attaches a picture to the first message
+// and /image to a later one; both are kept in the history file; a bad
+// picture at /image is told and the chat goes on; a model without a tower
+// refuses --image with exit 2.
+func TestChatImage(t *testing.T) {
+	dir := fixture.VisionModelDir(t)
+	require.NoError(t, tokenizer.WriteByteLevel(dir, tokenizer.ByteLevelOptions{}))
+	a, b := filepath.Join(t.TempDir(), "a.png"), filepath.Join(t.TempDir(), "b.png")
+	da, db := writePNG(t, a, 56, 28), writePNG(t, b, 30, 30)
+	bad := filepath.Join(t.TempDir(), "bad.gif")
+	require.NoError(t, os.WriteFile(bad, []byte("GIF89a-cut"), 0o644))
+	hist := filepath.Join(t.TempDir(), "h.jsonl")
+	stdin = strings.NewReader("what is it?\n/image " + bad + "\n/image " + b + "\nand this?\n/exit\n")
+	defer func() { stdin = nil }()
+	code, out, errs := runK3("chat", dir, "--gen", "3", "--no-think", "--history", hist, "--image", a)
+	require.Equal(t, ExitOK, code, errs)
+	assert.Contains(t, out, "picture "+a+": 56x28, 2 prompt positions")
+	assert.Contains(t, out, "/image: ")
+	assert.Contains(t, out, "picture "+b+": 30x30, 4 prompt positions")
+	h, err := chat.LoadHistory(hist)
+	require.NoError(t, err)
+	require.Len(t, h, 4)
+	assert.Equal(t, [][]byte{da}, h[0].Images)
+	assert.Equal(t, [][]byte{db}, h[2].Images)
+
+	stdin = strings.NewReader("/exit\n")
+	code, _, errs = runK3("chat", demoModel(t), "--image", a)
+	assert.Equal(t, ExitUsage, code)
+	assert.Contains(t, errs, "takes no images")
 }
