@@ -93,7 +93,7 @@ type Session struct {
 	// noSnapshot: keep no snap (FitBudget at the smallest presets)
 	noSnapshot bool
 
-	attached [][]byte        // pictures for Turn's next user message (Attach)
+	attached [][]byte         // pictures for Turn's next user message (Attach)
 	images   map[uint64]Image // pictures prepared, by content key
 }
 
