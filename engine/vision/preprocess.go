@@ -238,3 +238,22 @@ func chessboard(s Raster) Raster {
 	}
 	return out
 }
+
+// Size reads a picture's size from its header only (the checks of Decode
+// that need no pixels): what the prompt names.
+func Size(data []byte) (w, h int, err error) {
+	if len(data) == 0 {
+		return 0, 0, imageErr("the image is empty (0 bytes)")
+	}
+	cfg, format, err := image.DecodeConfig(bytes.NewReader(data))
+	if errors.Is(err, image.ErrFormat) {
+		return 0, 0, imageErr("unknown image format (k3 reads PNG, JPEG, GIF and WebP)")
+	}
+	if err != nil {
+		return 0, 0, imageErr("cannot read the %s header: %v", formatName(format), err)
+	}
+	if cfg.Width <= 0 || cfg.Height <= 0 {
+		return 0, 0, imageErr("the %s image has no pixels (%dx%d)", formatName(format), cfg.Width, cfg.Height)
+	}
+	return cfg.Width, cfg.Height, nil
+}

@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"image"
 	"image/color"
@@ -116,4 +117,43 @@ func TestChatImage(t *testing.T) {
 	code, _, errs = runK3("chat", demoModel(t), "--image", a)
 	assert.Equal(t, ExitUsage, code)
 	assert.Contains(t, errs, "takes no images")
+}
+
+// TestTemplateImage: k3 template renders an image_url part (a data: URL)
+// as Moonshot's encoder does: the image prompt with the picture's size and
+// one media pad, where the part stands; its ids hold the media tokens.
+func TestTemplateImage(t *testing.T) {
+	pic := writePNG(t, filepath.Join(t.TempDir(), "p.png"), 33, 21)
+	msgs := filepath.Join(t.TempDir(), "m.json")
+	require.NoError(t, os.WriteFile(msgs, []byte(`[{"role":"user","content":[{"type":"text","text":"Look "},`+
+		`{"type":"image_url","image_url":{"url":"data:image/png;base64,`+base64.StdEncoding.EncodeToString(pic)+`"}},`+
+		`{"type":"text","text":" <|kimi_image_placeholder|>"}]}]`), 0o644))
+	code, out, errs := tokRunCmd("template", "--tok", tokParityDir, "--messages", msgs, "--no-think")
+	require.Equal(t, ExitOK, code, errs)
+	var r struct {
+		Text string `json:"text"`
+		IDs  []int  `json:"ids"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &r))
+	assert.Contains(t, r.Text, "Look <|media_begin|>image 33x21<|media_content|><|media_pad|><|media_end|> <|kimi_image_placeholder|><|close|>")
+	tok, err := tokenizer.Load(tokParityDir)
+	require.NoError(t, err)
+	for _, name := range []string{"<|media_begin|>", "<|media_content|>", "<|media_pad|>", "<|media_end|>"} {
+		id, ok := tok.SpecialID(name)
+		require.True(t, ok, name)
+		assert.Equal(t, 1, count(r.IDs, id), name)
+	}
+	if id, ok := tok.SpecialID("<|kimi_image_placeholder|>"); ok {
+		assert.Equal(t, 0, count(r.IDs, id), "the typed placeholder stays text")
+	}
+}
+
+func count(ids []int, id int) int {
+	n := 0
+	for _, x := range ids {
+		if x == id {
+			n++
+		}
+	}
+	return n
 }
