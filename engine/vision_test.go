@@ -40,20 +40,14 @@ func loadVisionE2E(t *testing.T) visionE2E {
 // as the reference builds it (vision_ref.test_pixels).
 func testImage() *vision.Prepared {
 	g := vision.Grid{H: 4, W: 4}
-	var px []float32
-	for gy := 0; gy < g.H; gy++ {
-		for gx := 0; gx < g.W; gx++ {
-			for c := range 3 {
-				for y := range 14 {
-					for x := range 14 {
-						i := (gy*14+y)*g.W*14 + gx*14 + x
-						px = append(px, (float32((131+7919*i+104729*c)%256)/float32(255)-0.5)*2)
-					}
-				}
-			}
+	W, H := g.W*14, g.H*14
+	px := vision.Raster{W: W, H: H, Chans: 3, Pix: make([]uint8, 3*W*H)}
+	for i := 0; i < W*H; i++ {
+		for c := range 3 {
+			px.Pix[3*i+c] = uint8((131 + 7919*i + 104729*c) % 256)
 		}
 	}
-	return &vision.Prepared{W: 56, H: 56, Resize: vision.Resize{Grid: g, Tokens: 4}, Patches: px}
+	return &vision.Prepared{W: 56, H: 56, Resize: vision.Resize{Grid: g, Tokens: 4}, Pixels: px}
 }
 
 // TestGenerateReadsImageRows: the language model reads the image's
