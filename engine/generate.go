@@ -149,7 +149,7 @@ func (r *GenResult) SecondsPerToken() float64 {
 // per chosen token) and finish. A step that resumes the prompt from a
 // cached state goes before readPrompt, as its own phase.
 func (e *Engine) Generate(ctx context.Context, s *State, prompt []int, opt GenOptions) (*GenResult, error) {
-	g := e.prepare(ctx, s, prompt, opt)
+	g := e.newGeneration(ctx, s, prompt, opt)
 	start := e.Snapshot()
 	if g.trace.LayerTimes {
 		defer e.stopLayerTimes()
@@ -187,8 +187,8 @@ type generation struct {
 	complete bool
 }
 
-// prepare makes the generation of prompt after s's ids.
-func (e *Engine) prepare(ctx context.Context, s *State, prompt []int, opt GenOptions) *generation {
+// newGeneration prepares the generation of prompt after s's ids.
+func (e *Engine) newGeneration(ctx context.Context, s *State, prompt []int, opt GenOptions) *generation {
 	if s == nil {
 		s = e.m.NewState()
 	}
@@ -215,10 +215,12 @@ func (g *generation) emit(ev Event) {
 // OnEvent, and keeps the logits after its last position: with KeepPrefix
 // in two feeds, the state after all but the last position copied between
 // them; with Recompute (and tokens to generate) the whole sequence into a
-// fresh state. This is the one place the prompt is read: the plan's
-// prefill chunk (the positions per forward) and image embeddings at the
-// prompt's media positions enter here; a resume from the prompt cache runs
-// before it and leaves it the positions not resumed.
+// fresh state, which carries the state's pending image rows. This is the
+// one place the prompt is read: the plan's prefill chunk (the positions
+// per forward) enters here, and image rows given to the state
+// (State.AddMedia) are fed at their media positions by these feeds; a
+// resume from the prompt cache runs before it, as its own phase, and
+// leaves it the positions not resumed.
 func (g *generation) readPrompt() error {
 	e, n := g.e, len(g.prompt)
 	g.t0 = time.Now()
