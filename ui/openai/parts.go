@@ -99,3 +99,38 @@ func imageURL(raw json.RawMessage) (string, error) {
 	}
 	return o.URL, nil
 }
+
+// MarshalJSON writes a message; with Parts, its content is the array of
+// text and image_url parts (what vLLM and SGLang take).
+func (m Message) MarshalJSON() ([]byte, error) {
+	type plain Message
+	if m.Parts == nil {
+		return json.Marshal(plain(m))
+	}
+	type part struct {
+		Type     string  `json:"type"`
+		Text     *string `json:"text,omitempty"`
+		ImageURL *struct {
+			URL string `json:"url"`
+		} `json:"image_url,omitempty"`
+	}
+	parts := make([]part, len(m.Parts))
+	for i, p := range m.Parts {
+		if p.Image {
+			parts[i] = part{Type: "image_url", ImageURL: &struct {
+				URL string `json:"url"`
+			}{p.ImageURL}}
+		} else {
+			t := p.Text
+			parts[i] = part{Type: "text", Text: &t}
+		}
+	}
+	content, err := json.Marshal(parts)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(struct {
+		plain
+		Content json.RawMessage `json:"content"`
+	}{plain(m), content})
+}
