@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"k3/tokenizer"
-	"k3/tokenizer/constrain"
 
 	"k3/ui/openai"
 )
@@ -63,7 +62,7 @@ func (s *Server) chatPrompt(q *openai.ChatRequest, j *job) *openai.Error {
 	ro := tokenizer.RenderOptions{NoThink: !thinking, ThinkingEffort: effort, ToolChoice: choice}
 	if rf := bytes.TrimSpace(q.ResponseFormat); len(rf) > 0 && !bytes.Equal(rf, []byte("null")) {
 		ro.ResponseFormat = rf
-		if j.goal.Answer, err = responseSchema(rf); err != nil {
+		if j.goal.Answer, err = s.responseSchema(rf, j); err != nil {
 			return err
 		}
 	}
@@ -78,7 +77,9 @@ func (s *Server) chatPrompt(q *openai.ChatRequest, j *job) *openai.Error {
 	case choice == "none":
 		j.noTools = `tool_choice is "none"`
 	case choice == "required":
-		j.goal.Call = constrain.ToolSchemas(tools)
+		if j.goal.Call, err = s.toolSchemas(tools, j); err != nil {
+			return err
+		}
 	}
 	if !j.goal.Empty() && len(j.stops) > 0 {
 		// the structure was asked for so that the reply parses: a stop
