@@ -245,6 +245,9 @@ func TestStringsAndArrays(t *testing.T) {
 		{`{"type":"string","format":"uuid"}`, []string{`"123e4567-e89b-12d3-a456-426614174000"`}, []string{`"123e4567e89b12d3a456426614174000"`}},
 		{`{"type":"string","format":"email"}`, []string{`"a.b@example.com"`}, []string{`"a@b"`, `"@x.com"`, `"a b@x.com"`}},
 		{`{"type":"string","pattern":"^[a-z]+-[0-9]{2,3}$"}`, []string{`"ab-12"`, `"x-999"`}, []string{`"ab-1"`, `"AB-12"`, `"ab-1234"`}},
+		// zod 4's z.iso.date(): a format and a pattern, both held
+		{`{"type":"string","format":"date","pattern":"^(?:(?:\\d\\d[2468][048]|\\d\\d[13579][26]|\\d\\d0[48]|[02468][048]00|[13579][26]00)-02-29|\\d{4}-(?:(?:0[13578]|1[02])-(?:0[1-9]|[12]\\d|3[01])|(?:0[469]|11)-(?:0[1-9]|[12]\\d|30)|(?:02)-(?:0[1-9]|1\\d|2[0-8])))$"}`,
+			[]string{`"2024-02-29"`, `"2023-04-30"`}, []string{`"2023-02-29"`, `"2023-04-31"`, `"2023-4-30"`}},
 		{`{"type":"string","pattern":"cat"}`, []string{`"cat"`, `"a cat!"`}, []string{`"dog"`, `"c\u0061t"`}},
 		{`{"type":"array","items":{"type":"integer"},"minItems":2,"maxItems":3}`, []string{`[1,2]`, `[1,2,3]`}, []string{`[]`, `[1]`, `[1,2,3,4]`}},
 		{`{"type":"array","maxItems":0}`, []string{`[]`}, []string{`[1]`}},

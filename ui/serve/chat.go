@@ -80,6 +80,7 @@ func (s *Server) chatPrompt(q *openai.ChatRequest, j *job) *openai.Error {
 		if j.goal.Call, err = s.toolSchemas(tools, j); err != nil {
 			return err
 		}
+		j.goal.Single = q.ParallelToolCalls != nil && !*q.ParallelToolCalls
 	}
 	if !j.goal.Empty() && len(j.stops) > 0 {
 		// the structure was asked for so that the reply parses: a stop

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -31,6 +32,7 @@ type job struct {
 	keepSpecial bool
 	maxTokens   int
 	sampling    engine.Sampling
+	penalties   engine.Penalties
 	stream      uint64 // PCG32 stream of the seed (as k3 chat: the turn's user-message count)
 	stops       []string
 	// goal is what the answer must be (response_format) or the required
@@ -98,6 +100,9 @@ func (s *Server) samplingOf(q *openai.Sampling, j *job) *openai.Error {
 	}
 	if q.Seed != nil {
 		j.sampling.Seed = uint64(*q.Seed)
+	}
+	if err := s.penaltiesOf(q, j); err != nil {
+		return err
 	}
 	j.maxTokens = s.o.DefaultMaxTokens
 	for _, f := range []struct {
@@ -203,6 +208,10 @@ func (s *Server) generate(ctx context.Context, j *job) (*result, error) {
 		// position after another: no speculative drafts
 		sampler, spec = cs, engine.SpecOff
 	}
+	if !j.penalties.IsZero() {
+		// outermost: it sees every position's pick (forced markup too)
+		sampler, spec = j.penalties.Sampler(sampler, j.ids), engine.SpecOff
+	}
 	rep, err := s.sess.Generate(ctx, j.ids, chat.PromptOptions{Thinking: j.thinking, MaxTokens: j.maxTokens,
 		Sampler: sampler, Spec: spec, Stop: func() bool { return filter.hit },
 		NoTools: j.noTools != "", NoToolsWhy: j.noTools}, on)
@@ -258,4 +267,42 @@ func newID(prefix string) string {
 	var b [12]byte
 	_, _ = rand.Read(b[:])
 	return prefix + hex.EncodeToString(b[:])
+}
+
+// penaltiesOf reads frequency_penalty, presence_penalty,
+// repetition_penalty and logit_bias (keys: token ids) into the job; they
+// are applied exactly (engine.Penalties), or the request is refused.
+func (s *Server) penaltiesOf(q *openai.Sampling, j *job) *openai.Error {
+	p := &j.penalties
+	for _, f := range []struct {
+		v   *float64
+		dst *float64
+	}{{q.FrequencyPenalty, &p.Frequency}, {q.PresencePenalty, &p.Presence}, {q.RepetitionPenalty, &p.Repetition}} {
+		if f.v != nil {
+			*f.dst = *f.v
+		}
+	}
+	if q.RepetitionPenalty != nil && *q.RepetitionPenalty <= 0 {
+		return openai.BadRequest("repetition_penalty", "repetition_penalty must be above 0 (1: none), got %g", *q.RepetitionPenalty)
+	}
+	for k, v := range q.LogitBias {
+		id, err := strconv.Atoi(k)
+		if err != nil {
+			return openai.BadRequest("logit_bias", "logit_bias keys must be token ids, got %q", k)
+		}
+		if p.Bias == nil {
+			p.Bias = map[int]float64{}
+		}
+		p.Bias[id] = v
+	}
+	if err := p.Check(s.o.Tok.VocabSize()); err != nil {
+		param := "logit_bias"
+		for _, n := range []string{"frequency_penalty", "presence_penalty", "repetition_penalty"} {
+			if strings.HasPrefix(err.Error(), n) {
+				param = n
+			}
+		}
+		return openai.BadRequest(param, "%v", err)
+	}
+	return nil
 }

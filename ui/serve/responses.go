@@ -18,11 +18,12 @@ import (
 // not. Nothing is stored, so previous_response_id is refused.
 
 // responsesRequest is what k3 reads of a Responses request; other fields
-// (store, include, metadata, parallel_tool_calls, truncation, user, ...)
+// (store, include, metadata, truncation, user, ...)
 // do not change the output and are ignored.
 type responsesRequest struct {
 	Model              string            `json:"model"`
 	Input              json.RawMessage   `json:"input"`
+	ParallelToolCalls  *bool             `json:"parallel_tool_calls"`
 	Instructions       *string           `json:"instructions"`
 	Tools              []json.RawMessage `json:"tools"`
 	ToolChoice         json.RawMessage   `json:"tool_choice"`
@@ -90,6 +91,7 @@ func (x *responsesExtra) tool(where string, t json.RawMessage, ns string, q *ope
 		Name        string            `json:"name"`
 		Description string            `json:"description"`
 		Parameters  json.RawMessage   `json:"parameters"`
+		Strict      *bool             `json:"strict"`
 		Tools       []json.RawMessage `json:"tools"`
 	}
 	if err := json.Unmarshal(t, &d); err != nil {
@@ -97,7 +99,7 @@ func (x *responsesExtra) tool(where string, t json.RawMessage, ns string, q *ope
 	}
 	switch {
 	case d.Type == "function":
-		ct, err := chatTool(d.Name, d.Description, d.Parameters)
+		ct, err := chatTool(d.Name, d.Description, d.Parameters, d.Strict)
 		if err != nil {
 			return openai.BadRequest("tools", "%s: %v", where, err)
 		}
@@ -174,6 +176,7 @@ func chatOfResponses(r *responsesRequest, q *openai.ChatRequest, x *responsesExt
 	} else {
 		q.ToolChoice = r.ToolChoice
 	}
+	q.ParallelToolCalls = r.ParallelToolCalls
 	return nil
 }
 
@@ -217,6 +220,9 @@ func responseFormatOf(raw json.RawMessage) (json.RawMessage, *openai.Error) {
 // make one assistant message; a function call output is a tool message.
 func inputMessages(raw json.RawMessage, q *openai.ChatRequest) *openai.Error {
 	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
+		return openai.BadRequest("input", "input is required: a string or an array of items")
+	}
 	var text string
 	if json.Unmarshal(raw, &text) == nil {
 		q.Messages = append(q.Messages, msg("user", text))
@@ -380,7 +386,7 @@ func (s *Server) responseObject(id string, created int64, r *responsesRequest, x
 	}
 	o := map[string]any{"id": id, "object": "response", "created_at": created, "status": "in_progress", "model": s.o.ModelID,
 		"output": output, "error": nil, "incomplete_details": nil, "instructions": r.Instructions,
-		"max_output_tokens": r.MaxOutputTokens, "parallel_tool_calls": true, "previous_response_id": nil,
+		"max_output_tokens": r.MaxOutputTokens, "parallel_tool_calls": r.ParallelToolCalls == nil || *r.ParallelToolCalls, "previous_response_id": nil,
 		"reasoning": map[string]any{"effort": effort, "summary": summary}, "store": false,
 		"temperature": r.Temperature, "top_p": r.TopP, "text": map[string]any{"format": format},
 		"tool_choice": choice, "tools": tools, "truncation": "disabled", "metadata": map[string]any{}, "usage": nil}
