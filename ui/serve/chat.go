@@ -303,7 +303,7 @@ func (s *Server) chatReply(j *job, res *result, q *openai.ChatRequest, id string
 		msg.ReasoningContent = &res.reasoning
 	}
 	out := openai.ChatResponse{ID: id, Object: "chat.completion", Created: created, Model: s.o.ModelID,
-		Choices:  []openai.ChatChoice{{Message: msg, FinishReason: res.finish}},
+		Choices:  []openai.ChatChoice{{Message: msg, FinishReason: res.finish, Logprobs: s.chatLogprobs(res)}},
 		Usage:    res.chatUsage(),
 		Warnings: res.warnings}
 	if q.ReturnTokenIDs {

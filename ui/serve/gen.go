@@ -33,6 +33,8 @@ type job struct {
 	maxTokens   int
 	sampling    engine.Sampling
 	penalties   engine.Penalties
+	logprobs    bool // keep each generated token's log-probability (logprobRecorder)
+	topLogprobs int
 	stream      uint64 // PCG32 stream of the seed (as k3 chat: the turn's user-message count)
 	stops       []string
 	// goal is what the answer must be (response_format) or the required
@@ -56,6 +58,8 @@ type result struct {
 	calls              []tokenizer.ToolCall
 	warnings           []string
 	reasoningTokens    int    // of the generated tokens, the think channel's text
+	logprobs           []pickLogprob // per generated token, when asked for
+	contentTokens      []int         // indexes of the generated tokens that are content (text)
 	finish             string // stop, length or tool_calls
 	stopSeq            string // the stop string that ended the reply
 	prompt, reused     int
@@ -74,8 +78,8 @@ func (s *Server) samplingOf(q *openai.Sampling, j *job) *openai.Error {
 	if q.N != nil && *q.N != 1 {
 		return openai.BadRequest("n", "n must be 1: the server generates one choice per request")
 	}
-	if l := strings.TrimSpace(string(q.Logprobs)); l != "" && l != "null" && l != "false" && l != "0" {
-		return openai.BadRequest("logprobs", "logprobs are not supported")
+	if err := logprobsOf(q, j); err != nil {
+		return err
 	}
 	if q.Temperature != nil {
 		if *q.Temperature < 0 || *q.Temperature > 5 {
@@ -175,7 +179,12 @@ func (s *Server) generate(ctx context.Context, j *job) (*result, error) {
 	dec := s.o.Tok.NewStreamDecoder()
 	stopIDs := s.o.Tok.StopIDs()
 	var first time.Time // when the first reply token came
+	var content, pending []int
+	n := 0 // reply tokens so far
 	on := func(ev engine.Event) {
+		if j.logprobs {
+			content, pending, n = contentToken(s.o.Tok, j, ev, content, pending, n)
+		}
 		switch ev.Kind {
 		case engine.EventPrefill:
 			if j.onPrefill != nil {
@@ -212,6 +221,11 @@ func (s *Server) generate(ctx context.Context, j *job) (*result, error) {
 		// outermost: it sees every position's pick (forced markup too)
 		sampler, spec = j.penalties.Sampler(sampler, j.ids), engine.SpecOff
 	}
+	var rec *logprobRecorder
+	if j.logprobs {
+		rec = &logprobRecorder{inner: sampler, top: j.topLogprobs}
+		sampler, spec = rec, engine.SpecOff
+	}
 	rep, err := s.sess.Generate(ctx, j.ids, chat.PromptOptions{Thinking: j.thinking, MaxTokens: j.maxTokens,
 		Sampler: sampler, Spec: spec, Stop: func() bool { return filter.hit },
 		NoTools: j.noTools != "", NoToolsWhy: j.noTools}, on)
@@ -231,6 +245,9 @@ func (s *Server) generate(ctx context.Context, j *job) (*result, error) {
 	res := &result{ids: rep.IDs, prompt: len(j.ids), reused: rep.Reused, finish: "length"}
 	if own {
 		res.shown = rep.Reused
+	}
+	if rec != nil {
+		res.logprobs, res.contentTokens = rec.picks, content
 	}
 	if rep.Stop == engine.StopToken {
 		res.finish = "stop"
@@ -305,4 +322,29 @@ func (s *Server) penaltiesOf(q *openai.Sampling, j *job) *openai.Error {
 		return openai.BadRequest(param, "%v", err)
 	}
 	return nil
+}
+
+// contentToken follows which reply tokens are text of the content (for
+// logprobs): a completion's text tokens; in a chat, the tokens whose text
+// the reader gave to the answer (a token whose bytes end in a later one's
+// text counts with it).
+func contentToken(tok *tokenizer.Tokenizer, j *job, ev engine.Event, content, pending []int, n int) ([]int, []int, int) {
+	switch ev.Kind {
+	case engine.EventToken:
+		n++
+		special := tok.IsSpecial(ev.Token)
+		switch {
+		case j.raw && (!special || j.keepSpecial) && !slices.Contains(tok.StopIDs(), ev.Token):
+			content = append(content, n-1)
+		case special:
+			pending = pending[:0]
+		default:
+			pending = append(pending, n-1)
+		}
+	case engine.EventAnswer:
+		content, pending = append(content, pending...), pending[:0]
+	case engine.EventReasoning:
+		pending = pending[:0]
+	}
+	return content, pending, n
 }

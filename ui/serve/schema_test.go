@@ -238,3 +238,67 @@ func TestBadAgentInput(t *testing.T) {
 	assert.Equal(t, 400, resp.StatusCode, string(data))
 	assert.Contains(t, string(data), "budget_tokens")
 }
+
+// logprobs on Chat Completions and Completions: one entry per content
+// token, whose bytes make the text; greedy picks the top alternative; the
+// alternatives are in descending order and are log-probabilities.
+func TestLogprobs(t *testing.T) {
+	s, _, _ := start(t, nil)
+	_, data := post(t, s, "/v1/completions", map[string]any{"model": "k3-demo", "prompt": "Hello", "max_tokens": 8, "logprobs": 3})
+	var c struct {
+		Choices []struct {
+			Text     string
+			Logprobs struct {
+				Tokens        []string             `json:"tokens"`
+				TokenLogprobs []float64            `json:"token_logprobs"`
+				TopLogprobs   []map[string]float64 `json:"top_logprobs"`
+				TextOffset    []int                `json:"text_offset"`
+			}
+		}
+	}
+	require.NoError(t, json.Unmarshal(data, &c), string(data))
+	lp := c.Choices[0].Logprobs
+	require.NotEmpty(t, lp.Tokens, string(data))
+	assert.Equal(t, coerce(strings.Join(lp.Tokens, "")), c.Choices[0].Text)
+	for i, l := range lp.TokenLogprobs {
+		assert.LessOrEqual(t, l, 0.0)
+		assert.LessOrEqual(t, len(lp.TopLogprobs[i]), 3)
+		for _, v := range lp.TopLogprobs[i] {
+			assert.GreaterOrEqual(t, l, v, "greedy: the pick is the most likely")
+		}
+	}
+
+	req := map[string]any{"model": "k3-demo", "max_tokens": 24, "logprobs": true, "top_logprobs": 2, "seed": 3, "temperature": 1,
+		"messages": []map[string]any{{"role": "user", "content": "hi"}}, "reasoning_effort": "none"}
+	_, data = post(t, s, "/v1/chat/completions", req)
+	var ch struct {
+		Choices []struct {
+			Message  struct{ Content string }
+			Logprobs struct {
+				Content []struct {
+					Token   string
+					Logprob float64
+					Bytes   []byte
+					Top     []struct{ Logprob float64 } `json:"top_logprobs"`
+				}
+			}
+		}
+	}
+	require.NoError(t, json.Unmarshal(data, &ch), string(data))
+	var all []byte
+	for _, e := range ch.Choices[0].Logprobs.Content {
+		all = append(all, e.Bytes...)
+		require.Len(t, e.Top, 2)
+		assert.GreaterOrEqual(t, e.Top[0].Logprob, e.Top[1].Logprob)
+		assert.LessOrEqual(t, e.Logprob, e.Top[0].Logprob)
+	}
+	assert.Equal(t, ch.Choices[0].Message.Content, coerce(string(all)), string(data))
+
+	req["stream"] = true
+	resp, data := post(t, s, "/v1/chat/completions", req)
+	assert.Equal(t, 400, resp.StatusCode, string(data))
+	delete(req, "stream")
+	req["top_logprobs"] = 21
+	resp, _ = post(t, s, "/v1/chat/completions", req)
+	assert.Equal(t, 400, resp.StatusCode)
+}
