@@ -7,6 +7,7 @@ import (
 	"math"
 
 	"k3/tokenizer"
+	"k3/tokenizer/xtml"
 )
 
 // Picker picks a token from logits (engine.Sampler has this method).
@@ -52,11 +53,11 @@ func (tn *Turn) constraint(s *Schema) *Constraint {
 // markup encodes a sequence of control tokens (names starting "<|") and
 // text.
 func (tn *Turn) markup(parts ...string) []int {
-	segs := make([]tokenizer.Segment, len(parts))
+	segs := make([]xtml.Segment, len(parts))
 	for i, p := range parts {
-		segs[i] = tokenizer.Segment{Text: p, Special: len(p) > 2 && p[:2] == "<|"}
+		segs[i] = xtml.Segment{Text: p, Special: len(p) > 2 && p[:2] == "<|"}
 	}
-	return tn.t.EncodeSegments(segs)
+	return xtml.Encode(tn.t, segs)
 }
 
 // Plan is what a turn must be, in phases (Turn.Answer, Turn.ToolCall).

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"k3/tokenizer"
+	"k3/tokenizer/xtml"
 )
 
 // mergedTokenizer is a byte-level tokenizer with merges learned from JSON
@@ -112,7 +113,7 @@ func TestSamplerRandomLogits(t *testing.T) {
 						break
 					}
 				}
-				rep := tok.ReadReply(ids, tokenizer.ReplyOptions{Thinking: thinking})
+				rep := xtml.ReadReply(tok, ids, xtml.ReplyOptions{Thinking: thinking})
 				require.True(t, rep.Complete, "seed %d thinking %v call %v: %q", seed, thinking, call, tok.Decode(ids))
 				assert.Empty(t, rep.Warnings, "%q", tok.Decode(ids))
 				js := rep.Content
@@ -140,7 +141,7 @@ func TestSamplerRandomLogits(t *testing.T) {
 	assert.Greater(t, calls, 24, "some replies made parallel calls")
 }
 
-func checkCall(t *testing.T, p *Schema, c tokenizer.ToolCall) {
+func checkCall(t *testing.T, p *Schema, c xtml.ToolCall) {
 	js := c.Function.Arguments
 	var v map[string]any
 	require.NoError(t, decodeExact([]byte(js), &v), js)

@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"k3/tokenizer"
+	"k3/tokenizer/xtml"
 )
 
 func init() {
@@ -85,10 +86,10 @@ func runParse(args []string, stdout, stderr io.Writer) int {
 	if tc == "auto" {
 		tc = ""
 	}
-	if _, err := tokenizer.Render([]tokenizer.Message{{Role: "user", Content: "."}}, tools, tokenizer.RenderOptions{NoThink: *noThink, ToolChoice: tc}); err != nil {
+	if _, err := xtml.Render([]xtml.Message{{Role: "user", Content: "."}}, tools, xtml.RenderOptions{NoThink: *noThink, ToolChoice: tc}); err != nil {
 		return tokUsageError(stderr, "parse", err.Error(), "")
 	}
-	o := tokenizer.ReplyOptions{Thinking: !*noThink}
+	o := xtml.ReplyOptions{Thinking: !*noThink}
 	switch {
 	case len(tools) == 0:
 		o.NoTools, o.NoToolsWhy = true, "no tools were declared"
@@ -126,8 +127,8 @@ const (
 // piece (and what the reply keeps), not the whole input encoded. Control
 // tokens are found before the text is encoded, so none is split, however
 // long the input: a piece ends before a "<|" that may begin one.
-func readReplyStream(tok *tokenizer.Tokenizer, in io.Reader, o tokenizer.ReplyOptions) (tokenizer.Reply, error) {
-	rr := tok.NewReplyReader(o)
+func readReplyStream(tok *tokenizer.Tokenizer, in io.Reader, o xtml.ReplyOptions) (xtml.Reply, error) {
+	rr := xtml.NewReplyReader(tok, o)
 	buf := make([]byte, parsePiece)
 	var pending []byte
 	for {
@@ -135,7 +136,7 @@ func readReplyStream(tok *tokenizer.Tokenizer, in io.Reader, o tokenizer.ReplyOp
 		pending = append(pending, buf[:n]...)
 		end := err == io.EOF || err == io.ErrUnexpectedEOF
 		if err != nil && !end {
-			return tokenizer.Reply{}, err
+			return xtml.Reply{}, err
 		}
 		cut := len(pending)
 		if !end {
@@ -173,7 +174,7 @@ func safeCut(b []byte) int {
 
 // feedMarkup gives text to the reply reader: control tokens written as
 // themselves ("<|open|>") become their ids, the text between is encoded.
-func feedMarkup(tok *tokenizer.Tokenizer, rr *tokenizer.ReplyReader, text string) {
+func feedMarkup(tok *tokenizer.Tokenizer, rr *xtml.ReplyReader, text string) {
 	add := func(ids []int) {
 		for _, id := range ids {
 			rr.Add(id)

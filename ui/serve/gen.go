@@ -16,6 +16,7 @@ import (
 	"k3/engine/chat"
 	"k3/tokenizer"
 	"k3/tokenizer/constrain"
+	"k3/tokenizer/xtml"
 	"k3/ui/openai"
 )
 
@@ -55,13 +56,13 @@ type job struct {
 type result struct {
 	ids                []int // generated
 	reasoning, content string
-	calls              []tokenizer.ToolCall
+	calls              []xtml.ToolCall
 	warnings           []string
-	reasoningTokens    int    // of the generated tokens, the think channel's text
+	reasoningTokens    int           // of the generated tokens, the think channel's text
 	logprobs           []pickLogprob // per generated token, when asked for
 	contentTokens      []int         // indexes of the generated tokens that are content (text)
-	finish             string // stop, length or tool_calls
-	stopSeq            string // the stop string that ended the reply
+	finish             string        // stop, length or tool_calls
+	stopSeq            string        // the stop string that ended the reply
 	prompt, reused     int
 	// shown is what the reply reports as reused (cached_tokens): reused
 	// when the kept state was this client's own, else 0, so no client
