@@ -100,8 +100,8 @@ func chatTool(name, description string, parameters json.RawMessage, strict *bool
 	if p := bytes.TrimSpace(parameters); len(p) > 0 && !bytes.Equal(p, []byte("null")) {
 		f["parameters"] = json.RawMessage(p)
 	}
-	if strict != nil {
-		f["strict"] = *strict
+	if strict != nil && *strict { // held strictly (constrain.ToolSchemas); false is the default
+		f["strict"] = true
 	}
 	return json.Marshal(map[string]any{"type": "function", "function": f})
 }
