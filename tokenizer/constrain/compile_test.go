@@ -238,7 +238,12 @@ func TestStringsAndArrays(t *testing.T) {
 		ok     []string
 		bad    []string
 	}{
-		{`{"type":"string","minLength":2,"maxLength":3}`, []string{`"ab"`, `"abc"`, `"é\n"`}, []string{`""`, `"a"`, `"abcd"`}},
+		{`{"type":"string","minLength":2,"maxLength":3}`, []string{`"ab"`, `"abc"`, `"é\n"`, `"壽é"`},
+			// a character above U+FFFF is one code point but two UTF-16 units (JavaScript's length): left out
+			[]string{`""`, `"a"`, `"abcd"`, `"a😀"`, `"a\ud83d\ude00"`}},
+		{`{"type":"string"}`, []string{`"😀"`, "\"\xed\x9f\xbf\""},
+			// well-formed UTF-8 only: no overlong forms, no surrogates, nothing above U+10FFFF
+			[]string{"\"\xe0\x80\x80\"", "\"\xed\xa0\x80\"", "\"\xf4\x90\x80\x80\"", "\"\xc0\x80\""}},
 		{`{"type":"string","format":"date"}`, []string{`"2024-02-29"`, `"1999-12-31"`}, []string{`"2024-13-01"`, `"2024-1-01"`, `"x"`, `"2024-02-29 "`}},
 		{`{"type":"string","format":"date-time"}`, []string{`"2024-02-29T23:59:60Z"`, `"2024-02-29T01:02:03.5+05:30"`}, []string{`"2024-02-29T24:00:00Z"`, `"2024-02-29"`}},
 		{`{"type":"string","format":"time"}`, []string{`"12:00:00Z"`}, []string{`"12:00"`}},
