@@ -1,6 +1,7 @@
 package constrain
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -159,4 +160,32 @@ func (g Goal) Sampler(tok *tokenizer.Tokenizer, thinking bool, base Picker, budg
 		plan = t.ToolCall(g.Call, thinking, g.Single)
 	}
 	return NewSampler(t, plan, base, budget)
+}
+
+// CheckSchemas compiles the declared tools' argument schemas leniently,
+// to check calls the model wrote on its own (Fits); a tool whose schema
+// cannot be compiled is left out.
+func CheckSchemas(tools []json.RawMessage) map[string]*Schema {
+	out := map[string]*Schema{}
+	for _, t := range tools {
+		var decl struct {
+			Function struct {
+				Name       string          `json:"name"`
+				Parameters json.RawMessage `json:"parameters"`
+			} `json:"function"`
+		}
+		if json.Unmarshal(t, &decl) != nil || decl.Function.Name == "" || len(decl.Function.Parameters) == 0 {
+			continue
+		}
+		if s, _, err := CompileLenient(decl.Function.Parameters); err == nil {
+			out[decl.Function.Name] = s
+		}
+	}
+	return out
+}
+
+// Fits reports whether text (blanks around it aside) is a whole value of s.
+func Fits(s *Schema, text []byte) bool {
+	st := Start(s)
+	return st.Feed(bytes.TrimSpace(text)) && st.Complete()
 }

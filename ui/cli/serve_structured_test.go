@@ -2,6 +2,8 @@ package cli
 
 import (
 	"fmt"
+	"os"
+	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -24,9 +26,15 @@ type structuredRow struct {
 // official clients' structured calls (openai chat.completions.parse and
 // responses.parse with zod 4's .int() and bounded numbers, a forced tool
 // call whose schema has bounds, @anthropic-ai/sdk's output_config.format,
-// and the AI SDK's generateObject when installed): on 20 seeds each, every
-// output is parsed by the client and accepted by the zod schema itself.
+// and the AI SDK's generateObject when installed): on K3_STRUCTURED_SEEDS
+// seeds each (3 by default, to keep the suite fast; the proof runs
+// 20), every output is parsed by the client and accepted by the zod
+// schema itself.
 func TestServeStructuredOutputSDKs(t *testing.T) {
+	seeds := 3
+	if v, err := strconv.Atoi(os.Getenv("K3_STRUCTURED_SEEDS")); err == nil && v > 0 {
+		seeds = v
+	}
 	clients := fixture.NodeClients(t, "openai", "@anthropic-ai/sdk")
 	dir := demoModel(t)
 	const key = "structured-key"
@@ -35,7 +43,7 @@ func TestServeStructuredOutputSDKs(t *testing.T) {
 	defer stop()
 
 	var got map[string]any
-	clients.Run(t, &got, "structured.mjs", "K3_BASE_URL="+url, "K3_API_KEY="+key, "K3_MODEL=k3-demo", "K3_SEEDS=20")
+	clients.Run(t, &got, "structured.mjs", "K3_BASE_URL="+url, "K3_API_KEY="+key, "K3_MODEL=k3-demo", fmt.Sprintf("K3_SEEDS=%d", seeds))
 	names := []string{"chatParse", "responsesParse", "toolCall", "anthropicParse", "anthropicBounds"}
 	if _, skipped := got["aiSdk"].(map[string]any); skipped {
 		t.Logf("the AI SDK is not installed: %v", got["aiSdk"])
@@ -45,7 +53,7 @@ func TestServeStructuredOutputSDKs(t *testing.T) {
 	parallel := 0
 	for _, name := range names {
 		rows := decodeRows(t, got[name])
-		require.Len(t, rows, 20, name)
+		require.Len(t, rows, seeds, name)
 		for i, r := range rows {
 			assert.True(t, r.OK, "%s seed %d: %s %v", name, i, r.Error, r.Value)
 			if r.Calls != nil && *r.Calls > 1 {
@@ -53,7 +61,7 @@ func TestServeStructuredOutputSDKs(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("forced tool calls with more than one call: %d of 20", parallel)
+	t.Logf("%d seeds; forced tool calls with more than one call: %d", seeds, parallel)
 }
 
 func decodeRows(t *testing.T, v any) []structuredRow {

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"time"
 
+	"k3/tokenizer/constrain"
 	"k3/tokenizer/xtml"
 
 	"k3/ui/openai"
@@ -81,6 +82,8 @@ func (s *Server) chatPrompt(q *openai.ChatRequest, j *job) *openai.Error {
 			return err
 		}
 		j.goal.Single = q.ParallelToolCalls != nil && !*q.ParallelToolCalls
+	default: // the model calls tools as it likes: its calls are checked, not held
+		j.checkCalls = constrain.CheckSchemas(tools)
 	}
 	if !j.goal.Empty() && len(j.stops) > 0 {
 		// the structure was asked for so that the reply parses: a stop

@@ -41,6 +41,9 @@ type job struct {
 	// goal is what the answer must be (response_format) or the required
 	// call (tool_choice required or named): enforced by constrained decoding
 	goal   constrain.Goal
+	// checkCalls are the tools' schemas when calls are the model's choice
+	// (tool_choice auto): a call that does not fit is warned of
+	checkCalls map[string]*constrain.Schema
 	client string // who asked (clientOf)
 	// notes are warnings of the request's own (what it asked and was not
 	// done), reported before the reply reader's
@@ -267,6 +270,11 @@ func (s *Server) generate(ctx context.Context, j *job) (*result, error) {
 		res.finish, res.calls = "stop", nil
 	} else if len(res.calls) > 0 {
 		res.finish = "tool_calls"
+		for _, c := range res.calls {
+			if sch, ok := j.checkCalls[c.Function.Name]; ok && !constrain.Fits(sch, []byte(c.Function.Arguments)) {
+				res.warnings = append(res.warnings, fmt.Sprintf("the call of %q has arguments that do not fit its schema: with tool_choice auto calls are checked, not held (tool_choice required holds them)", c.Function.Name))
+			}
+		}
 	}
 	res.content, res.stopSeq = filter.out.String(), filter.matched
 	return res, nil

@@ -302,3 +302,24 @@ func TestLogprobs(t *testing.T) {
 	resp, _ = post(t, s, "/v1/chat/completions", req)
 	assert.Equal(t, 400, resp.StatusCode)
 }
+
+// With tool_choice auto the model's calls are not held (speculative
+// decoding stays on), but each is checked against its tool's schema and a
+// call that does not fit is warned of.
+func TestAutoCallsChecked(t *testing.T) {
+	bad := `x<|close|>think<|sep|><|open|>response<|sep|><|close|>response<|sep|>` +
+		`<|open|>tools<|sep|><|open|>call tool="get_weather" index="1"<|sep|>` +
+		`<|open|>argument key="days" type="number"<|sep|>3<|close|>argument<|sep|><|close|>call<|sep|>` +
+		`<|close|>tools<|sep|><|close|>message<|sep|><|end_of_msg|>`
+	for _, c := range []struct {
+		output string
+		warned bool
+	}{{toolOutput, false}, {bad, true}} {
+		s, _ := scriptedServer(t, c.output)
+		_, data := post(t, s, "/v1/chat/completions", toolRequest(false))
+		r := decodeChat(t, data)
+		require.NotEmpty(t, r.Choices[0].Message.ToolCalls, string(data))
+		w := strings.Join(r.Warnings, "\n")
+		assert.Equal(t, c.warned, strings.Contains(w, `the call of "get_weather" has arguments that do not fit its schema`), w)
+	}
+}
