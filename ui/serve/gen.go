@@ -40,11 +40,11 @@ type job struct {
 	stops       []string
 	// goal is what the answer must be (response_format) or the required
 	// call (tool_choice required or named): enforced by constrained decoding
-	goal   constrain.Goal
+	goal constrain.Goal
 	// checkCalls are the tools' schemas when calls are the model's choice
 	// (tool_choice auto): a call that does not fit is warned of
 	checkCalls map[string]*constrain.Schema
-	client string // who asked (clientOf)
+	client     string // who asked (clientOf)
 	// notes are warnings of the request's own (what it asked and was not
 	// done), reported before the reply reader's
 	notes []string
