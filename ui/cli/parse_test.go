@@ -107,7 +107,8 @@ func TestParseLongMarkup(t *testing.T) {
 		assert.Contains(t, strings.Join(r.Warnings, "\n"), `an unexpected tag "x" was left out`)
 	}
 	// text and markup across piece boundaries: the same reply as one piece
-	long := "<|open|>response<|sep|>" + strings.Repeat("héllo wörld ", parsePiece/6) + "<|close|>response<|sep|><|close|>message<|sep|>"
+	// (thinking off: the prompt opened the response channel)
+	long := strings.Repeat("héllo wörld ", parsePiece/6) + "<|close|>response<|sep|><|close|>message<|sep|>"
 	code, r, errs := runParseCmd(t, long, "--no-think")
 	require.Equal(t, ExitOK, code, errs)
 	require.NotNil(t, r.Content)
