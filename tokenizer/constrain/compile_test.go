@@ -230,6 +230,19 @@ func TestNumericBounds(t *testing.T) {
 	assert.ErrorContains(t, err, "no number fits")
 	_, err = Compile(json.RawMessage(`{"type":"integer","minimum":1.2,"maximum":1.8}`))
 	assert.ErrorContains(t, err, "no number fits")
+	// bounds whose exact value would be huge are refused before any arithmetic
+	_, err = Compile(json.RawMessage(`{"type":"integer","minimum":1e999999999}`))
+	assert.ErrorContains(t, err, "bounds beyond ±1e40 are not supported")
+	_, err = Compile(json.RawMessage(`{"type":"number","maximum":1` + strings.Repeat("0", 400) + `}`))
+	assert.ErrorContains(t, err, "digits")
+	s, warns, err := CompileLenient(json.RawMessage(`{"type":"number","minimum":0,"maximum":1.7976931348623157e308}`))
+	require.NoError(t, err)
+	assert.Len(t, warns, 1, "the huge bound is left out, the other held")
+	alive, _ := feed(s, `-1`)
+	assert.False(t, alive)
+	s, err = Compile(json.RawMessage(`{"type":"number","minimum":1e40}`))
+	require.NoError(t, err)
+	assert.Len(t, Start(s).Completion(), 41, "1 and 40 zeros")
 }
 
 func TestStringsAndArrays(t *testing.T) {

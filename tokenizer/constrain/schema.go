@@ -10,6 +10,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -393,6 +394,16 @@ func (c *compiler) one(m map[string]json.RawMessage, t string, depth int, at str
 				return nil, err
 			}
 			m = without(m, "multipleOf")
+		}
+		for _, b := range []string{"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"} {
+			if v, ok := m[b]; ok {
+				if _, err := boundRat(b, strings.TrimSpace(string(v))); errors.Is(err, errBigBound) {
+					if err := c.unsupported(at, b, err.Error()); err != nil {
+						return nil, err
+					}
+					m = without(m, b)
+				}
+			}
 		}
 		if s.num, err = readRange(m, k == kInteger); err != nil {
 			return nil, fmt.Errorf("%s%v", prefix(at), err)
