@@ -295,3 +295,16 @@ type ModelList struct {
 	Object string  `json:"object"`
 	Data   []Model `json:"data"`
 }
+
+// NewChunk is a chat.completion.chunk with one choice: delta, and the
+// finish reason on the last.
+func NewChunk(id string, created int64, model string, d Delta, finish *string) ChatChunk {
+	return ChatChunk{ID: id, Object: "chat.completion.chunk", Created: created, Model: model,
+		Choices: []ChunkChoice{{Delta: d, FinishReason: finish}}}
+}
+
+// UsageChunk is the chunk after the last that carries only the usage
+// (stream_options.include_usage).
+func UsageChunk(id string, created int64, model string, u *Usage) ChatChunk {
+	return ChatChunk{ID: id, Object: "chat.completion.chunk", Created: created, Model: model, Choices: []ChunkChoice{}, Usage: u}
+}
