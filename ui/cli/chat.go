@@ -43,6 +43,7 @@ Ctrl-C stops the reply being written; a second Ctrl-C leaves.
 func cmdChat(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("chat", stderr)
 	mf := addModelFlags(fs, "chat")
+	cf := addCacheFlags(fs)
 	tokDir := fs.String("tok", "", "tokenizer directory (default: the model directory)")
 	history := fs.String("history", "", "JSONL history file: loaded at start, written after every turn")
 	system := fs.String("system", "", "system prompt")
@@ -130,6 +131,14 @@ func cmdChat(args []string, stdout, stderr io.Writer) int {
 	defer closeModel()
 	s := chat.NewSession(e, tok)
 	s.FitBudget(o)
+	pc, err := cf.open("chat", e.Model(), o, stdout, stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "k3 chat: --prompt-cache: %v\n", err)
+		return ExitUsage
+	}
+	if pc != nil {
+		s.Cache = pc
+	}
 	s.SetHistory(hist)
 	s.HistoryPath = *history
 	opt := chat.Options{Thinking: !*noThink, Effort: *effort, MaxTokens: *gen, Spec: mf.spec,

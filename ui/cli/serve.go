@@ -41,6 +41,8 @@ func cmdServe(args []string, stdout, stderr io.Writer) int {
 	bodyTimeout := fs.Duration("body-timeout", 30*time.Second, "how long a request body may take to arrive whole; one that stops short gets 408")
 	writeTimeout := fs.Duration("write-timeout", 30*time.Second, "how long one write to a client may block; a client that stops reading is cut off")
 	quiet := fs.Bool("quiet", false, "no request log")
+	cf := addCacheFlags(fs)
+	shared := fs.Bool("prompt-cache-shared", false, "one prompt-cache partition for every client (default: one per API key and prompt_cache_key); clients can then tell from the timing what others sent")
 	var aliases []string
 	fs.Func("model-alias", "also serve requests naming NAME (repeatable; NAME=ID says which model, which must be this one; \"*\": any name), for agents with fixed model names", func(v string) error {
 		if strings.TrimSpace(v) == "" {
@@ -95,6 +97,11 @@ func cmdServe(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	defer closeModel()
+	pc, err := cf.open("serve", e.Model(), eo, stdout, stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "k3 serve: --prompt-cache: %v\n", err)
+		return ExitUsage
+	}
 	var origins []string
 	for _, o := range strings.Split(*cors, ",") {
 		if o = strings.TrimSpace(o); o != "" {
@@ -103,7 +110,10 @@ func cmdServe(args []string, stdout, stderr io.Writer) int {
 	}
 	o := serve.Options{Engine: e, Tok: tok, ModelID: id, ModelAliases: names, APIKey: key, Queue: *queue, MaxBodyBytes: int64(*bodyMB * 1e6),
 		CORSOrigins: origins, MaxContext: *ctxLen, DefaultMaxTokens: *maxTokens, KeepAlive: *keepAlive, Fit: eo,
-		BodyTimeout: *bodyTimeout, WriteTimeout: *writeTimeout}
+		BodyTimeout: *bodyTimeout, WriteTimeout: *writeTimeout, SharedCache: *shared}
+	if pc != nil {
+		o.PromptCache = pc
+	}
 	if !*quiet {
 		o.Log = log.New(stderr, "", log.LstdFlags)
 	}

@@ -98,6 +98,9 @@ type Sampling struct {
 	PresencePenalty   *float64           `json:"presence_penalty,omitempty"`
 	RepetitionPenalty *float64           `json:"repetition_penalty,omitempty"`
 	LogitBias         map[string]float64 `json:"logit_bias,omitempty"`
+	// PromptCacheKey keeps this client's prompt-cache snapshots apart from
+	// other clients' (a server partitions its cache by it).
+	PromptCacheKey string `json:"prompt_cache_key,omitempty"`
 	// ReturnTokenIDs adds prompt_token_ids and the choice's token_ids to
 	// the response (as vLLM does).
 	ReturnTokenIDs bool `json:"return_token_ids,omitempty"`

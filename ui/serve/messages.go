@@ -48,6 +48,10 @@ type messagesRequest struct {
 		Format json.RawMessage `json:"format"`
 	} `json:"output_config"`
 	OutputFormat json.RawMessage `json:"output_format"` // the structured-outputs beta's name
+	// Metadata.UserID partitions the prompt cache, as prompt_cache_key
+	Metadata *struct {
+		UserID string `json:"user_id"`
+	} `json:"metadata"`
 }
 
 type anthropicMsg struct {
@@ -104,6 +108,9 @@ func chatOfMessages(m *messagesRequest, q *openai.ChatRequest) *openai.Error {
 		return openai.BadRequest("messages", "messages must not be empty")
 	}
 	q.Model, q.Stream, q.MaxTokens = m.Model, m.Stream, m.MaxTokens
+	if m.Metadata != nil {
+		q.PromptCacheKey = m.Metadata.UserID
+	}
 	q.Temperature, q.TopP, q.TopK = m.Temperature, m.TopP, m.TopK
 	q.Thinking = &openai.Thinking{Type: "disabled"}
 	if t := m.Thinking; t != nil {
