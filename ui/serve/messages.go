@@ -478,15 +478,6 @@ func (a *anthropicWriter) Write(b []byte) (int, error) {
 // Unwrap lets http.ResponseController flush the stream.
 func (a *anthropicWriter) Unwrap() http.ResponseWriter { return a.ResponseWriter }
 
-func hasImage(ps []openai.ContentPart) bool {
-	for _, p := range ps {
-		if p.Image {
-			return true
-		}
-	}
-	return false
-}
-
 // outputFormat reads output_config.format (or the beta's output_format),
 // {"type": "json_schema", "schema": ...}, into a strict response_format:
 // the answer is held to the schema, or the request is refused naming what
@@ -510,4 +501,13 @@ func outputFormat(m *messagesRequest, q *openai.ChatRequest) *openai.Error {
 		"json_schema": map[string]any{"name": "output", "strict": true, "schema": f.Schema}})
 	q.ResponseFormat = rf
 	return nil
+}
+
+func hasImage(ps []openai.ContentPart) bool {
+	for _, p := range ps {
+		if p.Image {
+			return true
+		}
+	}
+	return false
 }
