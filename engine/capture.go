@@ -34,15 +34,23 @@ func (s *State) Caught() []*State {
 	return c
 }
 
+// maxMarksInChunk caps the copies one chunk takes inside it (each holds
+// a copy of the KDA state while the chunk runs): the last ones are kept.
+const maxMarksInChunk = 2
+
 // startCapture prepares the copies of the marks inside the chunk of T
 // positions from s.Pos (the one at the chunk's end is a Clone afterwards).
 func (m *Model) startCapture(s *State, T int) {
 	s.catch = nil
-	var c *capture
+	var inside []int
 	for _, p := range s.marks {
-		if p <= s.Pos || p >= s.Pos+T {
-			continue
+		if p > s.Pos && p < s.Pos+T {
+			inside = append(inside, p)
 		}
+	}
+	inside = inside[max(0, len(inside)-maxMarksInChunk):]
+	var c *capture
+	for _, p := range inside {
 		if c == nil {
 			c = &capture{}
 		}
@@ -105,12 +113,26 @@ func (s *State) finishCapture(ids []int) {
 				}
 				n.draft = cd
 			}
-			s.caught = append(s.caught, n)
+			c.snaps[i] = nil
+			s.catchOne(n)
 		}
 	}
 	if slices.Contains(s.marks, s.Pos) {
 		n := s.Clone()
 		n.media = nil // rows for later positions: never a snapshot's
-		s.caught = append(s.caught, n)
+		s.catchOne(n)
 	}
 }
+
+// catchOne hands a finished copy to onCaught, or keeps it in caught.
+func (s *State) catchOne(n *State) {
+	if s.onCaught != nil {
+		s.onCaught(n)
+		return
+	}
+	s.caught = append(s.caught, n)
+}
+
+// OnCaught makes the marks' copies go to f as each is finished, instead
+// of collecting in Caught (nil: they collect).
+func (s *State) OnCaught(f func(*State)) { s.onCaught = f }

@@ -218,9 +218,6 @@ func (e *Engine) newGeneration(ctx context.Context, s *State, prompt []int, opt 
 // emit hands ev to OnEvent; prefill progress counts the whole prompt,
 // what the prompt cache gave included (Reused).
 func (g *generation) emit(ev Event) {
-	if c := g.opt.Cache; c != nil && ev.Kind == EventPrefill {
-		c.store(g.s) // the chunk's snapshots go to the cache now: none waits in memory
-	}
 	if g.opt.OnEvent == nil {
 		return
 	}
@@ -243,6 +240,7 @@ func (g *generation) resume() error {
 	g.res.Reused = c.resume(g.s, g.full, leave)
 	g.prompt = g.prompt[g.res.Reused:]
 	g.s.SetMarks(c.marks(g.s.Pos, len(g.full), mediaStart(g.s, len(g.full))))
+	c.catch(g.s)
 	return nil
 }
 

@@ -113,15 +113,14 @@ func mediaStart(s *State, n int) int {
 	return n
 }
 
-// store hands the snapshots caught so far to the cache.
-func (c *CacheUse) store(s *State) {
-	for _, n := range s.Caught() {
-		c.Cache.Keep(c.Partition, n)
-	}
+// catch makes the snapshots go to the cache as each is taken, so none
+// waits in memory beside the next.
+func (c *CacheUse) catch(s *State) {
+	s.OnCaught(func(n *State) { c.Cache.Keep(c.Partition, n) })
 }
 
-// keep stores the snapshots reading the prompt caught, and stops catching.
+// keep stops taking snapshots.
 func (c *CacheUse) keep(s *State) {
-	c.store(s)
 	s.SetMarks(nil)
+	s.OnCaught(nil)
 }

@@ -36,6 +36,7 @@ const chatHelp = `commands:
   /effort E        thinking effort: low, high or max
   /json on|off     answers held to any JSON object, or free
   /json FILE       answers held to the JSON schema in FILE
+  /image FILE      a picture (PNG, JPEG, GIF, WebP) for your next message
   /exit            leave (Ctrl-D works too)
 Ctrl-C stops the reply being written; a second Ctrl-C leaves.
 `
@@ -57,6 +58,8 @@ func cmdChat(args []string, stdout, stderr io.Writer) int {
 	gen := fs.Int("gen", 4096, "turn cap in tokens, thinking included")
 	jsonObj := fs.Bool("json", false, "hold every answer to a JSON object (decoded token by token, as k3 serve's response_format)")
 	jsonSchema := fs.String("json-schema", "", "hold every answer to the JSON schema in this file (the subset of OpenAI's strict mode)")
+	var images storeDirs
+	fs.Var(&images, "image", "a picture for the first message (repeatable; /image FILE attaches one later)")
 	setUsage(fs, stderr, "usage: k3 chat MODEL_DIR [flags]")
 	pos, code := parseN(fs, args, 1, stderr, "k3 chat: give exactly one MODEL_DIR (run 'k3 chat -h' for the flags)")
 	if code >= 0 {
@@ -114,6 +117,12 @@ func cmdChat(args []string, stdout, stderr io.Writer) int {
 		Sampling: engine.Sampling{Greedy: *greedy, Temperature: *temp, TopP: *topP, TopK: *topK, Seed: *seed}, ResponseFormat: format}
 	if len(hist) > 0 {
 		fmt.Fprintf(stdout, "history: %d messages from %s\n", len(hist), *history)
+	}
+	for _, f := range images {
+		if err := attachImage(s, f, stdout); err != nil {
+			fmt.Fprintf(stderr, "k3 chat: --image %s: %v\n", f, err)
+			return ExitUsage
+		}
 	}
 	fmt.Fprintln(stdout, "type a message; /help for commands")
 	r := &repl{s: s, opt: opt, planned: planned, historyPath: *history, stdout: stdout, stderr: stderr}
@@ -200,6 +209,19 @@ var replCommands = map[string]func(r *repl, f []string, line string) (leave bool
 	"/think":  (*repl).think,
 	"/effort": (*repl).effort,
 	"/json":   (*repl).json,
+	"/image":  (*repl).image,
+}
+
+// image attaches a picture file to the next message.
+func (r *repl) image(f []string, line string) bool {
+	if len(f) < 2 {
+		r.unknown(line)
+		return false
+	}
+	if err := attachImage(r.s, strings.TrimSpace(strings.TrimPrefix(line, "/image")), r.stdout); err != nil {
+		fmt.Fprintf(r.stdout, "/image: %v\n", err)
+	}
+	return false
 }
 
 // run reads lines until /exit or the end of the input. Ctrl-C cancels the
@@ -526,4 +548,22 @@ func schemaFormat(path string) (json.RawMessage, error) {
 		return nil, fmt.Errorf("%s: the schema cannot be enforced: %v", path, err)
 	}
 	return constrain.SchemaFormat("reply", data), nil
+}
+
+// attachImage reads a picture file for the next message and says what it
+// costs in prompt positions.
+func attachImage(s *chat.Session, path string, stdout io.Writer) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	if err := s.Attach(data); err != nil {
+		return err
+	}
+	im, err := chat.NewImage(s.Engine.Model(), data)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "picture %s: %dx%d, %d prompt positions; it goes with your next message\n", path, im.Prep.W, im.Prep.H, im.Tokens())
+	return nil
 }

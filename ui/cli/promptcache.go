@@ -51,6 +51,11 @@ func (f *cacheFlags) open(cmd string, m *engine.Model, o engine.Options, stdout,
 	}
 	c, err := promptcache.Open(m, promptcache.Options{Dir: dir, RAMBytes: ram, DiskBytes: disk,
 		Warn: func(s string) { fmt.Fprintf(stderr, "k3 %s: %s\n", cmd, s) }})
+	if err != nil && *f.dir == "" {
+		// the default folder: the run goes on without the cache
+		fmt.Fprintf(stderr, "k3 %s: the prompt cache is off: %v\n", cmd, err)
+		return nil, nil
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -100,3 +100,19 @@ func TestRunReusesThePromptCache(t *testing.T) {
 	}
 	assert.Equal(t, gen("off"), gen(cache))
 }
+
+// TestPromptCacheFolderNotWritable: a default folder that cannot be made
+// turns the cache off with a warning; one given with --prompt-cache is a
+// usage error.
+func TestPromptCacheFolderNotWritable(t *testing.T) {
+	ids := readExpect(t).Prompts[0].PromptIDs
+	file := filepath.Join(t.TempDir(), "a-file")
+	require.NoError(t, os.WriteFile(file, nil, 0o600))
+	t.Setenv(promptcache.Env, filepath.Join(file, "prompts"))
+	code, out, errs := runK3("run", tinyRelease, "--ids", idsArg(ids), "--gen", "1")
+	assert.Equal(t, ExitOK, code, out+errs)
+	assert.Contains(t, errs, "the prompt cache is off")
+	code, _, errs = runK3("run", tinyRelease, "--ids", idsArg(ids), "--gen", "1", "--prompt-cache", filepath.Join(file, "prompts"))
+	assert.Equal(t, ExitUsage, code)
+	assert.Contains(t, errs, "--prompt-cache")
+}

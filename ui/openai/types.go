@@ -62,6 +62,9 @@ type Message struct {
 	Name             string          `json:"name,omitempty"`
 	ToolCallID       string          `json:"tool_call_id,omitempty"`
 	ToolCalls        []xtml.ToolCall `json:"tool_calls,omitempty"`
+	// Parts is an array content with pictures, in order (parts.go); nil
+	// when the content is text only.
+	Parts []ContentPart `json:"-"`
 }
 
 // StreamOptions is stream_options.

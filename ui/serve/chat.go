@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"time"
 
+	"k3/engine/chat"
 	"k3/tokenizer/constrain"
 	"k3/tokenizer/xtml"
 
@@ -50,6 +51,13 @@ func (s *Server) chatPrompt(q *openai.ChatRequest, j *job) *openai.Error {
 		if role == "user" {
 			j.stream++
 		}
+		if m.Parts != nil {
+			parts, err := s.partsOf(m.Parts, fmt.Sprintf("messages[%d]", i), &j.images)
+			if err != nil {
+				return err
+			}
+			tm.Parts = parts
+		}
 		msgs[i] = tm
 	}
 	thinking, effort, err := thinkingOf(q)
@@ -72,6 +80,9 @@ func (s *Server) chatPrompt(q *openai.ChatRequest, j *job) *openai.Error {
 		return openai.BadRequest("messages", "%v", rerr)
 	}
 	j.ids, j.thinking = xtml.Encode(s.o.Tok, segs), thinking
+	if j.ids, rerr = chat.ExpandImages(s.o.Tok, j.ids, j.images); rerr != nil {
+		return openai.BadRequest("messages", "%v", rerr)
+	}
 	switch {
 	case len(tools) == 0:
 		j.noTools = "no tools were declared"

@@ -23,7 +23,8 @@ import (
 // job is one generation, read from a request.
 type job struct {
 	ids      []int
-	thinking bool // the prompt opened the think channel
+	images   []chat.Image // the prompt's pictures, their pads expanded in ids
+	thinking bool         // the prompt opened the think channel
 	// noTools, when set, says why tool calls were not asked for (no tools,
 	// or tool_choice "none"): the reader leaves out the ones written anyway
 	noTools string
@@ -207,7 +208,7 @@ func (s *Server) generate(ctx context.Context, j *job) (*result, error) {
 	}
 	rep, err := s.sess.Generate(ctx, j.ids, chat.PromptOptions{Thinking: j.thinking, MaxTokens: j.maxTokens,
 		Sampler: sampler, Spec: spec, Stop: func() bool { return filter.hit },
-		NoTools: j.noTools != "", NoToolsWhy: j.noTools, Partition: j.partition}, on)
+		NoTools: j.noTools != "", NoToolsWhy: j.noTools, Partition: j.partition, Images: j.images}, on)
 	if err != nil {
 		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 			s.cancelled.Add(1)

@@ -67,6 +67,26 @@ type anthropicBlock struct {
 	Content   json.RawMessage `json:"content"`
 	IsError   bool            `json:"is_error"`
 	Thinking  string          `json:"thinking"`
+	Source    *struct {
+		Type      string `json:"type"` // base64 or url
+		MediaType string `json:"media_type"`
+		Data      string `json:"data"`
+		URL       string `json:"url"`
+	} `json:"source"`
+}
+
+// imagePart is an image block as a chat content part: a base64 source as
+// a data: URL, a url source as it is (refused: k3 fetches nothing).
+func imagePart(b anthropicBlock, param string) (openai.ContentPart, error) {
+	switch {
+	case b.Source == nil:
+		return openai.ContentPart{}, fmt.Errorf("an image block needs a source")
+	case b.Source.Type == "base64":
+		return openai.ContentPart{Image: true, ImageURL: "data:" + b.Source.MediaType + ";base64," + b.Source.Data, Param: param}, nil
+	case b.Source.Type == "url":
+		return openai.ContentPart{Image: true, ImageURL: b.Source.URL, Param: param}, nil
+	}
+	return openai.ContentPart{}, fmt.Errorf("an image source of type %q: k3 takes base64 sources", b.Source.Type)
 }
 
 // blocksOf reads a message's content: a string is one text block.
@@ -149,10 +169,18 @@ func chatOfMessages(m *messagesRequest, q *openai.ChatRequest) *openai.Error {
 			q.Messages = append(q.Messages, msg("system", t))
 		case "user":
 			var text strings.Builder
+			var parts []openai.ContentPart
 			for k, b := range bs {
 				switch b.Type {
 				case "text":
 					text.WriteString(b.Text)
+					parts = append(parts, openai.ContentPart{Text: b.Text})
+				case "image":
+					p, err := imagePart(b, fmt.Sprintf("messages[%d].content[%d].source", i, k))
+					if err != nil {
+						return openai.BadRequest("messages", "messages[%d].content[%d]: %v", i, k, err)
+					}
+					parts = append(parts, p)
 				case "tool_result":
 					name, ok := names[b.ToolUseID]
 					if !ok {
@@ -166,10 +194,14 @@ func chatOfMessages(m *messagesRequest, q *openai.ChatRequest) *openai.Error {
 					tm.ToolCallID, tm.Name = b.ToolUseID, name
 					q.Messages = append(q.Messages, tm)
 				default:
-					return openai.BadRequest("messages", "messages[%d].content[%d] is of type %q: a user message may have text and tool_result blocks", i, k, b.Type)
+					return openai.BadRequest("messages", "messages[%d].content[%d] is of type %q: a user message may have text, image and tool_result blocks", i, k, b.Type)
 				}
 			}
-			if text.Len() > 0 || len(bs) == 0 {
+			if hasImage(parts) {
+				um := msg("user", text.String())
+				um.Parts = parts
+				q.Messages = append(q.Messages, um)
+			} else if text.Len() > 0 || len(bs) == 0 {
 				q.Messages = append(q.Messages, msg("user", text.String()))
 			}
 		case "assistant":
@@ -431,3 +463,12 @@ func (a *anthropicWriter) Write(b []byte) (int, error) {
 
 // Unwrap lets http.ResponseController flush the stream.
 func (a *anthropicWriter) Unwrap() http.ResponseWriter { return a.ResponseWriter }
+
+func hasImage(ps []openai.ContentPart) bool {
+	for _, p := range ps {
+		if p.Image {
+			return true
+		}
+	}
+	return false
+}

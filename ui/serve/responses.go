@@ -245,6 +245,17 @@ func inputMessages(raw json.RawMessage, q *openai.ChatRequest) *openai.Error {
 		}
 		switch typ {
 		case "message":
+			if parts, err := responsesParts(it.Content, i); err != nil {
+				return openai.BadRequest("input", "input[%d].content %v", i, err)
+			} else if parts != nil && it.Role != "assistant" {
+				m := msg(it.Role, "")
+				for _, p := range parts {
+					m.Content += openai.Content(p.Text)
+				}
+				m.Parts = parts
+				q.Messages = append(q.Messages, m)
+				continue
+			}
 			t, err := textOf(it.Content, "input_text", "output_text", "text")
 			if err != nil {
 				return openai.BadRequest("input", "input[%d].content %v", i, err)
@@ -546,4 +557,38 @@ func (st *responseStream) run(ctx context.Context, cancel context.CancelFunc, w 
 	}
 	st.send(typ, openai.ResponseEvent{Type: typ, SequenceNumber: st.next(), Response: final})
 	return res, nil
+}
+
+// responsesParts reads a message item's content when it holds an
+// input_image part (nil otherwise): its text and image parts in order.
+func responsesParts(raw json.RawMessage, item int) ([]openai.ContentPart, error) {
+	var ps []struct {
+		Type     string `json:"type"`
+		Text     string `json:"text"`
+		ImageURL string `json:"image_url"`
+		FileID   string `json:"file_id"`
+	}
+	if json.Unmarshal(raw, &ps) != nil {
+		return nil, nil // a string, or not parts: textOf says what is wrong
+	}
+	var out []openai.ContentPart
+	images := 0
+	for k, p := range ps {
+		switch p.Type {
+		case "input_image":
+			if p.ImageURL == "" {
+				return nil, fmt.Errorf("[%d]: an input_image needs image_url (a data: URL); this server stores no files", k)
+			}
+			out = append(out, openai.ContentPart{Image: true, ImageURL: p.ImageURL, Param: fmt.Sprintf("input[%d].content[%d].image_url", item, k)})
+			images++
+		case "input_text", "output_text", "text":
+			out = append(out, openai.ContentPart{Text: p.Text})
+		default:
+			return nil, nil // textOf names the part it cannot take
+		}
+	}
+	if images == 0 {
+		return nil, nil
+	}
+	return out, nil
 }
