@@ -237,6 +237,35 @@ func (s *Session) Reply(ctx context.Context, history []Message, opt Options, on 
 	return rep, err
 }
 
+// Pending says what Reply would read for history before it reads
+// anything: the transcript's positions (total) and how many of them a
+// state the session keeps already holds (reused). The app shows "reading
+// prompt 0/total" from the moment a message is sent with it, not only once
+// the first chunk was read.
+func (s *Session) Pending(history []Message, opt Options) (reused, total int, err error) {
+	ids, err := s.render(history, opt, false)
+	if err != nil {
+		return 0, 0, err
+	}
+	if st := s.reusable(ids); st != nil {
+		reused = st.Pos
+	}
+	return reused, len(ids), nil
+}
+
+// reusable is the longest state the session keeps whose ids start ids,
+// leaving at least one position to feed (whose logits choose the first
+// token); nil when none does.
+func (s *Session) reusable(ids []int) *engine.State {
+	var best *engine.State
+	for _, cand := range append([]*engine.State{s.live, s.snap}, s.marks...) {
+		if cand != nil && cand.Pos > 0 && cand.Pos < len(ids) && (best == nil || cand.Pos > best.Pos) && slices.Equal(cand.IDs, ids[:cand.Pos]) {
+			best = cand
+		}
+	}
+	return best
+}
+
 // Message is the reply as the history keeps it.
 func (r *Reply) Message() Message {
 	return Message{Role: "assistant", Content: r.Content, ReasoningContent: r.Reasoning, Cut: r.Cut()}
@@ -309,11 +338,9 @@ func (s *Session) run(ctx context.Context, ids []int, mark int, o PromptOptions,
 	}
 	// reuse the longest state whose ids start the transcript (leaving at
 	// least one position to feed, whose logits choose the first token)
-	st := s.Engine.Model().NewState()
-	for _, cand := range append([]*engine.State{s.live, s.snap}, s.marks...) {
-		if cand != nil && cand.Pos < len(ids) && cand.Pos > st.Pos && slices.Equal(cand.IDs, ids[:cand.Pos]) {
-			st = cand
-		}
+	st := s.reusable(ids)
+	if st == nil {
+		st = s.Engine.Model().NewState()
 	}
 	if st == s.live {
 		s.live = nil

@@ -103,6 +103,7 @@ func newChatView(u *appUI) *chatView {
 	v.Entry = newChatEntry()
 	v.Entry.SetMinRowsVisible(3)
 	v.Entry.OnSend = v.SendEntry
+	v.Entry.OnChanged = func(string) { v.showEstimate() } // a pasted text says its length (N2)
 	v.Entry.OnStop = v.escape
 	v.Entry.OnTab = func() { u.Win.Canvas().FocusNext() }
 	v.Entry.OnShortcut = v.shortcut

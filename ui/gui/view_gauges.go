@@ -137,16 +137,17 @@ func (v *gaugesView) Set(g bridge.Gauges) {
 	v.Hits.SetValue(g.HitRate)
 	speed, ttft := "—", "—"
 	switch s := g.Saved; {
+	case s != nil && s.Tokens > 0:
+		// the last reply (or the open conversation's, as its history
+		// keeps it), with the numbers its message shows (N7)
+		speed = fmt.Sprintf("%s, %d tokens (this conversation's last reply)", perToken(s.SecondsPerToken), s.Tokens)
+		if s.FirstTokenSeconds > 0 {
+			ttft = fmt.Sprintf("%.2f s", s.FirstTokenSeconds)
+		}
 	case g.Tokens > 0:
 		speed = fmt.Sprintf("%s (last %s), %d tokens", perToken(g.SecPerToken), perToken(g.LastToken), g.Tokens)
 		if g.TTFT > 0 {
 			ttft = fmt.Sprintf("%.2f s", g.TTFT)
-		}
-	case s != nil && s.Tokens > 0:
-		// the open conversation's last reply, as its history keeps it
-		speed = fmt.Sprintf("%s, %d tokens (this conversation's last reply)", perToken(s.SecondsPerToken), s.Tokens)
-		if s.FirstTokenSeconds > 0 {
-			ttft = fmt.Sprintf("%.2f s", s.FirstTokenSeconds)
 		}
 	}
 	text := "speed " + speed + "\nfirst token after " + ttft

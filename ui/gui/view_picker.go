@@ -154,7 +154,11 @@ type modelPicker struct {
 	// Draft turns the draft model beside the model folder on and off
 	// (shown when there is one)
 	Draft *widget.Check
-	v     *chatView
+	// DraftNote says what the draft model does on this model and memory
+	// plan (N1): not used where it would not be faster, its tokens per
+	// pass where it drafts
+	DraftNote *noteLabel
+	v         *chatView
 	shown []modelChoice
 }
 
@@ -163,12 +167,14 @@ func newModelPicker(v *chatView) *modelPicker {
 	p.Select = widget.NewSelect(nil, p.choose)
 	p.State = widget.NewLabel("") // in the text colour: the low-importance grey was hard to read
 	p.State.Truncation = fyne.TextTruncateEllipsis
-	p.Draft = widget.NewCheck("Draft model: faster replies, same answer", p.setDraft)
+	p.Draft = widget.NewCheck("Draft model", p.setDraft)
 	p.Draft.Hide()
+	p.DraftNote = newNoteLabel(true)
+	p.DraftNote.Importance = widget.LowImportance
 	more := widget.NewButton("Other models…", v.u.ShowWizard)
 	more.Importance = widget.LowImportance
 	row := container.NewBorder(nil, nil, widget.NewLabel("Model"), more, p.Select)
-	p.Root = container.NewVBox(row, container.NewBorder(nil, nil, p.Draft, nil, p.State))
+	p.Root = container.NewVBox(row, container.NewBorder(nil, nil, p.Draft, nil, p.State), p.DraftNote)
 	p.Refresh()
 	return p
 }
@@ -210,6 +216,28 @@ func (p *modelPicker) Refresh() {
 	} else {
 		p.Draft.Hide()
 	}
+	p.DraftNote.SetText(p.draftNote(hasDraft))
+}
+
+// draftNote is what the draft model does, for the line under the box:
+// before the model is loaded, what it is for; once loaded, whether this
+// model and plan let it make replies faster; while it drafts, its tokens
+// per pass.
+func (p *modelPicker) draftNote(hasDraft bool) string {
+	v := p.v
+	switch {
+	case !hasDraft:
+		return ""
+	case v.u.S.NoDraft:
+		return "Draft model " + bridge.DraftOff
+	case v.Info == nil || v.Info.Draft == "":
+		return "Draft model: faster replies on a model read from disk, the same answer; it loads with the model"
+	}
+	note := "Draft model " + v.Info.Draft
+	if tp := v.Gauges.G.TokensPerPass(); tp > 0 {
+		note = fmt.Sprintf("Draft model in use: %.2f tokens per pass in the last reply (same answer)", tp)
+	}
+	return note
 }
 
 // choose switches to the model labelled label: the chat goes on with the
@@ -253,7 +281,15 @@ func (p *modelPicker) setDraft(on bool) {
 		return
 	}
 	u.S.NoDraft = !on
-	p.apply()
+	if d, ok := v.engine.(bridge.DraftSwitch); ok {
+		// the model stays loaded: the next turn drafts or not (N1)
+		d.SetDraft(on)
+		if err := u.SaveSettings(); err != nil {
+			v.Notice.SetText(bridge.Explain(err))
+		}
+	} else {
+		p.apply()
+	}
 	p.Refresh()
 }
 
