@@ -159,7 +159,7 @@ type modelPicker struct {
 	// pass where it drafts
 	DraftNote *noteLabel
 	v         *chatView
-	shown []modelChoice
+	shown     []modelChoice
 }
 
 func newModelPicker(v *chatView) *modelPicker {
