@@ -78,6 +78,7 @@ func newChatView(u *appUI) *chatView {
 	close(v.idle)
 	v.Convs = newConvList(u.Win)
 	v.Convs.OnSelect = v.Open
+	v.Convs.OnLeave = v.Focus
 	v.Convs.OnNew = v.NewConversation
 	v.Convs.OnRename = func(from, to string) {
 		if err := v.Rename(from, to); err != nil {
