@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"fyne.io/fyne/v2"
@@ -127,6 +128,13 @@ func (v *chatView) showSavedGauges() {
 func (v *chatView) NewConversation() {
 	if v.Busy {
 		v.Notice.SetText("A reply is being written: wait for it (or press Stop), then start a new conversation.")
+		return
+	}
+	if v.Title != "" && strings.HasPrefix(v.Title, chat.AutoTitlePrefix) &&
+		!slices.ContainsFunc(v.History, func(m chat.Message) bool { return m.Role != "system" }) {
+		// the open conversation is new and empty: it is the new one (N3:
+		// each Ctrl+N left an empty "Conversation …" behind)
+		v.Focus()
 		return
 	}
 	t, err := v.Conversation.New(chat.AutoTitlePrefix+time.Now().Format("2006-01-02 15.04"), v.u.S.SystemPrompt)
