@@ -2,6 +2,7 @@ package gui
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"time"
 
@@ -182,6 +183,13 @@ func (v *chatView) startTurn(opt chat.Options) {
 
 func (v *chatView) finishTurn(reply *messageView, rep bridge.Reply, err error) {
 	v.Busy, v.cancel, v.stopping, v.reply = false, nil, false, nil
+	if v.u.S.Backend == bridge.BackendServer {
+		if v.serverDown == nil {
+			v.serverDown = map[string]bool{}
+		}
+		v.serverDown[v.u.S.ServerURL] = err != nil && rep.Content == "" && rep.ReasoningContent == "" && !errors.Is(err, context.Canceled)
+		v.Picker.Refresh()
+	}
 	v.Notice.SetText("") // "wait for the reply…" notices are out of date now
 	if v.quitting {
 		return // saved when the window closed

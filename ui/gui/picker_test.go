@@ -57,7 +57,8 @@ func TestModelPickerKnowsTheFoldersUsedBefore(t *testing.T) {
 	// the two folders share a name: their parents tell them apart
 	want[1] = filepath.Base(root) + "/kimi-k3 — on this machine"
 	ui(func() {
-		assert.Equal(t, []string{want[0] + loads, want[1] + loads, want[2] + loads, want[3] + asked}, p.Select.Options,
+		// a stable order (N6): the demo, the folders by path, the servers
+		assert.Equal(t, []string{want[2] + loads, want[1] + loads, want[0] + loads, want[3] + asked}, p.Select.Options,
 			"the folder deleted since is not offered")
 		assert.Equal(t, want[0]+loads, pickerShows(p))
 		v.Send("hi")
@@ -66,13 +67,14 @@ func TestModelPickerKnowsTheFoldersUsedBefore(t *testing.T) {
 	ui(func() {
 		assert.Equal(t, want[0]+loaded, pickerShows(p))
 		assert.Equal(t, want[1]+loads, p.Select.Options[1], "the others load with the first message")
+		assert.Equal(t, want[0]+loaded, p.Select.Options[2])
 		p.Select.SetSelected(want[1] + loads)
 		assert.Equal(t, older, u.S.ModelDir)
 		assert.Equal(t, older, bridge.LoadSettings(u.App.Preferences()).ModelDir, "the switch is kept")
 		assert.Nil(t, v.Info, "the next message opens the folder chosen")
 		assert.Equal(t, want[1]+loads, pickerShows(p))
-		assert.Equal(t, want[1]+loads, p.Select.Options[0], "the folder chosen comes first")
-		assert.Equal(t, want[0]+loads, p.Select.Options[1], "the folder left is no longer loaded")
+		assert.Equal(t, want[1]+loads, p.Select.Options[1], "the entries stay where they were (N6)")
+		assert.Equal(t, want[0]+loads, p.Select.Options[2], "the folder left is no longer loaded")
 		v.Send("again")
 	})
 	waitFor(t, "turn", func() bool { return !v.Busy })
@@ -88,7 +90,7 @@ func TestModelPickerKnowsTheFoldersUsedBefore(t *testing.T) {
 		assert.True(t, u.S.Demo)
 		assert.Equal(t, u.demoDir(), u.S.ModelDir)
 		v.Send("on the demo")
-		p.Select.SetSelected(p.Select.Options[1])
+		p.Select.SetSelected(p.Select.Options[2])
 		assert.Equal(t, u.demoDir(), u.S.ModelDir, "no switch during a reply")
 		assert.Equal(t, "DEMO model — on this machine"+loads, pickerShows(p))
 		assert.Contains(t, v.Notice.Text, "then switch the model")
@@ -144,5 +146,49 @@ func TestDraftModelCanBeTurnedOff(t *testing.T) {
 		u.S.ModelDir = t.TempDir()
 		p.Refresh()
 		assert.False(t, p.Draft.Visible())
+	})
+}
+
+// N6: two demo folders are told apart (only the app's own is "DEMO
+// model"), one server is listed once (a nameless entry beside a named one
+// at its address goes), the order stays when the selection changes, and a
+// server that refused the last message says so.
+func TestPickerTellsModelsApart(t *testing.T) {
+	fc := &fakeChat{}
+	u, _ := newTestUI(t, fc)
+	u.B.NewChat = func(s bridge.Settings) (bridge.ChatEngine, error) {
+		if s.Backend == bridge.BackendServer {
+			return nil, nil
+		}
+		return fc, nil
+	}
+	demo := modelFolder(t, u.B.DataDir, "demo-model", false)
+	large := modelFolder(t, t.TempDir(), "large", false)
+	u.S.ModelDir, u.S.Demo = demo, true
+	require.NoError(t, u.SaveSettings())
+	u.S.ModelDir = large
+	require.NoError(t, u.SaveSettings())
+	srv := "http://127.0.0.1:1/v1"
+	require.NoError(t, u.S.SetServer(srv, "", ""))
+	require.NoError(t, u.SaveSettings())
+	require.NoError(t, u.S.SetServer(srv, "", "small"))
+	require.NoError(t, u.SaveSettings())
+	u.S.Backend = bridge.BackendLocal
+	require.NoError(t, u.SaveSettings())
+	u.N.WizardDone.Set(true)
+	ui(u.Start)
+	v := u.Chat
+	p := v.Picker
+	const loads, asked = " · loads with the first message", " · asked with the first message"
+	want := []string{"DEMO model — on this machine" + loads, "large (a demo model) — on this machine" + loads, "small — on 127.0.0.1:1" + asked}
+	ui(func() {
+		require.Equal(t, u.demoDir(), demo)
+		assert.Equal(t, want, p.Select.Options)
+		p.Select.SetSelected(want[0])
+		assert.Equal(t, want, p.Select.Options, "the entries moved under the mouse")
+		// a server that did not answer says so
+		v.serverDown = map[string]bool{srv: true}
+		p.Refresh()
+		assert.Equal(t, "small — on 127.0.0.1:1 · "+stateDown, p.Select.Options[2])
 	})
 }

@@ -205,7 +205,7 @@ func TestModelPickerRemembersServers(t *testing.T) {
 	local := "kimi-k3 — on this machine · loads with the first message"
 	onA, onB := "m1 — on "+host+" · asked with the first message", "the server's model — on gpu-box:8000 · asked with the first message"
 	ui(func() {
-		assert.Equal(t, []string{local, onB, onA}, p.Select.Options, "the server in use first, then the others, newest first")
+		assert.Equal(t, []string{local, onA, onB}, p.Select.Options, "a stable order: the folders, then the servers by address (N6)")
 		assert.Equal(t, onB, pickerShows(p))
 		p.Select.Tapped(&fyne.PointEvent{}) // the list open
 		p.Select.SetSelected(onA)

@@ -70,6 +70,9 @@ type chatView struct {
 	settings *settingsForm // the settings dialog's form, while shown
 	// contexts are the positions each branch measured here took (chat_context.go)
 	contexts map[uint64]int
+	// serverDown are the servers (by address) whose last turn failed
+	// before any text came: the picker says so
+	serverDown map[string]bool
 }
 
 // newChatView builds the chat and opens the last conversation.

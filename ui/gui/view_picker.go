@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/container"
@@ -52,14 +53,31 @@ func modelChoices(s bridge.Settings, known []bridge.KnownModel, servers []bridge
 			local = append(local, bridge.KnownModel{Dir: demoDir, Demo: true})
 		}
 	}
+	// a stable order (N6: entries moved under the mouse when the one in
+	// use went first): the demo first, then the folders by path
+	slices.SortStableFunc(local, func(a, b bridge.KnownModel) int {
+		ad, bd := sameDir(a.Dir, demoDir), sameDir(b.Dir, demoDir)
+		switch {
+		case ad && !bd:
+			return -1
+		case bd && !ad:
+			return 1
+		}
+		return strings.Compare(filepath.Clean(a.Dir), filepath.Clean(b.Dir))
+	})
 	var out []modelChoice
 	for i, k := range local {
 		name := filepath.Base(k.Dir)
 		if slices.ContainsFunc(local, func(o bridge.KnownModel) bool { return o.Dir != k.Dir && filepath.Base(o.Dir) == name }) {
 			name = filepath.Join(filepath.Base(filepath.Dir(k.Dir)), name)
 		}
-		if k.Demo {
+		switch {
+		case sameDir(k.Dir, demoDir) || k.Demo && demoDir == "":
 			name = "DEMO model"
+		case k.Demo:
+			// another demo folder (k3 demo DIR): named by its folder (N6:
+			// two folders were both "DEMO model")
+			name += " (a demo model)"
 		}
 		if bridge.DraftBeside(k.Dir) != "" && !s.NoDraft {
 			name += " with draft model"
@@ -83,6 +101,18 @@ func modelChoices(s bridge.Settings, known []bridge.KnownModel, servers []bridge
 			remote = append(remote, k)
 		}
 	}
+	// one server once (N6: "small" and "the server's model" at one
+	// address): an entry without a model name is dropped beside a named
+	// one at its address; then by address and model, a stable order
+	remote = slices.DeleteFunc(remote, func(k bridge.KnownServer) bool {
+		return k.Model == "" && slices.ContainsFunc(remote, func(o bridge.KnownServer) bool { return o.URL == k.URL && o.Model != "" })
+	})
+	slices.SortStableFunc(remote, func(a, b bridge.KnownServer) int {
+		if c := strings.Compare(a.URL, b.URL); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Model, b.Model)
+	})
 	for i, k := range remote {
 		name := k.Model
 		if name == "" {
@@ -123,13 +153,17 @@ const (
 	stateLoads    = "loads with the first message"
 	stateAnswered = "in use"
 	stateAsked    = "asked with the first message"
+	stateDown     = "did not answer the last message"
 )
 
 // state is c's state; opened: the model in use is open (a message opened
-// it, or it is served).
-func (c modelChoice) state(s bridge.Settings, opened bool) string {
+// it, or it is served); down: the servers that did not answer (N6: a
+// refused server still read "asked with the first message").
+func (c modelChoice) state(s bridge.Settings, opened bool, down map[string]bool) string {
 	open := opened && c.inUse(s)
 	switch {
+	case c.Server != nil && down[c.Server.URL]:
+		return stateDown
 	case c.Server != nil && open:
 		return stateAnswered
 	case c.Server != nil:
@@ -193,7 +227,7 @@ func (p *modelPicker) Refresh() {
 	sel, state := "", ""
 	for i := range p.shown {
 		c := &p.shown[i]
-		st := c.state(s, p.v.Info != nil || serving != "")
+		st := c.state(s, p.v.Info != nil || serving != "", p.v.serverDown)
 		c.Label = c.Name + " · " + st
 		opts[i] = c.Label
 		if c.inUse(s) {
