@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -130,10 +131,9 @@ func (v *chatView) NewConversation() {
 		v.Notice.SetText("A reply is being written: wait for it (or press Stop), then start a new conversation.")
 		return
 	}
-	if v.Title != "" && strings.HasPrefix(v.Title, chat.AutoTitlePrefix) &&
-		!slices.ContainsFunc(v.History, func(m chat.Message) bool { return m.Role != "system" }) {
-		// the open conversation is new and empty: it is the new one (N3:
-		// each Ctrl+N left an empty "Conversation …" behind)
+	if v.untouched() {
+		// the open conversation is new and untouched: it is the new one
+		// (N3: each Ctrl+N left an empty "Conversation …" behind)
 		v.Focus()
 		return
 	}
@@ -148,6 +148,20 @@ func (v *chatView) NewConversation() {
 	v.Title, v.History = "", nil
 	v.reload(t)
 	v.Focus() // ready to type, as in every chat app
+}
+
+// untouched reports whether the open conversation is a new one as New
+// makes it: still called by its date, no message, the system prompt and
+// the settings for new conversations (its options file says nothing:
+// opening a conversation writes one).
+func (v *chatView) untouched() bool {
+	if v.Title == "" || !strings.HasPrefix(v.Title, chat.AutoTitlePrefix) || v.SystemPrompt() != strings.TrimSpace(v.u.S.SystemPrompt) ||
+		slices.ContainsFunc(v.History, func(m chat.Message) bool { return m.Role != "system" }) {
+		return false
+	}
+	o, d := v.Opts, v.u.S.ConvDefaults()
+	o.System, d.System = "", ""
+	return reflect.DeepEqual(o, d)
 }
 
 // Rename renames a conversation.
