@@ -61,11 +61,11 @@ func TestPackStepTrunkOfAnotherModel(t *testing.T) {
 	waitFor(t, "trunk check", func() bool { return w.Pack.checkJob == nil })
 	ui(func() {
 		assert.Equal(t, bridge.TrunkOther, w.Pack.State.Status)
-		assert.Equal(t, "This folder holds the trunk of another model, so it will not be used. "+
+		assert.Equal(t, "This folder holds another model's packed weights, so it will not be used. "+
 			"Pack again here to replace it, or choose another folder.", w.Pack.Status.Text, "G26: no manifest details")
 		assert.Equal(t, "Pack again here (replaces it)", w.Pack.PackBt.Text)
 		assert.Equal(t, "", w.D.TrunkDir)
-		assert.Contains(t, w.why.Text, "another model's trunk")
+		assert.Contains(t, w.why.Text, "another model's packed weights")
 		w.Go(4)
 		assert.Contains(t, w.Done.Summary.Text, "Packed trunk: none")
 		w.Go(2)
