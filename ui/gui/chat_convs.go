@@ -246,6 +246,12 @@ func (v *chatView) Export() {
 		}
 		v.Phase.SetText("exported: " + filepath.Base(w.URI().Path())) // G29: the name, not a cut-off path
 	}, v.u.Win)
-	d.SetFileName(v.Title + ".md")
+	d.SetFileName(exportName(v.Title))
 	d.Show()
+}
+
+// exportName is the file name Export suggests: the title with ".md", no
+// doubled dot after a title that ends in one ("work..md").
+func exportName(title string) string {
+	return strings.TrimRight(title, ". ") + ".md"
 }
