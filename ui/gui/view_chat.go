@@ -3,9 +3,11 @@ package gui
 import (
 	"context"
 	"fmt"
+	"image/color"
 	"slices"
 
 	"fyne.io/fyne/v2"
+	"fyne.io/fyne/v2/canvas"
 	"fyne.io/fyne/v2/container"
 	"fyne.io/fyne/v2/driver/desktop"
 	"fyne.io/fyne/v2/theme"
@@ -141,9 +143,16 @@ func newChatView(u *appUI) *chatView {
 	v.CapLb.Importance = widget.LowImportance
 	v.Gauges = newGaugesView()
 
-	tools := newFlow(v.Thinking, container.NewHBox(widget.NewLabel("effort"), v.Effort), settingsBt, v.RegenBt, v.ExportBt, v.CapLb, v.ContextLb)
+	tools := newFlow(v.Thinking, container.NewHBox(widget.NewLabel("effort"), v.Effort), settingsBt, v.RegenBt, v.ExportBt, v.CapLb)
 	inputRow := container.NewBorder(nil, nil, nil, container.NewVBox(v.SendBt, v.StopBt, v.CancelBt), v.Entry)
-	bottom := container.NewVBox(v.Notice, v.Estimate, v.Phase, tools, inputRow)
+	// the status line: what the model does (left) and the context the
+	// conversation takes (right), one line high whether they say anything
+	// or not, so the rows under it stay put between streaming and done (G3:
+	// they moved 40 px as the context joined the buttons' row)
+	lineH := canvas.NewRectangle(color.Transparent)
+	lineH.SetMinSize(fyne.NewSize(0, widget.NewLabel("x").MinSize().Height))
+	status := container.NewStack(lineH, container.NewBorder(nil, nil, nil, v.ContextLb, v.Phase))
+	bottom := container.NewVBox(v.Notice, v.Estimate, status, tools, inputRow)
 	v.Picker = newModelPicker(v)
 	center := container.NewBorder(v.Picker.Root, bottom, nil, nil, v.keepEnd())
 	gsc := container.NewVScroll(container.NewPadded(v.Gauges.Root))

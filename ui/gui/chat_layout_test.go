@@ -1,0 +1,44 @@
+package gui
+
+import (
+	"testing"
+
+	"fyne.io/fyne/v2"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// G3: at 1024x640 the Thinking/Settings/Regenerate row stays where it is
+// between streaming (the phase shown) and done (the context count shown):
+// it moved 40 px.
+func TestToolsRowStaysPut(t *testing.T) {
+	fc := &fakeChat{gate: make(chan struct{})}
+	u, _ := newTestUI(t, fc)
+	u.S.ModelDir = t.TempDir()
+	require.NoError(t, u.SaveSettings())
+	u.N.WizardDone.Set(true)
+	ui(u.Start)
+	v := u.Chat
+	require.NotNil(t, v)
+	at := func() fyne.Position {
+		relayout(u.Win)
+		return fyne.CurrentApp().Driver().AbsolutePositionForObject(v.Thinking)
+	}
+	var idle, streaming fyne.Position
+	ui(func() {
+		u.Win.Resize(fyne.NewSize(1024, 640))
+		idle = at()
+		v.Send("Tell me a saying about time")
+	})
+	waitFor(t, "the engine's phase", func() bool { return v.Phase.Text == "answering" })
+	ui(func() { streaming = at() })
+	for range 5 {
+		fc.gate <- struct{}{}
+	}
+	waitFor(t, "reply", func() bool { return !v.Busy })
+	ui(func() {
+		require.NotEmpty(t, v.ContextLb.Text, "the context count is shown after the reply")
+		assert.Equal(t, streaming, at(), "the row moved between streaming and done")
+		assert.Equal(t, idle, at(), "the row moved between idle and done")
+	})
+}
