@@ -42,3 +42,29 @@ func TestToolsRowStaysPut(t *testing.T) {
 		assert.Equal(t, idle, at(), "the row moved between idle and done")
 	})
 }
+
+// G19: in a narrow window (800x500) the Engine panel gives its room to
+// the chat (it took 36% of the window); at 1024 and wider it is there.
+func TestNarrowWindowCollapsesThePanel(t *testing.T) {
+	u, _ := newTestUI(t, &fakeChat{})
+	u.S.ModelDir = t.TempDir()
+	require.NoError(t, u.SaveSettings())
+	u.N.WizardDone.Set(true)
+	ui(u.Start)
+	v := u.Chat
+	require.NotNil(t, v)
+	d := fyne.CurrentApp().Driver()
+	ui(func() {
+		u.Win.Resize(fyne.NewSize(800, 500))
+		relayout(u.Win)
+		win := u.Win.Canvas().Size().Width
+		chatRight := d.AbsolutePositionForObject(v.scroller).X + v.scroller.Size().Width
+		assert.Greater(t, chatRight, win-40, "the chat does not take the room")
+		assert.GreaterOrEqual(t, d.AbsolutePositionForObject(v.GaugesPanel).X, chatRight, "the panel is still in view at 800 wide")
+
+		u.Win.Resize(fyne.NewSize(1024, 640))
+		relayout(u.Win)
+		x := d.AbsolutePositionForObject(v.GaugesPanel).X
+		assert.InDelta(t, float64(u.Win.Canvas().Size().Width-gaugesWidth), float64(x), 20, "the panel is not at the right at 1024")
+	})
+}

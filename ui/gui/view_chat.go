@@ -169,7 +169,7 @@ func newChatView(u *appUI) *chatView {
 		right.Hide()
 	}
 	left := container.NewPadded(v.Convs.Root)
-	split := container.NewHSplit(left, container.NewBorder(nil, nil, nil, right, center))
+	split := container.NewHSplit(left, container.New(sidePanel{}, center, right))
 	split.Offset = 0.2
 	v.Root = split
 
