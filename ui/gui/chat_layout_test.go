@@ -1,6 +1,7 @@
 package gui
 
 import (
+	"image"
 	"testing"
 
 	"fyne.io/fyne/v2"
@@ -67,4 +68,16 @@ func TestNarrowWindowCollapsesThePanel(t *testing.T) {
 		x := d.AbsolutePositionForObject(v.GaugesPanel).X
 		assert.InDelta(t, float64(u.Win.Canvas().Size().Width-gaugesWidth), float64(x), 20, "the panel is not at the right at 1024")
 	})
+}
+
+// N9: on a screen without a window manager (the work area is the whole
+// screen) the window takes the screen: 1024x640, not 1024x608 with a black
+// strip; where a window manager keeps a panel, room for a title bar is
+// left; a large screen gets the preferred size.
+func TestWindowFitsTheScreen(t *testing.T) {
+	pt := func(x, y int) image.Point { return image.Pt(x, y) }
+	assert.Equal(t, fyne.NewSize(1024, 640), fitSize(pt(1024, 640), pt(1024, 640), 1))
+	assert.Equal(t, fyne.NewSize(1024, 600-titleBar), fitSize(pt(1024, 600), pt(1024, 640), 1))
+	assert.Equal(t, preferredSize, fitSize(pt(1920, 1040), pt(1920, 1080), 1))
+	assert.Equal(t, fyne.NewSize(1024, 640), fitSize(pt(2048, 1280), pt(2048, 1280), 2))
 }
