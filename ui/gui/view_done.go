@@ -8,8 +8,8 @@ import (
 	"fyne.io/fyne/v2/container"
 	"fyne.io/fyne/v2/widget"
 
-	"k3/storage/units"
 	"k3/engine/plan"
+	"k3/storage/units"
 	"k3/ui/bridge"
 )
 
