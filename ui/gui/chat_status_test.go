@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -83,6 +84,7 @@ func TestSendSaysWhatItDoesAtOnce(t *testing.T) {
 func TestPastedTextSaysItsCostBeforeSending(t *testing.T) {
 	fc := &statusChat{passSec: 3, passChunk: 128}
 	v := startStatusUI(t, fc, false)
+	v.u.later = func(_ time.Duration, f func()) { f() } // the exact count once typing pauses: at once here
 	long := strings.Repeat("word ", 5000)
 	ui(func() {
 		v.Entry.SetText(long)

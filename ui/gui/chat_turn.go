@@ -19,12 +19,30 @@ import (
 // conversation's last saved one; before any, the speed the doctor
 // predicted for the preset), and for a long message its length and the
 // time reading it takes at the measured time of a pass.
-func (v *chatView) showEstimate() {
+func (v *chatView) showEstimate() { v.estimate(true) }
+
+// estimate shows the estimate, the message's length counted with the
+// model's tokenizer when exact, else from its words (while typing: each
+// key would count the whole text again).
+func (v *chatView) estimate(exact bool) {
 	if v.Busy {
 		setNote(v.Estimate, "")
 		return
 	}
-	setNote(v.Estimate, bridge.ReplyCost(v.replyCost(), v.promptSize(v.Entry.Text), v.Opts.MaxTokens))
+	setNote(v.Estimate, bridge.ReplyCost(v.replyCost(), v.promptSize(v.Entry.Text, exact), v.Opts.MaxTokens))
+}
+
+// typed follows the message box: the estimate from the words at once, the
+// exact count once typing pauses.
+func (v *chatView) typed() {
+	v.estimate(false)
+	v.typedGen++
+	gen := v.typedGen
+	v.u.later(400*time.Millisecond, func() {
+		if gen == v.typedGen {
+			v.estimate(true)
+		}
+	})
 }
 
 // replyCost is the cost of a reply as measured (or predicted).
@@ -46,12 +64,12 @@ func (v *chatView) replyCost() bridge.Cost {
 
 // promptSize is the length of text about to be sent: counted with the
 // model's tokenizer once it is loaded, else estimated from its words.
-func (v *chatView) promptSize(text string) bridge.Prompt {
+func (v *chatView) promptSize(text string, exact bool) bridge.Prompt {
 	p := bridge.Prompt{Tokens: bridge.ApproxTokens(text)}
 	if v.Info != nil {
 		p.Context = v.Info.Context
 	}
-	if pm, ok := v.engine.(bridge.PromptMeter); ok && len(text) < 1<<20 {
+	if pm, ok := v.engine.(bridge.PromptMeter); ok && exact && len(text) < 1<<20 {
 		if n, ok := pm.CountTokens(text); ok {
 			p.Tokens, p.Exact = n, true
 		}

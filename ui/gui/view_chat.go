@@ -72,6 +72,7 @@ type chatView struct {
 	settings *settingsForm // the settings dialog's form, while shown
 	// contexts are the positions each branch measured here took (chat_context.go)
 	contexts map[uint64]int
+	typedGen int // the message box's edits, for the estimate's exact count
 	// serverDown are the servers (by address) whose last turn failed
 	// before any text came: the picker says so
 	serverDown map[string]bool
@@ -109,7 +110,7 @@ func newChatView(u *appUI) *chatView {
 	v.Entry = newChatEntry()
 	v.Entry.SetMinRowsVisible(3)
 	v.Entry.OnSend = v.SendEntry
-	v.Entry.OnChanged = func(string) { v.showEstimate() } // a pasted text says its length (N2)
+	v.Entry.OnChanged = func(string) { v.typed() } // a pasted text says its length (N2)
 	v.Entry.OnStop = v.escape
 	v.Entry.OnTab = func() { u.Win.Canvas().FocusNext() }
 	v.Entry.OnShortcut = v.shortcut
