@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"fyne.io/fyne/v2"
+
 	"k3/engine/chat"
 	"k3/ui/bridge"
 )
@@ -145,6 +147,8 @@ func (v *chatView) startTurn(opt chat.Options) {
 	// never an empty or "ready" status while the turn works (N2): the
 	// engine's phases replace this within a moment
 	v.Phase.SetText("starting the reply")
+	v.statusLine.SetMinSize(fyne.NewSize(0, v.Phase.MinSize().Height))
+	v.syncStatus()
 	v.refreshButtons()
 	reply := v.addView(chat.Message{Role: "assistant"})
 	v.reply = reply

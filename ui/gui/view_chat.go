@@ -47,7 +47,7 @@ type chatView struct {
 	ExportBt  *widget.Button
 	Thinking  *widget.Check
 	Effort    *widget.Select
-	ContextLb *widget.Label
+	ContextLb *noteLabel
 	Phase     *noteLabel
 	Notice    *noteLabel
 	// Estimate is the wait to plan with before sending on a slow machine
@@ -73,6 +73,10 @@ type chatView struct {
 	// contexts are the positions each branch measured here took (chat_context.go)
 	contexts map[uint64]int
 	typedGen int // the message box's edits, for the estimate's exact count
+	// statusLine holds the status line's height once a reply started, so
+	// the rows under it stay put (G3); before, an empty line takes no room
+	statusLine *canvas.Rectangle
+	statusRow  *fyne.Container
 	// serverDown are the servers (by address) whose last turn failed
 	// before any text came: the picker says so
 	serverDown map[string]bool
@@ -133,7 +137,7 @@ func newChatView(u *appUI) *chatView {
 	})
 	settingsBt := widget.NewButtonWithIcon("Settings…", theme.SettingsIcon(), v.showChatSettings)
 	v.ExportBt = widget.NewButtonWithIcon("Export…", theme.DocumentSaveIcon(), v.Export)
-	v.ContextLb = widget.NewLabel("")
+	v.ContextLb = newNoteLabel(false)
 	v.ContextLb.Importance = widget.LowImportance
 	v.Phase = newNoteLabel(false)
 	v.Notice = newNoteLabel(true)
@@ -150,9 +154,11 @@ func newChatView(u *appUI) *chatView {
 	// conversation takes (right), one line high whether they say anything
 	// or not, so the rows under it stay put between streaming and done (G3:
 	// they moved 40 px as the context joined the buttons' row)
-	lineH := canvas.NewRectangle(color.Transparent)
-	lineH.SetMinSize(fyne.NewSize(0, widget.NewLabel("x").MinSize().Height))
-	status := container.NewStack(lineH, container.NewBorder(nil, nil, nil, v.ContextLb, v.Phase))
+	v.statusLine = canvas.NewRectangle(color.Transparent) // one line high from the first reply on (startTurn)
+	status := container.NewStack(v.statusLine, container.NewBorder(nil, nil, nil, v.ContextLb, v.Phase))
+	v.statusRow = status
+	v.Phase.changed, v.ContextLb.changed = v.syncStatus, v.syncStatus
+	v.syncStatus()
 	bottom := container.NewVBox(v.Notice, v.Estimate, status, tools, inputRow)
 	v.Picker = newModelPicker(v)
 	center := container.NewBorder(v.Picker.Root, bottom, nil, nil, v.keepEnd())
@@ -189,6 +195,19 @@ func newChatView(u *appUI) *chatView {
 	}
 	v.refreshButtons()
 	return v
+}
+
+// syncStatus shows the status row while it says something or holds its
+// line (an empty, visible row would still take a padding).
+func (v *chatView) syncStatus() {
+	if v.statusRow == nil {
+		return
+	}
+	if v.Phase.Visible() || v.ContextLb.Visible() || v.statusLine.MinSize().Height > 0 {
+		v.statusRow.Show()
+	} else {
+		v.statusRow.Hide()
+	}
 }
 
 // showGauges shows or hides the Engine panel.
