@@ -18,6 +18,7 @@ import (
 	"k3/engine"
 	"k3/engine/plan"
 	"k3/tokenizer"
+	"k3/tokenizer/xtml"
 )
 
 // Options control one turn. They are also a conversation's own settings,
@@ -46,7 +47,7 @@ const DefaultMaxTokens = 4096
 // Reply is a finished (or cut) assistant turn.
 type Reply struct {
 	Reasoning, Content string
-	ToolCalls          []tokenizer.ToolCall
+	ToolCalls          []xtml.ToolCall
 	// Warnings say what the reply reader read loosely or left out.
 	Warnings []string
 	// ReasoningTokens counts the think channel's text tokens.
@@ -58,7 +59,7 @@ type Reply struct {
 	SecondsPerToken   float64
 }
 
-func (r *Reply) set(t tokenizer.Reply) {
+func (r *Reply) set(t xtml.Reply) {
 	r.Reasoning, r.Content, r.ToolCalls = t.Reasoning, t.Content, t.ToolCalls
 	r.Warnings, r.ReasoningTokens = t.Warnings, t.ReasoningTokens
 }
@@ -83,8 +84,17 @@ type Session struct {
 	// edited message instead of the whole transcript. Each copy costs a
 	// state: CheckpointBytes says how much they hold.
 	Checkpoints int
+	// Cache, when set, is the prompt cache (engine/promptcache): a reply
+	// resumes from its longest snapshot of the transcript when that is
+	// longer than what the session keeps, and keeps snapshots at the
+	// transcript's message boundaries, so another session or process with
+	// the same start reads only the rest.
+	Cache engine.PromptCache
 
 	history []Message // Turn's conversation so far
+	// part is the cache partition the kept states below were made for:
+	// another partition's transcript never resumes from them
+	part string
 
 	live  *engine.State   // after the last turn: everything fed
 	snap  *engine.State   // the last turn's prompt minus its final position
@@ -170,19 +180,19 @@ func (s *Session) keepMark(st *engine.State) {
 // unless noGen. A history that starts with a system message has its own
 // system prompt: opt.System is then not sent.
 func (s *Session) render(history []Message, opt Options, noGen bool) ([]int, error) {
-	var msgs []tokenizer.Message
+	var msgs []xtml.Message
 	if opt.System != "" && (len(history) == 0 || history[0].Role != "system") {
-		msgs = append(msgs, tokenizer.Message{Role: "system", Content: opt.System})
+		msgs = append(msgs, xtml.Message{Role: "system", Content: opt.System})
 	}
 	for _, m := range history {
-		msgs = append(msgs, tokenizer.Message{Role: m.Role, Content: m.Content, ReasoningContent: m.ReasoningContent})
+		msgs = append(msgs, xtml.Message{Role: m.Role, Content: m.Content, ReasoningContent: m.ReasoningContent})
 	}
-	segs, err := tokenizer.Render(msgs, nil, tokenizer.RenderOptions{NoThink: !opt.Thinking, ThinkingEffort: opt.Effort, NoGenerationPrompt: noGen,
+	segs, err := xtml.Render(msgs, nil, xtml.RenderOptions{NoThink: !opt.Thinking, ThinkingEffort: opt.Effort, NoGenerationPrompt: noGen,
 		ResponseFormat: opt.ResponseFormat})
 	if err != nil {
 		return nil, err
 	}
-	return s.Tok.EncodeSegments(segs), nil
+	return xtml.Encode(s.Tok, segs), nil
 }
 
 // Prompt returns the ids a turn would feed after adding user text to Turn's
@@ -308,9 +318,13 @@ type PromptOptions struct {
 	Stop func() bool
 	// NoTools: tool calls were not asked for (no tools declared, or
 	// tool_choice "none"); the ones the model writes are left out, with a
-	// warning saying NoToolsWhy (tokenizer.ReplyOptions).
+	// warning saying NoToolsWhy (xtml.ReplyOptions).
 	NoTools    bool
 	NoToolsWhy string
+	// Partition is whose transcript this is (a server's client key): the
+	// states kept for another partition, and its cache snapshots, are
+	// never reused for it.
+	Partition string
 }
 
 // Generate runs one assistant reply over ids, a whole transcript rendered
@@ -338,6 +352,9 @@ func (s *Session) run(ctx context.Context, ids []int, mark int, o PromptOptions,
 	}
 	// reuse the longest state whose ids start the transcript (leaving at
 	// least one position to feed, whose logits choose the first token)
+	if o.Partition != s.part {
+		s.live, s.snap, s.marks, s.part = nil, nil, nil, o.Partition
+	}
 	st := s.reusable(ids)
 	if st == nil {
 		st = s.Engine.Model().NewState()
@@ -349,14 +366,16 @@ func (s *Session) run(ctx context.Context, ids []int, mark int, o PromptOptions,
 	}
 	reused := st.Pos
 	rep := &Reply{Reused: reused, Prefilled: len(ids) - reused}
-	sm := newStreamer(s.Tok, tokenizer.ReplyOptions{Thinking: o.Thinking, NoTools: o.NoTools, NoToolsWhy: o.NoToolsWhy}, on)
-	// prefill progress counts the whole transcript, what was reused included
+	sm := newStreamer(s.Tok, xtml.ReplyOptions{Thinking: o.Thinking, NoTools: o.NoTools, NoToolsWhy: o.NoToolsWhy}, on)
+	// prefill progress counts the whole transcript, what was reused (kept
+	// by the session or found in the prompt cache) included
 	progress := func(base int) func(engine.Event) {
+		held := rep.Reused
 		return func(ev engine.Event) {
 			if ev.Kind == engine.EventPrefill {
 				ev.Done += base
 				ev.Total = len(ids)
-				ev.Reused = reused
+				ev.Reused += held
 			}
 			on(ev)
 			if ev.Kind == engine.EventToken {
@@ -368,7 +387,9 @@ func (s *Session) run(ctx context.Context, ids []int, mark int, o PromptOptions,
 	if mark > 0 && mark >= reused && mark < len(ids) {
 		// read up to the user's message and keep the state there
 		if mark > reused {
-			res, err := s.Engine.Generate(ctx, st, ids[reused:mark], engine.GenOptions{OnEvent: progress(reused)})
+			res, err := s.Engine.Generate(ctx, st, ids[reused:mark], engine.GenOptions{OnEvent: progress(reused), Cache: s.cacheUse(ids, o)})
+			rep.Reused += res.Reused
+			rep.Prefilled -= res.Reused
 			if err != nil {
 				rep.Stop = res.Stop
 				if errors.Is(err, context.Canceled) {
@@ -387,7 +408,9 @@ func (s *Session) run(ctx context.Context, ids []int, mark int, o PromptOptions,
 	}
 	res, err := s.Engine.Generate(ctx, st, ids[from:], engine.GenOptions{
 		MaxTokens: o.MaxTokens, StopIDs: s.Tok.StopIDs(), Sampler: o.Sampler, KeepPrefix: !s.noSnapshot, OnToken: onToken, Spec: o.Spec,
-		OnEvent: progress(from)})
+		OnEvent: progress(from), Cache: s.cacheUse(ids, o)})
+	rep.Reused += res.Reused
+	rep.Prefilled -= res.Reused
 	rep.Stop = res.Stop
 	if res.PrefixState != nil {
 		s.snap = res.PrefixState
@@ -407,6 +430,15 @@ func (s *Session) run(ctx context.Context, ids []int, mark int, o PromptOptions,
 	return rep, sm, res.Generated, err
 }
 
+// cacheUse is a reply's use of the prompt cache (nil without one): marks
+// at the transcript's message boundaries.
+func (s *Session) cacheUse(ids []int, o PromptOptions) *engine.CacheUse {
+	if s.Cache == nil {
+		return nil
+	}
+	return &engine.CacheUse{Cache: s.Cache, Partition: o.Partition, Marks: engine.MessageMarks(ids, 0, s.Tok.StopIDs())}
+}
+
 func sum(xs []float64) float64 {
 	t := 0.0
 	for _, x := range xs {
@@ -419,22 +451,22 @@ func sum(xs []float64) float64 {
 // passes its events on as engine events: reasoning and answer text, and
 // each finished tool call as EventTool text ("name arguments").
 type streamer struct {
-	r  *tokenizer.ReplyReader
+	r  *xtml.ReplyReader
 	on func(engine.Event)
 }
 
-func newStreamer(tok *tokenizer.Tokenizer, o tokenizer.ReplyOptions, on func(engine.Event)) *streamer {
-	return &streamer{r: tok.NewReplyReader(o), on: on}
+func newStreamer(tok *tokenizer.Tokenizer, o xtml.ReplyOptions, on func(engine.Event)) *streamer {
+	return &streamer{r: xtml.NewReplyReader(tok, o), on: on}
 }
 
-func (m *streamer) pass(evs []tokenizer.ReplyEvent) {
+func (m *streamer) pass(evs []xtml.ReplyEvent) {
 	for _, ev := range evs {
 		switch ev.Kind {
-		case tokenizer.ReplyReasoning:
+		case xtml.ReplyReasoning:
 			m.on(engine.Event{Kind: engine.EventReasoning, Text: ev.Text, At: time.Now()})
-		case tokenizer.ReplyContent:
+		case xtml.ReplyContent:
 			m.on(engine.Event{Kind: engine.EventAnswer, Text: ev.Text, At: time.Now()})
-		case tokenizer.ReplyToolEnd:
+		case xtml.ReplyToolEnd:
 			m.on(engine.Event{Kind: engine.EventTool, Text: ev.Call.Function.Name + " " + ev.Call.Function.Arguments, At: time.Now()})
 		}
 	}
@@ -443,7 +475,7 @@ func (m *streamer) pass(evs []tokenizer.ReplyEvent) {
 func (m *streamer) add(id int) { m.pass(m.r.Add(id)) }
 
 // finish ends the reply and returns it as read.
-func (m *streamer) finish() tokenizer.Reply {
+func (m *streamer) finish() xtml.Reply {
 	m.pass(m.r.Finish())
 	return m.r.Reply()
 }
@@ -451,7 +483,7 @@ func (m *streamer) finish() tokenizer.Reply {
 // Replay reads generated ids as a session does, sending on the same
 // events, and returns the reply it makes of them (for servers and tests
 // that generate otherwise).
-func Replay(tok *tokenizer.Tokenizer, gen []int, o tokenizer.ReplyOptions, on func(engine.Event)) tokenizer.Reply {
+func Replay(tok *tokenizer.Tokenizer, gen []int, o xtml.ReplyOptions, on func(engine.Event)) xtml.Reply {
 	if on == nil {
 		on = func(engine.Event) {}
 	}

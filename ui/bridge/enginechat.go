@@ -47,6 +47,8 @@ type engineChat struct {
 	rateMu    sync.Mutex
 	passSec   float64
 	passChunk int
+	// cache is the prompt cache (nil: off), shared with the app's server
+	cache engine.PromptCache
 }
 
 // PromptRate is the measured time of one pass over a prompt and the
@@ -181,6 +183,9 @@ func (c *engineChat) Open(ctx context.Context, on func(engine.Event)) (ModelInfo
 	c.tok, c.m, c.e, c.opened = tok, m, e, o
 	c.sess = chat.NewSession(e, tok)
 	c.sess.FitBudget(o)
+	if pc := openPromptCache(m, o); pc != nil {
+		c.sess.Cache, c.cache = pc, pc
+	}
 	name := filepath.Base(dir)
 	if c.s.Demo || synth.IsDemo(dir) {
 		name = "DEMO model (random weights: the text is not meaningful)"
@@ -209,7 +214,7 @@ func (c *engineChat) Close() {
 	if c.e != nil {
 		c.e.Close()
 		c.m.Close()
-		c.e, c.m, c.sess = nil, nil, nil
+		c.e, c.m, c.sess, c.cache = nil, nil, nil, nil
 	}
 }
 

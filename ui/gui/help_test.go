@@ -1,38 +1,43 @@
 package gui
 
 import (
-	"strings"
 	"testing"
 
+	"fyne.io/fyne/v2/theme"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
-// N10: Help has a guide (what each step does, where the files are) and
-// the keys, besides About. Export suggests "work.md" for a title ending
-// in a full stop, not "work..md".
-func TestHelpGuideAndKeys(t *testing.T) {
-	u, _ := newTestUI(t, &fakeChat{})
+// Help → About names the version and the data folder; View sets the theme
+// (kept) and hides the Engine panel, the chat column taking its room.
+func TestHelpThemeAndEnginePanel(t *testing.T) {
+	u, a := newTestUI(t, &fakeChat{})
+	u.S.ModelDir = t.TempDir()
+	u.SaveSettings()
+	u.N.WizardDone.Set(true)
+	ui(u.Start)
+	v := u.Chat
+	require.NotNil(t, v)
 	ui(func() {
-		var items []string
-		for _, it := range u.helpMenu().Items {
-			items = append(items, it.Label)
+		var menus []string
+		for _, m := range u.menu().Items {
+			menus = append(menus, m.Label)
 		}
-		assert.Equal(t, []string{"Guide", "Keys", "", "About k3"}, items)
-		g := u.guideText()
-		for _, want := range []string{"1 This machine", "2 The model", "3 Pack the shared weights", "4 Memory", "5 Done", u.conversationsDir(), u.demoDir()} {
-			assert.Contains(t, g, want)
-		}
-		for _, key := range []string{"Enter", "Shift+Enter", "Esc", "Ctrl+N", "Ctrl+F", "Tab"} {
-			assert.Contains(t, keysText, key+":")
-		}
-		u.showGuide()
-		top := u.Win.Canvas().Overlays().Top()
-		require.NotNil(t, top)
-		assert.NotNil(t, findLabelContaining(top, "Where the files are"))
-		assert.LessOrEqual(t, top.Size().Width, u.Win.Canvas().Size().Width)
+		assert.Equal(t, []string{"k3", "Conversation", "View", "Help"}, menus)
+		assert.Contains(t, u.aboutText(), "k3 "+Version)
+		assert.Contains(t, u.aboutText(), u.B.DataDir)
+
+		u.SetTheme(themeLight)
+		light := theme.DefaultTheme().Color(theme.ColorNameBackground, theme.VariantLight)
+		assert.Equal(t, light, a.Settings().Theme().Color(theme.ColorNameBackground, theme.VariantDark))
+		assert.Equal(t, themeLight, a.Preferences().String(kTheme))
+
+		relayout(u.Win)
+		before := v.scroller.Size().Width
+		u.SetGaugesShown(false)
+		relayout(u.Win)
+		assert.False(t, v.GaugesPanel.Visible())
+		assert.Greater(t, v.scroller.Size().Width, before+float32(gaugesWidth)-1, "the chat column did not take the room")
+		assert.True(t, a.Preferences().Bool(kGauges), "the choice is not kept")
 	})
-	assert.Equal(t, "Tell me a saying about work.md", exportName("Tell me a saying about work."))
-	assert.Equal(t, "Notes.md", exportName("Notes"))
-	assert.False(t, strings.Contains(exportName("a..."), ".."))
 }

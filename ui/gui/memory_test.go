@@ -4,14 +4,13 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
+
+	"k3/ui/bridge"
 )
 
-// N5: a preset larger than the machine keeps its sliders within their
-// range (a value past the end drew the track through the label, no thumb)
-// and Done says the same numbers as step 4's note, not 110/109 GB; the
-// next model starts from the machine's choice, not the last one's preset.
-func TestPresetStaysWithinTheMachine(t *testing.T) {
+// G9: a preset larger than the machine stays that preset (not "custom")
+// and says what it needs against what the machine has.
+func TestPresetLargerThanTheMachine(t *testing.T) {
 	u, _ := newTestUI(t, &fakeChat{})
 	u.S.ModelDir = t.TempDir()
 	ui(u.Start)
@@ -23,21 +22,35 @@ func TestPresetStaysWithinTheMachine(t *testing.T) {
 	})
 	waitFor(t, "plan", func() bool { return !w.Memory.busy })
 	ui(func() {
-		m := w.Memory
-		assert.Equal(t, "max", m.Preset.Selected)
-		assert.LessOrEqual(t, m.Trunk.Value, m.Trunk.Max)
-		assert.LessOrEqual(t, m.Cache.Value, m.Cache.Max)
-		w.Go(4)
-		assert.Contains(t, w.Done.Summary.Text, "Memory: preset max, which asks for about 219 GB; this machine has 32 GB")
-		assert.NotContains(t, w.Done.Summary.Text, "110.0 GB")
-
-		// another model: step 4 starts again from the machine's choice
-		w.D.ModelDir = t.TempDir()
-		w.Go(3)
+		assert.Equal(t, "max", w.Memory.Preset.Selected, "the preset turned into custom")
+		assert.Equal(t, "max", w.D.Preset)
+		assert.Contains(t, w.Memory.PresetNote.Text, presetNotes["max"])
+		assert.Contains(t, w.Memory.PresetNote.Text, "This preset needs about 219 GB for the trunk and the expert cache alone; this machine has 32 GB.")
 	})
-	waitFor(t, "plan", func() bool { return !w.Memory.busy })
+}
+
+// Defect 10: both sliders at 0 GB plan 0 GB (not the auto plan), and a
+// slider moved by hand makes the preset "custom".
+func TestMemorySlidersAtZeroPlanZero(t *testing.T) {
+	u, _ := newTestUI(t, &fakeChat{})
+	u.S.ModelDir = t.TempDir()
+	ui(u.Start)
+	w := u.wizard
 	ui(func() {
-		require.NotEqual(t, "max", w.Memory.Preset.Selected, "the last model's preset was carried over")
-		assert.NotEqual(t, "max", w.D.Preset)
+		w.D.ModelDir = u.S.ModelDir
+		w.Go(3)
+		w.Memory.Preset.SetSelected("laptop")
+	})
+	waitFor(t, "plan", func() bool { return !w.Memory.busy && w.Memory.Plan != nil })
+	ui(func() {
+		w.Memory.Trunk.SetValue(0)
+		w.Memory.Cache.SetValue(0)
+	})
+	waitFor(t, "replan", func() bool { return !w.Memory.busy && w.Memory.Plan != nil && w.Memory.Plan.CacheBytes == 0 })
+	ui(func() {
+		assert.Equal(t, bridge.CustomPreset, w.Memory.Preset.Selected)
+		assert.Equal(t, int64(0), w.Memory.Plan.PinnedBytes)
+		assert.Equal(t, int64(2e9), w.Memory.Plan.Total)
+		assert.Equal(t, presetNotes[bridge.CustomPreset], w.Memory.PresetNote.Text)
 	})
 }
