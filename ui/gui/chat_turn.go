@@ -148,6 +148,7 @@ func (v *chatView) startTurn(opt chat.Options) {
 	// engine's phases replace this within a moment
 	v.Phase.SetText("starting the reply")
 	v.statusLine.SetMinSize(fyne.NewSize(0, v.Phase.MinSize().Height))
+	v.statusHeld = true
 	v.syncStatus()
 	v.refreshButtons()
 	reply := v.addView(chat.Message{Role: "assistant"})

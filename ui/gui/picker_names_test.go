@@ -52,4 +52,3 @@ func TestPickerTellsModelsApart(t *testing.T) {
 		assert.Equal(t, "small — on 127.0.0.1:1 · "+stateDown, p.Select.Options[2])
 	})
 }
-

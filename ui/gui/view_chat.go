@@ -77,6 +77,7 @@ type chatView struct {
 	// the rows under it stay put (G3); before, an empty line takes no room
 	statusLine *canvas.Rectangle
 	statusRow  *fyne.Container
+	statusHeld bool // statusLine holds the line (from the first reply on)
 	// serverDown are the servers (by address) whose last turn failed
 	// before any text came: the picker says so
 	serverDown map[string]bool
@@ -203,7 +204,7 @@ func (v *chatView) syncStatus() {
 	if v.statusRow == nil {
 		return
 	}
-	if v.Phase.Visible() || v.ContextLb.Visible() || v.statusLine.MinSize().Height > 0 {
+	if v.Phase.Visible() || v.ContextLb.Visible() || v.statusHeld {
 		v.statusRow.Show()
 	} else {
 		v.statusRow.Hide()
