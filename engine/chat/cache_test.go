@@ -30,7 +30,7 @@ func TestSecondProcessReadsOnlyTheTail(t *testing.T) {
 	_, err := first.Turn(context.Background(), "Hello there", opt, nil)
 	require.NoError(t, err)
 
-	system, err := NewSession(e, tok).render([]Message{{Role: "system", Content: opt.System}}, opt, true)
+	system, _, err := NewSession(e, tok).render([]Message{{Role: "system", Content: opt.System}}, opt, true)
 	require.NoError(t, err)
 	second := NewSession(e, tok)
 	second.Cache = open()

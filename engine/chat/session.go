@@ -101,6 +101,9 @@ type Session struct {
 	marks []*engine.State // the checkpoints, oldest first
 	// noSnapshot: keep no snap (FitBudget at the smallest presets)
 	noSnapshot bool
+
+	attached [][]byte         // pictures for Turn's next user message (Attach)
+	images   map[uint64]Image // pictures prepared, by content key
 }
 
 // DefaultCheckpoints is NewSession's Checkpoints (plan.DefaultChatCheckpoints).
@@ -156,7 +159,7 @@ func (s *Session) CheckpointBytes() int64 {
 // the transcript ids of this turn: the length of the transcript before it,
 // or -1 when that is not a prefix of ids (a renderer that reorders).
 func (s *Session) userStart(history []Message, ids []int, opt Options) int {
-	before, err := s.render(history[:len(history)-1], opt, true)
+	before, _, err := s.render(history[:len(history)-1], opt, true)
 	if err != nil || len(before) >= len(ids) || !slices.Equal(before, ids[:len(before)]) {
 		return -1
 	}
@@ -179,27 +182,42 @@ func (s *Session) keepMark(st *engine.State) {
 // render encodes the system prompt and history, with the generation prompt
 // unless noGen. A history that starts with a system message has its own
 // system prompt: opt.System is then not sent.
-func (s *Session) render(history []Message, opt Options, noGen bool) ([]int, error) {
+func (s *Session) render(history []Message, opt Options, noGen bool) ([]int, []Image, error) {
 	var msgs []xtml.Message
 	if opt.System != "" && (len(history) == 0 || history[0].Role != "system") {
 		msgs = append(msgs, xtml.Message{Role: "system", Content: opt.System})
 	}
+	var images []Image
 	for _, m := range history {
-		msgs = append(msgs, xtml.Message{Role: m.Role, Content: m.Content, ReasoningContent: m.ReasoningContent})
+		xm := xtml.Message{Role: m.Role, Content: m.Content, ReasoningContent: m.ReasoningContent}
+		if len(m.Images) > 0 {
+			for _, data := range m.Images {
+				im, err := s.image(data)
+				if err != nil {
+					return nil, nil, err
+				}
+				images = append(images, im)
+				xm.Parts = append(xm.Parts, xtml.Part{Image: im.Size()})
+			}
+			xm.Parts = append(xm.Parts, xtml.Part{Text: m.Content})
+		}
+		msgs = append(msgs, xm)
 	}
 	segs, err := xtml.Render(msgs, nil, xtml.RenderOptions{NoThink: !opt.Thinking, ThinkingEffort: opt.Effort, NoGenerationPrompt: noGen,
 		ResponseFormat: opt.ResponseFormat})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return xtml.Encode(s.Tok, segs), nil
+	ids, err := ExpandImages(s.Tok, xtml.Encode(s.Tok, segs), images)
+	return ids, images, err
 }
 
 // Prompt returns the ids a turn would feed after adding user text to Turn's
 // conversation (for tests and tools: a fresh run over this gives the same
 // reply).
 func (s *Session) Prompt(user string, opt Options) ([]int, error) {
-	return s.render(append(slices.Clip(s.history), Message{Role: "user", Content: user}), opt, false)
+	ids, _, err := s.render(append(slices.Clip(s.history), Message{Role: "user", Content: user, Images: s.attached}), opt, false)
+	return ids, err
 }
 
 // Reply generates the assistant's reply to history, a whole transcript
@@ -219,7 +237,7 @@ func (s *Session) Reply(ctx context.Context, history []Message, opt Options, on 
 	if opt.MaxTokens <= 0 {
 		opt.MaxTokens = DefaultMaxTokens
 	}
-	ids, err := s.render(history, opt, false)
+	ids, images, err := s.render(history, opt, false)
 	if err != nil {
 		return nil, err
 	}
@@ -238,7 +256,7 @@ func (s *Session) Reply(ctx context.Context, history []Message, opt Options, on 
 		mark = s.userStart(history, ids, opt)
 	}
 	rep, sm, gen, err := s.run(ctx, ids, mark, PromptOptions{Thinking: opt.Thinking, MaxTokens: opt.MaxTokens,
-		Sampler: sampler, Spec: spec}, on)
+		Sampler: sampler, Spec: spec, Images: images}, on)
 	rep.IDs = gen
 	rep.set(sm.finish())
 	if errors.Is(err, context.Canceled) {
@@ -253,23 +271,24 @@ func (s *Session) Reply(ctx context.Context, history []Message, opt Options, on 
 // prompt 0/total" from the moment a message is sent with it, not only once
 // the first chunk was read.
 func (s *Session) Pending(history []Message, opt Options) (reused, total int, err error) {
-	ids, err := s.render(history, opt, false)
+	ids, images, err := s.render(history, opt, false)
 	if err != nil {
 		return 0, 0, err
 	}
-	if st := s.reusable(ids); st != nil {
+	if st := s.reusable(ids, mediaKeys(images)); st != nil {
 		reused = st.Pos
 	}
 	return reused, len(ids), nil
 }
 
-// reusable is the longest state the session keeps whose ids start ids,
-// leaving at least one position to feed (whose logits choose the first
-// token); nil when none does.
-func (s *Session) reusable(ids []int) *engine.State {
+// reusable is the longest state the session keeps whose ids (and
+// pictures, keys) start the transcript's, leaving at least one position to
+// feed (whose logits choose the first token); nil when none does.
+func (s *Session) reusable(ids []int, keys []engine.MediaKey) *engine.State {
 	var best *engine.State
 	for _, cand := range append([]*engine.State{s.live, s.snap}, s.marks...) {
-		if cand != nil && cand.Pos > 0 && cand.Pos < len(ids) && (best == nil || cand.Pos > best.Pos) && slices.Equal(cand.IDs, ids[:cand.Pos]) {
+		if cand != nil && cand.Pos > 0 && cand.Pos < len(ids) && (best == nil || cand.Pos > best.Pos) &&
+			slices.Equal(cand.IDs, ids[:cand.Pos]) && cand.MediaAgrees(keys) {
 			best = cand
 		}
 	}
@@ -286,8 +305,11 @@ func (r *Reply) Message() Message {
 // history to HistoryPath when set. A stopped reply is kept, marked
 // "stopped", and Turn returns it with no error.
 func (s *Session) Turn(ctx context.Context, user string, opt Options, on func(engine.Event)) (*Reply, error) {
-	h := append(slices.Clip(s.history), Message{Role: "user", Content: user})
+	h := append(slices.Clip(s.history), Message{Role: "user", Content: user, Images: s.attached})
 	rep, err := s.Reply(ctx, h, opt, on)
+	if rep != nil {
+		s.attached = nil // they went with this message
+	}
 	if rep == nil {
 		return nil, err
 	}
@@ -325,6 +347,11 @@ type PromptOptions struct {
 	// states kept for another partition, and its cache snapshots, are
 	// never reused for it.
 	Partition string
+	// Images are the transcript's pictures in order, their pads already
+	// expanded in the ids (ExpandImages): each pad position reads its
+	// image's projected row. A reused state must have fed the same
+	// pictures at the same positions.
+	Images []Image
 }
 
 // Generate runs one assistant reply over ids, a whole transcript rendered
@@ -355,7 +382,7 @@ func (s *Session) run(ctx context.Context, ids []int, mark int, o PromptOptions,
 	if o.Partition != s.part {
 		s.live, s.snap, s.marks, s.part = nil, nil, nil, o.Partition
 	}
-	st := s.reusable(ids)
+	st := s.reusable(ids, mediaKeys(o.Images))
 	if st == nil {
 		st = s.Engine.Model().NewState()
 	}
@@ -366,6 +393,9 @@ func (s *Session) run(ctx context.Context, ids []int, mark int, o PromptOptions,
 	}
 	reused := st.Pos
 	rep := &Reply{Reused: reused, Prefilled: len(ids) - reused}
+	if err := s.giveImages(ctx, st, o.Images); err != nil {
+		return rep, newStreamer(s.Tok, xtml.ReplyOptions{Thinking: o.Thinking}, on), nil, err
+	}
 	sm := newStreamer(s.Tok, xtml.ReplyOptions{Thinking: o.Thinking, NoTools: o.NoTools, NoToolsWhy: o.NoToolsWhy}, on)
 	// prefill progress counts the whole transcript, what was reused (kept
 	// by the session or found in the prompt cache) included

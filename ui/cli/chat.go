@@ -36,6 +36,7 @@ const chatHelp = `commands:
   /effort E        thinking effort: low, high or max
   /json on|off     answers held to any JSON object, or free
   /json FILE       answers held to the JSON schema in FILE
+  /image FILE      a picture (PNG, JPEG, GIF, WebP) for your next message
   /exit            leave (Ctrl-D works too)
 Ctrl-C stops the reply being written; a second Ctrl-C leaves.
 `
@@ -57,6 +58,8 @@ func cmdChat(args []string, stdout, stderr io.Writer) int {
 	gen := fs.Int("gen", 4096, "turn cap in tokens, thinking included")
 	jsonObj := fs.Bool("json", false, "hold every answer to a JSON object (decoded token by token, as k3 serve's response_format)")
 	jsonSchema := fs.String("json-schema", "", "hold every answer to the JSON schema in this file (the subset of OpenAI's strict mode)")
+	var images storeDirs
+	fs.Var(&images, "image", "a picture for the first message (repeatable; /image FILE attaches one later)")
 	setUsage(fs, stderr, "usage: k3 chat MODEL_DIR [flags]")
 	pos, code := parseN(fs, args, 1, stderr, "k3 chat: give exactly one MODEL_DIR (run 'k3 chat -h' for the flags)")
 	if code >= 0 {
@@ -65,15 +68,7 @@ func cmdChat(args []string, stdout, stderr io.Writer) int {
 	if code := mf.resolve(fs, stdout, stderr); code >= 0 {
 		return code
 	}
-	if !slices.Contains(xtml.ThinkingEfforts, *effort) {
-		fmt.Fprintf(stderr, "k3 chat: --thinking-effort %q is not one of %v\n", *effort, xtml.ThinkingEfforts)
-		return ExitUsage
-	}
-	if *gen < 1 || *temp < 0 || *topP < 0 || *topP > 1 || *topK < 0 {
-		fmt.Fprintln(stderr, "k3 chat: --gen must be positive, --temperature >= 0, --top-p in 0..1, --top-k >= 0")
-		return ExitUsage
-	}
-	format, err := chatFormat(*jsonObj, *jsonSchema)
+	format, err := chatChecks(*effort, *gen, *temp, *topP, *topK, *jsonObj, *jsonSchema)
 	if err != nil {
 		fmt.Fprintf(stderr, "k3 chat: %v\n", err)
 		return ExitUsage
@@ -115,9 +110,27 @@ func cmdChat(args []string, stdout, stderr io.Writer) int {
 	if len(hist) > 0 {
 		fmt.Fprintf(stdout, "history: %d messages from %s\n", len(hist), *history)
 	}
+	for _, f := range images {
+		if err := attachImage(s, f, stdout); err != nil {
+			fmt.Fprintf(stderr, "k3 chat: --image %s: %v\n", f, err)
+			return ExitUsage
+		}
+	}
 	fmt.Fprintln(stdout, "type a message; /help for commands")
 	r := &repl{s: s, opt: opt, planned: planned, historyPath: *history, stdout: stdout, stderr: stderr}
 	return r.run()
+}
+
+// chatChecks checks k3 chat's thinking effort and sampling numbers, and
+// gives the response format --json or --json-schema asks for.
+func chatChecks(effort string, gen int, temp, topP float64, topK int, jsonObj bool, schemaFile string) (json.RawMessage, error) {
+	if !slices.Contains(xtml.ThinkingEfforts, effort) {
+		return nil, fmt.Errorf("--thinking-effort %q is not one of %v", effort, xtml.ThinkingEfforts)
+	}
+	if gen < 1 || temp < 0 || topP < 0 || topP > 1 || topK < 0 {
+		return nil, errors.New("--gen must be positive, --temperature >= 0, --top-p in 0..1, --top-k >= 0")
+	}
+	return chatFormat(jsonObj, schemaFile)
 }
 
 // chatFormat is the response format --json or --json-schema FILE asks for
@@ -200,6 +213,19 @@ var replCommands = map[string]func(r *repl, f []string, line string) (leave bool
 	"/think":  (*repl).think,
 	"/effort": (*repl).effort,
 	"/json":   (*repl).json,
+	"/image":  (*repl).image,
+}
+
+// image attaches a picture file to the next message.
+func (r *repl) image(f []string, line string) bool {
+	if len(f) < 2 {
+		r.unknown(line)
+		return false
+	}
+	if err := attachImage(r.s, strings.TrimSpace(strings.TrimPrefix(line, "/image")), r.stdout); err != nil {
+		fmt.Fprintf(r.stdout, "/image: %v\n", err)
+	}
+	return false
 }
 
 // run reads lines until /exit or the end of the input. Ctrl-C cancels the
@@ -526,4 +552,22 @@ func schemaFormat(path string) (json.RawMessage, error) {
 		return nil, fmt.Errorf("%s: the schema cannot be enforced: %v", path, err)
 	}
 	return constrain.SchemaFormat("reply", data), nil
+}
+
+// attachImage reads a picture file for the next message and says what it
+// costs in prompt positions.
+func attachImage(s *chat.Session, path string, stdout io.Writer) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	if err := s.Attach(data); err != nil {
+		return err
+	}
+	im, err := chat.NewImage(s.Engine.Model(), data)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "picture %s: %dx%d, %d prompt positions; it goes with your next message\n", path, im.Prep.W, im.Prep.H, im.Tokens())
+	return nil
 }

@@ -70,7 +70,8 @@ type runConfig struct {
 	mf                                           *modelFlags
 	cf                                           *cacheFlags
 	// cache is the prompt cache (nil: off, or not used by this run)
-	cache engine.PromptCache
+	cache  engine.PromptCache
+	images []runImage // --image, before the prompt text
 	// opts are the engine options the flags give (tests add fault hooks).
 	opts engine.Options
 	// soFar is what the generation produced, for a second Ctrl-C.
@@ -138,7 +139,9 @@ func parseRun(args []string, stdout, stderr io.Writer) (*runConfig, int) {
 	loadState := fs.String("load-state", "", "resume from a state file; the prompt continues it")
 	var stops intList
 	fs.Var(&stops, "stop-id", "stop after emitting this id (repeatable)")
-	setUsage(fs, stderr, "usage: k3 run MODEL_DIR (--ids 1,2,3 | --prompt TEXT | --prompt-file PATH) [flags]")
+	var imageFiles storeDirs
+	fs.Var(&imageFiles, "image", "a picture (PNG, JPEG, GIF, WebP) before the prompt text (repeatable; needs a model with a vision tower)")
+	setUsage(fs, stderr, "usage: k3 run MODEL_DIR (--ids 1,2,3 | --prompt TEXT | --prompt-file PATH) [--image FILE] [flags]")
 	pos, code := parseN(fs, args, 1, stderr, "k3 run: give exactly one MODEL_DIR (run 'k3 run -h' for the flags)")
 	if code >= 0 {
 		return nil, code
@@ -155,6 +158,16 @@ func parseRun(args []string, stdout, stderr io.Writer) (*runConfig, int) {
 		fmt.Fprintln(stderr, "k3 run: give exactly one of --ids, --prompt or --prompt-file")
 		return nil, ExitUsage
 	}
+	if len(imageFiles) > 0 && (*idsFlag != "" || *tf) {
+		fmt.Fprintln(stderr, "k3 run: --image goes with --prompt or --prompt-file (not --ids or --teacher-forcing)")
+		return nil, ExitUsage
+	}
+	imgs, err := readRunImages(imageFiles)
+	if err != nil {
+		fmt.Fprintln(stderr, "k3 run:", err)
+		return nil, ExitUsage
+	}
+	c.images = imgs
 	if *gen < 0 || *gen > 1<<20 {
 		fmt.Fprintf(stderr, "k3 run: --gen %d is outside 0..%d\n", *gen, 1<<20)
 		return nil, ExitUsage
@@ -222,7 +235,7 @@ func parseRun(args []string, stdout, stderr io.Writer) (*runConfig, int) {
 			fmt.Fprintf(stderr, "k3 run: %v\n", err)
 			return nil, ExitUsage
 		}
-		c.tok, c.ids = tok, tok.Encode(text)
+		c.tok, c.ids = tok, append(imagePromptIDs(tok, c.images), tok.Encode(text)...)
 		fmt.Fprintf(stdout, "  tokenized: %d bytes -> %d ids\n", len(text), len(c.ids))
 		if len(c.ids) == 0 {
 			fmt.Fprintln(stderr, "k3 run: the prompt is empty")
@@ -230,7 +243,7 @@ func parseRun(args []string, stdout, stderr io.Writer) (*runConfig, int) {
 		}
 	}
 	c.threads = *mf.threads
-	c.opts = mf.options(len(c.ids)+c.gen+statePositions(c.loadSt), c.teacherForcing)
+	c.opts = mf.options(len(c.ids)+imagePositions(c.images)+c.gen+statePositions(c.loadSt), c.teacherForcing)
 	return c, -1
 }
 
@@ -308,6 +321,14 @@ func (c *runConfig) run(ctx context.Context, stdout, stderr io.Writer) int {
 	e := m.NewEngine(c.threads)
 	defer e.Close()
 	start := e.Snapshot()
+	var ierr error
+	if st, ierr = c.giveRunImages(ctx, e, st, stdout); ierr != nil {
+		fmt.Fprintf(stderr, "k3 run: %v\n", ierr)
+		if errors.Is(ierr, engine.ErrNoVision) {
+			return ExitUsage
+		}
+		return ExitRuntime
+	}
 	c.execute(ctx, e, st, res, stdout)
 	res.stats = e.Snapshot().Sub(start)
 	res.wall = time.Since(t0).Seconds()

@@ -11,6 +11,7 @@ package remote
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -222,6 +223,9 @@ func (c *Client) request(history []chat.Message, opt chat.Options) *openai.ChatR
 	}
 	for _, m := range history {
 		w := openai.Message{Role: m.Role, Content: openai.Content(m.Content)}
+		if len(m.Images) > 0 {
+			w.Parts = imageParts(m)
+		}
 		if m.Role == "assistant" && m.ReasoningContent != "" {
 			r := m.ReasoningContent
 			w.ReasoningContent = &r
@@ -532,4 +536,15 @@ func (t *turnReader) finish(ctx context.Context, done bool, readErr error) (*Res
 // tools; it shows what the model asked for).
 func ToolCallText(tc xtml.ToolCall) string {
 	return fmt.Sprintf("\n\n[tool call: %s %s]", tc.Function.Name, tc.Function.Arguments)
+}
+
+// imageParts sends a user message's pictures before its text, as data:
+// URLs in image_url parts (what vLLM and SGLang take).
+func imageParts(m chat.Message) []openai.ContentPart {
+	var ps []openai.ContentPart
+	for _, img := range m.Images {
+		url := "data:" + http.DetectContentType(img) + ";base64," + base64.StdEncoding.EncodeToString(img)
+		ps = append(ps, openai.ContentPart{Image: true, ImageURL: url})
+	}
+	return append(ps, openai.ContentPart{Text: m.Content})
 }

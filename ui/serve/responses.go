@@ -18,11 +18,12 @@ import (
 // not. Nothing is stored, so previous_response_id is refused.
 
 // responsesRequest is what k3 reads of a Responses request; other fields
-// (store, include, metadata, parallel_tool_calls, truncation, user, ...)
+// (store, include, metadata, truncation, user, ...)
 // do not change the output and are ignored.
 type responsesRequest struct {
 	Model              string            `json:"model"`
 	Input              json.RawMessage   `json:"input"`
+	ParallelToolCalls  *bool             `json:"parallel_tool_calls"`
 	Instructions       *string           `json:"instructions"`
 	Tools              []json.RawMessage `json:"tools"`
 	ToolChoice         json.RawMessage   `json:"tool_choice"`
@@ -91,6 +92,7 @@ func (x *responsesExtra) tool(where string, t json.RawMessage, ns string, q *ope
 		Name        string            `json:"name"`
 		Description string            `json:"description"`
 		Parameters  json.RawMessage   `json:"parameters"`
+		Strict      *bool             `json:"strict"`
 		Tools       []json.RawMessage `json:"tools"`
 	}
 	if err := json.Unmarshal(t, &d); err != nil {
@@ -98,7 +100,7 @@ func (x *responsesExtra) tool(where string, t json.RawMessage, ns string, q *ope
 	}
 	switch {
 	case d.Type == "function":
-		ct, err := chatTool(d.Name, d.Description, d.Parameters)
+		ct, err := chatTool(d.Name, d.Description, d.Parameters, d.Strict)
 		if err != nil {
 			return openai.BadRequest("tools", "%s: %v", where, err)
 		}
@@ -176,6 +178,7 @@ func chatOfResponses(r *responsesRequest, q *openai.ChatRequest, x *responsesExt
 	} else {
 		q.ToolChoice = r.ToolChoice
 	}
+	q.ParallelToolCalls = r.ParallelToolCalls
 	return nil
 }
 
@@ -219,6 +222,9 @@ func responseFormatOf(raw json.RawMessage) (json.RawMessage, *openai.Error) {
 // make one assistant message; a function call output is a tool message.
 func inputMessages(raw json.RawMessage, q *openai.ChatRequest) *openai.Error {
 	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
+		return openai.BadRequest("input", "input is required: a string or an array of items")
+	}
 	var text string
 	if json.Unmarshal(raw, &text) == nil {
 		q.Messages = append(q.Messages, msg("user", text))
@@ -245,6 +251,17 @@ func inputMessages(raw json.RawMessage, q *openai.ChatRequest) *openai.Error {
 		}
 		switch typ {
 		case "message":
+			if parts, err := responsesParts(it.Content, i); err != nil {
+				return openai.BadRequest("input", "input[%d].content %v", i, err)
+			} else if parts != nil && it.Role != "assistant" {
+				m := msg(it.Role, "")
+				for _, p := range parts {
+					m.Content += openai.Content(p.Text)
+				}
+				m.Parts = parts
+				q.Messages = append(q.Messages, m)
+				continue
+			}
 			t, err := textOf(it.Content, "input_text", "output_text", "text")
 			if err != nil {
 				return openai.BadRequest("input", "input[%d].content %v", i, err)
@@ -340,7 +357,7 @@ func (s *Server) responseObject(id string, created int64, r *responsesRequest, x
 		output = []openai.OutputItem{}
 	}
 	o := &openai.Response{ID: id, Object: "response", CreatedAt: created, Status: "in_progress", Model: s.o.ModelID,
-		Output: output, Instructions: r.Instructions, MaxOutputTokens: r.MaxOutputTokens, ParallelToolCalls: true,
+		Output: output, Instructions: r.Instructions, MaxOutputTokens: r.MaxOutputTokens, ParallelToolCalls: r.ParallelToolCalls == nil || *r.ParallelToolCalls,
 		Reasoning: reasoning, Temperature: r.Temperature, TopP: r.TopP, Text: openai.TextConfig{Format: format},
 		ToolChoice: choice, Tools: tools, Truncation: "disabled", Metadata: map[string]string{}}
 	if res != nil {
@@ -546,4 +563,38 @@ func (st *responseStream) run(ctx context.Context, cancel context.CancelFunc, w 
 	}
 	st.send(typ, openai.ResponseEvent{Type: typ, SequenceNumber: st.next(), Response: final})
 	return res, nil
+}
+
+// responsesParts reads a message item's content when it holds an
+// input_image part (nil otherwise): its text and image parts in order.
+func responsesParts(raw json.RawMessage, item int) ([]openai.ContentPart, error) {
+	var ps []struct {
+		Type     string `json:"type"`
+		Text     string `json:"text"`
+		ImageURL string `json:"image_url"`
+		FileID   string `json:"file_id"`
+	}
+	if json.Unmarshal(raw, &ps) != nil {
+		return nil, nil // a string, or not parts: textOf says what is wrong
+	}
+	var out []openai.ContentPart
+	images := 0
+	for k, p := range ps {
+		switch p.Type {
+		case "input_image":
+			if p.ImageURL == "" {
+				return nil, fmt.Errorf("[%d]: an input_image needs image_url (a data: URL); this server stores no files", k)
+			}
+			out = append(out, openai.ContentPart{Image: true, ImageURL: p.ImageURL, Param: fmt.Sprintf("input[%d].content[%d].image_url", item, k)})
+			images++
+		case "input_text", "output_text", "text":
+			out = append(out, openai.ContentPart{Text: p.Text})
+		default:
+			return nil, nil // textOf names the part it cannot take
+		}
+	}
+	if images == 0 {
+		return nil, nil
+	}
+	return out, nil
 }
