@@ -79,7 +79,7 @@ func (e *Engine) feed(ctx context.Context, s *State, ids []int, all bool, on fun
 			out = lg
 		}
 		if on != nil {
-			on(Event{Kind: EventPrefill, Done: j, Total: len(ids), Stats: e.Snapshot(), At: time.Now()})
+			on(Event{Kind: EventPrefill, Done: j, Total: len(ids), Chunk: chunk, Stats: e.Snapshot(), At: time.Now()})
 		}
 	}
 	return out, nil

@@ -265,6 +265,36 @@ func (s *Session) Reply(ctx context.Context, history []Message, opt Options, on 
 	return rep, err
 }
 
+// Pending says what Reply would read for history before it reads
+// anything: the transcript's positions (total) and how many of them a
+// state the session keeps already holds (reused). The app shows "reading
+// prompt 0/total" from the moment a message is sent with it, not only once
+// the first chunk was read.
+func (s *Session) Pending(history []Message, opt Options) (reused, total int, err error) {
+	ids, images, err := s.render(history, opt, false)
+	if err != nil {
+		return 0, 0, err
+	}
+	if st := s.reusable(ids, mediaKeys(images)); st != nil {
+		reused = st.Pos
+	}
+	return reused, len(ids), nil
+}
+
+// reusable is the longest state the session keeps whose ids (and
+// pictures, keys) start the transcript's, leaving at least one position to
+// feed (whose logits choose the first token); nil when none does.
+func (s *Session) reusable(ids []int, keys []engine.MediaKey) *engine.State {
+	var best *engine.State
+	for _, cand := range append([]*engine.State{s.live, s.snap}, s.marks...) {
+		if cand != nil && cand.Pos > 0 && cand.Pos < len(ids) && (best == nil || cand.Pos > best.Pos) &&
+			slices.Equal(cand.IDs, ids[:cand.Pos]) && cand.MediaAgrees(keys) {
+			best = cand
+		}
+	}
+	return best
+}
+
 // Message is the reply as the history keeps it.
 func (r *Reply) Message() Message {
 	return Message{Role: "assistant", Content: r.Content, ReasoningContent: r.Reasoning, Cut: r.Cut()}
@@ -352,12 +382,9 @@ func (s *Session) run(ctx context.Context, ids []int, mark int, o PromptOptions,
 	if o.Partition != s.part {
 		s.live, s.snap, s.marks, s.part = nil, nil, nil, o.Partition
 	}
-	st := s.Engine.Model().NewState()
-	keys := mediaKeys(o.Images)
-	for _, cand := range append([]*engine.State{s.live, s.snap}, s.marks...) {
-		if cand != nil && cand.Pos < len(ids) && cand.Pos > st.Pos && slices.Equal(cand.IDs, ids[:cand.Pos]) && cand.MediaAgrees(keys) {
-			st = cand
-		}
+	st := s.reusable(ids, mediaKeys(o.Images))
+	if st == nil {
+		st = s.Engine.Model().NewState()
 	}
 	if st == s.live {
 		s.live = nil

@@ -105,6 +105,42 @@ type ModelInfo struct {
 	Plan        string
 	Context     int  // positions the plan reserves for a conversation
 	Remote      bool // the model runs on a server: this machine's memory and disk gauges do not apply
+	// Draft says what the draft model beside the model folder does on
+	// this model and memory plan ("" when there is none): DraftNotFaster,
+	// DraftWhenFaster or DraftNoRoom
+	Draft string
+}
+
+// What the draft model does (ModelInfo.Draft), as the draft box says it.
+const (
+	// DraftNotFaster: everything is in memory, so a pass costs its
+	// compute, which grows with the positions it reads: the engine's
+	// controller never drafts (engine/spec.go, chooseDraft)
+	DraftNotFaster = "not used: this model is small enough that drafting would not be faster"
+	// DraftWhenFaster: the model reads from disk every pass, so a pass of
+	// several positions costs about one: the engine drafts where it pays
+	DraftWhenFaster = "used where it makes replies faster (same answer): the Engine panel shows its tokens per pass"
+	// DraftNoRoom: the draft model did not fit in the memory plan
+	DraftNoRoom = "not used: it does not fit in this memory plan"
+	// DraftOff: the box is unticked
+	DraftOff = "off: every token takes one pass (same answer)"
+)
+
+// PromptMeter is a chat engine that knows what reading a message costs
+// before it is sent: the measured time of a pass over the prompt and the
+// positions a pass reads (0, 0: not measured yet), and a text's exact
+// length in positions (ok false while the tokenizer is not loaded, or the
+// engine is busy).
+type PromptMeter interface {
+	PromptRate() (passSeconds float64, chunk int)
+	CountTokens(text string) (n int, ok bool)
+}
+
+// DraftSwitch is a chat engine that turns its draft model on and off
+// between turns without loading the model again (N1: unticking the box
+// unloaded the model).
+type DraftSwitch interface {
+	SetDraft(on bool)
 }
 
 // Reply is a finished (or cut) turn: the assistant message, its numbers

@@ -128,6 +128,9 @@ func CheckFolder(ctx context.Context, dir string, layers int) *FolderCheck {
 	return c
 }
 
+// Sentence is an error as a sentence: a capital first letter, a full stop.
+func Sentence(err error) string { return sentence(err) }
+
 // sentence is an error as a sentence: a capital first letter, a full stop.
 func sentence(err error) string {
 	t := strings.SplitN(err.Error(), "\n", 2)[0]

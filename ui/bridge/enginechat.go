@@ -37,8 +37,39 @@ type engineChat struct {
 	// state copies they allow
 	opened engine.Options
 	srv    atomic.Pointer[appServer] // the app's HTTP server over this model (appserver.go)
+	// eta tells where reading a prompt is; its pass time carries over to
+	// the next prompt's estimate
+	eta PrefillETA
+	// noDraft leaves the attached draft model out of the turns (SetDraft)
+	noDraft atomic.Bool
+	// rate is the prompt reading's pass time and chunk as the last turn
+	// measured them (PromptRate), read by the views between turns
+	rateMu    sync.Mutex
+	passSec   float64
+	passChunk int
 	// cache is the prompt cache (nil: off), shared with the app's server
 	cache engine.PromptCache
+}
+
+// PromptRate is the measured time of one pass over a prompt and the
+// positions it reads (PromptMeter).
+func (c *engineChat) PromptRate() (float64, int) {
+	c.rateMu.Lock()
+	defer c.rateMu.Unlock()
+	return c.passSec, c.passChunk
+}
+
+// CountTokens is text's length in positions, with the model's tokenizer
+// (PromptMeter); not while a turn or the server holds the engine.
+func (c *engineChat) CountTokens(text string) (int, bool) {
+	if !c.mu.TryLock() {
+		return 0, false
+	}
+	defer c.mu.Unlock()
+	if c.tok == nil {
+		return 0, false
+	}
+	return len(c.tok.Encode(text)), true
 }
 
 // ContextPositions is the conversation context the memory plan reserves,
@@ -46,7 +77,33 @@ type engineChat struct {
 const ContextPositions = 8192
 
 // NewEngineChat returns a chat engine for the model the settings name.
-func NewEngineChat(s Settings) ChatEngine { return &engineChat{s: s} }
+func NewEngineChat(s Settings) ChatEngine {
+	c := &engineChat{s: s}
+	c.noDraft.Store(s.NoDraft)
+	return c
+}
+
+// SetDraft turns the draft model on or off for the next turns; the model
+// stays loaded (DraftSwitch).
+func (c *engineChat) SetDraft(on bool) { c.noDraft.Store(!on) }
+
+// draftNote says what the draft model does on m (ModelInfo.Draft): where
+// every layer and every expert is in memory, a pass's cost is its compute,
+// which grows with the positions it reads, and the engine's controller
+// never drafts.
+func draftNote(m *engine.Model, wanted bool) string {
+	switch {
+	case !wanted:
+		return ""
+	case m.DraftModel() == nil:
+		return DraftNoRoom
+	}
+	experts := m.Cfg.Experts * max(0, m.Bound-m.Cfg.FirstKDense)
+	if !m.Streamed() && m.Plan.CacheSlots >= experts {
+		return DraftNotFaster
+	}
+	return DraftWhenFaster
+}
 
 // DraftBeside is the draft model's folder beside the model in dir: its
 // "draft" subfolder when that holds a config.json (as `k3 demo` writes it;
@@ -75,8 +132,23 @@ func phase(on func(engine.Event), text string) {
 	on(engine.Event{Kind: engine.EventPhase, Text: text, At: time.Now()})
 }
 
-func (c *engineChat) Open(ctx context.Context, on func(engine.Event)) (ModelInfo, error) {
+// lock takes the engine, saying so when the app's server holds it (G13:
+// the app's message sat empty while a request was answered).
+func (c *engineChat) lock(on func(engine.Event)) {
+	if c.mu.TryLock() {
+		return
+	}
+	if c.srv.Load() != nil {
+		phase(on, WaitingForServer)
+	}
 	c.mu.Lock()
+}
+
+// Open loads the model (once). It says what it does while it loads, and
+// nothing when it is done: the turn that follows says what comes next (a
+// "ready" between them read as idle while the prompt was read, N2).
+func (c *engineChat) Open(ctx context.Context, on func(engine.Event)) (ModelInfo, error) {
+	c.lock(on)
 	defer c.mu.Unlock()
 	if c.e != nil {
 		return c.info, nil
@@ -125,13 +197,13 @@ func (c *engineChat) Open(ctx context.Context, on func(engine.Event)) (ModelInfo
 	if synth.IsTrainedDemo(dir) {
 		note = "DEMO: 1.9 million parameters trained on fortune cookies; it knows sayings and little else"
 	}
+	wanted := DraftBeside(dir) != ""
 	if m.DraftModel() != nil {
 		name += " with draft model"
 	}
 	c.info = ModelInfo{Name: name, Demo: c.s.Demo || synth.IsDemo(dir), DemoNote: note, Layers: m.Bound, BudgetBytes: m.Plan.Total + plan.RuntimeOverhead(heap, m.Plan.EngineHeap(o.TrunkDir != "")), Plan: m.Plan.String(),
-		Context: c.s.Positions()}
+		Context: c.s.Positions(), Draft: draftNote(m, wanted)}
 	on(engine.Event{Kind: engine.EventStats, Stats: e.Snapshot(), At: time.Now()})
-	phase(on, "ready")
 	return c.info, nil
 }
 
@@ -153,16 +225,10 @@ func (c *engineChat) Close() {
 // switches just work.
 func (c *engineChat) Turn(ctx context.Context, history []chat.Message, opt chat.Options, on func(engine.Event)) (Reply, error) {
 	clock := newThinkClock(&on)
-	if c.mu.TryLock() {
-		c.mu.Unlock()
-	} else if c.srv.Load() != nil {
-		// the app's server holds the engine: say what the wait is (G13)
-		phase(on, WaitingForServer)
-	}
 	if _, err := c.Open(ctx, on); err != nil {
 		return Reply{}, err
 	}
-	c.mu.Lock()
+	c.lock(on)
 	defer c.mu.Unlock()
 	if len(history) == 0 || history[len(history)-1].Role != "user" {
 		return Reply{}, errors.New("the conversation must end with your message")
@@ -201,18 +267,29 @@ func (c *engineChat) Turn(ctx context.Context, history []chat.Message, opt chat.
 			phase(on, p)
 		}
 	}
-	var eta PrefillETA
+	if c.noDraft.Load() && c.m.DraftModel() != nil {
+		opt.Spec = engine.SpecOff // the box is unticked: plain decoding, the same answer
+	}
+	// from the start the status says what the turn does (N2): what the
+	// prompt reading will take, before the first pass ends
+	c.eta.Begin()
+	if reused, total, err := c.sess.Pending(history, opt); err == nil {
+		setPhase(c.eta.Phase(reused, total, reused, 0, time.Now()))
+	}
 	rep, err := c.sess.Reply(ctx, history, opt, func(ev engine.Event) {
 		switch ev.Kind {
 		case engine.EventPrefill:
-			setPhase(eta.Phase(ev.Done, ev.Total, time.Now()))
+			setPhase(c.eta.Phase(ev.Done, ev.Total, ev.Reused, ev.Chunk, time.Now()))
 		case engine.EventReasoning:
 			setPhase("thinking")
 		case engine.EventAnswer:
-			setPhase("answering")
+			setPhase("writing")
 		}
 		on(ev)
 	})
+	c.rateMu.Lock()
+	c.passSec, c.passChunk = c.eta.PassSeconds, c.eta.Chunk
+	c.rateMu.Unlock()
 	if rep == nil {
 		return Reply{}, err
 	}

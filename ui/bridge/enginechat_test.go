@@ -153,7 +153,7 @@ func TestEngineChatUsesTheDraftBeside(t *testing.T) {
 	assert.Equal(t, filepath.Join(dir, "draft"), s.OpenOptions(nil).Draft)
 	off := s
 	off.NoDraft = true
-	assert.Empty(t, off.OpenOptions(nil).Draft)
+	assert.Equal(t, filepath.Join(dir, "draft"), off.OpenOptions(nil).Draft, "loaded unticked too: the turns leave it out (N1)")
 	assert.Empty(t, DraftBeside(t.TempDir()), "no draft folder")
 
 	opt := s.ConvDefaults()

@@ -2,31 +2,83 @@ package bridge
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
+	"unicode/utf8"
 )
 
-// PrefillETA estimates how long reading the prompt still takes, from the
-// rate measured since its first progress report.
+// PrefillETA says where reading the prompt is: the positions read of the
+// transcript's, the passes through the model they take (Chunk positions a
+// pass) and the time left at the measured time of a pass. A chat engine
+// keeps one across turns, so the pass time measured on one prompt gives
+// the next one its estimate from the start.
 type PrefillETA struct {
-	start     time.Time
-	startDone int
+	// Chunk is how many positions one pass reads, as the engine said on
+	// its last prefill event (0: not said yet)
+	Chunk int
+	// PassSeconds is the measured time of one pass (0: none measured yet)
+	PassSeconds float64
+	last        time.Time
+	lastDone    int
+	started     bool
 }
 
-// Phase is the "reading prompt" line at done of total positions: with
-// "about N left" once a chunk was read after the first report.
-func (p *PrefillETA) Phase(done, total int, now time.Time) string {
-	s := fmt.Sprintf("reading prompt %d/%d", done, total)
-	if p.start.IsZero() || done < p.startDone {
-		p.start, p.startDone = now, done
+// Begin starts a new prompt: the next Phase call is its first report.
+func (p *PrefillETA) Begin() { p.started = false }
+
+// Phase is the status line at done of total positions, reused of them
+// from a kept state (a prompt cache or the conversation so far), chunk
+// positions per pass (0: as before). Called with done == reused before
+// anything was read, it says what the reading will take.
+func (p *PrefillETA) Phase(done, total, reused, chunk int, now time.Time) string {
+	if chunk > 0 {
+		p.Chunk = chunk
+	}
+	if p.started && done > p.lastDone && p.Chunk > 0 {
+		if dt := now.Sub(p.last).Seconds(); dt > 0 {
+			p.PassSeconds = dt / float64(ceilDiv(done-p.lastDone, p.Chunk))
+		}
+	}
+	if !p.started || done != p.lastDone {
+		p.last, p.lastDone, p.started = now, done, true
+	}
+	s := ""
+	if reused > 0 {
+		s = fmt.Sprintf("reused %d of %d cached positions · ", reused, total)
+	}
+	s += fmt.Sprintf("reading prompt %d/%d", done, total)
+	if p.Chunk <= 0 || done >= total {
 		return s
 	}
-	el := now.Sub(p.start).Seconds()
-	if done == p.startDone || el <= 0 || done >= total {
-		return s
+	passes := ceilDiv(total-reused, p.Chunk)
+	if d := ceilDiv(done-reused, p.Chunk); d > 0 {
+		s += fmt.Sprintf(" (pass %d of %d)", d, passes)
+	} else {
+		s += fmt.Sprintf(" (%d %s)", passes, plural(passes, "pass", "passes"))
 	}
-	rate := float64(done-p.startDone) / el // positions per second
-	left := time.Duration(float64(total-done) / rate * float64(time.Second))
-	return s + ", about " + Duration(left) + " left"
+	if p.PassSeconds > 0 {
+		left := Duration(time.Duration(float64(passes-ceilDiv(done-reused, p.Chunk)) * p.PassSeconds * float64(time.Second)))
+		if !strings.HasPrefix(left, "under") {
+			left = "about " + left
+		}
+		s += ", " + left + " left"
+	}
+	return s
+}
+
+func ceilDiv(a, b int) int {
+	if a <= 0 || b <= 0 {
+		return 0
+	}
+	return (a + b - 1) / b
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
 
 // Duration is a wait in plain words, rounded as people say it: "40 s",
@@ -53,14 +105,94 @@ func Duration(d time.Duration) string {
 // token) and ttft (its time to the first token). "" when replies are fast
 // (under a second per token), so there is nothing to plan.
 func Estimate(secPerToken, ttft float64, maxTokens int) string {
-	if secPerToken < 1 {
-		return ""
-	}
+	return ReplyCost(Cost{SecPerToken: secPerToken, FirstToken: ttft}, Prompt{}, maxTokens)
+}
+
+// Cost is what a reply costs on this machine, as measured (or, before
+// anything was measured, as the doctor's cost model predicts it).
+type Cost struct {
+	SecPerToken float64 // one generated token
+	FirstToken  float64 // the last reply's first token, its prompt included
+	PassSeconds float64 // one pass of reading a prompt (0: not measured)
+	Chunk       int     // positions one pass reads (0: not known)
+	// Predicted: SecPerToken is the doctor's prediction for the preset,
+	// nothing was measured yet
+	Predicted bool
+}
+
+// Prompt is the message about to be sent: its length in positions (Exact:
+// counted with the model's tokenizer, else estimated from its words).
+type Prompt struct {
+	Tokens int
+	Exact  bool
+	// Context is the positions a conversation may take (0: not known)
+	Context int
+}
+
+// LongPrompt is the message length the box under the message speaks of
+// whatever the speed: a pasted text says how long it is before it is sent.
+const LongPrompt = 1000
+
+// ReplyCost says, before sending, what the reply will cost: reading the
+// message (its passes at the measured pass time), the first token, then
+// each 100 tokens and the reply cap. "" when replies are fast and the
+// message short: there is nothing to plan.
+func ReplyCost(c Cost, p Prompt, maxTokens int) string {
 	sec := func(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
-	s := fmt.Sprintf("At this machine's speed (%.1f s per token): the first token after about %s, then about %s per 100 tokens",
-		secPerToken, Duration(sec(max(ttft, secPerToken))), Duration(sec(100*secPerToken)))
-	if maxTokens > 0 {
-		s += fmt.Sprintf("; a reply stops at %d tokens (at most %s)", maxTokens, Duration(sec(float64(maxTokens)*secPerToken)))
+	read := 0.0
+	passes := 0
+	if c.PassSeconds > 0 && c.Chunk > 0 && p.Tokens > 0 {
+		passes = ceilDiv(p.Tokens, c.Chunk)
+		read = float64(passes) * c.PassSeconds
 	}
-	return s + "."
+	var b strings.Builder
+	if p.Tokens >= LongPrompt || read >= 10 {
+		about := "about "
+		if p.Exact {
+			about = ""
+		}
+		fmt.Fprintf(&b, "Your message is %s%s tokens long", about, thousands(p.Tokens))
+		switch {
+		case p.Context > 0 && p.Tokens > p.Context:
+			fmt.Fprintf(&b, ": more than the %s positions a conversation may take, so it will not fit. ", thousands(p.Context))
+		case passes > 0:
+			fmt.Fprintf(&b, ": reading it takes about %s (%d %s). ", Duration(sec(read)), passes, plural(passes, "pass", "passes"))
+		default:
+			b.WriteString(". ")
+		}
+	}
+	if c.SecPerToken < 1 {
+		return strings.TrimSpace(b.String())
+	}
+	first := max(c.FirstToken, c.SecPerToken)
+	if read > 0 {
+		first = read + c.SecPerToken
+	}
+	speed := "At this machine's speed"
+	if c.Predicted {
+		speed = "At the speed expected for this memory preset"
+	}
+	fmt.Fprintf(&b, "%s (%.1f s per token): the first token after about %s, then about %s per 100 tokens",
+		speed, c.SecPerToken, Duration(sec(first)), Duration(sec(100*c.SecPerToken)))
+	if maxTokens > 0 {
+		fmt.Fprintf(&b, "; a reply stops at %d tokens (at most %s)", maxTokens, Duration(sec(float64(maxTokens)*c.SecPerToken)))
+	}
+	return b.String() + "."
+}
+
+// ApproxTokens estimates the positions text takes, from its words and
+// characters (English runs about 4 characters and 3/4 of a word a token),
+// for when the model's tokenizer is not loaded yet.
+func ApproxTokens(text string) int {
+	words := len(strings.Fields(text))
+	return max((words*4+2)/3, (utf8.RuneCountInString(text)+3)/4)
+}
+
+// thousands writes n with thousands separators: 6,512.
+func thousands(n int) string {
+	s := strconv.Itoa(n)
+	for i := len(s) - 3; i > 0 && s[i-1] != '-'; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
 }

@@ -7,17 +7,23 @@ import (
 	"github.com/stretchr/testify/assert"
 )
 
-// Item 2: an ETA while the prompt is read, from the rate measured so far.
+// N2: where reading the prompt is: positions, passes (Chunk positions
+// each) and the time left at the measured time of a pass, which the next
+// prompt starts from.
 func TestPrefillETA(t *testing.T) {
 	var p PrefillETA
 	t0 := time.Date(2026, 12, 2, 3, 0, 0, 0, time.UTC)
-	assert.Equal(t, "reading prompt 512/4979", p.Phase(512, 4979, t0))
-	// 512 positions in 20 s: 25.6/s, 3955 left: 154 s
-	assert.Equal(t, "reading prompt 1024/4979, about 3 min left", p.Phase(1024, 4979, t0.Add(20*time.Second)))
-	assert.Equal(t, "reading prompt 4979/4979", p.Phase(4979, 4979, t0.Add(190*time.Second)))
-	// a new prompt starts over
-	assert.Equal(t, "reading prompt 10/100", p.Phase(10, 100, t0.Add(200*time.Second)))
-	assert.Equal(t, "reading prompt 60/100, about 8 s left", p.Phase(60, 100, t0.Add(210*time.Second)))
+	p.Begin()
+	assert.Equal(t, "reading prompt 0/4979", p.Phase(0, 4979, 0, 0, t0), "before the engine said its pass size")
+	// one pass of 512 in 20 s: 9 more passes
+	assert.Equal(t, "reading prompt 512/4979 (pass 1 of 10), about 3 min left", p.Phase(512, 4979, 0, 512, t0.Add(20*time.Second)))
+	assert.Equal(t, "reading prompt 4979/4979", p.Phase(4979, 4979, 0, 512, t0.Add(190*time.Second)))
+	// a new prompt starts from the measured pass time (170 s / 9 passes)
+	p.Begin()
+	assert.Equal(t, "reused 300 of 1324 cached positions · reading prompt 300/1324 (2 passes), about 38 s left",
+		p.Phase(300, 1324, 300, 0, t0.Add(200*time.Second)))
+	assert.Equal(t, "reused 300 of 1324 cached positions · reading prompt 812/1324 (pass 1 of 2), about 10 s left",
+		p.Phase(812, 1324, 300, 512, t0.Add(210*time.Second)))
 }
 
 // Item 2: before sending on a slow machine, the wait to plan with.

@@ -99,24 +99,47 @@ func serverErr(url string, err error) error {
 // ExplainServer is Explain for an error from the server at url.
 func ExplainServer(url string, err error) string { return Explain(serverErr(url, err)) }
 
-func (e *ServerError) explain() string {
+// ExplainServerHere is ExplainServer for the Model location dialog itself:
+// its advice points at the fields above, not at the dialog the user is in
+// (N11: "… in k3 → Model location…." shown inside it).
+func ExplainServerHere(url string, err error) string {
+	var se *ServerError
+	if errors.As(serverErr(url, err), &se) {
+		return se.explainAt(true)
+	}
+	return Explain(err)
+}
+
+// menuPlace is where the advice sends the user: the menu item (its name
+// ends in "…", which ends the sentence: no fourth dot).
+const menuPlace = "in k3 → Model location…"
+
+func (e *ServerError) explain() string { return e.explainAt(false) }
+
+func (e *ServerError) explainAt(here bool) string {
+	where := func(what string) string {
+		if here {
+			return what + " above."
+		}
+		return what + " " + menuPlace
+	}
 	var op *net.OpError
 	var ne net.Error
 	var re *remote.ServerError
 	switch {
 	case errors.As(e.Err, &op):
-		return fmt.Sprintf("Cannot reach the server at %s (%v). Is the server running? Check the address in k3 → Model location….", e.URL, op)
+		return fmt.Sprintf("Cannot reach the server at %s (%v). Is the server running? %s", e.URL, op, where("Check the address"))
 	case errors.As(e.Err, &ne):
-		return fmt.Sprintf("Cannot reach the server at %s (%v). Is the server running? Check the address in k3 → Model location….", e.URL, ne)
+		return fmt.Sprintf("Cannot reach the server at %s (%v). Is the server running? %s", e.URL, ne, where("Check the address"))
 	case errors.Is(e.Err, remote.ErrClosedEarly):
 		return fmt.Sprintf("The server at %s stopped sending before the reply was complete: did it stop or restart? "+
 			"What came is kept. Press Retry once the server runs again.", e.URL)
 	case errors.As(e.Err, &re) && (re.Status == 401 || re.Status == 403):
-		return fmt.Sprintf("The server at %s does not accept this API key (HTTP %d). Enter its key in k3 → Model location….", e.URL, re.Status)
+		return fmt.Sprintf("The server at %s does not accept this API key (HTTP %d). %s", e.URL, re.Status, where("Enter its key"))
 	case errors.As(e.Err, &re) && re.Status == 429:
 		return fmt.Sprintf("The server at %s is busy (HTTP 429). Wait a little, then press Retry.", e.URL)
 	case errors.As(e.Err, &re) && re.Status == 404:
-		return fmt.Sprintf("The server at %s does not know this model or address (HTTP 404). Choose the model again in k3 → Model location….", e.URL)
+		return fmt.Sprintf("The server at %s does not know this model or address (HTTP 404). %s", e.URL, where("Choose the model again"))
 	}
 	return fmt.Sprintf("The server at %s answered: %s", e.URL, sentence(e.Err))
 }

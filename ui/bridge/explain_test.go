@@ -29,7 +29,7 @@ func TestExplainServerErrors(t *testing.T) {
 	assert.NotContains(t, msg, "Resume")
 
 	// G26: expected conditions in plain words, no "Something went wrong:"
-	assert.Equal(t, "The server at http://h/v1 does not accept this API key (HTTP 401). Enter its key in k3 → Model location….",
+	assert.Equal(t, "The server at http://h/v1 does not accept this API key (HTTP 401). Enter its key in k3 → Model location…",
 		ExplainServer("http://h/v1", &remote.ServerError{Status: 401, Message: "invalid key"}))
 	assert.Equal(t, "The server at http://h/v1 stopped sending before the reply was complete: did it stop or restart? "+
 		"What came is kept. Press Retry once the server runs again.",

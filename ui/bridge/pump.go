@@ -100,6 +100,16 @@ func (m *Meter) OpenConversation(st *chat.ReplyStats) {
 	}
 }
 
+// ShowReply shows a finished reply's numbers as its message shows them
+// (the panel's own count of the stream may differ: a server's deltas are
+// not its tokens); the next turn's numbers replace them.
+func (m *Meter) ShowReply(st *chat.ReplyStats) {
+	if st != nil {
+		c := *st
+		m.g.Saved = &c
+	}
+}
+
 func (m *Meter) clearTurn() {
 	m.turnT0 = time.Time{}
 	m.haveBase = false

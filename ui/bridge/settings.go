@@ -208,12 +208,12 @@ func (s Settings) Budget(mem *plan.Memory) engine.Budget {
 }
 
 // OpenOptions are the engine options the settings give: with the draft
-// model beside the model folder, when there is one and NoDraft is off.
+// model beside the model folder when there is one, NoDraft or not (the
+// turns leave it out while NoDraft is set, so turning it on and off never
+// loads the model again).
 func (s Settings) OpenOptions(mem *plan.Memory) engine.Options {
 	o := engine.Options{Layers: s.Layers, TrunkDir: s.TrunkDir, Budget: s.Budget(mem), Positions: s.Positions(), Memory: mem}
-	if !s.NoDraft {
-		o.Draft = DraftBeside(s.ModelDir)
-	}
+	o.Draft = DraftBeside(s.ModelDir)
 	if o.StateCopies = chat.StateCopies(o); o.StateCopies > 0 {
 		o.StateCopies++ // the snapshot of the server's session, when the app serves
 	}

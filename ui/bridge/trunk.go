@@ -39,6 +39,43 @@ func DefaultTrunkDir(base, modelDir string) string {
 	return filepath.Join(base, TrunkFolderName, name+"-"+hex.EncodeToString(sum[:3]))
 }
 
+// TrunkBase is where trunk folders go on the disk of p (a folder the
+// doctor measured): the home folder when p is in it, else p, never inside
+// a trunk folder or a model folder (G10: a second model's trunk was
+// suggested inside the demo's trunk folder).
+func TrunkBase(p string) string {
+	p = filepath.Clean(p)
+	if home, err := os.UserHomeDir(); err == nil && home != "" && within(filepath.Clean(home), p) {
+		return filepath.Clean(home)
+	}
+	parts := strings.Split(p, string(filepath.Separator))
+	for i, e := range parts {
+		if e == TrunkFolderName {
+			p = strings.Join(parts[:i], string(filepath.Separator))
+			if p == "" {
+				p = string(filepath.Separator)
+			}
+			break
+		}
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(p, "config.json")); err != nil {
+			return p
+		}
+		parent := filepath.Dir(p) // a model folder: its parent
+		if parent == p {
+			return p
+		}
+		p = parent
+	}
+}
+
+// within reports whether p is dir or inside it.
+func within(dir, p string) bool {
+	rel, err := filepath.Rel(dir, p)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
+}
+
 // TrunkStatus is what a trunk folder holds for a model.
 type TrunkStatus int
 

@@ -16,6 +16,8 @@ import (
 
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/app"
+	"fyne.io/fyne/v2/container"
+	"fyne.io/fyne/v2/widget"
 
 	"k3/ui/bridge"
 )
@@ -54,6 +56,8 @@ func Open() int {
 		u.Start()
 	})
 	w.SetCloseIntercept(u.Quit)
+	// the first frame says something (N9: black for 1.5 s)
+	w.SetContent(container.NewCenter(widget.NewLabel("Starting k3…")))
 	w.ShowAndRun()
 	return 0
 }

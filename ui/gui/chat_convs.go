@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"reflect"
 	"slices"
+	"strings"
 	"time"
 
 	"fyne.io/fyne/v2"
@@ -129,6 +131,12 @@ func (v *chatView) NewConversation() {
 		v.Notice.SetText("A reply is being written: wait for it (or press Stop), then start a new conversation.")
 		return
 	}
+	if v.untouched() {
+		// the open conversation is new and untouched: it is the new one
+		// (N3: each Ctrl+N left an empty "Conversation …" behind)
+		v.Focus()
+		return
+	}
 	t, err := v.Conversation.New(chat.AutoTitlePrefix+time.Now().Format("2006-01-02 15.04"), v.u.S.SystemPrompt)
 	if t == "" {
 		v.Notice.SetText(bridge.Explain(err))
@@ -140,6 +148,20 @@ func (v *chatView) NewConversation() {
 	v.Title, v.History = "", nil
 	v.reload(t)
 	v.Focus() // ready to type, as in every chat app
+}
+
+// untouched reports whether the open conversation is a new one as New
+// makes it: still called by its date, no message, the system prompt and
+// the settings for new conversations (its options file says nothing:
+// opening a conversation writes one).
+func (v *chatView) untouched() bool {
+	if v.Title == "" || !strings.HasPrefix(v.Title, chat.AutoTitlePrefix) || v.SystemPrompt() != strings.TrimSpace(v.u.S.SystemPrompt) ||
+		slices.ContainsFunc(v.History, func(m chat.Message) bool { return m.Role != "system" }) {
+		return false
+	}
+	o, d := v.Opts, v.u.S.ConvDefaults()
+	o.System, d.System = "", ""
+	return reflect.DeepEqual(o, d)
 }
 
 // Rename renames a conversation.
@@ -224,6 +246,12 @@ func (v *chatView) Export() {
 		}
 		v.Phase.SetText("exported: " + filepath.Base(w.URI().Path())) // G29: the name, not a cut-off path
 	}, v.u.Win)
-	d.SetFileName(v.Title + ".md")
+	d.SetFileName(exportName(v.Title))
 	d.Show()
+}
+
+// exportName is the file name Export suggests: the title with ".md", no
+// doubled dot after a title that ends in one ("work..md").
+func exportName(title string) string {
+	return strings.TrimRight(title, ". ") + ".md"
 }

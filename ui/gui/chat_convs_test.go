@@ -26,6 +26,7 @@ func TestSwitchingDuringAReplyKeepsListAndView(t *testing.T) {
 	var first string
 	ui(func() {
 		first = v.Title
+		v.Opts.MaxTokens++ // its own settings: not a new, untouched one Ctrl+N keeps (N3)
 		v.NewConversation()
 		v.Send("in the second")
 	})

@@ -101,7 +101,8 @@ func TestChatTurnGaugesRegenerateEdit(t *testing.T) {
 		if g.Tokens != 5 || g.SecPerToken != 0.5 || g.RSS != 1.004e9 || g.PeakRSS != 1.004e9 || g.Budget != 4e9 || g.Available != 16e9 {
 			t.Errorf("gauges %+v", g)
 		}
-		assert.True(t, strings.HasPrefix(v.Gauges.Speed.Text, "speed 2.0 tokens/s (last 2.0 tokens/s), 5 tokens"), v.Gauges.Speed.Text)
+		// the reply's own numbers once it is done (N7: one count)
+		assert.True(t, strings.HasPrefix(v.Gauges.Speed.Text, "speed 2.0 tokens/s, 5 tokens (this conversation's last reply)"), v.Gauges.Speed.Text)
 		assert.Equal(t, "2.0 tokens/s · 5 tokens · first token after "+fmt.Sprintf("%.2f", v.History[2].Stats.FirstTokenSeconds)+" s", v.Views[2].statsLbl.Text,
 			"the numbers the chat engine measured")
 		assert.False(t, v.Views[2].statsLbl.Hidden)
@@ -308,7 +309,7 @@ func TestGaugesFollowTheConversationOpened(t *testing.T) {
 	var mem string
 	ui(func() {
 		require.Equal(t, 5, v.Gauges.G.Tokens)
-		assert.True(t, strings.HasPrefix(v.Gauges.Speed.Text, "speed 2.0 tokens/s (last 2.0 tokens/s), 5 tokens\nfirst token after "), v.Gauges.Speed.Text)
+		assert.True(t, strings.HasPrefix(v.Gauges.Speed.Text, "speed 2.0 tokens/s, 5 tokens (this conversation's last reply)\nfirst token after "), v.Gauges.Speed.Text)
 		mem = v.Gauges.MemText.Text
 		require.Contains(t, mem, "in use 1.00 GB")
 

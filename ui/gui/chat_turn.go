@@ -2,8 +2,11 @@ package gui
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"time"
+
+	"fyne.io/fyne/v2"
 
 	"k3/engine/chat"
 	"k3/ui/bridge"
@@ -12,19 +15,68 @@ import (
 // The chat view's turns: sending, the reply streaming in, Stop, and
 // the chat engine behind them.
 
-// showEstimate shows, before sending on a slow machine, the wait to plan
-// with: from the speed this machine measured on the last reply (this
-// turn's, else the conversation's last saved one).
-func (v *chatView) showEstimate() {
+// showEstimate shows, before sending, what the reply will cost (N2): on
+// a slow machine the first token and each 100 tokens at the speed this
+// machine measured on the last reply (this turn's, else the
+// conversation's last saved one; before any, the speed the doctor
+// predicted for the preset), and for a long message its length and the
+// time reading it takes at the measured time of a pass.
+func (v *chatView) showEstimate() { v.estimate(true) }
+
+// estimate shows the estimate, the message's length counted with the
+// model's tokenizer when exact, else from its words (while typing: each
+// key would count the whole text again).
+func (v *chatView) estimate(exact bool) {
+	if v.Busy {
+		setNote(v.Estimate, "")
+		return
+	}
+	setNote(v.Estimate, bridge.ReplyCost(v.replyCost(), v.promptSize(v.Entry.Text, exact), v.Opts.MaxTokens))
+}
+
+// typed follows the message box: the estimate from the words at once, the
+// exact count once typing pauses.
+func (v *chatView) typed() {
+	v.estimate(false)
+	v.typedGen++
+	gen := v.typedGen
+	v.u.later(400*time.Millisecond, func() {
+		if gen == v.typedGen {
+			v.estimate(true)
+		}
+	})
+}
+
+// replyCost is the cost of a reply as measured (or predicted).
+func (v *chatView) replyCost() bridge.Cost {
 	g := v.Gauges.G
-	spt, ttft := g.SecPerToken, g.TTFT
-	if g.Tokens == 0 && g.Saved != nil {
-		spt, ttft = g.Saved.SecondsPerToken, g.Saved.FirstTokenSeconds
+	c := bridge.Cost{SecPerToken: g.SecPerToken, FirstToken: g.TTFT}
+	if s := g.Saved; s != nil && s.Tokens > 0 {
+		c.SecPerToken, c.FirstToken = s.SecondsPerToken, s.FirstTokenSeconds
 	}
-	setNote(v.Estimate, "")
-	if !v.Busy {
-		setNote(v.Estimate, bridge.Estimate(spt, ttft, v.Opts.MaxTokens))
+	if pm, ok := v.engine.(bridge.PromptMeter); ok {
+		c.PassSeconds, c.Chunk = pm.PromptRate()
 	}
+	if r := v.u.machine; c.SecPerToken <= 0 && r != nil && r.Preset.Name == v.u.S.Preset && (v.Info == nil || !v.Info.Demo && !v.Info.Remote) &&
+		v.u.S.Backend != bridge.BackendServer && !v.u.S.Demo {
+		c.SecPerToken, c.Predicted = r.Preset.PredictedSecondsPerToken, true
+	}
+	return c
+}
+
+// promptSize is the length of text about to be sent: counted with the
+// model's tokenizer once it is loaded, else estimated from its words.
+func (v *chatView) promptSize(text string, exact bool) bridge.Prompt {
+	p := bridge.Prompt{Tokens: bridge.ApproxTokens(text)}
+	if v.Info != nil {
+		p.Context = v.Info.Context
+	}
+	if pm, ok := v.engine.(bridge.PromptMeter); ok && exact && len(text) < 1<<20 {
+		if n, ok := pm.CountTokens(text); ok {
+			p.Tokens, p.Exact = n, true
+		}
+	}
+	return p
 }
 
 // SendEntry sends what is in the message box.
@@ -92,6 +144,12 @@ func (v *chatView) startTurn(opt chat.Options) {
 	v.idle = make(chan struct{})
 	idle := v.idle
 	v.Notice.SetText("")
+	// never an empty or "ready" status while the turn works (N2): the
+	// engine's phases replace this within a moment
+	v.Phase.SetText("starting the reply")
+	v.statusLine.SetMinSize(fyne.NewSize(0, v.Phase.MinSize().Height))
+	v.statusHeld = true
+	v.syncStatus()
 	v.refreshButtons()
 	reply := v.addView(chat.Message{Role: "assistant"})
 	v.reply = reply
@@ -148,6 +206,13 @@ func (v *chatView) startTurn(opt chat.Options) {
 
 func (v *chatView) finishTurn(reply *messageView, rep bridge.Reply, err error) {
 	v.Busy, v.cancel, v.stopping, v.reply = false, nil, false, nil
+	if v.u.S.Backend == bridge.BackendServer {
+		if v.serverDown == nil {
+			v.serverDown = map[string]bool{}
+		}
+		v.serverDown[v.u.S.ServerURL] = err != nil && rep.Content == "" && rep.ReasoningContent == "" && !errors.Is(err, context.Canceled)
+		v.Picker.Refresh()
+	}
 	v.Notice.SetText("") // "wait for the reply…" notices are out of date now
 	if v.quitting {
 		return // saved when the window closed
@@ -173,6 +238,7 @@ func (v *chatView) finishTurn(reply *messageView, rep bridge.Reply, err error) {
 		}
 	}
 	msg.Role = "assistant" // msg.Stats: the numbers the chat engine measured
+	v.oneCount(msg.Stats)
 	if st := msg.Stats; st != nil && st.SecondsPerToken > 0 {
 		v.machineSpt = st.SecondsPerToken
 	}
@@ -186,8 +252,28 @@ func (v *chatView) finishTurn(reply *messageView, rep bridge.Reply, err error) {
 	// phase line says nothing more and gives its room back
 	v.Phase.SetText("")
 	v.refreshButtons()
+	v.Picker.Refresh() // the draft model's tokens per pass
 	v.scrollToEnd()
 	v.Focus()
+}
+
+// oneCount makes the reply's numbers and the Engine panel's the same (N7:
+// "50 tokens" under a reply beside "23 tokens" in the panel): the tokens
+// and speed the chat engine measured (a server's own count), the first
+// token from Send as the panel timed it; the panel then shows them.
+func (v *chatView) oneCount(st *chat.ReplyStats) {
+	if st == nil {
+		return
+	}
+	if ttft := v.Gauges.G.TTFT; ttft > 0 {
+		st.FirstTokenSeconds = ttft
+	}
+	var g bridge.Gauges
+	v.gaugePump().WithMeter(func(m *bridge.Meter) {
+		m.ShowReply(st)
+		g = m.Gauges()
+	})
+	v.Gauges.Set(g)
 }
 
 // partialStats are the numbers of the reply still being written, from the

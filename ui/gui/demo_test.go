@@ -29,7 +29,7 @@ func TestDemoEndToEnd(t *testing.T) {
 			t.Fatalf("status %q", w.Model.Status.Text)
 		}
 		w.Go(2)
-		if !strings.HasPrefix(w.Pack.Info.Text, "The trunk of this checkpoint takes") {
+		if !strings.HasPrefix(w.Pack.Info.Text, "The shared weights of this checkpoint take") {
 			t.Errorf("pack info %q", w.Pack.Info.Text)
 		}
 		w.Go(3)

@@ -85,3 +85,39 @@ func (l fixedWidth) Layout(objs []fyne.CanvasObject, size fyne.Size) {
 		o.Resize(size)
 	}
 }
+
+// panelCollapseWidth is the width of the chat column and the Engine panel
+// under which the panel gives its room to the chat (G19: at 800x500 it
+// took 36% of the window and the chat had ~130 px of messages).
+const panelCollapseWidth = 700
+
+// sidePanel lays out the chat column (objs[0]) and the Engine panel
+// (objs[1], gaugesWidth wide) at its right; narrower than
+// panelCollapseWidth, the chat takes the whole width and the panel is
+// laid out beyond the right edge, out of sight (View → Engine panel still
+// hides it for good).
+type sidePanel struct{}
+
+// collapsed reports whether the panel gives its room at width w.
+func (sidePanel) collapsed(w float32) bool { return w < panelCollapseWidth }
+
+func (l sidePanel) MinSize(objs []fyne.CanvasObject) fyne.Size {
+	s := objs[0].MinSize()
+	return fyne.NewSize(s.Width, max(s.Height, 0))
+}
+
+func (l sidePanel) Layout(objs []fyne.CanvasObject, size fyne.Size) {
+	chat, panel := objs[0], objs[1]
+	if !panel.Visible() || l.collapsed(size.Width) {
+		chat.Move(fyne.NewPos(0, 0))
+		chat.Resize(size)
+		panel.Move(fyne.NewPos(size.Width+2*gaugesWidth, 0)) // out of sight
+		panel.Resize(fyne.NewSize(gaugesWidth, size.Height))
+		return
+	}
+	w := size.Width - gaugesWidth
+	chat.Move(fyne.NewPos(0, 0))
+	chat.Resize(fyne.NewSize(w, size.Height))
+	panel.Move(fyne.NewPos(w, 0))
+	panel.Resize(fyne.NewSize(gaugesWidth, size.Height))
+}

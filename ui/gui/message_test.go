@@ -129,9 +129,12 @@ func TestMessageViewThinkingInPieces(t *testing.T) {
 func TestGaugesOverPlanAndPlotScale(t *testing.T) {
 	test.NewTempApp(t)
 	g := newGaugesView()
-	g.Set(bridge.Gauges{RSS: 688e6, Budget: 590e6, Available: 16e9})
+	g.Set(bridge.Gauges{RSS: 2688e6, Budget: 2290e6, Available: 16e9})
 	assert.False(t, g.OverPlan.Hidden)
-	assert.Equal(t, "In use is 98.00 MB above the plan (17% more): the plan does not count everything this process holds.", g.OverPlan.Text)
+	assert.Equal(t, "In use is 398.00 MB above the plan (17% more): the plan does not count everything this process holds.", g.OverPlan.Text)
+	// a tiny model's few tens of MB are not worth a warning (issue 41)
+	g.Set(bridge.Gauges{RSS: 296e6, Budget: 255e6, Available: 24e9})
+	assert.True(t, g.OverPlan.Hidden, "41 MB above a 255 MB plan")
 	g.Set(bridge.Gauges{RSS: 500e6, Budget: 590e6, Available: 16e9})
 	assert.True(t, g.OverPlan.Hidden)
 

@@ -90,17 +90,19 @@ func TestModelStepLayersBeyondTheModel(t *testing.T) {
 	ui(func() { w.Model.Layers.SetText("99") })
 	waitFor(t, "folder check", func() bool { return w.Model.Check != nil && w.Model.checkJob == nil })
 	ui(func() {
-		want := fmt.Sprintf("this model has %d layers: type a number from 1 to %d, or leave the field empty for all of them", total, total)
+		// once, under the field, as a sentence (issue 41's polish: three
+		// times, in lower case)
+		want := fmt.Sprintf("This model has %d layers: type a number from 1 to %d, or leave the field empty for all of them.", total, total)
 		assert.Equal(t, want, w.Model.LayerMsg.Text)
-		assert.Equal(t, want, w.Model.Status.Text)
-		assert.Equal(t, want, w.why.Text)
+		assert.Equal(t, "", w.Model.Status.Text)
+		assert.Equal(t, "The number of layers to use needs changing (see under the field).", w.why.Text)
 		assert.True(t, w.NextBtn.Disabled())
 		for _, s := range []string{w.Model.LayerMsg.Text, w.Model.Status.Text, w.why.Text} {
 			assert.NotContains(t, s, "--layers")
 			assert.NotContains(t, s, "Only the first")
 		}
 		w.Model.Layers.SetText("0")
-		assert.Equal(t, "layers to use must be a whole number from 1 up, or empty for all of them", w.Model.LayerMsg.Text)
+		assert.Equal(t, "Layers to use must be a whole number from 1 up, or empty for all of them.", w.Model.LayerMsg.Text)
 		assert.True(t, w.NextBtn.Disabled(), "0 is not silently all")
 		w.Model.Layers.SetText("2")
 		assert.Contains(t, w.Model.LayerMsg.Text, "Only the first 2 layers will be used")

@@ -57,7 +57,7 @@ func TestPackStepSaveDiskSpace(t *testing.T) {
 		require.Equal(t, dir, w.Pack.Dir.Text)
 		assert.Equal(t, "Save disk space (smaller file, same answers; packing takes longer)", w.Pack.Compress.Text)
 		assert.False(t, w.Pack.Compress.Checked, "off unless chosen, as k3 pack without --compress")
-		assert.Contains(t, w.Pack.Info.Text, "about a fifth less when it saves disk space")
+		assert.Contains(t, w.Pack.Info.Text, "about a fifth less when packed to save disk space")
 		for _, s := range []string{w.Pack.Info.Text, w.Pack.Compress.Text, w.Pack.Status.Text} {
 			assert.NotContains(t, s, "BF16C")
 			assert.NotContains(t, s, "--")
@@ -86,7 +86,7 @@ func TestPackStepSaveDiskSpace(t *testing.T) {
 	w2 := packStepOn(t, u2, model)
 	ui(func() {
 		assert.True(t, w2.Pack.Compress.Checked)
-		assert.Equal(t, "The trunk of this model is packed in "+dir+" (packed to save disk space).", w2.Pack.Status.Text)
+		assert.Equal(t, "This model's shared weights are packed in "+dir+" (packed to save disk space).", w2.Pack.Status.Text)
 		assert.True(t, w2.Pack.PackBt.Disabled())
 
 		// the other choice: the trunk there is still used, and Pack
@@ -94,7 +94,7 @@ func TestPackStepSaveDiskSpace(t *testing.T) {
 		w2.Pack.Compress.SetChecked(false)
 		assert.Equal(t, "Pack again without saving disk space (replaces it)", w2.Pack.PackBt.Text)
 		assert.False(t, w2.Pack.PackBt.Disabled())
-		assert.Equal(t, "The trunk of this model is packed in "+dir+", packed to save disk space. It is used as it is; pack again to replace it.", w2.Pack.Status.Text)
+		assert.Equal(t, "This model's shared weights are packed in "+dir+", packed to save disk space. It is used as it is; pack again to replace it.", w2.Pack.Status.Text)
 		assert.Equal(t, dir, w2.D.TrunkDir, "a trunk of the other kind gives the same answers: it stays in use")
 		w2.Pack.Compress.SetChecked(true)
 		assert.Equal(t, "Packed", w2.Pack.PackBt.Text)
@@ -194,11 +194,11 @@ func TestPackStepTrunkOfAnotherModel(t *testing.T) {
 	waitFor(t, "trunk check", func() bool { return w.Pack.checkJob == nil })
 	ui(func() {
 		assert.Equal(t, bridge.TrunkOther, w.Pack.State.Status)
-		assert.Equal(t, "This folder holds the trunk of another model, so it will not be used. "+
+		assert.Equal(t, "This folder holds another model's packed weights, so it will not be used. "+
 			"Pack again here to replace it, or choose another folder.", w.Pack.Status.Text, "G26: no manifest details")
 		assert.Equal(t, "Pack again here (replaces it)", w.Pack.PackBt.Text)
 		assert.Equal(t, "", w.D.TrunkDir)
-		assert.Contains(t, w.why.Text, "another model's trunk")
+		assert.Contains(t, w.why.Text, "another model's packed weights")
 		w.Go(4)
 		assert.Contains(t, w.Done.Summary.Text, "Packed trunk: none")
 		w.Go(2)

@@ -6,4 +6,4 @@ import (
 	"image"
 )
 
-func screenPixels() (image.Point, bool) { return image.Point{}, false }
+func screenPixels() (work, full image.Point, ok bool) { return image.Point{}, image.Point{}, false }

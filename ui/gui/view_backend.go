@@ -88,9 +88,12 @@ func NewBackendForm(s bridge.Settings, do func(func())) *BackendForm {
 		widget.NewFormItem("Where the model runs", f.Where),
 		widget.NewFormItem("Model folder", container.NewBorder(nil, nil, nil, f.ChooseBt, f.Folder)),
 		widget.NewFormItem("", f.FolderMsg),
-		widget.NewFormItem("Server address", f.URL),
-		widget.NewFormItem("API key", f.Key),
-		widget.NewFormItem("Model", f.Model),
+		// the fields in a container: a form greys the label of a disabled
+		// field and keeps it grey once the field is enabled (G25), so the
+		// labels stay in the text colour and the fields show their state
+		widget.NewFormItem("Server address", container.NewStack(f.URL)),
+		widget.NewFormItem("API key", container.NewStack(f.Key)),
+		widget.NewFormItem("Model", container.NewStack(f.Model)),
 		widget.NewFormItem("", f.Find),
 		widget.NewFormItem("", f.Status),
 	}
@@ -132,7 +135,7 @@ func (f *BackendForm) findModels() {
 		f.do(func() {
 			f.Find.Enable()
 			if err != nil {
-				f.Status.SetText(bridge.ExplainServer(base, err))
+				f.Status.SetText(bridge.ExplainServerHere(base, err))
 				return
 			}
 			f.Model.Options = ids

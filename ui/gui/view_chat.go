@@ -3,9 +3,11 @@ package gui
 import (
 	"context"
 	"fmt"
+	"image/color"
 	"slices"
 
 	"fyne.io/fyne/v2"
+	"fyne.io/fyne/v2/canvas"
 	"fyne.io/fyne/v2/container"
 	"fyne.io/fyne/v2/driver/desktop"
 	"fyne.io/fyne/v2/theme"
@@ -45,7 +47,7 @@ type chatView struct {
 	ExportBt  *widget.Button
 	Thinking  *widget.Check
 	Effort    *widget.Select
-	ContextLb *widget.Label
+	ContextLb *noteLabel
 	Phase     *noteLabel
 	Notice    *noteLabel
 	// Estimate is the wait to plan with before sending on a slow machine
@@ -70,6 +72,15 @@ type chatView struct {
 	settings *settingsForm // the settings dialog's form, while shown
 	// contexts are the positions each branch measured here took (chat_context.go)
 	contexts map[uint64]int
+	typedGen int // the message box's edits, for the estimate's exact count
+	// statusLine holds the status line's height once a reply started, so
+	// the rows under it stay put (G3); before, an empty line takes no room
+	statusLine *canvas.Rectangle
+	statusRow  *fyne.Container
+	statusHeld bool // statusLine holds the line (from the first reply on)
+	// serverDown are the servers (by address) whose last turn failed
+	// before any text came: the picker says so
+	serverDown map[string]bool
 }
 
 // newChatView builds the chat and opens the last conversation.
@@ -78,6 +89,7 @@ func newChatView(u *appUI) *chatView {
 	close(v.idle)
 	v.Convs = newConvList(u.Win)
 	v.Convs.OnSelect = v.Open
+	v.Convs.OnLeave = v.Focus
 	v.Convs.OnNew = v.NewConversation
 	v.Convs.OnRename = func(from, to string) {
 		if err := v.Rename(from, to); err != nil {
@@ -103,6 +115,7 @@ func newChatView(u *appUI) *chatView {
 	v.Entry = newChatEntry()
 	v.Entry.SetMinRowsVisible(3)
 	v.Entry.OnSend = v.SendEntry
+	v.Entry.OnChanged = func(string) { v.typed() } // a pasted text says its length (N2)
 	v.Entry.OnStop = v.escape
 	v.Entry.OnTab = func() { u.Win.Canvas().FocusNext() }
 	v.Entry.OnShortcut = v.shortcut
@@ -125,7 +138,7 @@ func newChatView(u *appUI) *chatView {
 	})
 	settingsBt := widget.NewButtonWithIcon("Settings…", theme.SettingsIcon(), v.showChatSettings)
 	v.ExportBt = widget.NewButtonWithIcon("Export…", theme.DocumentSaveIcon(), v.Export)
-	v.ContextLb = widget.NewLabel("")
+	v.ContextLb = newNoteLabel(false)
 	v.ContextLb.Importance = widget.LowImportance
 	v.Phase = newNoteLabel(false)
 	v.Notice = newNoteLabel(true)
@@ -136,9 +149,18 @@ func newChatView(u *appUI) *chatView {
 	v.CapLb.Importance = widget.LowImportance
 	v.Gauges = newGaugesView()
 
-	tools := newFlow(v.Thinking, container.NewHBox(widget.NewLabel("effort"), v.Effort), settingsBt, v.RegenBt, v.ExportBt, v.CapLb, v.ContextLb)
+	tools := newFlow(v.Thinking, container.NewHBox(widget.NewLabel("effort"), v.Effort), settingsBt, v.RegenBt, v.ExportBt, v.CapLb)
 	inputRow := container.NewBorder(nil, nil, nil, container.NewVBox(v.SendBt, v.StopBt, v.CancelBt), v.Entry)
-	bottom := container.NewVBox(v.Notice, v.Estimate, v.Phase, tools, inputRow)
+	// the status line: what the model does (left) and the context the
+	// conversation takes (right), one line high whether they say anything
+	// or not, so the rows under it stay put between streaming and done (G3:
+	// they moved 40 px as the context joined the buttons' row)
+	v.statusLine = canvas.NewRectangle(color.Transparent) // one line high from the first reply on (startTurn)
+	status := container.NewStack(v.statusLine, container.NewBorder(nil, nil, nil, v.ContextLb, v.Phase))
+	v.statusRow = status
+	v.Phase.changed, v.ContextLb.changed = v.syncStatus, v.syncStatus
+	v.syncStatus()
+	bottom := container.NewVBox(v.Notice, v.Estimate, status, tools, inputRow)
 	v.Picker = newModelPicker(v)
 	center := container.NewBorder(v.Picker.Root, bottom, nil, nil, v.keepEnd())
 	gsc := container.NewVScroll(container.NewPadded(v.Gauges.Root))
@@ -155,7 +177,7 @@ func newChatView(u *appUI) *chatView {
 		right.Hide()
 	}
 	left := container.NewPadded(v.Convs.Root)
-	split := container.NewHSplit(left, container.NewBorder(nil, nil, nil, right, center))
+	split := container.NewHSplit(left, container.New(sidePanel{}, center, right))
 	split.Offset = 0.2
 	v.Root = split
 
@@ -174,6 +196,19 @@ func newChatView(u *appUI) *chatView {
 	}
 	v.refreshButtons()
 	return v
+}
+
+// syncStatus shows the status row while it says something or holds its
+// line (an empty, visible row would still take a padding).
+func (v *chatView) syncStatus() {
+	if v.statusRow == nil {
+		return
+	}
+	if v.Phase.Visible() || v.ContextLb.Visible() || v.statusHeld {
+		v.statusRow.Show()
+	} else {
+		v.statusRow.Hide()
+	}
 }
 
 // showGauges shows or hides the Engine panel.

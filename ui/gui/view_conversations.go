@@ -20,8 +20,11 @@ type convList struct {
 	List     *widget.List
 	Titles   binding.StringList
 	Selected string
-	Query    *widget.Entry
+	Query    *searchEntry
 	NoMatch  *widget.Label // "No conversation matches." under a search that found nothing
+	// OnLeave is Esc in the search: the search is cleared, then the
+	// chat takes the keys again (N8)
+	OnLeave func()
 
 	NewBt, RenameBt, DeleteBt *widget.Button
 	OnSelect                  func(title string)
@@ -34,18 +37,16 @@ type convList struct {
 	Search func(query string) ([]string, error)
 	win    fyne.Window
 	all    []string
+	// Tip shows a cut title whole under the pointer
+	Tip *tipLayer
 }
 
 // newConvList builds the list; win hosts its dialogs.
 func newConvList(win fyne.Window) *convList {
-	v := &convList{win: win, Titles: binding.NewStringList()}
+	v := &convList{win: win, Titles: binding.NewStringList(), Tip: newTipLayer()}
 	v.List = widget.NewListWithData(v.Titles,
-		func() fyne.CanvasObject {
-			l := widget.NewLabel("conversation title")
-			l.Truncation = fyne.TextTruncateEllipsis
-			return l
-		},
-		func(i binding.DataItem, o fyne.CanvasObject) { o.(*widget.Label).Bind(i.(binding.String)) })
+		func() fyne.CanvasObject { return newTipLabel("conversation title", v.Tip) },
+		func(i binding.DataItem, o fyne.CanvasObject) { o.(*tipLabel).Bind(i.(binding.String)) })
 	v.List.OnSelected = func(i widget.ListItemID) {
 		t, err := v.Titles.GetValue(i)
 		if err != nil {
@@ -56,7 +57,11 @@ func newConvList(win fyne.Window) *convList {
 			v.OnSelect(t)
 		}
 	}
-	v.Query = widget.NewEntry()
+	v.Query = newSearchEntry(func() {
+		if v.OnLeave != nil {
+			v.OnLeave()
+		}
+	})
 	v.Query.SetPlaceHolder("Search conversations")
 	v.Query.OnChanged = func(string) { v.filter() }
 	v.NewBt = widget.NewButtonWithIcon("New", theme.ContentAddIcon(), func() {
@@ -71,7 +76,7 @@ func newConvList(win fyne.Window) *convList {
 	v.NoMatch = widget.NewLabel("No conversation matches.")
 	v.NoMatch.Importance = widget.LowImportance
 	v.NoMatch.Hide()
-	v.Root = container.NewBorder(container.NewVBox(head, v.NoMatch), nil, nil, nil, v.List)
+	v.Root = container.NewStack(container.NewBorder(container.NewVBox(head, v.NoMatch), nil, nil, nil, v.List), v.Tip.Root)
 	return v
 }
 
@@ -148,4 +153,29 @@ func (v *convList) askDelete() {
 			v.OnDelete(title)
 		}
 	}, v.win)
+}
+
+// searchEntry is the conversation search: Esc clears it and leaves it (N8:
+// the filter stayed, the list showing only "No conversation matches.").
+type searchEntry struct {
+	widget.Entry
+	leave func()
+}
+
+func newSearchEntry(leave func()) *searchEntry {
+	e := &searchEntry{leave: leave}
+	e.ExtendBaseWidget(e)
+	return e
+}
+
+// TypedKey clears the search on Esc.
+func (e *searchEntry) TypedKey(k *fyne.KeyEvent) {
+	if k.Name != fyne.KeyEscape {
+		e.Entry.TypedKey(k)
+		return
+	}
+	e.SetText("")
+	if e.leave != nil {
+		e.leave()
+	}
 }

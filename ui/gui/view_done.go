@@ -8,6 +8,7 @@ import (
 	"fyne.io/fyne/v2/container"
 	"fyne.io/fyne/v2/widget"
 
+	"k3/engine/plan"
 	"k3/storage/units"
 	"k3/ui/bridge"
 )
@@ -59,7 +60,14 @@ func (s *doneStep) Enter() {
 	} else {
 		b.WriteString("Packed trunk: none (every layer in memory)\n")
 	}
-	fmt.Fprintf(&b, "Memory: preset %s, trunk %.1f GB, expert cache %.1f GB\n", st.Preset, st.TrunkGB, st.CacheGB)
+	if over := s.w.Memory.OverMachine(); over > 0 && s.w.Memory.mem != nil {
+		// the step 4 note's numbers, not the preset's 110/109 GB beside
+		// sliders at the machine's 26 GB (N5)
+		fmt.Fprintf(&b, "Memory: preset %s, which asks for about %.0f GB; this machine has %.0f GB\n", st.Preset, over,
+			float64(s.w.Memory.mem.TotalBytes)/plan.GB)
+	} else {
+		fmt.Fprintf(&b, "Memory: preset %s, trunk %.1f GB, expert cache %.1f GB\n", st.Preset, st.TrunkGB, st.CacheGB)
+	}
 	if s.w.Changes() && s.w.u.N.wizardDone() {
 		b.WriteString("\nThe chat switches to this setup when you open it.\n")
 	}

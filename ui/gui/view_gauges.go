@@ -125,7 +125,7 @@ func (v *gaugesView) Set(g bridge.Gauges) {
 		return units.Bytes(n)
 	}
 	v.MemText.SetText(fmt.Sprintf("in use %s (peak %s)\nplan %s, available %s", b(g.RSS), b(g.PeakRSS), b(g.Budget), b(g.Available)))
-	if g.Budget > 0 && g.RSS > g.Budget {
+	if g.Budget > 0 && overPlan(g.RSS, g.Budget) {
 		v.OverPlan.SetText(fmt.Sprintf("In use is %s above the plan (%.0f%% more): the plan does not count everything this process holds.",
 			units.Bytes(g.RSS-g.Budget), 100*float64(g.RSS-g.Budget)/float64(g.Budget)))
 		v.OverPlan.Show()
@@ -137,16 +137,17 @@ func (v *gaugesView) Set(g bridge.Gauges) {
 	v.Hits.SetValue(g.HitRate)
 	speed, ttft := "—", "—"
 	switch s := g.Saved; {
+	case s != nil && s.Tokens > 0:
+		// the last reply (or the open conversation's, as its history
+		// keeps it), with the numbers its message shows (N7)
+		speed = fmt.Sprintf("%s, %d tokens (this conversation's last reply)", perToken(s.SecondsPerToken), s.Tokens)
+		if s.FirstTokenSeconds > 0 {
+			ttft = fmt.Sprintf("%.2f s", s.FirstTokenSeconds)
+		}
 	case g.Tokens > 0:
 		speed = fmt.Sprintf("%s (last %s), %d tokens", perToken(g.SecPerToken), perToken(g.LastToken), g.Tokens)
 		if g.TTFT > 0 {
 			ttft = fmt.Sprintf("%.2f s", g.TTFT)
-		}
-	case s != nil && s.Tokens > 0:
-		// the open conversation's last reply, as its history keeps it
-		speed = fmt.Sprintf("%s, %d tokens (this conversation's last reply)", perToken(s.SecondsPerToken), s.Tokens)
-		if s.FirstTokenSeconds > 0 {
-			ttft = fmt.Sprintf("%.2f s", s.FirstTokenSeconds)
 		}
 	}
 	text := "speed " + speed + "\nfirst token after " + ttft
@@ -175,4 +176,16 @@ func perToken(sec float64) string {
 		return fmt.Sprintf("%.1f tokens/s", 1/sec)
 	}
 	return fmt.Sprintf("%.1f s/token", sec)
+}
+
+// overPlanFloor is the least excess over the plan the panel warns of: on
+// a tiny model the process's own few tens of MB read as alarming (issue
+// 41's polish: "41 MB above the plan" on a 255 MB plan).
+const overPlanFloor = 256 << 20
+
+// overPlan reports whether rss is enough above the plan to say so: by a
+// tenth of it and by overPlanFloor.
+func overPlan(rss, budget int64) bool {
+	d := rss - budget
+	return d >= overPlanFloor && float64(d) >= 0.1*float64(budget)
 }

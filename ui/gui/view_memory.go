@@ -56,6 +56,10 @@ type memoryStep struct {
 	TooBig  bool // the plan was made and does not fit in memory
 	busy    bool
 	dirty   bool
+	// model is the model folder the preset was chosen for: another model
+	// starts from the machine's choice again (N5: "max" chosen for the demo
+	// was carried to the next model)
+	model string
 }
 
 func newMemoryStep(w *wizard) *memoryStep {
@@ -109,6 +113,10 @@ func (s *memoryStep) Enter() {
 		}
 	}
 	preset := d.Preset
+	if s.model != "" && s.model != d.ModelDir && preset != bridge.CustomPreset {
+		preset = "auto"
+	}
+	s.model = d.ModelDir
 	if r := s.w.Machine.Report; r != nil && r.CanRun && (preset == "" || preset == "auto") {
 		preset = r.Preset.Name
 	}
@@ -127,9 +135,25 @@ func (s *memoryStep) Enter() {
 	s.Replan()
 }
 
+// setSliders moves the sliders to trunk and cache GB, within their range
+// (N5: a value past the end drew the track through the label, no thumb).
 func (s *memoryStep) setSliders(trunk, cache float64) {
-	_ = s.TrunkGB.Set(math.Round(trunk/sliderStep) * sliderStep)
-	_ = s.CacheGB.Set(math.Round(cache/sliderStep) * sliderStep)
+	_ = s.TrunkGB.Set(math.Min(math.Round(trunk/sliderStep)*sliderStep, s.Trunk.Max))
+	_ = s.CacheGB.Set(math.Min(math.Round(cache/sliderStep)*sliderStep, s.Cache.Max))
+}
+
+// OverMachine is how much memory the preset asks for trunk and cache,
+// when that is more than this machine has (0 otherwise).
+func (s *memoryStep) OverMachine() float64 {
+	d := s.w.D
+	if d.Preset == bridge.CustomPreset || s.mem == nil {
+		return 0
+	}
+	b := bridge.PresetBudget(d.Preset, s.mem)
+	if t := b.TrunkGB + b.CacheGB; t > float64(s.mem.TotalBytes)/plan.GB {
+		return t
+	}
+	return 0
 }
 
 func (s *memoryStep) presetChosen(name string) {

@@ -1,6 +1,8 @@
 package gui
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"image/color"
 	"regexp"
@@ -320,6 +322,9 @@ func (v *messageView) SetFinal(m chat.Message) {
 			v.render()
 		}
 	}
+	if t := strings.TrimSpace(v.Answer); strings.HasPrefix(t, "{") || strings.HasPrefix(t, "[") {
+		v.render() // a JSON answer that does not parse after all is text
+	}
 	if m.ReasoningContent == "" {
 		v.think.Hide()
 	} else if m.Content == "" && !v.started.IsZero() && v.thinkEnd.IsZero() {
@@ -472,6 +477,13 @@ func (v *messageView) render() {
 		v.body.Refresh()
 		return
 	}
+	if code, ok := jsonAnswer(v.Answer, v.streaming()); ok {
+		// N4: a JSON answer is code, pretty-printed once it is whole
+		v.done = 0
+		v.body.Objects = []fyne.CanvasObject{v.blockObject(block{Kind: codeBlock, Lang: "json", Text: code})}
+		v.body.Refresh()
+		return
+	}
 	final := len(v.body.Objects)
 	if final > 0 {
 		final-- // the open block (or the empty placeholder) is redone
@@ -489,6 +501,31 @@ func (v *messageView) render() {
 		v.body.Objects = append(v.body.Objects, placeholder()) // keeps one open object
 	}
 	v.body.Refresh()
+}
+
+// jsonAnswer is an answer that is a JSON object or array (as Answers:
+// JSON asks for), indented two spaces a level once it parses (while it
+// streams, as written); ok is false for any other answer, and for a
+// finished one that does not parse.
+func jsonAnswer(answer string, streaming bool) (string, bool) {
+	t := strings.TrimSpace(answer)
+	if !strings.HasPrefix(t, "{") && !strings.HasPrefix(t, "[") {
+		return "", false
+	}
+	if !json.Valid([]byte(t)) {
+		if !streaming {
+			return "", false
+		}
+		if strings.HasPrefix(t, "[") && !strings.HasPrefix(strings.TrimSpace(t[1:]), "{") && !strings.HasPrefix(strings.TrimSpace(t[1:]), "[") {
+			return "", false // "[in brackets] …" is text, unless it opens a JSON array of objects or arrays
+		}
+		return t, true
+	}
+	var b bytes.Buffer
+	if err := json.Indent(&b, []byte(t), "", "  "); err != nil {
+		return t, true
+	}
+	return b.String(), true
 }
 
 // placeholder stands for a block not written yet; it takes no room.

@@ -252,8 +252,10 @@ func (s *modelStep) showCheck() {
 	case layersErr != nil:
 		// more layers than the model has: said once, in the same words
 		// under the field and here (issue 27, G15)
-		setNote(s.LayerMsg, layersErr.Error())
-		s.Status.SetText(layersErr.Error())
+		// under the field only (the polish of issue 41: it was there
+		// twice, and in the footer, in lower case)
+		setNote(s.LayerMsg, bridge.Sentence(layersErr))
+		s.Status.SetText("")
 	case !c.HasConfig:
 		s.Status.SetText("No checkpoint here yet (no config.json). Download it into this folder, or choose another one.")
 	case !c.OK():
@@ -263,7 +265,8 @@ func (s *modelStep) showCheck() {
 	case demo:
 		s.Status.SetText("This is a DEMO model: random weights with the K3 layout. Everything works, but its text is not meaningful.")
 	default:
-		s.Status.SetText(fmt.Sprintf("A checkpoint is here: %d files, %s, every header readable. Verify checks their contents.", len(c.Shards), units.Bytes(c.Bytes)))
+		s.Status.SetText(fmt.Sprintf("A checkpoint is here: %d files, %s, every header readable. "+
+			"Verify checks that each file is whole; it compares their contents only in a folder k3 downloaded (it keeps their checksums).", len(c.Shards), units.Bytes(c.Bytes)))
 	}
 	n, err := s.layers()
 	if err == nil && c.OK() {
@@ -286,7 +289,7 @@ func (s *modelStep) changed() {
 
 func (s *modelStep) Ready() (bool, string) {
 	if _, err := s.layers(); err != nil {
-		return false, err.Error()
+		return false, "The number of layers to use needs changing (see under the field)."
 	}
 	if s.Downloading {
 		return false, "The download is running. Pause it or wait until it finishes."

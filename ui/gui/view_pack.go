@@ -52,7 +52,7 @@ func newPackStep(w *wizard) *packStep {
 	s := &packStep{w: w}
 	s.Info = wrapLabel("")
 	s.Dir = widget.NewEntry()
-	s.Dir.SetPlaceHolder("folder for the packed trunk (put it on the fastest disk)")
+	s.Dir.SetPlaceHolder("folder for the packed weights (put it on the fastest disk)")
 	s.Dir.OnChanged = func(string) {
 		s.note = ""
 		s.dirChanged()
@@ -76,18 +76,21 @@ func newPackStep(w *wizard) *packStep {
 	s.Compress.SetChecked(w.D.TrunkCompress)
 	compressWhy := wrapLabel("Every weight is kept exactly, in about a fifth less space, and less is read from disk for every token. " +
 		"Packing takes about half again as long.")
-	s.PackBt = widget.NewButton("Pack the trunk", s.Toggle)
+	s.PackBt = widget.NewButton(packLabel, s.Toggle)
 	s.Bar = widget.NewProgressBar()
 	s.Status = wrapLabel("")
-	intro := wrapLabel("The trunk (every layer's dense weights) is read from disk for every token unless it fits in memory. " +
-		"Packing writes it once as one file in reading order, so streaming it is as fast as the disk allows. " +
+	intro := wrapLabel("The shared weights (the part of every layer that every word goes through; k3 calls it the trunk) are read from disk " +
+		"for every word unless they fit in memory. Packing writes them once as one file in reading order, so reading them is as fast as the disk allows. " +
 		"You can stop and continue later; finished layers are kept.")
 	s.view = scroll(container.NewVBox(intro, s.Info,
-		container.NewBorder(nil, nil, widget.NewLabel("Trunk folder"), choose, s.Dir),
+		container.NewBorder(nil, nil, widget.NewLabel("Folder"), choose, s.Dir),
 		s.Compress, compressWhy,
 		s.PackBt, s.Bar, s.Status))
 	return s
 }
+
+// packLabel is step 3's title and button, in plain words (G26: "trunk").
+const packLabel = "Pack the shared weights"
 
 // compressLabel is the compression choice, in the words of what it does.
 const compressLabel = "Save disk space (smaller file, same answers; packing takes longer)"
@@ -100,7 +103,7 @@ func kindWords(compressed bool) string {
 	return "packed without saving disk space"
 }
 
-func (s *packStep) Title() string           { return "Pack the trunk" }
+func (s *packStep) Title() string           { return packLabel }
 func (s *packStep) View() fyne.CanvasObject { return s.view }
 
 // suggestTrunkDir picks the measured disk with the fastest sequential reads
@@ -137,7 +140,7 @@ func suggestFrom(r *doctor.Report, need int64, modelDir string, ok func(string) 
 		}
 		if speed > best {
 			best = speed
-			dir = bridge.DefaultTrunkDir(d.Path, modelDir)
+			dir = bridge.DefaultTrunkDir(bridge.TrunkBase(d.Path), modelDir)
 			why = fmt.Sprintf("suggested: the disk of %s streams at %s and has %s free", d.Path, rate(d.SeqGBps), units.Bytes(int64(d.FreeBytes)))
 		}
 	}
@@ -159,7 +162,7 @@ func (s *packStep) Enter() {
 		return
 	}
 	s.need = need
-	info := fmt.Sprintf("The trunk of this checkpoint takes %s (about a fifth less when it saves disk space).", units.Bytes(need))
+	info := fmt.Sprintf("The shared weights of this checkpoint take %s (about a fifth less when packed to save disk space).", units.Bytes(need))
 	if s.model != d.ModelDir {
 		// a folder shown for another model is not this model's
 		s.model = d.ModelDir
@@ -222,7 +225,7 @@ func (s *packStep) showState() {
 		s.Bar.SetValue(1)
 		s.PackBt.SetText("Packed")
 		s.PackBt.Disable()
-		s.Status.SetText("The trunk of this model is packed in " + dir + " (" + kindWords(st.Compressed) + ").")
+		s.Status.SetText("This model's shared weights are packed in " + dir + " (" + kindWords(st.Compressed) + ").")
 	case st.Status == bridge.TrunkPacked:
 		// the other kind still gives the same answers: it is used until
 		// it is replaced
@@ -234,7 +237,7 @@ func (s *packStep) showState() {
 			s.PackBt.SetText("Pack again without saving disk space (replaces it)")
 		}
 		s.PackBt.Enable()
-		s.Status.SetText("The trunk of this model is packed in " + dir + ", " + kindWords(st.Compressed) +
+		s.Status.SetText("This model's shared weights are packed in " + dir + ", " + kindWords(st.Compressed) +
 			". It is used as it is; pack again to replace it.")
 	case st.Status == bridge.TrunkPartial && st.Compressed == d.TrunkCompress:
 		s.notUsed()
@@ -262,16 +265,16 @@ func (s *packStep) showState() {
 		s.PackBt.Enable()
 		// the reason ("3 source files, the checkpoint has 13") is the
 		// manifest's: the user needs only what to do (G26)
-		s.Status.SetText("This folder holds the trunk of another model, so it will not be used. " +
+		s.Status.SetText("This folder holds another model's packed weights, so it will not be used. " +
 			"Pack again here to replace it, or choose another folder.")
 	case st.Status == bridge.TrunkBroken:
 		s.notUsed()
 		s.PackBt.SetText("Pack again here (replaces it)")
 		s.PackBt.Enable()
-		s.Status.SetText("The trunk in this folder cannot be used (" + st.Why + "). Pack again here to replace it.")
+		s.Status.SetText("The packed weights in this folder cannot be used (" + st.Why + "). Pack again here to replace it.")
 	default:
 		s.notUsed()
-		s.PackBt.SetText("Pack the trunk")
+		s.PackBt.SetText(packLabel)
 		s.PackBt.Enable()
 		switch {
 		case st.Err != nil:
@@ -301,9 +304,9 @@ func (s *packStep) Ready() (bool, string) {
 	case s.Packing:
 		return false, "Packing is running. Cancel it or wait until it finishes."
 	case s.checkJob != nil:
-		return false, "Looking at the trunk folder…"
+		return false, "Looking at the folder…"
 	case s.State.Status == bridge.TrunkOther:
-		return true, "The folder holds another model's trunk: it will not be used. Without a packed trunk every layer is held in memory."
+		return true, "The folder holds another model's packed weights: they will not be used. Without packed weights every layer is held in memory."
 	case s.w.D.TrunkDir == "":
 		return true, "Not packed: every layer will be held in memory (fine for the demo and partial checkpoints)."
 	}
@@ -320,7 +323,7 @@ func (s *packStep) Toggle() {
 	}
 	dir := strings.TrimSpace(s.Dir.Text)
 	if dir == "" {
-		s.Status.SetText("Choose the folder for the packed trunk first.")
+		s.Status.SetText("Choose the folder for the packed weights first.")
 		return
 	}
 	st := s.State

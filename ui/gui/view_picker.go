@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/container"
@@ -52,14 +53,31 @@ func modelChoices(s bridge.Settings, known []bridge.KnownModel, servers []bridge
 			local = append(local, bridge.KnownModel{Dir: demoDir, Demo: true})
 		}
 	}
+	// a stable order (N6: entries moved under the mouse when the one in
+	// use went first): the demo first, then the folders by path
+	slices.SortStableFunc(local, func(a, b bridge.KnownModel) int {
+		ad, bd := sameDir(a.Dir, demoDir), sameDir(b.Dir, demoDir)
+		switch {
+		case ad && !bd:
+			return -1
+		case bd && !ad:
+			return 1
+		}
+		return strings.Compare(filepath.Clean(a.Dir), filepath.Clean(b.Dir))
+	})
 	var out []modelChoice
 	for i, k := range local {
 		name := filepath.Base(k.Dir)
 		if slices.ContainsFunc(local, func(o bridge.KnownModel) bool { return o.Dir != k.Dir && filepath.Base(o.Dir) == name }) {
 			name = filepath.Join(filepath.Base(filepath.Dir(k.Dir)), name)
 		}
-		if k.Demo {
+		switch {
+		case sameDir(k.Dir, demoDir) || k.Demo && demoDir == "":
 			name = "DEMO model"
+		case k.Demo:
+			// another demo folder (k3 demo DIR): named by its folder (N6:
+			// two folders were both "DEMO model")
+			name += " (a demo model)"
 		}
 		if bridge.DraftBeside(k.Dir) != "" && !s.NoDraft {
 			name += " with draft model"
@@ -83,6 +101,18 @@ func modelChoices(s bridge.Settings, known []bridge.KnownModel, servers []bridge
 			remote = append(remote, k)
 		}
 	}
+	// one server once (N6: "small" and "the server's model" at one
+	// address): an entry without a model name is dropped beside a named
+	// one at its address; then by address and model, a stable order
+	remote = slices.DeleteFunc(remote, func(k bridge.KnownServer) bool {
+		return k.Model == "" && slices.ContainsFunc(remote, func(o bridge.KnownServer) bool { return o.URL == k.URL && o.Model != "" })
+	})
+	slices.SortStableFunc(remote, func(a, b bridge.KnownServer) int {
+		if c := strings.Compare(a.URL, b.URL); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Model, b.Model)
+	})
 	for i, k := range remote {
 		name := k.Model
 		if name == "" {
@@ -123,13 +153,17 @@ const (
 	stateLoads    = "loads with the first message"
 	stateAnswered = "in use"
 	stateAsked    = "asked with the first message"
+	stateDown     = "did not answer the last message"
 )
 
 // state is c's state; opened: the model in use is open (a message opened
-// it, or it is served).
-func (c modelChoice) state(s bridge.Settings, opened bool) string {
+// it, or it is served); down: the servers that did not answer (N6: a
+// refused server still read "asked with the first message").
+func (c modelChoice) state(s bridge.Settings, opened bool, down map[string]bool) string {
 	open := opened && c.inUse(s)
 	switch {
+	case c.Server != nil && down[c.Server.URL]:
+		return stateDown
 	case c.Server != nil && open:
 		return stateAnswered
 	case c.Server != nil:
@@ -154,8 +188,12 @@ type modelPicker struct {
 	// Draft turns the draft model beside the model folder on and off
 	// (shown when there is one)
 	Draft *widget.Check
-	v     *chatView
-	shown []modelChoice
+	// DraftNote says what the draft model does on this model and memory
+	// plan (N1): not used where it would not be faster, its tokens per
+	// pass where it drafts
+	DraftNote *noteLabel
+	v         *chatView
+	shown     []modelChoice
 }
 
 func newModelPicker(v *chatView) *modelPicker {
@@ -163,12 +201,14 @@ func newModelPicker(v *chatView) *modelPicker {
 	p.Select = widget.NewSelect(nil, p.choose)
 	p.State = widget.NewLabel("") // in the text colour: the low-importance grey was hard to read
 	p.State.Truncation = fyne.TextTruncateEllipsis
-	p.Draft = widget.NewCheck("Draft model: faster replies, same answer", p.setDraft)
+	p.Draft = widget.NewCheck("Draft model", p.setDraft)
 	p.Draft.Hide()
+	p.DraftNote = newNoteLabel(true)
+	p.DraftNote.Importance = widget.LowImportance
 	more := widget.NewButton("Other models…", v.u.ShowWizard)
 	more.Importance = widget.LowImportance
 	row := container.NewBorder(nil, nil, widget.NewLabel("Model"), more, p.Select)
-	p.Root = container.NewVBox(row, container.NewBorder(nil, nil, p.Draft, nil, p.State))
+	p.Root = container.NewVBox(row, container.NewBorder(nil, nil, p.Draft, nil, p.State), p.DraftNote)
 	p.Refresh()
 	return p
 }
@@ -187,7 +227,7 @@ func (p *modelPicker) Refresh() {
 	sel, state := "", ""
 	for i := range p.shown {
 		c := &p.shown[i]
-		st := c.state(s, p.v.Info != nil || serving != "")
+		st := c.state(s, p.v.Info != nil || serving != "", p.v.serverDown)
 		c.Label = c.Name + " · " + st
 		opts[i] = c.Label
 		if c.inUse(s) {
@@ -210,6 +250,28 @@ func (p *modelPicker) Refresh() {
 	} else {
 		p.Draft.Hide()
 	}
+	p.DraftNote.SetText(p.draftNote(hasDraft))
+}
+
+// draftNote is what the draft model does, for the line under the box:
+// before the model is loaded, what it is for; once loaded, whether this
+// model and plan let it make replies faster; while it drafts, its tokens
+// per pass.
+func (p *modelPicker) draftNote(hasDraft bool) string {
+	v := p.v
+	switch {
+	case !hasDraft:
+		return ""
+	case v.u.S.NoDraft:
+		return "Draft model " + bridge.DraftOff
+	case v.Info == nil || v.Info.Draft == "":
+		return "Draft model: faster replies on a model read from disk, the same answer; it loads with the model"
+	}
+	note := "Draft model " + v.Info.Draft
+	if tp := v.Gauges.G.TokensPerPass(); tp > 0 {
+		note = fmt.Sprintf("Draft model in use: %.2f tokens per pass in the last reply (same answer)", tp)
+	}
+	return note
 }
 
 // choose switches to the model labelled label: the chat goes on with the
@@ -253,7 +315,15 @@ func (p *modelPicker) setDraft(on bool) {
 		return
 	}
 	u.S.NoDraft = !on
-	p.apply()
+	if d, ok := v.engine.(bridge.DraftSwitch); ok {
+		// the model stays loaded: the next turn drafts or not (N1)
+		d.SetDraft(on)
+		if err := u.SaveSettings(); err != nil {
+			v.Notice.SetText(bridge.Explain(err))
+		}
+	} else {
+		p.apply()
+	}
 	p.Refresh()
 }
 

@@ -8,7 +8,12 @@ import (
 // noteLabel is a line of the chat (a notice, the phase) that takes no room
 // while it says nothing: an empty label keeps a blank line's height, which
 // left a band under the messages at 1024x640.
-type noteLabel struct{ widget.Label }
+type noteLabel struct {
+	widget.Label
+	// changed, when set, is called after SetText (the chat's status line
+	// shows or hides its row)
+	changed func()
+}
 
 // newNoteLabel is an empty, hidden note; wrap wraps its words, else a long
 // text ends with "…".
@@ -31,5 +36,8 @@ func (l *noteLabel) SetText(text string) {
 		l.Hide()
 	} else {
 		l.Show()
+	}
+	if l.changed != nil {
+		l.changed()
 	}
 }

@@ -133,7 +133,7 @@ func TestRealWindow(t *testing.T) {
 		fyne.DoAndWait(func() {
 			size, scale = w.Canvas().Size(), w.Canvas().Scale()
 			problems = buttonsOutside(w.Content(), size)
-			px, pxOK = screenPixels()
+			px, _, pxOK = screenPixels()
 		})
 		if pxOK && (float32(px.X) != scr.Width || float32(px.Y) != scr.Height) {
 			t.Logf("%s: GLFW's work area is %v for a %s screen", name, px, tag)

@@ -1,0 +1,83 @@
+package gui
+
+import (
+	"image"
+	"testing"
+
+	"fyne.io/fyne/v2"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// G3: at 1024x640 the Thinking/Settings/Regenerate row stays where it is
+// between streaming (the phase shown) and done (the context count shown):
+// it moved 40 px.
+func TestToolsRowStaysPut(t *testing.T) {
+	fc := &fakeChat{gate: make(chan struct{})}
+	u, _ := newTestUI(t, fc)
+	u.S.ModelDir = t.TempDir()
+	require.NoError(t, u.SaveSettings())
+	u.N.WizardDone.Set(true)
+	ui(u.Start)
+	v := u.Chat
+	require.NotNil(t, v)
+	at := func() fyne.Position {
+		relayout(u.Win)
+		return fyne.CurrentApp().Driver().AbsolutePositionForObject(v.Thinking)
+	}
+	var idle, streaming fyne.Position
+	ui(func() {
+		u.Win.Resize(fyne.NewSize(1024, 640))
+		idle = at()
+		v.Send("Tell me a saying about time")
+	})
+	waitFor(t, "the engine's phase", func() bool { return v.Phase.Text == "answering" })
+	ui(func() { streaming = at() })
+	for range 5 {
+		fc.gate <- struct{}{}
+	}
+	waitFor(t, "reply", func() bool { return !v.Busy })
+	ui(func() {
+		require.NotEmpty(t, v.ContextLb.Text, "the context count is shown after the reply")
+		assert.Equal(t, streaming, at(), "the row moved between streaming and done")
+		assert.Equal(t, idle, at(), "the row moved between idle and done")
+	})
+}
+
+// G19: in a narrow window (800x500) the Engine panel gives its room to
+// the chat (it took 36% of the window); at 1024 and wider it is there.
+func TestNarrowWindowCollapsesThePanel(t *testing.T) {
+	u, _ := newTestUI(t, &fakeChat{})
+	u.S.ModelDir = t.TempDir()
+	require.NoError(t, u.SaveSettings())
+	u.N.WizardDone.Set(true)
+	ui(u.Start)
+	v := u.Chat
+	require.NotNil(t, v)
+	d := fyne.CurrentApp().Driver()
+	ui(func() {
+		u.Win.Resize(fyne.NewSize(800, 500))
+		relayout(u.Win)
+		win := u.Win.Canvas().Size().Width
+		chatRight := d.AbsolutePositionForObject(v.scroller).X + v.scroller.Size().Width
+		assert.Greater(t, chatRight, win-40, "the chat does not take the room")
+		assert.GreaterOrEqual(t, d.AbsolutePositionForObject(v.GaugesPanel).X, chatRight, "the panel is still in view at 800 wide")
+
+		u.Win.Resize(fyne.NewSize(1024, 640))
+		relayout(u.Win)
+		x := d.AbsolutePositionForObject(v.GaugesPanel).X
+		assert.InDelta(t, float64(u.Win.Canvas().Size().Width-gaugesWidth), float64(x), 20, "the panel is not at the right at 1024")
+	})
+}
+
+// N9: on a screen without a window manager (the work area is the whole
+// screen) the window takes the screen: 1024x640, not 1024x608 with a black
+// strip; where a window manager keeps a panel, room for a title bar is
+// left; a large screen gets the preferred size.
+func TestWindowFitsTheScreen(t *testing.T) {
+	pt := func(x, y int) image.Point { return image.Pt(x, y) }
+	assert.Equal(t, fyne.NewSize(1024, 640), fitSize(pt(1024, 640), pt(1024, 640), 1))
+	assert.Equal(t, fyne.NewSize(1024, 600-titleBar), fitSize(pt(1024, 600), pt(1024, 640), 1))
+	assert.Equal(t, preferredSize, fitSize(pt(1920, 1040), pt(1920, 1080), 1))
+	assert.Equal(t, fyne.NewSize(1024, 640), fitSize(pt(2048, 1280), pt(2048, 1280), 2))
+}
