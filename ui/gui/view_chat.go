@@ -137,7 +137,7 @@ func newChatView(u *appUI) *chatView {
 	v.Gauges = newGaugesView()
 
 	tools := newFlow(v.Thinking, container.NewHBox(widget.NewLabel("effort"), v.Effort), settingsBt, v.RegenBt, v.ExportBt, v.CapLb, v.ContextLb)
-	inputRow := container.NewBorder(nil, nil, nil, container.NewVBox(v.SendBt, v.StopBt, v.CancelBt), v.Entry)
+	inputRow := container.NewBorder(nil, nil, nil, container.NewVBox(v.SendBt, v.StopBt, v.CancelBt, v.newAttachButton()), v.Entry)
 	bottom := container.NewVBox(v.Notice, v.Estimate, v.Phase, tools, inputRow)
 	v.Picker = newModelPicker(v)
 	center := container.NewBorder(v.Picker.Root, bottom, nil, nil, v.keepEnd())
