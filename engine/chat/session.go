@@ -84,8 +84,17 @@ type Session struct {
 	// edited message instead of the whole transcript. Each copy costs a
 	// state: CheckpointBytes says how much they hold.
 	Checkpoints int
+	// Cache, when set, is the prompt cache (engine/promptcache): a reply
+	// resumes from its longest snapshot of the transcript when that is
+	// longer than what the session keeps, and keeps snapshots at the
+	// transcript's message boundaries, so another session or process with
+	// the same start reads only the rest.
+	Cache engine.PromptCache
 
 	history []Message // Turn's conversation so far
+	// part is the cache partition the kept states below were made for:
+	// another partition's transcript never resumes from them
+	part string
 
 	live  *engine.State   // after the last turn: everything fed
 	snap  *engine.State   // the last turn's prompt minus its final position
@@ -309,6 +318,10 @@ type PromptOptions struct {
 	// image's projected row. A reused state must have fed the same
 	// pictures at the same positions.
 	Images []Image
+	// Partition is whose transcript this is (a server's client key): the
+	// states kept for another partition, and its cache snapshots, are
+	// never reused for it.
+	Partition string
 }
 
 // Generate runs one assistant reply over ids, a whole transcript rendered
@@ -336,6 +349,9 @@ func (s *Session) run(ctx context.Context, ids []int, mark int, o PromptOptions,
 	}
 	// reuse the longest state whose ids start the transcript (leaving at
 	// least one position to feed, whose logits choose the first token)
+	if o.Partition != s.part {
+		s.live, s.snap, s.marks, s.part = nil, nil, nil, o.Partition
+	}
 	st := s.Engine.Model().NewState()
 	keys := mediaKeys(o.Images)
 	for _, cand := range append([]*engine.State{s.live, s.snap}, s.marks...) {
@@ -354,13 +370,15 @@ func (s *Session) run(ctx context.Context, ids []int, mark int, o PromptOptions,
 		return rep, newStreamer(s.Tok, xtml.ReplyOptions{Thinking: o.Thinking}, on), nil, err
 	}
 	sm := newStreamer(s.Tok, xtml.ReplyOptions{Thinking: o.Thinking, NoTools: o.NoTools, NoToolsWhy: o.NoToolsWhy}, on)
-	// prefill progress counts the whole transcript, what was reused included
+	// prefill progress counts the whole transcript, what was reused (kept
+	// by the session or found in the prompt cache) included
 	progress := func(base int) func(engine.Event) {
+		held := rep.Reused
 		return func(ev engine.Event) {
 			if ev.Kind == engine.EventPrefill {
 				ev.Done += base
 				ev.Total = len(ids)
-				ev.Reused = reused
+				ev.Reused += held
 			}
 			on(ev)
 			if ev.Kind == engine.EventToken {
@@ -372,7 +390,9 @@ func (s *Session) run(ctx context.Context, ids []int, mark int, o PromptOptions,
 	if mark > 0 && mark >= reused && mark < len(ids) {
 		// read up to the user's message and keep the state there
 		if mark > reused {
-			res, err := s.Engine.Generate(ctx, st, ids[reused:mark], engine.GenOptions{OnEvent: progress(reused)})
+			res, err := s.Engine.Generate(ctx, st, ids[reused:mark], engine.GenOptions{OnEvent: progress(reused), Cache: s.cacheUse(ids, o)})
+			rep.Reused += res.Reused
+			rep.Prefilled -= res.Reused
 			if err != nil {
 				rep.Stop = res.Stop
 				if errors.Is(err, context.Canceled) {
@@ -391,7 +411,9 @@ func (s *Session) run(ctx context.Context, ids []int, mark int, o PromptOptions,
 	}
 	res, err := s.Engine.Generate(ctx, st, ids[from:], engine.GenOptions{
 		MaxTokens: o.MaxTokens, StopIDs: s.Tok.StopIDs(), Sampler: o.Sampler, KeepPrefix: !s.noSnapshot, OnToken: onToken, Spec: o.Spec,
-		OnEvent: progress(from)})
+		OnEvent: progress(from), Cache: s.cacheUse(ids, o)})
+	rep.Reused += res.Reused
+	rep.Prefilled -= res.Reused
 	rep.Stop = res.Stop
 	if res.PrefixState != nil {
 		s.snap = res.PrefixState
@@ -409,6 +431,15 @@ func (s *Session) run(ctx context.Context, ids []int, mark int, o PromptOptions,
 	// a prefix the next transcript can still reuse
 	s.live = res.State
 	return rep, sm, res.Generated, err
+}
+
+// cacheUse is a reply's use of the prompt cache (nil without one): marks
+// at the transcript's message boundaries.
+func (s *Session) cacheUse(ids []int, o PromptOptions) *engine.CacheUse {
+	if s.Cache == nil {
+		return nil
+	}
+	return &engine.CacheUse{Cache: s.Cache, Partition: o.Partition, Marks: engine.MessageMarks(ids, 0, s.Tok.StopIDs())}
 }
 
 func sum(xs []float64) float64 {

@@ -69,6 +69,9 @@ type runConfig struct {
 	threads                                      int
 	mf                                           *modelFlags
 	images                                       []runImage // --image, before the prompt text
+	cf                                           *cacheFlags
+	// cache is the prompt cache (nil: off, or not used by this run)
+	cache engine.PromptCache
 	// opts are the engine options the flags give (tests add fault hooks).
 	opts engine.Options
 	// soFar is what the generation produced, for a second Ctrl-C.
@@ -130,6 +133,7 @@ func parseRun(args []string, stdout, stderr io.Writer) (*runConfig, int) {
 	dump := fs.String("dump-logits", "", "write the first generated position's logits (little-endian float32)")
 	out := fs.String("out", "", "write a JSON report")
 	mf := addModelFlags(fs, "run")
+	cf := addCacheFlags(fs)
 	traceDir := fs.String("dump-cache-trace", "", "write DIR/expert_trace.bin and DIR/expert_hist.json (replay with k3 sim-cache)")
 	saveState := fs.String("save-state", "", "write the decode state after the run (resume later with --load-state)")
 	loadState := fs.String("load-state", "", "resume from a state file; the prompt continues it")
@@ -143,7 +147,7 @@ func parseRun(args []string, stdout, stderr io.Writer) (*runConfig, int) {
 		return nil, code
 	}
 	c := &runConfig{dir: pos[0], gen: *gen, stops: stops, recompute: *recompute, teacherForcing: *tf, dumpLogits: *dump,
-		out: *out, traceDir: *traceDir, saveState: *saveState, loadSt: *loadState, mf: mf}
+		out: *out, traceDir: *traceDir, saveState: *saveState, loadSt: *loadState, mf: mf, cf: cf}
 	nsrc := 0
 	for _, s := range []string{*idsFlag, *prompt, *promptFile} {
 		if s != "" {
@@ -304,6 +308,16 @@ func (c *runConfig) run(ctx context.Context, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintf(stdout, "  resumed  : %d positions from %s\n", st.Pos, c.loadSt)
 	}
+	if !c.teacherForcing && !c.recompute {
+		pc, err := c.cf.open("run", m, c.opts, stdout, stderr)
+		if err != nil {
+			fmt.Fprintf(stderr, "k3 run: --prompt-cache: %v\n", err)
+			return ExitUsage
+		}
+		if pc != nil {
+			c.cache = pc
+		}
+	}
 	e := m.NewEngine(c.threads)
 	defer e.Close()
 	start := e.Snapshot()
@@ -350,7 +364,7 @@ func (c *runConfig) execute(ctx context.Context, e *engine.Engine, st *engine.St
 	}
 	var first engine.Stats // at the first token: what decoding read comes after
 	res.gen, res.err = e.Generate(ctx, st, c.ids, engine.GenOptions{MaxTokens: c.gen, StopIDs: c.stops,
-		Recompute: c.recompute, Complete: c.saveState != "", Spec: c.mf.spec,
+		Recompute: c.recompute, Complete: c.saveState != "", Spec: c.mf.spec, Cache: c.cacheUse(st),
 		OnEvent: func(ev engine.Event) {
 			switch ev.Kind {
 			case engine.EventPrefill:
@@ -378,6 +392,9 @@ func (c *runConfig) execute(ctx context.Context, e *engine.Engine, st *engine.St
 	res.final = res.gen.State
 	g := res.gen
 	fmt.Fprintln(stdout, strings.Repeat("-", 62))
+	if c.cache != nil {
+		fmt.Fprintf(stdout, "prompt cache: reused %d of %d prompt positions, read %d\n", g.Reused, len(c.ids), len(c.ids)-g.Reused)
+	}
 	if c.gen == 0 {
 		fmt.Fprintf(stdout, "prefill only: %d positions in the state, 0 tokens generated\n", g.State.Pos)
 	}
@@ -400,6 +417,23 @@ func (c *runConfig) execute(ctx context.Context, e *engine.Engine, st *engine.St
 	if c.tok != nil {
 		fmt.Fprintf(stdout, "\n--- generated text ---\n%s\n----------------------\n", c.tok.Decode(g.Generated))
 	}
+}
+
+// cacheUse is the run's use of the prompt cache (nil when off): with a
+// tokenizer, snapshots at the prompt's message boundaries too.
+func (c *runConfig) cacheUse(st *engine.State) *engine.CacheUse {
+	if c.cache == nil {
+		return nil
+	}
+	u := &engine.CacheUse{Cache: c.cache}
+	if c.tok != nil {
+		base := 0
+		if st != nil {
+			base = st.Pos
+		}
+		u.Marks = engine.MessageMarks(c.ids, base, c.tok.StopIDs())
+	}
+	return u
 }
 
 // prefillPrinter prints prefill progress after every chunk: a long

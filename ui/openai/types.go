@@ -95,6 +95,9 @@ type Sampling struct {
 	Stop                json.RawMessage `json:"stop,omitempty"`
 	N                   *int            `json:"n,omitempty"`
 	Logprobs            json.RawMessage `json:"logprobs,omitempty"`
+	// PromptCacheKey keeps this client's prompt-cache snapshots apart from
+	// other clients' (a server partitions its cache by it).
+	PromptCacheKey string `json:"prompt_cache_key,omitempty"`
 	// ReturnTokenIDs adds prompt_token_ids and the choice's token_ids to
 	// the response (as vLLM does).
 	ReturnTokenIDs bool `json:"return_token_ids,omitempty"`

@@ -253,6 +253,7 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request, ep endpoint) {
 	defer release()
 	j := ep.j
 	j.client = clientOf(r)
+	j.partition = s.keyPartition(r)
 	for _, check := range ep.checks {
 		if err := check(); err != nil {
 			release()

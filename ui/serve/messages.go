@@ -45,6 +45,10 @@ type messagesRequest struct {
 	OutputConfig *struct {
 		Effort string `json:"effort"`
 	} `json:"output_config"`
+	// Metadata.UserID partitions the prompt cache, as prompt_cache_key
+	Metadata *struct {
+		UserID string `json:"user_id"`
+	} `json:"metadata"`
 }
 
 type anthropicMsg struct {
@@ -121,6 +125,9 @@ func chatOfMessages(m *messagesRequest, q *openai.ChatRequest) *openai.Error {
 		return openai.BadRequest("messages", "messages must not be empty")
 	}
 	q.Model, q.Stream, q.MaxTokens = m.Model, m.Stream, m.MaxTokens
+	if m.Metadata != nil {
+		q.PromptCacheKey = m.Metadata.UserID
+	}
 	q.Temperature, q.TopP, q.TopK = m.Temperature, m.TopP, m.TopK
 	q.Thinking = &openai.Thinking{Type: "disabled"}
 	if t := m.Thinking; t != nil {

@@ -33,6 +33,7 @@ type responsesRequest struct {
 	PreviousResponseID *string           `json:"previous_response_id"`
 	Conversation       json.RawMessage   `json:"conversation"`
 	Background         bool              `json:"background"`
+	PromptCacheKey     string            `json:"prompt_cache_key"`
 	TopLogprobs        *int              `json:"top_logprobs"`
 	Reasoning          *struct {
 		Effort  string  `json:"effort"`
@@ -133,6 +134,7 @@ func chatOfResponses(r *responsesRequest, q *openai.ChatRequest, x *responsesExt
 		return openai.BadRequest("top_logprobs", "logprobs are not supported")
 	}
 	q.Model, q.Stream, q.MaxTokens, q.Temperature, q.TopP = r.Model, r.Stream, r.MaxOutputTokens, r.Temperature, r.TopP
+	q.PromptCacheKey = r.PromptCacheKey
 	if r.MaxOutputTokens != nil && *r.MaxOutputTokens < 1 {
 		return openai.BadRequest("max_output_tokens", "max_output_tokens must be at least 1, got %d", *r.MaxOutputTokens)
 	}
