@@ -313,15 +313,15 @@ type PromptOptions struct {
 	// warning saying NoToolsWhy (xtml.ReplyOptions).
 	NoTools    bool
 	NoToolsWhy string
+	// Partition is whose transcript this is (a server's client key): the
+	// states kept for another partition, and its cache snapshots, are
+	// never reused for it.
+	Partition string
 	// Images are the transcript's pictures in order, their pads already
 	// expanded in the ids (ExpandImages): each pad position reads its
 	// image's projected row. A reused state must have fed the same
 	// pictures at the same positions.
 	Images []Image
-	// Partition is whose transcript this is (a server's client key): the
-	// states kept for another partition, and its cache snapshots, are
-	// never reused for it.
-	Partition string
 }
 
 // Generate runs one assistant reply over ids, a whole transcript rendered

@@ -68,10 +68,10 @@ type runConfig struct {
 	dumpLogits, out, traceDir, saveState, loadSt string
 	threads                                      int
 	mf                                           *modelFlags
-	images                                       []runImage // --image, before the prompt text
 	cf                                           *cacheFlags
 	// cache is the prompt cache (nil: off, or not used by this run)
-	cache engine.PromptCache
+	cache  engine.PromptCache
+	images []runImage // --image, before the prompt text
 	// opts are the engine options the flags give (tests add fault hooks).
 	opts engine.Options
 	// soFar is what the generation produced, for a second Ctrl-C.
