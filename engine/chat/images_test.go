@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"k3/engine"
+	"k3/engine/promptcache"
 	"k3/internal/fixture"
 	"k3/tokenizer"
 	"k3/tokenizer/xtml"
@@ -153,4 +154,29 @@ func TestTurnWithAttachedPicture(t *testing.T) {
 	assert.Equal(t, r1.IDs, again.IDs)
 	_, err = ParseHistory([]byte(`{"role":"assistant","content":"x","images":["AAAA"]}` + "\n"))
 	assert.ErrorContains(t, err, "images on a assistant message")
+}
+
+// TestPromptCacheKeepsPicturesApart: with a prompt cache shared by two
+// sessions, the same ids with another picture do not resume from the
+// first picture's snapshots (the cache keeps only the text before a
+// picture): each reply is the engine's own for its picture.
+func TestPromptCacheKeepsPicturesApart(t *testing.T) {
+	s, m := visionSession(t)
+	c, err := promptcache.Open(m, promptcache.Options{Dir: t.TempDir(), RAMBytes: 1 << 30, DiskBytes: 1 << 30})
+	require.NoError(t, err)
+	a, err := NewImage(m, picture(t, 56, 56, 10))
+	require.NoError(t, err)
+	b, err := NewImage(m, picture(t, 56, 56, 200))
+	require.NoError(t, err)
+	idsA, idsB := prompt(t, s, &a), prompt(t, s, &b)
+	wantB := direct(t, s, m, idsB, b, 5)
+	s.Cache = c
+	_, err = s.Generate(context.Background(), idsA, PromptOptions{MaxTokens: 5, Images: []Image{a}}, nil)
+	require.NoError(t, err)
+	other := NewSession(s.Engine, s.Tok)
+	other.Cache = c
+	rep, err := other.Generate(context.Background(), idsB, PromptOptions{MaxTokens: 5, Images: []Image{b}}, nil)
+	require.NoError(t, err)
+	assert.Equal(t, wantB, rep.IDs)
+	assert.LessOrEqual(t, rep.Reused, b.At, "nothing past the picture is resumed from another picture's snapshot")
 }

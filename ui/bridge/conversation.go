@@ -34,6 +34,8 @@ type Conversation struct {
 	// lock is Title's history lock, held while it is open here (nil when
 	// another k3 has it: what is written then goes beside it)
 	lock *chat.HistoryLock
+	// Pictures wait for the next user message (AttachPicture)
+	Pictures [][]byte
 }
 
 // NewConversation opens none yet; its conversations are the history files
@@ -206,7 +208,8 @@ func (c *Conversation) freeTitle(want string) string {
 // AddUser adds the user's message. An edit in progress ends with it: the
 // edited message is a new version where the edit started.
 func (c *Conversation) AddUser(text string) {
-	c.History = append(c.History, chat.Message{Role: "user", Content: text})
+	c.History = append(c.History, chat.Message{Role: "user", Content: text, Images: c.Pictures})
+	c.Pictures = nil
 	if c.editing {
 		c.History = c.fork.attach(c.History)
 		c.fork = nil

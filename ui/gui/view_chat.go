@@ -150,7 +150,7 @@ func newChatView(u *appUI) *chatView {
 	v.Gauges = newGaugesView()
 
 	tools := newFlow(v.Thinking, container.NewHBox(widget.NewLabel("effort"), v.Effort), settingsBt, v.RegenBt, v.ExportBt, v.CapLb)
-	inputRow := container.NewBorder(nil, nil, nil, container.NewVBox(v.SendBt, v.StopBt, v.CancelBt), v.Entry)
+	inputRow := container.NewBorder(nil, nil, nil, container.NewVBox(v.SendBt, v.StopBt, v.CancelBt, v.newAttachButton()), v.Entry)
 	// the status line: what the model does (left) and the context the
 	// conversation takes (right), one line high whether they say anything
 	// or not, so the rows under it stay put between streaming and done (G3:
