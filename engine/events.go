@@ -35,12 +35,15 @@ func (k EventKind) String() string {
 // chat views and the CLI's reports read the same events.
 type Event struct {
 	Kind                EventKind
-	Done, Total, Reused int     // prefill positions
-	Step, Token         int     // generation step and token id
-	Seconds             float64 // this step's wall time
-	Text                string
-	Stats               Stats // cumulative counters at the time of the event
-	At                  time.Time
+	Done, Total, Reused int // prefill positions
+	// Chunk is, on prefill events, the positions read per pass (the
+	// plan's prefill chunk): Total/Chunk passes, rounded up, read Total.
+	Chunk       int
+	Step, Token int     // generation step and token id
+	Seconds     float64 // this step's wall time
+	Text        string
+	Stats       Stats // cumulative counters at the time of the event
+	At          time.Time
 }
 
 // Stats are cumulative engine counters.

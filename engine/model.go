@@ -48,6 +48,10 @@ type Model struct {
 }
 
 // Experts returns the model's routed-expert source.
+// Chunk is the prefill chunk: positions read per pass through the layers
+// (the plan's, or Options.Chunk when forced).
+func (m *Model) Chunk() int { return m.chunk }
+
 func (m *Model) Experts() ExpertSource { return m.experts }
 
 // Files lists the checkpoint's shard files.

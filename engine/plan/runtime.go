@@ -53,7 +53,7 @@ func LowHeap() HeapPoint {
 // layers, the ring and the tables are read into memory mapped outside the
 // heap (direct.AllocHuge), as are the expert cache's slots.
 func (p *Plan) EngineHeap(packed bool) int64 {
-	n := p.State + p.KV + p.Buffers + p.Spec
+	n := p.State + p.KV + p.Buffers + p.Prefill + p.Spec
 	if !packed {
 		n += p.PinnedBytes + p.Globals
 	}
