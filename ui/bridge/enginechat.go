@@ -197,9 +197,11 @@ func (c *engineChat) Turn(ctx context.Context, history []chat.Message, opt chat.
 		}
 	}
 	var eta PrefillETA
+	eta.Begin(time.Now())
 	rep, err := c.sess.Reply(ctx, history, opt, func(ev engine.Event) {
 		switch ev.Kind {
 		case engine.EventPrefill:
+			eta.Chunk = ev.Chunk
 			setPhase(eta.Phase(ev.Done, ev.Total, time.Now()))
 		case engine.EventReasoning:
 			setPhase("thinking")

@@ -6,16 +6,39 @@ import (
 )
 
 // PrefillETA estimates how long reading the prompt still takes, from the
-// rate measured since its first progress report.
+// rate measured since its first progress report, or, once the positions
+// per pass are known (Chunk, from the prefill events), from the mean time
+// of the passes read since Begin: a pass costs about the same whatever
+// its length where reading the weights is the wait.
 type PrefillETA struct {
 	start     time.Time
 	startDone int
+	// Chunk is the positions read per pass (engine.Event.Chunk; 0: unknown).
+	Chunk  int
+	begun  time.Time
+	passes int
 }
 
+// Begin starts the clock of the passes: call it when the prompt is sent.
+func (p *PrefillETA) Begin(now time.Time) { p.begun, p.passes = now, 0 }
+
 // Phase is the "reading prompt" line at done of total positions: with
-// "about N left" once a chunk was read after the first report.
+// "about N left" once a chunk was read after the first report, or with the
+// passes and their time left when Chunk and Begin are known.
 func (p *PrefillETA) Phase(done, total int, now time.Time) string {
 	s := fmt.Sprintf("reading prompt %d/%d", done, total)
+	if p.Chunk > 0 && !p.begun.IsZero() {
+		p.passes++
+		left := (max(total-done, 0) + p.Chunk - 1) / p.Chunk
+		s += fmt.Sprintf(", pass %d of %d", p.passes, p.passes+left)
+		if el := now.Sub(p.begun).Seconds(); left > 0 && el > 0 {
+			s += ", about " + Duration(time.Duration(el/float64(p.passes)*float64(left)*float64(time.Second))) + " left"
+		}
+		if left == 0 {
+			p.begun = time.Time{}
+		}
+		return s
+	}
 	if p.start.IsZero() || done < p.startDone {
 		p.start, p.startDone = now, done
 		return s
