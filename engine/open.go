@@ -196,7 +196,7 @@ func Open(dir string, o Options) (*Model, error) {
 		draft.Close()
 		return nil, err
 	}
-	m := &Model{Cfg: ck.cfg, Prefix: ck.prefix, Bound: ck.layers, Plan: p, set: ck.set, trunk: tr, chunk: p.Chunk,
+	m := &Model{Cfg: ck.cfg, Prefix: ck.prefix, Bound: ck.layers, Plan: p, set: ck.set, trunk: tr, chunk: p.Chunk, notGo: plan.NotGo(machine.RSS()),
 		maxDraft: o.maxDraft(), io: &ioTracker{}}
 	store := newExpertStore(ck.set, ck.cfg, ck.layers, o.Budget.CacheBytes, o.CachePolicy)
 	store.trace, store.io = o.Trace, m.io

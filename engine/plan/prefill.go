@@ -12,6 +12,10 @@ import (
 // shorter forced --chunk is still run as asked).
 const MinChunk = 64
 
+// matMulPanelBytes are the float64 accumulators one worker of the batched
+// mat-mul keeps per position: 48 rows x 8 lanes x 8 bytes.
+const matMulPanelBytes = 48 * 8 * 8
+
 // MaxChunk bounds a forced prefill chunk: longer than any context a
 // model of this family is run with.
 const MaxChunk = 1 << 20
@@ -78,7 +82,13 @@ func PrefillFor(c *config.Config, layers, positions, workers int) PrefillCost {
 		peak = max(peak, attn, mlp)
 	}
 	w := int64(c.KVLoraRank + c.QKRope)
-	return PrefillCost{PerPos: 4 * (resident + 2*peak),
+	// the batched mat-mul's scratch: its input widened to float64 (the
+	// widest input: the dense MLP's down projection or a block's output
+	// projection) and, per worker, float64 accumulators for a panel of
+	// rows x 8 lanes per position (kernels/batch_amd64.go: 48 rows)
+	widest := int64(max(c.Intermediate, c.KDAHeads*c.KDAHeadDim, c.Heads*c.VHead, c.SharedExperts*c.MoEInter, c.Hidden, c.Latent))
+	mm := 8*(widest+8) + int64(max(workers, 1))*matMulPanelBytes
+	return PrefillCost{PerPos: 4*(resident+2*peak) + mm,
 		Fixed: int64(max(workers, 1)) * (8*int64(max(positions, 1)) + 4*(w+int64(c.KVLoraRank)))}
 }
 

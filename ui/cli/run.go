@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -264,6 +265,9 @@ func (c *runConfig) run(ctx context.Context, stdout, stderr io.Writer) int {
 		return code
 	}
 	defer m.Close()
+	// the collector keeps the heap within the plan (a long prefill chunk
+	// leaves a chunk of garbage per layer); restored when the run ends
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(m.HeapLimit()))
 	res.m = m
 	cfg := m.Cfg
 	for _, id := range c.ids {
