@@ -19,7 +19,7 @@ type Engine struct {
 	layers layerProvider
 	// layerSeconds and expertSeconds, when not nil (one per bound layer),
 	// accumulate the pass's time per layer and of its routed experts
-	// (GenOptions.LayerTimes).
+	// (GenTrace.LayerTimes).
 	layerSeconds, expertSeconds []float64
 	// The counters below are written by the generating goroutine and read
 	// by Snapshot from any other (the app's gauges poll it during a turn).
@@ -96,7 +96,9 @@ func (e *Engine) forward(ctx context.Context, s *State, ids []int, all, want boo
 	cancellable := ctx.Done() != nil
 	P := make([]float32, T*H) // running sum of sub-layer outputs since the last block boundary
 	for t, id := range ids {
-		if err := m.tables.embed(P[t*H:(t+1)*H], id); err != nil {
+		if row := s.mediaRow(s.Pos+t, H); row != nil {
+			copy(P[t*H:(t+1)*H], row) // an image's projected row (State.AddMedia)
+		} else if err := m.tables.embed(P[t*H:(t+1)*H], id); err != nil {
 			return nil, err
 		}
 	}
@@ -143,6 +145,9 @@ func (e *Engine) forward(ctx context.Context, s *State, ids []int, all, want boo
 		}
 	}
 	s.Pos += T
+	if len(s.media) > 0 {
+		s.dropFedMedia(H)
+	}
 	s.IDs = append(s.IDs, ids...)
 	if d != nil {
 		d.extend(e, s, taps, T)

@@ -16,6 +16,7 @@ import (
 	"k3/engine/synth"
 	st "k3/storage/safetensors"
 	"k3/tokenizer"
+	"k3/tokenizer/xtml"
 )
 
 // specPrompt is one prompt of the fixed set, asked of the model as a chat
@@ -26,7 +27,7 @@ import (
 type specPrompt struct {
 	name  string
 	turns []string // user messages; the last is the one measured
-	kind  func(reply tokenizer.Reply, prompt string) string
+	kind  func(reply xtml.Reply, prompt string) string
 }
 
 // specSummarised is the text the summarise prompt gives.
@@ -40,7 +41,7 @@ var specPrompts = []specPrompt{
 }
 
 // answered: a chat reply needs an answer.
-func answered(a tokenizer.Reply, _ string) string {
+func answered(a xtml.Reply, _ string) string {
 	if strings.TrimSpace(a.Content) == "" {
 		return "no answer"
 	}
@@ -48,7 +49,7 @@ func answered(a tokenizer.Reply, _ string) string {
 }
 
 // isCode: the code prompt asks for a Go function.
-func isCode(a tokenizer.Reply, _ string) string {
+func isCode(a xtml.Reply, _ string) string {
 	if !strings.Contains(a.Content, "func ") || !strings.Contains(a.Content, "{") {
 		return "the model cannot write code: its reply is not a Go function"
 	}
@@ -56,7 +57,7 @@ func isCode(a tokenizer.Reply, _ string) string {
 }
 
 // summarises: most of a summary's longer words come from the text.
-func summarises(a tokenizer.Reply, prompt string) string {
+func summarises(a xtml.Reply, prompt string) string {
 	words := func(s string) []string {
 		return strings.FieldsFunc(strings.ToLower(s), func(r rune) bool { return !unicode.IsLetter(r) })
 	}
@@ -193,7 +194,7 @@ func Spec(ctx context.Context, cfg SpecConfig) error {
 	defer e.Close()
 	genOn := func(e *engine.Engine, what string) genFunc {
 		return func(c *specCase, spec engine.Spec, costs func(int) float64) (*engine.GenResult, error) {
-			res, err := e.Generate(ctx, nil, c.ids, engine.GenOptions{MaxTokens: cfg.MaxTokens, StopIDs: tok.StopIDs(), Sampler: c.sampler(), Spec: spec, SpecCosts: costs})
+			res, err := e.Generate(ctx, nil, c.ids, engine.GenOptions{MaxTokens: cfg.MaxTokens, StopIDs: tok.StopIDs(), Sampler: c.sampler(), Spec: spec, Trace: &engine.GenTrace{SpecCosts: costs}})
 			if err != nil {
 				return nil, err
 			}
@@ -228,7 +229,7 @@ func Spec(ctx context.Context, cfg SpecConfig) error {
 			if c.off, err = gen(c, engine.SpecOff, nil); err != nil {
 				return err
 			}
-			a := tok.ReadReply(c.off.Generated, tokenizer.ReplyOptions{Thinking: true})
+			a := xtml.ReadReply(tok, c.off.Generated, xtml.ReplyOptions{Thinking: true})
 			switch err := a.Err(); {
 			case c.off.Stop != engine.StopToken:
 				c.weak = fmt.Sprintf("the reply did not end by itself within %d tokens", cfg.MaxTokens)
@@ -274,7 +275,7 @@ func Spec(ctx context.Context, cfg SpecConfig) error {
 				if row.r == nil {
 					continue
 				}
-				sim := engine.SpecSimOf(row.r, maxDraft, unitCosts)
+				sim := row.r.SpecSim(maxDraft, unitCosts)
 				emit(SpecLine{Kind: "acceptance", Prompt: c.prompt, Sampling: c.sampling, Spec: row.label, Tokens: sim.Tokens, Passes: sim.Passes, Drafted: sim.Drafted, Accepted: sim.Accepted,
 					AcceptedPerPass: sim.AcceptedPerPass(), PassesPerToken: row.r.PassesPerToken(), TooWeak: c.weak != ""})
 			}
@@ -383,11 +384,11 @@ func projectAll(cases []*specCase, computeModel string, disk float64, compute []
 			if err != nil {
 				return err
 			}
-			off := engine.SpecSimOf(c.off, maxDraft, costs)
-			rows := []specRow{{"projection", "off", off}, {"projection", "auto", engine.SpecSimOf(auto, maxDraft, costs)}}
+			off := c.off.SpecSim(maxDraft, costs)
+			rows := []specRow{{"projection", "off", off}, {"projection", "auto", auto.SpecSim(maxDraft, costs)}}
 			bestK, best := 0, off
 			for k, f := range c.forced {
-				if r := engine.SpecSimOf(f, maxDraft, costs); r.Seconds < best.Seconds {
+				if r := f.SpecSim(maxDraft, costs); r.Seconds < best.Seconds {
 					bestK, best = k+1, r
 				}
 			}
@@ -399,10 +400,10 @@ func projectAll(cases []*specCase, computeModel string, disk float64, compute []
 				if err != nil {
 					return err
 				}
-				rows = append(rows, specRow{"projection", "draft auto", engine.SpecSimOf(da, maxDraft, costs)})
+				rows = append(rows, specRow{"projection", "draft auto", da.SpecSim(maxDraft, costs)})
 				bestK, best = 0, off
 				for k, f := range c.draftForced {
-					if r := engine.SpecSimOf(f, maxDraft, costs); r.Seconds < best.Seconds {
+					if r := f.SpecSim(maxDraft, costs); r.Seconds < best.Seconds {
 						bestK, best = k+1, r
 					}
 				}

@@ -228,18 +228,18 @@ func Layer(ctx context.Context, model, tr string, cfg LayerConfig) (*LayerResult
 			return nil, 0, err
 		}
 		seconds := make([]float64, m.Bound)
-		res, err := e.Generate(ctx, nil, prompt, engine.GenOptions{MaxTokens: tokens + 1, Spec: engine.SpecOff, LayerTimes: true,
+		res, err := e.Generate(ctx, nil, prompt, engine.GenOptions{MaxTokens: tokens + 1, Spec: engine.SpecOff,
 			OnToken: func(ev engine.Event) bool {
 				if ev.Step == 0 && cold {
 					dropPaths(append(files, filepath.Join(tr, trunk.BinFile)))
 				}
 				return false
 			},
-			OnPass: func(p engine.PassStats) {
+			Trace: &engine.GenTrace{LayerTimes: true, OnPass: func(p engine.PassStats) {
 				for i, s := range p.LayerSeconds {
 					seconds[i] += s
 				}
-			}})
+			}}})
 		if err != nil {
 			return nil, 0, err
 		}
