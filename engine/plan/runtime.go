@@ -88,7 +88,10 @@ func (p *Plan) HeapLimit(packed bool, notGo int64) int64 {
 	if packed {
 		outside += p.PinnedBytes + p.Globals
 	}
-	return max(p.Total-outside, 0)
+	// a tenth below: the limit is soft, the collector runs beside the
+	// allocating forward and the pages it frees return to the system a
+	// little later, so the resident peak stays a little above the limit
+	return max((p.Total-outside)*9/10, 0)
 }
 
 // NotGo is what of the process's resident size rss is not memory the Go
