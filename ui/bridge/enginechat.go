@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -105,6 +106,9 @@ func (c *engineChat) Open(ctx context.Context, on func(engine.Event)) (ModelInfo
 	if err != nil {
 		return ModelInfo{}, err
 	}
+	// the collector keeps the heap within the plan: a long prompt chunk
+	// leaves a chunk of garbage per layer, and the window's drawing more
+	debug.SetMemoryLimit(m.HeapLimit())
 	e := m.NewEngine(c.s.Threads)
 	c.tok, c.m, c.e, c.opened = tok, m, e, o
 	c.sess = chat.NewSession(e, tok)
