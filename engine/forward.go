@@ -114,6 +114,7 @@ func (e *Engine) forward(ctx context.Context, s *State, ids []int, all, want boo
 	}
 	hIn := make([]float32, T*H)
 	x := make([]float32, T*H)
+	m.startCapture(s, T)
 	for li := 0; li < m.Bound; li++ {
 		if err := ctx.Err(); err != nil {
 			s.rollback(li)
@@ -152,6 +153,7 @@ func (e *Engine) forward(ctx context.Context, s *State, ids []int, all, want boo
 	if d != nil {
 		d.extend(e, s, taps, T)
 	}
+	s.finishCapture(ids)
 	e.positions.Add(int64(T))
 	e.passes.Add(1)
 	if !all && !want {

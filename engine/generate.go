@@ -70,6 +70,10 @@ type GenOptions struct {
 	keepLogits bool
 	// onDraft sees every draft a pass verifies (tests)
 	onDraft func(draft []int)
+	// Cache, when set, resumes the prompt from the longest snapshot the
+	// prompt cache holds of it, and keeps snapshots of it on the way
+	// (CacheUse). The tokens, logits and state are the same as without.
+	Cache *CacheUse
 }
 
 // GenResult is the outcome of Generate.
@@ -85,7 +89,10 @@ type GenResult struct {
 	StepSeconds    []float64
 	State          *State // the state after the call
 	PrefixState    *State // with KeepPrefix: the state before the last prompt position
-	Stats          Stats  // what the call read and waited for
+	// Reused is how many prompt positions came from the prompt cache
+	// (GenOptions.Cache) instead of being read.
+	Reused int
+	Stats  Stats // what the call read and waited for
 	// DecodePasses are the forwards after the prompt that chose tokens:
 	// one per token without speculation, fewer with accepted drafts.
 	DecodePasses int
@@ -149,13 +156,17 @@ func (r *GenResult) SecondsPerToken() float64 {
 // per chosen token) and finish. A step that resumes the prompt from a
 // cached state goes before readPrompt, as its own phase.
 func (e *Engine) Generate(ctx context.Context, s *State, prompt []int, opt GenOptions) (*GenResult, error) {
-	g := e.prepare(ctx, s, prompt, opt)
+	g := e.newGeneration(ctx, s, prompt, opt)
 	start := e.Snapshot()
 	if g.trace.LayerTimes {
 		defer e.stopLayerTimes()
 	}
 	defer func() { g.res.Stats = e.Snapshot().Sub(start) }()
 	phases := []func() error{g.readPrompt}
+	if opt.Cache != nil && !opt.Recompute {
+		phases = []func() error{g.resume, g.readPrompt}
+		defer opt.Cache.keep(g.s)
+	}
 	if opt.MaxTokens > 0 {
 		phases = append(phases, g.decode, g.finish)
 	}
@@ -187,8 +198,8 @@ type generation struct {
 	complete bool
 }
 
-// prepare makes the generation of prompt after s's ids.
-func (e *Engine) prepare(ctx context.Context, s *State, prompt []int, opt GenOptions) *generation {
+// newGeneration prepares the generation of prompt after s's ids.
+func (e *Engine) newGeneration(ctx context.Context, s *State, prompt []int, opt GenOptions) *generation {
 	if s == nil {
 		s = e.m.NewState()
 	}
@@ -204,21 +215,45 @@ func (e *Engine) prepare(ctx context.Context, s *State, prompt []int, opt GenOpt
 	return g
 }
 
-// emit hands ev to OnEvent.
+// emit hands ev to OnEvent; prefill progress counts the whole prompt,
+// what the prompt cache gave included (Reused).
 func (g *generation) emit(ev Event) {
-	if g.opt.OnEvent != nil {
-		g.opt.OnEvent(ev)
+	if g.opt.OnEvent == nil {
+		return
 	}
+	if r := g.res.Reused; r > 0 && ev.Kind == EventPrefill {
+		ev.Done, ev.Total, ev.Reused = r+ev.Done, len(g.res.Prompt), r
+	}
+	g.opt.OnEvent(ev)
+}
+
+// resume takes the prompt's start from the prompt cache (GenOptions.Cache):
+// the longest snapshot of it that leaves a position to read (none is
+// needed without tokens to generate) replaces the state, and readPrompt
+// reads the rest, keeping snapshots at the cache's marks on the way.
+func (g *generation) resume() error {
+	c := g.opt.Cache
+	leave := 1 // the last position's logits choose the first token
+	if g.opt.MaxTokens <= 0 {
+		leave = 0
+	}
+	g.res.Reused = c.resume(g.s, g.full, leave)
+	g.prompt = g.prompt[g.res.Reused:]
+	g.s.SetMarks(c.marks(g.s.Pos, len(g.full), mediaStart(g.s, len(g.full))))
+	c.catch(g.s)
+	return nil
 }
 
 // readPrompt feeds the prompt into the state, progress per chunk to
 // OnEvent, and keeps the logits after its last position: with KeepPrefix
 // in two feeds, the state after all but the last position copied between
 // them; with Recompute (and tokens to generate) the whole sequence into a
-// fresh state. This is the one place the prompt is read: the plan's
-// prefill chunk (the positions per forward) and image embeddings at the
-// prompt's media positions enter here; a resume from the prompt cache runs
-// before it and leaves it the positions not resumed.
+// fresh state, which carries the state's pending image rows. This is the
+// one place the prompt is read: the plan's prefill chunk (the positions
+// per forward) enters here, and image rows given to the state
+// (State.AddMedia) are fed at their media positions by these feeds; a
+// resume from the prompt cache runs before it, as its own phase, and
+// leaves it the positions not resumed.
 func (g *generation) readPrompt() error {
 	e, n := g.e, len(g.prompt)
 	g.t0 = time.Now()
@@ -394,7 +429,7 @@ func (g *generation) fail(err error) error {
 	res := g.res
 	res.Stop = StopCancelled
 	n := len(res.Generated)
-	if g.opt.Complete && !g.opt.Recompute && n > 0 && g.s.Pos == len(res.Prior)+len(g.prompt)+n-1 {
+	if g.opt.Complete && !g.opt.Recompute && n > 0 && g.s.Pos == len(res.Prior)+len(res.Prompt)+n-1 {
 		if _, ferr := g.e.Feed(context.Background(), g.s, res.Generated[n-1:], false); ferr != nil {
 			return ferr
 		}

@@ -62,6 +62,9 @@ type Message struct {
 	Name             string          `json:"name,omitempty"`
 	ToolCallID       string          `json:"tool_call_id,omitempty"`
 	ToolCalls        []xtml.ToolCall `json:"tool_calls,omitempty"`
+	// Parts is an array content with pictures, in order (parts.go); nil
+	// when the content is text only.
+	Parts []ContentPart `json:"-"`
 }
 
 // StreamOptions is stream_options.
@@ -92,6 +95,15 @@ type Sampling struct {
 	Stop                json.RawMessage `json:"stop,omitempty"`
 	N                   *int            `json:"n,omitempty"`
 	Logprobs            json.RawMessage `json:"logprobs,omitempty"`
+	TopLogprobs         *int            `json:"top_logprobs,omitempty"`
+	// penalties and logit_bias (engine.Penalties: applied exactly)
+	FrequencyPenalty  *float64           `json:"frequency_penalty,omitempty"`
+	PresencePenalty   *float64           `json:"presence_penalty,omitempty"`
+	RepetitionPenalty *float64           `json:"repetition_penalty,omitempty"`
+	LogitBias         map[string]float64 `json:"logit_bias,omitempty"`
+	// PromptCacheKey keeps this client's prompt-cache snapshots apart from
+	// other clients' (a server partitions its cache by it).
+	PromptCacheKey string `json:"prompt_cache_key,omitempty"`
 	// ReturnTokenIDs adds prompt_token_ids and the choice's token_ids to
 	// the response (as vLLM does).
 	ReturnTokenIDs bool `json:"return_token_ids,omitempty"`
@@ -112,6 +124,9 @@ type ChatRequest struct {
 	ReasoningEffort    string            `json:"reasoning_effort,omitempty"`
 	ChatTemplateKwargs *TemplateKwargs   `json:"chat_template_kwargs,omitempty"`
 	Thinking           *Thinking         `json:"thinking,omitempty"`
+	// ParallelToolCalls false: a required call is one call (default: the
+	// model may write several, each held to its tool's schema)
+	ParallelToolCalls *bool `json:"parallel_tool_calls,omitempty"`
 }
 
 // CompletionRequest is POST /v1/completions.
@@ -257,6 +272,16 @@ type Model struct {
 	Object  string `json:"object"`
 	Created int64  `json:"created"`
 	OwnedBy string `json:"owned_by"`
+	// MaxModelLen and ContextLength are the positions a request may have,
+	// prompt and reply (vLLM's and OpenRouter's names; absent: no cap).
+	MaxModelLen   int `json:"max_model_len,omitempty"`
+	ContextLength int `json:"context_length,omitempty"`
+	// Anthropic's model fields (what @anthropic-ai/sdk's models.list reads).
+	Type           string `json:"type"`
+	DisplayName    string `json:"display_name"`
+	CreatedAt      string `json:"created_at"`
+	MaxInputTokens int    `json:"max_input_tokens,omitempty"`
+	MaxTokens      int    `json:"max_tokens,omitempty"`
 	// K3 is what this server can do (k3's own field).
 	K3 *Capabilities `json:"k3,omitempty"`
 }
@@ -275,4 +300,17 @@ type Capabilities struct {
 type ModelList struct {
 	Object string  `json:"object"`
 	Data   []Model `json:"data"`
+}
+
+// NewChunk is a chat.completion.chunk with one choice: delta, and the
+// finish reason on the last.
+func NewChunk(id string, created int64, model string, d Delta, finish *string) ChatChunk {
+	return ChatChunk{ID: id, Object: "chat.completion.chunk", Created: created, Model: model,
+		Choices: []ChunkChoice{{Delta: d, FinishReason: finish}}}
+}
+
+// UsageChunk is the chunk after the last that carries only the usage
+// (stream_options.include_usage).
+func UsageChunk(id string, created int64, model string, u *Usage) ChatChunk {
+	return ChatChunk{ID: id, Object: "chat.completion.chunk", Created: created, Model: model, Choices: []ChunkChoice{}, Usage: u}
 }

@@ -87,6 +87,17 @@ type Options struct {
 	Fit engine.Options
 	// Log receives one line per request (nil: none).
 	Log *log.Logger
+	// PromptCache, when set, keeps state snapshots of the prompts read, so
+	// a request that starts like an earlier one (an agent's next step,
+	// after a side request or a restart) reads only the rest. It is
+	// partitioned by the API key a request presents and by its
+	// prompt_cache_key (Messages: metadata.user_id): no request reuses
+	// another partition's prompt, nor learns from the timing whether
+	// another client sent it. A keyless server on loopback is one user's.
+	PromptCache engine.PromptCache
+	// SharedCache puts every request in one partition (an explicit opt-in:
+	// clients then learn from the timing what others sent).
+	SharedCache bool
 }
 
 // Stats are the server's counters.
@@ -125,8 +136,6 @@ type Server struct {
 	bodies        budget // bytes of request bodies being read and checked
 	maxTokenBytes int    // the longest token's bytes: text of n bytes is at least n/this positions
 
-	ownerMu sync.Mutex
-	owner   string // the client whose request left the kept engine state
 }
 
 // New checks the options and makes a server (not yet listening).
@@ -166,6 +175,7 @@ func New(o Options) (*Server, error) {
 	}
 	sess := chat.NewSession(o.Engine, o.Tok)
 	sess.FitBudget(o.Fit)
+	sess.Cache = o.PromptCache
 	s := &Server{o: o, sess: sess, created: time.Now().Unix(), maxTokenBytes: 1}
 	for id := range o.Tok.VocabSize() {
 		s.maxTokenBytes = max(s.maxTokenBytes, len(o.Tok.TokenBytes(id)))
@@ -279,6 +289,12 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("/v1/completions", s.only("POST", s.authed(s.completions)))
 	mux.HandleFunc("/v1/responses", s.only("POST", s.authed(s.responses)))
 	mux.HandleFunc("/v1/messages", s.anthropicErrors(s.only("POST", s.authed(s.messages))))
+	for _, p := range []string{"/tokenize", "/v1/tokenize"} {
+		mux.HandleFunc(p, s.only("POST", s.authed(s.tokenize)))
+	}
+	for _, p := range []string{"/detokenize", "/v1/detokenize"} {
+		mux.HandleFunc(p, s.only("POST", s.authed(s.detokenize)))
+	}
 	mux.HandleFunc("/v1/messages/count_tokens", s.anthropicErrors(s.only("POST", s.authed(s.countTokens))))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, &openai.Error{Status: http.StatusNotFound, Message: fmt.Sprintf("no such endpoint: %s %s", r.Method, r.URL.Path), Type: "invalid_request_error"})
@@ -431,7 +447,10 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) card() openai.Model {
+	c := s.o.MaxContext
 	return openai.Model{ID: s.o.ModelID, Object: "model", Created: s.created, OwnedBy: "k3",
+		MaxModelLen: c, ContextLength: c, MaxInputTokens: c, MaxTokens: max(c-1, 0),
+		Type: "model", DisplayName: s.o.ModelID, CreatedAt: time.Unix(s.created, 0).UTC().Format(time.RFC3339),
 		K3: &openai.Capabilities{ContextLength: s.o.MaxContext, Thinking: true, Tools: true, StructuredOutput: true,
 			Drafter: s.o.Engine.Model().DraftModel() != nil, Queue: s.o.Queue}}
 }
@@ -472,7 +491,9 @@ func (s *Server) models(w http.ResponseWriter, r *http.Request) {
 			cards = append(cards, c)
 		}
 	}
-	s.writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": cards})
+	// OpenAI's list, with Anthropic's paging fields
+	s.writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": cards,
+		"has_more": false, "first_id": cards[0].ID, "last_id": cards[len(cards)-1].ID})
 }
 
 func (s *Server) model(w http.ResponseWriter, r *http.Request) {
