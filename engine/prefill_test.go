@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -18,7 +19,6 @@ import (
 	"k3/engine/plan"
 	"k3/internal/fixture"
 	"k3/kernels"
-	"k3/machine"
 	"k3/storage/config"
 	"k3/storage/trunk"
 )
@@ -188,13 +188,12 @@ func TestPlanChunkReadsFewerBytes(t *testing.T) {
 		forced.Passes, forced.BytesPerPos, forced.Peak, forced.Plan, auto.Chunk, auto.Passes, auto.BytesPerPos, ratio, auto.Peak, auto.Plan)
 	assert.GreaterOrEqual(t, ratio, 8.0, "trunk+expert bytes per prompt position")
 	// what the longer chunk added to the peak is within what the plan
-	// counts for it
-	assert.LessOrEqual(t, auto.Peak-forced.Peak, auto.Plan-forced.Plan, "the chunk's memory within the plan's prompt reading")
-	// the peak of either run exceeds its plan by a few MB whatever the
-	// chunk (3 MB on the demo; opening the model, not reading the prompt:
-	// not found yet), so the whole peak is held within 6% of the plan
+	// counts for it (2% for the collector's timing)
+	assert.LessOrEqual(t, float64(auto.Peak-forced.Peak), 1.02*float64(auto.Plan-forced.Plan), "the chunk's memory within the plan's prompt reading")
+	// either run's peak exceeds its plan by about 3 MB whatever the chunk
+	// (opening the model, not reading the prompt; not found yet): held to 4 MB
 	for _, r := range []childResult{forced, auto} {
-		assert.LessOrEqual(t, float64(r.Peak), 1.06*float64(r.Plan), "chunk %d: peak resident size near the plan", r.Chunk)
+		assert.LessOrEqual(t, r.Peak, r.Plan+4<<20, "chunk %d: peak resident size near the plan", r.Chunk)
 	}
 }
 
@@ -244,7 +243,7 @@ func TestPrefillChild(t *testing.T) {
 	r := runPrefill(t, o, 2, nil, prompt, gen, SpecOff)
 	out := childResult{IDs: r.ids, Logits: r.logits, Chunk: r.chunk, Why: r.plan.ChunkWhy, Passes: r.passes,
 		BytesPerPos: float64(r.prompt.TrunkBytesRead+r.prompt.Expert.BytesRead) / float64(len(prompt)),
-		Peak:        machine.PeakRSS(), Plan: r.plan.Total, Limit: int64(0.95 * float64(mem.Usable()))}
+		Peak:        peakOfThisProcess(t), Plan: r.plan.Total, Limit: int64(0.95 * float64(mem.Usable()))}
 	b, err := json.Marshal(out)
 	require.NoError(t, err)
 	fmt.Printf("%s%s\n", childMark, b)
@@ -263,18 +262,34 @@ func TestPlanChunkRefusals(t *testing.T) {
 	o := Options{Budget: Budget{CacheBytes: 1 << 30}, Positions: 4000}
 	p1, err := PlanFor(dir, withChunk(o, 1))
 	require.NoError(t, err)
-	p2, err := PlanFor(dir, withChunk(o, 2))
-	require.NoError(t, err)
-	mem := plan.Memory{AvailableBytes: int64(float64(p1.Total+8*(p2.Total-p1.Total)) / 0.95)} // 9 positions, not 64
+	mem := plan.Memory{AvailableBytes: p1.Total / 2} // not even the plan without a prompt
 	o.Memory = &mem
 	_, err = Open(dir, o)
 	var pe *PlanError
 	require.ErrorAs(t, err, &pe)
 	assert.Contains(t, err.Error(), "cannot read even 64 prompt positions per pass")
-	// forced, the short chunk still runs
-	o.Chunk = 4
+	// forced, a short chunk still runs (with no memory to check)
+	o.Chunk, o.Memory = 4, nil
 	m, err := Open(dir, o)
 	require.NoError(t, err)
 	assert.Equal(t, 4, m.Chunk())
 	m.Close()
+}
+
+// peakOfThisProcess is VmHWM: the peak resident size of this process's
+// own memory (getrusage's keeps the parent's across fork and exec).
+func peakOfThisProcess(t *testing.T) int64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Skip("no /proc/self/status: the peak is measured on Linux")
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmHWM:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			require.NoError(t, err)
+			return kb * 1024
+		}
+	}
+	t.Fatal("no VmHWM in /proc/self/status")
+	return 0
 }
