@@ -113,6 +113,12 @@ type Prediction struct {
 	ExpertHitRate              float64 `json:"expert_hit_rate"`
 	PinnedTrunkBytes           int64   `json:"pinned_trunk_bytes"`
 	StreamedTrunkBytesPerToken int64   `json:"streamed_trunk_bytes_per_token"`
+	// FirstToken100 is the time to the first token of a 100-position
+	// prompt (a question and the thinking preamble) on this machine's
+	// memory, read in passes of PrefillChunk positions (PredictPrefill;
+	// 0: not predicted, or the preset does not fit).
+	FirstToken100 float64 `json:"first_token_seconds_100,omitempty"`
+	PrefillChunk  int     `json:"prefill_chunk,omitempty"`
 }
 
 // PeakRSS returns the predicted peak resident memory of a preset: its

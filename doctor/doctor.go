@@ -301,10 +301,21 @@ func decide(r *Report) {
 		}
 	}
 	for _, p := range plan.Presets {
-		r.AllPresets = append(r.AllPresets, Predict(p, sp))
+		pr := Predict(p, sp)
+		if u := r.Memory.Plan().Usable(); u > 0 {
+			if f := PredictPrefill(p, sp, 100, u, 0, 0); f.Chunk > 0 {
+				pr.FirstToken100, pr.PrefillChunk = round2(f.Seconds), f.Chunk
+			}
+		}
+		r.AllPresets = append(r.AllPresets, pr)
 		r.Drafter = append(r.Drafter, PredictDraft(p, sp, r.Memory.Plan()))
 	}
 	pred, memOK := Choose(r.Memory.Plan(), sp)
+	for _, a := range r.AllPresets {
+		if a.Name == pred.Name {
+			pred.FirstToken100, pred.PrefillChunk = a.FirstToken100, a.PrefillChunk
+		}
+	}
 	r.Preset = pred
 
 	if !memOK {

@@ -146,7 +146,7 @@ func TestCostModel(t *testing.T) {
 		avail float64
 		want  string
 		ok    bool
-	}{{2e9, "ultra", false}, {5.5e9, "ultra", true}, {12e9, "laptop", true}, {24.6e9, "laptop", true}, {36e9, "laptop", true}, {37.3e9, "desktop", true}, {150e9, "server", true}, {300e9, "max", true}} {
+	}{{2e9, "ultra", false}, {5.5e9, "ultra", true}, {12e9, "laptop", true}, {24.6e9, "laptop", true}, {36e9, "laptop", true}, {37.4e9, "desktop", true}, {150e9, "server", true}, {300e9, "max", true}} {
 		got, ok := Choose(plan.Memory{TotalBytes: 2 * int64(c.avail), AvailableBytes: int64(c.avail)}, sp)
 		assert.Equal(t, c.want, got.Name, "Choose(%.1f GB)", c.avail/1e9)
 		assert.Equal(t, c.ok, ok, "Choose(%.1f GB)", c.avail/1e9)

@@ -2,6 +2,7 @@ package doctor
 
 import (
 	_ "embed"
+	"runtime"
 
 	"k3/engine/plan"
 	"k3/storage/config"
@@ -125,7 +126,7 @@ func (m Model) Inputs(b plan.Budget, positions int) plan.Inputs {
 
 func (m Model) run(b plan.Budget, positions int) plan.Run {
 	return plan.Run{Streaming: true, TrunkBudget: int64(b.TrunkGB * plan.GB), Ring: PlanRing, CacheBudget: int64(b.CacheGB * plan.GB),
-		Ultra: b.Ultra, Positions: positions, Chunk: PlanChunk, SpecPositions: min(plan.DefaultMaxDraft, PlanChunk-1) + 1,
+		Ultra: b.Ultra, Positions: positions, Chunk: PlanChunk, Workers: runtime.NumCPU(), SpecPositions: min(plan.DefaultMaxDraft, PlanChunk-1) + 1,
 		StateCopies: plan.ChatStateCopies(int64(b.TrunkGB*plan.GB), b.Ultra), BaselineRSS: BaselineBytes}
 }
 

@@ -36,7 +36,7 @@ func (k EventKind) String() string {
 type Event struct {
 	Kind                EventKind
 	Done, Total, Reused int     // prefill positions
-	Chunk               int     // prefill: positions per pass (0: not said)
+	Chunk               int     // prefill: positions read per pass, the plan's chunk (0: not said)
 	Step, Token         int     // generation step and token id
 	Seconds             float64 // this step's wall time
 	Text                string

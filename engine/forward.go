@@ -42,7 +42,8 @@ func (e *Engine) Close() {
 
 // Feed runs ids through the model, advancing s. It returns the logits of the
 // last position, or of every position when all is true ([len(ids)][vocab]).
-// Long inputs go through in chunks (Options.Chunk positions at a time).
+// Long inputs go through in chunks (Model.Chunk positions at a time: the
+// plan's prefill chunk).
 //
 // ctx is checked before every layer. When it is cancelled, Feed returns
 // ctx.Err() and s holds exactly the positions of the chunks that completed:

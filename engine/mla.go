@@ -2,6 +2,7 @@ package engine
 
 import (
 	"math"
+	"sync"
 
 	"k3/kernels"
 )
@@ -64,17 +65,18 @@ func (L *mlaBlock) forward(e *Engine, st *State, li int, x []float32, T int) []f
 		t, h := th/nh, th%nh
 		n := pos + t + 1 // causal: positions 0..pos+t
 		qv := q[t*nh*qh+h*qh : t*nh*qh+(h+1)*qh]
-		qabs := make([]float32, w)
+		sc := getAttnRow(n, w)
+		defer attnRows.Put(sc)
+		qabs, p, lat := sc.q[:w], sc.p, sc.q[w:w+r]
 		kernels.MatTVec(qabs[:r], L.KVB, h*(nope+vd), 0, qv[:nope])
 		copy(qabs[r:], qv[nope:])
-		p := make([]float64, n)
 		scores := kernels.Mat{DType: kernels.F32, Rows: n, Cols: w, F32: cache.rows[:n*w]}
 		kernels.MatVec64(p, &scores, qabs)
 		for s := range p {
 			p[s] *= scale
 		}
 		kernels.Softmax64(p)
-		lat := make([]float32, r) // Σ_s p[s]·latent_s
+		// lat = Σ_s p[s]·latent_s
 		kernels.WeightedRows(lat, p, cache.rows, w)
 		oh := o[t*nh*vd+h*vd : t*nh*vd+(h+1)*vd]
 		vb := L.KVB.RowRange(h*(nope+vd)+nope, (h+1)*(nope+vd)) // this head's value rows
@@ -87,4 +89,34 @@ func (L *mlaBlock) forward(e *Engine, st *State, li int, x []float32, T int) []f
 		}
 	})
 	return e.mm(L.O, o, T)
+}
+
+// attnRow is one query row's scratch: the absorbed query and the weighted
+// latent (q, w + r floats), and the float64 score row over the context (p).
+// A chunk computes its rows one per worker at a time and reuses these, so
+// its attention holds workers x context scores, not chunk x context x
+// heads (the plan's PrefillCost.Fixed).
+type attnRow struct {
+	q []float32
+	p []float64
+}
+
+var attnRows sync.Pool
+
+// getAttnRow is a row's scratch for n positions of cache rows w wide (the
+// latent r < w): q holds w + r floats.
+func getAttnRow(n, w int) *attnRow {
+	sc, _ := attnRows.Get().(*attnRow)
+	if sc == nil {
+		sc = &attnRow{}
+	}
+	if cap(sc.q) < 2*w {
+		sc.q = make([]float32, 2*w)
+	}
+	sc.q = sc.q[:2*w]
+	if cap(sc.p) < n {
+		sc.p = make([]float64, n, n+n/4)
+	}
+	sc.p = sc.p[:n]
+	return sc
 }

@@ -41,6 +41,7 @@ type Model struct {
 	trunk     *trunk.Trunk // nil: resident
 	release   []func()     // memory holding pinned trunk runs
 	chunk     int          // prefill chunk
+	notGo     int64        // what of the process base is not the Go runtime's (plan.NotGo)
 	ring      int          // streamed layers in flight
 	ringBytes int64        // the ring they are read into
 	maxDraft  int          // longest speculative draft (the plan reserves its rollback record)
@@ -49,6 +50,15 @@ type Model struct {
 }
 
 // Experts returns the model's routed-expert source.
+// HeapLimit is the Go memory limit that keeps a run of this model within
+// its plan (plan.Plan.HeapLimit); a command sets it with
+// runtime/debug.SetMemoryLimit once the model is open.
+func (m *Model) HeapLimit() int64 { return m.Plan.HeapLimit(m.trunk != nil, m.notGo) }
+
+// Chunk is the prefill chunk: positions read per pass through the layers
+// (the plan's, or Options.Chunk when forced).
+func (m *Model) Chunk() int { return m.chunk }
+
 func (m *Model) Experts() ExpertSource { return m.experts }
 
 // Files lists the checkpoint's shard files.

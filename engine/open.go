@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 
@@ -35,9 +36,12 @@ type Options struct {
 	Budget   Budget
 	// CachePolicy is the expert cache's replacement policy ("" = the default).
 	CachePolicy string
-	Chunk       int  // prefill chunk (0: DefaultChunk)
-	Positions   int  // context the plan reserves: resumed + prompt + generated
-	AllLogits   bool // keep logits for every position (teacher forcing)
+	// Chunk forces the prefill chunk, positions per pass (0: the plan
+	// chooses the longest the memory holds, up to Positions: see
+	// plan.FitChunk; DefaultChunk when Positions is 0).
+	Chunk     int
+	Positions int  // context the plan reserves: resumed + prompt + generated
+	AllLogits bool // keep logits for every position (teacher forcing)
 	// Memory to check the plan against; nil skips the check.
 	Memory *plan.Memory
 	// Progress is called after each layer is bound.
@@ -66,6 +70,14 @@ func (o Options) chunk() int {
 		return DefaultChunk
 	}
 	return o.Chunk
+}
+
+// checkChunk refuses a forced chunk that is negative or absurd.
+func (o Options) checkChunk() error {
+	if o.Chunk < 0 || o.Chunk > plan.MaxChunk {
+		return fmt.Errorf("prefill chunk %d: give 1..%d positions per pass, or 0 to let the memory plan choose: %w", o.Chunk, plan.MaxChunk, ErrOptions)
+	}
+	return nil
 }
 
 // maxDraft is the longest draft a pass verifies: Options.MaxDraft, at most
@@ -146,6 +158,9 @@ func Open(dir string, o Options) (*Model, error) {
 	if o.Budget.Ultra && o.TrunkDir == "" {
 		return nil, ErrUltraNeedsTrunk
 	}
+	if err := o.checkChunk(); err != nil {
+		return nil, err
+	}
 	ck, err := openCheckpoint(dir, o)
 	if err != nil {
 		return nil, err
@@ -167,18 +182,21 @@ func Open(dir string, o Options) (*Model, error) {
 			return nil, err
 		}
 	}
-	p := ck.plan(o, manifestOf(tr), draft)
-	if o.Memory != nil {
-		if err := p.Check(*o.Memory); err != nil {
-			if tr != nil {
-				tr.Close()
-			}
-			ck.set.Close()
-			draft.Close()
-			return nil, &PlanError{p, err}
+	p, err := ck.plan(o, manifestOf(tr), draft)
+	if err == nil && o.Memory != nil {
+		if cerr := p.Check(*o.Memory); cerr != nil {
+			err = &PlanError{p, cerr}
 		}
 	}
-	m := &Model{Cfg: ck.cfg, Prefix: ck.prefix, Bound: ck.layers, Plan: p, set: ck.set, trunk: tr, chunk: o.chunk(),
+	if err != nil {
+		if tr != nil {
+			tr.Close()
+		}
+		ck.set.Close()
+		draft.Close()
+		return nil, err
+	}
+	m := &Model{Cfg: ck.cfg, Prefix: ck.prefix, Bound: ck.layers, Plan: p, set: ck.set, trunk: tr, chunk: p.Chunk, notGo: plan.NotGo(machine.RSS()),
 		maxDraft: o.maxDraft(), io: &ioTracker{}}
 	m.vision.configPath = o.Config
 	if m.vision.configPath == "" {
@@ -244,7 +262,11 @@ func PlanFor(dir string, o Options) (*plan.Plan, error) {
 		}
 		defer draft.Close()
 	}
-	return ck.plan(o, tm, draft), nil
+	p, err := ck.plan(o, tm, draft)
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
 }
 
 // openTrunk opens the packed trunk in dir and checks that it was packed
@@ -357,17 +379,50 @@ func (ck *checkpoint) sizes(tm *trunk.Manifest) plan.Sizes {
 }
 
 // plan adds up every part of a run's memory before anything is allocated;
-// tm is the packed trunk's manifest (nil: none).
-func (ck *checkpoint) plan(o Options, tm *trunk.Manifest, d *Draft) *plan.Plan {
+// tm is the packed trunk's manifest (nil: none). Without a forced chunk
+// (Options.Chunk) it chooses the longest the memory holds (plan.FitChunk),
+// and fails with a *PlanError when not even plan.MinChunk positions fit.
+func (ck *checkpoint) plan(o Options, tm *trunk.Manifest, d *Draft) (*plan.Plan, error) {
 	c, b := ck.cfg, o.Budget
 	s := ck.sizes(tm)
 	s.SlotBytes = slotSizeFor(c.ExpertBytes())
 	r := plan.Run{Streaming: o.TrunkDir != "", TrunkBudget: b.TrunkBytes, Ring: b.Ring, CacheBudget: b.CacheBytes, Ultra: b.Ultra,
-		Positions: o.Positions, Chunk: o.chunk(), AllLogits: o.AllLogits, SpecPositions: specPositions(o), StateCopies: o.StateCopies, BaselineRSS: machine.RSS()}
+		Positions: o.Positions, Chunk: o.Chunk, Workers: runtime.NumCPU(), AllLogits: o.AllLogits, SpecPositions: specPositions(o),
+		StateCopies: o.StateCopies, BaselineRSS: machine.RSS()}
 	if d != nil {
 		r.DraftBytes, r.DraftPerPos = d.Bytes, d.CacheBytesPerPos()
 	}
-	return plan.Make(plan.ForModel(c, ck.layers, s, r))
+	in := plan.ForModel(c, ck.layers, s, r)
+	if o.Chunk > 0 {
+		in.ChunkWhy = plan.ChunkForced
+		return plan.Make(in), nil
+	}
+	return autoChunk(in, o)
+}
+
+// autoChunk plans the longest prefill chunk that fits o.Memory (95% of
+// its usable bytes, Plan.Check's test), at most the context; with the
+// memory unknown, the whole context (DefaultChunk when that is unknown).
+func autoChunk(in plan.Inputs, o Options) (*plan.Plan, error) {
+	most, limit := DefaultChunk, int64(0)
+	in.ChunkWhy = plan.ChunkContext
+	if o.Positions > 0 {
+		most = o.Positions
+	}
+	if o.Memory != nil && o.Memory.Usable() > 0 {
+		limit = int64(0.95 * float64(o.Memory.Usable()))
+		in.ChunkWhy = plan.ChunkMemory
+	}
+	n, err := plan.FitChunk(in, limit, most)
+	if err != nil {
+		in.Chunk = min(most, plan.MinChunk)
+		return nil, &PlanError{plan.Make(in), err}
+	}
+	if n == most && limit > 0 {
+		in.ChunkWhy = plan.ChunkContext
+	}
+	in.Chunk = n
+	return plan.Make(in), nil
 }
 
 // specPositions is the most positions a verification pass of o runs (0:

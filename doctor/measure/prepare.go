@@ -41,6 +41,9 @@ func prepare(ctx context.Context, dir string, spec synth.Spec, logf func(string,
 	return model, tr, nil
 }
 
+// ShardPaths lists the checkpoint's shard files.
+func ShardPaths(model string) ([]string, error) { return shardPaths(model) }
+
 // shardPaths lists the checkpoint's shard files.
 func shardPaths(model string) ([]string, error) {
 	set, err := st.Open(model)

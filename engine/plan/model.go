@@ -29,9 +29,11 @@ type Run struct {
 	Ring        int
 	CacheBudget int64
 	Ultra       bool
-	Positions   int  // context: resumed + prompt + generated
-	Chunk       int  // prefill chunk
-	AllLogits   bool // logits kept for every position (teacher forcing)
+	Positions   int // context: resumed + prompt + generated
+	Chunk       int // prefill chunk
+	// Workers are the threads computing attention rows at once (0: one).
+	Workers   int
+	AllLogits bool // logits kept for every position (teacher forcing)
 	// SpecPositions is the most positions a speculative verification pass
 	// runs (the longest draft plus one; 0: no speculation).
 	SpecPositions int
@@ -70,14 +72,8 @@ func ForModel(c *config.Config, layers int, s Sizes, r Run) Inputs {
 		}
 	}
 	copies := max(r.StateCopies, 0)
-	chunk := int64(max(r.Chunk, 1))
-	if r.Positions > 0 {
-		chunk = min(chunk, int64(r.Positions))
-	}
-	widest := int64(max(c.Hidden, int(P), c.Intermediate, c.Heads*(c.QKNope+c.QKRope), c.Experts))
-	// the AttnRes block stack plus about a dozen layer-wide buffers per
-	// position, and the logits
-	buffers := chunk * 4 * (int64(c.Hidden)*int64(layers/max(c.AttnResBlock, 1)+14) + 8*widest)
+	// the logits; a chunk's activations are Inputs.Prefill (PrefillFor)
+	var buffers int64
 	logitRows := int64(max(1, r.SpecPositions))
 	if r.AllLogits {
 		logitRows = int64(max(r.Positions, r.SpecPositions, 1))
@@ -107,7 +103,8 @@ func ForModel(c *config.Config, layers int, s Sizes, r Run) Inputs {
 		MaxExperts: c.Experts * max(0, layers-c.FirstKDense),
 		Streaming:  r.Streaming, TrunkBudget: r.TrunkBudget, Ring: r.Ring, CacheBudget: r.CacheBudget,
 		StateBytes: int64(2+copies) * state, KVPerPos: int64(1+copies) * kvPerPos, Positions: r.Positions, BufferBytes: buffers, BaselineRSS: r.BaselineRSS,
-		SpecPositions: r.SpecPositions, SpecRecordPerPos: record, DraftBytes: r.DraftBytes, DraftPerPos: int64(1+copies) * r.DraftPerPos}
+		SpecPositions: r.SpecPositions, SpecRecordPerPos: record, DraftBytes: r.DraftBytes, DraftPerPos: int64(1+copies) * r.DraftPerPos,
+		Chunk: r.Chunk, Prefill: PrefillFor(c, layers, r.Positions, r.Workers)}
 }
 
 // DefaultChatCheckpoints is how many edit checkpoints a chat session keeps

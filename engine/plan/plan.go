@@ -43,6 +43,11 @@ type Inputs struct {
 	// trunk's embedding, lm_head and final-norm runs). See Plan.Pages.
 	MappedPage int64
 	TableRuns  int
+	// Chunk is the prefill chunk (positions per pass) and Prefill what a
+	// chunk of them takes (PrefillFor); ChunkWhy says how it was chosen.
+	Chunk    int
+	Prefill  PrefillCost
+	ChunkWhy string
 }
 
 // HugePage is the granularity of the buffers the engine maps outside the
@@ -103,6 +108,12 @@ type Plan struct {
 	// it is most of what is mapped.
 	Pages       int64
 	PagedBuffer int // how many buffers Pages rounds
+	// Chunk is the prefill chunk, positions per pass, and Prefill the
+	// memory a pass over one takes (activations, MoE gather buffers,
+	// attention score rows); ChunkWhy says how it was chosen (FitChunk).
+	Chunk    int
+	Prefill  int64
+	ChunkWhy string
 }
 
 // Make decides what to pin and how many slots to use. Layers are pinned
@@ -127,7 +138,11 @@ func Make(in Inputs) *Plan {
 	}
 	p := &Plan{Pinned: make([]bool, len(in.LayerBytes)), Globals: in.GlobalBytes, State: in.StateBytes,
 		KV: in.KVPerPos * int64(kvPositions), Buffers: in.BufferBytes, Baseline: in.BaselineRSS,
-		Spec: int64(in.SpecPositions) * in.SpecRecordPerPos}
+		Spec: int64(in.SpecPositions) * in.SpecRecordPerPos, Chunk: in.Chunk, ChunkWhy: in.ChunkWhy}
+	if in.Positions > 0 && p.Chunk > in.Positions {
+		p.Chunk = in.Positions // a pass never holds more positions than the context
+	}
+	p.Prefill = in.Prefill.Bytes(p.Chunk)
 	if in.DraftBytes > 0 {
 		p.Draft = in.DraftBytes + in.DraftPerPos*int64(kvPositions)
 	}
@@ -229,7 +244,7 @@ func Make(in Inputs) *Plan {
 	// allocated (the engine's buffers, the state, the expert cache's
 	// slots): the peak is the larger of the two
 	p.pages(in)
-	after := p.RingBytes + p.CacheBytes + p.State + p.KV + p.Buffers + p.Spec + p.Draft
+	after := p.RingBytes + p.CacheBytes + p.State + p.KV + p.Buffers + p.Prefill + p.Spec + p.Draft
 	p.Total = p.Baseline + p.PinnedBytes + p.Globals + p.Pages + max(after, p.Load)
 	return p
 }
@@ -355,6 +370,7 @@ func (p *Plan) String() string {
 	fmt.Fprintf(&b, "  KDA state      %10s\n", units.Bytes(p.State))
 	fmt.Fprintf(&b, "  MLA KV cache   %10s\n", units.Bytes(p.KV))
 	fmt.Fprintf(&b, "  buffers        %10s\n", units.Bytes(p.Buffers))
+	b.WriteString(p.prefillLine())
 	if p.Spec > 0 {
 		fmt.Fprintf(&b, "  spec rollback  %10s  (recurrence inputs of a verification pass)\n", units.Bytes(p.Spec))
 	}

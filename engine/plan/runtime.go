@@ -53,7 +53,7 @@ func LowHeap() HeapPoint {
 // layers, the ring and the tables are read into memory mapped outside the
 // heap (direct.AllocHuge), as are the expert cache's slots.
 func (p *Plan) EngineHeap(packed bool) int64 {
-	n := p.State + p.KV + p.Buffers + p.Spec
+	n := p.State + p.KV + p.Buffers + p.Prefill + p.Spec
 	if !packed {
 		n += p.PinnedBytes + p.Globals
 	}
@@ -71,4 +71,37 @@ func RuntimeOverhead(h HeapPoint, engineHeap int64) int64 {
 	}
 	goal := float64(h.Goal) + (1+float64(h.GOGC)/100)*float64(engineHeap)
 	return max(int64((1+retainExtra)*goal)-h.Live-engineHeap, 0)
+}
+
+// HeapLimit is the Go runtime's memory limit that keeps a process that
+// runs plan p within p.Total (runtime/debug.SetMemoryLimit): the total
+// less what is resident outside the Go heap (the mapped buffers, packed:
+// the pinned layers, the model tables, the ring and their whole pages,
+// and the expert cache's arena either way). Under it the collector runs
+// before the heap's swing (RuntimeOverhead) would take the process past
+// the plan, as a long prefill chunk's garbage otherwise can: each layer
+// of a pass leaves its chunk's activations behind.
+// notGo is what of the process base is not the Go runtime's memory (its
+// code and data, the C libraries; NotGo).
+func (p *Plan) HeapLimit(packed bool, notGo int64) int64 {
+	outside := p.RingBytes + p.CacheBytes + p.Pages + max(notGo, 0)
+	if packed {
+		outside += p.PinnedBytes + p.Globals
+	}
+	// a tenth below: the limit is soft, the collector runs beside the
+	// allocating forward and the pages it frees return to the system a
+	// little later, so the resident peak stays a little above the limit
+	return max((p.Total-outside)*9/10, 0)
+}
+
+// NotGo is what of the process's resident size rss is not memory the Go
+// runtime holds (its code, static data, the C libraries): rss less the
+// runtime's memory less what it has released to the system.
+func NotGo(rss int64) int64 {
+	s := []metrics.Sample{{Name: "/memory/classes/total:bytes"}, {Name: "/memory/classes/heap/released:bytes"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindUint64 || s[1].Value.Kind() != metrics.KindUint64 {
+		return 0
+	}
+	return max(rss-int64(s[0].Value.Uint64()-s[1].Value.Uint64()), 0)
 }

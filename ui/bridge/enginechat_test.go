@@ -3,8 +3,10 @@ package bridge
 import (
 	"bytes"
 	"context"
+	"math"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -126,10 +128,14 @@ func TestEngineChatPlanHoldsTheHeapSwing(t *testing.T) {
 		m.Stats(time.Now(), c.e.Snapshot())
 		g := m.Gauges()
 		t.Logf("trunk %q: peak in use %.1f MB, plan %.1f MB (the engine's %.1f MB and the heap's swing)", trunkDir, float64(g.PeakRSS)/1e6, float64(g.Budget)/1e6, float64(c.m.Plan.Total)/1e6)
-		assert.Greater(t, g.PeakRSS, c.m.Plan.Total, "the engine's plan alone is exceeded: the test makes the app's garbage")
+		// the Go memory limit the chat sets (Model.HeapLimit) holds the
+		// app's garbage within the engine's plan itself
+		assert.LessOrEqual(t, g.PeakRSS, c.m.Plan.Total, "the app's garbage held within the engine's plan")
 		assert.LessOrEqual(t, g.PeakRSS, g.Budget, "a normal demo chat stays within the plan")
 
-		// 32 MB more than the plan allows, held and touched
+		// 32 MB more than the plan allows, held and touched (with no limit
+		// for the collector to free other memory under)
+		debug.SetMemoryLimit(math.MaxInt64)
 		extra := make([]byte, max(g.Budget-g.RSS, 0)+32<<20)
 		for i := 0; i < len(extra); i += 4096 {
 			extra[i] = 1

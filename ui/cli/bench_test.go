@@ -35,9 +35,9 @@ func TestBenchList(t *testing.T) {
 	var out, errb bytes.Buffer
 	require.Equal(t, ExitOK, run([]string{"bench", "--help"}, &out, &errb))
 	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
-	require.Len(t, lines, 7)
+	require.Len(t, lines, 8)
 	assert.Equal(t, "usage: k3 bench WHAT [flags]", lines[0])
-	for i, name := range []string{"compress", "kernels", "layer", "spec", "stream", "vision"} {
+	for i, name := range []string{"compress", "kernels", "layer", "prefill", "spec", "stream", "vision"} {
 		assert.True(t, strings.HasPrefix(lines[i+1], "  "+name+strings.Repeat(" ", 11-len(name))), "%q", lines[i+1])
 	}
 	out.Reset()

@@ -381,15 +381,19 @@ func (r *repl) turn(line string) int {
 // one line it rewrites.
 func chatPrinter(w io.Writer) func(engine.Event) {
 	phase := engine.EventKind(-1)
-	t0, reading := time.Now(), false
+	t0, reading, passes := time.Now(), false, 0
 	return func(ev engine.Event) {
 		switch ev.Kind {
 		case engine.EventPrefill:
 			if ev.Done >= ev.Total && !reading {
-				return // read in one chunk: nothing to show
+				return // read in one pass: nothing to show
+			}
+			if !reading {
+				t0, passes = time.Now(), 0
 			}
 			reading = true
-			fmt.Fprintf(w, "\r[reading your message: %d/%d positions, %.1f s]", ev.Done, ev.Total, time.Since(t0).Seconds())
+			passes++
+			fmt.Fprintf(w, "\r[reading your message: %s]", passLine(ev, passes, time.Since(t0).Seconds()))
 			if ev.Done >= ev.Total {
 				fmt.Fprintln(w)
 				reading = false

@@ -115,8 +115,8 @@ func printDoctor(w io.Writer, r *doctor.Report) {
 		if p.Name == r.Preset.Name && r.CanRun {
 			mark = "->"
 		}
-		fmt.Fprintf(w, " %s %-12s %6.1f s/token  peak RSS %6.1f GB  reads %5.1f GB/token (io %.1f s + compute %.1f s)\n",
-			mark, p.Name, p.PredictedSecondsPerToken, float64(p.PredictedPeakRSSBytes)/1e9, float64(p.DiskBytesPerToken)/1e9, p.IOSeconds, p.ComputeSeconds)
+		fmt.Fprintf(w, " %s %-12s %6.1f s/token  peak RSS %6.1f GB  reads %5.1f GB/token (io %.1f s + compute %.1f s)%s\n",
+			mark, p.Name, p.PredictedSecondsPerToken, float64(p.PredictedPeakRSSBytes)/1e9, float64(p.DiskBytesPerToken)/1e9, p.IOSeconds, p.ComputeSeconds, firstToken100(p))
 	}
 	printDoctorDrafter(w, r.Drafter)
 	for _, n := range r.Notes {
@@ -211,4 +211,14 @@ func printDoctorDrafter(w io.Writer, ds []doctor.DraftPrediction) {
 		}
 		fmt.Fprintf(w, "    %-12s %-12s (peak RSS %5.1f GB)  %6.1f s/token without, %s\n", d.Name, fit, float64(d.PeakRSSBytes)/1e9, d.PlainSecondsPerToken, with)
 	}
+}
+
+// firstToken100 is a preset's predicted time to the first token of a
+// 100-position prompt, read in passes of the plan's chunk ("" when the
+// preset does not fit this machine's memory).
+func firstToken100(p doctor.Prediction) string {
+	if p.PrefillChunk <= 0 {
+		return ""
+	}
+	return fmt.Sprintf("; first token of a 100-position prompt after %.0f s (prompt chunk %d)", p.FirstToken100, p.PrefillChunk)
 }

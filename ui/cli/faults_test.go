@@ -80,6 +80,9 @@ func TestNumericFlagsRefused(t *testing.T) {
 		{[]string{"--layers", "1000"}, "1000 layers asked for, the model has 8"},
 		{[]string{"--gen", "0x10"}, "want a decimal integer"},
 		{[]string{"--chunk", "1_0"}, "want a decimal integer"},
+		{[]string{"--chunk", "0"}, "--chunk 0: give 1..1048576 prompt positions per pass, or leave --chunk out"},
+		{[]string{"--chunk", "-4"}, "--chunk -4: give 1..1048576"},
+		{[]string{"--chunk", "99999999"}, "--chunk 99999999: give 1..1048576"},
 		{[]string{"--stop-id", "+5"}, "want a non-negative integer"},
 	} {
 		args := append([]string{"run", tinyRelease, "--ids", "1,2,3", "--gen", "1"}, c.args...)

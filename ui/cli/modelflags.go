@@ -80,7 +80,7 @@ func addModelFlags(fs *flag.FlagSet, cmd string) *modelFlags {
 		cfgPath:  fs.String("config", "", "config file (default MODEL_DIR/config.json)"),
 		layers:   fs.Int("layers", 0, "bind only the first N layers (the output is then not the model's)"),
 		threads:  fs.Int("threads", 0, "worker threads (default: one per physical core)"),
-		chunk:    fs.Int("chunk", engine.DefaultChunk, "prefill chunk in positions"),
+		chunk:    fs.Int("chunk", 0, "prefill chunk: prompt positions read per pass (default: the longest the memory plan holds)"),
 		cacheGB:  fs.Float64("cache-gb", 64, "routed-expert cache budget in GB (1 GB = 1e9 bytes)"),
 		trunkDir: fs.String("trunk", "", "packed trunk directory (k3 pack): stream layers that do not fit --trunk-gb"),
 		trunkGB:  fs.Float64("trunk-gb", 16, "budget for pinned trunk layers plus the streaming ring, in GB"),
@@ -134,8 +134,8 @@ func (f *modelFlags) resolve(fs *flag.FlagSet, stdout, stderr io.Writer) int {
 	case *f.ring < 1 || *f.ring > 8:
 		fmt.Fprintf(stderr, "k3 %s: --trunk-ring must be 1..8\n", f.cmd)
 		return ExitUsage
-	case *f.chunk < 1:
-		fmt.Fprintf(stderr, "k3 %s: --chunk must be at least 1\n", f.cmd)
+	case given["chunk"] && (*f.chunk < 1 || *f.chunk > plan.MaxChunk):
+		fmt.Fprintf(stderr, "k3 %s: --chunk %d: give 1..%d prompt positions per pass, or leave --chunk out to let the memory plan choose\n", f.cmd, *f.chunk, plan.MaxChunk)
 		return ExitUsage
 	case !knownPolicy(*f.policy):
 		fmt.Fprintf(stderr, "k3 %s: --cache-policy %q is not %s\n", f.cmd, *f.policy, orList(expertcache.Names()))

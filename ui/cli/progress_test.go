@@ -1,7 +1,10 @@
 package cli
 
 import (
+	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -21,16 +24,21 @@ func TestChatShowsReadingProgress(t *testing.T) {
 	defer func() { stdin = nil }()
 	code, out, errs := runK3("chat", dir, "--gen", "2", "--chunk", "8")
 	require.Equal(t, ExitOK, code, errs)
-	re := regexp.MustCompile(`\r\[reading your message: (\d+)/(\d+) positions, [0-9.]+ s\]`)
+	re := regexp.MustCompile(`\r\[reading your message: (\d+)/(\d+) positions, pass (\d+)/(\d+), [0-9.]+ s(, about \d+ s left)?\]`)
 	ms := re.FindAllStringSubmatch(out, -1)
 	require.NotEmpty(t, ms, out)
 	total, _ := strconv.Atoi(ms[0][2])
 	require.Greater(t, total, len(long), "the transcript holds the message")
 	prev := 0
-	for _, m := range ms {
+	for i, m := range ms {
 		done, _ := strconv.Atoi(m[1])
 		n, _ := strconv.Atoi(m[2])
 		assert.Equal(t, total, n)
+		pass, _ := strconv.Atoi(m[3])
+		passes, _ := strconv.Atoi(m[4])
+		assert.Equal(t, i+1, pass, "the passes count up")
+		assert.GreaterOrEqual(t, passes, (total+7)/8, "the passes a message of %d positions takes at 8 a pass", total)
+		assert.Equal(t, pass < passes, m[5] != "", "an estimate while passes are left: %q", m[0])
 		assert.Greater(t, done, prev, "it moves forward")
 		assert.LessOrEqual(t, done-prev, 8, "a line after every chunk of 8")
 		prev = done
@@ -59,4 +67,41 @@ func TestRunPrintsPrefillProgressPerChunk(t *testing.T) {
 	}
 	want := []int{8, 16, 24, 32, 40, 48, 56, 64, 72, 80, 88, 96, 100}
 	assert.Equal(t, want, done, out)
+}
+
+// Issue 37: --out says how the prompt was read: prefill_chunk positions
+// per pass in prefill_passes passes; with no --chunk the memory plan's
+// chunk reads the 100-position prompt in one pass, to the same ids.
+func TestRunOutPrefillChunk(t *testing.T) {
+	dir := demoModel(t)
+	ids := make([]string, 100)
+	for i := range ids {
+		ids[i] = strconv.Itoa(1 + i%50)
+	}
+	type rep struct {
+		Full    []int `json:"full_ids"`
+		Chunk   int   `json:"prefill_chunk"`
+		Passes  int   `json:"prefill_passes"`
+		Forward int64 `json:"forward_passes"`
+	}
+	read := func(args ...string) (rep, string) {
+		out := filepath.Join(t.TempDir(), "o.json")
+		code, stdout, errs := runK3(append([]string{"run", dir, "--ids", strings.Join(ids, ","), "--gen", "3", "--out", out, "--spec", "off"}, args...)...)
+		require.Equal(t, ExitOK, code, errs)
+		b, err := os.ReadFile(out)
+		require.NoError(t, err)
+		var r rep
+		require.NoError(t, json.Unmarshal(b, &r))
+		return r, stdout
+	}
+	forced, _ := read("--chunk", "8")
+	assert.Equal(t, 8, forced.Chunk)
+	assert.Equal(t, 13, forced.Passes, "100 positions at 8 a pass")
+	assert.Equal(t, int64(13+2), forced.Forward, "13 prefill passes and 2 decode steps")
+	auto, stdout := read()
+	assert.Equal(t, 1, auto.Passes, "the plan's chunk holds the whole prompt")
+	assert.GreaterOrEqual(t, auto.Chunk, 100)
+	assert.Equal(t, forced.Full, auto.Full)
+	assert.Contains(t, stdout, "positions per pass, ")
+	assert.Contains(t, stdout, "prefill  : 100/100 positions, pass 1/1")
 }

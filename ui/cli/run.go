@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -56,6 +57,10 @@ type runReport struct {
 	SpecDrafted   int64 `json:"spec_drafted"`
 	SpecAccepted  int64 `json:"spec_accepted"`
 	ForwardPasses int64 `json:"forward_passes"`
+	// PrefillChunk is the prompt positions read per pass (the memory
+	// plan's, or --chunk) and PrefillPasses the passes the prompt took.
+	PrefillChunk  int `json:"prefill_chunk"`
+	PrefillPasses int `json:"prefill_passes"`
 }
 
 // runConfig is a parsed `k3 run` command line.
@@ -258,6 +263,8 @@ type runResult struct {
 	wall    float64
 	err     error
 	outcode int // an output file could not be written: its exit code
+	// prefillPasses are the passes that read the prompt
+	prefillPasses int
 }
 
 // run opens the model, runs the command and writes the report; it returns
@@ -275,6 +282,9 @@ func (c *runConfig) run(ctx context.Context, stdout, stderr io.Writer) int {
 		return code
 	}
 	defer m.Close()
+	// the collector keeps the heap within the plan (a long prefill chunk
+	// leaves a chunk of garbage per layer); restored when the run ends
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(m.HeapLimit()))
 	res.m = m
 	cfg := m.Cfg
 	for _, id := range c.ids {
@@ -391,6 +401,7 @@ func (c *runConfig) execute(ctx context.Context, e *engine.Engine, st *engine.St
 		}})
 	res.final = res.gen.State
 	g := res.gen
+	res.prefillPasses = prefill.passes
 	fmt.Fprintln(stdout, strings.Repeat("-", 62))
 	if c.cache != nil {
 		fmt.Fprintf(stdout, "prompt cache: reused %d of %d prompt positions, read %d\n", g.Reused, len(c.ids), len(c.ids)-g.Reused)
@@ -436,18 +447,36 @@ func (c *runConfig) cacheUse(st *engine.State) *engine.CacheUse {
 	return u
 }
 
-// prefillPrinter prints prefill progress after every chunk: a long
+// prefillPrinter prints prefill progress after every pass: a long
 // prompt shows it moving (a 173,627-id prompt read 64 positions at a time
-// used to print only every tenth of the prompt: seconds without a line).
+// used to print only every tenth of the prompt: seconds without a line),
+// with the passes left and their time at the mean pass time so far.
 type prefillPrinter struct {
-	w  io.Writer
-	t0 time.Time
+	w      io.Writer
+	t0     time.Time
+	passes int
 }
 
 func newPrefillPrinter(w io.Writer) *prefillPrinter { return &prefillPrinter{w: w, t0: time.Now()} }
 
 func (p *prefillPrinter) add(ev engine.Event) {
-	fmt.Fprintf(p.w, "  prefill  : %d/%d positions, %.2f s\n", ev.Done, ev.Total, time.Since(p.t0).Seconds())
+	p.passes++
+	fmt.Fprintf(p.w, "  prefill  : %s\n", passLine(ev, p.passes, time.Since(p.t0).Seconds()))
+}
+
+// passLine says how far the prompt's reading is after its done-th pass,
+// elapsed seconds in: positions, passes and, while some are left, their
+// estimated time at the mean pass time so far.
+func passLine(ev engine.Event, done int, elapsed float64) string {
+	total := done
+	if ev.Chunk > 0 {
+		total = done + (ev.Total-ev.Done+ev.Chunk-1)/ev.Chunk
+	}
+	line := fmt.Sprintf("%d/%d positions, pass %d/%d, %.2f s", ev.Done, ev.Total, done, total, elapsed)
+	if left := total - done; left > 0 && done > 0 {
+		line += fmt.Sprintf(", about %.0f s left", elapsed/float64(done)*float64(left))
+	}
+	return line
 }
 
 func sum(xs []float64) float64 {
@@ -507,7 +536,8 @@ func (c *runConfig) report(res *runResult, stdout, stderr io.Writer) int {
 	rep := runReport{PromptIDs: c.ids, Layers: m.Bound, LayersInModel: m.Cfg.Layers, GeneratedIDs: []int{}, PlanBytes: m.Plan.Total,
 		PeakRSSBytes: machine.PeakRSS(), TrunkBytesRead: m.BoundBytes + total.TrunkBytesRead, ExpertBytesRead: es.BytesRead,
 		ExpertDrops: es.Failures, ExpertRequests: es.Requests, ExpertHits: es.Hits, ExpertEvictions: es.Evictions,
-		IOShare: total.IOShare(res.wall), SpecDrafted: total.SpecDrafted, SpecAccepted: total.SpecAccepted, ForwardPasses: total.ForwardPasses}
+		IOShare: total.IOShare(res.wall), SpecDrafted: total.SpecDrafted, SpecAccepted: total.SpecAccepted, ForwardPasses: total.ForwardPasses,
+		PrefillChunk: m.Chunk(), PrefillPasses: res.prefillPasses}
 	rep.TrunkCompression, _, _ = m.TrunkCompression()
 	if g := res.gen; g != nil {
 		rep.GeneratedIDs = append(rep.GeneratedIDs, g.Generated...)

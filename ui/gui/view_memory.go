@@ -2,15 +2,18 @@ package gui
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
+	"time"
 
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/container"
 	"fyne.io/fyne/v2/data/binding"
 	"fyne.io/fyne/v2/widget"
 
+	"k3/engine"
 	"k3/engine/plan"
 	"k3/storage/units"
 	"k3/ui/bridge"
@@ -218,6 +221,11 @@ func (s *memoryStep) Replan() {
 	bridge.StartJob(u.do, 1, func(context.Context, func(struct{})) error {
 		var err error
 		p, err = pl.Plan(settings.ModelDir, settings.OpenOptions(mem))
+		var pe *engine.PlanError
+		if errors.As(err, &pe) { // not even 64 prompt positions per pass fit
+			p, tooBig = pe.Plan, true
+			return err
+		}
 		if err == nil && mem != nil {
 			err = p.Check(*mem)
 			tooBig = err != nil
@@ -250,13 +258,30 @@ func (s *memoryStep) showPlan(p *plan.Plan, err error) {
 		s.Verdict.SetText(fmt.Sprintf("These settings do not fit: the plan needs %s, and %s of the %s available is the most k3 plans for. Lower the sliders or pick a smaller preset.",
 			units.Bytes(p.Total), units.Bytes(int64(0.95*float64(s.mem.Usable()))), units.Bytes(s.mem.Usable())))
 	case s.mem != nil:
-		s.Verdict.SetText(fmt.Sprintf("Fits: the plan needs %s of the %s available.", units.Bytes(p.Total), units.Bytes(s.mem.Usable())))
+		s.Verdict.SetText(fmt.Sprintf("Fits: the plan needs %s of the %s available.", units.Bytes(p.Total), units.Bytes(s.mem.Usable())) + s.firstReply())
 	default:
 		s.Verdict.SetText(fmt.Sprintf("The plan needs %s (the available memory could not be read).", units.Bytes(p.Total)))
 	}
 	if s.w.u.wizard == s.w {
 		s.w.Changed()
 	}
+}
+
+// firstReply is the predicted wait for the first word of a reply to a
+// short question (100 positions) at the chosen preset, from the machine
+// check ("" without one).
+func (s *memoryStep) firstReply() string {
+	r := s.w.Machine.Report
+	if r == nil {
+		return ""
+	}
+	for _, p := range r.AllPresets {
+		if p.Name == s.w.D.Preset && p.PrefillChunk > 0 {
+			return fmt.Sprintf(" With the full model a short question is answered after about %s (its first word; a prompt is read %d tokens at a time).",
+				bridge.Duration(time.Duration(p.FirstToken100*float64(time.Second))), p.PrefillChunk)
+		}
+	}
+	return ""
 }
 
 func (s *memoryStep) Ready() (bool, string) {
