@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"hash/crc32"
 	"os"
@@ -63,20 +62,17 @@ func draftDir(name string) string {
 	return filepath.Join(fixture.ModelDir(name), "draft")
 }
 
-// loadDraftExpect reads name's draft fixtures; ok is false only for the
-// demo's before tools/demo/train_draft.py has written them.
-func loadDraftExpect(t *testing.T, name string) (ex draftExpect, ok bool) {
+// loadDraftExpect reads name's draft fixtures, which are committed (the
+// demo's written by tools/demo/train_draft.py): a missing one fails.
+func loadDraftExpect(t *testing.T, name string) draftExpect {
 	t.Helper()
+	var ex draftExpect
 	raw, err := os.ReadFile(fixture.Path("models", name, "draft", "expect.json"))
-	if name == "demo" && errors.Is(err, os.ErrNotExist) {
-		t.Logf("no testdata/models/demo/draft/expect.json: the demo's draft model is not compared with the reference")
-		return ex, false
-	}
-	require.NoError(t, err)
+	require.NoError(t, err, "the committed draft fixtures of %s", name)
 	require.NoError(t, json.Unmarshal(raw, &ex))
 	require.Equal(t, name, ex.Target)
 	require.NotEmpty(t, ex.Cases)
-	return ex, true
+	return ex
 }
 
 func openWithDraft(t *testing.T, name string, o Options) *Model {
@@ -98,10 +94,7 @@ func openWithDraft(t *testing.T, name string, o Options) *Model {
 // its rotary frequencies and score scale are the reference's.
 func TestDraftMatchesReference(t *testing.T) {
 	for _, name := range draftModels {
-		ex, ok := loadDraftExpect(t, name)
-		if !ok {
-			continue
-		}
+		ex := loadDraftExpect(t, name)
 		m := openWithDraft(t, name, Options{})
 		d := m.DraftModel()
 		require.Len(t, d.rope.invFreq, len(ex.RopeInvFreq))
@@ -143,10 +136,7 @@ func TestDraftMatchesReference(t *testing.T) {
 // dropped with them), and generates plain decoding's tokens.
 func TestDraftSpecRuns(t *testing.T) {
 	for _, name := range draftModels {
-		ex, ok := loadDraftExpect(t, name)
-		if !ok {
-			continue
-		}
+		ex := loadDraftExpect(t, name)
 		m := openWithDraft(t, name, Options{})
 		for ri, r := range ex.SpecRuns {
 			for _, threads := range []int{1, 2} {
@@ -485,9 +475,7 @@ func replayDrafts(t *testing.T, e *Engine, m *Model, smp Sampler, prompt, gen []
 // against 32 for 139 whole; the drafter before it wasted 44 for 119
 // against 128 for 121.)
 func TestDraftSeededStopsPay(t *testing.T) {
-	if _, ok := loadDraftExpect(t, "demo"); !ok {
-		t.Skip("no demo draft model fixtures")
-	}
+	loadDraftExpect(t, "demo")
 	m := openWithDraft(t, "demo", Options{})
 	ex := fixture.LoadExpect(t, "demo")
 	e := m.NewEngine(1)
