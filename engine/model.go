@@ -70,7 +70,10 @@ func (m *Model) Streamed() bool {
 func (m *Model) Layer(i int) *Layer { return m.layers[i] }
 
 // TableBytesRead is what ultra-low-memory mode read of the model tables.
-func (m *Model) TableBytesRead() int64 { return m.tables.bytesRead() }
+func (m *Model) TableBytesRead() int64 {
+	embed, head := m.tables.bytesRead()
+	return embed + head
+}
 
 // NewEngine returns an engine over the model with a pool of the given
 // threads (0: one per physical core). Layers the plan did not pin are

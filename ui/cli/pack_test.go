@@ -97,7 +97,7 @@ func TestPackCLIErrors(t *testing.T) {
 		{[]string{"pack"}, ExitUsage, "usage: k3 pack MODEL_DIR TRUNK_DIR"},
 		{[]string{"pack", tinyRelease}, ExitUsage, "usage: k3 pack"},
 		{[]string{"pack", tinyRelease, tmp, "extra"}, ExitUsage, "usage: k3 pack"},
-		{[]string{"pack", "--bogus", tinyRelease, tmp}, ExitUsage, "k3 pack: unknown flag --bogus; the closest is"},
+		{[]string{"pack", "--bogus", tinyRelease, tmp}, ExitUsage, "k3 pack: unknown flag --bogus (k3 pack -h lists them all)"},
 		{[]string{"pack", tinyRelease, tmp, "--buffer-mb", "0"}, ExitUsage, "--buffer-mb must be 1..1024"},
 		{[]string{"pack", tinyRelease, tmp, "--disk-test-mb", "-1"}, ExitUsage, "--disk-test-mb must be >= 0"},
 		{[]string{"pack", filepath.Join(tmp, "missing"), tmp}, ExitUsage, "is not a model directory"},
