@@ -483,14 +483,25 @@ func TestCFilesNamed(t *testing.T) {
 	b := append([]byte("K3ST"), make([]byte, 92)...)
 	binary.LittleEndian.PutUint32(b[4:], 1)
 	require.NoError(t, os.WriteFile(st, b, 0o644))
-	code, _, errs = runK3("run", tinyRelease, "--ids", "1,2", "--load-state", st)
+	code, out, errs := runK3("run", tinyRelease, "--ids", "1,2", "--load-state", st)
 	assert.Equal(t, ExitRuntime, code)
 	assert.Contains(t, errs, "made by the C engine (kimi-k3-in-c): its state files are another format")
+	// refused before the model is opened: nothing bound, nothing read
+	assert.NotContains(t, out, "memory plan")
+	assert.NotContains(t, out, "trunk    :")
+	// k3's own header, of a version this k3 does not read: refused as early
+	own := append([]byte("K3STATE\x00"), make([]byte, 40)...)
+	binary.LittleEndian.PutUint32(own[8:], 1)
+	require.NoError(t, os.WriteFile(st, own, 0o644))
+	code, out, errs = runK3("run", tinyRelease, "--ids", "1,2", "--load-state", st)
+	assert.Equal(t, ExitRuntime, code)
+	assert.Contains(t, errs, "was saved by an older k3")
+	assert.NotContains(t, out, "memory plan")
 	// k3's own state files still load
-	own := filepath.Join(tmp, "own.state")
-	code, out, errs := runK3("run", tinyRelease, "--ids", "1,2", "--gen", "1", "--save-state", own)
+	ownState := filepath.Join(tmp, "own.state")
+	code, out, errs = runK3("run", tinyRelease, "--ids", "1,2", "--gen", "1", "--save-state", ownState)
 	require.Equal(t, ExitOK, code, out+errs)
-	code, out, errs = runK3("run", tinyRelease, "--ids", "3", "--gen", "1", "--load-state", own)
+	code, out, errs = runK3("run", tinyRelease, "--ids", "3", "--gen", "1", "--load-state", ownState)
 	require.Equal(t, ExitOK, code, out+errs)
 }
 

@@ -253,7 +253,17 @@ func parseRun(args []string, stdout, stderr io.Writer) (*runConfig, int) {
 		}
 	}
 	c.threads = *mf.threads
-	c.opts = mf.options(len(c.ids)+c.gen+statePositions(c.loadSt), c.teacherForcing)
+	resumed := 0
+	if c.loadSt != "" {
+		// refused before the model is opened: no weight is read for it
+		n, err := engine.PeekStatePositions(c.loadSt)
+		if err != nil {
+			fmt.Fprintf(stderr, "k3 run: --load-state: %v\n", err)
+			return nil, ExitRuntime
+		}
+		resumed = n
+	}
+	c.opts = mf.options(len(c.ids)+c.gen+resumed, c.teacherForcing)
 	return c, -1
 }
 
@@ -587,14 +597,4 @@ func watchInterrupts(ch <-chan os.Signal, stderr io.Writer, onSecond func()) (co
 		}
 	}()
 	return ctx, cancel
-}
-
-// statePositions peeks at a state file's position count (0 when absent or
-// unreadable; the load reports the real error later).
-func statePositions(path string) int {
-	if path == "" {
-		return 0
-	}
-	n, _ := engine.PeekStatePositions(path)
-	return n
 }
