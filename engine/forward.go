@@ -95,7 +95,9 @@ func (e *Engine) forward(ctx context.Context, s *State, ids []int, all, want boo
 	cancellable := ctx.Done() != nil
 	P := make([]float32, T*H) // running sum of sub-layer outputs since the last block boundary
 	for t, id := range ids {
-		if err := m.tables.embed(P[t*H:(t+1)*H], id); err != nil {
+		if row := s.mediaRow(s.Pos+t, H); row != nil {
+			copy(P[t*H:(t+1)*H], row) // an image's projected row (State.AddMedia)
+		} else if err := m.tables.embed(P[t*H:(t+1)*H], id); err != nil {
 			return nil, err
 		}
 	}
@@ -142,6 +144,9 @@ func (e *Engine) forward(ctx context.Context, s *State, ids []int, all, want boo
 		}
 	}
 	s.Pos += T
+	if len(s.media) > 0 {
+		s.dropFedMedia(H)
+	}
 	s.IDs = append(s.IDs, ids...)
 	if d != nil {
 		d.extend(e, s, taps, T)

@@ -210,7 +210,7 @@ func (e *Engine) Generate(ctx context.Context, s *State, prompt []int, opt GenOp
 	var err error
 	switch {
 	case opt.Recompute && opt.MaxTokens > 0:
-		logits, err = e.feed(ctx, e.m.NewState(), full, false, emit)
+		logits, err = e.feed(ctx, e.m.freshWithMedia(s), full, false, emit)
 	case opt.KeepPrefix && len(prompt) > 0:
 		// progress counts the whole prompt across the two feeds
 		n := len(prompt)
@@ -270,7 +270,7 @@ func (e *Engine) Generate(ctx context.Context, s *State, prompt []int, opt GenOp
 		t0 = time.Now()
 		if opt.Recompute {
 			res.DecodePasses++
-			if logits, err = e.Feed(ctx, e.m.NewState(), full, false); err != nil {
+			if logits, err = e.Feed(ctx, e.m.freshWithMedia(s), full, false); err != nil {
 				return fail(err)
 			}
 			dt = time.Since(t0).Seconds()

@@ -32,6 +32,7 @@ type Model struct {
 	BoundBytes int64
 
 	set       *st.Set
+	vision    visionSlot // the vision tower, read on first use
 	tables    tables
 	finalNorm []float32
 	outFold   []float32    // output_attn_res_norm ⊙ output_attn_res_proj

@@ -180,6 +180,10 @@ func Open(dir string, o Options) (*Model, error) {
 	}
 	m := &Model{Cfg: ck.cfg, Prefix: ck.prefix, Bound: ck.layers, Plan: p, set: ck.set, trunk: tr, chunk: o.chunk(),
 		maxDraft: o.maxDraft(), io: &ioTracker{}}
+	m.vision.configPath = o.Config
+	if m.vision.configPath == "" {
+		m.vision.configPath = filepath.Join(dir, "config.json")
+	}
 	store := newExpertStore(ck.set, ck.cfg, ck.layers, o.Budget.CacheBytes, o.CachePolicy)
 	store.trace, store.io = o.Trace, m.io
 	if o.ExpertReadAt != nil {

@@ -27,6 +27,10 @@ type State struct {
 	recN      int // positions the recorded pass fed
 	// draft holds the attached draft model's context rows (nil: none yet)
 	draft *draftState
+	// media are input embeddings given for positions not fed yet
+	// (AddMedia); fedMedia the images already fed (FedMedia)
+	media    []mediaSpan
+	fedMedia []MediaKey
 }
 
 // kdaRecord holds one KDA layer's recurrence inputs for the positions of a
@@ -160,6 +164,8 @@ func (s *State) Clone() *State {
 		}
 	}
 	n.draft = s.draft.clone()
+	n.media = s.media[:len(s.media):len(s.media)]
+	n.fedMedia = s.fedMedia[:len(s.fedMedia):len(s.fedMedia)]
 	return n
 }
 

@@ -367,3 +367,18 @@ func Pretokenize(text string) []string {
 	})
 	return out
 }
+
+// PyIsBlank reports whether s is empty after Python's str.strip(): whether
+// every character is whitespace by Python's str.isspace(), the class the
+// pre-tokenizer uses.
+func PyIsBlank(s string) bool {
+	bmp := bmpTable()
+	for i := 0; i < len(s); {
+		c, w := classAt(s, i, bmp)
+		if c&cPySpace == 0 {
+			return false
+		}
+		i += w
+	}
+	return true
+}

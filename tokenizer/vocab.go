@@ -1,9 +1,10 @@
 // Package tokenizer implements the Kimi K3 tokenizer: the tiktoken.model
 // rank file and tokenizer_config.json loaders, the Kimi pre-tokenizer (a
 // hand-written equivalent of its pat_str regex), rank-ordered byte-level BPE,
-// the 256 special tokens, decoding (whole and streaming), the XTML chat
-// template (Render, EncodeSegments, NewReplyReader) and a small vocabulary
-// writer for tests and demo models (WriteByteLevel).
+// the 256 special tokens, decoding (whole and streaming), the check that a
+// vocabulary has K3's chat tokens (CheckChat) and a small vocabulary writer
+// for tests and demo models (WriteByteLevel). The XTML chat format built on
+// these ids (rendering and the reply reader) is package tokenizer/xtml.
 //
 // Behaviour follows Moonshot's TikTokenTokenizer (tokenization_kimi.py) on top
 // of OpenAI's tiktoken:
@@ -367,4 +368,23 @@ func (t *Tokenizer) StopIDs() []int {
 		}
 	}
 	return out
+}
+
+// CheckChat reports an error unless the vocabulary has the special tokens
+// the chat format needs (<|open|>, <|close|>, <|sep|>, <|end_of_msg|>,
+// [EOS]) at K3's offsets from NumBase (3, 4, 5, 2, 1).
+func (t *Tokenizer) CheckChat() error {
+	for _, x := range []struct {
+		name string
+		off  int
+	}{{EOS, 1}, {EndOfMsg, 2}, {Open, 3}, {Close, 4}, {Sep, 5}} {
+		id, ok := t.special[x.name]
+		if !ok {
+			return fmt.Errorf("tokenizer: special token %s missing; not a K3 chat vocabulary", x.name)
+		}
+		if id != t.numBase+x.off {
+			return fmt.Errorf("tokenizer: %s has id %d, K3 expects %d", x.name, id, t.numBase+x.off)
+		}
+	}
+	return nil
 }

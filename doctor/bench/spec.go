@@ -16,6 +16,7 @@ import (
 	"k3/engine/synth"
 	st "k3/storage/safetensors"
 	"k3/tokenizer"
+	"k3/tokenizer/xtml"
 )
 
 // specPrompt is one prompt of the fixed set, asked of the model as a chat
@@ -26,7 +27,7 @@ import (
 type specPrompt struct {
 	name  string
 	turns []string // user messages; the last is the one measured
-	kind  func(reply tokenizer.Reply, prompt string) string
+	kind  func(reply xtml.Reply, prompt string) string
 }
 
 // specSummarised is the text the summarise prompt gives.
@@ -40,7 +41,7 @@ var specPrompts = []specPrompt{
 }
 
 // answered: a chat reply needs an answer.
-func answered(a tokenizer.Reply, _ string) string {
+func answered(a xtml.Reply, _ string) string {
 	if strings.TrimSpace(a.Content) == "" {
 		return "no answer"
 	}
@@ -48,7 +49,7 @@ func answered(a tokenizer.Reply, _ string) string {
 }
 
 // isCode: the code prompt asks for a Go function.
-func isCode(a tokenizer.Reply, _ string) string {
+func isCode(a xtml.Reply, _ string) string {
 	if !strings.Contains(a.Content, "func ") || !strings.Contains(a.Content, "{") {
 		return "the model cannot write code: its reply is not a Go function"
 	}
@@ -56,7 +57,7 @@ func isCode(a tokenizer.Reply, _ string) string {
 }
 
 // summarises: most of a summary's longer words come from the text.
-func summarises(a tokenizer.Reply, prompt string) string {
+func summarises(a xtml.Reply, prompt string) string {
 	words := func(s string) []string {
 		return strings.FieldsFunc(strings.ToLower(s), func(r rune) bool { return !unicode.IsLetter(r) })
 	}
@@ -228,7 +229,7 @@ func Spec(ctx context.Context, cfg SpecConfig) error {
 			if c.off, err = gen(c, engine.SpecOff, nil); err != nil {
 				return err
 			}
-			a := tok.ReadReply(c.off.Generated, tokenizer.ReplyOptions{Thinking: true})
+			a := xtml.ReadReply(tok, c.off.Generated, xtml.ReplyOptions{Thinking: true})
 			switch err := a.Err(); {
 			case c.off.Stop != engine.StopToken:
 				c.weak = fmt.Sprintf("the reply did not end by itself within %d tokens", cfg.MaxTokens)

@@ -1,6 +1,9 @@
 package bench
 
-import "k3/tokenizer"
+import (
+	"k3/tokenizer"
+	"k3/tokenizer/xtml"
+)
 
 // refPrompt is a prompt with a hand-written reply of the kind a large
 // model would give (`k3 bench spec --reference`): no model is asked; the
@@ -9,7 +12,7 @@ import "k3/tokenizer"
 // summary), and is labelled as such wherever it is printed.
 type refPrompt struct {
 	name  string
-	msgs  []tokenizer.Message
+	msgs  []xtml.Message
 	reply string
 }
 
@@ -21,9 +24,9 @@ const specChatAnswer = `A sluggish starter usually needs warmth, a steady feedin
 	`Once it reliably doubles within four to six hours after a feeding, it is active enough to bake with.`
 
 var refPrompts = []refPrompt{
-	{"chat", []tokenizer.Message{{Role: "user", Content: "My sourdough starter is a week old and barely rises. How do I make it more active?"}},
+	{"chat", []xtml.Message{{Role: "user", Content: "My sourdough starter is a week old and barely rises. How do I make it more active?"}},
 		specChatAnswer},
-	{"code", []tokenizer.Message{{Role: "user", Content: "Write a Go function SumCSV that parses a comma-separated list of integers (spaces allowed) and returns their sum, with a table-driven test."}},
+	{"code", []xtml.Message{{Role: "user", Content: "Write a Go function SumCSV that parses a comma-separated list of integers (spaces allowed) and returns their sum, with a table-driven test."}},
 		"```go\npackage csvsum\n\nimport (\n\t\"fmt\"\n\t\"strconv\"\n\t\"strings\"\n)\n\n" +
 			"// SumCSV parses a comma-separated list of integers and returns their sum.\n" +
 			"func SumCSV(s string) (int, error) {\n\tif strings.TrimSpace(s) == \"\" {\n\t\treturn 0, nil\n\t}\n\tsum := 0\n" +
@@ -37,7 +40,7 @@ var refPrompts = []refPrompt{
 			"\t\t\t\tt.Fatalf(\"SumCSV(%q) error = %v, wantErr %v\", tt.input, err, tt.wantErr)\n\t\t\t}\n\t\t\tif got != tt.want {\n" +
 			"\t\t\t\tt.Errorf(\"SumCSV(%q) = %d, want %d\", tt.input, got, tt.want)\n\t\t\t}\n\t\t})\n\t}\n}\n```\n\n" +
 			"SumCSV trims each field before parsing it, so spaces around the numbers are allowed, and it reports the position of the first field that is not an integer. An empty input sums to 0."},
-	{"summarise", []tokenizer.Message{{Role: "user", Content: "Summarise this text in a few sentences.\n\n" +
+	{"summarise", []xtml.Message{{Role: "user", Content: "Summarise this text in a few sentences.\n\n" +
 		"The town council met on Tuesday to discuss the future of the old river bridge, which has been closed to cars since a structural survey in March found corrosion in two of its steel supports. " +
 		"Engineers presented three options. The first is a full repair of the existing bridge, which would cost an estimated 4.2 million euros and take about eighteen months, during which the bridge would stay closed to all traffic. " +
 		"The second is to replace the bridge with a new concrete structure at a cost of 6.8 million euros; construction would take two years, but a temporary footbridge could be installed so that pedestrians and cyclists can still cross the river. " +
@@ -51,7 +54,7 @@ var refPrompts = []refPrompt{
 			"or closing the bridge permanently to motor vehicles and converting it into a pedestrian and cycle bridge for 1.5 million euros within nine months. " +
 			"Shop owners on the east bank want the bridge reopened to cars as soon as possible because the closure has cut their trade by a third, while residents on the west bank support the third option because traffic has been calmer since March. " +
 			"The council will hold a public consultation in June and vote on the options in September."},
-	{"second turn", []tokenizer.Message{
+	{"second turn", []xtml.Message{
 		{Role: "user", Content: "My sourdough starter is a week old and barely rises. How do I make it more active?"},
 		{Role: "assistant", Content: specChatAnswer},
 		{Role: "user", Content: "Thanks! Can you turn that into a short numbered checklist I can stick on the fridge?"}},
@@ -69,7 +72,7 @@ var refPrompts = []refPrompt{
 // such piece of English and code is one token). It returns the ids and
 // where the reply starts.
 func refTokens(p refPrompt, vocab map[string]int) ([]int, int, error) {
-	segs, err := tokenizer.Render(p.msgs, nil, tokenizer.RenderOptions{NoThink: true})
+	segs, err := xtml.Render(p.msgs, nil, xtml.RenderOptions{NoThink: true})
 	if err != nil {
 		return nil, 0, err
 	}

@@ -13,6 +13,7 @@ import (
 
 	"k3/engine"
 	"k3/tokenizer"
+	"k3/tokenizer/xtml"
 )
 
 // TestGenerateMatchesTurn: Generate over the transcript Turn would render
@@ -70,7 +71,7 @@ func TestGenerateStop(t *testing.T) {
 func TestStreamerNamelessTag(t *testing.T) {
 	tok := byteTok(t)
 	var got []string
-	sm := newStreamer(tok, tokenizer.ReplyOptions{Thinking: true}, func(ev engine.Event) { got = append(got, ev.Text) })
+	sm := newStreamer(tok, xtml.ReplyOptions{Thinking: true}, func(ev engine.Event) { got = append(got, ev.Text) })
 	for _, id := range tok.EncodeSpecial("a<|open|><|sep|>b<|close|> <|sep|>c") {
 		sm.add(id)
 	}
@@ -102,7 +103,7 @@ func FuzzStreamer(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte, thinking bool) {
 		var reasoning, answer strings.Builder
-		sm := newStreamer(tok, tokenizer.ReplyOptions{Thinking: thinking}, func(ev engine.Event) {
+		sm := newStreamer(tok, xtml.ReplyOptions{Thinking: thinking}, func(ev engine.Event) {
 			switch ev.Kind {
 			case engine.EventReasoning:
 				reasoning.WriteString(ev.Text)
@@ -128,7 +129,7 @@ func TestReplayEvents(t *testing.T) {
 		`<|open|>call tool="f" index="1"<|sep|><|open|>argument key="a" type="number"<|sep|>2<|close|>argument<|sep|><|close|>call<|sep|>`)
 	var kinds []engine.EventKind
 	var texts []string
-	r := Replay(tok, gen, tokenizer.ReplyOptions{Thinking: true}, func(ev engine.Event) {
+	r := Replay(tok, gen, xtml.ReplyOptions{Thinking: true}, func(ev engine.Event) {
 		kinds = append(kinds, ev.Kind)
 		texts = append(texts, ev.Text)
 	})

@@ -15,7 +15,7 @@ import (
 	"k3/engine"
 	"k3/storage/regfile"
 	"k3/storage/strictjson"
-	"k3/tokenizer"
+	"k3/tokenizer/xtml"
 )
 
 // Message is one line of a history file.
@@ -238,12 +238,12 @@ func unrenderable(prefix, h []Message) (int, string) {
 	return -1, ""
 }
 
-func renderHistory(h []Message) ([]tokenizer.Segment, error) {
-	msgs := make([]tokenizer.Message, len(h))
+func renderHistory(h []Message) ([]xtml.Segment, error) {
+	msgs := make([]xtml.Message, len(h))
 	for i, m := range h {
-		msgs[i] = tokenizer.Message{Role: m.Role, Content: m.Content, ReasoningContent: m.ReasoningContent}
+		msgs[i] = xtml.Message{Role: m.Role, Content: m.Content, ReasoningContent: m.ReasoningContent}
 	}
-	return tokenizer.Render(msgs, nil, tokenizer.RenderOptions{NoThink: true})
+	return xtml.Render(msgs, nil, xtml.RenderOptions{NoThink: true})
 }
 
 // LoadHistory reads a history file; a missing file is an empty history.

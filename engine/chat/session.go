@@ -18,6 +18,7 @@ import (
 	"k3/engine"
 	"k3/engine/plan"
 	"k3/tokenizer"
+	"k3/tokenizer/xtml"
 )
 
 // Options control one turn. They are also a conversation's own settings,
@@ -46,7 +47,7 @@ const DefaultMaxTokens = 4096
 // Reply is a finished (or cut) assistant turn.
 type Reply struct {
 	Reasoning, Content string
-	ToolCalls          []tokenizer.ToolCall
+	ToolCalls          []xtml.ToolCall
 	// Warnings say what the reply reader read loosely or left out.
 	Warnings []string
 	// ReasoningTokens counts the think channel's text tokens.
@@ -58,7 +59,7 @@ type Reply struct {
 	SecondsPerToken   float64
 }
 
-func (r *Reply) set(t tokenizer.Reply) {
+func (r *Reply) set(t xtml.Reply) {
 	r.Reasoning, r.Content, r.ToolCalls = t.Reasoning, t.Content, t.ToolCalls
 	r.Warnings, r.ReasoningTokens = t.Warnings, t.ReasoningTokens
 }
@@ -170,19 +171,19 @@ func (s *Session) keepMark(st *engine.State) {
 // unless noGen. A history that starts with a system message has its own
 // system prompt: opt.System is then not sent.
 func (s *Session) render(history []Message, opt Options, noGen bool) ([]int, error) {
-	var msgs []tokenizer.Message
+	var msgs []xtml.Message
 	if opt.System != "" && (len(history) == 0 || history[0].Role != "system") {
-		msgs = append(msgs, tokenizer.Message{Role: "system", Content: opt.System})
+		msgs = append(msgs, xtml.Message{Role: "system", Content: opt.System})
 	}
 	for _, m := range history {
-		msgs = append(msgs, tokenizer.Message{Role: m.Role, Content: m.Content, ReasoningContent: m.ReasoningContent})
+		msgs = append(msgs, xtml.Message{Role: m.Role, Content: m.Content, ReasoningContent: m.ReasoningContent})
 	}
-	segs, err := tokenizer.Render(msgs, nil, tokenizer.RenderOptions{NoThink: !opt.Thinking, ThinkingEffort: opt.Effort, NoGenerationPrompt: noGen,
+	segs, err := xtml.Render(msgs, nil, xtml.RenderOptions{NoThink: !opt.Thinking, ThinkingEffort: opt.Effort, NoGenerationPrompt: noGen,
 		ResponseFormat: opt.ResponseFormat})
 	if err != nil {
 		return nil, err
 	}
-	return s.Tok.EncodeSegments(segs), nil
+	return xtml.Encode(s.Tok, segs), nil
 }
 
 // Prompt returns the ids a turn would feed after adding user text to Turn's
@@ -279,7 +280,7 @@ type PromptOptions struct {
 	Stop func() bool
 	// NoTools: tool calls were not asked for (no tools declared, or
 	// tool_choice "none"); the ones the model writes are left out, with a
-	// warning saying NoToolsWhy (tokenizer.ReplyOptions).
+	// warning saying NoToolsWhy (xtml.ReplyOptions).
 	NoTools    bool
 	NoToolsWhy string
 }
@@ -322,7 +323,7 @@ func (s *Session) run(ctx context.Context, ids []int, mark int, o PromptOptions,
 	}
 	reused := st.Pos
 	rep := &Reply{Reused: reused, Prefilled: len(ids) - reused}
-	sm := newStreamer(s.Tok, tokenizer.ReplyOptions{Thinking: o.Thinking, NoTools: o.NoTools, NoToolsWhy: o.NoToolsWhy}, on)
+	sm := newStreamer(s.Tok, xtml.ReplyOptions{Thinking: o.Thinking, NoTools: o.NoTools, NoToolsWhy: o.NoToolsWhy}, on)
 	// prefill progress counts the whole transcript, what was reused included
 	progress := func(base int) func(engine.Event) {
 		return func(ev engine.Event) {
@@ -392,22 +393,22 @@ func sum(xs []float64) float64 {
 // passes its events on as engine events: reasoning and answer text, and
 // each finished tool call as EventTool text ("name arguments").
 type streamer struct {
-	r  *tokenizer.ReplyReader
+	r  *xtml.ReplyReader
 	on func(engine.Event)
 }
 
-func newStreamer(tok *tokenizer.Tokenizer, o tokenizer.ReplyOptions, on func(engine.Event)) *streamer {
-	return &streamer{r: tok.NewReplyReader(o), on: on}
+func newStreamer(tok *tokenizer.Tokenizer, o xtml.ReplyOptions, on func(engine.Event)) *streamer {
+	return &streamer{r: xtml.NewReplyReader(tok, o), on: on}
 }
 
-func (m *streamer) pass(evs []tokenizer.ReplyEvent) {
+func (m *streamer) pass(evs []xtml.ReplyEvent) {
 	for _, ev := range evs {
 		switch ev.Kind {
-		case tokenizer.ReplyReasoning:
+		case xtml.ReplyReasoning:
 			m.on(engine.Event{Kind: engine.EventReasoning, Text: ev.Text, At: time.Now()})
-		case tokenizer.ReplyContent:
+		case xtml.ReplyContent:
 			m.on(engine.Event{Kind: engine.EventAnswer, Text: ev.Text, At: time.Now()})
-		case tokenizer.ReplyToolEnd:
+		case xtml.ReplyToolEnd:
 			m.on(engine.Event{Kind: engine.EventTool, Text: ev.Call.Function.Name + " " + ev.Call.Function.Arguments, At: time.Now()})
 		}
 	}
@@ -416,7 +417,7 @@ func (m *streamer) pass(evs []tokenizer.ReplyEvent) {
 func (m *streamer) add(id int) { m.pass(m.r.Add(id)) }
 
 // finish ends the reply and returns it as read.
-func (m *streamer) finish() tokenizer.Reply {
+func (m *streamer) finish() xtml.Reply {
 	m.pass(m.r.Finish())
 	return m.r.Reply()
 }
@@ -424,7 +425,7 @@ func (m *streamer) finish() tokenizer.Reply {
 // Replay reads generated ids as a session does, sending on the same
 // events, and returns the reply it makes of them (for servers and tests
 // that generate otherwise).
-func Replay(tok *tokenizer.Tokenizer, gen []int, o tokenizer.ReplyOptions, on func(engine.Event)) tokenizer.Reply {
+func Replay(tok *tokenizer.Tokenizer, gen []int, o xtml.ReplyOptions, on func(engine.Event)) xtml.Reply {
 	if on == nil {
 		on = func(engine.Event) {}
 	}

@@ -59,7 +59,8 @@ func stateAfter(t *testing.T, p *Schema, prefix string) *State {
 // returns is always the mask of the state asked for.
 func TestMaskCacheBounded(t *testing.T) {
 	tn := ForTokenizer(mergedTokenizer(t))
-	tn.Masks = NewMaskCache(3)
+	cost := maskCost(make([]uint64, (tn.V.Size()+63)/64))
+	tn.Masks = NewMaskCache(3*cost + cost/2)
 	p, err := Compile(json.RawMessage(`{"type":"object","properties":{"name":{"type":"string"}},"required":["name"],"additionalProperties":false}`))
 	require.NoError(t, err)
 	full := `{"name":"a"}`
@@ -69,16 +70,18 @@ func TestMaskCacheBounded(t *testing.T) {
 		assert.Equal(t, New(tn.V, p).Mask(st), tn.constraint(p).Mask(st), pre)
 		kept, _, _ := tn.Masks.Stats()
 		assert.LessOrEqual(t, kept, 3)
+		assert.LessOrEqual(t, tn.Masks.Bytes(), 3*cost)
 	}
 	kept, _, _ := tn.Masks.Stats()
 	assert.Equal(t, 3, kept)
+	assert.Equal(t, 3*cost, tn.Masks.Bytes(), "keys and bookkeeping counted")
 }
 
 // Constraints of one Turn used from several goroutines at once (requests
 // of a server) get the masks a private cache computes (run with -race).
 func TestMaskCacheConcurrent(t *testing.T) {
 	tn := ForTokenizer(mergedTokenizer(t))
-	tn.Masks = NewMaskCache(8) // small: lookups, stores and drops interleave
+	tn.Masks = NewMaskCache(8 * maskCost(make([]uint64, (tn.V.Size()+63)/64))) // small: lookups, stores and drops interleave
 	const schema = `{"type":"object","properties":{"name":{"type":"string"},"tags":{"type":"array","items":{"enum":["x","y"]}}},"required":["name","tags"],"additionalProperties":false}`
 	prefixes := []string{``, `{"`, `{"name":"`, `{"name":"Al"`, `{"name":"Al","tags":[`, `{"name":"Al","tags":["x",`}
 	p, err := Compile(json.RawMessage(schema))

@@ -21,27 +21,25 @@ func (m machine) completion() []byte {
 		f := m.fr[i]
 		switch f.k {
 		case fValue:
-			out = minimal(out, f.s, 0)
+			out = append(out, f.s.mini...)
 		case fLit:
 			out = append(out, f.s.lit[f.pos:]...)
 		case fStr:
-			switch f.st {
-			case sEscape:
-				out = append(out, 'n')
-			case sHex:
-				for range 4 - f.seen {
-					out = append(out, '0')
-				}
-			}
-			for range f.utf {
-				out = append(out, 0x80)
-			}
-			out = append(out, '"')
+			out = strCompletion(out, f)
 		case fNum:
-			if !numAccepts(f.st) {
+			if f.s.num != nil {
+				c, _ := f.s.num.completion(f.num)
+				out = append(out, c...)
+			} else if !numAccepts(f.st) {
 				out = append(out, '0')
 			}
 		case fArr:
+			for n := int(f.cnt); n < f.s.minItems; n++ {
+				if n > 0 {
+					out = append(out, ',')
+				}
+				out = append(out, f.s.items.mini...)
+			}
 			out = append(out, ']')
 		case fObj:
 			out = objCompletion(out, f)
@@ -50,14 +48,39 @@ func (m machine) completion() []byte {
 	return out
 }
 
+// strCompletion finishes an escape or a UTF-8 sequence, then the
+// characters minLength or the pattern still need, and the quote.
+func strCompletion(out []byte, f frame) []byte {
+	switch f.st {
+	case sEscape:
+		out = append(out, 'n')
+	case sHex:
+		for range 4 - f.seen {
+			out = append(out, '0')
+		}
+	}
+	q := f.pst
+	for range f.utf {
+		out = append(out, 0x80)
+		if f.s.pat != nil {
+			q = f.s.pat.next[q][0x80]
+		}
+	}
+	fill, _ := f.s.strFill(q, int(f.cnt))
+	out = append(out, fill...)
+	return append(out, '"')
+}
+
 func objCompletion(out []byte, f frame) []byte {
 	s := f.s
 	if s.free {
 		switch f.st {
 		case oColon:
-			out = append(out, ":0"...)
+			out = append(out, ':')
+			out = append(out, freeValue(s)...)
 		case oNeedKey:
-			out = append(out, `"":0`...)
+			out = append(out, `"":`...)
+			out = append(out, freeValue(s)...)
 		}
 		return append(out, '}')
 	}
@@ -73,19 +96,19 @@ func objCompletion(out []byte, f frame) []byte {
 		}
 		out = append(out, s.props[pick].key[f.pos:]...)
 		out = append(out, `":`...)
-		out = minimal(out, s.props[pick].s, 0)
+		out = append(out, s.props[pick].s.mini...)
 		seen |= 1 << pick
 		comma = true
 	case oColon:
 		out = append(out, ':')
-		out = minimal(out, s.props[f.cur].s, 0)
+		out = append(out, s.props[f.cur].s.mini...)
 		seen |= 1 << f.cur
 		comma = true
 	case oNeedKey:
 		if s.required&^seen == 0 { // a key must follow the comma
 			for i := range s.props {
-				if seen&(1<<i) == 0 {
-					out = prop1(out, s.props[i])
+				if seen&(1<<i) == 0 && s.live&(1<<i) != 0 {
+					out = appendProp(out, s.props[i])
 					break
 				}
 			}
@@ -96,62 +119,16 @@ func objCompletion(out []byte, f frame) []byte {
 			if comma {
 				out = append(out, ',')
 			}
-			out = prop1(out, s.props[i])
+			out = appendProp(out, s.props[i])
 			comma = true
 		}
 	}
 	return append(out, '}')
 }
 
-func prop1(out []byte, p prop) []byte {
-	out = append(out, '"')
-	out = append(out, p.key...)
-	out = append(out, `":`...)
-	return minimal(out, p.s, 0)
-}
-
-// minimal appends the shortest value of s.
-func minimal(out []byte, s *Schema, depth int) []byte {
-	if depth > 64 {
-		return append(out, "null"...) // a schema that needs itself forever
+func freeValue(s *Schema) []byte {
+	if s.values != nil {
+		return s.values.mini
 	}
-	switch s.kind {
-	case kAny, kNumber, kInteger:
-		return append(out, '0')
-	case kString:
-		return append(out, `""`...)
-	case kBool:
-		return append(out, "true"...)
-	case kNull:
-		return append(out, "null"...)
-	case kConst:
-		return append(out, s.lit...)
-	case kArray:
-		return append(out, "[]"...)
-	case kAnyOf:
-		var best []byte
-		for i, a := range s.anyOf {
-			if b := minimal(nil, a, depth+1); i == 0 || len(b) < len(best) {
-				best = b
-			}
-		}
-		return append(out, best...)
-	case kObject:
-		out = append(out, '{')
-		first := true
-		for i, p := range s.props {
-			if s.required&(1<<i) != 0 {
-				if !first {
-					out = append(out, ',')
-				}
-				first = false
-				out = append(out, '"')
-				out = append(out, p.key...)
-				out = append(out, `":`...)
-				out = minimal(out, p.s, depth+1)
-			}
-		}
-		return append(out, '}')
-	}
-	return out
+	return []byte("0")
 }

@@ -104,7 +104,10 @@ func TestCompletion(t *testing.T) {
 
 func TestCompileRefuses(t *testing.T) {
 	for _, s := range []string{
-		`{"type":"string","pattern":"a+"}`,
+		`{"type":"string","pattern":"(?=a)b"}`,
+		`{"type":"string","uniqueItems":true}`,
+		`{"type":"number","multipleOf":0.5}`,
+		`{"type":"string","format":"hostname"}`,
 		`{"type":"object","properties":{"a":{"type":"string"}},"additionalProperties":true}`,
 		`{"$ref":"http://x"}`,
 		`{"type":"object","properties":{"a":{}},"required":["b"]}`,

@@ -58,13 +58,22 @@ const (
 type frame struct {
 	k    fkind
 	st   uint8
-	cur  uint8 // object: the property whose value is read
-	utf  uint8 // string: continuation bytes still expected
-	pos  uint16
+	cur  uint8  // object: the property whose value is read
+	utf  uint8  // string: continuation bytes still expected
+	pos  uint32 // literal, object key: bytes read
+	cnt  uint32 // string: characters written; array: items begun
+	pst  uint32 // string with a pattern: the pattern's state
 	s    *Schema
 	seen uint64 // object: properties written; string: hex digits (sHex)
 	cand uint64 // object key: properties whose name still matches
+	num  string // number with bounds: its text so far
 }
+
+// MaxReadings bounds the readings a State keeps (anyOf branches that
+// still fit). Past it the last ones are dropped: every reading kept is a
+// valid one, so the output stays valid; only some valid outputs are no
+// longer offered.
+const MaxReadings = 64
 
 // machine is one way of reading the output so far: a stack of frames
 // (the innermost last) and the whitespace run.
@@ -81,7 +90,29 @@ type State struct{ ms []machine }
 // after whitespace.
 func Start(s *Schema) *State {
 	m := machine{}
-	return &State{ms: push(nil, m, s)}
+	return &State{ms: dedupe(push(nil, m, s))}
+}
+
+// dedupe drops readings equal to an earlier one, and those past
+// MaxReadings.
+func dedupe(ms []machine) []machine {
+	if len(ms) < 2 {
+		return ms
+	}
+	out := ms[:0]
+	for _, m := range ms {
+		dup := false
+		for _, o := range out {
+			if o.ws == m.ws && slices.Equal(o.fr, m.fr) {
+				dup = true
+				break
+			}
+		}
+		if !dup && len(out) < MaxReadings {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // push expands a value of s on m (one machine per anyOf branch) onto out.
@@ -117,7 +148,7 @@ func (st *State) Feed(b []byte) bool {
 		for _, m := range st.ms {
 			next = step(next, m, c)
 		}
-		st.ms = next
+		st.ms = dedupe(next)
 		if len(st.ms) == 0 {
 			return false
 		}
@@ -132,7 +163,7 @@ func (st *State) Alive() bool { return len(st.ms) > 0 }
 // may still go on).
 func (st *State) Complete() bool {
 	for _, m := range st.ms {
-		if len(m.fr) == 0 || len(m.fr) == 1 && m.fr[0].k == fNum && numAccepts(m.fr[0].st) {
+		if len(m.fr) == 0 || len(m.fr) == 1 && m.fr[0].k == fNum && numEnds(&m.fr[0]) {
 			return true
 		}
 	}
@@ -151,6 +182,12 @@ func (st *State) Done() bool {
 }
 
 func numAccepts(s uint8) bool { return s == nZero || s == nInt || s == nFrac || s == nExp }
+
+// numEnds reports whether the number read so far is whole and fits its
+// bounds.
+func numEnds(f *frame) bool {
+	return numAccepts(f.st) && (f.s.num == nil || f.s.num.fits(f.num))
+}
 
 func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
 
@@ -173,7 +210,7 @@ func step(out []machine, m machine, c byte) []machine {
 		m.ws = 0
 		return strByte(out, m, top, c)
 	case fLit:
-		if top.s.lit[top.pos] != c {
+		if top.s.lit[top.pos] != c { // pos < len(lit): a whole literal is popped
 			return out
 		}
 		top.pos++
@@ -187,7 +224,7 @@ func step(out []machine, m machine, c byte) []machine {
 			m.ws = 0
 			return append(out, m)
 		}
-		if !numAccepts(top.st) {
+		if !numEnds(top) {
 			return out
 		}
 		m.fr = m.fr[:len(m.fr)-1] // the number ended; its parent reads c
@@ -208,14 +245,21 @@ func step(out []machine, m machine, c byte) []machine {
 		return objByte(out, m, top, c)
 	case fArr:
 		switch {
-		case c == ']' && top.st == aStart, c == ']' && top.st == aAfterVal:
+		case c == ']':
+			if int(top.cnt) < top.s.minItems {
+				return out
+			}
 			m.fr = m.fr[:len(m.fr)-1]
 			return append(out, m)
+		case top.s.maxItems >= 0 && int(top.cnt) >= top.s.maxItems:
+			return out
 		case c == ',' && top.st == aAfterVal:
 			// the value after ',' is not optional: push it now
+			top.cnt++
 			return push(out, m, top.s.items)
 		case top.st == aStart:
 			top.st = aAfterVal
+			top.cnt++
 			var next []machine
 			next = push(next, m, top.s.items)
 			for _, n := range next {
@@ -270,12 +314,12 @@ func valueByte(out []machine, m machine, top *frame, c byte) []machine {
 			return out
 		}
 		set(fStr, s)
+		top.pst = 1
 	case kNumber, kInteger:
-		if c != '-' && !isDigit(c) {
+		set(fNum, s)
+		if !numByte(top, c) {
 			return out
 		}
-		set(fNum, s)
-		numByte(top, c)
 	case kBool:
 		switch c {
 		case 't':
@@ -308,22 +352,19 @@ func valueByte(out []machine, m machine, top *frame, c byte) []machine {
 }
 
 var (
-	anyValue  = &Schema{id: -1, kind: kAny}
-	anyObject = &Schema{id: -2, kind: kObject, free: true}
-	anyArray  = &Schema{id: -3, kind: kArray, items: anyValue}
-	anyNumber = &Schema{id: -4, kind: kNumber}
-	litTrue   = &Schema{id: -5, kind: kConst, lit: []byte("true")}
-	litFalse  = &Schema{id: -6, kind: kConst, lit: []byte("false")}
-	litNull   = &Schema{id: -7, kind: kConst, lit: []byte("null")}
-	anyString = &Schema{id: -8, kind: kString}
+	anyValue  = &Schema{id: -1, kind: kAny, maxItems: -1, maxLen: -1, mini: []byte("0")}
+	anyObject = &Schema{id: -2, kind: kObject, free: true, maxItems: -1, maxLen: -1, mini: []byte("{}")}
+	anyArray  = &Schema{id: -3, kind: kArray, items: anyValue, maxItems: -1, maxLen: -1, mini: []byte("[]")}
+	anyNumber = &Schema{id: -4, kind: kNumber, maxItems: -1, maxLen: -1, mini: []byte("0")}
+	litTrue   = &Schema{id: -5, kind: kConst, lit: []byte("true"), mini: []byte("true")}
+	litFalse  = &Schema{id: -6, kind: kConst, lit: []byte("false"), mini: []byte("false")}
+	litNull   = &Schema{id: -7, kind: kConst, lit: []byte("null"), mini: []byte("null")}
+	anyString = &Schema{id: -8, kind: kString, maxItems: -1, maxLen: -1, mini: []byte(`""`)}
 )
 
 func objByte(out []machine, m machine, top *frame, c byte) []machine {
 	s := top.s
-	all := uint64(1)<<len(s.props) - 1
-	if len(s.props) == 64 {
-		all = ^uint64(0)
-	}
+	all := s.live // the properties that may be written
 	switch top.st {
 	case oStart, oAfterVal:
 		if c == '}' && s.required&^top.seen == 0 {
@@ -331,7 +372,7 @@ func objByte(out []machine, m machine, top *frame, c byte) []machine {
 			return append(out, m)
 		}
 		if top.st == oAfterVal {
-			if c != ',' || !s.free && top.seen == all {
+			if c != ',' || !s.free && all&^top.seen == 0 {
 				return out
 			}
 			top.st = oNeedKey
@@ -344,21 +385,23 @@ func objByte(out []machine, m machine, top *frame, c byte) []machine {
 		}
 		if s.free {
 			top.st = oColon
-			m.fr = append(m.fr, frame{k: fStr, s: anyString})
+			m.fr = append(m.fr, frame{k: fStr, s: anyString, pst: 1})
 			return append(out, m)
+		}
+		if all&^top.seen == 0 {
+			return out // an object with no keys left (or none at all)
 		}
 		top.st, top.cand, top.pos = oKey, all&^top.seen, 0
 		return append(out, m)
 	case oKey:
 		cand := top.cand
-		if c == '"' {
+		if c == '"' { // the key's end, unless an escaped quote of a key goes on
 			for i := range s.props {
 				if cand&(1<<i) != 0 && len(s.props[i].key) == int(top.pos) {
 					top.st, top.cur = oColon, uint8(i)
 					return append(out, m)
 				}
 			}
-			return out
 		}
 		for i := range s.props {
 			if cand&(1<<i) != 0 && (len(s.props[i].key) <= int(top.pos) || s.props[i].key[top.pos] != c) {
@@ -376,6 +419,9 @@ func objByte(out []machine, m machine, top *frame, c byte) []machine {
 		}
 		top.st = oAfterVal
 		vs := anyValue
+		if s.values != nil {
+			vs = s.values
+		}
 		if !s.free {
 			top.seen |= 1 << top.cur
 			vs = s.props[top.cur].s
@@ -386,6 +432,7 @@ func objByte(out []machine, m machine, top *frame, c byte) []machine {
 }
 
 func strByte(out []machine, m machine, top *frame, c byte) []machine {
+	s := top.s
 	switch top.st {
 	case sEscape:
 		switch c {
@@ -401,11 +448,28 @@ func strByte(out []machine, m machine, top *frame, c byte) []machine {
 		if !isDigit(c) && !(c >= 'a' && c <= 'f') && !(c >= 'A' && c <= 'F') {
 			return out
 		}
+		if top.seen == 0 && s.minLen > 0 && (c == 'd' || c == 'D') {
+			return out // a surrogate pair would count as two characters
+		}
 		top.seen++
 		if top.seen == 4 {
 			top.st = sNormal
 		}
 		return append(out, m)
+	}
+	if c == '"' && top.utf == 0 {
+		if int(top.cnt) < s.minLen || s.pat != nil && !s.pat.accept[top.pst] {
+			return out
+		}
+		m.fr = m.fr[:len(m.fr)-1]
+		return append(out, m)
+	}
+	if s.pat != nil { // no escapes, no control characters: the bytes are the characters
+		t := s.pat.next[top.pst][c]
+		if !s.pat.live(t) {
+			return out
+		}
+		top.pst = t
 	}
 	if top.utf > 0 {
 		if c&0xC0 != 0x80 {
@@ -414,13 +478,16 @@ func strByte(out []machine, m machine, top *frame, c byte) []machine {
 		top.utf--
 		return append(out, m)
 	}
-	switch {
-	case c == '"':
-		m.fr = m.fr[:len(m.fr)-1]
-	case c == '\\':
-		top.st = sEscape
-	case c < 0x20:
+	if c < 0x20 || s.maxLen >= 0 && int(top.cnt) >= s.maxLen {
 		return out
+	}
+	top.cnt++
+	switch {
+	case c == '\\':
+		if s.pat != nil {
+			return out
+		}
+		top.st = sEscape
 	case c < 0x80:
 	case c >= 0xC2 && c <= 0xDF:
 		top.utf = 1
@@ -434,9 +501,23 @@ func strByte(out []machine, m machine, top *frame, c byte) []machine {
 	return append(out, m)
 }
 
-// numByte reads c into a number; false if c cannot continue it.
+// numByte reads c into a number; false if c cannot continue it (or, for
+// a number with bounds, no value of them can follow).
 func numByte(f *frame, c byte) bool {
+	if !numSyntax(f, c) {
+		return false
+	}
+	if r := f.s.num; r != nil {
+		f.num += string(c)
+		return r.feasible(f.num)
+	}
+	return true
+}
+
+// numSyntax reads c into a number's syntax (no exponent with bounds).
+func numSyntax(f *frame, c byte) bool {
 	integer := f.s.kind == kInteger
+	bounded := f.s.num != nil
 	switch f.k {
 	case fNum:
 	default:
@@ -471,7 +552,7 @@ func numByte(f *frame, c byte) bool {
 		case isDigit(c) && f.st == nInt:
 		case c == '.' && !integer:
 			f.st = nDot
-		case (c == 'e' || c == 'E') && !integer:
+		case (c == 'e' || c == 'E') && !integer && !bounded:
 			f.st = nE
 		default:
 			return false
@@ -480,7 +561,7 @@ func numByte(f *frame, c byte) bool {
 		switch {
 		case isDigit(c):
 			f.st = nFrac
-		case (c == 'e' || c == 'E') && f.st == nFrac:
+		case (c == 'e' || c == 'E') && f.st == nFrac && !bounded:
 			f.st = nE
 		default:
 			return false
@@ -503,17 +584,22 @@ func numByte(f *frame, c byte) bool {
 	return true
 }
 
-// key appends a compact encoding of the state (the mask cache's key, after
-// the schema's fingerprint) to buf.
+// key appends a compact encoding of the state (hashed with the schema's
+// fingerprint for the mask cache's key) to buf.
 func (st *State) key(buf []byte) []byte {
 	for _, m := range st.ms {
-		buf = append(buf, byte(len(m.fr)), m.ws)
+		buf = binary.AppendUvarint(buf, uint64(len(m.fr)))
+		buf = append(buf, m.ws)
 		for _, f := range m.fr {
 			buf = append(buf, byte(f.k), f.st, f.cur, f.utf)
-			buf = binary.LittleEndian.AppendUint16(buf, f.pos)
+			buf = binary.LittleEndian.AppendUint32(buf, f.pos)
+			buf = binary.LittleEndian.AppendUint32(buf, f.cnt)
+			buf = binary.LittleEndian.AppendUint32(buf, f.pst)
 			buf = binary.LittleEndian.AppendUint32(buf, uint32(f.s.id))
 			buf = binary.LittleEndian.AppendUint64(buf, f.seen)
 			buf = binary.LittleEndian.AppendUint64(buf, f.cand)
+			buf = binary.AppendUvarint(buf, uint64(len(f.num)))
+			buf = append(buf, f.num...)
 		}
 	}
 	return buf

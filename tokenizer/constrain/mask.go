@@ -1,6 +1,9 @@
 package constrain
 
-import "sync"
+import (
+	"crypto/sha256"
+	"sync"
+)
 
 // Vocab is what the constraint needs of a vocabulary: each id's bytes,
 // and which ids are control tokens (never part of the JSON).
@@ -26,39 +29,47 @@ type Constraint struct {
 	schema *Schema
 	mu     sync.Mutex
 	cache  *MaskCache
-	prefix string // the schema's fingerprint: keys of equal schemas agree
+	prefix [32]byte // the schema's fingerprint: keys of equal schemas agree
 	keyBuf []byte
 	// scratch and out are accepts' buffers
 	scratch []frame
 	out     []machine
 }
 
-// MaxCached bounds the masks a private cache keeps (each is vocab/8
-// bytes: 20 KiB for K3's 163,840 ids).
-const MaxCached = 4096
+// MaxCachedBytes bounds what a private cache keeps, keys included.
+const MaxCachedBytes = 64 << 20
 
-// SharedCacheBytes bounds the masks a Turn's shared cache keeps, in bytes
-// (3,276 masks at K3's vocabulary, 131,072 at the demo's 512 ids).
+// SharedCacheBytes bounds what a Turn's shared cache keeps, in bytes,
+// keys and bookkeeping included (about 3,270 masks at K3's vocabulary,
+// 500,000 at the demo's 512 ids).
 const SharedCacheBytes = 64 << 20
 
-// MaskCache keeps masks by schema and state, up to a number of them; it
-// is safe for concurrent use. When full, an arbitrary mask makes room.
+// entryOverhead is what one cached mask costs beside its words: its
+// 32-byte key in the map and in the eviction queue, the slice header and
+// the map's own bookkeeping (an estimate on the high side).
+const entryOverhead = 32 + 32 + 24 + 48
+
+// MaskCache keeps masks by schema and state (a fixed-size hash of both),
+// up to a number of bytes; it is safe for concurrent use. When full, the
+// oldest masks make room, and nothing of them is kept.
 type MaskCache struct {
 	mu           sync.Mutex
-	m            map[string][]uint64
-	max          int
+	m            map[[32]byte][]uint64
+	order        [][32]byte // keys, oldest first
+	head         int        // order[head:] are the keys kept
+	bytes, max   int
 	hits, misses int64
 }
 
-// NewMaskCache returns a cache of at most max masks.
-func NewMaskCache(max int) *MaskCache {
-	return &MaskCache{m: map[string][]uint64{}, max: max}
+// NewMaskCache returns a cache of at most maxBytes bytes.
+func NewMaskCache(maxBytes int) *MaskCache {
+	return &MaskCache{m: map[[32]byte][]uint64{}, max: maxBytes}
 }
 
-func (mc *MaskCache) get(key []byte) ([]uint64, bool) {
+func (mc *MaskCache) get(key [32]byte) ([]uint64, bool) {
 	mc.mu.Lock()
 	defer mc.mu.Unlock()
-	m, ok := mc.m[string(key)]
+	m, ok := mc.m[key]
 	if ok {
 		mc.hits++
 	} else {
@@ -67,16 +78,30 @@ func (mc *MaskCache) get(key []byte) ([]uint64, bool) {
 	return m, ok
 }
 
-func (mc *MaskCache) put(key []byte, m []uint64) {
+func maskCost(m []uint64) int { return 8*len(m) + entryOverhead }
+
+func (mc *MaskCache) put(key [32]byte, m []uint64) {
 	mc.mu.Lock()
 	defer mc.mu.Unlock()
-	for k := range mc.m {
-		if len(mc.m) < mc.max {
-			break
-		}
-		delete(mc.m, k)
+	if _, ok := mc.m[key]; ok || maskCost(m) > mc.max {
+		return
 	}
-	mc.m[string(key)] = m
+	for mc.bytes+maskCost(m) > mc.max && mc.head < len(mc.order) {
+		old := mc.order[mc.head]
+		mc.head++
+		mc.bytes -= maskCost(mc.m[old])
+		delete(mc.m, old)
+	}
+	if mc.head > len(mc.order)/2 { // drop the evicted keys' slots
+		mc.order = append(mc.order[:0:0], mc.order[mc.head:]...)
+		mc.head = 0
+	}
+	if len(mc.m) == 0 { // a fresh map: Go's maps keep their buckets after deletes
+		mc.m = map[[32]byte][]uint64{}
+	}
+	mc.m[key] = m
+	mc.order = append(mc.order, key)
+	mc.bytes += maskCost(m)
 }
 
 // Stats returns the masks kept, and how many lookups found one (hits) or
@@ -87,9 +112,17 @@ func (mc *MaskCache) Stats() (kept int, hits, misses int64) {
 	return len(mc.m), mc.hits, mc.misses
 }
 
+// Bytes is what the cache holds by its own count (masks, keys and
+// bookkeeping), never above its cap.
+func (mc *MaskCache) Bytes() int {
+	mc.mu.Lock()
+	defer mc.mu.Unlock()
+	return mc.bytes
+}
+
 // New returns the constraint of schema s over v, with a cache of its own.
 func New(v *Vocab, s *Schema) *Constraint {
-	return newConstraint(v, s, NewMaskCache(MaxCached))
+	return newConstraint(v, s, NewMaskCache(MaxCachedBytes))
 }
 
 func newConstraint(v *Vocab, s *Schema, cache *MaskCache) *Constraint {
@@ -106,8 +139,9 @@ func (c *Constraint) Start() *State { return Start(c.schema) }
 func (c *Constraint) Mask(st *State) []uint64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.keyBuf = st.key(append(c.keyBuf[:0], c.prefix...))
-	if m, ok := c.cache.get(c.keyBuf); ok {
+	c.keyBuf = st.key(append(c.keyBuf[:0], c.prefix[:]...))
+	key := sha256.Sum256(c.keyBuf)
+	if m, ok := c.cache.get(key); ok {
 		return m
 	}
 	m := make([]uint64, (len(c.v.tokens)+63)/64)
@@ -119,7 +153,7 @@ func (c *Constraint) Mask(st *State) []uint64 {
 			m[id/64] |= 1 << (id % 64)
 		}
 	}
-	c.cache.put(c.keyBuf, m)
+	c.cache.put(key, m)
 	return m
 }
 

@@ -6,6 +6,7 @@ import (
 	"math"
 
 	"k3/tokenizer"
+	"k3/tokenizer/xtml"
 )
 
 // Picker picks a token from logits (engine.Sampler has this method).
@@ -36,7 +37,7 @@ func ForTokenizer(t *tokenizer.Tokenizer) *Turn {
 	}
 	id := func(name string) int { i, _ := t.SpecialID(name); return i }
 	return &Turn{V: NewVocab(toks, special), Open: id(tokenizer.Open), Close: id(tokenizer.Close), Sep: id(tokenizer.Sep),
-		EndOfMsg: id(tokenizer.EndOfMsg), EOS: id(tokenizer.EOS), t: t, Masks: NewMaskCache(SharedCacheBytes / (8 * ((n + 63) / 64)))}
+		EndOfMsg: id(tokenizer.EndOfMsg), EOS: id(tokenizer.EOS), t: t, Masks: NewMaskCache(SharedCacheBytes)}
 }
 
 // constraint is s over the Turn's vocabulary, with the Turn's shared
@@ -51,11 +52,11 @@ func (tn *Turn) constraint(s *Schema) *Constraint {
 // markup encodes a sequence of control tokens (names starting "<|") and
 // text.
 func (tn *Turn) markup(parts ...string) []int {
-	segs := make([]tokenizer.Segment, len(parts))
+	segs := make([]xtml.Segment, len(parts))
 	for i, p := range parts {
-		segs[i] = tokenizer.Segment{Text: p, Special: len(p) > 2 && p[:2] == "<|"}
+		segs[i] = xtml.Segment{Text: p, Special: len(p) > 2 && p[:2] == "<|"}
 	}
-	return tn.t.EncodeSegments(segs)
+	return xtml.Encode(tn.t, segs)
 }
 
 // Plan is what a turn must be, in phases (Turn.Answer, Turn.ToolCall).
@@ -160,11 +161,11 @@ func NewSampler(tn *Turn, plan Plan, base Picker, budget int) *Sampler {
 		case plan[i].free:
 			plan[i].min = len(plan[i].forced)
 		case plan[i].schema != nil:
-			plan[i].min = len(minimal(nil, plan[i].schema, 0))
+			plan[i].min = len(plan[i].schema.mini)
 		case plan[i].forced == nil: // chosen later: the longest of the choices
 			for k := range i {
 				for _, s := range plan[k].choose {
-					plan[i].min = max(plan[i].min, len(minimal(nil, s, 0)))
+					plan[i].min = max(plan[i].min, len(s.mini))
 				}
 			}
 		default:

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"k3/tokenizer"
+	"k3/tokenizer/xtml"
 )
 
 // mergedTokenizer is a byte-level tokenizer with merges learned from JSON
@@ -108,7 +109,7 @@ func TestSamplerRandomLogits(t *testing.T) {
 						break
 					}
 				}
-				rep := tok.ReadReply(ids, tokenizer.ReplyOptions{Thinking: thinking})
+				rep := xtml.ReadReply(tok, ids, xtml.ReplyOptions{Thinking: thinking})
 				require.True(t, rep.Complete, "seed %d thinking %v call %v: %q", seed, thinking, call, tok.Decode(ids))
 				assert.Empty(t, rep.Warnings, "%q", tok.Decode(ids))
 				js := rep.Content

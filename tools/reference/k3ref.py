@@ -571,20 +571,26 @@ class K3Model:
         raw = load_checkpoint(model_dir)
         return K3Model(cfg, checkpoint_to_params(raw))
 
-    def forward(self, ids, trace=None):
+    def forward(self, ids, trace=None, embeds=None):
         """Full causal forward over ids (list/1-D tensor [T], or a batch [B, T] of equal-length
-        sequences). Returns logits [(B,) T, vocab] in the dtype of the parameters."""
-        logits = linear(self.hidden(ids, trace), self.params["lm_head.weight"])
+        sequences). Returns logits [(B,) T, vocab] in the dtype of the parameters. embeds
+        ({position: row}, 1-D ids only) replaces those positions' token embeddings (an image's
+        projected rows at its pad positions, docs/VISION.md §5)."""
+        logits = linear(self.hidden(ids, trace, embeds), self.params["lm_head.weight"])
         if trace is not None:
             trace.final["logits"] = logits
         return logits
 
-    def hidden(self, ids, trace=None):
+    def hidden(self, ids, trace=None, embeds=None):
         """The forward up to the final norm: the lm_head inputs [(B,) T, hidden]."""
         cfg, p = self.cfg, self.params
         ids = torch.as_tensor(ids if torch.is_tensor(ids) else list(ids), dtype=torch.long)
         assert ids.numel() > 0 and int(ids.min()) >= 0 and int(ids.max()) < cfg.vocab_size
         P = p["model.embed_tokens.weight"][ids]            # no scaling
+        if embeds:
+            P = P.clone()
+            for pos, row in embeds.items():
+                P[pos] = row.to(P.dtype)
         blocks = []
         for i in range(cfg.num_hidden_layers):
             P = decoder_layer(i, P, blocks, self.layers[i], cfg, trace, self.kda_chunk)

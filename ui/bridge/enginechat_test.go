@@ -16,6 +16,7 @@ import (
 	"k3/engine"
 	"k3/engine/chat"
 	"k3/tokenizer"
+	"k3/tokenizer/xtml"
 )
 
 // Editing an earlier question in the app and sending it again reuses the
@@ -67,13 +68,13 @@ func TestEngineChatEditReusesTheState(t *testing.T) {
 	// where the edited question starts in the transcript
 	tok, err := tokenizer.Load(dir)
 	require.NoError(t, err)
-	var msgs []tokenizer.Message
+	var msgs []xtml.Message
 	for _, m := range edited[:2] {
-		msgs = append(msgs, tokenizer.Message{Role: m.Role, Content: m.Content, ReasoningContent: m.ReasoningContent})
+		msgs = append(msgs, xtml.Message{Role: m.Role, Content: m.Content, ReasoningContent: m.ReasoningContent})
 	}
-	segs, err := tokenizer.Render(msgs, nil, tokenizer.RenderOptions{NoThink: !opt.Thinking, ThinkingEffort: opt.Effort, NoGenerationPrompt: true})
+	segs, err := xtml.Render(msgs, nil, xtml.RenderOptions{NoThink: !opt.Thinking, ThinkingEffort: opt.Effort, NoGenerationPrompt: true})
 	require.NoError(t, err)
-	start := len(tok.EncodeSegments(segs))
+	start := len(xtml.Encode(tok, segs))
 	assert.Zero(t, theirs.Reused)
 	assert.Equal(t, start, mine.Reused, "everything before the edited question is reused")
 	assert.Equal(t, theirs.Total, mine.Total)

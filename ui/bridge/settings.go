@@ -9,8 +9,8 @@ import (
 	"k3/engine"
 	"k3/engine/chat"
 	"k3/engine/plan"
-	"k3/tokenizer"
 	"k3/tokenizer/constrain"
+	"k3/tokenizer/xtml"
 	"k3/ui/keys"
 )
 
@@ -66,7 +66,7 @@ type Settings struct {
 
 // DefaultSettings are the settings of a first start.
 func DefaultSettings() Settings {
-	return Settings{Preset: "auto", Thinking: true, Effort: tokenizer.DefaultThinkingEffort, MaxTokens: chat.DefaultMaxTokens,
+	return Settings{Preset: "auto", Thinking: true, Effort: xtml.DefaultThinkingEffort, MaxTokens: chat.DefaultMaxTokens,
 		Sampling: engine.Sampling{Greedy: true, Temperature: 0.6, TopP: 0.95}}
 }
 

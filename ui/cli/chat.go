@@ -19,6 +19,7 @@ import (
 	"k3/engine/chat"
 	"k3/tokenizer"
 	"k3/tokenizer/constrain"
+	"k3/tokenizer/xtml"
 )
 
 func init() {
@@ -63,8 +64,8 @@ func cmdChat(args []string, stdout, stderr io.Writer) int {
 	if code := mf.resolve(fs, stdout, stderr); code >= 0 {
 		return code
 	}
-	if !slices.Contains(tokenizer.ThinkingEfforts, *effort) {
-		fmt.Fprintf(stderr, "k3 chat: --thinking-effort %q is not one of %v\n", *effort, tokenizer.ThinkingEfforts)
+	if !slices.Contains(xtml.ThinkingEfforts, *effort) {
+		fmt.Fprintf(stderr, "k3 chat: --thinking-effort %q is not one of %v\n", *effort, xtml.ThinkingEfforts)
 		return ExitUsage
 	}
 	if *gen < 1 || *temp < 0 || *topP < 0 || *topP > 1 || *topK < 0 {
@@ -205,7 +206,7 @@ func cmdChat(args []string, stdout, stderr io.Writer) int {
 					opt.ResponseFormat = rf
 					fmt.Fprintf(stdout, "answers: JSON of the schema in %s\n", arg)
 				}
-			case f[0] == "/effort" && len(f) == 2 && slices.Contains(tokenizer.ThinkingEfforts, f[1]):
+			case f[0] == "/effort" && len(f) == 2 && slices.Contains(xtml.ThinkingEfforts, f[1]):
 				opt.Effort = f[1]
 				fmt.Fprintf(stdout, "thinking effort %s\n", f[1])
 			default:
@@ -368,18 +369,18 @@ func watchChatInterrupts(sig <-chan os.Signal, stderr io.Writer, mu *sync.Mutex,
 // historyPositions is the length in tokens of a loaded conversation as the
 // next turn renders it (0 when it cannot be rendered; the turn reports why).
 func historyPositions(tok *tokenizer.Tokenizer, system string, hist []chat.Message, noThink bool, effort string) int {
-	var msgs []tokenizer.Message
+	var msgs []xtml.Message
 	if system != "" {
-		msgs = append(msgs, tokenizer.Message{Role: "system", Content: system})
+		msgs = append(msgs, xtml.Message{Role: "system", Content: system})
 	}
 	for _, m := range hist {
-		msgs = append(msgs, tokenizer.Message{Role: m.Role, Content: m.Content, ReasoningContent: m.ReasoningContent})
+		msgs = append(msgs, xtml.Message{Role: m.Role, Content: m.Content, ReasoningContent: m.ReasoningContent})
 	}
-	segs, err := tokenizer.Render(msgs, nil, tokenizer.RenderOptions{NoThink: noThink, ThinkingEffort: effort})
+	segs, err := xtml.Render(msgs, nil, xtml.RenderOptions{NoThink: noThink, ThinkingEffort: effort})
 	if err != nil {
 		return 0
 	}
-	return len(tok.EncodeSegments(segs))
+	return len(xtml.Encode(tok, segs))
 }
 
 // samplingSwitch turns sampling on, as the C engine did, when --seed,

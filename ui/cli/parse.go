@@ -8,6 +8,7 @@ import (
 	"os"
 
 	"k3/tokenizer"
+	"k3/tokenizer/xtml"
 )
 
 func init() {
@@ -81,17 +82,17 @@ func runParse(args []string, stdout, stderr io.Writer) int {
 	if tc == "auto" {
 		tc = ""
 	}
-	if _, err := tokenizer.Render([]tokenizer.Message{{Role: "user", Content: "."}}, tools, tokenizer.RenderOptions{NoThink: *noThink, ToolChoice: tc}); err != nil {
+	if _, err := xtml.Render([]xtml.Message{{Role: "user", Content: "."}}, tools, xtml.RenderOptions{NoThink: *noThink, ToolChoice: tc}); err != nil {
 		return tokUsageError(stderr, "parse", err.Error(), "")
 	}
-	o := tokenizer.ReplyOptions{Thinking: !*noThink}
+	o := xtml.ReplyOptions{Thinking: !*noThink}
 	switch {
 	case len(tools) == 0:
 		o.NoTools, o.NoToolsWhy = true, "no tools were declared"
 	case *choice == "none":
 		o.NoTools, o.NoToolsWhy = true, `tool_choice is "none"`
 	}
-	r := tok.ReadReply(tok.EncodeSpecial(string(text)), o)
+	r := xtml.ReadReply(tok, tok.EncodeSpecial(string(text)), o)
 	out := parseOut{ToolCalls: []parseToolCall{}, Warnings: []string{}}
 	if r.Reasoning != "" {
 		out.ReasoningContent = &r.Reasoning

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"k3/tokenizer"
+	"k3/tokenizer/xtml"
 	"k3/ui/openai"
 )
 
@@ -63,7 +64,7 @@ func runTemplate(args []string, stdout, stderr io.Writer) int {
 	if err := tok.CheckChat(); err != nil {
 		return tokUsageError(stderr, "template", err.Error(), "")
 	}
-	segs, err := tokenizer.Render(chat.Messages, chat.Tools, tokenizer.RenderOptions{
+	segs, err := xtml.Render(chat.Messages, chat.Tools, xtml.RenderOptions{
 		NoThink:            *noThink,
 		ThinkingEffort:     *effort,
 		NoGenerationPrompt: *noGen,
@@ -73,23 +74,23 @@ func runTemplate(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return tokUsageError(stderr, "template", err.Error(), "")
 	}
-	ids := tok.EncodeSegments(segs)
+	ids := xtml.Encode(tok, segs)
 	if ids == nil {
 		ids = []int{}
 	}
 	return tokWriteJSON(stdout, stderr, struct {
 		Text string `json:"text"`
 		IDs  []int  `json:"ids"`
-	}{tokenizer.Text(segs), ids})
+	}{xtml.Text(segs), ids})
 }
 
 // templateMessages are OpenAI messages whose content may be an array of
 // text parts, flattened as the server does.
-type templateMessages []tokenizer.Message
+type templateMessages []xtml.Message
 
 func (ms *templateMessages) UnmarshalJSON(b []byte) error {
 	var raw []struct {
-		tokenizer.Message
+		xtml.Message
 		Content openai.Content `json:"content"`
 	}
 	if err := json.Unmarshal(b, &raw); err != nil {

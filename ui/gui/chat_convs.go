@@ -11,7 +11,7 @@ import (
 	"fyne.io/fyne/v2/dialog"
 
 	"k3/engine/chat"
-	"k3/tokenizer"
+	"k3/tokenizer/xtml"
 	"k3/ui/bridge"
 )
 
@@ -85,7 +85,7 @@ const slowSecPerToken = 1.0
 // effort when this machine is slow and the effort is still the default, and
 // says why (issue 27, item 2). The user can choose another effort.
 func (v *chatView) lowEffortWhenSlow() {
-	if v.machineSpt < slowSecPerToken || !v.Opts.Thinking || v.Opts.Effort != tokenizer.DefaultThinkingEffort || v.Opts.Effort == "low" {
+	if v.machineSpt < slowSecPerToken || !v.Opts.Thinking || v.Opts.Effort != xtml.DefaultThinkingEffort || v.Opts.Effort == "low" {
 		return
 	}
 	if slices.ContainsFunc(v.History, func(m chat.Message) bool { return m.Role == "assistant" }) {
@@ -95,7 +95,7 @@ func (v *chatView) lowEffortWhenSlow() {
 	v.Effort.SetSelected("low")
 	note := fmt.Sprintf("Thinking effort is set to low: this machine writes about %.1f s per token, "+
 		"so thinking at %s effort could take %s or more. Choose another effort beside Thinking if you can wait.",
-		v.machineSpt, tokenizer.DefaultThinkingEffort, bridge.Duration(time.Duration(1000*v.machineSpt*float64(time.Second))))
+		v.machineSpt, xtml.DefaultThinkingEffort, bridge.Duration(time.Duration(1000*v.machineSpt*float64(time.Second))))
 	if v.Notice.Text != "" {
 		note = v.Notice.Text + " " + note
 	}

@@ -16,7 +16,7 @@ import (
 
 	"k3/doctor"
 	"k3/engine/chat"
-	"k3/tokenizer"
+	"k3/tokenizer/xtml"
 	"k3/ui/bridge"
 )
 
@@ -54,7 +54,7 @@ func TestSlowMachineDefaultsToLowEffort(t *testing.T) {
 	for _, c := range []struct {
 		spt  float64
 		want string
-	}{{4, "low"}, {0.2, tokenizer.DefaultThinkingEffort}} {
+	}{{4, "low"}, {0.2, xtml.DefaultThinkingEffort}} {
 		fc := &fakeChat{}
 		_, v := chatUI(t, fc)
 		ui(func() {
@@ -62,7 +62,7 @@ func TestSlowMachineDefaultsToLowEffort(t *testing.T) {
 				{Role: "assistant", Content: "Hello", Stats: &chat.ReplyStats{Tokens: 10, SecondsPerToken: c.spt}}}))
 			v.reload("measured")
 			require.Equal(t, "measured", v.Title)
-			assert.Equal(t, tokenizer.DefaultThinkingEffort, v.Opts.Effort, "a conversation with replies keeps its effort")
+			assert.Equal(t, xtml.DefaultThinkingEffort, v.Opts.Effort, "a conversation with replies keeps its effort")
 			v.NewConversation()
 			assert.Equal(t, c.want, v.Opts.Effort)
 			assert.Equal(t, c.want, v.Effort.Selected)

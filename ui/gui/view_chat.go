@@ -12,7 +12,7 @@ import (
 	"fyne.io/fyne/v2/widget"
 
 	"k3/engine/chat"
-	"k3/tokenizer"
+	"k3/tokenizer/xtml"
 	"k3/ui/bridge"
 )
 
@@ -119,7 +119,7 @@ func newChatView(u *appUI) *chatView {
 		v.refreshButtons()
 		v.thinkingNote() // G28
 	})
-	v.Effort = widget.NewSelect(tokenizer.ThinkingEfforts, func(s string) {
+	v.Effort = widget.NewSelect(xtml.ThinkingEfforts, func(s string) {
 		v.Opts.Effort = s
 		v.saveOptions()
 	})

@@ -11,7 +11,7 @@ import (
 	"errors"
 	"strings"
 
-	"k3/tokenizer"
+	"k3/tokenizer/xtml"
 )
 
 // Content is a message's content. It is read from a string, null or an
@@ -55,13 +55,13 @@ func (c *Content) UnmarshalJSON(data []byte) error {
 // Message is one request message. Reasoning is vLLM's newer name for
 // reasoning_content.
 type Message struct {
-	Role             string               `json:"role"`
-	Content          Content              `json:"content"`
-	ReasoningContent *string              `json:"reasoning_content,omitempty"`
-	Reasoning        *string              `json:"reasoning,omitempty"`
-	Name             string               `json:"name,omitempty"`
-	ToolCallID       string               `json:"tool_call_id,omitempty"`
-	ToolCalls        []tokenizer.ToolCall `json:"tool_calls,omitempty"`
+	Role             string          `json:"role"`
+	Content          Content         `json:"content"`
+	ReasoningContent *string         `json:"reasoning_content,omitempty"`
+	Reasoning        *string         `json:"reasoning,omitempty"`
+	Name             string          `json:"name,omitempty"`
+	ToolCallID       string          `json:"tool_call_id,omitempty"`
+	ToolCalls        []xtml.ToolCall `json:"tool_calls,omitempty"`
 }
 
 // StreamOptions is stream_options.

@@ -23,7 +23,7 @@ import (
 
 	"k3/engine"
 	"k3/engine/chat"
-	"k3/tokenizer"
+	"k3/tokenizer/xtml"
 	"k3/ui/openai"
 )
 
@@ -204,7 +204,7 @@ type Usage = openai.Usage
 // Result is one finished (or stopped) turn.
 type Result struct {
 	Message   chat.Message // content, reasoning, Cut
-	ToolCalls []tokenizer.ToolCall
+	ToolCalls []xtml.ToolCall
 	Finish    string // the server's finish_reason
 	Usage     *Usage // when the server sent it
 	Deltas    int    // text deltas received (about one per token)
@@ -327,7 +327,7 @@ func (c *Client) Turn(ctx context.Context, history []chat.Message, opt chat.Opti
 	t0 := time.Now()
 	phase(on, "waiting for the server")
 	var reasoning, answer strings.Builder
-	calls := map[int]*tokenizer.ToolCall{}
+	calls := map[int]*xtml.ToolCall{}
 	last, first := t0, time.Time{}
 	maxBytes := c.MaxReplyBytes
 	if maxBytes <= 0 {
@@ -394,7 +394,7 @@ func (c *Client) Turn(ctx context.Context, history []chat.Message, opt chat.Opti
 				}
 				tc := calls[i]
 				if tc == nil {
-					tc = &tokenizer.ToolCall{Type: "function"}
+					tc = &xtml.ToolCall{Type: "function"}
 					calls[i] = tc
 				}
 				if td.ID != "" {
@@ -480,6 +480,6 @@ func (c *Client) Turn(ctx context.Context, history []chat.Message, opt chat.Opti
 
 // ToolCallText is how a tool call shows in the chat (the app runs no
 // tools; it shows what the model asked for).
-func ToolCallText(tc tokenizer.ToolCall) string {
+func ToolCallText(tc xtml.ToolCall) string {
 	return fmt.Sprintf("\n\n[tool call: %s %s]", tc.Function.Name, tc.Function.Arguments)
 }

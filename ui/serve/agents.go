@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"k3/tokenizer"
+	"k3/tokenizer/xtml"
 	"k3/ui/openai"
 )
 
@@ -155,8 +155,8 @@ func msg(role, text string) openai.Message {
 }
 
 // toolCall is a call of the conversation's history.
-func toolCall(id, name, args string) tokenizer.ToolCall {
-	return tokenizer.ToolCall{ID: id, Type: "function", Function: tokenizer.FunctionCall{Name: name, Arguments: args}}
+func toolCall(id, name, args string) xtml.ToolCall {
+	return xtml.ToolCall{ID: id, Type: "function", Function: xtml.FunctionCall{Name: name, Arguments: args}}
 }
 
 // heartbeat paces the events a stream sends while a long prompt is read,

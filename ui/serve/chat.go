@@ -11,8 +11,8 @@ import (
 	"strconv"
 	"time"
 
-	"k3/tokenizer"
 	"k3/tokenizer/constrain"
+	"k3/tokenizer/xtml"
 
 	"k3/ui/openai"
 )
@@ -31,13 +31,13 @@ func (s *Server) chatPrompt(q *openai.ChatRequest, j *job) *openai.Error {
 	if err := s.fitsText(text, "messages"); err != nil {
 		return err
 	}
-	msgs := make([]tokenizer.Message, len(q.Messages))
+	msgs := make([]xtml.Message, len(q.Messages))
 	for i, m := range q.Messages {
 		role := m.Role
 		if role == "developer" { // OpenAI's newer name for system
 			role = "system"
 		}
-		tm := tokenizer.Message{Role: role, Content: string(m.Content), Name: m.Name, ToolCallID: m.ToolCallID, ToolCalls: m.ToolCalls}
+		tm := xtml.Message{Role: role, Content: string(m.Content), Name: m.Name, ToolCallID: m.ToolCallID, ToolCalls: m.ToolCalls}
 		if role != "tool" && role != "assistant" {
 			tm.ToolCallID, tm.ToolCalls = "", nil
 		}
@@ -60,18 +60,18 @@ func (s *Server) chatPrompt(q *openai.ChatRequest, j *job) *openai.Error {
 	if err != nil {
 		return err
 	}
-	ro := tokenizer.RenderOptions{NoThink: !thinking, ThinkingEffort: effort, ToolChoice: choice}
+	ro := xtml.RenderOptions{NoThink: !thinking, ThinkingEffort: effort, ToolChoice: choice}
 	if rf := bytes.TrimSpace(q.ResponseFormat); len(rf) > 0 && !bytes.Equal(rf, []byte("null")) {
 		ro.ResponseFormat = rf
 		if j.goal.Answer, err = responseSchema(rf); err != nil {
 			return err
 		}
 	}
-	segs, rerr := tokenizer.Render(msgs, tools, ro)
+	segs, rerr := xtml.Render(msgs, tools, ro)
 	if rerr != nil {
 		return openai.BadRequest("messages", "%v", rerr)
 	}
-	j.ids, j.thinking = s.o.Tok.EncodeSegments(segs), thinking
+	j.ids, j.thinking = xtml.Encode(s.o.Tok, segs), thinking
 	switch {
 	case len(tools) == 0:
 		j.noTools = "no tools were declared"
@@ -173,7 +173,7 @@ func toolChoice(tools []json.RawMessage, raw json.RawMessage) ([]json.RawMessage
 	return nil, "", openai.BadRequest("tool_choice", "tool_choice names %q, which is not among the tools", named.Function.Name)
 }
 
-func toolCallsOut(calls []tokenizer.ToolCall, indexed bool) []openai.ToolCall {
+func toolCallsOut(calls []xtml.ToolCall, indexed bool) []openai.ToolCall {
 	out := make([]openai.ToolCall, len(calls))
 	for i, c := range calls {
 		out[i].ID, out[i].Type = newID("call_"), "function"

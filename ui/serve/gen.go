@@ -13,8 +13,8 @@ import (
 
 	"k3/engine"
 	"k3/engine/chat"
-	"k3/tokenizer"
 	"k3/tokenizer/constrain"
+	"k3/tokenizer/xtml"
 	"k3/ui/openai"
 )
 
@@ -51,7 +51,7 @@ type job struct {
 type result struct {
 	ids                []int // generated
 	reasoning, content string
-	calls              []tokenizer.ToolCall
+	calls              []xtml.ToolCall
 	warnings           []string
 	reasoningTokens    int    // of the generated tokens, the think channel's text
 	finish             string // stop, length or tool_calls

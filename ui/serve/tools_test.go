@@ -13,6 +13,7 @@ import (
 	"k3/engine"
 	"k3/engine/chat"
 	"k3/tokenizer"
+	"k3/tokenizer/xtml"
 )
 
 // scripted stands in for the model: it "generates" fixed K3 output (the
@@ -32,7 +33,7 @@ func (g *scripted) Generate(ctx context.Context, ids []int, o chat.PromptOptions
 	if n := len(gen); n > 0 && (gen[n-1] == g.tok.StopIDs()[0] || gen[n-1] == g.tok.StopIDs()[1]) {
 		rep.Stop = engine.StopToken
 	}
-	r := chat.Replay(g.tok, gen, tokenizer.ReplyOptions{Thinking: o.Thinking, NoTools: o.NoTools, NoToolsWhy: o.NoToolsWhy}, on)
+	r := chat.Replay(g.tok, gen, xtml.ReplyOptions{Thinking: o.Thinking, NoTools: o.NoTools, NoToolsWhy: o.NoToolsWhy}, on)
 	for i, id := range gen {
 		on(engine.Event{Kind: engine.EventToken, Step: i, Token: id})
 	}
@@ -108,10 +109,10 @@ func TestToolCallsNonStreaming(t *testing.T) {
 	}
 	assert.NotEqual(t, c.Message.ToolCalls[0].ID, c.Message.ToolCalls[1].ID)
 	// the prompt is the renderer's for the same messages and tools
-	segs, err := tokenizer.Render([]tokenizer.Message{{Role: "system", Content: "Be brief."}, {Role: "user", Content: "Weather in Paris and Oslo?"}},
-		[]json.RawMessage{json.RawMessage(weatherTool)}, tokenizer.RenderOptions{})
+	segs, err := xtml.Render([]xtml.Message{{Role: "system", Content: "Be brief."}, {Role: "user", Content: "Weather in Paris and Oslo?"}},
+		[]json.RawMessage{json.RawMessage(weatherTool)}, xtml.RenderOptions{})
 	require.NoError(t, err)
-	assert.Equal(t, s.o.Tok.EncodeSegments(segs), r.PromptTokenIDs)
+	assert.Equal(t, xtml.Encode(s.o.Tok, segs), r.PromptTokenIDs)
 	assert.Equal(t, r.PromptTokenIDs, g.prompt)
 
 	// the calls come back as history and render as the model wrote them
@@ -196,10 +197,10 @@ func TestMalformedToolCall(t *testing.T) {
 
 func TestToolChoiceAndThinking(t *testing.T) {
 	s, g := scriptedServer(t, "<|close|>think<|sep|><|open|>response<|sep|>ok<|close|>response<|sep|><|close|>message<|sep|><|end_of_msg|>")
-	render := func(tools []json.RawMessage, ro tokenizer.RenderOptions) []int {
-		segs, err := tokenizer.Render([]tokenizer.Message{{Role: "user", Content: "hi"}}, tools, ro)
+	render := func(tools []json.RawMessage, ro xtml.RenderOptions) []int {
+		segs, err := xtml.Render([]xtml.Message{{Role: "user", Content: "hi"}}, tools, ro)
 		require.NoError(t, err)
-		return s.o.Tok.EncodeSegments(segs)
+		return xtml.Encode(s.o.Tok, segs)
 	}
 	other := json.RawMessage(`{"type":"function","function":{"name":"other"}}`)
 	both := []json.RawMessage{json.RawMessage(weatherTool), other}
@@ -208,17 +209,17 @@ func TestToolChoiceAndThinking(t *testing.T) {
 		req  map[string]any
 		want []int
 	}{
-		{map[string]any{"reasoning_effort": "low"}, render(nil, tokenizer.RenderOptions{ThinkingEffort: "low"})},
-		{map[string]any{"reasoning_effort": "medium"}, render(nil, tokenizer.RenderOptions{ThinkingEffort: "high"})},
-		{map[string]any{"reasoning_effort": "none"}, render(nil, tokenizer.RenderOptions{NoThink: true})},
-		{map[string]any{"thinking": map[string]any{"type": "disabled"}}, render(nil, tokenizer.RenderOptions{NoThink: true})},
-		{map[string]any{"chat_template_kwargs": map[string]any{"thinking": false}}, render(nil, tokenizer.RenderOptions{NoThink: true})},
-		{map[string]any{"chat_template_kwargs": map[string]any{"enable_thinking": true, "thinking_effort": "high"}}, render(nil, tokenizer.RenderOptions{ThinkingEffort: "high"})},
-		{map[string]any{"tools": both, "tool_choice": "required"}, render(both, tokenizer.RenderOptions{ToolChoice: "required"})},
-		{map[string]any{"tools": both, "tool_choice": "none"}, render(both, tokenizer.RenderOptions{ToolChoice: "none"})},
+		{map[string]any{"reasoning_effort": "low"}, render(nil, xtml.RenderOptions{ThinkingEffort: "low"})},
+		{map[string]any{"reasoning_effort": "medium"}, render(nil, xtml.RenderOptions{ThinkingEffort: "high"})},
+		{map[string]any{"reasoning_effort": "none"}, render(nil, xtml.RenderOptions{NoThink: true})},
+		{map[string]any{"thinking": map[string]any{"type": "disabled"}}, render(nil, xtml.RenderOptions{NoThink: true})},
+		{map[string]any{"chat_template_kwargs": map[string]any{"thinking": false}}, render(nil, xtml.RenderOptions{NoThink: true})},
+		{map[string]any{"chat_template_kwargs": map[string]any{"enable_thinking": true, "thinking_effort": "high"}}, render(nil, xtml.RenderOptions{ThinkingEffort: "high"})},
+		{map[string]any{"tools": both, "tool_choice": "required"}, render(both, xtml.RenderOptions{ToolChoice: "required"})},
+		{map[string]any{"tools": both, "tool_choice": "none"}, render(both, xtml.RenderOptions{ToolChoice: "none"})},
 		{map[string]any{"tools": both, "tool_choice": map[string]any{"type": "function", "function": map[string]any{"name": "other"}}},
-			render([]json.RawMessage{other}, tokenizer.RenderOptions{ToolChoice: "required"})},
-		{map[string]any{"response_format": map[string]any{"type": "json_object"}}, render(nil, tokenizer.RenderOptions{ResponseFormat: json.RawMessage(`{"type":"json_object"}`)})},
+			render([]json.RawMessage{other}, xtml.RenderOptions{ToolChoice: "required"})},
+		{map[string]any{"response_format": map[string]any{"type": "json_object"}}, render(nil, xtml.RenderOptions{ResponseFormat: json.RawMessage(`{"type":"json_object"}`)})},
 		{map[string]any{"messages": []map[string]any{{"role": "developer", "content": "sys"}, {"role": "user", "content": "hi"}}}, nil},
 	} {
 		c.req["max_tokens"] = 50

@@ -1,7 +1,7 @@
 // Command prep is the Go half of the demo model's training (tools/demo/train.py
 // runs it): it trains the demo tokenizer on the text of the rendered training
 // conversations and encodes every conversation exactly as a chat session
-// would, with the official renderer (tokenizer.Render) and the trained
+// would, with the official renderer (xtml.Render) and the trained
 // vocabulary, so the model learns the ids the app feeds it.
 //
 //	prep tokenizer -conv conv.jsonl -merges 1792 -numbase 2048 -out DIR
@@ -48,6 +48,7 @@ import (
 	"k3/engine"
 	"k3/engine/chat"
 	"k3/tokenizer"
+	"k3/tokenizer/xtml"
 )
 
 func main() {
@@ -75,8 +76,8 @@ func main() {
 }
 
 type conversation struct {
-	Messages []tokenizer.Message `json:"messages"`
-	NoThink  bool                `json:"no_think"` // render with thinking off
+	Messages []xtml.Message `json:"messages"`
+	NoThink  bool           `json:"no_think"` // render with thinking off
 }
 
 func readConversations(path string) ([]conversation, error) {
@@ -107,7 +108,7 @@ func readConversations(path string) ([]conversation, error) {
 func trainingText(convs []conversation) (string, error) {
 	var b strings.Builder
 	for _, c := range convs {
-		segs, err := tokenizer.Render(c.Messages, nil, tokenizer.RenderOptions{NoGenerationPrompt: true})
+		segs, err := xtml.Render(c.Messages, nil, xtml.RenderOptions{NoGenerationPrompt: true})
 		if err != nil {
 			return "", err
 		}
@@ -183,7 +184,7 @@ func encode(args []string) error {
 	}
 	w := bufio.NewWriter(f)
 	for i, c := range convs {
-		e, err := encodeOne(tok, c.Messages, tokenizer.RenderOptions{NoThink: c.NoThink})
+		e, err := encodeOne(tok, c.Messages, xtml.RenderOptions{NoThink: c.NoThink})
 		if err != nil {
 			f.Close()
 			return fmt.Errorf("conversation %d: %v", i+1, err)
@@ -204,22 +205,22 @@ func encode(args []string) error {
 // unless opt says NoThink), checks that the prompt is a prefix of the whole
 // and that the reply parses back into the assistant message, and returns
 // both.
-func encodeOne(tok *tokenizer.Tokenizer, msgs []tokenizer.Message, opt tokenizer.RenderOptions) (encoded, error) {
-	prompt, err := tokenizer.Render(msgs[:len(msgs)-1], nil, opt)
+func encodeOne(tok *tokenizer.Tokenizer, msgs []xtml.Message, opt xtml.RenderOptions) (encoded, error) {
+	prompt, err := xtml.Render(msgs[:len(msgs)-1], nil, opt)
 	if err != nil {
 		return encoded{}, err
 	}
 	opt.NoGenerationPrompt = true
-	full, err := tokenizer.Render(msgs, nil, opt)
+	full, err := xtml.Render(msgs, nil, opt)
 	if err != nil {
 		return encoded{}, err
 	}
-	ids, pids := tok.EncodeSegments(full), tok.EncodeSegments(prompt)
+	ids, pids := xtml.Encode(tok, full), xtml.Encode(tok, prompt)
 	if len(pids) >= len(ids) || !slices.Equal(ids[:len(pids)], pids) {
 		return encoded{}, errors.New("the prompt is not a prefix of the rendered conversation")
 	}
 	last := msgs[len(msgs)-1]
-	a := tok.ReadReply(ids[len(pids):], tokenizer.ReplyOptions{Thinking: !opt.NoThink})
+	a := xtml.ReadReply(tok, ids[len(pids):], xtml.ReplyOptions{Thinking: !opt.NoThink})
 	if err := a.Err(); err != nil {
 		return encoded{}, err
 	}

@@ -1,9 +1,10 @@
-package tokenizer
+package xtml
 
 import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"k3/tokenizer"
 	"sort"
 	"strconv"
 	"strings"
@@ -116,7 +117,7 @@ func escapeAttr(v string) string {
 }
 
 func (s *segs) open(tag string, attrs ...attr) {
-	s.ctl(Open)
+	s.ctl(tokenizer.Open)
 	s.text(tag)
 	for _, a := range attrs {
 		s.text(" " + a.k)
@@ -124,20 +125,20 @@ func (s *segs) open(tag string, attrs ...attr) {
 		s.text(escapeAttr(a.v))
 		s.text(`"`)
 	}
-	s.ctl(Sep)
+	s.ctl(tokenizer.Sep)
 }
 
 func (s *segs) close(tag string) {
-	s.ctl(Close)
+	s.ctl(tokenizer.Close)
 	s.text(tag)
-	s.ctl(Sep)
+	s.ctl(tokenizer.Sep)
 }
 
 func (s *segs) system(kind, body string) {
 	s.open("message", attr{"role", "system"}, attr{"type", kind})
 	s.text(body)
 	s.close("message")
-	s.ctl(EndOfMsg)
+	s.ctl(tokenizer.EndOfMsg)
 }
 
 // Render renders a conversation in the K3 XTML format. tools are OpenAI
@@ -192,7 +193,7 @@ func Render(msgs []Message, tools []json.RawMessage, opts RenderOptions) ([]Segm
 			s.open("message", attrs...)
 			s.text(m.Content)
 			s.close("message")
-			s.ctl(EndOfMsg)
+			s.ctl(tokenizer.EndOfMsg)
 		case "tool":
 			toolIndex++
 			name := m.Name
@@ -205,7 +206,7 @@ func Render(msgs []Message, tools []json.RawMessage, opts RenderOptions) ([]Segm
 			s.open("message", attr{"role", "tool"}, attr{"tool", name}, attr{"index", strconv.Itoa(toolIndex)})
 			s.text(m.Content)
 			s.close("message")
-			s.ctl(EndOfMsg)
+			s.ctl(tokenizer.EndOfMsg)
 		case "assistant":
 			lastCalls = m.ToolCalls
 			toolIndex = 0
@@ -218,7 +219,7 @@ func Render(msgs []Message, tools []json.RawMessage, opts RenderOptions) ([]Segm
 				return nil, fmt.Errorf("message %d: %v", i, err)
 			}
 			s.close("message")
-			s.ctl(EndOfMsg)
+			s.ctl(tokenizer.EndOfMsg)
 		default:
 			return nil, fmt.Errorf("message %d: unknown role %q (want system, user, assistant or tool)", i, m.Role)
 		}
@@ -259,7 +260,7 @@ func validEffort(e string) bool {
 func (s *segs) assistant(m Message, thinking bool) error {
 	if thinking {
 		s.open("think")
-		if !pyIsBlank(m.ReasoningContent) {
+		if !tokenizer.PyIsBlank(m.ReasoningContent) {
 			s.text(m.ReasoningContent)
 		}
 		s.close("think")
@@ -404,9 +405,9 @@ func Text(s []Segment) string {
 	return b.String()
 }
 
-// EncodeSegments encodes each segment on its own (control segments with
+// Encode encodes each segment on its own with t (control segments with
 // specials enabled, text segments as ordinary text) and concatenates.
-func (t *Tokenizer) EncodeSegments(s []Segment) []int {
+func Encode(t *tokenizer.Tokenizer, s []Segment) []int {
 	var out []int
 	for _, x := range s {
 		if x.Special {
@@ -416,23 +417,4 @@ func (t *Tokenizer) EncodeSegments(s []Segment) []int {
 		}
 	}
 	return out
-}
-
-// CheckChat reports an error unless the vocabulary has the special tokens
-// the chat format needs (<|open|>, <|close|>, <|sep|>, <|end_of_msg|>,
-// [EOS]) at K3's offsets from NumBase (3, 4, 5, 2, 1).
-func (t *Tokenizer) CheckChat() error {
-	for _, x := range []struct {
-		name string
-		off  int
-	}{{EOS, 1}, {EndOfMsg, 2}, {Open, 3}, {Close, 4}, {Sep, 5}} {
-		id, ok := t.special[x.name]
-		if !ok {
-			return fmt.Errorf("tokenizer: special token %s missing; not a K3 chat vocabulary", x.name)
-		}
-		if id != t.numBase+x.off {
-			return fmt.Errorf("tokenizer: %s has id %d, K3 expects %d", x.name, id, t.numBase+x.off)
-		}
-	}
-	return nil
 }

@@ -1,8 +1,9 @@
-package tokenizer
+package xtml
 
 import (
 	"encoding/binary"
 	"encoding/json"
+	"k3/tokenizer"
 	"strings"
 	"testing"
 
@@ -36,8 +37,8 @@ const (
 // reaches the text, and arguments are JSON unless it warned.
 func FuzzReplyReader(f *testing.F) {
 	dir := f.TempDir()
-	require.NoError(f, WriteByteLevel(dir, ByteLevelOptions{}))
-	tok, err := Load(dir)
+	require.NoError(f, tokenizer.WriteByteLevel(dir, tokenizer.ByteLevelOptions{}))
+	tok, err := tokenizer.Load(dir)
 	require.NoError(f, err)
 	pack := func(ids []int) []byte {
 		b := make([]byte, 2*len(ids))
@@ -55,7 +56,7 @@ func FuzzReplyReader(f *testing.F) {
 		for i := range ids {
 			ids[i] = int(binary.LittleEndian.Uint16(data[2*i:])) % tok.VocabSize()
 		}
-		rd := tok.NewReplyReader(ReplyOptions{Thinking: thinking})
+		rd := NewReplyReader(tok, ReplyOptions{Thinking: thinking})
 		var reasoning, content strings.Builder
 		var calls []ToolCall
 		on := func(evs []ReplyEvent) {
@@ -78,7 +79,7 @@ func FuzzReplyReader(f *testing.F) {
 		if reasoning.String() != r.Reasoning || content.String() != r.Content || len(calls) != len(r.ToolCalls) {
 			t.Fatalf("events differ from the reply %+v", r)
 		}
-		for _, c := range []string{Open, Close, Sep, EndOfMsg, EOS} {
+		for _, c := range []string{tokenizer.Open, tokenizer.Close, tokenizer.Sep, tokenizer.EndOfMsg, tokenizer.EOS} {
 			if strings.Contains(r.Reasoning, c) || strings.Contains(r.Content, c) {
 				t.Fatalf("markup in the text: %+v", r)
 			}

@@ -1,4 +1,4 @@
-package tokenizer
+package xtml
 
 import (
 	"bytes"
@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"k3/tokenizer"
 	"sort"
 	"strconv"
 	"strings"
@@ -248,7 +249,7 @@ type jsonArg struct {
 // member order and each value's raw spelling. ok is false when the text is
 // not valid JSON; a valid non-object is an error.
 func parseToolArguments(s string) (args []jsonArg, ok bool, err error) {
-	if pyIsBlank(s) {
+	if tokenizer.PyIsBlank(s) {
 		return nil, true, nil
 	}
 	if !json.Valid([]byte(s)) {
@@ -292,17 +293,4 @@ func parseToolArguments(s string) (args []jsonArg, ok bool, err error) {
 		}
 	}
 	return args, true, nil
-}
-
-// pyIsBlank reports whether s is empty after Python's str.strip().
-func pyIsBlank(s string) bool {
-	bmp := bmpTable()
-	for i := 0; i < len(s); {
-		c, w := classAt(s, i, bmp)
-		if c&cPySpace == 0 {
-			return false
-		}
-		i += w
-	}
-	return true
 }

@@ -1,8 +1,9 @@
-package tokenizer
+package xtml
 
 import (
 	"encoding/json"
 	"k3/internal/fixture"
+	"k3/tokenizer"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -44,13 +45,13 @@ func loadXTML(t *testing.T) []xtmlFixture {
 
 // realIDsTokenizer has a byte-level vocabulary padded to K3's 163,584 base
 // ranks, so special ids are the real K3 ids.
-func realIDsTokenizer(t testing.TB) *Tokenizer {
+func realIDsTokenizer(t testing.TB) *tokenizer.Tokenizer {
 	t.Helper()
 	dir := t.TempDir()
-	if err := WriteByteLevel(dir, ByteLevelOptions{Text: "message role user assistant think response", Merges: 20, NumBase: 163584}); err != nil {
+	if err := tokenizer.WriteByteLevel(dir, tokenizer.ByteLevelOptions{Text: "message role user assistant think response", Merges: 20, NumBase: 163584}); err != nil {
 		t.Fatal(err)
 	}
-	tok, err := Load(dir)
+	tok, err := tokenizer.Load(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +86,7 @@ func TestXTMLFixtures(t *testing.T) {
 				}
 				t.Fatalf("text differs at byte %d:\n got %q\nwant %q", i, got[i:min(len(got), i+120)], fx.Text[i:min(len(fx.Text), i+120)])
 			}
-			ids := tok.EncodeSegments(segs)
+			ids := Encode(tok, segs)
 			// Split both id lists into control ids and text runs.
 			split := func(ids []int, special func(int) bool) (ctl []int, runs [][]int) {
 				prevText := false
@@ -145,7 +146,7 @@ func TestXTMLSegments(t *testing.T) {
 		}
 		var texts []string
 		for _, s := range segs {
-			if s.Special && !(s.Text == Open || s.Text == Close || s.Text == Sep || s.Text == EndOfMsg) {
+			if s.Special && !(s.Text == tokenizer.Open || s.Text == tokenizer.Close || s.Text == tokenizer.Sep || s.Text == tokenizer.EndOfMsg) {
 				t.Fatalf("control segment %q", s.Text)
 			}
 			texts = append(texts, s.Text)
@@ -187,7 +188,7 @@ func TestXTMLInjection(t *testing.T) {
 			t.Fatalf("user text produced special id %d", id)
 		}
 	}
-	ids := tok.EncodeSegments(segs)
+	ids := Encode(tok, segs)
 	want := []int{163587, 163589, 163588, 163589, 163586} // open sep | close sep eom
 	var got []int
 	for _, id := range ids {
@@ -335,7 +336,7 @@ func TestReadReplyTurn(t *testing.T) {
 		`<|open|>call tool="search" index="2"<|sep|><|open|>json type="object"<|sep|>{bad<|close|>json<|sep|><|close|>call<|sep|>` +
 		`<|close|>tools<|sep|><|close|>message<|sep|><|end_of_msg|>`
 	tok := realIDsTokenizer(t)
-	a := tok.ReadReply(tok.EncodeSpecial(gen), ReplyOptions{Thinking: true})
+	a := ReadReply(tok, tok.EncodeSpecial(gen), ReplyOptions{Thinking: true})
 	want := Reply{
 		Reasoning: "The user wants weather; call the tool.",
 		Content:   "Let me look that up.",
@@ -351,16 +352,16 @@ func TestReadReplyTurn(t *testing.T) {
 		t.Fatalf("got %+v\nwant %+v", a, want)
 	}
 	// no-think, a turn cut after the response, and [EOS] as the end
-	a = tok.ReadReply(tok.EncodeSpecial("4<|close|>response<|sep|>"), ReplyOptions{})
+	a = ReadReply(tok, tok.EncodeSpecial("4<|close|>response<|sep|>"), ReplyOptions{})
 	if a.Err() != nil || a.Content != "4" || a.Complete || a.Reasoning != "" {
 		t.Fatalf("%+v", a)
 	}
-	a = tok.ReadReply(tok.EncodeSpecial("4<|close|>response<|sep|><|close|>message<|sep|>[EOS]"), ReplyOptions{})
+	a = ReadReply(tok, tok.EncodeSpecial("4<|close|>response<|sep|><|close|>message<|sep|>[EOS]"), ReplyOptions{})
 	if a.Err() != nil || !a.Complete {
 		t.Fatalf("%+v", a)
 	}
-	bos, _ := tok.SpecialID(BOS)
-	if a := tok.ReadReply([]int{bos}, ReplyOptions{}); a.Err() == nil {
+	bos, _ := tok.SpecialID(tokenizer.BOS)
+	if a := ReadReply(tok, []int{bos}, ReplyOptions{}); a.Err() == nil {
 		t.Fatal("[BOS] accepted in a turn")
 	}
 }

@@ -1,9 +1,10 @@
-package tokenizer
+package xtml
 
 import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"k3/tokenizer"
 	"strings"
 )
 
@@ -113,9 +114,9 @@ const (
 
 // ReplyReader reads one generated turn (NewReplyReader).
 type ReplyReader struct {
-	t    *Tokenizer
+	t    *tokenizer.Tokenizer
 	o    ReplyOptions
-	dec  *StreamDecoder
+	dec  *tokenizer.StreamDecoder
 	mode replyMode
 
 	tagOpen bool   // a tag is being read: after <|open|> or <|close|>, before <|sep|>
@@ -134,9 +135,9 @@ type ReplyReader struct {
 	strayText bool // answer text outside the response channel was warned about
 }
 
-// NewReplyReader starts reading a turn generated after a prompt rendered
-// with o.
-func (t *Tokenizer) NewReplyReader(o ReplyOptions) *ReplyReader {
+// NewReplyReader starts reading a turn, as ids of t, generated after a
+// prompt rendered with o.
+func NewReplyReader(t *tokenizer.Tokenizer, o ReplyOptions) *ReplyReader {
 	r := &ReplyReader{t: t, o: o, dec: t.NewStreamDecoder(), mode: inAnswer, warned: map[string]bool{}}
 	if o.Thinking {
 		r.mode = inThink
@@ -144,9 +145,9 @@ func (t *Tokenizer) NewReplyReader(o ReplyOptions) *ReplyReader {
 	return r
 }
 
-// ReadReply reads a whole generated turn.
-func (t *Tokenizer) ReadReply(ids []int, o ReplyOptions) Reply {
-	r := t.NewReplyReader(o)
+// ReadReply reads a whole generated turn, as ids of t.
+func ReadReply(t *tokenizer.Tokenizer, ids []int, o ReplyOptions) Reply {
+	r := NewReplyReader(t, o)
 	for _, id := range ids {
 		r.Add(id)
 	}
@@ -264,25 +265,25 @@ func (r *ReplyReader) control(name string) {
 	r.text(r.dec.Flush())
 	r.stray.Reset()
 	switch name {
-	case Open, Close:
+	case tokenizer.Open, tokenizer.Close:
 		if r.tagOpen {
 			// a tag ended by another tag instead of <|sep|>
 			// (`thought<|close|>think<|open|>response<|sep|>`)
-			r.warn(fmt.Sprintf("a tag %q was not ended by %s; it was read as if it were", strings.TrimSpace(string(r.tag)), Sep))
+			r.warn(fmt.Sprintf("a tag %q was not ended by %s; it was read as if it were", strings.TrimSpace(string(r.tag)), tokenizer.Sep))
 			r.endTag()
 		}
 		if r.mode == ended {
 			r.text(name)
 			return
 		}
-		r.tagOpen, r.tagIsOp, r.tag = true, name == Open, r.tag[:0]
-	case Sep:
+		r.tagOpen, r.tagIsOp, r.tag = true, name == tokenizer.Open, r.tag[:0]
+	case tokenizer.Sep:
 		if !r.tagOpen {
-			r.warn(fmt.Sprintf("a stray %s was left out", Sep))
+			r.warn(fmt.Sprintf("a stray %s was left out", tokenizer.Sep))
 			return
 		}
 		r.endTag()
-	case EndOfMsg, EOS:
+	case tokenizer.EndOfMsg, tokenizer.EOS:
 		if r.tagOpen {
 			r.tagOpen = false
 			r.warn("the turn ends inside a tag; the unfinished tag was left out")
@@ -439,7 +440,7 @@ func (r *ReplyReader) badInCall(what string) {
 }
 
 func (r *ReplyReader) close(name string) {
-	stray := func() { r.warn(fmt.Sprintf("a stray %s%s%s was left out", Close, name, Sep)) }
+	stray := func() { r.warn(fmt.Sprintf("a stray %s%s%s was left out", tokenizer.Close, name, tokenizer.Sep)) }
 	switch name {
 	case "think":
 		if r.mode == inThink {

@@ -1,7 +1,8 @@
-package tokenizer
+package xtml
 
 import (
 	"encoding/json"
+	"k3/tokenizer"
 	"strings"
 	"testing"
 
@@ -24,9 +25,9 @@ import (
 // events and the same Reply.
 
 const (
-	xO = Open
-	xC = Close
-	xS = Sep
+	xO = tokenizer.Open
+	xC = tokenizer.Close
+	xS = tokenizer.Sep
 )
 
 func xArg(key, typ, value string) string {
@@ -68,7 +69,7 @@ type readerRun struct {
 }
 
 type readerToks struct {
-	merged, bytes *Tokenizer
+	merged, bytes *tokenizer.Tokenizer
 	byteID        map[byte]int
 }
 
@@ -76,8 +77,8 @@ func newReaderToks(t *testing.T) readerToks {
 	t.Helper()
 	dir := t.TempDir()
 	text := strings.Repeat("think response tools call argument json message answer thought reply type string number python tool index key ", 4)
-	require.NoError(t, WriteByteLevel(dir, ByteLevelOptions{Text: text, Merges: 60}))
-	tok, err := Load(dir)
+	require.NoError(t, tokenizer.WriteByteLevel(dir, tokenizer.ByteLevelOptions{Text: text, Merges: 60}))
+	tok, err := tokenizer.Load(dir)
 	require.NoError(t, err)
 	rt := readerToks{merged: tok, bytes: tok, byteID: map[byte]int{}}
 	for id := 0; id < tok.VocabSize(); id++ {
@@ -110,7 +111,7 @@ func (rt readerToks) ids(output string, perByte bool) []int {
 
 func (rt readerToks) run(t *testing.T, c readerCase, perByte bool) readerRun {
 	t.Helper()
-	r := rt.merged.NewReplyReader(ReplyOptions{Thinking: c.thinking, NoTools: c.noTools, NoToolsWhy: "no tools were declared"})
+	r := NewReplyReader(rt.merged, ReplyOptions{Thinking: c.thinking, NoTools: c.noTools, NoToolsWhy: "no tools were declared"})
 	var run readerRun
 	add := func(evs []ReplyEvent) {
 		for _, ev := range evs {
@@ -325,9 +326,9 @@ func TestReaderCutTools(t *testing.T) {
 		{name: "k3 cut argument", thinking: true, output: genTwoCalls[:strings.Index(genTwoCalls, `"tags"`)], content: "Checking both.",
 			calls: []string{`search {"q":"go 1.26","limit":5,"ratio":-2.5e3,"exact":true,"after":null}`}, warn: "the unfinished call was left out"},
 		// k3: the tools section closed inside a call, and the turn ended inside one
-		{name: "k3 closed inside", output: xResponseClose + xO + "tools" + xS + xCall("f", "1") + xO + `call tool="g" index="2"` + xS + xC + "tools" + xS + xMessageClose + EndOfMsg,
+		{name: "k3 closed inside", output: xResponseClose + xO + "tools" + xS + xCall("f", "1") + xO + `call tool="g" index="2"` + xS + xC + "tools" + xS + xMessageClose + tokenizer.EndOfMsg,
 			calls: []string{`f {}`}, warn: "closed inside a tool call"},
-		{name: "k3 ended inside", output: xResponseClose + xO + "tools" + xS + xCall("f", "1") + xO + `call tool="g" index="2"` + xS + EndOfMsg,
+		{name: "k3 ended inside", output: xResponseClose + xO + "tools" + xS + xCall("f", "1") + xO + `call tool="g" index="2"` + xS + tokenizer.EndOfMsg,
 			calls: []string{`f {}`}, warn: "the turn ends inside a tool call"},
 	})
 }
@@ -406,7 +407,7 @@ func TestReaderNoTools(t *testing.T) {
 		{name: "S24", noTools: true, output: xLeaked, warn: "left out"},
 	})
 	// no ToolStart either
-	r := rt.merged.NewReplyReader(ReplyOptions{NoTools: true})
+	r := NewReplyReader(rt.merged, ReplyOptions{NoTools: true})
 	for _, id := range rt.merged.EncodeSpecial("a" + xResponseClose + calc) {
 		for _, ev := range r.Add(id) {
 			assert.NotEqual(t, ReplyToolStart, ev.Kind)
@@ -423,20 +424,20 @@ func TestReaderWarnings(t *testing.T) {
 		{name: "typed not JSON", output: xResponseClose + xTools(xCall("f", "1", xArg("n", "number", "twelve"))), calls: []string{`f {"n":"twelve"}`}, warn: `argument "n" of type "number" is not JSON`},
 		{name: "json not JSON", output: xResponseClose + xTools(xCall("f", "1", xO+`json type="object"`+xS+"{bad"+xC+"json"+xS)), calls: []string{`f {bad`}, warn: "json block is not valid JSON"},
 		{name: "no tool name", output: xResponseClose + xTools(xO+`call index="1"`+xS+xC+"call"+xS), warn: "tool call 1 was left out: it has no tool name"},
-		{name: "after the end", output: "a" + xResponseClose + xMessageClose + EndOfMsg + "junk", content: "a", warn: "output after the end of the turn"},
-		{name: "unclosed message", output: "a" + xResponseClose + EndOfMsg, content: "a", warn: "without closing the message"},
+		{name: "after the end", output: "a" + xResponseClose + xMessageClose + tokenizer.EndOfMsg + "junk", content: "a", warn: "output after the end of the turn"},
+		{name: "unclosed message", output: "a" + xResponseClose + tokenizer.EndOfMsg, content: "a", warn: "without closing the message"},
 	})
 	tok := rt.merged
-	r := tok.ReadReply(tok.EncodeSpecial(genOneCall), ReplyOptions{Thinking: true})
+	r := ReadReply(tok, tok.EncodeSpecial(genOneCall), ReplyOptions{Thinking: true})
 	assert.Empty(t, r.Warnings)
 	require.NoError(t, r.Err())
 	assert.True(t, r.Complete)
 	assert.Equal(t, "Weather needs a lookup.", r.Reasoning)
 	assert.Equal(t, len(tok.Encode("Weather needs a lookup.")), r.ReasoningTokens)
-	r = tok.ReadReply(tok.EncodeSpecial("a"+xS+"b"+xS), ReplyOptions{})
+	r = ReadReply(tok, tok.EncodeSpecial("a"+xS+"b"+xS), ReplyOptions{})
 	assert.Equal(t, []string{"a stray <|sep|> was left out"}, r.Warnings, "said once")
 	assert.EqualError(t, r.Err(), "a stray <|sep|> was left out")
-	r = tok.ReadReply([]int{-1, tok.VocabSize()}, ReplyOptions{})
+	r = ReadReply(tok, []int{-1, tok.VocabSize()}, ReplyOptions{})
 	assert.Len(t, r.Warnings, 2)
 }
 
@@ -451,7 +452,7 @@ func TestReaderMarkupInArguments(t *testing.T) {
 	ids = append(ids, tok.EncodeSpecial(`<|open|>call tool="edit" index="1"<|sep|><|open|>argument key="a&amp;b &quot;c&quot;" type="string"<|sep|>`)...)
 	ids = append(ids, tok.Encode(value)...)
 	ids = append(ids, tok.EncodeSpecial(`<|close|>argument<|sep|><|close|>call<|sep|><|close|>tools<|sep|><|close|>message<|sep|><|end_of_msg|>`)...)
-	r := tok.ReadReply(ids, ReplyOptions{Thinking: true})
+	r := ReadReply(tok, ids, ReplyOptions{Thinking: true})
 	assert.Empty(t, r.Warnings)
 	require.Len(t, r.ToolCalls, 1)
 	var args map[string]string
@@ -459,7 +460,7 @@ func TestReaderMarkupInArguments(t *testing.T) {
 	assert.Equal(t, map[string]string{`a&b "c"`: value}, args)
 	// text that spells a control token in the answer is text too
 	ids = append(tok.Encode("a<|close|>response<|sep|>b"), tok.EncodeSpecial("<|close|>response<|sep|><|close|>message<|sep|><|end_of_msg|>")...)
-	r = tok.ReadReply(ids, ReplyOptions{})
+	r = ReadReply(tok, ids, ReplyOptions{})
 	assert.Equal(t, Reply{Content: "a<|close|>response<|sep|>b", Complete: true}, r)
 }
 
@@ -473,11 +474,11 @@ func TestReaderRendersBack(t *testing.T) {
 	segs, err := Render([]Message{msg}, nil, RenderOptions{NoGenerationPrompt: true})
 	require.NoError(t, err)
 	tok := realIDsTokenizer(t)
-	ids := tok.EncodeSegments(segs)
+	ids := Encode(tok, segs)
 	head := tok.EncodeSpecial(`<|open|>message role="assistant"<|sep|><|open|>think<|sep|>`)
 	i := indexIDs(ids, head)
 	require.GreaterOrEqual(t, i, 0)
-	r := tok.ReadReply(ids[i+len(head):], ReplyOptions{Thinking: true})
+	r := ReadReply(tok, ids[i+len(head):], ReplyOptions{Thinking: true})
 	assert.Empty(t, r.Warnings)
 	assert.True(t, r.Complete)
 	back := r.Message()
@@ -507,12 +508,12 @@ func indexIDs(ids, sub []int) int {
 // turn's id count is reported as ids/op).
 func BenchmarkReplyReader(b *testing.B) {
 	dir := b.TempDir()
-	require.NoError(b, WriteByteLevel(dir, ByteLevelOptions{}))
-	tok, err := Load(dir)
+	require.NoError(b, tokenizer.WriteByteLevel(dir, tokenizer.ByteLevelOptions{}))
+	tok, err := tokenizer.Load(dir)
 	require.NoError(b, err)
 	ids := tok.EncodeSpecial(genTwoCalls)
 	for b.Loop() {
-		tok.ReadReply(ids, ReplyOptions{Thinking: true})
+		ReadReply(tok, ids, ReplyOptions{Thinking: true})
 	}
 	b.ReportMetric(float64(len(ids)), "ids/op")
 }
