@@ -254,6 +254,37 @@ func TestVerifyLogits(t *testing.T) {
 	assert.Contains(t, out, "MISMATCH: ")
 }
 
+// TestVerifyRefusesBadGolden: a golden with a NaN (or infinite) logit, or
+// whose argmax is not its logits' largest, is refused as a bad golden (exit
+// 2) before the model runs; a NaN used to read as the model's mismatch.
+func TestVerifyRefusesBadGolden(t *testing.T) {
+	write := func(edit func(g *golden)) string {
+		g, err := readGolden(fixture.Path("golden", "tiny-release"))
+		require.NoError(t, err)
+		edit(g)
+		dir := t.TempDir()
+		b, err := json.Marshal(g)
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(dir, GoldenFile), b, 0o644))
+		return dir
+	}
+	for _, c := range []struct {
+		name string
+		edit func(g *golden)
+		want string
+	}{
+		{"NaN", func(g *golden) { g.LogitsBits[7] = math.Float32bits(float32(math.NaN())) }, "logit 7 is NaN: a bad golden"},
+		{"Inf", func(g *golden) { g.LogitsBits[9] = math.Float32bits(float32(math.Inf(-1))) }, "logit 9 is -Inf: a bad golden"},
+		{"argmax", func(g *golden) { g.Argmax = (g.Argmax + 1) % g.Vocab }, "but its logits' largest is at"},
+	} {
+		code, out, errs := runK3("verify", tinyRelease, "--logits", "--golden", write(c.edit))
+		assert.Equal(t, ExitUsage, code, c.name)
+		assert.Contains(t, errs, c.want, c.name)
+		assert.NotContains(t, out, "MISMATCH", c.name)
+		assert.NotContains(t, out, "memory plan", c.name)
+	}
+}
+
 // TestSeedGoldenFormat reads the released checkpoint's published logits
 // (the seed's golden) and checks the comparison on the C engine's logits of
 // the same run: the seed's own log says max |diff| 7.867813e-06, relative
