@@ -25,7 +25,23 @@ type Message struct {
 	Name             string     `json:"name,omitempty"`              // optional name attribute; a tool's name
 	ToolCallID       string     `json:"tool_call_id,omitempty"`      // tool results
 	ToolCalls        []ToolCall `json:"tool_calls,omitempty"`        // assistant
+	// Parts, when set, is the content as text and image parts in order
+	// (Content is then not rendered): an image renders Moonshot's image
+	// prompt where it stands, one control segment with one media pad
+	// (tokenizer.ImagePrompt; docs/VISION.md §5). Text parts are text:
+	// a "<|kimi_image_placeholder|>" typed by the user stays text.
+	Parts []Part `json:"-"`
 }
+
+// Part is one piece of a message's content: Text, or an Image of W x H
+// pixels (its size as given, before any resize).
+type Part struct {
+	Text  string
+	Image *ImageSize
+}
+
+// ImageSize is an image part's size in pixels.
+type ImageSize struct{ W, H int }
 
 // ToolCall is one assistant tool call.
 type ToolCall struct {
@@ -191,7 +207,7 @@ func Render(msgs []Message, tools []json.RawMessage, opts RenderOptions) ([]Segm
 				attrs = append(attrs, attr{"name", m.Name})
 			}
 			s.open("message", attrs...)
-			s.text(m.Content)
+			s.content(m)
 			s.close("message")
 			s.ctl(tokenizer.EndOfMsg)
 		case "tool":
@@ -204,7 +220,7 @@ func Render(msgs []Message, tools []json.RawMessage, opts RenderOptions) ([]Segm
 				return nil, fmt.Errorf("message %d: tool result without a tool name or a matching tool call", i)
 			}
 			s.open("message", attr{"role", "tool"}, attr{"tool", name}, attr{"index", strconv.Itoa(toolIndex)})
-			s.text(m.Content)
+			s.content(m)
 			s.close("message")
 			s.ctl(tokenizer.EndOfMsg)
 		case "assistant":
@@ -257,6 +273,21 @@ func validEffort(e string) bool {
 	return false
 }
 
+// content renders a message's content: its Parts when set, else Content.
+func (s *segs) content(m Message) {
+	if m.Parts == nil {
+		s.text(m.Content)
+		return
+	}
+	for _, p := range m.Parts {
+		if p.Image != nil {
+			s.ctl(tokenizer.ImagePrompt(p.Image.W, p.Image.H))
+		} else {
+			s.text(p.Text)
+		}
+	}
+}
+
 func (s *segs) assistant(m Message, thinking bool) error {
 	if thinking {
 		s.open("think")
@@ -266,7 +297,7 @@ func (s *segs) assistant(m Message, thinking bool) error {
 		s.close("think")
 	}
 	s.open("response")
-	s.text(m.Content)
+	s.content(m)
 	s.close("response")
 	if len(m.ToolCalls) == 0 {
 		return nil
