@@ -85,23 +85,35 @@ func runTemplate(args []string, stdout, stderr io.Writer) int {
 }
 
 // templateMessages are OpenAI messages whose content may be an array of
-// text parts, flattened as the server does.
+// text parts, each rendered as its own segment, as the server does.
 type templateMessages []xtml.Message
 
 func (ms *templateMessages) UnmarshalJSON(b []byte) error {
 	var raw []struct {
 		xtml.Message
-		Content openai.Content `json:"content"`
+		Content json.RawMessage `json:"content"`
 	}
 	if err := json.Unmarshal(b, &raw); err != nil {
 		return err
 	}
 	*ms = make(templateMessages, len(raw))
 	for i, r := range raw {
-		r.Message.Content = string(r.Content)
+		var om openai.Message
+		if err := json.Unmarshal(append(append([]byte(`{"content":`), orNullJSON(r.Content)...), '}'), &om); err != nil {
+			return err
+		}
+		r.Message.Content, r.Message.Parts = string(om.Content), openai.XTMLParts(om.Parts)
 		(*ms)[i] = r.Message
 	}
 	return nil
+}
+
+// orNullJSON is raw, or null when it is empty (a field not given).
+func orNullJSON(raw json.RawMessage) []byte {
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return []byte("null")
+	}
+	return raw
 }
 
 func tokParseChatFile(data []byte) (tokChatFile, error) {

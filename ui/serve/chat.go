@@ -37,7 +37,8 @@ func (s *Server) chatPrompt(q *openai.ChatRequest, j *job) *openai.Error {
 		if role == "developer" { // OpenAI's newer name for system
 			role = "system"
 		}
-		tm := xtml.Message{Role: role, Content: string(m.Content), Name: m.Name, ToolCallID: m.ToolCallID, ToolCalls: m.ToolCalls}
+		tm := xtml.Message{Role: role, Content: string(m.Content), Name: m.Name, ToolCallID: m.ToolCallID, ToolCalls: m.ToolCalls,
+			Parts: openai.XTMLParts(m.Parts)} // each part its own segment, as Moonshot's encoder
 		if role != "tool" && role != "assistant" {
 			tm.ToolCallID, tm.ToolCalls = "", nil
 		}

@@ -141,10 +141,12 @@ func chatOfMessages(m *messagesRequest, q *openai.ChatRequest) *openai.Error {
 			q.Messages = append(q.Messages, msg("system", t))
 		case "user":
 			var text strings.Builder
+			var parts []openai.ContentPart // each text block its own segment
 			for k, b := range bs {
 				switch b.Type {
 				case "text":
 					text.WriteString(b.Text)
+					parts = append(parts, openai.ContentPart{Text: b.Text})
 				case "tool_result":
 					name, ok := names[b.ToolUseID]
 					if !ok {
@@ -162,7 +164,11 @@ func chatOfMessages(m *messagesRequest, q *openai.ChatRequest) *openai.Error {
 				}
 			}
 			if text.Len() > 0 || len(bs) == 0 {
-				q.Messages = append(q.Messages, msg("user", text.String()))
+				um := msg("user", text.String())
+				if len(parts) > 1 {
+					um.Parts = parts
+				}
+				q.Messages = append(q.Messages, um)
 			}
 		case "assistant":
 			a := openai.Message{Role: "assistant"}
