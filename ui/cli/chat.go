@@ -15,8 +15,11 @@ import (
 	"sync"
 	"time"
 
+	"k3/doctor"
 	"k3/engine"
 	"k3/engine/chat"
+	"k3/engine/plan"
+	"k3/storage/units"
 	"k3/tokenizer"
 	"k3/tokenizer/constrain"
 	"k3/tokenizer/xtml"
@@ -121,8 +124,11 @@ func cmdChat(args []string, stdout, stderr io.Writer) int {
 			return ExitRuntime
 		}
 	}
-	// the plan reserves the loaded conversation, 8192 more positions and a turn
-	planned := historyPositions(tok, "", hist, *noThink, *effort) + 8192 + *gen
+	// the plan reserves the loaded conversation and a turn (a 4K-position
+	// context for a new chat at the default turn cap); a turn that may take
+	// it further grows the plan first (growPlan)
+	held := historyPositions(tok, "", hist, *noThink, *effort)
+	planned := held + *gen
 	e, o, closeModel, code := mf.openChat(dir, planned, tok, stdout, stderr)
 	if code >= 0 {
 		return code
@@ -149,7 +155,6 @@ func cmdChat(args []string, stdout, stderr io.Writer) int {
 	var inFlight *partialTurn
 	go watchChatInterrupts(sig, stderr, &mu, &cancelTurn, &inFlight, *history)
 
-	warnedPlan := false
 	in := bufio.NewReaderSize(stdin, 1<<16)
 	for {
 		fmt.Fprint(stdout, "\n> ")
@@ -214,6 +219,14 @@ func cmdChat(args []string, stdout, stderr io.Writer) int {
 			}
 			continue
 		}
+		if need := held + len(tok.Encode(line)) + turnMarkup + opt.MaxTokens; need > planned {
+			grown := (need + planStep - 1) / planStep * planStep
+			if err := growPlan(e.Model(), o, planned, grown, stdout); err != nil {
+				fmt.Fprintf(stderr, "k3 chat: %v; the message was not sent (/reset starts over)\n", err)
+				continue
+			}
+			planned = grown
+		}
 		ctx, cancel := context.WithCancel(context.Background())
 		pt := &partialTurn{before: s.History(), user: line}
 		mu.Lock()
@@ -240,11 +253,32 @@ func cmdChat(args []string, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintf(stdout, "[%d tokens, %d prompt positions reused, %d read; first token %.2f s, %.3f s/token]\n",
 			len(rep.IDs), rep.Reused, rep.Prefilled, rep.FirstTokenSeconds, rep.SecondsPerToken)
-		if n := rep.Reused + rep.Prefilled + len(rep.IDs); n > planned && !warnedPlan {
-			warnedPlan = true
-			fmt.Fprintf(stdout, "note: the conversation holds %d positions, past the %d the memory plan reserved: memory use now grows past the plan (/reset starts over; restarting k3 chat with --history plans for the whole conversation)\n", n, planned)
-		}
+		held = rep.Reused + rep.Prefilled + len(rep.IDs)
 	}
+}
+
+// planStep is how far the plan grows at a time (growPlan), so that it is
+// not planned again at every turn.
+const planStep = 4096
+
+// turnMarkup is more than the positions a turn's markup takes besides the
+// message and the reply (message tags, think and response channels).
+const turnMarkup = 64
+
+// growPlan is the memory plan growing with a conversation: before a turn
+// that may take it from the planned positions to need, it checks that the
+// KV cache rows those positions add (with the state copies the session
+// keeps) fit the memory available now, which no longer counts what the
+// model already holds, and says so.
+func growPlan(m *engine.Model, o engine.Options, planned, need int, stdout io.Writer) error {
+	perPos := plan.ForModel(m.Cfg, m.Bound, plan.Sizes{}, plan.Run{StateCopies: o.StateCopies}).KVPerPos
+	more := perPos * int64(need-planned)
+	if mem, err := doctor.ReadMemory(); err == nil && mem.Usable() > 0 && float64(more) > 0.95*float64(mem.Usable()) {
+		return fmt.Errorf("this turn may take the conversation to %d positions, whose KV cache needs %s more than the %s planned, but only %s is available",
+			need, units.Bytes(more), units.Bytes(perPos*int64(planned)), units.Bytes(mem.Usable()))
+	}
+	fmt.Fprintf(stdout, "memory plan: the conversation may reach %d positions: the KV cache grows by %s (%s a position)\n", need, units.Bytes(more), units.Bytes(perPos))
+	return nil
 }
 
 // chatPrinter streams a reply: the think channel under a "thinking" header,

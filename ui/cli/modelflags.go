@@ -112,7 +112,7 @@ func (f *modelFlags) resolve(fs *flag.FlagSet, stdout, stderr io.Writer) int {
 		b, err := plan.Resolve(*f.preset, mem, doctor.Need)
 		switch {
 		case errors.Is(err, plan.ErrUnknownPreset):
-			fmt.Fprintf(stderr, "k3 %s: unknown preset %q\n%s", f.cmd, *f.preset, plan.Table())
+			fmt.Fprintf(stderr, "k3 %s: unknown preset %q\n%s", f.cmd, *f.preset, plan.Table(doctor.Need))
 			return ExitUsage
 		case err != nil:
 			fmt.Fprintf(stderr, "k3 %s: --preset %v\n", f.cmd, err)
