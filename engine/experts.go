@@ -44,14 +44,6 @@ type Expert struct {
 	Bytes      int64
 }
 
-type expertLoc struct {
-	parts [6]*st.Tensor // w1 packed, w1 scale, w3 packed, w3 scale, w2 packed, w2 scale
-	path  string
-	off   int64 // start of the contiguous run, when contiguous
-	size  int64
-	run   bool
-}
-
 // ExpertError reports a routed expert that could not be loaded: the run that
 // needed it is invalid.
 type ExpertError struct {
@@ -178,88 +170,6 @@ func (s *ExpertStore) ExpertBytes() int64 { return s.cfg.ExpertBytes() }
 // alignment plus one page, so the aligned span covering a run at any offset fits.
 func slotSizeFor(n int64) int64 { return direct.AlignUp(n) + direct.Align }
 
-func (s *ExpertStore) file(path string) (*direct.File, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if f, ok := s.files[path]; ok {
-		return f, nil
-	}
-	f, err := direct.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	s.files[path] = f
-	return f, nil
-}
-
-// readDirect reads with O_DIRECT when dst and off allow it (the slot layout
-// makes that the common case) and through a bounce buffer otherwise.
-func (s *ExpertStore) readDirect(path string, off int64, dst []byte) error {
-	f, err := s.file(path)
-	if err != nil {
-		return err
-	}
-	_, err = f.ReadAt(dst, off)
-	return err
-}
-
-// locateAll locates every routed expert of the bound MoE layers; one error
-// lists every problem.
-func (s *ExpertStore) locateAll(prefix string) error {
-	var errs []string
-	for li := 0; li < s.bound; li++ {
-		if s.cfg.IsDense(li) {
-			continue
-		}
-		for e := 0; e < s.cfg.Experts; e++ {
-			if msg := s.locate(prefix, li, e); msg != "" {
-				errs = append(errs, msg)
-			}
-		}
-	}
-	if len(errs) > 0 {
-		return &BindError{errs}
-	}
-	return nil
-}
-
-// locate checks the six tensors of expert e of layer li and records where
-// they are; it returns a problem description or "".
-func (s *ExpertStore) locate(prefix string, li, e int) string {
-	c := s.cfg
-	base := fmt.Sprintf("%smodel.layers.%d.block_sparse_moe.experts.%d.", prefix, li, e)
-	shapes := [6][2]int{
-		{c.MoEInter, c.Latent / 2}, {c.MoEInter, c.Latent / 32},
-		{c.MoEInter, c.Latent / 2}, {c.MoEInter, c.Latent / 32},
-		{c.Latent, c.MoEInter / 2}, {c.Latent, c.MoEInter / 32},
-	}
-	names := [6]string{"w1.weight_packed", "w1.weight_scale", "w3.weight_packed", "w3.weight_scale", "w2.weight_packed", "w2.weight_scale"}
-	loc := &expertLoc{}
-	for i, n := range names {
-		t, ok := s.set.Get(base + n)
-		if !ok {
-			return fmt.Sprintf("missing tensor %s%s (expected U8 %v)", base, n, shapes[i])
-		}
-		if t.DType != st.U8 || !shapeEq(t.Shape, shapes[i][:]) {
-			return fmt.Sprintf("tensor %s%s is %s%v, expected U8 %v", base, n, t.DType, t.Shape, shapes[i])
-		}
-		loc.parts[i] = t
-	}
-	lo, hi, sum := loc.parts[0].Offset, int64(0), int64(0)
-	loc.run = true
-	for _, t := range loc.parts {
-		lo = min(lo, t.Offset)
-		hi = max(hi, t.Offset+t.Size)
-		sum += t.Size
-		loc.run = loc.run && t.Path == loc.parts[0].Path
-	}
-	loc.path = loc.parts[0].Path
-	loc.run = loc.run && hi-lo == sum
-	loc.off, loc.size = lo, sum
-	s.locs[li*c.Experts+e] = loc
-	return ""
-}
-
 // MaxPinned is how many experts one Acquire may hold.
 func (s *ExpertStore) MaxPinned() int { return s.Slots() }
 
@@ -332,15 +242,6 @@ func pinned(experts []int, out []*Expert) []int {
 	return p
 }
 
-// expertMiss is an expert being read into a reserved slot.
-type expertMiss struct {
-	i   int // index in the request
-	sl  *slot
-	loc *expertLoc
-	key int
-	err error
-}
-
 // reserve pins the requested experts that are cached (into out) and
 // reserves a slot for each of the others, evicting as the policy says; it
 // returns the misses in disk-offset order.
@@ -402,28 +303,6 @@ func (s *ExpertStore) reserve(li int, experts []int, out []*Expert) ([]*expertMi
 		return misses[a].loc.off < misses[b].loc.off
 	})
 	return misses, nil
-}
-
-// read loads the misses in order, queueDepth at a time, and sends each on
-// done when its read has finished.
-func (s *ExpertStore) read(misses []*expertMiss, done chan<- *expertMiss) {
-	next := make(chan *expertMiss)
-	s.io.urgentAdd(len(misses))
-	for w := 0; w < max(1, min(s.queueDepth, len(misses))); w++ {
-		go func() {
-			for m := range next {
-				s.io.begin()
-				m.sl.ex, m.err = s.load(m.loc, m.sl.mem)
-				s.io.end()
-				s.io.urgentAdd(-1)
-				done <- m
-			}
-		}()
-	}
-	for _, m := range misses {
-		next <- m
-	}
-	close(next)
 }
 
 // settle counts the landed misses (wait: the seconds spent waiting for
@@ -519,59 +398,6 @@ func (s *ExpertStore) takeSlot() *slot {
 	return sl
 }
 
-// load reads an expert's run into slot memory: the 4096-aligned span that
-// covers it, so the read can go straight from the device.
-func (s *ExpertStore) load(loc *expertLoc, mem []byte) (*Expert, error) {
-	parts := make([][]byte, 6)
-	if loc.run {
-		start := direct.AlignDown(loc.off)
-		end := direct.AlignUp(loc.off + loc.size)
-		if fsize := s.fileSize(loc.path); fsize > 0 && end > fsize {
-			end = loc.off + loc.size // the last run of a file: no padding after it
-			start = loc.off
-		}
-		span := mem[:end-start]
-		if err := s.readAt(loc.path, start, span); err != nil {
-			return nil, err
-		}
-		base := loc.off - start
-		for i, t := range loc.parts {
-			o := base + t.Offset - loc.off
-			parts[i] = span[o : o+t.Size]
-		}
-	} else {
-		o := int64(0)
-		for i, t := range loc.parts {
-			parts[i] = mem[o : o+t.Size]
-			if err := s.readAt(t.Path, t.Offset, parts[i]); err != nil {
-				return nil, err
-			}
-			o += t.Size
-		}
-	}
-	c := s.cfg
-	ex := &Expert{Bytes: loc.size}
-	ex.W1 = kernels.Mat{DType: kernels.MXFP4, Rows: c.MoEInter, Cols: c.Latent, Packed: parts[0], Scales: parts[1]}
-	ex.W3 = kernels.Mat{DType: kernels.MXFP4, Rows: c.MoEInter, Cols: c.Latent, Packed: parts[2], Scales: parts[3]}
-	ex.W2 = kernels.Mat{DType: kernels.MXFP4, Rows: c.Latent, Cols: c.MoEInter, Packed: parts[4], Scales: parts[5]}
-	return ex, nil
-}
-
-func (s *ExpertStore) fileSize(path string) int64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.sizes == nil {
-		s.sizes = map[string]int64{}
-		for _, f := range s.set.Files() {
-			s.sizes[f.Path] = f.Size
-		}
-	}
-	if n, ok := s.sizes[path]; ok {
-		return n
-	}
-	return -1
-}
-
 // Close releases the store's files and slot memory.
 func (s *ExpertStore) Close() {
 	s.mu.Lock()
@@ -588,18 +414,4 @@ func (s *ExpertStore) Close() {
 	if s.pol != nil {
 		s.pol.Reset()
 	}
-}
-
-// IONotes lists the shard files read through the page cache, and why.
-func (s *ExpertStore) IONotes() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var notes []string
-	for path, f := range s.files {
-		if !f.Direct() {
-			notes = append(notes, fmt.Sprintf("%s: %s", path, f.Note()))
-		}
-	}
-	sort.Strings(notes)
-	return notes
 }

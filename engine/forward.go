@@ -19,7 +19,7 @@ type Engine struct {
 	layers layerProvider
 	// layerSeconds and expertSeconds, when not nil (one per bound layer),
 	// accumulate the pass's time per layer and of its routed experts
-	// (GenOptions.LayerTimes).
+	// (GenTrace.LayerTimes).
 	layerSeconds, expertSeconds []float64
 	// The counters below are written by the generating goroutine and read
 	// by Snapshot from any other (the app's gauges poll it during a turn).

@@ -62,25 +62,9 @@ type GenOptions struct {
 	// Options.MaxDraft and a prefill chunk less one). The tokens, logits
 	// and state are the same whatever it is.
 	Spec Spec
-	// SpecCosts, when set, is the modelled seconds of a decode pass of T
-	// positions the draft controller chooses lengths by, instead of the
-	// costs this engine measures (k3 bench spec decodes a small model as
-	// the full one would be decoded on another machine).
-	SpecCosts func(T int) float64
-	// OnPass, when set, receives the measurement of every decode pass after
-	// the prompt (a plain step or a verification pass; none with
-	// Recompute), the one the draft controller learns its costs from. k3
-	// bench measures decoding through it.
-	OnPass func(PassStats)
-	// LayerTimes makes every PassStats carry the pass's time per layer
-	// (a clock read per layer and per routed expert).
-	LayerTimes bool
-	// Propose, when set, proposes the drafts instead of the model's drafter
-	// (its draft model or the context drafter): up to k tokens to follow ids
-	// (every token so far, the one just chosen last). The tokens stay those
-	// the sampler chooses whatever it proposes. k3 bench times verification
-	// passes of chosen lengths through it; the tests check verification.
-	Propose func(ids []int, k int) []int
+	// Trace, when set, holds hooks that measure or steer the generation
+	// (k3 bench, tests).
+	Trace *GenTrace
 	// keepLogits makes the result carry the logits that chose every token
 	// (tests).
 	keepLogits bool
@@ -111,24 +95,6 @@ type GenResult struct {
 	logits [][]float32 // with keepLogits: the logits that chose each token
 }
 
-// Pass is one decode pass of Generate: it fed the chosen token and Drafted
-// draft tokens, of which Accepted became tokens (fewer than were accepted
-// when generation ended inside the draft).
-type Pass struct{ Drafted, Accepted int }
-
-// PassStats is one decode pass of Generate as measured (GenOptions.OnPass).
-// The clock starts before the counters are read and stops after they are
-// read again, so the read time of Stats lies inside Seconds.
-type PassStats struct {
-	Positions int     // positions the pass fed: the chosen token and its draft
-	Seconds   float64 // wall time of the forward (drafting and choosing excluded)
-	Stats     Stats   // what the pass read and waited for
-	// With GenOptions.LayerTimes, per bound layer: LayerSeconds is the
-	// layer's wall time, waiting for its weights included; ExpertSeconds the
-	// time it computed its routed experts (their reads excluded).
-	LayerSeconds, ExpertSeconds []float64
-}
-
 // PassesPerToken is the forwards per generated token, the prompt's last
 // one (which chose the first token) included: 1 without speculation.
 func (r *GenResult) PassesPerToken() float64 {
@@ -151,6 +117,12 @@ func (r *GenResult) FullIDs() []int {
 	return slices.Concat(r.Prior, r.Prompt, r.Generated)
 }
 
+// SpecSim is what the generation's decode passes would read and take at
+// costs: the drafts and acceptance are the generation's own.
+func (r *GenResult) SpecSim(maxDraft int, costs PassCosts) SpecSim {
+	return simOfPasses(len(r.Generated), r.Passes, maxDraft, costs)
+}
+
 // SecondsPerToken is the mean wall time per generated token.
 func (r *GenResult) SecondsPerToken() float64 {
 	if len(r.StepSeconds) == 0 {
@@ -166,168 +138,270 @@ func (r *GenResult) SecondsPerToken() float64 {
 // Generate feeds prompt into s (nil: a fresh state) and generates up to
 // opt.MaxTokens tokens. It is the engine's one decode loop: the CLI, chat
 // sessions, the app, the server and k3 bench's measurements of decoding
-// (through OnPass) all run it.
+// (through GenTrace.OnPass) all run it.
 //
 // Cancelling ctx stops within one layer's work, prefill included: Generate
 // returns ctx.Err() with the partial result, and the state holds every
 // position that completed (see Feed).
+//
+// It runs the phases of a generation in order: readPrompt, then with
+// MaxTokens decode (a plain step or a verification of drafts per pass, add
+// per chosen token) and finish. A step that resumes the prompt from a
+// cached state goes before readPrompt, as its own phase.
 func (e *Engine) Generate(ctx context.Context, s *State, prompt []int, opt GenOptions) (*GenResult, error) {
+	g := e.newGeneration(ctx, s, prompt, opt)
+	start := e.Snapshot()
+	if g.trace.LayerTimes {
+		defer e.stopLayerTimes()
+	}
+	defer func() { g.res.Stats = e.Snapshot().Sub(start) }()
+	phases := []func() error{g.readPrompt}
+	if opt.MaxTokens > 0 {
+		phases = append(phases, g.decode, g.finish)
+	}
+	for _, phase := range phases {
+		if err := phase(); err != nil {
+			return g.res, g.fail(err)
+		}
+	}
+	return g.res, nil
+}
+
+// generation is one call of Generate: its phases are its methods.
+type generation struct {
+	e      *Engine
+	ctx    context.Context
+	s      *State
+	prompt []int
+	opt    GenOptions
+	trace  GenTrace // opt.Trace, or no hooks
+	res    *GenResult
+	spec   *specControl // the draft controller (nil: no drafts)
+	full   []int        // the prior, prompt and generated ids so far
+	// logits choose the next token; t0 is when the pass that computed
+	// them started and dt the wall time the token they choose is charged
+	logits []float32
+	t0     time.Time
+	dt     float64
+	// complete: the last generated token is still to be fed (Complete)
+	complete bool
+}
+
+// newGeneration prepares the generation of prompt after s's ids.
+func (e *Engine) newGeneration(ctx context.Context, s *State, prompt []int, opt GenOptions) *generation {
 	if s == nil {
 		s = e.m.NewState()
 	}
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	start := e.Snapshot()
-	if opt.LayerTimes {
-		defer e.stopLayerTimes()
+	g := &generation{e: e, ctx: ctx, s: s, prompt: prompt, opt: opt, complete: opt.Complete && !opt.Recompute}
+	if opt.Trace != nil {
+		g.trace = *opt.Trace
 	}
-	res := &GenResult{Prior: slices.Clone(s.IDs), Prompt: prompt, Stop: StopLength, State: s}
-	defer func() { res.Stats = e.Snapshot().Sub(start) }()
-	fail := func(err error) (*GenResult, error) {
-		if ctx.Err() != nil && err == ctx.Err() {
-			res.Stop = StopCancelled
-			// Complete applies on a cancel too: a token chosen but not yet
-			// fed is fed (one step, not cancellable), so the state holds
-			// every generated id
-			n := len(res.Generated)
-			if opt.Complete && !opt.Recompute && n > 0 && s.Pos == len(res.Prior)+len(prompt)+n-1 {
-				if _, ferr := e.Feed(context.Background(), s, res.Generated[n-1:], false); ferr != nil {
-					return res, ferr
-				}
-			}
-		}
-		return res, err
+	g.res = &GenResult{Prior: slices.Clone(s.IDs), Prompt: prompt, Stop: StopLength, State: s}
+	g.full = g.res.FullIDs()
+	return g
+}
+
+// emit hands ev to OnEvent.
+func (g *generation) emit(ev Event) {
+	if g.opt.OnEvent != nil {
+		g.opt.OnEvent(ev)
 	}
-	emit := func(ev Event) {
-		if opt.OnEvent != nil {
-			opt.OnEvent(ev)
-		}
-	}
-	t0 := time.Now()
-	full := res.FullIDs()
-	var logits []float32
+}
+
+// readPrompt feeds the prompt into the state, progress per chunk to
+// OnEvent, and keeps the logits after its last position: with KeepPrefix
+// in two feeds, the state after all but the last position copied between
+// them; with Recompute (and tokens to generate) the whole sequence into a
+// fresh state, which carries the state's pending image rows. This is the
+// one place the prompt is read: the plan's prefill chunk (the positions
+// per forward) enters here, and image rows given to the state
+// (State.AddMedia) are fed at their media positions by these feeds; a
+// resume from the prompt cache runs before it, as its own phase, and
+// leaves it the positions not resumed.
+func (g *generation) readPrompt() error {
+	e, n := g.e, len(g.prompt)
+	g.t0 = time.Now()
+	defer func() { g.res.PrefillSeconds = time.Since(g.t0).Seconds() }()
 	var err error
 	switch {
-	case opt.Recompute && opt.MaxTokens > 0:
-		logits, err = e.feed(ctx, e.m.freshWithMedia(s), full, false, emit)
-	case opt.KeepPrefix && len(prompt) > 0:
+	case g.opt.Recompute && g.opt.MaxTokens > 0:
+		g.logits, err = e.feed(g.ctx, e.m.freshWithMedia(g.s), g.full, false, g.emit)
+	case g.opt.KeepPrefix && n > 0:
 		// progress counts the whole prompt across the two feeds
-		n := len(prompt)
 		part := func(base int) func(Event) {
-			return func(ev Event) { ev.Done, ev.Total = base+ev.Done, n; emit(ev) }
+			return func(ev Event) { ev.Done, ev.Total = base+ev.Done, n; g.emit(ev) }
 		}
-		if _, err = e.feed(ctx, s, prompt[:n-1], false, part(0)); err == nil {
-			res.PrefixState = s.Clone()
-			logits, err = e.feed(ctx, s, prompt[n-1:], false, part(n-1))
+		if _, err = e.feed(g.ctx, g.s, g.prompt[:n-1], false, part(0)); err == nil {
+			g.res.PrefixState = g.s.Clone()
+			g.logits, err = e.feed(g.ctx, g.s, g.prompt[n-1:], false, part(n-1))
 		}
 	default:
-		logits, err = e.feed(ctx, s, prompt, false, emit)
+		g.logits, err = e.feed(g.ctx, g.s, g.prompt, false, g.emit)
 	}
-	res.PrefillSeconds = time.Since(t0).Seconds()
-	if err != nil {
-		return fail(err)
+	return err
+}
+
+// decode chooses tokens until one ends the generation: each from the
+// logits of the pass before, then a pass that feeds it (recompute, step or
+// verify).
+func (g *generation) decode() error {
+	g.res.FirstLogits = g.logits
+	if !g.opt.Recompute {
+		g.spec = g.e.newSpec(g.s, specSetup{mode: g.opt.Spec, sampler: g.opt.Sampler, cost: g.trace.SpecCosts, propose: g.trace.Propose})
 	}
-	if opt.MaxTokens <= 0 {
-		return res, nil
-	}
-	res.FirstLogits = logits
-	spec := e.newSpec(s, opt)
-	spec.start(full)
-	V := e.m.Cfg.VocabSize
-	// add appends a generated token chosen by logits and reports it; it
-	// says whether generation ends with it
-	add := func(id int, dt float64, logits []float32) bool {
-		full = append(full, id)
-		res.Generated = append(res.Generated, id)
-		res.StepSeconds = append(res.StepSeconds, dt)
-		if opt.keepLogits {
-			res.logits = append(res.logits, logits)
-		}
-		spec.observeToken(full)
-		ev := Event{Kind: EventToken, Step: len(res.Generated) - 1, Token: id, Seconds: dt, Stats: e.counters(), At: time.Now()}
-		emit(ev)
-		switch {
-		case opt.OnToken != nil && opt.OnToken(ev):
-			res.Stop = StopCaller
-		case slices.Contains(opt.StopIDs, id):
-			res.Stop = StopToken
-		default:
-			return len(res.Generated) >= opt.MaxTokens
-		}
-		return true
-	}
-	dt := time.Since(t0).Seconds() // the first token's time includes prefill
-	complete := opt.Complete && !opt.Recompute
+	g.spec.start(g.full)
+	g.dt = time.Since(g.t0).Seconds() // the first token's time includes prefill
 	for {
-		id := pick(opt.Sampler, len(full), logits)
-		if add(id, dt, logits) {
-			break
+		if g.add(pick(g.opt.Sampler, len(g.full), g.logits), g.dt, g.logits) {
+			return nil
 		}
-		if err := ctx.Err(); err != nil {
-			return fail(err)
+		if err := g.ctx.Err(); err != nil {
+			return err
 		}
-		t0 = time.Now()
-		if opt.Recompute {
-			res.DecodePasses++
-			if logits, err = e.Feed(ctx, e.m.freshWithMedia(s), full, false); err != nil {
-				return fail(err)
+		g.t0 = time.Now()
+		if g.opt.Recompute {
+			if err := g.recompute(); err != nil {
+				return err
 			}
-			dt = time.Since(t0).Seconds()
 			continue
 		}
-		draft := spec.draft(full, opt.MaxTokens-len(res.Generated))
-		meter := e.startPass(opt.LayerTimes)
-		res.DecodePasses++
+		draft := g.spec.draft(g.full, g.opt.MaxTokens-len(g.res.Generated))
 		if len(draft) == 0 {
-			if logits, err = e.Feed(ctx, s, []int{id}, false); err != nil {
-				return fail(err)
+			if err := g.step(); err != nil {
+				return err
 			}
-			e.endPass(meter, 1, opt.OnPass)
-			res.Passes = append(res.Passes, Pass{})
-			dt = time.Since(t0).Seconds()
 			continue
 		}
-		if opt.onDraft != nil {
-			opt.onDraft(draft)
+		if done, err := g.verify(draft); done || err != nil {
+			return err
 		}
-		rows, err := e.verify(ctx, s, append([]int{id}, draft...))
-		if err != nil {
-			return fail(err)
-		}
-		e.endPass(meter, len(draft)+1, opt.OnPass)
-		// row i chooses the token at position base+i; the drafts stand up
-		// to the first one plain decoding would not have chosen
-		base, acc := len(full), 0
-		for acc < len(draft) && pick(opt.Sampler, base+acc, rows[acc*V:(acc+1)*V]) == draft[acc] {
-			acc++
-		}
-		e.drafted.Add(int64(len(draft)))
-		e.accepted.Add(int64(acc))
-		res.Passes = append(res.Passes, Pass{len(draft), acc})
-		dt = time.Since(t0).Seconds() / float64(acc+1)
-		for i := 0; i < acc; i++ {
-			if add(draft[i], dt, rows[i*V:(i+1)*V]) {
-				res.Passes[len(res.Passes)-1].Accepted = i + 1
-				// the state holds what plain decoding would: the tokens
-				// before this one, and with Complete this one too
-				keep := i + 1
-				if complete {
-					keep, complete = i+2, false
-				}
-				e.rewind(s, keep)
-				return res, nil
+	}
+}
+
+// add appends a generated token chosen by logits and reports it; it says
+// whether generation ends with it.
+func (g *generation) add(id int, dt float64, logits []float32) bool {
+	res, opt := g.res, g.opt
+	g.full = append(g.full, id)
+	res.Generated = append(res.Generated, id)
+	res.StepSeconds = append(res.StepSeconds, dt)
+	if opt.keepLogits {
+		res.logits = append(res.logits, logits)
+	}
+	g.spec.observeToken(g.full)
+	ev := Event{Kind: EventToken, Step: len(res.Generated) - 1, Token: id, Seconds: dt, Stats: g.e.counters(), At: time.Now()}
+	g.emit(ev)
+	switch {
+	case opt.OnToken != nil && opt.OnToken(ev):
+		res.Stop = StopCaller
+	case slices.Contains(opt.StopIDs, id):
+		res.Stop = StopToken
+	default:
+		return len(res.Generated) >= opt.MaxTokens
+	}
+	return true
+}
+
+// recompute runs the whole sequence in a fresh state for the next logits
+// (Recompute: a check of the incremental path).
+func (g *generation) recompute() error {
+	g.res.DecodePasses++
+	var err error
+	if g.logits, err = g.e.Feed(g.ctx, g.e.m.freshWithMedia(g.s), g.full, false); err != nil {
+		return err
+	}
+	g.dt = time.Since(g.t0).Seconds()
+	return nil
+}
+
+// step is a plain decode pass: it feeds the token just chosen.
+func (g *generation) step() error {
+	meter := g.e.startPass(g.trace.LayerTimes)
+	g.res.DecodePasses++
+	var err error
+	if g.logits, err = g.e.Feed(g.ctx, g.s, g.full[len(g.full)-1:], false); err != nil {
+		return err
+	}
+	g.e.endPass(meter, 1, g.trace.OnPass)
+	g.res.Passes = append(g.res.Passes, Pass{})
+	g.dt = time.Since(g.t0).Seconds()
+	return nil
+}
+
+// verify is a decode pass with drafts: it feeds the token just chosen and
+// draft in one forward, adds the drafts the sampler would have chosen and
+// rolls the state back to them. It says whether generation ended inside
+// the draft.
+func (g *generation) verify(draft []int) (bool, error) {
+	e, res, V := g.e, g.res, g.e.m.Cfg.VocabSize
+	meter := e.startPass(g.trace.LayerTimes)
+	res.DecodePasses++
+	if g.opt.onDraft != nil {
+		g.opt.onDraft(draft)
+	}
+	rows, err := e.verify(g.ctx, g.s, append([]int{g.full[len(g.full)-1]}, draft...))
+	if err != nil {
+		return false, err
+	}
+	e.endPass(meter, len(draft)+1, g.trace.OnPass)
+	// row i chooses the token at position base+i; the drafts stand up to
+	// the first one plain decoding would not have chosen
+	base, acc := len(g.full), 0
+	for acc < len(draft) && pick(g.opt.Sampler, base+acc, rows[acc*V:(acc+1)*V]) == draft[acc] {
+		acc++
+	}
+	e.drafted.Add(int64(len(draft)))
+	e.accepted.Add(int64(acc))
+	res.Passes = append(res.Passes, Pass{len(draft), acc})
+	g.dt = time.Since(g.t0).Seconds() / float64(acc+1)
+	for i := 0; i < acc; i++ {
+		if g.add(draft[i], g.dt, rows[i*V:(i+1)*V]) {
+			res.Passes[len(res.Passes)-1].Accepted = i + 1
+			// the state holds what plain decoding would: the tokens
+			// before this one, and with Complete this one too
+			keep := i + 1
+			if g.complete {
+				keep, g.complete = i+2, false
 			}
-		}
-		e.rewind(s, acc+1)
-		logits = rows[acc*V : (acc+1)*V]
-	}
-	if complete {
-		if _, err := e.Feed(ctx, s, res.Generated[len(res.Generated)-1:], false); err != nil {
-			return fail(err)
+			e.rewind(g.s, keep)
+			return true, nil
 		}
 	}
-	return res, nil
+	e.rewind(g.s, acc+1)
+	g.logits = rows[acc*V : (acc+1)*V]
+	return false, nil
+}
+
+// finish feeds the last generated token with Complete, so the state holds
+// the whole sequence.
+func (g *generation) finish() error {
+	if !g.complete {
+		return nil
+	}
+	g.complete = false
+	_, err := g.e.Feed(g.ctx, g.s, g.res.Generated[len(g.res.Generated)-1:], false)
+	return err
+}
+
+// fail ends the generation with err. On a cancel the result stops as
+// cancelled, and Complete still applies: a token chosen but not yet fed is
+// fed (one step, not cancellable), so the state holds every generated id.
+func (g *generation) fail(err error) error {
+	if g.ctx.Err() == nil || err != g.ctx.Err() {
+		return err
+	}
+	res := g.res
+	res.Stop = StopCancelled
+	n := len(res.Generated)
+	if g.opt.Complete && !g.opt.Recompute && n > 0 && g.s.Pos == len(res.Prior)+len(g.prompt)+n-1 {
+		if _, ferr := g.e.Feed(context.Background(), g.s, res.Generated[n-1:], false); ferr != nil {
+			return ferr
+		}
+	}
+	return err
 }
 
 // TeacherForce runs one forward over ids and returns the argmax after every position.

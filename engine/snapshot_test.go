@@ -37,9 +37,9 @@ func TestSnapshotDuringGenerate(t *testing.T) {
 			}
 		}
 	}()
-	res, err := e.Generate(context.Background(), nil, p.Prompts[0].PromptIDs, GenOptions{MaxTokens: 12, Spec: 3, Propose: func(ids []int, k int) []int {
+	res, err := e.Generate(context.Background(), nil, p.Prompts[0].PromptIDs, GenOptions{MaxTokens: 12, Spec: 3, Trace: &GenTrace{Propose: func(ids []int, k int) []int {
 		return ids[len(ids)-min(k, len(ids)):]
-	}})
+	}}})
 	close(done)
 	wg.Wait()
 	require.NoError(t, err)

@@ -6,7 +6,6 @@ import (
 	"k3/engine/plan"
 	"math"
 	"strconv"
-	"time"
 )
 
 // Speculative decoding, exact by construction. A pass feeds the token just
@@ -66,6 +65,11 @@ func (s Spec) String() string {
 	}
 	return strconv.Itoa(int(s))
 }
+
+// Pass is one decode pass of Generate: it fed the chosen token and Drafted
+// draft tokens, of which Accepted became tokens (fewer than were accepted
+// when generation ended inside the draft).
+type Pass struct{ Drafted, Accepted int }
 
 // draftNgram is the longest context suffix the drafter matches,
 // draftWindow how far back it looks, and draftPerMatch how many tokens a
@@ -281,7 +285,7 @@ func (c *specCosts) measure(T int, wall, wait, busy float64, trunk, expert int64
 // its matches have come true.
 type specControl struct {
 	max    int                 // longest draft
-	forced bool                // always draft max tokens (GenOptions.Spec > 0)
+	forced bool                // always draft max tokens (a positive Spec)
 	prior  float64             // the acceptance every depth starts at
 	cost   func(T int) float64 // modelled seconds of a pass of T positions
 	// suggest drafts up to k tokens after ids and says how many tokens it
@@ -353,40 +357,42 @@ func newSpecControl(maxDraft int, cost func(T int) float64) *specControl {
 	return c
 }
 
-// drafter proposes the tokens that may follow a text: the context drafter
-// (suggestDraft, the default) or a draft model attached to the model
-// (Options.Draft). suggest returns up to k tokens after ids, the tokens of
-// s followed by the token just chosen (s may hold more positions: a
-// verification pass not yet rewound), and a match length the controller
-// measures acceptance per (matchClass).
-type drafter interface {
-	suggest(s *State, ids []int, k int) ([]int, int)
+// specSetup is what a generation asks of its draft controller: the
+// speculation setting, the sampler (a draft model's drafts stop where it
+// foreseeably samples another token), and optionally the pass costs to
+// choose lengths by and a proposer in place of the model's drafter
+// (GenTrace.SpecCosts and Propose).
+type specSetup struct {
+	mode    Spec
+	sampler Sampler
+	cost    func(T int) float64
+	propose func(ids []int, k int) []int
 }
 
 // newSpec returns the draft controller of a generation over s, nil when it
-// will not draft: speculation off, the recompute check, or a prefill chunk
-// of one position (a pass never feeds more than a chunk: the plan's
-// buffers are sized for one). The model's draft model drafts when one is
-// attached, else the context drafter.
-func (e *Engine) newSpec(s *State, opt GenOptions) *specControl {
+// will not draft: speculation off, or a prefill chunk of one position (a
+// pass never feeds more than a chunk: the plan's buffers are sized for
+// one). The model's draft model drafts when one is attached, else the
+// context drafter.
+func (e *Engine) newSpec(s *State, set specSetup) *specControl {
 	kmax := min(e.m.maxDraft, e.m.chunk-1)
-	if opt.Spec > 0 {
-		kmax = min(kmax, int(opt.Spec))
+	if set.mode > 0 {
+		kmax = min(kmax, int(set.mode))
 	}
-	if opt.Spec == SpecOff || opt.Recompute || kmax < 1 {
+	if set.mode == SpecOff || kmax < 1 {
 		return nil
 	}
 	cost := e.spec.passCost
-	if opt.SpecCosts != nil {
-		cost = opt.SpecCosts
+	if set.cost != nil {
+		cost = set.cost
 	}
 	c := newSpecControl(kmax, cost)
-	c.forced = opt.Spec > 0
-	if d := e.drafter(opt.Sampler); d != nil {
+	c.forced = set.mode > 0
+	if d := e.drafter(set.sampler); d != nil {
 		c.suggest = func(ids []int, k int) ([]int, int) { return d.suggest(s, ids, k) }
 		c.prior = draftModelPrior
 	}
-	if p := opt.Propose; p != nil {
+	if p := set.propose; p != nil {
 		c.suggest = func(ids []int, k int) ([]int, int) {
 			_, n := matchSuffix(ids)
 			return p(ids, k), n
@@ -502,33 +508,3 @@ func chooseDraft(a []float64, cost func(T int) float64) int {
 	}
 	return best
 }
-
-// passMeter measures one decode pass for the cost model and OnPass.
-type passMeter struct {
-	t0    time.Time
-	stats Stats
-}
-
-// startPass starts a pass's measurement: with layers, the per-layer times
-// too. The clock starts before the counters are read.
-func (e *Engine) startPass(layers bool) passMeter {
-	if layers {
-		e.layerSeconds, e.expertSeconds = make([]float64, e.m.Bound), make([]float64, e.m.Bound)
-	}
-	return passMeter{time.Now(), e.counters()}
-}
-
-// endPass ends the measurement of a pass of T positions and hands it to
-// on (nil: none). The counters are read before the clock stops.
-func (e *Engine) endPass(p passMeter, T int, on func(PassStats)) {
-	d := e.counters().Sub(p.stats)
-	wall := time.Since(p.t0).Seconds()
-	e.spec.measure(T, wall, d.IOWaitSeconds(), d.ReadBusySeconds, d.TrunkBytesRead, d.Expert.BytesRead)
-	if on != nil {
-		on(PassStats{Positions: T, Seconds: wall, Stats: d, LayerSeconds: e.layerSeconds, ExpertSeconds: e.expertSeconds})
-	}
-	e.stopLayerTimes()
-}
-
-// stopLayerTimes stops timing layers (a pass that failed leaves them on).
-func (e *Engine) stopLayerTimes() { e.layerSeconds, e.expertSeconds = nil, nil }

@@ -112,7 +112,7 @@ func TestSpecExact(t *testing.T) {
 					lengths = []Spec{5}
 				}
 				for _, k := range lengths {
-					r := generateCase(t, m, b.threads, p.PromptIDs, GenOptions{MaxTokens: 20, Spec: k, Complete: true, Propose: oracleDrafts(ref, V)})
+					r := generateCase(t, m, b.threads, p.PromptIDs, GenOptions{MaxTokens: 20, Spec: k, Complete: true, Trace: &GenTrace{Propose: oracleDrafts(ref, V)}})
 					requireSameRun(t, fmt.Sprintf("%s, spec %d", what, k), r, plain)
 					drafted += r.res.Stats.SpecDrafted
 					accepted += r.res.Stats.SpecAccepted
@@ -122,7 +122,7 @@ func TestSpecExact(t *testing.T) {
 				requireSameRun(t, what+", own drafter", own, plain)
 				// the controller, at costs where a draft pays as soon as
 				// matches come true, with the engine's drafter
-				auto := generateCase(t, m, b.threads, p.PromptIDs, GenOptions{MaxTokens: 20, Complete: true, SpecCosts: draftPays})
+				auto := generateCase(t, m, b.threads, p.PromptIDs, GenOptions{MaxTokens: 20, Complete: true, Trace: &GenTrace{SpecCosts: draftPays}})
 				requireSameRun(t, what+", auto", auto, plain)
 				autoDrafted += auto.res.Stats.SpecDrafted
 				if pi > 0 || b.name != "resident" {
@@ -131,10 +131,10 @@ func TestSpecExact(t *testing.T) {
 				// ended inside a verified draft: by a stop id, by the cap
 				stop := plain.res.Generated[9]
 				cut := generateCase(t, m, b.threads, p.PromptIDs, GenOptions{MaxTokens: 20, Spec: SpecOff, StopIDs: []int{stop}})
-				r := generateCase(t, m, b.threads, p.PromptIDs, GenOptions{MaxTokens: 20, Spec: 8, StopIDs: []int{stop}, Propose: oracleDrafts(ref, V)})
+				r := generateCase(t, m, b.threads, p.PromptIDs, GenOptions{MaxTokens: 20, Spec: 8, StopIDs: []int{stop}, Trace: &GenTrace{Propose: oracleDrafts(ref, V)}})
 				requireSameRun(t, what+", stop id", r, cut)
 				capped := generateCase(t, m, b.threads, p.PromptIDs, GenOptions{MaxTokens: 13, Spec: SpecOff})
-				r = generateCase(t, m, b.threads, p.PromptIDs, GenOptions{MaxTokens: 13, Spec: 8, Propose: oracleDrafts(ref, V)})
+				r = generateCase(t, m, b.threads, p.PromptIDs, GenOptions{MaxTokens: 13, Spec: 8, Trace: &GenTrace{Propose: oracleDrafts(ref, V)}})
 				requireSameRun(t, what+", token cap", r, capped)
 				if a := r.res.Stats.SpecAccepted; a > 0 && a < r.res.Stats.SpecDrafted {
 					partial++
@@ -162,12 +162,12 @@ func TestSpecSampledExact(t *testing.T) {
 		greedy := generateCase(t, m, 2, p.PromptIDs, GenOptions{MaxTokens: 30})
 		require.NotEqual(t, greedy.res.Generated, plain.res.Generated, "%s: sampling at 0.9 gave the greedy ids", name)
 		for _, k := range []Spec{2, 6} {
-			opt.Spec, opt.Propose = k, oracleDrafts(plain.res.FullIDs(), m.Cfg.VocabSize)
+			opt.Spec, opt.Trace = k, &GenTrace{Propose: oracleDrafts(plain.res.FullIDs(), m.Cfg.VocabSize)}
 			r := generateCase(t, m, 2, p.PromptIDs, opt)
 			requireSameRun(t, fmt.Sprintf("%s sampled, spec %d", name, k), r, plain)
 			require.Greater(t, r.res.Stats.SpecAccepted, int64(0))
 		}
-		opt.Spec, opt.Propose, opt.SpecCosts = SpecAuto, nil, draftPays
+		opt.Spec, opt.Trace = SpecAuto, &GenTrace{SpecCosts: draftPays}
 		requireSameRun(t, name+" sampled, auto", generateCase(t, m, 2, p.PromptIDs, opt), plain)
 	}
 }
@@ -193,10 +193,10 @@ func TestSpecCancelInsidePass(t *testing.T) {
 	e := m.NewEngine(2)
 	defer e.Close()
 	drafts := oracleDrafts(ref, m.Cfg.VocabSize)
-	res, err := e.Generate(ctx, nil, p.PromptIDs, GenOptions{MaxTokens: 20, Spec: 5, Propose: func(ids []int, k int) []int {
+	res, err := e.Generate(ctx, nil, p.PromptIDs, GenOptions{MaxTokens: 20, Spec: 5, Trace: &GenTrace{Propose: func(ids []int, k int) []int {
 		passes++
 		return drafts(ids, k)
-	}})
+	}}})
 	require.ErrorIs(t, err, context.Canceled)
 	assert.Equal(t, StopCancelled, res.Stop)
 	n := len(res.Generated)
@@ -413,8 +413,8 @@ func TestGenerateOnPass(t *testing.T) {
 	e := m.NewEngine(2)
 	defer e.Close()
 	var got []PassStats
-	res, err := e.Generate(context.Background(), nil, p.PromptIDs, GenOptions{MaxTokens: 12, Spec: 3, LayerTimes: true,
-		Propose: oracleDrafts(plain.res.FullIDs(), m.Cfg.VocabSize), OnPass: func(ps PassStats) { got = append(got, ps) }})
+	res, err := e.Generate(context.Background(), nil, p.PromptIDs, GenOptions{MaxTokens: 12, Spec: 3, Trace: &GenTrace{LayerTimes: true,
+		Propose: oracleDrafts(plain.res.FullIDs(), m.Cfg.VocabSize), OnPass: func(ps PassStats) { got = append(got, ps) }}})
 	require.NoError(t, err)
 	require.Equal(t, plain.res.Generated, res.Generated)
 	require.Len(t, got, len(res.Passes))
@@ -437,7 +437,7 @@ func TestGenerateOnPass(t *testing.T) {
 
 	// without LayerTimes no layer is timed
 	got = nil
-	_, err = e.Generate(context.Background(), nil, p.PromptIDs, GenOptions{MaxTokens: 3, Spec: SpecOff, OnPass: func(ps PassStats) { got = append(got, ps) }})
+	_, err = e.Generate(context.Background(), nil, p.PromptIDs, GenOptions{MaxTokens: 3, Spec: SpecOff, Trace: &GenTrace{OnPass: func(ps PassStats) { got = append(got, ps) }}})
 	require.NoError(t, err)
 	require.Len(t, got, 2)
 	assert.Nil(t, got[0].LayerSeconds)
@@ -457,8 +457,8 @@ func TestGenerateOnPass(t *testing.T) {
 	ec := mc.NewEngine(2)
 	defer ec.Close()
 	got = nil
-	_, err = ec.Generate(ctx, nil, p.PromptIDs, GenOptions{MaxTokens: 5, Spec: SpecOff, LayerTimes: true,
-		OnToken: func(Event) bool { armed = true; return false }, OnPass: func(ps PassStats) { got = append(got, ps) }})
+	_, err = ec.Generate(ctx, nil, p.PromptIDs, GenOptions{MaxTokens: 5, Spec: SpecOff, Trace: &GenTrace{LayerTimes: true, OnPass: func(ps PassStats) { got = append(got, ps) }},
+		OnToken: func(Event) bool { armed = true; return false }})
 	require.ErrorIs(t, err, context.Canceled)
 	assert.Empty(t, got)
 	assert.Nil(t, ec.layerSeconds)

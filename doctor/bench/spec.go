@@ -168,71 +168,114 @@ type SpecConfig struct {
 // decode's overlap, the compute of verification passes timed at the real
 // K3 width and the projection at those costs.
 func Spec(ctx context.Context, cfg SpecConfig) error {
-	emit, logf, maxDraft := cfg.Emit, cfg.Logf, cfg.MaxDraft
-	md := cfg.Model
-	if md == "" {
+	b := &specBench{ctx: ctx, cfg: cfg}
+	defer b.close()
+	for _, phase := range []func() error{b.open, b.replies, b.acceptance, b.readBound, b.measured} {
+		if err := phase(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// specBench is one run of Spec: its phases are its methods.
+type specBench struct {
+	ctx           context.Context
+	cfg           SpecConfig
+	md            string // the model's folder
+	tok           *tokenizer.Tokenizer
+	e             *engine.Engine
+	gen, genDraft genFunc // generate without and with the draft model (nil: no --draft)
+	cases         []*specCase
+	closers       []func() // run in reverse by close
+}
+
+// close releases what open took, the last first.
+func (b *specBench) close() {
+	for i := len(b.closers) - 1; i >= 0; i-- {
+		b.closers[i]()
+	}
+}
+
+// open opens the model (the demo, written to a temporary folder, when
+// none is named) and with --draft the same model with the draft model.
+func (b *specBench) open() error {
+	cfg := b.cfg
+	b.md = cfg.Model
+	if b.md == "" {
 		tmp, err := os.MkdirTemp("", "k3-bench-spec-")
 		if err != nil {
 			return err
 		}
-		defer os.RemoveAll(tmp)
+		b.closers = append(b.closers, func() { os.RemoveAll(tmp) })
 		if err := synth.WriteDemo(tmp, "small"); err != nil {
 			return err
 		}
-		md = tmp
+		b.md = tmp
 	}
-	tok, err := tokenizer.Load(md)
-	if err != nil {
+	var err error
+	if b.tok, err = tokenizer.Load(b.md); err != nil {
 		return err
 	}
-	m, err := engine.Open(md, engine.Options{Budget: engine.Budget{CacheBytes: 1 << 40}, MaxDraft: maxDraft})
-	if err != nil {
+	if b.e, err = b.engine(""); err != nil {
 		return err
 	}
-	defer m.Close()
-	e := m.NewEngine(cfg.Threads)
-	defer e.Close()
-	genOn := func(e *engine.Engine, what string) genFunc {
-		return func(c *specCase, spec engine.Spec, costs func(int) float64) (*engine.GenResult, error) {
-			res, err := e.Generate(ctx, nil, c.ids, engine.GenOptions{MaxTokens: cfg.MaxTokens, StopIDs: tok.StopIDs(), Sampler: c.sampler(), Spec: spec, SpecCosts: costs})
-			if err != nil {
-				return nil, err
-			}
-			if c.off != nil && !slices.Equal(res.Generated, c.off.Generated) {
-				return nil, fmt.Errorf("%s, %s, spec %s%s: the ids differ from plain decoding's", c.prompt, c.sampling, spec, what)
-			}
-			return res, nil
-		}
-	}
-	gen := genOn(e, "")
-	var genDraft genFunc
+	b.gen = b.genOn(b.e, "")
 	if cfg.Draft != "" {
-		dm, err := engine.Open(md, engine.Options{Budget: engine.Budget{CacheBytes: 1 << 40}, MaxDraft: maxDraft, Draft: cfg.Draft})
+		de, err := b.engine(cfg.Draft)
 		if err != nil {
 			return err
 		}
-		defer dm.Close()
-		de := dm.NewEngine(cfg.Threads)
-		defer de.Close()
-		genDraft = genOn(de, " with the draft model")
+		b.genDraft = b.genOn(de, " with the draft model")
 	}
+	return nil
+}
 
-	var cases []*specCase
+// engine opens the model with every expert cached, with the draft model
+// in draft ("": none), and an engine on it.
+func (b *specBench) engine(draft string) (*engine.Engine, error) {
+	m, err := engine.Open(b.md, engine.Options{Budget: engine.Budget{CacheBytes: 1 << 40}, MaxDraft: b.cfg.MaxDraft, Draft: draft})
+	if err != nil {
+		return nil, err
+	}
+	e := m.NewEngine(b.cfg.Threads)
+	b.closers = append(b.closers, m.Close, e.Close)
+	return e, nil
+}
+
+// genOn generates a case on e, checking the ids against plain decoding's.
+func (b *specBench) genOn(e *engine.Engine, what string) genFunc {
+	return func(c *specCase, spec engine.Spec, costs func(int) float64) (*engine.GenResult, error) {
+		res, err := e.Generate(b.ctx, nil, c.ids, engine.GenOptions{MaxTokens: b.cfg.MaxTokens, StopIDs: b.tok.StopIDs(), Sampler: c.sampler(), Spec: spec, Trace: &engine.GenTrace{SpecCosts: costs}})
+		if err != nil {
+			return nil, err
+		}
+		if c.off != nil && !slices.Equal(res.Generated, c.off.Generated) {
+			return nil, fmt.Errorf("%s, %s, spec %s%s: the ids differ from plain decoding's", c.prompt, c.sampling, spec, what)
+		}
+		return res, nil
+	}
+}
+
+// replies asks every prompt each way without speculation and emits the
+// reply, judged as of the kind asked or too weak.
+func (b *specBench) replies() error {
+	tok := b.tok
 	for _, p := range specPrompts {
 		for _, sm := range specSamplings {
-			ids, err := specPromptIDs(ctx, e, tok, p, sm.s, cfg.MaxTokens)
+			ids, err := specPromptIDs(b.ctx, b.e, tok, p, sm.s, b.cfg.MaxTokens)
 			if err != nil {
 				return fmt.Errorf("%s: %w", p.name, err)
 			}
 			stream := uint64(len(p.turns))
 			c := &specCase{prompt: p.name, sampling: sm.name, ids: ids, sampler: func() engine.Sampler { return sm.s.Sampler(stream) }}
-			if c.off, err = gen(c, engine.SpecOff, nil); err != nil {
+			if c.off, err = b.gen(c, engine.SpecOff, nil); err != nil {
 				return err
 			}
 			a := xtml.ReadReply(tok, c.off.Generated, xtml.ReplyOptions{Thinking: true})
 			switch err := a.Err(); {
 			case c.off.Stop != engine.StopToken:
-				c.weak = fmt.Sprintf("the reply did not end by itself within %d tokens", cfg.MaxTokens)
+				c.weak = fmt.Sprintf("the reply did not end by itself within %d tokens", b.cfg.MaxTokens)
 			case err != nil:
 				c.weak = "the reply is not a well-formed chat turn: " + err.Error()
 			default:
@@ -246,21 +289,28 @@ func Spec(ctx context.Context, cfg SpecConfig) error {
 			if c.weak != "" {
 				note = "TOO WEAK: " + c.weak
 			}
-			emit(SpecLine{Kind: "reply", Prompt: p.name, Sampling: sm.name, Positions: len(ids), Tokens: len(c.off.Generated), TooWeak: c.weak != "", Text: text, Note: note, Model: md})
-			cases = append(cases, c)
+			b.cfg.Emit(SpecLine{Kind: "reply", Prompt: p.name, Sampling: sm.name, Positions: len(ids), Tokens: len(c.off.Generated), TooWeak: c.weak != "", Text: text, Note: note, Model: b.md})
+			b.cases = append(b.cases, c)
 		}
 	}
+	return nil
+}
 
-	for _, c := range cases {
+// acceptance generates every case at every forced draft length (with the
+// draft model too) and emits the acceptance at lengths 1, 2, 4 and the
+// longest.
+func (b *specBench) acceptance() error {
+	maxDraft := b.cfg.MaxDraft
+	for _, c := range b.cases {
 		for k := 1; k <= maxDraft; k++ {
-			r, err := gen(c, engine.Spec(k), nil)
+			r, err := b.gen(c, engine.Spec(k), nil)
 			if err != nil {
 				return err
 			}
 			c.forced = append(c.forced, r)
 			var d *engine.GenResult
-			if genDraft != nil {
-				if d, err = genDraft(c, engine.Spec(k), nil); err != nil {
+			if b.genDraft != nil {
+				if d, err = b.genDraft(c, engine.Spec(k), nil); err != nil {
 					return err
 				}
 				c.draftForced = append(c.draftForced, d)
@@ -275,53 +325,46 @@ func Spec(ctx context.Context, cfg SpecConfig) error {
 				if row.r == nil {
 					continue
 				}
-				sim := engine.SpecSimOf(row.r, maxDraft, unitCosts)
-				emit(SpecLine{Kind: "acceptance", Prompt: c.prompt, Sampling: c.sampling, Spec: row.label, Tokens: sim.Tokens, Passes: sim.Passes, Drafted: sim.Drafted, Accepted: sim.Accepted,
+				sim := row.r.SpecSim(maxDraft, unitCosts)
+				b.cfg.Emit(SpecLine{Kind: "acceptance", Prompt: c.prompt, Sampling: c.sampling, Spec: row.label, Tokens: sim.Tokens, Passes: sim.Passes, Drafted: sim.Drafted, Accepted: sim.Accepted,
 					AcceptedPerPass: sim.AcceptedPerPass(), PassesPerToken: row.r.PassesPerToken(), TooWeak: c.weak != ""})
 			}
 		}
 	}
+	return nil
+}
 
-	// read-bound: a pass costs its bytes; the disk speed scales every
-	// choice alike, so the bytes do not depend on it
-	nominal := make([]float64, maxDraft+2)
-	if err := projectAll(cases, "read-bound", 1, nominal, 0, maxDraft, !cfg.AcceptanceOnly, gen, genDraft, emit); err != nil {
+// readBound emits the read-bound projection: a pass costs its bytes; the
+// disk speed scales every choice alike, so the bytes do not depend on it.
+// With Reference, the hand-written replies too.
+func (b *specBench) readBound() error {
+	cfg := b.cfg
+	nominal := make([]float64, cfg.MaxDraft+2)
+	if err := projectAll(b.cases, "read-bound", 1, nominal, 0, cfg.MaxDraft, !cfg.AcceptanceOnly, b.gen, b.genDraft, cfg.Emit); err != nil {
 		return err
 	}
 	if cfg.Reference {
-		specReference(maxDraft, emit)
+		specReference(cfg.MaxDraft, cfg.Emit)
 	}
+	return nil
+}
+
+// measured (unless AcceptanceOnly) measures the disk, a streamed decode's
+// overlap and the verification passes at the real K3 width, and emits the
+// projection at those costs.
+func (b *specBench) measured() error {
+	cfg, ctx, emit, logf := b.cfg, b.ctx, b.cfg.Emit, b.cfg.Logf
 	if cfg.AcceptanceOnly {
 		return nil
 	}
-
 	model, tr, err := measure.PrepareLayer(ctx, cfg.Dir, measure.LayerSpec(), logf)
 	if err != nil {
 		return err
 	}
-	set0, err := st.Open(model)
+	disk, err := specDisk(ctx, model, emit)
 	if err != nil {
 		return err
 	}
-	var files []string
-	for _, f := range set0.Files() {
-		files = append(files, f.Path)
-	}
-	set0.Close()
-	// the disk's limit: the best of the raw reads k3 bench stream compares with
-	runs, err := measure.LimitRuns(ctx, files, 2<<30, "")
-	if err != nil {
-		return fmt.Errorf("disk: %w", err)
-	}
-	best := runs[0]
-	for _, r := range runs {
-		if r.GBps > best.GBps {
-			best = r
-		}
-	}
-	disk := best.GBps
-	emit(SpecLine{Kind: "disk", GBps: disk, Note: "O_DIRECT, " + best.String()})
-
 	logf("streamed decode (every layer from the packed trunk through a 3.7 GB ring, experts from disk): overlap of reads and compute")
 	ov, err := specOverlap(ctx, model, tr, cfg.Threads)
 	if err != nil {
@@ -330,8 +373,8 @@ func Spec(ctx context.Context, cfg SpecConfig) error {
 	emit(SpecLine{Kind: "overlap", Seconds: ov.SecondsPerToken(), Efficiency: ov.Efficiency, GBps: float64(ov.BytesRead) / ov.ReadSeconds / 1e9,
 		Note: fmt.Sprintf("read %.2f s, compute %.2f s, wall %.2f s over %d tokens", ov.ReadSeconds, ov.ComputeSeconds, ov.WallSeconds, ov.Tokens), Overlap: ov})
 
-	logf("timing verification passes of 1..%d positions at the real K3 width (resident, every expert cached)", maxDraft+1)
-	timings, err := measure.MeasurePasses(ctx, model, cfg.Threads, maxDraft+1, 64, cfg.Reps, logf)
+	logf("timing verification passes of 1..%d positions at the real K3 width (resident, every expert cached)", cfg.MaxDraft+1)
+	timings, err := measure.MeasurePasses(ctx, model, cfg.Threads, cfg.MaxDraft+1, 64, cfg.Reps, logf)
 	if err != nil {
 		return err
 	}
@@ -339,7 +382,33 @@ func Spec(ctx context.Context, cfg SpecConfig) error {
 	for T := 1; T < len(compute); T++ {
 		emit(SpecLine{Kind: "timing", Positions: T, Seconds: compute[T]})
 	}
-	return projectAll(cases, "measured", disk, compute, ov.Efficiency, maxDraft, true, gen, genDraft, emit)
+	return projectAll(b.cases, "measured", disk, compute, ov.Efficiency, cfg.MaxDraft, true, b.gen, b.genDraft, emit)
+}
+
+// specDisk measures the disk's limit over the checkpoint in model, the
+// best of the raw reads k3 bench stream compares with, and emits it.
+func specDisk(ctx context.Context, model string, emit func(SpecLine)) (float64, error) {
+	set0, err := st.Open(model)
+	if err != nil {
+		return 0, err
+	}
+	var files []string
+	for _, f := range set0.Files() {
+		files = append(files, f.Path)
+	}
+	set0.Close()
+	runs, err := measure.LimitRuns(ctx, files, 2<<30, "")
+	if err != nil {
+		return 0, fmt.Errorf("disk: %w", err)
+	}
+	best := runs[0]
+	for _, r := range runs {
+		if r.GBps > best.GBps {
+			best = r
+		}
+	}
+	emit(SpecLine{Kind: "disk", GBps: best.GBps, Note: "O_DIRECT, " + best.String()})
+	return best.GBps, nil
 }
 
 // genFunc generates a case with a speculation mode, the draft controller
@@ -384,11 +453,11 @@ func projectAll(cases []*specCase, computeModel string, disk float64, compute []
 			if err != nil {
 				return err
 			}
-			off := engine.SpecSimOf(c.off, maxDraft, costs)
-			rows := []specRow{{"projection", "off", off}, {"projection", "auto", engine.SpecSimOf(auto, maxDraft, costs)}}
+			off := c.off.SpecSim(maxDraft, costs)
+			rows := []specRow{{"projection", "off", off}, {"projection", "auto", auto.SpecSim(maxDraft, costs)}}
 			bestK, best := 0, off
 			for k, f := range c.forced {
-				if r := engine.SpecSimOf(f, maxDraft, costs); r.Seconds < best.Seconds {
+				if r := f.SpecSim(maxDraft, costs); r.Seconds < best.Seconds {
 					bestK, best = k+1, r
 				}
 			}
@@ -400,10 +469,10 @@ func projectAll(cases []*specCase, computeModel string, disk float64, compute []
 				if err != nil {
 					return err
 				}
-				rows = append(rows, specRow{"projection", "draft auto", engine.SpecSimOf(da, maxDraft, costs)})
+				rows = append(rows, specRow{"projection", "draft auto", da.SpecSim(maxDraft, costs)})
 				bestK, best = 0, off
 				for k, f := range c.draftForced {
-					if r := engine.SpecSimOf(f, maxDraft, costs); r.Seconds < best.Seconds {
+					if r := f.SpecSim(maxDraft, costs); r.Seconds < best.Seconds {
 						bestK, best = k+1, r
 					}
 				}

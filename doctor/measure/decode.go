@@ -54,7 +54,7 @@ func MeasureOverlap(ctx context.Context, e *engine.Engine, prompt []int, tokens 
 	var sum engine.Stats
 	wall, passes := 0.0, 0
 	_, err := e.Generate(ctx, nil, prompt, engine.GenOptions{MaxTokens: tokens + 1, Spec: engine.SpecOff,
-		OnPass: func(p engine.PassStats) {
+		Trace: &engine.GenTrace{OnPass: func(p engine.PassStats) {
 			d := p.Stats
 			sum.ReadBusySeconds += d.ReadBusySeconds
 			sum.TrunkWaitSeconds += d.TrunkWaitSeconds
@@ -63,7 +63,7 @@ func MeasureOverlap(ctx context.Context, e *engine.Engine, prompt []int, tokens 
 			sum.Expert.BytesRead += d.Expert.BytesRead
 			wall += p.Seconds
 			passes++
-		}})
+		}}})
 	if err != nil {
 		return Overlap{}, err
 	}
@@ -137,8 +137,8 @@ func MeasurePasses(ctx context.Context, dir string, threads, maxT, prompt, reps 
 		}
 		for r := 0; r < reps; r++ {
 			var pass *engine.PassStats
-			_, err := e.Generate(ctx, s.Clone(), ids[prompt-1:prompt], engine.GenOptions{MaxTokens: T + 1, Sampler: ids, Propose: ids.propose,
-				Spec: spec, LayerTimes: true, OnPass: func(p engine.PassStats) { pass = &p }})
+			_, err := e.Generate(ctx, s.Clone(), ids[prompt-1:prompt], engine.GenOptions{MaxTokens: T + 1, Sampler: ids, Spec: spec,
+				Trace: &engine.GenTrace{Propose: ids.propose, LayerTimes: true, OnPass: func(p engine.PassStats) { pass = &p }}})
 			if err != nil {
 				return nil, err
 			}

@@ -5,7 +5,7 @@
 // the layer and stream benchmarks on generated checkpoints, and the timing
 // of decode passes (MeasurePasses, MeasureOverlap, the per-layer times of
 // Layer). Those decode through engine.Generate, as every generation does,
-// and read its measurement of each pass (GenOptions.OnPass): the engine
+// and read its measurement of each pass (GenTrace.OnPass): the engine
 // keeps no decode loop of its own for benchmarks.
 //
 // `k3 doctor` (package doctor) and `k3 bench` (ui/cli) both measure through

@@ -155,140 +155,178 @@ func PrepareLayer(ctx context.Context, dir string, spec synth.Spec, logf func(st
 // Layer measures per-layer decode time with everything resident and
 // with the trunk and experts streamed cold from disk, and prefill speed.
 func Layer(ctx context.Context, model, tr string, cfg LayerConfig) (*LayerResult, error) {
-	threads, tokens, logf := cfg.Threads, max(cfg.Tokens, 1), cfg.Logf
-	if logf == nil {
-		logf = func(string, ...any) {}
+	b := &layerBench{ctx: ctx, model: model, tr: tr, cfg: cfg, tokens: max(cfg.Tokens, 1), logf: cfg.Logf, res: &LayerResult{}}
+	if b.logf == nil {
+		b.logf = func(string, ...any) {}
 	}
-	res := &LayerResult{}
-	runs, err := TrunkRuns(tr)
-	if err != nil {
-		return nil, err
-	}
-	res.TrunkRuns = runs
 	// the RAM and disk limits are measured before and after the runs they
 	// bound, and the better kept: on a shared machine both drift
-	ram := func() error {
-		pool := kernels.NewPool(threads)
-		defer pool.Close()
-		res.Threads = pool.Threads()
-		bw, err := RAM(pool, layerRAMBytes, layerRAMTime)
-		if err != nil {
-			return err
+	for _, phase := range []func() error{b.trunkRuns, b.ram, b.diskBefore, b.resident, b.ram, b.streamed, b.overlap, b.kernel, b.diskAfter} {
+		if err := phase(); err != nil {
+			return nil, err
 		}
-		res.RAMRuns = append(res.RAMRuns, bw)
-		res.RAMGBps = max(res.RAMGBps, bw)
-		logf("RAM read bandwidth: %.1f GB/s (%d threads)", bw, res.Threads)
-		return nil
 	}
-	if err := ram(); err != nil {
-		return nil, err
+	for i := range b.res.Resident {
+		b.res.Resident[i].LimitSeconds = float64(b.res.Resident[i].Bytes) / (b.res.RAMGBps * 1e9)
 	}
+	for i := range b.res.Streamed {
+		b.res.Streamed[i].LimitSeconds = float64(b.res.Streamed[i].Bytes) / (b.res.DiskGBps * 1e9)
+	}
+	return b.res, nil
+}
 
-	files, err := shardPaths(model)
-	if err != nil {
-		return nil, err
-	}
-	disk := func(when string) error {
-		runs, err := LimitRuns(ctx, files, layerDiskBytes, when)
-		for _, r := range runs {
-			res.DiskRuns = append(res.DiskRuns, r)
-			res.DiskGBps = max(res.DiskGBps, r.GBps)
-			logf("raw O_DIRECT read, %s: %.2f GB/s", r, r.GBps)
-		}
-		return err
-	}
-	if err := disk("before"); err != nil {
-		return nil, err
-	}
+// layerBench is one run of Layer: its phases are its methods.
+type layerBench struct {
+	ctx       context.Context
+	model, tr string // the checkpoint and its packed trunk
+	cfg       LayerConfig
+	tokens    int      // decode steps timed per run
+	files     []string // the checkpoint's shards
+	logf      func(string, ...any)
+	res       *LayerResult
+}
 
+// layerPrompt is the prompt every timed run decodes after.
+func layerPrompt() []int {
 	prompt := make([]int, 64)
 	for i := range prompt {
 		prompt[i] = (1000 + 37*i) % 512 // inside any vocabulary the benchmark generates
 	}
-	run := func(opt engine.Options, cold bool) ([]LayerTiming, float64, error) {
-		opt.Positions, opt.Chunk = len(prompt)+tokens+1, 64
-		m, err := cfg.open(model, opt)
-		if err != nil {
-			return nil, 0, err
+	return prompt
+}
+
+// trunkRuns reads the packed trunk's run per layer, and lists the shards.
+func (b *layerBench) trunkRuns() error {
+	var err error
+	if b.res.TrunkRuns, err = TrunkRuns(b.tr); err != nil {
+		return err
+	}
+	b.files, err = shardPaths(b.model)
+	return err
+}
+
+// ram measures the RAM read bandwidth on every thread (the best run counts).
+func (b *layerBench) ram() error {
+	res := b.res
+	pool := kernels.NewPool(b.cfg.Threads)
+	defer pool.Close()
+	res.Threads = pool.Threads()
+	bw, err := RAM(pool, layerRAMBytes, layerRAMTime)
+	if err != nil {
+		return err
+	}
+	res.RAMRuns = append(res.RAMRuns, bw)
+	res.RAMGBps = max(res.RAMGBps, bw)
+	b.logf("RAM read bandwidth: %.1f GB/s (%d threads)", bw, res.Threads)
+	return nil
+}
+
+func (b *layerBench) diskBefore() error { return b.disk("before") }
+func (b *layerBench) diskAfter() error  { return b.disk("after") }
+
+// disk measures raw O_DIRECT reads of the shards (the best run counts).
+func (b *layerBench) disk(when string) error {
+	runs, err := LimitRuns(b.ctx, b.files, layerDiskBytes, when)
+	for _, r := range runs {
+		b.res.DiskRuns = append(b.res.DiskRuns, r)
+		b.res.DiskGBps = max(b.res.DiskGBps, r.GBps)
+		b.logf("raw O_DIRECT read, %s: %.2f GB/s", r, r.GBps)
+	}
+	return err
+}
+
+// resident times every layer and prefill with the trunk in RAM and every
+// expert cached.
+func (b *layerBench) resident() error {
+	b.logf("resident: trunk in RAM, every expert cached")
+	var err error
+	b.res.Resident, b.res.PrefillTokensPerS, err = b.run(engine.Options{Budget: engine.Budget{CacheBytes: 1 << 40}}, false)
+	b.res.PrefillTokens = len(layerPrompt())
+	return err
+}
+
+// streamed times every layer at the smallest budgets: one ring slot, so a
+// layer's read starts when the layer is needed (no read-ahead: the 3-layer
+// benchmark model would fit whole in two slots of its largest layer, and
+// then nothing streams).
+func (b *layerBench) streamed() error {
+	b.logf("streamed: every layer from the packed trunk through one ring slot (no read-ahead), the smallest expert cache, caches dropped")
+	var err error
+	b.res.Streamed, _, err = b.run(engine.Options{TrunkDir: b.tr, Budget: engine.Budget{TrunkBytes: 1, Ring: 1, CacheBytes: 1}}, true)
+	return err
+}
+
+func (b *layerBench) overlap() (err error) {
+	b.res.Overlap, err = measureOverlap(b.ctx, b.model, b.tr, b.cfg, b.res.TrunkRuns, b.logf)
+	return err
+}
+
+func (b *layerBench) kernel() error {
+	if b.cfg.KernelRounds <= 0 {
+		return nil
+	}
+	return layerKernel(b.model, b.cfg, b.res, b.logf)
+}
+
+// run opens the model with opt and times each layer over the decode steps
+// after the prompt (cold: the caches dropped before the first step); it
+// returns the layers' timings and the prefill speed.
+func (b *layerBench) run(opt engine.Options, cold bool) ([]LayerTiming, float64, error) {
+	ctx, prompt := b.ctx, layerPrompt()
+	opt.Positions, opt.Chunk = len(prompt)+b.tokens+1, 64
+	m, err := b.cfg.open(b.model, opt)
+	if err != nil {
+		return nil, 0, err
+	}
+	var e *engine.Engine
+	defer func() { release(m, e) }()
+	p := m.Plan
+	if opt.TrunkDir != "" {
+		b.res.StreamRingSlots = p.RingSlots
+		if p.PinnedBytes > 0 || p.RingSlots != 1 {
+			return nil, 0, fmt.Errorf("the streamed run should stream every layer through one ring slot; the plan pins %d bytes and has %d slots", p.PinnedBytes, p.RingSlots)
 		}
-		var e *engine.Engine
-		defer func() { release(m, e) }()
-		p := m.Plan
-		if opt.TrunkDir != "" {
-			res.StreamRingSlots = p.RingSlots
-			if p.PinnedBytes > 0 || p.RingSlots != 1 {
-				return nil, 0, fmt.Errorf("the streamed run should stream every layer through one ring slot; the plan pins %d bytes and has %d slots", p.PinnedBytes, p.RingSlots)
+	}
+	e = m.NewEngine(b.cfg.Threads)
+	// prefill twice: the first run reads the experts, the second is
+	// timed; then the caches are dropped (cold) before the first
+	// decode step, and every decode step's layers are timed
+	if _, err := e.Feed(ctx, m.NewState(), prompt, false); err != nil {
+		return nil, 0, err
+	}
+	seconds := make([]float64, m.Bound)
+	res, err := e.Generate(ctx, nil, prompt, engine.GenOptions{MaxTokens: b.tokens + 1, Spec: engine.SpecOff,
+		OnToken: func(ev engine.Event) bool {
+			if ev.Step == 0 && cold {
+				dropPaths(append(b.files, filepath.Join(b.tr, trunk.BinFile)))
 			}
-		}
-		e = m.NewEngine(threads)
-		// prefill twice: the first run reads the experts, the second is
-		// timed; then the caches are dropped (cold) before the first
-		// decode step, and every decode step's layers are timed
-		if _, err := e.Feed(ctx, m.NewState(), prompt, false); err != nil {
-			return nil, 0, err
-		}
-		seconds := make([]float64, m.Bound)
-		res, err := e.Generate(ctx, nil, prompt, engine.GenOptions{MaxTokens: tokens + 1, Spec: engine.SpecOff, LayerTimes: true,
-			OnToken: func(ev engine.Event) bool {
-				if ev.Step == 0 && cold {
-					dropPaths(append(files, filepath.Join(tr, trunk.BinFile)))
-				}
-				return false
-			},
-			OnPass: func(p engine.PassStats) {
-				for i, s := range p.LayerSeconds {
-					seconds[i] += s
-				}
-			}})
-		if err != nil {
-			return nil, 0, err
-		}
-		prefill := float64(len(prompt)) / res.PrefillSeconds
-		perLayer := m.TrunkLayerBytes()
-		var out []LayerTiming
-		for i := 0; i < m.Bound; i++ {
-			b := perLayer[i]
-			if !m.Cfg.IsDense(i) {
-				b += int64(m.Cfg.TopK) * m.Experts().ExpertBytes()
+			return false
+		},
+		Trace: &engine.GenTrace{LayerTimes: true, OnPass: func(p engine.PassStats) {
+			for i, s := range p.LayerSeconds {
+				seconds[i] += s
 			}
-			out = append(out, LayerTiming{Layer: i, Kind: m.Cfg.LayerKind(i), Bytes: b,
-				Seconds: seconds[i] / float64(tokens)})
+		}}})
+	if err != nil {
+		return nil, 0, err
+	}
+	return layerTimings(m, seconds, b.tokens), float64(len(prompt)) / res.PrefillSeconds, nil
+}
+
+// layerTimings are m's layers with the bytes a decode step reads of each
+// and its mean time over tokens steps.
+func layerTimings(m *engine.Model, seconds []float64, tokens int) []LayerTiming {
+	perLayer := m.TrunkLayerBytes()
+	var out []LayerTiming
+	for i := 0; i < m.Bound; i++ {
+		b := perLayer[i]
+		if !m.Cfg.IsDense(i) {
+			b += int64(m.Cfg.TopK) * m.Experts().ExpertBytes()
 		}
-		return out, prefill, nil
+		out = append(out, LayerTiming{Layer: i, Kind: m.Cfg.LayerKind(i), Bytes: b,
+			Seconds: seconds[i] / float64(tokens)})
 	}
-	logf("resident: trunk in RAM, every expert cached")
-	if res.Resident, res.PrefillTokensPerS, err = run(engine.Options{Budget: engine.Budget{CacheBytes: 1 << 40}}, false); err != nil {
-		return nil, err
-	}
-	if err := ram(); err != nil {
-		return nil, err
-	}
-	res.PrefillTokens = len(prompt)
-	// the smallest budgets: one ring slot, so a layer's read starts when the
-	// layer is needed (no read-ahead: the 3-layer benchmark model would fit
-	// whole in two slots of its largest layer, and then nothing streams)
-	logf("streamed: every layer from the packed trunk through one ring slot (no read-ahead), the smallest expert cache, caches dropped")
-	if res.Streamed, _, err = run(engine.Options{TrunkDir: tr, Budget: engine.Budget{TrunkBytes: 1, Ring: 1, CacheBytes: 1}}, true); err != nil {
-		return nil, err
-	}
-	if res.Overlap, err = measureOverlap(ctx, model, tr, cfg, runs, logf); err != nil {
-		return nil, err
-	}
-	if cfg.KernelRounds > 0 {
-		if err := layerKernel(model, cfg, res, logf); err != nil {
-			return nil, err
-		}
-	}
-	if err := disk("after"); err != nil {
-		return nil, err
-	}
-	for i := range res.Resident {
-		res.Resident[i].LimitSeconds = float64(res.Resident[i].Bytes) / (res.RAMGBps * 1e9)
-	}
-	for i := range res.Streamed {
-		res.Streamed[i].LimitSeconds = float64(res.Streamed[i].Bytes) / (res.DiskGBps * 1e9)
-	}
-	return res, nil
+	return out
 }
 
 // measureOverlap decodes every case OverlapRounds times, in turns.

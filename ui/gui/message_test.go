@@ -252,3 +252,9 @@ func findLabel(o fyne.CanvasObject, text string) *widget.Label {
 	}
 	return nil
 }
+
+// "1 token", not "1 tokens", under a one-token reply.
+func TestStatsSayOneToken(t *testing.T) {
+	mv := newMessageView(chat.Message{Role: "assistant", Content: "x", Stats: &chat.ReplyStats{Tokens: 1, FirstTokenSeconds: 0.5}}, messageEnv{})
+	assert.Equal(t, "1 token · first token after 0.50 s", mv.statsLbl.Text)
+}

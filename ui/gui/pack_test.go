@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/test"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -147,5 +148,68 @@ func TestPackStepInterruptedPackOfTheOtherKind(t *testing.T) {
 	ui(func() {
 		assert.Equal(t, bridge.PackOptions{Force: true}, fp.opt)
 		assert.Equal(t, bridge.TrunkCheck{Status: bridge.TrunkPacked}, w.Pack.State)
+	})
+}
+
+// tapDialog presses the button labelled text in the dialog on top.
+func tapDialog(t *testing.T, w fyne.Window, text string) {
+	t.Helper()
+	top := w.Canvas().Overlays().Top()
+	require.NotNil(t, top, "no dialog is shown")
+	b := findButton(top, text)
+	require.NotNil(t, b, "the dialog has no %q button", text)
+	test.Tap(b)
+}
+
+// Defect 3: a trunk packed for another model is not reported as packed;
+// every model gets its own default trunk folder; "Pack again here"
+// replaces the other model's trunk.
+func TestPackStepTrunkOfAnotherModel(t *testing.T) {
+	u, _ := newTestUI(t, &fakeChat{})
+	models := t.TempDir()
+	modelA, modelB := filepath.Join(models, "a"), filepath.Join(models, "b")
+	require.NoError(t, writeSmallModel(modelA))
+	require.NoError(t, writeSmallModel(modelB))
+	trunkA := bridge.DefaultTrunkDir("/fast", modelA)
+	fp := u.B.Packer.(*fakePacker)
+	fp.into = map[string]string{trunkA: modelA}
+	// the settings of a machine where model A was packed, then B chosen
+	u.S.ModelDir, u.S.TrunkDir, u.S.TrunkModel = modelA, trunkA, modelA
+	u.N.WizardDone.Set(true)
+	ui(u.ShowWizard)
+	w := u.wizard
+	waitFor(t, "machine", func() bool { return w.Machine.Report != nil })
+	ui(func() {
+		w.Go(1)
+		w.Model.Dir.SetText(modelB)
+	})
+	waitFor(t, "folder check", func() bool { return w.Model.Check != nil && w.D.ModelDir == modelB })
+	ui(func() { w.Go(2) })
+	waitFor(t, "trunk check", func() bool { return w.Pack.checkJob == nil })
+	ui(func() {
+		assert.Equal(t, bridge.DefaultTrunkDir("/fast", modelB), w.Pack.Dir.Text, "B gets its own trunk folder")
+		assert.Equal(t, "", w.D.TrunkDir, "A's trunk is not B's")
+		w.Pack.Dir.SetText(trunkA) // the shared folder of before
+	})
+	waitFor(t, "trunk check", func() bool { return w.Pack.checkJob == nil })
+	ui(func() {
+		assert.Equal(t, bridge.TrunkOther, w.Pack.State.Status)
+		assert.Equal(t, "This folder holds the trunk of another model, so it will not be used. "+
+			"Pack again here to replace it, or choose another folder.", w.Pack.Status.Text, "G26: no manifest details")
+		assert.Equal(t, "Pack again here (replaces it)", w.Pack.PackBt.Text)
+		assert.Equal(t, "", w.D.TrunkDir)
+		assert.Contains(t, w.why.Text, "another model's trunk")
+		w.Go(4)
+		assert.Contains(t, w.Done.Summary.Text, "Packed trunk: none")
+		w.Go(2)
+	})
+	waitFor(t, "trunk check", func() bool { return w.Pack.checkJob == nil })
+	ui(func() { test.Tap(w.Pack.PackBt) })
+	waitFor(t, "pack", func() bool { return !w.Pack.Packing && w.Pack.checkJob == nil })
+	ui(func() {
+		assert.True(t, fp.forced, "Pack again here replaces the other trunk")
+		assert.Equal(t, bridge.TrunkPacked, w.Pack.State.Status)
+		assert.Equal(t, trunkA, w.D.TrunkDir)
+		assert.Equal(t, modelB, w.D.TrunkModel)
 	})
 }

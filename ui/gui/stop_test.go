@@ -2,10 +2,12 @@ package gui
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
 
+	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/test"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -132,4 +134,90 @@ func TestChatStopDuringPrefillRealEngine(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, h, 2)
 	assert.Equal(t, chat.CutStopped, h[1].Cut)
+}
+
+// thinkUntilStopped streams a long thinking text, then waits for Stop and
+// ends the turn stopped, with no answer.
+type thinkUntilStopped struct {
+	fakeChat
+	thinking chan struct{} // closed once the thinking is sent
+}
+
+func (f *thinkUntilStopped) Turn(ctx context.Context, h []chat.Message, opt chat.Options, on func(engine.Event)) (bridge.Reply, error) {
+	think := strings.Repeat("I should weigh the question from several sides before I answer it. ", 30)
+	on(engine.Event{Kind: engine.EventPhase, Text: "thinking"})
+	words := strings.SplitAfter(think, ". ")
+	for _, w := range words {
+		on(engine.Event{Kind: engine.EventReasoning, Text: w})
+		on(engine.Event{Kind: engine.EventToken, Seconds: 0.1})
+	}
+	close(f.thinking)
+	<-ctx.Done()
+	return bridge.Reply{Message: chat.Message{Role: "assistant", ReasoningContent: think, Cut: chat.CutStopped, Stats: fakeStats(len(words), 0.1, 0)}}, nil
+}
+
+// overlaps lists the messages whose parts are drawn over each other: a
+// part laid out shorter than it needs, a part that starts above the end of
+// the one before it, a message that starts above the end of the one before.
+func overlaps(v *chatView) []string {
+	var out []string
+	var prevEnd float32
+	for i, mv := range v.Views {
+		r := mv.Root
+		if r.Position().Y < prevEnd-0.5 {
+			out = append(out, fmt.Sprintf("message %d starts at %.0f, above the end of message %d (%.0f)", i, r.Position().Y, i-1, prevEnd))
+		}
+		if r.Size().Height < r.MinSize().Height-0.5 {
+			out = append(out, fmt.Sprintf("message %d is %.0f high but needs %.0f", i, r.Size().Height, r.MinSize().Height))
+		}
+		prevEnd = r.Position().Y + r.Size().Height
+		var end float32
+		for j, o := range r.Objects {
+			if !o.Visible() {
+				continue
+			}
+			if o.Position().Y < end-0.5 {
+				out = append(out, fmt.Sprintf("message %d: part %d starts at %.0f, above the end of the part before (%.0f)", i, j, o.Position().Y, end))
+			}
+			if o.Size().Height < o.MinSize().Height-0.5 {
+				out = append(out, fmt.Sprintf("message %d: part %d is %.0f high but needs %.0f", i, j, o.Size().Height, o.MinSize().Height))
+			}
+			end = o.Position().Y + o.Size().Height
+		}
+	}
+	return out
+}
+
+// G1: after Stop during thinking, the reply's numbers and its "stopped"
+// note are laid out under the thinking text, and the next messages under
+// the reply.
+func TestStopDuringThinkingLaysOutUnderTheThinking(t *testing.T) {
+	fc := &thinkUntilStopped{thinking: make(chan struct{})}
+	a := test.NewTempApp(t)
+	u := newTestUIOn(t, a, nil)
+	u.B.NewChat = func(bridge.Settings) (bridge.ChatEngine, error) { return fc, nil }
+	u.S.ModelDir = t.TempDir()
+	u.SaveSettings()
+	u.N.WizardDone.Set(true)
+	ui(u.Start)
+	v := u.Chat
+	require.NotNil(t, v)
+	ui(func() {
+		u.Win.Resize(fyne.NewSize(1024, 600))
+		v.Send("Why is the sky blue?")
+	})
+	<-fc.thinking
+	ui(v.Stop)
+	waitFor(t, "the stop", func() bool { return !v.Busy })
+	ui(func() {
+		reply := v.Views[len(v.Views)-1]
+		require.True(t, reply.cutLbl.Visible())
+		assert.Equal(t, "(stopped — the partial reply is kept)", reply.cutLbl.Text)
+		require.True(t, reply.statsLbl.Visible(), "the reply's numbers are shown")
+		assert.True(t, reply.think.Visible())
+		assert.Contains(t, reply.think.Items[0].Title, "Thought for")
+		assert.Empty(t, overlaps(v))
+		thinkEnd := reply.think.Position().Y + reply.think.Size().Height
+		assert.GreaterOrEqual(t, reply.statsLbl.Position().Y, thinkEnd, "the numbers are drawn over the thinking")
+	})
 }

@@ -1,14 +1,19 @@
 package gui
 
 import (
+	"image/color"
+	"strings"
 	"testing"
 
 	"fyne.io/fyne/v2"
+	"fyne.io/fyne/v2/canvas"
 	"fyne.io/fyne/v2/container"
+	"fyne.io/fyne/v2/test"
 	"fyne.io/fyne/v2/widget"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"k3/engine/chat"
 	"k3/engine/plan"
 )
 
@@ -114,4 +119,38 @@ func TestMemoryPlanFitsAt1024(t *testing.T) {
 		assert.Equal(t, []string{"trunk pinned", "trunk ring", "load buffer", "model tables", "expert cache", "KDA state", "MLA KV cache",
 			"buffers", "spec rollback", "draft model", "process base", "total", "note"}, rows)
 	})
+}
+
+// G14: a wheel turned over a code block scrolls the conversation, not the
+// code sideways; a sideways wheel still scrolls the code.
+func TestWheelOverCodeScrollsTheChat(t *testing.T) {
+	test.NewTempApp(t)
+	var sc *container.Scroll
+	long := strings.Repeat("x := compute(a, b, c) // a long line of code that is wider than the window ", 4)
+	mv := newMessageView(chat.Message{Role: "assistant", Content: "Code:\n\n```go\n" + long + "\n" + long + "\n```\n"},
+		messageEnv{scroller: func() *container.Scroll { return sc }})
+	spacer := canvas.NewRectangle(color.Transparent)
+	spacer.SetMinSize(fyne.NewSize(10, 2000))
+	sc = container.NewVScroll(container.NewVBox(mv.Root, spacer))
+	w := test.NewTempWindow(t, sc)
+	w.Resize(fyne.NewSize(500, 300))
+	var side *sideScroll
+	var find func(o fyne.CanvasObject)
+	find = func(o fyne.CanvasObject) {
+		switch x := o.(type) {
+		case *sideScroll:
+			side = x
+		case *fyne.Container:
+			for _, c := range x.Objects {
+				find(c)
+			}
+		}
+	}
+	find(mv.body)
+	require.NotNil(t, side, "the code block has no side scroll")
+	side.Scrolled(&fyne.ScrollEvent{Scrolled: fyne.Delta{DY: -120}})
+	assert.Greater(t, sc.Offset.Y, float32(0), "the chat did not scroll")
+	assert.Equal(t, float32(0), side.Offset.X, "the code scrolled sideways on an up-down wheel")
+	side.Scrolled(&fyne.ScrollEvent{Scrolled: fyne.Delta{DX: -120}})
+	assert.Greater(t, side.Offset.X, float32(0), "a sideways wheel does not scroll the code")
 }

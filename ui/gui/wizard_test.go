@@ -1,13 +1,17 @@
 package gui
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"fyne.io/fyne/v2/test"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
+	"k3/doctor"
 	"k3/ui/bridge"
 )
 
@@ -268,4 +272,121 @@ func TestSuggestTrunkDir(t *testing.T) {
 	if d, _ := suggestTrunkDir(r, 5000e9, "/m/K3", ""); d != "" {
 		t.Errorf("5 TB: %q", d)
 	}
+}
+
+// G10: the app's own folder (where the demo model lives) is not suggested
+// for the trunk when another disk path has room, even when it measured a
+// little faster; it still is when nothing else has room.
+func TestSuggestTrunkDirAvoidsTheAppFolder(t *testing.T) {
+	fast, slow := 4.76, 4.5
+	r := &doctor.Report{Disks: []doctor.DiskResult{
+		{Path: "/home/me/.config/k3/demo-model", FreeBytes: 100e9, SeqGBps: &fast},
+		{Path: "/home/me", FreeBytes: 100e9, SeqGBps: &slow},
+	}}
+	d, why := suggestTrunkDir(r, 1e9, "/m/K3", "/home/me/.config/k3")
+	assert.Equal(t, bridge.DefaultTrunkDir("/home/me", "/m/K3"), d)
+	assert.Contains(t, why, "the disk of /home/me streams")
+	r.Disks[1].FreeBytes = 0
+	d, _ = suggestTrunkDir(r, 1e9, "/m/K3", "/home/me/.config/k3")
+	assert.Equal(t, bridge.DefaultTrunkDir("/home/me/.config/k3/demo-model", "/m/K3"), d)
+}
+
+// countingMachine counts the measurements asked for.
+type countingMachine struct {
+	fakeMachine
+	n int
+}
+
+func (c *countingMachine) Measure(ctx context.Context, dirs []string, quick bool, progress func(float64, string)) (*doctor.Report, error) {
+	c.n++
+	return c.fakeMachine.Measure(ctx, dirs, quick, progress)
+}
+
+// G20: the setup wizard opened again shows the earlier measurement of this
+// machine instead of measuring it again.
+func TestWizardAgainKeepsTheMeasurement(t *testing.T) {
+	u, _ := newTestUI(t, &fakeChat{})
+	m := &countingMachine{}
+	u.B.Machine = m
+	ui(u.Start)
+	waitFor(t, "measurement", func() bool { return u.wizard.Machine.Report != nil })
+	ui(func() {
+		first := u.wizard.Machine.Report
+		u.ShowWizard()
+		w := u.wizard
+		assert.Same(t, first, w.Machine.Report)
+		assert.Nil(t, w.Machine.job, "no measurement runs")
+		assert.Equal(t, "Measured earlier (in 12 s). Measure thoroughly measures again.", w.Machine.Status.Text)
+		assert.Equal(t, 1.0, w.Machine.Progress.Value)
+		ok, why := w.Machine.Ready()
+		assert.True(t, ok, why)
+	})
+	ui(func() { assert.Equal(t, 1, m.n) })
+}
+
+// G20: the wizard's step names can be clicked: any earlier step, and the
+// next one when Next would go there.
+func TestWizardBreadcrumbClicks(t *testing.T) {
+	u, _ := newTestUI(t, &fakeChat{})
+	ui(u.Start)
+	w := u.wizard
+	waitFor(t, "measurement", func() bool { return w.Machine.Report != nil })
+	ui(func() {
+		require.Len(t, w.CrumbBts, 5)
+		assert.Equal(t, "2 The model", w.CrumbBts[1].Text)
+		assert.False(t, w.CrumbBts[1].Disabled(), "Next would go to step 2")
+		assert.True(t, w.CrumbBts[2].Disabled(), "step 3 only after step 2")
+		test.Tap(w.CrumbBts[1])
+		assert.Equal(t, 1, w.Cur)
+		assert.False(t, w.CrumbBts[0].Disabled())
+		assert.True(t, w.CrumbBts[2].Disabled(), "no model chosen yet")
+		test.Tap(w.CrumbBts[2]) // disabled: nothing happens
+		assert.Equal(t, 1, w.Cur)
+		test.Tap(w.CrumbBts[0])
+		assert.Equal(t, 0, w.Cur)
+	})
+}
+
+// Defect 6: typing another folder in the wizard does not touch the model in
+// use; going back to the chat asks, and "keep" keeps the working model.
+func TestWizardChangesApplyOnlyOnDone(t *testing.T) {
+	fc := &fakeChat{}
+	u, v := chatUI(t, fc)
+	working := u.S.ModelDir
+	require.NoError(t, writeSmallModel(working))
+	ui(func() { v.Send("hello") })
+	waitFor(t, "turn", func() bool { return !v.Busy })
+	other := filepath.Join(t.TempDir(), "other")
+	require.NoError(t, writeSmallModel(other))
+	ui(u.ShowWizard)
+	w := u.wizard
+	ui(func() {
+		w.Go(1)
+		w.Model.Dir.SetText(other)
+	})
+	waitFor(t, "folder check", func() bool { return w.Model.Check != nil && w.D.ModelDir == other })
+	ui(func() {
+		assert.Equal(t, working, u.S.ModelDir, "typing a folder does not change the model in use")
+		assert.Equal(t, working, bridge.LoadSettings(u.App.Preferences()).ModelDir)
+		test.Tap(w.CloseBtn)
+		tapDialog(t, u.Win, "Keep the one in use")
+		assert.Equal(t, u.Chat.Root, u.Win.Content())
+		assert.Equal(t, working, u.S.ModelDir)
+		assert.NotNil(t, u.Chat.engine, "the working engine stays")
+	})
+	// and "use" switches: the engine is released and reopened for the new one
+	ui(u.ShowWizard)
+	w = u.wizard
+	ui(func() {
+		w.Go(1)
+		w.Model.Dir.SetText(other)
+	})
+	waitFor(t, "folder check", func() bool { return w.Model.Check != nil && w.D.ModelDir == other })
+	ui(func() {
+		test.Tap(w.CloseBtn)
+		tapDialog(t, u.Win, "Use the new setup")
+		assert.Equal(t, other, u.S.ModelDir)
+		assert.Equal(t, other, bridge.LoadSettings(u.App.Preferences()).ModelDir)
+		assert.Nil(t, u.Chat.engine, "the next message opens the new model")
+	})
 }

@@ -210,9 +210,9 @@ func TestDraftSpecExact(t *testing.T) {
 						requireSameRun(t, fmt.Sprintf("%s spec %d", what, k), r, plain)
 						assert.Positive(t, r.res.Stats.SpecDrafted, what)
 					}
-					opt.Spec, opt.SpecCosts = SpecAuto, draftPays
+					opt.Spec, opt.Trace = SpecAuto, &GenTrace{SpecCosts: draftPays}
 					requireSameRun(t, what+" auto", generateCase(t, m, threads, p.PromptIDs, opt), plain)
-					opt.SpecCosts = nil
+					opt.Trace = nil
 				}
 			}
 		}
@@ -536,7 +536,7 @@ func TestDraftModelDraftsFromTheStart(t *testing.T) {
 	plain, err := Open(fixture.ModelDir("demo"), Options{Budget: Budget{CacheBytes: 1 << 40}})
 	require.NoError(t, err)
 	defer plain.Close()
-	opt := GenOptions{MaxTokens: 24, Spec: SpecAuto, SpecCosts: draftPays}
+	opt := GenOptions{MaxTokens: 24, Spec: SpecAuto, Trace: &GenTrace{SpecCosts: draftPays}}
 	d := generateCase(t, with, 1, p.PromptIDs, opt)
 	c := generateCase(t, plain, 1, p.PromptIDs, opt)
 	require.Equal(t, c.res.Generated, d.res.Generated)

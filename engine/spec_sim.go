@@ -48,11 +48,11 @@ func (s SpecSim) BytesPerToken() float64 { return s.Bytes / float64(max(s.Tokens
 // AcceptedPerPass is the mean accepted drafts per decode pass.
 func (s SpecSim) AcceptedPerPass() float64 { return float64(s.Accepted) / float64(max(s.Passes, 1)) }
 
-// SpecSimOf is what a generation's decode passes would read and take at
-// costs: the drafts and acceptance are the generation's own.
-func SpecSimOf(res *GenResult, maxDraft int, costs PassCosts) SpecSim {
-	sim := SpecSim{Tokens: len(res.Generated), Passes: len(res.Passes), Lengths: make([]int, maxDraft+1)}
-	for _, p := range res.Passes {
+// simOfPasses is what tokens generated in passes would read and take at
+// costs (GenResult.SpecSim).
+func simOfPasses(tokens int, passes []Pass, maxDraft int, costs PassCosts) SpecSim {
+	sim := SpecSim{Tokens: tokens, Passes: len(passes), Lengths: make([]int, maxDraft+1)}
+	for _, p := range passes {
 		sim.Lengths[min(p.Drafted, maxDraft)]++
 		sim.Drafted += p.Drafted
 		sim.Accepted += p.Accepted

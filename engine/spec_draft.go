@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -303,15 +304,68 @@ func (d *Draft) tap(hidden [][]float32, li int, P []float32) {
 	}
 }
 
-// drafter is the generation's drafter when a draft model is attached,
-// drafting with smp, the generation's sampler (nil: greedy); nil without
-// one (the context drafter drafts).
-func (e *Engine) drafter(smp Sampler) drafter {
-	if d := e.m.draft; d != nil {
-		return modelDrafter{e: e, d: d, sampler: smp}
-	}
-	return nil
-}
-
 // DraftModel returns the attached draft model (nil: none).
 func (m *Model) DraftModel() *Draft { return m.draft }
+
+// yarn is the draft's rotary embedding: the frequency of each pair of
+// rope dims and the amplitude of cos and sin (DeepSeek YaRN, or plain
+// rotary embedding).
+type yarn struct {
+	invFreq []float64
+	amp     float64
+	m       float64 // the attention scale's YaRN factor (1: none)
+}
+
+// yarnMscale is DeepSeek's yarn_get_mscale.
+func yarnMscale(factor, v float64) float64 {
+	if factor <= 1 {
+		return 1
+	}
+	return 0.1*v*math.Log(factor) + 1
+}
+
+func newYarn(c *config.Draft) *yarn {
+	typ, base, factor, orig, fast, slow, ms, msAll, d := c.RopeType, c.RopeTheta, c.RopeFactor, c.RopeOrigMax, c.RopeBetaFast, c.RopeBetaSlow, c.RopeMscale, c.RopeMscaleAll, c.QKRope
+	y := &yarn{invFreq: make([]float64, d/2), amp: 1, m: 1}
+	low, high := 0.0, 0.0
+	if typ == "yarn" {
+		corr := func(r float64) float64 {
+			return float64(d) * math.Log(orig/(2*math.Pi*r)) / (2 * math.Log(base))
+		}
+		low = max(math.Floor(corr(fast)), 0)
+		high = min(math.Ceil(corr(slow)), float64(d-1))
+		if low == high {
+			high += 0.001
+		}
+		y.amp = yarnMscale(factor, ms) / yarnMscale(factor, msAll)
+		y.m = yarnMscale(factor, msAll)
+	}
+	for i := range y.invFreq {
+		f := math.Pow(base, float64(2*i)/float64(d))
+		extra := 1 / f
+		if typ != "yarn" {
+			y.invFreq[i] = extra
+			continue
+		}
+		inter := 1 / (factor * f)
+		ramp := min(max((float64(i)-low)/(high-low), 0), 1)
+		mask := 1 - ramp
+		y.invFreq[i] = inter*(1-mask) + extra*mask
+	}
+	return y
+}
+
+// scoreScale is the attention's score scale for query-key width qk.
+func (y *yarn) scoreScale(qk int) float64 { return y.m * y.m / math.Sqrt(float64(qk)) }
+
+// rotate applies the rotary embedding of position pos to x in place:
+// interleaved pairs (x[2i], x[2i+1]), each product rounded before the sum.
+func (y *yarn) rotate(x []float32, pos int) {
+	for i, f := range y.invFreq {
+		th := float64(pos) * f
+		c, s := y.amp*math.Cos(th), y.amp*math.Sin(th)
+		a, b := float64(x[2*i]), float64(x[2*i+1])
+		x[2*i] = float32(float64(a*c) - float64(b*s))
+		x[2*i+1] = float32(float64(b*c) + float64(a*s))
+	}
+}

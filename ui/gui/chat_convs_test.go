@@ -92,39 +92,6 @@ func TestQuitDuringAReplySavesIt(t *testing.T) {
 	assert.Len(t, h, 2, "the stopped turn does not add the reply twice")
 }
 
-// Defect 9: a bad field is marked in place and Save waits; nothing typed
-// is lost; the system prompt belongs to the conversation and shows in it.
-func TestChatSettingsValidateInPlace(t *testing.T) {
-	u, v := chatUI(t, &fakeChat{})
-	ui(func() {
-		v.showChatSettings()
-		top := u.Win.Canvas().Overlays().Top()
-		require.NotNil(t, top)
-		save := findButton(top, "Save")
-		require.NotNil(t, save)
-		f := v.settings
-		f.System.SetText("Answer in French.")
-		f.Temperature.SetText("abc")
-		assert.True(t, save.Disabled(), "Save waits for a valid temperature")
-		assert.EqualError(t, f.Temperature.Validate(), "Temperature must be a number from 0 to 5")
-		assert.Equal(t, "Answer in French.", f.System.Text, "nothing typed is lost")
-		f.Temperature.SetText("0.8")
-		f.Greedy.SetChecked(false)
-		require.False(t, save.Disabled())
-		test.Tap(save)
-		assert.Equal(t, 0.8, v.Opts.Temperature)
-		assert.False(t, v.Opts.Greedy)
-		assert.Equal(t, "Answer in French.", v.SystemPrompt())
-		require.NotEmpty(t, v.Views)
-		assert.Equal(t, "System prompt (this conversation)", v.Views[0].header.Text, "the system prompt shows in the conversation")
-	})
-	ui(func() {
-		v.NewConversation()
-		assert.Equal(t, "", v.SystemPrompt(), "another conversation has its own")
-		assert.True(t, v.Opts.Greedy, "and its own sampling")
-	})
-}
-
 // Walk-through 13 and the LM Studio list: conversations are titled from the
 // first message and can be searched.
 func TestConversationTitlesAndSearch(t *testing.T) {

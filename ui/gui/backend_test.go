@@ -1,0 +1,61 @@
+package gui
+
+import (
+	"net"
+	"strings"
+	"testing"
+
+	"fyne.io/fyne/v2/test"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"k3/ui/bridge"
+)
+
+// closedURL is a loopback address nothing listens on (a listener opened
+// and closed again).
+func closedURL(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := l.Addr().String()
+	require.NoError(t, l.Close())
+	return "http://" + addr + "/v1"
+}
+
+// G4: a server nobody answers at gets server advice with its address and
+// the error, not download advice ("press Resume"), in the server dialog
+// and in the chat.
+func TestUnreachableServerIsExplainedAsAServer(t *testing.T) {
+	url := closedURL(t)
+	test.NewTempApp(t)
+	f := NewBackendForm(bridge.DefaultSettings(), func(fn func()) { ui(fn) })
+	ui(func() {
+		f.Where.SetSelected(choiceServer)
+		f.URL.SetText(url)
+		test.Tap(f.Find)
+	})
+	waitFor(t, "the answer", func() bool { return f.Find.Disabled() == false && strings.HasPrefix(f.Status.Text, "Cannot") })
+	ui(func() {
+		assert.Contains(t, f.Status.Text, "Cannot reach the server at "+url+" (")
+		assert.Contains(t, f.Status.Text, "connection refused")
+		assert.Contains(t, f.Status.Text, "Is the server running?")
+		assert.NotContains(t, f.Status.Text, "Resume")
+		assert.NotContains(t, f.Status.Text, "download")
+	})
+
+	u, _ := newTestUI(t, nil)
+	u.B.NewChat = bridge.NewChatFor
+	u.S.Backend, u.S.ServerURL = bridge.BackendServer, url
+	u.SaveSettings()
+	u.N.WizardDone.Set(true)
+	ui(u.Start)
+	v := u.Chat
+	require.NotNil(t, v)
+	ui(func() { v.Send("Hello?") })
+	waitFor(t, "turn", func() bool { return !v.Busy })
+	ui(func() {
+		assert.Contains(t, v.Notice.Text, "Cannot reach the server at "+url)
+		assert.NotContains(t, v.Notice.Text, "Resume")
+	})
+}
