@@ -127,7 +127,8 @@ func (m Model) Inputs(b plan.Budget, positions int) plan.Inputs {
 func (m Model) run(b plan.Budget, positions int) plan.Run {
 	return plan.Run{Streaming: true, TrunkBudget: int64(b.TrunkGB * plan.GB), Ring: PlanRing, CacheBudget: int64(b.CacheGB * plan.GB),
 		Ultra: b.Ultra, Positions: positions, Chunk: PlanChunk, SpecPositions: min(plan.DefaultMaxDraft, PlanChunk-1) + 1,
-		StateCopies: plan.ChatStateCopies(int64(b.TrunkGB*plan.GB), b.Ultra), BaselineRSS: BaselineBytes}
+		StateCopies: plan.ChatStateCopies(int64(b.TrunkGB*plan.GB), b.Ultra), BaselineRSS: BaselineBytes,
+		Floor: plan.Floor(int64(b.TrunkGB*plan.GB), b.Ultra)}
 }
 
 func (m Model) inputs(r plan.Run) plan.Inputs {

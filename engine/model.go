@@ -44,6 +44,10 @@ type Model struct {
 	ring      int          // streamed layers in flight
 	ringBytes int64        // the ring they are read into
 	maxDraft  int          // longest speculative draft (the plan reserves its rollback record)
+	// lean: at the memory floor (plan.Floor) no copy of the whole KDA state
+	// is kept: a cancellable pass of up to recordCap positions is recorded
+	// and replayed instead, a longer one stopped part-way finishes first
+	lean bool
 	io        *ioTracker   // read time of every read the model makes
 	draft     *Draft       // the draft model (Options.Draft; nil: none)
 }
