@@ -47,9 +47,9 @@ type Model struct {
 	// lean: at the memory floor (plan.Floor) no copy of the whole KDA state
 	// is kept: a cancellable pass of up to recordCap positions is recorded
 	// and replayed instead, a longer one stopped part-way finishes first
-	lean bool
-	io        *ioTracker   // read time of every read the model makes
-	draft     *Draft       // the draft model (Options.Draft; nil: none)
+	lean  bool
+	io    *ioTracker // read time of every read the model makes
+	draft *Draft     // the draft model (Options.Draft; nil: none)
 }
 
 // Experts returns the model's routed-expert source.

@@ -26,8 +26,8 @@ type State struct {
 	// scratch is the one layer's KDA state a recorded pass runs on
 	// (beginLayer), so the state itself is left as it was
 	scratch *kdaState
-	recBase   int // Pos before the recorded pass
-	recN      int // positions the recorded pass fed
+	recBase int // Pos before the recorded pass
+	recN    int // positions the recorded pass fed
 	// draft holds the attached draft model's context rows (nil: none yet)
 	draft *draftState
 	// media are input embeddings given for positions not fed yet
