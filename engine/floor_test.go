@@ -67,13 +67,12 @@ func TestFloorCancelMidPass(t *testing.T) {
 	_, err := trunk.Pack(context.Background(), dir, tr, trunk.Options{})
 	require.NoError(t, err)
 	p := fixture.LoadExpect(t, "tiny-release").Prompts[0]
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	var cur atomic.Pointer[context.CancelFunc] // the case's
 	var reads, cancelAt atomic.Int64
 	o := Options{TrunkDir: tr, Budget: Budget{TrunkBytes: 1, Ring: 2, CacheBytes: 1}, Chunk: 4,
 		ExpertReadAt: func(path string, off int64, dst []byte) error {
 			if reads.Add(1) == cancelAt.Load() {
-				cancel()
+				(*cur.Load())()
 			}
 			f, err := os.Open(path)
 			if err != nil {
@@ -102,12 +101,14 @@ func TestFloorCancelMidPass(t *testing.T) {
 		{"decode pass", p.PromptIDs[:1]}, // one position: recorded
 	} {
 		s := m.NewState()
+		ctx, cancel := context.WithCancel(context.Background())
+		cur.Store(&cancel)
 		reads.Store(0)
 		cancelAt.Store(3) // the third expert read: inside the first pass
 		_, err := e.Feed(ctx, s, c.ids, false)
+		cancel()
 		require.ErrorIs(t, err, context.Canceled, c.name)
 		require.False(t, s.damaged, c.name)
-		ctx, cancel = context.WithCancel(context.Background())
 		cancelAt.Store(0)
 		fresh := m.NewState()
 		if len(s.IDs) > 0 {

@@ -289,8 +289,13 @@ func PeekStatePositions(path string) (int, error) {
 	}
 	n := int64(binary.LittleEndian.Uint32(h[24:]))
 	// the checksum is checked by LoadState; a count the file cannot hold
-	// (4 bytes of id per position) must not size a memory plan meanwhile
+	// (4 bytes of id per position) must not size a memory plan meanwhile,
+	// and is named for what it is: a corrupt file fails its checksum
 	if st, err := f.Stat(); err != nil || int64(len(h))+4*n+4 > st.Size() {
+		if raw, err := regfile.ReadFile(path); err == nil && len(raw) >= 4 &&
+			crc32.Checksum(raw[:len(raw)-4], castagnoli) != binary.LittleEndian.Uint32(raw[len(raw)-4:]) {
+			return 0, fmt.Errorf("%s: checksum mismatch (the file is corrupt or truncated)", path)
+		}
 		return 0, fmt.Errorf("%s: %d positions do not fit the file (corrupt or truncated)", path, n)
 	}
 	return int(n), nil
