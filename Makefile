@@ -4,7 +4,7 @@ BIN     := bin/k3
 # count-based: a duration -fuzztime trips a Go 1.26 coordinator race (golang/go#75804)
 FUZZTIME ?= 2000x
 
-.PHONY: all build run test vet fmt-check fuzz bench clean gui-check package package-linux package-windows package-headless package-darwin platform-check faults race
+.PHONY: all build run test vet fmt-check sdk-check fuzz bench clean gui-check package package-linux package-windows package-headless package-darwin platform-check faults race
 
 all: build
 
@@ -26,12 +26,23 @@ fmt-check:
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 
 # Every test, the fault matrix's fast subset, then each fuzz target briefly.
-test: fmt-check vet
+test: fmt-check vet sdk-check
 	$(GO) test -count=1 -timeout 15m ./...
 	@$(MAKE) --no-print-directory faults
 	@if command -v xvfb-run >/dev/null 2>&1; then $(MAKE) --no-print-directory gui-check; \
 	else echo "xvfb-run not found: skipping the real-window check (apt-get install xvfb x11-apps)"; fi
 	@$(MAKE) --no-print-directory fuzz
+
+# The SDK conformance tests (ui/serve, ui/cli) skip without Node.js and the
+# official clients; go test says so only under -v, so say it here.
+SDK_DIR = tools/openai-conformance
+sdk-check:
+	@if ! command -v node >/dev/null 2>&1; then \
+		echo "SKIP: the SDK conformance tests will not run: node is not installed (apt-get install nodejs npm)"; \
+	else for p in openai @anthropic-ai/sdk; do \
+		if [ ! -f $(SDK_DIR)/node_modules/$$p/package.json ]; then \
+			echo "SKIP: the SDK conformance tests will not run: the $$p client is not installed (run npm ci in $(SDK_DIR))"; fi; \
+	done; fi
 
 # The desktop app in a real window under Xvfb, on a 1024x640 and on a
 # 1280x800 screen: a first start walks every wizard step with the demo model

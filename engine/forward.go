@@ -120,6 +120,7 @@ func (e *Engine) forward(ctx context.Context, s *State, ids []int, all, want boo
 		s.recording, s.recBase, s.recN = true, s.Pos, T
 		defer func() { s.recording = false }()
 	}
+	m.startCapture(s, T)
 	for li := 0; li < m.Bound; li++ {
 		if err := ctx.Err(); err != nil && (li == 0 || !m.lean || s.recording) {
 			s.rollback(li)
@@ -160,6 +161,7 @@ func (e *Engine) forward(ctx context.Context, s *State, ids []int, all, want boo
 	if d != nil {
 		d.extend(e, s, taps, T)
 	}
+	s.finishCapture(ids)
 	e.positions.Add(int64(T))
 	e.passes.Add(1)
 	if !all && !want {

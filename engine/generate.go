@@ -70,6 +70,10 @@ type GenOptions struct {
 	keepLogits bool
 	// onDraft sees every draft a pass verifies (tests)
 	onDraft func(draft []int)
+	// Cache, when set, resumes the prompt from the longest snapshot the
+	// prompt cache holds of it, and keeps snapshots of it on the way
+	// (CacheUse). The tokens, logits and state are the same as without.
+	Cache *CacheUse
 }
 
 // GenResult is the outcome of Generate.
@@ -85,7 +89,10 @@ type GenResult struct {
 	StepSeconds    []float64
 	State          *State // the state after the call
 	PrefixState    *State // with KeepPrefix: the state before the last prompt position
-	Stats          Stats  // what the call read and waited for
+	// Reused is how many prompt positions came from the prompt cache
+	// (GenOptions.Cache) instead of being read.
+	Reused int
+	Stats  Stats // what the call read and waited for
 	// DecodePasses are the forwards after the prompt that chose tokens:
 	// one per token without speculation, fewer with accepted drafts.
 	DecodePasses int
@@ -156,6 +163,10 @@ func (e *Engine) Generate(ctx context.Context, s *State, prompt []int, opt GenOp
 	}
 	defer func() { g.res.Stats = e.Snapshot().Sub(start) }()
 	phases := []func() error{g.readPrompt}
+	if opt.Cache != nil && !opt.Recompute {
+		phases = []func() error{g.resume, g.readPrompt}
+		defer opt.Cache.keep(g.s)
+	}
 	if opt.MaxTokens > 0 {
 		phases = append(phases, g.decode, g.finish)
 	}
@@ -204,11 +215,33 @@ func (e *Engine) newGeneration(ctx context.Context, s *State, prompt []int, opt 
 	return g
 }
 
-// emit hands ev to OnEvent.
+// emit hands ev to OnEvent; prefill progress counts the whole prompt,
+// what the prompt cache gave included (Reused).
 func (g *generation) emit(ev Event) {
-	if g.opt.OnEvent != nil {
-		g.opt.OnEvent(ev)
+	if g.opt.OnEvent == nil {
+		return
 	}
+	if r := g.res.Reused; r > 0 && ev.Kind == EventPrefill {
+		ev.Done, ev.Total, ev.Reused = r+ev.Done, len(g.res.Prompt), r
+	}
+	g.opt.OnEvent(ev)
+}
+
+// resume takes the prompt's start from the prompt cache (GenOptions.Cache):
+// the longest snapshot of it that leaves a position to read (none is
+// needed without tokens to generate) replaces the state, and readPrompt
+// reads the rest, keeping snapshots at the cache's marks on the way.
+func (g *generation) resume() error {
+	c := g.opt.Cache
+	leave := 1 // the last position's logits choose the first token
+	if g.opt.MaxTokens <= 0 {
+		leave = 0
+	}
+	g.res.Reused = c.resume(g.s, g.full, leave)
+	g.prompt = g.prompt[g.res.Reused:]
+	g.s.SetMarks(c.marks(g.s.Pos, len(g.full), mediaStart(g.s, len(g.full))))
+	c.catch(g.s)
+	return nil
 }
 
 // readPrompt feeds the prompt into the state, progress per chunk to
@@ -396,7 +429,7 @@ func (g *generation) fail(err error) error {
 	res := g.res
 	res.Stop = StopCancelled
 	n := len(res.Generated)
-	if g.opt.Complete && !g.opt.Recompute && n > 0 && g.s.Pos == len(res.Prior)+len(g.prompt)+n-1 {
+	if g.opt.Complete && !g.opt.Recompute && n > 0 && g.s.Pos == len(res.Prior)+len(res.Prompt)+n-1 {
 		if _, ferr := g.e.Feed(context.Background(), g.s, res.Generated[n-1:], false); ferr != nil {
 			return ferr
 		}

@@ -63,7 +63,11 @@ func (L *kdaBlock) forward(e *Engine, st *State, li int, x []float32, T int) []f
 	e.pool.Each(3, func(j int) {
 		buf := [3][]float32{q, k, v}[j]
 		w := [3][]float32{L.QConv, L.KConv, L.VConv}[j]
-		shortConv(buf, s.conv[j], w, T, P, K)
+		var at func(t int)
+		if c := st.catch; c != nil {
+			at = func(t int) { c.convRow(li, j, t, s.conv[j]) }
+		}
+		shortConv(buf, s.conv[j], w, T, P, K, at)
 	})
 	o := make([]float32, T*P)
 	lb := float64(c.GateLowerBound)
@@ -91,6 +95,9 @@ func (L *kdaBlock) forward(e *Engine, st *State, li int, x []float32, T int) []f
 				rec.beta[t*nh+h] = beta
 			}
 			kdaStep(S, qh, kh, vh, alpha, float64(beta), u, delta, o[t*P+h*d:t*P+(h+1)*d])
+			if c := st.catch; c != nil {
+				c.kdaHead(li, h, t, S)
+			}
 			// gated RMSNorm: norm over the head, weight, then the sigmoid gate
 			oh := o[t*P+h*d : t*P+(h+1)*d]
 			kernels.RMSNorm(oh, oh, L.ONorm, c.RMSEps)
@@ -114,8 +121,9 @@ func kdaDecay(alpha, f, dtBias []float32, aLog float32, lb float64) {
 }
 
 // shortConv applies the depthwise causal convolution with fused SiLU in
-// place to T positions of `ch` channels, updating the carried history.
-func shortConv(buf, hist, w []float32, T, ch, K int) {
+// place to T positions of `ch` channels, updating the carried history;
+// at (nil: none) is called after each position's row with its index.
+func shortConv(buf, hist, w []float32, T, ch, K int, at func(t int)) {
 	for t := 0; t < T; t++ {
 		row := buf[t*ch : (t+1)*ch]
 		for cc := 0; cc < ch; cc++ {
@@ -129,6 +137,9 @@ func shortConv(buf, hist, w []float32, T, ch, K int) {
 			acc += float64(ww[K-1]) * float64(cur)
 			convPush(hh, cur)
 			row[cc] = float32(acc / (1 + math.Exp(-acc)))
+		}
+		if at != nil {
+			at(t)
 		}
 	}
 }

@@ -292,18 +292,18 @@ func TestOpShortConv(t *testing.T) {
 	w := f.f32("weight", ch, 1, K)
 	buf := f.f32("in", 1, 5, ch)
 	hist := make([]float32, ch*(K-1))
-	shortConv(buf, hist, w, 5, ch, K)
+	shortConv(buf, hist, w, 5, ch, K, nil)
 	opCheck(t, "shortconv", buf, f.f64("out", 1, 5, ch))
 	opCheck(t, "shortconv state_after", hist, f.f64("state_after", 1, ch, K-1))
 	next := f.f32("in_next", 1, 1, ch)
-	shortConv(next, hist, w, 1, ch, K)
+	shortConv(next, hist, w, 1, ch, K, nil)
 	opCheck(t, "shortconv out_next", next, f.f64("out_next", 1, 1, ch))
 
 	// the same five positions one at a time give the same result
 	one := f.f32("in", 1, 5, ch)
 	clear(hist)
 	for p := 0; p < 5; p++ {
-		shortConv(one[p*ch:(p+1)*ch], hist, w, 1, ch, K)
+		shortConv(one[p*ch:(p+1)*ch], hist, w, 1, ch, K, nil)
 	}
 	opCheck(t, "shortconv (1 at a time)", one, f.f64("out", 1, 5, ch))
 }

@@ -30,6 +30,12 @@ type State struct {
 	recN    int // positions the recorded pass fed
 	// draft holds the attached draft model's context rows (nil: none yet)
 	draft *draftState
+	// marks are absolute positions after which a feed keeps a copy of the
+	// state in caught (capture.go); catch is the chunk in flight's.
+	marks    []int
+	caught   []*State
+	catch    *capture
+	onCaught func(*State)
 	// media are input embeddings given for positions not fed yet
 	// (AddMedia); fedMedia the images already fed (FedMedia)
 	media    []mediaSpan

@@ -91,8 +91,17 @@ func weightsDigest(set *st.Set) ([32]byte, error) {
 
 func f32raw(s []float32) []byte { return f32bytes(s) }
 
-// SaveState writes s atomically (temporary file, then rename).
+// SaveState writes s atomically (temporary file, then rename), private.
 func (m *Model) SaveState(path string, s *State) error {
+	raw, err := m.EncodeState(s)
+	if err != nil {
+		return err
+	}
+	return atomicfile.WritePrivate(path, raw)
+}
+
+// EncodeState is the state file of s (SaveState's bytes).
+func (m *Model) EncodeState(s *State) ([]byte, error) {
 	var b bytes.Buffer
 	b.WriteString(stateMagic)
 	w32 := func(v uint32) { binary.Write(&b, binary.LittleEndian, v) }
@@ -101,7 +110,7 @@ func (m *Model) SaveState(path string, s *State) error {
 	w32(uint32(m.Bound))
 	w32(uint32(s.Pos))
 	if len(s.IDs) != s.Pos {
-		return fmt.Errorf("state has %d ids for %d positions", len(s.IDs), s.Pos)
+		return nil, fmt.Errorf("state has %d ids for %d positions", len(s.IDs), s.Pos)
 	}
 	for _, id := range s.IDs {
 		w32(uint32(id))
@@ -128,7 +137,7 @@ func (m *Model) SaveState(path string, s *State) error {
 		w32(0)
 	}
 	w32(crc32.Checksum(b.Bytes(), castagnoli))
-	return atomicfile.WritePrivate(path, b.Bytes())
+	return b.Bytes(), nil
 }
 
 // ErrStateMismatch is wrapped by LoadState when the file belongs to another
@@ -147,6 +156,12 @@ func (m *Model) LoadState(path string) (*State, error) {
 	if err != nil {
 		return nil, err
 	}
+	return m.DecodeState(raw, path)
+}
+
+// DecodeState reads a state file's bytes (EncodeState's) for this model,
+// with LoadState's checks; path names it in errors.
+func (m *Model) DecodeState(raw []byte, path string) (*State, error) {
 	if _, err := checkStateHeader(raw, path); err != nil {
 		return nil, err
 	}
@@ -189,6 +204,7 @@ func (m *Model) LoadState(path string) (*State, error) {
 		_, err := io.ReadFull(r, f32raw(dst))
 		return err
 	}
+	var err error
 	for i := 0; i < m.Bound; i++ {
 		if k := s.kda[i]; k != nil {
 			err = read(k.S)

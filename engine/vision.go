@@ -63,5 +63,5 @@ func (e *Engine) EmbedImage(ctx context.Context, p *vision.Prepared) ([]float32,
 	if err != nil {
 		return nil, err
 	}
-	return t.Embed(ctx, e.pool, p.Patches, p.Resize.Grid)
+	return t.Embed(ctx, e.pool, p.Patches(t.Cfg.Patch), p.Resize.Grid)
 }

@@ -16,38 +16,6 @@ import (
 	"k3/kernels"
 )
 
-// visionModelDir is tiny-release's language model with tiny-vision's tower
-// and projector: both shard sets linked into one folder, one index, and
-// tiny-vision's config (tiny-release's text_config plus a vision_config).
-func visionModelDir(t *testing.T) string {
-	t.Helper()
-	dir := t.TempDir()
-	wmap := map[string]string{}
-	for _, src := range []string{"tiny-release", "tiny-vision"} {
-		from := fixture.ModelDir(src)
-		var ix struct {
-			WeightMap map[string]string `json:"weight_map"`
-		}
-		b, err := os.ReadFile(filepath.Join(from, "model.safetensors.index.json"))
-		require.NoError(t, err)
-		require.NoError(t, json.Unmarshal(b, &ix))
-		for name, file := range ix.WeightMap {
-			link := src + "-" + file
-			wmap[name] = link
-			if _, err := os.Lstat(filepath.Join(dir, link)); os.IsNotExist(err) {
-				require.NoError(t, os.Symlink(filepath.Join(from, file), filepath.Join(dir, link)))
-			}
-		}
-	}
-	b, err := json.Marshal(map[string]any{"weight_map": wmap})
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "model.safetensors.index.json"), b, 0o644))
-	cfg, err := os.ReadFile(filepath.Join(fixture.ModelDir("tiny-vision"), "config.json"))
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "config.json"), cfg, 0o644))
-	return dir
-}
-
 type visionE2E struct {
 	PromptIDs   []int     `json:"prompt_ids"`
 	MediaAt     int       `json:"media_at"`
@@ -72,20 +40,14 @@ func loadVisionE2E(t *testing.T) visionE2E {
 // as the reference builds it (vision_ref.test_pixels).
 func testImage() *vision.Prepared {
 	g := vision.Grid{H: 4, W: 4}
-	var px []float32
-	for gy := 0; gy < g.H; gy++ {
-		for gx := 0; gx < g.W; gx++ {
-			for c := range 3 {
-				for y := range 14 {
-					for x := range 14 {
-						i := (gy*14+y)*g.W*14 + gx*14 + x
-						px = append(px, (float32((131+7919*i+104729*c)%256)/float32(255)-0.5)*2)
-					}
-				}
-			}
+	W, H := g.W*14, g.H*14
+	px := vision.Raster{W: W, H: H, Chans: 3, Pix: make([]uint8, 3*W*H)}
+	for i := 0; i < W*H; i++ {
+		for c := range 3 {
+			px.Pix[3*i+c] = uint8((131 + 7919*i + 104729*c) % 256)
 		}
 	}
-	return &vision.Prepared{W: 56, H: 56, Resize: vision.Resize{Grid: g, Tokens: 4}, Patches: px}
+	return &vision.Prepared{W: 56, H: 56, Resize: vision.Resize{Grid: g, Tokens: 4}, Pixels: px}
 }
 
 // TestGenerateReadsImageRows: the language model reads the image's
@@ -96,7 +58,7 @@ func testImage() *vision.Prepared {
 // differs.
 func TestGenerateReadsImageRows(t *testing.T) {
 	want := loadVisionE2E(t)
-	dir := visionModelDir(t)
+	dir := fixture.VisionModelDir(t)
 	for _, o := range []struct {
 		name      string
 		chunk     int
@@ -132,7 +94,7 @@ func TestGenerateReadsImageRows(t *testing.T) {
 }
 
 func TestEmbedImageBitIdenticalAcrossThreadsAndLevels(t *testing.T) {
-	m, err := Open(visionModelDir(t), Options{Budget: Budget{CacheBytes: 1 << 40}})
+	m, err := Open(fixture.VisionModelDir(t), Options{Budget: Budget{CacheBytes: 1 << 40}})
 	require.NoError(t, err)
 	defer m.Close()
 	var base []float32

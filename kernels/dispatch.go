@@ -79,3 +79,9 @@ func SetLevel(l Level) Level {
 	}
 	return Level(level.Swap(int32(l)))
 }
+
+// Contract is the version of the floating-point contract (doc.go): the
+// reduction orders every level follows. A change that gives other bits
+// bumps it, so results kept across runs (the prompt cache's state
+// snapshots) made under another contract are not reused.
+const Contract = 1

@@ -23,6 +23,10 @@ type Message struct {
 	Role             string `json:"role"`
 	Content          string `json:"content"`
 	ReasoningContent string `json:"reasoning_content,omitempty"`
+	// Images are pictures (their files' bytes: PNG, JPEG, GIF or WebP)
+	// that come before a user message's text; kept in the history so the
+	// conversation reads the same when it is continued.
+	Images [][]byte `json:"images,omitempty"`
 	// Cut marks an assistant reply that did not finish. It is kept, never
 	// dropped.
 	Cut Cut `json:"cut,omitempty"`
@@ -137,6 +141,7 @@ func parseMessage(raw []byte, depth int) (Message, error) {
 		Cut              *string         `json:"cut"`
 		Stats            *ReplyStats     `json:"stats"`
 		Versions         json.RawMessage `json:"versions"`
+		Images           [][]byte        `json:"images"`
 	}
 	if err := dec.Decode(&m); err != nil {
 		return Message{}, err
@@ -155,12 +160,14 @@ func parseMessage(raw []byte, depth int) (Message, error) {
 		return Message{}, fmt.Errorf("reasoning_content on a %s message", *m.Role)
 	case m.Cut != nil && (*m.Role != "assistant" || (Cut(*m.Cut) != CutStopped && Cut(*m.Cut) != CutTurnCap)):
 		return Message{}, errors.New("cut must be \"stopped\" or \"turn cap\" on an assistant message")
+	case m.Images != nil && *m.Role != "user":
+		return Message{}, fmt.Errorf("images on a %s message", *m.Role)
 	case m.Stats != nil && *m.Role != "assistant":
 		return Message{}, fmt.Errorf("stats on a %s message", *m.Role)
 	case m.Stats != nil && (m.Stats.Tokens < 0 || m.Stats.FirstTokenSeconds < 0 || m.Stats.SecondsPerToken < 0 || m.Stats.ThoughtSeconds < 0):
 		return Message{}, errors.New("stats cannot be negative")
 	}
-	msg := Message{Role: *m.Role, Content: *m.Content, Stats: m.Stats}
+	msg := Message{Role: *m.Role, Content: *m.Content, Stats: m.Stats, Images: m.Images}
 	if m.ReasoningContent != nil {
 		msg.ReasoningContent = *m.ReasoningContent
 	}

@@ -84,14 +84,26 @@ type Session struct {
 	// edited message instead of the whole transcript. Each copy costs a
 	// state: CheckpointBytes says how much they hold.
 	Checkpoints int
+	// Cache, when set, is the prompt cache (engine/promptcache): a reply
+	// resumes from its longest snapshot of the transcript when that is
+	// longer than what the session keeps, and keeps snapshots at the
+	// transcript's message boundaries, so another session or process with
+	// the same start reads only the rest.
+	Cache engine.PromptCache
 
 	history []Message // Turn's conversation so far
+	// part is the cache partition the kept states below were made for:
+	// another partition's transcript never resumes from them
+	part string
 
 	live  *engine.State   // after the last turn: everything fed
 	snap  *engine.State   // the last turn's prompt minus its final position
 	marks []*engine.State // the checkpoints, oldest first
 	// noSnapshot: keep no snap (FitBudget at the smallest presets)
 	noSnapshot bool
+
+	attached [][]byte         // pictures for Turn's next user message (Attach)
+	images   map[uint64]Image // pictures prepared, by content key
 }
 
 // DefaultCheckpoints is NewSession's Checkpoints (plan.DefaultChatCheckpoints).
@@ -147,7 +159,7 @@ func (s *Session) CheckpointBytes() int64 {
 // the transcript ids of this turn: the length of the transcript before it,
 // or -1 when that is not a prefix of ids (a renderer that reorders).
 func (s *Session) userStart(history []Message, ids []int, opt Options) int {
-	before, err := s.render(history[:len(history)-1], opt, true)
+	before, _, err := s.render(history[:len(history)-1], opt, true)
 	if err != nil || len(before) >= len(ids) || !slices.Equal(before, ids[:len(before)]) {
 		return -1
 	}
@@ -170,27 +182,42 @@ func (s *Session) keepMark(st *engine.State) {
 // render encodes the system prompt and history, with the generation prompt
 // unless noGen. A history that starts with a system message has its own
 // system prompt: opt.System is then not sent.
-func (s *Session) render(history []Message, opt Options, noGen bool) ([]int, error) {
+func (s *Session) render(history []Message, opt Options, noGen bool) ([]int, []Image, error) {
 	var msgs []xtml.Message
 	if opt.System != "" && (len(history) == 0 || history[0].Role != "system") {
 		msgs = append(msgs, xtml.Message{Role: "system", Content: opt.System})
 	}
+	var images []Image
 	for _, m := range history {
-		msgs = append(msgs, xtml.Message{Role: m.Role, Content: m.Content, ReasoningContent: m.ReasoningContent})
+		xm := xtml.Message{Role: m.Role, Content: m.Content, ReasoningContent: m.ReasoningContent}
+		if len(m.Images) > 0 {
+			for _, data := range m.Images {
+				im, err := s.image(data)
+				if err != nil {
+					return nil, nil, err
+				}
+				images = append(images, im)
+				xm.Parts = append(xm.Parts, xtml.Part{Image: im.Size()})
+			}
+			xm.Parts = append(xm.Parts, xtml.Part{Text: m.Content})
+		}
+		msgs = append(msgs, xm)
 	}
 	segs, err := xtml.Render(msgs, nil, xtml.RenderOptions{NoThink: !opt.Thinking, ThinkingEffort: opt.Effort, NoGenerationPrompt: noGen,
 		ResponseFormat: opt.ResponseFormat})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return xtml.Encode(s.Tok, segs), nil
+	ids, err := ExpandImages(s.Tok, xtml.Encode(s.Tok, segs), images)
+	return ids, images, err
 }
 
 // Prompt returns the ids a turn would feed after adding user text to Turn's
 // conversation (for tests and tools: a fresh run over this gives the same
 // reply).
 func (s *Session) Prompt(user string, opt Options) ([]int, error) {
-	return s.render(append(slices.Clip(s.history), Message{Role: "user", Content: user}), opt, false)
+	ids, _, err := s.render(append(slices.Clip(s.history), Message{Role: "user", Content: user, Images: s.attached}), opt, false)
+	return ids, err
 }
 
 // Reply generates the assistant's reply to history, a whole transcript
@@ -210,7 +237,7 @@ func (s *Session) Reply(ctx context.Context, history []Message, opt Options, on 
 	if opt.MaxTokens <= 0 {
 		opt.MaxTokens = DefaultMaxTokens
 	}
-	ids, err := s.render(history, opt, false)
+	ids, images, err := s.render(history, opt, false)
 	if err != nil {
 		return nil, err
 	}
@@ -229,7 +256,7 @@ func (s *Session) Reply(ctx context.Context, history []Message, opt Options, on 
 		mark = s.userStart(history, ids, opt)
 	}
 	rep, sm, gen, err := s.run(ctx, ids, mark, PromptOptions{Thinking: opt.Thinking, MaxTokens: opt.MaxTokens,
-		Sampler: sampler, Spec: spec}, on)
+		Sampler: sampler, Spec: spec, Images: images}, on)
 	rep.IDs = gen
 	rep.set(sm.finish())
 	if errors.Is(err, context.Canceled) {
@@ -248,8 +275,11 @@ func (r *Reply) Message() Message {
 // history to HistoryPath when set. A stopped reply is kept, marked
 // "stopped", and Turn returns it with no error.
 func (s *Session) Turn(ctx context.Context, user string, opt Options, on func(engine.Event)) (*Reply, error) {
-	h := append(slices.Clip(s.history), Message{Role: "user", Content: user})
+	h := append(slices.Clip(s.history), Message{Role: "user", Content: user, Images: s.attached})
 	rep, err := s.Reply(ctx, h, opt, on)
+	if rep != nil {
+		s.attached = nil // they went with this message
+	}
 	if rep == nil {
 		return nil, err
 	}
@@ -283,6 +313,15 @@ type PromptOptions struct {
 	// warning saying NoToolsWhy (xtml.ReplyOptions).
 	NoTools    bool
 	NoToolsWhy string
+	// Partition is whose transcript this is (a server's client key): the
+	// states kept for another partition, and its cache snapshots, are
+	// never reused for it.
+	Partition string
+	// Images are the transcript's pictures in order, their pads already
+	// expanded in the ids (ExpandImages): each pad position reads its
+	// image's projected row. A reused state must have fed the same
+	// pictures at the same positions.
+	Images []Image
 }
 
 // Generate runs one assistant reply over ids, a whole transcript rendered
@@ -310,9 +349,13 @@ func (s *Session) run(ctx context.Context, ids []int, mark int, o PromptOptions,
 	}
 	// reuse the longest state whose ids start the transcript (leaving at
 	// least one position to feed, whose logits choose the first token)
+	if o.Partition != s.part {
+		s.live, s.snap, s.marks, s.part = nil, nil, nil, o.Partition
+	}
 	st := s.Engine.Model().NewState()
+	keys := mediaKeys(o.Images)
 	for _, cand := range append([]*engine.State{s.live, s.snap}, s.marks...) {
-		if cand != nil && cand.Pos < len(ids) && cand.Pos > st.Pos && slices.Equal(cand.IDs, ids[:cand.Pos]) {
+		if cand != nil && cand.Pos < len(ids) && cand.Pos > st.Pos && slices.Equal(cand.IDs, ids[:cand.Pos]) && cand.MediaAgrees(keys) {
 			st = cand
 		}
 	}
@@ -323,14 +366,19 @@ func (s *Session) run(ctx context.Context, ids []int, mark int, o PromptOptions,
 	}
 	reused := st.Pos
 	rep := &Reply{Reused: reused, Prefilled: len(ids) - reused}
+	if err := s.giveImages(ctx, st, o.Images); err != nil {
+		return rep, newStreamer(s.Tok, xtml.ReplyOptions{Thinking: o.Thinking}, on), nil, err
+	}
 	sm := newStreamer(s.Tok, xtml.ReplyOptions{Thinking: o.Thinking, NoTools: o.NoTools, NoToolsWhy: o.NoToolsWhy}, on)
-	// prefill progress counts the whole transcript, what was reused included
+	// prefill progress counts the whole transcript, what was reused (kept
+	// by the session or found in the prompt cache) included
 	progress := func(base int) func(engine.Event) {
+		held := rep.Reused
 		return func(ev engine.Event) {
 			if ev.Kind == engine.EventPrefill {
 				ev.Done += base
 				ev.Total = len(ids)
-				ev.Reused = reused
+				ev.Reused += held
 			}
 			on(ev)
 			if ev.Kind == engine.EventToken {
@@ -342,7 +390,9 @@ func (s *Session) run(ctx context.Context, ids []int, mark int, o PromptOptions,
 	if mark > 0 && mark >= reused && mark < len(ids) {
 		// read up to the user's message and keep the state there
 		if mark > reused {
-			res, err := s.Engine.Generate(ctx, st, ids[reused:mark], engine.GenOptions{OnEvent: progress(reused)})
+			res, err := s.Engine.Generate(ctx, st, ids[reused:mark], engine.GenOptions{OnEvent: progress(reused), Cache: s.cacheUse(ids, o)})
+			rep.Reused += res.Reused
+			rep.Prefilled -= res.Reused
 			if err != nil {
 				rep.Stop = res.Stop
 				if errors.Is(err, context.Canceled) {
@@ -361,7 +411,9 @@ func (s *Session) run(ctx context.Context, ids []int, mark int, o PromptOptions,
 	}
 	res, err := s.Engine.Generate(ctx, st, ids[from:], engine.GenOptions{
 		MaxTokens: o.MaxTokens, StopIDs: s.Tok.StopIDs(), Sampler: o.Sampler, KeepPrefix: !s.noSnapshot, OnToken: onToken, Spec: o.Spec,
-		OnEvent: progress(from)})
+		OnEvent: progress(from), Cache: s.cacheUse(ids, o)})
+	rep.Reused += res.Reused
+	rep.Prefilled -= res.Reused
 	rep.Stop = res.Stop
 	if res.PrefixState != nil {
 		s.snap = res.PrefixState
@@ -379,6 +431,15 @@ func (s *Session) run(ctx context.Context, ids []int, mark int, o PromptOptions,
 	// a prefix the next transcript can still reuse
 	s.live = res.State
 	return rep, sm, res.Generated, err
+}
+
+// cacheUse is a reply's use of the prompt cache (nil without one): marks
+// at the transcript's message boundaries.
+func (s *Session) cacheUse(ids []int, o PromptOptions) *engine.CacheUse {
+	if s.Cache == nil {
+		return nil
+	}
+	return &engine.CacheUse{Cache: s.Cache, Partition: o.Partition, Marks: engine.MessageMarks(ids, 0, s.Tok.StopIDs())}
 }
 
 func sum(xs []float64) float64 {

@@ -267,7 +267,7 @@ func TestEditReusesTheCheckpoint(t *testing.T) {
 
 		// edit the second question: the conversation is cut before it
 		before := slices.Clone(s.History()[:2])
-		start, err := (&Session{Tok: tok}).render(before, opt, true)
+		start, _, err := (&Session{Tok: tok}).render(before, opt, true)
 		require.NoError(t, err)
 		s.SetHistory(slices.Clone(before))
 		var prefill []engine.Event

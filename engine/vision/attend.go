@@ -1,6 +1,7 @@
 package vision
 
 import (
+	"context"
 	"math"
 
 	"k3/kernels"
@@ -98,7 +99,7 @@ func applyRope(qkv []float32, rope []float64, N int, c *Config) {
 // headDim^-0.5, the softmax is float64, and each output row is the
 // weighted sum of the value rows (kernels.WeightedRows). Rows are
 // independent, so the pool's split never changes a bit.
-func attention(p *kernels.Pool, out, qkv []float32, N int, c *Config) {
+func attention(ctx context.Context, p *kernels.Pool, out, qkv []float32, N int, c *Config) {
 	hd, H := c.HeadDim, c.Heads
 	ks := make([]kernels.Mat, H)
 	vs := make([][]float32, H)
@@ -115,6 +116,9 @@ func attention(p *kernels.Pool, out, qkv []float32, N int, c *Config) {
 	}
 	scale := 1 / math.Sqrt(float64(hd))
 	p.Rows(H*N, max(1, 64/max(1, N/256)), func(r0, r1 int) {
+		if ctx.Err() != nil {
+			return // cancelled: the caller discards the block
+		}
 		sc := make([]float64, N)
 		for i := r0; i < r1; i++ {
 			h, r := i/N, i%N

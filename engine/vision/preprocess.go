@@ -148,40 +148,49 @@ func toRaster(img image.Image) Raster {
 	return rgb
 }
 
-// Prepared is an image ready for the tower.
+// Prepared is an image ready for the tower: resized, laid on the
+// chessboard when transparent, padded with black, kept as 8-bit RGB (a
+// quarter of the memory of its float patches, made when the tower runs).
 type Prepared struct {
-	W, H    int // the original size (what the prompt names)
-	Resize  Resize
-	Patches []float32 // Grid.Patches() x PatchDim, normalised
+	W, H   int // the original size (what the prompt names)
+	Resize Resize
+	Pixels Raster // (NewW+PadW) x (NewH+PadH), 3 channels
 }
 
 // Prepare runs Moonshot's processor on a decoded picture: resize (Pillow
-// bicubic), lay a transparent picture on the chessboard, pad with black,
-// normalise to (v/255 − 0.5)/0.5 and cut into patch-size patches.
+// bicubic), lay a transparent picture on the chessboard, pad with black.
+// Patches then normalises and cuts.
 func Prepare(pic *Picture, patch, merge int) *Prepared {
 	rz := NavitResize(pic.W, pic.H, patch, merge, InPatchLimit, SideLimit)
 	rgb := resizedRGB(pic.Raster, rz.NewW, rz.NewH)
 	W, H := rz.NewW+rz.PadW, rz.NewH+rz.PadH
-	norm := func(x, y, c int) float32 {
-		if x >= rz.NewW || y >= rz.NewH {
-			return -1 // black padding: (0/255 - 0.5)/0.5
-		}
-		v := float32(rgb.Pix[3*(y*rz.NewW+x)+c]) / float32(255)
-		return (v - 0.5) * 2
+	px := Raster{W: W, H: H, Chans: 3, Pix: make([]uint8, 3*W*H)} // black padding
+	for y := 0; y < rz.NewH; y++ {
+		copy(px.Pix[3*y*W:], rgb.Pix[3*y*rz.NewW:3*(y+1)*rz.NewW])
 	}
-	out := make([]float32, 0, W*H*3)
-	for gy := 0; gy < H/patch; gy++ {
-		for gx := 0; gx < W/patch; gx++ {
+	return &Prepared{W: pic.W, H: pic.H, Resize: rz, Pixels: px}
+}
+
+// Patches normalises the pixels to (v/255 − 0.5)/0.5 in float32 and cuts
+// them into patch x patch patches, row-major, each flattened (channel,
+// row, column).
+func (p *Prepared) Patches(patch int) []float32 {
+	r := p.Pixels
+	out := make([]float32, 0, r.W*r.H*3)
+	for gy := 0; gy < r.H/patch; gy++ {
+		for gx := 0; gx < r.W/patch; gx++ {
 			for c := range 3 {
 				for y := range patch {
+					row := r.Pix[3*((gy*patch+y)*r.W+gx*patch):]
 					for x := range patch {
-						out = append(out, norm(gx*patch+x, gy*patch+y, c))
+						v := float32(row[3*x+c]) / float32(255)
+						out = append(out, (v-0.5)*2)
 					}
 				}
 			}
 		}
 	}
-	return &Prepared{W: pic.W, H: pic.H, Resize: rz, Patches: out}
+	return out
 }
 
 // resizedRGB resizes to w x h and returns 3-channel bytes. Gray is resized
@@ -237,4 +246,23 @@ func chessboard(s Raster) Raster {
 		}
 	}
 	return out
+}
+
+// Size reads a picture's size from its header only (the checks of Decode
+// that need no pixels): what the prompt names.
+func Size(data []byte) (w, h int, err error) {
+	if len(data) == 0 {
+		return 0, 0, imageErr("the image is empty (0 bytes)")
+	}
+	cfg, format, err := image.DecodeConfig(bytes.NewReader(data))
+	if errors.Is(err, image.ErrFormat) {
+		return 0, 0, imageErr("unknown image format (k3 reads PNG, JPEG, GIF and WebP)")
+	}
+	if err != nil {
+		return 0, 0, imageErr("cannot read the %s header: %v", formatName(format), err)
+	}
+	if cfg.Width <= 0 || cfg.Height <= 0 {
+		return 0, 0, imageErr("the %s image has no pixels (%dx%d)", formatName(format), cfg.Width, cfg.Height)
+	}
+	return cfg.Width, cfg.Height, nil
 }

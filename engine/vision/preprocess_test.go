@@ -91,10 +91,11 @@ func TestPrepareNormalisesAndPads(t *testing.T) {
 	p := Prepare(pic, 14, 2)
 	assert.Equal(t, Grid{H: 2, W: 4}, p.Resize.Grid) // 15x30 padded to 28x56
 	assert.Equal(t, 2, p.Resize.Tokens)
-	require.Len(t, p.Patches, 8*3*14*14)
+	px := p.Patches(14)
+	require.Len(t, px, 8*3*14*14)
 	at := func(x, y, c int) float32 {
 		patch := (y/14)*4 + x/14
-		return p.Patches[patch*588+c*196+(y%14)*14+x%14]
+		return px[patch*588+c*196+(y%14)*14+x%14]
 	}
 	assert.Equal(t, (float32(3*8)/255-0.5)*2, at(3, 5, 0))
 	assert.Equal(t, (float32(5*16)/255-0.5)*2, at(3, 5, 1))

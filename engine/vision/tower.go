@@ -37,10 +37,9 @@ func (t *Tower) Embed(ctx context.Context, p *kernels.Pool, patches []float32, g
 	rope := ropeTable(g, c.HeadDim)
 	s := newScratch(c, N)
 	for i := range t.Blocks {
-		if err := ctx.Err(); err != nil {
+		if err := t.block(ctx, p, &t.Blocks[i], x, rope, s, N); err != nil {
 			return nil, err
 		}
-		t.block(p, &t.Blocks[i], x, rope, s, N)
 	}
 	rmsRows(x, t.Final, c.Hidden, NormEps)
 	merged := merge(x, c, g)
@@ -62,15 +61,22 @@ func newScratch(c *Config, N int) *scratch {
 	}
 }
 
-// block is one pre-norm encoder layer, updating x [N, D] in place.
-func (t *Tower) block(p *kernels.Pool, b *Block, x []float32, rope []float64, s *scratch, N int) {
+// block is one pre-norm encoder layer, updating x [N, D] in place. A
+// cancelled ctx stops it between its steps and inside the attention.
+func (t *Tower) block(ctx context.Context, p *kernels.Pool, b *Block, x []float32, rope []float64, s *scratch, N int) error {
 	c := &t.Cfg
 	D := c.Hidden
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	copy(s.h, x)
 	rmsRows(s.h, b.Norm0, D, NormEps)
 	kernels.MatMul(p, s.qkv, &b.QKV, s.h, N)
 	applyRope(s.qkv, rope, N, c)
-	attention(p, s.att, s.qkv, N, c)
+	attention(ctx, p, s.att, s.qkv, N, c)
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	kernels.MatMul(p, s.o, &b.O, s.att, N)
 	addInto(x, s.o)
 	copy(s.h, x)
@@ -81,6 +87,7 @@ func (t *Tower) block(p *kernels.Pool, b *Block, x []float32, rope []float64, s 
 	}
 	kernels.MatMul(p, s.o, &b.FC1, s.u, N)
 	addInto(x, s.o)
+	return nil
 }
 
 // project is patchmergerv2: RMSNorm(W2 · gelu(W0 · m)), T rows.

@@ -17,6 +17,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"k3/storage/units"
 )
 
 // Write replaces path with data atomically, syncing the file before the
@@ -193,7 +195,7 @@ func CleanStale(path string) ([]Stale, error) {
 			if pid == os.Getpid() || processAlive(pid) {
 				continue
 			}
-		case isDigits(rest):
+		case units.Digits(rest):
 			if time.Since(info.ModTime()) < legacyAge {
 				continue
 			}
@@ -213,15 +215,3 @@ func CleanStale(path string) ([]Stale, error) {
 // ProcessAlive reports whether a process with this id runs (a process the
 // caller may not signal counts as running).
 func ProcessAlive(pid int) bool { return pid == os.Getpid() || processAlive(pid) }
-
-func isDigits(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return false
-		}
-	}
-	return true
-}

@@ -88,6 +88,9 @@ func (c *Client) Download(ctx context.Context, opt Options) (*Result, error) {
 	return res, err
 }
 
+// downloader is one Download. Its run goes through named phases, as
+// trunk.Pack does: prepare (the folder and its manifest), pin (the
+// commit), plan (the files, the space they need), fetchAll, verdict.
 type downloader struct {
 	c      *Client
 	opt    Options
@@ -96,6 +99,11 @@ type downloader struct {
 	manMu  sync.Mutex
 	commit string
 	emitMu sync.Mutex
+
+	rev   string       // the revision asked for ("main" by default)
+	info  *RepoInfo    // the listing at the pinned commit
+	files []RemoteFile // the files selected
+	res   *Result
 }
 
 func (d *downloader) emit(e Event) {
@@ -115,32 +123,49 @@ func (d *downloader) note(format string, a ...any) {
 }
 
 func (d *downloader) run(ctx context.Context) (*Result, error) {
+	for _, phase := range []func(context.Context) error{d.prepare, d.pin, d.plan} {
+		if err := phase(ctx); err != nil {
+			return nil, err
+		}
+	}
+	out := d.fetchAll(ctx)
+	return d.res, d.verdict(ctx, out)
+}
+
+// prepare creates the destination and reads its manifest (a new one when
+// there is none); a manifest of another repository is refused.
+func (d *downloader) prepare(context.Context) error {
 	dest := d.opt.Dest
 	if dest == "" {
-		return nil, errors.New("download: no destination directory given")
+		return errors.New("download: no destination directory given")
 	}
 	if err := os.MkdirAll(dest, 0o755); err != nil {
-		return nil, fmt.Errorf("create %s: %w", dest, err)
+		return fmt.Errorf("create %s: %w", dest, err)
 	}
-	rev := d.opt.Revision
-	if rev == "" {
-		rev = "main"
+	d.rev = d.opt.Revision
+	if d.rev == "" {
+		d.rev = "main"
 	}
 	man, err := verify.ReadManifest(dest)
 	switch {
 	case err == nil:
 		if man.Repo != "" && man.Repo != d.c.Repo {
-			return nil, fmt.Errorf("%s holds files of %s (see %s), not %s: use another directory", dest, man.Repo, verify.ManifestFile, d.c.Repo)
+			return fmt.Errorf("%s holds files of %s (see %s), not %s: use another directory", dest, man.Repo, verify.ManifestFile, d.c.Repo)
 		}
 	case errors.Is(err, fs.ErrNotExist):
 		man = &verify.Manifest{Repo: d.c.Repo}
 	default:
-		return nil, err
+		return err
 	}
 	d.man = man
+	return nil
+}
 
-	// Pin the commit: reuse the recorded one for the same revision name so a
-	// resumed download never mixes two commits.
+// pin resolves the revision to one commit and records it: the recorded
+// one for the same revision name, so a resumed download never mixes two
+// commits.
+func (d *downloader) pin(ctx context.Context) error {
+	dest, rev, man := d.opt.Dest, d.rev, d.man
 	switch {
 	case verify.IsCommit(rev):
 		d.commit = rev
@@ -149,7 +174,7 @@ func (d *downloader) run(ctx context.Context) (*Result, error) {
 		d.note("continuing %s at commit %s, pinned by %s (pass --revision COMMIT to move)", rev, man.Commit, verify.ManifestFile)
 	}
 	if man.Commit != "" && d.commit != "" && d.commit != man.Commit && len(man.Files) > 0 {
-		return nil, fmt.Errorf("%s holds files of commit %s; --revision %s asks for %s: use another directory, or delete %s to start over", dest, man.Commit, rev, d.commit, verify.ManifestFile)
+		return fmt.Errorf("%s holds files of commit %s; --revision %s asks for %s: use another directory, or delete %s to start over", dest, man.Commit, rev, d.commit, verify.ManifestFile)
 	}
 	lookup := rev
 	if d.commit != "" {
@@ -157,62 +182,70 @@ func (d *downloader) run(ctx context.Context) (*Result, error) {
 	}
 	info, err := d.c.Info(ctx, lookup)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if d.commit != "" && info.Commit != d.commit {
-		return nil, fmt.Errorf("hub resolved commit %s to %s: refusing to mix commits in %s", d.commit, info.Commit, dest)
+		return fmt.Errorf("hub resolved commit %s to %s: refusing to mix commits in %s", d.commit, info.Commit, dest)
 	}
 	if man.Commit != "" && info.Commit != man.Commit && len(man.Files) > 0 {
-		return nil, fmt.Errorf("%s holds files of commit %s but %s is now %s: pass --revision %s to finish that download, or use another directory", dest, man.Commit, rev, info.Commit, man.Commit)
+		return fmt.Errorf("%s holds files of commit %s but %s is now %s: pass --revision %s to finish that download, or use another directory", dest, man.Commit, rev, info.Commit, man.Commit)
 	}
-	d.commit = info.Commit
+	d.info, d.commit = info, info.Commit
 	man.Repo, man.Revision, man.Commit = d.c.Repo, rev, d.commit
-	if err := d.saveManifest(); err != nil {
-		return nil, err
-	}
+	return d.saveManifest()
+}
 
-	files, err := d.selectFiles(ctx, info)
+// plan selects the files and checks that what is still to come fits on
+// the disk.
+func (d *downloader) plan(ctx context.Context) error {
+	files, err := d.selectFiles(ctx, d.info)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	res := &Result{Repo: d.c.Repo, Revision: rev, Commit: d.commit}
+	d.files = files
+	d.res = &Result{Repo: d.c.Repo, Revision: d.rev, Commit: d.commit}
 	for _, f := range files {
 		d.tr.add(f.Name, f.Size)
-		res.Total += f.Size
+		d.res.Total += f.Size
 	}
-
-	// Free space: what is still to come must fit.
 	var need int64
 	for _, f := range files {
 		need += f.Size - d.presentBytes(f)
 	}
-	if free, _, err := diskFree(dest); err == nil && need > free {
-		return nil, fmt.Errorf("not enough space in %s: %s still to download, %s free (short by %s); free space or choose another --dest (the checkpoint is %s)",
-			dest, units.Bytes(need), units.Bytes(free), units.Bytes(need-free), units.Bytes(res.Total))
+	if free, _, err := diskFree(d.opt.Dest); err == nil && need > free {
+		return fmt.Errorf("not enough space in %s: %s still to download, %s free (short by %s); free space or choose another --dest (the checkpoint is %s)",
+			d.opt.Dest, units.Bytes(need), units.Bytes(free), units.Bytes(need-free), units.Bytes(d.res.Total))
 	}
-	d.emit(Event{Kind: EventPlan, Message: fmt.Sprintf("%d files, %s at commit %s, %s to fetch", len(files), units.Bytes(res.Total), d.commit, units.Bytes(need))})
+	d.emit(Event{Kind: EventPlan, Message: fmt.Sprintf("%d files, %s at commit %s, %s to fetch", len(files), units.Bytes(d.res.Total), d.commit, units.Bytes(need))})
+	return nil
+}
 
-	// Periodic snapshots.
-	stopTick := make(chan struct{})
-	tickDone := make(chan struct{})
-	go func() {
-		defer close(tickDone)
-		iv := d.opt.Interval
-		if iv <= 0 {
-			iv = 500 * time.Millisecond
+// ticker emits a progress snapshot every interval until stop is closed;
+// done is closed when it has stopped.
+func (d *downloader) ticker(stop <-chan struct{}, done chan<- struct{}) {
+	defer close(done)
+	iv := d.opt.Interval
+	if iv <= 0 {
+		iv = 500 * time.Millisecond
+	}
+	t := time.NewTicker(iv)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+			d.emit(Event{Kind: EventProgress, Snap: d.tr.snapshot()})
 		}
-		t := time.NewTicker(iv)
-		defer t.Stop()
-		for {
-			select {
-			case <-stopTick:
-				return
-			case <-t.C:
-				d.emit(Event{Kind: EventProgress, Snap: d.tr.snapshot()})
-			}
-		}
-	}()
+	}
+}
 
+// fetchAll fetches the files on Jobs workers, with progress snapshots
+// meanwhile. Access and disk errors stop every worker: other files would
+// fail the same way.
+func (d *downloader) fetchAll(ctx context.Context) []FileResult {
+	stopTick, tickDone := make(chan struct{}), make(chan struct{})
+	go d.ticker(stopTick, tickDone)
 	jobs := d.opt.Jobs
 	if jobs <= 0 {
 		jobs = 4
@@ -220,27 +253,22 @@ func (d *downloader) run(ctx context.Context) (*Result, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	work := make(chan int)
-	out := make([]FileResult, len(files))
+	out := make([]FileResult, len(d.files))
 	var wg sync.WaitGroup
 	for w := 0; w < jobs; w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for i := range work {
-				out[i] = d.fetch(ctx, files[i])
-				if out[i].Err != nil && !errors.Is(out[i].Err, context.Canceled) {
-					var he *HTTPError
-					var fe *fatalError
-					// Access and disk errors stop everything: other files would fail the same way.
-					if errors.As(out[i].Err, &he) && (he.Status == 401 || he.Status == 403) || errors.As(out[i].Err, &fe) && errors.Is(fe, syscall.ENOSPC) {
-						cancel()
-					}
+				out[i] = d.fetch(ctx, d.files[i])
+				if stopsAll(out[i].Err) {
+					cancel()
 				}
 			}
 		}()
 	}
 feed:
-	for i := range files {
+	for i := range d.files {
 		select {
 		case work <- i:
 		case <-ctx.Done():
@@ -251,15 +279,33 @@ feed:
 	wg.Wait()
 	close(stopTick)
 	<-tickDone
+	return out
+}
 
+// stopsAll says whether a file's error stops the whole download: access
+// refused, or the disk full.
+func stopsAll(err error) bool {
+	if err == nil || errors.Is(err, context.Canceled) {
+		return false
+	}
+	var he *HTTPError
+	var fe *fatalError
+	return errors.As(err, &he) && (he.Status == 401 || he.Status == 403) || errors.As(err, &fe) && errors.Is(fe, syscall.ENOSPC)
+}
+
+// verdict puts the files' results in the result and gives the download's
+// error: the first file's (a cancellation only when nothing else failed),
+// with the count when several failed.
+func (d *downloader) verdict(ctx context.Context, out []FileResult) error {
+	res := d.res
 	res.Files = out
 	snap := d.tr.snapshot()
 	res.Fetched, res.Elapsed = snap.Fetched, snap.Elapsed
 	var errs []string
 	var first error
 	for i, r := range out {
-		if r.Name == "" {
-			out[i] = FileResult{Name: files[i].Name, Err: context.Canceled}
+		if r.Name == "" { // never started
+			out[i] = FileResult{Name: d.files[i].Name, Err: context.Canceled}
 			r = out[i]
 		}
 		if r.Err != nil {
@@ -274,13 +320,10 @@ feed:
 	if err := ctx.Err(); err != nil && len(errs) == 0 && first == nil {
 		first = err
 	}
-	if first != nil {
-		if len(errs) > 1 {
-			return res, fmt.Errorf("%d files failed; first: %w", len(errs), first)
-		}
-		return res, first
+	if first != nil && len(errs) > 1 {
+		return fmt.Errorf("%d files failed; first: %w", len(errs), first)
 	}
-	return res, nil
+	return first
 }
 
 // selectFiles applies --layers and Files to the repository listing.
@@ -455,132 +498,174 @@ func expectHash(f RemoteFile, sum, path string) (bool, string) {
 	return true, ""
 }
 
-// fetch brings one file to its verified final state.
+// fetch brings one file to its verified final state, in three steps: keep
+// a finished file that verifies, resume its .part, then transfer until
+// the .part is complete and verifies.
 func (d *downloader) fetch(ctx context.Context, f RemoteFile) FileResult {
-	res := FileResult{Name: f.Name, Size: f.Size}
 	final := filepath.Join(d.opt.Dest, filepath.FromSlash(f.Name))
-	part := final + verify.PartSuffix
+	ff := &fileFetch{d: d, f: f, res: FileResult{Name: f.Name, Size: f.Size}, final: final, part: final + verify.PartSuffix, h: sha256.New()}
 	if err := os.MkdirAll(filepath.Dir(final), 0o755); err != nil {
-		res.Err = fatal("create %s: %v", filepath.Dir(final), err)
-		return res
+		ff.res.Err = fatal("create %s: %v", filepath.Dir(final), err)
+		return ff.res
 	}
-	setState := func(s FileState) { d.tr.set(f.Name, func(p *FileProgress) { p.State = s }) }
-	fail := func(err error) FileResult {
-		setState(StateFailed)
-		res.Err = err
-		return res
+	if done, err := ff.keepFinished(ctx); err != nil || done {
+		return ff.end(err)
 	}
+	if err := ff.resume(ctx); err != nil {
+		return ff.end(err)
+	}
+	return ff.end(ff.transfer(ctx))
+}
 
-	// 1. A finished file: keep it if it verifies, otherwise fetch it again.
-	if st, err := os.Stat(final); err == nil {
-		if st.Size() == f.Size {
-			if e, ok := d.man.Lookup(f.Name); ok && e.Size == f.Size && e.Commit == d.commit &&
-				(f.SHA256 == "" || e.SHA256 == f.SHA256) && e.ModTime == st.ModTime().UnixNano() &&
-				(e.Checked == checkedBy(f) || e.Checked == "" && checkedBy(f) != verify.CheckedSize) {
-				d.tr.have(f.Name, f.Size)
-				d.tr.set(f.Name, func(p *FileProgress) { p.State, p.Skipped = StateDone, true })
-				res.SHA256, res.Skipped = e.SHA256, true
-				msg := "already verified"
-				if e.Checked == verify.CheckedSize {
-					res.SizeOnly, msg = true, "already present, "+sizeOnlyMsg
-				}
-				d.emit(Event{Kind: EventFileDone, File: f.Name, Message: msg})
-				return res
-			}
-			setState(StateChecking)
-			sum, _, err := verify.HashFile(ctx, final, nil)
-			if err != nil {
-				if ctx.Err() != nil {
-					return fail(ctx.Err())
-				}
-				return fail(fatal("check %s: %v", final, err))
-			}
-			if ok, _, by := expect(f, sum, final); ok {
-				if err := d.record(f, sum, final, by); err != nil {
-					return fail(err)
-				}
-				d.tr.have(f.Name, f.Size)
-				d.tr.set(f.Name, func(p *FileProgress) { p.State, p.Skipped = StateDone, true })
-				res.SHA256, res.Skipped = sum, true
-				msg := "already present, hash verified"
-				if by == verify.CheckedSize {
-					res.SizeOnly, msg = true, "already present, "+sizeOnlyMsg
-				}
-				d.emit(Event{Kind: EventFileDone, File: f.Name, Message: msg})
-				return res
-			}
-			d.note("%s: on disk with the right size but the wrong content; fetching it again", f.Name)
-		} else {
-			d.note("%s: on disk with %d bytes, want %d; fetching it again", f.Name, st.Size(), f.Size)
-		}
-		d.man.Remove(f.Name)
-		if err := os.Remove(final); err != nil {
-			return fail(fatal("remove bad %s: %v", final, err))
-		}
-	}
+// fileFetch is one file's fetch.
+type fileFetch struct {
+	d           *downloader
+	f           RemoteFile
+	res         FileResult
+	final, part string
+	h           hash.Hash // SHA-256 of the .part's first have bytes
+	have        int64
+}
 
-	// 2. Resume a .part.
-	h := sha256.New()
-	var have int64
-	if st, err := os.Stat(part); err == nil {
-		have = st.Size()
-		if have > f.Size {
-			d.note("%s: %s is longer than the file (%d > %d); starting over", f.Name, filepath.Base(part), have, f.Size)
+func (ff *fileFetch) setState(s FileState) {
+	ff.d.tr.set(ff.f.Name, func(p *FileProgress) { p.State = s })
+}
+
+// end is the file's result: failed with err, or as it stands.
+func (ff *fileFetch) end(err error) FileResult {
+	if err != nil {
+		ff.setState(StateFailed)
+		ff.res.Err = err
+	}
+	return ff.res
+}
+
+// skipped marks the file done without a transfer.
+func (ff *fileFetch) skipped(sum, msg string, sizeOnly bool) {
+	d, f := ff.d, ff.f
+	d.tr.have(f.Name, f.Size)
+	d.tr.set(f.Name, func(p *FileProgress) { p.State, p.Skipped = StateDone, true })
+	ff.res.SHA256, ff.res.Skipped = sum, true
+	if sizeOnly {
+		ff.res.SizeOnly, msg = true, "already present, "+sizeOnlyMsg
+	}
+	d.emit(Event{Kind: EventFileDone, File: f.Name, Message: msg})
+}
+
+// keepFinished keeps a finished file that the manifest records as verified
+// (unchanged since) or that hashes right; a wrong one is removed to be
+// fetched again (done false).
+func (ff *fileFetch) keepFinished(ctx context.Context) (done bool, err error) {
+	d, f, final := ff.d, ff.f, ff.final
+	st, serr := os.Stat(final)
+	if serr != nil {
+		return false, nil
+	}
+	if st.Size() == f.Size {
+		if e, ok := d.man.Lookup(f.Name); ok && e.Size == f.Size && e.Commit == d.commit &&
+			(f.SHA256 == "" || e.SHA256 == f.SHA256) && e.ModTime == st.ModTime().UnixNano() &&
+			(e.Checked == checkedBy(f) || e.Checked == "" && checkedBy(f) != verify.CheckedSize) {
+			ff.skipped(e.SHA256, "already verified", e.Checked == verify.CheckedSize)
+			return true, nil
+		}
+		ff.setState(StateChecking)
+		sum, _, err := verify.HashFile(ctx, final, nil)
+		if err != nil {
+			if ctx.Err() != nil {
+				return false, ctx.Err()
+			}
+			return false, fatal("check %s: %v", final, err)
+		}
+		if ok, _, by := expect(f, sum, final); ok {
+			if err := d.record(f, sum, final, by); err != nil {
+				return false, err
+			}
+			ff.skipped(sum, "already present, hash verified", by == verify.CheckedSize)
+			return true, nil
+		}
+		d.note("%s: on disk with the right size but the wrong content; fetching it again", f.Name)
+	} else {
+		d.note("%s: on disk with %d bytes, want %d; fetching it again", f.Name, st.Size(), f.Size)
+	}
+	d.man.Remove(f.Name)
+	if err := os.Remove(final); err != nil {
+		return false, fatal("remove bad %s: %v", final, err)
+	}
+	return false, nil
+}
+
+// resume takes up a .part: its bytes are hashed to continue from; one
+// longer than the file or unreadable starts over.
+func (ff *fileFetch) resume(ctx context.Context) error {
+	d, f, part := ff.d, ff.f, ff.part
+	st, err := os.Stat(part)
+	if err != nil {
+		d.tr.have(f.Name, 0)
+		return nil
+	}
+	ff.have = st.Size()
+	switch {
+	case ff.have > f.Size:
+		d.note("%s: %s is longer than the file (%d > %d); starting over", f.Name, filepath.Base(part), ff.have, f.Size)
+		if err := os.Truncate(part, 0); err != nil {
+			return fatal("truncate %s: %v", part, err)
+		}
+		ff.have = 0
+	case ff.have > 0:
+		ff.setState(StateChecking)
+		if err := verify.HashPrefix(ctx, ff.h, part, ff.have, nil); err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			d.note("%s: cannot read %s (%v); starting over", f.Name, filepath.Base(part), err)
+			ff.h.Reset()
+			ff.have = 0
 			if err := os.Truncate(part, 0); err != nil {
-				return fail(fatal("truncate %s: %v", part, err))
-			}
-			have = 0
-		} else if have > 0 {
-			setState(StateChecking)
-			if err := verify.HashPrefix(ctx, h, part, have, nil); err != nil {
-				if ctx.Err() != nil {
-					return fail(ctx.Err())
-				}
-				d.note("%s: cannot read %s (%v); starting over", f.Name, filepath.Base(part), err)
-				h.Reset()
-				have = 0
-				if err := os.Truncate(part, 0); err != nil {
-					return fail(fatal("truncate %s: %v", part, err))
-				}
+				return fatal("truncate %s: %v", part, err)
 			}
 		}
 	}
-	d.tr.have(f.Name, have)
+	d.tr.have(f.Name, ff.have)
+	return nil
+}
 
-	// 3. Transfer until the .part is complete and verifies. A hash mismatch
-	// after a complete transfer restarts the file once.
+// transfer fetches until the .part is complete and verifies, then gives
+// the file its name. A hash mismatch after a complete transfer restarts
+// the file once.
+func (ff *fileFetch) transfer(ctx context.Context) error {
+	d, f, part := ff.d, ff.f, ff.part
 	for round := 0; ; round++ {
-		if have < f.Size || f.Size == 0 && !exists(part) {
+		if ff.have < f.Size || f.Size == 0 && !exists(part) {
 			// on success the .part is complete: verification decides
-			if _, err := d.transfer(ctx, f, part, h, have); err != nil {
-				return fail(err)
+			if _, err := d.transfer(ctx, f, part, ff.h, ff.have); err != nil {
+				return err
 			}
 		}
-		setState(StateVerifying)
-		sum := hex.EncodeToString(h.Sum(nil))
+		ff.setState(StateVerifying)
+		sum := hex.EncodeToString(ff.h.Sum(nil))
 		ok, why, by := expect(f, sum, part)
 		if ok {
-			if err := d.finish(f, sum, part, final, by); err != nil {
-				return fail(err)
+			if err := d.finish(f, sum, part, ff.final, by); err != nil {
+				return err
 			}
-			res.SHA256 = sum
-			setState(StateDone)
+			ff.res.SHA256 = sum
+			ff.setState(StateDone)
 			msg := ""
 			if by == verify.CheckedSize {
-				res.SizeOnly, msg = true, sizeOnlyMsg
+				ff.res.SizeOnly, msg = true, sizeOnlyMsg
 			}
 			d.emit(Event{Kind: EventFileDone, File: f.Name, Message: msg})
-			return res
+			return nil
 		}
 		if err := os.Remove(part); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return fail(fatal("remove %s: %v", part, err))
+			return fatal("remove %s: %v", part, err)
 		}
 		if round >= 1 {
-			return fail(fatal("%s: downloaded twice and the content is still wrong (%s); the hub or a proxy serves bad data: try later or another --endpoint", f.Name, why))
+			return fatal("%s: downloaded twice and the content is still wrong (%s); the hub or a proxy serves bad data: try later or another --endpoint", f.Name, why)
 		}
 		d.note("%s: complete but wrong (%s); deleted the .part, fetching again", f.Name, why)
-		h.Reset()
-		have = 0
+		ff.h.Reset()
+		ff.have = 0
 		d.tr.have(f.Name, 0)
 	}
 }

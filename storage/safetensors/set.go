@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"k3/storage/regfile"
+	"k3/storage/units"
 )
 
 // IndexFile is the name of the optional shard index of a sharded set.
@@ -278,22 +279,10 @@ func parseShardName(name string) (n, m string, ok bool) {
 		return "", "", false
 	}
 	n, m, ok = strings.Cut(rest, "-of-")
-	if !ok || !isDigits(n) || !isDigits(m) {
+	if !ok || !units.Digits(n) || !units.Digits(m) {
 		return "", "", false
 	}
 	return n, m, true
-}
-
-func isDigits(s string) bool {
-	if s == "" || len(s) > 9 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return false
-		}
-	}
-	return true
 }
 
 // shardSet picks the model-N-of-M files among names and checks they form a

@@ -638,20 +638,11 @@ func (p *packer) source(i int) (*direct.File, int64, error) {
 		p.src[i], p.sizes[i] = f, size
 		if f.Direct() {
 			p.res.DirectRead = true
-		} else if n := f.Note(); n != "" && !contains(p.res.Notes, n) {
+		} else if n := f.Note(); n != "" && !slices.Contains(p.res.Notes, n) {
 			p.res.Notes = append(p.res.Notes, n)
 		}
 	}
 	return p.src[i], p.sizes[i], nil
-}
-
-func contains(l []string, s string) bool {
-	for _, x := range l {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // manifest returns the manifest being written with the CRCs of done runs.

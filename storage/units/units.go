@@ -96,3 +96,18 @@ func ETA(remaining int64, bytesPerSec float64) time.Duration {
 	}
 	return time.Duration(float64(remaining) / bytesPerSec * float64(time.Second))
 }
+
+// Digits reports whether s is a non-empty run of ASCII digits 0-9: a count
+// written in decimal, with no sign, space or underscore (as a flag value, a
+// process id in a file name, a shard number).
+func Digits(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}

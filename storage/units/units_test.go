@@ -75,3 +75,12 @@ func TestETA(t *testing.T) {
 	assert.Equal(t, time.Duration(0), ETA(-5, 100))
 	assert.Equal(t, time.Duration(-1), ETA(1, 0))
 }
+
+// TestDigits: a plain run of ASCII digits only; a sign, a space, an
+// underscore, another script's digits or nothing at all is not one.
+func TestDigits(t *testing.T) {
+	for s, want := range map[string]bool{"0": true, "0042": true, "123456789": true, "": false, "-1": false, "+1": false,
+		" 1": false, "1 ": false, "1_000": false, "1.5": false, "١٢": false, "0x1": false} {
+		assert.Equal(t, want, Digits(s), "%q", s)
+	}
+}

@@ -110,194 +110,265 @@ type Options struct {
 
 // Check inspects dir. It returns an error only when the check itself cannot
 // run (directory unreadable, --layers without an index, --sha256 without a
-// manifest); problems with files are in the Report.
+// manifest); problems with files are in the Report. It runs in phases, as
+// trunk.Pack does: read the folder and its manifest, work out the
+// required set, check each required file, then the rest of the folder,
+// hash, and count.
 func Check(ctx context.Context, dir string, opt Options) (*Report, error) {
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", dir, err)
+	c := &checker{dir: dir, opt: opt, rep: &Report{Dir: dir, Layers: opt.Layers, Hashed: opt.SHA256, Draft: opt.Draft}}
+	for _, phase := range []func(context.Context) error{c.read, c.requiredSet, c.checkRequired, c.checkOthers, c.hash, c.count} {
+		if err := phase(ctx); err != nil {
+			return nil, err
+		}
 	}
-	onDisk := map[string]fs.DirEntry{}
-	for _, e := range entries {
-		onDisk[e.Name()] = e
-	}
-	var man *Manifest
-	if m, err := ReadManifest(dir); err == nil {
-		man = m
-	} else if !errors.Is(err, fs.ErrNotExist) {
-		return nil, err
-	}
-	if opt.SHA256 && man == nil {
-		return nil, fmt.Errorf("--sha256 needs %s in %s, which 'k3 download' writes; files fetched another way can be checked with 'hf cache verify'", ManifestFile, dir)
-	}
+	return c.rep, nil
+}
 
-	// The required set.
-	shards := opt.Shards
-	if shards == nil {
-		shards = ReleasedShards[:]
+// checker is one Check of a folder.
+type checker struct {
+	dir       string
+	opt       Options
+	rep       *Report
+	onDisk    map[string]fs.DirEntry // the folder's entries by name
+	man       *Manifest              // nil: no manifest
+	shards    []FileSpec             // the release's shard table
+	required  map[string]int64       // name -> size (-1 unknown)
+	notNeeded map[string]bool        // released shards --layers does not need
+	toHash    []int                  // indexes into rep.Files
+}
+
+// read lists the folder and reads its manifest, if any.
+func (c *checker) read(context.Context) error {
+	entries, err := os.ReadDir(c.dir)
+	if err != nil {
+		return fmt.Errorf("read %s: %w", c.dir, err)
 	}
-	sizeOf := func(name string) (int64, bool) {
-		for _, s := range shards {
-			if s.Name == name {
-				return s.Size, true
-			}
-		}
-		return 0, false
+	c.onDisk = map[string]fs.DirEntry{}
+	for _, e := range entries {
+		c.onDisk[e.Name()] = e
 	}
-	required := map[string]int64{} // name -> size (-1 unknown)
-	for _, s := range shards {
-		required[s.Name] = s.Size
+	if m, err := ReadManifest(c.dir); err == nil {
+		c.man = m
+		c.rep.Commit = m.Commit
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return err
 	}
-	notNeeded := map[string]bool{}
-	if opt.Layers > 0 {
-		ix, err := safetensors.ReadIndex(dir)
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				return nil, fmt.Errorf("--layers needs %s in %s to know which shards hold which layers ('k3 download --layers N' fetches it)", safetensors.IndexFile, dir)
-			}
-			return nil, err
+	if c.opt.SHA256 && c.man == nil {
+		return fmt.Errorf("--sha256 needs %s in %s, which 'k3 download' writes; files fetched another way can be checked with 'hf cache verify'", ManifestFile, c.dir)
+	}
+	return nil
+}
+
+// sizeOf is a shard's size in the release's table.
+func (c *checker) sizeOf(name string) (int64, bool) {
+	for _, s := range c.shards {
+		if s.Name == name {
+			return s.Size, true
 		}
-		need, err := ShardsForLayers(ix, opt.Layers)
-		if err != nil {
-			return nil, err
-		}
-		required = map[string]int64{safetensors.IndexFile: -1}
-		for _, s := range need {
-			sz, ok := sizeOf(s)
-			if !ok {
-				sz = -1
-			}
-			required[s] = sz
-		}
-		for _, s := range shards {
-			if _, ok := required[s.Name]; !ok {
-				notNeeded[s.Name] = true
-			}
+	}
+	return 0, false
+}
+
+// requiredSet works out the files the folder must hold and their sizes:
+// every shard (or those the first --layers layers need, and the index),
+// the tokenizer files (a drafter: its config), with the manifest's sizes
+// where the release publishes none.
+func (c *checker) requiredSet(context.Context) error {
+	c.shards = c.opt.Shards
+	if c.shards == nil {
+		c.shards = ReleasedShards[:]
+	}
+	c.required = map[string]int64{}
+	for _, s := range c.shards {
+		c.required[s.Name] = s.Size
+	}
+	if c.opt.Layers > 0 {
+		if err := c.layersOnly(); err != nil {
+			return err
 		}
 	}
 	nonShard := TokenizerFiles
-	if opt.Draft {
+	if c.opt.Draft {
 		nonShard = []string{"config.json"}
 	}
 	for _, n := range nonShard {
-		required[n] = -1
+		c.required[n] = -1
 	}
-	if man != nil {
-		for n, sz := range required {
-			if e, ok := man.Lookup(n); ok && sz < 0 {
-				required[n] = e.Size
+	if c.man != nil {
+		for n, sz := range c.required {
+			if e, ok := c.man.Lookup(n); ok && sz < 0 {
+				c.required[n] = e.Size
 			}
 		}
 	}
+	return nil
+}
 
-	rep := &Report{Dir: dir, Layers: opt.Layers, Hashed: opt.SHA256, Draft: opt.Draft}
-	if man != nil {
-		rep.Commit = man.Commit
+// layersOnly narrows the required shards to those the first --layers
+// layers need (from the index), and the index itself.
+func (c *checker) layersOnly() error {
+	ix, err := safetensors.ReadIndex(c.dir)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("--layers needs %s in %s to know which shards hold which layers ('k3 download --layers N' fetches it)", safetensors.IndexFile, c.dir)
+		}
+		return err
 	}
-	var toHash []int // indexes into rep.Files
-	names := make([]string, 0, len(required))
-	for n := range required {
+	need, err := ShardsForLayers(ix, c.opt.Layers)
+	if err != nil {
+		return err
+	}
+	c.required = map[string]int64{safetensors.IndexFile: -1}
+	for _, s := range need {
+		sz, ok := c.sizeOf(s)
+		if !ok {
+			sz = -1
+		}
+		c.required[s] = sz
+	}
+	c.notNeeded = map[string]bool{}
+	for _, s := range c.shards {
+		if _, ok := c.required[s.Name]; !ok {
+			c.notNeeded[s.Name] = true
+		}
+	}
+	return nil
+}
+
+// checkRequired checks each required file by name: there, a regular
+// file, the right size (and queued for hashing with --sha256).
+func (c *checker) checkRequired(context.Context) error {
+	names := make([]string, 0, len(c.required))
+	for n := range c.required {
 		names = append(names, n)
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		want := required[n]
-		rep.Required++
+		want := c.required[n]
+		c.rep.Required++
 		if want > 0 {
-			rep.WantBytes += want
+			c.rep.WantBytes += want
 		}
-		r := FileResult{Name: n, Want: want, Size: -1}
-		e, ok := onDisk[n]
-		switch {
-		case !ok:
-			r.Status = StatusMissing
-			if _, part := onDisk[n+PartSuffix]; part {
-				r.Detail = "download in progress (" + n + PartSuffix + ")"
-			}
-		default:
-			info, err := e.Info()
-			if err != nil || !info.Mode().IsRegular() {
-				r.Status = StatusUnreadable
-				if err != nil {
-					r.Detail = err.Error()
-				} else {
-					r.Detail = "not a regular file"
-				}
-				break
-			}
-			r.Size = info.Size()
-			if want >= 0 && r.Size != want {
-				r.Status = StatusWrongSize
-				r.Detail = fmt.Sprintf("%d bytes, want %d (%+d): delete it and re-run 'k3 download'", r.Size, want, r.Size-want)
-				break
-			}
-			r.Status = StatusOK
-			rep.Bytes += r.Size
-			if opt.SHA256 {
-				toHash = append(toHash, len(rep.Files))
+		r := c.requiredFile(n, want)
+		if r.Status == StatusOK {
+			c.rep.Bytes += r.Size
+			if c.opt.SHA256 {
+				c.toHash = append(c.toHash, len(c.rep.Files))
 			}
 		}
-		rep.Files = append(rep.Files, r)
+		c.rep.Files = append(c.rep.Files, r)
 	}
-	// Everything else in the directory.
+	return nil
+}
+
+// requiredFile is the verdict on required file n of size want (-1 unknown).
+func (c *checker) requiredFile(n string, want int64) FileResult {
+	r := FileResult{Name: n, Want: want, Size: -1}
+	e, ok := c.onDisk[n]
+	if !ok {
+		r.Status = StatusMissing
+		if _, part := c.onDisk[n+PartSuffix]; part {
+			r.Detail = "download in progress (" + n + PartSuffix + ")"
+		}
+		return r
+	}
+	info, err := e.Info()
+	if err != nil || !info.Mode().IsRegular() {
+		r.Status = StatusUnreadable
+		if err != nil {
+			r.Detail = err.Error()
+		} else {
+			r.Detail = "not a regular file"
+		}
+		return r
+	}
+	r.Size = info.Size()
+	if want >= 0 && r.Size != want {
+		r.Status = StatusWrongSize
+		r.Detail = fmt.Sprintf("%d bytes, want %d (%+d): delete it and re-run 'k3 download'", r.Size, want, r.Size-want)
+		return r
+	}
+	r.Status = StatusOK
+	return r
+}
+
+// checkOthers says what everything else in the folder is: an unfinished
+// download, a shard --layers does not need, a file the downloader
+// recorded, or an extra.
+func (c *checker) checkOthers(context.Context) error {
 	var others []string
-	for n := range onDisk {
-		if _, ok := required[n]; !ok {
+	for n := range c.onDisk {
+		if _, ok := c.required[n]; !ok {
 			others = append(others, n)
 		}
 	}
 	sort.Strings(others)
 	for _, n := range others {
-		e := onDisk[n]
+		e := c.onDisk[n]
 		if e.IsDir() || n == ManifestFile || strings.HasPrefix(n, "."+ManifestFile) {
 			continue
 		}
-		info, _ := e.Info()
-		size := int64(-1)
-		if info != nil {
-			size = info.Size()
-		}
-		r := FileResult{Name: n, Size: size, Want: -1}
-		switch {
-		case strings.HasSuffix(n, PartSuffix):
-			r.Status = StatusPartial
-			r.Detail = "unfinished download; re-run 'k3 download' to resume it"
-		case notNeeded[n]:
-			r.Status = StatusOK
-			r.Detail = "not needed for --layers, present"
-			if sz, _ := sizeOf(n); sz != size {
-				r.Status = StatusWrongSize
-				r.Want = sz
-				r.Detail = fmt.Sprintf("%d bytes, want %d (not needed for --layers)", size, sz)
-			}
-		case n == safetensors.IndexFile:
-			r.Status = StatusKnown
-		default:
-			if man != nil {
-				if _, ok := man.Lookup(n); ok {
-					r.Status = StatusKnown
-					break
-				}
-			}
-			r.Status = StatusExtra
-		}
-		rep.Files = append(rep.Files, r)
+		c.rep.Files = append(c.rep.Files, c.otherFile(n, e))
 	}
+	return nil
+}
 
-	if len(toHash) > 0 {
-		if err := hashAll(ctx, dir, rep, toHash, man, opt); err != nil {
-			return nil, err
+// otherFile is the verdict on a file the folder need not hold.
+func (c *checker) otherFile(n string, e fs.DirEntry) FileResult {
+	info, _ := e.Info()
+	size := int64(-1)
+	if info != nil {
+		size = info.Size()
+	}
+	r := FileResult{Name: n, Size: size, Want: -1}
+	switch {
+	case strings.HasSuffix(n, PartSuffix):
+		r.Status = StatusPartial
+		r.Detail = "unfinished download; re-run 'k3 download' to resume it"
+	case c.notNeeded[n]:
+		r.Status = StatusOK
+		r.Detail = "not needed for --layers, present"
+		if sz, _ := c.sizeOf(n); sz != size {
+			r.Status = StatusWrongSize
+			r.Want = sz
+			r.Detail = fmt.Sprintf("%d bytes, want %d (not needed for --layers)", size, sz)
+		}
+	case n == safetensors.IndexFile:
+		r.Status = StatusKnown
+	default:
+		r.Status = StatusExtra
+		if c.man != nil {
+			if _, ok := c.man.Lookup(n); ok {
+				r.Status = StatusKnown
+			}
 		}
 	}
+	return r
+}
+
+// hash hashes the files queued (--sha256) and compares with the manifest.
+func (c *checker) hash(ctx context.Context) error {
+	if len(c.toHash) == 0 {
+		return nil
+	}
+	return hashAll(ctx, c.dir, c.rep, c.toHash, c.man, c.opt)
+}
+
+// count adds up the verdicts; the folder is complete when every required
+// file is ok.
+func (c *checker) count(context.Context) error {
+	rep := c.rep
 	for i := range rep.Files {
+		_, req := c.required[rep.Files[i].Name]
 		switch rep.Files[i].Status {
 		case StatusOK:
-			if _, req := required[rep.Files[i].Name]; req {
+			if req {
 				rep.OK++
 			}
 		case StatusMissing:
 			rep.Missing++
 		case StatusWrongSize:
-			if _, req := required[rep.Files[i].Name]; req {
+			if req {
 				rep.WrongSize++
 			}
 		case StatusHashMismatch:
@@ -313,7 +384,7 @@ func Check(ctx context.Context, dir string, opt Options) (*Report, error) {
 		}
 	}
 	rep.Complete = rep.OK == rep.Required
-	return rep, nil
+	return nil
 }
 
 func hashAll(ctx context.Context, dir string, rep *Report, idx []int, man *Manifest, opt Options) error {

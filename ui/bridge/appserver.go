@@ -41,7 +41,7 @@ func (c *engineChat) StartServer(ctx context.Context, addr, key string, on func(
 		return "", err
 	}
 	c.mu.Lock()
-	e, tok, info, opened := c.e, c.tok, c.info, c.opened
+	e, tok, info, opened, pc := c.e, c.tok, c.info, c.opened, c.cache
 	c.mu.Unlock()
 	if e == nil {
 		return "", errors.New("the model was closed")
@@ -51,7 +51,7 @@ func (c *engineChat) StartServer(ctx context.Context, addr, key string, on func(
 		id = "k3-demo"
 	}
 	s, err := serve.New(serve.Options{Engine: e, Tok: tok, ModelID: id, APIKey: key, MaxContext: ContextPositions, Lock: &c.mu,
-		Fit: opened})
+		Fit: opened, PromptCache: pc})
 	if err != nil {
 		return "", err
 	}

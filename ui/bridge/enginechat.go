@@ -37,6 +37,8 @@ type engineChat struct {
 	// state copies they allow
 	opened engine.Options
 	srv    atomic.Pointer[appServer] // the app's HTTP server over this model (appserver.go)
+	// cache is the prompt cache (nil: off), shared with the app's server
+	cache engine.PromptCache
 }
 
 // ContextPositions is the conversation context the memory plan reserves,
@@ -109,6 +111,9 @@ func (c *engineChat) Open(ctx context.Context, on func(engine.Event)) (ModelInfo
 	c.tok, c.m, c.e, c.opened = tok, m, e, o
 	c.sess = chat.NewSession(e, tok)
 	c.sess.FitBudget(o)
+	if pc := openPromptCache(m, o); pc != nil {
+		c.sess.Cache, c.cache = pc, pc
+	}
 	name := filepath.Base(dir)
 	if c.s.Demo || synth.IsDemo(dir) {
 		name = "DEMO model (random weights: the text is not meaningful)"
@@ -137,7 +142,7 @@ func (c *engineChat) Close() {
 	if c.e != nil {
 		c.e.Close()
 		c.m.Close()
-		c.e, c.m, c.sess = nil, nil, nil
+		c.e, c.m, c.sess, c.cache = nil, nil, nil, nil
 	}
 }
 

@@ -17,7 +17,7 @@ import (
 // flag in one line with the closest known one (exit 2), without measuring
 // anything.
 func TestBenchUsage(t *testing.T) {
-	for _, what := range []string{"compress", "kernels", "layer", "stream"} {
+	for _, what := range []string{"compress", "kernels", "layer", "stream", "vision"} {
 		var out, errb bytes.Buffer
 		require.Equal(t, ExitOK, run([]string{"bench", what, "--help"}, &out, &errb), "bench %s --help", what)
 		assert.True(t, strings.HasPrefix(errb.String(), "usage: k3 bench "+what+" ["), "bench %s --help printed %q", what, errb.String())
@@ -35,9 +35,9 @@ func TestBenchList(t *testing.T) {
 	var out, errb bytes.Buffer
 	require.Equal(t, ExitOK, run([]string{"bench", "--help"}, &out, &errb))
 	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
-	require.Len(t, lines, 6)
+	require.Len(t, lines, 7)
 	assert.Equal(t, "usage: k3 bench WHAT [flags]", lines[0])
-	for i, name := range []string{"compress", "kernels", "layer", "spec", "stream"} {
+	for i, name := range []string{"compress", "kernels", "layer", "spec", "stream", "vision"} {
 		assert.True(t, strings.HasPrefix(lines[i+1], "  "+name+strings.Repeat(" ", 11-len(name))), "%q", lines[i+1])
 	}
 	out.Reset()

@@ -39,6 +39,7 @@ const chatHelp = `commands:
   /effort E        thinking effort: low, high or max
   /json on|off     answers held to any JSON object, or free
   /json FILE       answers held to the JSON schema in FILE
+  /image FILE      a picture (PNG, JPEG, GIF, WebP) for your next message
   /exit            leave (Ctrl-D works too)
 Ctrl-C stops the reply being written; a second Ctrl-C leaves.
 `
@@ -46,6 +47,7 @@ Ctrl-C stops the reply being written; a second Ctrl-C leaves.
 func cmdChat(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("chat", stderr)
 	mf := addModelFlags(fs, "chat")
+	cf := addCacheFlags(fs)
 	tokDir := fs.String("tok", "", "tokenizer directory (default: the model directory)")
 	history := fs.String("history", "", "JSONL history file: loaded at start, written after every turn")
 	system := fs.String("system", "", "system prompt")
@@ -59,6 +61,8 @@ func cmdChat(args []string, stdout, stderr io.Writer) int {
 	gen := fs.Int("gen", 4096, "turn cap in tokens, thinking included")
 	jsonObj := fs.Bool("json", false, "hold every answer to a JSON object (decoded token by token, as k3 serve's response_format)")
 	jsonSchema := fs.String("json-schema", "", "hold every answer to the JSON schema in this file (the subset of OpenAI's strict mode)")
+	var images storeDirs
+	fs.Var(&images, "image", "a picture for the first message (repeatable; /image FILE attaches one later)")
 	setUsage(fs, stderr, "usage: k3 chat MODEL_DIR [flags]")
 	pos, code := parseN(fs, args, 1, stderr, "k3 chat: give exactly one MODEL_DIR (run 'k3 chat -h' for the flags)")
 	if code >= 0 {
@@ -75,20 +79,10 @@ func cmdChat(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "k3 chat: --gen must be positive, --temperature >= 0, --top-p in 0..1, --top-k >= 0")
 		return ExitUsage
 	}
-	var format json.RawMessage
-	switch {
-	case *jsonObj && *jsonSchema != "":
-		fmt.Fprintln(stderr, "k3 chat: give --json or --json-schema, not both")
+	format, err := chatFormat(*jsonObj, *jsonSchema)
+	if err != nil {
+		fmt.Fprintf(stderr, "k3 chat: %v\n", err)
 		return ExitUsage
-	case *jsonObj:
-		format = constrain.ObjectFormat
-	case *jsonSchema != "":
-		f, err := schemaFormat(*jsonSchema)
-		if err != nil {
-			fmt.Fprintf(stderr, "k3 chat: --json-schema %v\n", err)
-			return ExitUsage
-		}
-		format = f
 	}
 	if line := samplingSwitch(fs, temp, topP); line != "" {
 		fmt.Fprintln(stdout, line)
@@ -98,31 +92,10 @@ func cmdChat(args []string, stdout, stderr io.Writer) int {
 	if code >= 0 {
 		return code
 	}
-	var hist []chat.Message
-	if *history != "" {
-		lk, err := chat.LockHistory(*history)
-		if err != nil {
-			fmt.Fprintf(stderr, "k3 chat: %v\n", err)
-			return ExitUsage
-		}
-		defer lk.Release()
-		cleanStaleFiles(stdout, "chat", *history)
-		if hist, err = chat.LoadHistory(*history); err != nil {
-			fmt.Fprintf(stderr, "k3 chat: %v\n", err)
-			return ExitUsage
-		}
-	}
-	// --system lives in the history: rendered once, saved with it
-	loaded := len(hist)
-	hist, replaced := chat.ApplySystem(hist, *system)
-	if replaced {
-		fmt.Fprintln(stdout, "note: --system replaces the system prompt the history held")
-	}
-	if *history != "" && (replaced || len(hist) != loaded) {
-		if err := chat.SaveHistory(*history, hist); err != nil {
-			fmt.Fprintf(stderr, "k3 chat: saving the system prompt: %v\n", err)
-			return ExitRuntime
-		}
+	hist, release, code := chatHistory(*history, *system, stdout, stderr)
+	defer release()
+	if code >= 0 {
+		return code
 	}
 	// the plan reserves the loaded conversation and a turn (a 4K-position
 	// context for a new chat at the default turn cap); a turn that may take
@@ -136,6 +109,14 @@ func cmdChat(args []string, stdout, stderr io.Writer) int {
 	defer closeModel()
 	s := chat.NewSession(e, tok)
 	s.FitBudget(o)
+	pc, err := cf.open("chat", e.Model(), o, stdout, stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "k3 chat: --prompt-cache: %v\n", err)
+		return ExitUsage
+	}
+	if pc != nil {
+		s.Cache = pc
+	}
 	s.SetHistory(hist)
 	s.HistoryPath = *history
 	opt := chat.Options{Thinking: !*noThink, Effort: *effort, MaxTokens: *gen, Spec: mf.spec,
@@ -143,118 +124,264 @@ func cmdChat(args []string, stdout, stderr io.Writer) int {
 	if len(hist) > 0 {
 		fmt.Fprintf(stdout, "history: %d messages from %s\n", len(hist), *history)
 	}
+	for _, f := range images {
+		if err := attachImage(s, f, stdout); err != nil {
+			fmt.Fprintf(stderr, "k3 chat: --image %s: %v\n", f, err)
+			return ExitUsage
+		}
+	}
 	fmt.Fprintln(stdout, "type a message; /help for commands")
+	r := &repl{s: s, opt: opt, planned: planned, held: held, o: o, tok: tok, historyPath: *history, stdout: stdout, stderr: stderr}
+	return r.run()
+}
 
-	// Ctrl-C: cancel the reply in flight; a second one (or one at the
-	// prompt) leaves with exit 5, keeping what the reply had so far.
+// chatFormat is the response format --json or --json-schema FILE asks for
+// (nil: free text).
+func chatFormat(jsonObj bool, schemaFile string) (json.RawMessage, error) {
+	switch {
+	case jsonObj && schemaFile != "":
+		return nil, errors.New("give --json or --json-schema, not both")
+	case jsonObj:
+		return constrain.ObjectFormat, nil
+	case schemaFile != "":
+		f, err := schemaFormat(schemaFile)
+		if err != nil {
+			return nil, fmt.Errorf("--json-schema %v", err)
+		}
+		return f, nil
+	}
+	return nil, nil
+}
+
+// chatHistory loads the --history file, holding its lock until release
+// (nothing to load or release without one), and puts --system in it:
+// rendered once, saved with it. A code >= 0 is the exit code after the
+// message.
+func chatHistory(path, system string, stdout, stderr io.Writer) (hist []chat.Message, release func(), code int) {
+	release = func() {}
+	if path != "" {
+		lk, err := chat.LockHistory(path)
+		if err != nil {
+			fmt.Fprintf(stderr, "k3 chat: %v\n", err)
+			return nil, release, ExitUsage
+		}
+		release = lk.Release
+		cleanStaleFiles(stdout, "chat", path)
+		if hist, err = chat.LoadHistory(path); err != nil {
+			fmt.Fprintf(stderr, "k3 chat: %v\n", err)
+			return nil, release, ExitUsage
+		}
+	}
+	loaded := len(hist)
+	hist, replaced := chat.ApplySystem(hist, system)
+	if replaced {
+		fmt.Fprintln(stdout, "note: --system replaces the system prompt the history held")
+	}
+	if path != "" && (replaced || len(hist) != loaded) {
+		if err := chat.SaveHistory(path, hist); err != nil {
+			fmt.Fprintf(stderr, "k3 chat: saving the system prompt: %v\n", err)
+			return nil, release, ExitRuntime
+		}
+	}
+	return hist, release, -1
+}
+
+// repl is k3 chat's read-eval-print loop over a session: a line is a
+// message, or a command from replCommands.
+type repl struct {
+	s           *chat.Session
+	opt         chat.Options
+	planned     int // positions the memory plan reserved (growPlan grows it)
+	held        int // positions the conversation holds
+	o           engine.Options
+	tok         *tokenizer.Tokenizer
+	historyPath string // --history ("" none)
+	stdout      io.Writer
+	stderr      io.Writer
+
+	mu         sync.Mutex // guards cancelTurn and inFlight for the Ctrl-C watcher
+	cancelTurn context.CancelFunc
+	inFlight   *partialTurn
+}
+
+// replCommands are the REPL's /commands: each gets the line and its
+// fields, and says whether to leave.
+var replCommands = map[string]func(r *repl, f []string, line string) (leave bool){
+	"/exit": func(*repl, []string, string) bool { return true },
+	"/quit": func(*repl, []string, string) bool { return true },
+	"/help": func(r *repl, _ []string, _ string) bool {
+		fmt.Fprint(r.stdout, chatHelp)
+		return false
+	},
+	"/reset":  (*repl).reset,
+	"/think":  (*repl).think,
+	"/effort": (*repl).effort,
+	"/json":   (*repl).json,
+	"/image":  (*repl).image,
+}
+
+// image attaches a picture file to the next message.
+func (r *repl) image(f []string, line string) bool {
+	if len(f) < 2 {
+		r.unknown(line)
+		return false
+	}
+	if err := attachImage(r.s, strings.TrimSpace(strings.TrimPrefix(line, "/image")), r.stdout); err != nil {
+		fmt.Fprintf(r.stdout, "/image: %v\n", err)
+	}
+	return false
+}
+
+// run reads lines until /exit or the end of the input. Ctrl-C cancels the
+// reply in flight; a second one (or one at the prompt) leaves with exit 5,
+// keeping what the reply had so far.
+func (r *repl) run() int {
 	sig := make(chan os.Signal, 2)
 	signal.Notify(sig, os.Interrupt)
 	defer signal.Stop(sig)
-	var mu sync.Mutex
-	var cancelTurn context.CancelFunc
-	var inFlight *partialTurn
-	go watchChatInterrupts(sig, stderr, &mu, &cancelTurn, &inFlight, *history)
-
+	go watchChatInterrupts(sig, r.stderr, &r.mu, &r.cancelTurn, &r.inFlight, r.historyPath)
 	in := bufio.NewReaderSize(stdin, 1<<16)
 	for {
-		fmt.Fprint(stdout, "\n> ")
+		fmt.Fprint(r.stdout, "\n> ")
 		raw, tooLong, err := readLine(in, maxChatLine)
 		if tooLong {
-			fmt.Fprintf(stderr, "k3 chat: that message is longer than %d MiB and was not sent; send a shorter one\n", maxChatLine>>20)
+			fmt.Fprintf(r.stderr, "k3 chat: that message is longer than %d MiB and was not sent; send a shorter one\n", maxChatLine>>20)
 			continue
 		}
 		if err != nil && raw == "" {
-			fmt.Fprintln(stdout)
+			fmt.Fprintln(r.stdout)
 			if err != io.EOF {
-				fmt.Fprintf(stderr, "k3 chat: reading the input: %v\n", err)
+				fmt.Fprintf(r.stderr, "k3 chat: reading the input: %v\n", err)
 				return ExitRuntime
 			}
 			return ExitOK
 		}
 		line := strings.TrimSpace(raw)
-		if line == "" {
-			continue
-		}
-		if strings.HasPrefix(line, "/") {
-			f := strings.Fields(line)
-			switch {
-			case f[0] == "/exit" || f[0] == "/quit":
+		switch {
+		case line == "":
+		case strings.HasPrefix(line, "/"):
+			if r.command(line) {
 				return ExitOK
-			case f[0] == "/help":
-				fmt.Fprint(stdout, chatHelp)
-			case f[0] == "/reset":
-				s.ResetKeepSystem()
-				if s.HistoryPath != "" {
-					// saved now: leaving after /reset must not bring the turns back
-					if err := chat.SaveHistory(s.HistoryPath, s.History()); err != nil {
-						fmt.Fprintf(stderr, "k3 chat: saving the cleared history: %v\n", err)
-					}
-				}
-				fmt.Fprintln(stdout, "conversation cleared")
-			case f[0] == "/think" && len(f) == 2 && (f[1] == "on" || f[1] == "off"):
-				opt.Thinking = f[1] != "off"
-				fmt.Fprintf(stdout, "thinking %s\n", f[1])
-			case f[0] == "/json" && len(f) >= 2:
-				switch arg := strings.TrimSpace(strings.TrimPrefix(line, "/json")); arg {
-				case "off":
-					opt.ResponseFormat = nil
-					fmt.Fprintln(stdout, "answers: free text")
-				case "on":
-					opt.ResponseFormat = constrain.ObjectFormat
-					fmt.Fprintln(stdout, "answers: any JSON object")
-				default:
-					rf, err := schemaFormat(arg)
-					if err != nil {
-						fmt.Fprintf(stdout, "/json %v; answers stay as they were\n", err)
-						break
-					}
-					opt.ResponseFormat = rf
-					fmt.Fprintf(stdout, "answers: JSON of the schema in %s\n", arg)
-				}
-			case f[0] == "/effort" && len(f) == 2 && slices.Contains(xtml.ThinkingEfforts, f[1]):
-				opt.Effort = f[1]
-				fmt.Fprintf(stdout, "thinking effort %s\n", f[1])
-			default:
-				fmt.Fprintf(stdout, "unknown command %q\n%s", line, chatHelp)
 			}
-			continue
-		}
-		if need := held + len(tok.Encode(line)) + turnMarkup + opt.MaxTokens; need > planned {
-			grown := (need + planStep - 1) / planStep * planStep
-			if err := growPlan(e.Model(), o, planned, grown, stdout); err != nil {
-				fmt.Fprintf(stderr, "k3 chat: %v; the message was not sent (/reset starts over)\n", err)
-				continue
+		default:
+			if code := r.turn(line); code >= 0 {
+				return code
 			}
-			planned = grown
 		}
-		ctx, cancel := context.WithCancel(context.Background())
-		pt := &partialTurn{before: s.History(), user: line}
-		mu.Lock()
-		cancelTurn, inFlight = cancel, pt
-		mu.Unlock()
-		show := chatPrinter(stdout)
-		rep, err := s.Turn(ctx, line, opt, func(ev engine.Event) { pt.add(ev); show(ev) })
-		mu.Lock()
-		cancelTurn, inFlight = nil, nil
-		mu.Unlock()
-		cancel()
-		var conflict *chat.ConflictError
-		if errors.As(err, &conflict) {
-			fmt.Fprintf(stderr, "\nk3 chat: %v\n", err)
-		} else if err != nil {
-			return exitFor(stderr, "chat", err)
-		}
-		fmt.Fprintln(stdout)
-		switch rep.Cut() {
-		case chat.CutStopped:
-			fmt.Fprintln(stdout, "[stopped; the partial reply is kept]")
-		case chat.CutTurnCap:
-			fmt.Fprintf(stdout, "[turn cap of %d tokens reached; the reply is kept]\n", opt.MaxTokens)
-		}
-		fmt.Fprintf(stdout, "[%d tokens, %d prompt positions reused, %d read; first token %.2f s, %.3f s/token]\n",
-			len(rep.IDs), rep.Reused, rep.Prefilled, rep.FirstTokenSeconds, rep.SecondsPerToken)
-		held = rep.Reused + rep.Prefilled + len(rep.IDs)
 	}
+}
+
+// command runs a /command line; it says whether to leave.
+func (r *repl) command(line string) bool {
+	f := strings.Fields(line)
+	if c, ok := replCommands[f[0]]; ok {
+		return c(r, f, line)
+	}
+	r.unknown(line)
+	return false
+}
+
+func (r *repl) unknown(line string) { fmt.Fprintf(r.stdout, "unknown command %q\n%s", line, chatHelp) }
+
+// reset forgets the conversation (the system prompt stays).
+func (r *repl) reset([]string, string) bool {
+	r.s.ResetKeepSystem()
+	if r.s.HistoryPath != "" {
+		// saved now: leaving after /reset must not bring the turns back
+		if err := chat.SaveHistory(r.s.HistoryPath, r.s.History()); err != nil {
+			fmt.Fprintf(r.stderr, "k3 chat: saving the cleared history: %v\n", err)
+		}
+	}
+	fmt.Fprintln(r.stdout, "conversation cleared")
+	return false
+}
+
+// think turns the thinking channel on or off.
+func (r *repl) think(f []string, line string) bool {
+	if len(f) != 2 || (f[1] != "on" && f[1] != "off") {
+		r.unknown(line)
+		return false
+	}
+	r.opt.Thinking = f[1] != "off"
+	fmt.Fprintf(r.stdout, "thinking %s\n", f[1])
+	return false
+}
+
+// effort sets the thinking effort.
+func (r *repl) effort(f []string, line string) bool {
+	if len(f) != 2 || !slices.Contains(xtml.ThinkingEfforts, f[1]) {
+		r.unknown(line)
+		return false
+	}
+	r.opt.Effort = f[1]
+	fmt.Fprintf(r.stdout, "thinking effort %s\n", f[1])
+	return false
+}
+
+// json holds the answers to JSON (on), to a schema file, or frees them (off).
+func (r *repl) json(f []string, line string) bool {
+	arg := strings.TrimSpace(strings.TrimPrefix(line, "/json"))
+	switch {
+	case len(f) < 2:
+		r.unknown(line)
+	case arg == "off":
+		r.opt.ResponseFormat = nil
+		fmt.Fprintln(r.stdout, "answers: free text")
+	case arg == "on":
+		r.opt.ResponseFormat = constrain.ObjectFormat
+		fmt.Fprintln(r.stdout, "answers: any JSON object")
+	default:
+		rf, err := schemaFormat(arg)
+		if err != nil {
+			fmt.Fprintf(r.stdout, "/json %v; answers stay as they were\n", err)
+			break
+		}
+		r.opt.ResponseFormat = rf
+		fmt.Fprintf(r.stdout, "answers: JSON of the schema in %s\n", arg)
+	}
+	return false
+}
+
+// turn sends a message and prints the reply as it comes, then its
+// numbers. A code >= 0 ends the REPL with it.
+func (r *repl) turn(line string) int {
+	s, opt := r.s, r.opt
+	if need := r.held + len(r.tok.Encode(line)) + turnMarkup + opt.MaxTokens; need > r.planned {
+		grown := (need + planStep - 1) / planStep * planStep
+		if err := growPlan(s.Engine.Model(), r.o, r.planned, grown, r.stdout); err != nil {
+			fmt.Fprintf(r.stderr, "k3 chat: %v; the message was not sent (/reset starts over)\n", err)
+			return -1
+		}
+		r.planned = grown
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	pt := &partialTurn{before: s.History(), user: line}
+	r.mu.Lock()
+	r.cancelTurn, r.inFlight = cancel, pt
+	r.mu.Unlock()
+	show := chatPrinter(r.stdout)
+	rep, err := s.Turn(ctx, line, opt, func(ev engine.Event) { pt.add(ev); show(ev) })
+	r.mu.Lock()
+	r.cancelTurn, r.inFlight = nil, nil
+	r.mu.Unlock()
+	cancel()
+	var conflict *chat.ConflictError
+	if errors.As(err, &conflict) {
+		fmt.Fprintf(r.stderr, "\nk3 chat: %v\n", err)
+	} else if err != nil {
+		return exitFor(r.stderr, "chat", err)
+	}
+	fmt.Fprintln(r.stdout)
+	switch rep.Cut() {
+	case chat.CutStopped:
+		fmt.Fprintln(r.stdout, "[stopped; the partial reply is kept]")
+	case chat.CutTurnCap:
+		fmt.Fprintf(r.stdout, "[turn cap of %d tokens reached; the reply is kept]\n", opt.MaxTokens)
+	}
+	fmt.Fprintf(r.stdout, "[%d tokens, %d prompt positions reused, %d read; first token %.2f s, %.3f s/token]\n",
+		len(rep.IDs), rep.Reused, rep.Prefilled, rep.FirstTokenSeconds, rep.SecondsPerToken)
+	r.held = rep.Reused + rep.Prefilled + len(rep.IDs)
+	return -1
 }
 
 // planStep is how far the plan grows at a time (growPlan), so that it is
@@ -458,4 +585,22 @@ func schemaFormat(path string) (json.RawMessage, error) {
 		return nil, fmt.Errorf("%s: the schema cannot be enforced: %v", path, err)
 	}
 	return constrain.SchemaFormat("reply", data), nil
+}
+
+// attachImage reads a picture file for the next message and says what it
+// costs in prompt positions.
+func attachImage(s *chat.Session, path string, stdout io.Writer) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	if err := s.Attach(data); err != nil {
+		return err
+	}
+	im, err := chat.NewImage(s.Engine.Model(), data)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "picture %s: %dx%d, %d prompt positions; it goes with your next message\n", path, im.Prep.W, im.Prep.H, im.Tokens())
+	return nil
 }

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -37,6 +38,28 @@ var (
 var downloadDraftPins = hub.DraftFiles
 
 func runDownload(args []string, stdout, stderr io.Writer) int {
+	c, code := parseDownload(args, stderr)
+	if code >= 0 {
+		return code
+	}
+	return c.run(stdout, stderr)
+}
+
+// downloadConfig is a k3 download command line, read and checked.
+type downloadConfig struct {
+	dest     string // where the files go (DEST/draft with --draft)
+	given    string // DEST as given
+	opt      hub.Options
+	endpoint string
+	repo     string
+	interval time.Duration // between progress lines
+	draft    bool
+}
+
+// parseDownload reads k3 download's flags; a code >= 0 is the exit code
+// after the message.
+func parseDownload(args []string, stderr io.Writer) (downloadConfig, int) {
+	var c downloadConfig
 	fs := newFlags("download", stderr)
 	layers := fs.Int("layers", 0, "fetch only the shards the first N layers need, plus config and tokenizer files")
 	rev := fs.String("revision", "main", "branch, tag or 40-hex commit; a branch is resolved once and pinned in k3-manifest.json")
@@ -54,90 +77,99 @@ func runDownload(args []string, stdout, stderr io.Writer) int {
 	)
 	pos, code := parseN(fs, args, 1, stderr, "")
 	if code >= 0 {
-		return code
+		return c, code
 	}
 	if *layers < 0 || *jobs < 1 || *jobs > 64 {
 		fmt.Fprintln(stderr, "k3 download: --layers must be >= 1 and --jobs between 1 and 64")
-		return ExitUsage
+		return c, ExitUsage
 	}
-	dest := pos[0]
-	var pins []hub.RemoteFile
-	if *draft {
+	c = downloadConfig{dest: pos[0], given: pos[0], endpoint: *endpoint, repo: *repo, interval: *interval, draft: *draft,
+		opt: hub.Options{Revision: *rev, Layers: *layers, Jobs: *jobs, Interval: time.Second}}
+	if c.draft {
 		set := map[string]bool{}
 		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 		if set["layers"] || set["revision"] || set["repo"] {
 			fmt.Fprintln(stderr, "k3 download: --draft fetches the pinned drafter release; it takes no --layers, --revision or --repo")
-			return ExitUsage
+			return c, ExitUsage
 		}
-		*repo, *rev, pins = hub.DraftRepo, hub.DraftRevision, downloadDraftPins
-		dest = filepath.Join(dest, "draft")
+		c.repo, c.opt.Revision, c.opt.Pinned = hub.DraftRepo, hub.DraftRevision, downloadDraftPins
+		c.dest = filepath.Join(c.dest, "draft")
 	}
-	cleanStaleFiles(stdout, "download", filepath.Join(dest, verify.ManifestFile))
-	c := downloadNewClient(*endpoint, *repo)
+	c.opt.Dest = c.dest
+	return c, -1
+}
+
+// run checks the hub can be reached, downloads, and reports.
+func (c downloadConfig) run(stdout, stderr io.Writer) int {
+	cleanStaleFiles(stdout, "download", filepath.Join(c.dest, verify.ManifestFile))
+	hc := downloadNewClient(c.endpoint, c.repo)
 	ctx, stop := storeInterrupt()
 	defer stop()
-
-	fmt.Fprintf(stdout, "downloading %s@%s from %s into %s (%s)\n", c.Repo, *rev, c.Endpoint, dest, c.Token)
-	rend := &downloadRenderer{w: stdout, every: *interval}
+	fmt.Fprintf(stdout, "downloading %s@%s from %s into %s (%s)\n", hc.Repo, c.opt.Revision, hc.Endpoint, c.dest, hc.Token)
+	rend := &downloadRenderer{w: stdout, every: c.interval}
 	// the app's reachability check, a few times: "cannot reach the hub"
 	// rather than a raw network error
-	if err := bridge.WaitReachable(ctx, c.Endpoint, downloadProbes, downloadProbeWait, rend.event); err != nil {
-		if ctx.Err() != nil {
-			fmt.Fprintf(stderr, "k3 download: interrupted; run the same command again to resume (finished files are kept)\n")
-			return ExitInterrupted
-		}
-		var ue *bridge.UnreachableError
-		if errors.As(err, &ue) {
-			fmt.Fprintf(stderr, "k3 download: cannot reach the model hub (%s): %v, after %d tries. Check the network connection and run the same command again.\n", ue.Host, ue.Err, downloadProbes)
-			return ExitRuntime
-		}
-		fmt.Fprintf(stderr, "k3 download: %v\n", err)
-		return ExitRuntime
+	err := bridge.WaitReachable(ctx, hc.Endpoint, downloadProbes, downloadProbeWait, rend.event)
+	var res *hub.Result
+	if err == nil {
+		opt := c.opt
+		opt.Progress = rend.event
+		res, err = hc.Download(ctx, opt)
 	}
-	res, err := c.Download(ctx, hub.Options{
-		Dest: dest, Revision: *rev, Layers: *layers, Jobs: *jobs, Pinned: pins,
-		Progress: rend.event, Interval: time.Second,
-	})
 	if err != nil {
-		if ctx.Err() != nil {
-			fmt.Fprintf(stderr, "k3 download: interrupted; run the same command again to resume (finished files are kept)\n")
-			return ExitInterrupted
-		}
-		fmt.Fprintf(stderr, "k3 download: %v\n", err)
-		var he *hub.HTTPError
-		if errors.As(err, &he) && (he.Status == 401 || he.Status == 403 || he.Status == 404) {
-			return ExitUsage
-		}
+		return downloadFailed(ctx, err, stderr)
+	}
+	c.report(stdout, res)
+	return ExitOK
+}
+
+// downloadFailed says why the download stopped and gives its exit code.
+func downloadFailed(ctx context.Context, err error, stderr io.Writer) int {
+	if ctx.Err() != nil {
+		fmt.Fprintf(stderr, "k3 download: interrupted; run the same command again to resume (finished files are kept)\n")
+		return ExitInterrupted
+	}
+	var ue *bridge.UnreachableError
+	if errors.As(err, &ue) {
+		fmt.Fprintf(stderr, "k3 download: cannot reach the model hub (%s): %v, after %d tries. Check the network connection and run the same command again.\n", ue.Host, ue.Err, downloadProbes)
 		return ExitRuntime
 	}
+	fmt.Fprintf(stderr, "k3 download: %v\n", err)
+	var he *hub.HTTPError
+	if errors.As(err, &he) && (he.Status == 401 || he.Status == 403 || he.Status == 404) {
+		return ExitUsage
+	}
+	return ExitRuntime
+}
+
+// report prints what was fetched and what to run next.
+func (c downloadConfig) report(stdout io.Writer, res *hub.Result) {
 	fetched := 0
+	var sizeOnly []string
 	for _, f := range res.Files {
 		if !f.Skipped {
 			fetched++
+		}
+		if f.SizeOnly {
+			sizeOnly = append(sizeOnly, f.Name)
 		}
 	}
 	el := res.Elapsed.Seconds()
 	fmt.Fprintf(stdout, "done: %d files (%s) at commit %s, %d fetched (%s in %s, %s), %d already verified\n",
 		len(res.Files), units.Bytes(res.Total), res.Commit, fetched, units.Bytes(res.Fetched), res.Elapsed.Round(time.Second), units.PerSec(float64(res.Fetched)/max(el, 1e-9)), len(res.Files)-fetched)
-	var sizeOnly []string
-	for _, f := range res.Files {
-		if f.SizeOnly {
-			sizeOnly = append(sizeOnly, f.Name)
-		}
-	}
 	if len(sizeOnly) > 0 {
 		fmt.Fprintf(stdout, "note: the hub published no hash for %d file(s), so only their size was checked: %s (k3 verify --sha256 does not count them as verified)\n",
 			len(sizeOnly), strings.Join(sizeOnly, ", "))
 	}
-	fmt.Fprintf(stdout, "manifest: %s/%s\n", strings.TrimRight(dest, "/"), verify.ManifestFile)
-	if *draft {
-		fmt.Fprintf(stdout, "next: k3 verify %s --sha256, then k3 run %s --draft %s\n", storeQuote(dest), storeQuote(pos[0]), storeQuote(dest))
-	} else if *layers > 0 {
-		fmt.Fprintf(stdout, "next: k3 verify %s --layers %d --sha256\n", storeQuote(dest), *layers)
-	} else {
-		fmt.Fprintf(stdout, "next: k3 verify %s --sha256\n", storeQuote(dest))
+	fmt.Fprintf(stdout, "manifest: %s/%s\n", strings.TrimRight(c.dest, "/"), verify.ManifestFile)
+	switch {
+	case c.draft:
+		fmt.Fprintf(stdout, "next: k3 verify %s --sha256, then k3 run %s --draft %s\n", storeQuote(c.dest), storeQuote(c.given), storeQuote(c.dest))
+	case c.opt.Layers > 0:
+		fmt.Fprintf(stdout, "next: k3 verify %s --layers %d --sha256\n", storeQuote(c.dest), c.opt.Layers)
+	default:
+		fmt.Fprintf(stdout, "next: k3 verify %s --sha256\n", storeQuote(c.dest))
 	}
-	return ExitOK
 }
 
 // downloadRenderer turns hub events into lines: one per finished file,

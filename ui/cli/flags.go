@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"k3/storage/units"
 	"k3/tokenizer"
 )
 
@@ -98,7 +99,7 @@ type intList []int
 func (l *intList) String() string { return fmt.Sprint([]int(*l)) }
 func (l *intList) Set(s string) error {
 	v, err := strconv.Atoi(strings.TrimSpace(s))
-	if err != nil || v < 0 || !isDecimal(strings.TrimSpace(s)) {
+	if err != nil || v < 0 || !units.Digits(strings.TrimSpace(s)) {
 		return fmt.Errorf("want a non-negative integer, got %q", s)
 	}
 	*l = append(*l, v)
@@ -114,7 +115,7 @@ func parseIDs(s string) ([]int, error) {
 	ids := make([]int, len(f))
 	for i, x := range f {
 		v, err := strconv.Atoi(x)
-		if err != nil || v < 0 || !isDecimal(x) {
+		if err != nil || v < 0 || !units.Digits(x) {
 			return nil, fmt.Errorf("--ids: %q is not a non-negative integer", x)
 		}
 		ids[i] = v
@@ -161,11 +162,11 @@ func checkNumbers(fs *flag.FlagSet, args []string) error {
 		bad := ""
 		switch g.Get().(type) {
 		case int, int64:
-			if !isDecimal(strings.TrimPrefix(val, "-")) {
+			if !units.Digits(strings.TrimPrefix(val, "-")) {
 				bad = "want a decimal integer"
 			}
 		case uint, uint64:
-			if !isDecimal(val) {
+			if !units.Digits(val) {
 				bad = "want a non-negative decimal integer"
 			}
 		case float64:
@@ -182,18 +183,6 @@ func checkNumbers(fs *flag.FlagSet, args []string) error {
 		}
 	}
 	return nil
-}
-
-func isDecimal(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return false
-		}
-	}
-	return true
 }
 
 // chatTokenizer loads the tokenizer of a chat command (from tokDir, or the

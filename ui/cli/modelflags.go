@@ -64,7 +64,7 @@ func (f *modelFlags) resolveThreads() error {
 			continue
 		}
 		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || !isDecimal(v) {
+		if err != nil || n < 1 || !units.Digits(v) {
 			return fmt.Errorf("%s=%q is not a positive thread count", env, v)
 		}
 		*f.threads, f.threadsFrom = n, env

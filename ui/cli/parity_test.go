@@ -379,7 +379,11 @@ func TestTemplateContentParts(t *testing.T) {
 	img := write("img.json", `[{"role":"user","content":[{"type":"image_url","image_url":{"url":"x"}}]}]`)
 	code, _, errs = tokRunCmd("template", "--tok", tokParityDir, "--messages", img)
 	assert.Equal(t, ExitUsage, code)
-	assert.Contains(t, errs, `content part 0 is of type "image_url": only text parts are supported`)
+	assert.Contains(t, errs, `content part 0: an image_url must be a base64 data: URL`)
+	other := write("audio.json", `[{"role":"user","content":[{"type":"input_audio","input_audio":{}}]}]`)
+	code, _, errs = tokRunCmd("template", "--tok", tokParityDir, "--messages", other)
+	assert.Equal(t, ExitUsage, code)
+	assert.Contains(t, errs, `content part 0 is of type "input_audio": k3 takes text and image_url parts`)
 }
 
 func TestChatSystemPromptOnce(t *testing.T) {

@@ -84,6 +84,10 @@ type runConfig struct {
 	dumpLogits, out, traceDir, saveState, loadSt string
 	threads                                      int
 	mf                                           *modelFlags
+	cf                                           *cacheFlags
+	// cache is the prompt cache (nil: off, or not used by this run)
+	cache  engine.PromptCache
+	images []runImage // --image, before the prompt text
 	// opts are the engine options the flags give (tests add fault hooks).
 	opts engine.Options
 	// soFar is what the generation produced, for a second Ctrl-C.
@@ -145,18 +149,21 @@ func parseRun(args []string, stdout, stderr io.Writer) (*runConfig, int) {
 	dump := fs.String("dump-logits", "", "write the first generated position's logits (little-endian float32)")
 	out := fs.String("out", defaultRunOut, "write the JSON report here, as the C engine does (--out= writes none)")
 	mf := addModelFlags(fs, "run")
+	cf := addCacheFlags(fs)
 	traceDir := fs.String("dump-cache-trace", "", "write DIR/expert_trace.bin and DIR/expert_hist.json (replay with k3 sim-cache)")
 	saveState := fs.String("save-state", "", "write the decode state after the run (resume later with --load-state)")
 	loadState := fs.String("load-state", "", "resume from a state file; the prompt continues it")
 	var stops intList
 	fs.Var(&stops, "stop-id", "stop after emitting this id (repeatable)")
-	setUsage(fs, stderr, "usage: k3 run MODEL_DIR (--ids 1,2,3 | --prompt TEXT | --prompt-file PATH) [flags]")
+	var imageFiles storeDirs
+	fs.Var(&imageFiles, "image", "a picture (PNG, JPEG, GIF, WebP) before the prompt text (repeatable; needs a model with a vision tower)")
+	setUsage(fs, stderr, "usage: k3 run MODEL_DIR (--ids 1,2,3 | --prompt TEXT | --prompt-file PATH) [--image FILE] [flags]")
 	pos, code := parseN(fs, args, 1, stderr, "k3 run: give exactly one MODEL_DIR (run 'k3 run -h' for the flags)")
 	if code >= 0 {
 		return nil, code
 	}
 	c := &runConfig{dir: pos[0], gen: *gen, stops: stops, recompute: *recompute, teacherForcing: *tf, dumpLogits: *dump,
-		out: *out, traceDir: *traceDir, saveState: *saveState, loadSt: *loadState, mf: mf}
+		out: *out, traceDir: *traceDir, saveState: *saveState, loadSt: *loadState, mf: mf, cf: cf}
 	nsrc := 0
 	for _, s := range []string{*idsFlag, *prompt, *promptFile} {
 		if s != "" {
@@ -167,6 +174,16 @@ func parseRun(args []string, stdout, stderr io.Writer) (*runConfig, int) {
 		fmt.Fprintln(stderr, "k3 run: give exactly one of --ids, --prompt or --prompt-file")
 		return nil, ExitUsage
 	}
+	if len(imageFiles) > 0 && (*idsFlag != "" || *tf) {
+		fmt.Fprintln(stderr, "k3 run: --image goes with --prompt or --prompt-file (not --ids or --teacher-forcing)")
+		return nil, ExitUsage
+	}
+	imgs, err := readRunImages(imageFiles)
+	if err != nil {
+		fmt.Fprintln(stderr, "k3 run:", err)
+		return nil, ExitUsage
+	}
+	c.images = imgs
 	if *gen < 0 || *gen > 1<<20 {
 		fmt.Fprintf(stderr, "k3 run: --gen %d is outside 0..%d\n", *gen, 1<<20)
 		return nil, ExitUsage
@@ -245,7 +262,7 @@ func parseRun(args []string, stdout, stderr io.Writer) (*runConfig, int) {
 			fmt.Fprintf(stderr, "k3 run: %v\n", err)
 			return nil, ExitUsage
 		}
-		c.tok, c.ids = tok, tok.Encode(text)
+		c.tok, c.ids = tok, append(imagePromptIDs(tok, c.images), tok.Encode(text)...)
 		fmt.Fprintf(stdout, "  tokenized: %d bytes -> %d ids\n", len(text), len(c.ids))
 		if len(c.ids) == 0 {
 			fmt.Fprintln(stderr, "k3 run: the prompt is empty")
@@ -263,7 +280,7 @@ func parseRun(args []string, stdout, stderr io.Writer) (*runConfig, int) {
 		}
 		resumed = n
 	}
-	c.opts = mf.options(len(c.ids)+c.gen+resumed, c.teacherForcing)
+	c.opts = mf.options(len(c.ids)+imagePositions(c.images)+c.gen+resumed, c.teacherForcing)
 	return c, -1
 }
 
@@ -329,9 +346,27 @@ func (c *runConfig) run(ctx context.Context, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintf(stdout, "  resumed  : %d positions from %s\n", st.Pos, c.loadSt)
 	}
+	if !c.teacherForcing && !c.recompute {
+		pc, err := c.cf.open("run", m, c.opts, stdout, stderr)
+		if err != nil {
+			fmt.Fprintf(stderr, "k3 run: --prompt-cache: %v\n", err)
+			return ExitUsage
+		}
+		if pc != nil {
+			c.cache = pc
+		}
+	}
 	e := m.NewEngine(c.threads)
 	defer e.Close()
 	start := e.Snapshot()
+	var ierr error
+	if st, ierr = c.giveRunImages(ctx, e, st, stdout); ierr != nil {
+		fmt.Fprintf(stderr, "k3 run: %v\n", ierr)
+		if errors.Is(ierr, engine.ErrNoVision) {
+			return ExitUsage
+		}
+		return ExitRuntime
+	}
 	c.execute(ctx, e, st, res, stdout)
 	res.stats = e.Snapshot().Sub(start)
 	res.wall = time.Since(t0).Seconds()
@@ -367,7 +402,7 @@ func (c *runConfig) execute(ctx context.Context, e *engine.Engine, st *engine.St
 	}
 	var first engine.Stats // at the first token: what decoding read comes after
 	res.gen, res.err = e.Generate(ctx, st, c.ids, engine.GenOptions{MaxTokens: c.gen, StopIDs: c.stops,
-		Recompute: c.recompute, Complete: c.saveState != "", Spec: c.mf.spec,
+		Recompute: c.recompute, Complete: c.saveState != "", Spec: c.mf.spec, Cache: c.cacheUse(st),
 		OnEvent: func(ev engine.Event) {
 			switch ev.Kind {
 			case engine.EventPrefill:
@@ -395,6 +430,9 @@ func (c *runConfig) execute(ctx context.Context, e *engine.Engine, st *engine.St
 	res.final = res.gen.State
 	g := res.gen
 	fmt.Fprintln(stdout, strings.Repeat("-", 62))
+	if c.cache != nil {
+		fmt.Fprintf(stdout, "prompt cache: reused %d of %d prompt positions, read %d\n", g.Reused, len(c.ids), len(c.ids)-g.Reused)
+	}
 	if c.gen == 0 {
 		fmt.Fprintf(stdout, "prefill only: %d positions in the state, 0 tokens generated\n", g.State.Pos)
 	}
@@ -417,6 +455,23 @@ func (c *runConfig) execute(ctx context.Context, e *engine.Engine, st *engine.St
 	if c.tok != nil {
 		fmt.Fprintf(stdout, "\n--- generated text ---\n%s\n----------------------\n", c.tok.Decode(g.Generated))
 	}
+}
+
+// cacheUse is the run's use of the prompt cache (nil when off): with a
+// tokenizer, snapshots at the prompt's message boundaries too.
+func (c *runConfig) cacheUse(st *engine.State) *engine.CacheUse {
+	if c.cache == nil {
+		return nil
+	}
+	u := &engine.CacheUse{Cache: c.cache}
+	if c.tok != nil {
+		base := 0
+		if st != nil {
+			base = st.Pos
+		}
+		u.Marks = engine.MessageMarks(c.ids, base, c.tok.StopIDs())
+	}
+	return u
 }
 
 // prefillPrinter prints prefill progress after every chunk: a long

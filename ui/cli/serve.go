@@ -41,6 +41,8 @@ func cmdServe(args []string, stdout, stderr io.Writer) int {
 	bodyTimeout := fs.Duration("body-timeout", 30*time.Second, "how long a request body may take to arrive whole; one that stops short gets 408")
 	writeTimeout := fs.Duration("write-timeout", 30*time.Second, "how long one write to a client may block; a client that stops reading is cut off")
 	quiet := fs.Bool("quiet", false, "no request log")
+	cf := addCacheFlags(fs)
+	shared := fs.Bool("prompt-cache-shared", false, "one prompt-cache partition for every client (default: one per API key and prompt_cache_key); clients can then tell from the timing what others sent")
 	var aliases []string
 	fs.Func("model-alias", "also serve requests naming NAME (repeatable; NAME=ID says which model, which must be this one; \"*\": any name), for agents with fixed model names", func(v string) error {
 		if strings.TrimSpace(v) == "" {
@@ -60,18 +62,8 @@ func cmdServe(args []string, stdout, stderr io.Writer) int {
 	if code := mf.resolve(fs, stdout, stderr); code >= 0 {
 		return code
 	}
-	key, err := serveKey(*apiKey, *apiKeyFile)
+	key, err := serveAccess(*apiKey, *apiKeyFile, *addr, serveLimitsOK(*queue, *ctxLen, *maxTokens, *bodyMB, *keepAlive, *bodyTimeout, *writeTimeout))
 	if err != nil {
-		fmt.Fprintf(stderr, "k3 serve: %v\n", err)
-		return ExitUsage
-	}
-	switch {
-	case *queue < 0 || *ctxLen < 2 || *maxTokens < 1 || !(*bodyMB > 0 && *bodyMB <= 1024) || *keepAlive < time.Millisecond ||
-		*bodyTimeout < time.Millisecond || *writeTimeout < time.Millisecond:
-		fmt.Fprintln(stderr, "k3 serve: --queue must be >= 0, --context >= 2, --max-tokens >= 1, --max-body-mb above 0 and at most 1024, --keep-alive, --body-timeout and --write-timeout at least 1ms")
-		return ExitUsage
-	}
-	if err := serve.CheckAddr(*addr, key); err != nil {
 		fmt.Fprintf(stderr, "k3 serve: %v\n", err)
 		return ExitUsage
 	}
@@ -80,11 +72,7 @@ func cmdServe(args []string, stdout, stderr io.Writer) int {
 	if code >= 0 {
 		return code
 	}
-	id := *modelID
-	if id == "" {
-		abs, _ := filepath.Abs(dir)
-		id = filepath.Base(abs)
-	}
+	id := serveModelID(*modelID, dir)
 	names, err := modelAliases(aliases, id)
 	if err != nil {
 		fmt.Fprintf(stderr, "k3 serve: %v\n", err)
@@ -95,6 +83,11 @@ func cmdServe(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	defer closeModel()
+	pc, err := cf.open("serve", e.Model(), eo, stdout, stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "k3 serve: --prompt-cache: %v\n", err)
+		return ExitUsage
+	}
 	var origins []string
 	for _, o := range strings.Split(*cors, ",") {
 		if o = strings.TrimSpace(o); o != "" {
@@ -103,7 +96,10 @@ func cmdServe(args []string, stdout, stderr io.Writer) int {
 	}
 	o := serve.Options{Engine: e, Tok: tok, ModelID: id, ModelAliases: names, APIKey: key, Queue: *queue, MaxBodyBytes: int64(*bodyMB * 1e6),
 		CORSOrigins: origins, MaxContext: *ctxLen, DefaultMaxTokens: *maxTokens, KeepAlive: *keepAlive, Fit: eo,
-		BodyTimeout: *bodyTimeout, WriteTimeout: *writeTimeout}
+		BodyTimeout: *bodyTimeout, WriteTimeout: *writeTimeout, SharedCache: *shared}
+	if pc != nil {
+		o.PromptCache = pc
+	}
 	if !*quiet {
 		o.Log = log.New(stderr, "", log.LstdFlags)
 	}
@@ -115,14 +111,20 @@ func cmdServe(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "k3 serve: %v\n", err)
 		return ExitUsage
 	}
+	return runServer(s, *addr, id, key != "", stdout, stderr)
+}
+
+// runServer serves until Ctrl-C or SIGTERM, stops the server (generations
+// in flight end within one layer's work) and reports what it served.
+func runServer(s *serve.Server, addr, id string, keyed bool, stdout, stderr io.Writer) int {
 	sig := make(chan os.Signal, 1)
 	serveSignals(sig)
 	defer signal.Stop(sig)
-	if err := s.Start(*addr); err != nil {
+	if err := s.Start(addr); err != nil {
 		fmt.Fprintf(stderr, "k3 serve: %v\n", err)
 		return ExitRuntime
 	}
-	fmt.Fprintf(stdout, "serving %s at %s (OpenAI base URL; API key %s)\n", id, s.BaseURL(), map[bool]string{true: "required", false: "not required"}[key != ""])
+	fmt.Fprintf(stdout, "serving %s at %s (OpenAI base URL; API key %s)\n", id, s.BaseURL(), map[bool]string{true: "required", false: "not required"}[keyed])
 	<-sig
 	fmt.Fprintln(stdout, "stopping: generations in flight end within one layer's work")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -135,6 +137,41 @@ func cmdServe(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, "stopped after %d requests, %d generations (%d cancelled); %d prompt positions reused, %d read\n",
 		st.Requests, st.Generations, st.Cancelled, st.Reused, st.Prefilled)
 	return ExitOK
+}
+
+// serveAccess is the API key (serveKey), once the limits are right
+// (limitsOK) and the address may be served with that key (serve.CheckAddr),
+// in that order.
+func serveAccess(apiKey, apiKeyFile, addr string, limitsOK bool) (string, error) {
+	key, err := serveKey(apiKey, apiKeyFile)
+	if err != nil {
+		return "", err
+	}
+	if !limitsOK {
+		return "", errors.New("--queue must be >= 0, --context >= 2, --max-tokens >= 1, --max-body-mb above 0 and at most 1024, --keep-alive, --body-timeout and --write-timeout at least 1ms")
+	}
+	if err := serve.CheckAddr(addr, key); err != nil {
+		return "", err
+	}
+	return key, nil
+}
+
+// serveLimitsOK checks k3 serve's limits: a queue of 0 or more, a
+// context of 2 positions or more, a reply cap of 1 or more, a body limit
+// in (0, 1024] MB, timeouts of at least a millisecond.
+func serveLimitsOK(queue, ctxLen, maxTokens int, bodyMB float64, keepAlive, bodyTimeout, writeTimeout time.Duration) bool {
+	return queue >= 0 && ctxLen >= 2 && maxTokens >= 1 && bodyMB > 0 && bodyMB <= 1024 &&
+		keepAlive >= time.Millisecond && bodyTimeout >= time.Millisecond && writeTimeout >= time.Millisecond
+}
+
+// serveModelID is the model id clients name: --model-id, or the model
+// folder's name.
+func serveModelID(given, dir string) string {
+	if given != "" {
+		return given
+	}
+	abs, _ := filepath.Abs(dir)
+	return filepath.Base(abs)
 }
 
 // serveKey is the API key from --api-key-file (its first line), --api-key

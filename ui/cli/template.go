@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"os"
 	"strings"
 
+	"k3/engine/vision"
 	"k3/tokenizer"
 	"k3/tokenizer/xtml"
 	"k3/ui/openai"
@@ -85,7 +87,10 @@ func runTemplate(args []string, stdout, stderr io.Writer) int {
 }
 
 // templateMessages are OpenAI messages whose content may be an array of
-// text parts, each rendered as its own segment, as the server does.
+// text parts, flattened as the server does, and image_url parts (data:
+// URLs), rendered as Moonshot's encoder does: the image prompt with one
+// media pad, naming the picture's size (the server then repeats the pad
+// once per image position).
 type templateMessages []xtml.Message
 
 func (ms *templateMessages) UnmarshalJSON(b []byte) error {
@@ -98,22 +103,46 @@ func (ms *templateMessages) UnmarshalJSON(b []byte) error {
 	}
 	*ms = make(templateMessages, len(raw))
 	for i, r := range raw {
-		var om openai.Message
-		if err := json.Unmarshal(append(append([]byte(`{"content":`), orNullJSON(r.Content)...), '}'), &om); err != nil {
+		var m openai.Message
+		if err := json.Unmarshal(append(append([]byte(`{"content":`), orNullJSON(r.Content)...), '}'), &m); err != nil {
 			return err
 		}
-		r.Message.Content, r.Message.Parts = string(om.Content), openai.XTMLParts(om.Parts)
+		r.Message.Content = string(m.Content)
+		for k, p := range m.Parts {
+			if !p.Image {
+				r.Message.Parts = append(r.Message.Parts, xtml.Part{Text: p.Text})
+				continue
+			}
+			w, h, err := templateImageSize(p.ImageURL)
+			if err != nil {
+				return fmt.Errorf("message %d content part %d: %v", i, k, err)
+			}
+			r.Message.Parts = append(r.Message.Parts, xtml.Part{Image: &xtml.ImageSize{W: w, H: h}})
+		}
 		(*ms)[i] = r.Message
 	}
 	return nil
 }
 
-// orNullJSON is raw, or null when it is empty (a field not given).
-func orNullJSON(raw json.RawMessage) []byte {
-	if len(bytes.TrimSpace(raw)) == 0 {
+func orNullJSON(b json.RawMessage) []byte {
+	if len(bytes.TrimSpace(b)) == 0 {
 		return []byte("null")
 	}
-	return raw
+	return b
+}
+
+// templateImageSize is the size of a picture given as a data: URL, read
+// from its header.
+func templateImageSize(url string) (int, int, error) {
+	head, payload, ok := strings.Cut(url, ",")
+	if !strings.HasPrefix(strings.ToLower(head), "data:") || !strings.HasSuffix(strings.ToLower(head), ";base64") || !ok {
+		return 0, 0, fmt.Errorf("an image_url must be a base64 data: URL (data:image/png;base64,...); k3 fetches nothing")
+	}
+	data, err := base64.StdEncoding.DecodeString(strings.TrimSpace(payload))
+	if err != nil {
+		return 0, 0, fmt.Errorf("the image's base64 data is not valid: %v", err)
+	}
+	return vision.Size(data)
 }
 
 func tokParseChatFile(data []byte) (tokChatFile, error) {

@@ -27,10 +27,35 @@ func storeInterrupt() (context.Context, func()) {
 }
 
 func runVerify(args []string, stdout, stderr io.Writer) int {
+	c, code := parseVerify(args, stdout, stderr)
+	if code >= 0 {
+		return code
+	}
+	if c.logits {
+		return verifyLogits(c.dir, c.golden, c.ids, c.mf, stdout, stderr)
+	}
+	return c.run(stdout, stderr)
+}
+
+// verifyConfig is a k3 verify command line, read and checked.
+type verifyConfig struct {
+	dir    string
+	opt    verify.Options
+	asJSON bool
+	// --logits: run the model on the golden's ids (golden, ids, mf)
+	logits      bool
+	golden, ids string
+	mf          *modelFlags
+}
+
+// parseVerify reads k3 verify's flags; a code >= 0 is the exit code after
+// the message.
+func parseVerify(args []string, stdout, stderr io.Writer) (verifyConfig, int) {
+	var c verifyConfig
 	fs := newFlags("verify", stderr)
 	sha := fs.Bool("sha256", false, "hash every file and compare with k3-manifest.json (reads the whole checkpoint)")
-	mf := addModelFlags(fs, "verify") // --layers: the shards the first N layers need; with --logits, the layers run
-	layers := mf.layers
+	c.mf = addModelFlags(fs, "verify") // --layers: the shards the first N layers need; with --logits, the layers run
+	layers := c.mf.layers
 	logits := fs.Bool("logits", false, "run the model on the golden's ids and compare the logits with the published ones (--golden DIR)")
 	goldenDir := fs.String("golden", "", "with --logits: the directory of ref_logits.json (the released checkpoint's is testdata/seed-v1/golden in the k3 source)")
 	idsFlag := fs.String("ids", "", "with --logits: the ids to run (default and only accepted: the golden's, e.g. 3,4,5,6,7)")
@@ -49,47 +74,38 @@ func runVerify(args []string, stdout, stderr io.Writer) int {
 	)
 	pos, code := parseN(fs, args, 1, stderr, "")
 	if code >= 0 {
-		return code
+		return c, code
 	}
-	if *logits {
-		if *goldenDir == "" {
+	c.dir, c.logits, c.golden, c.ids, c.asJSON = pos[0], *logits, *goldenDir, *idsFlag, *asJSON
+	c.opt = verify.Options{SHA256: *sha, Layers: *layers, Jobs: *jobs}
+	if c.logits {
+		if c.golden == "" {
 			fmt.Fprintln(stderr, "k3 verify: --logits needs --golden DIR (the released checkpoint's is testdata/seed-v1/golden in the k3 source)")
-			return ExitUsage
+			return c, ExitUsage
 		}
-		if code := mf.resolve(fs, stdout, stderr); code >= 0 {
-			return code
-		}
-		return verifyLogits(pos[0], *goldenDir, *idsFlag, mf, stdout, stderr)
+		return c, c.mf.resolve(fs, stdout, stderr)
 	}
 	if *layers < 0 {
 		fmt.Fprintln(stderr, "k3 verify: --layers must be >= 1")
-		return ExitUsage
+		return c, ExitUsage
 	}
-	dir := pos[0]
-	if *layers > 0 && verify.IsDraftFolder(dir) {
-		fmt.Fprintf(stderr, "k3 verify: %s holds a draft model; --layers applies to the main model only\n", dir)
-		return ExitUsage
+	if *layers > 0 && verify.IsDraftFolder(c.dir) {
+		fmt.Fprintf(stderr, "k3 verify: %s holds a draft model; --layers applies to the main model only\n", c.dir)
+		return c, ExitUsage
 	}
+	return c, -1
+}
+
+// run checks the folder (the same check as the app's Verify) and reports:
+// exit 0 only when it is complete.
+func (c verifyConfig) run(stdout, stderr io.Writer) int {
 	ctx, stop := storeInterrupt()
 	defer stop()
-
-	opt := verify.Options{SHA256: *sha, Layers: *layers, Jobs: *jobs}
-	var pmu sync.Mutex
-	var last time.Time
-	start := time.Now()
-	if *sha && !*asJSON {
-		opt.Progress = func(done, total int64) {
-			pmu.Lock()
-			defer pmu.Unlock()
-			if time.Since(last) < 5*time.Second && done < total {
-				return
-			}
-			last = time.Now()
-			el := time.Since(start).Seconds()
-			fmt.Fprintf(stderr, "hashing: %s of %s (%s)\n", units.Bytes(done), units.Bytes(total), units.PerSec(float64(done)/max(el, 1e-9)))
-		}
+	opt := c.opt
+	if opt.SHA256 && !c.asJSON {
+		opt.Progress = hashProgress(stderr)
 	}
-	rep, err := verify.CheckFolder(ctx, dir, opt) // the same check as the app's Verify
+	rep, err := verify.CheckFolder(ctx, c.dir, opt)
 	if err != nil {
 		if ctx.Err() != nil {
 			fmt.Fprintln(stderr, "k3 verify: interrupted")
@@ -98,9 +114,8 @@ func runVerify(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "k3 verify: %v\n", err)
 		return ExitRuntime
 	}
-	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		if err := enc.Encode(rep); err != nil {
+	if c.asJSON {
+		if err := json.NewEncoder(stdout).Encode(rep); err != nil {
 			return ExitOutput
 		}
 	} else {
@@ -110,6 +125,24 @@ func runVerify(args []string, stdout, stderr io.Writer) int {
 		return ExitRuntime
 	}
 	return ExitOK
+}
+
+// hashProgress prints the hashing's progress at most every 5 seconds (and
+// at the end).
+func hashProgress(w io.Writer) func(done, total int64) {
+	var mu sync.Mutex
+	var last time.Time
+	start := time.Now()
+	return func(done, total int64) {
+		mu.Lock()
+		defer mu.Unlock()
+		if time.Since(last) < 5*time.Second && done < total {
+			return
+		}
+		last = time.Now()
+		el := time.Since(start).Seconds()
+		fmt.Fprintf(w, "hashing: %s of %s (%s)\n", units.Bytes(done), units.Bytes(total), units.PerSec(float64(done)/max(el, 1e-9)))
+	}
 }
 
 func printVerify(w io.Writer, rep *verify.Report) {

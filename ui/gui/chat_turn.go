@@ -254,17 +254,22 @@ func (v *chatView) ResetEngine() {
 }
 
 // Shutdown stops any turn, releases the engine and the history lock.
-func (v *chatView) Shutdown() {
+func (v *chatView) Shutdown() <-chan struct{} {
 	if v.cancel != nil {
 		v.cancel()
 	}
 	v.Conversation.Release()
 	e := v.engine
 	v.engine = nil
-	if e != nil {
-		go func() {
-			<-v.idle
-			e.Close()
-		}()
+	closed := make(chan struct{})
+	if e == nil {
+		close(closed)
+		return closed
 	}
+	go func() {
+		<-v.idle
+		e.Close()
+		close(closed)
+	}()
+	return closed
 }

@@ -74,12 +74,17 @@ func TestDemoEndToEnd(t *testing.T) {
 	})
 	// a second turn continues the same engine state
 	ui(func() { v.Send("And again.") })
+	var closed <-chan struct{}
 	waitFor(t, "second turn", func() bool { return !v.Busy })
 	ui(func() {
 		if len(v.History) != 4 || v.Notice.Text != "" {
 			t.Errorf("second turn: %d messages, notice %q", len(v.History), v.Notice.Text)
 		}
-		u.Chat.Shutdown()
+		closed = u.Chat.Shutdown()
 	})
-	time.Sleep(10 * time.Millisecond)
+	select { // the engine is closed once the turn has ended
+	case <-closed:
+	case <-time.After(time.Minute):
+		t.Fatal("the chat engine was not closed after Shutdown")
+	}
 }

@@ -158,7 +158,8 @@ func (v *chatView) showChatSettings() {
 	u := v.u
 	f := newSettingsForm(v.SystemPrompt(), v.Opts)
 	v.settings = f
-	d := dialog.NewForm("This conversation's settings", "Save", "Cancel", f.Items, func(ok bool) {
+	items := append(f.Items, savedPromptsItem())
+	d := dialog.NewForm("This conversation's settings", "Save", "Cancel", items, func(ok bool) {
 		if !ok {
 			return
 		}

@@ -62,8 +62,8 @@ type Message struct {
 	Name             string          `json:"name,omitempty"`
 	ToolCallID       string          `json:"tool_call_id,omitempty"`
 	ToolCalls        []xtml.ToolCall `json:"tool_calls,omitempty"`
-	// Parts is an array content's parts, in order (parts.go); nil for a
-	// string content. Content holds them joined.
+	// Parts is an array content's parts (text, pictures), in order
+	// (parts.go); nil for a string content.
 	Parts []ContentPart `json:"-"`
 }
 
@@ -95,6 +95,9 @@ type Sampling struct {
 	Stop                json.RawMessage `json:"stop,omitempty"`
 	N                   *int            `json:"n,omitempty"`
 	Logprobs            json.RawMessage `json:"logprobs,omitempty"`
+	// PromptCacheKey keeps this client's prompt-cache snapshots apart from
+	// other clients' (a server partitions its cache by it).
+	PromptCacheKey string `json:"prompt_cache_key,omitempty"`
 	// ReturnTokenIDs adds prompt_token_ids and the choice's token_ids to
 	// the response (as vLLM does).
 	ReturnTokenIDs bool `json:"return_token_ids,omitempty"`
@@ -278,4 +281,17 @@ type Capabilities struct {
 type ModelList struct {
 	Object string  `json:"object"`
 	Data   []Model `json:"data"`
+}
+
+// NewChunk is a chat.completion.chunk with one choice: delta, and the
+// finish reason on the last.
+func NewChunk(id string, created int64, model string, d Delta, finish *string) ChatChunk {
+	return ChatChunk{ID: id, Object: "chat.completion.chunk", Created: created, Model: model,
+		Choices: []ChunkChoice{{Delta: d, FinishReason: finish}}}
+}
+
+// UsageChunk is the chunk after the last that carries only the usage
+// (stream_options.include_usage).
+func UsageChunk(id string, created int64, model string, u *Usage) ChatChunk {
+	return ChatChunk{ID: id, Object: "chat.completion.chunk", Created: created, Model: model, Choices: []ChunkChoice{}, Usage: u}
 }

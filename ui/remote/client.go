@@ -11,6 +11,7 @@ package remote
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -222,6 +223,9 @@ func (c *Client) request(history []chat.Message, opt chat.Options) *openai.ChatR
 	}
 	for _, m := range history {
 		w := openai.Message{Role: m.Role, Content: openai.Content(m.Content)}
+		if len(m.Images) > 0 {
+			w.Parts = imageParts(m)
+		}
 		if m.Role == "assistant" && m.ReasoningContent != "" {
 			r := m.ReasoningContent
 			w.ReasoningContent = &r
@@ -323,138 +327,188 @@ func (c *Client) Turn(ctx context.Context, history []chat.Message, opt chat.Opti
 			return nil, err
 		}
 	}
-	res := &Result{Message: chat.Message{Role: "assistant"}}
-	t0 := time.Now()
+	t := newTurnReader(c, opt, on)
 	phase(on, "waiting for the server")
-	var reasoning, answer strings.Builder
-	calls := map[int]*xtml.ToolCall{}
-	last, first := t0, time.Time{}
-	maxBytes := c.MaxReplyBytes
-	if maxBytes <= 0 {
-		maxBytes = DefaultMaxReplyBytes
-	}
-	size, chunks := 0, 0
-	delta := func(kind engine.EventKind, text string) {
-		now := time.Now()
-		if first.IsZero() {
-			first = now
-			res.FirstTokenSeconds = now.Sub(t0).Seconds()
-		}
-		switch kind {
-		case engine.EventReasoning:
-			reasoning.WriteString(text)
-			phase(on, "thinking")
-		case engine.EventAnswer:
-			answer.WriteString(text)
-			phase(on, "answering")
-		}
-		on(engine.Event{Kind: kind, Text: text, At: now})
-		on(engine.Event{Kind: engine.EventToken, Step: res.Deltas, Seconds: now.Sub(last).Seconds(), At: now})
-		res.Deltas++
-		last = now
-	}
-	chunk := func(ch *openai.ChatChunk) error {
-		chunks++
-		text := false
-		for _, choice := range ch.Choices {
-			d := choice.Delta
-			for _, p := range []*string{d.ReasoningContent, d.Reasoning, d.Content} {
-				if p != nil {
-					size += len(*p)
-					text = text || *p != ""
-				}
-			}
-			for _, td := range d.ToolCalls {
-				size += len(td.ID) + len(td.Function.Name) + len(td.Function.Arguments)
-			}
-		}
-		switch {
-		case size > maxBytes:
-			return &capError{fmt.Sprintf("the server sent more than %d MB of reply; it is cut there", maxBytes>>20)}
-		case text && opt.MaxTokens > 0 && res.Deltas >= opt.MaxTokens+tokenSlack:
-			return &capError{fmt.Sprintf("the server sent more than the %d tokens asked for; the reply is cut there", opt.MaxTokens)}
-		}
-		if ch.Usage != nil {
-			res.Usage = ch.Usage
-		}
-		for _, choice := range ch.Choices {
-			d := choice.Delta
-			if r := d.ReasoningContent; r != nil && *r != "" {
-				delta(engine.EventReasoning, *r)
-			} else if r := d.Reasoning; r != nil && *r != "" {
-				delta(engine.EventReasoning, *r)
-			}
-			if d.Content != nil && *d.Content != "" {
-				delta(engine.EventAnswer, *d.Content)
-			}
-			for k, td := range d.ToolCalls {
-				i := k
-				if td.Index != nil {
-					i = *td.Index
-				}
-				tc := calls[i]
-				if tc == nil {
-					tc = &xtml.ToolCall{Type: "function"}
-					calls[i] = tc
-				}
-				if td.ID != "" {
-					tc.ID = td.ID
-				}
-				tc.Function.Name += td.Function.Name
-				tc.Function.Arguments += td.Function.Arguments
-				phase(on, "calling a tool")
-			}
-			if choice.FinishReason != nil {
-				res.Finish = *choice.FinishReason
-			}
-		}
-		return nil
-	}
-	comment := func(c string) {
-		// k3 serve says how far it read the prompt
-		if strings.HasPrefix(c, "prefill ") {
-			phase(on, "the server is reading the prompt "+strings.TrimPrefix(c, "prefill "))
-		}
-	}
 	resp, err := c.do(ctx, "POST", "/chat/completions", c.request(history, opt))
 	if err != nil {
 		if ctx.Err() != nil {
-			res.Message.Cut = chat.CutStopped
-			return res, nil
+			t.res.Message.Cut = chat.CutStopped
+			return t.res, nil
 		}
 		return nil, err
 	}
 	defer resp.Body.Close()
-	done, readErr := readChunks(resp.Body, chunk, comment)
+	done, readErr := readChunks(resp.Body, t.chunk, t.comment)
 	if readErr == nil && ctx.Err() == nil {
-		switch {
-		case chunks == 0:
-			readErr = fmt.Errorf("the server's reply held no events (no \"data: {...}\" lines; it was %s): is %s an OpenAI-compatible server?",
-				contentType(resp), c.BaseURL)
-		case done && res.Deltas == 0 && len(calls) == 0 && res.Finish == "":
-			readErr = errors.New("the server ended the stream with no reply text, no tool call and no finish reason")
+		readErr = t.empty(done, resp, c.BaseURL)
+	}
+	return t.finish(ctx, done, readErr)
+}
+
+// turnReader reads one streamed reply: it keeps the reply's text by
+// channel and its tool calls (assembled from their deltas), times the
+// deltas, and holds the server to the size and token caps.
+type turnReader struct {
+	opt       chat.Options
+	on        func(engine.Event)
+	res       *Result
+	maxBytes  int
+	reasoning strings.Builder
+	answer    strings.Builder
+	calls     map[int]*xtml.ToolCall // by tool-call index
+	t0        time.Time              // the request sent
+	first     time.Time              // the first delta
+	last      time.Time              // the latest delta
+	size      int                    // bytes of reply text and calls so far
+	chunks    int
+}
+
+func newTurnReader(c *Client, opt chat.Options, on func(engine.Event)) *turnReader {
+	t := &turnReader{opt: opt, on: on, res: &Result{Message: chat.Message{Role: "assistant"}},
+		maxBytes: c.MaxReplyBytes, calls: map[int]*xtml.ToolCall{}, t0: time.Now()}
+	if t.maxBytes <= 0 {
+		t.maxBytes = DefaultMaxReplyBytes
+	}
+	t.last = t.t0
+	return t
+}
+
+// delta takes a piece of reasoning or answer text.
+func (t *turnReader) delta(kind engine.EventKind, text string) {
+	now := time.Now()
+	if t.first.IsZero() {
+		t.first = now
+		t.res.FirstTokenSeconds = now.Sub(t.t0).Seconds()
+	}
+	switch kind {
+	case engine.EventReasoning:
+		t.reasoning.WriteString(text)
+		phase(t.on, "thinking")
+	case engine.EventAnswer:
+		t.answer.WriteString(text)
+		phase(t.on, "answering")
+	}
+	t.on(engine.Event{Kind: kind, Text: text, At: now})
+	t.on(engine.Event{Kind: engine.EventToken, Step: t.res.Deltas, Seconds: now.Sub(t.last).Seconds(), At: now})
+	t.res.Deltas++
+	t.last = now
+}
+
+// capped counts a chunk's bytes and says whether it goes past a cap.
+func (t *turnReader) capped(ch *openai.ChatChunk) error {
+	text := false
+	for _, choice := range ch.Choices {
+		d := choice.Delta
+		for _, p := range []*string{d.ReasoningContent, d.Reasoning, d.Content} {
+			if p != nil {
+				t.size += len(*p)
+				text = text || *p != ""
+			}
+		}
+		for _, td := range d.ToolCalls {
+			t.size += len(td.ID) + len(td.Function.Name) + len(td.Function.Arguments)
 		}
 	}
-	idx := make([]int, 0, len(calls))
-	for i := range calls {
+	switch {
+	case t.size > t.maxBytes:
+		return &capError{fmt.Sprintf("the server sent more than %d MB of reply; it is cut there", t.maxBytes>>20)}
+	case text && t.opt.MaxTokens > 0 && t.res.Deltas >= t.opt.MaxTokens+tokenSlack:
+		return &capError{fmt.Sprintf("the server sent more than the %d tokens asked for; the reply is cut there", t.opt.MaxTokens)}
+	}
+	return nil
+}
+
+// chunk takes one chunk of the stream.
+func (t *turnReader) chunk(ch *openai.ChatChunk) error {
+	t.chunks++
+	if err := t.capped(ch); err != nil {
+		return err
+	}
+	if ch.Usage != nil {
+		t.res.Usage = ch.Usage
+	}
+	for _, choice := range ch.Choices {
+		d := choice.Delta
+		if r := d.ReasoningContent; r != nil && *r != "" {
+			t.delta(engine.EventReasoning, *r)
+		} else if r := d.Reasoning; r != nil && *r != "" {
+			t.delta(engine.EventReasoning, *r)
+		}
+		if d.Content != nil && *d.Content != "" {
+			t.delta(engine.EventAnswer, *d.Content)
+		}
+		for k, td := range d.ToolCalls {
+			t.toolDelta(k, td)
+		}
+		if choice.FinishReason != nil {
+			t.res.Finish = *choice.FinishReason
+		}
+	}
+	return nil
+}
+
+// toolDelta adds the k-th tool-call delta of a chunk to its call.
+func (t *turnReader) toolDelta(k int, td openai.ToolCall) {
+	i := k
+	if td.Index != nil {
+		i = *td.Index
+	}
+	tc := t.calls[i]
+	if tc == nil {
+		tc = &xtml.ToolCall{Type: "function"}
+		t.calls[i] = tc
+	}
+	if td.ID != "" {
+		tc.ID = td.ID
+	}
+	tc.Function.Name += td.Function.Name
+	tc.Function.Arguments += td.Function.Arguments
+	phase(t.on, "calling a tool")
+}
+
+// comment takes an SSE comment: k3 serve says how far it read the prompt.
+func (t *turnReader) comment(c string) {
+	if strings.HasPrefix(c, "prefill ") {
+		phase(t.on, "the server is reading the prompt "+strings.TrimPrefix(c, "prefill "))
+	}
+}
+
+// empty is the error for a stream that read cleanly but held nothing.
+func (t *turnReader) empty(done bool, resp *http.Response, baseURL string) error {
+	switch {
+	case t.chunks == 0:
+		return fmt.Errorf("the server's reply held no events (no \"data: {...}\" lines; it was %s): is %s an OpenAI-compatible server?",
+			contentType(resp), baseURL)
+	case done && t.res.Deltas == 0 && len(t.calls) == 0 && t.res.Finish == "":
+		return errors.New("the server ended the stream with no reply text, no tool call and no finish reason")
+	}
+	return nil
+}
+
+// finish ends the reply: the tool calls in index order (shown as text),
+// the speed, and the verdict on how the stream ended (done: at [DONE]).
+func (t *turnReader) finish(ctx context.Context, done bool, readErr error) (*Result, error) {
+	res := t.res
+	idx := make([]int, 0, len(t.calls))
+	for i := range t.calls {
 		idx = append(idx, i)
 	}
 	sort.Ints(idx)
 	for _, i := range idx {
-		tc := *calls[i]
+		tc := *t.calls[i]
 		res.ToolCalls = append(res.ToolCalls, tc)
 		text := ToolCallText(tc)
-		answer.WriteString(text)
-		on(engine.Event{Kind: engine.EventTool, Text: text, At: time.Now()})
-		on(engine.Event{Kind: engine.EventAnswer, Text: text, At: time.Now()})
+		t.answer.WriteString(text)
+		t.on(engine.Event{Kind: engine.EventTool, Text: text, At: time.Now()})
+		t.on(engine.Event{Kind: engine.EventAnswer, Text: text, At: time.Now()})
 	}
-	res.Message.Content, res.Message.ReasoningContent = answer.String(), reasoning.String()
-	if !first.IsZero() {
+	res.Message.Content, res.Message.ReasoningContent = t.answer.String(), t.reasoning.String()
+	if !t.first.IsZero() {
 		n := float64(res.Deltas)
 		if res.Usage != nil && res.Usage.CompletionTokens > 0 {
 			n = float64(res.Usage.CompletionTokens)
 		}
-		if dt := last.Sub(first).Seconds(); dt > 0 && n > 1 {
+		if dt := t.last.Sub(t.first).Seconds(); dt > 0 && n > 1 {
 			res.TokensPerSecond = (n - 1) / dt
 		}
 	}
@@ -482,4 +536,15 @@ func (c *Client) Turn(ctx context.Context, history []chat.Message, opt chat.Opti
 // tools; it shows what the model asked for).
 func ToolCallText(tc xtml.ToolCall) string {
 	return fmt.Sprintf("\n\n[tool call: %s %s]", tc.Function.Name, tc.Function.Arguments)
+}
+
+// imageParts sends a user message's pictures before its text, as data:
+// URLs in image_url parts (what vLLM and SGLang take).
+func imageParts(m chat.Message) []openai.ContentPart {
+	var ps []openai.ContentPart
+	for _, img := range m.Images {
+		url := "data:" + http.DetectContentType(img) + ";base64," + base64.StdEncoding.EncodeToString(img)
+		ps = append(ps, openai.ContentPart{Image: true, ImageURL: url})
+	}
+	return append(ps, openai.ContentPart{Text: m.Content})
 }

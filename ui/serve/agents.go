@@ -115,9 +115,9 @@ func textOf(raw json.RawMessage, types ...string) (string, error) {
 	return joinText(raw, "", types...)
 }
 
-// partsOf is an array content's parts (textOf checked their types), each
+// textPartsOf is an array content's parts (textOf checked their types), each
 // rendered as its own segment as Moonshot's encoder does; nil for a string.
-func partsOf(raw json.RawMessage) []openai.ContentPart {
+func textPartsOf(raw json.RawMessage) []openai.ContentPart {
 	var parts []struct {
 		Text string `json:"text"`
 	}

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"time"
 
+	"k3/engine/chat"
 	"k3/tokenizer/constrain"
 	"k3/tokenizer/xtml"
 
@@ -37,8 +38,7 @@ func (s *Server) chatPrompt(q *openai.ChatRequest, j *job) *openai.Error {
 		if role == "developer" { // OpenAI's newer name for system
 			role = "system"
 		}
-		tm := xtml.Message{Role: role, Content: string(m.Content), Name: m.Name, ToolCallID: m.ToolCallID, ToolCalls: m.ToolCalls,
-			Parts: openai.XTMLParts(m.Parts)} // each part its own segment, as Moonshot's encoder
+		tm := xtml.Message{Role: role, Content: string(m.Content), Name: m.Name, ToolCallID: m.ToolCallID, ToolCalls: m.ToolCalls}
 		if role != "tool" && role != "assistant" {
 			tm.ToolCallID, tm.ToolCalls = "", nil
 		}
@@ -50,6 +50,13 @@ func (s *Server) chatPrompt(q *openai.ChatRequest, j *job) *openai.Error {
 		}
 		if role == "user" {
 			j.stream++
+		}
+		if m.Parts != nil { // each part its own segment, as Moonshot's encoder
+			parts, err := s.partsOf(m.Parts, fmt.Sprintf("messages[%d]", i), &j.images)
+			if err != nil {
+				return err
+			}
+			tm.Parts = parts
 		}
 		msgs[i] = tm
 	}
@@ -73,6 +80,9 @@ func (s *Server) chatPrompt(q *openai.ChatRequest, j *job) *openai.Error {
 		return openai.BadRequest("messages", "%v", rerr)
 	}
 	j.ids, j.thinking = xtml.Encode(s.o.Tok, segs), thinking
+	if j.ids, rerr = chat.ExpandImages(s.o.Tok, j.ids, j.images); rerr != nil {
+		return openai.BadRequest("messages", "%v", rerr)
+	}
 	switch {
 	case len(tools) == 0:
 		j.noTools = "no tools were declared"
@@ -190,31 +200,32 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	var q openai.ChatRequest
 	j := &job{}
 	id, created := newID("chatcmpl-"), time.Now().Unix()
-	s.chatEndpoint(w, r, "POST /v1/chat/completions", &q, &q, j, nil, func(ctx context.Context, cancel context.CancelFunc, p *place) (*result, error) {
-		return s.streamChat(ctx, cancel, w, p, j, &q, id, created)
-	}, func(res *result) any {
-		return s.chatReply(j, res, &q, id, created)
-	})
+	s.handle(w, r, endpoint{name: "POST /v1/chat/completions", body: &q, j: j, checks: s.chatChecks(&q, j, nil), stream: &q.Stream,
+		streamed: func(ctx context.Context, cancel context.CancelFunc, p *place) (*result, error) {
+			return s.streamChat(ctx, cancel, w, p, j, &q, id, created)
+		},
+		reply: func(res *result) any { return s.chatReply(j, res, &q, id, created) }})
 }
 
-// chatEndpoint is what the endpoints read into a chat request share (chat
-// completions, Responses, Messages): it reads the body into body, then
-// handle runs read (the endpoint's own reading of body into q and j; nil
-// when body is q), the sampling fields, the chat prompt and the context
-// fit, and streams (q.Stream) or writes the reply.
-func (s *Server) chatEndpoint(w http.ResponseWriter, r *http.Request, what string, body any, q *openai.ChatRequest, j *job, read func() *openai.Error,
-	streamed func(context.Context, context.CancelFunc, *place) (*result, error), reply func(*result) any) {
-	t0 := time.Now()
-	release, err := s.decode(w, r, body)
-	if err != nil {
-		s.writeError(w, err)
-		return
-	}
-	s.handle(w, r, what, &q.Stream, j, t0, release, s.chatChecks(q, j, read), streamed, reply)
+// endpoint is what a generating endpoint gives handle: its name in the
+// log, the value the request body is decoded into, the job its checks
+// fill, the checks (run in order; the first failure is the answer),
+// whether it streams (read after the checks), and how it answers: as a
+// stream, or as a reply's JSON.
+type endpoint struct {
+	name     string
+	body     any
+	j        *job
+	checks   []func() *openai.Error
+	stream   *bool
+	streamed func(ctx context.Context, cancel context.CancelFunc, p *place) (*result, error)
+	reply    func(*result) any
 }
 
-// chatChecks read a request into j: read (nil: none), the sampling
-// fields, the chat prompt, and (the last) the context fit.
+// chatChecks read a request into j: read (nil: none; the endpoint's own
+// reading of its body into q), the sampling fields, the chat prompt, and
+// (the last) the context fit. Chat completions, Responses and Messages
+// all read into a chat request.
 func (s *Server) chatChecks(q *openai.ChatRequest, j *job, read func() *openai.Error) []func() *openai.Error {
 	var checks []func() *openai.Error
 	if read != nil {
@@ -226,30 +237,36 @@ func (s *Server) chatChecks(q *openai.ChatRequest, j *job, read func() *openai.E
 		func() *openai.Error { return s.fit(j) })
 }
 
-// handle is the part every generating endpoint shares: it runs the
-// request's checks (the first failure is the answer), releases the body's
-// share of the bodies in flight, takes a place in the queue, then either
-// streams (*stream, read after the checks) or generates and writes the
-// reply (reply's JSON, the positions reused for this client in
-// X-K3-Reused-Positions), and logs the request. A stream whose client stops reading calls
-// cancel, which ends the generation.
-func (s *Server) handle(w http.ResponseWriter, r *http.Request, what string, streamp *bool, j *job, t0 time.Time, release func(),
-	checks []func() *openai.Error, streamed func(context.Context, context.CancelFunc, *place) (*result, error), reply func(*result) any) {
+// handle is the part every generating endpoint shares: it reads the body
+// into ep.body, runs the checks, releases the body's share of the bodies
+// in flight, takes a place in the queue, then either streams or generates
+// and writes the reply (the positions reused for this client in
+// X-K3-Reused-Positions), and logs the request. A stream whose client
+// stops reading calls cancel, which ends the generation.
+func (s *Server) handle(w http.ResponseWriter, r *http.Request, ep endpoint) {
+	t0 := time.Now()
+	release, derr := s.decode(w, r, ep.body)
+	if derr != nil {
+		s.writeError(w, derr)
+		return
+	}
 	defer release()
+	j := ep.j
 	j.client = clientOf(r)
-	for _, check := range checks {
+	j.partition = s.keyPartition(r)
+	for _, check := range ep.checks {
 		if err := check(); err != nil {
 			release()
-			s.logf("%s %d: %s", what, err.Status, err.Message)
+			s.logf("%s %d: %s", ep.name, err.Status, err.Message)
 			s.writeError(w, err)
 			return
 		}
 	}
 	release()
-	stream := *streamp
+	stream := *ep.stream
 	p, err := s.q.join()
 	if err != nil {
-		s.logf("%s 429: queue full", what)
+		s.logf("%s 429: queue full", ep.name)
 		s.writeError(w, asAPIError(err))
 		return
 	}
@@ -258,21 +275,30 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request, what string, str
 	defer cancel()
 	var res *result
 	if stream {
-		res, err = streamed(ctx, cancel, p)
+		res, err = ep.streamed(ctx, cancel, p)
 	} else {
-		if err = p.wait(ctx); err == nil {
-			res, err = s.generate(ctx, j)
-			p.leave() // before the reply goes out: the client's next request finds the place free
-		}
-		if err == nil {
-			body := reply(res)
-			w.Header().Set("X-K3-Reused-Positions", strconv.Itoa(res.shown))
-			s.writeJSON(w, http.StatusOK, body)
-		} else if ctx.Err() == nil {
-			s.writeError(w, asAPIError(err))
-		}
+		res, err = s.answer(ctx, w, p, ep)
 	}
-	s.logRequest(what, stream, j, res, err, t0)
+	s.logRequest(ep.name, stream, j, res, err, t0)
+}
+
+// answer generates when p's turn comes and writes the reply's JSON.
+func (s *Server) answer(ctx context.Context, w http.ResponseWriter, p *place, ep endpoint) (*result, error) {
+	var res *result
+	err := p.wait(ctx)
+	if err == nil {
+		res, err = s.generate(ctx, ep.j)
+		p.leave() // before the reply goes out: the client's next request finds the place free
+	}
+	switch {
+	case err == nil:
+		body := ep.reply(res)
+		w.Header().Set("X-K3-Reused-Positions", strconv.Itoa(res.shown))
+		s.writeJSON(w, http.StatusOK, body)
+	case ctx.Err() == nil:
+		s.writeError(w, asAPIError(err))
+	}
+	return res, err
 }
 
 func (s *Server) logRequest(what string, stream bool, j *job, res *result, err error, t0 time.Time) {
@@ -326,8 +352,7 @@ func (s *Server) streamChat(ctx context.Context, cancel context.CancelFunc, w ht
 	}
 	withUsage := q.StreamOptions != nil && q.StreamOptions.IncludeUsage
 	chunk := func(d openai.Delta, finish *string) openai.ChatChunk {
-		return openai.ChatChunk{ID: id, Object: "chat.completion.chunk", Created: created, Model: s.o.ModelID,
-			Choices: []openai.ChunkChoice{{Delta: d, FinishReason: finish}}}
+		return openai.NewChunk(id, created, s.o.ModelID, d, finish)
 	}
 	send := func(c openai.ChatChunk) { e.Data(c) }
 	e.Data(chunk(openai.Delta{Role: "assistant", Content: new(string)}, nil))
@@ -345,8 +370,7 @@ func (s *Server) streamChat(ctx context.Context, cancel context.CancelFunc, w ht
 	last.Warnings = res.warnings
 	send(last)
 	if withUsage {
-		e.Data(openai.ChatChunk{ID: id, Object: "chat.completion.chunk", Created: created, Model: s.o.ModelID,
-			Choices: []openai.ChunkChoice{}, Usage: res.chatUsage()})
+		e.Data(openai.UsageChunk(id, created, s.o.ModelID, res.chatUsage()))
 	}
 	e.Done()
 	return res, nil

@@ -54,17 +54,14 @@ func (s *Server) completionPrompt(raw json.RawMessage, j *job) *openai.Error {
 }
 
 func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
-	t0 := time.Now()
 	var q openai.CompletionRequest
-	release, err := s.decode(w, r, &q)
-	if err != nil {
-		s.writeError(w, err)
-		return
-	}
-	j := &job{raw: true, keepSpecial: q.SkipSpecialTokens != nil && !*q.SkipSpecialTokens}
+	j := &job{raw: true}
 	id, created := newID("cmpl-"), time.Now().Unix()
-	s.handle(w, r, "POST /v1/completions", &q.Stream, j, t0, release, []func() *openai.Error{
-		func() *openai.Error { return s.samplingOf(&q.Sampling, j) },
+	s.handle(w, r, endpoint{name: "POST /v1/completions", body: &q, j: j, stream: &q.Stream, checks: []func() *openai.Error{
+		func() *openai.Error {
+			j.keepSpecial = q.SkipSpecialTokens != nil && !*q.SkipSpecialTokens
+			return s.samplingOf(&q.Sampling, j)
+		},
 		func() *openai.Error {
 			if q.Echo {
 				return openai.BadRequest("echo", "echo is not supported")
@@ -72,9 +69,9 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 			return s.completionPrompt(q.Prompt, j)
 		},
 		func() *openai.Error { return s.fit(j) },
-	}, func(ctx context.Context, cancel context.CancelFunc, p *place) (*result, error) {
+	}, streamed: func(ctx context.Context, cancel context.CancelFunc, p *place) (*result, error) {
 		return s.streamCompletion(ctx, cancel, w, p, j, &q, id, created)
-	}, func(res *result) any {
+	}, reply: func(res *result) any {
 		out := openai.CompletionResponse{ID: id, Object: "text_completion", Created: created, Model: s.o.ModelID,
 			Choices: []openai.CompletionChoice{{Text: res.content, FinishReason: &res.finish}},
 			Usage:   openai.NewUsage(res.prompt, len(res.ids), res.shown)}
@@ -82,7 +79,7 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 			out.PromptTokenIDs, out.Choices[0].TokenIDs = j.ids, res.ids
 		}
 		return out
-	})
+	}})
 }
 
 func (s *Server) streamCompletion(ctx context.Context, cancel context.CancelFunc, w http.ResponseWriter, p *place, j *job, q *openai.CompletionRequest, id string, created int64) (*result, error) {

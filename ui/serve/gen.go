@@ -3,10 +3,12 @@ package serve
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
+	"net/http"
 	"slices"
 	"strings"
 	"time"
@@ -21,7 +23,8 @@ import (
 // job is one generation, read from a request.
 type job struct {
 	ids      []int
-	thinking bool // the prompt opened the think channel
+	images   []chat.Image // the prompt's pictures, their pads expanded in ids
+	thinking bool         // the prompt opened the think channel
 	// noTools, when set, says why tool calls were not asked for (no tools,
 	// or tool_choice "none"): the reader leaves out the ones written anyway
 	noTools string
@@ -37,6 +40,9 @@ type job struct {
 	// call (tool_choice required or named): enforced by constrained decoding
 	goal   constrain.Goal
 	client string // who asked (clientOf)
+	// partition is whose prompt-cache snapshots the job may reuse
+	// (Server.partition)
+	partition string
 	// notes are warnings of the request's own (what it asked and was not
 	// done), reported before the reply reader's
 	notes []string
@@ -57,9 +63,9 @@ type result struct {
 	finish             string // stop, length or tool_calls
 	stopSeq            string // the stop string that ended the reply
 	prompt, reused     int
-	// shown is what the reply reports as reused (cached_tokens): reused
-	// when the kept state was this client's own, else 0, so no client
-	// learns whether another's prompt starts like its own.
+	// shown is what the reply reports as reused (cached_tokens): all of
+	// it, since a job reuses only its own partition's states (no client
+	// learns whether another's prompt starts like its own)
 	shown int
 }
 
@@ -116,6 +122,7 @@ func (s *Server) samplingOf(q *openai.Sampling, j *job) *openai.Error {
 		return asAPIError(err)
 	}
 	j.stops = append(j.stops, stops...) // after an endpoint's own (Messages' stop_sequences)
+	j.partition = s.partition(j.partition, q.PromptCacheKey)
 	return nil
 }
 
@@ -162,10 +169,6 @@ func (s *Server) generate(ctx context.Context, j *job) (*result, error) {
 		defer s.o.Lock.Unlock()
 	}
 	s.generations.Add(1)
-	s.ownerMu.Lock()
-	own := s.owner == j.client
-	s.owner = j.client // the state this generation leaves is its client's
-	s.ownerMu.Unlock()
 	filter := newStopFilter(j.stops, j.onAnswer)
 	dec := s.o.Tok.NewStreamDecoder()
 	stopIDs := s.o.Tok.StopIDs()
@@ -205,7 +208,7 @@ func (s *Server) generate(ctx context.Context, j *job) (*result, error) {
 	}
 	rep, err := s.sess.Generate(ctx, j.ids, chat.PromptOptions{Thinking: j.thinking, MaxTokens: j.maxTokens,
 		Sampler: sampler, Spec: spec, Stop: func() bool { return filter.hit },
-		NoTools: j.noTools != "", NoToolsWhy: j.noTools}, on)
+		NoTools: j.noTools != "", NoToolsWhy: j.noTools, Partition: j.partition, Images: j.images}, on)
 	if err != nil {
 		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 			s.cancelled.Add(1)
@@ -219,10 +222,9 @@ func (s *Server) generate(ctx context.Context, j *job) (*result, error) {
 		// the steps after the first token, which came with the prompt's read
 		s.secsPerToken.Store(math.Float64bits(time.Since(first).Seconds() / float64(n-1)))
 	}
-	res := &result{ids: rep.IDs, prompt: len(j.ids), reused: rep.Reused, finish: "length"}
-	if own {
-		res.shown = rep.Reused
-	}
+	// the reuse came from the job's own partition (the session's kept
+	// states and the prompt cache never cross partitions): it may see it
+	res := &result{ids: rep.IDs, prompt: len(j.ids), reused: rep.Reused, shown: rep.Reused, finish: "length"}
 	if rep.Stop == engine.StopToken {
 		res.finish = "stop"
 	}
@@ -258,4 +260,36 @@ func newID(prefix string) string {
 	var b [12]byte
 	_, _ = rand.Read(b[:])
 	return prefix + hex.EncodeToString(b[:])
+}
+
+// keyPartition is the partition of the API key a request presents; on a
+// server without a key (which listens on loopback only: one user's), of
+// the client's address, so a client on another loopback address shares
+// nothing ("" with SharedCache). Only a digest of the key is kept.
+func (s *Server) keyPartition(r *http.Request) string {
+	switch {
+	case s.o.SharedCache:
+		return ""
+	case s.o.APIKey == "":
+		return "addr:" + clientOf(r)
+	}
+	key := r.Header.Get("x-api-key")
+	if b, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
+		key = strings.TrimSpace(b)
+	}
+	return "key:" + digest(key)
+}
+
+// partition adds a request's prompt_cache_key to its key's partition.
+func (s *Server) partition(key, cacheKey string) string {
+	if s.o.SharedCache || cacheKey == "" {
+		return key
+	}
+	return key + "|pck:" + digest(cacheKey)
+}
+
+// digest is a short hex digest of a secret (never kept or logged itself).
+func digest(v string) string {
+	h := sha256.Sum256([]byte(v))
+	return hex.EncodeToString(h[:12])
 }

@@ -220,9 +220,11 @@ func twoClients(t *testing.T) (*http.Client, *http.Client) {
 }
 
 // TestReuseShownOnlyToItsClient: cached_tokens and X-K3-Reused-Positions
-// report the kept state's reuse only to the client (remote address) whose
-// request left it; another client gets 0 for the same reuse (was: an
-// oracle on the previous client's prompt).
+// report the kept state's reuse to the client (remote address) whose
+// request left it; another client's request reuses nothing of it, so
+// neither the numbers nor the timing tell it whether its guess of the
+// other's prompt was right (was: an oracle on the previous client's
+// prompt, audit V11).
 func TestReuseShownOnlyToItsClient(t *testing.T) {
 	a, b := twoClients(t)
 	s, _, _ := start(t, nil)
@@ -245,7 +247,7 @@ func TestReuseShownOnlyToItsClient(t *testing.T) {
 	cached, hdr = ask(b, 1)
 	assert.Equal(t, 0, cached, "another client learns nothing of the kept state")
 	assert.Equal(t, "0", hdr)
-	assert.Greater(t, s.Stats().Reused, before, "the state was reused all the same")
+	assert.Equal(t, before, s.Stats().Reused, "another client's request reused nothing")
 }
 
 // TestDecodeRefusesTrailingData: the whole body must be one JSON value.
@@ -370,6 +372,6 @@ func TestAgentReuseShownOnlyToItsClient(t *testing.T) {
 		cached, hdr = ask(b)
 		assert.Equal(t, 0.0, cached, c.path+": another client learns nothing of the kept state")
 		assert.Equal(t, "0", hdr, c.path)
-		assert.Greater(t, s.Stats().Reused, before, c.path+": the state was reused all the same")
+		assert.Equal(t, before, s.Stats().Reused, c.path+": another client's request reused nothing")
 	}
 }

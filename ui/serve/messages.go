@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 
+	"k3/ui/anthropic"
 	"k3/ui/openai"
 )
 
@@ -44,6 +45,10 @@ type messagesRequest struct {
 	OutputConfig *struct {
 		Effort string `json:"effort"`
 	} `json:"output_config"`
+	// Metadata.UserID partitions the prompt cache, as prompt_cache_key
+	Metadata *struct {
+		UserID string `json:"user_id"`
+	} `json:"metadata"`
 }
 
 type anthropicMsg struct {
@@ -62,6 +67,26 @@ type anthropicBlock struct {
 	Content   json.RawMessage `json:"content"`
 	IsError   bool            `json:"is_error"`
 	Thinking  string          `json:"thinking"`
+	Source    *struct {
+		Type      string `json:"type"` // base64 or url
+		MediaType string `json:"media_type"`
+		Data      string `json:"data"`
+		URL       string `json:"url"`
+	} `json:"source"`
+}
+
+// imagePart is an image block as a chat content part: a base64 source as
+// a data: URL, a url source as it is (refused: k3 fetches nothing).
+func imagePart(b anthropicBlock, param string) (openai.ContentPart, error) {
+	switch {
+	case b.Source == nil:
+		return openai.ContentPart{}, fmt.Errorf("an image block needs a source")
+	case b.Source.Type == "base64":
+		return openai.ContentPart{Image: true, ImageURL: "data:" + b.Source.MediaType + ";base64," + b.Source.Data, Param: param}, nil
+	case b.Source.Type == "url":
+		return openai.ContentPart{Image: true, ImageURL: b.Source.URL, Param: param}, nil
+	}
+	return openai.ContentPart{}, fmt.Errorf("an image source of type %q: k3 takes base64 sources", b.Source.Type)
 }
 
 // blocksOf reads a message's content: a string is one text block.
@@ -100,6 +125,9 @@ func chatOfMessages(m *messagesRequest, q *openai.ChatRequest) *openai.Error {
 		return openai.BadRequest("messages", "messages must not be empty")
 	}
 	q.Model, q.Stream, q.MaxTokens = m.Model, m.Stream, m.MaxTokens
+	if m.Metadata != nil {
+		q.PromptCacheKey = m.Metadata.UserID
+	}
 	q.Temperature, q.TopP, q.TopK = m.Temperature, m.TopP, m.TopK
 	q.Thinking = &openai.Thinking{Type: "disabled"}
 	if t := m.Thinking; t != nil {
@@ -147,6 +175,12 @@ func chatOfMessages(m *messagesRequest, q *openai.ChatRequest) *openai.Error {
 				case "text":
 					text.WriteString(b.Text)
 					parts = append(parts, openai.ContentPart{Text: b.Text})
+				case "image":
+					p, err := imagePart(b, fmt.Sprintf("messages[%d].content[%d].source", i, k))
+					if err != nil {
+						return openai.BadRequest("messages", "messages[%d].content[%d]: %v", i, k, err)
+					}
+					parts = append(parts, p)
 				case "tool_result":
 					name, ok := names[b.ToolUseID]
 					if !ok {
@@ -160,12 +194,12 @@ func chatOfMessages(m *messagesRequest, q *openai.ChatRequest) *openai.Error {
 					tm.ToolCallID, tm.Name = b.ToolUseID, name
 					q.Messages = append(q.Messages, tm)
 				default:
-					return openai.BadRequest("messages", "messages[%d].content[%d] is of type %q: a user message may have text and tool_result blocks", i, k, b.Type)
+					return openai.BadRequest("messages", "messages[%d].content[%d] is of type %q: a user message may have text, image and tool_result blocks", i, k, b.Type)
 				}
 			}
-			if text.Len() > 0 || len(bs) == 0 {
+			if hasImage(parts) || (text.Len() > 0 || len(bs) == 0) {
 				um := msg("user", text.String())
-				if len(parts) > 1 {
+				if hasImage(parts) || len(parts) > 1 {
 					um.Parts = parts
 				}
 				q.Messages = append(q.Messages, um)
@@ -238,69 +272,14 @@ func chatOfMessages(m *messagesRequest, q *openai.ChatRequest) *openai.Error {
 	return nil
 }
 
-// anthropicMessage is the reply message.
-type anthropicMessage struct {
-	ID           string           `json:"id"`
-	Type         string           `json:"type"`
-	Role         string           `json:"role"`
-	Model        string           `json:"model"`
-	Content      []map[string]any `json:"content"`
-	StopReason   *string          `json:"stop_reason"`
-	StopSequence *string          `json:"stop_sequence"`
-	Usage        anthropicUsage   `json:"usage"`
-	// Warnings say what of the model's output was read loosely (k3's own field).
-	Warnings []string `json:"warnings,omitempty"`
-}
-
-// anthropicUsage counts tokens as Anthropic does: input_tokens are the
-// prompt positions read, cache_read_input_tokens those reused from the
-// state of the previous request.
-type anthropicUsage struct {
-	InputTokens              int `json:"input_tokens"`
-	OutputTokens             int `json:"output_tokens"`
-	CacheCreationInputTokens int `json:"cache_creation_input_tokens"`
-	CacheReadInputTokens     int `json:"cache_read_input_tokens"`
-}
-
 // usageOf counts the reuse this client may see (result.shown).
-func usageOf(res *result) anthropicUsage {
-	return anthropicUsage{InputTokens: res.prompt - res.shown, OutputTokens: len(res.ids), CacheReadInputTokens: res.shown}
+func usageOf(res *result) anthropic.Usage {
+	return anthropic.Usage{InputTokens: res.prompt - res.shown, OutputTokens: len(res.ids), CacheReadInputTokens: res.shown}
 }
 
 // stopReason is the reply's stop_reason and stop_sequence.
 func stopReason(res *result) (*string, *string) {
-	var reason string
-	var seq *string
-	switch {
-	case res.finish == "length":
-		reason = "max_tokens"
-	case len(res.calls) > 0:
-		reason = "tool_use"
-	case res.stopSeq != "":
-		reason, seq = "stop_sequence", &res.stopSeq
-	default:
-		reason = "end_turn"
-	}
-	return &reason, seq
-}
-
-func thinkingBlock(text string) map[string]any {
-	return map[string]any{"type": "thinking", "thinking": text, "signature": ""}
-}
-
-func textBlock(text string) map[string]any { return map[string]any{"type": "text", "text": text} }
-
-func toolUseBlock(id, name string, input json.RawMessage) map[string]any {
-	return map[string]any{"type": "tool_use", "id": id, "name": name, "input": input}
-}
-
-// argsJSON is a call's arguments as a JSON object ({} when they are not one).
-func argsJSON(args string) json.RawMessage {
-	var v map[string]any
-	if json.Unmarshal([]byte(args), &v) != nil {
-		return json.RawMessage("{}")
-	}
-	return json.RawMessage(args)
+	return anthropic.StopReason(res.finish, len(res.calls), res.stopSeq)
 }
 
 // readMessages reads a Messages request into the chat request q and its
@@ -324,23 +303,25 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
 	var q openai.ChatRequest
 	j := &job{}
 	id := newID("msg_")
-	s.chatEndpoint(w, r, "POST /v1/messages", &m, &q, j, readMessages(&m, &q, j), func(ctx context.Context, cancel context.CancelFunc, p *place) (*result, error) {
-		return s.streamMessage(ctx, cancel, w, p, j, id)
-	}, func(res *result) any {
-		out := anthropicMessage{ID: id, Type: "message", Role: "assistant", Model: s.o.ModelID, Content: []map[string]any{},
-			Usage: usageOf(res), Warnings: res.warnings}
-		out.StopReason, out.StopSequence = stopReason(res)
-		if res.reasoning != "" {
-			out.Content = append(out.Content, thinkingBlock(res.reasoning))
-		}
-		if res.content != "" || len(res.calls) == 0 {
-			out.Content = append(out.Content, textBlock(res.content))
-		}
-		for _, c := range res.calls {
-			out.Content = append(out.Content, toolUseBlock(newID("toolu_"), c.Function.Name, argsJSON(c.Function.Arguments)))
-		}
-		return out
-	})
+	s.handle(w, r, endpoint{name: "POST /v1/messages", body: &m, j: j, checks: s.chatChecks(&q, j, readMessages(&m, &q, j)), stream: &q.Stream,
+		streamed: func(ctx context.Context, cancel context.CancelFunc, p *place) (*result, error) {
+			return s.streamMessage(ctx, cancel, w, p, j, id)
+		},
+		reply: func(res *result) any {
+			out := anthropic.NewMessage(id, s.o.ModelID, usageOf(res))
+			out.Warnings = res.warnings
+			out.StopReason, out.StopSequence = stopReason(res)
+			if res.reasoning != "" {
+				out.Content = append(out.Content, anthropic.Thinking(res.reasoning))
+			}
+			if res.content != "" || len(res.calls) == 0 {
+				out.Content = append(out.Content, anthropic.Text(res.content))
+			}
+			for _, c := range res.calls {
+				out.Content = append(out.Content, anthropic.ToolUse(newID("toolu_"), c.Function.Name, anthropic.Input(c.Function.Arguments)))
+			}
+			return out
+		}})
 }
 
 // countTokens answers POST /v1/messages/count_tokens: the positions the
@@ -367,7 +348,7 @@ func (s *Server) countTokens(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	release()
-	s.writeJSON(w, http.StatusOK, map[string]int{"input_tokens": len(j.ids)})
+	s.writeJSON(w, http.StatusOK, anthropic.TokenCount{InputTokens: len(j.ids)})
 }
 
 // streamMessage answers with the Messages events: message_start (and a
@@ -378,14 +359,9 @@ func (s *Server) countTokens(w http.ResponseWriter, r *http.Request) {
 func (s *Server) streamMessage(ctx context.Context, cancel context.CancelFunc, w http.ResponseWriter, p *place, j *job, id string) (*result, error) {
 	e := openai.StartSSE(w, s.o.KeepAlive, s.o.WriteTimeout, func(error) { cancel() })
 	defer e.Quiet()
-	send := func(typ string, ev map[string]any) {
-		ev["type"] = typ
-		e.Event(typ, ev)
-	}
-	start := anthropicMessage{ID: id, Type: "message", Role: "assistant", Model: s.o.ModelID, Content: []map[string]any{},
-		Usage: anthropicUsage{InputTokens: len(j.ids)}}
-	send("message_start", map[string]any{"message": start})
-	send("ping", map[string]any{})
+	ping := func() { e.Event("ping", anthropic.Event{Type: "ping"}) }
+	e.Event("message_start", anthropic.MessageStart{Type: "message_start", Message: anthropic.NewMessage(id, s.o.ModelID, anthropic.Usage{InputTokens: len(j.ids)})})
+	ping()
 	if _, waiting := s.q.depth(); waiting > 0 {
 		e.Comment(fmt.Sprintf("queued: %d waiting", waiting))
 	}
@@ -393,68 +369,49 @@ func (s *Server) streamMessage(ctx context.Context, cancel context.CancelFunc, w
 		return nil, err
 	}
 	index := -1
+	start := func(block anthropic.Block) {
+		index++
+		e.Event("content_block_start", anthropic.BlockStart{Type: "content_block_start", Index: index, ContentBlock: block})
+	}
+	delta := func(d any) {
+		e.Event("content_block_delta", anthropic.BlockDelta{Type: "content_block_delta", Index: index, Delta: d})
+	}
+	stop := func() { e.Event("content_block_stop", anthropic.BlockStop{Type: "content_block_stop", Index: index}) }
 	b := &blocks{
 		open: func(kind string) {
-			index++
-			block := textBlock("")
 			if kind == "reasoning" {
-				block = thinkingBlock("")
+				start(anthropic.Thinking(""))
+			} else {
+				start(anthropic.Text(""))
 			}
-			send("content_block_start", map[string]any{"index": index, "content_block": block})
 		},
 		delta: func(kind, d string) {
-			delta := map[string]any{"type": "text_delta", "text": d}
 			if kind == "reasoning" {
-				delta = map[string]any{"type": "thinking_delta", "thinking": d}
+				delta(anthropic.ThinkingDelta{Type: "thinking_delta", Thinking: d})
+			} else {
+				delta(anthropic.TextDelta{Type: "text_delta", Text: d})
 			}
-			send("content_block_delta", map[string]any{"index": index, "delta": delta})
 		},
-		close: func(kind, text string) { send("content_block_stop", map[string]any{"index": index}) },
+		close: func(kind, text string) { stop() },
 	}
 	// a ping event when the prompt's reading starts and per keep-alive
 	// interval after, for agents' idle watchdogs
-	res, err := b.generate(ctx, s, e, p, j, heartbeat{every: s.o.KeepAlive}, func() { send("ping", map[string]any{}) }, func(ae *openai.Error) {
-		send("error", map[string]any{"error": map[string]string{"type": anthropicType(ae.Status), "message": ae.Message}})
+	res, err := b.generate(ctx, s, e, p, j, heartbeat{every: s.o.KeepAlive}, ping, func(ae *openai.Error) {
+		e.Event("error", anthropic.NewError(ae.Status, ae.Message))
 	})
 	if err != nil {
 		return nil, err
 	}
 	for _, c := range res.calls {
-		index++
-		send("content_block_start", map[string]any{"index": index, "content_block": toolUseBlock(newID("toolu_"), c.Function.Name, json.RawMessage("{}"))})
-		send("content_block_delta", map[string]any{"index": index, "delta": map[string]any{"type": "input_json_delta", "partial_json": string(argsJSON(c.Function.Arguments))}})
-		send("content_block_stop", map[string]any{"index": index})
+		start(anthropic.ToolUse(newID("toolu_"), c.Function.Name, json.RawMessage("{}")))
+		delta(anthropic.InputJSONDelta{Type: "input_json_delta", PartialJSON: string(anthropic.Input(c.Function.Arguments))})
+		stop()
 	}
-	reason, seq := stopReason(res)
-	delta := map[string]any{"delta": map[string]any{"stop_reason": reason, "stop_sequence": seq}, "usage": usageOf(res)}
-	if len(res.warnings) > 0 {
-		delta["warnings"] = res.warnings
-	}
-	send("message_delta", delta)
-	send("message_stop", map[string]any{})
+	md := anthropic.MessageDelta{Type: "message_delta", Usage: usageOf(res), Warnings: res.warnings}
+	md.Delta.StopReason, md.Delta.StopSequence = stopReason(res)
+	e.Event("message_delta", md)
+	e.Event("message_stop", anthropic.Event{Type: "message_stop"})
 	return res, nil
-}
-
-// anthropicType is Anthropic's error type for an HTTP status.
-func anthropicType(status int) string {
-	switch status {
-	case http.StatusUnauthorized:
-		return "authentication_error"
-	case http.StatusForbidden:
-		return "permission_error"
-	case http.StatusNotFound:
-		return "not_found_error"
-	case http.StatusRequestEntityTooLarge:
-		return "request_too_large"
-	case http.StatusTooManyRequests:
-		return "rate_limit_error"
-	case 529:
-		return "overloaded_error"
-	}
-	if status >= 500 {
-		return "api_error"
-	}
-	return "invalid_request_error"
 }
 
 // anthropicErrors rewrites the error answers of h (OpenAI's shape, as
@@ -477,7 +434,7 @@ func (s *Server) anthropicErrors(h http.HandlerFunc) http.HandlerFunc {
 			msg = e.Error.Message
 		}
 		w.Header().Del("Content-Length")
-		s.writeJSON(w, aw.status, map[string]any{"type": "error", "error": map[string]string{"type": anthropicType(aw.status), "message": msg}})
+		s.writeJSON(w, aw.status, anthropic.NewError(aw.status, msg))
 	}
 }
 
@@ -506,3 +463,12 @@ func (a *anthropicWriter) Write(b []byte) (int, error) {
 
 // Unwrap lets http.ResponseController flush the stream.
 func (a *anthropicWriter) Unwrap() http.ResponseWriter { return a.ResponseWriter }
+
+func hasImage(ps []openai.ContentPart) bool {
+	for _, p := range ps {
+		if p.Image {
+			return true
+		}
+	}
+	return false
+}

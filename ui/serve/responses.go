@@ -33,6 +33,7 @@ type responsesRequest struct {
 	PreviousResponseID *string           `json:"previous_response_id"`
 	Conversation       json.RawMessage   `json:"conversation"`
 	Background         bool              `json:"background"`
+	PromptCacheKey     string            `json:"prompt_cache_key"`
 	TopLogprobs        *int              `json:"top_logprobs"`
 	Reasoning          *struct {
 		Effort  string  `json:"effort"`
@@ -133,6 +134,7 @@ func chatOfResponses(r *responsesRequest, q *openai.ChatRequest, x *responsesExt
 		return openai.BadRequest("top_logprobs", "logprobs are not supported")
 	}
 	q.Model, q.Stream, q.MaxTokens, q.Temperature, q.TopP = r.Model, r.Stream, r.MaxOutputTokens, r.Temperature, r.TopP
+	q.PromptCacheKey = r.PromptCacheKey
 	if r.MaxOutputTokens != nil && *r.MaxOutputTokens < 1 {
 		return openai.BadRequest("max_output_tokens", "max_output_tokens must be at least 1, got %d", *r.MaxOutputTokens)
 	}
@@ -243,6 +245,17 @@ func inputMessages(raw json.RawMessage, q *openai.ChatRequest) *openai.Error {
 		}
 		switch typ {
 		case "message":
+			if parts, err := responsesParts(it.Content, i); err != nil {
+				return openai.BadRequest("input", "input[%d].content %v", i, err)
+			} else if parts != nil && it.Role != "assistant" {
+				m := msg(it.Role, "")
+				for _, p := range parts {
+					m.Content += openai.Content(p.Text)
+				}
+				m.Parts = parts
+				q.Messages = append(q.Messages, m)
+				continue
+			}
 			t, err := textOf(it.Content, "input_text", "output_text", "text")
 			if err != nil {
 				return openai.BadRequest("input", "input[%d].content %v", i, err)
@@ -250,11 +263,11 @@ func inputMessages(raw json.RawMessage, q *openai.ChatRequest) *openai.Error {
 			switch it.Role {
 			case "user", "system", "developer":
 				m := msg(it.Role, t)
-				m.Parts = partsOf(it.Content)
+				m.Parts = textPartsOf(it.Content)
 				q.Messages = append(q.Messages, m)
 			case "assistant":
 				m := assistant(func(m *openai.Message) bool { return m.Content == "" && len(m.ToolCalls) == 0 })
-				m.Content, m.Parts = openai.Content(t), partsOf(it.Content)
+				m.Content, m.Parts = openai.Content(t), textPartsOf(it.Content)
 			default:
 				return openai.BadRequest("input", "input[%d].role %q is not one of user, system, developer, assistant", i, it.Role)
 			}
@@ -311,95 +324,65 @@ func deref(s *string) string {
 	return *s
 }
 
-// outputItem is an output item (a map: each type has its own fields, and
-// the empty lists the clients append to must be present).
-type outputItem = map[string]any
-
-// reasoningItem is a reasoning output item: the thinking as its
-// reasoning_text content and, when summarised, as its summary_text summary
-// too.
-func reasoningItem(id, text string, summarised bool) outputItem {
-	content, summary := []any{}, []any{}
-	if text != "" {
-		content = append(content, reasoningPart(text))
-		if summarised {
-			summary = append(summary, summaryPart(text))
-		}
-	}
-	return outputItem{"type": "reasoning", "id": id, "summary": summary, "content": content}
-}
-
-func summaryPart(text string) map[string]any {
-	return map[string]any{"type": "summary_text", "text": text}
-}
-
-func reasoningPart(text string) map[string]any {
-	return map[string]any{"type": "reasoning_text", "text": text}
-}
-
-func textPart(text string) map[string]any {
-	return map[string]any{"type": "output_text", "text": text, "annotations": []any{}, "logprobs": []any{}}
-}
-
-func messageItem(id, status string, parts ...any) outputItem {
-	if parts == nil {
-		parts = []any{}
-	}
-	return outputItem{"type": "message", "id": id, "role": "assistant", "status": status, "content": parts}
-}
-
-func (x *responsesExtra) functionCallItem(id, callID, name, args, status string) outputItem {
-	it := outputItem{"type": "function_call", "id": id, "call_id": callID, "name": name, "arguments": args, "status": status}
-	if ns := x.namespaces[name]; ns != "" {
-		it["namespace"] = ns
-	}
-	return it
+func (x *responsesExtra) functionCallItem(id, callID, name, args, status string) *openai.FunctionCallItem {
+	return &openai.FunctionCallItem{Type: "function_call", ID: id, CallID: callID, Name: name, Arguments: args, Status: status, Namespace: x.namespaces[name]}
 }
 
 // responseObject is the response (in progress while streaming: no usage).
-func (s *Server) responseObject(id string, created int64, r *responsesRequest, x *responsesExtra, output []outputItem, res *result) map[string]any {
+func (s *Server) responseObject(id string, created int64, r *responsesRequest, x *responsesExtra, output []openai.OutputItem, res *result) *openai.Response {
 	tools := r.Tools
 	if tools == nil {
 		tools = []json.RawMessage{}
 	}
-	var choice any = "auto"
+	choice := json.RawMessage(`"auto"`)
 	if tc := bytes.TrimSpace(r.ToolChoice); len(tc) > 0 && !bytes.Equal(tc, []byte("null")) {
-		choice = json.RawMessage(tc)
+		choice = tc
 	}
-	var effort, summary any
+	var reasoning openai.ReasoningConfig
 	if r.Reasoning != nil && r.Reasoning.Effort != "" {
-		effort = r.Reasoning.Effort
+		reasoning.Effort = &r.Reasoning.Effort
 	}
 	if sum := r.summary(); sum != "" {
-		summary = sum
+		reasoning.Summary = &sum
 	}
-	var format any = map[string]string{"type": "text"}
+	format := json.RawMessage(`{"type":"text"}`)
 	if r.Text != nil && len(bytes.TrimSpace(r.Text.Format)) > 0 && !bytes.Equal(bytes.TrimSpace(r.Text.Format), []byte("null")) {
 		format = r.Text.Format
 	}
 	if output == nil {
-		output = []outputItem{}
+		output = []openai.OutputItem{}
 	}
-	o := map[string]any{"id": id, "object": "response", "created_at": created, "status": "in_progress", "model": s.o.ModelID,
-		"output": output, "error": nil, "incomplete_details": nil, "instructions": r.Instructions,
-		"max_output_tokens": r.MaxOutputTokens, "parallel_tool_calls": true, "previous_response_id": nil,
-		"reasoning": map[string]any{"effort": effort, "summary": summary}, "store": false,
-		"temperature": r.Temperature, "top_p": r.TopP, "text": map[string]any{"format": format},
-		"tool_choice": choice, "tools": tools, "truncation": "disabled", "metadata": map[string]any{}, "usage": nil}
+	o := &openai.Response{ID: id, Object: "response", CreatedAt: created, Status: "in_progress", Model: s.o.ModelID,
+		Output: output, Instructions: r.Instructions, MaxOutputTokens: r.MaxOutputTokens, ParallelToolCalls: true,
+		Reasoning: reasoning, Temperature: r.Temperature, TopP: r.TopP, Text: openai.TextConfig{Format: format},
+		ToolChoice: choice, Tools: tools, Truncation: "disabled", Metadata: map[string]string{}}
 	if res != nil {
-		o["status"] = "completed"
+		o.Status = "completed"
 		if res.finish == "length" {
-			o["status"], o["incomplete_details"] = "incomplete", map[string]string{"reason": "max_output_tokens"}
+			o.Status, o.IncompleteDetails = "incomplete", &openai.IncompleteDetails{Reason: "max_output_tokens"}
 		}
-		o["completed_at"] = time.Now().Unix()
-		o["usage"] = map[string]any{"input_tokens": res.prompt, "output_tokens": len(res.ids), "total_tokens": res.prompt + len(res.ids),
-			"input_tokens_details":  map[string]int{"cached_tokens": res.shown},
-			"output_tokens_details": map[string]int{"reasoning_tokens": res.reasoningTokens}}
-		if w := append(x.warnings[:len(x.warnings):len(x.warnings)], res.warnings...); len(w) > 0 {
-			o["warnings"] = w // k3's own field, as in chat
-		}
+		done := time.Now().Unix()
+		o.CompletedAt = &done
+		o.Usage = openai.NewResponseUsage(res.prompt, len(res.ids), res.shown, res.reasoningTokens)
+		o.Warnings = append(x.warnings[:len(x.warnings):len(x.warnings)], res.warnings...)
 	}
 	return o
+}
+
+// responseOutput is a complete reply's output items: the thinking, the
+// answer (also when empty, unless there are calls) and the calls.
+func (x *responsesExtra) responseOutput(res *result, summarised bool) []openai.OutputItem {
+	var out []openai.OutputItem
+	if res.reasoning != "" {
+		out = append(out, openai.NewReasoningItem(newID("rs_"), res.reasoning, summarised))
+	}
+	if res.content != "" || len(res.calls) == 0 {
+		out = append(out, openai.NewMessageItem(newID("msg_"), "completed", openai.NewOutputText(res.content)))
+	}
+	for _, c := range res.calls {
+		out = append(out, x.functionCallItem(newID("fc_"), newID("call_"), c.Function.Name, c.Function.Arguments, "completed"))
+	}
+	return out
 }
 
 func (s *Server) responses(w http.ResponseWriter, r *http.Request) {
@@ -417,129 +400,197 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request) {
 		}
 		return nil
 	}
-	s.chatEndpoint(w, r, "POST /v1/responses", &rq, &q, j, read, func(ctx context.Context, cancel context.CancelFunc, p *place) (*result, error) {
-		return s.streamResponse(ctx, cancel, w, p, j, &rq, x, id, created)
-	}, func(res *result) any {
-		var out []outputItem
-		if res.reasoning != "" {
-			out = append(out, reasoningItem(newID("rs_"), res.reasoning, rq.summary() != ""))
-		}
-		if res.content != "" || len(res.calls) == 0 {
-			out = append(out, messageItem(newID("msg_"), "completed", textPart(res.content)))
-		}
-		for _, c := range res.calls {
-			out = append(out, x.functionCallItem(newID("fc_"), newID("call_"), c.Function.Name, c.Function.Arguments, "completed"))
-		}
-		return s.responseObject(id, created, &rq, x, out, res)
-	})
+	s.handle(w, r, endpoint{name: "POST /v1/responses", body: &rq, j: j, checks: s.chatChecks(&q, j, read), stream: &q.Stream,
+		streamed: func(ctx context.Context, cancel context.CancelFunc, p *place) (*result, error) {
+			st := &responseStream{s: s, rq: &rq, x: x, id: id, created: created, summarised: rq.summary() != ""}
+			return st.run(ctx, cancel, w, p, j)
+		},
+		reply: func(res *result) any {
+			return s.responseObject(id, created, &rq, x, x.responseOutput(res, rq.summary() != ""), res)
+		}})
 }
 
-// streamResponse answers with the Responses events: response.created and
+// responseStream writes one response as the Responses events: every event
+// numbered in order, each output item's events with its index.
+type responseStream struct {
+	s          *Server
+	e          *openai.SSE
+	rq         *responsesRequest
+	x          *responsesExtra
+	id         string
+	created    int64
+	summarised bool
+	seq        int                 // the next event's sequence_number
+	output     []openai.OutputItem // the items done so far
+	itemID     string              // the open item's id
+}
+
+// next is the next sequence number.
+func (st *responseStream) next() int {
+	st.seq++
+	return st.seq - 1
+}
+
+// send writes one event; typ is also its event name.
+func (st *responseStream) send(typ string, ev any) { st.e.Event(typ, ev) }
+
+// inProgress sends response.created or response.in_progress: the response
+// before its output.
+func (st *responseStream) inProgress(typ string) {
+	st.send(typ, openai.ResponseEvent{Type: typ, SequenceNumber: st.next(), Response: st.s.responseObject(st.id, st.created, st.rq, st.x, nil, nil)})
+}
+
+func (st *responseStream) item(typ string, it openai.OutputItem) {
+	st.send(typ, openai.OutputItemEvent{Type: typ, SequenceNumber: st.next(), OutputIndex: len(st.output), Item: it})
+}
+
+func (st *responseStream) part(typ string, part any) {
+	st.send(typ, openai.ContentPartEvent{Type: typ, SequenceNumber: st.next(), ItemID: st.itemID, OutputIndex: len(st.output), Part: part})
+}
+
+func (st *responseStream) summaryPart(typ, text string) {
+	st.send(typ, openai.SummaryPartEvent{Type: typ, SequenceNumber: st.next(), ItemID: st.itemID, OutputIndex: len(st.output), Part: openai.SummaryText(text)})
+}
+
+// open starts a reasoning or message item.
+func (st *responseStream) open(kind string) {
+	if kind == "reasoning" {
+		st.itemID = newID("rs_")
+		st.item("response.output_item.added", openai.NewReasoningItem(st.itemID, "", st.summarised))
+		if st.summarised {
+			st.summaryPart("response.reasoning_summary_part.added", "")
+		}
+		st.part("response.content_part.added", openai.ReasoningText(""))
+		return
+	}
+	st.itemID = newID("msg_")
+	st.item("response.output_item.added", openai.NewMessageItem(st.itemID, "in_progress"))
+	st.part("response.content_part.added", openai.NewOutputText(""))
+}
+
+// delta sends a piece of the open item's text.
+func (st *responseStream) delta(kind, d string) {
+	ev := openai.TextDelta{Type: "response.output_text.delta", ItemID: st.itemID, OutputIndex: len(st.output), Delta: d, Logprobs: openai.EmptyList}
+	if kind == "reasoning" {
+		ev.Type, ev.Logprobs = "response.reasoning_text.delta", nil
+		if st.summarised {
+			const typ = "response.reasoning_summary_text.delta"
+			st.send(typ, openai.SummaryTextDelta{Type: typ, SequenceNumber: st.next(), ItemID: st.itemID, OutputIndex: len(st.output), Delta: d})
+		}
+	}
+	ev.SequenceNumber = st.next()
+	st.send(ev.Type, ev)
+}
+
+// close ends the open item with its whole text.
+func (st *responseStream) close(kind, text string) {
+	var item openai.OutputItem
+	done := openai.TextDone{Type: "response.output_text.done", ItemID: st.itemID, OutputIndex: len(st.output), Text: text, Logprobs: openai.EmptyList}
+	if kind == "reasoning" {
+		if st.summarised {
+			const typ = "response.reasoning_summary_text.done"
+			st.send(typ, openai.SummaryTextDone{Type: typ, SequenceNumber: st.next(), ItemID: st.itemID, OutputIndex: len(st.output), Text: text})
+			st.summaryPart("response.reasoning_summary_part.done", text)
+		}
+		done.Type, done.Logprobs = "response.reasoning_text.done", nil
+		done.SequenceNumber = st.next()
+		st.send(done.Type, done)
+		st.part("response.content_part.done", openai.ReasoningText(text))
+		item = openai.NewReasoningItem(st.itemID, text, st.summarised)
+	} else {
+		done.SequenceNumber = st.next()
+		st.send(done.Type, done)
+		st.part("response.content_part.done", openai.NewOutputText(text))
+		item = openai.NewMessageItem(st.itemID, "completed", openai.NewOutputText(text))
+	}
+	st.item("response.output_item.done", item)
+	st.output = append(st.output, item)
+}
+
+// call sends one function call item with its arguments.
+func (st *responseStream) call(name, args string) {
+	fid := newID("fc_")
+	item := st.x.functionCallItem(fid, newID("call_"), name, "", "in_progress")
+	st.item("response.output_item.added", item)
+	const delta, done = "response.function_call_arguments.delta", "response.function_call_arguments.done"
+	st.send(delta, openai.ArgumentsDelta{Type: delta, SequenceNumber: st.next(), ItemID: fid, OutputIndex: len(st.output), Delta: args})
+	st.send(done, openai.ArgumentsDone{Type: done, SequenceNumber: st.next(), ItemID: fid, OutputIndex: len(st.output), Name: name, Arguments: args})
+	fin := st.x.functionCallItem(fid, item.CallID, name, args, "completed")
+	st.item("response.output_item.done", fin)
+	st.output = append(st.output, fin)
+}
+
+// run answers with the Responses events: response.created and
 // response.in_progress, then per output item output_item.added, its
 // content part and deltas as they are generated (reasoning_text,
 // output_text; function call arguments when the reply is complete), the
 // item's done events, and response.completed (or response.incomplete at
 // the token cap) with the whole response. Every event has a
 // sequence_number; SSE comments keep the connection alive meanwhile.
-func (s *Server) streamResponse(ctx context.Context, cancel context.CancelFunc, w http.ResponseWriter, p *place, j *job, rq *responsesRequest, x *responsesExtra, id string, created int64) (*result, error) {
-	e := openai.StartSSE(w, s.o.KeepAlive, s.o.WriteTimeout, func(error) { cancel() })
-	defer e.Quiet()
-	seq := 0
-	send := func(typ string, ev map[string]any) {
-		ev["type"], ev["sequence_number"] = typ, seq
-		seq++
-		e.Event(typ, ev)
-	}
-	var output []outputItem
-	send("response.created", map[string]any{"response": s.responseObject(id, created, rq, x, nil, nil)})
+func (st *responseStream) run(ctx context.Context, cancel context.CancelFunc, w http.ResponseWriter, p *place, j *job) (*result, error) {
+	s := st.s
+	st.e = openai.StartSSE(w, s.o.KeepAlive, s.o.WriteTimeout, func(error) { cancel() })
+	defer st.e.Quiet()
+	st.inProgress("response.created")
 	if _, waiting := s.q.depth(); waiting > 0 {
-		e.Comment(fmt.Sprintf("queued: %d waiting", waiting))
+		st.e.Comment(fmt.Sprintf("queued: %d waiting", waiting))
 	}
 	if err := p.wait(ctx); err != nil {
 		return nil, err
 	}
-	send("response.in_progress", map[string]any{"response": s.responseObject(id, created, rq, x, nil, nil)})
-	var itemID string
-	summarised := rq.summary() != ""
-	// summaryEvent is a reasoning_summary event of the open reasoning item's
-	// one summary part
-	summaryEvent := func(typ string, ev map[string]any) {
-		ev["item_id"], ev["output_index"], ev["summary_index"] = itemID, len(output), 0
-		send(typ, ev)
-	}
-	b := &blocks{
-		open: func(kind string) {
-			if kind == "reasoning" {
-				itemID = newID("rs_")
-				send("response.output_item.added", map[string]any{"output_index": len(output), "item": reasoningItem(itemID, "", summarised)})
-				if summarised {
-					summaryEvent("response.reasoning_summary_part.added", map[string]any{"part": summaryPart("")})
-				}
-				send("response.content_part.added", map[string]any{"item_id": itemID, "output_index": len(output), "content_index": 0, "part": reasoningPart("")})
-				return
-			}
-			itemID = newID("msg_")
-			send("response.output_item.added", map[string]any{"output_index": len(output), "item": messageItem(itemID, "in_progress")})
-			send("response.content_part.added", map[string]any{"item_id": itemID, "output_index": len(output), "content_index": 0, "part": textPart("")})
-		},
-		delta: func(kind, d string) {
-			typ := "response.output_text.delta"
-			ev := map[string]any{"item_id": itemID, "output_index": len(output), "content_index": 0, "delta": d}
-			if kind == "reasoning" {
-				typ = "response.reasoning_text.delta"
-				if summarised {
-					summaryEvent("response.reasoning_summary_text.delta", map[string]any{"delta": d})
-				}
-			} else {
-				ev["logprobs"] = []any{}
-			}
-			send(typ, ev)
-		},
-		close: func(kind, text string) {
-			var item outputItem
-			if kind == "reasoning" {
-				if summarised {
-					summaryEvent("response.reasoning_summary_text.done", map[string]any{"text": text})
-					summaryEvent("response.reasoning_summary_part.done", map[string]any{"part": summaryPart(text)})
-				}
-				send("response.reasoning_text.done", map[string]any{"item_id": itemID, "output_index": len(output), "content_index": 0, "text": text})
-				send("response.content_part.done", map[string]any{"item_id": itemID, "output_index": len(output), "content_index": 0, "part": reasoningPart(text)})
-				item = reasoningItem(itemID, text, summarised)
-			} else {
-				send("response.output_text.done", map[string]any{"item_id": itemID, "output_index": len(output), "content_index": 0, "text": text, "logprobs": []any{}})
-				send("response.content_part.done", map[string]any{"item_id": itemID, "output_index": len(output), "content_index": 0, "part": textPart(text)})
-				item = messageItem(itemID, "completed", textPart(text))
-			}
-			send("response.output_item.done", map[string]any{"output_index": len(output), "item": item})
-			output = append(output, item)
-		},
-	}
+	st.inProgress("response.in_progress")
+	b := &blocks{open: st.open, delta: st.delta, close: st.close}
 	// response.in_progress again per keep-alive interval while a long
 	// prompt is read, for agents' idle watchdogs
 	hb := heartbeat{every: s.o.KeepAlive, last: time.Now()}
-	res, err := b.generate(ctx, s, e, p, j, hb, func() {
-		send("response.in_progress", map[string]any{"response": s.responseObject(id, created, rq, x, nil, nil)})
-	}, func(ae *openai.Error) {
-		send("error", map[string]any{"code": ae.Code, "message": ae.Message, "param": ae.Param})
+	res, err := b.generate(ctx, s, st.e, p, j, hb, func() { st.inProgress("response.in_progress") }, func(ae *openai.Error) {
+		st.send("error", openai.ErrorEvent{Type: "error", SequenceNumber: st.next(), Code: ae.Code, Message: ae.Message, Param: ae.Param})
 	})
 	if err != nil {
 		return nil, err
 	}
 	for _, c := range res.calls {
-		fid, args := newID("fc_"), c.Function.Arguments
-		item := x.functionCallItem(fid, newID("call_"), c.Function.Name, "", "in_progress")
-		send("response.output_item.added", map[string]any{"output_index": len(output), "item": item})
-		send("response.function_call_arguments.delta", map[string]any{"item_id": fid, "output_index": len(output), "delta": args})
-		send("response.function_call_arguments.done", map[string]any{"item_id": fid, "output_index": len(output), "name": c.Function.Name, "arguments": args})
-		done := x.functionCallItem(fid, item["call_id"].(string), c.Function.Name, args, "completed")
-		send("response.output_item.done", map[string]any{"output_index": len(output), "item": done})
-		output = append(output, done)
+		st.call(c.Function.Name, c.Function.Arguments)
 	}
-	final := s.responseObject(id, created, rq, x, output, res)
+	final := s.responseObject(st.id, st.created, st.rq, st.x, st.output, res)
 	typ := "response.completed"
-	if final["status"] == "incomplete" {
+	if final.Status == "incomplete" {
 		typ = "response.incomplete"
 	}
-	send(typ, map[string]any{"response": final})
+	st.send(typ, openai.ResponseEvent{Type: typ, SequenceNumber: st.next(), Response: final})
 	return res, nil
+}
+
+// responsesParts reads a message item's content when it holds an
+// input_image part (nil otherwise): its text and image parts in order.
+func responsesParts(raw json.RawMessage, item int) ([]openai.ContentPart, error) {
+	var ps []struct {
+		Type     string `json:"type"`
+		Text     string `json:"text"`
+		ImageURL string `json:"image_url"`
+		FileID   string `json:"file_id"`
+	}
+	if json.Unmarshal(raw, &ps) != nil {
+		return nil, nil // a string, or not parts: textOf says what is wrong
+	}
+	var out []openai.ContentPart
+	images := 0
+	for k, p := range ps {
+		switch p.Type {
+		case "input_image":
+			if p.ImageURL == "" {
+				return nil, fmt.Errorf("[%d]: an input_image needs image_url (a data: URL); this server stores no files", k)
+			}
+			out = append(out, openai.ContentPart{Image: true, ImageURL: p.ImageURL, Param: fmt.Sprintf("input[%d].content[%d].image_url", item, k)})
+			images++
+		case "input_text", "output_text", "text":
+			out = append(out, openai.ContentPart{Text: p.Text})
+		default:
+			return nil, nil // textOf names the part it cannot take
+		}
+	}
+	if images == 0 {
+		return nil, nil
+	}
+	return out, nil
 }

@@ -417,7 +417,7 @@ func TestErrors(t *testing.T) {
 		{"not json", "{", 400, "not valid JSON"},
 		{"no messages", map[string]any{"messages": []any{}}, 400, "messages must not be empty"},
 		{"bad role", map[string]any{"messages": []map[string]any{{"role": "robot", "content": "x"}}}, 400, "unknown role"},
-		{"image part", map[string]any{"messages": []map[string]any{{"role": "user", "content": []map[string]any{{"type": "image_url"}}}}}, 400, "only text parts"},
+		{"image part", map[string]any{"messages": []map[string]any{{"role": "user", "content": []map[string]any{{"type": "image_url"}}}}}, 400, "image_url.url"},
 		{"model", map[string]any{"model": "gpt-4o", "messages": msgs}, 404, "model_not_found"},
 		{"n", map[string]any{"n": 2, "messages": msgs}, 400, `"param":"n"`},
 		{"temperature", map[string]any{"temperature": -1, "messages": msgs}, 400, "temperature"},

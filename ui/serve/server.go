@@ -87,6 +87,17 @@ type Options struct {
 	Fit engine.Options
 	// Log receives one line per request (nil: none).
 	Log *log.Logger
+	// PromptCache, when set, keeps state snapshots of the prompts read, so
+	// a request that starts like an earlier one (an agent's next step,
+	// after a side request or a restart) reads only the rest. It is
+	// partitioned by the API key a request presents and by its
+	// prompt_cache_key (Messages: metadata.user_id): no request reuses
+	// another partition's prompt, nor learns from the timing whether
+	// another client sent it. A keyless server on loopback is one user's.
+	PromptCache engine.PromptCache
+	// SharedCache puts every request in one partition (an explicit opt-in:
+	// clients then learn from the timing what others sent).
+	SharedCache bool
 }
 
 // Stats are the server's counters.
@@ -125,8 +136,6 @@ type Server struct {
 	bodies        budget // bytes of request bodies being read and checked
 	maxTokenBytes int    // the longest token's bytes: text of n bytes is at least n/this positions
 
-	ownerMu sync.Mutex
-	owner   string // the client whose request left the kept engine state
 }
 
 // New checks the options and makes a server (not yet listening).
@@ -166,6 +175,7 @@ func New(o Options) (*Server, error) {
 	}
 	sess := chat.NewSession(o.Engine, o.Tok)
 	sess.FitBudget(o.Fit)
+	sess.Cache = o.PromptCache
 	s := &Server{o: o, sess: sess, created: time.Now().Unix(), maxTokenBytes: 1}
 	for id := range o.Tok.VocabSize() {
 		s.maxTokenBytes = max(s.maxTokenBytes, len(o.Tok.TokenBytes(id)))

@@ -248,12 +248,21 @@ func TestQueueFIFO(t *testing.T) {
 	require.NoError(t, err)
 	_, err = q.join()
 	assert.ErrorIs(t, err, errBusy)
+	// the turns go in the order of joining, whenever each starts to wait:
+	// each waiter sends its name, or its error, when its turn comes
 	order := make(chan string, 3)
 	ctx := context.Background()
-	go func() { require.NoError(t, c.wait(ctx)); order <- "c"; c.leave() }()
-	go func() { require.NoError(t, b.wait(ctx)); order <- "b"; b.leave() }()
+	turn := func(p *place, name string) {
+		if err := p.wait(ctx); err != nil {
+			order <- err.Error()
+			return
+		}
+		order <- name
+		p.leave()
+	}
+	go turn(c, "c")
+	go turn(b, "b")
 	require.NoError(t, a.wait(ctx))
-	time.Sleep(10 * time.Millisecond)
 	a.leave()
 	assert.Equal(t, "b", <-order)
 	assert.Equal(t, "c", <-order)
