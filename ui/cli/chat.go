@@ -348,7 +348,7 @@ func (r *repl) turn(line string) int {
 	s, opt := r.s, r.opt
 	if need := r.held + len(r.tok.Encode(line)) + turnMarkup + opt.MaxTokens; need > r.planned {
 		grown := (need + planStep - 1) / planStep * planStep
-		if err := growPlan(s.Engine.Model(), r.o, r.planned, grown, r.stdout); err != nil {
+		if err := growPlan(s.Engine.Model(), r.o, r.planned, grown, r.stderr); err != nil {
 			fmt.Fprintf(r.stderr, "k3 chat: %v; the message was not sent (/reset starts over)\n", err)
 			return -1
 		}
@@ -396,15 +396,15 @@ const turnMarkup = 64
 // that may take it from the planned positions to need, it checks that the
 // KV cache rows those positions add (with the state copies the session
 // keeps) fit the memory available now, which no longer counts what the
-// model already holds, and says so.
-func growPlan(m *engine.Model, o engine.Options, planned, need int, stdout io.Writer) error {
+// model already holds, and says so on w (stderr, beside the other notes).
+func growPlan(m *engine.Model, o engine.Options, planned, need int, w io.Writer) error {
 	perPos := plan.ForModel(m.Cfg, m.Bound, plan.Sizes{}, plan.Run{StateCopies: o.StateCopies}).KVPerPos
 	more := perPos * int64(need-planned)
 	if mem, err := doctor.ReadMemory(); err == nil && mem.Usable() > 0 && float64(more) > 0.95*float64(mem.Usable()) {
 		return fmt.Errorf("this turn may take the conversation to %d positions, whose KV cache needs %s more than the %s planned, but only %s is available",
 			need, units.Bytes(more), units.Bytes(perPos*int64(planned)), units.Bytes(mem.Usable()))
 	}
-	fmt.Fprintf(stdout, "memory plan: the conversation may reach %d positions: the KV cache grows by %s (%s a position)\n", need, units.Bytes(more), units.Bytes(perPos))
+	fmt.Fprintf(w, "note: memory plan: the conversation may reach %d positions: the KV cache grows by %s (%s a position)\n", need, units.Bytes(more), units.Bytes(perPos))
 	return nil
 }
 

@@ -111,6 +111,6 @@ func TestChatPlanGrows(t *testing.T) {
 	defer func() { stdin = nil }()
 	code, out, errs := runK3("chat", dir, "--gen", "6", "--chunk", "8")
 	require.Equal(t, ExitOK, code, out+errs)
-	assert.Equal(t, 1, strings.Count(out, "memory plan: the conversation may reach 4096 positions: the KV cache grows by "), out)
+	assert.Equal(t, 1, strings.Count(errs, "note: memory plan: the conversation may reach 4096 positions: the KV cache grows by "), errs)
 	assert.Equal(t, 2, strings.Count(out, "prompt positions reused"), "both turns ran")
 }
