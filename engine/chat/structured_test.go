@@ -41,7 +41,7 @@ func TestStructuredTurnRefused(t *testing.T) {
 	e, tok := demo(t)
 	s := NewSession(e, tok)
 	opt := Options{MaxTokens: 8, ResponseFormat: json.RawMessage(
-		`{"type":"json_schema","json_schema":{"name":"x","strict":true,"schema":{"type":"string","pattern":"a+"}}}`)}
+		`{"type":"json_schema","json_schema":{"name":"x","strict":true,"schema":{"type":"array","uniqueItems":true}}}`)}
 	_, err := s.Turn(context.Background(), "hi", opt, nil)
 	require.ErrorContains(t, err, "cannot be enforced")
 	assert.Empty(t, s.History())

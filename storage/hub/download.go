@@ -724,114 +724,161 @@ func (d *downloader) transfer(ctx context.Context, f RemoteFile, part string, h 
 	defer fh.Close()
 	d.tr.set(f.Name, func(p *FileProgress) { p.State = StateDownloading })
 	d.emit(Event{Kind: EventStart, File: f.Name, Message: resumeMsg(have, f.Size)})
-	buf := make([]byte, 1<<20)
-	restarts416 := 0
-
-	op := func() (bool, error) {
-		start := have
-		hdr := http.Header{}
-		if have > 0 {
-			hdr.Set("Range", "bytes="+strconv.FormatInt(have, 10)+"-")
-		}
-		var hubHdr http.Header
-		rctx, rcancel := context.WithCancel(ctx)
-		defer rcancel()
-		resp, err := d.c.get(rctx, d.fileURL(f.Name), hdr, &hubHdr)
-		if err != nil {
-			return false, err
-		}
-		defer resp.Body.Close()
-		if err := d.checkHubHeaders(f, hubHdr); err != nil {
-			return false, err
-		}
-		switch resp.StatusCode {
-		case http.StatusOK:
-			if have > 0 {
-				d.note("%s: the server ignored the byte range; restarting the file from 0", f.Name)
-				if err := d.restart(fh, f, h); err != nil {
-					return false, err
-				}
-				have = 0
-			}
-			if resp.ContentLength >= 0 && resp.ContentLength != f.Size {
-				return false, errRetry{fmt.Errorf("server sends %d bytes, the file is %d", resp.ContentLength, f.Size)}
-			}
-		case http.StatusPartialContent:
-			s, total, ok := parseContentRange(resp.Header.Get("Content-Range"))
-			if !ok || s != have || (total >= 0 && total != f.Size) {
-				return false, errRetry{fmt.Errorf("server answered range %d- with %q", have, resp.Header.Get("Content-Range"))}
-			}
-		case http.StatusRequestedRangeNotSatisfiable:
-			_, total, _ := parseContentRange(resp.Header.Get("Content-Range"))
-			if have == f.Size && (total < 0 || total == f.Size) {
-				return false, nil // complete: verification decides
-			}
-			restarts416++
-			if restarts416 > 2 {
-				return false, fatal("%s: the server keeps refusing byte ranges (HTTP 416) at byte %d of %d; delete %s and re-run", f.Name, have, f.Size, filepath.Base(part))
-			}
-			d.note("%s: server refused the range from byte %d (HTTP 416, it reports %d bytes); restarting the file", f.Name, have, total)
-			if err := d.restart(fh, f, h); err != nil {
-				return false, err
-			}
-			have = 0
-			return false, errRetry{fmt.Errorf("HTTP 416 at byte %d", start)}
-		default:
-			return false, d.c.httpError(resp, "file "+f.Name)
-		}
-
-		// Stream the body, aborting if it stalls.
-		stall := time.AfterFunc(d.c.stall(), rcancel)
-		defer stall.Stop()
-		for have < f.Size {
-			n, rerr := resp.Body.Read(buf)
-			if n > 0 {
-				stall.Reset(d.c.stall())
-				if have+int64(n) > f.Size {
-					// More bytes than the file has: the .part would be wrong.
-					if err := d.restart(fh, f, h); err != nil {
-						return false, err
-					}
-					have = 0
-					return false, errRetry{fmt.Errorf("server sent more than the file's %d bytes; restarting it", f.Size)}
-				}
-				if _, werr := fh.WriteAt(buf[:n], have); werr != nil {
-					if direct.DiskFull(werr) { // ENOSPC, or ERROR_DISK_FULL on Windows
-						return have > start, fatal("disk full writing %s at byte %d: free some space and re-run; the .part is kept and resumes: %w", part, have, syscall.ENOSPC)
-					}
-					return have > start, fatal("write %s at byte %d: %v", part, have, werr)
-				}
-				h.Write(buf[:n])
-				have += int64(n)
-				d.tr.got(f.Name, int64(n))
-			}
-			if rerr == io.EOF {
-				break
-			}
-			if rerr != nil {
-				if ctx.Err() != nil {
-					return have > start, ctx.Err()
-				}
-				if rctx.Err() != nil {
-					rerr = fmt.Errorf("no data for %s", d.c.stall())
-				}
-				return have > start, errRetry{fmt.Errorf("connection lost at byte %d of %d: %v", have, f.Size, rerr)}
-			}
-		}
-		if have < f.Size {
-			return have > start, errRetry{fmt.Errorf("transfer ended at byte %d of %d", have, f.Size)}
-		}
-		return have > start, nil
-	}
+	t := &transfer{d: d, f: f, part: part, fh: fh, h: h, have: have, buf: make([]byte, 1<<20)}
 	onRetry := func(attempt int, wait time.Duration, err error) {
 		d.tr.set(f.Name, func(p *FileProgress) { p.State, p.Attempt = StateRetrying, attempt })
 		d.emit(Event{Kind: EventRetry, File: f.Name, Attempt: attempt, Wait: wait, Err: err})
 	}
 	err = d.c.retry(ctx, f.Name, func() (bool, error) {
 		d.tr.set(f.Name, func(p *FileProgress) { p.State = StateDownloading })
-		return op()
+		return t.attempt(ctx)
 	}, onRetry)
-	return have, err
+	return t.have, err
+}
+
+// transfer is one file's transfer into its .part, over as many attempts
+// as the retry policy allows; have is the .part's length, h its hash so
+// far.
+type transfer struct {
+	d           *downloader
+	f           RemoteFile
+	part        string
+	fh          *os.File
+	h           hash.Hash
+	have        int64
+	buf         []byte
+	restarts416 int
+}
+
+// restart empties the .part: the file starts again from byte 0.
+func (t *transfer) restart() error {
+	if err := t.d.restart(t.fh, t.f, t.h); err != nil {
+		return err
+	}
+	t.have = 0
+	return nil
+}
+
+// attempt is one request for the rest of the file; progress says whether
+// it got bytes (the retry policy counts attempts without progress).
+func (t *transfer) attempt(ctx context.Context) (progress bool, err error) {
+	d, f := t.d, t.f
+	start := t.have
+	hdr := http.Header{}
+	if t.have > 0 {
+		hdr.Set("Range", "bytes="+strconv.FormatInt(t.have, 10)+"-")
+	}
+	var hubHdr http.Header
+	rctx, rcancel := context.WithCancel(ctx)
+	defer rcancel()
+	resp, err := d.c.get(rctx, d.fileURL(f.Name), hdr, &hubHdr)
+	if err != nil {
+		return false, err
+	}
+	defer resp.Body.Close()
+	if err := d.checkHubHeaders(f, hubHdr); err != nil {
+		return false, err
+	}
+	if more, err := t.answer(resp, start); !more || err != nil {
+		return false, err
+	}
+	err = t.stream(ctx, rctx, rcancel, resp.Body)
+	return t.have > start, err
+}
+
+// answer reads the status of the server's answer; more says whether its
+// body is the rest of the file to stream.
+func (t *transfer) answer(resp *http.Response, start int64) (more bool, err error) {
+	d, f := t.d, t.f
+	switch resp.StatusCode {
+	case http.StatusOK:
+		if t.have > 0 {
+			d.note("%s: the server ignored the byte range; restarting the file from 0", f.Name)
+			if err := t.restart(); err != nil {
+				return false, err
+			}
+		}
+		if resp.ContentLength >= 0 && resp.ContentLength != f.Size {
+			return false, errRetry{fmt.Errorf("server sends %d bytes, the file is %d", resp.ContentLength, f.Size)}
+		}
+	case http.StatusPartialContent:
+		s, total, ok := parseContentRange(resp.Header.Get("Content-Range"))
+		if !ok || s != t.have || (total >= 0 && total != f.Size) {
+			return false, errRetry{fmt.Errorf("server answered range %d- with %q", t.have, resp.Header.Get("Content-Range"))}
+		}
+	case http.StatusRequestedRangeNotSatisfiable:
+		_, total, _ := parseContentRange(resp.Header.Get("Content-Range"))
+		if t.have == f.Size && (total < 0 || total == f.Size) {
+			return false, nil // complete: verification decides
+		}
+		t.restarts416++
+		if t.restarts416 > 2 {
+			return false, fatal("%s: the server keeps refusing byte ranges (HTTP 416) at byte %d of %d; delete %s and re-run", f.Name, t.have, f.Size, filepath.Base(t.part))
+		}
+		d.note("%s: server refused the range from byte %d (HTTP 416, it reports %d bytes); restarting the file", f.Name, t.have, total)
+		if err := t.restart(); err != nil {
+			return false, err
+		}
+		return false, errRetry{fmt.Errorf("HTTP 416 at byte %d", start)}
+	default:
+		return false, d.c.httpError(resp, "file "+f.Name)
+	}
+	return true, nil
+}
+
+// stream writes the body to the .part and hashes it, aborting (rcancel)
+// when it stalls.
+func (t *transfer) stream(ctx, rctx context.Context, rcancel context.CancelFunc, body io.Reader) error {
+	d, f := t.d, t.f
+	stall := time.AfterFunc(d.c.stall(), rcancel)
+	defer stall.Stop()
+	for t.have < f.Size {
+		n, rerr := body.Read(t.buf)
+		if n > 0 {
+			stall.Reset(d.c.stall())
+			if err := t.write(n); err != nil {
+				return err
+			}
+		}
+		if rerr == io.EOF {
+			break
+		}
+		if rerr != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if rctx.Err() != nil {
+				rerr = fmt.Errorf("no data for %s", d.c.stall())
+			}
+			return errRetry{fmt.Errorf("connection lost at byte %d of %d: %v", t.have, f.Size, rerr)}
+		}
+	}
+	if t.have < f.Size {
+		return errRetry{fmt.Errorf("transfer ended at byte %d of %d", t.have, f.Size)}
+	}
+	return nil
+}
+
+// write puts the buffer's first n bytes at the end of the .part.
+func (t *transfer) write(n int) error {
+	f := t.f
+	if t.have+int64(n) > f.Size {
+		// More bytes than the file has: the .part would be wrong.
+		if err := t.restart(); err != nil {
+			return err
+		}
+		return errRetry{fmt.Errorf("server sent more than the file's %d bytes; restarting it", f.Size)}
+	}
+	if _, werr := t.fh.WriteAt(t.buf[:n], t.have); werr != nil {
+		if direct.DiskFull(werr) { // ENOSPC, or ERROR_DISK_FULL on Windows
+			return fatal("disk full writing %s at byte %d: free some space and re-run; the .part is kept and resumes: %w", t.part, t.have, syscall.ENOSPC)
+		}
+		return fatal("write %s at byte %d: %v", t.part, t.have, werr)
+	}
+	t.h.Write(t.buf[:n])
+	t.have += int64(n)
+	t.d.tr.got(f.Name, int64(n))
+	return nil
 }
 
 func resumeMsg(have, size int64) string {

@@ -91,7 +91,7 @@ func BenchmarkMaskCache(b *testing.B) {
 			}
 		})
 		b.Run(vc.name+"/cached", func(b *testing.B) {
-			shared := NewMaskCache(16)
+			shared := NewMaskCache(SharedCacheBytes)
 			newConstraint(v, p, shared).Mask(st) // an earlier request's
 			q, _ := Compile(json.RawMessage(schema))
 			c := newConstraint(v, q, shared) // this request's, compiled again

@@ -110,3 +110,24 @@ func TestMaskCacheConcurrent(t *testing.T) {
 		assert.Equal(t, want, got[g], "goroutine %d", g)
 	}
 }
+
+// A mask's key is a fixed-size hash whatever the schema's size (the
+// audit's J13: each key held a 5 MB fingerprint, outside the cap): the
+// cache's bytes are its masks' words and fixed bookkeeping only.
+func TestMaskCacheKeysFixedSize(t *testing.T) {
+	tn := ForTokenizer(mergedTokenizer(t))
+	cost := maskCost(make([]uint64, (tn.V.Size()+63)/64))
+	for _, levels := range []int{2, 17, 60} {
+		tn.Masks = NewMaskCache(SharedCacheBytes)
+		p, err := Compile(json.RawMessage(nestedTypeList(levels, `["object","object"]`)))
+		require.NoError(t, err)
+		prefix := ""
+		for i := range min(levels, 8) {
+			prefix += `{"a":`
+			tn.constraint(p).Mask(stateAfter(t, p, prefix[:len(prefix)-i%2]))
+		}
+		kept, _, _ := tn.Masks.Stats()
+		assert.Equal(t, kept*cost, tn.Masks.Bytes(), "%d levels", levels)
+		assert.Less(t, cost, 300, "a 512-id mask and its 32-byte key")
+	}
+}

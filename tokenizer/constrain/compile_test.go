@@ -230,6 +230,19 @@ func TestNumericBounds(t *testing.T) {
 	assert.ErrorContains(t, err, "no number fits")
 	_, err = Compile(json.RawMessage(`{"type":"integer","minimum":1.2,"maximum":1.8}`))
 	assert.ErrorContains(t, err, "no number fits")
+	// bounds whose exact value would be huge are refused before any arithmetic
+	_, err = Compile(json.RawMessage(`{"type":"integer","minimum":1e999999999}`))
+	assert.ErrorContains(t, err, "bounds beyond ±1e40 are not supported")
+	_, err = Compile(json.RawMessage(`{"type":"number","maximum":1` + strings.Repeat("0", 400) + `}`))
+	assert.ErrorContains(t, err, "digits")
+	s, warns, err := CompileLenient(json.RawMessage(`{"type":"number","minimum":0,"maximum":1.7976931348623157e308}`))
+	require.NoError(t, err)
+	assert.Len(t, warns, 1, "the huge bound is left out, the other held")
+	alive, _ := feed(s, `-1`)
+	assert.False(t, alive)
+	s, err = Compile(json.RawMessage(`{"type":"number","minimum":1e40}`))
+	require.NoError(t, err)
+	assert.Len(t, Start(s).Completion(), 41, "1 and 40 zeros")
 }
 
 func TestStringsAndArrays(t *testing.T) {
@@ -238,13 +251,21 @@ func TestStringsAndArrays(t *testing.T) {
 		ok     []string
 		bad    []string
 	}{
-		{`{"type":"string","minLength":2,"maxLength":3}`, []string{`"ab"`, `"abc"`, `"é\n"`}, []string{`""`, `"a"`, `"abcd"`}},
+		{`{"type":"string","minLength":2,"maxLength":3}`, []string{`"ab"`, `"abc"`, `"é\n"`, `"壽é"`},
+			// a character above U+FFFF is one code point but two UTF-16 units (JavaScript's length): left out
+			[]string{`""`, `"a"`, `"abcd"`, `"a😀"`, `"a\ud83d\ude00"`}},
+		{`{"type":"string"}`, []string{`"😀"`, "\"\xed\x9f\xbf\""},
+			// well-formed UTF-8 only: no overlong forms, no surrogates, nothing above U+10FFFF
+			[]string{"\"\xe0\x80\x80\"", "\"\xed\xa0\x80\"", "\"\xf4\x90\x80\x80\"", "\"\xc0\x80\""}},
 		{`{"type":"string","format":"date"}`, []string{`"2024-02-29"`, `"1999-12-31"`}, []string{`"2024-13-01"`, `"2024-1-01"`, `"x"`, `"2024-02-29 "`}},
 		{`{"type":"string","format":"date-time"}`, []string{`"2024-02-29T23:59:60Z"`, `"2024-02-29T01:02:03.5+05:30"`}, []string{`"2024-02-29T24:00:00Z"`, `"2024-02-29"`}},
 		{`{"type":"string","format":"time"}`, []string{`"12:00:00Z"`}, []string{`"12:00"`}},
 		{`{"type":"string","format":"uuid"}`, []string{`"123e4567-e89b-12d3-a456-426614174000"`}, []string{`"123e4567e89b12d3a456426614174000"`}},
 		{`{"type":"string","format":"email"}`, []string{`"a.b@example.com"`}, []string{`"a@b"`, `"@x.com"`, `"a b@x.com"`}},
 		{`{"type":"string","pattern":"^[a-z]+-[0-9]{2,3}$"}`, []string{`"ab-12"`, `"x-999"`}, []string{`"ab-1"`, `"AB-12"`, `"ab-1234"`}},
+		// zod 4's z.iso.date(): a format and a pattern, both held
+		{`{"type":"string","format":"date","pattern":"^(?:(?:\\d\\d[2468][048]|\\d\\d[13579][26]|\\d\\d0[48]|[02468][048]00|[13579][26]00)-02-29|\\d{4}-(?:(?:0[13578]|1[02])-(?:0[1-9]|[12]\\d|3[01])|(?:0[469]|11)-(?:0[1-9]|[12]\\d|30)|(?:02)-(?:0[1-9]|1\\d|2[0-8])))$"}`,
+			[]string{`"2024-02-29"`, `"2023-04-30"`}, []string{`"2023-02-29"`, `"2023-04-31"`, `"2023-4-30"`}},
 		{`{"type":"string","pattern":"cat"}`, []string{`"cat"`, `"a cat!"`}, []string{`"dog"`, `"c\u0061t"`}},
 		{`{"type":"array","items":{"type":"integer"},"minItems":2,"maxItems":3}`, []string{`[1,2]`, `[1,2,3]`}, []string{`[]`, `[1]`, `[1,2,3,4]`}},
 		{`{"type":"array","maxItems":0}`, []string{`[]`}, []string{`[1]`}},

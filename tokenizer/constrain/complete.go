@@ -60,10 +60,14 @@ func strCompletion(out []byte, f frame) []byte {
 		}
 	}
 	q := f.pst
-	for range f.utf {
-		out = append(out, 0x80)
+	for i := range f.utf {
+		c := byte(0x80)
+		if i == 0 {
+			c = f.ulo
+		}
+		out = append(out, c)
 		if f.s.pat != nil {
-			q = f.s.pat.next[q][0x80]
+			q = f.s.pat.next[q][c]
 		}
 	}
 	fill, _ := f.s.strFill(q, int(f.cnt))

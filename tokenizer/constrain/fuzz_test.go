@@ -13,8 +13,7 @@ import (
 // schemaGen writes a random schema in the subset from a stream of
 // choices.
 type schemaGen struct {
-	r    *rand.Rand
-	defs int
+	r *rand.Rand
 }
 
 func (g *schemaGen) pick(n int) int { return g.r.IntN(n) }

@@ -1,8 +1,10 @@
 package constrain
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 
 	"k3/tokenizer"
@@ -15,19 +17,28 @@ import (
 type Goal struct {
 	Answer *Schema
 	Call   map[string]*Schema // tool name -> argument schema
+	Single bool               // one call only (parallel_tool_calls false)
 }
 
 // Empty reports whether g holds the turn to nothing.
 func (g Goal) Empty() bool { return g.Answer == nil && g.Call == nil }
 
 // ResponseFormat reads an OpenAI response_format object into the schema
-// an answer is held to: nil for text (or none), any JSON object for
-// json_object, the json_schema's schema when it is in the subset the
-// constraint keeps. A schema outside it is an error when strict, else nil
-// (only in the prompt).
+// an answer is held to (ReadResponseFormat, without its warnings).
 func ResponseFormat(rf json.RawMessage) (*Schema, error) {
+	s, _, err := ReadResponseFormat(rf)
+	return s, err
+}
+
+// ReadResponseFormat reads an OpenAI response_format object into the
+// schema an answer is held to: nil for text (or none), any JSON object for
+// json_object, the json_schema's schema for json_schema. A strict schema
+// outside the subset Compile holds is an error naming the keyword; a
+// schema that is not strict is held as far as it can be
+// (CompileLenient), and the warnings say what was not.
+func ReadResponseFormat(rf json.RawMessage) (*Schema, []string, error) {
 	if len(rf) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
 	var f struct {
 		Type       string `json:"type"`
@@ -37,25 +48,40 @@ func ResponseFormat(rf json.RawMessage) (*Schema, error) {
 		} `json:"json_schema"`
 	}
 	if err := json.Unmarshal(rf, &f); err != nil {
-		return nil, fmt.Errorf("response_format: %v", err)
+		return nil, nil, fmt.Errorf("response_format: %v", err)
 	}
 	switch f.Type {
 	case "json_object":
-		return AnyObject(), nil
+		return AnyObject(), nil, nil
 	case "json_schema":
 		if f.JSONSchema == nil || len(f.JSONSchema.Schema) == 0 {
-			return AnyObject(), nil
+			return AnyObject(), nil, nil
 		}
-		s, err := Compile(f.JSONSchema.Schema)
-		if err != nil {
-			if f.JSONSchema.Strict != nil && *f.JSONSchema.Strict {
-				return nil, fmt.Errorf("response_format.json_schema.schema cannot be enforced: %v", err)
-			}
-			return nil, nil // not strict: the schema is only in the prompt
-		}
-		return s, nil
+		strict := f.JSONSchema.Strict != nil && *f.JSONSchema.Strict
+		return holdSchema(f.JSONSchema.Schema, strict, "response_format.json_schema.schema")
 	}
-	return nil, nil
+	return nil, nil, nil
+}
+
+// holdSchema compiles a schema strictly (an error names what cannot be
+// held) or leniently (warnings say what is not held; a schema that cannot
+// be compiled at all is held to nothing, and a warning says so).
+func holdSchema(raw json.RawMessage, strict bool, what string) (*Schema, []string, error) {
+	if strict {
+		s, err := Compile(raw)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s cannot be enforced: %v", what, err)
+		}
+		return s, nil, nil
+	}
+	s, warns, err := CompileLenient(raw)
+	if err != nil {
+		return nil, []string{fmt.Sprintf("%s was not enforced (the reply is only asked for it): %v", what, err)}, nil
+	}
+	for i, w := range warns {
+		warns[i] = what + ": " + w
+	}
+	return s, warns, nil
 }
 
 // SchemaFormat is the response_format of a strict json_schema named name:
@@ -70,27 +96,40 @@ func SchemaFormat(name string, schema json.RawMessage) json.RawMessage {
 var ObjectFormat = json.RawMessage(`{"type":"json_object"}`)
 
 // ToolSchemas reads declared OpenAI function tools' names and argument
-// schemas, for a required call (an argument schema outside the subset is
-// held to any JSON object).
-func ToolSchemas(tools []json.RawMessage) map[string]*Schema {
+// schemas, for a required call. A tool with "strict": true whose schema
+// is outside the subset is an error; otherwise its schema is held as far
+// as it can be and the warnings say what is not (a schema that cannot be
+// compiled at all holds the arguments to any JSON object).
+func ToolSchemas(tools []json.RawMessage) (map[string]*Schema, []string, error) {
 	out := map[string]*Schema{}
+	var warns []string
 	for _, t := range tools {
 		var decl struct {
 			Function struct {
 				Name       string          `json:"name"`
 				Parameters json.RawMessage `json:"parameters"`
+				Strict     *bool           `json:"strict"`
 			} `json:"function"`
 		}
 		if json.Unmarshal(t, &decl) != nil || decl.Function.Name == "" {
 			continue
 		}
-		s, err := Compile(decl.Function.Parameters)
+		f := decl.Function
+		if p := strings.TrimSpace(string(f.Parameters)); p == "" || p == "null" {
+			out[f.Name] = AnyObject()
+			continue
+		}
+		strict := f.Strict != nil && *f.Strict
+		s, w, err := holdSchema(f.Parameters, strict, fmt.Sprintf("tool %q parameters", f.Name))
 		if err != nil {
+			return nil, nil, err
+		}
+		if s == nil {
 			s = AnyObject()
 		}
-		out[decl.Function.Name] = s
+		out[f.Name], warns = s, append(warns, w...)
 	}
-	return out
+	return out, warns, nil
 }
 
 // turns keeps each tokenizer's Turn (built once: it copies every token's
@@ -118,7 +157,35 @@ func (g Goal) Sampler(tok *tokenizer.Tokenizer, thinking bool, base Picker, budg
 	t := Shared(tok)
 	plan := t.Answer(g.Answer, thinking)
 	if g.Call != nil {
-		plan = t.ToolCall(g.Call, thinking)
+		plan = t.ToolCall(g.Call, thinking, g.Single)
 	}
 	return NewSampler(t, plan, base, budget)
+}
+
+// CheckSchemas compiles the declared tools' argument schemas leniently,
+// to check calls the model wrote on its own (Fits); a tool whose schema
+// cannot be compiled is left out.
+func CheckSchemas(tools []json.RawMessage) map[string]*Schema {
+	out := map[string]*Schema{}
+	for _, t := range tools {
+		var decl struct {
+			Function struct {
+				Name       string          `json:"name"`
+				Parameters json.RawMessage `json:"parameters"`
+			} `json:"function"`
+		}
+		if json.Unmarshal(t, &decl) != nil || decl.Function.Name == "" || len(decl.Function.Parameters) == 0 {
+			continue
+		}
+		if s, _, err := CompileLenient(decl.Function.Parameters); err == nil {
+			out[decl.Function.Name] = s
+		}
+	}
+	return out
+}
+
+// Fits reports whether text (blanks around it aside) is a whole value of s.
+func Fits(s *Schema, text []byte) bool {
+	st := Start(s)
+	return st.Feed(bytes.TrimSpace(text)) && st.Complete()
 }

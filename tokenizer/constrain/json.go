@@ -58,8 +58,10 @@ const (
 type frame struct {
 	k    fkind
 	st   uint8
-	cur  uint8  // object: the property whose value is read
-	utf  uint8  // string: continuation bytes still expected
+	cur  uint8 // object: the property whose value is read
+	utf  uint8 // string: continuation bytes still expected
+	ulo  uint8 // string: the next continuation byte's range (well-formed UTF-8 only)
+	uhi  uint8
 	pos  uint32 // literal, object key: bytes read
 	cnt  uint32 // string: characters written; array: items begun
 	pst  uint32 // string with a pattern: the pattern's state
@@ -431,6 +433,27 @@ func objByte(out []machine, m machine, top *frame, c byte) []machine {
 	return out
 }
 
+// utfLead is what a UTF-8 lead byte needs: how many continuation bytes,
+// and the range of the first (no overlong forms, no surrogates, nothing
+// above U+10FFFF).
+func utfLead(c byte) (n, lo, hi uint8) {
+	switch {
+	case c <= 0xDF:
+		return 1, 0x80, 0xBF
+	case c == 0xE0:
+		return 2, 0xA0, 0xBF
+	case c == 0xED:
+		return 2, 0x80, 0x9F
+	case c <= 0xEF:
+		return 2, 0x80, 0xBF
+	case c == 0xF0:
+		return 3, 0x90, 0xBF
+	case c == 0xF4:
+		return 3, 0x80, 0x8F
+	}
+	return 3, 0x80, 0xBF
+}
+
 func strByte(out []machine, m machine, top *frame, c byte) []machine {
 	s := top.s
 	switch top.st {
@@ -448,8 +471,8 @@ func strByte(out []machine, m machine, top *frame, c byte) []machine {
 		if !isDigit(c) && !(c >= 'a' && c <= 'f') && !(c >= 'A' && c <= 'F') {
 			return out
 		}
-		if top.seen == 0 && s.minLen > 0 && (c == 'd' || c == 'D') {
-			return out // a surrogate pair would count as two characters
+		if top.seen == 0 && (s.minLen > 0 || s.maxLen >= 0) && (c == 'd' || c == 'D') {
+			return out // a surrogate pair: one code point, two UTF-16 units
 		}
 		top.seen++
 		if top.seen == 4 {
@@ -472,10 +495,10 @@ func strByte(out []machine, m machine, top *frame, c byte) []machine {
 		top.pst = t
 	}
 	if top.utf > 0 {
-		if c&0xC0 != 0x80 {
+		if c < top.ulo || c > top.uhi {
 			return out
 		}
-		top.utf--
+		top.utf, top.ulo, top.uhi = top.utf-1, 0x80, 0xBF
 		return append(out, m)
 	}
 	if c < 0x20 || s.maxLen >= 0 && int(top.cnt) >= s.maxLen {
@@ -489,12 +512,11 @@ func strByte(out []machine, m machine, top *frame, c byte) []machine {
 		}
 		top.st = sEscape
 	case c < 0x80:
-	case c >= 0xC2 && c <= 0xDF:
-		top.utf = 1
-	case c >= 0xE0 && c <= 0xEF:
-		top.utf = 2
-	case c >= 0xF0 && c <= 0xF4:
-		top.utf = 3
+	case c >= 0xC2 && c <= 0xF4:
+		if c >= 0xF0 && (s.minLen > 0 || s.maxLen >= 0) {
+			return out // two UTF-16 units, one code point: lengths would disagree
+		}
+		top.utf, top.ulo, top.uhi = utfLead(c)
 	default:
 		return out
 	}
@@ -591,7 +613,7 @@ func (st *State) key(buf []byte) []byte {
 		buf = binary.AppendUvarint(buf, uint64(len(m.fr)))
 		buf = append(buf, m.ws)
 		for _, f := range m.fr {
-			buf = append(buf, byte(f.k), f.st, f.cur, f.utf)
+			buf = append(buf, byte(f.k), f.st, f.cur, f.utf, f.ulo, f.uhi)
 			buf = binary.LittleEndian.AppendUint32(buf, f.pos)
 			buf = binary.LittleEndian.AppendUint32(buf, f.cnt)
 			buf = binary.LittleEndian.AppendUint32(buf, f.pst)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/big"
+	"strconv"
 	"strings"
 )
 
@@ -32,9 +33,9 @@ func readRange(m map[string]json.RawMessage, integer bool) (*numRange, error) {
 		if t == "true" || t == "false" { // draft 4: a flag on minimum/maximum
 			return nil, t == "true", nil
 		}
-		x, ok := new(big.Rat).SetString(t)
-		if !ok || strings.ContainsAny(t, `"[{`) {
-			return nil, false, fmt.Errorf("%s must be a number", k)
+		x, err := boundRat(k, t)
+		if err != nil {
+			return nil, false, err
 		}
 		any = true
 		return x, false, nil
@@ -62,10 +63,9 @@ func readRange(m map[string]json.RawMessage, integer bool) (*numRange, error) {
 		r.hi, r.hiEx = exHi, true
 	}
 	if v, ok := m["multipleOf"]; ok {
-		t := strings.TrimSpace(string(v))
-		x, ok := new(big.Rat).SetString(t)
-		if !ok || x.Sign() <= 0 {
-			return nil, fmt.Errorf("multipleOf must be a positive number")
+		x, err := boundRat("multipleOf", strings.TrimSpace(string(v)))
+		if err != nil || x.Sign() <= 0 {
+			return nil, fmt.Errorf("multipleOf must be a positive number of at most %d digits", maxBoundDigits)
 		}
 		if !integer || !x.IsInt() {
 			return nil, fmt.Errorf("schema keyword %q is supported on integers, by an integer", "multipleOf")
@@ -85,6 +85,37 @@ func readRange(m map[string]json.RawMessage, integer bool) (*numRange, error) {
 		return nil, fmt.Errorf("no number fits the bounds (minimum %s, maximum %s)", ratText(r.lo), ratText(r.hi))
 	}
 	return r, nil
+}
+
+// maxBoundDigits bounds a bound's digits and exponent, so no schema can
+// make the exact arithmetic costly (1e999999999 would be a billion
+// digits; a completion's search is quadratic in the digits).
+const maxBoundDigits = 40
+
+// errBigBound is a bound beyond what is held.
+var errBigBound = fmt.Errorf("bounds beyond ±1e%d are not supported", maxBoundDigits)
+
+// boundRat reads a JSON number exactly, refusing one with more than
+// maxBoundDigits digits or an exponent beyond ±maxBoundDigits.
+func boundRat(k, t string) (*big.Rat, error) {
+	mant, exp, hasExp := strings.Cut(strings.ToLower(t), "e")
+	if hasExp {
+		e, err := strconv.Atoi(strings.TrimPrefix(exp, "+"))
+		if err != nil {
+			return nil, fmt.Errorf("%s must be a number", k)
+		}
+		if e > maxBoundDigits || e < -maxBoundDigits {
+			return nil, fmt.Errorf("%s %s: %w", k, t, errBigBound)
+		}
+	}
+	if len(mant) > maxBoundDigits+2 {
+		return nil, fmt.Errorf("%s has more than %d digits: %w", k, maxBoundDigits, errBigBound)
+	}
+	x, ok := new(big.Rat).SetString(t)
+	if !ok || strings.ContainsAny(t, `"[{`) {
+		return nil, fmt.Errorf("%s must be a number", k)
+	}
+	return x, nil
 }
 
 func ratText(x *big.Rat) string {
@@ -135,6 +166,13 @@ func (r *numRange) nonEmpty() bool {
 // closed at an end when aIn/bIn) fits r. Integer ranges take integer
 // intervals.
 func (r *numRange) hits(a, b *big.Rat, aIn, bIn bool) bool {
+	ok, _ := r.hitsAt(a, b, aIn, bIn)
+	return ok
+}
+
+// hitsAt is hits, with (integer ranges, when the interval has a start) the
+// smallest fitting integer.
+func (r *numRange) hitsAt(a, b *big.Rat, aIn, bIn bool) (bool, *big.Int) {
 	lo, loIn := a, aIn
 	if r.lo != nil && (lo == nil || r.lo.Cmp(lo) > 0 || r.lo.Cmp(lo) == 0 && r.loEx) {
 		lo, loIn = r.lo, !r.loEx
@@ -145,10 +183,10 @@ func (r *numRange) hits(a, b *big.Rat, aIn, bIn bool) bool {
 	}
 	if !r.integer {
 		if lo == nil || hi == nil {
-			return true
+			return true, nil
 		}
 		c := lo.Cmp(hi)
-		return c < 0 || c == 0 && loIn && hiIn
+		return c < 0 || c == 0 && loIn && hiIn, nil
 	}
 	// integers: the smallest fitting integer at or above lo, then a multiple
 	var x *big.Int
@@ -164,13 +202,13 @@ func (r *numRange) hits(a, b *big.Rat, aIn, bIn bool) bool {
 		x = q.Mul(q, r.mult)
 	}
 	if hi == nil || x == nil {
-		return true
+		return true, x
 	}
 	y := floorRat(hi)
 	if !hiIn && hi.IsInt() {
 		y.Sub(y, big.NewInt(1))
 	}
-	return x.Cmp(y) <= 0
+	return x.Cmp(y) <= 0, x
 }
 
 // numPrefix splits a number's text so far: sign, integer digits, whether
@@ -260,58 +298,50 @@ func (r *numRange) fits(t string) bool {
 // maxNumLen bounds the completions of a number tried (a JSON bound has
 // finitely many digits, so a fitting value is never longer than the bounds
 // and the prefix together).
-const maxNumLen = 400
+const maxNumLen = 2*maxBoundDigits + 16
 
 // completion returns the shortest bytes that make the number text t a
-// value of r (t "" is before the number), and whether there are any:
-// the shortest length with a fitting value, then byte by byte any byte
-// that keeps a value of the remaining length possible.
+// value of r (t "" is before the number), and whether there are any: the
+// shortest length with a fitting value, and that value.
 func (r *numRange) completion(t string) ([]byte, bool) {
 	for l := 0; l <= maxNumLen; l++ {
-		if !r.exactly(t, l) {
-			continue
+		if w := r.exactly(t, l); w != "" {
+			return []byte(w[len(t):]), true
 		}
-		q := t
-		for rest := l; rest > 0; rest-- {
-			for _, c := range []byte("0123456789.-") {
-				if next := q + string(c); numText(next, r.integer) && r.exactly(next, rest-1) {
-					q = next
-					break
-				}
-			}
-		}
-		return []byte(q[len(t):]), true
 	}
 	return nil, false
 }
 
-// exactly reports whether l more bytes can make the number text t a whole
-// value of r.
-func (r *numRange) exactly(t string, l int) bool {
+// exactly returns a whole value of r that is the number text t and l
+// more bytes ("" if there is none).
+func (r *numRange) exactly(t string, l int) string {
 	if !numText(t, r.integer) {
-		return false
+		return ""
+	}
+	if t == "" && l > 0 {
+		if w := r.exactly("-", l-1); w != "" {
+			return w
+		}
 	}
 	neg, ip, dot, fp := numPrefix(t)
 	if dot {
 		if fp == "" && l == 0 {
-			return false
+			return ""
 		}
 		p, _ := new(big.Int).SetString(ip+fp, 10)
 		scale := pow10(l)
 		lo := new(big.Int).Mul(p, scale)
-		return r.grid(lo, new(big.Int).Add(lo, new(big.Int).Sub(scale, big.NewInt(1))), len(fp)+l, neg)
-	}
-	if t == "" && l > 0 && r.exactly("-", l-1) {
-		return true
+		return r.grid(lo, new(big.Int).Add(lo, new(big.Int).Sub(scale, big.NewInt(1))), len(ip)+len(fp)+l, len(fp)+l, neg)
 	}
 	for j := 0; j <= l; j++ { // j more integer digits, then maybe '.' and fraction digits
 		a, b, ok := intPart(ip, j)
 		if !ok {
 			continue
 		}
+		width := len(ip) + j
 		if j == l {
-			if r.grid(a, b, 0, neg) {
-				return true
+			if w := r.grid(a, b, width, 0, neg); w != "" {
+				return w
 			}
 			continue
 		}
@@ -322,11 +352,11 @@ func (r *numRange) exactly(t string, l int) bool {
 		scale := pow10(f)
 		lo := new(big.Int).Mul(a, scale)
 		hi := new(big.Int).Sub(new(big.Int).Mul(new(big.Int).Add(b, big.NewInt(1)), scale), big.NewInt(1))
-		if r.grid(lo, hi, f, neg) {
-			return true
+		if w := r.grid(lo, hi, width+f, f, neg); w != "" {
+			return w
 		}
 	}
-	return false
+	return ""
 }
 
 // intPart is the magnitudes of the integer part ip followed by j more
@@ -346,8 +376,9 @@ func intPart(ip string, j int) (a, b *big.Int, ok bool) {
 	return a, new(big.Int).Add(a, new(big.Int).Sub(scale, big.NewInt(1))), true
 }
 
-// grid reports whether some n in [lo, hi] makes the value ±n/10^f fit r.
-func (r *numRange) grid(lo, hi *big.Int, f int, neg bool) bool {
+// grid returns the text of a value ±n/10^f that fits r for some n in
+// [lo, hi], its digits zero-padded to width ("" if none).
+func (r *numRange) grid(lo, hi *big.Int, width, f int, neg bool) string {
 	scale := new(big.Rat).SetInt(pow10(f))
 	g := &numRange{integer: true, loEx: r.loEx, hiEx: r.hiEx}
 	if r.lo != nil {
@@ -364,14 +395,27 @@ func (r *numRange) grid(lo, hi *big.Int, f int, neg bool) bool {
 	if neg {
 		a, b = new(big.Rat).Neg(b), new(big.Rat).Neg(a)
 	}
-	return g.hits(a, b, true, true)
+	ok, x := g.hitsAt(a, b, true, true)
+	if !ok {
+		return ""
+	}
+	digits := new(big.Int).Abs(x).String()
+	if len(digits) < width {
+		digits = strings.Repeat("0", width-len(digits)) + digits
+	}
+	if f > 0 {
+		digits = digits[:len(digits)-f] + "." + digits[len(digits)-f:]
+	}
+	if neg {
+		digits = "-" + digits
+	}
+	return digits
 }
 
 // numText reports whether t is a valid prefix of a JSON number without
 // an exponent (no '.' for integers).
 func numText(t string, integer bool) bool {
-	neg, ip, dot, fp := numPrefix(t)
-	_ = neg
+	_, ip, dot, fp := numPrefix(t)
 	if dot && (integer || ip == "") || strings.Contains(fp, ".") || strings.Contains(fp, "-") || strings.Contains(ip, "-") {
 		return false
 	}

@@ -571,3 +571,35 @@ func (d *dfa) shortest() {
 
 // live reports whether an accepting state can still be reached from q.
 func (d *dfa) live(q uint32) bool { return q != 0 && d.short[q] != nil }
+
+// intersect is the automaton of the strings both a and b accept (pairs of
+// their states, at most maxDFAStates).
+func intersect(a, b *dfa) (*dfa, error) {
+	d := &dfa{next: make([][256]uint32, 2), accept: make([]bool, 2), src: a.src + " and " + b.src}
+	index := map[[2]uint32]uint32{{1, 1}: 1}
+	pairs := [][2]uint32{{0, 0}, {1, 1}}
+	for q := 1; q < len(pairs); q++ {
+		x, y := pairs[q][0], pairs[q][1]
+		d.accept[q] = a.accept[x] && b.accept[y]
+		for c := range 256 {
+			p := [2]uint32{a.next[x][c], b.next[y][c]}
+			if p[0] == 0 || p[1] == 0 {
+				continue
+			}
+			id, ok := index[p]
+			if !ok {
+				if len(pairs) >= maxDFAStates {
+					return nil, fmt.Errorf("more than %d states", maxDFAStates)
+				}
+				id = uint32(len(pairs))
+				index[p] = id
+				pairs = append(pairs, p)
+				d.next = append(d.next, [256]uint32{})
+				d.accept = append(d.accept, false)
+			}
+			d.next[q][c] = id
+		}
+	}
+	d.shortest()
+	return d, nil
+}

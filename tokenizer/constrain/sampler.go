@@ -3,6 +3,7 @@ package constrain
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"math"
 
 	"k3/tokenizer"
@@ -63,13 +64,18 @@ func (tn *Turn) markup(parts ...string) []int {
 type Plan []phase
 
 // phase is one part of a planned turn: the model writing freely until it
-// closes the channel (then Exit is written), a fixed sequence, or JSON.
+// closes the channel (then Exit is written), a fixed sequence, JSON, or a
+// choice between fixed sequences (the model's logits pick among their
+// first tokens).
 type phase struct {
 	free   bool
 	forced []int // free: the exit sequence its <|close|> begins; else written as is
 	schema *Schema
 	choose map[string]*Schema // a JSON phase whose text (a JSON string) picks the next JSON phase's schema
 	min    int                // tokens (at most: bytes) this phase needs at least
+	index  bool               // forced is the call index markup, written with the call's number
+	alts   [][]int            // a choice: the sequences (the last one ends the turn)
+	to     []int              // a choice: the phase each sequence leads to
 }
 
 func (tn *Turn) thinkExit() []int {
@@ -89,11 +95,13 @@ func (tn *Turn) Answer(s *Schema, thinking bool) Plan {
 }
 
 // ToolCall plans a turn that must call one of tools (name -> arguments
-// schema): free thinking, a free answer, then one call, written as
-// `<|open|>call tool="NAME" index="1"<|sep|><|open|>json type="object"<|sep|>ARGS<|close|>json<|sep|>`,
-// where the name is one of the tools and ARGS fits its schema. It returns
-// nil if a name is not written the same in a tag and in JSON.
-func (tn *Turn) ToolCall(tools map[string]*Schema, thinking bool) Plan {
+// schema): free thinking, a free answer, then calls, each written as
+// `<|open|>call tool="NAME" index="N"<|sep|><|open|>json type="object"<|sep|>ARGS<|close|>json<|sep|><|close|>call<|sep|>`,
+// where the name is one of the tools and ARGS fits its schema. After each
+// call the model may write another (unless single), while the budget
+// fits one. It returns nil if a name is not written the same in a tag and
+// in JSON.
+func (tn *Turn) ToolCall(tools map[string]*Schema, thinking, single bool) Plan {
 	var names []any
 	for n := range tools {
 		for _, c := range []byte(n) {
@@ -113,12 +121,24 @@ func (tn *Turn) ToolCall(tools map[string]*Schema, thinking bool) Plan {
 		p = append(p, phase{free: true, forced: tn.thinkExit()})
 	}
 	O, C, S := tokenizer.Open, tokenizer.Close, tokenizer.Sep
-	return append(p,
+	first := len(p) + 1 // the name phase
+	end := tn.markup(C, "tools", S, C, "message", S, tokenizer.EndOfMsg)
+	p = append(p,
 		phase{free: true, forced: tn.markup(C, "response", S, O, "tools", S, O, "call tool=")},
 		phase{schema: nameSchema, choose: tools},
-		phase{forced: tn.markup(` index="1"`, S, O, `json type="object"`, S)},
+		phase{forced: tn.callIndex(1), index: true},
 		phase{}, // the arguments: schema chosen by the name
-		phase{forced: tn.markup(C, "json", S, C, "call", S, C, "tools", S, C, "message", S, tokenizer.EndOfMsg)})
+		phase{forced: tn.markup(C, "json", S, C, "call", S)})
+	if single {
+		return append(p, phase{forced: end})
+	}
+	return append(p, phase{alts: [][]int{tn.markup(O, "call tool="), end}, to: []int{first, len(p) + 1}})
+}
+
+// callIndex is the markup after a call's name: its index and the opening
+// of its arguments.
+func (tn *Turn) callIndex(n int) []int {
+	return tn.markup(fmt.Sprintf(` index="%d"`, n), tokenizer.Sep, tokenizer.Open, `json type="object"`, tokenizer.Sep)
 }
 
 // Sampler holds a K3 assistant turn to a plan (Turn.Answer,
@@ -142,6 +162,8 @@ type Sampler struct {
 	st      *State
 	text    []byte // the current JSON phase's bytes
 	forced  []int  // being written
+	then    int    // the phase after forced (a choice's way)
+	calls   int    // calls begun (index phases entered)
 	budget  int    // tokens the turn may have (0: no limit)
 	n       int    // tokens picked
 	lastPos int
@@ -158,6 +180,8 @@ func NewSampler(tn *Turn, plan Plan, base Picker, budget int) *Sampler {
 	}
 	for i := range plan {
 		switch {
+		case plan[i].alts != nil: // the way that ends the turn
+			plan[i].min = len(plan[i].alts[len(plan[i].alts)-1])
 		case plan[i].free:
 			plan[i].min = len(plan[i].forced)
 		case plan[i].schema != nil:
@@ -172,7 +196,7 @@ func NewSampler(tn *Turn, plan Plan, base Picker, budget int) *Sampler {
 			plan[i].min = len(plan[i].forced)
 		}
 	}
-	s := &Sampler{tn: tn, base: base, plan: plan, budget: budget, lastPos: -1, cur: -1}
+	s := &Sampler{tn: tn, base: base, plan: plan, budget: budget, lastPos: -1, cur: -1, then: -1}
 	s.enter(0)
 	return s
 }
@@ -184,7 +208,10 @@ func (s *Sampler) enter(i int) {
 	}
 	p := s.plan[i]
 	switch {
-	case p.free:
+	case p.free, p.alts != nil:
+	case p.index:
+		s.calls++
+		s.forced = s.tn.callIndex(s.calls)
 	case p.forced != nil:
 		s.forced = p.forced
 	default:
@@ -250,8 +277,21 @@ func (s *Sampler) choose(pos int, logits []float32) int {
 		return s.pick(pos, logits, func(id int) bool {
 			return !s.tn.V.special[id] || id == p.forced[0]
 		})
+	case p.alts != nil:
+		exit := p.alts[len(p.alts)-1]
+		if s.remaining() <= len(exit)+s.callCost()+len(p.alts[0])+spare {
+			return exit[0] // no room for another call
+		}
+		return s.pick(pos, logits, func(id int) bool {
+			for _, a := range p.alts {
+				if id == a[0] {
+					return true
+				}
+			}
+			return false
+		})
 	}
-	next := s.plan[s.cur+1].forced
+	next := s.nextForced()
 	if s.st.Done() {
 		return next[0]
 	}
@@ -267,6 +307,26 @@ func (s *Sampler) choose(pos int, logits []float32) int {
 	return s.pick(pos, logits, func(id int) bool {
 		return mask[id/64]&(1<<(id%64)) != 0 || complete && id == next[0]
 	})
+}
+
+// nextForced is the sequence the phase after the current one writes
+// first (an index phase: with the next call's number).
+func (s *Sampler) nextForced() []int {
+	p := s.plan[s.cur+1]
+	if p.index {
+		return s.tn.callIndex(s.calls + 1)
+	}
+	return p.forced
+}
+
+// callCost is the least a further call needs: the phases from its name
+// to the close of its arguments (the choice's first way leads to them).
+func (s *Sampler) callCost() int {
+	n := 0
+	for _, p := range s.plan[s.plan[s.cur].to[0]:s.cur] {
+		n += p.min
+	}
+	return n
 }
 
 // pick draws among the allowed ids: the argmax, or base on the logits with
@@ -318,7 +378,22 @@ func (s *Sampler) advance(id int) {
 		s.forced = s.forced[1:]
 		if len(s.forced) == 0 {
 			s.forced = nil
-			s.enter(s.cur + 1)
+			next := s.cur + 1
+			if s.then >= 0 {
+				next, s.then = s.then, -1
+			}
+			s.enter(next)
+		}
+	case p.alts != nil:
+		for k, a := range p.alts {
+			if id == a[0] {
+				s.forced, s.then = a[1:], p.to[k]
+				if len(s.forced) == 0 {
+					s.forced, s.then = nil, -1
+					s.enter(p.to[k])
+				}
+				return
+			}
 		}
 	case p.free:
 		if id == p.forced[0] {
@@ -331,7 +406,7 @@ func (s *Sampler) advance(id int) {
 	default: // JSON
 		// the value is whole (only markup may follow), or complete and the
 		// model chose the markup
-		if s.st.Done() || id == s.plan[s.cur+1].forced[0] && s.tn.V.special[id] {
+		if s.st.Done() || id == s.nextForced()[0] && s.tn.V.special[id] {
 			s.enter(s.cur + 1)
 			s.advance(id)
 			s.n--

@@ -81,19 +81,19 @@ func TestSamplerRandomLogits(t *testing.T) {
 	p, err := Compile(json.RawMessage(person))
 	require.NoError(t, err)
 	tools := map[string]*Schema{"person": p, "noop": AnyObject()}
-	valid := 0
+	valid, calls := 0, 0
 	for seed := range uint64(12) {
 		for _, thinking := range []bool{false, true} {
 			for _, call := range []bool{false, true} {
 				plan := tn.Answer(p, thinking)
 				if call {
-					plan = tn.ToolCall(tools, thinking)
+					plan = tn.ToolCall(tools, thinking, seed%3 == 0)
 				}
 				var base Picker
 				if seed%2 == 1 {
 					base = fixedPicker{rand.New(rand.NewPCG(seed, 9))}
 				}
-				const budget = 160
+				budget := 160 + 240*int(seed%2)
 				s := NewSampler(tn, plan, base, budget)
 				r := rand.New(rand.NewPCG(seed, 1))
 				logits := make([]float32, tok.VocabSize())
@@ -101,6 +101,10 @@ func TestSamplerRandomLogits(t *testing.T) {
 				for pos := 0; pos < budget; pos++ {
 					for i := range logits {
 						logits[i] = float32(r.NormFloat64() * 3)
+					}
+					if seed%2 == 1 { // a model that closes its channels and opens calls
+						logits[tn.Close] += 6
+						logits[tn.Open] += 6
 					}
 					id := s.Pick(pos, logits)
 					require.Equal(t, id, s.Pick(pos, logits), "a second pick at a position is the first")
@@ -114,23 +118,37 @@ func TestSamplerRandomLogits(t *testing.T) {
 				assert.Empty(t, rep.Warnings, "%q", tok.Decode(ids))
 				js := rep.Content
 				if call {
-					require.Len(t, rep.ToolCalls, 1, "%q", tok.Decode(ids))
-					js = rep.ToolCalls[0].Function.Arguments
-					if rep.ToolCalls[0].Function.Name == "noop" {
-						var v map[string]any
-						require.NoError(t, json.Unmarshal([]byte(js), &v), js)
-						valid++
-						continue
+					require.NotEmpty(t, rep.ToolCalls, "%q", tok.Decode(ids))
+					if seed%3 == 0 {
+						require.Len(t, rep.ToolCalls, 1, "single: %q", tok.Decode(ids))
 					}
-					require.Equal(t, "person", rep.ToolCalls[0].Function.Name)
+					calls += len(rep.ToolCalls)
+					for _, c := range rep.ToolCalls { // every call of a reply is held
+						checkCall(t, p, c)
+					}
+					valid++
+					continue
 				}
 				alive, complete := feed(p, js)
 				require.True(t, alive && complete, "%q", js)
 				var v map[string]any
-				require.NoError(t, json.Unmarshal([]byte(js), &v), js)
+				require.NoError(t, decodeExact([]byte(js), &v), js)
 				valid++
 			}
 		}
 	}
 	assert.Equal(t, 48, valid)
+	assert.Greater(t, calls, 24, "some replies made parallel calls")
+}
+
+func checkCall(t *testing.T, p *Schema, c xtml.ToolCall) {
+	js := c.Function.Arguments
+	var v map[string]any
+	require.NoError(t, decodeExact([]byte(js), &v), js)
+	if c.Function.Name == "noop" {
+		return
+	}
+	require.Equal(t, "person", c.Function.Name)
+	alive, complete := feed(p, js)
+	require.True(t, alive && complete, "%q", js)
 }

@@ -10,6 +10,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -394,6 +395,16 @@ func (c *compiler) one(m map[string]json.RawMessage, t string, depth int, at str
 			}
 			m = without(m, "multipleOf")
 		}
+		for _, b := range []string{"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"} {
+			if v, ok := m[b]; ok {
+				if _, err := boundRat(b, strings.TrimSpace(string(v))); errors.Is(err, errBigBound) {
+					if err := c.unsupported(at, b, err.Error()); err != nil {
+						return nil, err
+					}
+					m = without(m, b)
+				}
+			}
+		}
 		if s.num, err = readRange(m, k == kInteger); err != nil {
 			return nil, fmt.Errorf("%s%v", prefix(at), err)
 		}
@@ -454,13 +465,16 @@ func (c *compiler) str(m map[string]json.RawMessage, at string) (*Schema, error)
 	if s.maxLen >= 0 && s.maxLen < s.minLen {
 		return nil, fmt.Errorf("%sno string fits: minLength %d is above maxLength %d", prefix(at), s.minLen, s.maxLen)
 	}
-	var src string
-	isFormat := false
+	var pats []*dfa
 	if v, ok := m["format"]; ok {
 		var f string
 		_ = json.Unmarshal(v, &f)
 		if p, ok := formats[f]; ok {
-			src, isFormat = p, true
+			d, err := formatPattern(p)
+			if err != nil {
+				return nil, err
+			}
+			pats = append(pats, d)
 		} else if err := c.unsupported(at, "format", fmt.Sprintf("%q is not one of date-time, date, time, uuid, email, ipv4, uri", f)); err != nil {
 			return nil, err
 		}
@@ -468,31 +482,27 @@ func (c *compiler) str(m map[string]json.RawMessage, at string) (*Schema, error)
 	if v, ok := m["pattern"]; ok {
 		var p string
 		_ = json.Unmarshal(v, &p)
-		if src != "" {
-			if err := c.unsupported(at, "pattern", "beside format"); err != nil {
-				return nil, err
-			}
-		} else {
-			src = p
-		}
-	}
-	if src != "" {
-		var d *dfa
-		var err error
-		if isFormat {
-			d, err = formatPattern(src)
-		} else {
-			d, err = compilePattern(src)
-		}
+		d, err := compilePattern(p)
 		if err != nil {
 			if err := c.unsupported(at, "pattern", err.Error()); err != nil {
 				return nil, err
 			}
-		} else if d.short[1] == nil {
-			return nil, fmt.Errorf("%sno string fits the pattern %q", prefix(at), src)
 		} else {
-			s.pat = d
+			pats = append(pats, d)
 		}
+	}
+	if len(pats) == 2 { // a format and a pattern: both hold
+		d, err := intersect(pats[0], pats[1])
+		if err != nil {
+			return nil, fmt.Errorf("%sformat and pattern together: %v", prefix(at), err)
+		}
+		pats = []*dfa{d}
+	}
+	if len(pats) == 1 {
+		if pats[0].short[1] == nil {
+			return nil, fmt.Errorf("%sno string fits the pattern %q", prefix(at), pats[0].src)
+		}
+		s.pat = pats[0]
 	}
 	return s, nil
 }

@@ -71,15 +71,7 @@ func cmdChat(args []string, stdout, stderr io.Writer) int {
 	if code := mf.resolve(fs, stdout, stderr); code >= 0 {
 		return code
 	}
-	if !slices.Contains(xtml.ThinkingEfforts, *effort) {
-		fmt.Fprintf(stderr, "k3 chat: --thinking-effort %q is not one of %v\n", *effort, xtml.ThinkingEfforts)
-		return ExitUsage
-	}
-	if *gen < 1 || *temp < 0 || *topP < 0 || *topP > 1 || *topK < 0 {
-		fmt.Fprintln(stderr, "k3 chat: --gen must be positive, --temperature >= 0, --top-p in 0..1, --top-k >= 0")
-		return ExitUsage
-	}
-	format, err := chatFormat(*jsonObj, *jsonSchema)
+	format, err := chatChecks(*effort, *gen, *temp, *topP, *topK, *jsonObj, *jsonSchema)
 	if err != nil {
 		fmt.Fprintf(stderr, "k3 chat: %v\n", err)
 		return ExitUsage
@@ -133,6 +125,18 @@ func cmdChat(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintln(stdout, "type a message; /help for commands")
 	r := &repl{s: s, opt: opt, planned: planned, held: held, o: o, tok: tok, historyPath: *history, stdout: stdout, stderr: stderr}
 	return r.run()
+}
+
+// chatChecks checks k3 chat's thinking effort and sampling numbers, and
+// gives the response format --json or --json-schema asks for.
+func chatChecks(effort string, gen int, temp, topP float64, topK int, jsonObj bool, schemaFile string) (json.RawMessage, error) {
+	if !slices.Contains(xtml.ThinkingEfforts, effort) {
+		return nil, fmt.Errorf("--thinking-effort %q is not one of %v", effort, xtml.ThinkingEfforts)
+	}
+	if gen < 1 || temp < 0 || topP < 0 || topP > 1 || topK < 0 {
+		return nil, errors.New("--gen must be positive, --temperature >= 0, --top-p in 0..1, --top-k >= 0")
+	}
+	return chatFormat(jsonObj, schemaFile)
 }
 
 // chatFormat is the response format --json or --json-schema FILE asks for

@@ -84,16 +84,16 @@ func TestChatJSONSchemaRefused(t *testing.T) {
 	tmp := t.TempDir()
 	notJSON := filepath.Join(tmp, "bad.json")
 	require.NoError(t, os.WriteFile(notJSON, []byte("{type: object"), 0o644))
-	pattern := filepath.Join(tmp, "pattern.json")
-	require.NoError(t, os.WriteFile(pattern, []byte(`{"type":"string","pattern":"^a"}`), 0o644))
+	unique := filepath.Join(tmp, "unique.json")
+	require.NoError(t, os.WriteFile(unique, []byte(`{"type":"array","uniqueItems":true}`), 0o644))
 	for _, c := range []struct {
 		args []string
 		want string
 	}{
 		{[]string{"--json-schema", filepath.Join(tmp, "none.json")}, "none.json: cannot be read: no such file or directory"},
 		{[]string{"--json-schema", notJSON}, "bad.json: is not JSON"},
-		{[]string{"--json-schema", pattern}, "pattern.json: the schema cannot be enforced: "},
-		{[]string{"--json", "--json-schema", pattern}, "give --json or --json-schema, not both"},
+		{[]string{"--json-schema", unique}, "unique.json: the schema cannot be enforced: "},
+		{[]string{"--json", "--json-schema", unique}, "give --json or --json-schema, not both"},
 	} {
 		stdin = strings.NewReader("hi\n")
 		code, out, errs := runK3(append([]string{"chat", dir}, c.args...)...)

@@ -107,36 +107,7 @@ func printDoctor(w io.Writer, r *doctor.Report) {
 	}
 	fmt.Fprintf(w, "kernels  exact bf16 %.1f GB/s, MXFP4 %.1f GB/s on %d threads (%s)\n", r.Compute.BF16GBps, r.Compute.MXFP4GBps, r.Compute.Threads, kind)
 	for _, d := range r.Disks {
-		fmt.Fprintf(w, "disk     %s: %s free of %s", d.Path, units.Bytes(int64(d.FreeBytes)), units.Bytes(int64(d.TotalBytes)))
-		if d.Filesystem != "" {
-			fmt.Fprintf(w, " (%s)", d.Filesystem)
-		}
-		fmt.Fprintln(w)
-		if d.SameDeviceAs != "" {
-			fmt.Fprintf(w, "           same device as %s\n", d.SameDeviceAs)
-		}
-		fmt.Fprintf(w, "           random 17.55 MB reads: %s at queue depth 1, %s at 8; sequential 64 MiB: %s\n", gbps(d.ReadGBpsQD1), gbps(d.ReadGBpsQD8), gbps(d.SeqGBps))
-		if d.ProbeSource != "" {
-			fmt.Fprintf(w, "           read %s (%s), %s\n", d.ProbeSource, units.Bytes(d.ProbeBytes), d.CacheControl)
-		}
-		if d.ModelBytes > 0 {
-			state := "partial"
-			if d.ModelComplete {
-				state = "complete"
-			}
-			fmt.Fprintf(w, "           model files: %s present (%s)\n", units.Bytes(d.ModelBytes), state)
-		}
-		if t := d.Trunk; t != nil {
-			if t.Compression != "" {
-				fmt.Fprintf(w, "           packed trunk: %d layers, compressed (%s, lossless): %s, %s uncompressed, %.3fx smaller\n",
-					t.Layers, t.Compression, units.Bytes(t.Bytes), units.Bytes(t.UncompressedBytes), t.Ratio())
-			} else {
-				fmt.Fprintf(w, "           packed trunk: %d layers, uncompressed, %s\n", t.Layers, units.Bytes(t.Bytes))
-			}
-		}
-		for _, n := range d.Notes {
-			fmt.Fprintf(w, "           note: %s\n", n)
-		}
+		printDoctorDisk(w, d)
 	}
 	fmt.Fprintln(w, "\npresets on this machine (predicted):")
 	for _, p := range r.AllPresets {
@@ -155,6 +126,47 @@ func printDoctor(w io.Writer, r *doctor.Report) {
 		fmt.Fprintf(w, "warning: %s\n", n)
 	}
 	fmt.Fprintln(w)
+	printDoctorVerdict(w, r)
+}
+
+// printDoctorDisk shows one disk: space, read rates, what was read to
+// measure them, the model files and packed trunk on it, and its notes.
+func printDoctorDisk(w io.Writer, d doctor.DiskResult) {
+	fmt.Fprintf(w, "disk     %s: %s free of %s", d.Path, units.Bytes(int64(d.FreeBytes)), units.Bytes(int64(d.TotalBytes)))
+	if d.Filesystem != "" {
+		fmt.Fprintf(w, " (%s)", d.Filesystem)
+	}
+	fmt.Fprintln(w)
+	if d.SameDeviceAs != "" {
+		fmt.Fprintf(w, "           same device as %s\n", d.SameDeviceAs)
+	}
+	fmt.Fprintf(w, "           random 17.55 MB reads: %s at queue depth 1, %s at 8; sequential 64 MiB: %s\n", gbps(d.ReadGBpsQD1), gbps(d.ReadGBpsQD8), gbps(d.SeqGBps))
+	if d.ProbeSource != "" {
+		fmt.Fprintf(w, "           read %s (%s), %s\n", d.ProbeSource, units.Bytes(d.ProbeBytes), d.CacheControl)
+	}
+	if d.ModelBytes > 0 {
+		state := "partial"
+		if d.ModelComplete {
+			state = "complete"
+		}
+		fmt.Fprintf(w, "           model files: %s present (%s)\n", units.Bytes(d.ModelBytes), state)
+	}
+	if t := d.Trunk; t != nil {
+		if t.Compression != "" {
+			fmt.Fprintf(w, "           packed trunk: %d layers, compressed (%s, lossless): %s, %s uncompressed, %.3fx smaller\n",
+				t.Layers, t.Compression, units.Bytes(t.Bytes), units.Bytes(t.UncompressedBytes), t.Ratio())
+		} else {
+			fmt.Fprintf(w, "           packed trunk: %d layers, uncompressed, %s\n", t.Layers, units.Bytes(t.Bytes))
+		}
+	}
+	for _, n := range d.Notes {
+		fmt.Fprintf(w, "           note: %s\n", n)
+	}
+}
+
+// printDoctorVerdict says whether the machine can run the model, with
+// which preset, and what to run next.
+func printDoctorVerdict(w io.Writer, r *doctor.Report) {
 	if r.CanRun {
 		fmt.Fprintf(w, "this machine can run Kimi K3 with preset %s: ~%.1f s/token, peak RSS ~%s\n",
 			r.Preset.Name, r.Preset.PredictedSecondsPerToken, units.Bytes(r.Preset.PredictedPeakRSSBytes))

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"k3/internal/fixture"
@@ -89,4 +90,36 @@ func TestParseCommand(t *testing.T) {
 	code, _, errs = tokRunCmd("parse", "--tok", fixture.ModelDir("demo"))
 	assert.Equal(t, ExitUsage, code)
 	assert.Contains(t, errs, "--text-file is required")
+}
+
+// Markup is read as markup however long the input (the fault audit's K3:
+// past 5,000 unknown tags, control tokens were split into text), and the
+// input is read a piece at a time (pieces end before a "<|").
+func TestParseLongMarkup(t *testing.T) {
+	for _, n := range []int{5000, 70000} {
+		text := "<|open|>response<|sep|>" + strings.Repeat("<|open|>x<|sep|>", n) + "<|close|>response<|sep|>"
+		code, r, errs := runParseCmd(t, text, "--no-think")
+		require.Equal(t, ExitOK, code, errs)
+		if r.Content != nil {
+			assert.NotContains(t, *r.Content, "<|", "n=%d", n)
+			assert.NotContains(t, *r.Content, "|>", "n=%d", n)
+		}
+		assert.Contains(t, strings.Join(r.Warnings, "\n"), `an unexpected tag "x" was left out`)
+	}
+	// text and markup across piece boundaries: the same reply as one piece
+	// (thinking off: the prompt opened the response channel)
+	long := strings.Repeat("héllo wörld ", parsePiece/6) + "<|close|>response<|sep|><|close|>message<|sep|>"
+	code, r, errs := runParseCmd(t, long, "--no-think")
+	require.Equal(t, ExitOK, code, errs)
+	require.NotNil(t, r.Content)
+	assert.Equal(t, strings.Repeat("héllo wörld ", parsePiece/6), *r.Content)
+	assert.Empty(t, r.Warnings)
+}
+
+func TestSafeCut(t *testing.T) {
+	assert.Equal(t, 3, safeCut([]byte("abc<|op")))
+	assert.Equal(t, 11, safeCut([]byte("abc<|open|>")))
+	assert.Equal(t, 1, safeCut([]byte("a\xc3")), "not inside a UTF-8 sequence")
+	far := append([]byte("<|"), make([]byte, 200)...)
+	assert.Equal(t, len(far), safeCut(far), "a <| far back holds nothing back")
 }

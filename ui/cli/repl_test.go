@@ -102,3 +102,23 @@ func TestChatHistorySystem(t *testing.T) {
 	assert.Equal(t, "Be long.", hist[0].Content)
 	assert.Contains(t, out.String(), "--system replaces the system prompt")
 }
+
+// TestChatChecks: k3 chat's effort and sampling numbers are refused with
+// the flag named.
+func TestChatChecks(t *testing.T) {
+	_, err := chatChecks("max", 1, 0, 0, 0, false, "")
+	require.NoError(t, err)
+	_, err = chatChecks("medium", 1, 0, 0, 0, false, "")
+	assert.ErrorContains(t, err, `--thinking-effort "medium" is not one of`)
+	for _, bad := range []struct {
+		gen        int
+		temp, topP float64
+		topK       int
+	}{{0, 0, 0, 0}, {1, -1, 0, 0}, {1, 0, 1.5, 0}, {1, 0, -0.1, 0}, {1, 0, 0, -1}} {
+		_, err = chatChecks("low", bad.gen, bad.temp, bad.topP, bad.topK, false, "")
+		assert.ErrorContains(t, err, "--gen must be positive", "%+v", bad)
+	}
+	f, err := chatChecks("high", 1, 0.7, 0.9, 40, true, "")
+	require.NoError(t, err)
+	assert.Equal(t, constrain.ObjectFormat, f)
+}

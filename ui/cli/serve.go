@@ -24,6 +24,12 @@ func init() {
 // (tests replace it).
 var serveSignals = func(c chan<- os.Signal) { signal.Notify(c, os.Interrupt, syscall.SIGTERM) }
 
+// serveUsage is k3 serve -h's text above the flags.
+var serveUsage = []string{"usage: k3 serve MODEL_DIR [--addr 127.0.0.1:8080] [--api-key-file PATH] [memory flags as k3 run]",
+	"Serves GET /v1/models, POST /v1/chat/completions, POST /v1/completions, POST /v1/responses (OpenAI Responses, stateless),",
+	"POST /v1/messages (Anthropic Messages) and GET /health.",
+	"Ctrl-C (or SIGTERM) stops it: generations in flight end within one layer's work."}
+
 func cmdServe(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("serve", stderr)
 	mf := addModelFlags(fs, "serve")
@@ -51,10 +57,7 @@ func cmdServe(args []string, stdout, stderr io.Writer) int {
 		aliases = append(aliases, v)
 		return nil
 	})
-	setUsage(fs, stderr, "usage: k3 serve MODEL_DIR [--addr 127.0.0.1:8080] [--api-key-file PATH] [memory flags as k3 run]",
-		"Serves GET /v1/models, POST /v1/chat/completions, POST /v1/completions, POST /v1/responses (OpenAI Responses, stateless),",
-		"POST /v1/messages (Anthropic Messages) and GET /health.",
-		"Ctrl-C (or SIGTERM) stops it: generations in flight end within one layer's work.")
+	setUsage(fs, stderr, serveUsage...)
 	pos, code := parseN(fs, args, 1, stderr, "k3 serve: give exactly one MODEL_DIR (run 'k3 serve -h' for the flags)")
 	if code >= 0 {
 		return code
@@ -88,14 +91,8 @@ func cmdServe(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "k3 serve: --prompt-cache: %v\n", err)
 		return ExitUsage
 	}
-	var origins []string
-	for _, o := range strings.Split(*cors, ",") {
-		if o = strings.TrimSpace(o); o != "" {
-			origins = append(origins, o)
-		}
-	}
 	o := serve.Options{Engine: e, Tok: tok, ModelID: id, ModelAliases: names, APIKey: key, Queue: *queue, MaxBodyBytes: int64(*bodyMB * 1e6),
-		CORSOrigins: origins, MaxContext: *ctxLen, DefaultMaxTokens: *maxTokens, KeepAlive: *keepAlive, Fit: eo,
+		CORSOrigins: corsOrigins(*cors), MaxContext: *ctxLen, DefaultMaxTokens: *maxTokens, KeepAlive: *keepAlive, Fit: eo,
 		BodyTimeout: *bodyTimeout, WriteTimeout: *writeTimeout, SharedCache: *shared}
 	if pc != nil {
 		o.PromptCache = pc
@@ -154,6 +151,17 @@ func serveAccess(apiKey, apiKeyFile, addr string, limitsOK bool) (string, error)
 		return "", err
 	}
 	return key, nil
+}
+
+// corsOrigins reads --cors: comma-separated origins, blanks left out.
+func corsOrigins(list string) []string {
+	var origins []string
+	for _, o := range strings.Split(list, ",") {
+		if o = strings.TrimSpace(o); o != "" {
+			origins = append(origins, o)
+		}
+	}
+	return origins
 }
 
 // serveLimitsOK checks k3 serve's limits: a queue of 0 or more, a

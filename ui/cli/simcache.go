@@ -60,80 +60,21 @@ func runSimCache(args []string, stdout, stderr io.Writer) int {
 		return bad("want exactly one trace file")
 	}
 	if *cfgPath != "" {
-		c, err := config.Load(*cfgPath)
-		if err != nil {
+		if err := simModelFromConfig(fs, *cfgPath, &m); err != nil {
 			fmt.Fprintf(stderr, "k3 sim-cache: %v\n", err)
 			return ExitUsage
-		}
-		given := map[string]bool{}
-		fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
-		fromCfg := cachesim.ModelFromConfig(c, m.DiskMBps)
-		if !given["expert-bytes"] {
-			m.ExpertBytes = fromCfg.ExpertBytes
-		}
-		if !given["top-k"] {
-			m.TopK = fromCfg.TopK
-		}
-		if !given["moe-layers"] {
-			m.MoELayers = fromCfg.MoELayers
-		}
-		if !given["experts"] {
-			m.Experts = fromCfg.Experts
 		}
 	}
 	if m.ExpertBytes < 1 || m.DiskMBps <= 0 || m.TopK < 1 || m.MoELayers < 1 || m.Experts < 1 {
 		return bad("--expert-bytes, --disk-mbs, --top-k, --moe-layers and --experts must be positive")
 	}
-	var policies []string
-	for _, p := range strings.Split(*pols, ",") {
-		n, err := cachesim.LookupPolicy(strings.TrimSpace(p))
-		if err != nil {
-			return bad(err.Error())
-		}
-		policies = append(policies, n)
-	}
-	rp, err := cachesim.LookupPolicy(strings.TrimSpace(*readPol))
+	policies, rp, err := simPolicies(*pols, *readPol)
 	if err != nil {
-		return bad("--read-policy: " + err.Error())
+		return bad(err.Error())
 	}
-
-	type size struct {
-		gb    float64 // 0: given in slots
-		slots int
-	}
-	var sizes []size
-	switch {
-	case *caps != "" && *slots != "":
-		return bad("give --capacities or --slots, not both")
-	case *slots != "":
-		for _, f := range strings.Split(*slots, ",") {
-			n, err := strconv.Atoi(strings.TrimSpace(f))
-			if err != nil || n < 1 {
-				return bad(fmt.Sprintf("--slots: %q is not a positive integer", f))
-			}
-			sizes = append(sizes, size{0, n})
-		}
-	default:
-		gbs := defaultCapacitiesGB
-		if *caps != "" {
-			gbs = nil
-			for _, f := range strings.Split(*caps, ",") {
-				f = strings.TrimSuffix(strings.TrimSpace(f), "GB")
-				g, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
-				if err != nil || !(g > 0) {
-					return bad(fmt.Sprintf("--capacities: %q is not a positive number of GB", f))
-				}
-				gbs = append(gbs, g)
-			}
-		}
-		for _, g := range gbs {
-			n := cachesim.SlotsForGB(g, m.ExpertBytes)
-			if n < m.TopK+1 { // the engine refuses a cache that cannot hold one layer's top-k
-				fmt.Fprintf(stderr, "k3 sim-cache: skipping %s GB: %d slots < top-%d + 1\n", fmtGB(g), n, m.TopK)
-				continue
-			}
-			sizes = append(sizes, size{g, n})
-		}
+	sizes, err := simSizes(*caps, *slots, m, stderr)
+	if err != nil {
+		return bad(err.Error())
 	}
 
 	reqs, err := cachesim.ReadTrace(pos[0])
@@ -165,6 +106,95 @@ func runSimCache(args []string, stdout, stderr io.Writer) int {
 	}
 	simCacheText(stdout, cachesim.Summarize(reqs, m, 6), m, policies, rows)
 	return ExitOK
+}
+
+// simModelFromConfig takes the model numbers from the config at path,
+// except those given as flags.
+func simModelFromConfig(fs *flag.FlagSet, path string, m *cachesim.Model) error {
+	c, err := config.Load(path)
+	if err != nil {
+		return err
+	}
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	fromCfg := cachesim.ModelFromConfig(c, m.DiskMBps)
+	if !given["expert-bytes"] {
+		m.ExpertBytes = fromCfg.ExpertBytes
+	}
+	if !given["top-k"] {
+		m.TopK = fromCfg.TopK
+	}
+	if !given["moe-layers"] {
+		m.MoELayers = fromCfg.MoELayers
+	}
+	if !given["experts"] {
+		m.Experts = fromCfg.Experts
+	}
+	return nil
+}
+
+// simPolicies reads --policies (one column each) and --read-policy.
+func simPolicies(list, read string) ([]string, string, error) {
+	var policies []string
+	for _, p := range strings.Split(list, ",") {
+		n, err := cachesim.LookupPolicy(strings.TrimSpace(p))
+		if err != nil {
+			return nil, "", err
+		}
+		policies = append(policies, n)
+	}
+	rp, err := cachesim.LookupPolicy(strings.TrimSpace(read))
+	if err != nil {
+		return nil, "", fmt.Errorf("--read-policy: %v", err)
+	}
+	return policies, rp, nil
+}
+
+// simSize is one cache size of the table.
+type simSize struct {
+	gb    float64 // 0: given in slots
+	slots int
+}
+
+// simSizes reads --slots or --capacities (default: the published
+// capacities); a capacity too small for one layer's top-k is skipped with
+// a line on stderr.
+func simSizes(caps, slots string, m cachesim.Model, stderr io.Writer) ([]simSize, error) {
+	var sizes []simSize
+	switch {
+	case caps != "" && slots != "":
+		return nil, errors.New("give --capacities or --slots, not both")
+	case slots != "":
+		for _, f := range strings.Split(slots, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < 1 {
+				return nil, fmt.Errorf("--slots: %q is not a positive integer", f)
+			}
+			sizes = append(sizes, simSize{0, n})
+		}
+		return sizes, nil
+	}
+	gbs := defaultCapacitiesGB
+	if caps != "" {
+		gbs = nil
+		for _, f := range strings.Split(caps, ",") {
+			f = strings.TrimSuffix(strings.TrimSpace(f), "GB")
+			g, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+			if err != nil || !(g > 0) {
+				return nil, fmt.Errorf("--capacities: %q is not a positive number of GB", f)
+			}
+			gbs = append(gbs, g)
+		}
+	}
+	for _, g := range gbs {
+		n := cachesim.SlotsForGB(g, m.ExpertBytes)
+		if n < m.TopK+1 { // the engine refuses a cache that cannot hold one layer's top-k
+			fmt.Fprintf(stderr, "k3 sim-cache: skipping %s GB: %d slots < top-%d + 1\n", fmtGB(g), n, m.TopK)
+			continue
+		}
+		sizes = append(sizes, simSize{g, n})
+	}
+	return sizes, nil
 }
 
 func fmtGB(g float64) string { return strconv.FormatFloat(g, 'f', -1, 64) }

@@ -95,6 +95,12 @@ type Sampling struct {
 	Stop                json.RawMessage `json:"stop,omitempty"`
 	N                   *int            `json:"n,omitempty"`
 	Logprobs            json.RawMessage `json:"logprobs,omitempty"`
+	TopLogprobs         *int            `json:"top_logprobs,omitempty"`
+	// penalties and logit_bias (engine.Penalties: applied exactly)
+	FrequencyPenalty  *float64           `json:"frequency_penalty,omitempty"`
+	PresencePenalty   *float64           `json:"presence_penalty,omitempty"`
+	RepetitionPenalty *float64           `json:"repetition_penalty,omitempty"`
+	LogitBias         map[string]float64 `json:"logit_bias,omitempty"`
 	// PromptCacheKey keeps this client's prompt-cache snapshots apart from
 	// other clients' (a server partitions its cache by it).
 	PromptCacheKey string `json:"prompt_cache_key,omitempty"`
@@ -118,6 +124,9 @@ type ChatRequest struct {
 	ReasoningEffort    string            `json:"reasoning_effort,omitempty"`
 	ChatTemplateKwargs *TemplateKwargs   `json:"chat_template_kwargs,omitempty"`
 	Thinking           *Thinking         `json:"thinking,omitempty"`
+	// ParallelToolCalls false: a required call is one call (default: the
+	// model may write several, each held to its tool's schema)
+	ParallelToolCalls *bool `json:"parallel_tool_calls,omitempty"`
 }
 
 // CompletionRequest is POST /v1/completions.
@@ -263,6 +272,16 @@ type Model struct {
 	Object  string `json:"object"`
 	Created int64  `json:"created"`
 	OwnedBy string `json:"owned_by"`
+	// MaxModelLen and ContextLength are the positions a request may have,
+	// prompt and reply (vLLM's and OpenRouter's names; absent: no cap).
+	MaxModelLen   int `json:"max_model_len,omitempty"`
+	ContextLength int `json:"context_length,omitempty"`
+	// Anthropic's model fields (what @anthropic-ai/sdk's models.list reads).
+	Type           string `json:"type"`
+	DisplayName    string `json:"display_name"`
+	CreatedAt      string `json:"created_at"`
+	MaxInputTokens int    `json:"max_input_tokens,omitempty"`
+	MaxTokens      int    `json:"max_tokens,omitempty"`
 	// K3 is what this server can do (k3's own field).
 	K3 *Capabilities `json:"k3,omitempty"`
 }

@@ -89,7 +89,7 @@ func (b *blocks) generate(ctx context.Context, s *Server, e *openai.SSE, p *plac
 }
 
 // chatTool is a tool declaration in the chat format the renderer reads.
-func chatTool(name, description string, parameters json.RawMessage) (json.RawMessage, error) {
+func chatTool(name, description string, parameters json.RawMessage, strict *bool) (json.RawMessage, error) {
 	if name == "" {
 		return nil, fmt.Errorf("a tool has no name")
 	}
@@ -99,6 +99,9 @@ func chatTool(name, description string, parameters json.RawMessage) (json.RawMes
 	}
 	if p := bytes.TrimSpace(parameters); len(p) > 0 && !bytes.Equal(p, []byte("null")) {
 		f["parameters"] = json.RawMessage(p)
+	}
+	if strict != nil && *strict { // held strictly (constrain.ToolSchemas); false is the default
+		f["strict"] = true
 	}
 	return json.Marshal(map[string]any{"type": "function", "function": f})
 }

@@ -71,7 +71,7 @@ func (s *Server) chatPrompt(q *openai.ChatRequest, j *job) *openai.Error {
 	ro := xtml.RenderOptions{NoThink: !thinking, ThinkingEffort: effort, ToolChoice: choice}
 	if rf := bytes.TrimSpace(q.ResponseFormat); len(rf) > 0 && !bytes.Equal(rf, []byte("null")) {
 		ro.ResponseFormat = rf
-		if j.goal.Answer, err = responseSchema(rf); err != nil {
+		if j.goal.Answer, err = s.responseSchema(rf, j); err != nil {
 			return err
 		}
 	}
@@ -89,7 +89,12 @@ func (s *Server) chatPrompt(q *openai.ChatRequest, j *job) *openai.Error {
 	case choice == "none":
 		j.noTools = `tool_choice is "none"`
 	case choice == "required":
-		j.goal.Call = constrain.ToolSchemas(tools)
+		if j.goal.Call, err = s.toolSchemas(tools, j); err != nil {
+			return err
+		}
+		j.goal.Single = q.ParallelToolCalls != nil && !*q.ParallelToolCalls
+	default: // the model calls tools as it likes: its calls are checked, not held
+		j.checkCalls = constrain.CheckSchemas(tools)
 	}
 	if !j.goal.Empty() && len(j.stops) > 0 {
 		// the structure was asked for so that the reply parses: a stop
@@ -328,7 +333,7 @@ func (s *Server) chatReply(j *job, res *result, q *openai.ChatRequest, id string
 		msg.ReasoningContent = &res.reasoning
 	}
 	out := openai.ChatResponse{ID: id, Object: "chat.completion", Created: created, Model: s.o.ModelID,
-		Choices:  []openai.ChatChoice{{Message: msg, FinishReason: res.finish}},
+		Choices:  []openai.ChatChoice{{Message: msg, FinishReason: res.finish, Logprobs: s.chatLogprobs(res)}},
 		Usage:    res.chatUsage(),
 		Warnings: res.warnings}
 	if q.ReturnTokenIDs {

@@ -73,7 +73,7 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 		return s.streamCompletion(ctx, cancel, w, p, j, &q, id, created)
 	}, reply: func(res *result) any {
 		out := openai.CompletionResponse{ID: id, Object: "text_completion", Created: created, Model: s.o.ModelID,
-			Choices: []openai.CompletionChoice{{Text: res.content, FinishReason: &res.finish}},
+			Choices: []openai.CompletionChoice{{Text: res.content, FinishReason: &res.finish, Logprobs: s.completionLogprobs(res)}},
 			Usage:   openai.NewUsage(res.prompt, len(res.ids), res.shown)}
 		if q.ReturnTokenIDs {
 			out.PromptTokenIDs, out.Choices[0].TokenIDs = j.ids, res.ids

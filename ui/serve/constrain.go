@@ -9,14 +9,35 @@ import (
 )
 
 // responseSchema reads response_format into the schema the answer is held
-// to (constrain.ResponseFormat), refusing a strict schema outside the
-// subset with 400.
-func responseSchema(rf json.RawMessage) (*constrain.Schema, *openai.Error) {
-	s, err := constrain.ResponseFormat(rf)
+// to (constrain.ReadResponseFormat), refusing a strict schema outside the
+// subset with 400; what a schema that is not strict could not hold goes
+// into the job's warnings and the log.
+func (s *Server) responseSchema(rf json.RawMessage, j *job) (*constrain.Schema, *openai.Error) {
+	sch, warns, err := constrain.ReadResponseFormat(rf)
 	if err != nil {
 		return nil, openai.BadRequest("response_format", "%v", err)
 	}
-	return s, nil
+	s.schemaNotes(j, warns)
+	return sch, nil
+}
+
+// toolSchemas reads the tools' argument schemas for a required call
+// (constrain.ToolSchemas): a strict tool outside the subset is refused with
+// 400, and what the others could not hold is warned of.
+func (s *Server) toolSchemas(tools []json.RawMessage, j *job) (map[string]*constrain.Schema, *openai.Error) {
+	m, warns, err := constrain.ToolSchemas(tools)
+	if err != nil {
+		return nil, openai.BadRequest("tools", "%v", err)
+	}
+	s.schemaNotes(j, warns)
+	return m, nil
+}
+
+func (s *Server) schemaNotes(j *job, warns []string) {
+	for _, w := range warns {
+		s.logf("structured output: %s", w)
+	}
+	j.notes = append(j.notes, warns...)
 }
 
 // constrainedSampler holds a job's turn to its schema or required tool

@@ -59,10 +59,10 @@ func TestResponseFormatObjectAndRefusal(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(*r.Choices[0].Message.Content), &v), string(data))
 
 	req["response_format"] = map[string]any{"type": "json_schema", "json_schema": map[string]any{"name": "x", "strict": true,
-		"schema": map[string]any{"type": "string", "pattern": "a+"}}}
+		"schema": map[string]any{"type": "array", "uniqueItems": true}}}
 	resp, data := post(t, s, "/v1/chat/completions", req)
 	assert.Equal(t, 400, resp.StatusCode, string(data))
-	assert.Contains(t, string(data), "pattern")
+	assert.Contains(t, string(data), `schema keyword \"uniqueItems\" is not supported`)
 }
 
 // tool_choice required (and named) gives one call of a declared tool whose
@@ -85,21 +85,23 @@ func TestToolChoiceEnforced(t *testing.T) {
 				_, data := post(t, s, "/v1/chat/completions", req)
 				r := decodeChat(t, data)
 				c := r.Choices[0]
-				require.Len(t, c.Message.ToolCalls, 1, string(data))
+				require.NotEmpty(t, c.Message.ToolCalls, string(data))
 				assert.Equal(t, "tool_calls", c.FinishReason)
-				call := c.Message.ToolCalls[0].Function
-				if choice != "required" {
-					assert.Equal(t, "person", call.Name)
-				}
-				switch call.Name {
-				case "person":
-					fixture.CheckPerson(t, call.Arguments, false)
-				case "get_weather":
-					var v struct{ City, Unit string }
-					require.NoError(t, json.Unmarshal([]byte(call.Arguments), &v), call.Arguments)
-					assert.Contains(t, []string{"c", "f"}, v.Unit)
-				default:
-					t.Fatalf("call of %q", call.Name)
+				for _, tc := range c.Message.ToolCalls { // every call of the reply is held
+					call := tc.Function
+					if choice != "required" {
+						assert.Equal(t, "person", call.Name)
+					}
+					switch call.Name {
+					case "person":
+						fixture.CheckPerson(t, call.Arguments, false)
+					case "get_weather":
+						var v struct{ City, Unit string }
+						require.NoError(t, json.Unmarshal([]byte(call.Arguments), &v), call.Arguments)
+						assert.Contains(t, []string{"c", "f"}, v.Unit)
+					default:
+						t.Fatalf("call of %q", call.Name)
+					}
 				}
 				n++
 			}

@@ -10,11 +10,13 @@ import (
 	"math"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"k3/engine"
 	"k3/engine/chat"
+	"k3/tokenizer"
 	"k3/tokenizer/constrain"
 	"k3/tokenizer/xtml"
 	"k3/ui/openai"
@@ -34,12 +36,18 @@ type job struct {
 	keepSpecial bool
 	maxTokens   int
 	sampling    engine.Sampling
+	penalties   engine.Penalties
+	logprobs    bool // keep each generated token's log-probability (logprobRecorder)
+	topLogprobs int
 	stream      uint64 // PCG32 stream of the seed (as k3 chat: the turn's user-message count)
 	stops       []string
 	// goal is what the answer must be (response_format) or the required
 	// call (tool_choice required or named): enforced by constrained decoding
-	goal   constrain.Goal
-	client string // who asked (clientOf)
+	goal constrain.Goal
+	// checkCalls are the tools' schemas when calls are the model's choice
+	// (tool_choice auto): a call that does not fit is warned of
+	checkCalls map[string]*constrain.Schema
+	client     string // who asked (clientOf)
 	// partition is whose prompt-cache snapshots the job may reuse
 	// (Server.partition)
 	partition string
@@ -59,9 +67,11 @@ type result struct {
 	reasoning, content string
 	calls              []xtml.ToolCall
 	warnings           []string
-	reasoningTokens    int    // of the generated tokens, the think channel's text
-	finish             string // stop, length or tool_calls
-	stopSeq            string // the stop string that ended the reply
+	reasoningTokens    int           // of the generated tokens, the think channel's text
+	logprobs           []pickLogprob // per generated token, when asked for
+	contentTokens      []int         // indexes of the generated tokens that are content (text)
+	finish             string        // stop, length or tool_calls
+	stopSeq            string        // the stop string that ended the reply
 	prompt, reused     int
 	// shown is what the reply reports as reused (cached_tokens): all of
 	// it, since a job reuses only its own partition's states (no client
@@ -78,8 +88,8 @@ func (s *Server) samplingOf(q *openai.Sampling, j *job) *openai.Error {
 	if q.N != nil && *q.N != 1 {
 		return openai.BadRequest("n", "n must be 1: the server generates one choice per request")
 	}
-	if l := strings.TrimSpace(string(q.Logprobs)); l != "" && l != "null" && l != "false" && l != "0" {
-		return openai.BadRequest("logprobs", "logprobs are not supported")
+	if err := logprobsOf(q, j); err != nil {
+		return err
 	}
 	if q.Temperature != nil {
 		if *q.Temperature < 0 || *q.Temperature > 5 {
@@ -104,6 +114,9 @@ func (s *Server) samplingOf(q *openai.Sampling, j *job) *openai.Error {
 	}
 	if q.Seed != nil {
 		j.sampling.Seed = uint64(*q.Seed)
+	}
+	if err := s.penaltiesOf(q, j); err != nil {
+		return err
 	}
 	j.maxTokens = s.o.DefaultMaxTokens
 	for _, f := range []struct {
@@ -173,7 +186,12 @@ func (s *Server) generate(ctx context.Context, j *job) (*result, error) {
 	dec := s.o.Tok.NewStreamDecoder()
 	stopIDs := s.o.Tok.StopIDs()
 	var first time.Time // when the first reply token came
+	var content, pending []int
+	n := 0 // reply tokens so far
 	on := func(ev engine.Event) {
+		if j.logprobs {
+			content, pending, n = contentToken(s.o.Tok, j, ev, content, pending, n)
+		}
 		switch ev.Kind {
 		case engine.EventPrefill:
 			if j.onPrefill != nil {
@@ -206,6 +224,15 @@ func (s *Server) generate(ctx context.Context, j *job) (*result, error) {
 		// position after another: no speculative drafts
 		sampler, spec = cs, engine.SpecOff
 	}
+	if !j.penalties.IsZero() {
+		// outermost: it sees every position's pick (forced markup too)
+		sampler, spec = j.penalties.Sampler(sampler, j.ids), engine.SpecOff
+	}
+	var rec *logprobRecorder
+	if j.logprobs {
+		rec = &logprobRecorder{inner: sampler, top: j.topLogprobs}
+		sampler, spec = rec, engine.SpecOff
+	}
 	rep, err := s.sess.Generate(ctx, j.ids, chat.PromptOptions{Thinking: j.thinking, MaxTokens: j.maxTokens,
 		Sampler: sampler, Spec: spec, Stop: func() bool { return filter.hit },
 		NoTools: j.noTools != "", NoToolsWhy: j.noTools, Partition: j.partition, Images: j.images}, on)
@@ -225,6 +252,9 @@ func (s *Server) generate(ctx context.Context, j *job) (*result, error) {
 	// the reuse came from the job's own partition (the session's kept
 	// states and the prompt cache never cross partitions): it may see it
 	res := &result{ids: rep.IDs, prompt: len(j.ids), reused: rep.Reused, shown: rep.Reused, finish: "length"}
+	if rec != nil {
+		res.logprobs, res.contentTokens = rec.picks, content
+	}
 	if rep.Stop == engine.StopToken {
 		res.finish = "stop"
 	}
@@ -242,6 +272,11 @@ func (s *Server) generate(ctx context.Context, j *job) (*result, error) {
 		res.finish, res.calls = "stop", nil
 	} else if len(res.calls) > 0 {
 		res.finish = "tool_calls"
+		for _, c := range res.calls {
+			if sch, ok := j.checkCalls[c.Function.Name]; ok && !constrain.Fits(sch, []byte(c.Function.Arguments)) {
+				res.warnings = append(res.warnings, fmt.Sprintf("the call of %q has arguments that do not fit its schema: with tool_choice auto calls are checked, not held (tool_choice required holds them)", c.Function.Name))
+			}
+		}
 	}
 	res.content, res.stopSeq = filter.out.String(), filter.matched
 	return res, nil
@@ -260,6 +295,69 @@ func newID(prefix string) string {
 	var b [12]byte
 	_, _ = rand.Read(b[:])
 	return prefix + hex.EncodeToString(b[:])
+}
+
+// penaltiesOf reads frequency_penalty, presence_penalty,
+// repetition_penalty and logit_bias (keys: token ids) into the job; they
+// are applied exactly (engine.Penalties), or the request is refused.
+func (s *Server) penaltiesOf(q *openai.Sampling, j *job) *openai.Error {
+	p := &j.penalties
+	for _, f := range []struct {
+		v   *float64
+		dst *float64
+	}{{q.FrequencyPenalty, &p.Frequency}, {q.PresencePenalty, &p.Presence}, {q.RepetitionPenalty, &p.Repetition}} {
+		if f.v != nil {
+			*f.dst = *f.v
+		}
+	}
+	if q.RepetitionPenalty != nil && *q.RepetitionPenalty <= 0 {
+		return openai.BadRequest("repetition_penalty", "repetition_penalty must be above 0 (1: none), got %g", *q.RepetitionPenalty)
+	}
+	for k, v := range q.LogitBias {
+		id, err := strconv.Atoi(k)
+		if err != nil {
+			return openai.BadRequest("logit_bias", "logit_bias keys must be token ids, got %q", k)
+		}
+		if p.Bias == nil {
+			p.Bias = map[int]float64{}
+		}
+		p.Bias[id] = v
+	}
+	if err := p.Check(s.o.Tok.VocabSize()); err != nil {
+		param := "logit_bias"
+		for _, n := range []string{"frequency_penalty", "presence_penalty", "repetition_penalty"} {
+			if strings.HasPrefix(err.Error(), n) {
+				param = n
+			}
+		}
+		return openai.BadRequest(param, "%v", err)
+	}
+	return nil
+}
+
+// contentToken follows which reply tokens are text of the content (for
+// logprobs): a completion's text tokens; in a chat, the tokens whose text
+// the reader gave to the answer (a token whose bytes end in a later one's
+// text counts with it).
+func contentToken(tok *tokenizer.Tokenizer, j *job, ev engine.Event, content, pending []int, n int) ([]int, []int, int) {
+	switch ev.Kind {
+	case engine.EventToken:
+		n++
+		special := tok.IsSpecial(ev.Token)
+		switch {
+		case j.raw && (!special || j.keepSpecial) && !slices.Contains(tok.StopIDs(), ev.Token):
+			content = append(content, n-1)
+		case special:
+			pending = pending[:0]
+		default:
+			pending = append(pending, n-1)
+		}
+	case engine.EventAnswer:
+		content, pending = append(content, pending...), pending[:0]
+	case engine.EventReasoning:
+		pending = pending[:0]
+	}
+	return content, pending, n
 }
 
 // keyPartition is the partition of the API key a request presents; on a

@@ -35,16 +35,19 @@ type messagesRequest struct {
 	TopK          *int              `json:"top_k"`
 	Tools         []json.RawMessage `json:"tools"`
 	ToolChoice    *struct {
-		Type string `json:"type"`
-		Name string `json:"name"`
+		Type                   string `json:"type"`
+		Name                   string `json:"name"`
+		DisableParallelToolUse bool   `json:"disable_parallel_tool_use"`
 	} `json:"tool_choice"`
 	Thinking *struct {
 		Type         string `json:"type"`
 		BudgetTokens int    `json:"budget_tokens"`
 	} `json:"thinking"`
 	OutputConfig *struct {
-		Effort string `json:"effort"`
+		Effort string          `json:"effort"`
+		Format json.RawMessage `json:"format"`
 	} `json:"output_config"`
+	OutputFormat json.RawMessage `json:"output_format"` // the structured-outputs beta's name
 	// Metadata.UserID partitions the prompt cache, as prompt_cache_key
 	Metadata *struct {
 		UserID string `json:"user_id"`
@@ -133,6 +136,9 @@ func chatOfMessages(m *messagesRequest, q *openai.ChatRequest) *openai.Error {
 	if t := m.Thinking; t != nil {
 		switch t.Type {
 		case "enabled":
+			if t.BudgetTokens < 0 {
+				return openai.BadRequest("thinking", "thinking.budget_tokens must not be negative, got %d", t.BudgetTokens)
+			}
 			q.Thinking.Type, q.ReasoningEffort = "enabled", thinkingEffort(t.BudgetTokens)
 		case "adaptive":
 			q.Thinking.Type = "enabled"
@@ -244,6 +250,7 @@ func chatOfMessages(m *messagesRequest, q *openai.ChatRequest) *openai.Error {
 			Name        string          `json:"name"`
 			Description string          `json:"description"`
 			InputSchema json.RawMessage `json:"input_schema"`
+			Strict      *bool           `json:"strict"`
 		}
 		if err := json.Unmarshal(t, &d); err != nil {
 			return openai.BadRequest("tools", "tools[%d] is not a tool object: %v", i, err)
@@ -251,13 +258,20 @@ func chatOfMessages(m *messagesRequest, q *openai.ChatRequest) *openai.Error {
 		if d.Type != "" && d.Type != "custom" {
 			return openai.BadRequest("tools", "tools[%d] is of type %q: only client tools (name, description, input_schema) are supported", i, d.Type)
 		}
-		ct, err := chatTool(d.Name, d.Description, d.InputSchema)
+		ct, err := chatTool(d.Name, d.Description, d.InputSchema, d.Strict)
 		if err != nil {
 			return openai.BadRequest("tools", "tools[%d]: %v", i, err)
 		}
 		q.Tools = append(q.Tools, ct)
 	}
+	if err := outputFormat(m, q); err != nil {
+		return err
+	}
 	if tc := m.ToolChoice; tc != nil {
+		if tc.DisableParallelToolUse {
+			no := false
+			q.ParallelToolCalls = &no
+		}
 		switch tc.Type {
 		case "auto", "none":
 			q.ToolChoice, _ = json.Marshal(tc.Type)
@@ -463,6 +477,31 @@ func (a *anthropicWriter) Write(b []byte) (int, error) {
 
 // Unwrap lets http.ResponseController flush the stream.
 func (a *anthropicWriter) Unwrap() http.ResponseWriter { return a.ResponseWriter }
+
+// outputFormat reads output_config.format (or the beta's output_format),
+// {"type": "json_schema", "schema": ...}, into a strict response_format:
+// the answer is held to the schema, or the request is refused naming what
+// cannot be held.
+func outputFormat(m *messagesRequest, q *openai.ChatRequest) *openai.Error {
+	raw, field := m.OutputFormat, "output_format"
+	if oc := m.OutputConfig; oc != nil && len(bytes.TrimSpace(oc.Format)) > 0 && string(bytes.TrimSpace(oc.Format)) != "null" {
+		raw, field = oc.Format, "output_config"
+	}
+	if t := bytes.TrimSpace(raw); len(t) == 0 || string(t) == "null" {
+		return nil
+	}
+	var f struct {
+		Type   string          `json:"type"`
+		Schema json.RawMessage `json:"schema"`
+	}
+	if err := json.Unmarshal(raw, &f); err != nil || f.Type != "json_schema" || len(f.Schema) == 0 {
+		return openai.BadRequest(field, `%s.format must be {"type": "json_schema", "schema": {...}}`, field)
+	}
+	rf, _ := json.Marshal(map[string]any{"type": "json_schema",
+		"json_schema": map[string]any{"name": "output", "strict": true, "schema": f.Schema}})
+	q.ResponseFormat = rf
+	return nil
+}
 
 func hasImage(ps []openai.ContentPart) bool {
 	for _, p := range ps {

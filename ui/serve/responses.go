@@ -18,11 +18,12 @@ import (
 // not. Nothing is stored, so previous_response_id is refused.
 
 // responsesRequest is what k3 reads of a Responses request; other fields
-// (store, include, metadata, parallel_tool_calls, truncation, user, ...)
+// (store, include, metadata, truncation, user, ...)
 // do not change the output and are ignored.
 type responsesRequest struct {
 	Model              string            `json:"model"`
 	Input              json.RawMessage   `json:"input"`
+	ParallelToolCalls  *bool             `json:"parallel_tool_calls"`
 	Instructions       *string           `json:"instructions"`
 	Tools              []json.RawMessage `json:"tools"`
 	ToolChoice         json.RawMessage   `json:"tool_choice"`
@@ -91,6 +92,7 @@ func (x *responsesExtra) tool(where string, t json.RawMessage, ns string, q *ope
 		Name        string            `json:"name"`
 		Description string            `json:"description"`
 		Parameters  json.RawMessage   `json:"parameters"`
+		Strict      *bool             `json:"strict"`
 		Tools       []json.RawMessage `json:"tools"`
 	}
 	if err := json.Unmarshal(t, &d); err != nil {
@@ -98,7 +100,7 @@ func (x *responsesExtra) tool(where string, t json.RawMessage, ns string, q *ope
 	}
 	switch {
 	case d.Type == "function":
-		ct, err := chatTool(d.Name, d.Description, d.Parameters)
+		ct, err := chatTool(d.Name, d.Description, d.Parameters, d.Strict)
 		if err != nil {
 			return openai.BadRequest("tools", "%s: %v", where, err)
 		}
@@ -176,6 +178,7 @@ func chatOfResponses(r *responsesRequest, q *openai.ChatRequest, x *responsesExt
 	} else {
 		q.ToolChoice = r.ToolChoice
 	}
+	q.ParallelToolCalls = r.ParallelToolCalls
 	return nil
 }
 
@@ -219,6 +222,9 @@ func responseFormatOf(raw json.RawMessage) (json.RawMessage, *openai.Error) {
 // make one assistant message; a function call output is a tool message.
 func inputMessages(raw json.RawMessage, q *openai.ChatRequest) *openai.Error {
 	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
+		return openai.BadRequest("input", "input is required: a string or an array of items")
+	}
 	var text string
 	if json.Unmarshal(raw, &text) == nil {
 		q.Messages = append(q.Messages, msg("user", text))
@@ -353,7 +359,7 @@ func (s *Server) responseObject(id string, created int64, r *responsesRequest, x
 		output = []openai.OutputItem{}
 	}
 	o := &openai.Response{ID: id, Object: "response", CreatedAt: created, Status: "in_progress", Model: s.o.ModelID,
-		Output: output, Instructions: r.Instructions, MaxOutputTokens: r.MaxOutputTokens, ParallelToolCalls: true,
+		Output: output, Instructions: r.Instructions, MaxOutputTokens: r.MaxOutputTokens, ParallelToolCalls: r.ParallelToolCalls == nil || *r.ParallelToolCalls,
 		Reasoning: reasoning, Temperature: r.Temperature, TopP: r.TopP, Text: openai.TextConfig{Format: format},
 		ToolChoice: choice, Tools: tools, Truncation: "disabled", Metadata: map[string]string{}}
 	if res != nil {

@@ -289,6 +289,12 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("/v1/completions", s.only("POST", s.authed(s.completions)))
 	mux.HandleFunc("/v1/responses", s.only("POST", s.authed(s.responses)))
 	mux.HandleFunc("/v1/messages", s.anthropicErrors(s.only("POST", s.authed(s.messages))))
+	for _, p := range []string{"/tokenize", "/v1/tokenize"} {
+		mux.HandleFunc(p, s.only("POST", s.authed(s.tokenize)))
+	}
+	for _, p := range []string{"/detokenize", "/v1/detokenize"} {
+		mux.HandleFunc(p, s.only("POST", s.authed(s.detokenize)))
+	}
 	mux.HandleFunc("/v1/messages/count_tokens", s.anthropicErrors(s.only("POST", s.authed(s.countTokens))))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, &openai.Error{Status: http.StatusNotFound, Message: fmt.Sprintf("no such endpoint: %s %s", r.Method, r.URL.Path), Type: "invalid_request_error"})
@@ -441,7 +447,10 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) card() openai.Model {
+	c := s.o.MaxContext
 	return openai.Model{ID: s.o.ModelID, Object: "model", Created: s.created, OwnedBy: "k3",
+		MaxModelLen: c, ContextLength: c, MaxInputTokens: c, MaxTokens: max(c-1, 0),
+		Type: "model", DisplayName: s.o.ModelID, CreatedAt: time.Unix(s.created, 0).UTC().Format(time.RFC3339),
 		K3: &openai.Capabilities{ContextLength: s.o.MaxContext, Thinking: true, Tools: true, StructuredOutput: true,
 			Drafter: s.o.Engine.Model().DraftModel() != nil, Queue: s.o.Queue}}
 }
@@ -482,7 +491,9 @@ func (s *Server) models(w http.ResponseWriter, r *http.Request) {
 			cards = append(cards, c)
 		}
 	}
-	s.writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": cards})
+	// OpenAI's list, with Anthropic's paging fields
+	s.writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": cards,
+		"has_more": false, "first_id": cards[0].ID, "last_id": cards[len(cards)-1].ID})
 }
 
 func (s *Server) model(w http.ResponseWriter, r *http.Request) {
