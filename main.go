@@ -6,12 +6,13 @@ package main
 import (
 	"os"
 
+	"k3/internal/fynelocale"
 	"k3/ui/cli"
 )
 
 func main() {
 	if len(os.Args) < 2 {
-		os.Exit(openApp())
+		os.Exit(openApp(os.Stderr))
 	}
 	os.Exit(runCLI(os.Args[1:]))
 }
@@ -22,6 +23,7 @@ func main() {
 // markedly slower and less steadily (docs/BENCHMARKS.md). The headless build
 // keeps the same shape so both builds run the CLI alike.
 func runCLI(args []string) int {
+	fynelocale.Restore() // the commands' child processes see the environment k3 was given
 	code := make(chan int)
 	go func() { code <- cli.Main(args) }()
 	return <-code

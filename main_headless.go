@@ -4,7 +4,9 @@ package main
 
 import (
 	"fmt"
-	"os"
+	"io"
+
+	"k3/ui/cli"
 )
 
 // headlessNote is what `k3` with no arguments prints in a build without the
@@ -16,7 +18,7 @@ and the system's OpenGL/X11 headers: 'make run' (Linux), 'make package' for the 
 `
 
 // openApp explains how to get the app; usage exit code (nothing was run).
-func openApp() int {
-	fmt.Fprint(os.Stderr, headlessNote)
-	return 2
+func openApp(stderr io.Writer) int {
+	fmt.Fprint(stderr, headlessNote)
+	return cli.ExitUsage
 }

@@ -259,7 +259,7 @@ func decide(r *Report) {
 	need := verify.ReleasedBytes - md.ModelBytes
 	storageOK := md.ModelComplete || int64(md.FreeBytes) >= need
 	modelDir := md.Path
-	if !md.ModelComplete && md.ModelBytes == 0 && !looksLikeModelDir(md.Path) {
+	if !md.ModelComplete && md.ModelBytes == 0 && !LooksLikeModelDir(md.Path) {
 		modelDir = filepath.Join(md.Path, ModelDirName)
 	}
 	r.ModelDir = modelDir
@@ -382,9 +382,9 @@ func trunkNote(disks []DiskResult) string {
 	return "trunk sizes in the predictions are those of an uncompressed pack; k3 pack --compress stores it losslessly smaller (by a ratio measured when packing), so fewer bytes are read per token"
 }
 
-// looksLikeModelDir is true for a directory that already has model files
+// LooksLikeModelDir is true for a directory that already has model files
 // or a download in progress.
-func looksLikeModelDir(dir string) bool {
+func LooksLikeModelDir(dir string) bool {
 	for _, n := range []string{verify.ManifestFile, "config.json", safetensors.IndexFile} {
 		if _, err := os.Stat(filepath.Join(dir, n)); err == nil {
 			return true

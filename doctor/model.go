@@ -29,11 +29,12 @@ func mustModel(c *config.Config, err error) Model {
 // The run the doctor plans for, in the terms of engine.Budget: what k3 run,
 // k3 chat and the app use by default.
 const (
-	// PlanPositions is the context reserved in the KV cache: k3 chat's
-	// (8192 + its 4096-token turn cap), the largest any command plans by
-	// default (the app plans 4096, k3 run prompt + --gen), so a preset the
-	// doctor finds fitting fits those runs too.
-	PlanPositions = 8192 + 4096
+	// PlanPositions is the context reserved in the KV cache: a 4K-position
+	// context, what a new k3 chat plans (its 4096-token turn cap; it plans
+	// again as the conversation grows) and what k3 run plans for a prompt
+	// and --gen of that length. 55 KB a position at K3 size: each 4096
+	// more add 0.23 GB (more with a chat's state copies).
+	PlanPositions = 4096
 	// PlanRing and PlanChunk are the CLI's --trunk-ring and --chunk
 	// defaults, and the app's.
 	PlanRing  = 2
@@ -127,7 +128,8 @@ func (m Model) Inputs(b plan.Budget, positions int) plan.Inputs {
 func (m Model) run(b plan.Budget, positions int) plan.Run {
 	return plan.Run{Streaming: true, TrunkBudget: int64(b.TrunkGB * plan.GB), Ring: PlanRing, CacheBudget: int64(b.CacheGB * plan.GB),
 		Ultra: b.Ultra, Positions: positions, Chunk: PlanChunk, Workers: runtime.NumCPU(), SpecPositions: min(plan.DefaultMaxDraft, PlanChunk-1) + 1,
-		StateCopies: plan.ChatStateCopies(int64(b.TrunkGB*plan.GB), b.Ultra), BaselineRSS: BaselineBytes}
+		StateCopies: plan.ChatStateCopies(int64(b.TrunkGB*plan.GB), b.Ultra), BaselineRSS: BaselineBytes,
+		Floor: plan.Floor(int64(b.TrunkGB*plan.GB), b.Ultra)}
 }
 
 func (m Model) inputs(r plan.Run) plan.Inputs {

@@ -50,6 +50,14 @@ type Stats struct {
 	RSSBytes         int64
 	TrunkBytesRead   int64   // streamed trunk and table bytes (excludes the initial bind)
 	TrunkWaitSeconds float64 // time the forward waited for trunk reads
+	// TrunkReadSeconds is the time the streamed layers' reads took (device
+	// time, overlapped with compute or not): the layers' bytes over it are
+	// the rate the disk gave.
+	TrunkReadSeconds float64
+	// EmbedBytesRead and HeadBytesRead are the embedding and lm_head bytes
+	// read in ultra-low-memory mode (in TrunkBytesRead too; 0 when the
+	// tables are resident).
+	EmbedBytesRead, HeadBytesRead int64
 	// ReadBusySeconds is the time some read was in flight (trunk, tables,
 	// experts), overlapped with compute or not.
 	ReadBusySeconds float64
@@ -89,6 +97,7 @@ func (s Stats) BytesRead() int64 { return s.TrunkBytesRead + s.Expert.BytesRead 
 func (s Stats) Sub(o Stats) Stats {
 	return Stats{Positions: s.Positions - o.Positions, RSSBytes: s.RSSBytes,
 		TrunkBytesRead: s.TrunkBytesRead - o.TrunkBytesRead, TrunkWaitSeconds: s.TrunkWaitSeconds - o.TrunkWaitSeconds,
+		TrunkReadSeconds: s.TrunkReadSeconds - o.TrunkReadSeconds, EmbedBytesRead: s.EmbedBytesRead - o.EmbedBytesRead, HeadBytesRead: s.HeadBytesRead - o.HeadBytesRead,
 		ReadBusySeconds: s.ReadBusySeconds - o.ReadBusySeconds, Expert: s.Expert.Sub(o.Expert),
 		ForwardPasses: s.ForwardPasses - o.ForwardPasses, SpecDrafted: s.SpecDrafted - o.SpecDrafted, SpecAccepted: s.SpecAccepted - o.SpecAccepted}
 }
@@ -114,7 +123,8 @@ func (e *Engine) Snapshot() Stats {
 func (e *Engine) counters() Stats {
 	s := Stats{Expert: e.m.experts.Stats(), Positions: int(e.positions.Load()), ReadBusySeconds: e.m.io.seconds(),
 		ForwardPasses: e.passes.Load(), SpecDrafted: e.drafted.Load(), SpecAccepted: e.accepted.Load()}
-	s.TrunkBytesRead, s.TrunkWaitSeconds = e.layers.trunkStats()
-	s.TrunkBytesRead += e.m.tables.bytesRead()
+	s.TrunkBytesRead, s.TrunkWaitSeconds, s.TrunkReadSeconds = e.layers.trunkStats()
+	s.EmbedBytesRead, s.HeadBytesRead = e.m.tables.bytesRead()
+	s.TrunkBytesRead += s.EmbedBytesRead + s.HeadBytesRead
 	return s
 }

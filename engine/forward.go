@@ -114,9 +114,16 @@ func (e *Engine) forward(ctx context.Context, s *State, ids []int, all, want boo
 	}
 	hIn := make([]float32, T*H)
 	x := make([]float32, T*H)
+	// at the memory floor no copy of the state is kept: a short pass is
+	// recorded and replayed, a longer one stopped part-way finishes first
+	plain := !s.recording && m.lean && cancellable && T <= m.recordCap()
+	if plain {
+		s.recording, s.recBase, s.recN = true, s.Pos, T
+		defer func() { s.recording = false }()
+	}
 	m.startCapture(s, T)
 	for li := 0; li < m.Bound; li++ {
-		if err := ctx.Err(); err != nil {
+		if err := ctx.Err(); err != nil && (li == 0 || !m.lean || s.recording) {
 			s.rollback(li)
 			return nil, err
 		}
@@ -126,10 +133,9 @@ func (e *Engine) forward(ctx context.Context, s *State, ids []int, all, want boo
 			s.rollback(li)
 			return nil, err
 		}
-		if cancellable || s.recording {
-			s.keep(li)
-		}
+		live := s.beginLayer(li, cancellable && !m.lean)
 		P, blocks, err = L.step(e, s, P, blocks, hIn, x, T)
+		s.endLayer(li, live)
 		e.layers.release(li)
 		if err == nil && !allFinite(P) {
 			err = layerNonFinite(li, s.Pos, P, H)
@@ -144,6 +150,9 @@ func (e *Engine) forward(ctx context.Context, s *State, ids []int, all, want boo
 		if d != nil {
 			d.tap(taps, li, P)
 		}
+	}
+	if plain {
+		e.replayKDA(s, T) // the pass ran on the scratch: now the state takes its positions
 	}
 	s.Pos += T
 	if len(s.media) > 0 {

@@ -45,8 +45,12 @@ type Model struct {
 	ring      int          // streamed layers in flight
 	ringBytes int64        // the ring they are read into
 	maxDraft  int          // longest speculative draft (the plan reserves its rollback record)
-	io        *ioTracker   // read time of every read the model makes
-	draft     *Draft       // the draft model (Options.Draft; nil: none)
+	// lean: at the memory floor (plan.Floor) no copy of the whole KDA state
+	// is kept: a cancellable pass of up to recordCap positions is recorded
+	// and replayed instead, a longer one stopped part-way finishes first
+	lean  bool
+	io    *ioTracker // read time of every read the model makes
+	draft *Draft     // the draft model (Options.Draft; nil: none)
 }
 
 // Experts returns the model's routed-expert source.
@@ -81,7 +85,10 @@ func (m *Model) Streamed() bool {
 func (m *Model) Layer(i int) *Layer { return m.layers[i] }
 
 // TableBytesRead is what ultra-low-memory mode read of the model tables.
-func (m *Model) TableBytesRead() int64 { return m.tables.bytesRead() }
+func (m *Model) TableBytesRead() int64 {
+	embed, head := m.tables.bytesRead()
+	return embed + head
+}
 
 // NewEngine returns an engine over the model with a pool of the given
 // threads (0: one per physical core). Layers the plan did not pin are

@@ -197,7 +197,7 @@ func Open(dir string, o Options) (*Model, error) {
 		return nil, err
 	}
 	m := &Model{Cfg: ck.cfg, Prefix: ck.prefix, Bound: ck.layers, Plan: p, set: ck.set, trunk: tr, chunk: p.Chunk, notGo: plan.NotGo(machine.RSS()),
-		maxDraft: o.maxDraft(), io: &ioTracker{}}
+		maxDraft: o.maxDraft(), io: &ioTracker{}, lean: o.floor()}
 	m.vision.configPath = o.Config
 	if m.vision.configPath == "" {
 		m.vision.configPath = filepath.Join(dir, "config.json")
@@ -388,7 +388,8 @@ func (ck *checkpoint) plan(o Options, tm *trunk.Manifest, d *Draft) (*plan.Plan,
 	s.SlotBytes = slotSizeFor(c.ExpertBytes())
 	r := plan.Run{Streaming: o.TrunkDir != "", TrunkBudget: b.TrunkBytes, Ring: b.Ring, CacheBudget: b.CacheBytes, Ultra: b.Ultra,
 		Positions: o.Positions, Chunk: o.Chunk, Workers: runtime.NumCPU(), AllLogits: o.AllLogits, SpecPositions: specPositions(o),
-		StateCopies: o.StateCopies, BaselineRSS: machine.RSS()}
+		StateCopies: o.StateCopies, BaselineRSS: machine.RSS(),
+		Floor: o.floor()}
 	if d != nil {
 		r.DraftBytes, r.DraftPerPos = d.Bytes, d.CacheBytesPerPos()
 	}
@@ -424,6 +425,16 @@ func autoChunk(in plan.Inputs, o Options) (*plan.Plan, error) {
 	in.Chunk = n
 	return plan.Make(in), nil
 }
+
+// floor reports whether o runs at the memory floor (plan.Floor): streamed,
+// at a trunk budget no larger than laptop's.
+func (o Options) floor() bool {
+	return o.TrunkDir != "" && plan.Floor(o.Budget.TrunkBytes, o.Budget.Ultra)
+}
+
+// recordCap is the longest pass recorded rather than copied at the floor:
+// a verification pass, or one position.
+func (m *Model) recordCap() int { return max(m.maxDraft+1, 1) }
 
 // specPositions is the most positions a verification pass of o runs (0:
 // no speculation).

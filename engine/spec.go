@@ -154,35 +154,37 @@ func (e *Engine) verify(ctx context.Context, s *State, ids []int) ([]float32, er
 }
 
 // rewind keeps the first n positions of the verification pass just run and
-// drops the others: the MLA rows past them are cut; every KDA layer's state
-// is restored from its copy from before the pass and the n recorded
-// positions are replayed through the same delta-rule updates and
-// convolution history shifts, so the state equals, bit for bit, the state
-// of feeding the n positions alone. No weight is read again.
+// drops the others: the MLA rows past them are cut; every KDA layer's
+// state, which the pass left as it was (it ran on a scratch copy,
+// State.beginLayer), takes the n recorded positions through the same
+// delta-rule updates and convolution history shifts (replayKDA), so it
+// equals, bit for bit, the state of feeding the n positions alone. No
+// weight is read again.
 func (e *Engine) rewind(s *State, n int) {
-	if n >= s.recN {
-		return
+	n = min(n, s.recN)
+	keep := s.recBase + n
+	for _, m := range s.mla {
+		if m != nil {
+			m.rows = m.rows[:keep*m.width]
+		}
 	}
+	e.replayKDA(s, n)
+	s.draft.truncate(keep)
+	s.Pos, s.IDs, s.recN = keep, s.IDs[:keep], n
+}
+
+// replayKDA feeds every KDA layer's state the first n positions of the
+// record of the pass just run: the delta-rule updates and the short
+// convolutions' history, compute only.
+func (e *Engine) replayKDA(s *State, n int) {
 	c := e.m.Cfg
 	nh, d := c.KDAHeads, c.KDAHeadDim
 	P := nh * d
-	keep := s.recBase + n
 	var kdaLayers []int
 	for li := range s.kda {
-		if m := s.mla[li]; m != nil {
-			m.rows = m.rows[:keep*m.width]
-			continue
+		if s.kda[li] != nil {
+			kdaLayers = append(kdaLayers, li)
 		}
-		if s.backupPos[li] != s.recBase {
-			s.damaged = true // cannot happen: verify keeps every layer
-			continue
-		}
-		k, b := s.kda[li], s.backup[li]
-		copy(k.S, b.S)
-		for j := range k.conv {
-			copy(k.conv[j], b.conv[j])
-		}
-		kdaLayers = append(kdaLayers, li)
 	}
 	e.pool.Each(len(kdaLayers)*nh, func(w int) {
 		li, h := kdaLayers[w/nh], w%nh
@@ -205,8 +207,6 @@ func (e *Engine) rewind(s *State, n int) {
 			}
 		}
 	})
-	s.draft.truncate(keep)
-	s.Pos, s.IDs, s.recN = keep, s.IDs[:keep], n
 }
 
 // specCosts model what a decode pass of T positions costs, about

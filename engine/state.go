@@ -23,8 +23,11 @@ type State struct {
 	// rejected positions without reading any weights again.
 	recording bool
 	rec       []*kdaRecord
-	recBase   int // Pos before the recorded pass
-	recN      int // positions the recorded pass fed
+	// scratch is the one layer's KDA state a recorded pass runs on
+	// (beginLayer), so the state itself is left as it was
+	scratch *kdaState
+	recBase int // Pos before the recorded pass
+	recN    int // positions the recorded pass fed
 	// draft holds the attached draft model's context rows (nil: none yet)
 	draft *draftState
 	// marks are absolute positions after which a feed keeps a copy of the
@@ -110,13 +113,52 @@ func (s *State) keep(li int) {
 	s.backupPos[li] = s.Pos
 }
 
+// beginLayer prepares layer li's KDA state for the pass in flight: in a
+// recorded pass the layer runs on the scratch state, a copy of its own,
+// which it returns to endLayer (the pass's effect is in the record and is
+// replayed afterwards); otherwise, with keep, a copy is kept for rollback.
+func (s *State) beginLayer(li int, keep bool) *kdaState {
+	k := s.kda[li]
+	switch {
+	case k == nil:
+		return nil
+	case s.recording:
+		if s.scratch == nil {
+			s.scratch = &kdaState{S: make([]float32, len(k.S))}
+			for j := range k.conv {
+				s.scratch.conv[j] = make([]float32, len(k.conv[j]))
+			}
+		}
+		copy(s.scratch.S, k.S)
+		for j := range k.conv {
+			copy(s.scratch.conv[j], k.conv[j])
+		}
+		s.kda[li] = s.scratch
+		return k
+	case keep:
+		s.keep(li)
+	}
+	return nil
+}
+
+// endLayer puts back the state beginLayer set aside (nil: none).
+func (s *State) endLayer(li int, live *kdaState) {
+	if live != nil {
+		s.kda[li] = live
+	}
+}
+
 // rollback undoes what the chunk in flight did to layers 0..n-1: their MLA
-// rows past Pos are dropped and their KDA state restored from keep. A KDA
-// layer without a copy leaves the state damaged.
+// rows past Pos are dropped and their KDA state restored from keep. A
+// recorded pass left the KDA state as it was; a KDA layer of another pass
+// without a copy leaves the state damaged.
 func (s *State) rollback(n int) {
 	for li := 0; li < n && li < len(s.kda); li++ {
 		if c := s.mla[li]; c != nil {
 			c.rows = c.rows[:min(len(c.rows), s.Pos*c.width)]
+			continue
+		}
+		if s.recording {
 			continue
 		}
 		if s.backup == nil || s.backup[li] == nil || s.backupPos[li] != s.Pos {

@@ -162,10 +162,10 @@ func (m *Model) LoadState(path string) (*State, error) {
 // DecodeState reads a state file's bytes (EncodeState's) for this model,
 // with LoadState's checks; path names it in errors.
 func (m *Model) DecodeState(raw []byte, path string) (*State, error) {
-	if len(raw) >= 8 && string(raw[:4]) == cStateMagic && string(raw[:8]) != stateMagic {
-		return nil, fmt.Errorf("%s: %w", path, ErrCState)
+	if _, err := checkStateHeader(raw, path); err != nil {
+		return nil, err
 	}
-	if len(raw) < len(stateMagic)+4+8+4+4+4 || string(raw[:8]) != stateMagic {
+	if len(raw) < stateHeaderBytes+4 {
 		return nil, fmt.Errorf("%s is not a k3 state file", path)
 	}
 	body := raw[:len(raw)-4]
@@ -179,12 +179,6 @@ func (m *Model) DecodeState(raw []byte, path string) (*State, error) {
 	binary.Read(r, binary.LittleEndian, &fp)
 	binary.Read(r, binary.LittleEndian, &layers)
 	binary.Read(r, binary.LittleEndian, &npos)
-	if ver == 1 {
-		return nil, fmt.Errorf("%s was saved by an older k3, whose state files do not identify the model's weights, so it cannot be checked against this model: run the prompt again and save a new state: %w", path, ErrStateMismatch)
-	}
-	if ver != stateVersion && ver != 2 {
-		return nil, fmt.Errorf("%s: state format version %d, this k3 reads version %d: %w", path, ver, stateVersion, ErrStateMismatch)
-	}
 	if fp != m.Fingerprint || int(layers) != m.Bound {
 		return nil, fmt.Errorf("%s was saved from another model (other weights or config) or layer count: %w", path, ErrStateMismatch)
 	}
@@ -271,21 +265,53 @@ func (m *Model) readDraftRows(r io.Reader, s *State, path string, limit int) err
 	return nil
 }
 
-// PeekStatePositions reads the position count from a state file's header.
+// stateHeaderBytes is the header before the ids: magic, version,
+// fingerprint, layers and positions.
+const stateHeaderBytes = len(stateMagic) + 4 + 8 + 4 + 4
+
+// checkStateHeader checks what a state file's header says without the
+// model: a k3 state file (not the C engine's), of a version this k3
+// reads. It returns the version.
+func checkStateHeader(h []byte, path string) (uint32, error) {
+	if len(h) >= 8 && string(h[:4]) == cStateMagic && string(h[:8]) != stateMagic {
+		return 0, fmt.Errorf("%s: %w", path, ErrCState)
+	}
+	if len(h) < stateHeaderBytes || string(h[:8]) != stateMagic {
+		return 0, fmt.Errorf("%s is not a k3 state file", path)
+	}
+	switch ver := binary.LittleEndian.Uint32(h[8:]); ver {
+	case 1:
+		return 0, fmt.Errorf("%s was saved by an older k3, whose state files do not identify the model's weights, so it cannot be checked against this model: run the prompt again and save a new state: %w", path, ErrStateMismatch)
+	case 2, stateVersion:
+		return ver, nil
+	default:
+		return 0, fmt.Errorf("%s: state format version %d, this k3 reads version %d: %w", path, ver, stateVersion, ErrStateMismatch)
+	}
+}
+
+// PeekStatePositions checks a state file's header (checkStateHeader: what
+// can be refused before the model is opened, so a foreign or stale file
+// costs no weight reads) and reads its position count.
 func PeekStatePositions(path string) (int, error) {
 	f, err := regfile.Open(path)
 	if err != nil {
 		return 0, err
 	}
 	defer f.Close()
-	var h [28]byte
-	if _, err := io.ReadFull(f, h[:]); err != nil || string(h[:8]) != stateMagic {
-		return 0, fmt.Errorf("%s is not a k3 state file", path)
+	var h [stateHeaderBytes]byte
+	k, _ := io.ReadFull(f, h[:])
+	if _, err := checkStateHeader(h[:k], path); err != nil {
+		return 0, err
 	}
 	n := int64(binary.LittleEndian.Uint32(h[24:]))
 	// the checksum is checked by LoadState; a count the file cannot hold
-	// (4 bytes of id per position) must not size a memory plan meanwhile
+	// (4 bytes of id per position) must not size a memory plan meanwhile,
+	// and is named for what it is: a corrupt file fails its checksum
 	if st, err := f.Stat(); err != nil || int64(len(h))+4*n+4 > st.Size() {
+		if raw, err := regfile.ReadFile(path); err == nil && len(raw) >= 4 &&
+			crc32.Checksum(raw[:len(raw)-4], castagnoli) != binary.LittleEndian.Uint32(raw[len(raw)-4:]) {
+			return 0, fmt.Errorf("%s: checksum mismatch (the file is corrupt or truncated)", path)
+		}
 		return 0, fmt.Errorf("%s: %d positions do not fit the file (corrupt or truncated)", path, n)
 	}
 	return int(n), nil

@@ -20,18 +20,18 @@ type layerProvider interface {
 	// reads only its MLP's weights.
 	trim(li int)
 	release(li int)
-	trunkStats() (bytes int64, waitSeconds float64)
+	trunkStats() (bytes int64, waitSeconds, readSeconds float64)
 	close()
 }
 
 // residentLayers are every layer bound in memory.
 type residentLayers []*Layer
 
-func (r residentLayers) acquire(li int) (*Layer, error) { return r[li], nil }
-func (residentLayers) trim(int)                         {}
-func (residentLayers) release(int)                      {}
-func (residentLayers) trunkStats() (int64, float64)     { return 0, 0 }
-func (residentLayers) close()                           {}
+func (r residentLayers) acquire(li int) (*Layer, error)      { return r[li], nil }
+func (residentLayers) trim(int)                              {}
+func (residentLayers) release(int)                           {}
+func (residentLayers) trunkStats() (int64, float64, float64) { return 0, 0, 0 }
+func (residentLayers) close()                                {}
 
 // runBuffer allocates memory for a run: huge pages when possible (so O_DIRECT
 // reads go straight in), else an 8-byte aligned heap slice. release frees it.
@@ -66,6 +66,7 @@ type trunkStream struct {
 	held     []*ringSlot // layers in the ring, oldest first
 	bytes    int64
 	wait     float64
+	readSecs float64 // time the ring's reads took, device time (overlapped with compute or not)
 	verified map[int]bool
 	split    map[int]int64 // streamed layer -> offset in its run of its MLP's first tensor (0: one part)
 }
@@ -179,12 +180,15 @@ func (s *trunkStream) reader() {
 				parts[i] = trunk.RunPart{From: p.from, Dst: s.ring[p.off : p.off+p.size : p.off+p.size]}
 			}
 			s.m.io.begin()
+			t0 := time.Now()
 			// the first read of each layer is CRC-checked
 			err := s.tr.ReadRunParts(r, parts, first, trunkPiece, s.m.io.yield)
+			took := time.Since(t0).Seconds()
 			s.m.io.end()
 			s.mu.Lock()
 			if err == nil {
 				s.bytes += r.Length
+				s.readSecs += took
 				s.verified[li] = true
 			}
 			s.mu.Unlock()
@@ -438,10 +442,10 @@ func (s *trunkStream) readAhead(li int) {
 	}
 }
 
-func (s *trunkStream) trunkStats() (int64, float64) {
+func (s *trunkStream) trunkStats() (int64, float64, float64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.bytes, s.wait
+	return s.bytes, s.wait, s.readSecs
 }
 
 func (s *trunkStream) close() {

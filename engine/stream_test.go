@@ -267,7 +267,7 @@ func TestRingReadsAhead(t *testing.T) {
 	// every layer read once per round, and layer 0 once more: read ahead
 	// for a third round while layer 9 computed (Close lets it land)
 	e.Close()
-	bytes, _ := s.trunkStats()
+	bytes, _, readSecs := s.trunkStats()
 	var all int64
 	for li := 0; li < m.Bound; li++ {
 		r, _ := m.trunk.LayerRun(li)
@@ -275,6 +275,7 @@ func TestRingReadsAhead(t *testing.T) {
 	}
 	r0, _ := m.trunk.LayerRun(0)
 	require.Equal(t, 2*all+r0.Length, bytes)
+	assert.Positive(t, readSecs, "the reads' device time is counted")
 }
 
 // TestRingTrimReadsAhead: a ring of 1.7 MB holds one layer of the budget

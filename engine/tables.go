@@ -21,8 +21,9 @@ type tables interface {
 	embed(dst []float32, id int) error
 	// head computes logits = lm_head · h for n positions.
 	head(p *kernels.Pool, logits, h []float32, n int) error
-	// bytesRead is what was read from disk for the tables since binding.
-	bytesRead() int64
+	// bytesRead is what was read from disk for the embedding and the
+	// lm_head since binding.
+	bytesRead() (embed, head int64)
 	close()
 }
 
@@ -41,8 +42,8 @@ func (t *residentTables) head(p *kernels.Pool, logits, h []float32, n int) error
 	return nil
 }
 
-func (t *residentTables) bytesRead() int64 { return 0 }
-func (t *residentTables) close()           {}
+func (t *residentTables) bytesRead() (int64, int64) { return 0, 0 }
+func (t *residentTables) close()                    {}
 
 func embedRow(dst []float32, m *kernels.Mat, id int) {
 	c := m.Cols
@@ -76,7 +77,8 @@ type streamedTables struct {
 	mu            sync.Mutex
 	buf           []byte
 	release       func()
-	bytes         int64
+	embedBytes    int64 // read for embedding rows
+	headBytes     int64 // read for lm_head rows
 	io            *ioTracker
 }
 
@@ -141,7 +143,7 @@ func (u *streamedTables) rowBytes() int {
 // readCompressed reads rows r0..r0+k-1 of the BF16C tensor t of run (their
 // row offsets, then the rows into buf) and returns them as a checked
 // matrix: the bytes come straight from disk, unverified.
-func (u *streamedTables) readCompressed(run *trunk.Run, t *trunk.Tensor, r0, k int, buf []byte) (kernels.Mat, error) {
+func (u *streamedTables) readCompressed(run *trunk.Run, t *trunk.Tensor, r0, k int, buf []byte, count *int64) (kernels.Mat, error) {
 	base := run.Offset + t.Offset
 	offs := make([]uint64, k+1)
 	ob := unsafe.Slice((*byte)(unsafe.Pointer(&offs[0])), 8*(k+1))
@@ -162,7 +164,7 @@ func (u *streamedTables) readCompressed(run *trunk.Run, t *trunk.Tensor, r0, k i
 	if err != nil {
 		return kernels.Mat{}, err
 	}
-	u.bytes += int64(len(ob) + len(z))
+	*count += int64(len(ob) + len(z))
 	m := kernels.Mat{DType: kernels.BF16C, Rows: k, Cols: u.hidden, Z: z, ZOff: offs}
 	if err := m.Check(); err != nil {
 		return m, fmt.Errorf("trunk tensor %s (%s) rows %d..%d are corrupt: %v; repack the trunk (k3 pack MODEL_DIR TRUNK_DIR --compress --force)", t.Name, t.DType, r0, r0+k-1, err)
@@ -175,7 +177,7 @@ func (u *streamedTables) embed(dst []float32, id int) error {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if u.dtype == kernels.BF16C {
-		m, err := u.readCompressed(u.embedRun, u.embedT, id, 1, make([]byte, rb))
+		m, err := u.readCompressed(u.embedRun, u.embedT, id, 1, make([]byte, rb), &u.embedBytes)
 		if err != nil {
 			return fmt.Errorf("embedding row %d: %w", id, err)
 		}
@@ -189,7 +191,7 @@ func (u *streamedTables) embed(dst []float32, id int) error {
 	if err != nil {
 		return fmt.Errorf("embedding row %d: %w", id, err)
 	}
-	u.bytes += int64(rb)
+	u.embedBytes += int64(rb)
 	mat := &kernels.Mat{DType: u.dtype, Rows: 1, Cols: len(dst)}
 	bindBytes(mat, b)
 	embedRow(dst, mat, 0)
@@ -217,7 +219,7 @@ func (u *streamedTables) head(p *kernels.Pool, logits, h []float32, n int) error
 		u.io.urgentAdd(1) // the forward waits for these: trunk read-ahead yields
 		defer u.io.urgentAdd(-1)
 		if u.dtype == kernels.BF16C {
-			mat, err := u.readCompressed(u.headRun, u.headT, r0, k, buf)
+			mat, err := u.readCompressed(u.headRun, u.headT, r0, k, buf, &u.headBytes)
 			return chunk{mat, err}
 		}
 		b := buf[:k*rb]
@@ -227,7 +229,7 @@ func (u *streamedTables) head(p *kernels.Pool, logits, h []float32, n int) error
 		if err != nil {
 			return chunk{err: err}
 		}
-		u.bytes += int64(len(b))
+		u.headBytes += int64(len(b))
 		mat := kernels.Mat{DType: u.dtype, Rows: k, Cols: H}
 		bindBytes(&mat, b)
 		return chunk{mat: mat}
@@ -256,10 +258,10 @@ func (u *streamedTables) head(p *kernels.Pool, logits, h []float32, n int) error
 	return nil
 }
 
-func (u *streamedTables) bytesRead() int64 {
+func (u *streamedTables) bytesRead() (embed, head int64) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	return u.bytes
+	return u.embedBytes, u.headBytes
 }
 
 func (u *streamedTables) close() {

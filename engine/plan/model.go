@@ -45,6 +45,21 @@ type Run struct {
 	// DraftBytes are a draft model's weights and DraftPerPos its context
 	// rows per position (0: none).
 	DraftBytes, DraftPerPos int64
+	// Floor: the run is at the memory floor (Floor): it keeps no copy of
+	// the whole KDA state. A pass of up to SpecPositions positions (at
+	// least one) is recorded instead, run on one layer's scratch state and
+	// replayed; a longer one (a prefill chunk) stopped part-way finishes
+	// first.
+	Floor bool
+}
+
+// Floor reports whether a streamed run at this trunk budget is at the
+// memory floor (ultra, or a trunk budget no larger than laptop's): it
+// keeps no copy of the state, neither the rollback copy (Run.Floor) nor a
+// chat session's (ChatCopies).
+func Floor(trunkBytes int64, ultra bool) bool {
+	laptop, _ := Lookup("laptop")
+	return ultra || (trunkBytes > 0 && trunkBytes <= int64(laptop.TrunkGB*GB))
 }
 
 // KDARecordBytes is what speculative decoding records per position and KDA
@@ -54,24 +69,35 @@ type Run struct {
 func KDARecordBytes(heads, headDim int) int64 { return int64(6*heads*headDim+heads) * 4 }
 
 // ForModel are the plan inputs of a run of the first `layers` layers of a
-// model with config c: the KDA state (twice: a cancellable forward keeps a
-// copy from before its chunk to roll back to, and a verification pass
-// replays from it), the MLA latent cache per position, the activations of
-// one prefill chunk, the logits, speculation's per-position record, and
-// the state copies the caller keeps (Run.StateCopies: each holds the KDA
-// state and at most the whole MLA cache).
+// model with config c: the KDA state (twice, unless at the floor: a
+// cancellable forward keeps a copy from before its chunk to roll back to)
+// and one layer's scratch state (a verification pass runs on it, leaving
+// the state as it was, and replays what it kept), the MLA latent cache
+// per position, the activations of one prefill chunk, the logits,
+// speculation's per-position record, and the state copies the caller
+// keeps (Run.StateCopies: each holds the KDA state and at most the whole
+// MLA cache).
 func ForModel(c *config.Config, layers int, s Sizes, r Run) Inputs {
 	P := int64(c.KDAHeads * c.KDAHeadDim)
-	var state, kvPerPos, record int64
+	var state, kvPerPos, record, scratch int64
 	for i := 0; i < layers; i++ {
 		if c.IsMLA(i) {
 			kvPerPos += int64(c.KVLoraRank+c.QKRope) * 4
 		} else {
-			state += (P*int64(c.KDAHeadDim) + 3*P*int64(c.ConvK-1)) * 4
+			scratch = (P*int64(c.KDAHeadDim) + 3*P*int64(c.ConvK-1)) * 4
+			state += scratch
 			record += KDARecordBytes(c.KDAHeads, c.KDAHeadDim)
 		}
 	}
 	copies := max(r.StateCopies, 0)
+	backup := int64(1)
+	recorded := r.SpecPositions
+	if r.Floor {
+		backup, recorded = 0, max(recorded, 1)
+	}
+	if recorded == 0 {
+		scratch = 0
+	}
 	// the logits; a chunk's activations are Inputs.Prefill (PrefillFor)
 	var buffers int64
 	logitRows := int64(max(1, r.SpecPositions))
@@ -102,8 +128,8 @@ func ForModel(c *config.Config, layers int, s Sizes, r Run) Inputs {
 		MappedPage: HugePage, TableRuns: tableRuns,
 		MaxExperts: c.Experts * max(0, layers-c.FirstKDense),
 		Streaming:  r.Streaming, TrunkBudget: r.TrunkBudget, Ring: r.Ring, CacheBudget: r.CacheBudget,
-		StateBytes: int64(2+copies) * state, KVPerPos: int64(1+copies) * kvPerPos, Positions: r.Positions, BufferBytes: buffers, BaselineRSS: r.BaselineRSS,
-		SpecPositions: r.SpecPositions, SpecRecordPerPos: record, DraftBytes: r.DraftBytes, DraftPerPos: int64(1+copies) * r.DraftPerPos,
+		StateBytes: (1+backup+int64(copies))*state + scratch, KVPerPos: int64(1+copies) * kvPerPos, Positions: r.Positions, BufferBytes: buffers, BaselineRSS: r.BaselineRSS,
+		SpecPositions: recorded, SpecRecordPerPos: record, DraftBytes: r.DraftBytes, DraftPerPos: int64(1+copies) * r.DraftPerPos,
 		Chunk: r.Chunk, Prefill: PrefillFor(c, layers, r.Positions, r.Workers)}
 }
 
@@ -120,8 +146,7 @@ const DefaultChatCheckpoints = 2
 // three cost about 1.4 GB with short conversations and 3 GB at 12288
 // positions; at the floor Regenerate and an edit read the prompt again.
 func ChatCopies(trunkBytes int64, ultra bool) (snapshot bool, checkpoints int) {
-	laptop, _ := Lookup("laptop")
-	if ultra || (trunkBytes > 0 && trunkBytes <= int64(laptop.TrunkGB*GB)) {
+	if Floor(trunkBytes, ultra) {
 		return false, 0
 	}
 	return true, DefaultChatCheckpoints

@@ -77,11 +77,13 @@ type Plan struct {
 	// the released size) per drafted token, so instead each layer records,
 	// per position of the pass, what its recurrence consumed: the raw q, k,
 	// v (the short convolutions' history) and the normalised k, v, the
-	// decay and beta, 6*heads*head_dim + heads floats. Rewinding restores
-	// the state from before the pass (the copy a cancellable forward keeps
-	// anyway, counted in State) and replays the kept positions' delta-rule
-	// updates: compute only, no weight read, bit for bit the state of
-	// feeding those positions alone. At the released size (69 KDA layers
+	// decay and beta, 6*heads*head_dim + heads floats. The pass runs each
+	// KDA layer on one layer's scratch copy of its state (counted in
+	// State), so the state stays as it was; rewinding replays the kept
+	// positions' delta-rule updates into it: compute only, no weight
+	// read, bit for bit the state of feeding those positions alone. At the
+	// memory floor a plain pass of one position is recorded the same way
+	// instead of copying the whole state. At the released size (69 KDA layers
 	// of 96 heads of 128) that is 20.4 MB per position, 183 MB for a
 	// 9-position pass (8 drafts).
 	Spec int64

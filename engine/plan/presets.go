@@ -22,16 +22,18 @@ type Preset struct {
 	Note    string
 }
 
-// Presets are the C engine's budgets (the C engine's spec, section 4.3; not in this repository), smallest first.
-// "auto" picks one of them from the available memory (Resolve) and is not in
-// this table.
+// Presets are the C engine's budgets (the C engine's spec, section 4.3; not
+// in this repository), smallest first. Their notes say what each is for;
+// the memory each takes is k3's own plan of it (Table), not the C engine's
+// figures. "auto" picks one of them from the available memory (Resolve)
+// and is not in this table.
 var Presets = []Preset{
-	{"ultra", 2.5, 0.31, true, "~3 GB planned: streamed model tables, one state slot. Slow."},
-	{"laptop", 3.0, 1.0, false, "8.2 GB peak RSS. The ordinary-path floor."},
-	{"desktop", 16.0, 10.0, false, "31.9 GB peak RSS."},
-	{"workstation", 60.0, 30.0, false, "95.5 GB peak RSS; the expert cache starts to matter here."},
-	{"server", 110.0, 13.0, false, "~128 GB peak RSS; 90 of 93 trunk layers pinned. Fastest."},
-	{"max", 110.0, 109.0, false, "~224 GB peak RSS; trunk pinned and a large expert cache."},
+	{"ultra", 2.5, 0.31, true, "embedding and lm_head streamed too; the smallest. Slow."},
+	{"laptop", 3.0, 1.0, false, "the ordinary-path floor: every layer streamed."},
+	{"desktop", 16.0, 10.0, false, "some layers pinned."},
+	{"workstation", 60.0, 30.0, false, "most layers pinned; the expert cache starts to matter here."},
+	{"server", 110.0, 13.0, false, "the whole trunk pinned. Fastest."},
+	{"max", 110.0, 109.0, false, "the whole trunk pinned and a large expert cache."},
 }
 
 // Lookup finds a preset by name (not "auto").
@@ -53,12 +55,22 @@ func Names() []string {
 	return append(n, "auto")
 }
 
-// Table renders the presets the way `k3 presets` prints them.
-func Table() string {
+// Table renders the presets the way `k3 presets` prints them, each with
+// need(its budget): the memory k3's plan of it takes (doctor.Need: the
+// released model, a 4K-position context; nil leaves it out).
+func Table(need func(Budget) int64) string {
 	var b strings.Builder
-	b.WriteString("presets (trunk / expert-cache, in GB):\n")
+	b.WriteString("presets (trunk / expert-cache, in GB")
+	if need != nil {
+		b.WriteString("; k3's memory plan of each for Kimi K3 with a 4K-position context")
+	}
+	b.WriteString("):\n")
 	for _, p := range Presets {
-		fmt.Fprintf(&b, "  %-12s %6.2f / %-6.2f  %s\n", p.Name, p.TrunkGB, p.CacheGB, p.Note)
+		planned := ""
+		if need != nil {
+			planned = fmt.Sprintf("%6.2f GB planned  ", float64(need(p.Budget()))/GB)
+		}
+		fmt.Fprintf(&b, "  %-12s %6.2f / %-6.2f  %s%s\n", p.Name, p.TrunkGB, p.CacheGB, planned, p.Note)
 	}
 	b.WriteString("  auto         the largest preset whose memory plan fits the available memory (cgroup limits respected); what k3 doctor recommends.\n")
 	b.WriteString("All presets stream the trunk, so they need --trunk <packed_dir> (see 'k3 pack', 'k3 doctor').\n")

@@ -48,7 +48,7 @@ func AllocHuge(n int) (*Buffer, error) {
 	base := unsafe.Add(p, head)
 	b := unsafe.Slice((*byte)(base), int(size))
 	buf := &Buffer{b: b, n: n, base: base, size: size}
-	buf.huge = adviseHuge(b)
+	buf.huge = hugePages.Load() && adviseHuge(b)
 	return buf, nil
 }
 

@@ -59,7 +59,7 @@ func AllocHuge(n int) (*Buffer, error) {
 	}
 	size := (uintptr(n) + HugePage - 1) &^ (HugePage - 1)
 	largeOnce.Do(enableLargePages)
-	if largePages.Load() {
+	if hugePages.Load() && largePages.Load() {
 		p, err := windows.VirtualAlloc(0, size, windows.MEM_RESERVE|windows.MEM_COMMIT|windows.MEM_LARGE_PAGES, windows.PAGE_READWRITE)
 		if err == nil && p%HugePage == 0 {
 			return &Buffer{b: unsafe.Slice((*byte)(addr(p)), int(size)), n: n, base: p, huge: true}, nil

@@ -31,7 +31,19 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync/atomic"
 )
+
+// hugePages is whether AllocHuge advises transparent huge pages (see
+// SetHugePages).
+var hugePages atomic.Bool
+
+func init() { hugePages.Store(true) }
+
+// SetHugePages turns the huge-page advice of the buffers AllocHuge maps
+// from then on on or off (the C engine's K3_NOHUGE turns it off). The
+// buffers stay 2 MiB aligned either way.
+func SetHugePages(on bool) { hugePages.Store(on) }
 
 // Align is the offset, length and address alignment O_DIRECT needs. 4096
 // covers both 512-byte and 4 KiB logical-block devices.

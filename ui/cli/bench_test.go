@@ -24,7 +24,7 @@ func TestBenchUsage(t *testing.T) {
 		out.Reset()
 		errb.Reset()
 		require.Equal(t, ExitUsage, run([]string{"bench", what, "--bogus"}, &out, &errb), "bench %s --bogus", what)
-		assert.Contains(t, errb.String(), "k3 bench "+what+": unknown flag --bogus; the closest is --")
+		assert.Equal(t, "k3 bench "+what+": unknown flag --bogus (k3 bench "+what+" -h lists them all)\n", errb.String())
 		assert.Empty(t, out.String())
 	}
 }

@@ -15,8 +15,11 @@ import (
 	"sync"
 	"time"
 
+	"k3/doctor"
 	"k3/engine"
 	"k3/engine/chat"
+	"k3/engine/plan"
+	"k3/storage/units"
 	"k3/tokenizer"
 	"k3/tokenizer/constrain"
 	"k3/tokenizer/xtml"
@@ -86,8 +89,11 @@ func cmdChat(args []string, stdout, stderr io.Writer) int {
 	if code >= 0 {
 		return code
 	}
-	// the plan reserves the loaded conversation, 8192 more positions and a turn
-	planned := historyPositions(tok, "", hist, *noThink, *effort) + 8192 + *gen
+	// the plan reserves the loaded conversation and a turn (a 4K-position
+	// context for a new chat at the default turn cap); a turn that may take
+	// it further grows the plan first (growPlan)
+	held := historyPositions(tok, "", hist, *noThink, *effort)
+	planned := held + *gen
 	e, o, closeModel, code := mf.openChat(dir, planned, tok, stdout, stderr)
 	if code >= 0 {
 		return code
@@ -117,7 +123,7 @@ func cmdChat(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	fmt.Fprintln(stdout, "type a message; /help for commands")
-	r := &repl{s: s, opt: opt, planned: planned, historyPath: *history, stdout: stdout, stderr: stderr}
+	r := &repl{s: s, opt: opt, planned: planned, held: held, o: o, tok: tok, historyPath: *history, stdout: stdout, stderr: stderr}
 	return r.run()
 }
 
@@ -189,11 +195,13 @@ func chatHistory(path, system string, stdout, stderr io.Writer) (hist []chat.Mes
 type repl struct {
 	s           *chat.Session
 	opt         chat.Options
-	planned     int    // positions the memory plan reserved
+	planned     int // positions the memory plan reserved (growPlan grows it)
+	held        int // positions the conversation holds
+	o           engine.Options
+	tok         *tokenizer.Tokenizer
 	historyPath string // --history ("" none)
 	stdout      io.Writer
 	stderr      io.Writer
-	warnedPlan  bool // the note on going past the plan was printed
 
 	mu         sync.Mutex // guards cancelTurn and inFlight for the Ctrl-C watcher
 	cancelTurn context.CancelFunc
@@ -342,6 +350,14 @@ func (r *repl) json(f []string, line string) bool {
 // numbers. A code >= 0 ends the REPL with it.
 func (r *repl) turn(line string) int {
 	s, opt := r.s, r.opt
+	if need := r.held + len(r.tok.Encode(line)) + turnMarkup + opt.MaxTokens; need > r.planned {
+		grown := (need + planStep - 1) / planStep * planStep
+		if err := growPlan(s.Engine.Model(), r.o, r.planned, grown, r.stderr); err != nil {
+			fmt.Fprintf(r.stderr, "k3 chat: %v; the message was not sent (/reset starts over)\n", err)
+			return -1
+		}
+		r.planned = grown
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	pt := &partialTurn{before: s.History(), user: line}
 	r.mu.Lock()
@@ -368,11 +384,32 @@ func (r *repl) turn(line string) int {
 	}
 	fmt.Fprintf(r.stdout, "[%d tokens, %d prompt positions reused, %d read; first token %.2f s, %.3f s/token]\n",
 		len(rep.IDs), rep.Reused, rep.Prefilled, rep.FirstTokenSeconds, rep.SecondsPerToken)
-	if n := rep.Reused + rep.Prefilled + len(rep.IDs); n > r.planned && !r.warnedPlan {
-		r.warnedPlan = true
-		fmt.Fprintf(r.stdout, "note: the conversation holds %d positions, past the %d the memory plan reserved: memory use now grows past the plan (/reset starts over; restarting k3 chat with --history plans for the whole conversation)\n", n, r.planned)
-	}
+	r.held = rep.Reused + rep.Prefilled + len(rep.IDs)
 	return -1
+}
+
+// planStep is how far the plan grows at a time (growPlan), so that it is
+// not planned again at every turn.
+const planStep = 4096
+
+// turnMarkup is more than the positions a turn's markup takes besides the
+// message and the reply (message tags, think and response channels).
+const turnMarkup = 64
+
+// growPlan is the memory plan growing with a conversation: before a turn
+// that may take it from the planned positions to need, it checks that the
+// KV cache rows those positions add (with the state copies the session
+// keeps) fit the memory available now, which no longer counts what the
+// model already holds, and says so on w (stderr, beside the other notes).
+func growPlan(m *engine.Model, o engine.Options, planned, need int, w io.Writer) error {
+	perPos := plan.ForModel(m.Cfg, m.Bound, plan.Sizes{}, plan.Run{StateCopies: o.StateCopies}).KVPerPos
+	more := perPos * int64(need-planned)
+	if mem, err := doctor.ReadMemory(); err == nil && mem.Usable() > 0 && float64(more) > 0.95*float64(mem.Usable()) {
+		return fmt.Errorf("this turn may take the conversation to %d positions, whose KV cache needs %s more than the %s planned, but only %s is available",
+			need, units.Bytes(more), units.Bytes(perPos*int64(planned)), units.Bytes(mem.Usable()))
+	}
+	fmt.Fprintf(w, "note: memory plan: the conversation may reach %d positions: the KV cache grows by %s (%s a position)\n", need, units.Bytes(more), units.Bytes(perPos))
+	return nil
 }
 
 // chatPrinter streams a reply: the think channel under a "thinking" header,

@@ -100,3 +100,17 @@ func TestChatRefusesAHistoryInUse(t *testing.T) {
 	assert.Equal(t, "A's turn", h[0].Content)
 	assert.Equal(t, "B's turn", h[2].Content)
 }
+
+// TestChatPlanGrows: k3 chat plans the KV cache for the conversation it
+// holds and a turn (no longer 8192 positions more whatever it holds), and
+// plans again, checked against the memory available, when a turn may take
+// the conversation past it: in steps of 4096 positions, so once here.
+func TestChatPlanGrows(t *testing.T) {
+	dir := demoModel(t)
+	stdin = strings.NewReader("hello\nagain\n/exit\n")
+	defer func() { stdin = nil }()
+	code, out, errs := runK3("chat", dir, "--gen", "6", "--chunk", "8")
+	require.Equal(t, ExitOK, code, out+errs)
+	assert.Equal(t, 1, strings.Count(errs, "note: memory plan: the conversation may reach 4096 positions: the KV cache grows by "), errs)
+	assert.Equal(t, 2, strings.Count(out, "prompt positions reused"), "both turns ran")
+}

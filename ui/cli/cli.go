@@ -7,7 +7,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sort"
+	"strings"
+
+	"k3/doctor"
 )
 
 // Exit codes shared by every subcommand (documented in README.md).
@@ -114,7 +118,43 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return commands.dispatch([]string{"presets"}, stdout, stderr)
 		}
 	}
-	return commands.dispatch(args, stdout, stderr)
+	return commands.dispatch(cCommandLine(args, stderr), stdout, stderr)
+}
+
+// cCommandLine turns the C engine's command lines into k3's: the model
+// folder as the first word (`k3 ~/k3model --gen 8 ...`) runs `k3 run`, and
+// --chat among run's flags runs `k3 chat`; the change is said once on
+// stderr.
+func cCommandLine(args []string, stderr io.Writer) []string {
+	_, known := commands.cmds[args[0]]
+	folder := !known && !strings.HasPrefix(args[0], "-") && doctor.LooksLikeModelDir(args[0])
+	if !folder && args[0] != "run" {
+		return args
+	}
+	rest := args
+	if !folder {
+		rest = args[1:]
+	}
+	cmd, chatAt := "run", -1
+	for i, a := range rest {
+		if a == "--" {
+			break
+		}
+		if a == "--chat" || a == "-chat" {
+			cmd, chatAt = "chat", i
+			break
+		}
+	}
+	if chatAt >= 0 {
+		rest = slices.Delete(slices.Clone(rest), chatAt, chatAt+1)
+	}
+	switch {
+	case folder:
+		fmt.Fprintf(stderr, "note: %s is a model folder: running it as 'k3 %s %s ...' (the C engine's command line; k3 %s -h lists the flags)\n", args[0], cmd, args[0], cmd)
+	case chatAt >= 0:
+		fmt.Fprintln(stderr, "note: --chat: running it as 'k3 chat' (the C engine's command line; k3 chat -h lists the flags)")
+	}
+	return append([]string{cmd}, rest...)
 }
 
 func usage(w io.Writer) {

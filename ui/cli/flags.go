@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -233,6 +234,8 @@ func cSpellings(fs *flag.FlagSet, args []string) ([]string, error) {
 		}
 		if fs.Lookup(name) == nil {
 			switch to, ok := cAliases[name]; {
+			case strings.HasPrefix(name, "draft-trunk"):
+				return nil, fmt.Errorf("%s%s is the C engine's draft made from the model's own trunk; k3 drafts with a draft model instead: --draft DIR (k3 download DEST --draft fetches the released one)", dashes, name)
 			case ok && fs.Lookup(to) != nil:
 				name = to
 				a = dashes + to
@@ -241,6 +244,9 @@ func cSpellings(fs *flag.FlagSet, args []string) ([]string, error) {
 				}
 			case name == "incremental" && fs.Lookup("recompute") != nil:
 				fmt.Fprintf(fs.Output(), "note: --incremental is how k3 always runs (the state is carried from step to step; --recompute turns it off): ignored\n")
+				continue
+			case name == "incremental" && fs.Name() == "chat":
+				fmt.Fprintf(fs.Output(), "note: --incremental is how k3 chat always runs (the state is carried from turn to turn): ignored\n")
 				continue
 			default:
 				return nil, fmt.Errorf("unknown flag %s%s%s", dashes, name, closestFlag(fs, name))
@@ -275,22 +281,50 @@ func cSpellings(fs *flag.FlagSet, args []string) ([]string, error) {
 var otherNames = map[string]string{"max-tokens": "gen", "max-new-tokens": "gen", "n-predict": "gen", "num-predict": "gen"}
 
 // closestFlag is ", the closest is --NAME (k3 CMD -h lists them)" for the
-// flag of fs that another program calls name, or else the one nearest to
-// name in edit distance.
+// flag of fs that another program calls name, or else the accepted spelling
+// (a flag of fs, or a C engine alias fs takes) nearest to name in edit
+// distance, if it is near enough to be a typo of it: a flag further away has
+// another meaning (--draft-trunk-gb is no misspelt --trunk-gb).
 func closestFlag(fs *flag.FlagSet, name string) string {
-	best, bestD := "", 0
 	if to, ok := otherNames[name]; ok && fs.Lookup(to) != nil {
 		return fmt.Sprintf("; the closest is --%s (%s -h lists them all)", to, progName(fs))
 	}
-	fs.VisitAll(func(f *flag.Flag) {
-		if d := editDistance(name, f.Name); best == "" || d < bestD {
-			best, bestD = f.Name, d
+	best, bestD := "", 0
+	for _, s := range spellings(fs) {
+		if d := editDistance(name, s); best == "" || d < bestD {
+			best, bestD = s, d
 		}
-	})
-	if best == "" {
+	}
+	switch {
+	case best == "":
 		return fmt.Sprintf(" (%s takes no flags)", progName(fs))
+	case !typoDistance(name, bestD):
+		return fmt.Sprintf(" (%s -h lists them all)", progName(fs))
 	}
 	return fmt.Sprintf("; the closest is --%s (%s -h lists them all)", best, progName(fs))
+}
+
+// spellings are the flag names fs accepts: its own, and the C engine's
+// aliases for them (cSpellings), sorted.
+func spellings(fs *flag.FlagSet) []string {
+	var names []string
+	fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
+	for from, to := range cAliases {
+		if fs.Lookup(to) != nil {
+			names = append(names, from)
+		}
+	}
+	if fs.Lookup("recompute") != nil || fs.Name() == "chat" {
+		names = append(names, "incremental")
+	}
+	slices.Sort(names)
+	return names
+}
+
+// typoDistance reports whether d edits of a name could be a typo: at most
+// one edit in three letters, and at most 3.
+func typoDistance(name string, d int) bool {
+	return d <= 3 && 3*d <= len(name)
 }
 
 // progName is "k3 run" for a FlagSet named "run" (bench's are named in

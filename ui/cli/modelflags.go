@@ -96,6 +96,7 @@ func addModelFlags(fs *flag.FlagSet, cmd string) *modelFlags {
 // resolve applies a preset (explicit --trunk-gb/--cache-gb win) and checks
 // ranges. It returns an exit code, or -1 to go on.
 func (f *modelFlags) resolve(fs *flag.FlagSet, stdout, stderr io.Writer) int {
+	f.applyCVariables(fs, stderr)
 	given := map[string]bool{}
 	fs.Visit(func(fl *flag.Flag) { given[fl.Name] = true })
 	if *f.preset != "" {
@@ -111,7 +112,7 @@ func (f *modelFlags) resolve(fs *flag.FlagSet, stdout, stderr io.Writer) int {
 		b, err := plan.Resolve(*f.preset, mem, doctor.Need)
 		switch {
 		case errors.Is(err, plan.ErrUnknownPreset):
-			fmt.Fprintf(stderr, "k3 %s: unknown preset %q\n%s", f.cmd, *f.preset, plan.Table())
+			fmt.Fprintf(stderr, "k3 %s: unknown preset %q\n%s", f.cmd, *f.preset, plan.Table(doctor.Need))
 			return ExitUsage
 		case err != nil:
 			fmt.Fprintf(stderr, "k3 %s: --preset %v\n", f.cmd, err)
@@ -157,6 +158,10 @@ func (f *modelFlags) resolve(fs *flag.FlagSet, stdout, stderr io.Writer) int {
 	if err := f.resolveThreads(); err != nil {
 		fmt.Fprintf(stderr, "k3 %s: %v\n", f.cmd, err)
 		return ExitUsage
+	}
+	if n, note := clampThreads(*f.threads, f.threadsFrom); note != "" {
+		fmt.Fprintln(stderr, note)
+		*f.threads = n
 	}
 	sp, err := engine.ParseSpec(*f.specFlag)
 	if err != nil {
@@ -228,7 +233,36 @@ func (f *modelFlags) open(dir string, o engine.Options, stdout, stderr io.Writer
 	if f.threadsFrom != "" {
 		fmt.Fprintf(stdout, "threads: %d (%s)\n", *f.threads, f.threadsFrom)
 	}
+	f.printCacheAndTrunk(m, stdout)
 	return m, -1
+}
+
+// printCacheAndTrunk prints the expert cache's slots, their size and share
+// of the routed experts, and the policy; and with a packed trunk, the
+// trunk hit rate: the share of layers every pass finds pinned in RAM (the
+// others are read again each pass, so it is the same on every pass).
+func (f *modelFlags) printCacheAndTrunk(m *engine.Model, stdout io.Writer) {
+	p := m.Plan
+	if p.CacheSlots > 0 {
+		pool := m.Cfg.Experts * max(0, m.Bound-m.Cfg.FirstKDense)
+		policy := *f.policy
+		if policy == "" {
+			policy = expertcache.Default
+		}
+		fmt.Fprintf(stdout, "expert cache: %d slots x %s = %s (%.2f%% of the %d routed experts in the bound layers, policy %s)\n",
+			p.CacheSlots, units.Bytes(p.CacheBytes/int64(p.CacheSlots)), units.Bytes(p.CacheBytes), 100*float64(p.CacheSlots)/float64(max(pool, 1)), pool, policy)
+	}
+	if *f.trunkDir == "" || len(p.Pinned) == 0 {
+		return
+	}
+	pinned := 0
+	for _, x := range p.Pinned {
+		if x {
+			pinned++
+		}
+	}
+	fmt.Fprintf(stdout, "trunk hit rate: %.1f%% (%d of %d layers pinned, read once; the other %d are read from %s on every pass)\n",
+		100*float64(pinned)/float64(len(p.Pinned)), pinned, len(p.Pinned), len(p.Pinned)-pinned, *f.trunkDir)
 }
 
 // openChat opens the model for a command that holds conversations (k3 chat,

@@ -28,11 +28,12 @@ func runPack(args []string, stdout, stderr io.Writer) int {
 	force := fs.Bool("force", false, "discard whatever TRUNK_DIR holds (another checkpoint's trunk, an interrupted pack, a corrupt trunk.json, a trunk packed with the other --compress setting) and pack from scratch")
 	compress := fs.Bool("compress", false, "store the weight matrices losslessly compressed: a smaller trunk (about 1.25x on trained weights) that gives exactly the same output; fewer bytes to read per token and more layers fit in memory")
 	bufMB := fs.Int("buffer-mb", trunk.DefaultBufferSize>>20, "I/O request size in MiB (the pack holds three huge-page buffers of this size)")
-	diskMB := fs.Int("disk-test-mb", 1024, "before packing, time a sequential O_DIRECT read of this many MiB of the checkpoint and a write (+fsync) of as many to TRUNK_DIR, to compare the pack with (0 skips)")
+	measure := fs.Bool("measure", false, "after packing, time the disk's own sequential O_DIRECT read of the checkpoint and write (+fsync) to TRUNK_DIR, to compare the pack with")
+	diskMB := fs.Int("disk-test-mb", 1024, "with --measure: MiB read and written by the disk test (at most the trunk's size; 0 skips)")
 	quiet := fs.Bool("quiet", false, "no progress line")
 	layers := fs.Int("layers", 0, "pack only the first N layers (0: all), for k3 run --layers N; a partial shard set (k3 download --layers N) packs when it holds them")
 	setUsage(fs, stderr,
-		"usage: k3 pack MODEL_DIR TRUNK_DIR [--compress] [--force] [--layers N] [--buffer-mb N] [--disk-test-mb N] [--quiet]",
+		"usage: k3 pack MODEL_DIR TRUNK_DIR [--compress] [--force] [--layers N] [--buffer-mb N] [--measure [--disk-test-mb N]] [--quiet]",
 		"Packs the dense trunk (embeddings, head, final norms and every layer without its routed",
 		"experts) into TRUNK_DIR/trunk.bin + trunk.json, one aligned run per layer, for k3 run --trunk.",
 		"An interrupted pack resumes where it stopped; a complete trunk of the same checkpoint is kept.",
@@ -129,11 +130,12 @@ func runPack(args []string, stdout, stderr io.Writer) int {
 			filepath.Join(dir, trunk.ManifestFile), what, units.Bytes(res.Manifest.TotalBytes))
 		return ExitOK
 	}
-	// The disk's own speed, measured after the pack so a refused or
-	// interrupted pack wastes nothing on it.
+	// The disk's own speed, only when asked for (it writes and fsyncs as
+	// much again), measured after the pack so a refused or interrupted pack
+	// wastes nothing on it, and never more than the trunk's size.
 	var disk *trunk.DiskSpeed
-	if *diskMB > 0 {
-		n := int64(*diskMB) << 20
+	if (*measure || flagGiven(fs, "disk-test-mb")) && *diskMB > 0 {
+		n := min(int64(*diskMB)<<20, max(res.BytesWritten, 1))
 		disk, err = trunk.MeasureDisk(ctx, model, dir, n, n, *bufMB<<20)
 		if err != nil {
 			fmt.Fprintf(stderr, "k3 pack: disk speed test skipped: %v\n", err)

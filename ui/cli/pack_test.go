@@ -17,6 +17,21 @@ import (
 
 var tinyFlatF32 = fixture.Path("models/tiny-flat-f32")
 
+// TestPackMeasuresOnlyWhenAsked: a pack times the disk (a write and fsync
+// as large again) only with --measure, and then never more than the
+// trunk's size (it wrote and fsynced 1 GiB after packing 0.8 MB).
+func TestPackMeasuresOnlyWhenAsked(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "trunk")
+	code, out, errs := runK3("pack", tinyRelease, dir, "--quiet")
+	require.Equal(t, ExitOK, code, out+errs)
+	assert.Contains(t, out, "packed 11 runs, 831.49 KB in ")
+	assert.NotContains(t, out, "disk's own")
+	dir = filepath.Join(t.TempDir(), "trunk")
+	code, out, errs = runK3("pack", tinyRelease, dir, "--quiet", "--measure")
+	require.Equal(t, ExitOK, code, out+errs)
+	assert.Regexp(t, `disk's own sequential speed \(measured after packing\): read .* of .*\), write .* \(831\.49 KB \+ fsync`, out)
+}
+
 func TestPackCLI(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "trunk")
 	code, out, errs := runK3("pack", tinyRelease, dir, "--disk-test-mb", "1", "--quiet")
@@ -97,7 +112,7 @@ func TestPackCLIErrors(t *testing.T) {
 		{[]string{"pack"}, ExitUsage, "usage: k3 pack MODEL_DIR TRUNK_DIR"},
 		{[]string{"pack", tinyRelease}, ExitUsage, "usage: k3 pack"},
 		{[]string{"pack", tinyRelease, tmp, "extra"}, ExitUsage, "usage: k3 pack"},
-		{[]string{"pack", "--bogus", tinyRelease, tmp}, ExitUsage, "k3 pack: unknown flag --bogus; the closest is"},
+		{[]string{"pack", "--bogus", tinyRelease, tmp}, ExitUsage, "k3 pack: unknown flag --bogus (k3 pack -h lists them all)"},
 		{[]string{"pack", tinyRelease, tmp, "--buffer-mb", "0"}, ExitUsage, "--buffer-mb must be 1..1024"},
 		{[]string{"pack", tinyRelease, tmp, "--disk-test-mb", "-1"}, ExitUsage, "--disk-test-mb must be >= 0"},
 		{[]string{"pack", filepath.Join(tmp, "missing"), tmp}, ExitUsage, "is not a model directory"},

@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -17,8 +19,10 @@ import (
 
 	"k3/engine/chat"
 	"k3/internal/fixture"
+	"k3/storage/direct"
 	"k3/storage/strictjson"
 	"k3/tokenizer"
+	"k3/tokenizer/xtml"
 )
 
 // partialSet copies tiny-release without its second shard (layers 3 to 6;
@@ -141,6 +145,67 @@ func TestCSpellings(t *testing.T) {
 	assert.Contains(t, errs, "unknown flag --incremental")
 }
 
+// TestCCommandLine: the C engine's command lines run. The model folder as
+// the first word runs k3 run (said once on stderr), --chat runs k3 chat,
+// and --draft-trunk is answered with k3's way of drafting.
+func TestCCommandLine(t *testing.T) {
+	ids := "491,109,188,458,164"
+	tmp := t.TempDir()
+	a, b := filepath.Join(tmp, "a.json"), filepath.Join(tmp, "b.json")
+	code, out, errs := runK3(tinyRelease, "--ids", ids, "--gen", "2", "--out", a)
+	require.Equal(t, ExitOK, code, out+errs)
+	assert.Equal(t, 1, strings.Count(errs, "note: "+tinyRelease+" is a model folder: running it as 'k3 run "+tinyRelease+" ...'"), errs)
+	code, out, errs = runK3("run", tinyRelease, "--ids", ids, "--gen", "2", "--out", b)
+	require.Equal(t, ExitOK, code, out+errs)
+	assert.NotContains(t, errs, "model folder")
+	assert.Equal(t, readRunReport(t, b).GeneratedIDs, readRunReport(t, a).GeneratedIDs)
+
+	// --chat: k3 chat's own checks answer (its flag, not run's)
+	for _, args := range [][]string{
+		{tinyRelease, "--chat", "--thinking-effort", "medium"},
+		{"run", tinyRelease, "--chat", "--thinking-effort", "medium"},
+	} {
+		code, _, errs = runK3(args...)
+		assert.Equal(t, ExitUsage, code)
+		assert.Contains(t, errs, "k3 chat: --thinking-effort \"medium\" is not one of", args)
+		assert.NotContains(t, errs, "unknown flag", args)
+	}
+	code, _, errs = runK3(tinyRelease, "--chat", "--incremental", "--thinking-effort", "medium")
+	assert.Equal(t, ExitUsage, code)
+	assert.Contains(t, errs, "note: --incremental is how k3 chat always runs")
+
+	// not a model folder: still an unknown command
+	code, _, errs = runK3(t.TempDir(), "--ids", "1")
+	assert.Equal(t, ExitUsage, code)
+	assert.Contains(t, errs, "unknown command")
+
+	// the C engine's draft trunk: one line naming k3's draft model
+	for _, f := range []string{"--draft-trunk", "--draft-trunk-gb"} {
+		code, out, errs = runK3("run", tinyRelease, "--ids", ids, f, "6")
+		assert.Equal(t, ExitUsage, code)
+		assert.Empty(t, out)
+		assert.Equal(t, 1, strings.Count(errs, "\n"), errs)
+		assert.Contains(t, errs, "k3 run: "+f+" is the C engine's draft made from the model's own trunk; k3 drafts with a draft model instead: --draft DIR")
+	}
+}
+
+// TestFlagHints: the hint for an unknown flag weighs every accepted
+// spelling (the C aliases too) and names none of another meaning.
+func TestFlagHints(t *testing.T) {
+	for _, c := range []struct{ cmd, flag, want string }{
+		{"run", "--incremetal", "; the closest is --incremental (k3 run -h lists them all)"},
+		{"run", "--tf-chek", "; the closest is --tf-check (k3 run -h lists them all)"},
+		{"run", "--recompte", "; the closest is --recompute (k3 run -h lists them all)"},
+		{"run", "--bogus", " (k3 run -h lists them all)"},
+		{"chat", "--chta", " (k3 chat -h lists them all)"},
+		{"serve", "--chat", " (k3 serve -h lists them all)"},
+	} {
+		code, _, errs := runK3(c.cmd, tinyRelease, c.flag)
+		assert.Equal(t, ExitUsage, code, c.flag)
+		assert.Equal(t, "k3 "+c.cmd+": unknown flag "+c.flag+c.want+"\n", errs)
+	}
+}
+
 func TestEditDistance(t *testing.T) {
 	assert.Equal(t, 0, editDistance("gen", "gen"))
 	assert.Equal(t, 1, editDistance("recompte", "recompute"))
@@ -188,6 +253,37 @@ func TestVerifyLogits(t *testing.T) {
 	assert.Equal(t, ExitRuntime, code)
 	assert.Contains(t, out, "at id 5,")
 	assert.Contains(t, out, "MISMATCH: ")
+}
+
+// TestVerifyRefusesBadGolden: a golden with a NaN (or infinite) logit, or
+// whose argmax is not its logits' largest, is refused as a bad golden (exit
+// 2) before the model runs; a NaN used to read as the model's mismatch.
+func TestVerifyRefusesBadGolden(t *testing.T) {
+	write := func(edit func(g *golden)) string {
+		g, err := readGolden(fixture.Path("golden", "tiny-release"))
+		require.NoError(t, err)
+		edit(g)
+		dir := t.TempDir()
+		b, err := json.Marshal(g)
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(dir, GoldenFile), b, 0o644))
+		return dir
+	}
+	for _, c := range []struct {
+		name string
+		edit func(g *golden)
+		want string
+	}{
+		{"NaN", func(g *golden) { g.LogitsBits[7] = math.Float32bits(float32(math.NaN())) }, "logit 7 is NaN: a bad golden"},
+		{"Inf", func(g *golden) { g.LogitsBits[9] = math.Float32bits(float32(math.Inf(-1))) }, "logit 9 is -Inf: a bad golden"},
+		{"argmax", func(g *golden) { g.Argmax = (g.Argmax + 1) % g.Vocab }, "but its logits' largest is at"},
+	} {
+		code, out, errs := runK3("verify", tinyRelease, "--logits", "--golden", write(c.edit))
+		assert.Equal(t, ExitUsage, code, c.name)
+		assert.Contains(t, errs, c.want, c.name)
+		assert.NotContains(t, out, "MISMATCH", c.name)
+		assert.NotContains(t, out, "memory plan", c.name)
+	}
 }
 
 // TestSeedGoldenFormat reads the released checkpoint's published logits
@@ -255,15 +351,30 @@ func TestTemplateContentParts(t *testing.T) {
 		require.NoError(t, os.WriteFile(p, []byte(body), 0o644))
 		return p
 	}
+	// one part is the string; two parts are two segments, as Moonshot's
+	// encoder (build_chat_segments) tokenizes them: "Hello " + "there" is
+	// "Hello", " ", "there", where the joined text is "Hello", " there"
 	plain := write("plain.json", `[{"role":"system","content":"Be brief."},{"role":"user","content":"Hello there"}]`)
 	parts := write("parts.json", `{"messages":[{"role":"system","content":[{"type":"text","text":"Be brief."}]},`+
 		`{"role":"user","content":[{"type":"text","text":"Hello "},{"type":"text","text":"there"}]}]}`)
-	code, want, errs := tokRunCmd("template", "--tok", tokParityDir, "--messages", plain)
+	code, joined, errs := tokRunCmd("template", "--tok", tokParityDir, "--messages", plain)
 	require.Equal(t, ExitOK, code, errs)
 	code, got, errs := tokRunCmd("template", "--tok", tokParityDir, "--messages", parts)
 	require.Equal(t, ExitOK, code, errs)
-	assert.Equal(t, want, got)
-	assert.Contains(t, got, "Hello there")
+	var a, b struct {
+		Text string `json:"text"`
+		IDs  []int  `json:"ids"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(joined), &a))
+	require.NoError(t, json.Unmarshal([]byte(got), &b))
+	assert.Equal(t, a.Text, b.Text, "the same text")
+	tok, err := tokenizer.Load(tokParityDir)
+	require.NoError(t, err)
+	segs, err := xtml.Render([]xtml.Message{{Role: "system", Content: "Be brief."},
+		{Role: "user", Parts: []xtml.Part{{Text: "Hello "}, {Text: "there"}}}}, nil, xtml.RenderOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, xtml.Encode(tok, segs), b.IDs)
+	assert.NotEqual(t, a.IDs, b.IDs, "other ids than the joined text's")
 	// a part the server refuses is refused here too, with its message
 	img := write("img.json", `[{"role":"user","content":[{"type":"image_url","image_url":{"url":"x"}}]}]`)
 	code, _, errs = tokRunCmd("template", "--tok", tokParityDir, "--messages", img)
@@ -423,24 +534,35 @@ func TestCFilesNamed(t *testing.T) {
 	b := append([]byte("K3ST"), make([]byte, 92)...)
 	binary.LittleEndian.PutUint32(b[4:], 1)
 	require.NoError(t, os.WriteFile(st, b, 0o644))
-	code, _, errs = runK3("run", tinyRelease, "--ids", "1,2", "--load-state", st)
+	code, out, errs := runK3("run", tinyRelease, "--ids", "1,2", "--load-state", st)
 	assert.Equal(t, ExitRuntime, code)
 	assert.Contains(t, errs, "made by the C engine (kimi-k3-in-c): its state files are another format")
+	// refused before the model is opened: nothing bound, nothing read
+	assert.NotContains(t, out, "memory plan")
+	assert.NotContains(t, out, "trunk    :")
+	// k3's own header, of a version this k3 does not read: refused as early
+	own := append([]byte("K3STATE\x00"), make([]byte, 40)...)
+	binary.LittleEndian.PutUint32(own[8:], 1)
+	require.NoError(t, os.WriteFile(st, own, 0o644))
+	code, out, errs = runK3("run", tinyRelease, "--ids", "1,2", "--load-state", st)
+	assert.Equal(t, ExitRuntime, code)
+	assert.Contains(t, errs, "was saved by an older k3")
+	assert.NotContains(t, out, "memory plan")
 	// k3's own state files still load
-	own := filepath.Join(tmp, "own.state")
-	code, out, errs := runK3("run", tinyRelease, "--ids", "1,2", "--gen", "1", "--save-state", own)
+	ownState := filepath.Join(tmp, "own.state")
+	code, out, errs = runK3("run", tinyRelease, "--ids", "1,2", "--gen", "1", "--save-state", ownState)
 	require.Equal(t, ExitOK, code, out+errs)
-	code, out, errs = runK3("run", tinyRelease, "--ids", "3", "--gen", "1", "--load-state", own)
+	code, out, errs = runK3("run", tinyRelease, "--ids", "3", "--gen", "1", "--load-state", ownState)
 	require.Equal(t, ExitOK, code, out+errs)
 }
 
 func TestThreadsFromEnvironment(t *testing.T) {
 	ids := "491,109,188"
 	t.Setenv("K3_THREADS", "")
-	t.Setenv("OMP_NUM_THREADS", "3")
+	t.Setenv("OMP_NUM_THREADS", "1")
 	code, out, errs := runK3("run", tinyRelease, "--ids", ids, "--gen", "1")
 	require.Equal(t, ExitOK, code, out+errs)
-	assert.Contains(t, out, "threads: 3 (OMP_NUM_THREADS)\n")
+	assert.Contains(t, out, "threads: 1 (OMP_NUM_THREADS)\n")
 	t.Setenv("K3_THREADS", "2")
 	code, out, errs = runK3("run", tinyRelease, "--ids", ids, "--gen", "1")
 	require.Equal(t, ExitOK, code, out+errs)
@@ -448,6 +570,13 @@ func TestThreadsFromEnvironment(t *testing.T) {
 	code, out, errs = runK3("run", tinyRelease, "--ids", ids, "--gen", "1", "--threads", "1")
 	require.Equal(t, ExitOK, code, out+errs)
 	assert.Contains(t, out, "threads: 1 (--threads)\n")
+	// beyond the machine: clamped with a note
+	cpus := strconv.Itoa(runtime.NumCPU())
+	t.Setenv("K3_THREADS", "100000")
+	code, out, errs = runK3("run", tinyRelease, "--ids", ids, "--gen", "1")
+	require.Equal(t, ExitOK, code, out+errs)
+	assert.Contains(t, errs, "note: 100000 threads (K3_THREADS) is more than the "+cpus+" logical CPUs this machine gives k3: using "+cpus+"\n")
+	assert.Contains(t, out, "threads: "+cpus+" (K3_THREADS)\n")
 	t.Setenv("K3_THREADS", "")
 	t.Setenv("OMP_NUM_THREADS", "many")
 	code, _, errs = runK3("run", tinyRelease, "--ids", ids)
@@ -492,4 +621,43 @@ func TestRunReportBudgetsAndTrunkRate(t *testing.T) {
 	require.Equal(t, ExitOK, code, out+errs)
 	assert.Contains(t, out, "budgets: no preset: trunk 16.00 GB, expert cache 64.00 GB")
 	assert.Regexp(t, `trunk: .* bound at load, .* streamed \([0-9.]+ [KMG]?B/s over the run\); waited`, out)
+}
+
+// TestCVariables: the C engine's environment variables are honoured where
+// k3 has the same switch, and each other one gets one warning saying what
+// k3 does instead (they used to be ignored without a word).
+func TestCVariables(t *testing.T) {
+	ids := "491,109,188"
+	for _, v := range []string{"K3_NOSPEC", "K3_NOPREFETCH", "K3_PIN_PREFIX", "K3_NOURING", "K3_SQPOLL"} {
+		t.Setenv(v, "1")
+	}
+	t.Setenv("K3_CACHE_POLICY", "lru")
+	t.Setenv("K3_NO_BATCH_PREFILL", "1")
+	t.Cleanup(func() { direct.SetHugePages(true) })
+	t.Setenv("K3_NOHUGE", "1")
+	code, out, errs := runK3("run", tinyRelease, "--ids", ids, "--gen", "1")
+	require.Equal(t, ExitOK, code, out+errs)
+	for _, v := range []string{"K3_NOSPEC", "K3_NOPREFETCH", "K3_PIN_PREFIX", "K3_NOURING", "K3_SQPOLL"} {
+		assert.Equal(t, 1, strings.Count(errs, "warning: "+v+"=1 (the C engine's variable) is ignored: "), v)
+	}
+	assert.Contains(t, errs, "note: K3_CACHE_POLICY=lru (the C engine's variable): expert cache policy lru, as --cache-policy lru\n")
+	assert.Contains(t, out, ", policy lru)")
+	assert.Contains(t, errs, "note: K3_NO_BATCH_PREFILL=1 (the C engine's variable): prefill feeds one position per pass, as --chunk 1\n")
+	assert.Contains(t, out, "  prefill  : 1/3 positions")
+	assert.Contains(t, errs, "note: K3_NOHUGE=1 (the C engine's variable): weight and cache buffers are not advised as transparent huge pages")
+	b, err := direct.AllocHuge(1)
+	require.NoError(t, err)
+	assert.False(t, b.Huge())
+	require.NoError(t, b.Free())
+
+	// a flag wins over the variable
+	code, out, errs = runK3("run", tinyRelease, "--ids", ids, "--gen", "1", "--cache-policy", "s3fifo", "--chunk", "4")
+	require.Equal(t, ExitOK, code, out+errs)
+	assert.Contains(t, errs, "K3_CACHE_POLICY=lru (the C engine's variable): --cache-policy s3fifo wins over it")
+	assert.Contains(t, out, ", policy s3fifo)")
+	// an unknown policy is refused as the flag's would be
+	t.Setenv("K3_CACHE_POLICY", "fifo")
+	code, _, errs = runK3("run", tinyRelease, "--ids", ids, "--gen", "1")
+	assert.Equal(t, ExitUsage, code)
+	assert.Contains(t, errs, "k3 run: --cache-policy \"fifo\" is not")
 }

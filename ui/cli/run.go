@@ -40,18 +40,34 @@ type runReport struct {
 	TrunkBytesRead  int64   `json:"trunk_bytes_read"`
 	// TrunkCompression is the packed trunk's compression ("" none or no
 	// trunk, "BF16C"); trunk_bytes_read counts its stored bytes.
-	TrunkCompression string    `json:"trunk_compression"`
-	ExpertBytesRead  int64     `json:"expert_bytes_read"`
-	ExpertDrops      int64     `json:"expert_drops"`
-	Layers           int       `json:"layers"`
-	LayersInModel    int       `json:"layers_in_model"`
-	GeneratedText    *string   `json:"generated_text"`
-	StepSeconds      []float64 `json:"step_seconds"`
-	PlanBytes        int64     `json:"plan_bytes"`
-	IOShare          float64   `json:"io_share"`
-	ExpertRequests   int64     `json:"expert_requests"`
-	ExpertHits       int64     `json:"expert_hits"`
-	ExpertEvictions  int64     `json:"expert_evictions"`
+	TrunkCompression string `json:"trunk_compression"`
+	ExpertBytesRead  int64  `json:"expert_bytes_read"`
+	ExpertDrops      int64  `json:"expert_drops"`
+	Layers           int    `json:"layers"`
+	LayersInModel    int    `json:"layers_in_model"`
+	// the C engine's fields (seed-engine-spec.md §4.5): the layers asked
+	// for (--layers, else all), those the last forward pass went through
+	// (fewer when a routed expert failed to load), the model tables' bytes
+	// read during the run (ultra-low-memory mode; 0 when resident), and the
+	// --stop-id that stopped the run (-1: none did)
+	LayersRequested    int   `json:"layers_requested"`
+	LayersCompleted    int   `json:"layers_completed"`
+	EmbeddingBytesRead int64 `json:"embedding_bytes_read"`
+	LMHeadBytesRead    int64 `json:"lm_head_bytes_read"`
+	UltraLowMemory     bool  `json:"ultra_low_memory"`
+	StoppedAt          int   `json:"stopped_at"`
+	// teacher forcing (--tf-check): positions checked (ids less one), those
+	// whose argmax is the next id, and the share (null otherwise)
+	TFPositions     *int      `json:"tf_positions"`
+	TFMatches       *int      `json:"tf_matches"`
+	TFAgreement     *float64  `json:"tf_agreement"`
+	GeneratedText   *string   `json:"generated_text"`
+	StepSeconds     []float64 `json:"step_seconds"`
+	PlanBytes       int64     `json:"plan_bytes"`
+	IOShare         float64   `json:"io_share"`
+	ExpertRequests  int64     `json:"expert_requests"`
+	ExpertHits      int64     `json:"expert_hits"`
+	ExpertEvictions int64     `json:"expert_evictions"`
 	// speculative decoding: draft tokens verified and accepted, and the
 	// forwards through the layers (prefill chunks included)
 	SpecDrafted   int64 `json:"spec_drafted"`
@@ -136,7 +152,7 @@ func parseRun(args []string, stdout, stderr io.Writer) (*runConfig, int) {
 	recompute := fs.Bool("recompute", false, "run the whole prefix every step instead of carrying KV/KDA state")
 	tf := fs.Bool("teacher-forcing", false, "one forward over the ids; report the argmax after every position")
 	dump := fs.String("dump-logits", "", "write the first generated position's logits (little-endian float32)")
-	out := fs.String("out", "", "write a JSON report")
+	out := fs.String("out", defaultRunOut, "write the JSON report here, as the C engine does (--out= writes none)")
 	mf := addModelFlags(fs, "run")
 	cf := addCacheFlags(fs)
 	traceDir := fs.String("dump-cache-trace", "", "write DIR/expert_trace.bin and DIR/expert_hist.json (replay with k3 sim-cache)")
@@ -184,6 +200,13 @@ func parseRun(args []string, stdout, stderr io.Writer) (*runConfig, int) {
 		fmt.Fprintln(stderr, "k3 run: --save-state and --load-state need the carried state; drop --recompute")
 		return nil, ExitUsage
 	}
+	if *out == defaultRunOut && !flagGiven(fs, "out") {
+		// the default report is no reason to refuse a run
+		if err := checkWritable(*out); err != nil {
+			fmt.Fprintf(stderr, "note: no report file: %s cannot be written here (%v); --out PATH writes it elsewhere\n", *out, err)
+			*out, c.out = "", ""
+		}
+	}
 	for _, p := range []string{*out, *dump, *saveState} {
 		if p != "" {
 			if err := checkWritable(p); err != nil {
@@ -207,6 +230,10 @@ func parseRun(args []string, stdout, stderr io.Writer) (*runConfig, int) {
 			return nil, ExitUsage
 		}
 		c.ids = ids
+		if c.teacherForcing && len(ids) < 2 {
+			fmt.Fprintln(stderr, "k3 run: teacher forcing (--tf-check) needs at least two ids: it checks the argmax after each position against the next id")
+			return nil, ExitUsage
+		}
 		// the text of the generated ids, when a tokenizer is at hand
 		// (--tok, or one in the model directory)
 		if _, err := os.Stat(filepath.Join(c.dir, tokenizer.ModelFile)); *tokDir != "" || err == nil {
@@ -248,7 +275,17 @@ func parseRun(args []string, stdout, stderr io.Writer) (*runConfig, int) {
 		}
 	}
 	c.threads = *mf.threads
-	c.opts = mf.options(len(c.ids)+imagePositions(c.images)+c.gen+statePositions(c.loadSt), c.teacherForcing)
+	resumed := 0
+	if c.loadSt != "" {
+		// refused before the model is opened: no weight is read for it
+		n, err := engine.PeekStatePositions(c.loadSt)
+		if err != nil {
+			fmt.Fprintf(stderr, "k3 run: --load-state: %v\n", err)
+			return nil, ExitRuntime
+		}
+		resumed = n
+	}
+	c.opts = mf.options(len(c.ids)+imagePositions(c.images)+c.gen+resumed, c.teacherForcing)
 	return c, -1
 }
 
@@ -301,6 +338,7 @@ func (c *runConfig) run(ctx context.Context, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stdout, "  model    : %s (%d tensors in %d file(s))\n", c.dir, m.Tensors(), len(m.Files()))
 	fmt.Fprintf(stdout, "  trunk    : %s resident, bound in %.2f s\n", units.Bytes(m.BoundBytes), time.Since(t0).Seconds())
+	fmt.Fprintf(stdout, "peak RSS after loading weights: %s (the plan above is a forecast, this is measured)\n", units.Bytes(machine.PeakRSS()))
 	if kind, n, un := m.TrunkCompression(); kind != "" {
 		fmt.Fprintf(stdout, "  packed   : compressed (%s, lossless), trunk.bin %s of %s uncompressed: %.3fx smaller\n", kind, units.Bytes(n), units.Bytes(un), float64(un)/float64(n))
 	}
@@ -359,7 +397,7 @@ func (c *runConfig) execute(ctx context.Context, e *engine.Engine, st *engine.St
 					agree++
 				}
 			}
-			fmt.Fprintf(stdout, "teacher forcing: %d positions; the argmax matches the next id at %d/%d\n", len(c.ids), agree, max(len(c.ids)-1, 0))
+			fmt.Fprintf(stdout, "teacher forcing: %d positions; the argmax matches the next id at %d/%d (%.1f%%)\n", len(c.ids), agree, len(c.ids)-1, 100*float64(agree)/float64(len(c.ids)-1))
 			fmt.Fprintf(stdout, "tf_pred: %v\n", res.tfPred)
 		}
 		return
@@ -555,7 +593,9 @@ func (c *runConfig) report(res *runResult, stdout, stderr io.Writer) int {
 		}
 	} else {
 		rep.TFPred, rep.FullIDs, rep.StopReason = res.tfPred, c.ids, "teacher_forcing"
+		rep.TFPositions, rep.TFMatches, rep.TFAgreement = tfAgreement(c.ids, res.tfPred)
 	}
+	c.cFields(&rep, res)
 	fmt.Fprintf(stdout, "PEAK RSS for the whole run: %s   <- quote this, not the plan (%s planned)\n",
 		units.Bytes(rep.PeakRSSBytes), units.Bytes(m.Plan.Total))
 	hit, _ := total.HitRate()
@@ -567,12 +607,15 @@ func (c *runConfig) report(res *runResult, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stdout, "trunk: %s bound at load, %s streamed%s (%s over the run); waited %.2f s for trunk reads\n",
 		units.Bytes(m.BoundBytes), units.Bytes(total.TrunkBytesRead), packed, units.PerSec(float64(total.TrunkBytesRead)/max(res.wall, 1e-9)), total.TrunkWaitSeconds)
+	trunkReadLine(stdout, total)
 	fmt.Fprintf(stdout, "I/O share of wall clock: %.1f%% (waiting on trunk %.2f s + experts %.2f s of %.2f s; reads overlapped with compute are not counted)\n",
 		100*rep.IOShare, total.TrunkWaitSeconds, es.ReadSeconds, res.wall)
 	if es.NaNScaleGroups > 0 {
 		fmt.Fprintf(stdout, "note: %d MXFP4 groups with scale byte 255 (NaN) were read as zero\n", es.NaNScaleGroups)
 	}
-	for _, n := range m.IONotes() {
+	notes := m.IONotes()
+	fmt.Fprintln(stdout, ioModeLine(notes))
+	for _, n := range notes {
 		fmt.Fprintf(stdout, "note: %s\n", n)
 	}
 	if c.out != "" {
@@ -639,14 +682,4 @@ func watchInterrupts(ch <-chan os.Signal, stderr io.Writer, onSecond func()) (co
 		}
 	}()
 	return ctx, cancel
-}
-
-// statePositions peeks at a state file's position count (0 when absent or
-// unreadable; the load reports the real error later).
-func statePositions(path string) int {
-	if path == "" {
-		return 0
-	}
-	n, _ := engine.PeekStatePositions(path)
-	return n
 }

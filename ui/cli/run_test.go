@@ -194,6 +194,10 @@ func TestRunExpertFailure(t *testing.T) {
 	require.NoError(t, json.Unmarshal(raw, &rep))
 	assert.NotZero(t, rep.ExpertDrops, "drops counted")
 	assert.Equal(t, "error", rep.StopReason, "audit D18: an invalid run does not say it reached its length")
+	// the last forward stopped at the first MoE layer: the dense ones before it completed
+	assert.Equal(t, 8, rep.LayersRequested)
+	assert.Less(t, rep.LayersCompleted, rep.LayersRequested)
+	assert.Positive(t, rep.LayersCompleted)
 }
 
 // lineWatcher is an io.Writer that reports the first write containing a word.

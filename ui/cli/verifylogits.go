@@ -57,6 +57,13 @@ func readGolden(dir string) (*golden, error) {
 	g.logits = make([]float32, g.Vocab)
 	for i, b := range g.LogitsBits {
 		g.logits[i] = math.Float32frombits(b)
+		if f := float64(g.logits[i]); math.IsNaN(f) || math.IsInf(f, 0) {
+			// it would otherwise read as the model's mismatch
+			return nil, fmt.Errorf("%s: logit %d is %v: a bad golden, not a comparison (write it again: tools/reference/make_golden.py)", path, i, f)
+		}
+	}
+	if a := argmaxF32(g.logits); a != g.Argmax {
+		return nil, fmt.Errorf("%s: its argmax says %d but its logits' largest is at %d: a bad golden (write it again: tools/reference/make_golden.py)", path, g.Argmax, a)
 	}
 	return &g, nil
 }

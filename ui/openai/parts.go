@@ -15,9 +15,11 @@ type ContentPart struct {
 	Param    string // where the picture is in the request, for errors ("" : messages[i].content[k].image_url)
 }
 
-// UnmarshalJSON reads a message; an array content with image_url parts
-// also fills Parts (Content then holds the text parts joined, for the
-// length checks).
+// UnmarshalJSON reads a message; an array content also fills Parts, text
+// and image_url parts in order (Content then holds the text parts joined,
+// for the length checks): Moonshot's encoder tokenizes each text part as
+// its own segment, so "first part " + "second part" is not the same ids as
+// the two joined.
 func (m *Message) UnmarshalJSON(data []byte) error {
 	type plain Message
 	var w struct {
@@ -37,9 +39,14 @@ func (m *Message) UnmarshalJSON(data []byte) error {
 		return err
 	}
 	if images == 0 {
-		return m.Content.UnmarshalJSON(raw)
+		if err := m.Content.UnmarshalJSON(raw); err != nil {
+			return err
+		}
 	}
+	// each text part its own segment, as Moonshot's encoder
+	// (build_chat_segments) tokenizes them: Parts also for text only
 	m.Parts = parts
+	m.Content = ""
 	for _, p := range parts {
 		m.Content += Content(p.Text)
 	}

@@ -10,7 +10,8 @@ import (
 
 // TestMessagePartsRoundTrip: a message with a picture reads its parts in
 // order (image_url as an object or a string) and writes them back as the
-// array vLLM and SGLang take; a text-only message keeps its string content.
+// array vLLM and SGLang take; so do text parts alone; a string content
+// stays a string.
 func TestMessagePartsRoundTrip(t *testing.T) {
 	var m Message
 	require.NoError(t, json.Unmarshal([]byte(`{"role":"user","content":[{"type":"text","text":"a "},`+
@@ -26,8 +27,16 @@ func TestMessagePartsRoundTrip(t *testing.T) {
 	require.NoError(t, json.Unmarshal(out, &back))
 	assert.Equal(t, m, back)
 
+	// text parts alone are parts too: Moonshot's encoder tokenizes each as
+	// its own segment; a string content is no parts
 	var plain Message
-	require.NoError(t, json.Unmarshal([]byte(`{"role":"user","content":[{"type":"text","text":"x"}]}`), &plain))
+	require.NoError(t, json.Unmarshal([]byte(`{"role":"user","content":[{"type":"text","text":"x "},{"type":"text","text":"y"}]}`), &plain))
+	assert.Equal(t, []ContentPart{{Text: "x "}, {Text: "y"}}, plain.Parts)
+	assert.Equal(t, Content("x y"), plain.Content)
+	out, err = json.Marshal(plain)
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"role":"user","content":[{"type":"text","text":"x "},{"type":"text","text":"y"}]}`, string(out))
+	require.NoError(t, json.Unmarshal([]byte(`{"role":"user","content":"x"}`), &plain))
 	assert.Nil(t, plain.Parts)
 	out, err = json.Marshal(plain)
 	require.NoError(t, err)

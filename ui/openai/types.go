@@ -15,8 +15,8 @@ import (
 )
 
 // Content is a message's content. It is read from a string, null or an
-// array of parts of which only text parts are understood (joined), and
-// written as a string.
+// array of parts of which only text parts are understood (joined here;
+// Message.Parts keeps them apart), and written as a string.
 type Content string
 
 // UnmarshalJSON reads a string, null or an array of text parts.
@@ -62,8 +62,8 @@ type Message struct {
 	Name             string          `json:"name,omitempty"`
 	ToolCallID       string          `json:"tool_call_id,omitempty"`
 	ToolCalls        []xtml.ToolCall `json:"tool_calls,omitempty"`
-	// Parts is an array content with pictures, in order (parts.go); nil
-	// when the content is text only.
+	// Parts is an array content's parts (text, pictures), in order
+	// (parts.go); nil for a string content.
 	Parts []ContentPart `json:"-"`
 }
 

@@ -118,6 +118,22 @@ func textOf(raw json.RawMessage, types ...string) (string, error) {
 	return joinText(raw, "", types...)
 }
 
+// textPartsOf is an array content's parts (textOf checked their types), each
+// rendered as its own segment as Moonshot's encoder does; nil for a string.
+func textPartsOf(raw json.RawMessage) []openai.ContentPart {
+	var parts []struct {
+		Text string `json:"text"`
+	}
+	if json.Unmarshal(raw, &parts) != nil {
+		return nil
+	}
+	out := make([]openai.ContentPart, len(parts))
+	for i, p := range parts {
+		out[i] = openai.ContentPart{Text: p.Text}
+	}
+	return out
+}
+
 // joinText is textOf with sep between the parts.
 func joinText(raw json.RawMessage, sep string, types ...string) (string, error) {
 	raw = bytes.TrimSpace(raw)

@@ -51,7 +51,7 @@ func (s *Server) chatPrompt(q *openai.ChatRequest, j *job) *openai.Error {
 		if role == "user" {
 			j.stream++
 		}
-		if m.Parts != nil {
+		if m.Parts != nil { // each part its own segment, as Moonshot's encoder
 			parts, err := s.partsOf(m.Parts, fmt.Sprintf("messages[%d]", i), &j.images)
 			if err != nil {
 				return err

@@ -175,7 +175,7 @@ func chatOfMessages(m *messagesRequest, q *openai.ChatRequest) *openai.Error {
 			q.Messages = append(q.Messages, msg("system", t))
 		case "user":
 			var text strings.Builder
-			var parts []openai.ContentPart
+			var parts []openai.ContentPart // each text block its own segment
 			for k, b := range bs {
 				switch b.Type {
 				case "text":
@@ -203,12 +203,12 @@ func chatOfMessages(m *messagesRequest, q *openai.ChatRequest) *openai.Error {
 					return openai.BadRequest("messages", "messages[%d].content[%d] is of type %q: a user message may have text, image and tool_result blocks", i, k, b.Type)
 				}
 			}
-			if hasImage(parts) {
+			if hasImage(parts) || (text.Len() > 0 || len(bs) == 0) {
 				um := msg("user", text.String())
-				um.Parts = parts
+				if hasImage(parts) || len(parts) > 1 {
+					um.Parts = parts
+				}
 				q.Messages = append(q.Messages, um)
-			} else if text.Len() > 0 || len(bs) == 0 {
-				q.Messages = append(q.Messages, msg("user", text.String()))
 			}
 		case "assistant":
 			a := openai.Message{Role: "assistant"}

@@ -268,10 +268,12 @@ func inputMessages(raw json.RawMessage, q *openai.ChatRequest) *openai.Error {
 			}
 			switch it.Role {
 			case "user", "system", "developer":
-				q.Messages = append(q.Messages, msg(it.Role, t))
+				m := msg(it.Role, t)
+				m.Parts = textPartsOf(it.Content)
+				q.Messages = append(q.Messages, m)
 			case "assistant":
 				m := assistant(func(m *openai.Message) bool { return m.Content == "" && len(m.ToolCalls) == 0 })
-				m.Content = openai.Content(t)
+				m.Content, m.Parts = openai.Content(t), textPartsOf(it.Content)
 			default:
 				return openai.BadRequest("input", "input[%d].role %q is not one of user, system, developer, assistant", i, it.Role)
 			}
