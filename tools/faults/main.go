@@ -233,9 +233,16 @@ func (e *Env) k3(stdin io.Reader, args ...string) run {
 
 func (e *Env) command(args ...string) *exec.Cmd {
 	cmd := exec.Command(e.K3, args...)
+	// in the work folder: k3 run's default report (k3_run.json) lands there,
+	// not in the folder the matrix was started from
+	cmd.Dir = e.Work
 	// no token of the user's reaches the loopback hub
 	cmd.Env = append(os.Environ(), "LANG=en_US.UTF-8", "LC_ALL=en_US.UTF-8", "HF_TOKEN=", "HF_TOKEN_PATH="+filepath.Join(e.Work, "no-token"),
-		"HF_HOME="+filepath.Join(e.Work, "hf-home"), "HF_ENDPOINT=")
+		"HF_HOME="+filepath.Join(e.Work, "hf-home"), "HF_ENDPOINT=",
+		// a prompt cache of this matrix run's own: nothing of the user's
+		// cache is reused (S.12 asks what a second client is told) and
+		// nothing is left in it
+		"K3_PROMPT_CACHE="+filepath.Join(e.Work, "prompt-cache"))
 	cmd.Env = append(cmd.Env, e.extraEnv...)
 	return cmd
 }
