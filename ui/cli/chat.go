@@ -116,11 +116,8 @@ func cmdChat(args []string, stdout, stderr io.Writer) int {
 	if len(hist) > 0 {
 		fmt.Fprintf(stdout, "history: %d messages from %s\n", len(hist), *history)
 	}
-	for _, f := range images {
-		if err := attachImage(s, f, stdout); err != nil {
-			fmt.Fprintf(stderr, "k3 chat: --image %s: %v\n", f, err)
-			return ExitUsage
-		}
+	if code := attachImages(s, images, stdout, stderr); code >= 0 {
+		return code
 	}
 	fmt.Fprintln(stdout, "type a message; /help for commands")
 	r := &repl{s: s, opt: opt, planned: planned, held: held, o: o, tok: tok, historyPath: *history, stdout: stdout, stderr: stderr}
@@ -593,6 +590,18 @@ func schemaFormat(path string) (json.RawMessage, error) {
 		return nil, fmt.Errorf("%s: the schema cannot be enforced: %v", path, err)
 	}
 	return constrain.SchemaFormat("reply", data), nil
+}
+
+// attachImages attaches the --image files to the first message: -1, or
+// ExitUsage when one cannot be read.
+func attachImages(s *chat.Session, files []string, stdout, stderr io.Writer) int {
+	for _, f := range files {
+		if err := attachImage(s, f, stdout); err != nil {
+			fmt.Fprintf(stderr, "k3 chat: --image %s: %v\n", f, err)
+			return ExitUsage
+		}
+	}
+	return -1
 }
 
 // attachImage reads a picture file for the next message and says what it
