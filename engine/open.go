@@ -222,11 +222,7 @@ func Open(dir string, o Options) (*Model, error) {
 	}
 	if err == nil && draft != nil {
 		m.draft = draft
-		var io *ioTracker // resident
-		if p.DraftStreamed {
-			io = m.io
-		}
-		err = draft.bind(io)
+		err = draft.bind(p.DraftStreamed, m.io)
 	}
 	if err != nil {
 		if m.draft == nil {

@@ -191,18 +191,14 @@ func checkDraftFits(c *config.Draft, tc *config.Config, bound int) error {
 	return fmt.Errorf("%w: draft model %s: %s", ErrDraftMismatch, c.Path, strings.Join(bad, "; "))
 }
 
-// bind reads the draft's weights and checks each for NaN and Inf; with
-// the stream io (nil: resident) the streamed matrices are read through its
-// buffer, checked, and read again at each use.
-func (d *Draft) bind(io *ioTracker) error {
+// bind reads the draft's weights and checks each for NaN and Inf;
+// streamed, its streamed matrices are read through the stream's buffer
+// (reads timed by io), checked, and read again at each use.
+func (d *Draft) bind(streamed bool, io *ioTracker) error {
 	c := d.Cfg
 	H, nh := c.Hidden, c.Heads
-	b := &binder{src: setSource{d.set}, matLo: -1}
-	if io != nil {
-		d.stream = newDraftStream(d.set, io)
-		b.src = streamSource{setSource{d.set}, d.stream}
-		defer d.stream.bytes.Store(0) // the check at load is not a drafting cycle's read
-	}
+	b := d.binder(streamed, io)
+	defer d.stream.resetBytes() // the check at load is not a drafting cycle's read
 	d.ctxProj = d.mat(b, "context_proj.weight", H, len(c.TargetLayers)*c.TargetHidden, false)
 	d.ctxNorm = b.vec("context_norm.weight", []int{H}, 0)
 	d.norm = b.vec("final_norm.weight", []int{H}, 0)
@@ -227,18 +223,7 @@ func (d *Draft) bind(io *ioTracker) error {
 		}
 		d.layers = append(d.layers, L)
 	}
-	known := map[string]bool{"context_proj.weight": true, "context_norm.weight": true, "final_norm.weight": true,
-		"markov_head.markov_w1.weight": true, "markov_head.markov_w2.weight": true}
-	for i := 0; i < c.Layers; i++ {
-		for _, n := range draftLayerTensors {
-			known[fmt.Sprintf("layers.%d.%s.weight", i, n)] = true
-		}
-	}
-	for _, n := range d.set.Names() {
-		if !known[n] && !draftIgnored[n] {
-			b.fail("unexpected tensor %s (not part of a DSpark draft model with %d layers)", n, c.Layers)
-		}
-	}
+	d.refuseUnknown(b)
 	if err := b.err(); err != nil {
 		return fmt.Errorf("draft model %s: %w", d.Dir, err)
 	}
@@ -278,6 +263,35 @@ func (d *Draft) bind(io *ioTracker) error {
 		return &NonFiniteError{Layer: -1, Where: fmt.Sprintf("the draft model %s (tensors %v)", d.Dir, bad)}
 	}
 	return nil
+}
+
+// refuseUnknown fails b for every tensor of the draft's files that is no
+// part of a DSpark draft model of its layers.
+func (d *Draft) refuseUnknown(b *binder) {
+	c := d.Cfg
+	known := map[string]bool{"context_proj.weight": true, "context_norm.weight": true, "final_norm.weight": true,
+		"markov_head.markov_w1.weight": true, "markov_head.markov_w2.weight": true}
+	for i := 0; i < c.Layers; i++ {
+		for _, n := range draftLayerTensors {
+			known[fmt.Sprintf("layers.%d.%s.weight", i, n)] = true
+		}
+	}
+	for _, n := range d.set.Names() {
+		if !known[n] && !draftIgnored[n] {
+			b.fail("unexpected tensor %s (not part of a DSpark draft model with %d layers)", n, c.Layers)
+		}
+	}
+}
+
+// binder is the draft's binder: from its files, resident or (streamed)
+// with its streamed matrices read through the stream's buffer.
+func (d *Draft) binder(streamed bool, io *ioTracker) *binder {
+	b := &binder{src: setSource{d.set}, matLo: -1}
+	if streamed {
+		d.stream = newDraftStream(d.set, io)
+		b.src = streamSource{setSource{d.set}, d.stream}
+	}
+	return b
 }
 
 // draftLayerTensors are the tensors of a draft layer (layers.N.NAME.weight).

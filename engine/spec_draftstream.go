@@ -179,6 +179,13 @@ func (s *draftStream) shell(name string, m *kernels.Mat) *kernels.Mat {
 	return sh
 }
 
+// resetBytes zeroes the bytes read. Nil-safe.
+func (s *draftStream) resetBytes() {
+	if s != nil {
+		s.bytes.Store(0)
+	}
+}
+
 // lock holds the buffer for a whole drafting step (a block pass, or the
 // context rows of a pass) and returns its unlock. Nil-safe.
 func (s *draftStream) lock() func() {

@@ -156,13 +156,7 @@ func Make(in Inputs) *Plan {
 		p.Chunk = in.Positions // a pass never holds more positions than the context
 	}
 	p.Prefill = in.Prefill.Bytes(p.Chunk)
-	if in.DraftBytes > 0 {
-		w := in.DraftBytes
-		if in.DraftStreamed && in.DraftStream > 0 {
-			w, p.DraftStreamed, p.DraftRead = in.DraftStream, true, in.DraftRead
-		}
-		p.Draft = w + in.DraftPerPos*int64(kvPositions)
-	}
+	p.draft(in, kvPositions)
 	var all, logical int64
 	for i, b := range in.LayerBytes {
 		all += b
@@ -264,6 +258,19 @@ func Make(in Inputs) *Plan {
 	after := p.RingBytes + p.CacheBytes + p.State + p.KV + p.Buffers + p.Prefill + p.Spec + p.Draft
 	p.Total = p.Baseline + p.PinnedBytes + p.Globals + p.Pages + max(after, p.Load)
 	return p
+}
+
+// draft counts the draft model (Plan.Draft), its context rows for
+// positions.
+func (p *Plan) draft(in Inputs, positions int) {
+	if in.DraftBytes <= 0 {
+		return
+	}
+	w := in.DraftBytes
+	if in.DraftStreamed && in.DraftStream > 0 {
+		w, p.DraftStreamed, p.DraftRead = in.DraftStream, true, in.DraftRead
+	}
+	p.Draft = w + in.DraftPerPos*int64(positions)
 }
 
 // pages counts what rounding the mapped buffers up to whole pages adds
