@@ -19,16 +19,17 @@ const (
 	// 512 latent and 64 rotary dims, float32.
 	DraftPerPosBytes = 5 * (512 + 64) * 4
 	// DraftStreamReadBytes are what the drafter reads per drafting cycle
-	// streamed (docs/DSPARK.md §6.1): every matrix but the five kv_a
-	// projections and the Markov head's first table (a row per drafted
-	// token), 513,802,240 (context_proj) + 5 x 810,549,248 (a layer's
-	// q_a, q_b, kv_b, o, gate, up, down) + 83,886,080 (markov_w2); and
-	// DraftStreamKeptBytes what it keeps then: the norms (192,512), the
-	// kv_a projections (5 x 8,257,536) and the buffer of its largest
-	// matrix, context_proj, from the page it starts in (at most
-	// 513,806,336).
-	DraftStreamReadBytes = 4_650_434_560
-	DraftStreamKeptBytes = 192_512 + 5*8_257_536 + 513_806_336
+	// streamed (docs/DSPARK.md §6.1): every matrix but the context and
+	// kv_a projections (the context rows of every position need them) and
+	// the Markov head's first table (a row per drafted token): 5 x
+	// 810,549,248 (a layer's q_a, q_b, kv_b, o, gate, up, down) +
+	// 83,886,080 (markov_w2). DraftStreamKeptBytes are what it keeps then:
+	// the norms (192,512), context_proj (513,802,240), the kv_a projections
+	// (5 x 8,257,536) and the buffer of its largest streamed matrix, a
+	// gate, up or down projection, from the page it starts in (at most
+	// 205,524,992).
+	DraftStreamReadBytes = 4_136_632_320
+	DraftStreamKeptBytes = 192_512 + 513_802_240 + 5*8_257_536 + 205_524_992
 	// PublishedTokensPerPass is vLLM's mean acceptance of the released
 	// drafter on coding with PublishedDrafts draft tokens (2.61 on
 	// creative text).

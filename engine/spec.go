@@ -314,7 +314,8 @@ type specControl struct {
 	next            openDraft   // the proposal at the end of the text
 	// lazy: proposals cost reads (a streamed draft model reads its
 	// matrices for each), so one is made only where a pass is about to
-	// run (draft), not at every token to measure acceptance with
+	// draft at the acceptance measured so far (draft), not at every token
+	// to measure acceptance with
 	lazy bool
 }
 
@@ -435,8 +436,8 @@ func (c *specControl) draft(ids []int, remaining int) []int {
 		return d
 	}
 	if c.next.pos != len(ids) {
-		if c.lazy && !c.mayPay() {
-			return nil
+		if c.lazy && chooseDraft(c.acceptance(matchClass(1), c.max), c.cost) == 0 {
+			return nil // a proposal would cost its reads and not be drafted
 		}
 		c.propose(ids)
 	}

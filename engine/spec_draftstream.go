@@ -11,19 +11,20 @@ import (
 	st "k3/storage/safetensors"
 )
 
-// A streamed draft model (docs/DSPARK.md §6.1) keeps only its norms and
-// its kv_a projections in memory (what every position's context rows
-// need) and reads each other matrix from its file, with direct I/O into
-// one buffer of the largest of them, every time a pass uses it: once per
-// drafting cycle, beside the streamed trunk. The bytes bound are the
-// file's, as a resident draft model's are, so every drafted token is the
-// same; only where the weights live differs.
+// A streamed draft model (docs/DSPARK.md §6.1) keeps in memory only what
+// the context rows of every position the target computes need (its norms,
+// the context projection and the kv_a projections: so a pass that does not
+// draft reads nothing of it) and reads each other matrix from its file,
+// with direct I/O into one buffer of the largest of them, every time a
+// block pass uses it: once per drafting cycle, beside the streamed trunk.
+// The bytes bound are the file's, as a resident draft model's are, so
+// every drafted token is the same; only where the weights live differs.
 
 // draftStreamedNames are the top-level matrices a streamed draft model
 // reads per use, and draftLayerStreamed a draft layer's (all but kv_a).
 // The Markov head's first table is read a row at a time (draftRowRead).
 var (
-	draftStreamedNames = map[string]bool{"context_proj.weight": true, "markov_head.markov_w2.weight": true}
+	draftStreamedNames = map[string]bool{"markov_head.markov_w2.weight": true}
 	draftLayerStreamed = map[string]bool{"self_attn.q_a_proj": true, "self_attn.q_b_proj": true, "self_attn.kv_b_proj": true,
 		"self_attn.o_proj": true, "mlp.gate_proj": true, "mlp.up_proj": true, "mlp.down_proj": true}
 )
