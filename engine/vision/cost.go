@@ -31,3 +31,15 @@ func (c *Config) WeightBytes() int64 {
 	vecs := int64(c.PosH*c.PosW)*D + int64(c.Layers)*2*D + D + int64(c.TextHidden)
 	return 2*mats + 4*vecs
 }
+
+// BlockBytes is one encoder layer's weights as Bind holds them.
+func (c *Config) BlockBytes() int64 {
+	D, Q, I := int64(c.Hidden), int64(c.QKV), int64(c.Inter)
+	return 2*(3*Q*D+D*Q+2*I*D) + 4*2*D
+}
+
+// StreamedBytes is what a streamed tower (BindStreamed) holds: everything
+// but the encoder layers, and one layer's buffers.
+func (c *Config) StreamedBytes() int64 {
+	return c.WeightBytes() - int64(c.Layers-1)*c.BlockBytes()
+}
