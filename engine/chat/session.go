@@ -393,7 +393,7 @@ func (s *Session) run(ctx context.Context, ids []int, mark int, o PromptOptions,
 	}
 	reused := st.Pos
 	rep := &Reply{Reused: reused, Prefilled: len(ids) - reused}
-	if err := s.giveImages(ctx, st, o.Images); err != nil {
+	if err := s.giveImages(ctx, st, o.Images, on); err != nil {
 		return rep, newStreamer(s.Tok, xtml.ReplyOptions{Thinking: o.Thinking}, on), nil, err
 	}
 	sm := newStreamer(s.Tok, xtml.ReplyOptions{Thinking: o.Thinking, NoTools: o.NoTools, NoToolsWhy: o.NoToolsWhy}, on)

@@ -43,3 +43,11 @@ func (c *Config) BlockBytes() int64 {
 func (c *Config) StreamedBytes() int64 {
 	return c.WeightBytes() - int64(c.Layers-1)*c.BlockBytes()
 }
+
+// WorkPerPos is a picture's working memory per prompt position it takes:
+// its MergeH x MergeW patches' share of CostOf's WorkBytes, and its
+// projected row (TextHidden floats), held until the prompt reads it.
+func (c *Config) WorkPerPos() int64 {
+	n := int64(c.MergeH * c.MergeW)
+	return 4*n*int64(c.PatchDim()+3*c.Hidden+5*c.QKV+c.Inter) + 4*int64(c.TextHidden)
+}
