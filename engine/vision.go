@@ -20,8 +20,12 @@ type visionSlot struct {
 	once       sync.Once
 	tower      *vision.Tower
 	err        error
-	held       atomic.Bool // the resident tower has been read
+	held       atomic.Bool  // the resident tower has been read
+	seen       atomic.Int64 // pictures the tower has started on
 }
+
+// PicturesSeen is how many pictures the tower has started to look at.
+func (m *Model) PicturesSeen() int64 { return m.vision.seen.Load() }
 
 // ErrNoVision is wrapped by Vision for a model folder without a vision
 // tower (no vision_config, or its tensors absent).
@@ -125,6 +129,7 @@ func (e *Engine) EmbedImageProgress(ctx context.Context, p *vision.Prepared, pro
 	if err != nil {
 		return nil, err
 	}
+	e.m.vision.seen.Add(1)
 	return t.EmbedProgress(ctx, e.pool, p.Patches(t.Cfg.Patch), p.Resize.Grid, progress)
 }
 
