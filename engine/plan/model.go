@@ -45,8 +45,12 @@ type Run struct {
 	StateCopies int
 	BaselineRSS int64
 	// DraftBytes are a draft model's weights and DraftPerPos its context
-	// rows per position (0: none).
-	DraftBytes, DraftPerPos int64
+	// rows per position (0: none). DraftStream is what it keeps streamed
+	// (its small tensors and the buffer its matrices are read into) and
+	// DraftRead what it reads per drafting cycle then; DraftStreamed:
+	// streamed (see Plan.DraftStreamed).
+	DraftBytes, DraftPerPos, DraftStream, DraftRead int64
+	DraftStreamed                                   bool
 	// Floor: the run is at the memory floor (Floor): it keeps no copy of
 	// the whole KDA state. A pass of up to SpecPositions positions (at
 	// least one) is recorded instead, run on one layer's scratch state and
@@ -135,6 +139,7 @@ func ForModel(c *config.Config, layers int, s Sizes, r Run) Inputs {
 		Streaming:  r.Streaming, TrunkBudget: r.TrunkBudget, Ring: r.Ring, CacheBudget: r.CacheBudget,
 		StateBytes: (1+backup+int64(copies))*state + scratch, KVPerPos: int64(1+copies) * kvPerPos, Positions: r.Positions, BufferBytes: buffers, BaselineRSS: r.BaselineRSS,
 		SpecPositions: recorded, SpecRecordPerPos: record, DraftBytes: r.DraftBytes, DraftPerPos: int64(1+copies) * r.DraftPerPos,
+		DraftStream: r.DraftStream, DraftRead: r.DraftRead, DraftStreamed: r.DraftStreamed,
 		Chunk: r.Chunk, Prefill: PrefillFor(c, layers, r.Positions, r.Workers), Vision: VisionFor(s.Vision, picture(r), r.Floor)}
 }
 
