@@ -361,6 +361,11 @@ func (ck *checkpoint) sizes(tm *trunk.Manifest) plan.Sizes {
 			s.TableBytes += t.Size
 		}
 	}
+	if _, head := ck.set.Get(ck.prefix + "lm_head.weight"); head && !ck.cfg.TieEmbeddings {
+		if t, ok := ck.set.Get(ck.prefix + "model.embed_tokens.weight"); ok {
+			s.EmbedBytes = t.Size // lm_head is a table of its own: the floor streams the embedding
+		}
+	}
 	if tm == nil || !tm.Compressed() {
 		return s
 	}
@@ -381,6 +386,9 @@ func (ck *checkpoint) sizes(tm *trunk.Manifest) plan.Sizes {
 			case n == "model.embed_tokens.weight" || n == "lm_head.weight":
 				s.GlobalBytes += d
 				s.TableBytes += d
+				if n == "model.embed_tokens.weight" && s.EmbedBytes > 0 {
+					s.EmbedBytes += d
+				}
 			default:
 				s.GlobalBytes += d
 			}

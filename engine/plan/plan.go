@@ -53,6 +53,10 @@ type Inputs struct {
 	ChunkWhy string
 	// Vision is the vision tower's part (VisionFor; zero: no tower).
 	Vision VisionCost
+	// EmbedStreamed: the embedding rows are read from the packed trunk
+	// when needed, lm_head stays resident (StreamsEmbedding); GlobalBytes
+	// leaves the embedding out.
+	EmbedStreamed bool
 }
 
 // HugePage is the granularity of the buffers the engine maps outside the
@@ -141,6 +145,9 @@ type Plan struct {
 	TowerStreamed bool
 	Picture       int64
 	PicturePos    int
+	// EmbedStreamed: the embedding rows are read from the packed trunk
+	// when a token needs them (Inputs.EmbedStreamed).
+	EmbedStreamed bool
 }
 
 // Make decides what to pin and how many slots to use. Layers are pinned
@@ -165,7 +172,7 @@ func Make(in Inputs) *Plan {
 	}
 	p := &Plan{Pinned: make([]bool, len(in.LayerBytes)), Globals: in.GlobalBytes, State: in.StateBytes,
 		KV: in.KVPerPos * int64(kvPositions), Buffers: in.BufferBytes, Baseline: in.BaselineRSS,
-		Spec: int64(in.SpecPositions) * in.SpecRecordPerPos, Chunk: in.Chunk, ChunkWhy: in.ChunkWhy}
+		Spec: int64(in.SpecPositions) * in.SpecRecordPerPos, Chunk: in.Chunk, ChunkWhy: in.ChunkWhy, EmbedStreamed: in.EmbedStreamed}
 	if in.Positions > 0 && p.Chunk > in.Positions {
 		p.Chunk = in.Positions // a pass never holds more positions than the context
 	}
@@ -408,7 +415,11 @@ func (p *Plan) String() string {
 	if p.Load > 0 {
 		fmt.Fprintf(&b, "  load buffer    %10s  (a compressed layer as read, until it is expanded; only while loading)\n", units.Bytes(p.Load))
 	}
-	fmt.Fprintf(&b, "  model tables   %10s  (embeddings, lm_head, final norms)\n", units.Bytes(p.Globals))
+	tables := "embeddings, lm_head, final norms"
+	if p.EmbedStreamed {
+		tables = "lm_head, final norms; embedding rows read when needed"
+	}
+	fmt.Fprintf(&b, "  model tables   %10s  (%s)\n", units.Bytes(p.Globals), tables)
 	fmt.Fprintf(&b, "  expert cache   %10s  (%d slots)\n", units.Bytes(p.CacheBytes), p.CacheSlots)
 	fmt.Fprintf(&b, "  KDA state      %10s\n", units.Bytes(p.State))
 	fmt.Fprintf(&b, "  MLA KV cache   %10s\n", units.Bytes(p.KV))
