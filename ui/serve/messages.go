@@ -52,6 +52,26 @@ type messagesRequest struct {
 	Metadata *struct {
 		UserID string `json:"user_id"`
 	} `json:"metadata"`
+	// Anthropic's Messages API has no log-probabilities: refused
+	// (noLogprobs), as its own server refuses a field it does not have
+	Logprobs    json.RawMessage `json:"logprobs"`
+	TopLogprobs json.RawMessage `json:"top_logprobs"`
+}
+
+// noLogprobs refuses logprobs and top_logprobs on /v1/messages: the
+// Messages API has none (Anthropic answers a field it does not have with
+// invalid_request_error), and a client that asks for them must not take
+// a reply without them as having none to give.
+func noLogprobs(m *messagesRequest) *openai.Error {
+	for _, f := range []struct {
+		name string
+		v    json.RawMessage
+	}{{"logprobs", m.Logprobs}, {"top_logprobs", m.TopLogprobs}} {
+		if v := bytes.TrimSpace(f.v); len(v) > 0 && !bytes.Equal(v, []byte("null")) && !bytes.Equal(v, []byte("false")) {
+			return openai.BadRequest(f.name, "%s: the Messages API has no log-probabilities; /v1/chat/completions, /v1/completions and /v1/responses give them", f.name)
+		}
+	}
+	return nil
 }
 
 type anthropicMsg struct {
@@ -300,6 +320,9 @@ func stopReason(res *result) (*string, *string) {
 // stop sequences into j.
 func readMessages(m *messagesRequest, q *openai.ChatRequest, j *job) func() *openai.Error {
 	return func() *openai.Error {
+		if err := noLogprobs(m); err != nil {
+			return err
+		}
 		if err := chatOfMessages(m, q); err != nil {
 			return err
 		}

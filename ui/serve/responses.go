@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"time"
 
 	"k3/ui/openai"
@@ -18,7 +19,7 @@ import (
 // not. Nothing is stored, so previous_response_id is refused.
 
 // responsesRequest is what k3 reads of a Responses request; other fields
-// (store, include, metadata, truncation, user, ...)
+// (store, metadata, truncation, user, ...) and other include values
 // do not change the output and are ignored.
 type responsesRequest struct {
 	Model              string            `json:"model"`
@@ -36,6 +37,7 @@ type responsesRequest struct {
 	Background         bool              `json:"background"`
 	PromptCacheKey     string            `json:"prompt_cache_key"`
 	TopLogprobs        *int              `json:"top_logprobs"`
+	Include            []string          `json:"include"`
 	Reasoning          *struct {
 		Effort  string  `json:"effort"`
 		Summary *string `json:"summary"`
@@ -132,8 +134,9 @@ func chatOfResponses(r *responsesRequest, q *openai.ChatRequest, x *responsesExt
 		return openai.BadRequest("conversation", "this server stores no conversations: send the whole conversation in input")
 	case r.Background:
 		return openai.BadRequest("background", "background responses are not supported")
-	case r.TopLogprobs != nil && *r.TopLogprobs > 0:
-		return openai.BadRequest("top_logprobs", "logprobs are not supported")
+	}
+	if slices.Contains(r.Include, "message.output_text.logprobs") || r.TopLogprobs != nil && *r.TopLogprobs > 0 {
+		q.Logprobs, q.TopLogprobs = json.RawMessage("true"), r.TopLogprobs
 	}
 	q.Model, q.Stream, q.MaxTokens, q.Temperature, q.TopP = r.Model, r.Stream, r.MaxOutputTokens, r.Temperature, r.TopP
 	q.PromptCacheKey = r.PromptCacheKey
@@ -377,13 +380,15 @@ func (s *Server) responseObject(id string, created int64, r *responsesRequest, x
 
 // responseOutput is a complete reply's output items: the thinking, the
 // answer (also when empty, unless there are calls) and the calls.
-func (x *responsesExtra) responseOutput(res *result, summarised bool) []openai.OutputItem {
+func (x *responsesExtra) responseOutput(res *result, summarised bool, lp json.RawMessage) []openai.OutputItem {
 	var out []openai.OutputItem
 	if res.reasoning != "" {
 		out = append(out, openai.NewReasoningItem(newID("rs_"), res.reasoning, summarised))
 	}
 	if res.content != "" || len(res.calls) == 0 {
-		out = append(out, openai.NewMessageItem(newID("msg_"), "completed", openai.NewOutputText(res.content)))
+		text := openai.NewOutputText(res.content)
+		text.Logprobs = lp
+		out = append(out, openai.NewMessageItem(newID("msg_"), "completed", text))
 	}
 	for _, c := range res.calls {
 		out = append(out, x.functionCallItem(newID("fc_"), newID("call_"), c.Function.Name, c.Function.Arguments, "completed"))
@@ -412,7 +417,7 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request) {
 			return st.run(ctx, cancel, w, p, j)
 		},
 		reply: func(res *result) any {
-			return s.responseObject(id, created, &rq, x, x.responseOutput(res, rq.summary() != ""), res)
+			return s.responseObject(id, created, &rq, x, x.responseOutput(res, rq.summary() != "", s.replyLogprobs(res)), res)
 		}})
 }
 
@@ -426,6 +431,7 @@ type responseStream struct {
 	id         string
 	created    int64
 	summarised bool
+	j          *job
 	seq        int                 // the next event's sequence_number
 	output     []openai.OutputItem // the items done so far
 	itemID     string              // the open item's id
@@ -479,6 +485,10 @@ func (st *responseStream) delta(kind, d string) {
 	ev := openai.TextDelta{Type: "response.output_text.delta", ItemID: st.itemID, OutputIndex: len(st.output), Delta: d, Logprobs: openai.EmptyList}
 	if kind == "reasoning" {
 		ev.Type, ev.Logprobs = "response.reasoning_text.delta", nil
+	} else {
+		ev.Logprobs = st.s.textLogprobs(st.j, false)
+	}
+	if kind == "reasoning" {
 		if st.summarised {
 			const typ = "response.reasoning_summary_text.delta"
 			st.send(typ, openai.SummaryTextDelta{Type: typ, SequenceNumber: st.next(), ItemID: st.itemID, OutputIndex: len(st.output), Delta: d})
@@ -504,10 +514,12 @@ func (st *responseStream) close(kind, text string) {
 		st.part("response.content_part.done", openai.ReasoningText(text))
 		item = openai.NewReasoningItem(st.itemID, text, st.summarised)
 	} else {
-		done.SequenceNumber = st.next()
+		part := openai.NewOutputText(text)
+		part.Logprobs = st.s.textLogprobs(st.j, true)
+		done.SequenceNumber, done.Logprobs = st.next(), part.Logprobs
 		st.send(done.Type, done)
-		st.part("response.content_part.done", openai.NewOutputText(text))
-		item = openai.NewMessageItem(st.itemID, "completed", openai.NewOutputText(text))
+		st.part("response.content_part.done", part)
+		item = openai.NewMessageItem(st.itemID, "completed", part)
 	}
 	st.item("response.output_item.done", item)
 	st.output = append(st.output, item)
@@ -535,6 +547,7 @@ func (st *responseStream) call(name, args string) {
 // sequence_number; SSE comments keep the connection alive meanwhile.
 func (st *responseStream) run(ctx context.Context, cancel context.CancelFunc, w http.ResponseWriter, p *place, j *job) (*result, error) {
 	s := st.s
+	st.j = j
 	st.e = openai.StartSSE(w, s.o.KeepAlive, s.o.WriteTimeout, func(error) { cancel() })
 	defer st.e.Quiet()
 	st.inProgress("response.created")
