@@ -428,10 +428,12 @@ def perplexity(model, data, tokens_per_batch=6000):
 # Export (released layout)
 # --------------------------------------------------------------------------------------
 
-def export(cfg, cfg_json, params, out):
+def export(cfg, cfg_json, params, out, extra=()):
     """Write config.json + 3 shards + index: BF16 trunk, F32 conv/A_log/dt_bias/o_norm/bias,
     MXFP4 routed experts (six tensors of an expert back-to-back). Shard 1: layers 0-1,
-    shard 2: the other layers, shard 3: embeddings, final norms and lm_head."""
+    shard 2: the other layers, shard 3: embeddings, final norms and lm_head, then the extra
+    items (name, dtype, shape, array) as given: the vision tower and projector
+    (train_vision.py), in the last shard as the release keeps them."""
     os.makedirs(out, exist_ok=True)
     for f in os.listdir(out):
         if f.endswith(".safetensors") or f == "model.safetensors.index.json":
@@ -464,6 +466,7 @@ def export(cfg, cfg_json, params, out):
                 packed, scale = mxfp4_encode(params[f"{base}.{wn}.weight"])
                 shards[0 if i < 2 else 1].append((f"{pre}{base}.{wn}.weight_packed", "U8", list(packed.shape), packed))
                 shards[0 if i < 2 else 1].append((f"{pre}{base}.{wn}.weight_scale", "U8", list(scale.shape), scale))
+    shards[2].extend(extra)
     wmap, total, names = {}, 0, []
     for k, sh in enumerate(shards):
         fn = f"model-{k + 1:05d}-of-{len(shards):05d}.safetensors"
