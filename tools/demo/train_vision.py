@@ -82,6 +82,7 @@ VISION = {
 COLOURS = {"red": (220, 40, 40), "green": (40, 170, 60), "blue": (40, 80, 220), "yellow": (235, 205, 40)}
 SHAPES = ["circle", "square", "triangle"]
 JITTER = 30
+R_MIN, R_MAX = 0.28, 0.45              # the shape's half-size, as a share of the shorter side
 SIZES = [(56, 56), (84, 56), (56, 84), (84, 84), (112, 112)]
 ASK = ["What is in this picture?", "What do you see?", "What is this?", "Describe this picture.",
        "What does the picture show?", "Tell me what is in the picture.", "What is in the image?",
@@ -96,7 +97,7 @@ def draw(rng, w, h, colour, shape):
     g = int(rng.integers(0, 256))
     bg = np.clip(g + rng.integers(-12, 13, 3), 0, 255)
     col = np.clip(np.array(COLOURS[colour]) + rng.integers(-JITTER, JITTER + 1, 3), 0, 255)
-    r = rng.uniform(0.18, 0.42) * min(w, h)
+    r = rng.uniform(R_MIN, R_MAX) * min(w, h)
     cx, cy = rng.uniform(r, w - r), rng.uniform(r, h - r)
     ys, xs = np.mgrid[0:h, 0:w].astype(np.float64)
     dx, dy = xs + 0.5 - cx, ys + 0.5 - cy
@@ -285,6 +286,39 @@ def image_rows(vc, VP, groups, n):
 # Training
 # --------------------------------------------------------------------------------------
 
+LABELS = [(c, s) for c in COLOURS for s in SHAPES]
+
+
+def pretrain_tower(vc, VP, steps, batch, seed, lr=3e-3, log_every=25):
+    """The tower and projector alone first: a linear probe on the mean of an image's projected
+    rows names its (colour, shape) among the 12; the probe is dropped afterwards. Cheap (no
+    language model), and it gives the fine-tuning a tower that already tells shapes apart."""
+    g = torch.Generator().manual_seed(seed)
+    head = (torch.randn(len(LABELS), vc.text_hidden, generator=g) / math.sqrt(vc.text_hidden)).requires_grad_(True)
+    opt = torch.optim.AdamW(list(VP.values()) + [head], lr=lr, betas=(0.9, 0.95), weight_decay=0.01)
+    nprng, rng = np.random.default_rng(seed), random.Random(seed)
+    t0, log, hits, n, tot = time.time(), [], 0, 0, 0.0
+    for step in range(steps):
+        w, h = SIZES[step % len(SIZES)]
+        ys = [rng.randrange(len(LABELS)) for _ in range(batch)]
+        x = torch.from_numpy(np.stack([patches(draw(nprng, w, h, *LABELS[y]), vc.patch) for y in ys]))
+        logits = tower(vc, VP, x, h // vc.patch, w // vc.patch).mean(1) @ head.T
+        y = torch.tensor(ys)
+        loss = torch.nn.functional.cross_entropy(logits, y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        hits += int((logits.argmax(-1) == y).sum())
+        n += batch
+        tot += float(loss) * batch
+        if (step + 1) % log_every == 0:
+            rec = {"step": step + 1, "loss": tot / n, "accuracy": hits / n, "seconds": time.time() - t0}
+            log.append(rec)
+            print(f"tower step {step + 1} loss {rec['loss']:.4f} accuracy {rec['accuracy']:.3f} {rec['seconds']:.0f}s", flush=True)
+            hits, n, tot = 0, 0, 0.0
+    return {"steps": steps, "batch": batch, "wall_seconds": time.time() - t0, "log": log}
+
+
 def masked_nll(model, ids, mask, trace=None, embeds=None):
     h = model.hidden(ids, trace=trace, embeds=embeds)[:, :-1]
     sel = mask > 0
@@ -427,7 +461,8 @@ def main():
     ap.add_argument("--steps", type=int, default=600)
     ap.add_argument("--minutes", type=float, default=40, help="wall budget of the training loop")
     ap.add_argument("--lr", type=float, default=6e-4, help="language model (the MXFP4 fine-tuning's rate)")
-    ap.add_argument("--lr-vision", type=float, default=3e-3)
+    ap.add_argument("--lr-vision", type=float, default=1e-3)
+    ap.add_argument("--pretrain-steps", type=int, default=2000, help="tower-only steps first (64 pictures each)")
     ap.add_argument("--tokens-per-batch", type=int, default=2048, help="sayings tokens per step")
     ap.add_argument("--pictures-per-step", type=int, default=16)
     ap.add_argument("--log-every", type=int, default=10)
@@ -437,6 +472,7 @@ def main():
     ap.add_argument("--base", default=os.path.join(REPO, "assets", "demo", "model"))
     ap.add_argument("--out", default=os.path.join(REPO, "assets", "demo", "model"))
     ap.add_argument("--report", default=os.path.join(HERE, "vision-training.json"))
+    ap.add_argument("--continue-tower", action="store_true", help="start the tower from --base's (a second run)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(SEED)
@@ -456,6 +492,9 @@ def main():
     vc = vision_ref.VisionConfig(VISION)
     emb = params["model.embed_tokens.weight"].detach()
     VP = init_vision(vc, emb.pow(2).mean(-1).sqrt().mean(), SEED)
+    if "vision_config" in json.load(open(os.path.join(args.base, "config.json"))) and args.continue_tower:
+        trained = vision_ref.load(base).P                # a second run from a model that sees already
+        VP = {k: trained[k].float().requires_grad_(True) for k in VP}
     report = {"seed": SEED, "vision_config": VISION, "colours": COLOURS, "shapes": SHAPES, "sizes": SIZES, "ask": ASK,
               "torch": torch.__version__, "threads": args.threads, "args": vars(args),
               "blas": "openblas" if T.OPENBLAS in os.environ.get("LD_LIBRARY_PATH", "") else "system libblas",
@@ -465,6 +504,8 @@ def main():
     view = T.model_view(cfg, params, False, torch.float64)
     report["perplexity_before"] = {k: T.perplexity(view, v) for k, v in held.items()}
     print(f"held-out perplexity before: {report['perplexity_before']}", flush=True)
+    if args.pretrain_steps > 0:
+        report["pretrain_tower"] = pretrain_tower(vc, VP, args.pretrain_steps, 64, SEED + 2, log_every=100)
     report["train"] = train(cfg, params, vc, VP, data, args)
     size = T.export(cfg, cfg_json, params, args.out, vision_items(VP))
     for f in ("tiktoken.model", "tokenizer_config.json"):
