@@ -29,7 +29,10 @@ func TestServeDemoNamesPicturesSDKs(t *testing.T) {
 
 	pics := drawings.HeldOut(24, 41)
 	picDir := t.TempDir()
-	type entry struct{ File, Label string }
+	type entry struct {
+		File  string `json:"file"`
+		Label string `json:"label"`
+	}
 	list := make([]entry, len(pics))
 	for i, p := range pics {
 		list[i] = entry{File: fmt.Sprintf("p%02d.png", i), Label: p.Label()}
