@@ -190,7 +190,7 @@ func (c *engineChat) Open(ctx context.Context, on func(engine.Event)) (ModelInfo
 	if c.s.Demo || synth.IsDemo(dir) {
 		name = "DEMO model (random weights: the text is not meaningful)"
 		if synth.IsTrainedDemo(dir) {
-			name = "DEMO model (a tiny Kimi K3 trained on sayings)"
+			name = "DEMO model (a tiny Kimi K3 trained on sayings and drawings)"
 		}
 	}
 	note := "DEMO: random weights, the text is not meaningful"
