@@ -3,14 +3,16 @@
 trained on synthetic drawings, with the demo's language model fine-tuned beside them.
 
     /usr/bin/python3 tools/demo/train_vision.py                 # the committed run (see README.md)
-    /usr/bin/python3 tools/demo/train_vision.py --steps 4 --out /tmp/v --report /tmp/v.json   # smoke run
+    /usr/bin/python3 tools/demo/train_vision.py --steps 4 --pretrain-steps 20 --check 2 --out /tmp/v --report /tmp/v.json   # smoke run
 
 It starts from the committed checkpoint in --base (assets/demo/model) and writes the model with
 its tower (vision_config in config.json, vision_tower.* and mm_projector.* in the last shard)
 to --out. The models are the reference definitions themselves, in float32 with a batch
 dimension: tools/reference/k3ref.py for the language model (routed experts fake-quantised to
 MXFP4 at every step, straight-through, so the export is what was trained) and the functions of
-tools/reference/vision_ref.py for the tower. Three kinds of conversation are mixed in every step:
+tools/reference/vision_ref.py for the tower. First the tower and projector train alone (a linear
+probe names the drawing; --pretrain-steps), then everything together, with three kinds of
+conversation mixed in every step:
 
   - pictures: a drawing (red, green, blue or yellow x circle, square or triangle, random size,
     place and grey background; picture sizes in SIZES) before a question ("What is in this
