@@ -55,7 +55,8 @@ type Stats struct {
 	// the rate the disk gave.
 	TrunkReadSeconds float64
 	// EmbedBytesRead and HeadBytesRead are the embedding and lm_head bytes
-	// read in ultra-low-memory mode (in TrunkBytesRead too; 0 when the
+	// read in ultra-low-memory mode, and the embedding's at the memory
+	// floor (plan.StreamsEmbedding) (in TrunkBytesRead too; 0 when the
 	// tables are resident).
 	EmbedBytesRead, HeadBytesRead int64
 	// DraftBytesRead are the bytes a streamed draft model read (its

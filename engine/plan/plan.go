@@ -51,6 +51,12 @@ type Inputs struct {
 	Chunk    int
 	Prefill  PrefillCost
 	ChunkWhy string
+	// Vision is the vision tower's part (VisionFor; zero: no tower).
+	Vision VisionCost
+	// EmbedStreamed: the embedding rows are read from the packed trunk
+	// when needed, lm_head stays resident (StreamsEmbedding); GlobalBytes
+	// leaves the embedding out.
+	EmbedStreamed bool
 }
 
 // HugePage is the granularity of the buffers the engine maps outside the
@@ -127,6 +133,21 @@ type Plan struct {
 	Chunk    int
 	Prefill  int64
 	ChunkWhy string
+	// Tower is the vision tower's weights: held for the whole run when
+	// resident, else (TowerStreamed) the part a picture's run holds (the
+	// tables, the projector and one layer), loaded for the picture and
+	// released. Picture is the working memory of the largest picture
+	// planned (its activations and its rows until they are read); a
+	// picture runs before its prompt is read, so it shares the prompt
+	// reading's share: the plan counts the larger of the two (with the
+	// streamed tower on the picture's side). See VisionFor.
+	Tower         int64
+	TowerStreamed bool
+	Picture       int64
+	PicturePos    int
+	// EmbedStreamed: the embedding rows are read from the packed trunk
+	// when a token needs them (Inputs.EmbedStreamed).
+	EmbedStreamed bool
 }
 
 // Make decides what to pin and how many slots to use. Layers are pinned
@@ -151,7 +172,7 @@ func Make(in Inputs) *Plan {
 	}
 	p := &Plan{Pinned: make([]bool, len(in.LayerBytes)), Globals: in.GlobalBytes, State: in.StateBytes,
 		KV: in.KVPerPos * int64(kvPositions), Buffers: in.BufferBytes, Baseline: in.BaselineRSS,
-		Spec: int64(in.SpecPositions) * in.SpecRecordPerPos, Chunk: in.Chunk, ChunkWhy: in.ChunkWhy}
+		Spec: int64(in.SpecPositions) * in.SpecRecordPerPos, Chunk: in.Chunk, ChunkWhy: in.ChunkWhy, EmbedStreamed: in.EmbedStreamed}
 	if in.Positions > 0 && p.Chunk > in.Positions {
 		p.Chunk = in.Positions // a pass never holds more positions than the context
 	}
@@ -255,7 +276,8 @@ func Make(in Inputs) *Plan {
 	// allocated (the engine's buffers, the state, the expert cache's
 	// slots): the peak is the larger of the two
 	p.pages(in)
-	after := p.RingBytes + p.CacheBytes + p.State + p.KV + p.Buffers + p.Prefill + p.Spec + p.Draft
+	p.Tower, p.TowerStreamed, p.Picture, p.PicturePos = in.Vision.Bytes, in.Vision.Streamed, in.Vision.Work, in.Vision.Positions
+	after := p.RingBytes + p.CacheBytes + p.State + p.KV + p.Buffers + p.transient() + p.residentTower() + p.Spec + p.Draft
 	p.Total = p.Baseline + p.PinnedBytes + p.Globals + p.Pages + max(after, p.Load)
 	return p
 }
@@ -393,12 +415,17 @@ func (p *Plan) String() string {
 	if p.Load > 0 {
 		fmt.Fprintf(&b, "  load buffer    %10s  (a compressed layer as read, until it is expanded; only while loading)\n", units.Bytes(p.Load))
 	}
-	fmt.Fprintf(&b, "  model tables   %10s  (embeddings, lm_head, final norms)\n", units.Bytes(p.Globals))
+	tables := "embeddings, lm_head, final norms"
+	if p.EmbedStreamed {
+		tables = "lm_head, final norms; embedding rows read when needed"
+	}
+	fmt.Fprintf(&b, "  model tables   %10s  (%s)\n", units.Bytes(p.Globals), tables)
 	fmt.Fprintf(&b, "  expert cache   %10s  (%d slots)\n", units.Bytes(p.CacheBytes), p.CacheSlots)
 	fmt.Fprintf(&b, "  KDA state      %10s\n", units.Bytes(p.State))
 	fmt.Fprintf(&b, "  MLA KV cache   %10s\n", units.Bytes(p.KV))
 	fmt.Fprintf(&b, "  buffers        %10s\n", units.Bytes(p.Buffers))
 	b.WriteString(p.prefillLine())
+	b.WriteString(p.visionLines())
 	if p.Spec > 0 {
 		fmt.Fprintf(&b, "  spec rollback  %10s  (recurrence inputs of a verification pass)\n", units.Bytes(p.Spec))
 	}
