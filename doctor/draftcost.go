@@ -26,10 +26,10 @@ const (
 	// 83,886,080 (markov_w2). DraftStreamKeptBytes are what it keeps then:
 	// the norms (192,512), context_proj (513,802,240), the kv_a projections
 	// (5 x 8,257,536) and the buffer of its largest streamed matrix, a
-	// gate, up or down projection, from the page it starts in (at most
-	// 205,524,992).
+	// gate, up or down projection (205,520,896 bytes) from the page it
+	// starts in, mapped in 2 MiB huge pages: 99 of them.
 	DraftStreamReadBytes = 4_136_632_320
-	DraftStreamKeptBytes = 192_512 + 513_802_240 + 5*8_257_536 + 205_524_992
+	DraftStreamKeptBytes = 192_512 + 513_802_240 + 5*8_257_536 + 99*plan.HugePage
 	// PublishedTokensPerPass is vLLM's mean acceptance of the released
 	// drafter on coding with PublishedDrafts draft tokens (2.61 on
 	// creative text).

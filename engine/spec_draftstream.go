@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"k3/engine/plan"
 	"k3/kernels"
 	"k3/storage/direct"
 	st "k3/storage/safetensors"
@@ -61,8 +62,10 @@ type draftStream struct {
 
 // streamSizes are, from the draft's metadata, the bytes its streamed
 // matrices take (read per drafting cycle), the buffer they are read into
-// (the largest, with the page it may start within) and the bytes it keeps
-// resident when streamed.
+// (the largest, from the page it starts in, in whole pages) and the bytes
+// it keeps resident when streamed. The buffer is mapped in huge pages
+// where it can be (runBuffer), resident in whole ones: StreamBytes counts
+// it so (draftBufferBytes).
 func streamSizes(set *st.Set) (read, buffer, resident int64) {
 	for _, n := range set.Names() {
 		t, _ := set.Get(n)
@@ -76,6 +79,11 @@ func streamSizes(set *st.Set) (read, buffer, resident int64) {
 		}
 	}
 	return read, buffer, resident
+}
+
+// draftBufferBytes is the stream buffer as resident: whole huge pages.
+func draftBufferBytes(buffer int64) int64 {
+	return (buffer + plan.HugePage - 1) / plan.HugePage * plan.HugePage
 }
 
 func newDraftStream(set *st.Set, io *ioTracker) *draftStream {
@@ -104,16 +112,21 @@ func (s *draftStream) read(t *st.Tensor) ([]byte, error) {
 	}
 	s.io.begin()
 	defer s.io.end()
-	// whole pages straight from the device, the tail (the file's last
-	// bytes) through direct's bounce buffer
-	body := direct.AlignDown(n)
+	// whole pages straight from the device (the buffer holds them: its
+	// size is rounded up to a page); a tail at the file's end (less than a
+	// page) by a plain read, not through direct's bounce buffer (a huge
+	// page the plan does not count)
+	body := direct.AlignUp(n)
+	if size, err := f.Size(); err != nil || lo+body > size {
+		body = direct.AlignDown(n)
+	}
 	if body > 0 {
 		if _, err := f.ReadAt(s.buf[:body], lo); err != nil {
 			return nil, err
 		}
 	}
-	if body < n {
-		if _, err := f.ReadAt(s.buf[body:n], lo+body); err != nil {
+	if from := max(body, head); from < n { // the file's last bytes
+		if err := s.set.ReadTensorAt(t, from-head, s.buf[from:n]); err != nil {
 			return nil, err
 		}
 	}
