@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"k3/engine/plan"
 	"k3/kernels"
@@ -81,15 +82,36 @@ func streamSizes(set *st.Set) (read, buffer, resident int64) {
 	return read, buffer, resident
 }
 
-// draftBufferBytes is the stream buffer as resident: whole huge pages.
+// draftBufferBytes is the stream buffer as resident: whole huge pages
+// (runBuffer), or below one huge page a page-aligned heap buffer
+// (draftBuffer) with its page of slack.
 func draftBufferBytes(buffer int64) int64 {
+	if buffer < plan.HugePage {
+		return buffer + direct.Align
+	}
 	return (buffer + plan.HugePage - 1) / plan.HugePage * plan.HugePage
+}
+
+// draftBuffer allocates the stream buffer of n bytes (whole pages),
+// page-aligned for O_DIRECT: in huge pages from one huge page up, else on
+// the heap (a huge page would hold a small draft model's buffer many
+// times over).
+func draftBuffer(n int64) ([]byte, func()) {
+	if n >= plan.HugePage {
+		return runBuffer(n)
+	}
+	b := alignedBytes(n + direct.Align)
+	off := int64(0)
+	if r := int64(uintptr(unsafe.Pointer(&b[0])) % direct.Align); r != 0 {
+		off = direct.Align - r
+	}
+	return b[off : off+n : off+n], func() {}
 }
 
 func newDraftStream(set *st.Set, io *ioTracker) *draftStream {
 	_, buffer, _ := streamSizes(set)
 	s := &draftStream{set: set, io: io, shells: map[*kernels.Mat]string{}, files: map[string]*direct.File{}}
-	s.buf, s.free = runBuffer(max(buffer, direct.Align))
+	s.buf, s.free = draftBuffer(max(buffer, direct.Align))
 	return s
 }
 
