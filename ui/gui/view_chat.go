@@ -81,6 +81,8 @@ type chatView struct {
 	// serverDown are the servers (by address) whose last turn failed
 	// before any text came: the picker says so
 	serverDown map[string]bool
+	// servedNote is the app's server's requests, for the model line (G13)
+	servedNote string
 }
 
 // newChatView builds the chat and opens the last conversation.

@@ -204,5 +204,4 @@ func TestWheelOverStep2FieldsScrollsThePage(t *testing.T) {
 	})
 }
 
-
 func is[T any](o any) bool { _, ok := o.(T); return ok }
