@@ -27,7 +27,7 @@ type fakeWatcher struct {
 }
 
 func (f *fakeWatcher) WatchServer(on func(engine.Event)) { f.on = on }
-func (f *fakeWatcher) ServedRequests() int64            { return f.n }
+func (f *fakeWatcher) ServedRequests() int64             { return f.n }
 
 // G13: while the app's server answers a request, the status line says so
 // with the request's number and the Engine panel's gauges move; the model
