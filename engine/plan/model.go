@@ -51,8 +51,8 @@ type Run struct {
 	// Floor: the run is at the memory floor (Floor): it keeps no copy of
 	// the whole KDA state. A pass of up to SpecPositions positions (at
 	// least one) is recorded instead, run on one layer's scratch state and
-	// replayed; a longer one (a prefill chunk) stopped part-way finishes
-	// first.
+	// replayed; a longer one (a prefill chunk) stopped part-way is
+	// dropped and read again at the next feed (no memory either way).
 	Floor bool
 }
 
