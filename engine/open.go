@@ -63,6 +63,12 @@ type Options struct {
 	// from the context. The plan counts it; one made for another model is
 	// refused (ErrDraftMismatch).
 	Draft string
+	// Picture is the largest picture the plan reserves room for, in prompt
+	// positions (0: none; plan.DefaultPicture for a run that may be given
+	// any): its working memory and the vision tower (plan.VisionFor).
+	// A model without a vision tower plans none. A larger picture is
+	// checked against the memory when it comes (Engine.EmbedImage).
+	Picture int
 }
 
 func (o Options) chunk() int {
@@ -100,10 +106,11 @@ func (e *PlanError) Error() string { return e.Err.Error() + "\n" + e.Plan.String
 
 // checkpoint is a config and its shard set, opened for reading metadata.
 type checkpoint struct {
-	cfg    *config.Config
-	set    *st.Set
-	prefix string
-	layers int
+	cfg     *config.Config
+	cfgPath string
+	set     *st.Set
+	prefix  string
+	layers  int
 }
 
 func openCheckpoint(dir string, o Options) (*checkpoint, error) {
@@ -140,7 +147,7 @@ func openCheckpoint(dir string, o Options) (*checkpoint, error) {
 	if layers == 0 {
 		layers = cfg.Layers
 	}
-	return &checkpoint{cfg: cfg, set: set, prefix: prefix, layers: layers}, nil
+	return &checkpoint{cfg: cfg, cfgPath: cfgPath, set: set, prefix: prefix, layers: layers}, nil
 }
 
 // ErrOptions is wrapped by Open's errors for options that do not fit the
@@ -386,14 +393,20 @@ func (ck *checkpoint) plan(o Options, tm *trunk.Manifest, d *Draft) (*plan.Plan,
 	c, b := ck.cfg, o.Budget
 	s := ck.sizes(tm)
 	s.SlotBytes = slotSizeFor(c.ExpertBytes())
+	if o.Picture > 0 {
+		s.Vision = visionSizes(ck.cfgPath, ck.set, c.Hidden)
+	}
 	r := plan.Run{Streaming: o.TrunkDir != "", TrunkBudget: b.TrunkBytes, Ring: b.Ring, CacheBudget: b.CacheBytes, Ultra: b.Ultra,
 		Positions: o.Positions, Chunk: o.Chunk, Workers: runtime.NumCPU(), AllLogits: o.AllLogits, SpecPositions: specPositions(o),
 		StateCopies: o.StateCopies, BaselineRSS: machine.RSS(),
-		Floor: o.floor()}
+		Floor: o.floor(), Picture: o.Picture}
 	if d != nil {
 		r.DraftBytes, r.DraftPerPos = d.Bytes, d.CacheBytesPerPos()
 	}
 	in := plan.ForModel(c, ck.layers, s, r)
+	if o.Memory != nil {
+		plan.FitTower(&in, s.Vision, int64(0.95*float64(o.Memory.Usable())))
+	}
 	if o.Chunk > 0 {
 		in.ChunkWhy = plan.ChunkForced
 		return plan.Make(in), nil

@@ -48,6 +48,8 @@ type Inputs struct {
 	Chunk    int
 	Prefill  PrefillCost
 	ChunkWhy string
+	// Vision is the vision tower's part (VisionFor; zero: no tower).
+	Vision VisionCost
 }
 
 // HugePage is the granularity of the buffers the engine maps outside the
@@ -116,6 +118,18 @@ type Plan struct {
 	Chunk    int
 	Prefill  int64
 	ChunkWhy string
+	// Tower is the vision tower's weights: held for the whole run when
+	// resident, else (TowerStreamed) the part a picture's run holds (the
+	// tables, the projector and one layer), loaded for the picture and
+	// released. Picture is the working memory of the largest picture
+	// planned (its activations and its rows until they are read); a
+	// picture runs before its prompt is read, so it shares the prompt
+	// reading's share: the plan counts the larger of the two (with the
+	// streamed tower on the picture's side). See VisionFor.
+	Tower         int64
+	TowerStreamed bool
+	Picture       int64
+	PicturePos    int
 }
 
 // Make decides what to pin and how many slots to use. Layers are pinned
@@ -246,7 +260,8 @@ func Make(in Inputs) *Plan {
 	// allocated (the engine's buffers, the state, the expert cache's
 	// slots): the peak is the larger of the two
 	p.pages(in)
-	after := p.RingBytes + p.CacheBytes + p.State + p.KV + p.Buffers + p.Prefill + p.Spec + p.Draft
+	p.Tower, p.TowerStreamed, p.Picture, p.PicturePos = in.Vision.Bytes, in.Vision.Streamed, in.Vision.Work, in.Vision.Positions
+	after := p.RingBytes + p.CacheBytes + p.State + p.KV + p.Buffers + p.transient() + p.residentTower() + p.Spec + p.Draft
 	p.Total = p.Baseline + p.PinnedBytes + p.Globals + p.Pages + max(after, p.Load)
 	return p
 }
@@ -373,6 +388,7 @@ func (p *Plan) String() string {
 	fmt.Fprintf(&b, "  MLA KV cache   %10s\n", units.Bytes(p.KV))
 	fmt.Fprintf(&b, "  buffers        %10s\n", units.Bytes(p.Buffers))
 	b.WriteString(p.prefillLine())
+	b.WriteString(p.visionLines())
 	if p.Spec > 0 {
 		fmt.Fprintf(&b, "  spec rollback  %10s  (recurrence inputs of a verification pass)\n", units.Bytes(p.Spec))
 	}

@@ -273,6 +273,7 @@ func (f *modelFlags) printCacheAndTrunk(m *engine.Model, stdout io.Writer) {
 func (f *modelFlags) openChat(dir string, positions int, tok *tokenizer.Tokenizer, stdout, stderr io.Writer) (e *engine.Engine, o engine.Options, close func(), code int) {
 	o = f.options(positions, false)
 	o.StateCopies = chat.StateCopies(o)
+	o.Picture = plan.DefaultPicture // a conversation may be given a picture
 	m, code := f.open(dir, o, stdout, stderr)
 	if code >= 0 {
 		return nil, o, nil, code

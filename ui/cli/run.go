@@ -286,6 +286,7 @@ func parseRun(args []string, stdout, stderr io.Writer) (*runConfig, int) {
 		resumed = n
 	}
 	c.opts = mf.options(len(c.ids)+imagePositions(c.images)+c.gen+resumed, c.teacherForcing)
+	c.opts.Picture = largestPicture(c.images)
 	return c, -1
 }
 
@@ -370,7 +371,7 @@ func (c *runConfig) run(ctx context.Context, stdout, stderr io.Writer) int {
 	defer e.Close()
 	start := e.Snapshot()
 	var ierr error
-	if st, ierr = c.giveRunImages(ctx, e, st, stdout); ierr != nil {
+	if st, ierr = c.giveRunImages(ctx, e, st, stdout, stderr); ierr != nil {
 		fmt.Fprintf(stderr, "k3 run: %v\n", ierr)
 		if errors.Is(ierr, engine.ErrNoVision) {
 			return ExitUsage
