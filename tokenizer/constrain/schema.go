@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -40,6 +41,7 @@ type Schema struct {
 	required uint64 // object: bit i: props[i] is required
 	live     uint64 // object: bit i: props[i] has a finite value (may be written)
 	free     bool   // object with no properties declared: any keys
+	untyped  bool   // object read from properties with no "type" (a validator takes other types too)
 	values   *Schema
 	items    *Schema
 	minItems int
@@ -79,6 +81,7 @@ type compiler struct {
 	refs   map[string]*Schema
 	memo   map[[32]byte]*Schema
 	nodes  []*Schema
+	oneOfs []oneOfAt // checked for exclusivity once compiled
 	strict bool
 	warns  []string
 }
@@ -90,8 +93,10 @@ type compiler struct {
 // format date-time, date, time, uuid, email, ipv4, uri), number and
 // integer (minimum, maximum, exclusiveMinimum, exclusiveMaximum; integers
 // also multipleOf), boolean, null, enum and const (exact, numbers of any
-// size), anyOf and oneOf (held as anyOf), allOf of one schema, and $ref
-// into $defs or definitions, or "#". Work is linear in the schema's size:
+// size), anyOf, oneOf whose alternatives no value can fit two of
+// (exclusive.go: told apart by type, const or enum, or a required key;
+// another oneOf is refused, or held as anyOf with a warning when lenient),
+// allOf of one schema, and $ref into $defs or definitions, or "#". Work is linear in the schema's size:
 // each distinct sub-schema is compiled once.
 func Compile(raw json.RawMessage) (*Schema, error) {
 	s, _, err := compile(raw, true)
@@ -126,6 +131,9 @@ func compile(raw json.RawMessage, strict bool) (*Schema, []string, error) {
 	s, err := c.node(raw, 0, "")
 	if err == nil {
 		s, err = c.finish(s)
+	}
+	if err == nil {
+		err = c.exclusive()
 	}
 	if err != nil {
 		return nil, nil, err
@@ -315,6 +323,9 @@ func (c *compiler) alts(k string, v json.RawMessage, depth int, at string) (*Sch
 		}
 		s.anyOf = append(s.anyOf, b)
 	}
+	if k == "oneOf" && len(alts) > 1 {
+		c.oneOfs = append(c.oneOfs, oneOfAt{at: at, alts: slices.Clone(s.anyOf)})
+	}
 	return s, nil
 }
 
@@ -331,7 +342,11 @@ func (c *compiler) typed(m map[string]json.RawMessage, depth int, at string) (*S
 	tv, ok := m["type"]
 	if !ok {
 		if _, ok := m["properties"]; ok {
-			return c.object(m, depth, at)
+			s, err := c.object(m, depth, at)
+			if s != nil {
+				s.untyped = true
+			}
+			return s, err
 		}
 		return c.new(kAny)
 	}
