@@ -84,7 +84,8 @@ func (m *Model) Streamed() bool {
 // Layer returns bound layer i when it is resident (nil when streamed).
 func (m *Model) Layer(i int) *Layer { return m.layers[i] }
 
-// TableBytesRead is what ultra-low-memory mode read of the model tables.
+// TableBytesRead is what ultra-low-memory mode (or the floor: the
+// embedding rows) read of the model tables.
 func (m *Model) TableBytesRead() int64 {
 	embed, head := m.tables.bytesRead()
 	return embed + head
@@ -215,32 +216,12 @@ func (m *Model) bindTrunk(ultra bool, progress func(done, total int)) error {
 	}
 	run := func(name string) *trunk.Run { r, _ := tr.Run(name); return r }
 	var errs []string
-	c, H := m.Cfg, m.Cfg.Hidden
-	if ultra {
-		st, err := openStreamedTables(tr, m.Prefix, H, c.VocabSize, c.TieEmbeddings)
-		if err != nil {
-			return err
-		}
-		st.io, m.tables = m.io, st
-	} else {
-		rt := &residentTables{}
-		b, err := load(trunk.RunEmbed, run(trunk.RunEmbed))
-		if err != nil {
-			return err
-		}
-		rt.embedding = b.mat("model.embed_tokens.weight", c.VocabSize, H)
-		errs = append(errs, b.errs...)
-		if c.TieEmbeddings {
-			rt.lmHead = rt.embedding
-		} else {
-			if b, err = load(trunk.RunHead, run(trunk.RunHead)); err != nil {
-				return err
-			}
-			rt.lmHead = b.mat("lm_head.weight", c.VocabSize, H)
-			errs = append(errs, b.errs...)
-		}
-		m.tables = rt
+	H := m.Cfg.Hidden
+	tb, tableErrs, err := m.bindTables(ultra, load, run)
+	if err != nil {
+		return err
 	}
+	m.tables, errs = tb, append(errs, tableErrs...)
 	b, err := load(trunk.RunFinal, run(trunk.RunFinal))
 	if err != nil {
 		return err
@@ -290,4 +271,49 @@ func (m *Model) TrunkCompression() (kind string, bytes, uncompressed int64) {
 	}
 	tm := m.trunk.Manifest()
 	return tm.Compression, tm.TotalBytes, tm.UncompressedBytes()
+}
+
+// bindTables binds the model tables from the packed trunk: streamed both
+// (ultra), the embedding streamed and lm_head resident (the floor:
+// Plan.EmbedStreamed), or both resident. load reads a run into memory.
+func (m *Model) bindTables(ultra bool, load func(string, *trunk.Run) (*binder, error), run func(string) *trunk.Run) (tables, []string, error) {
+	c, H := m.Cfg, m.Cfg.Hidden
+	var st *streamedTables
+	if ultra || m.Plan.EmbedStreamed {
+		var err error
+		if st, err = openStreamedTables(m.trunk, m.Prefix, H, c.VocabSize, c.TieEmbeddings); err != nil {
+			return nil, nil, err
+		}
+		st.io = m.io
+		if ultra {
+			return st, nil, nil
+		}
+	}
+	var errs []string
+	rt := &residentTables{}
+	if st == nil {
+		b, err := load(trunk.RunEmbed, run(trunk.RunEmbed))
+		if err != nil {
+			return nil, nil, err
+		}
+		rt.embedding = b.mat("model.embed_tokens.weight", c.VocabSize, H)
+		errs = append(errs, b.errs...)
+	}
+	if c.TieEmbeddings {
+		rt.lmHead = rt.embedding
+		return rt, errs, nil
+	}
+	b, err := load(trunk.RunHead, run(trunk.RunHead))
+	if err != nil {
+		if st != nil {
+			st.close()
+		}
+		return nil, nil, err
+	}
+	rt.lmHead = b.mat("lm_head.weight", c.VocabSize, H)
+	errs = append(errs, b.errs...)
+	if st != nil {
+		return &headTables{rows: st, lmHead: rt.lmHead}, errs, nil
+	}
+	return rt, errs, nil
 }

@@ -189,8 +189,13 @@ func (s *Session) render(history []Message, opt Options, noGen bool) ([]int, []I
 	}
 	var images []Image
 	for _, m := range history {
-		xm := xtml.Message{Role: m.Role, Content: m.Content, ReasoningContent: m.ReasoningContent}
+		xm := m.Rendered()
 		if len(m.Images) > 0 {
+			text := xm.Parts
+			if text == nil {
+				text = []xtml.Part{{Text: m.Content}}
+			}
+			xm.Parts = nil
 			for _, data := range m.Images {
 				im, err := s.image(data)
 				if err != nil {
@@ -199,7 +204,7 @@ func (s *Session) render(history []Message, opt Options, noGen bool) ([]int, []I
 				images = append(images, im)
 				xm.Parts = append(xm.Parts, xtml.Part{Image: im.Size()})
 			}
-			xm.Parts = append(xm.Parts, xtml.Part{Text: m.Content})
+			xm.Parts = append(xm.Parts, text...)
 		}
 		msgs = append(msgs, xm)
 	}
@@ -393,7 +398,10 @@ func (s *Session) run(ctx context.Context, ids []int, mark int, o PromptOptions,
 	}
 	reused := st.Pos
 	rep := &Reply{Reused: reused, Prefilled: len(ids) - reused}
-	if err := s.giveImages(ctx, st, o.Images); err != nil {
+	if err := s.giveImages(ctx, st, o.Images, on); err != nil {
+		if errors.Is(err, context.Canceled) {
+			rep.Stop = engine.StopCancelled // stopped while the tower looked at a picture
+		}
 		return rep, newStreamer(s.Tok, xtml.ReplyOptions{Thinking: o.Thinking}, on), nil, err
 	}
 	sm := newStreamer(s.Tok, xtml.ReplyOptions{Thinking: o.Thinking, NoTools: o.NoTools, NoToolsWhy: o.NoToolsWhy}, on)

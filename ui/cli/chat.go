@@ -432,6 +432,13 @@ func chatPrinter(w io.Writer) func(engine.Event) {
 				fmt.Fprintln(w)
 				reading = false
 			}
+		case engine.EventPhase:
+			if ev.Total > 0 { // the vision tower's layers (chat.PictureEvent)
+				fmt.Fprintf(w, "\r[%s]", ev.Text)
+				if ev.Done >= ev.Total {
+					fmt.Fprintln(w)
+				}
+			}
 		case engine.EventReasoning, engine.EventAnswer, engine.EventTool:
 			if ev.Kind != phase {
 				switch ev.Kind {
@@ -540,7 +547,7 @@ func historyPositions(tok *tokenizer.Tokenizer, system string, hist []chat.Messa
 		msgs = append(msgs, xtml.Message{Role: "system", Content: system})
 	}
 	for _, m := range hist {
-		msgs = append(msgs, xtml.Message{Role: m.Role, Content: m.Content, ReasoningContent: m.ReasoningContent})
+		msgs = append(msgs, m.Rendered())
 	}
 	segs, err := xtml.Render(msgs, nil, xtml.RenderOptions{NoThink: noThink, ThinkingEffort: effort})
 	if err != nil {
