@@ -172,39 +172,8 @@ func Open(dir string, o Options) (*Model, error) {
 	if err := o.checkChunk(); err != nil {
 		return nil, err
 	}
-	ck, err := openCheckpoint(dir, o)
+	ck, tr, draft, p, err := openParts(dir, o)
 	if err != nil {
-		return nil, err
-	}
-	var tr *trunk.Trunk
-	if o.TrunkDir != "" {
-		if tr, err = ck.openTrunk(o.TrunkDir); err != nil {
-			ck.set.Close()
-			return nil, err
-		}
-	}
-	var draft *Draft
-	if o.Draft != "" {
-		if draft, err = prepareDraft(o.Draft, ck.cfg, ck.layers); err != nil {
-			if tr != nil {
-				tr.Close()
-			}
-			ck.set.Close()
-			return nil, err
-		}
-	}
-	p, err := ck.plan(o, manifestOf(tr), draft)
-	if err == nil && o.Memory != nil {
-		if cerr := p.Check(*o.Memory); cerr != nil {
-			err = &PlanError{p, cerr}
-		}
-	}
-	if err != nil {
-		if tr != nil {
-			tr.Close()
-		}
-		ck.set.Close()
-		draft.Close()
 		return nil, err
 	}
 	m := &Model{Cfg: ck.cfg, Prefix: ck.prefix, Bound: ck.layers, Plan: p, set: ck.set, trunk: tr, chunk: p.Chunk, notGo: plan.NotGo(machine.RSS()),
@@ -245,6 +214,48 @@ func Open(dir string, o Options) (*Model, error) {
 	}
 	m.Fingerprint = Fingerprint(m, ck.set.Files(), weights)
 	return m, nil
+}
+
+// openParts opens the checkpoint, the trunk and the draft model the
+// options name and makes the plan (checked against o.Memory when given);
+// on an error, what it opened is closed.
+func openParts(dir string, o Options) (*checkpoint, *trunk.Trunk, *Draft, *plan.Plan, error) {
+	ck, err := openCheckpoint(dir, o)
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	var tr *trunk.Trunk
+	var draft *Draft
+	fail := func(err error) (*checkpoint, *trunk.Trunk, *Draft, *plan.Plan, error) {
+		if tr != nil {
+			tr.Close()
+		}
+		ck.set.Close()
+		draft.Close()
+		return nil, nil, nil, nil, err
+	}
+	if o.TrunkDir != "" {
+		if tr, err = ck.openTrunk(o.TrunkDir); err != nil {
+			tr = nil
+			return fail(err)
+		}
+	}
+	if o.Draft != "" {
+		if draft, err = prepareDraft(o.Draft, ck.cfg, ck.layers); err != nil {
+			draft = nil
+			return fail(err)
+		}
+	}
+	p, err := ck.plan(o, manifestOf(tr), draft)
+	if err == nil && o.Memory != nil {
+		if cerr := p.Check(*o.Memory); cerr != nil {
+			err = &PlanError{p, cerr}
+		}
+	}
+	if err != nil {
+		return fail(err)
+	}
+	return ck, tr, draft, p, nil
 }
 
 // PlanFor makes the memory plan of opening dir with o, from metadata alone

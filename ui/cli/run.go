@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"k3/doctor"
 	"k3/engine"
 	"k3/engine/cachesim"
 	"k3/machine"
@@ -444,7 +445,7 @@ func (c *runConfig) execute(ctx context.Context, e *engine.Engine, st *engine.St
 		}})
 	res.final = res.gen.State
 	g := res.gen
-	res.prefillPasses = prefill.passes
+	res.prefillPasses = prefill.last.Pass
 	fmt.Fprintln(stdout, strings.Repeat("-", 62))
 	if c.cache != nil {
 		fmt.Fprintf(stdout, "prompt cache: reused %d of %d prompt positions, read %d\n", g.Reused, len(c.ids), len(c.ids)-g.Reused)
@@ -495,29 +496,28 @@ func (c *runConfig) cacheUse(st *engine.State) *engine.CacheUse {
 // used to print only every tenth of the prompt: seconds without a line),
 // with the passes left and their time at the mean pass time so far.
 type prefillPrinter struct {
-	w      io.Writer
-	t0     time.Time
-	passes int
+	w     io.Writer
+	clock doctor.PrefillClock
+	last  doctor.PrefillStatus
 }
 
-func newPrefillPrinter(w io.Writer) *prefillPrinter { return &prefillPrinter{w: w, t0: time.Now()} }
+func newPrefillPrinter(w io.Writer) *prefillPrinter {
+	p := &prefillPrinter{w: w}
+	p.clock.Begin(time.Now())
+	return p
+}
 
 func (p *prefillPrinter) add(ev engine.Event) {
-	p.passes++
-	fmt.Fprintf(p.w, "  prefill  : %s\n", passLine(ev, p.passes, time.Since(p.t0).Seconds()))
+	p.last = p.clock.Observe(ev.Done, ev.Total, ev.Reused, ev.Chunk, time.Now())
+	fmt.Fprintf(p.w, "  prefill  : %s\n", passLine(p.last))
 }
 
-// passLine says how far the prompt's reading is after its done-th pass,
-// elapsed seconds in: positions, passes and, while some are left, their
-// estimated time at the mean pass time so far.
-func passLine(ev engine.Event, done int, elapsed float64) string {
-	total := done
-	if ev.Chunk > 0 {
-		total = done + (ev.Total-ev.Done+ev.Chunk-1)/ev.Chunk
-	}
-	line := fmt.Sprintf("%d/%d positions, pass %d/%d, %.2f s", ev.Done, ev.Total, done, total, elapsed)
-	if left := total - done; left > 0 && done > 0 {
-		line += fmt.Sprintf(", about %.0f s left", elapsed/float64(done)*float64(left))
+// passLine says how far the prompt's reading is: positions, passes, the
+// seconds so far and, while passes are left, their estimated time.
+func passLine(st doctor.PrefillStatus) string {
+	line := fmt.Sprintf("%d/%d positions, pass %d/%d, %.2f s", st.Done, st.Total, st.Pass, st.Passes, st.Elapsed)
+	if st.Pass > 0 && st.Pass < st.Passes {
+		line += fmt.Sprintf(", about %.0f s left", st.Left)
 	}
 	return line
 }
