@@ -63,6 +63,16 @@ type Options struct {
 	// from the context. The plan counts it; one made for another model is
 	// refused (ErrDraftMismatch).
 	Draft string
+	// Picture is the largest picture the plan reserves room for, in prompt
+	// positions (0: none; plan.DefaultPicture for a run that may be given
+	// any): its working memory and the vision tower (plan.VisionFor).
+	// A model without a vision tower plans none. A larger picture is
+	// checked against the memory when it comes (Engine.EmbedImage).
+	Picture int
+	// DraftStream streams the draft model whatever the memory (tests,
+	// benchmarks); otherwise the plan streams it only when it does not fit
+	// resident in Memory (plan.PlaceDraft).
+	DraftStream bool
 }
 
 func (o Options) chunk() int {
@@ -100,10 +110,11 @@ func (e *PlanError) Error() string { return e.Err.Error() + "\n" + e.Plan.String
 
 // checkpoint is a config and its shard set, opened for reading metadata.
 type checkpoint struct {
-	cfg    *config.Config
-	set    *st.Set
-	prefix string
-	layers int
+	cfg     *config.Config
+	cfgPath string
+	set     *st.Set
+	prefix  string
+	layers  int
 }
 
 func openCheckpoint(dir string, o Options) (*checkpoint, error) {
@@ -140,7 +151,7 @@ func openCheckpoint(dir string, o Options) (*checkpoint, error) {
 	if layers == 0 {
 		layers = cfg.Layers
 	}
-	return &checkpoint{cfg: cfg, set: set, prefix: prefix, layers: layers}, nil
+	return &checkpoint{cfg: cfg, cfgPath: cfgPath, set: set, prefix: prefix, layers: layers}, nil
 }
 
 // ErrOptions is wrapped by Open's errors for options that do not fit the
@@ -187,7 +198,7 @@ func Open(dir string, o Options) (*Model, error) {
 	}
 	if err == nil && draft != nil {
 		m.draft = draft
-		err = draft.bind()
+		err = draft.bind(p.DraftStreamed, m.io)
 	}
 	if err != nil {
 		if m.draft == nil {
@@ -397,32 +408,60 @@ func (ck *checkpoint) plan(o Options, tm *trunk.Manifest, d *Draft) (*plan.Plan,
 	c, b := ck.cfg, o.Budget
 	s := ck.sizes(tm)
 	s.SlotBytes = slotSizeFor(c.ExpertBytes())
+	if o.Picture > 0 {
+		s.Vision = visionSizes(ck.cfgPath, ck.set, c.Hidden)
+	}
 	r := plan.Run{Streaming: o.TrunkDir != "", TrunkBudget: b.TrunkBytes, Ring: b.Ring, CacheBudget: b.CacheBytes, Ultra: b.Ultra,
 		Positions: o.Positions, Chunk: o.Chunk, Workers: runtime.NumCPU(), AllLogits: o.AllLogits, SpecPositions: specPositions(o),
-		StateCopies: o.StateCopies, BaselineRSS: machine.RSS(),
-		Floor: o.floor()}
+		StateCopies: o.StateCopies, BaselineRSS: planBaseline(),
+		Floor: o.floor(), Picture: o.Picture}
+	limit := o.planLimit()
 	if d != nil {
-		r.DraftBytes, r.DraftPerPos = d.Bytes, d.CacheBytesPerPos()
+		r.DraftBytes, r.DraftPerPos, r.DraftStream, r.DraftRead = d.Bytes, d.CacheBytesPerPos(), d.StreamBytes, d.ReadBytes
+		r.DraftStreamed = o.DraftStream || limit > 0 // the chunk is chosen with it streamed
 	}
 	in := plan.ForModel(c, ck.layers, s, r)
+	if o.Memory != nil {
+		plan.FitTower(&in, s.Vision, limit)
+	}
+	var p *plan.Plan
 	if o.Chunk > 0 {
 		in.ChunkWhy = plan.ChunkForced
-		return plan.Make(in), nil
+		p = plan.Make(in)
+	} else if ap, err := autoChunk(in, o); err != nil {
+		return nil, err
+	} else {
+		p = ap
 	}
-	return autoChunk(in, o)
+	if d == nil || o.DraftStream || limit <= 0 {
+		return p, nil
+	}
+	in.Chunk, in.ChunkWhy = p.Chunk, p.ChunkWhy
+	return plan.Make(plan.PlaceDraft(in, limit)), nil
+}
+
+// planBaseline is the process base a plan counts: the RSS now (tests pin it).
+var planBaseline = machine.RSS
+
+// planLimit is the most a plan may take: 95% of o.Memory's usable bytes
+// (Plan.Check's test); 0 when unknown.
+func (o Options) planLimit() int64 {
+	if o.Memory == nil || o.Memory.Usable() <= 0 {
+		return 0
+	}
+	return int64(0.95 * float64(o.Memory.Usable()))
 }
 
 // autoChunk plans the longest prefill chunk that fits o.Memory (95% of
 // its usable bytes, Plan.Check's test), at most the context; with the
 // memory unknown, the whole context (DefaultChunk when that is unknown).
 func autoChunk(in plan.Inputs, o Options) (*plan.Plan, error) {
-	most, limit := DefaultChunk, int64(0)
+	most, limit := DefaultChunk, o.planLimit()
 	in.ChunkWhy = plan.ChunkContext
 	if o.Positions > 0 {
 		most = o.Positions
 	}
-	if o.Memory != nil && o.Memory.Usable() > 0 {
-		limit = int64(0.95 * float64(o.Memory.Usable()))
+	if limit > 0 {
 		in.ChunkWhy = plan.ChunkMemory
 	}
 	n, err := plan.FitChunk(in, limit, most)

@@ -380,7 +380,10 @@ func (s *Session) run(ctx context.Context, ids []int, mark int, o PromptOptions,
 	st := s.startState(ids, o)
 	reused := st.Pos
 	rep := &Reply{Reused: reused, Prefilled: len(ids) - reused}
-	if err := s.giveImages(ctx, st, o.Images); err != nil {
+	if err := s.giveImages(ctx, st, o.Images, on); err != nil {
+		if errors.Is(err, context.Canceled) {
+			rep.Stop = engine.StopCancelled // stopped while the tower looked at a picture
+		}
 		return rep, newStreamer(s.Tok, xtml.ReplyOptions{Thinking: o.Thinking}, on), nil, err
 	}
 	sm := newStreamer(s.Tok, xtml.ReplyOptions{Thinking: o.Thinking, NoTools: o.NoTools, NoToolsWhy: o.NoToolsWhy}, on)

@@ -432,6 +432,13 @@ func chatPrinter(w io.Writer) func(engine.Event) {
 				fmt.Fprintln(w)
 				reading = false
 			}
+		case engine.EventPhase:
+			if ev.Total > 0 { // the vision tower's layers (chat.PictureEvent)
+				fmt.Fprintf(w, "\r[%s]", ev.Text)
+				if ev.Done >= ev.Total {
+					fmt.Fprintln(w)
+				}
+			}
 		case engine.EventReasoning, engine.EventAnswer, engine.EventTool:
 			if ev.Kind != phase {
 				switch ev.Kind {

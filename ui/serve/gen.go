@@ -274,7 +274,7 @@ func (s *Server) generate(ctx context.Context, j *job) (*result, error) {
 		res.finish = "tool_calls"
 		for _, c := range res.calls {
 			if sch, ok := j.checkCalls[c.Function.Name]; ok && !constrain.Fits(sch, []byte(c.Function.Arguments)) {
-				res.warnings = append(res.warnings, fmt.Sprintf("the call of %q has arguments that do not fit its schema: with tool_choice auto calls are checked, not held (tool_choice required holds them)", c.Function.Name))
+				res.warnings = append(res.warnings, fmt.Sprintf("the call of %q has arguments that do not fit its schema (they were not held to it)", c.Function.Name))
 			}
 		}
 	}
