@@ -366,3 +366,21 @@ func TestOneOfExclusive(t *testing.T) {
 	_, err := Compile(json.RawMessage(overlap[len(overlap)-1]))
 	assert.Contains(t, err.Error(), `property "p": schema keyword "oneOf": alternatives 0 and 1 may both fit one value`)
 }
+
+// A count above the limit is refused when strict; not strict, it is left
+// out with a warning and the rest is held (Claude Code's Workflow tool has
+// maxLength 524288).
+func TestBigCountLenient(t *testing.T) {
+	const schema = `{"type":"object","properties":{"script":{"type":"string","maxLength":524288},"n":{"type":"integer","minimum":0}},"required":["script"],"additionalProperties":false}`
+	_, err := Compile(json.RawMessage(schema))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `property "script": maxLength is 524288; at most 65536 is supported`)
+	s, warns, err := CompileLenient(json.RawMessage(schema))
+	require.NoError(t, err)
+	require.Len(t, warns, 1)
+	assert.Contains(t, warns[0], `property "script": schema keyword "maxLength": maxLength above 65536; it was not enforced`)
+	alive, complete := feed(s, `{"script":"x","n":3}`)
+	assert.True(t, alive && complete)
+	alive, _ = feed(s, `{"n":-1`)
+	assert.False(t, alive, "the rest still held")
+}

@@ -461,9 +461,25 @@ func count(m map[string]json.RawMessage, k string, def int, at string) (int, err
 		return 0, fmt.Errorf("%s%s must be a non-negative integer", prefix(at), k)
 	}
 	if i > maxCount {
-		return 0, fmt.Errorf("%s%s is %d; at most %d is supported", prefix(at), k, i, maxCount)
+		return 0, bigCount(fmt.Sprintf("%s%s is %d; at most %d is supported", prefix(at), k, i, maxCount))
 	}
 	return int(i), nil
+}
+
+// bigCount is a count keyword above maxCount.
+type bigCount string
+
+func (e bigCount) Error() string { return string(e) }
+
+// count is count, except that not strict a count above the limit is left
+// out (def) with a warning: the rest of the schema is still held.
+func (c *compiler) count(m map[string]json.RawMessage, k string, def int, at string) (int, error) {
+	n, err := count(m, k, def, at)
+	var big bigCount
+	if errors.As(err, &big) && !c.strict {
+		return def, c.unsupported(at, k, fmt.Sprintf("%s above %d", k, maxCount))
+	}
+	return n, err
 }
 
 func (c *compiler) str(m map[string]json.RawMessage, at string) (*Schema, error) {
@@ -471,10 +487,10 @@ func (c *compiler) str(m map[string]json.RawMessage, at string) (*Schema, error)
 	if err != nil {
 		return nil, err
 	}
-	if s.minLen, err = count(m, "minLength", 0, at); err != nil {
+	if s.minLen, err = c.count(m, "minLength", 0, at); err != nil {
 		return nil, err
 	}
-	if s.maxLen, err = count(m, "maxLength", -1, at); err != nil {
+	if s.maxLen, err = c.count(m, "maxLength", -1, at); err != nil {
 		return nil, err
 	}
 	if s.maxLen >= 0 && s.maxLen < s.minLen {
@@ -527,10 +543,10 @@ func (c *compiler) array(m map[string]json.RawMessage, depth int, at string) (*S
 	if err != nil {
 		return nil, err
 	}
-	if s.minItems, err = count(m, "minItems", 0, at); err != nil {
+	if s.minItems, err = c.count(m, "minItems", 0, at); err != nil {
 		return nil, err
 	}
-	if s.maxItems, err = count(m, "maxItems", -1, at); err != nil {
+	if s.maxItems, err = c.count(m, "maxItems", -1, at); err != nil {
 		return nil, err
 	}
 	if s.maxItems >= 0 && s.maxItems < s.minItems {
