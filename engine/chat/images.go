@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"hash/fnv"
+	"time"
 
 	"k3/engine"
 	"k3/engine/vision"
@@ -27,16 +28,15 @@ func (im *Image) Size() *xtml.ImageSize { return &xtml.ImageSize{W: im.Prep.W, H
 func (im *Image) Tokens() int { return im.Prep.Resize.Tokens }
 
 // NewImage decodes and preprocesses a picture for m (PNG, JPEG, GIF or
-// WebP), reading the model's vision tower on the first call. A model
+// WebP). A model
 // without a vision tower, and a picture k3 cannot take, are
 // refused with one plain error (errors.Is engine.ErrNoVision or
 // vision.ErrImage).
 func NewImage(m *engine.Model, data []byte) (Image, error) {
-	t, err := m.Vision() // read on the first picture: a model without a tower is refused here
+	c, err := m.VisionChecked() // a model without a tower is refused here; no weight is read
 	if err != nil {
 		return Image{}, err
 	}
-	c := &t.Cfg
 	pic, err := vision.Decode(data)
 	if err != nil {
 		return Image{}, err
@@ -81,15 +81,24 @@ func mediaKeys(images []Image) []engine.MediaKey {
 }
 
 // giveImages runs the vision tower on the images st has not fed yet and
-// gives their rows to st's pad positions.
-func (s *Session) giveImages(ctx context.Context, st *engine.State, images []Image) error {
+// gives their rows to st's pad positions, telling on where it is
+// (PictureEvent) after every layer.
+func (s *Session) giveImages(ctx context.Context, st *engine.State, images []Image, on func(engine.Event)) error {
 	st.DropPendingMedia()
 	H := s.Engine.Model().Cfg.Hidden
+	n := 0
+	for _, im := range images {
+		if im.At >= st.Pos {
+			n++
+		}
+	}
+	i := 0
 	for _, im := range images {
 		if im.At < st.Pos {
 			continue // fed already (the reused state agrees on it: MediaAgrees)
 		}
-		rows, err := s.Engine.EmbedImage(ctx, im.Prep)
+		i++
+		rows, err := s.Engine.EmbedImageProgress(ctx, im.Prep, func(done, layers int) { on(PictureEvent(i, n, done, layers)) })
 		if err != nil {
 			return err
 		}
@@ -98,6 +107,17 @@ func (s *Session) giveImages(ctx context.Context, st *engine.State, images []Ima
 		}
 	}
 	return nil
+}
+
+// PictureEvent is the phase event of the vision tower looking at picture i
+// of n: done of layers layers have run (Done, Total), and in Text
+// "looking at the picture i/n" with the share done.
+func PictureEvent(i, n, done, layers int) engine.Event {
+	text := fmt.Sprintf("looking at the picture %d/%d", i, n)
+	if done > 0 && layers > 0 {
+		text += fmt.Sprintf(" (%d%%)", 100*done/layers)
+	}
+	return engine.Event{Kind: engine.EventPhase, Text: text, Done: done, Total: layers, At: time.Now()}
 }
 
 // Attach reads a picture for Turn's next user message (it goes before the

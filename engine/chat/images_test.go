@@ -180,3 +180,49 @@ func TestPromptCacheKeepsPicturesApart(t *testing.T) {
 	assert.Equal(t, wantB, rep.IDs)
 	assert.LessOrEqual(t, rep.Reused, b.At, "nothing past the picture is resumed from another picture's snapshot")
 }
+
+// TestReplyStopsInsideTheTower: while the tower looks at a message's
+// pictures the session says so ("looking at the picture i/n", after every
+// layer); a stop during the first picture ends the reply there (stopped,
+// nothing generated, the second picture never looked at), and the same
+// request afterwards gives the reply of a session that was never stopped.
+func TestReplyStopsInsideTheTower(t *testing.T) {
+	s, m := visionSession(t)
+	layers := 0
+	if c, err := m.VisionChecked(); assert.NoError(t, err) {
+		layers = c.Layers
+	}
+	h := []Message{{Role: "user", Content: "which is lighter?", Images: [][]byte{picture(t, 56, 56, 10), picture(t, 28, 56, 200)}}}
+	opt := Options{MaxTokens: 4, Sampling: engine.Sampling{Greedy: true}}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var seen []string
+	rep, err := s.Reply(ctx, h, opt, func(ev engine.Event) {
+		if ev.Kind == engine.EventPhase {
+			seen = append(seen, ev.Text)
+			if ev.Done == 1 {
+				cancel()
+			}
+		}
+	})
+	require.NoError(t, err)
+	assert.Equal(t, CutStopped, rep.Cut())
+	assert.Empty(t, rep.IDs)
+	assert.Equal(t, []string{"looking at the picture 1/2", "looking at the picture 1/2 (50%)"}, seen, "stopped after the first layer")
+
+	seen = nil
+	again, err := s.Reply(context.Background(), h, opt, func(ev engine.Event) {
+		if ev.Kind == engine.EventPhase {
+			seen = append(seen, ev.Text)
+		}
+	})
+	require.NoError(t, err)
+	require.Len(t, seen, 2*(layers+1))
+	assert.Equal(t, "looking at the picture 1/2", seen[0])
+	assert.Equal(t, "looking at the picture 2/2 (100%)", seen[len(seen)-1])
+	fresh := NewSession(s.Engine, s.Tok)
+	want, err := fresh.Reply(context.Background(), h, opt, nil)
+	require.NoError(t, err)
+	assert.Equal(t, want.IDs, again.IDs)
+	assert.NotEmpty(t, again.IDs)
+}

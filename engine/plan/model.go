@@ -23,6 +23,8 @@ type Sizes struct {
 	// LogicalLayerBytes are the layers' bf16 (checkpoint) sizes when a
 	// compressed trunk stores them smaller (nil: LayerBytes).
 	LogicalLayerBytes []int64
+	// Vision is the vision tower's sizes (zero: the model has none).
+	Vision VisionSizes
 }
 
 // Run is what a run asks of memory besides the model's sizes.
@@ -46,14 +48,21 @@ type Run struct {
 	StateCopies int
 	BaselineRSS int64
 	// DraftBytes are a draft model's weights and DraftPerPos its context
-	// rows per position (0: none).
-	DraftBytes, DraftPerPos int64
+	// rows per position (0: none). DraftStream is what it keeps streamed
+	// (its small tensors and the buffer its matrices are read into) and
+	// DraftRead what it reads per drafting cycle then; DraftStreamed:
+	// streamed (see Plan.DraftStreamed).
+	DraftBytes, DraftPerPos, DraftStream, DraftRead int64
+	DraftStreamed                                   bool
 	// Floor: the run is at the memory floor (Floor): it keeps no copy of
 	// the whole KDA state. A pass of up to SpecPositions positions (at
 	// least one) is recorded instead, run on one layer's scratch state and
 	// replayed; a longer one (a prefill chunk) stopped part-way is
 	// dropped and read again at the next feed (no memory either way).
 	Floor bool
+	// Picture is the largest picture planned, in prompt positions (0:
+	// none; at most Positions): see VisionFor.
+	Picture int
 }
 
 // Floor reports whether a streamed run at this trunk budget is at the
@@ -140,7 +149,9 @@ func ForModel(c *config.Config, layers int, s Sizes, r Run) Inputs {
 		Streaming:  r.Streaming, TrunkBudget: r.TrunkBudget, Ring: r.Ring, CacheBudget: r.CacheBudget,
 		StateBytes: (1+backup+int64(copies))*state + scratch, KVPerPos: int64(1+copies) * kvPerPos, Positions: r.Positions, BufferBytes: buffers, BaselineRSS: r.BaselineRSS,
 		SpecPositions: recorded, SpecRecordPerPos: record, DraftBytes: r.DraftBytes, DraftPerPos: int64(1+copies) * r.DraftPerPos,
-		Chunk: r.Chunk, Prefill: PrefillFor(c, layers, r.Positions, r.Workers), EmbedStreamed: embedStreamed}
+		DraftStream: r.DraftStream, DraftRead: r.DraftRead, DraftStreamed: r.DraftStreamed,
+		Chunk: r.Chunk, Prefill: PrefillFor(c, layers, r.Positions, r.Workers), Vision: VisionFor(s.Vision, picture(r), r.Floor),
+		EmbedStreamed: embedStreamed}
 }
 
 // StreamsEmbedding reports whether a run reads its embedding rows from the
@@ -190,4 +201,12 @@ func ChatStateCopies(trunkBytes int64, ultra bool) int {
 		n++
 	}
 	return n
+}
+
+// picture is the picture r plans for: Run.Picture, within the context.
+func picture(r Run) int {
+	if r.Positions > 0 {
+		return min(r.Picture, r.Positions)
+	}
+	return r.Picture
 }

@@ -32,8 +32,11 @@ type Inputs struct {
 	SpecPositions    int
 	SpecRecordPerPos int64
 	// DraftBytes are a draft model's weights (resident) and DraftPerPos
-	// its context rows per position (0: no draft model).
-	DraftBytes, DraftPerPos int64
+	// its context rows per position (0: no draft model); DraftStream and
+	// DraftRead what it keeps and reads per drafting cycle streamed, and
+	// DraftStreamed whether it is (Plan.DraftStreamed).
+	DraftBytes, DraftPerPos, DraftStream, DraftRead int64
+	DraftStreamed                                   bool
 	// LogicalLayerBytes are the layers' bf16 sizes when a compressed trunk
 	// stores them smaller (nil or equal: nothing compressed); see Make.
 	LogicalLayerBytes []int64
@@ -48,6 +51,8 @@ type Inputs struct {
 	Chunk    int
 	Prefill  PrefillCost
 	ChunkWhy string
+	// Vision is the vision tower's part (VisionFor; zero: no tower).
+	Vision VisionCost
 	// EmbedStreamed: the embedding rows are read from the packed trunk
 	// when needed, lm_head stays resident (StreamsEmbedding); GlobalBytes
 	// leaves the embedding out.
@@ -91,11 +96,19 @@ type Plan struct {
 	// of 96 heads of 128) that is 20.4 MB per position, 183 MB for a
 	// 9-position pass (8 drafts).
 	Spec int64
-	// Draft is the draft model: its weights, resident, and its context
-	// rows for every position (its embedding and lm_head are the model's).
-	Draft int64
-	Total int64
-	Notes []string
+	// Draft is the draft model: its weights, and its context rows for
+	// every position (its embedding and lm_head are the model's).
+	// DraftStreamed: of its weights only the norms and the kv_a
+	// projections are held, with a buffer of its largest matrix; every
+	// other matrix is read from its file, with direct I/O, each time a
+	// drafting cycle uses it, DraftRead bytes per cycle (docs/DSPARK.md
+	// §6.1). The engine streams it when it does not fit resident beside
+	// the rest of the plan (DraftPlacement).
+	Draft         int64
+	DraftStreamed bool
+	DraftRead     int64
+	Total         int64
+	Notes         []string
 	// Compressed: the trunk stores the layers compressed (BF16C). Expanded:
 	// the pinned layers are decoded to bf16 once, at load, and held so
 	// (PinnedBytes counts their bf16 sizes); otherwise pinned and streamed
@@ -120,6 +133,18 @@ type Plan struct {
 	Chunk    int
 	Prefill  int64
 	ChunkWhy string
+	// Tower is the vision tower's weights: held for the whole run when
+	// resident, else (TowerStreamed) the part a picture's run holds (the
+	// tables, the projector and one layer), loaded for the picture and
+	// released. Picture is the working memory of the largest picture
+	// planned (its activations and its rows until they are read); a
+	// picture runs before its prompt is read, so it shares the prompt
+	// reading's share: the plan counts the larger of the two (with the
+	// streamed tower on the picture's side). See VisionFor.
+	Tower         int64
+	TowerStreamed bool
+	Picture       int64
+	PicturePos    int
 	// EmbedStreamed: the embedding rows are read from the packed trunk
 	// when a token needs them (Inputs.EmbedStreamed).
 	EmbedStreamed bool
@@ -152,9 +177,7 @@ func Make(in Inputs) *Plan {
 		p.Chunk = in.Positions // a pass never holds more positions than the context
 	}
 	p.Prefill = in.Prefill.Bytes(p.Chunk)
-	if in.DraftBytes > 0 {
-		p.Draft = in.DraftBytes + in.DraftPerPos*int64(kvPositions)
-	}
+	p.draft(in, kvPositions)
 	var all, logical int64
 	for i, b := range in.LayerBytes {
 		all += b
@@ -253,9 +276,23 @@ func Make(in Inputs) *Plan {
 	// allocated (the engine's buffers, the state, the expert cache's
 	// slots): the peak is the larger of the two
 	p.pages(in)
-	after := p.RingBytes + p.CacheBytes + p.State + p.KV + p.Buffers + p.Prefill + p.Spec + p.Draft
+	p.Tower, p.TowerStreamed, p.Picture, p.PicturePos = in.Vision.Bytes, in.Vision.Streamed, in.Vision.Work, in.Vision.Positions
+	after := p.RingBytes + p.CacheBytes + p.State + p.KV + p.Buffers + p.transient() + p.residentTower() + p.Spec + p.Draft
 	p.Total = p.Baseline + p.PinnedBytes + p.Globals + p.Pages + max(after, p.Load)
 	return p
+}
+
+// draft counts the draft model (Plan.Draft), its context rows for
+// positions.
+func (p *Plan) draft(in Inputs, positions int) {
+	if in.DraftBytes <= 0 {
+		return
+	}
+	w := in.DraftBytes
+	if in.DraftStreamed && in.DraftStream > 0 {
+		w, p.DraftStreamed, p.DraftRead = in.DraftStream, true, in.DraftRead
+	}
+	p.Draft = w + in.DraftPerPos*int64(positions)
 }
 
 // pages counts what rounding the mapped buffers up to whole pages adds
@@ -336,8 +373,12 @@ func (p *Plan) Check(mem Memory) error {
 		if fits(p.Total-p.Draft, mem) {
 			without = "without --draft the plan needs " + units.Bytes(p.Total-p.Draft) + ", which fits"
 		}
-		return fmt.Errorf("the memory plan needs %s with the draft model (%s of it: its weights and context rows, resident) but only %s is available (95%% of %s); %s",
-			units.Bytes(p.Total), units.Bytes(p.Draft), units.Bytes(int64(0.95*float64(usable))), units.Bytes(usable), without)
+		how := "resident"
+		if p.DraftStreamed {
+			how = "streamed: its small tensors and the buffer its matrices are read into"
+		}
+		return fmt.Errorf("the memory plan needs %s with the draft model (%s of it: its weights and context rows, %s) but only %s is available (95%% of %s); %s",
+			units.Bytes(p.Total), units.Bytes(p.Draft), how, units.Bytes(int64(0.95*float64(usable))), units.Bytes(usable), without)
 	}
 	if !fits(p.Total, mem) {
 		return fmt.Errorf("the memory plan needs %s but only %s is available (95%% of %s); lower --trunk-gb/--cache-gb, pick a smaller --preset, or shorten the context (the KV cache takes %s)",
@@ -384,11 +425,16 @@ func (p *Plan) String() string {
 	fmt.Fprintf(&b, "  MLA KV cache   %10s\n", units.Bytes(p.KV))
 	fmt.Fprintf(&b, "  buffers        %10s\n", units.Bytes(p.Buffers))
 	b.WriteString(p.prefillLine())
+	b.WriteString(p.visionLines())
 	if p.Spec > 0 {
 		fmt.Fprintf(&b, "  spec rollback  %10s  (recurrence inputs of a verification pass)\n", units.Bytes(p.Spec))
 	}
 	if p.Draft > 0 {
-		fmt.Fprintf(&b, "  draft model    %10s  (weights and context rows)\n", units.Bytes(p.Draft))
+		if p.DraftStreamed {
+			fmt.Fprintf(&b, "  draft model    %10s  (streamed: %s read per drafting cycle; norms, kv_a, its largest matrix's buffer and context rows)\n", units.Bytes(p.Draft), units.Bytes(p.DraftRead))
+		} else {
+			fmt.Fprintf(&b, "  draft model    %10s  (resident: weights and context rows)\n", units.Bytes(p.Draft))
+		}
 	}
 	if p.Pages > 0 {
 		fmt.Fprintf(&b, "  whole pages    %10s  (%d buffers mapped in %s pages)\n", units.Bytes(p.Pages), p.PagedBuffer, units.Bytes(HugePage))

@@ -48,12 +48,12 @@ func LowHeap() HeapPoint {
 
 // EngineHeap is what of plan p the engine holds on the Go heap: the KDA
 // state and its copies, the MLA cache, the buffers and the speculative
-// record, and without a packed trunk the layers and the model tables too
+// record, the vision tower and a picture's work, and without a packed trunk the layers and the model tables too
 // (read from the shards into the heap). From a packed trunk the pinned
 // layers, the ring and the tables are read into memory mapped outside the
 // heap (direct.AllocHuge), as are the expert cache's slots.
 func (p *Plan) EngineHeap(packed bool) int64 {
-	n := p.State + p.KV + p.Buffers + p.Prefill + p.Spec
+	n := p.State + p.KV + p.Buffers + p.transient() + p.residentTower() + p.Spec
 	if !packed {
 		n += p.PinnedBytes + p.Globals
 	}

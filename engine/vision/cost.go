@@ -31,3 +31,23 @@ func (c *Config) WeightBytes() int64 {
 	vecs := int64(c.PosH*c.PosW)*D + int64(c.Layers)*2*D + D + int64(c.TextHidden)
 	return 2*mats + 4*vecs
 }
+
+// BlockBytes is one encoder layer's weights as Bind holds them.
+func (c *Config) BlockBytes() int64 {
+	D, Q, I := int64(c.Hidden), int64(c.QKV), int64(c.Inter)
+	return 2*(3*Q*D+D*Q+2*I*D) + 4*2*D
+}
+
+// StreamedBytes is what a streamed tower (BindStreamed) holds: everything
+// but the encoder layers, and one layer's buffers.
+func (c *Config) StreamedBytes() int64 {
+	return c.WeightBytes() - int64(c.Layers-1)*c.BlockBytes()
+}
+
+// WorkPerPos is a picture's working memory per prompt position it takes:
+// its MergeH x MergeW patches' share of CostOf's WorkBytes, and its
+// projected row (TextHidden floats), held until the prompt reads it.
+func (c *Config) WorkPerPos() int64 {
+	n := int64(c.MergeH * c.MergeW)
+	return 4*n*int64(c.PatchDim()+3*c.Hidden+5*c.QKV+c.Inter) + 4*int64(c.TextHidden)
+}

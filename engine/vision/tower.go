@@ -23,6 +23,15 @@ func (c *Config) Tokens(g Grid) int { return (g.H / c.MergeH) * (g.W / c.MergeW)
 // p runs the matrix products (nil: on the caller); ctx is checked between
 // blocks.
 func (t *Tower) Embed(ctx context.Context, p *kernels.Pool, patches []float32, g Grid) ([]float32, error) {
+	return t.EmbedProgress(ctx, p, patches, g, nil)
+}
+
+// EmbedProgress is Embed calling progress(done, layers) before the first
+// block (done 0) and after each one; ctx is checked before every block
+// (and inside the attention), so a cancelled picture stops within a
+// layer. A streamed tower (BindStreamed) reads each block just before it
+// runs.
+func (t *Tower) EmbedProgress(ctx context.Context, p *kernels.Pool, patches []float32, g Grid, progress func(done, layers int)) ([]float32, error) {
 	c := &t.Cfg
 	N := g.Patches()
 	if g.H <= 0 || g.W <= 0 || g.H%c.MergeH != 0 || g.W%c.MergeW != 0 {
@@ -31,19 +40,43 @@ func (t *Tower) Embed(ctx context.Context, p *kernels.Pool, patches []float32, g
 	if len(patches) != N*c.PatchDim() {
 		return nil, fmt.Errorf("vision: %d patch values for a %dx%d grid of %d-value patches", len(patches), g.H, g.W, c.PatchDim())
 	}
+	if progress == nil {
+		progress = func(int, int) {}
+	}
+	if t.stream != nil {
+		t.stream.mu.Lock()
+		defer t.stream.mu.Unlock()
+	}
 	x := make([]float32, N*c.Hidden)
 	kernels.MatMul(p, x, &t.Patch, patches, N)
 	addPositions(x, t.Pos, c, g)
 	rope := ropeTable(g, c.HeadDim)
 	s := newScratch(c, N)
-	for i := range t.Blocks {
-		if err := t.block(ctx, p, &t.Blocks[i], x, rope, s, N); err != nil {
+	progress(0, c.Layers)
+	for i := range c.Layers {
+		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
+		b, err := t.blockAt(i)
+		if err != nil {
+			return nil, err
+		}
+		if err := t.block(ctx, p, b, x, rope, s, N); err != nil {
+			return nil, err
+		}
+		progress(i+1, c.Layers)
 	}
 	rmsRows(x, t.Final, c.Hidden, NormEps)
 	merged := merge(x, c, g)
 	return t.project(p, merged, c.Tokens(g)), nil
+}
+
+// blockAt is encoder layer i: held, or read from disk when streamed.
+func (t *Tower) blockAt(i int) (*Block, error) {
+	if t.stream == nil {
+		return &t.Blocks[i], nil
+	}
+	return t.stream.read(&t.Cfg, i)
 }
 
 // scratch holds one image's per-block buffers.

@@ -212,7 +212,8 @@ func (s Settings) Budget(mem *plan.Memory) engine.Budget {
 // turns leave it out while NoDraft is set, so turning it on and off never
 // loads the model again).
 func (s Settings) OpenOptions(mem *plan.Memory) engine.Options {
-	o := engine.Options{Layers: s.Layers, TrunkDir: s.TrunkDir, Budget: s.Budget(mem), Positions: s.Positions(), Memory: mem}
+	o := engine.Options{Layers: s.Layers, TrunkDir: s.TrunkDir, Budget: s.Budget(mem), Positions: s.Positions(), Memory: mem,
+		Picture: plan.DefaultPicture}
 	o.Draft = DraftBeside(s.ModelDir)
 	if o.StateCopies = chat.StateCopies(o); o.StateCopies > 0 {
 		o.StateCopies++ // the snapshot of the server's session, when the app serves

@@ -415,22 +415,29 @@ func growPlan(m *engine.Model, o engine.Options, planned, need int, w io.Writer)
 // one line it rewrites.
 func chatPrinter(w io.Writer) func(engine.Event) {
 	phase := engine.EventKind(-1)
-	t0, reading, passes := time.Now(), false, 0
+	var clock doctor.PrefillClock
+	clock.Begin(time.Now()) // the message's reading starts now
+	reading := false
 	return func(ev engine.Event) {
 		switch ev.Kind {
 		case engine.EventPrefill:
 			if ev.Done >= ev.Total && !reading {
 				return // read in one pass: nothing to show
 			}
-			if !reading {
-				t0, passes = time.Now(), 0
-			}
 			reading = true
-			passes++
-			fmt.Fprintf(w, "\r[reading your message: %s]", passLine(ev, passes, time.Since(t0).Seconds()))
+			st := clock.Observe(ev.Done, ev.Total, ev.Reused, ev.Chunk, time.Now())
+			fmt.Fprintf(w, "\r[reading your message: %s]", passLine(st))
 			if ev.Done >= ev.Total {
 				fmt.Fprintln(w)
 				reading = false
+				clock.Reset() // a later reading's start is not known
+			}
+		case engine.EventPhase:
+			if ev.Total > 0 { // the vision tower's layers (chat.PictureEvent)
+				fmt.Fprintf(w, "\r[%s]", ev.Text)
+				if ev.Done >= ev.Total {
+					fmt.Fprintln(w)
+				}
 			}
 		case engine.EventReasoning, engine.EventAnswer, engine.EventTool:
 			if ev.Kind != phase {

@@ -60,9 +60,20 @@ func imagePositions(imgs []runImage) int {
 	return n
 }
 
+// largestPicture is the prompt positions of the largest picture (the
+// memory plan reserves room for one at a time: the tower looks at them in
+// turn), at K3's patch and merge sizes; 0 without pictures.
+func largestPicture(imgs []runImage) int {
+	n := 0
+	for _, im := range imgs {
+		n = max(n, vision.NavitResize(im.w, im.h, 14, 2, vision.InPatchLimit, vision.SideLimit).Tokens)
+	}
+	return n
+}
+
 // giveRunImages prepares the pictures for m, expands their pads in c.ids
 // and gives st (created when nil) the tower's rows at their positions.
-func (c *runConfig) giveRunImages(ctx context.Context, e *engine.Engine, st *engine.State, stdout io.Writer) (*engine.State, error) {
+func (c *runConfig) giveRunImages(ctx context.Context, e *engine.Engine, st *engine.State, stdout, stderr io.Writer) (*engine.State, error) {
 	if len(c.images) == 0 {
 		return st, nil
 	}
@@ -85,7 +96,13 @@ func (c *runConfig) giveRunImages(ctx context.Context, e *engine.Engine, st *eng
 	}
 	for i, im := range images {
 		t0 := time.Now()
-		rows, err := e.EmbedImage(ctx, im.Prep)
+		rows, err := e.EmbedImageProgress(ctx, im.Prep, func(done, layers int) {
+			if ev := chat.PictureEvent(i+1, len(images), done, layers); done >= layers {
+				fmt.Fprintf(stderr, "\r[%s]\n", ev.Text)
+			} else {
+				fmt.Fprintf(stderr, "\r[%s]", ev.Text)
+			}
+		})
 		if err != nil {
 			return st, fmt.Errorf("--image %s: %w", c.images[i].path, err)
 		}

@@ -212,3 +212,30 @@ func expectedPlain(t *testing.T, s *Server) string {
 	require.Equal(t, 200, resp.StatusCode, string(data))
 	return string(data)
 }
+
+// TestServeTooManyPictures: pictures that fit one by one but not together
+// are refused with one 400 (context_length_exceeded) before the tower looks
+// at any of them; two of them are answered, the tower looking at each.
+func TestServeTooManyPictures(t *testing.T) {
+	s, e, _ := startVision(t, func(o *Options) { o.MaxContext = 400 })
+	part := map[string]any{"type": "image_url", "image_url": map[string]string{"url": "data:image/png;base64," + base64.StdEncoding.EncodeToString(pngBytes(t, 56, 56, 0))}}
+	ask := func(n int) (int, string) {
+		parts := []map[string]any{{"type": "text", "text": "which?"}}
+		for range n {
+			parts = append(parts, part)
+		}
+		resp, data := post(t, s, "/v1/chat/completions", map[string]any{"model": "k3-demo", "max_tokens": 2,
+			"messages": []map[string]any{{"role": "user", "content": parts}}})
+		return resp.StatusCode, string(data)
+	}
+	// the byte-level tokenizer's prompt: ~350 positions of markup and text,
+	// 18 a picture (its 4 positions and its image prompt's bytes)
+	code, body := ask(6)
+	assert.Equal(t, 400, code)
+	assert.Contains(t, body, "context_length_exceeded")
+	assert.Contains(t, body, "this server's context is 400")
+	assert.Zero(t, e.Model().PicturesSeen(), "refused before the tower ran")
+	code, body = ask(2)
+	require.Equal(t, 200, code, body)
+	assert.Equal(t, int64(2), e.Model().PicturesSeen())
+}
