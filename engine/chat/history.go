@@ -165,8 +165,8 @@ func parseMessage(raw []byte, depth int) (Message, error) {
 		Stats            *ReplyStats     `json:"stats"`
 		Versions         json.RawMessage `json:"versions"`
 		Images           [][]byte        `json:"images"`
-		Written          *Written        `json:"written"`
 		Parts            []string        `json:"parts"`
+		Written          *Written        `json:"written"`
 	}
 	if err := dec.Decode(&m); err != nil {
 		return Message{}, err
