@@ -97,6 +97,7 @@ type Speeds struct {
 	ExpertDiskGBps float64 // random 17.5 MB read speed of the disk holding the shards
 	BF16GBps       float64 // bf16 mat-vec weight bytes per second, all cores
 	MXFP4GBps      float64 // MXFP4 mat-vec weight bytes per second, all cores
+	FMAGFlops      float64 // float64 FMA peak, GFLOP/s, all cores (the vision tower's limit; 0: DefaultFMAGFlops)
 }
 
 // Prediction is the cost model's answer for one preset.

@@ -70,9 +70,13 @@ type Report struct {
 	AllPresets []Prediction `json:"all_presets"`
 	// Drafter is the released DSpark drafter at every preset: whether it
 	// fits beside the plan and the projected s/token with it (draftcost.go).
-	Drafter  []DraftPrediction `json:"drafter"`
-	CanRun   bool              `json:"can_run"`
-	Problems []string          `json:"problems"` // why it cannot run (empty when CanRun)
+	Drafter []DraftPrediction `json:"drafter"`
+	// Picture is what a 1024x1024 picture costs at every preset: its
+	// prompt positions, the tower (resident or streamed), the plan with
+	// it and the seconds (picturecost.go).
+	Picture  []PictureCost `json:"picture"`
+	CanRun   bool          `json:"can_run"`
+	Problems []string      `json:"problems"` // why it cannot run (empty when CanRun)
 	// NoSpaceOnly: the only problem is that no directory given has room for
 	// the checkpoint; every check that can run here passed (k3 doctor
 	// warns and exits 0, as the C engine's doctor did)
@@ -353,7 +357,7 @@ func trunkDisk(disks []DiskResult, mi int, need int64) int {
 // disk's and the model disk's, falling back to the fastest disk measured
 // (or 1 GB/s, with a note) where one is missing.
 func speedsOf(r *Report, mi, ti int) Speeds {
-	sp := Speeds{BF16GBps: r.Compute.BF16GBps, MXFP4GBps: r.Compute.MXFP4GBps}
+	sp := Speeds{BF16GBps: r.Compute.BF16GBps, MXFP4GBps: r.Compute.MXFP4GBps, FMAGFlops: r.Compute.FMAGFlops}
 	sp.TrunkDiskGBps = bestSpeed(r.Disks[ti].SeqGBps, r.Disks[ti].ReadGBpsQD1, r.Disks[ti].ReadGBpsQD8)
 	sp.ExpertDiskGBps = bestSpeed(r.Disks[mi].ReadGBpsQD8, r.Disks[mi].ReadGBpsQD1)
 	if sp.TrunkDiskGBps == 0 || sp.ExpertDiskGBps == 0 {
@@ -387,6 +391,7 @@ func predictAll(r *Report, sp Speeds) (pred Prediction, memOK bool) {
 		}
 		r.AllPresets = append(r.AllPresets, pr)
 		r.Drafter = append(r.Drafter, PredictDraft(p, sp, r.Memory.Plan()))
+		r.Picture = append(r.Picture, PredictPicture(p, sp, r.Memory.Plan()))
 	}
 	pred, memOK = Choose(r.Memory.Plan(), sp)
 	for _, a := range r.AllPresets {

@@ -16,6 +16,7 @@ type Compute struct {
 	RAMGBps   float64 `json:"ram_gbps"`   // streaming read bandwidth, all threads (the best before and after the kernels); 0 when not measured
 	Measured  bool    `json:"measured"`   // false: the documented defaults were used
 	Kernels   string  `json:"kernels"`    // the kernel path measured (avx512, avx2, portable)
+	FMAGFlops float64 `json:"fma_gflops"` // float64 FMA peak, GFLOP/s, all threads (the vision tower's limit)
 }
 
 // The measured shapes: 4096 x 7168 blocks in bf16 and in MXFP4, T = 1
@@ -37,6 +38,7 @@ func measureCompute(ctx context.Context, threads int, d time.Duration) (Compute,
 	if err != nil {
 		return c, err
 	}
+	c.FMAGFlops = measure.FMARoofline(threads, 300*time.Millisecond)
 	for _, r := range res {
 		c.RAMGBps = max(c.RAMGBps, r.LimitGBps)
 		switch r.DType {
@@ -51,5 +53,6 @@ func measureCompute(ctx context.Context, threads int, d time.Duration) (Compute,
 
 // defaultCompute is used when measuring is skipped.
 func defaultCompute(threads int) Compute {
-	return Compute{Threads: threads, BF16GBps: DefaultBF16GBps * float64(threads), MXFP4GBps: DefaultMXFP4GBps * float64(threads)}
+	return Compute{Threads: threads, BF16GBps: DefaultBF16GBps * float64(threads), MXFP4GBps: DefaultMXFP4GBps * float64(threads),
+		FMAGFlops: DefaultFMAGFlops * float64(threads)}
 }

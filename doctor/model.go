@@ -17,7 +17,13 @@ import (
 var releasedConfig []byte
 
 // K3 is the released Kimi K3 model, as the cost model sees it.
-var K3 = mustModel(config.Parse("k3-config.json", releasedConfig))
+var K3 = withVision(mustModel(config.Parse("k3-config.json", releasedConfig)))
+
+// withVision gives K3 its vision tower's sizes (picturecost.go).
+func withVision(m Model) Model {
+	m.Vision = VisionSizesOf(K3Vision)
+	return m
+}
 
 func mustModel(c *config.Config, err error) Model {
 	if err != nil {
@@ -64,6 +70,9 @@ type Model struct {
 	ExpertsPerToken int   // top-k in every MoE layer
 	MoELayers       int
 	ExpertPoolBytes int64 // every routed expert of every MoE layer
+	// Vision is the vision tower's sizes (zero: none); a plan counts it
+	// only with a picture (plan.Run.Picture: PicturePlan).
+	Vision plan.VisionSizes
 }
 
 // ExpertBytesPerToken is what one token's routed experts weigh.
@@ -134,8 +143,17 @@ func (m Model) run(b plan.Budget, positions int) plan.Run {
 
 func (m Model) inputs(r plan.Run) plan.Inputs {
 	return plan.ForModel(m.Cfg, m.Cfg.Layers,
-		plan.Sizes{LayerBytes: m.LayerBytes, GlobalBytes: m.GlobalBytes, TableBytes: m.EmbedBytes + m.LMHeadBytes,
-			SlotBytes: direct.AlignUp(m.ExpertBytes) + direct.Align}, r)
+		plan.Sizes{LayerBytes: m.LayerBytes, GlobalBytes: m.GlobalBytes, TableBytes: m.EmbedBytes + m.LMHeadBytes, EmbedBytes: m.streamableEmbed(),
+			SlotBytes: direct.AlignUp(m.ExpertBytes) + direct.Align, Vision: m.Vision}, r)
+}
+
+// streamableEmbed is the embedding's bytes when lm_head is a table of its
+// own (plan.Sizes.EmbedBytes), else 0.
+func (m Model) streamableEmbed() int64 {
+	if m.LMHeadBytes == 0 {
+		return 0
+	}
+	return m.EmbedBytes
 }
 
 // DraftPlan is Plan with a draft model of draftBytes weights and perPos

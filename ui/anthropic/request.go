@@ -34,6 +34,10 @@ type MessagesRequest struct {
 	OutputFormat  json.RawMessage   `json:"output_format"` // the structured-outputs beta's name
 	// Metadata.UserID partitions the prompt cache, as prompt_cache_key
 	Metadata *Metadata `json:"metadata"`
+	// Anthropic's Messages API has no log-probabilities: the server
+	// refuses them, as Anthropic's own refuses a field it does not have
+	Logprobs    json.RawMessage `json:"logprobs"`
+	TopLogprobs json.RawMessage `json:"top_logprobs"`
 }
 
 // MessageParam is one message of the request; its content is a string or

@@ -49,6 +49,10 @@ type engineChat struct {
 	passChunk int
 	// cache is the prompt cache (nil: off), shared with the app's server
 	cache engine.PromptCache
+	// served counts the requests the app's server answered; serveWatch
+	// gets what the server does (WatchServer)
+	served     atomic.Int64
+	serveWatch atomic.Pointer[func(engine.Event)]
 }
 
 // PromptRate is the measured time of one pass over a prompt and the
@@ -128,6 +132,28 @@ func PresetBudget(name string, mem *plan.Memory) plan.Budget {
 	return plan.Presets[1].Budget() // laptop
 }
 
+// pollStats sends e's counters to on four times a second (the gauges
+// keep moving during long steps) until the function it returns is called.
+func pollStats(e *engine.Engine, on func(engine.Event)) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(250 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case now := <-t.C:
+				on(engine.Event{Kind: engine.EventStats, Stats: e.Snapshot(), At: now})
+			}
+		}
+	}()
+	return func() { close(done); wg.Wait() }
+}
+
 func phase(on func(engine.Event), text string) {
 	on(engine.Event{Kind: engine.EventPhase, Text: text, At: time.Now()})
 }
@@ -190,12 +216,12 @@ func (c *engineChat) Open(ctx context.Context, on func(engine.Event)) (ModelInfo
 	if c.s.Demo || synth.IsDemo(dir) {
 		name = "DEMO model (random weights: the text is not meaningful)"
 		if synth.IsTrainedDemo(dir) {
-			name = "DEMO model (a tiny Kimi K3 trained on sayings)"
+			name = "DEMO model (a tiny Kimi K3 trained on sayings and drawings)"
 		}
 	}
 	note := "DEMO: random weights, the text is not meaningful"
 	if synth.IsTrainedDemo(dir) {
-		note = "DEMO: 1.9 million parameters trained on fortune cookies; it knows sayings and little else"
+		note = "DEMO: 2.1 million parameters trained on fortune cookies and drawings; it knows sayings and coloured shapes and little else"
 	}
 	wanted := DraftBeside(dir) != ""
 	if m.DraftModel() != nil {
@@ -243,23 +269,7 @@ func (c *engineChat) Turn(ctx context.Context, history []chat.Message, opt chat.
 		caller(ev)
 	}
 	// gauges keep moving during long steps
-	pollDone := make(chan struct{})
-	var pollWG sync.WaitGroup
-	pollWG.Add(1)
-	go func() {
-		defer pollWG.Done()
-		t := time.NewTicker(250 * time.Millisecond)
-		defer t.Stop()
-		for {
-			select {
-			case <-pollDone:
-				return
-			case now := <-t.C:
-				on(engine.Event{Kind: engine.EventStats, Stats: e.Snapshot(), At: now})
-			}
-		}
-	}()
-	defer func() { close(pollDone); pollWG.Wait() }()
+	defer pollStats(e, on)()
 	last := ""
 	setPhase := func(p string) {
 		if p != last {

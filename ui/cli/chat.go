@@ -547,7 +547,7 @@ func historyPositions(tok *tokenizer.Tokenizer, system string, hist []chat.Messa
 		msgs = append(msgs, xtml.Message{Role: "system", Content: system})
 	}
 	for _, m := range hist {
-		msgs = append(msgs, xtml.Message{Role: m.Role, Content: m.Content, ReasoningContent: m.ReasoningContent})
+		msgs = append(msgs, m.Rendered())
 	}
 	segs, err := xtml.Render(msgs, nil, xtml.RenderOptions{NoThink: noThink, ThinkingEffort: effort})
 	if err != nil {

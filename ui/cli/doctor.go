@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"k3/doctor"
 	"k3/storage/units"
+	"k3/ui/bridge"
 )
 
 func init() {
@@ -119,6 +121,7 @@ func printDoctor(w io.Writer, r *doctor.Report) {
 			mark, p.Name, p.PredictedSecondsPerToken, float64(p.PredictedPeakRSSBytes)/1e9, float64(p.DiskBytesPerToken)/1e9, p.IOSeconds, p.ComputeSeconds, firstToken100(p))
 	}
 	printDoctorDrafter(w, r.Drafter)
+	printDoctorPicture(w, r.Picture)
 	for _, n := range r.Notes {
 		fmt.Fprintf(w, "note: %s\n", n)
 	}
@@ -221,4 +224,31 @@ func firstToken100(p doctor.Prediction) string {
 		return ""
 	}
 	return fmt.Sprintf("; first token of a 100-position prompt after %.0f s (prompt chunk %d)", p.FirstToken100, p.PrefillChunk)
+}
+
+// printDoctorPicture shows, per preset, what a picture costs: its prompt
+// positions, the vision tower resident or streamed, the plan with it and
+// the time (looking at it, then reading its positions).
+func printDoctorPicture(w io.Writer, ps []doctor.PictureCost) {
+	if len(ps) == 0 {
+		return
+	}
+	p0 := ps[0]
+	fmt.Fprintf(w, "\na %dx%d picture is %d prompt positions; the vision tower looks at it first (%.1f TFLOP at %.0f%% of this machine's FMA peak):\n",
+		p0.Width, p0.Height, p0.Positions, doctor.K3Vision.CostOf(doctor.PictureGrid()).Flops/1e12, 100*doctor.TowerPeakFraction)
+	for _, p := range ps {
+		tower := fmt.Sprintf("tower resident (%.2f GB)", float64(p.TowerBytes)/1e9)
+		if p.TowerStreamed {
+			tower = fmt.Sprintf("tower streamed (%.2f GB held while it looks)", float64(p.TowerBytes)/1e9)
+		}
+		fit := "fits"
+		if !p.Fits {
+			fit = "does not fit"
+		}
+		reading := "reading it not predicted (the preset does not fit)"
+		if p.PromptSeconds > 0 {
+			reading = fmt.Sprintf("reading it %s", bridge.Duration(time.Duration(p.PromptSeconds*float64(time.Second))))
+		}
+		fmt.Fprintf(w, "    at %-12s %-12s (peak RSS %5.1f GB)  %s; looking %s, %s\n", p.Name, fit, float64(p.PeakRSSBytes)/1e9, tower, bridge.Duration(time.Duration(p.TowerSeconds*float64(time.Second))), reading)
+	}
 }

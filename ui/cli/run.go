@@ -43,9 +43,13 @@ type runReport struct {
 	// trunk, "BF16C"); trunk_bytes_read counts its stored bytes.
 	TrunkCompression string `json:"trunk_compression"`
 	ExpertBytesRead  int64  `json:"expert_bytes_read"`
-	ExpertDrops      int64  `json:"expert_drops"`
-	Layers           int    `json:"layers"`
-	LayersInModel    int    `json:"layers_in_model"`
+	// DraftStreamed: the draft model (--draft) was streamed, and
+	// draft_bytes_read what it read (0 when resident or none).
+	DraftStreamed  bool  `json:"draft_streamed"`
+	DraftBytesRead int64 `json:"draft_bytes_read"`
+	ExpertDrops    int64 `json:"expert_drops"`
+	Layers         int   `json:"layers"`
+	LayersInModel  int   `json:"layers_in_model"`
 	// the C engine's fields (seed-engine-spec.md §4.5): the layers asked
 	// for (--layers, else all), those the last forward pass went through
 	// (fewer when a routed expert failed to load), the model tables' bytes
@@ -459,6 +463,7 @@ func (c *runConfig) report(res *runResult, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, "trunk: %s bound at load, %s streamed%s (%s over the run); waited %.2f s for trunk reads\n",
 		units.Bytes(m.BoundBytes), units.Bytes(total.TrunkBytesRead), packed, units.PerSec(float64(total.TrunkBytesRead)/max(res.wall, 1e-9)), total.TrunkWaitSeconds)
 	trunkReadLine(stdout, total)
+	draftReadLine(stdout, &rep, m, total)
 	fmt.Fprintf(stdout, "I/O share of wall clock: %.1f%% (waiting on trunk %.2f s + experts %.2f s of %.2f s; reads overlapped with compute are not counted)\n",
 		100*rep.IOShare, total.TrunkWaitSeconds, es.ReadSeconds, res.wall)
 	if es.NaNScaleGroups > 0 {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 )
 
 // The Responses API's request (POST /v1/responses, stateless) and its
@@ -31,6 +32,7 @@ type ResponsesRequest struct {
 	Background         bool              `json:"background"`
 	PromptCacheKey     string            `json:"prompt_cache_key"`
 	TopLogprobs        *int              `json:"top_logprobs"`
+	Include            []string          `json:"include"`
 	Reasoning          *ReasoningOptions `json:"reasoning"`
 	Text               *TextOptions      `json:"text"`
 }
@@ -99,6 +101,9 @@ func ResponsesToChat(r *ResponsesRequest) (ChatRequest, ResponsesExtra, *Error) 
 	}
 	q.Model, q.Stream, q.MaxTokens, q.Temperature, q.TopP = r.Model, r.Stream, r.MaxOutputTokens, r.Temperature, r.TopP
 	q.PromptCacheKey = r.PromptCacheKey
+	if slices.Contains(r.Include, "message.output_text.logprobs") || r.TopLogprobs != nil && *r.TopLogprobs > 0 {
+		q.Logprobs, q.TopLogprobs = json.RawMessage("true"), r.TopLogprobs
+	}
 	if err := r.options(&q); err != nil {
 		return q, x, err
 	}
@@ -130,8 +135,6 @@ func (r *ResponsesRequest) refused() *Error {
 		return BadRequest("conversation", "this server stores no conversations: send the whole conversation in input")
 	case r.Background:
 		return BadRequest("background", "background responses are not supported")
-	case r.TopLogprobs != nil && *r.TopLogprobs > 0:
-		return BadRequest("top_logprobs", "logprobs are not supported")
 	}
 	return nil
 }

@@ -123,13 +123,29 @@ func TestResponsesSummary(t *testing.T) {
 	}
 }
 
+// TestResponsesToChatLogprobs: top_logprobs or the include value asks
+// the chat request for logprobs; neither leaves them off.
+func TestResponsesToChatLogprobs(t *testing.T) {
+	q, _, err := responsesToChat(t, `{"input": "hi", "top_logprobs": 2}`)
+	require.Nil(t, err)
+	assert.JSONEq(t, "true", string(q.Logprobs))
+	require.NotNil(t, q.TopLogprobs)
+	assert.Equal(t, 2, *q.TopLogprobs)
+	q, _, err = responsesToChat(t, `{"input": "hi", "include": ["message.output_text.logprobs"]}`)
+	require.Nil(t, err)
+	assert.JSONEq(t, "true", string(q.Logprobs))
+	assert.Nil(t, q.TopLogprobs)
+	q, _, err = responsesToChat(t, `{"input": "hi"}`)
+	require.Nil(t, err)
+	assert.Empty(t, q.Logprobs)
+}
+
 // TestResponsesToChatRefusals: every refusal names its field and says why.
 func TestResponsesToChatRefusals(t *testing.T) {
 	for _, c := range []struct{ body, param, message string }{
 		{`{"input": "hi", "previous_response_id": "resp_1"}`, "previous_response_id", "this server stores no responses: send the whole conversation in input instead of previous_response_id"},
 		{`{"input": "hi", "conversation": "conv_1"}`, "conversation", "this server stores no conversations: send the whole conversation in input"},
 		{`{"input": "hi", "background": true}`, "background", "background responses are not supported"},
-		{`{"input": "hi", "top_logprobs": 2}`, "top_logprobs", "logprobs are not supported"},
 		{`{"input": "hi", "max_output_tokens": 0}`, "max_output_tokens", "max_output_tokens must be at least 1, got 0"},
 		{`{"input": "hi", "reasoning": {"summary": "long"}}`, "reasoning.summary", `reasoning.summary "long" is not one of auto, concise, detailed`},
 		{`{"input": "hi", "text": {"format": {"type": "xml"}}}`, "text.format", `text.format.type "xml" is not one of text, json_object, json_schema`},

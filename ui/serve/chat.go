@@ -384,7 +384,11 @@ func (s *Server) streamChat(ctx context.Context, cancel context.CancelFunc, w ht
 	e.Data(chunk(openai.Delta{Role: "assistant", Content: new(string)}, nil))
 	j.onPrefill = func(done, total int) { e.Comment(fmt.Sprintf("prefill %d/%d", done, total)) }
 	j.onReasoning = func(t string) { send(chunk(openai.Delta{ReasoningContent: &t}, nil)) }
-	j.onAnswer = func(t string) { send(chunk(openai.Delta{Content: &t}, nil)) }
+	j.onAnswer = func(t string) {
+		c := chunk(openai.Delta{Content: &t}, nil)
+		c.Choices[0].Logprobs = s.chunkLogprobs(j)
+		send(c)
+	}
 	res, err := s.generateAt(ctx, p, j, sseFail(e))
 	if err != nil {
 		return nil, err
@@ -393,7 +397,7 @@ func (s *Server) streamChat(ctx context.Context, cancel context.CancelFunc, w ht
 		send(chunk(openai.Delta{ToolCalls: toolCallsOut(res.calls, true)}, nil))
 	}
 	last := chunk(openai.Delta{}, &res.finish)
-	last.Warnings = res.warnings
+	last.Warnings, last.Choices[0].Logprobs = res.warnings, s.chunkLogprobs(j)
 	send(last)
 	if withUsage {
 		e.Data(openai.UsageChunk(id, created, s.o.ModelID, res.chatUsage()))

@@ -39,7 +39,8 @@ type job struct {
 	penalties   engine.Penalties
 	logprobs    bool // keep each generated token's log-probability (logprobRecorder)
 	topLogprobs int
-	stream      uint64 // PCG32 stream of the seed (as k3 chat: the turn's user-message count)
+	lp          lpStream // the logprobs as they are made (with logprobs)
+	stream      uint64   // PCG32 stream of the seed (as k3 chat: the turn's user-message count)
 	stops       []string
 	// goal is what the answer must be (response_format) or the required
 	// call (tool_choice required or named): enforced by constrained decoding
@@ -183,7 +184,7 @@ func (s *Server) generate(ctx context.Context, j *job) (*result, error) {
 	}
 	s.generations.Add(1)
 	t := &turn{s: s, j: j, filter: newStopFilter(j.stops, j.onAnswer), dec: s.o.Tok.NewStreamDecoder(), stopIDs: s.o.Tok.StopIDs()}
-	sampler, spec, rec := s.sampler(j)
+	sampler, spec := s.sampler(j)
 	rep, err := s.sess.Generate(ctx, j.ids, chat.PromptOptions{Thinking: j.thinking, MaxTokens: j.maxTokens,
 		Sampler: sampler, Spec: spec, Stop: func() bool { return t.filter.hit },
 		NoTools: j.noTools != "", NoToolsWhy: j.noTools, Partition: j.partition, Images: j.images}, t.on)
@@ -194,21 +195,21 @@ func (s *Server) generate(ctx context.Context, j *job) (*result, error) {
 		return nil, err
 	}
 	s.count(rep, t.first)
-	return t.result(rep, rec), nil
+	return t.result(rep), nil
 }
 
 // turn is one generation's reading of the engine's events: the stop
-// filter the answer streams through, the raw text decoder, the content
-// tokens of the logprobs.
+// filter the answer streams through, the raw text decoder, the tokens
+// the logprobs' content is still waiting on.
 type turn struct {
-	s                *Server
-	j                *job
-	filter           *stopFilter
-	dec              *tokenizer.StreamDecoder
-	stopIDs          []int
-	first            time.Time // when the first reply token came
-	content, pending []int
-	n                int // reply tokens so far
+	s       *Server
+	j       *job
+	filter  *stopFilter
+	dec     *tokenizer.StreamDecoder
+	stopIDs []int
+	first   time.Time // when the first reply token came
+	pending []int
+	n       int // reply tokens so far
 }
 
 // on takes one event: the prompt's progress, a raw token's text, the
@@ -216,7 +217,7 @@ type turn struct {
 func (t *turn) on(ev engine.Event) {
 	j, tok := t.j, t.s.o.Tok
 	if j.logprobs {
-		t.content, t.pending, t.n = contentToken(tok, j, ev, t.content, t.pending, t.n)
+		j.lp.content, t.pending, t.n = contentToken(tok, j, ev, j.lp.content, t.pending, t.n)
 	}
 	switch ev.Kind {
 	case engine.EventPrefill:
@@ -243,8 +244,8 @@ func (t *turn) on(ev engine.Event) {
 
 // sampler is the job's sampler, with the speculative decoding it allows:
 // its sampling, then the schema's constraint, the penalties and the
-// logprobs' recorder (nil when not asked for) around it.
-func (s *Server) sampler(j *job) (engine.Sampler, engine.Spec, *logprobRecorder) {
+// logprobs' recorder (j.lp.rec) around it.
+func (s *Server) sampler(j *job) (engine.Sampler, engine.Spec) {
 	sampler, spec := j.sampling.Sampler(j.stream), engine.SpecAuto
 	var base constrain.Picker
 	if sampler != nil {
@@ -259,12 +260,11 @@ func (s *Server) sampler(j *job) (engine.Sampler, engine.Spec, *logprobRecorder)
 		// outermost: it sees every position's pick (forced markup too)
 		sampler, spec = j.penalties.Sampler(sampler, j.ids), engine.SpecOff
 	}
-	var rec *logprobRecorder
 	if j.logprobs {
-		rec = &logprobRecorder{inner: sampler, top: j.topLogprobs}
-		sampler, spec = rec, engine.SpecOff
+		j.lp.rec = &logprobRecorder{inner: sampler, top: j.topLogprobs}
+		sampler, spec = j.lp.rec, engine.SpecOff
 	}
-	return sampler, spec, rec
+	return sampler, spec
 }
 
 // count adds a reply to the server's counters.
@@ -281,13 +281,13 @@ func (s *Server) count(rep *chat.Reply, first time.Time) {
 // result is the reply as the job answers it: the ids, the finish reason,
 // the text through the stop filter, the tool calls (each checked against
 // its schema when it was not held to it) and the logprobs.
-func (t *turn) result(rep *chat.Reply, rec *logprobRecorder) *result {
+func (t *turn) result(rep *chat.Reply) *result {
 	j, filter := t.j, t.filter
 	// the reuse came from the job's own partition (the session's kept
 	// states and the prompt cache never cross partitions): it may see it
 	res := &result{ids: rep.IDs, prompt: len(j.ids), reused: rep.Reused, shown: rep.Reused, finish: "length"}
-	if rec != nil {
-		res.logprobs, res.contentTokens = rec.picks, t.content
+	if rec := j.lp.rec; rec != nil {
+		res.logprobs, res.contentTokens = rec.picks, j.lp.content
 	}
 	if rep.Stop == engine.StopToken {
 		res.finish = "stop"

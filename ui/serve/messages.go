@@ -30,10 +30,29 @@ func stopReason(res *result) (*string, *string) {
 	return anthropic.StopReason(res.finish, len(res.calls), res.stopSeq)
 }
 
+// noLogprobs refuses logprobs and top_logprobs on /v1/messages: the
+// Messages API has none (Anthropic answers a field it does not have with
+// invalid_request_error), and a client that asks for them must not take
+// a reply without them as having none to give.
+func noLogprobs(m *anthropic.MessagesRequest) *openai.Error {
+	for _, f := range []struct {
+		name string
+		v    json.RawMessage
+	}{{"logprobs", m.Logprobs}, {"top_logprobs", m.TopLogprobs}} {
+		if v := bytes.TrimSpace(f.v); len(v) > 0 && !bytes.Equal(v, []byte("null")) && !bytes.Equal(v, []byte("false")) {
+			return openai.BadRequest(f.name, "%s: the Messages API has no log-probabilities; /v1/chat/completions, /v1/completions and /v1/responses give them", f.name)
+		}
+	}
+	return nil
+}
+
 // readMessages reads a Messages request into the chat request q and its
 // stop sequences into j.
 func readMessages(m *anthropic.MessagesRequest, q *openai.ChatRequest, j *job) func() *openai.Error {
 	return func() *openai.Error {
+		if err := noLogprobs(m); err != nil {
+			return err
+		}
 		chat, err := anthropic.ToChat(m)
 		if err != nil {
 			return err

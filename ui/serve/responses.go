@@ -60,13 +60,15 @@ func (s *Server) responseObject(id string, created int64, r *openai.ResponsesReq
 
 // responseOutput is a complete reply's output items: the thinking, the
 // answer (also when empty, unless there are calls) and the calls.
-func responseOutput(x *openai.ResponsesExtra, res *result, summarised bool) []openai.OutputItem {
+func responseOutput(x *openai.ResponsesExtra, res *result, summarised bool, lp json.RawMessage) []openai.OutputItem {
 	var out []openai.OutputItem
 	if res.reasoning != "" {
 		out = append(out, openai.NewReasoningItem(newID("rs_"), res.reasoning, summarised))
 	}
 	if res.content != "" || len(res.calls) == 0 {
-		out = append(out, openai.NewMessageItem(newID("msg_"), "completed", openai.NewOutputText(res.content)))
+		text := openai.NewOutputText(res.content)
+		text.Logprobs = lp
+		out = append(out, openai.NewMessageItem(newID("msg_"), "completed", text))
 	}
 	for _, c := range res.calls {
 		out = append(out, x.FunctionCall(newID("fc_"), newID("call_"), c.Function.Name, c.Function.Arguments, "completed"))
@@ -97,7 +99,7 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request) {
 			return st.run(ctx, cancel, w, p, j)
 		},
 		reply: func(res *result) any {
-			return s.responseObject(id, created, &rq, x, responseOutput(x, res, rq.Summary() != ""), res)
+			return s.responseObject(id, created, &rq, x, responseOutput(x, res, rq.Summary() != "", s.replyLogprobs(res)), res)
 		}})
 }
 
@@ -111,6 +113,7 @@ type responseStream struct {
 	id         string
 	created    int64
 	summarised bool
+	j          *job
 	seq        int                 // the next event's sequence_number
 	output     []openai.OutputItem // the items done so far
 	itemID     string              // the open item's id
@@ -164,6 +167,10 @@ func (st *responseStream) delta(kind, d string) {
 	ev := openai.TextDelta{Type: "response.output_text.delta", ItemID: st.itemID, OutputIndex: len(st.output), Delta: d, Logprobs: openai.EmptyList}
 	if kind == "reasoning" {
 		ev.Type, ev.Logprobs = "response.reasoning_text.delta", nil
+	} else {
+		ev.Logprobs = st.s.textLogprobs(st.j, false)
+	}
+	if kind == "reasoning" {
 		if st.summarised {
 			const typ = "response.reasoning_summary_text.delta"
 			st.send(typ, openai.SummaryTextDelta{Type: typ, SequenceNumber: st.next(), ItemID: st.itemID, OutputIndex: len(st.output), Delta: d})
@@ -189,10 +196,12 @@ func (st *responseStream) close(kind, text string) {
 		st.part("response.content_part.done", openai.ReasoningText(text))
 		item = openai.NewReasoningItem(st.itemID, text, st.summarised)
 	} else {
-		done.SequenceNumber = st.next()
+		part := openai.NewOutputText(text)
+		part.Logprobs = st.s.textLogprobs(st.j, true)
+		done.SequenceNumber, done.Logprobs = st.next(), part.Logprobs
 		st.send(done.Type, done)
-		st.part("response.content_part.done", openai.NewOutputText(text))
-		item = openai.NewMessageItem(st.itemID, "completed", openai.NewOutputText(text))
+		st.part("response.content_part.done", part)
+		item = openai.NewMessageItem(st.itemID, "completed", part)
 	}
 	st.item("response.output_item.done", item)
 	st.output = append(st.output, item)
@@ -220,6 +229,7 @@ func (st *responseStream) call(name, args string) {
 // sequence_number; SSE comments keep the connection alive meanwhile.
 func (st *responseStream) run(ctx context.Context, cancel context.CancelFunc, w http.ResponseWriter, p *place, j *job) (*result, error) {
 	s := st.s
+	st.j = j
 	st.e = openai.StartSSE(w, s.o.KeepAlive, s.o.WriteTimeout, func(error) { cancel() })
 	defer st.e.Quiet()
 	st.inProgress("response.created")
