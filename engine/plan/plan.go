@@ -178,7 +178,25 @@ func Make(in Inputs) *Plan {
 	}
 	p.Prefill = in.Prefill.Bytes(p.Chunk)
 	p.draft(in, kvPositions)
-	var all, logical int64
+	all, logical := p.pinTrunk(in)
+	p.compressionNote(all, logical)
+	p.expertCache(in)
+	// an expanding load holds one layer as read next to the layers
+	// expanded so far, before any of the parts after the tables is
+	// allocated (the engine's buffers, the state, the expert cache's
+	// slots): the peak is the larger of the two
+	p.pages(in)
+	p.Tower, p.TowerStreamed, p.Picture, p.PicturePos = in.Vision.Bytes, in.Vision.Streamed, in.Vision.Work, in.Vision.Positions
+	after := p.RingBytes + p.CacheBytes + p.State + p.KV + p.Buffers + p.transient() + p.residentTower() + p.Spec + p.Draft
+	p.Total = p.Baseline + p.PinnedBytes + p.Globals + p.Pages + max(after, p.Load)
+	return p
+}
+
+// pinTrunk decides which trunk layers are pinned (all of them when the
+// trunk fits the budget, at its bf16 size when a compressed trunk fits
+// expanded) and sizes the ring of the streamed ones; all and logical are
+// the trunk's stored and bf16 sizes.
+func (p *Plan) pinTrunk(in Inputs) (all, logical int64) {
 	for i, b := range in.LayerBytes {
 		all += b
 		l := b
@@ -204,53 +222,65 @@ func Make(in Inputs) *Plan {
 			p.Notes = append(p.Notes, "the whole trunk fits the budget: every layer is pinned")
 		}
 	} else {
-		ring := max(in.Ring, 1)
-		order := make([]int, len(in.LayerBytes))
-		for i := range order {
-			order[i] = i
+		p.pinAndRing(in)
+	}
+	return all, logical
+}
+
+// pinAndRing pins the largest layers that fit beside a ring for the
+// streamed ones and sizes that ring.
+func (p *Plan) pinAndRing(in Inputs) {
+	ring := max(in.Ring, 1)
+	order := make([]int, len(in.LayerBytes))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(a, b int) bool { return in.LayerBytes[order[a]] > in.LayerBytes[order[b]] })
+	// pin the k largest layers for the largest k whose pins plus a ring
+	// sized for the largest streamed layer fit the budget
+	k := 0
+	for k+1 < len(order) {
+		next := p.PinnedBytes + in.LayerBytes[order[k]]
+		if next+int64(ring)*in.LayerBytes[order[k+1]] > in.TrunkBudget {
+			break
 		}
-		sort.SliceStable(order, func(a, b int) bool { return in.LayerBytes[order[a]] > in.LayerBytes[order[b]] })
-		// pin the k largest layers for the largest k whose pins plus a ring
-		// sized for the largest streamed layer fit the budget
-		k := 0
-		for k+1 < len(order) {
-			next := p.PinnedBytes + in.LayerBytes[order[k]]
-			if next+int64(ring)*in.LayerBytes[order[k+1]] > in.TrunkBudget {
-				break
-			}
-			p.PinnedBytes = next
-			p.Pinned[order[k]] = true
-			k++
-		}
-		// the ring is one buffer the streamed layers are read into one
-		// after another, each where the last one ended: it takes what the
-		// budget leaves, between one largest layer and `ring` of them, and
-		// holds as many layers in flight as fit (at most ring). So a
-		// budget that cannot hold two of the largest layer (the dense
-		// layer 0 is twice a typical one) still reads the next typical
-		// layer while one computes.
-		var streamed []int64
-		for i, b := range in.LayerBytes {
-			if !p.Pinned[i] {
-				streamed = append(streamed, b)
-			}
-		}
-		slot := in.LayerBytes[order[k]]
-		p.SlotBytes = slot
-		p.RingBytes = min(int64(ring)*slot, max(in.TrunkBudget-p.PinnedBytes, slot))
-		var fitting int
-		p.RingSlots, fitting = ringSlots(streamed, p.RingBytes, ring)
-		switch {
-		case in.TrunkBudget-p.PinnedBytes < slot:
-			p.Notes = append(p.Notes, fmt.Sprintf("trunk budget %s is below one ring slot (%s): running at the minimum", units.Bytes(in.TrunkBudget), units.Bytes(slot)))
-		case p.RingSlots < ring:
-			p.Notes = append(p.Notes, fmt.Sprintf("trunk budget holds %d layer(s) in flight, not %d", p.RingSlots, ring))
-		}
-		if fitting < len(streamed) {
-			p.Notes = append(p.Notes, fmt.Sprintf("the %s trunk ring holds %d layers in flight at %d of the %d streamed layers, fewer at the others (the largest is %s)",
-				units.Bytes(p.RingBytes), p.RingSlots, fitting, len(streamed), units.Bytes(slot)))
+		p.PinnedBytes = next
+		p.Pinned[order[k]] = true
+		k++
+	}
+	// the ring is one buffer the streamed layers are read into one
+	// after another, each where the last one ended: it takes what the
+	// budget leaves, between one largest layer and `ring` of them, and
+	// holds as many layers in flight as fit (at most ring). So a
+	// budget that cannot hold two of the largest layer (the dense
+	// layer 0 is twice a typical one) still reads the next typical
+	// layer while one computes.
+	var streamed []int64
+	for i, b := range in.LayerBytes {
+		if !p.Pinned[i] {
+			streamed = append(streamed, b)
 		}
 	}
+	slot := in.LayerBytes[order[k]]
+	p.SlotBytes = slot
+	p.RingBytes = min(int64(ring)*slot, max(in.TrunkBudget-p.PinnedBytes, slot))
+	var fitting int
+	p.RingSlots, fitting = ringSlots(streamed, p.RingBytes, ring)
+	switch {
+	case in.TrunkBudget-p.PinnedBytes < slot:
+		p.Notes = append(p.Notes, fmt.Sprintf("trunk budget %s is below one ring slot (%s): running at the minimum", units.Bytes(in.TrunkBudget), units.Bytes(slot)))
+	case p.RingSlots < ring:
+		p.Notes = append(p.Notes, fmt.Sprintf("trunk budget holds %d layer(s) in flight, not %d", p.RingSlots, ring))
+	}
+	if fitting < len(streamed) {
+		p.Notes = append(p.Notes, fmt.Sprintf("the %s trunk ring holds %d layers in flight at %d of the %d streamed layers, fewer at the others (the largest is %s)",
+			units.Bytes(p.RingBytes), p.RingSlots, fitting, len(streamed), units.Bytes(slot)))
+	}
+}
+
+// compressionNote says how a compressed trunk is held when it is not
+// expanded to bf16.
+func (p *Plan) compressionNote(all, logical int64) {
 	switch {
 	case p.Compressed && !p.Expanded && p.RingSlots == 0:
 		p.Notes = append(p.Notes, fmt.Sprintf("the trunk does not fit the budget at its bf16 size (%s): every layer is pinned compressed (BF16C, %s)",
@@ -259,6 +289,11 @@ func Make(in Inputs) *Plan {
 		p.Notes = append(p.Notes, fmt.Sprintf("the trunk does not fit the budget at its bf16 size (%s): its layers stay compressed (BF16C, %s), so more of them pin and each streamed one reads fewer bytes",
 			units.Bytes(logical), units.Bytes(all)))
 	}
+}
+
+// expertCache sizes the expert cache: its budget in slots, at most the
+// experts there are, at least top-k + 1.
+func (p *Plan) expertCache(in Inputs) {
 	if in.ExpertBytes > 0 {
 		p.CacheSlots = int(in.CacheBudget / in.ExpertBytes)
 		if in.MaxExperts > 0 && p.CacheSlots > in.MaxExperts {
@@ -271,15 +306,6 @@ func Make(in Inputs) *Plan {
 		}
 		p.CacheBytes = int64(p.CacheSlots) * in.ExpertBytes
 	}
-	// an expanding load holds one layer as read next to the layers
-	// expanded so far, before any of the parts after the tables is
-	// allocated (the engine's buffers, the state, the expert cache's
-	// slots): the peak is the larger of the two
-	p.pages(in)
-	p.Tower, p.TowerStreamed, p.Picture, p.PicturePos = in.Vision.Bytes, in.Vision.Streamed, in.Vision.Work, in.Vision.Positions
-	after := p.RingBytes + p.CacheBytes + p.State + p.KV + p.Buffers + p.transient() + p.residentTower() + p.Spec + p.Draft
-	p.Total = p.Baseline + p.PinnedBytes + p.Globals + p.Pages + max(after, p.Load)
-	return p
 }
 
 // draft counts the draft model (Plan.Draft), its context rows for
