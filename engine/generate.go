@@ -156,6 +156,7 @@ func (r *GenResult) SecondsPerToken() float64 {
 // per chosen token) and finish. A step that resumes the prompt from a
 // cached state goes before readPrompt, as its own phase.
 func (e *Engine) Generate(ctx context.Context, s *State, prompt []int, opt GenOptions) (*GenResult, error) {
+	opt.Cache = opt.Cache.forDraft(e.m.draft)
 	g := e.newGeneration(ctx, s, prompt, opt)
 	start := e.Snapshot()
 	if g.trace.LayerTimes {

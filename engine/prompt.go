@@ -37,6 +37,21 @@ const DefaultCheckpointEvery = 4096
 // and tools block) and the last ones before the prompt's end.
 const maxMarks = 8
 
+// forDraft is c for a run with the draft model d attached (c itself
+// without one): the run keeps and resumes its own snapshots, apart from
+// those of runs without that draft model. A state resumed from a snapshot
+// taken without the draft model's context rows drafts nothing for the rest
+// of its conversation (the rows need the target's hidden states of every
+// position before), and rows of another draft model are not this one's.
+func (c *CacheUse) forDraft(d *Draft) *CacheUse {
+	if c == nil || d == nil {
+		return c
+	}
+	cu := *c
+	cu.Partition += "+draft:" + d.Dir
+	return &cu
+}
+
 // MessageMarks are the positions just after every end-of-message id in
 // ids (the message boundaries of a rendered chat), offset by base.
 func MessageMarks(ids []int, base int, ends []int) []int {

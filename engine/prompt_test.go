@@ -192,6 +192,34 @@ func TestResumeReportsReused(t *testing.T) {
 	assert.Zero(t, other.Reused, "partition b reuses nothing of a's")
 }
 
+// TestResumeKeepsTheDraftRows: a run with a draft model neither takes a
+// snapshot made without it (the state would have lost its draft context
+// for the rest of the conversation: no drafts) nor leaves its own to runs
+// without it; between runs with it the snapshots carry the draft rows.
+func TestResumeKeepsTheDraftRows(t *testing.T) {
+	ids := fixture.LoadExpect(t, "tiny-release").Prompts[1].FullIDs
+	plain := openCase(t, "tiny-release", 16)
+	drafting := openWithDraft(t, "tiny-release", Options{Chunk: 16})
+	ep, ed := plain.NewEngine(1), drafting.NewEngine(1)
+	defer ep.Close()
+	defer ed.Close()
+	c := &memCache{}
+	use := func() *CacheUse { return &CacheUse{Cache: c, Partition: "a", Every: 5} }
+	_, err := ep.Generate(context.Background(), nil, ids[:20], GenOptions{Cache: use()})
+	require.NoError(t, err)
+	first, err := ed.Generate(context.Background(), nil, ids, GenOptions{MaxTokens: 1, Cache: use()})
+	require.NoError(t, err)
+	assert.Zero(t, first.Reused, "the snapshots made without the draft model are not taken")
+	again, err := ed.Generate(context.Background(), nil, ids, GenOptions{MaxTokens: 1, Cache: use()})
+	require.NoError(t, err)
+	assert.Equal(t, len(ids)-1, again.Reused, "the draft run's own snapshots are")
+	require.NotNil(t, again.State.draft)
+	assert.Equal(t, again.State.Pos, again.State.draft.n, "with the draft rows of every position")
+	back, err := ep.Generate(context.Background(), nil, ids, GenOptions{MaxTokens: 1, Cache: use()})
+	require.NoError(t, err)
+	assert.Equal(t, 20, back.Reused, "a run without the draft model takes its own snapshots only")
+}
+
 // TestMessageMarks: the positions after each end-of-message id.
 func TestMessageMarks(t *testing.T) {
 	assert.Equal(t, []int{12, 15, 16}, MessageMarks([]int{1, 9, 2, 3, 9, 4}, 10, []int{9, 4}))
