@@ -251,10 +251,8 @@ func (s *Server) sampler(j *job) (engine.Sampler, engine.Spec) {
 	if sampler != nil {
 		base = sampler
 	}
-	if cs := constrainedSampler(s.o.Tok, j, base); cs != nil {
-		// the constrained sampler reads the turn as it is picked, one
-		// position after another: no speculative drafts
-		sampler, spec = cs, engine.SpecOff
+	if cs, sp := constrainedSampler(s.o.Tok, j, base, spec); cs != nil {
+		sampler, spec = cs, sp
 	}
 	if !j.penalties.IsZero() {
 		// outermost: it sees every position's pick (forced markup too)
