@@ -2,6 +2,14 @@ package plan
 
 import "k3/storage/config"
 
+// ContextPositions is the context a conversation is planned for before it
+// grows: 4096 positions, prompt and reply (a new k3 chat at its
+// 4096-token turn cap). The doctor plans it (doctor.PlanPositions: what
+// "auto" fits into memory and k3 presets prints), and the app opens its
+// model with it (bridge.Settings.Positions), so the preset the doctor
+// recommends is the plan the app opens. 55 KB a position at K3 size.
+const ContextPositions = 4096
+
 // DefaultMaxDraft is the longest speculative draft a verification pass runs
 // unless a run says otherwise; plans reserve its rollback record.
 const DefaultMaxDraft = 8

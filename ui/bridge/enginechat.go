@@ -73,8 +73,10 @@ func (c *engineChat) CountTokens(text string) (int, bool) {
 }
 
 // ContextPositions is the conversation context the memory plan reserves,
-// besides the reply (the same as k3 chat: 8192 plus the reply cap).
-const ContextPositions = 8192
+// the reply included: plan.ContextPositions, the context the doctor plans
+// (doctor.PlanPositions), so the preset "auto" picks is the plan the app
+// opens. A longer reply cap plans its own length (Settings.Positions).
+const ContextPositions = plan.ContextPositions
 
 // NewEngineChat returns a chat engine for the model the settings name.
 func NewEngineChat(s Settings) ChatEngine {
