@@ -205,6 +205,9 @@ func (c *engineChat) Open(ctx context.Context, on func(engine.Event)) (ModelInfo
 	}
 	c.info = ModelInfo{Name: name, Demo: c.s.Demo || synth.IsDemo(dir), DemoNote: note, Layers: m.Bound, BudgetBytes: m.Plan.Total + plan.RuntimeOverhead(heap, m.Plan.EngineHeap(o.TrunkDir != "")), Plan: m.Plan.String(),
 		Context: c.s.Positions(), Draft: draftNote(m, wanted)}
+	if vc, err := m.VisionChecked(); err == nil {
+		c.info.Vision = vc
+	}
 	on(engine.Event{Kind: engine.EventStats, Stats: e.Snapshot(), At: time.Now()})
 	return c.info, nil
 }

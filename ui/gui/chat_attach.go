@@ -49,4 +49,5 @@ func (v *chatView) attachPicture(r io.Reader) {
 	}
 	v.Notice.SetText("")
 	v.Phase.SetText(what + " attached: " + v.PictureNote())
+	v.showEstimate() // what the picture adds to the message's cost
 }
