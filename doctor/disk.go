@@ -180,8 +180,32 @@ func measureDisk(ctx context.Context, dir string, pl diskPlan, progress func(pha
 	r.ModelBytes, r.ModelComplete = have, complete
 	r.Trunk = trunkIn(dir)
 
-	var probes measure.Targets
-	var cleanup func()
+	probes, cleanup, ok := openProbes(ctx, dir, shards, pl, &r, progress)
+	if !ok {
+		return r
+	}
+	defer cleanup()
+	if len(probes) == 0 {
+		r.Notes = append(r.Notes, "no readable shard: read speed not measured")
+		return r
+	}
+	noteCacheControl(&r, probes)
+	readPatterns(ctx, dir, probes, pl, &r, progress)
+	if ctx.Err() != nil {
+		r.Notes = append(r.Notes, "measurement cancelled")
+	}
+	if r.ProbeSource == "temporary file" && r.Direct {
+		r.Notes = append(r.Notes, fmt.Sprintf("%s freshly written probe: on a virtual disk the host may still hold it in its cache and report more than the disk delivers cold; run as root to read the device itself, or run doctor on the model directory once downloaded", units.Bytes(r.ProbeBytes)))
+	}
+	return r
+}
+
+// openProbes chooses what to read: the directory's own data when there is
+// enough of it, else the filesystem's block device (read-only, as root),
+// else a temporary probe file it writes (and measures the write of). The
+// cleanup closes (and for a probe file removes) what was opened; ok is
+// false when nothing can be read, with r's notes saying why.
+func openProbes(ctx context.Context, dir string, shards []string, pl diskPlan, r *DiskResult, progress func(string, float64)) (probes measure.Targets, cleanup func(), ok bool) {
 	if files, total := existingData(dir, shards); total >= min(pl.probe, 4<<30) && pl.probe > 0 {
 		r.ProbeSource = "existing files"
 		if len(shards) > 0 {
@@ -193,57 +217,62 @@ func measureDisk(ctx context.Context, dir string, pl diskPlan, progress func(pha
 				r.ProbeBytes += ts.Bytes()
 			}
 		}
-		cleanup = probes.Close
-	} else if bd, bsize, ok := openBlockDevice(r.Device, pl); ok {
+		return probes, probes.Close, true
+	}
+	if bd, bsize, ok := openBlockDevice(r.Device, pl); ok {
 		// The filesystem's own block device, read-only: cold data over the
 		// whole device, so neither the page cache nor a virtual disk's host
 		// cache can serve it. Needs read permission on /dev (root).
 		r.ProbeSource = "block device " + bd.Path() + " (read-only)"
 		r.ProbeBytes = bsize
 		probes = measure.Targets{{F: bd, Size: bsize}}
-		cleanup = probes.Close
 		r.Notes = append(r.Notes, "read the device "+bd.Path()+" directly (read-only, O_DIRECT): write speed not measured")
-	} else {
-		size := pl.probe
-		avail := int64(r.FreeBytes) - 2<<30 // leave 2 GiB
-		if avail/4 < size {
-			size = avail / 4
-		}
-		size &^= measure.WriteBlock - 1
-		if size < minProbe {
-			r.Notes = append(r.Notes, fmt.Sprintf("only %s free: too little for a %d MiB probe file; read speed not measured", units.Bytes(int64(r.FreeBytes)), minProbe>>20))
-			return r
-		}
-		if size < pl.probe {
-			r.Notes = append(r.Notes, fmt.Sprintf("probe file reduced to %s by free space", units.Bytes(size)))
-		}
-		pf, wgbps, err := measure.WriteProbe(ctx, dir, measure.Probe{Size: size, MinSize: minProbe, MaxTime: pl.writeMax,
-			Progress: func(f float64) { progress("write", f) }})
-		if err != nil {
-			if ctx.Err() != nil {
-				return r
-			}
+		return probes, probes.Close, true
+	}
+	return writeProbe(ctx, dir, pl, r, progress)
+}
+
+// writeProbe writes a temporary probe file sized by the plan and the free
+// space (leaving 2 GiB), measuring the write speed on the way.
+func writeProbe(ctx context.Context, dir string, pl diskPlan, r *DiskResult, progress func(string, float64)) (measure.Targets, func(), bool) {
+	size := pl.probe
+	avail := int64(r.FreeBytes) - 2<<30 // leave 2 GiB
+	if avail/4 < size {
+		size = avail / 4
+	}
+	size &^= measure.WriteBlock - 1
+	if size < minProbe {
+		r.Notes = append(r.Notes, fmt.Sprintf("only %s free: too little for a %d MiB probe file; read speed not measured", units.Bytes(int64(r.FreeBytes)), minProbe>>20))
+		return nil, nil, false
+	}
+	if size < pl.probe {
+		r.Notes = append(r.Notes, fmt.Sprintf("probe file reduced to %s by free space", units.Bytes(size)))
+	}
+	pf, wgbps, err := measure.WriteProbe(ctx, dir, measure.Probe{Size: size, MinSize: minProbe, MaxTime: pl.writeMax,
+		Progress: func(f float64) { progress("write", f) }})
+	if err != nil {
+		if ctx.Err() == nil {
 			r.Notes = append(r.Notes, "could not write a probe file: "+err.Error()+"; read speed not measured")
-			return r
 		}
-		r.ProbeSource = "temporary file"
-		r.WriteGBps = f64(wgbps)
-		if pf.F.Direct() {
-			r.CacheControl = "probe written and read with O_DIRECT: the page cache is bypassed"
-		}
-		r.ProbeBytes = pf.Size
-		probes = measure.Targets{pf}
-		cleanup = func() {
-			name := pf.F.Path()
-			pf.F.Close()
-			os.Remove(name)
-		}
+		return nil, nil, false
 	}
-	defer cleanup()
-	if len(probes) == 0 {
-		r.Notes = append(r.Notes, "no readable shard: read speed not measured")
-		return r
+	r.ProbeSource = "temporary file"
+	r.WriteGBps = f64(wgbps)
+	if pf.F.Direct() {
+		r.CacheControl = "probe written and read with O_DIRECT: the page cache is bypassed"
 	}
+	r.ProbeBytes = pf.Size
+	cleanup := func() {
+		name := pf.F.Path()
+		pf.F.Close()
+		os.Remove(name)
+	}
+	return measure.Targets{pf}, cleanup, true
+}
+
+// noteCacheControl records whether the probes are read with O_DIRECT and,
+// when not, how (if at all) the page cache was emptied before reading.
+func noteCacheControl(r *DiskResult, probes measure.Targets) {
 	r.Direct = true
 	for _, p := range probes {
 		if !p.F.Direct() {
@@ -270,11 +299,13 @@ func measureDisk(ctx context.Context, dir string, pl diskPlan, progress func(pha
 	if !r.Direct {
 		r.Notes = append(r.Notes, "reads were buffered, so part of them may have come from the page cache; the engine's O_DIRECT path is unavailable here")
 	}
+}
 
-	// the engine's two read patterns: routed experts (random, one expert
-	// per request, one or eight in flight) and the trunk (sequential,
-	// from a random point of the first probe so that a rerun does not
-	// read what a host cache kept from the last one)
+// readPatterns measures the engine's two read patterns: routed experts
+// (random, one expert per request, one or eight in flight) and the trunk
+// (sequential, from a random point of the first probe so that a rerun does
+// not read what a host cache kept from the last one).
+func readPatterns(ctx context.Context, dir string, probes measure.Targets, pl diskPlan, r *DiskResult, progress func(string, float64)) {
 	seed := uint64(len(dir))
 	var start int64
 	if p := probes[0]; p.Size > 4*SeqBlock {
@@ -307,13 +338,6 @@ func measureDisk(ctx context.Context, dir string, pl diskPlan, progress func(pha
 	if readErr != nil {
 		r.Notes = append(r.Notes, "read error: "+readErr.Error())
 	}
-	if ctx.Err() != nil {
-		r.Notes = append(r.Notes, "measurement cancelled")
-	}
-	if r.ProbeSource == "temporary file" && r.Direct {
-		r.Notes = append(r.Notes, fmt.Sprintf("%s freshly written probe: on a virtual disk the host may still hold it in its cache and report more than the disk delivers cold; run as root to read the device itself, or run doctor on the model directory once downloaded", units.Bytes(r.ProbeBytes)))
-	}
-	return r
 }
 
 // sameDevice marks results that share a device with an earlier one.

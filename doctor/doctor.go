@@ -103,6 +103,26 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 			opt.Progress(p)
 		}
 	}
+	r := &Report{OS: runtime.GOOS, Arch: runtime.GOARCH, Quick: opt.Quick, Problems: []string{}, Warnings: []string{}, Notes: []string{}, Then: []string{}}
+
+	prog(Progress{Step: "system", Message: "reading CPU and memory"})
+	readSystem(ctx, opt, r)
+	measureKernels(ctx, opt, r, prog)
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := measureDisks(ctx, opt, r, prog); err != nil {
+		return nil, err
+	}
+	decide(r)
+	r.Seconds = round2(time.Since(start).Seconds())
+	prog(Progress{Step: "done", Fraction: 1})
+	return r, nil
+}
+
+// readSystem fills in the CPU and the memory (from opt.Root and
+// opt.Memory when given, else from this machine).
+func readSystem(ctx context.Context, opt Options, r *Report) {
 	root := opt.Root
 	if root == nil {
 		root = os.DirFS("/")
@@ -111,13 +131,6 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 	if src == nil {
 		src = machineMemory{}
 	}
-	dirs := opt.Dirs
-	if len(dirs) == 0 {
-		dirs = []string{"."}
-	}
-	r := &Report{OS: runtime.GOOS, Arch: runtime.GOARCH, Quick: opt.Quick, Problems: []string{}, Warnings: []string{}, Notes: []string{}, Then: []string{}}
-
-	prog(Progress{Step: "system", Message: "reading CPU and memory"})
 	if opt.Root != nil {
 		r.CPU = cpuInfo(machine.ReadCPUFS(opt.Root))
 	} else {
@@ -129,51 +142,42 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 	if !hasFeature(r.CPU.Features, "avx2") && (runtime.GOARCH == "amd64") {
 		r.Warnings = append(r.Warnings, "no AVX2: the kernels run on their portable path, several times slower")
 	}
+}
 
-	// Compute.
+// measureKernels times the exact kernels, one thread per physical core, or
+// assumes the default speeds when told to skip or when timing fails.
+func measureKernels(ctx context.Context, opt Options, r *Report, prog func(Progress)) {
 	threads := max(1, r.CPU.PhysicalCores)
 	if opt.SkipCompute {
 		r.Compute = defaultCompute(threads)
 		r.Notes = append(r.Notes, fmt.Sprintf("kernel speed not measured: assumed %.0f GB/s bf16 and %.0f GB/s MXFP4 per core", DefaultBF16GBps, DefaultMXFP4GBps))
-	} else {
-		prog(Progress{Step: "compute", Fraction: 0.02, Message: "timing the exact bf16 and MXFP4 kernels"})
-		d := time.Second
-		if opt.Quick {
-			d = 300 * time.Millisecond
-		}
-		var err error
-		if r.Compute, err = measureCompute(ctx, threads, d); err != nil && ctx.Err() == nil {
-			r.Compute = defaultCompute(threads)
-			r.Notes = append(r.Notes, fmt.Sprintf("kernel speed not measured (%v): assumed %.0f GB/s bf16 and %.0f GB/s MXFP4 per core", err, DefaultBF16GBps, DefaultMXFP4GBps))
-		}
+		return
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-
-	// Disks: one measurement per device; later dirs on the same device
-	// reuse it.
-	devs := devicesOf(dirs)
-	pl := diskPlan{probe: 8 << 30, phase: 12 * time.Second, writeMax: 15 * time.Second, device: !opt.NoDevice}
+	prog(Progress{Step: "compute", Fraction: 0.02, Message: "timing the exact bf16 and MXFP4 kernels"})
+	d := time.Second
 	if opt.Quick {
-		pl = diskPlan{probe: 1 << 30, phase: 1500 * time.Millisecond, writeMax: 2 * time.Second, device: !opt.NoDevice}
+		d = 300 * time.Millisecond
 	}
-	if n := len(devs); n > 1 {
-		pl.phase = max(pl.phase/time.Duration(n), 500*time.Millisecond)
-		pl.writeMax = max(pl.writeMax/time.Duration(n), time.Second)
+	var err error
+	if r.Compute, err = measureCompute(ctx, threads, d); err != nil && ctx.Err() == nil {
+		r.Compute = defaultCompute(threads)
+		r.Notes = append(r.Notes, fmt.Sprintf("kernel speed not measured (%v): assumed %.0f GB/s bf16 and %.0f GB/s MXFP4 per core", err, DefaultBF16GBps, DefaultMXFP4GBps))
 	}
+}
+
+// measureDisks measures each directory's disk, once per device: later
+// directories on the same device reuse the first one's speeds.
+func measureDisks(ctx context.Context, opt Options, r *Report, prog func(Progress)) error {
+	dirs := opt.Dirs
+	if len(dirs) == 0 {
+		dirs = []string{"."}
+	}
+	pl := diskPlanFor(opt, len(devicesOf(dirs)))
 	measured := map[string]DiskResult{}
 	for i, d := range dirs {
 		dev := deviceOf(d)
 		if prev, ok := measured[dev]; ok && dev != "" {
-			res := measureDisk(ctx, d, diskPlan{}, func(string, float64) {}) // free space etc. only
-			if opt.SkipDisk {
-				res = DiskResult{}
-			}
-			res = statOnly(d, res)
-			res.ReadGBpsQD1, res.ReadGBpsQD8, res.SeqGBps, res.WriteGBps = prev.ReadGBpsQD1, prev.ReadGBpsQD8, prev.SeqGBps, prev.WriteGBps
-			res.Direct, res.HugePages, res.CacheControl = prev.Direct, prev.HugePages, prev.CacheControl
-			r.Disks = append(r.Disks, res)
+			r.Disks = append(r.Disks, sameDiskAs(ctx, d, prev, opt.SkipDisk))
 			continue
 		}
 		var res DiskResult
@@ -189,7 +193,7 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 			})
 		}
 		if err := ctx.Err(); err != nil {
-			return nil, err
+			return err
 		}
 		if dev != "" {
 			measured[dev] = res
@@ -197,11 +201,34 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 		r.Disks = append(r.Disks, res)
 	}
 	sameDevice(r.Disks)
+	return nil
+}
 
-	decide(r)
-	r.Seconds = round2(time.Since(start).Seconds())
-	prog(Progress{Step: "done", Fraction: 1})
-	return r, nil
+// diskPlanFor sizes the disk measurement: full or quick, its time shared
+// among n devices.
+func diskPlanFor(opt Options, n int) diskPlan {
+	pl := diskPlan{probe: 8 << 30, phase: 12 * time.Second, writeMax: 15 * time.Second, device: !opt.NoDevice}
+	if opt.Quick {
+		pl = diskPlan{probe: 1 << 30, phase: 1500 * time.Millisecond, writeMax: 2 * time.Second, device: !opt.NoDevice}
+	}
+	if n > 1 {
+		pl.phase = max(pl.phase/time.Duration(n), 500*time.Millisecond)
+		pl.writeMax = max(pl.writeMax/time.Duration(n), time.Second)
+	}
+	return pl
+}
+
+// sameDiskAs is dir's own free space and model files with the speeds of
+// prev, measured on the same device.
+func sameDiskAs(ctx context.Context, dir string, prev DiskResult, skip bool) DiskResult {
+	res := measureDisk(ctx, dir, diskPlan{}, func(string, float64) {}) // free space etc. only
+	if skip {
+		res = DiskResult{}
+	}
+	res = statOnly(dir, res)
+	res.ReadGBpsQD1, res.ReadGBpsQD8, res.SeqGBps, res.WriteGBps = prev.ReadGBpsQD1, prev.ReadGBpsQD8, prev.SeqGBps, prev.WriteGBps
+	res.Direct, res.HugePages, res.CacheControl = prev.Direct, prev.HugePages, prev.CacheControl
+	return res
 }
 
 // statOnly fills the free-space and model fields without measuring.
@@ -236,29 +263,7 @@ const trunkReserve = 110e9
 // decide picks the model and trunk directories, the preset, can_run and
 // the next commands.
 func decide(r *Report) {
-	// Model directory: one already holding the whole model, else the one
-	// with the most bytes of it, else the one with the most free space.
-	mi := -1
-	for i, d := range r.Disks {
-		if d.ModelComplete {
-			mi = i
-			break
-		}
-	}
-	if mi < 0 {
-		for i, d := range r.Disks {
-			if d.ModelBytes > 0 && (mi < 0 || d.ModelBytes > r.Disks[mi].ModelBytes) {
-				mi = i
-			}
-		}
-	}
-	if mi < 0 {
-		for i, d := range r.Disks {
-			if mi < 0 || d.FreeBytes > r.Disks[mi].FreeBytes {
-				mi = i
-			}
-		}
-	}
+	mi := modelDisk(r.Disks)
 	md := r.Disks[mi]
 	need := verify.ReleasedBytes - md.ModelBytes
 	storageOK := md.ModelComplete || int64(md.FreeBytes) >= need
@@ -267,61 +272,11 @@ func decide(r *Report) {
 		modelDir = filepath.Join(md.Path, ModelDirName)
 	}
 	r.ModelDir = modelDir
-
-	// Trunk directory: the fastest sequential reader with room for it
-	// (the model's own disk if nothing else fits).
-	ti := mi
-	for i, d := range r.Disks {
-		room := int64(d.FreeBytes)
-		if i == mi && !md.ModelComplete {
-			room -= need
-		}
-		if room < trunkReserve {
-			continue
-		}
-		if r.Disks[ti].SeqGBps == nil || d.SeqGBps != nil && *d.SeqGBps > *r.Disks[ti].SeqGBps {
-			ti = i
-		}
-	}
+	ti := trunkDisk(r.Disks, mi, need)
 	r.TrunkDir = filepath.Join(r.Disks[ti].Path, "k3trunk")
 
-	sp := Speeds{BF16GBps: r.Compute.BF16GBps, MXFP4GBps: r.Compute.MXFP4GBps, FMAGFlops: r.Compute.FMAGFlops}
-	sp.TrunkDiskGBps = bestSpeed(r.Disks[ti].SeqGBps, r.Disks[ti].ReadGBpsQD1, r.Disks[ti].ReadGBpsQD8)
-	sp.ExpertDiskGBps = bestSpeed(r.Disks[mi].ReadGBpsQD8, r.Disks[mi].ReadGBpsQD1)
-	if sp.TrunkDiskGBps == 0 || sp.ExpertDiskGBps == 0 {
-		fb := 0.0
-		for _, d := range r.Disks {
-			fb = max(fb, bestSpeed(d.SeqGBps, d.ReadGBpsQD8, d.ReadGBpsQD1))
-		}
-		if fb == 0 {
-			fb = 1.0
-			r.Notes = append(r.Notes, "no disk speed measured: predictions assume 1 GB/s")
-		}
-		if sp.TrunkDiskGBps == 0 {
-			sp.TrunkDiskGBps = fb
-		}
-		if sp.ExpertDiskGBps == 0 {
-			sp.ExpertDiskGBps = fb
-		}
-	}
-	for _, p := range plan.Presets {
-		pr := Predict(p, sp)
-		if u := r.Memory.Plan().Usable(); u > 0 {
-			if f := PredictPrefill(p, sp, 100, u, 0, 0); f.Chunk > 0 {
-				pr.FirstToken100, pr.PrefillChunk = round2(f.Seconds), f.Chunk
-			}
-		}
-		r.AllPresets = append(r.AllPresets, pr)
-		r.Drafter = append(r.Drafter, PredictDraft(p, sp, r.Memory.Plan()))
-		r.Picture = append(r.Picture, PredictPicture(p, sp, r.Memory.Plan()))
-	}
-	pred, memOK := Choose(r.Memory.Plan(), sp)
-	for _, a := range r.AllPresets {
-		if a.Name == pred.Name {
-			pred.FirstToken100, pred.PrefillChunk = a.FirstToken100, a.PrefillChunk
-		}
-	}
-	r.Preset = pred
+	sp := speedsOf(r, mi, ti)
+	pred, memOK := predictAll(r, sp)
 
 	if !memOK {
 		r.Problems = append(r.Problems, fmt.Sprintf("only %s of memory is available; even the ultra preset needs ~%s (its memory plan) within 95%% of it",
@@ -349,27 +304,126 @@ func decide(r *Report) {
 	if r.Memory.CgroupLimitBytes == nil && r.Memory.CgroupVersion == 0 {
 		r.Notes = append(r.Notes, "no memory cgroup visible")
 	}
+	nextCommands(r, md.ModelComplete, storageOK, memOK, pred.Name)
+}
 
+// modelDisk picks the model directory: one already holding the whole
+// model, else the one with the most bytes of it, else the one with the
+// most free space.
+func modelDisk(disks []DiskResult) int {
+	for i, d := range disks {
+		if d.ModelComplete {
+			return i
+		}
+	}
+	mi := -1
+	for i, d := range disks {
+		if d.ModelBytes > 0 && (mi < 0 || d.ModelBytes > disks[mi].ModelBytes) {
+			mi = i
+		}
+	}
+	if mi >= 0 {
+		return mi
+	}
+	for i, d := range disks {
+		if mi < 0 || d.FreeBytes > disks[mi].FreeBytes {
+			mi = i
+		}
+	}
+	return mi
+}
+
+// trunkDisk picks the trunk directory: the fastest sequential reader with
+// room for it (the model's own disk mi, which still needs need bytes, if
+// nothing else fits).
+func trunkDisk(disks []DiskResult, mi int, need int64) int {
+	ti := mi
+	for i, d := range disks {
+		room := int64(d.FreeBytes)
+		if i == mi && !disks[mi].ModelComplete {
+			room -= need
+		}
+		if room < trunkReserve {
+			continue
+		}
+		if disks[ti].SeqGBps == nil || d.SeqGBps != nil && *d.SeqGBps > *disks[ti].SeqGBps {
+			ti = i
+		}
+	}
+	return ti
+}
+
+// speedsOf is the speeds the predictions use: the kernels', the trunk
+// disk's and the model disk's, falling back to the fastest disk measured
+// (or 1 GB/s, with a note) where one is missing.
+func speedsOf(r *Report, mi, ti int) Speeds {
+	sp := Speeds{BF16GBps: r.Compute.BF16GBps, MXFP4GBps: r.Compute.MXFP4GBps, FMAGFlops: r.Compute.FMAGFlops}
+	sp.TrunkDiskGBps = bestSpeed(r.Disks[ti].SeqGBps, r.Disks[ti].ReadGBpsQD1, r.Disks[ti].ReadGBpsQD8)
+	sp.ExpertDiskGBps = bestSpeed(r.Disks[mi].ReadGBpsQD8, r.Disks[mi].ReadGBpsQD1)
+	if sp.TrunkDiskGBps == 0 || sp.ExpertDiskGBps == 0 {
+		fb := 0.0
+		for _, d := range r.Disks {
+			fb = max(fb, bestSpeed(d.SeqGBps, d.ReadGBpsQD8, d.ReadGBpsQD1))
+		}
+		if fb == 0 {
+			fb = 1.0
+			r.Notes = append(r.Notes, "no disk speed measured: predictions assume 1 GB/s")
+		}
+		if sp.TrunkDiskGBps == 0 {
+			sp.TrunkDiskGBps = fb
+		}
+		if sp.ExpertDiskGBps == 0 {
+			sp.ExpertDiskGBps = fb
+		}
+	}
+	return sp
+}
+
+// predictAll predicts every preset (with its drafter and first-token time)
+// and chooses one; memOK is false when even the smallest does not fit.
+func predictAll(r *Report, sp Speeds) (pred Prediction, memOK bool) {
+	for _, p := range plan.Presets {
+		pr := Predict(p, sp)
+		if u := r.Memory.Plan().Usable(); u > 0 {
+			if f := PredictPrefill(p, sp, 100, u, 0, 0); f.Chunk > 0 {
+				pr.FirstToken100, pr.PrefillChunk = round2(f.Seconds), f.Chunk
+			}
+		}
+		r.AllPresets = append(r.AllPresets, pr)
+		r.Drafter = append(r.Drafter, PredictDraft(p, sp, r.Memory.Plan()))
+		r.Picture = append(r.Picture, PredictPicture(p, sp, r.Memory.Plan()))
+	}
+	pred, memOK = Choose(r.Memory.Plan(), sp)
+	for _, a := range r.AllPresets {
+		if a.Name == pred.Name {
+			pred.FirstToken100, pred.PrefillChunk = a.FirstToken100, a.PrefillChunk
+		}
+	}
+	r.Preset = pred
+	return pred, memOK
+}
+
+// nextCommands writes the commands to run next: download (when there is
+// room), verify, pack and run, each path shell-quoted.
+func nextCommands(r *Report, complete, storageOK, memOK bool, preset string) {
 	q := func(s string) string {
 		if strings.ContainsAny(s, " \t'\"$`\\") {
 			return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 		}
 		return s
 	}
+	run := fmt.Sprintf("k3 run %s --trunk %s --preset %s", q(r.ModelDir), q(r.TrunkDir), preset)
 	switch {
 	case !r.CanRun && !memOK:
 		r.NextCommand = ""
-	case !md.ModelComplete && storageOK:
-		r.NextCommand = "k3 download " + q(modelDir)
-		r.Then = append(r.Then, "k3 verify "+q(modelDir)+" --sha256")
-		r.Then = append(r.Then, "k3 pack "+q(modelDir)+" "+q(r.TrunkDir))
-		r.Then = append(r.Then, fmt.Sprintf("k3 run %s --trunk %s --preset %s", q(modelDir), q(r.TrunkDir), pred.Name))
-	case !md.ModelComplete:
+	case !complete && storageOK:
+		r.NextCommand = "k3 download " + q(r.ModelDir)
+		r.Then = append(r.Then, "k3 verify "+q(r.ModelDir)+" --sha256", "k3 pack "+q(r.ModelDir)+" "+q(r.TrunkDir), run)
+	case !complete:
 		r.NextCommand = "k3 doctor --dir DIR_WITH_1.7_TB_FREE"
 	default:
-		r.NextCommand = "k3 verify " + q(modelDir) + " --sha256"
-		r.Then = append(r.Then, "k3 pack "+q(modelDir)+" "+q(r.TrunkDir))
-		r.Then = append(r.Then, fmt.Sprintf("k3 run %s --trunk %s --preset %s", q(modelDir), q(r.TrunkDir), pred.Name))
+		r.NextCommand = "k3 verify " + q(r.ModelDir) + " --sha256"
+		r.Then = append(r.Then, "k3 pack "+q(r.ModelDir)+" "+q(r.TrunkDir), run)
 	}
 }
 

@@ -143,8 +143,17 @@ func (m Model) run(b plan.Budget, positions int) plan.Run {
 
 func (m Model) inputs(r plan.Run) plan.Inputs {
 	return plan.ForModel(m.Cfg, m.Cfg.Layers,
-		plan.Sizes{LayerBytes: m.LayerBytes, GlobalBytes: m.GlobalBytes, TableBytes: m.EmbedBytes + m.LMHeadBytes,
+		plan.Sizes{LayerBytes: m.LayerBytes, GlobalBytes: m.GlobalBytes, TableBytes: m.EmbedBytes + m.LMHeadBytes, EmbedBytes: m.streamableEmbed(),
 			SlotBytes: direct.AlignUp(m.ExpertBytes) + direct.Align, Vision: m.Vision}, r)
+}
+
+// streamableEmbed is the embedding's bytes when lm_head is a table of its
+// own (plan.Sizes.EmbedBytes), else 0.
+func (m Model) streamableEmbed() int64 {
+	if m.LMHeadBytes == 0 {
+		return 0
+	}
+	return m.EmbedBytes
 }
 
 // DraftPlan is Plan with a draft model of draftBytes weights and perPos

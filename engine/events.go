@@ -55,9 +55,13 @@ type Stats struct {
 	// the rate the disk gave.
 	TrunkReadSeconds float64
 	// EmbedBytesRead and HeadBytesRead are the embedding and lm_head bytes
-	// read in ultra-low-memory mode (in TrunkBytesRead too; 0 when the
+	// read in ultra-low-memory mode, and the embedding's at the memory
+	// floor (plan.StreamsEmbedding) (in TrunkBytesRead too; 0 when the
 	// tables are resident).
 	EmbedBytesRead, HeadBytesRead int64
+	// DraftBytesRead are the bytes a streamed draft model read (its
+	// matrices, once per drafting cycle; 0 when it is resident).
+	DraftBytesRead int64
 	// ReadBusySeconds is the time some read was in flight (trunk, tables,
 	// experts), overlapped with compute or not.
 	ReadBusySeconds float64
@@ -90,14 +94,16 @@ func (s Stats) HitRate() (float64, bool) {
 	return float64(s.Expert.Hits) / float64(s.Expert.Requests), true
 }
 
-// BytesRead is every byte the forward read from disk (trunk, tables, experts).
-func (s Stats) BytesRead() int64 { return s.TrunkBytesRead + s.Expert.BytesRead }
+// BytesRead is every byte read from disk to generate (trunk, tables,
+// experts, a streamed draft model).
+func (s Stats) BytesRead() int64 { return s.TrunkBytesRead + s.Expert.BytesRead + s.DraftBytesRead }
 
 // Sub returns what accumulated since an earlier snapshot.
 func (s Stats) Sub(o Stats) Stats {
 	return Stats{Positions: s.Positions - o.Positions, RSSBytes: s.RSSBytes,
 		TrunkBytesRead: s.TrunkBytesRead - o.TrunkBytesRead, TrunkWaitSeconds: s.TrunkWaitSeconds - o.TrunkWaitSeconds,
 		TrunkReadSeconds: s.TrunkReadSeconds - o.TrunkReadSeconds, EmbedBytesRead: s.EmbedBytesRead - o.EmbedBytesRead, HeadBytesRead: s.HeadBytesRead - o.HeadBytesRead,
+		DraftBytesRead:  s.DraftBytesRead - o.DraftBytesRead,
 		ReadBusySeconds: s.ReadBusySeconds - o.ReadBusySeconds, Expert: s.Expert.Sub(o.Expert),
 		ForwardPasses: s.ForwardPasses - o.ForwardPasses, SpecDrafted: s.SpecDrafted - o.SpecDrafted, SpecAccepted: s.SpecAccepted - o.SpecAccepted}
 }
@@ -126,5 +132,6 @@ func (e *Engine) counters() Stats {
 	s.TrunkBytesRead, s.TrunkWaitSeconds, s.TrunkReadSeconds = e.layers.trunkStats()
 	s.EmbedBytesRead, s.HeadBytesRead = e.m.tables.bytesRead()
 	s.TrunkBytesRead += s.EmbedBytesRead + s.HeadBytesRead
+	s.DraftBytesRead = e.m.draft.streamBytes()
 	return s
 }

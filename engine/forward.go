@@ -94,17 +94,9 @@ func (e *Engine) forward(ctx context.Context, s *State, ids []int, all, want boo
 	H := c.Hidden
 	T := len(ids)
 	cancellable := ctx.Done() != nil
-	P := make([]float32, T*H) // running sum of sub-layer outputs since the last block boundary
-	for t, id := range ids {
-		if row := s.mediaRow(s.Pos+t, H); row != nil {
-			copy(P[t*H:(t+1)*H], row) // an image's projected row (State.AddMedia)
-		} else if err := m.tables.embed(P[t*H:(t+1)*H], id); err != nil {
-			return nil, err
-		}
-	}
-	if !allFinite(P) {
-		t := firstNonFinite(P) / H
-		return nil, &NonFiniteError{Layer: -1, Where: fmt.Sprintf("the embedding of token id %d", ids[t]), Pos: s.Pos + t}
+	P, err := e.embedIDs(s, ids) // running sum of sub-layer outputs since the last block boundary
+	if err != nil {
+		return nil, err
 	}
 	var blocks [][]float32
 	d := m.draft
@@ -151,20 +143,7 @@ func (e *Engine) forward(ctx context.Context, s *State, ids []int, all, want boo
 			d.tap(taps, li, P)
 		}
 	}
-	if plain {
-		e.replayKDA(s, T) // the pass ran on the scratch: now the state takes its positions
-	}
-	s.Pos += T
-	if len(s.media) > 0 {
-		s.dropFedMedia(H)
-	}
-	s.IDs = append(s.IDs, ids...)
-	if d != nil {
-		d.extend(e, s, taps, T)
-	}
-	s.finishCapture(ids)
-	e.positions.Add(int64(T))
-	e.passes.Add(1)
+	e.commitPass(s, ids, taps, plain)
 	if !all && !want {
 		return nil, nil
 	}
@@ -172,6 +151,58 @@ func (e *Engine) forward(ctx context.Context, s *State, ids []int, all, want boo
 	if !all {
 		t0 = T - 1
 	}
+	return e.finalLogits(s, P, blocks, t0, T)
+}
+
+// commitPass advances s by the pass over ids that the layers have run:
+// the KDA state replayed from the scratch when the pass was recorded
+// (plain), the fed images dropped, the draft model's state extended from
+// its taps, and the engine's counters.
+func (e *Engine) commitPass(s *State, ids []int, taps [][]float32, plain bool) {
+	T := len(ids)
+	if plain {
+		e.replayKDA(s, T) // the pass ran on the scratch: now the state takes its positions
+	}
+	s.Pos += T
+	if len(s.media) > 0 {
+		s.dropFedMedia(e.m.Cfg.Hidden)
+	}
+	s.IDs = append(s.IDs, ids...)
+	if d := e.m.draft; d != nil {
+		d.extend(e, s, taps, T)
+	}
+	s.finishCapture(ids)
+	e.positions.Add(int64(T))
+	e.passes.Add(1)
+}
+
+// embedIDs is the pass's input rows: each id's embedding, or an image's
+// projected row where the state holds one (State.AddMedia).
+func (e *Engine) embedIDs(s *State, ids []int) ([]float32, error) {
+	m := e.m
+	H := m.Cfg.Hidden
+	P := make([]float32, len(ids)*H)
+	for t, id := range ids {
+		if row := s.mediaRow(s.Pos+t, H); row != nil {
+			copy(P[t*H:(t+1)*H], row)
+		} else if err := m.tables.embed(P[t*H:(t+1)*H], id); err != nil {
+			return nil, err
+		}
+	}
+	if !allFinite(P) {
+		t := firstNonFinite(P) / H
+		return nil, &NonFiniteError{Layer: -1, Where: fmt.Sprintf("the embedding of token id %d", ids[t]), Pos: s.Pos + t}
+	}
+	return P, nil
+}
+
+// finalLogits is the logits of positions t0..T-1 of a pass that has
+// advanced s by T: the output's attention residual over the blocks and P,
+// the final norm, then the head.
+func (e *Engine) finalLogits(s *State, P []float32, blocks [][]float32, t0, T int) ([]float32, error) {
+	m := e.m
+	c := m.Cfg
+	H := c.Hidden
 	n := T - t0
 	h := make([]float32, n*H)
 	srcs := make([][]float32, 0, len(blocks)+1)

@@ -84,7 +84,8 @@ func (m *Model) Streamed() bool {
 // Layer returns bound layer i when it is resident (nil when streamed).
 func (m *Model) Layer(i int) *Layer { return m.layers[i] }
 
-// TableBytesRead is what ultra-low-memory mode read of the model tables.
+// TableBytesRead is what ultra-low-memory mode (or the floor: the
+// embedding rows) read of the model tables.
 func (m *Model) TableBytesRead() int64 {
 	embed, head := m.tables.bytesRead()
 	return embed + head
@@ -174,85 +175,22 @@ func (m *Model) bindResident(progress func(done, total int)) error {
 // is decoded to bf16 (expandRun) right after it is read, and the buffer
 // it was read into is freed before the next one is read.
 func (m *Model) bindTrunk(ultra bool, progress func(done, total int)) error {
-	tr := m.trunk
-	dir := tr.Dir()
-	read := func(name string, r *trunk.Run) ([]byte, func(), error) {
-		if r == nil {
-			return nil, nil, fmt.Errorf("trunk %s has no %q run", dir, name)
-		}
-		mem, release := runBuffer(r.Length)
-		if err := tr.VerifyRun(r, mem); err != nil {
-			release()
-			return nil, nil, err
-		}
-		m.BoundBytes += r.Length
-		return mem, release, nil
-	}
-	load := func(name string, r *trunk.Run) (*binder, error) {
-		mem, release, err := read(name, r)
-		if err != nil {
-			return nil, err
-		}
-		m.release = append(m.release, release)
-		return &binder{src: wholeRun(r, mem), cfg: m.Cfg, prefix: m.Prefix}, nil
-	}
-	expand := func(name string, r *trunk.Run) (*binder, error) {
-		mem, release, err := read(name, r)
-		if err != nil {
-			return nil, err
-		}
-		defer release()
-		ex, img, free, err := expandRun(r, mem)
-		if err != nil {
-			return nil, err
-		}
-		m.release = append(m.release, free)
-		return &binder{src: wholeRun(ex, img), cfg: m.Cfg, prefix: m.Prefix}, nil
-	}
-	loadLayer := load
-	if m.Plan.Expanded {
-		loadLayer = expand
-	}
-	run := func(name string) *trunk.Run { r, _ := tr.Run(name); return r }
-	var errs []string
-	c, H := m.Cfg, m.Cfg.Hidden
-	if ultra {
-		st, err := openStreamedTables(tr, m.Prefix, H, c.VocabSize, c.TieEmbeddings)
-		if err != nil {
-			return err
-		}
-		st.io, m.tables = m.io, st
-	} else {
-		rt := &residentTables{}
-		b, err := load(trunk.RunEmbed, run(trunk.RunEmbed))
-		if err != nil {
-			return err
-		}
-		rt.embedding = b.mat("model.embed_tokens.weight", c.VocabSize, H)
-		errs = append(errs, b.errs...)
-		if c.TieEmbeddings {
-			rt.lmHead = rt.embedding
-		} else {
-			if b, err = load(trunk.RunHead, run(trunk.RunHead)); err != nil {
-				return err
-			}
-			rt.lmHead = b.mat("lm_head.weight", c.VocabSize, H)
-			errs = append(errs, b.errs...)
-		}
-		m.tables = rt
-	}
-	b, err := load(trunk.RunFinal, run(trunk.RunFinal))
+	errs, err := m.bindTrunkTables(ultra)
 	if err != nil {
 		return err
 	}
+	b, err := m.loadRun(trunk.RunFinal)
+	if err != nil {
+		return err
+	}
+	H := m.Cfg.Hidden
 	m.finalNorm = b.vec("model.norm.weight", []int{H}, 0)
 	m.outFold = b.fold("model.output_attn_res_norm.weight", "model.output_attn_res_proj.weight", H)
 	errs = append(errs, b.errs...)
 	m.layers = make([]*Layer, m.Bound)
 	for i := range m.layers {
 		if m.Plan.Pinned[i] {
-			r, _ := tr.LayerRun(i)
-			b, err := loadLayer(fmt.Sprintf("layer %d", i), r)
+			b, err := m.loadLayerRun(i)
 			var be *BindError
 			switch {
 			case errors.As(err, &be): // corrupt BF16C tensors: list them with the other layers' problems
@@ -273,6 +211,105 @@ func (m *Model) bindTrunk(ultra bool, progress func(done, total int)) error {
 		return &BindError{errs}
 	}
 	return nil
+}
+
+// bindTrunkTables binds the model tables from the packed trunk: streamed
+// both (ultra), the embedding streamed and lm_head resident (the floor:
+// Plan.EmbedStreamed), or both resident (one table when they are tied).
+// errs are the tensors' problems.
+func (m *Model) bindTrunkTables(ultra bool) (errs []string, err error) {
+	c, H := m.Cfg, m.Cfg.Hidden
+	var st *streamedTables
+	if ultra || m.Plan.EmbedStreamed {
+		if st, err = openStreamedTables(m.trunk, m.Prefix, H, c.VocabSize, c.TieEmbeddings); err != nil {
+			return nil, err
+		}
+		st.io = m.io
+		if ultra {
+			m.tables = st
+			return nil, nil
+		}
+	}
+	rt := &residentTables{}
+	if st == nil {
+		b, err := m.loadRun(trunk.RunEmbed)
+		if err != nil {
+			return nil, err
+		}
+		rt.embedding = b.mat("model.embed_tokens.weight", c.VocabSize, H)
+		errs = append(errs, b.errs...)
+	}
+	if c.TieEmbeddings {
+		rt.lmHead = rt.embedding
+		m.tables = rt
+		return errs, nil
+	}
+	b, err := m.loadRun(trunk.RunHead)
+	if err != nil {
+		if st != nil {
+			st.close()
+		}
+		return nil, err
+	}
+	rt.lmHead = b.mat("lm_head.weight", c.VocabSize, H)
+	errs = append(errs, b.errs...)
+	m.tables = rt
+	if st != nil {
+		m.tables = &headTables{rows: st, lmHead: rt.lmHead}
+	}
+	return errs, nil
+}
+
+// readRun reads the trunk run r (named name) into a new buffer and checks
+// its CRCs; release frees the buffer.
+func (m *Model) readRun(name string, r *trunk.Run) (mem []byte, release func(), err error) {
+	if r == nil {
+		return nil, nil, fmt.Errorf("trunk %s has no %q run", m.trunk.Dir(), name)
+	}
+	mem, release = runBuffer(r.Length)
+	if err := m.trunk.VerifyRun(r, mem); err != nil {
+		release()
+		return nil, nil, err
+	}
+	m.BoundBytes += r.Length
+	return mem, release, nil
+}
+
+// loadRun reads the trunk run of that name and keeps it for the model's
+// life.
+func (m *Model) loadRun(name string) (*binder, error) {
+	r, _ := m.trunk.Run(name)
+	return m.keepRun(name, r)
+}
+
+func (m *Model) keepRun(name string, r *trunk.Run) (*binder, error) {
+	mem, release, err := m.readRun(name, r)
+	if err != nil {
+		return nil, err
+	}
+	m.release = append(m.release, release)
+	return &binder{src: wholeRun(r, mem), cfg: m.Cfg, prefix: m.Prefix}, nil
+}
+
+// loadLayerRun reads layer i's run and keeps it, decoded to bf16 (and the
+// buffer it was read into freed) when the plan expands the pinned layers.
+func (m *Model) loadLayerRun(i int) (*binder, error) {
+	r, _ := m.trunk.LayerRun(i)
+	name := fmt.Sprintf("layer %d", i)
+	if !m.Plan.Expanded {
+		return m.keepRun(name, r)
+	}
+	mem, release, err := m.readRun(name, r)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	ex, img, free, err := expandRun(r, mem)
+	if err != nil {
+		return nil, err
+	}
+	m.release = append(m.release, free)
+	return &binder{src: wholeRun(ex, img), cfg: m.Cfg, prefix: m.Prefix}, nil
 }
 
 // TrunkLayerBytes is each bound layer's trunk size as the model reads it

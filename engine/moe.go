@@ -90,32 +90,8 @@ func (L *moeBlock) forward(e *Engine, x []float32, T int) ([]float32, error) {
 		Route(logits[t*c.Experts:(t+1)*c.Experts], L.RouterBias, k, c.Renormalize, c.RoutedScale, idx[t*k:(t+1)*k], w[t*k:(t+1)*k])
 	}
 	z := e.mm(L.LatDown, x, T)
-	// distinct experts in first-seen order, with the (token, slot) pairs using them
-	var order []int
-	users := map[int][]int{}
-	for ts, ex := range idx {
-		if _, ok := users[ex]; !ok {
-			order = append(order, ex)
-		}
-		users[ex] = append(users[ex], ts)
-	}
+	order, users := expertUsers(idx)
 	contrib := make([]float32, T*k*lat)
-	run := func(ex int, exp *Expert) {
-		u := users[ex]
-		n := len(u)
-		xin := make([]float32, n*lat)
-		for i, ts := range u {
-			t := ts / k
-			copy(xin[i*lat:(i+1)*lat], z[t*lat:(t+1)*lat])
-		}
-		g := e.mm(&exp.W1, xin, n)
-		up := e.mm(&exp.W3, xin, n)
-		kernels.SiTUPool(e.pool, g, g, up, c.SituBeta, c.SituLinearBeta)
-		y := e.mm(&exp.W2, g, n)
-		for i, ts := range u {
-			copy(contrib[ts*lat:(ts+1)*lat], y[i*lat:(i+1)*lat])
-		}
-	}
 	// pin as many distinct experts at once as the cache allows, and run
 	// each as soon as it is resident: each writes only its own rows of
 	// contrib, and the sum below goes in slot order, so the order in which
@@ -126,17 +102,66 @@ func (L *moeBlock) forward(e *Engine, x []float32, T int) ([]float32, error) {
 		part := order[i:min(i+group, len(order))]
 		err := store.Each(L.layer, part, func(j int, exp *Expert) {
 			if e.expertSeconds == nil {
-				run(part[j], exp)
+				runExpert(e, exp, users[part[j]], z, contrib)
 				return
 			}
 			t0 := time.Now()
-			run(part[j], exp)
+			runExpert(e, exp, users[part[j]], z, contrib)
 			e.expertSeconds[L.layer] += time.Since(t0).Seconds()
 		})
 		if err != nil {
 			return nil, err
 		}
 	}
+	agg := L.combine(contrib, w, T, k, lat, c.RMSEps)
+	out := e.mm(L.LatUp, agg, T)
+	if L.ShGate != nil {
+		sg := e.mm(L.ShGate, x, T)
+		su := e.mm(L.ShUp, x, T)
+		kernels.SiTUPool(e.pool, sg, sg, su, c.SituBeta, c.SituLinearBeta)
+		f32add(out, e.mm(L.ShDown, sg, T))
+	}
+	return out, nil
+}
+
+// expertUsers is the distinct experts of idx (one per token and slot) in
+// first-seen order, with the token-slot indices using each.
+func expertUsers(idx []int) (order []int, users map[int][]int) {
+	users = map[int][]int{}
+	for ts, ex := range idx {
+		if _, ok := users[ex]; !ok {
+			order = append(order, ex)
+		}
+		users[ex] = append(users[ex], ts)
+	}
+	return order, users
+}
+
+// runExpert runs the routed expert exp on the latent rows z of the tokens
+// whose token-slot indices are u, writing each slot's output to its own
+// row of contrib.
+func runExpert(e *Engine, exp *Expert, u []int, z, contrib []float32) {
+	c := e.m.Cfg
+	k, lat := c.TopK, c.Latent
+	n := len(u)
+	xin := make([]float32, n*lat)
+	for i, ts := range u {
+		t := ts / k
+		copy(xin[i*lat:(i+1)*lat], z[t*lat:(t+1)*lat])
+	}
+	g := e.mm(&exp.W1, xin, n)
+	up := e.mm(&exp.W3, xin, n)
+	kernels.SiTUPool(e.pool, g, g, up, c.SituBeta, c.SituLinearBeta)
+	y := e.mm(&exp.W2, g, n)
+	for i, ts := range u {
+		copy(contrib[ts*lat:(ts+1)*lat], y[i*lat:(i+1)*lat])
+	}
+}
+
+// combine sums each token's k expert outputs, weighted by w, in float64
+// and in slot order (so the order the experts ran in changes nothing),
+// then applies the latent norm when the block has one.
+func (L *moeBlock) combine(contrib, w []float32, T, k, lat int, eps float32) []float32 {
 	agg := make([]float32, T*lat)
 	acc := make([]float64, lat)
 	for t := 0; t < T; t++ {
@@ -152,15 +177,8 @@ func (L *moeBlock) forward(e *Engine, x []float32, T int) ([]float32, error) {
 			row[i] = float32(acc[i])
 		}
 		if L.LatNorm != nil {
-			kernels.RMSNorm(row, row, L.LatNorm, c.RMSEps)
+			kernels.RMSNorm(row, row, L.LatNorm, eps)
 		}
 	}
-	out := e.mm(L.LatUp, agg, T)
-	if L.ShGate != nil {
-		sg := e.mm(L.ShGate, x, T)
-		su := e.mm(L.ShUp, x, T)
-		kernels.SiTUPool(e.pool, sg, sg, su, c.SituBeta, c.SituLinearBeta)
-		f32add(out, e.mm(L.ShDown, sg, T))
-	}
-	return out, nil
+	return agg
 }

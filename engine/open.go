@@ -69,6 +69,10 @@ type Options struct {
 	// A model without a vision tower plans none. A larger picture is
 	// checked against the memory when it comes (Engine.EmbedImage).
 	Picture int
+	// DraftStream streams the draft model whatever the memory (tests,
+	// benchmarks); otherwise the plan streams it only when it does not fit
+	// resident in Memory (plan.PlaceDraft).
+	DraftStream bool
 }
 
 func (o Options) chunk() int {
@@ -168,39 +172,8 @@ func Open(dir string, o Options) (*Model, error) {
 	if err := o.checkChunk(); err != nil {
 		return nil, err
 	}
-	ck, err := openCheckpoint(dir, o)
+	ck, tr, draft, p, err := openParts(dir, o)
 	if err != nil {
-		return nil, err
-	}
-	var tr *trunk.Trunk
-	if o.TrunkDir != "" {
-		if tr, err = ck.openTrunk(o.TrunkDir); err != nil {
-			ck.set.Close()
-			return nil, err
-		}
-	}
-	var draft *Draft
-	if o.Draft != "" {
-		if draft, err = prepareDraft(o.Draft, ck.cfg, ck.layers); err != nil {
-			if tr != nil {
-				tr.Close()
-			}
-			ck.set.Close()
-			return nil, err
-		}
-	}
-	p, err := ck.plan(o, manifestOf(tr), draft)
-	if err == nil && o.Memory != nil {
-		if cerr := p.Check(*o.Memory); cerr != nil {
-			err = &PlanError{p, cerr}
-		}
-	}
-	if err != nil {
-		if tr != nil {
-			tr.Close()
-		}
-		ck.set.Close()
-		draft.Close()
 		return nil, err
 	}
 	m := &Model{Cfg: ck.cfg, Prefix: ck.prefix, Bound: ck.layers, Plan: p, set: ck.set, trunk: tr, chunk: p.Chunk, notGo: plan.NotGo(machine.RSS()),
@@ -225,7 +198,7 @@ func Open(dir string, o Options) (*Model, error) {
 	}
 	if err == nil && draft != nil {
 		m.draft = draft
-		err = draft.bind()
+		err = draft.bind(p.DraftStreamed, m.io)
 	}
 	if err != nil {
 		if m.draft == nil {
@@ -241,6 +214,48 @@ func Open(dir string, o Options) (*Model, error) {
 	}
 	m.Fingerprint = Fingerprint(m, ck.set.Files(), weights)
 	return m, nil
+}
+
+// openParts opens the checkpoint, the trunk and the draft model the
+// options name and makes the plan (checked against o.Memory when given);
+// on an error, what it opened is closed.
+func openParts(dir string, o Options) (*checkpoint, *trunk.Trunk, *Draft, *plan.Plan, error) {
+	ck, err := openCheckpoint(dir, o)
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	var tr *trunk.Trunk
+	var draft *Draft
+	fail := func(err error) (*checkpoint, *trunk.Trunk, *Draft, *plan.Plan, error) {
+		if tr != nil {
+			tr.Close()
+		}
+		ck.set.Close()
+		draft.Close()
+		return nil, nil, nil, nil, err
+	}
+	if o.TrunkDir != "" {
+		if tr, err = ck.openTrunk(o.TrunkDir); err != nil {
+			tr = nil
+			return fail(err)
+		}
+	}
+	if o.Draft != "" {
+		if draft, err = prepareDraft(o.Draft, ck.cfg, ck.layers); err != nil {
+			draft = nil
+			return fail(err)
+		}
+	}
+	p, err := ck.plan(o, manifestOf(tr), draft)
+	if err == nil && o.Memory != nil {
+		if cerr := p.Check(*o.Memory); cerr != nil {
+			err = &PlanError{p, cerr}
+		}
+	}
+	if err != nil {
+		return fail(err)
+	}
+	return ck, tr, draft, p, nil
 }
 
 // PlanFor makes the memory plan of opening dir with o, from metadata alone
@@ -357,6 +372,11 @@ func (ck *checkpoint) sizes(tm *trunk.Manifest) plan.Sizes {
 			s.TableBytes += t.Size
 		}
 	}
+	if _, head := ck.set.Get(ck.prefix + "lm_head.weight"); head && !ck.cfg.TieEmbeddings {
+		if t, ok := ck.set.Get(ck.prefix + "model.embed_tokens.weight"); ok {
+			s.EmbedBytes = t.Size // lm_head is a table of its own: the floor streams the embedding
+		}
+	}
 	if tm == nil || !tm.Compressed() {
 		return s
 	}
@@ -377,6 +397,9 @@ func (ck *checkpoint) sizes(tm *trunk.Manifest) plan.Sizes {
 			case n == "model.embed_tokens.weight" || n == "lm_head.weight":
 				s.GlobalBytes += d
 				s.TableBytes += d
+				if n == "model.embed_tokens.weight" && s.EmbedBytes > 0 {
+					s.EmbedBytes += d
+				}
 			default:
 				s.GlobalBytes += d
 			}
@@ -398,33 +421,55 @@ func (ck *checkpoint) plan(o Options, tm *trunk.Manifest, d *Draft) (*plan.Plan,
 	}
 	r := plan.Run{Streaming: o.TrunkDir != "", TrunkBudget: b.TrunkBytes, Ring: b.Ring, CacheBudget: b.CacheBytes, Ultra: b.Ultra,
 		Positions: o.Positions, Chunk: o.Chunk, Workers: runtime.NumCPU(), AllLogits: o.AllLogits, SpecPositions: specPositions(o),
-		StateCopies: o.StateCopies, BaselineRSS: machine.RSS(),
+		StateCopies: o.StateCopies, BaselineRSS: planBaseline(),
 		Floor: o.floor(), Picture: o.Picture}
+	limit := o.planLimit()
 	if d != nil {
-		r.DraftBytes, r.DraftPerPos = d.Bytes, d.CacheBytesPerPos()
+		r.DraftBytes, r.DraftPerPos, r.DraftStream, r.DraftRead = d.Bytes, d.CacheBytesPerPos(), d.StreamBytes, d.ReadBytes
+		r.DraftStreamed = o.DraftStream || limit > 0 // the chunk is chosen with it streamed
 	}
 	in := plan.ForModel(c, ck.layers, s, r)
 	if o.Memory != nil {
-		plan.FitTower(&in, s.Vision, int64(0.95*float64(o.Memory.Usable())))
+		plan.FitTower(&in, s.Vision, limit)
 	}
+	var p *plan.Plan
 	if o.Chunk > 0 {
 		in.ChunkWhy = plan.ChunkForced
-		return plan.Make(in), nil
+		p = plan.Make(in)
+	} else if ap, err := autoChunk(in, o); err != nil {
+		return nil, err
+	} else {
+		p = ap
 	}
-	return autoChunk(in, o)
+	if d == nil || o.DraftStream || limit <= 0 {
+		return p, nil
+	}
+	in.Chunk, in.ChunkWhy = p.Chunk, p.ChunkWhy
+	return plan.Make(plan.PlaceDraft(in, limit)), nil
+}
+
+// planBaseline is the process base a plan counts: the RSS now (tests pin it).
+var planBaseline = machine.RSS
+
+// planLimit is the most a plan may take: 95% of o.Memory's usable bytes
+// (Plan.Check's test); 0 when unknown.
+func (o Options) planLimit() int64 {
+	if o.Memory == nil || o.Memory.Usable() <= 0 {
+		return 0
+	}
+	return int64(0.95 * float64(o.Memory.Usable()))
 }
 
 // autoChunk plans the longest prefill chunk that fits o.Memory (95% of
 // its usable bytes, Plan.Check's test), at most the context; with the
 // memory unknown, the whole context (DefaultChunk when that is unknown).
 func autoChunk(in plan.Inputs, o Options) (*plan.Plan, error) {
-	most, limit := DefaultChunk, int64(0)
+	most, limit := DefaultChunk, o.planLimit()
 	in.ChunkWhy = plan.ChunkContext
 	if o.Positions > 0 {
 		most = o.Positions
 	}
-	if o.Memory != nil && o.Memory.Usable() > 0 {
-		limit = int64(0.95 * float64(o.Memory.Usable()))
+	if limit > 0 {
 		in.ChunkWhy = plan.ChunkMemory
 	}
 	n, err := plan.FitChunk(in, limit, most)

@@ -242,6 +242,19 @@ func (c *specCosts) passCost(T int) float64 {
 	return math.Max(read, base+float64(T)*slope)
 }
 
+// withDraftReads is cost with a streamed draft model's reads added to
+// every pass that drafts (T > 1): its matrices, read bytes per cycle, at
+// the measured disk speed.
+func (c *specCosts) withDraftReads(cost func(T int) float64, bytes float64) func(T int) float64 {
+	return func(T int) float64 {
+		x := cost(T)
+		if T > 1 && c.diskBps > 0 {
+			x += bytes / c.diskBps
+		}
+		return x
+	}
+}
+
 // measure folds in a decode pass of T positions: its wall seconds, the
 // seconds it waited for reads, the read time (disk busy) and the trunk and
 // expert bytes it read.
@@ -299,6 +312,10 @@ type specControl struct {
 	allHit, allSeen []float64
 	open            []openDraft // proposals still coming true
 	next            openDraft   // the proposal at the end of the text
+	// lazy: proposals cost reads (a streamed draft model reads its
+	// matrices for each), so one is made only where a pass is about to
+	// run (draft), not at every token to measure acceptance with
+	lazy bool
 }
 
 // openDraft is a proposal being checked against the tokens that come.
@@ -391,6 +408,12 @@ func (e *Engine) newSpec(s *State, set specSetup) *specControl {
 	if d := e.drafter(set.sampler); d != nil {
 		c.suggest = func(ids []int, k int) ([]int, int) { return d.suggest(s, ids, k) }
 		c.prior = draftModelPrior
+		if d.d.stream != nil {
+			c.lazy = true
+			if set.cost == nil {
+				c.cost = e.spec.withDraftReads(cost, float64(d.d.ReadBytes))
+			}
+		}
 	}
 	if p := set.propose; p != nil {
 		c.suggest = func(ids []int, k int) ([]int, int) {
@@ -412,6 +435,9 @@ func (c *specControl) draft(ids []int, remaining int) []int {
 		return d
 	}
 	if c.next.pos != len(ids) {
+		if c.lazy && !c.mayPay() {
+			return nil
+		}
 		c.propose(ids)
 	}
 	d := c.next.draft
@@ -424,7 +450,7 @@ func (c *specControl) draft(ids []int, remaining int) []int {
 // start makes the proposal at the end of the prompt, which the first
 // token generated checks.
 func (c *specControl) start(ids []int) {
-	if c != nil && !c.forced && len(ids) > 0 && c.mayPay() {
+	if c != nil && !c.forced && !c.lazy && len(ids) > 0 && c.mayPay() {
 		c.propose(ids)
 	}
 }
@@ -472,9 +498,11 @@ func (c *specControl) observeToken(ids []int) {
 		}
 	}
 	c.open = kept
-	if c.mayPay() {
+	switch {
+	case c.lazy: // draft proposes where a pass is about to run
+	case c.mayPay():
 		c.propose(ids)
-	} else {
+	default:
 		c.next = openDraft{pos: len(ids)}
 	}
 }

@@ -23,8 +23,14 @@ import (
 type Draft struct {
 	Cfg *config.Draft
 	Dir string
-	// Bytes is what its weights take in memory.
-	Bytes int64
+	// Bytes is what its weights take in memory, resident. Streamed
+	// (docs/DSPARK.md §6.1) it keeps StreamBytes (the norms, the kv_a
+	// projections and the buffer the other matrices are read into) and
+	// reads ReadBytes of them per drafting cycle.
+	Bytes, StreamBytes, ReadBytes int64
+
+	stream    *draftStream // nil: resident
+	streamBad []string     // streamed matrices found not finite at load
 
 	set      *st.Set
 	ctxProj  *kernels.Mat // [hidden, taps*hidden]
@@ -125,6 +131,8 @@ func prepareDraft(dir string, tc *config.Config, bound int) (*Draft, error) {
 			d.Bytes += t.Size
 		}
 	}
+	read, buffer, small := streamSizes(set)
+	d.ReadBytes, d.StreamBytes = read, small+buffer
 	d.tapsOf = make([][]int, bound)
 	for j, l := range c.TargetLayers {
 		d.tapsOf[l] = append(d.tapsOf[l], j)
@@ -183,51 +191,43 @@ func checkDraftFits(c *config.Draft, tc *config.Config, bound int) error {
 	return fmt.Errorf("%w: draft model %s: %s", ErrDraftMismatch, c.Path, strings.Join(bad, "; "))
 }
 
-// bind reads the draft's weights and checks each for NaN and Inf.
-func (d *Draft) bind() error {
+// bind reads the draft's weights and checks each for NaN and Inf;
+// streamed, its streamed matrices are read through the stream's buffer
+// (reads timed by io), checked, and read again at each use.
+func (d *Draft) bind(streamed bool, io *ioTracker) error {
 	c := d.Cfg
 	H, nh := c.Hidden, c.Heads
-	b := &binder{src: setSource{d.set}, matLo: -1}
-	d.ctxProj = b.mat("context_proj.weight", H, len(c.TargetLayers)*c.TargetHidden)
+	b := d.binder(streamed, io)
+	defer d.stream.resetBytes() // the check at load is not a drafting cycle's read
+	d.ctxProj = d.mat(b, "context_proj.weight", H, len(c.TargetLayers)*c.TargetHidden, false)
 	d.ctxNorm = b.vec("context_norm.weight", []int{H}, 0)
 	d.norm = b.vec("final_norm.weight", []int{H}, 0)
-	d.markov1 = b.mat("markov_head.markov_w1.weight", c.VocabSize, c.MarkovRank)
-	d.markov2 = b.mat("markov_head.markov_w2.weight", c.VocabSize, c.MarkovRank)
+	d.markov1 = d.mat(b, "markov_head.markov_w1.weight", c.VocabSize, c.MarkovRank, false)
+	d.markov2 = d.mat(b, "markov_head.markov_w2.weight", c.VocabSize, c.MarkovRank, false)
 	for i := 0; i < c.Layers; i++ {
 		p := fmt.Sprintf("layers.%d.", i)
 		a := p + "self_attn."
 		L := &draftLayer{
 			InNorm:   b.vec(p+"input_layernorm.weight", []int{H}, 0),
 			PostNorm: b.vec(p+"post_attention_layernorm.weight", []int{H}, 0),
-			QA:       b.mat(a+"q_a_proj.weight", c.QLoraRank, H),
+			QA:       d.mat(b, a+"q_a_proj.weight", c.QLoraRank, H, false),
 			QANorm:   b.vec(a+"q_a_layernorm.weight", []int{c.QLoraRank}, 0),
-			QB:       b.mat(a+"q_b_proj.weight", nh*(c.QKNope+c.QKRope), c.QLoraRank),
-			KVA:      b.mat(a+"kv_a_proj_with_mqa.weight", c.KVLoraRank+c.QKRope, H),
+			QB:       d.mat(b, a+"q_b_proj.weight", nh*(c.QKNope+c.QKRope), c.QLoraRank, false),
+			KVA:      d.mat(b, a+"kv_a_proj_with_mqa.weight", c.KVLoraRank+c.QKRope, H, false),
 			KVANorm:  b.vec(a+"kv_a_layernorm.weight", []int{c.KVLoraRank}, 0),
-			KVB:      b.matByColumns(a+"kv_b_proj.weight", nh*(c.QKNope+c.VHead), c.KVLoraRank),
-			O:        b.mat(a+"o_proj.weight", H, nh*c.VHead),
-			Gate:     b.mat(p+"mlp.gate_proj.weight", c.Intermediate, H),
-			Up:       b.mat(p+"mlp.up_proj.weight", c.Intermediate, H),
-			Down:     b.mat(p+"mlp.down_proj.weight", H, c.Intermediate),
+			KVB:      d.mat(b, a+"kv_b_proj.weight", nh*(c.QKNope+c.VHead), c.KVLoraRank, true),
+			O:        d.mat(b, a+"o_proj.weight", H, nh*c.VHead, false),
+			Gate:     d.mat(b, p+"mlp.gate_proj.weight", c.Intermediate, H, false),
+			Up:       d.mat(b, p+"mlp.up_proj.weight", c.Intermediate, H, false),
+			Down:     d.mat(b, p+"mlp.down_proj.weight", H, c.Intermediate, false),
 		}
 		d.layers = append(d.layers, L)
 	}
-	known := map[string]bool{"context_proj.weight": true, "context_norm.weight": true, "final_norm.weight": true,
-		"markov_head.markov_w1.weight": true, "markov_head.markov_w2.weight": true}
-	for i := 0; i < c.Layers; i++ {
-		for _, n := range draftLayerTensors {
-			known[fmt.Sprintf("layers.%d.%s.weight", i, n)] = true
-		}
-	}
-	for _, n := range d.set.Names() {
-		if !known[n] && !draftIgnored[n] {
-			b.fail("unexpected tensor %s (not part of a DSpark draft model with %d layers)", n, c.Layers)
-		}
-	}
+	d.refuseUnknown(b)
 	if err := b.err(); err != nil {
 		return fmt.Errorf("draft model %s: %w", d.Dir, err)
 	}
-	var bad []string
+	bad := d.streamBad
 	check := func(name string, x []float32) {
 		if !allFinite(x) {
 			bad = append(bad, name)
@@ -265,6 +265,35 @@ func (d *Draft) bind() error {
 	return nil
 }
 
+// refuseUnknown fails b for every tensor of the draft's files that is no
+// part of a DSpark draft model of its layers.
+func (d *Draft) refuseUnknown(b *binder) {
+	c := d.Cfg
+	known := map[string]bool{"context_proj.weight": true, "context_norm.weight": true, "final_norm.weight": true,
+		"markov_head.markov_w1.weight": true, "markov_head.markov_w2.weight": true}
+	for i := 0; i < c.Layers; i++ {
+		for _, n := range draftLayerTensors {
+			known[fmt.Sprintf("layers.%d.%s.weight", i, n)] = true
+		}
+	}
+	for _, n := range d.set.Names() {
+		if !known[n] && !draftIgnored[n] {
+			b.fail("unexpected tensor %s (not part of a DSpark draft model with %d layers)", n, c.Layers)
+		}
+	}
+}
+
+// binder is the draft's binder: from its files, resident or (streamed)
+// with its streamed matrices read through the stream's buffer.
+func (d *Draft) binder(streamed bool, io *ioTracker) *binder {
+	b := &binder{src: setSource{d.set}, matLo: -1}
+	if streamed {
+		d.stream = newDraftStream(d.set, io)
+		b.src = streamSource{setSource{d.set}, d.stream}
+	}
+	return b
+}
+
 // draftLayerTensors are the tensors of a draft layer (layers.N.NAME.weight).
 var draftLayerTensors = []string{"input_layernorm", "post_attention_layernorm", "self_attn.q_a_proj", "self_attn.q_a_layernorm",
 	"self_attn.q_b_proj", "self_attn.kv_a_proj_with_mqa", "self_attn.kv_a_layernorm", "self_attn.kv_b_proj", "self_attn.o_proj",
@@ -288,7 +317,12 @@ func matFinite(m *kernels.Mat) bool {
 
 // Close releases the draft model's shard files.
 func (d *Draft) Close() {
-	if d != nil && d.set != nil {
+	if d == nil {
+		return
+	}
+	d.stream.close()
+	d.stream = nil
+	if d.set != nil {
 		d.set.Close()
 		d.set = nil
 	}

@@ -36,7 +36,13 @@ func (d *Draft) extend(e *Engine, s *State, taps [][]float32, T int) {
 			copy(u[(t*nT+j)*Et:(t*nT+j+1)*Et], h[t*Et:(t+1)*Et])
 		}
 	}
-	ctx := e.mm(d.ctxProj, u, T)
+	defer d.stream.lock()()
+	proj, err := d.stream.use(d.ctxProj)
+	if err != nil { // no context rows: the draft model proposes nothing for s
+		ds.n, ds.rows = -1, make([][]float32, c.Layers)
+		return
+	}
+	ctx := e.mm(proj, u, T)
 	for t := 0; t < T; t++ {
 		kernels.RMSNorm(ctx[t*H:(t+1)*H], ctx[t*H:(t+1)*H], d.ctxNorm, c.RMSEps)
 	}
@@ -94,6 +100,7 @@ func (m modelDrafter) suggest(s *State, ids []int, k int) ([]int, int) {
 		return nil, 0
 	}
 	d, e := m.d, m.e
+	defer d.stream.lock()()
 	draft, err := d.block(e, ds, ids[n], n, k, m.sampler)
 	if err != nil || len(draft) == 0 {
 		return nil, 0
@@ -132,17 +139,19 @@ func (d *Draft) block(e *Engine, ds *draftState, anchor, n, B int, smp Sampler) 
 		for t := 0; t < B; t++ {
 			kernels.RMSNorm(x[t*H:(t+1)*H], h[t*H:(t+1)*H], L.InNorm, c.RMSEps)
 		}
-		f32add(h, d.attention(e, L, ds.rows[l][:n*ds.width], x, n, B))
+		a, err := d.attention(e, L, ds.rows[l][:n*ds.width], x, n, B)
+		if err != nil {
+			return nil, err
+		}
+		f32add(h, a)
 		for t := 0; t < B; t++ {
 			kernels.RMSNorm(x[t*H:(t+1)*H], h[t*H:(t+1)*H], L.PostNorm, c.RMSEps)
 		}
-		g := e.mm(L.Gate, x, B)
-		u := e.mm(L.Up, x, B)
-		for i, gv := range g {
-			a := float32(float64(gv) * sigmoid(float64(gv)))
-			g[i] = float32(a * u[i])
+		y, err := d.mlp(e, L, x, B)
+		if err != nil {
+			return nil, err
 		}
-		f32add(h, e.mm(L.Down, g, B))
+		f32add(h, y)
 	}
 	for t := 0; t < B; t++ {
 		kernels.RMSNorm(x[t*H:(t+1)*H], h[t*H:(t+1)*H], d.norm, c.RMSEps)
@@ -151,13 +160,29 @@ func (d *Draft) block(e *Engine, ds *draftState, anchor, n, B int, smp Sampler) 
 	if err := tables.head(e.pool, U, x, B); err != nil {
 		return nil, err
 	}
+	return d.pick(e, U, anchor, n, B, smp)
+}
+
+// pick chooses the block's tokens from its base logits U (B rows): each
+// the argmax of its row plus the Markov head's bias from the token before
+// (the anchor for the first), cut short where smp foreseeably samples
+// another token (block).
+func (d *Draft) pick(e *Engine, U []float32, anchor, n, B int, smp Sampler) ([]int, error) {
+	c := d.Cfg
+	V := c.VocabSize
+	w2, err := d.stream.use(d.markov2)
+	if err != nil {
+		return nil, err
+	}
 	out := make([]int, B)
 	w1 := make([]float32, c.MarkovRank)
 	bias := make([]float32, V)
 	prev := anchor
 	for k := 0; k < B; k++ {
-		embedRow(w1, d.markov1, prev)
-		kernels.MatVec(e.pool, bias, d.markov2, w1)
+		if err := d.stream.row(w1, d.markov1, prev); err != nil {
+			return nil, err
+		}
+		kernels.MatVec(e.pool, bias, w2, w1)
 		row := U[k*V : (k+1)*V]
 		for i, b := range bias {
 			row[i] += b
@@ -171,21 +196,54 @@ func (d *Draft) block(e *Engine, ds *draftState, anchor, n, B int, smp Sampler) 
 	return out, nil
 }
 
+// mlp is a draft layer's SwiGLU MLP (SiLU) over the B rows of x.
+func (d *Draft) mlp(e *Engine, L *draftLayer, x []float32, B int) ([]float32, error) {
+	var g, u []float32
+	for _, p := range []struct {
+		m   *kernels.Mat
+		out *[]float32
+	}{{L.Gate, &g}, {L.Up, &u}} {
+		w, err := d.stream.use(p.m)
+		if err != nil {
+			return nil, err
+		}
+		*p.out = e.mm(w, x, B)
+	}
+	for i, gv := range g {
+		a := float32(float64(gv) * sigmoid(float64(gv)))
+		g[i] = float32(a * u[i])
+	}
+	w, err := d.stream.use(L.Down)
+	if err != nil {
+		return nil, err
+	}
+	return e.mm(w, g, B), nil
+}
+
 func sigmoid(x float64) float64 { return 1 / (1 + math.Exp(-x)) }
 
 // attention is the draft layer's MLA over the context rows ctx (n
 // positions) and the block's own B rows, non-causal inside the block:
 // every block row attends to every context row and every block row. kv_b
 // is absorbed as in the target's MLA.
-func (d *Draft) attention(e *Engine, L *draftLayer, ctx, x []float32, n, B int) []float32 {
+// A streamed draft model reads each matrix as it comes (draftStream.use).
+func (d *Draft) attention(e *Engine, L *draftLayer, ctx, x []float32, n, B int) ([]float32, error) {
 	c := d.Cfg
 	nh, nope, rope, vd, r := c.Heads, c.QKNope, c.QKRope, c.VHead, c.KVLoraRank
 	w, qh := r+rope, nope+rope
-	qa := e.mm(L.QA, x, B)
+	QA, err := d.stream.use(L.QA)
+	if err != nil {
+		return nil, err
+	}
+	qa := e.mm(QA, x, B)
 	for t := 0; t < B; t++ {
 		kernels.RMSNorm(qa[t*c.QLoraRank:(t+1)*c.QLoraRank], qa[t*c.QLoraRank:(t+1)*c.QLoraRank], L.QANorm, c.RMSEps)
 	}
-	q := e.mm(L.QB, qa, B)
+	QB, err := d.stream.use(L.QB)
+	if err != nil {
+		return nil, err
+	}
+	q := e.mm(QB, qa, B)
 	for t := 0; t < B; t++ {
 		for h := 0; h < nh; h++ {
 			o := t*nh*qh + h*qh + nope
@@ -199,11 +257,15 @@ func (d *Draft) attention(e *Engine, L *draftLayer, ctx, x []float32, n, B int) 
 	keys := kernels.Mat{DType: kernels.F32, Rows: S, Cols: w, F32: rows}
 	o := make([]float32, B*nh*vd)
 	scale := d.softmaxK
+	KVB, err := d.stream.use(L.KVB)
+	if err != nil {
+		return nil, err
+	}
 	e.pool.Each(B*nh, func(th int) {
 		t, h := th/nh, th%nh
 		qv := q[t*nh*qh+h*qh : t*nh*qh+(h+1)*qh]
 		qabs := make([]float32, w)
-		kernels.MatTVec(qabs[:r], L.KVB, h*(nope+vd), 0, qv[:nope])
+		kernels.MatTVec(qabs[:r], KVB, h*(nope+vd), 0, qv[:nope])
 		copy(qabs[r:], qv[nope:])
 		p := make([]float64, S)
 		kernels.MatVec64(p, &keys, qabs)
@@ -214,8 +276,12 @@ func (d *Draft) attention(e *Engine, L *draftLayer, ctx, x []float32, n, B int) 
 		lat := make([]float32, r)
 		kernels.WeightedRows(lat, p, rows, w)
 		oh := o[t*nh*vd+h*vd : t*nh*vd+(h+1)*vd]
-		vb := L.KVB.RowRange(h*(nope+vd)+nope, (h+1)*(nope+vd))
+		vb := KVB.RowRange(h*(nope+vd)+nope, (h+1)*(nope+vd))
 		kernels.MatVec(nil, oh, &vb, lat)
 	})
-	return e.mm(L.O, o, B)
+	O, err := d.stream.use(L.O)
+	if err != nil {
+		return nil, err
+	}
+	return e.mm(O, o, B), nil
 }

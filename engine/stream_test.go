@@ -126,6 +126,13 @@ func TestSameOutputAtEveryBudget(t *testing.T) {
 			if r.stats.Expert.Evictions == 0 || r.plan.CacheSlots != 7 {
 				t.Fatalf("%s: %d evictions, %d slots", c.name, r.stats.Expert.Evictions, r.plan.CacheSlots)
 			}
+			// at the floor the embedding rows stream, lm_head stays
+			// resident: one row read per position fed, nothing of lm_head
+			h := int64(budgetSpec().Hidden)
+			require.True(t, r.plan.EmbedStreamed, c.name)
+			assert.Less(t, r.plan.Globals, ref.plan.Globals, c.name)
+			assert.Equal(t, int64(len(prompt)+gen-1)*2*h, r.stats.EmbedBytesRead, c.name)
+			assert.Zero(t, r.stats.HeadBytesRead, c.name)
 		}
 		if i == 0 {
 			ref = r

@@ -64,6 +64,28 @@ func embedRow(dst []float32, m *kernels.Mat, id int) {
 	copy(dst, m.F32[id*c:(id+1)*c])
 }
 
+// headTables read embedding rows from the packed trunk when a token needs
+// them and keep lm_head resident: the memory floor's tables
+// (plan.StreamsEmbedding).
+type headTables struct {
+	rows   *streamedTables // its embed only
+	lmHead *kernels.Mat
+}
+
+func (t *headTables) embed(dst []float32, id int) error { return t.rows.embed(dst, id) }
+
+func (t *headTables) head(p *kernels.Pool, logits, h []float32, n int) error {
+	kernels.MatMul(p, logits, t.lmHead, h, n)
+	return nil
+}
+
+func (t *headTables) bytesRead() (int64, int64) {
+	e, _ := t.rows.bytesRead()
+	return e, 0
+}
+
+func (t *headTables) close() { t.rows.close() }
+
 // streamedTables read embedding rows from the packed trunk when a token
 // needs them and apply lm_head in chunks of rows, each read while the one
 // before is applied.

@@ -122,9 +122,27 @@ func ReadCgroup(root fs.FS) (Cgroup, error) {
 	if err != nil {
 		return Cgroup{}, nil
 	}
-	var v2path, v1path string
-	hasV1 := false
-	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+	v2path, v1path, hasV1 := procCgroup(string(b))
+	var tries []cgroupLayout
+	if hasV1 {
+		tries = append(tries, cgroupLayout{1, "sys/fs/cgroup/memory", v1path, "memory.limit_in_bytes", "memory.usage_in_bytes", ""})
+	}
+	if v2path != "" {
+		tries = append(tries, cgroupLayout{2, "sys/fs/cgroup", v2path, "memory.max", "memory.current", "max"},
+			cgroupLayout{2, "sys/fs/cgroup/unified", v2path, "memory.max", "memory.current", "max"})
+	}
+	for _, l := range tries {
+		if cg, found, err := l.read(root); err != nil || found {
+			return cg, err
+		}
+	}
+	return Cgroup{}, nil
+}
+
+// procCgroup reads /proc/self/cgroup: the cgroup v2 path, and the v1
+// memory controller's path when there is one.
+func procCgroup(s string) (v2path, v1path string, hasV1 bool) {
+	for _, line := range strings.Split(strings.TrimSpace(s), "\n") {
 		parts := strings.SplitN(line, ":", 3)
 		if len(parts) != 3 {
 			continue
@@ -138,77 +156,73 @@ func ReadCgroup(root fs.FS) (Cgroup, error) {
 			}
 		}
 	}
-	type layout struct {
-		version          int
-		mount, cg        string
-		limitF, usageF   string
-		unlimitedKeyword string
-	}
-	var tries []layout
-	if hasV1 {
-		tries = append(tries, layout{1, "sys/fs/cgroup/memory", v1path, "memory.limit_in_bytes", "memory.usage_in_bytes", ""})
-	}
-	if v2path != "" {
-		tries = append(tries, layout{2, "sys/fs/cgroup", v2path, "memory.max", "memory.current", "max"},
-			layout{2, "sys/fs/cgroup/unified", v2path, "memory.max", "memory.current", "max"})
-	}
-	for _, l := range tries {
-		// From the process's cgroup up to the mount; with a cgroup
-		// namespace the path may not exist under the mount, then only the
-		// mount's own files describe us.
-		var dirs []string
-		for p := path.Clean("/" + l.cg); ; p = path.Dir(p) {
-			dirs = append(dirs, path.Join(l.mount, p))
-			if p == "/" {
-				break
-			}
-		}
-		usage := func(d string) (int64, bool) {
-			raw, err := fs.ReadFile(root, d+"/"+l.usageF)
-			if err != nil {
-				return 0, false
-			}
-			u, err := strconv.ParseInt(strings.TrimSpace(string(raw)), 10, 64)
-			return u, err == nil
-		}
-		cg := Cgroup{Version: l.version, Path: l.cg}
-		found := false
-		var head int64
-		for _, d := range dirs {
-			raw, err := fs.ReadFile(root, d+"/"+l.limitF)
-			if err != nil {
-				continue
-			}
-			found = true
-			s := strings.TrimSpace(string(raw))
-			if s != "" && s == l.unlimitedKeyword {
-				continue
-			}
-			n, err := strconv.ParseInt(s, 10, 64)
-			if err != nil || n < 0 {
-				return Cgroup{Version: l.version, Path: l.cg}, fmt.Errorf("/%s/%s holds %q, not a number", d, l.limitF, s)
-			}
-			if n >= unlimited {
-				continue
-			}
-			u, ok := usage(d)
-			if !ok {
-				// the process's own cgroup is charged to every level above it
-				u, ok = usage(dirs[0])
-			}
-			h := n
-			if ok {
-				h -= u
-			}
-			if cg.Limit == 0 || h < head {
-				cg.Limit, cg.Usage, cg.UsageKnown, head = n, u, ok, h
-			}
-		}
-		if found {
-			return cg, nil
+	return v2path, v1path, hasV1
+}
+
+// cgroupLayout is where one cgroup version keeps the memory limit and
+// usage of the cgroup cg.
+type cgroupLayout struct {
+	version          int
+	mount, cg        string
+	limitF, usageF   string
+	unlimitedKeyword string
+}
+
+// read finds the tightest memory limit from the process's cgroup up to the
+// mount; with a cgroup namespace the path may not exist under the mount,
+// then only the mount's own files describe us. found is false when no
+// level has a limit file.
+func (l cgroupLayout) read(root fs.FS) (cg Cgroup, found bool, err error) {
+	var dirs []string
+	for p := path.Clean("/" + l.cg); ; p = path.Dir(p) {
+		dirs = append(dirs, path.Join(l.mount, p))
+		if p == "/" {
+			break
 		}
 	}
-	return Cgroup{}, nil
+	cg = Cgroup{Version: l.version, Path: l.cg}
+	var head int64
+	for _, d := range dirs {
+		raw, err := fs.ReadFile(root, d+"/"+l.limitF)
+		if err != nil {
+			continue
+		}
+		found = true
+		s := strings.TrimSpace(string(raw))
+		if s != "" && s == l.unlimitedKeyword {
+			continue
+		}
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || n < 0 {
+			return Cgroup{Version: l.version, Path: l.cg}, true, fmt.Errorf("/%s/%s holds %q, not a number", d, l.limitF, s)
+		}
+		if n >= unlimited {
+			continue
+		}
+		u, ok := l.usage(root, d)
+		if !ok {
+			// the process's own cgroup is charged to every level above it
+			u, ok = l.usage(root, dirs[0])
+		}
+		h := n
+		if ok {
+			h -= u
+		}
+		if cg.Limit == 0 || h < head {
+			cg.Limit, cg.Usage, cg.UsageKnown, head = n, u, ok, h
+		}
+	}
+	return cg, found, nil
+}
+
+// usage is the memory usage recorded in the cgroup directory d.
+func (l cgroupLayout) usage(root fs.FS, d string) (int64, bool) {
+	raw, err := fs.ReadFile(root, d+"/"+l.usageF)
+	if err != nil {
+		return 0, false
+	}
+	u, err := strconv.ParseInt(strings.TrimSpace(string(raw)), 10, 64)
+	return u, err == nil
 }
 
 // CPU describes the processor.

@@ -136,56 +136,12 @@ func ByteLevelTokens(text string, merges int) [][]byte {
 	if merges <= 0 || text == "" {
 		return tokens
 	}
-	// Distinct pieces with their counts, as sequences of token ids.
-	counts := map[string]int{}
-	var order []string
-	for _, p := range Pretokenize(text) {
-		if counts[p] == 0 {
-			order = append(order, p)
-		}
-		counts[p]++
-	}
-	type word struct {
-		ids   []int
-		count int
-	}
-	words := make([]word, len(order))
-	for i, p := range order {
-		ids := make([]int, len(p))
-		for k := 0; k < len(p); k++ {
-			ids[k] = index[p[k:k+1]]
-		}
-		words[i] = word{ids, counts[p]}
-	}
-	type pair struct{ a, b int }
+	words := bpeWords(text, index)
 	for learned := 0; learned < merges; {
-		freq := map[pair]int{}
-		for _, w := range words {
-			for k := 0; k+1 < len(w.ids); k++ {
-				freq[pair{w.ids[k], w.ids[k+1]}] += w.count
-			}
-		}
-		var cands []pair
-		for p, f := range freq {
-			joined := append(append([]byte{}, tokens[p.a]...), tokens[p.b]...)
-			if f >= 2 && bytes.IndexByte(joined, 0xFF) < 0 {
-				cands = append(cands, p)
-			}
-		}
-		if len(cands) == 0 {
+		best, ok := bestPair(words, tokens)
+		if !ok {
 			break
 		}
-		sort.Slice(cands, func(i, j int) bool {
-			fi, fj := freq[cands[i]], freq[cands[j]]
-			if fi != fj {
-				return fi > fj
-			}
-			if cands[i].a != cands[j].a {
-				return cands[i].a < cands[j].a
-			}
-			return cands[i].b < cands[j].b
-		})
-		best := cands[0]
 		joined := append(append([]byte{}, tokens[best.a]...), tokens[best.b]...)
 		id, exists := index[string(joined)]
 		if !exists {
@@ -195,18 +151,87 @@ func ByteLevelTokens(text string, merges int) [][]byte {
 			learned++
 		}
 		for wi := range words {
-			ids := words[wi].ids
-			out := ids[:0]
-			for k := 0; k < len(ids); k++ {
-				if k+1 < len(ids) && ids[k] == best.a && ids[k+1] == best.b {
-					out = append(out, id)
-					k++
-				} else {
-					out = append(out, ids[k])
-				}
-			}
-			words[wi].ids = out
+			words[wi].merge(best, id)
 		}
 	}
 	return tokens
+}
+
+// bpeWord is a distinct pre-tokenized piece as token ids, with its count.
+type bpeWord struct {
+	ids   []int
+	count int
+}
+
+// bpePair is two adjacent token ids.
+type bpePair struct{ a, b int }
+
+// bpeWords is the distinct pieces of text, in first-seen order, as ids of
+// their bytes (index maps each byte to its id), with their counts.
+func bpeWords(text string, index map[string]int) []bpeWord {
+	counts := map[string]int{}
+	var order []string
+	for _, p := range Pretokenize(text) {
+		if counts[p] == 0 {
+			order = append(order, p)
+		}
+		counts[p]++
+	}
+	words := make([]bpeWord, len(order))
+	for i, p := range order {
+		ids := make([]int, len(p))
+		for k := 0; k < len(p); k++ {
+			ids[k] = index[p[k:k+1]]
+		}
+		words[i] = bpeWord{ids, counts[p]}
+	}
+	return words
+}
+
+// bestPair is the most frequent adjacent pair (seen at least twice, whose
+// bytes hold no 0xFF), ties to the lowest ids; ok is false when there is
+// none.
+func bestPair(words []bpeWord, tokens [][]byte) (best bpePair, ok bool) {
+	freq := map[bpePair]int{}
+	for _, w := range words {
+		for k := 0; k+1 < len(w.ids); k++ {
+			freq[bpePair{w.ids[k], w.ids[k+1]}] += w.count
+		}
+	}
+	var cands []bpePair
+	for p, f := range freq {
+		joined := append(append([]byte{}, tokens[p.a]...), tokens[p.b]...)
+		if f >= 2 && bytes.IndexByte(joined, 0xFF) < 0 {
+			cands = append(cands, p)
+		}
+	}
+	if len(cands) == 0 {
+		return bpePair{}, false
+	}
+	sort.Slice(cands, func(i, j int) bool {
+		fi, fj := freq[cands[i]], freq[cands[j]]
+		if fi != fj {
+			return fi > fj
+		}
+		if cands[i].a != cands[j].a {
+			return cands[i].a < cands[j].a
+		}
+		return cands[i].b < cands[j].b
+	})
+	return cands[0], true
+}
+
+// merge replaces each occurrence of the pair p in w by id, left to right.
+func (w *bpeWord) merge(p bpePair, id int) {
+	ids := w.ids
+	out := ids[:0]
+	for k := 0; k < len(ids); k++ {
+		if k+1 < len(ids) && ids[k] == p.a && ids[k+1] == p.b {
+			out = append(out, id)
+			k++
+		} else {
+			out = append(out, ids[k])
+		}
+	}
+	w.ids = out
 }

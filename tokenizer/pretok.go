@@ -112,33 +112,11 @@ func pieceEnd(s string, p int, bmp []uint8) int {
 	c0, w0 := classAt(s, p, bmp)
 	// 1: [\p{Han}]+
 	if c0&cHan != 0 {
-		e := p + w0
-		for e < len(s) {
-			c, w := classAt(s, e, bmp)
-			if c&cHan == 0 {
-				break
-			}
-			e += w
-		}
-		return e
+		return runWith(s, p+w0, bmp, cHan)
 	}
 	// 2 and 3: the optional prefix is [^\r\n\p{L}\p{N}].
 	if c0&(cUp|cLow) != 0 || (p+w0 < len(s) && c0&(cNL|cL|cN) == 0) {
-		pre := c0&(cNL|cL|cN) == 0
-		if pre {
-			if e := lettersLowEnd(s, p+w0, bmp); e >= 0 {
-				return e
-			}
-		}
-		if e := lettersLowEnd(s, p, bmp); e >= 0 {
-			return e
-		}
-		if pre {
-			if e := lettersUpEnd(s, p+w0, bmp); e >= 0 {
-				return e
-			}
-		}
-		if e := lettersUpEnd(s, p, bmp); e >= 0 {
+		if e := wordEnd(s, p, c0&(cNL|cL|cN) == 0, w0, bmp); e >= 0 {
 			return e
 		}
 	}
@@ -155,58 +133,106 @@ func pieceEnd(s string, p int, bmp []uint8) int {
 		return e
 	}
 	// 5: " ?[^\s\p{L}\p{N}]+[\r\n]*"
+	if e := punctEnd(s, p, bmp); e >= 0 {
+		return e
+	}
+	// 6, 7, 8: whitespace runs.
+	if c0&cSpace != 0 {
+		return spaceEnd(s, p, c0, w0, bmp)
+	}
+	// Not reachable: every character is in one of the classes above.
+	return p + w0
+}
+
+// runWith is the end of the run of characters from e whose class has a bit
+// of mask.
+func runWith(s string, e int, bmp []uint8, mask uint8) int {
+	for e < len(s) {
+		c, w := classAt(s, e, bmp)
+		if c&mask == 0 {
+			break
+		}
+		e += w
+	}
+	return e
+}
+
+// wordEnd matches alternatives 2 and 3 at p, after the one-character
+// prefix (of width w0) when pre allows it; -1 when neither matches.
+func wordEnd(s string, p int, pre bool, w0 int, bmp []uint8) int {
+	if pre {
+		if e := lettersLowEnd(s, p+w0, bmp); e >= 0 {
+			return e
+		}
+	}
+	if e := lettersLowEnd(s, p, bmp); e >= 0 {
+		return e
+	}
+	if pre {
+		if e := lettersUpEnd(s, p+w0, bmp); e >= 0 {
+			return e
+		}
+	}
+	return lettersUpEnd(s, p, bmp)
+}
+
+// punctEnd matches " ?[^\s\p{L}\p{N}]+[\r\n]*" at p (alternative 5); -1
+// when it does not match.
+func punctEnd(s string, p int, bmp []uint8) int {
 	q := p
 	if s[p] == ' ' {
 		q = p + 1
 	}
-	if q < len(s) {
-		c, w := classAt(s, q, bmp)
-		if c&(cSpace|cL|cN) == 0 {
-			e := q + w
-			for e < len(s) {
-				c, w := classAt(s, e, bmp)
-				if c&(cSpace|cL|cN) != 0 {
-					break
-				}
-				e += w
-			}
-			for e < len(s) && (s[e] == '\r' || s[e] == '\n') {
-				e++
-			}
-			return e
-		}
+	if q >= len(s) {
+		return -1
 	}
-	// 6, 7, 8: whitespace runs.
-	if c0&cSpace != 0 {
-		e := p + w0
-		lastNL, lastStart := -1, p
-		if c0&cNL != 0 {
-			lastNL = p
-		}
-		for e < len(s) {
-			c, w := classAt(s, e, bmp)
-			if c&cSpace == 0 {
-				break
-			}
-			if c&cNL != 0 {
-				lastNL = e
-			}
-			lastStart = e
-			e += w
-		}
-		switch {
-		case lastNL >= 0: // 6: \s* gives back down to the last \r or \n
-			return lastNL + 1
-		case e == len(s): // 7 at the end of the text
-			return e
-		case lastStart > p: // 7: give back the last space before a non-space
-			return lastStart
-		default: // 8
-			return e
-		}
+	c, w := classAt(s, q, bmp)
+	if c&(cSpace|cL|cN) != 0 {
+		return -1
 	}
-	// Not reachable: every character is in one of the classes above.
-	return p + w0
+	e := q + w
+	for e < len(s) {
+		c, w := classAt(s, e, bmp)
+		if c&(cSpace|cL|cN) != 0 {
+			break
+		}
+		e += w
+	}
+	for e < len(s) && (s[e] == '\r' || s[e] == '\n') {
+		e++
+	}
+	return e
+}
+
+// spaceEnd matches the whitespace alternatives 6, 7 and 8 at p, whose
+// first character has class c0 and width w0.
+func spaceEnd(s string, p int, c0 uint8, w0 int, bmp []uint8) int {
+	e := p + w0
+	lastNL, lastStart := -1, p
+	if c0&cNL != 0 {
+		lastNL = p
+	}
+	for e < len(s) {
+		c, w := classAt(s, e, bmp)
+		if c&cSpace == 0 {
+			break
+		}
+		if c&cNL != 0 {
+			lastNL = e
+		}
+		lastStart = e
+		e += w
+	}
+	switch {
+	case lastNL >= 0: // 6: \s* gives back down to the last \r or \n
+		return lastNL + 1
+	case e == len(s): // 7 at the end of the text
+		return e
+	case lastStart > p: // 7: give back the last space before a non-space
+		return lastStart
+	default: // 8
+		return e
+	}
 }
 
 // lettersLowEnd matches U* W+ S? at q (alternative 2 after its optional
@@ -227,15 +253,7 @@ func lettersLowEnd(s string, q int, bmp []uint8) int {
 	}
 	if e < len(s) {
 		if c, w := classAt(s, e, bmp); c&cLow != 0 {
-			end := e + w
-			for end < len(s) {
-				c, w := classAt(s, end, bmp)
-				if c&cLow == 0 {
-					break
-				}
-				end += w
-			}
-			return suffixEnd(s, end)
+			return suffixEnd(s, runWith(s, e+w, bmp, cLow))
 		}
 	}
 	if lastW >= 0 {
@@ -248,25 +266,11 @@ func lettersLowEnd(s string, q int, bmp []uint8) int {
 
 // lettersUpEnd matches U+ W* S? at q (alternative 3 after its prefix).
 func lettersUpEnd(s string, q int, bmp []uint8) int {
-	e := q
-	for e < len(s) {
-		c, w := classAt(s, e, bmp)
-		if c&cUp == 0 {
-			break
-		}
-		e += w
-	}
+	e := runWith(s, q, bmp, cUp)
 	if e == q {
 		return -1
 	}
-	for e < len(s) {
-		c, w := classAt(s, e, bmp)
-		if c&cLow == 0 {
-			break
-		}
-		e += w
-	}
-	return suffixEnd(s, e)
+	return suffixEnd(s, runWith(s, e, bmp, cLow))
 }
 
 // suffixEnd extends e over (?i:'s|'t|'re|'ve|'m|'ll|'d) if present.

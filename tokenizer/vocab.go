@@ -105,12 +105,7 @@ func Load(dir string) (*Tokenizer, error) {
 // refuses, with the 1-based line number, a malformed line, a duplicate
 // token, a duplicate rank or a rank outside 0..n-1 (n = number of tokens).
 func ParseModel(r io.Reader) ([][]byte, error) {
-	type entry struct {
-		tok  []byte
-		rank int
-		line int
-	}
-	var entries []entry
+	var entries []modelEntry
 	seen := map[string]int{}
 	br := bufio.NewReaderSize(r, 1<<16)
 	line := 0
@@ -129,40 +124,15 @@ func ParseModel(r io.Reader) ([][]byte, error) {
 		l := bytes.TrimSuffix(raw, []byte("\n"))
 		l = bytes.TrimSuffix(l, []byte("\r"))
 		if len(l) > 0 {
-			sp := bytes.IndexByte(l, ' ')
-			if sp < 0 {
-				return nil, fmt.Errorf("line %d: want \"base64 rank\", found no space", line)
-			}
-			b64, num := l[:sp], l[sp+1:]
-			if len(b64) == 0 {
-				return nil, fmt.Errorf("line %d: empty token", line)
-			}
-			if base64.StdEncoding.DecodedLen(len(b64)) > maxTokenBytes+2 {
-				return nil, fmt.Errorf("line %d: token longer than %d bytes", line, maxTokenBytes)
-			}
-			for _, c := range b64 {
-				if !isBase64Char(c) {
-					return nil, fmt.Errorf("line %d: bad base64 %q: byte 0x%02x", line, b64, c)
-				}
-			}
-			tok := make([]byte, base64.StdEncoding.DecodedLen(len(b64)))
-			n, derr := base64.StdEncoding.Strict().Decode(tok, b64)
-			if derr != nil {
-				return nil, fmt.Errorf("line %d: bad base64 %q: %v", line, b64, derr)
-			}
-			tok = tok[:n]
-			if n == 0 || n > maxTokenBytes {
-				return nil, fmt.Errorf("line %d: token of %d bytes", line, n)
-			}
-			rank, perr := parseRank(num)
+			tok, rank, perr := parseModelLine(l)
 			if perr != nil {
-				return nil, fmt.Errorf("line %d: rank %q: %v", line, num, perr)
+				return nil, fmt.Errorf("line %d: %w", line, perr)
 			}
 			if prev, dup := seen[string(tok)]; dup {
 				return nil, fmt.Errorf("line %d: duplicate token %q (first on line %d)", line, tok, prev)
 			}
 			seen[string(tok)] = line
-			entries = append(entries, entry{tok, rank, line})
+			entries = append(entries, modelEntry{tok, rank, line})
 		}
 		if err == io.EOF {
 			break
@@ -171,6 +141,53 @@ func ParseModel(r io.Reader) ([][]byte, error) {
 	if len(entries) == 0 {
 		return nil, errors.New("no tokens")
 	}
+	return byRank(entries)
+}
+
+// modelEntry is one line of a tiktoken model file.
+type modelEntry struct {
+	tok  []byte
+	rank int
+	line int
+}
+
+// parseModelLine reads one "base64 rank" line.
+func parseModelLine(l []byte) (tok []byte, rank int, err error) {
+	sp := bytes.IndexByte(l, ' ')
+	if sp < 0 {
+		return nil, 0, errors.New("want \"base64 rank\", found no space")
+	}
+	b64, num := l[:sp], l[sp+1:]
+	if len(b64) == 0 {
+		return nil, 0, errors.New("empty token")
+	}
+	if base64.StdEncoding.DecodedLen(len(b64)) > maxTokenBytes+2 {
+		return nil, 0, fmt.Errorf("token longer than %d bytes", maxTokenBytes)
+	}
+	for _, c := range b64 {
+		if !isBase64Char(c) {
+			return nil, 0, fmt.Errorf("bad base64 %q: byte 0x%02x", b64, c)
+		}
+	}
+	tok = make([]byte, base64.StdEncoding.DecodedLen(len(b64)))
+	n, derr := base64.StdEncoding.Strict().Decode(tok, b64)
+	if derr != nil {
+		return nil, 0, fmt.Errorf("bad base64 %q: %v", b64, derr)
+	}
+	tok = tok[:n]
+	if n == 0 || n > maxTokenBytes {
+		return nil, 0, fmt.Errorf("token of %d bytes", n)
+	}
+	rank, perr := parseRank(num)
+	if perr != nil {
+		return nil, 0, fmt.Errorf("rank %q: %v", num, perr)
+	}
+	return tok, rank, nil
+}
+
+// byRank puts the tokens in rank order; the ranks must be dense and
+// distinct.
+func byRank(entries []modelEntry) ([][]byte, error) {
 	out := make([][]byte, len(entries))
 	lineOf := make([]int, len(entries))
 	for _, e := range entries {

@@ -4,7 +4,9 @@
 // SiTU-GLU, untied head) in the released layout, trained by
 // tools/demo/train.py on fortune cookies from Debian's fortunes package so
 // that it answers in the K3 chat format with a short thinking section and a
-// saying, and stops by itself. It is embedded in the binary; Write puts it
+// saying, and stops by itself; tools/demo/train_vision.py gave it a tiny
+// vision tower and taught it to name the colour and shape of a simple
+// drawing ("A red circle.") and to answer at once with thinking off. It is embedded in the binary; Write puts it
 // into a folder the engine opens like any checkpoint.
 package demo
 
@@ -34,10 +36,11 @@ const Marker = "K3-DEMO.txt"
 
 // Notice is the marker's text.
 const Notice = `This folder holds the k3 DEMO model: the Kimi K3 tensor graph at a tiny size
-(1.9 million parameters), trained briefly on fortune cookies
-from Debian's fortunes package. It answers in the K3 chat format with a short
-thinking section and a saying, but it knows nothing else: its text is not
-meaningful beyond that. Delete the folder at any time; k3 writes it again when
+(2.1 million parameters, a vision tower included), trained briefly on fortune
+cookies from Debian's fortunes package and on drawings of coloured shapes. It
+answers in the K3 chat format with a short thinking section and a saying, and
+names the colour and shape of a simple drawing, but it knows nothing else: its
+text is not meaningful beyond that. Delete the folder at any time; k3 writes it again when
 asked (k3 demo DIR, or "Use the demo model" in the app).
 `
 

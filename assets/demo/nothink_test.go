@@ -2,6 +2,8 @@ package demo_test
 
 import (
 	"context"
+	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -13,31 +15,43 @@ import (
 	"k3/tokenizer"
 )
 
-// TestNoThinkStillThinksFirst pins down issue 27's G28 ("…has the word work
-// in it.The sheep that fly…" with Thinking off): the prompt with thinking
-// off opens the response channel as the reference template does, and the
-// demo model — trained only on conversations rendered with thinking on —
-// writes its thought anyway, then closes a think channel that was never
-// opened and opens the response channel again. The reply reader leaves
-// those two markers out (saying so), so the thought runs into the answer.
-// It is the model's training, not the prompt nor the reader.
-func TestNoThinkStillThinksFirst(t *testing.T) {
-	dir := write(t)
-	e, tok := demomodel.Open(t, dir, 1)
-	user := "Do you know a saying about work?"
-	opt := chat.Options{Sampling: engine.Sampling{Greedy: true}}
-	s := chat.NewSession(e, tok)
-	prompt, err := s.Prompt(user, opt)
-	require.NoError(t, err)
-	open, _ := tok.SpecialID(tokenizer.Open)
-	require.GreaterOrEqual(t, len(prompt), 3)
-	assert.Equal(t, open, prompt[len(prompt)-3], "the prompt ends opening a channel")
-	assert.Equal(t, "response", string(tok.Decode(prompt[len(prompt)-2:len(prompt)-1])), "the response channel, as the reference renders thinking=False")
+// glued is a sentence end run into the next sentence with no space: what
+// issue 27/41's G28 saw with Thinking off ("…mentions work.Work is the crab
+// grass in the lawn of life.").
+var glued = regexp.MustCompile(`[a-z][.!?][A-Z]`)
 
-	r, err := s.Turn(context.Background(), user, opt, nil)
-	require.NoError(t, err)
-	assert.Equal(t, "", r.Reasoning)
-	assert.Equal(t, "The user asks for a saying about work. I know one that mentions work.Work is the crab grass in the lawn of life.", r.Content)
-	assert.Equal(t, []string{"a stray <|close|>think<|sep|> was left out",
-		"a response channel opened inside the response channel was left out"}, r.Warnings)
+// thought holds the demo's thinking sentences (tools/demo/corpus.py THINK,
+// THINK_ANY and the canned exchanges' thoughts).
+var thought = regexp.MustCompile(`The user (asks|wants|says)|I know one that mentions|I will (give|pick|choose) |` +
+	`I remember a saying|will do\. I will|A short saying that mentions|I should (greet|say what)`)
+
+// TestNoThinkAnswersDirectly is G28's test: with thinking off the prompt
+// opens the response channel as the reference template does, and the demo
+// (trained on thinking-off conversations too, tools/demo/train_vision.py)
+// answers at once: no thought sentence, none glued to the answer, no stray
+// think markers for the reply reader to drop, and the reply ends by itself.
+func TestNoThinkAnswersDirectly(t *testing.T) {
+	dir := write(t)
+	e, tok := demomodel.Open(t, dir, 2)
+	opt := chat.Options{Sampling: engine.Sampling{Greedy: true}}
+	open, _ := tok.SpecialID(tokenizer.Open)
+	for _, user := range []string{"Tell me a saying about work.", "Give me a saying about patience.",
+		"Do you know a saying about work?", "Tell me a fortune.", "Hello!", "Who are you?", "Give me a fortune about time."} {
+		s := chat.NewSession(e, tok)
+		prompt, err := s.Prompt(user, opt)
+		require.NoError(t, err)
+		require.GreaterOrEqual(t, len(prompt), 3)
+		assert.Equal(t, open, prompt[len(prompt)-3], "the prompt ends opening a channel")
+		assert.Equal(t, "response", string(tok.Decode(prompt[len(prompt)-2:len(prompt)-1])), "the response channel, as the reference renders thinking=False")
+
+		r, err := s.Turn(context.Background(), user, opt, nil)
+		require.NoError(t, err)
+		t.Logf("%q -> %q", user, r.Content)
+		require.Equal(t, engine.StopToken, r.Stop, "%q: the reply did not end by itself", user)
+		assert.Equal(t, "", r.Reasoning)
+		assert.Empty(t, r.Warnings, "%q: the model wrote think markers", user)
+		assert.NotEmpty(t, strings.TrimSpace(r.Content), "%q", user)
+		assert.False(t, glued.MatchString(r.Content), "%q: a sentence glued to the next: %q", user, r.Content)
+		assert.False(t, thought.MatchString(r.Content), "%q: a thought in the answer: %q", user, r.Content)
+	}
 }

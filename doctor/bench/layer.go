@@ -222,10 +222,20 @@ func Layer(ctx context.Context, cfg LayerConfig) (*LayerReport, error) {
 		return nil, err
 	}
 	rep := &LayerReport{Result: r, TrunkRatio: comp.ratio, TrainedNote: trainedNote}
-	var lines []LayerLine
-	ramNote, diskNote := layerNotes(r)
+	rep.RAMNote, rep.DiskNote = layerNotes(r)
+	rep.Lines, rep.Compute, rep.KernelMatrix = layerLines(r, comp, rep.RAMNote, rep.DiskNote, trainedNote)
+	// per preset: the measured overlap, and the full model's projection
+	for _, p := range plan.Presets {
+		rep.Presets = append(rep.Presets, projectPreset(p, byPreset[p.Name], r, comp.ratio, rep.Compute))
+	}
+	return rep, nil
+}
+
+// layerLines is the report's measured lines (bandwidths, each layer kind
+// resident and streamed, prefill, the kernel, the compression per kind),
+// with the full model's resident compute per token they give.
+func layerLines(r *measure.LayerResult, comp layerCompression, ramNote, diskNote, trainedNote string) (lines []LayerLine, compute float64, kernelMat string) {
 	lines = append(lines, LayerLine{Kind: "bandwidth", Layer: "ram", GBps: r.RAMGBps, Note: ramNote}, LayerLine{Kind: "bandwidth", Layer: "disk", GBps: r.DiskGBps, Note: diskNote})
-	compute := 0.0
 	for _, t := range r.Resident {
 		lines = append(lines, LayerLine{Kind: "resident", Layer: t.Kind, Bytes: t.Bytes, Seconds: t.Seconds, LimitSeconds: t.LimitSeconds, Ratio: t.LimitSeconds / t.Seconds})
 		compute += releasedLayerCounts[t.Kind] * t.Seconds
@@ -241,58 +251,56 @@ func Layer(ctx context.Context, cfg LayerConfig) (*LayerReport, error) {
 		}
 	}
 	k := r.Kernel
-	kernelMat := fmt.Sprintf("%s %dx%d", r.KernelName, k.Rows, k.Cols)
+	kernelMat = fmt.Sprintf("%s %dx%d", r.KernelName, k.Rows, k.Cols)
 	lines = append(lines, LayerLine{Kind: "kernel", Layer: kernelMat, GBps: k.BF16GBps, BF16CGBps: k.BF16CGBps,
 		Slowdown: k.Slowdown, Level: k.Level, Note: fmt.Sprintf("mat-vec, %d threads, median of %d rounds", k.Threads, len(k.BF16Runs))})
 	for _, c := range comp.kinds {
 		lines = append(lines, LayerLine{Kind: "compression", Layer: c.kind, Bytes: c.bytes, Compressed: c.compressed, Ratio: float64(c.bytes) / float64(c.compressed),
 			SyntheticRatio: r.KernelRatio, Note: trainedNote})
 	}
+	return lines, compute, kernelMat
+}
 
-	// per preset: the measured overlap, and the full model's projection
-	var presets []PresetLine
-	for _, p := range plan.Presets {
-		pc := byPreset[p.Name]
-		o := r.Overlap[pc.index]
-		ov := o.Overlap
-		n := float64(max(ov.Tokens, 1))
-		pred := doctor.Predict(p, doctor.Speeds{TrunkDiskGBps: r.DiskGBps, ExpertDiskGBps: r.DiskGBps, BF16GBps: math.Inf(1), MXFP4GBps: math.Inf(1)})
-		io := pred.IOSeconds
-		streamed := pred.StreamedTrunkBytesPerToken
-		if p.Ultra {
-			streamed += doctor.K3.LMHeadBytes
-		}
-		cstreamed := int64(float64(streamed) / comp.ratio)
-		cio := io - float64(streamed-cstreamed)/(r.DiskGBps*1e9)
-		// the streamed trunk's mat-vecs run on BF16C: slowdown times their
-		// bf16 time at the rate measured here
-		ccompute := compute + (k.Slowdown-1)*float64(streamed)/(k.BF16GBps*1e9)
-		line := PresetLine{Kind: "projection", Preset: p.Name, RingBytes: pc.plan.RingBytes, RingSlots: pc.plan.RingSlots, StreamedLayers: len(pc.full),
-			Case: o.Case.Name, BenchRingBytes: o.RingBytes, BenchRingSlots: o.RingSlots, BenchStreamedLayers: o.StreamedLayers, BenchInFlight: o.InFlight,
-			MeasuredSeconds: ov.WallSeconds / n, ReadSeconds: ov.ReadSeconds / n, ComputeSeconds: ov.ComputeSeconds / n, OverlapEfficiency: ov.Efficiency,
-			Seconds: compute + io, LimitSeconds: math.Max(compute, io), StreamedTrunkBytes: streamed, CompressedTrunkBytes: cstreamed,
-			CompressedLimitSeconds: math.Max(ccompute, cio), CompressedComputeSeconds: ccompute, ComputeFullSeconds: compute, IOFullSeconds: io,
-			CompressedIOFullSeconds: cio, Note: pc.note}
-		if len(pc.full) > 0 {
-			line.InFlight = measure.InFlight(pc.full, pc.plan.RingBytes, pc.plan.RingSlots)
-		}
-		if streamed > 0 {
-			// compute + S(1/c - 1/b) <= max(compute, io): c >= 1 / (1/b + (limit - compute)/S)
-			line.BreakEvenGBps = 1 / (1/k.BF16GBps + (line.LimitSeconds-compute)*1e9/float64(streamed))
-		}
-		for _, run := range o.Runs {
-			line.EfficiencyRuns = append(line.EfficiencyRuns, run.Efficiency)
-		}
-		if ov.Efficiency > 0 {
-			line.ProjectedSeconds = line.LimitSeconds / ov.Efficiency
-			line.CompressedProjectedSecs = line.CompressedLimitSeconds / ov.Efficiency
-		}
-		presets = append(presets, line)
+// projectPreset is preset p's line: its measured overlap (case pc) and the
+// full model's projection from the resident compute per token, with the
+// streamed trunk in bf16 and in BF16C (ratio).
+func projectPreset(p plan.Preset, pc presetCase, r *measure.LayerResult, ratio, compute float64) PresetLine {
+	k := r.Kernel
+	o := r.Overlap[pc.index]
+	ov := o.Overlap
+	n := float64(max(ov.Tokens, 1))
+	pred := doctor.Predict(p, doctor.Speeds{TrunkDiskGBps: r.DiskGBps, ExpertDiskGBps: r.DiskGBps, BF16GBps: math.Inf(1), MXFP4GBps: math.Inf(1)})
+	io := pred.IOSeconds
+	streamed := pred.StreamedTrunkBytesPerToken
+	if p.Ultra {
+		streamed += doctor.K3.LMHeadBytes
 	}
-
-	rep.Lines, rep.Presets, rep.Compute, rep.KernelMatrix = lines, presets, compute, kernelMat
-	rep.RAMNote, rep.DiskNote = ramNote, diskNote
-	return rep, nil
+	cstreamed := int64(float64(streamed) / ratio)
+	cio := io - float64(streamed-cstreamed)/(r.DiskGBps*1e9)
+	// the streamed trunk's mat-vecs run on BF16C: slowdown times their
+	// bf16 time at the rate measured here
+	ccompute := compute + (k.Slowdown-1)*float64(streamed)/(k.BF16GBps*1e9)
+	line := PresetLine{Kind: "projection", Preset: p.Name, RingBytes: pc.plan.RingBytes, RingSlots: pc.plan.RingSlots, StreamedLayers: len(pc.full),
+		Case: o.Case.Name, BenchRingBytes: o.RingBytes, BenchRingSlots: o.RingSlots, BenchStreamedLayers: o.StreamedLayers, BenchInFlight: o.InFlight,
+		MeasuredSeconds: ov.WallSeconds / n, ReadSeconds: ov.ReadSeconds / n, ComputeSeconds: ov.ComputeSeconds / n, OverlapEfficiency: ov.Efficiency,
+		Seconds: compute + io, LimitSeconds: math.Max(compute, io), StreamedTrunkBytes: streamed, CompressedTrunkBytes: cstreamed,
+		CompressedLimitSeconds: math.Max(ccompute, cio), CompressedComputeSeconds: ccompute, ComputeFullSeconds: compute, IOFullSeconds: io,
+		CompressedIOFullSeconds: cio, Note: pc.note}
+	if len(pc.full) > 0 {
+		line.InFlight = measure.InFlight(pc.full, pc.plan.RingBytes, pc.plan.RingSlots)
+	}
+	if streamed > 0 {
+		// compute + S(1/c - 1/b) <= max(compute, io): c >= 1 / (1/b + (limit - compute)/S)
+		line.BreakEvenGBps = 1 / (1/k.BF16GBps + (line.LimitSeconds-compute)*1e9/float64(streamed))
+	}
+	for _, run := range o.Runs {
+		line.EfficiencyRuns = append(line.EfficiencyRuns, run.Efficiency)
+	}
+	if ov.Efficiency > 0 {
+		line.ProjectedSeconds = line.LimitSeconds / ov.Efficiency
+		line.CompressedProjectedSecs = line.CompressedLimitSeconds / ov.Efficiency
+	}
+	return line
 }
 
 // kindCompression is one benchmark layer kind's trunk, bf16 and BF16C.

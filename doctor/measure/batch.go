@@ -108,30 +108,7 @@ type BatchConfig struct {
 // (the peer reuses one matrix of its own). A cancelled ctx ends it after
 // the measurement in flight with the lines completed so far.
 func Batch(ctx context.Context, cfg BatchConfig) ([]BatchResult, error) {
-	if cfg.Shapes == nil {
-		cfg.Shapes = BatchShapes
-	}
-	if cfg.Tokens == nil {
-		cfg.Tokens = BatchTokens
-	}
-	if cfg.Threads <= 0 {
-		th := KernelThreads(0)
-		cfg.Threads = th[len(th)-1]
-	}
-	if cfg.Reps <= 0 {
-		cfg.Reps = 3
-	}
-	if cfg.MinTime <= 0 {
-		cfg.MinTime = 500 * time.Millisecond
-	}
-	if cfg.Arena <= 0 {
-		cfg.Arena = 1 << 30
-	}
-	logf := func(format string, a ...any) {
-		if cfg.Log != nil {
-			cfg.Log(fmt.Sprintf(format, a...))
-		}
-	}
+	cfg.defaults()
 	arena, err := direct.AllocHuge(int(cfg.Arena &^ 4095))
 	if err != nil {
 		return nil, err
@@ -140,11 +117,10 @@ func Batch(ctx context.Context, cfg BatchConfig) ([]BatchResult, error) {
 	raw := arena.Bytes()
 	fillArena(unsafe.Slice((*uint64)(unsafe.Pointer(&raw[0])), len(raw)/8))
 
-	type cell struct{ k3, roof, peer []float64 }
-	cells := make([][]cell, len(cfg.Shapes))
+	cells := make([][]batchCell, len(cfg.Shapes))
 	mats := make([][]*kernels.Mat, len(cfg.Shapes))
 	for i, sh := range cfg.Shapes {
-		cells[i] = make([]cell, len(cfg.Tokens))
+		cells[i] = make([]batchCell, len(cfg.Tokens))
 		// each shape gets its share of the arena
 		share := len(raw) / len(cfg.Shapes) &^ 4095
 		mats[i] = carveMats(sh, raw[i*share:(i+1)*share])
@@ -161,46 +137,18 @@ func Batch(ctx context.Context, cfg BatchConfig) ([]BatchResult, error) {
 				if err := ctx.Err(); err != nil {
 					return out, err
 				}
-				logf("repeat %d/%d: %v %dx%d T=%d", rep+1, cfg.Reps, sh.DType, sh.Rows, sh.Cols, T)
-				c := &cells[i][j]
-				c.roof = append(c.roof, FMARoofline(cfg.Threads, cfg.MinTime/4))
-				x := make([]float32, T*sh.Cols)
-				for k := range x {
-					x[k] = float32(k%17-8) * 0.125
+				if cfg.Log != nil {
+					cfg.Log(fmt.Sprintf("repeat %d/%d: %v %dx%d T=%d", rep+1, cfg.Reps, sh.DType, sh.Rows, sh.Cols, T))
 				}
-				dst := make([]float32, T*sh.Rows)
-				ms := mats[i]
-				p.Hold()
-				sec := timeCalls(func(k int) { kernels.MatMul(p, dst, ms[k%len(ms)], x, T) }, cfg.MinTime)
-				p.Release()
-				c.k3 = append(c.k3, 2*float64(sh.Rows)*float64(sh.Cols)*float64(T)/sec/1e9)
-				if cfg.Peer != nil {
-					g, err := cfg.Peer.MatMul(ctx, sh, T)
-					if err != nil {
-						return out, err
-					}
-					c.peer = append(c.peer, g)
+				if err := cells[i][j].measure(ctx, p, &cfg, sh, mats[i], T); err != nil {
+					return out, err
 				}
 			}
 		}
 	}
 	for i, sh := range cfg.Shapes {
 		for j, T := range cfg.Tokens {
-			c := cells[i][j]
-			r := BatchResult{Kernel: "batch", DType: sh.DType.String(), Rows: sh.Rows, Cols: sh.Cols, Tokens: T,
-				Threads: cfg.Threads, Reps: cfg.Reps, Roofline: median(c.roof)}
-			r.GFLOPs, r.GFLOPsMin, r.GFLOPsMax = median(c.k3), slices.Min(c.k3), slices.Max(c.k3)
-			if r.Roofline > 0 {
-				r.Fraction = r.GFLOPs / r.Roofline
-			}
-			if cfg.Peer != nil {
-				r.Peer, r.PeerThreads = cfg.Peer.Name(), cfg.Peer.Threads()
-				r.PeerGFLOPs, r.PeerMin, r.PeerMax = median(c.peer), slices.Min(c.peer), slices.Max(c.peer)
-				r.RatioToPeer = r.GFLOPs / r.PeerGFLOPs
-				if r.Roofline > 0 {
-					r.PeerFraction = r.PeerGFLOPs / r.Roofline
-				}
-			}
+			r := cells[i][j].result(&cfg, sh, T)
 			out = append(out, r)
 			if cfg.Report != nil {
 				cfg.Report(r)
@@ -208,4 +156,71 @@ func Batch(ctx context.Context, cfg BatchConfig) ([]BatchResult, error) {
 		}
 	}
 	return out, nil
+}
+
+// defaults fills in the zero fields of c.
+func (c *BatchConfig) defaults() {
+	if c.Shapes == nil {
+		c.Shapes = BatchShapes
+	}
+	if c.Tokens == nil {
+		c.Tokens = BatchTokens
+	}
+	if c.Threads <= 0 {
+		th := KernelThreads(0)
+		c.Threads = th[len(th)-1]
+	}
+	if c.Reps <= 0 {
+		c.Reps = 3
+	}
+	if c.MinTime <= 0 {
+		c.MinTime = 500 * time.Millisecond
+	}
+	if c.Arena <= 0 {
+		c.Arena = 1 << 30
+	}
+}
+
+// batchCell gathers one shape and token count's repeats: k3's GFLOP/s, the
+// FMA roofline measured beside each, and the peer's.
+type batchCell struct{ k3, roof, peer []float64 }
+
+// measure times one repeat of T tokens through a matrix of shape sh (the
+// copies ms in turn), with the roofline measured just before it.
+func (c *batchCell) measure(ctx context.Context, p *kernels.Pool, cfg *BatchConfig, sh Shape, ms []*kernels.Mat, T int) error {
+	c.roof = append(c.roof, FMARoofline(cfg.Threads, cfg.MinTime/4))
+	x := testInput(T * sh.Cols)
+	dst := make([]float32, T*sh.Rows)
+	p.Hold()
+	sec := timeCalls(func(k int) { kernels.MatMul(p, dst, ms[k%len(ms)], x, T) }, cfg.MinTime)
+	p.Release()
+	c.k3 = append(c.k3, 2*float64(sh.Rows)*float64(sh.Cols)*float64(T)/sec/1e9)
+	if cfg.Peer != nil {
+		g, err := cfg.Peer.MatMul(ctx, sh, T)
+		if err != nil {
+			return err
+		}
+		c.peer = append(c.peer, g)
+	}
+	return nil
+}
+
+// result is the cell's row: medians, ranges and the ratios to the
+// roofline and the peer.
+func (c *batchCell) result(cfg *BatchConfig, sh Shape, T int) BatchResult {
+	r := BatchResult{Kernel: "batch", DType: sh.DType.String(), Rows: sh.Rows, Cols: sh.Cols, Tokens: T,
+		Threads: cfg.Threads, Reps: cfg.Reps, Roofline: median(c.roof)}
+	r.GFLOPs, r.GFLOPsMin, r.GFLOPsMax = median(c.k3), slices.Min(c.k3), slices.Max(c.k3)
+	if r.Roofline > 0 {
+		r.Fraction = r.GFLOPs / r.Roofline
+	}
+	if cfg.Peer != nil {
+		r.Peer, r.PeerThreads = cfg.Peer.Name(), cfg.Peer.Threads()
+		r.PeerGFLOPs, r.PeerMin, r.PeerMax = median(c.peer), slices.Min(c.peer), slices.Max(c.peer)
+		r.RatioToPeer = r.GFLOPs / r.PeerGFLOPs
+		if r.Roofline > 0 {
+			r.PeerFraction = r.PeerGFLOPs / r.Roofline
+		}
+	}
+	return r
 }

@@ -139,15 +139,8 @@ func TFJSMatrices(modelJSON, source string) ([]WeightMatrix, error) {
 	}
 	var m struct {
 		WeightsManifest []struct {
-			Paths   []string `json:"paths"`
-			Weights []struct {
-				Name         string `json:"name"`
-				Shape        []int  `json:"shape"`
-				DType        string `json:"dtype"`
-				Quantization *struct {
-					DType string `json:"dtype"`
-				} `json:"quantization"`
-			} `json:"weights"`
+			Paths   []string     `json:"paths"`
+			Weights []tfjsWeight `json:"weights"`
 		} `json:"weightsManifest"`
 	}
 	if err := json.Unmarshal(b, &m); err != nil {
@@ -169,51 +162,79 @@ func TFJSMatrices(modelJSON, source string) ([]WeightMatrix, error) {
 			for _, d := range w.Shape {
 				n *= d
 			}
-			size, quant := 4, ""
-			if w.Quantization != nil {
-				quant = w.Quantization.DType
-				switch quant {
-				case "uint8":
-					size = 1
-				case "uint16", "float16":
-					size = 2
-				default:
-					return nil, fmt.Errorf("%s: weight %s: quantization %q not known", modelJSON, w.Name, quant)
-				}
-			} else {
-				switch w.DType {
-				case "float32", "int32":
-				case "bool":
-					size = 1
-				default:
-					return nil, fmt.Errorf("%s: weight %s: dtype %q not known", modelJSON, w.Name, w.DType)
-				}
+			size, err := w.size()
+			if err != nil {
+				return nil, fmt.Errorf("%s: weight %s: %w", modelJSON, w.Name, err)
 			}
 			if off+n*size > len(data) {
 				return nil, fmt.Errorf("%s: weight %s runs past the end of its %d weight bytes", modelJSON, w.Name, len(data))
 			}
-			if w.DType == "float32" && quant == "" && len(w.Shape) >= 2 && n > 0 {
-				rows := w.Shape[len(w.Shape)-1]
-				cols := n / rows
-				kind := KindConv
-				if len(w.Shape) == 2 {
-					kind = KindFC
-				}
-				wm := WeightMatrix{Source: source, Name: w.Name, Kind: kind, Rows: rows, Cols: cols, W: make([]uint16, n)}
-				for i := 0; i < cols; i++ {
-					for r := 0; r < rows; r++ {
-						f := math.Float32frombits(binary.LittleEndian.Uint32(data[off+4*(i*rows+r):]))
-						wm.W[r*cols+i] = st.Float32ToBF16(f)
-					}
-				}
-				if cols >= 2 {
-					out = append(out, wm)
-				}
+			if wm, ok := w.matrix(data[off:], n, source); ok {
+				out = append(out, wm)
 			}
 			off += n * size
 		}
 	}
 	return out, nil
+}
+
+// tfjsWeight is one entry of a TensorFlow.js weights manifest.
+type tfjsWeight struct {
+	Name         string `json:"name"`
+	Shape        []int  `json:"shape"`
+	DType        string `json:"dtype"`
+	Quantization *struct {
+		DType string `json:"dtype"`
+	} `json:"quantization"`
+}
+
+// size is the bytes per element the weight is stored with.
+func (w *tfjsWeight) size() (int, error) {
+	if w.Quantization != nil {
+		switch quant := w.Quantization.DType; quant {
+		case "uint8":
+			return 1, nil
+		case "uint16", "float16":
+			return 2, nil
+		default:
+			return 0, fmt.Errorf("quantization %q not known", quant)
+		}
+	}
+	switch w.DType {
+	case "float32", "int32":
+		return 4, nil
+	case "bool":
+		return 1, nil
+	default:
+		return 0, fmt.Errorf("dtype %q not known", w.DType)
+	}
+}
+
+// matrix is the weight's n float32 values in data as a bf16 matrix of
+// (last dimension) rows, transposed from TF.js's column-major layout; ok is
+// false for a weight that is not an unquantized float32 matrix of at least
+// two columns.
+func (w *tfjsWeight) matrix(data []byte, n int, source string) (WeightMatrix, bool) {
+	if w.DType != "float32" || w.Quantization != nil || len(w.Shape) < 2 || n <= 0 {
+		return WeightMatrix{}, false
+	}
+	rows := w.Shape[len(w.Shape)-1]
+	cols := n / rows
+	if cols < 2 {
+		return WeightMatrix{}, false
+	}
+	kind := KindConv
+	if len(w.Shape) == 2 {
+		kind = KindFC
+	}
+	wm := WeightMatrix{Source: source, Name: w.Name, Kind: kind, Rows: rows, Cols: cols, W: make([]uint16, n)}
+	for i := 0; i < cols; i++ {
+		for r := 0; r < rows; r++ {
+			f := math.Float32frombits(binary.LittleEndian.Uint32(data[4*(i*rows+r):]))
+			wm.W[r*cols+i] = st.Float32ToBF16(f)
+		}
+	}
+	return wm, true
 }
 
 // FormatSize is one encoding's size of a set of matrices.
@@ -387,19 +408,43 @@ type DecodeSpeed struct {
 // a plain copy of the words as the reference. The formats take turns,
 // rounds times, and each reports the median (the machine is shared).
 func DecodeSpeeds(ms []WeightMatrix, rounds int) ([]DecodeSpeed, error) {
-	type enc struct {
-		c    kernels.Mat
-		x3   [][]byte
-		h    *HuffCode
-		huff [][]byte
+	encs, logical, maxCols := encodeAll(ms)
+	decoders := decodersOf(ms, encs, make([]uint16, maxCols))
+	out := make([]DecodeSpeed, len(decoders))
+	for k := range decoders {
+		out[k].Format = decoders[k].name
 	}
-	encs := make([]enc, len(ms))
-	var logical int64
-	maxCols := 0
+	for range max(rounds, 1) {
+		for k, d := range decoders {
+			t0 := time.Now()
+			if err := d.run(); err != nil {
+				return nil, err
+			}
+			out[k].Runs = append(out[k].Runs, float64(logical)/time.Since(t0).Seconds()/1e9)
+		}
+	}
+	for k := range out {
+		out[k].GBps = median(out[k].Runs)
+	}
+	return out, nil
+}
+
+// encoded is one matrix in each compressed form DecodeSpeeds times.
+type encoded struct {
+	c    kernels.Mat
+	x3   [][]byte
+	h    *HuffCode
+	huff [][]byte
+}
+
+// encodeAll encodes every matrix of ms in each form; logical is their bf16
+// bytes and maxCols the widest row.
+func encodeAll(ms []WeightMatrix) (encs []encoded, logical int64, maxCols int) {
+	encs = make([]encoded, len(ms))
 	for i := range ms {
 		m := &ms[i]
 		km := kernels.Mat{DType: kernels.BF16, Rows: m.Rows, Cols: m.Cols, BF16: m.W}
-		e := enc{c: kernels.CompressBF16(&km)}
+		e := encoded{c: kernels.CompressBF16(&km)}
 		var hist [256]int64
 		for _, w := range m.W {
 			hist[w>>7&0xff]++
@@ -414,11 +459,19 @@ func DecodeSpeeds(ms []WeightMatrix, rounds int) ([]DecodeSpeed, error) {
 		logical += 2 * int64(len(m.W))
 		maxCols = max(maxCols, m.Cols)
 	}
-	dst := make([]uint16, maxCols)
-	decoders := []struct {
-		name string
-		run  func() error
-	}{
+	return encs, logical, maxCols
+}
+
+// rowDecoder decodes every row of every matrix in one format.
+type rowDecoder struct {
+	name string
+	run  func() error
+}
+
+// decodersOf is one rowDecoder per format (plain bf16 copied as the
+// baseline), each decoding into dst.
+func decodersOf(ms []WeightMatrix, encs []encoded, dst []uint16) []rowDecoder {
+	return []rowDecoder{
 		{"bf16", func() error {
 			for i := range ms {
 				m := &ms[i]
@@ -457,23 +510,6 @@ func DecodeSpeeds(ms []WeightMatrix, rounds int) ([]DecodeSpeed, error) {
 			return nil
 		}},
 	}
-	out := make([]DecodeSpeed, len(decoders))
-	for k := range decoders {
-		out[k].Format = decoders[k].name
-	}
-	for range max(rounds, 1) {
-		for k, d := range decoders {
-			t0 := time.Now()
-			if err := d.run(); err != nil {
-				return nil, err
-			}
-			out[k].Runs = append(out[k].Runs, float64(logical)/time.Since(t0).Seconds()/1e9)
-		}
-	}
-	for k := range out {
-		out[k].GBps = median(out[k].Runs)
-	}
-	return out, nil
 }
 
 // median of xs (not modified); 0 for none.
@@ -512,10 +548,7 @@ type KernelSpeeds struct {
 // larger than the caches (a streamed or resident trunk matrix is).
 func BF16CKernel(p *kernels.Pool, m *kernels.Mat, rounds int, minTime time.Duration) KernelSpeeds {
 	c := kernels.CompressBF16(m)
-	x := make([]float32, m.Cols)
-	for i := range x {
-		x[i] = float32(i%17-8) * 0.125
-	}
+	x := testInput(m.Cols)
 	dst := make([]float32, m.Rows)
 	ks := KernelSpeeds{Level: kernels.CurrentLevel().String(), Rows: m.Rows, Cols: m.Cols, Threads: p.Threads()}
 	logical := float64(m.Bytes())

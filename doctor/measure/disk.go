@@ -142,48 +142,21 @@ func ReadDisk(ctx context.Context, ts Targets, d DiskRead) (DiskRun, error) {
 		wg   sync.WaitGroup
 	)
 	t0 := time.Now()
-	deadline := t0.Add(d.Duration)
-	once := int64(0) // bytes of one sequential pass, when that is the bound
-	if !d.Random && d.Duration <= 0 && d.Limit <= 0 {
-		once = ts.Bytes()
-	}
-	frac := func() float64 {
-		f := 0.0
-		if once > 0 {
-			f = float64(read.Load()) / float64(once)
-		}
-		if d.Duration > 0 {
-			f = time.Since(t0).Seconds() / d.Duration.Seconds()
-		}
-		if d.Limit > 0 {
-			f = max(f, float64(read.Load())/float64(d.Limit))
-		}
-		return min(f, 1)
-	}
+	frac := d.fraction(t0, ts, &read)
 	var progressMu sync.Mutex
+	report := func() {
+		if d.Progress != nil {
+			progressMu.Lock() // the readers report one at a time
+			d.Progress(frac())
+			progressMu.Unlock()
+		}
+	}
 	for w := range qd {
 		wg.Add(1)
 		go func(buf []byte) {
 			defer wg.Done()
-			for !stop.Load() && ctx.Err() == nil {
-				if d.Duration > 0 && time.Now().After(deadline) {
-					return
-				}
-				t, off, n, ok := next()
-				if !ok {
-					return
-				}
-				if _, err := t.F.ReadAt(buf[:n], off); err != nil {
-					errs[w] = err
-					stop.Store(true)
-					return
-				}
-				read.Add(n)
-				if d.Progress != nil {
-					progressMu.Lock() // the readers report one at a time
-					d.Progress(frac())
-					progressMu.Unlock()
-				}
+			if errs[w] = d.reader(ctx, buf, t0.Add(d.Duration), next, &read, &stop, report); errs[w] != nil {
+				stop.Store(true)
 			}
 		}(bufs[w].Bytes())
 	}
@@ -200,6 +173,50 @@ func ReadDisk(ctx context.Context, ts Targets, d DiskRead) (DiskRun, error) {
 		return run, err
 	}
 	return run, ctx.Err()
+}
+
+// reader is one of the queue's readers: it reads the requests next gives
+// into buf until they end, the deadline passes (for a timed run), another
+// reader fails (stop) or ctx is done, counting the bytes in read.
+func (d DiskRead) reader(ctx context.Context, buf []byte, deadline time.Time, next func() (Target, int64, int64, bool), read *atomic.Int64, stop *atomic.Bool, report func()) error {
+	for !stop.Load() && ctx.Err() == nil {
+		if d.Duration > 0 && time.Now().After(deadline) {
+			return nil
+		}
+		t, off, n, ok := next()
+		if !ok {
+			return nil
+		}
+		if _, err := t.F.ReadAt(buf[:n], off); err != nil {
+			return err
+		}
+		read.Add(n)
+		report()
+	}
+	return nil
+}
+
+// fraction is how far a run started at t0 has come, from 0 to 1: by time
+// for a timed run, by bytes against the limit, or against one sequential
+// pass over ts when that is the bound.
+func (d DiskRead) fraction(t0 time.Time, ts Targets, read *atomic.Int64) func() float64 {
+	once := int64(0) // bytes of one sequential pass, when that is the bound
+	if !d.Random && d.Duration <= 0 && d.Limit <= 0 {
+		once = ts.Bytes()
+	}
+	return func() float64 {
+		f := 0.0
+		if once > 0 {
+			f = float64(read.Load()) / float64(once)
+		}
+		if d.Duration > 0 {
+			f = time.Since(t0).Seconds() / d.Duration.Seconds()
+		}
+		if d.Limit > 0 {
+			f = max(f, float64(read.Load())/float64(d.Limit))
+		}
+		return min(f, 1)
+	}
 }
 
 // requests returns the request generator of d over ts: each call gives the

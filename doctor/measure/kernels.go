@@ -73,29 +73,7 @@ func KernelThreads(n int) []int {
 // streams its matrix from DRAM. A cancelled ctx ends it after the
 // measurement in flight, with the results so far.
 func Kernels(ctx context.Context, cfg KernelConfig) ([]KernelResult, error) {
-	if cfg.Tokens == nil {
-		cfg.Tokens = []int{1, 8, 32}
-	}
-	if cfg.Shapes == nil {
-		cfg.Shapes = K3Shapes
-	}
-	if cfg.Threads == nil {
-		cfg.Threads = KernelThreads(0)
-	}
-	if cfg.Arena <= 0 {
-		cfg.Arena = 3 << 29
-	}
-	if cfg.MinTime <= 0 {
-		cfg.MinTime = time.Second
-		if cfg.Quick {
-			cfg.MinTime = 250 * time.Millisecond
-		}
-	}
-	logf := func(format string, a ...any) {
-		if cfg.Log != nil {
-			cfg.Log(fmt.Sprintf(format, a...))
-		}
-	}
+	cfg.defaults()
 	var out []KernelResult
 	emit := func(r KernelResult) {
 		out = append(out, r)
@@ -113,7 +91,7 @@ func Kernels(ctx context.Context, cfg KernelConfig) ([]KernelResult, error) {
 	if arena.Huge() {
 		pages = "huge pages advised"
 	}
-	logf("level %v, filling %.1f GiB of weights (%s)", kernels.CurrentLevel(), float64(cfg.Arena)/(1<<30), pages)
+	cfg.logf("level %v, filling %.1f GiB of weights (%s)", kernels.CurrentLevel(), float64(cfg.Arena)/(1<<30), pages)
 	fillArena(unsafe.Slice((*uint64)(unsafe.Pointer(&raw[0])), len(raw)/8))
 
 	limit := map[int]float64{}
@@ -132,46 +110,86 @@ func Kernels(ctx context.Context, cfg KernelConfig) ([]KernelResult, error) {
 		if len(mats) == 0 {
 			return out, fmt.Errorf("measure: a %v %dx%d matrix does not fit in a %d-byte arena", sh.DType, sh.Rows, sh.Cols, len(raw))
 		}
-		logf("%v %dx%d: %d copies", sh.DType, sh.Rows, sh.Cols, len(mats))
+		cfg.logf("%v %dx%d: %d copies", sh.DType, sh.Rows, sh.Cols, len(mats))
 		for _, T := range cfg.Tokens {
-			x := make([]float32, T*sh.Cols)
-			for i := range x {
-				x[i] = float32(i%17-8) * 0.125
-			}
+			x := testInput(T * sh.Cols)
 			dst := make([]float32, T*sh.Rows)
 			for _, th := range cfg.Threads {
 				if err := ctx.Err(); err != nil {
 					return out, err
 				}
-				p := kernels.NewPool(th)
-				// mat-vec is compared with the read bandwidth measured just
-				// before and just after it (the larger of the two): on a
-				// shared machine the rate drifts within a run
-				var before float64
-				if T == 1 {
-					before = ReadBandwidth(p, raw, cfg.MinTime/2)
-				}
-				p.Hold()
-				sec := timeCalls(func(i int) { kernels.MatMul(p, dst, mats[i%len(mats)], x, T) }, cfg.MinTime)
-				p.Release()
-				if T == 1 {
-					limit[th] = max(before, ReadBandwidth(p, raw, cfg.MinTime/2))
-				}
-				p.Close()
-				gb := float64(mats[0].Bytes()) / sec / 1e9
-				kernel := "matvec"
-				if T > 1 {
-					kernel = "matmul"
-				}
-				emit(KernelResult{
-					Kernel: kernel, DType: sh.DType.String(), Rows: sh.Rows, Cols: sh.Cols, Tokens: T, Threads: th,
-					GBps: gb, GFLOPs: 2 * float64(sh.Rows) * float64(sh.Cols) * float64(T) / sec / 1e9,
-					LimitGBps: limit[th], Ratio: gb / limit[th],
-				})
+				emit(timeKernel(th, sh, mats, x, dst, T, raw, cfg.MinTime, limit))
 			}
 		}
 	}
 	return out, nil
+}
+
+// defaults fills in the zero fields of c.
+func (c *KernelConfig) defaults() {
+	if c.Tokens == nil {
+		c.Tokens = []int{1, 8, 32}
+	}
+	if c.Shapes == nil {
+		c.Shapes = K3Shapes
+	}
+	if c.Threads == nil {
+		c.Threads = KernelThreads(0)
+	}
+	if c.Arena <= 0 {
+		c.Arena = 3 << 29
+	}
+	if c.MinTime <= 0 {
+		c.MinTime = time.Second
+		if c.Quick {
+			c.MinTime = 250 * time.Millisecond
+		}
+	}
+}
+
+func (c *KernelConfig) logf(format string, a ...any) {
+	if c.Log != nil {
+		c.Log(fmt.Sprintf(format, a...))
+	}
+}
+
+// timeKernel times T tokens through the copies mats of shape sh on th
+// threads, against limit[th]: for a mat-vec (T == 1), limit[th] becomes the
+// read bandwidth measured just before and just after it (the larger of the
+// two), since on a shared machine the rate drifts within a run.
+func timeKernel(th int, sh Shape, mats []*kernels.Mat, x, dst []float32, T int, raw []byte, minTime time.Duration, limit map[int]float64) KernelResult {
+	p := kernels.NewPool(th)
+	var before float64
+	if T == 1 {
+		before = ReadBandwidth(p, raw, minTime/2)
+	}
+	p.Hold()
+	sec := timeCalls(func(i int) { kernels.MatMul(p, dst, mats[i%len(mats)], x, T) }, minTime)
+	p.Release()
+	if T == 1 {
+		limit[th] = max(before, ReadBandwidth(p, raw, minTime/2))
+	}
+	p.Close()
+	gb := float64(mats[0].Bytes()) / sec / 1e9
+	kernel := "matvec"
+	if T > 1 {
+		kernel = "matmul"
+	}
+	return KernelResult{
+		Kernel: kernel, DType: sh.DType.String(), Rows: sh.Rows, Cols: sh.Cols, Tokens: T, Threads: th,
+		GBps: gb, GFLOPs: 2 * float64(sh.Rows) * float64(sh.Cols) * float64(T) / sec / 1e9,
+		LimitGBps: limit[th], Ratio: gb / limit[th],
+	}
+}
+
+// testInput is n activations with a fixed, varied pattern (the values do
+// not change a kernel's speed).
+func testInput(n int) []float32 {
+	x := make([]float32, n)
+	for i := range x {
+		x[i] = float32(i%17-8) * 0.125
+	}
+	return x
 }
 
 // fillArena writes plausible weights fast: every 16-bit word is a normal

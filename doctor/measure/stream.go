@@ -85,13 +85,32 @@ func Stream(ctx context.Context, model, tr string, tokens int, logf func(string,
 	}
 	add("trunk", tb, sec)
 
-	// experts: all of them, top-k at a time, through the cache
 	opt := engine.Options{TrunkDir: tr, Budget: engine.Budget{TrunkBytes: 1, Ring: 1, CacheBytes: 1}, Positions: 64, Chunk: 64}
 	m, err := engine.Open(model, opt)
 	if err != nil {
 		return nil, err
 	}
 	defer m.Close()
+	eb, sec, err := readAllExperts(m)
+	if err != nil {
+		return nil, err
+	}
+	add("experts", eb, sec)
+	db, sec, err := streamDecode(ctx, m, tokens)
+	if err != nil {
+		return nil, err
+	}
+	add("decode", db, sec)
+	out[len(out)-1].Note = fmt.Sprintf("%d tokens at the smallest budgets; includes compute", tokens)
+	if err := rawRuns("after"); err != nil {
+		return nil, err
+	}
+	return withRawLimit(raws, out), nil
+}
+
+// readAllExperts reads every expert of every MoE layer through the cache,
+// top-k at a time, and returns the bytes read and the seconds taken.
+func readAllExperts(m *engine.Model) (int64, float64, error) {
 	c := m.Cfg
 	ids := make([]int, c.Experts)
 	for e := range ids {
@@ -103,28 +122,32 @@ func Stream(ctx context.Context, model, tr string, tokens int, logf func(string,
 		for i := 0; i < len(ids); i += c.TopK {
 			part := ids[i:min(i+c.TopK, len(ids))]
 			if _, err := m.Experts().Acquire(li, part); err != nil {
-				return nil, err
+				return 0, 0, err
 			}
 			m.Experts().Release(li, part)
 		}
 	}
-	add("experts", m.Experts().Stats().Sub(before).BytesRead, time.Since(t0).Seconds())
+	return m.Experts().Stats().Sub(before).BytesRead, time.Since(t0).Seconds(), nil
+}
 
-	// decode at the smallest budgets: every step streams its layers and experts
+// streamDecode decodes tokens at the smallest budgets, where every step
+// streams its layers and experts, and returns the bytes read (trunk and
+// experts) and the seconds taken.
+func streamDecode(ctx context.Context, m *engine.Model, tokens int) (int64, float64, error) {
 	e := m.NewEngine(0)
 	defer e.Close()
 	s0 := e.Snapshot()
-	t0 = time.Now()
+	t0 := time.Now()
 	if _, err := e.Generate(ctx, nil, []int{1, 2, 3, 4}, engine.GenOptions{MaxTokens: tokens}); err != nil {
-		return nil, err
+		return 0, 0, err
 	}
 	d := e.Snapshot().Sub(s0)
-	add("decode", d.TrunkBytesRead+d.Expert.BytesRead, time.Since(t0).Seconds())
-	out[len(out)-1].Note = fmt.Sprintf("%d tokens at the smallest budgets; includes compute", tokens)
-	if err := rawRuns("after"); err != nil {
-		return nil, err
-	}
-	// one "raw" line per measurement, first; the limit is the best of them
+	return d.TrunkBytesRead + d.Expert.BytesRead, time.Since(t0).Seconds(), nil
+}
+
+// withRawLimit puts one "raw" line per raw measurement first, then out; the
+// limit every line is compared with is the best raw run.
+func withRawLimit(raws []DiskRun, out []StreamLine) []StreamLine {
 	var raw float64
 	var lines []StreamLine
 	for _, r := range raws {
@@ -138,7 +161,7 @@ func Stream(ctx context.Context, model, tr string, tokens int, logf func(string,
 		l.RawGBps, l.Ratio = raw, l.GBps/raw
 		lines = append(lines, l)
 	}
-	return lines, nil
+	return lines
 }
 
 // readTrunk reads every layer run of the packed trunk in tr through the

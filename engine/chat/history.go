@@ -27,6 +27,12 @@ type Message struct {
 	// that come before a user message's text; kept in the history so the
 	// conversation reads the same when it is continued.
 	Images [][]byte `json:"images,omitempty"`
+	// Parts are the content's text parts, in order, when it came as
+	// several (an API request's content array): Content is then their
+	// concatenation, and each part is rendered and tokenized as its own
+	// segment, as Moonshot's encoder does (build_chat_segments), so a
+	// later turn renders the message exactly as the first did.
+	Parts []string `json:"parts,omitempty"`
 	// Cut marks an assistant reply that did not finish. It is kept, never
 	// dropped.
 	Cut Cut `json:"cut,omitempty"`
@@ -37,6 +43,20 @@ type Message struct {
 	// the replies a Regenerate replaced, the message an edit replaced and
 	// what followed it. The transcript is the shown version only.
 	Versions *Versions `json:"versions,omitempty"`
+}
+
+// Rendered is the message as the chat format renders it, its pictures
+// aside (a session puts them before the text): the role, the content (its
+// text parts each its own segment when it has Parts) and the reasoning.
+func (m Message) Rendered() xtml.Message {
+	xm := xtml.Message{Role: m.Role, Content: m.Content, ReasoningContent: m.ReasoningContent}
+	if strings.Join(m.Parts, "") != m.Content {
+		return xm // the content was changed (an edit) without its parts: the content is the message
+	}
+	for _, p := range m.Parts {
+		xm.Parts = append(xm.Parts, xtml.Part{Text: p})
+	}
+	return xm
 }
 
 // ReplyStats are the numbers of one generated reply.
@@ -142,6 +162,7 @@ func parseMessage(raw []byte, depth int) (Message, error) {
 		Stats            *ReplyStats     `json:"stats"`
 		Versions         json.RawMessage `json:"versions"`
 		Images           [][]byte        `json:"images"`
+		Parts            []string        `json:"parts"`
 	}
 	if err := dec.Decode(&m); err != nil {
 		return Message{}, err
@@ -167,7 +188,10 @@ func parseMessage(raw []byte, depth int) (Message, error) {
 	case m.Stats != nil && (m.Stats.Tokens < 0 || m.Stats.FirstTokenSeconds < 0 || m.Stats.SecondsPerToken < 0 || m.Stats.ThoughtSeconds < 0):
 		return Message{}, errors.New("stats cannot be negative")
 	}
-	msg := Message{Role: *m.Role, Content: *m.Content, Stats: m.Stats, Images: m.Images}
+	if m.Parts != nil && (len(m.Parts) == 0 || strings.Join(m.Parts, "") != *m.Content) {
+		return Message{}, errors.New("parts must be the content's text parts: at least one, joined equal to content")
+	}
+	msg := Message{Role: *m.Role, Content: *m.Content, Stats: m.Stats, Images: m.Images, Parts: m.Parts}
 	if m.ReasoningContent != nil {
 		msg.ReasoningContent = *m.ReasoningContent
 	}
@@ -248,7 +272,7 @@ func unrenderable(prefix, h []Message) (int, string) {
 func renderHistory(h []Message) ([]xtml.Segment, error) {
 	msgs := make([]xtml.Message, len(h))
 	for i, m := range h {
-		msgs[i] = xtml.Message{Role: m.Role, Content: m.Content, ReasoningContent: m.ReasoningContent}
+		msgs[i] = m.Rendered()
 	}
 	return xtml.Render(msgs, nil, xtml.RenderOptions{NoThink: true})
 }

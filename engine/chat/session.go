@@ -182,8 +182,13 @@ func (s *Session) render(history []Message, opt Options, noGen bool) ([]int, []I
 	}
 	var images []Image
 	for _, m := range history {
-		xm := xtml.Message{Role: m.Role, Content: m.Content, ReasoningContent: m.ReasoningContent}
+		xm := m.Rendered()
 		if len(m.Images) > 0 {
+			text := xm.Parts
+			if text == nil {
+				text = []xtml.Part{{Text: m.Content}}
+			}
+			xm.Parts = nil
 			for _, data := range m.Images {
 				im, err := s.image(data)
 				if err != nil {
@@ -192,7 +197,7 @@ func (s *Session) render(history []Message, opt Options, noGen bool) ([]int, []I
 				images = append(images, im)
 				xm.Parts = append(xm.Parts, xtml.Part{Image: im.Size()})
 			}
-			xm.Parts = append(xm.Parts, xtml.Part{Text: m.Content})
+			xm.Parts = append(xm.Parts, text...)
 		}
 		msgs = append(msgs, xm)
 	}
@@ -370,20 +375,7 @@ func (s *Session) run(ctx context.Context, ids []int, mark int, o PromptOptions,
 	if o.MaxTokens <= 0 {
 		o.MaxTokens = DefaultMaxTokens
 	}
-	// reuse the longest state whose ids start the transcript (leaving at
-	// least one position to feed, whose logits choose the first token)
-	if o.Partition != s.part {
-		s.live, s.snap, s.marks, s.part = nil, nil, nil, o.Partition
-	}
-	st := s.reusable(ids, mediaKeys(o.Images))
-	if st == nil {
-		st = s.Engine.Model().NewState()
-	}
-	if st == s.live {
-		s.live = nil
-	} else if st.Pos > 0 {
-		st = st.Clone() // the snapshot or a checkpoint stays as it is
-	}
+	st := s.startState(ids, o)
 	reused := st.Pos
 	rep := &Reply{Reused: reused, Prefilled: len(ids) - reused}
 	if err := s.giveImages(ctx, st, o.Images, on); err != nil {
@@ -444,16 +436,43 @@ func (s *Session) run(ctx context.Context, ids []int, mark int, o PromptOptions,
 	if err != nil && !errors.Is(err, context.Canceled) {
 		return rep, sm, res.Generated, err
 	}
-	if len(res.StepSeconds) > 0 {
-		rep.FirstTokenSeconds = before + res.StepSeconds[0]
-		if n := len(res.StepSeconds); n > 1 {
-			rep.SecondsPerToken = (sum(res.StepSeconds) - res.StepSeconds[0]) / float64(n-1)
-		}
-	}
+	rep.setTimes(before, res.StepSeconds)
 	// a stopped turn's state holds whole chunks of the prompt (and tokens):
 	// a prefix the next transcript can still reuse
 	s.live = res.State
 	return rep, sm, res.Generated, err
+}
+
+// startState is the state a turn over ids starts from: the longest state
+// whose ids start the transcript (leaving at least one position to feed,
+// whose logits choose the first token), the live one taken over, the
+// snapshot or a checkpoint cloned; a new state when none fits. Another
+// partition drops the states kept for the last one.
+func (s *Session) startState(ids []int, o PromptOptions) *engine.State {
+	if o.Partition != s.part {
+		s.live, s.snap, s.marks, s.part = nil, nil, nil, o.Partition
+	}
+	st := s.reusable(ids, mediaKeys(o.Images))
+	if st == nil {
+		st = s.Engine.Model().NewState()
+	}
+	if st == s.live {
+		s.live = nil
+	} else if st.Pos > 0 {
+		st = st.Clone() // the snapshot or a checkpoint stays as it is
+	}
+	return st
+}
+
+// setTimes sets the reply's first-token time (the prompt read before the
+// mark, then the first step) and its mean time per later token.
+func (r *Reply) setTimes(before float64, steps []float64) {
+	if len(steps) > 0 {
+		r.FirstTokenSeconds = before + steps[0]
+		if n := len(steps); n > 1 {
+			r.SecondsPerToken = (sum(steps) - steps[0]) / float64(n-1)
+		}
+	}
 }
 
 // cacheUse is a reply's use of the prompt cache (nil without one): marks

@@ -56,3 +56,30 @@ func TestDraftRefusedAtTheFloor(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "also without it the plan needs "+units.Bytes(base.Total)+", more than fits")
 }
+
+// TestDraftPlaced: PlaceDraft keeps the draft model resident where the
+// plan with it resident fits (or the memory is unknown) and streams it
+// where it does not: the streamed plan counts what it keeps (not its
+// weights) and shows the bytes it reads per drafting cycle.
+func TestDraftPlaced(t *testing.T) {
+	c, err := config.Load(fixture.ModelDir("tiny-release") + "/config.json")
+	require.NoError(t, err)
+	s := Sizes{LayerBytes: []int64{3, 4}}
+	r := Run{Positions: 100, DraftBytes: 7_000_000, DraftPerPos: 1000, DraftStream: 600_000, DraftRead: 6_500_000}
+	in := ForModel(c, 2, s, r)
+	resident := Make(in)
+	assert.False(t, resident.DraftStreamed)
+	assert.Equal(t, int64(7_000_000+1000*100), resident.Draft)
+
+	assert.False(t, PlaceDraft(in, 0).DraftStreamed, "memory unknown")
+	assert.False(t, PlaceDraft(in, resident.Total).DraftStreamed, "fits resident")
+	placed := PlaceDraft(in, resident.Total-1)
+	require.True(t, placed.DraftStreamed)
+	streamed := Make(placed)
+	assert.True(t, streamed.DraftStreamed)
+	assert.Equal(t, int64(600_000+1000*100), streamed.Draft)
+	assert.Equal(t, resident.Total-(7_000_000-600_000), streamed.Total)
+	assert.Equal(t, int64(6_500_000), streamed.DraftRead)
+	assert.Contains(t, streamed.String(), "streamed: "+units.Bytes(6_500_000)+" read per drafting cycle")
+	assert.Contains(t, resident.String(), "resident: weights and context rows")
+}

@@ -24,7 +24,10 @@ type Sizes struct {
 	LayerBytes  []int64 // trunk bytes of each bound layer (routed experts excluded), as stored
 	GlobalBytes int64   // embeddings, lm_head, final norms
 	TableBytes  int64   // embedding + lm_head: what ultra mode leaves on disk
-	SlotBytes   int64   // one routed-expert cache slot
+	// EmbedBytes is the embedding alone when lm_head is a tensor of its
+	// own (0 when tied): what the floor leaves on disk (StreamsEmbedding).
+	EmbedBytes int64
+	SlotBytes  int64 // one routed-expert cache slot
 	// LogicalLayerBytes are the layers' bf16 (checkpoint) sizes when a
 	// compressed trunk stores them smaller (nil: LayerBytes).
 	LogicalLayerBytes []int64
@@ -53,8 +56,12 @@ type Run struct {
 	StateCopies int
 	BaselineRSS int64
 	// DraftBytes are a draft model's weights and DraftPerPos its context
-	// rows per position (0: none).
-	DraftBytes, DraftPerPos int64
+	// rows per position (0: none). DraftStream is what it keeps streamed
+	// (its small tensors and the buffer its matrices are read into) and
+	// DraftRead what it reads per drafting cycle then; DraftStreamed:
+	// streamed (see Plan.DraftStreamed).
+	DraftBytes, DraftPerPos, DraftStream, DraftRead int64
+	DraftStreamed                                   bool
 	// Floor: the run is at the memory floor (Floor): it keeps no copy of
 	// the whole KDA state. A pass of up to SpecPositions positions (at
 	// least one) is recorded instead, run on one layer's scratch state and
@@ -129,9 +136,14 @@ func ForModel(c *config.Config, layers int, s Sizes, r Run) Inputs {
 	}
 	buffers += logitRows * int64(c.VocabSize) * 4
 	globals := s.GlobalBytes
-	if r.Ultra {
+	embedStreamed := StreamsEmbedding(r, s)
+	switch {
+	case r.Ultra:
 		globals -= s.TableBytes
 		buffers += HeadChunkBytes + int64(c.VocabSize)*4
+	case embedStreamed:
+		globals -= s.EmbedBytes
+		buffers += embedRowBuffer(c.Hidden)
 	}
 	slot := int64(0)
 	if c.Experts > 0 && layers > c.FirstKDense {
@@ -144,6 +156,8 @@ func ForModel(c *config.Config, layers int, s Sizes, r Run) Inputs {
 		tableRuns = 1 // the final norms; the tables stream
 	case c.TieEmbeddings:
 		tableRuns = 2
+	case embedStreamed:
+		tableRuns = 2 // lm_head and the final norms; the embedding rows stream
 	default:
 		tableRuns = 3
 	}
@@ -153,8 +167,25 @@ func ForModel(c *config.Config, layers int, s Sizes, r Run) Inputs {
 		Streaming:  r.Streaming, TrunkBudget: r.TrunkBudget, Ring: r.Ring, CacheBudget: r.CacheBudget,
 		StateBytes: (1+backup+int64(copies))*state + scratch, KVPerPos: int64(1+copies) * kvPerPos, Positions: r.Positions, BufferBytes: buffers, BaselineRSS: r.BaselineRSS,
 		SpecPositions: recorded, SpecRecordPerPos: record, DraftBytes: r.DraftBytes, DraftPerPos: int64(1+copies) * r.DraftPerPos,
-		Chunk: r.Chunk, Prefill: PrefillFor(c, layers, r.Positions, r.Workers), Vision: VisionFor(s.Vision, picture(r), r.Floor)}
+		DraftStream: r.DraftStream, DraftRead: r.DraftRead, DraftStreamed: r.DraftStreamed,
+		Chunk: r.Chunk, Prefill: PrefillFor(c, layers, r.Positions, r.Workers), Vision: VisionFor(s.Vision, picture(r), r.Floor),
+		EmbedStreamed: embedStreamed}
 }
+
+// StreamsEmbedding reports whether a run reads its embedding rows from the
+// packed trunk when a token needs them, with lm_head resident: at the
+// memory floor (Run.Floor), streamed, not ultra (which streams lm_head
+// too), and with an lm_head of its own (a tied table is lm_head, which
+// every token reads whole). A token's row is hidden x 2 bytes (14 KB at
+// K3's size) next to the whole trunk (108.8 GB) every token reads at the
+// floor, so the resident embedding (2.35 GB) buys no speed there.
+func StreamsEmbedding(r Run, s Sizes) bool {
+	return r.Streaming && r.Floor && !r.Ultra && s.EmbedBytes > 0
+}
+
+// embedRowBuffer is what reading one embedding row takes: its bytes at
+// most f32, rounded up to the direct-I/O alignment, and one alignment more.
+func embedRowBuffer(hidden int) int64 { return (int64(hidden)*4+4095)/4096*4096 + 4096 }
 
 // DefaultChatCheckpoints is how many edit checkpoints a chat session keeps
 // (copies of the state from just before its last user messages) where the

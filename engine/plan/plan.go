@@ -32,8 +32,11 @@ type Inputs struct {
 	SpecPositions    int
 	SpecRecordPerPos int64
 	// DraftBytes are a draft model's weights (resident) and DraftPerPos
-	// its context rows per position (0: no draft model).
-	DraftBytes, DraftPerPos int64
+	// its context rows per position (0: no draft model); DraftStream and
+	// DraftRead what it keeps and reads per drafting cycle streamed, and
+	// DraftStreamed whether it is (Plan.DraftStreamed).
+	DraftBytes, DraftPerPos, DraftStream, DraftRead int64
+	DraftStreamed                                   bool
 	// LogicalLayerBytes are the layers' bf16 sizes when a compressed trunk
 	// stores them smaller (nil or equal: nothing compressed); see Make.
 	LogicalLayerBytes []int64
@@ -50,6 +53,10 @@ type Inputs struct {
 	ChunkWhy string
 	// Vision is the vision tower's part (VisionFor; zero: no tower).
 	Vision VisionCost
+	// EmbedStreamed: the embedding rows are read from the packed trunk
+	// when needed, lm_head stays resident (StreamsEmbedding); GlobalBytes
+	// leaves the embedding out.
+	EmbedStreamed bool
 }
 
 // HugePage is the granularity of the buffers the engine maps outside the
@@ -89,11 +96,19 @@ type Plan struct {
 	// of 96 heads of 128) that is 20.4 MB per position, 183 MB for a
 	// 9-position pass (8 drafts).
 	Spec int64
-	// Draft is the draft model: its weights, resident, and its context
-	// rows for every position (its embedding and lm_head are the model's).
-	Draft int64
-	Total int64
-	Notes []string
+	// Draft is the draft model: its weights, and its context rows for
+	// every position (its embedding and lm_head are the model's).
+	// DraftStreamed: of its weights only the norms and the kv_a
+	// projections are held, with a buffer of its largest matrix; every
+	// other matrix is read from its file, with direct I/O, each time a
+	// drafting cycle uses it, DraftRead bytes per cycle (docs/DSPARK.md
+	// §6.1). The engine streams it when it does not fit resident beside
+	// the rest of the plan (DraftPlacement).
+	Draft         int64
+	DraftStreamed bool
+	DraftRead     int64
+	Total         int64
+	Notes         []string
 	// Compressed: the trunk stores the layers compressed (BF16C). Expanded:
 	// the pinned layers are decoded to bf16 once, at load, and held so
 	// (PinnedBytes counts their bf16 sizes); otherwise pinned and streamed
@@ -130,6 +145,9 @@ type Plan struct {
 	TowerStreamed bool
 	Picture       int64
 	PicturePos    int
+	// EmbedStreamed: the embedding rows are read from the packed trunk
+	// when a token needs them (Inputs.EmbedStreamed).
+	EmbedStreamed bool
 }
 
 // Make decides what to pin and how many slots to use. Layers are pinned
@@ -154,14 +172,12 @@ func Make(in Inputs) *Plan {
 	}
 	p := &Plan{Pinned: make([]bool, len(in.LayerBytes)), Globals: in.GlobalBytes, State: in.StateBytes,
 		KV: in.KVPerPos * int64(kvPositions), Buffers: in.BufferBytes, Baseline: in.BaselineRSS,
-		Spec: int64(in.SpecPositions) * in.SpecRecordPerPos, Chunk: in.Chunk, ChunkWhy: in.ChunkWhy}
+		Spec: int64(in.SpecPositions) * in.SpecRecordPerPos, Chunk: in.Chunk, ChunkWhy: in.ChunkWhy, EmbedStreamed: in.EmbedStreamed}
 	if in.Positions > 0 && p.Chunk > in.Positions {
 		p.Chunk = in.Positions // a pass never holds more positions than the context
 	}
 	p.Prefill = in.Prefill.Bytes(p.Chunk)
-	if in.DraftBytes > 0 {
-		p.Draft = in.DraftBytes + in.DraftPerPos*int64(kvPositions)
-	}
+	p.draft(in, kvPositions)
 	var all, logical int64
 	for i, b := range in.LayerBytes {
 		all += b
@@ -266,6 +282,19 @@ func Make(in Inputs) *Plan {
 	return p
 }
 
+// draft counts the draft model (Plan.Draft), its context rows for
+// positions.
+func (p *Plan) draft(in Inputs, positions int) {
+	if in.DraftBytes <= 0 {
+		return
+	}
+	w := in.DraftBytes
+	if in.DraftStreamed && in.DraftStream > 0 {
+		w, p.DraftStreamed, p.DraftRead = in.DraftStream, true, in.DraftRead
+	}
+	p.Draft = w + in.DraftPerPos*int64(positions)
+}
+
 // pages counts what rounding the mapped buffers up to whole pages adds
 // (Plan.Pages). The engine maps, from a packed trunk, one buffer per pinned
 // layer (at its bf16 size when expanded), one per table run and the ring;
@@ -344,8 +373,12 @@ func (p *Plan) Check(mem Memory) error {
 		if fits(p.Total-p.Draft, mem) {
 			without = "without --draft the plan needs " + units.Bytes(p.Total-p.Draft) + ", which fits"
 		}
-		return fmt.Errorf("the memory plan needs %s with the draft model (%s of it: its weights and context rows, resident) but only %s is available (95%% of %s); %s",
-			units.Bytes(p.Total), units.Bytes(p.Draft), units.Bytes(int64(0.95*float64(usable))), units.Bytes(usable), without)
+		how := "resident"
+		if p.DraftStreamed {
+			how = "streamed: its small tensors and the buffer its matrices are read into"
+		}
+		return fmt.Errorf("the memory plan needs %s with the draft model (%s of it: its weights and context rows, %s) but only %s is available (95%% of %s); %s",
+			units.Bytes(p.Total), units.Bytes(p.Draft), how, units.Bytes(int64(0.95*float64(usable))), units.Bytes(usable), without)
 	}
 	if !fits(p.Total, mem) {
 		return fmt.Errorf("the memory plan needs %s but only %s is available (95%% of %s); lower --trunk-gb/--cache-gb, pick a smaller --preset, or shorten the context (the KV cache takes %s)",
@@ -382,7 +415,11 @@ func (p *Plan) String() string {
 	if p.Load > 0 {
 		fmt.Fprintf(&b, "  load buffer    %10s  (a compressed layer as read, until it is expanded; only while loading)\n", units.Bytes(p.Load))
 	}
-	fmt.Fprintf(&b, "  model tables   %10s  (embeddings, lm_head, final norms)\n", units.Bytes(p.Globals))
+	tables := "embeddings, lm_head, final norms"
+	if p.EmbedStreamed {
+		tables = "lm_head, final norms; embedding rows read when needed"
+	}
+	fmt.Fprintf(&b, "  model tables   %10s  (%s)\n", units.Bytes(p.Globals), tables)
 	fmt.Fprintf(&b, "  expert cache   %10s  (%d slots)\n", units.Bytes(p.CacheBytes), p.CacheSlots)
 	fmt.Fprintf(&b, "  KDA state      %10s\n", units.Bytes(p.State))
 	fmt.Fprintf(&b, "  MLA KV cache   %10s\n", units.Bytes(p.KV))
@@ -393,7 +430,11 @@ func (p *Plan) String() string {
 		fmt.Fprintf(&b, "  spec rollback  %10s  (recurrence inputs of a verification pass)\n", units.Bytes(p.Spec))
 	}
 	if p.Draft > 0 {
-		fmt.Fprintf(&b, "  draft model    %10s  (weights and context rows)\n", units.Bytes(p.Draft))
+		if p.DraftStreamed {
+			fmt.Fprintf(&b, "  draft model    %10s  (streamed: %s read per drafting cycle; norms, kv_a, its largest matrix's buffer and context rows)\n", units.Bytes(p.Draft), units.Bytes(p.DraftRead))
+		} else {
+			fmt.Fprintf(&b, "  draft model    %10s  (resident: weights and context rows)\n", units.Bytes(p.Draft))
+		}
 	}
 	if p.Pages > 0 {
 		fmt.Fprintf(&b, "  whole pages    %10s  (%d buffers mapped in %s pages)\n", units.Bytes(p.Pages), p.PagedBuffer, units.Bytes(HugePage))

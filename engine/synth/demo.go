@@ -12,9 +12,10 @@ import (
 
 // The demo model, so the whole engine and app (wizard, memory plan, chat,
 // gauges) run on a machine without the 1.56 TB checkpoint. The small demo is
-// the trained one (assets/demo: the K3 tensor graph at 1.9 million
-// parameters, trained on fortune cookies, which answers in the chat format
-// and stops by itself); medium and large have the K3 tensor graph with
+// the trained one (assets/demo: the K3 tensor graph at 2.1 million
+// parameters with a tiny vision tower, trained on fortune cookies and
+// drawings of coloured shapes, which answers in the chat format and stops by
+// itself); medium and large have the K3 tensor graph with
 // deterministic random weights and a byte-level tokenizer, for measuring,
 // and their text is not meaningful. `k3 demo` and the app both write it with
 // WriteDemo, so the same size gives the same bytes, and both recognise it

@@ -323,9 +323,29 @@ func Parse(path string, raw []byte) (*Config, error) {
 		}
 		r.linear = m
 	}
-	M := r.model
-	L := r.linear
+	c.readAttention(r)
+	c.readMoE(r)
+	c.readFixed(r)
+	c.readQuant(r)
 
+	// Layer map: ONE-based lists, in linear_attn_config (or top level in the flat shape).
+	full, haveFull := r.layerList("full_attn_layers", r.linear, r.model)
+	kda, haveKDA := r.layerList("kda_layers", r.linear, r.model)
+	if !haveFull {
+		e.Missing = append(e.Missing, "linear_attn_config.full_attn_layers")
+	}
+	c.FullAttnLayers, c.KDALayers = full, kda
+	c.validate(e, full, kda, haveKDA)
+
+	if len(e.Missing)+len(e.Mistyped)+len(e.Invalid) > 0 {
+		return nil, e
+	}
+	return c, nil
+}
+
+// readAttention reads the model's size and its two attentions' fields.
+func (c *Config) readAttention(r *reader) {
+	M, L := r.model, r.linear
 	c.Hidden = r.int("hidden_size", "", M)
 	c.Layers = r.int("num_hidden_layers", "", M)
 	c.VocabSize = r.int("vocab_size", "", M)
@@ -353,7 +373,11 @@ func Parse(path string, raw []byte) (*Config, error) {
 	c.QKRope = r.int("qk_rope_head_dim", "", M)
 	c.VHead = r.int("v_head_dim", "", M)
 	c.OutputGate = r.boolean("mla_use_output_gate", M)
+}
 
+// readMoE reads the dense and mixture-of-experts layers' fields.
+func (c *Config) readMoE(r *reader) {
+	M := r.model
 	c.Intermediate = r.int("intermediate_size", "", M)
 	c.FirstKDense = r.int("first_k_dense_replace", "", M)
 	c.Experts = r.int("num_experts", "", M)
@@ -367,15 +391,19 @@ func Parse(path string, raw []byte) (*Config, error) {
 	c.SituBeta = r.float("activation_situ_beta", "situ_beta", M)
 	c.SituLinearBeta = r.float("activation_situ_linear_beta", "situ_linear_beta", M)
 	c.AttnResBlock = r.int("attn_res_block_size", "", M)
+}
 
-	// Fields the engine implements one value of: when present they must have it.
+// readFixed checks the fields the engine implements one value of (when
+// present they must have it) and reads the tied embeddings and token ids.
+func (c *Config) readFixed(r *reader) {
+	M, e := r.model, r.e
 	r.optional("mla_use_nope", true, M)
 	r.optional("hidden_act", "situ", M)
 	r.optional("moe_router_activation_func", "sigmoid", M)
 	r.optional("moe_layer_freq", 1.0, M)
 	r.optional("num_expert_group", 1.0, M)
 	r.optional("topk_group", 1.0, M)
-	if v, ok := find("tie_word_embeddings", M, root); ok {
+	if v, ok := find("tie_word_embeddings", M, r.root); ok {
 		if json.Unmarshal(v, &c.TieEmbeddings) != nil {
 			e.Mistyped = append(e.Mistyped, "tie_word_embeddings is "+kind(v)+", want true or false")
 		}
@@ -390,25 +418,10 @@ func Parse(path string, raw []byte) (*Config, error) {
 		name string
 		dst  *int
 	}{{"bos_token_id", &c.BOS}, {"eos_token_id", &c.EOS}, {"pad_token_id", &c.PAD}} {
-		if v, ok := find(k.name, M, root); ok {
+		if v, ok := find(k.name, M, r.root); ok {
 			*k.dst = r.tokenID(k.name, v, c.VocabSize)
 		}
 	}
-	c.readQuant(r)
-
-	// Layer map: ONE-based lists, in linear_attn_config (or top level in the flat shape).
-	full, haveFull := r.layerList("full_attn_layers", L, M)
-	kda, haveKDA := r.layerList("kda_layers", L, M)
-	if !haveFull {
-		e.Missing = append(e.Missing, "linear_attn_config.full_attn_layers")
-	}
-	c.FullAttnLayers, c.KDALayers = full, kda
-	c.validate(e, full, kda, haveKDA)
-
-	if len(e.Missing)+len(e.Mistyped)+len(e.Invalid) > 0 {
-		return nil, e
-	}
-	return c, nil
 }
 
 // tokenID reads a special token id: an integer in 0..vocab-1, or a list of
@@ -526,6 +539,13 @@ func (c *Config) validate(e *Error, full, kda []int, haveKDA bool) {
 	if c.Layers <= 0 || c.Layers > 4096 {
 		return
 	}
+	c.mapLayers(bad, full, kda, haveKDA)
+}
+
+// mapLayers marks each layer MLA or KDA from the ONE-based lists full and
+// kda (without kda, every layer not in full is KDA), reporting a layer out
+// of range, listed twice or in neither list.
+func (c *Config) mapLayers(bad func(string, ...any), full, kda []int, haveKDA bool) {
 	c.MLA = make([]bool, c.Layers)
 	seen := map[int]string{}
 	check := func(name string, list []int, mla bool) {

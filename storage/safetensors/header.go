@@ -536,36 +536,7 @@ func (s *scanner) tensorEntry(h *header, e *entry, dataLen int64) *hdrError {
 		if err := s.colon(); err != nil {
 			return err
 		}
-		switch bit {
-		case seenDType:
-			v, err := s.str()
-			if err != nil {
-				return err
-			}
-			dt, ok := dtypeFromString(v)
-			if !ok {
-				return &hdrError{msg: unsupportedDType(v)}
-			}
-			e.dtype = dt
-		case seenShape:
-			vals, n, err := s.intArray(MaxRank, "shape")
-			if err != nil {
-				return err
-			}
-			e.shapeOff = int32(len(h.shapes))
-			e.rank = int8(n)
-			h.shapes = append(h.shapes, vals[:n]...)
-		case seenOffsets:
-			offs, n, err := s.intArray(2, "data_offsets")
-			if err != nil {
-				return err
-			}
-			if n != 2 {
-				return s.errf("data_offsets has %d values, want 2", n)
-			}
-			e.start, e.end = offs[0], offs[1]
-		}
-		return nil
+		return s.entryValue(h, e, key)
 	})
 	if err != nil {
 		return err
@@ -578,9 +549,50 @@ func (s *scanner) tensorEntry(h *header, e *entry, dataLen int64) *hdrError {
 	case seen&seenOffsets == 0:
 		return &hdrError{msg: "entry has no data_offsets"}
 	}
+	return e.checkSize(h.shapes[e.shapeOff:int(e.shapeOff)+int(e.rank)], dataLen)
+}
+
+// entryValue parses the value of the tensor entry's key (dtype, shape or
+// data_offsets) into e, appending a shape to h.shapes.
+func (s *scanner) entryValue(h *header, e *entry, key string) *hdrError {
+	switch key {
+	case "dtype":
+		v, err := s.str()
+		if err != nil {
+			return err
+		}
+		dt, ok := dtypeFromString(v)
+		if !ok {
+			return &hdrError{msg: unsupportedDType(v)}
+		}
+		e.dtype = dt
+	case "shape":
+		vals, n, err := s.intArray(MaxRank, "shape")
+		if err != nil {
+			return err
+		}
+		e.shapeOff = int32(len(h.shapes))
+		e.rank = int8(n)
+		h.shapes = append(h.shapes, vals[:n]...)
+	case "data_offsets":
+		offs, n, err := s.intArray(2, "data_offsets")
+		if err != nil {
+			return err
+		}
+		if n != 2 {
+			return s.errf("data_offsets has %d values, want 2", n)
+		}
+		e.start, e.end = offs[0], offs[1]
+	}
+	return nil
+}
+
+// checkSize checks that the entry's data_offsets span exactly the bytes its
+// dtype and shape need, refusing overflow, and end within the data region
+// of dataLen bytes.
+func (e *entry) checkSize(shape []int64, dataLen int64) *hdrError {
 	// Element count, refusing overflow.
 	numel := int64(1)
-	shape := h.shapes[e.shapeOff : int(e.shapeOff)+int(e.rank)]
 	for _, d := range shape {
 		if d == 0 {
 			numel = 0

@@ -167,35 +167,9 @@ func openIndexed(dir string, present []string, partial bool) (*Set, error) {
 	// Reading and parsing the index is serial work (the released
 	// checkpoint's is ~40 MB), so the model-N-of-M shards present are
 	// parsed meanwhile, on the bet that they are the ones the index names.
-	type loaded struct {
-		shards []*shardFile
-		err    error
-	}
-	var spec chan loaded
 	specFiles, _ := shardSet(dir, present)
-	if specFiles != nil {
-		spec = make(chan loaded, 1)
-		go func() {
-			sh, err := loadShards(joinAll(dir, specFiles), seed)
-			spec <- loaded{sh, err}
-		}()
-	}
-	// specResult collects the speculative load; unless it is used, its
-	// files are closed.
-	specResult := func(use bool) ([]*shardFile, error) {
-		if spec == nil {
-			return nil, nil
-		}
-		r := <-spec
-		spec = nil
-		if !use && r.err == nil {
-			for _, sf := range r.shards {
-				sf.f.Close()
-			}
-		}
-		return r.shards, r.err
-	}
-	defer specResult(false)
+	spec := startLoad(dir, specFiles, seed)
+	defer spec.result(false)
 
 	b, err := readIndexFile(ipath)
 	if err != nil {
@@ -205,38 +179,15 @@ func openIndexed(dir string, present []string, partial bool) (*Set, error) {
 	if herr != nil {
 		return nil, &FormatError{Path: ipath, Tensor: herr.tensor, Msg: herr.msg}
 	}
-	files := slices.Clone(x.files)
-	slices.Sort(files)
-	var missing []string
-	for _, f := range files {
-		if !slices.Contains(present, f) {
-			missing = append(missing, f)
-		}
-	}
-	if len(missing) > 0 && (!partial || len(missing) == len(files)) {
-		return nil, &FormatError{Path: ipath, Msg: fmt.Sprintf("%d shard(s) named by the index are missing from the directory: %s", len(missing), summarize(missing, 10))}
-	}
-	// If the index names model-N-of-M shards, it must name all of them.
-	set, err := shardSet(dir, files)
+	files, missing, err := indexedFiles(dir, ipath, x, present, partial)
 	if err != nil {
-		if fe, ok := err.(*FormatError); ok && fe.Path == dir {
-			fe.Path = ipath
-			fe.Msg = "index: " + fe.Msg
-		}
 		return nil, err
 	}
-	if set != nil {
-		if len(set) != len(files) {
-			return nil, &FormatError{Path: ipath, Msg: fmt.Sprintf("index mixes model-N-of-M shards with other files: %s", summarize(files, 10))}
-		}
-		files = set // shard order
-	}
-	files = slices.DeleteFunc(files, func(f string) bool { return slices.Contains(missing, f) })
 	var shards []*shardFile
 	if slices.Equal(files, specFiles) {
-		shards, err = specResult(true)
+		shards, err = spec.result(true)
 	} else {
-		specResult(false)
+		spec.result(false)
 		shards, err = loadShards(joinAll(dir, files), seed)
 	}
 	if err != nil {
@@ -249,6 +200,77 @@ func openIndexed(dir string, present []string, partial bool) (*Set, error) {
 		}
 		return crossCheck(s, x, dir, ipath)
 	})
+}
+
+// indexedFiles is the shards the index x names that are present, in shard
+// order, and the ones missing (refused unless partial, and even then when
+// all are). If the index names model-N-of-M shards, it must name all of
+// them.
+func indexedFiles(dir, ipath string, x *index, present []string, partial bool) (files, missing []string, err error) {
+	files = slices.Clone(x.files)
+	slices.Sort(files)
+	for _, f := range files {
+		if !slices.Contains(present, f) {
+			missing = append(missing, f)
+		}
+	}
+	if len(missing) > 0 && (!partial || len(missing) == len(files)) {
+		return nil, nil, &FormatError{Path: ipath, Msg: fmt.Sprintf("%d shard(s) named by the index are missing from the directory: %s", len(missing), summarize(missing, 10))}
+	}
+	set, err := shardSet(dir, files)
+	if err != nil {
+		if fe, ok := err.(*FormatError); ok && fe.Path == dir {
+			fe.Path = ipath
+			fe.Msg = "index: " + fe.Msg
+		}
+		return nil, nil, err
+	}
+	if set != nil {
+		if len(set) != len(files) {
+			return nil, nil, &FormatError{Path: ipath, Msg: fmt.Sprintf("index mixes model-N-of-M shards with other files: %s", summarize(files, 10))}
+		}
+		files = set // shard order
+	}
+	files = slices.DeleteFunc(files, func(f string) bool { return slices.Contains(missing, f) })
+	return files, missing, nil
+}
+
+// shardLoad is a speculative load of shards on its own goroutine (nil
+// when there is nothing to load).
+type shardLoad struct {
+	done   chan struct{}
+	shards []*shardFile
+	err    error
+	taken  bool
+}
+
+// startLoad starts loading the files of dir (none: no load).
+func startLoad(dir string, files []string, seed maphash.Seed) *shardLoad {
+	if files == nil {
+		return nil
+	}
+	l := &shardLoad{done: make(chan struct{})}
+	go func() {
+		defer close(l.done)
+		l.shards, l.err = loadShards(joinAll(dir, files), seed)
+	}()
+	return l
+}
+
+// result waits for the load; unless it is used, its files are closed. Only
+// the first call counts.
+func (l *shardLoad) result(use bool) ([]*shardFile, error) {
+	if l == nil || l.taken {
+		return nil, nil
+	}
+	<-l.done
+	l.taken = true
+	if !use && l.err == nil {
+		for _, sf := range l.shards {
+			sf.f.Close()
+		}
+	}
+	return l.shards, l.err
 }
 
 // AbsentTensor is a tensor the index lists in a shard the directory lacks.

@@ -48,79 +48,26 @@ func encodeHeader(specs []headerSpec, metadata map[string]string) (hdr []byte, s
 	hdr = append(hdr, '{')
 	first := true
 	if metadata != nil {
-		keys := make([]string, 0, len(metadata))
-		for k, v := range metadata {
-			if !utf8.ValidString(k) || !utf8.ValidString(v) {
-				return nil, nil, 0, fmt.Errorf("safetensors: metadata %q is not valid UTF-8", k)
-			}
-			keys = append(keys, k)
+		if hdr, err = appendMetadata(hdr, metadata); err != nil {
+			return nil, nil, 0, err
 		}
-		slices.Sort(keys)
-		hdr = appendJSONString(hdr, metadataKey)
-		hdr = append(hdr, ":{"...)
-		for i, k := range keys {
-			if i > 0 {
-				hdr = append(hdr, ',')
-			}
-			hdr = appendJSONString(hdr, k)
-			hdr = append(hdr, ':')
-			hdr = appendJSONString(hdr, metadata[k])
-		}
-		hdr = append(hdr, '}')
 		first = false
 	}
 	var off int64
 	for i, sp := range specs {
-		bad := func(format string, args ...any) error {
-			return fmt.Errorf("safetensors: tensor %q: %s", sp.name, fmt.Sprintf(format, args...))
-		}
-		switch {
-		case sp.name == "":
-			return nil, nil, 0, bad("empty name")
-		case sp.name == metadataKey:
-			return nil, nil, 0, bad("name is reserved")
-		case !utf8.ValidString(sp.name):
-			return nil, nil, 0, bad("name is not valid UTF-8")
-		case !sp.dtype.Valid():
-			return nil, nil, 0, bad("%s", unsupportedDType(string(sp.dtype)))
-		case len(sp.shape) > MaxRank:
-			return nil, nil, 0, bad("rank %d exceeds %d", len(sp.shape), MaxRank)
-		}
-		if _, dup := seen[sp.name]; dup {
-			return nil, nil, 0, bad("duplicate name")
-		}
-		seen[sp.name] = struct{}{}
-		numel, ok := shapeNumel(sp.shape)
-		if !ok || numel > math.MaxInt64/sp.dtype.Size() {
-			return nil, nil, 0, bad("invalid shape %v", sp.shape)
-		}
-		if want := numel * sp.dtype.Size(); want != sp.size {
-			return nil, nil, 0, bad("%s%v needs %d bytes, data has %d", sp.dtype, sp.shape, want, sp.size)
+		if err := sp.check(seen); err != nil {
+			return nil, nil, 0, err
 		}
 		off = alignUp(off)
 		if off < 0 || off > math.MaxInt64-sp.size {
-			return nil, nil, 0, bad("data too large")
+			return nil, nil, 0, sp.errf("data too large")
 		}
 		starts[i] = off
 		if !first {
 			hdr = append(hdr, ',')
 		}
 		first = false
-		hdr = appendJSONString(hdr, sp.name)
-		hdr = append(hdr, `:{"dtype":"`...)
-		hdr = append(hdr, sp.dtype...)
-		hdr = append(hdr, `","shape":[`...)
-		for j, d := range sp.shape {
-			if j > 0 {
-				hdr = append(hdr, ',')
-			}
-			hdr = strconv.AppendInt(hdr, d, 10)
-		}
-		hdr = append(hdr, `],"data_offsets":[`...)
-		hdr = strconv.AppendInt(hdr, off, 10)
-		hdr = append(hdr, ',')
-		hdr = strconv.AppendInt(hdr, off+sp.size, 10)
-		hdr = append(hdr, "]}"...)
+		hdr = sp.appendEntry(hdr, off)
 		off += sp.size
 	}
 	hdr = append(hdr, '}')
@@ -131,6 +78,81 @@ func encodeHeader(specs []headerSpec, metadata map[string]string) (hdr []byte, s
 		return nil, nil, 0, fmt.Errorf("safetensors: header of %d bytes exceeds the %d-byte limit", len(hdr), MaxHeaderLen)
 	}
 	return hdr, starts, off, nil
+}
+
+// appendMetadata appends the __metadata__ entry, its keys sorted.
+func appendMetadata(hdr []byte, metadata map[string]string) ([]byte, error) {
+	keys := make([]string, 0, len(metadata))
+	for k, v := range metadata {
+		if !utf8.ValidString(k) || !utf8.ValidString(v) {
+			return nil, fmt.Errorf("safetensors: metadata %q is not valid UTF-8", k)
+		}
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	hdr = appendJSONString(hdr, metadataKey)
+	hdr = append(hdr, ":{"...)
+	for i, k := range keys {
+		if i > 0 {
+			hdr = append(hdr, ',')
+		}
+		hdr = appendJSONString(hdr, k)
+		hdr = append(hdr, ':')
+		hdr = appendJSONString(hdr, metadata[k])
+	}
+	return append(hdr, '}'), nil
+}
+
+func (sp *headerSpec) errf(format string, args ...any) error {
+	return fmt.Errorf("safetensors: tensor %q: %s", sp.name, fmt.Sprintf(format, args...))
+}
+
+// check refuses a bad or duplicate (in seen, which it adds to) name, an
+// unknown dtype, and a shape that does not give the data's size.
+func (sp *headerSpec) check(seen map[string]struct{}) error {
+	switch {
+	case sp.name == "":
+		return sp.errf("empty name")
+	case sp.name == metadataKey:
+		return sp.errf("name is reserved")
+	case !utf8.ValidString(sp.name):
+		return sp.errf("name is not valid UTF-8")
+	case !sp.dtype.Valid():
+		return sp.errf("%s", unsupportedDType(string(sp.dtype)))
+	case len(sp.shape) > MaxRank:
+		return sp.errf("rank %d exceeds %d", len(sp.shape), MaxRank)
+	}
+	if _, dup := seen[sp.name]; dup {
+		return sp.errf("duplicate name")
+	}
+	seen[sp.name] = struct{}{}
+	numel, ok := shapeNumel(sp.shape)
+	if !ok || numel > math.MaxInt64/sp.dtype.Size() {
+		return sp.errf("invalid shape %v", sp.shape)
+	}
+	if want := numel * sp.dtype.Size(); want != sp.size {
+		return sp.errf("%s%v needs %d bytes, data has %d", sp.dtype, sp.shape, want, sp.size)
+	}
+	return nil
+}
+
+// appendEntry appends the tensor's entry with its data at offset off.
+func (sp *headerSpec) appendEntry(hdr []byte, off int64) []byte {
+	hdr = appendJSONString(hdr, sp.name)
+	hdr = append(hdr, `:{"dtype":"`...)
+	hdr = append(hdr, sp.dtype...)
+	hdr = append(hdr, `","shape":[`...)
+	for j, d := range sp.shape {
+		if j > 0 {
+			hdr = append(hdr, ',')
+		}
+		hdr = strconv.AppendInt(hdr, d, 10)
+	}
+	hdr = append(hdr, `],"data_offsets":[`...)
+	hdr = strconv.AppendInt(hdr, off, 10)
+	hdr = append(hdr, ',')
+	hdr = strconv.AppendInt(hdr, off+sp.size, 10)
+	return append(hdr, "]}"...)
 }
 
 // shapeNumel returns the element count, false on a negative dim or overflow.

@@ -308,6 +308,32 @@ func decodeStrict(data []byte, v any) error {
 // validate checks every rule of the format. done, if non-nil, lists runs
 // that must exist (a partial file's finished runs).
 func (m *Manifest) validate(done []string) error {
+	if err := m.validateHeader(); err != nil {
+		return err
+	}
+	names, err := m.validateRuns()
+	if err != nil {
+		return err
+	}
+	if err := m.validatePlaces(); err != nil {
+		return err
+	}
+	seen := map[string]bool{}
+	for _, d := range done {
+		if _, ok := names[d]; !ok {
+			return merr("done lists %q, which is not a run", d)
+		}
+		if seen[d] {
+			return merr("done lists %q twice", d)
+		}
+		seen[d] = true
+	}
+	return nil
+}
+
+// validateHeader checks the format, version, compression, source and total
+// size.
+func (m *Manifest) validateHeader() error {
 	if m.Format != Format {
 		return merr("format is %q, want %q", m.Format, Format)
 	}
@@ -330,16 +356,23 @@ func (m *Manifest) validate(done []string) error {
 	if m.TotalBytes < 0 || m.TotalBytes%RunAlign != 0 {
 		return merr("total_bytes %d is not a non-negative multiple of %d", m.TotalBytes, RunAlign)
 	}
-	names := make(map[string]int, len(m.Runs))
+	return nil
+}
+
+// validateRuns checks each run, that run and tensor names are unique, and
+// that the global runs and every layer's run from 0 are there. names maps
+// each run's name to its index.
+func (m *Manifest) validateRuns() (names map[string]int, err error) {
+	names = make(map[string]int, len(m.Runs))
 	tnames := map[string]string{}
 	layers := 0
 	for i := range m.Runs {
 		r := &m.Runs[i]
 		if err := r.validate(m.Source.Prefix, m.Compressed()); err != nil {
-			return err
+			return nil, err
 		}
 		if j, dup := names[r.Name]; dup {
-			return merr("runs %d and %d are both called %q", j, i, r.Name)
+			return nil, merr("runs %d and %d are both called %q", j, i, r.Name)
 		}
 		names[r.Name] = i
 		if r.Layer >= 0 {
@@ -347,25 +380,30 @@ func (m *Manifest) validate(done []string) error {
 		}
 		for _, t := range r.Tensors {
 			if prev, dup := tnames[t.Name]; dup {
-				return merr("tensor %q is in run %q and in run %q", t.Name, prev, r.Name)
+				return nil, merr("tensor %q is in run %q and in run %q", t.Name, prev, r.Name)
 			}
 			tnames[t.Name] = r.Name
 		}
 		if r.Offset+r.Length > m.TotalBytes {
-			return merr("run %q [%d, %d) ends past total_bytes %d", r.Name, r.Offset, r.Offset+r.Length, m.TotalBytes)
+			return nil, merr("run %q [%d, %d) ends past total_bytes %d", r.Name, r.Offset, r.Offset+r.Length, m.TotalBytes)
 		}
 	}
 	for _, g := range []string{RunEmbed, RunHead, RunFinal} {
 		if _, ok := names[g]; !ok {
-			return merr("run %q is missing", g)
+			return nil, merr("run %q is missing", g)
 		}
 	}
 	for i := 0; i < layers; i++ {
 		if _, ok := names[LayerRunName(i)]; !ok {
-			return merr("%d layer runs but %q is missing", layers, LayerRunName(i))
+			return nil, merr("%d layer runs but %q is missing", layers, LayerRunName(i))
 		}
 	}
-	// Runs may not overlap (checked in offset order).
+	return names, nil
+}
+
+// validatePlaces checks that the runs do not overlap (in offset order) and
+// that the last one ends at total_bytes.
+func (m *Manifest) validatePlaces() error {
 	order := make([]int, len(m.Runs))
 	for i := range order {
 		order[i] = i
@@ -388,16 +426,6 @@ func (m *Manifest) validate(done []string) error {
 	last := &m.Runs[order[len(order)-1]]
 	if end := last.Offset + last.Length; end != m.TotalBytes {
 		return merr("total_bytes is %d but the last run %q ends at %d", m.TotalBytes, last.Name, end)
-	}
-	seen := map[string]bool{}
-	for _, d := range done {
-		if _, ok := names[d]; !ok {
-			return merr("done lists %q, which is not a run", d)
-		}
-		if seen[d] {
-			return merr("done lists %q twice", d)
-		}
-		seen[d] = true
 	}
 	return nil
 }
@@ -439,20 +467,8 @@ func (s *Source) validate(version int) error {
 }
 
 func (r *Run) validate(prefix string, compressed bool) error {
-	switch r.Name {
-	case RunEmbed, RunHead, RunFinal:
-		if r.Layer != -1 {
-			return merr("run %q has layer %d, want -1", r.Name, r.Layer)
-		}
-	default:
-		s, ok := strings.CutPrefix(r.Name, "layer.")
-		n, err := strconv.Atoi(s)
-		if !ok || err != nil || n < 0 || strconv.Itoa(n) != s {
-			return merr("run name %q is not embed, head, final or layer.<n>", r.Name)
-		}
-		if r.Layer != n {
-			return merr("run %q has layer %d", r.Name, r.Layer)
-		}
+	if err := r.validateName(); err != nil {
+		return err
 	}
 	if r.Offset < 0 || r.Offset%RunAlign != 0 {
 		return merr("run %q: offset %d is not a non-negative multiple of %d", r.Name, r.Offset, RunAlign)
@@ -475,35 +491,8 @@ func (r *Run) validate(prefix string, compressed bool) error {
 		if !strings.HasPrefix(t.Name, prefix) {
 			return merr("run %q: tensor %q lacks the source prefix %q", r.Name, t.Name, prefix)
 		}
-		if t.Compressed() {
-			if !compressed {
-				return merr("run %q: tensor %q is %s but the trunk does not say it is compressed", r.Name, t.Name, BF16C)
-			}
-			if err := checkBF16CSize(t); err != nil {
-				return merr("run %q: tensor %q: %v", r.Name, t.Name, err)
-			}
-		} else {
-			dt := safetensors.DType(t.DType)
-			if !dt.Valid() {
-				return merr("run %q: tensor %q has unsupported dtype %q", r.Name, t.Name, t.DType)
-			}
-			if len(t.Shape) > 8 {
-				return merr("run %q: tensor %q has rank %d", r.Name, t.Name, len(t.Shape))
-			}
-			n := uint64(dt.Size())
-			for _, d := range t.Shape {
-				if d < 0 {
-					return merr("run %q: tensor %q has a negative dimension in %v", r.Name, t.Name, t.Shape)
-				}
-				hi, lo := bits.Mul64(n, uint64(d))
-				if hi != 0 || lo > math.MaxInt64 {
-					return merr("run %q: tensor %q: shape %v is too large", r.Name, t.Name, t.Shape)
-				}
-				n = lo
-			}
-			if t.Size < 0 || uint64(t.Size) != n {
-				return merr("run %q: tensor %q: size %d does not match %s%v (%d bytes)", r.Name, t.Name, t.Size, t.DType, t.Shape, n)
-			}
+		if err := t.validateSize(r.Name, compressed); err != nil {
+			return err
 		}
 		if t.Offset < 0 || t.Offset%TensorAlign != 0 {
 			return merr("run %q: tensor %q: offset %d is not a non-negative multiple of %d", r.Name, t.Name, t.Offset, TensorAlign)
@@ -518,6 +507,64 @@ func (r *Run) validate(prefix string, compressed bool) error {
 	}
 	if end != r.DataBytes {
 		return merr("run %q: data_bytes is %d but the last tensor ends at %d", r.Name, r.DataBytes, end)
+	}
+	return nil
+}
+
+// validateName checks that the run is embed, head or final with layer -1,
+// or layer.<n> with layer n.
+func (r *Run) validateName() error {
+	switch r.Name {
+	case RunEmbed, RunHead, RunFinal:
+		if r.Layer != -1 {
+			return merr("run %q has layer %d, want -1", r.Name, r.Layer)
+		}
+	default:
+		s, ok := strings.CutPrefix(r.Name, "layer.")
+		n, err := strconv.Atoi(s)
+		if !ok || err != nil || n < 0 || strconv.Itoa(n) != s {
+			return merr("run name %q is not embed, head, final or layer.<n>", r.Name)
+		}
+		if r.Layer != n {
+			return merr("run %q has layer %d", r.Name, r.Layer)
+		}
+	}
+	return nil
+}
+
+// validateSize checks that a tensor of the run named run has a known dtype
+// (BF16C only in a compressed trunk) and a size that its dtype and shape
+// give.
+func (t *Tensor) validateSize(run string, compressed bool) error {
+	if t.Compressed() {
+		if !compressed {
+			return merr("run %q: tensor %q is %s but the trunk does not say it is compressed", run, t.Name, BF16C)
+		}
+		if err := checkBF16CSize(t); err != nil {
+			return merr("run %q: tensor %q: %v", run, t.Name, err)
+		}
+		return nil
+	}
+	dt := safetensors.DType(t.DType)
+	if !dt.Valid() {
+		return merr("run %q: tensor %q has unsupported dtype %q", run, t.Name, t.DType)
+	}
+	if len(t.Shape) > 8 {
+		return merr("run %q: tensor %q has rank %d", run, t.Name, len(t.Shape))
+	}
+	n := uint64(dt.Size())
+	for _, d := range t.Shape {
+		if d < 0 {
+			return merr("run %q: tensor %q has a negative dimension in %v", run, t.Name, t.Shape)
+		}
+		hi, lo := bits.Mul64(n, uint64(d))
+		if hi != 0 || lo > math.MaxInt64 {
+			return merr("run %q: tensor %q: shape %v is too large", run, t.Name, t.Shape)
+		}
+		n = lo
+	}
+	if t.Size < 0 || uint64(t.Size) != n {
+		return merr("run %q: tensor %q: size %d does not match %s%v (%d bytes)", run, t.Name, t.Size, t.DType, t.Shape, n)
 	}
 	return nil
 }

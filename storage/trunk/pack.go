@@ -812,61 +812,11 @@ func (p *packer) gatherRun(ctx context.Context, r *Run, src []*safetensors.Tenso
 // placed as they are assembled (see assembler), so with compression r's
 // tensor places and sizes, DataBytes and Length are set on the way.
 func (p *packer) fill(ctx context.Context, r *Run, src []*safetensors.Tensor, logical int64, free chan []byte, full chan chunk, failed *atomic.Bool) ([]patch, error) {
-	bs := int64(p.bs)
-	var cur []byte
-	var win int64    // run offset of cur[0]
-	var filled int64 // run offset up to which cur has been written
-	// progress: with compression, source bytes assembled and reported
-	compressed := false
+	w := &runFiller{bs: int64(p.bs), free: free, full: full}
 	for i := range r.Tensors {
-		compressed = compressed || r.Tensors[i].Compressed()
+		w.compressed = w.compressed || r.Tensors[i].Compressed()
 	}
-	var fed, told int64
-	send := func(n int64) {
-		prog := n
-		if compressed {
-			prog = fed - told
-		}
-		told += prog
-		full <- chunk{cur[:n], win, prog}
-	}
-	acquire := func() {
-		cur = <-free
-		filled = win
-	}
-	// pad zeroes cur from filled up to run offset to (only the gaps between
-	// tensors and the tail are zeroed: clearing whole buffers cost more
-	// CPU than the copies).
-	pad := func(to int64) {
-		clear(cur[filled-win : to-win])
-		filled = to
-	}
-	// emit copies data to run offset pos (non-decreasing across calls).
-	emit := func(pos int64, data []byte) {
-		for len(data) > 0 {
-			if cur == nil {
-				acquire()
-			}
-			for pos >= win+bs {
-				pad(win + bs)
-				send(bs)
-				win += bs
-				acquire()
-			}
-			pad(pos)
-			n := copy(cur[pos-win:], data)
-			data = data[n:]
-			pos += int64(n)
-			filled = pos
-		}
-	}
-	asm := &assembler{r: r, cur: -1, emit: emit, inMemory: func(pos int64, data []byte) bool {
-		if cur == nil || pos < win || pos+int64(len(data)) > filled {
-			return false
-		}
-		copy(cur[pos-win:], data)
-		return true
-	}}
+	asm := &assembler{r: r, cur: -1, emit: w.emit, inMemory: w.inMemory}
 	rb := p.rbuf.Cap()[:p.bs]
 	for k := 0; k < len(src); {
 		// An extent: tensors adjacent in one shard.
@@ -874,42 +824,8 @@ func (p *packer) fill(ctx context.Context, r *Run, src []*safetensors.Tensor, lo
 		for e < len(src) && src[e].Path == src[k].Path && src[e].Offset == src[e-1].Offset+src[e-1].Size {
 			e++
 		}
-		fi := p.pl.fileIdx[src[k].Path]
-		f, size, err := p.source(fi)
-		if err != nil {
-			return nil, err
-		}
-		start, end := src[k].Offset, src[e-1].Offset+src[e-1].Size
-		t := k
-		for pos := start; pos < end; {
-			if err := ctx.Err(); err != nil {
-				return nil, err
-			}
-			if failed.Load() {
-				return nil, nil // the writer's error is reported
-			}
-			lo := direct.AlignDown(pos)
-			hi := min(lo+bs, direct.AlignUp(end), size)
-			if hi <= pos {
-				return nil, fmt.Errorf("%s: tensor data ends past the file's %d bytes", src[k].Path, size)
-			}
-			if err := p.readSource(f, rb[:hi-lo], lo); err != nil {
-				return nil, err
-			}
-			stop := min(hi, end)
-			for t < e {
-				ts := src[t]
-				a, b := max(pos, ts.Offset), min(stop, ts.Offset+ts.Size)
-				if a < b {
-					asm.feed(t, rb[a-lo:b-lo])
-					fed += b - a
-				}
-				if ts.Offset+ts.Size > stop {
-					break
-				}
-				t++
-			}
-			pos = stop
+		if ok, err := p.readExtent(ctx, src, k, e, rb, asm, w, failed); !ok || err != nil {
+			return nil, err // !ok: the writer's error is reported
 		}
 		k = e
 	}
@@ -917,18 +833,128 @@ func (p *packer) fill(ctx context.Context, r *Run, src []*safetensors.Tensor, lo
 		return nil, err
 	}
 	// Flush through the end of the run (zero padding included).
-	fed = logical
-	for win < r.Length {
-		if cur == nil {
-			acquire()
+	w.fed = logical
+	for w.win < r.Length {
+		if w.cur == nil {
+			w.acquire()
 		}
-		n := min(bs, r.Length-win)
-		pad(win + n)
-		send(n)
-		win += n
-		cur = nil
+		n := min(w.bs, r.Length-w.win)
+		w.pad(w.win + n)
+		w.send(n)
+		w.win += n
+		w.cur = nil
 	}
 	return asm.patches, nil
+}
+
+// readExtent reads the extent src[k:e] (tensors adjacent in one shard) a
+// buffer rb at a time and feeds each tensor's part to asm; ok is false
+// when the writer failed.
+func (p *packer) readExtent(ctx context.Context, src []*safetensors.Tensor, k, e int, rb []byte, asm *assembler, w *runFiller, failed *atomic.Bool) (ok bool, err error) {
+	bs := w.bs
+	f, size, err := p.source(p.pl.fileIdx[src[k].Path])
+	if err != nil {
+		return false, err
+	}
+	start, end := src[k].Offset, src[e-1].Offset+src[e-1].Size
+	t := k
+	for pos := start; pos < end; {
+		if err := ctx.Err(); err != nil {
+			return false, err
+		}
+		if failed.Load() {
+			return false, nil
+		}
+		lo := direct.AlignDown(pos)
+		hi := min(lo+bs, direct.AlignUp(end), size)
+		if hi <= pos {
+			return false, fmt.Errorf("%s: tensor data ends past the file's %d bytes", src[k].Path, size)
+		}
+		if err := p.readSource(f, rb[:hi-lo], lo); err != nil {
+			return false, err
+		}
+		stop := min(hi, end)
+		for t < e {
+			ts := src[t]
+			a, b := max(pos, ts.Offset), min(stop, ts.Offset+ts.Size)
+			if a < b {
+				asm.feed(t, rb[a-lo:b-lo])
+				w.fed += b - a
+			}
+			if ts.Offset+ts.Size > stop {
+				break
+			}
+			t++
+		}
+		pos = stop
+	}
+	return true, nil
+}
+
+// runFiller writes one run's bytes, in order, into the buffers it takes
+// from free and hands each full one to the writer on full.
+type runFiller struct {
+	bs         int64
+	free       chan []byte
+	full       chan chunk
+	cur        []byte
+	win        int64 // run offset of cur[0]
+	filled     int64 // run offset up to which cur has been written
+	compressed bool  // progress: with compression, source bytes assembled and reported
+	fed, told  int64
+}
+
+// send hands the first n bytes of cur to the writer.
+func (w *runFiller) send(n int64) {
+	prog := n
+	if w.compressed {
+		prog = w.fed - w.told
+	}
+	w.told += prog
+	w.full <- chunk{w.cur[:n], w.win, prog}
+}
+
+func (w *runFiller) acquire() {
+	w.cur = <-w.free
+	w.filled = w.win
+}
+
+// pad zeroes cur from filled up to run offset to (only the gaps between
+// tensors and the tail are zeroed: clearing whole buffers cost more CPU
+// than the copies).
+func (w *runFiller) pad(to int64) {
+	clear(w.cur[w.filled-w.win : to-w.win])
+	w.filled = to
+}
+
+// emit copies data to run offset pos (non-decreasing across calls).
+func (w *runFiller) emit(pos int64, data []byte) {
+	for len(data) > 0 {
+		if w.cur == nil {
+			w.acquire()
+		}
+		for pos >= w.win+w.bs {
+			w.pad(w.win + w.bs)
+			w.send(w.bs)
+			w.win += w.bs
+			w.acquire()
+		}
+		w.pad(pos)
+		n := copy(w.cur[pos-w.win:], data)
+		data = data[n:]
+		pos += int64(n)
+		w.filled = pos
+	}
+}
+
+// inMemory rewrites data at run offset pos when those bytes are still in
+// cur (already written, not yet sent).
+func (w *runFiller) inMemory(pos int64, data []byte) bool {
+	if w.cur == nil || pos < w.win || pos+int64(len(data)) > w.filled {
+		return false
+	}
+	copy(w.cur[pos-w.win:], data)
+	return true
 }
 
 // rowChunkBytes is how many bytes of rows the assembler gathers before

@@ -58,14 +58,53 @@ func makePlan(set *safetensors.Set, layers int) (*plan, error) {
 		p.fileIdx[f.Path] = i
 		p.paths = append(p.paths, f.Path)
 	}
-	pre := src.Prefix
-	get := func(name string) (*safetensors.Tensor, error) {
-		t, ok := set.Get(pre + name)
-		if !ok {
-			return nil, fmt.Errorf("not a complete Kimi K3 checkpoint: tensor %s%s is missing", pre, name)
-		}
-		return t, nil
+	groups, err := globalGroups(set, src.Prefix)
+	if err != nil {
+		return nil, err
 	}
+	lgroups, err := layerGroups(set, src.Prefix, layers)
+	if err != nil {
+		return nil, err
+	}
+	var off int64
+	for _, g := range append(groups, lgroups...) {
+		r, ts, err := p.layOut(g, off)
+		if err != nil {
+			return nil, err
+		}
+		off += r.Length
+		p.m.Runs = append(p.m.Runs, r)
+		p.src = append(p.src, ts)
+	}
+	p.m.TotalBytes = off
+	var names []string
+	for _, ts := range p.src {
+		for _, t := range ts {
+			names = append(names, t.Name)
+		}
+	}
+	sum, err := set.SampleDigest(names)
+	if err != nil {
+		return nil, fmt.Errorf("fingerprint the weights: %w", err)
+	}
+	p.m.Source.WeightsSHA256 = hex.EncodeToString(sum[:])
+	if err := p.m.validate(nil); err != nil {
+		return nil, fmt.Errorf("internal error: planned manifest is invalid: %w", err)
+	}
+	return p, nil
+}
+
+// runGroup is the tensors of one run before they are laid out (layer -1:
+// not a layer's run).
+type runGroup struct {
+	name  string
+	layer int
+	ts    []*safetensors.Tensor
+}
+
+// globalGroups is the runs outside the layers (embedding, head, final
+// norms), each of whose tensors must be present.
+func globalGroups(set *safetensors.Set, pre string) ([]runGroup, error) {
 	globals := []struct {
 		run   string
 		names []string
@@ -74,23 +113,25 @@ func makePlan(set *safetensors.Set, layers int) (*plan, error) {
 		{RunHead, []string{"lm_head.weight"}},
 		{RunFinal, []string{"model.norm.weight", "model.output_attn_res_norm.weight", "model.output_attn_res_proj.weight"}},
 	}
-	type group struct {
-		name  string
-		layer int
-		ts    []*safetensors.Tensor
-	}
-	var groups []group
+	var groups []runGroup
 	for _, g := range globals {
 		var ts []*safetensors.Tensor
 		for _, n := range g.names {
-			t, err := get(n)
-			if err != nil {
-				return nil, err
+			t, ok := set.Get(pre + n)
+			if !ok {
+				return nil, fmt.Errorf("not a complete Kimi K3 checkpoint: tensor %s%s is missing", pre, n)
 			}
 			ts = append(ts, t)
 		}
-		groups = append(groups, group{g.run, -1, ts})
+		groups = append(groups, runGroup{g.run, -1, ts})
 	}
+	return groups, nil
+}
+
+// layerGroups is one run per layer (the first layers only, when layers >
+// 0) of its trunk tensors: every layer tensor but the routed experts. The
+// layers must run from 0 without a gap.
+func layerGroups(set *safetensors.Set, pre string, layers int) ([]runGroup, error) {
 	byLayer := map[int][]*safetensors.Tensor{}
 	maxLayer := -1
 	lp := pre + layout.LayerPrefix
@@ -112,62 +153,48 @@ func makePlan(set *safetensors.Set, layers int) (*plan, error) {
 	if maxLayer < 0 {
 		return nil, fmt.Errorf("not a Kimi K3 checkpoint: no %s* tensors", lp)
 	}
+	var groups []runGroup
 	for i := 0; i <= maxLayer; i++ {
 		ts, ok := byLayer[i]
 		if !ok {
 			return nil, fmt.Errorf("layer %d has no trunk tensors but layer %d has (incomplete checkpoint?)", i, maxLayer)
 		}
-		groups = append(groups, group{LayerRunName(i), i, ts})
+		groups = append(groups, runGroup{LayerRunName(i), i, ts})
 	}
+	return groups, nil
+}
 
-	var off int64
-	for _, g := range groups {
-		ts := slices.Clone(g.ts)
-		slices.SortFunc(ts, func(a, b *safetensors.Tensor) int {
-			if fa, fb := p.fileIdx[a.Path], p.fileIdx[b.Path]; fa != fb {
-				return fa - fb
-			}
-			switch {
-			case a.Offset < b.Offset:
-				return -1
-			case a.Offset > b.Offset:
-				return 1
-			}
-			return strings.Compare(a.Name, b.Name)
-		})
-		r := Run{Name: g.name, Layer: g.layer, Offset: off}
-		var pos int64
-		for _, t := range ts {
-			pos = alignUp(pos, TensorAlign)
-			shape := append([]int64{}, t.Shape...)
-			r.Tensors = append(r.Tensors, Tensor{Name: t.Name, DType: string(t.DType), Shape: shape, Offset: pos, Size: t.Size})
-			pos += t.Size
+// layOut makes g's run at offset off: its tensors in source order (file,
+// then offset, then name), each aligned to TensorAlign, the run padded to
+// RunAlign. ts is the tensors in that order.
+func (p *plan) layOut(g runGroup, off int64) (r Run, ts []*safetensors.Tensor, err error) {
+	ts = slices.Clone(g.ts)
+	slices.SortFunc(ts, func(a, b *safetensors.Tensor) int {
+		if fa, fb := p.fileIdx[a.Path], p.fileIdx[b.Path]; fa != fb {
+			return fa - fb
 		}
-		if pos == 0 {
-			return nil, fmt.Errorf("run %s holds no data (only empty tensors)", g.name)
+		switch {
+		case a.Offset < b.Offset:
+			return -1
+		case a.Offset > b.Offset:
+			return 1
 		}
-		r.DataBytes = pos
-		r.Length = alignUp(pos, RunAlign)
-		off += r.Length
-		p.m.Runs = append(p.m.Runs, r)
-		p.src = append(p.src, ts)
+		return strings.Compare(a.Name, b.Name)
+	})
+	r = Run{Name: g.name, Layer: g.layer, Offset: off}
+	var pos int64
+	for _, t := range ts {
+		pos = alignUp(pos, TensorAlign)
+		shape := append([]int64{}, t.Shape...)
+		r.Tensors = append(r.Tensors, Tensor{Name: t.Name, DType: string(t.DType), Shape: shape, Offset: pos, Size: t.Size})
+		pos += t.Size
 	}
-	p.m.TotalBytes = off
-	var names []string
-	for _, ts := range p.src {
-		for _, t := range ts {
-			names = append(names, t.Name)
-		}
+	if pos == 0 {
+		return r, nil, fmt.Errorf("run %s holds no data (only empty tensors)", g.name)
 	}
-	sum, err := set.SampleDigest(names)
-	if err != nil {
-		return nil, fmt.Errorf("fingerprint the weights: %w", err)
-	}
-	p.m.Source.WeightsSHA256 = hex.EncodeToString(sum[:])
-	if err := p.m.validate(nil); err != nil {
-		return nil, fmt.Errorf("internal error: planned manifest is invalid: %w", err)
-	}
-	return p, nil
+	r.DataBytes = pos
+	r.Length = alignUp(pos, RunAlign)
+	return r, ts, nil
 }
 
 func alignUp(x, a int64) int64 { return (x + a - 1) &^ (a - 1) }

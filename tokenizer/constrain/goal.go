@@ -12,12 +12,15 @@ import (
 
 // Goal is what a turn is held to: an answer that is JSON of Answer
 // (response_format), or a call of one of Call's tools whose arguments fit
-// its schema (tool_choice required or named). The zero Goal holds nothing.
+// its schema (tool_choice required or named), or, with Auto (tool_choice
+// auto), the calls the model chooses to write, each held from its opening
+// on (Turn.AutoCall). The zero Goal holds nothing.
 // The server and the local chat build their samplers from it alike.
 type Goal struct {
 	Answer *Schema
 	Call   map[string]*Schema // tool name -> argument schema
 	Single bool               // one call only (parallel_tool_calls false)
+	Auto   bool               // calls are the model's choice: held once it opens one
 }
 
 // Empty reports whether g holds the turn to nothing.
@@ -156,7 +159,10 @@ func (g Goal) Sampler(tok *tokenizer.Tokenizer, thinking bool, base Picker, budg
 	}
 	t := Shared(tok)
 	plan := t.Answer(g.Answer, thinking)
-	if g.Call != nil {
+	switch {
+	case g.Call != nil && g.Auto:
+		plan = t.AutoCall(g.Call, thinking, g.Single)
+	case g.Call != nil:
 		plan = t.ToolCall(g.Call, thinking, g.Single)
 	}
 	return NewSampler(t, plan, base, budget)

@@ -468,6 +468,38 @@ func (p *rparser) class() ([128]bool, error) {
 	return set, nil
 }
 
+// dfaStates numbers the states of d as a construction finds them: each
+// state stands for a value (a set of NFA states, a pair of DFA states)
+// known by its key. State 0 is the dead state, state 1 the start.
+type dfaStates[K comparable, V any] struct {
+	d      *dfa
+	index  map[K]uint32
+	states []V
+}
+
+// newStates starts d with its dead state and the start state start.
+func newStates[K comparable, V any](d *dfa, key K, start V) *dfaStates[K, V] {
+	var dead V
+	d.next, d.accept = make([][256]uint32, 2), make([]bool, 2)
+	return &dfaStates[K, V]{d: d, index: map[K]uint32{key: 1}, states: []V{dead, start}}
+}
+
+// id is the state of key, added (with v) when new; at most maxDFAStates.
+func (s *dfaStates[K, V]) id(key K, v V) (uint32, error) {
+	if id, ok := s.index[key]; ok {
+		return id, nil
+	}
+	if len(s.states) >= maxDFAStates {
+		return 0, fmt.Errorf("more than %d states", maxDFAStates)
+	}
+	id := uint32(len(s.states))
+	s.index[key] = id
+	s.states = append(s.states, v)
+	s.d.next = append(s.d.next, [256]uint32{})
+	s.d.accept = append(s.d.accept, false)
+	return id, nil
+}
+
 // determinize builds the dfa of f by subset construction, with at most
 // maxDFAStates states.
 func determinize(n *nfa, f frag) (*dfa, error) {
@@ -492,17 +524,17 @@ func determinize(n *nfa, f frag) (*dfa, error) {
 		return out
 	}
 	key := func(set []int) string { return fmt.Sprint(set) }
-	d := &dfa{next: make([][256]uint32, 2), accept: make([]bool, 2)}
-	sets := [][]int{nil, closure([]int{f.in})}
-	index := map[string]uint32{key(sets[1]): 1}
-	for q := 1; q < len(sets); q++ {
-		for _, s := range sets[q] {
+	d := &dfa{}
+	start := closure([]int{f.in})
+	st := newStates(d, key(start), start)
+	for q := 1; q < len(st.states); q++ {
+		for _, s := range st.states[q] {
 			if s == f.out {
 				d.accept[q] = true
 			}
 		}
 		var to [256][]int
-		for _, s := range sets[q] {
+		for _, s := range st.states[q] {
 			for _, e := range n.edges[s] {
 				for c := int(e.lo); c <= int(e.hi); c++ {
 					to[c] = append(to[c], e.to)
@@ -520,17 +552,9 @@ func determinize(n *nfa, f frag) (*dfa, error) {
 				cl = closure(to[c])
 				closed[raw] = cl
 			}
-			k := key(cl)
-			id, ok := index[k]
-			if !ok {
-				if len(sets) >= maxDFAStates {
-					return nil, fmt.Errorf("more than %d states", maxDFAStates)
-				}
-				id = uint32(len(sets))
-				index[k] = id
-				sets = append(sets, cl)
-				d.next = append(d.next, [256]uint32{})
-				d.accept = append(d.accept, false)
+			id, err := st.id(key(cl), cl)
+			if err != nil {
+				return nil, err
 			}
 			d.next[q][c] = id
 		}
@@ -575,27 +599,19 @@ func (d *dfa) live(q uint32) bool { return q != 0 && d.short[q] != nil }
 // intersect is the automaton of the strings both a and b accept (pairs of
 // their states, at most maxDFAStates).
 func intersect(a, b *dfa) (*dfa, error) {
-	d := &dfa{next: make([][256]uint32, 2), accept: make([]bool, 2), src: a.src + " and " + b.src}
-	index := map[[2]uint32]uint32{{1, 1}: 1}
-	pairs := [][2]uint32{{0, 0}, {1, 1}}
-	for q := 1; q < len(pairs); q++ {
-		x, y := pairs[q][0], pairs[q][1]
+	d := &dfa{src: a.src + " and " + b.src}
+	st := newStates(d, [2]uint32{1, 1}, [2]uint32{1, 1})
+	for q := 1; q < len(st.states); q++ {
+		x, y := st.states[q][0], st.states[q][1]
 		d.accept[q] = a.accept[x] && b.accept[y]
 		for c := range 256 {
 			p := [2]uint32{a.next[x][c], b.next[y][c]}
 			if p[0] == 0 || p[1] == 0 {
 				continue
 			}
-			id, ok := index[p]
-			if !ok {
-				if len(pairs) >= maxDFAStates {
-					return nil, fmt.Errorf("more than %d states", maxDFAStates)
-				}
-				id = uint32(len(pairs))
-				index[p] = id
-				pairs = append(pairs, p)
-				d.next = append(d.next, [256]uint32{})
-				d.accept = append(d.accept, false)
+			id, err := st.id(p, p)
+			if err != nil {
+				return nil, err
 			}
 			d.next[q][c] = id
 		}

@@ -69,6 +69,7 @@ type Plan []phase
 // first tokens).
 type phase struct {
 	free   bool
+	lazy   bool  // free with no budget reserve, and the turn may end in it (AutoCall)
 	forced []int // free: the exit sequence its <|close|> begins; else written as is
 	schema *Schema
 	choose map[string]*Schema // a JSON phase whose text (a JSON string) picks the next JSON phase's schema
@@ -76,6 +77,11 @@ type phase struct {
 	index  bool               // forced is the call index markup, written with the call's number
 	alts   [][]int            // a choice: the sequences (the last one ends the turn)
 	to     []int              // a choice: the phase each sequence leads to
+}
+
+// ends reports whether id ends a turn (<|end_of_msg|>, the end of text).
+func (tn *Turn) ends(id int) bool {
+	return id >= 0 && id < tn.V.Size() && tn.V.special[id] && (id == tn.EndOfMsg || id == tn.EOS)
 }
 
 func (tn *Turn) thinkExit() []int {
@@ -102,6 +108,47 @@ func (tn *Turn) Answer(s *Schema, thinking bool) Plan {
 // fits one. It returns nil if a name is not written the same in a tag and
 // in JSON.
 func (tn *Turn) ToolCall(tools map[string]*Schema, thinking, single bool) Plan {
+	nameSchema := toolNames(tools)
+	if nameSchema == nil {
+		return nil
+	}
+	var p Plan
+	if thinking {
+		p = append(p, phase{free: true, forced: tn.thinkExit()})
+	}
+	O, C, S := tokenizer.Open, tokenizer.Close, tokenizer.Sep
+	p = append(p, phase{free: true, forced: tn.markup(C, "response", S, O, "tools", S, O, "call tool=")})
+	return tn.calls(p, tools, nameSchema, single)
+}
+
+// AutoCall plans a turn whose calls are the model's choice (tool_choice
+// auto), held lazily as llama.cpp's lazy grammars are: thinking and the
+// answer are free (no budget reserve; the model may end the turn there),
+// and when the model, having closed the response channel, opens the tools
+// section rather than closing the message, each call it writes is held as
+// ToolCall holds them: the name one of tools, the arguments its schema.
+// nil as ToolCall.
+func (tn *Turn) AutoCall(tools map[string]*Schema, thinking, single bool) Plan {
+	nameSchema := toolNames(tools)
+	if nameSchema == nil {
+		return nil
+	}
+	var p Plan
+	if thinking {
+		p = append(p, phase{free: true, lazy: true, forced: tn.thinkExit()})
+	}
+	O, C, S := tokenizer.Open, tokenizer.Close, tokenizer.Sep
+	p = append(p, phase{free: true, lazy: true, forced: tn.markup(C, "response", S)})
+	trigger := len(p)
+	p = append(p, phase{alts: [][]int{tn.markup(O, "tools", S, O, "call tool="), tn.markup(C, "message", S, tokenizer.EndOfMsg)}})
+	p = tn.calls(p, tools, nameSchema, single)
+	p[trigger].to = []int{trigger + 1, len(p)}
+	return p
+}
+
+// toolNames is the schema of a call's name: one of tools' names (nil when
+// there are none, or a name is not written the same in a tag and in JSON).
+func toolNames(tools map[string]*Schema) *Schema {
 	var names []any
 	for n := range tools {
 		for _, c := range []byte(n) {
@@ -116,15 +163,18 @@ func (tn *Turn) ToolCall(tools map[string]*Schema, thinking, single bool) Plan {
 	if err != nil || len(names) == 0 {
 		return nil
 	}
-	var p Plan
-	if thinking {
-		p = append(p, phase{free: true, forced: tn.thinkExit()})
-	}
+	return nameSchema
+}
+
+// calls appends to p the phases of the calls (p's last phase leads to the
+// first call's name): the name, its index, the arguments (the schema the
+// name chooses) and the call's close; then another call (unless single)
+// or the end of the tools section and of the turn.
+func (tn *Turn) calls(p Plan, tools map[string]*Schema, nameSchema *Schema, single bool) Plan {
 	O, C, S := tokenizer.Open, tokenizer.Close, tokenizer.Sep
-	first := len(p) + 1 // the name phase
+	first := len(p) // the name phase
 	end := tn.markup(C, "tools", S, C, "message", S, tokenizer.EndOfMsg)
 	p = append(p,
-		phase{free: true, forced: tn.markup(C, "response", S, O, "tools", S, O, "call tool=")},
 		phase{schema: nameSchema, choose: tools},
 		phase{forced: tn.callIndex(1), index: true},
 		phase{}, // the arguments: schema chosen by the name
@@ -246,11 +296,15 @@ func (s *Sampler) Pick(pos int, logits []float32) int {
 	return id
 }
 
-// need is the tokens the plan needs at least after the current phase.
+// need is the tokens the plan needs at least after the current phase (up
+// to a choice, whose least is its way that ends the turn).
 func (s *Sampler) need() int {
 	n := spare
 	for _, p := range s.plan[min(s.cur+1, len(s.plan)):] {
 		n += p.min
+		if p.alts != nil {
+			break
+		}
 	}
 	return n
 }
@@ -271,11 +325,11 @@ func (s *Sampler) choose(pos int, logits []float32) int {
 	case s.forced != nil:
 		return s.forced[0]
 	case p.free:
-		if s.remaining() <= len(p.forced)+s.need() {
+		if !p.lazy && s.remaining() <= len(p.forced)+s.need() {
 			return p.forced[0]
 		}
 		return s.pick(pos, logits, func(id int) bool {
-			return !s.tn.V.special[id] || id == p.forced[0]
+			return !s.tn.V.special[id] || id == p.forced[0] || p.lazy && s.tn.ends(id)
 		})
 	case p.alts != nil:
 		exit := p.alts[len(p.alts)-1]
@@ -323,7 +377,10 @@ func (s *Sampler) nextForced() []int {
 // to the close of its arguments (the choice's first way leads to them).
 func (s *Sampler) callCost() int {
 	n := 0
-	for _, p := range s.plan[s.plan[s.cur].to[0]:s.cur] {
+	for _, p := range s.plan[s.plan[s.cur].to[0]:] {
+		if p.alts != nil {
+			break
+		}
 		n += p.min
 	}
 	return n
@@ -396,7 +453,9 @@ func (s *Sampler) advance(id int) {
 			}
 		}
 	case p.free:
-		if id == p.forced[0] {
+		if p.lazy && s.tn.ends(id) { // the model ended the turn
+			s.enter(len(s.plan))
+		} else if id == p.forced[0] {
 			s.forced = p.forced[1:]
 			if len(s.forced) == 0 {
 				s.forced = nil

@@ -152,3 +152,65 @@ func checkCall(t *testing.T, p *Schema, c xtml.ToolCall) {
 	alive, complete := feed(p, js)
 	require.True(t, alive && complete, "%q", js)
 }
+
+// AutoCall on random logits: a model that opens calls has every call it
+// writes held to its tool's schema; one that ends its turn does so with
+// no call; the free parts keep no budget back (a model that never closes
+// its answer writes it to the last token).
+func TestSamplerAutoCall(t *testing.T) {
+	tok := mergedTokenizer(t)
+	tn := ForTokenizer(tok)
+	p, err := Compile(json.RawMessage(person))
+	require.NoError(t, err)
+	tools := map[string]*Schema{"person": p, "noop": AnyObject()}
+	calls, ended := 0, 0
+	for seed := range uint64(16) {
+		thinking := seed%2 == 1
+		s := NewSampler(tn, tn.AutoCall(tools, thinking, seed%4 == 0), nil, 400)
+		r := rand.New(rand.NewPCG(seed, 3))
+		logits := make([]float32, tok.VocabSize())
+		var ids []int
+		for pos := 0; pos < 400; pos++ {
+			for i := range logits {
+				logits[i] = float32(r.NormFloat64() * 3)
+			}
+			switch seed % 3 {
+			case 0: // closes its channels and opens calls
+				logits[tn.Close] += 6
+				logits[tn.Open] += 20
+			case 1: // ends its turn after a few words
+				logits[tn.EndOfMsg] += float32(pos) / 4
+			default:
+				logits[tn.Close], logits[tn.EndOfMsg], logits[tn.EOS] = -100, -100, -100
+			}
+			id := s.Pick(pos, logits)
+			ids = append(ids, id)
+			if id == tn.EndOfMsg {
+				break
+			}
+		}
+		rep := xtml.ReadReply(tok, ids, xtml.ReplyOptions{Thinking: thinking})
+		switch seed % 3 {
+		case 0:
+			require.True(t, rep.Complete, "%q", tok.Decode(ids))
+			assert.Empty(t, rep.Warnings, "%q", tok.Decode(ids))
+			require.NotEmpty(t, rep.ToolCalls, "%q", tok.Decode(ids))
+			for _, c := range rep.ToolCalls {
+				checkCall(t, p, c)
+			}
+			calls += len(rep.ToolCalls)
+		case 1:
+			require.True(t, rep.Complete, "%q", tok.Decode(ids))
+			assert.Empty(t, rep.ToolCalls)
+			ended++
+		default: // never closes: free to the budget's end
+			assert.Len(t, ids, 400)
+			assert.False(t, rep.Complete)
+			for _, id := range ids {
+				assert.False(t, tok.IsSpecial(id) && id != tn.Close, "%q", tok.Decode(ids))
+			}
+		}
+	}
+	assert.Greater(t, calls, 6, "parallel calls")
+	assert.Equal(t, 5, ended)
+}

@@ -333,88 +333,17 @@ func (r *ReplyReader) inToolsSection() bool {
 }
 
 func (r *ReplyReader) open(name, head string, attrs map[string]string, attrErr error) {
-	loose := func(what string) { r.warn(what + "; it was read as if it were") }
 	switch name {
 	case "think":
-		switch {
-		case r.mode == inThink:
-			r.warn("a think channel opened inside the think channel was left out")
-		case r.inToolsSection():
-			r.badInCall("a think channel")
-		default:
-			loose("a think channel opened after the answer began")
-			r.mode = inThink
-		}
+		r.openThink()
 	case "response":
-		switch r.mode {
-		case afterThink:
-			r.mode = inAnswer
-		case inThink:
-			loose("the response channel opened before the think channel was closed")
-			r.mode = inAnswer
-		case inAnswer:
-			r.warn("a response channel opened inside the response channel was left out")
-		case afterResponse, afterTools, afterMessage:
-			loose("a second response channel opened")
-			r.mode = inAnswer
-		default:
-			r.badInCall("a response channel")
-		}
+		r.openResponse()
 	case "tools":
-		switch r.mode {
-		case afterResponse:
-		case inThink:
-			loose("the tools section opened inside the think channel")
-		case inAnswer:
-			loose("the tools section opened before the response channel was closed")
-		case afterThink:
-			loose("the tools section opened with no response channel before it")
-		case afterTools, afterMessage:
-			loose("a second tools section opened")
-		default:
-			r.badInCall("a tools section")
-			return
-		}
-		r.mode = inTools
+		r.openTools()
 	case "call":
-		switch r.mode {
-		case inTools:
-		case inCall, inArg:
-			r.badInCall("a tool call")
-			return
-		default:
-			loose("a tool call opened outside a tools section")
-		}
-		r.mode = inCall
-		r.call = &callBuilder{index: len(r.rep.ToolCalls) + r.left}
-		switch {
-		case attrErr != nil:
-			r.call.bad = fmt.Sprintf("its tag %q has malformed attributes", head)
-		case attrs["tool"] == "":
-			r.call.bad = "it has no tool name"
-		default:
-			r.call.name = attrs["tool"]
-			if !r.o.NoTools {
-				r.emit(ReplyEvent{Kind: ReplyToolStart, Index: len(r.rep.ToolCalls),
-					Call: ToolCall{Type: "function", Function: FunctionCall{Name: r.call.name}}})
-			}
-		}
+		r.openCall(head, attrs, attrErr)
 	case "argument", "json":
-		if r.mode != inCall {
-			if r.mode == inArg {
-				r.badInCall(fmt.Sprintf("an %s tag", name))
-				return
-			}
-			r.unexpected(head)
-			return
-		}
-		r.mode = inArg
-		c := r.call
-		c.argTag, c.argKey, c.argType = name, attrs["key"], attrs["type"]
-		c.val.Reset()
-		if attrErr != nil && c.bad == "" {
-			c.bad = fmt.Sprintf("its tag %q has malformed attributes", head)
-		}
+		r.openArgument(name, head, attrs, attrErr)
 	case "message":
 		r.warn("a message tag inside the reply was left out")
 	default:
@@ -423,6 +352,103 @@ func (r *ReplyReader) open(name, head string, attrs map[string]string, attrErr e
 			return
 		}
 		r.unexpected(head)
+	}
+}
+
+// loose warns of a tag in the wrong place that is read as if it were in
+// the right one.
+func (r *ReplyReader) loose(what string) { r.warn(what + "; it was read as if it were") }
+
+func (r *ReplyReader) openThink() {
+	switch {
+	case r.mode == inThink:
+		r.warn("a think channel opened inside the think channel was left out")
+	case r.inToolsSection():
+		r.badInCall("a think channel")
+	default:
+		r.loose("a think channel opened after the answer began")
+		r.mode = inThink
+	}
+}
+
+func (r *ReplyReader) openResponse() {
+	switch r.mode {
+	case afterThink:
+		r.mode = inAnswer
+	case inThink:
+		r.loose("the response channel opened before the think channel was closed")
+		r.mode = inAnswer
+	case inAnswer:
+		r.warn("a response channel opened inside the response channel was left out")
+	case afterResponse, afterTools, afterMessage:
+		r.loose("a second response channel opened")
+		r.mode = inAnswer
+	default:
+		r.badInCall("a response channel")
+	}
+}
+
+func (r *ReplyReader) openTools() {
+	switch r.mode {
+	case afterResponse:
+	case inThink:
+		r.loose("the tools section opened inside the think channel")
+	case inAnswer:
+		r.loose("the tools section opened before the response channel was closed")
+	case afterThink:
+		r.loose("the tools section opened with no response channel before it")
+	case afterTools, afterMessage:
+		r.loose("a second tools section opened")
+	default:
+		r.badInCall("a tools section")
+		return
+	}
+	r.mode = inTools
+}
+
+// openCall starts a tool call; one without a tool name (or with malformed
+// attributes) is kept as bad, to be reported when it closes.
+func (r *ReplyReader) openCall(head string, attrs map[string]string, attrErr error) {
+	switch r.mode {
+	case inTools:
+	case inCall, inArg:
+		r.badInCall("a tool call")
+		return
+	default:
+		r.loose("a tool call opened outside a tools section")
+	}
+	r.mode = inCall
+	r.call = &callBuilder{index: len(r.rep.ToolCalls) + r.left}
+	switch {
+	case attrErr != nil:
+		r.call.bad = fmt.Sprintf("its tag %q has malformed attributes", head)
+	case attrs["tool"] == "":
+		r.call.bad = "it has no tool name"
+	default:
+		r.call.name = attrs["tool"]
+		if !r.o.NoTools {
+			r.emit(ReplyEvent{Kind: ReplyToolStart, Index: len(r.rep.ToolCalls),
+				Call: ToolCall{Type: "function", Function: FunctionCall{Name: r.call.name}}})
+		}
+	}
+}
+
+// openArgument starts an argument (or json) tag inside a tool call.
+func (r *ReplyReader) openArgument(name, head string, attrs map[string]string, attrErr error) {
+	if r.mode != inCall {
+		if r.mode == inArg {
+			r.badInCall(fmt.Sprintf("an %s tag", name))
+			return
+		}
+		r.unexpected(head)
+		return
+	}
+	r.mode = inArg
+	c := r.call
+	c.argTag, c.argKey, c.argType = name, attrs["key"], attrs["type"]
+	c.val.Reset()
+	if attrErr != nil && c.bad == "" {
+		c.bad = fmt.Sprintf("its tag %q has malformed attributes", head)
 	}
 }
 

@@ -176,69 +176,15 @@ func Render(msgs []Message, tools []json.RawMessage, opts RenderOptions) ([]Segm
 	}
 	var s segs
 	if len(tools) > 0 {
-		arr := make([]any, len(tools))
-		for i, raw := range tools {
-			v, err := parseJSONValue(raw)
-			if err != nil {
-				return nil, fmt.Errorf("tool %d: %v", i, err)
-			}
-			if _, ok := v.(jsonObject); !ok {
-				return nil, fmt.Errorf("tool %d: not a JSON object", i)
-			}
-			arr[i] = v
-		}
-		js, err := pyCompact(deepSort(arr))
-		if err != nil {
+		if err := s.toolDeclare(tools); err != nil {
 			return nil, err
 		}
-		s.system("tool-declare", "# Tools\nHere are the available tools, described in JSONSchema.\n\n```json\n"+js+"\n```")
 	}
 	if thinking {
 		s.system("thinking-effort", fmt.Sprintf(thinkingEffortBody, effort))
 	}
-	msgs = orderToolResults(msgs)
-	var lastCalls []ToolCall
-	toolIndex := 0
-	for i, m := range msgs {
-		switch m.Role {
-		case "user", "system":
-			attrs := []attr{{"role", m.Role}}
-			if m.Name != "" {
-				attrs = append(attrs, attr{"name", m.Name})
-			}
-			s.open("message", attrs...)
-			s.content(m)
-			s.close("message")
-			s.ctl(tokenizer.EndOfMsg)
-		case "tool":
-			toolIndex++
-			name := m.Name
-			if name == "" && toolIndex <= len(lastCalls) {
-				name = lastCalls[toolIndex-1].Function.Name
-			}
-			if name == "" {
-				return nil, fmt.Errorf("message %d: tool result without a tool name or a matching tool call", i)
-			}
-			s.open("message", attr{"role", "tool"}, attr{"tool", name}, attr{"index", strconv.Itoa(toolIndex)})
-			s.content(m)
-			s.close("message")
-			s.ctl(tokenizer.EndOfMsg)
-		case "assistant":
-			lastCalls = m.ToolCalls
-			toolIndex = 0
-			attrs := []attr{{"role", "assistant"}}
-			if m.Name != "" {
-				attrs = append(attrs, attr{"name", m.Name})
-			}
-			s.open("message", attrs...)
-			if err := s.assistant(m, thinking); err != nil {
-				return nil, fmt.Errorf("message %d: %v", i, err)
-			}
-			s.close("message")
-			s.ctl(tokenizer.EndOfMsg)
-		default:
-			return nil, fmt.Errorf("message %d: unknown role %q (want system, user, assistant or tool)", i, m.Role)
-		}
+	if err := s.messages(orderToolResults(msgs), thinking); err != nil {
+		return nil, err
 	}
 	if len(tools) > 0 {
 		switch opts.ToolChoice {
@@ -262,6 +208,73 @@ func Render(msgs []Message, tools []json.RawMessage, opts RenderOptions) ([]Segm
 		}
 	}
 	return s, nil
+}
+
+// toolDeclare writes the tools' declaration: each a JSON object, as
+// compact Python-style JSON with sorted keys.
+func (s *segs) toolDeclare(tools []json.RawMessage) error {
+	arr := make([]any, len(tools))
+	for i, raw := range tools {
+		v, err := parseJSONValue(raw)
+		if err != nil {
+			return fmt.Errorf("tool %d: %v", i, err)
+		}
+		if _, ok := v.(jsonObject); !ok {
+			return fmt.Errorf("tool %d: not a JSON object", i)
+		}
+		arr[i] = v
+	}
+	js, err := pyCompact(deepSort(arr))
+	if err != nil {
+		return err
+	}
+	s.system("tool-declare", "# Tools\nHere are the available tools, described in JSONSchema.\n\n```json\n"+js+"\n```")
+	return nil
+}
+
+// messages writes each message; a tool result without a name takes the
+// name of the matching call (by position) of the last assistant message.
+func (s *segs) messages(msgs []Message, thinking bool) error {
+	var lastCalls []ToolCall
+	toolIndex := 0
+	for i, m := range msgs {
+		switch m.Role {
+		case "user", "system":
+			attrs := []attr{{"role", m.Role}}
+			if m.Name != "" {
+				attrs = append(attrs, attr{"name", m.Name})
+			}
+			s.open("message", attrs...)
+			s.content(m)
+		case "tool":
+			toolIndex++
+			name := m.Name
+			if name == "" && toolIndex <= len(lastCalls) {
+				name = lastCalls[toolIndex-1].Function.Name
+			}
+			if name == "" {
+				return fmt.Errorf("message %d: tool result without a tool name or a matching tool call", i)
+			}
+			s.open("message", attr{"role", "tool"}, attr{"tool", name}, attr{"index", strconv.Itoa(toolIndex)})
+			s.content(m)
+		case "assistant":
+			lastCalls = m.ToolCalls
+			toolIndex = 0
+			attrs := []attr{{"role", "assistant"}}
+			if m.Name != "" {
+				attrs = append(attrs, attr{"name", m.Name})
+			}
+			s.open("message", attrs...)
+			if err := s.assistant(m, thinking); err != nil {
+				return fmt.Errorf("message %d: %v", i, err)
+			}
+		default:
+			return fmt.Errorf("message %d: unknown role %q (want system, user, assistant or tool)", i, m.Role)
+		}
+		s.close("message")
+		s.ctl(tokenizer.EndOfMsg)
+	}
+	return nil
 }
 
 func validEffort(e string) bool {

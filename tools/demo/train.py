@@ -428,10 +428,12 @@ def perplexity(model, data, tokens_per_batch=6000):
 # Export (released layout)
 # --------------------------------------------------------------------------------------
 
-def export(cfg, cfg_json, params, out):
+def export(cfg, cfg_json, params, out, extra=()):
     """Write config.json + 3 shards + index: BF16 trunk, F32 conv/A_log/dt_bias/o_norm/bias,
     MXFP4 routed experts (six tensors of an expert back-to-back). Shard 1: layers 0-1,
-    shard 2: the other layers, shard 3: embeddings, final norms and lm_head."""
+    shard 2: the other layers, shard 3: embeddings, final norms and lm_head, then the extra
+    items (name, dtype, shape, array) as given: the vision tower and projector
+    (train_vision.py), in the last shard as the release keeps them."""
     os.makedirs(out, exist_ok=True)
     for f in os.listdir(out):
         if f.endswith(".safetensors") or f == "model.safetensors.index.json":
@@ -464,6 +466,7 @@ def export(cfg, cfg_json, params, out):
                 packed, scale = mxfp4_encode(params[f"{base}.{wn}.weight"])
                 shards[0 if i < 2 else 1].append((f"{pre}{base}.{wn}.weight_packed", "U8", list(packed.shape), packed))
                 shards[0 if i < 2 else 1].append((f"{pre}{base}.{wn}.weight_scale", "U8", list(scale.shape), scale))
+    shards[2].extend(extra)
     wmap, total, names = {}, 0, []
     for k, sh in enumerate(shards):
         fn = f"model-{k + 1:05d}-of-{len(shards):05d}.safetensors"
@@ -482,20 +485,24 @@ def export(cfg, cfg_json, params, out):
 # Expectations (float64 reference over the checkpoint on disk)
 # --------------------------------------------------------------------------------------
 
-# (user text, thinking off): chat prompts as a session sends them, two with the default
-# options (the long thinking-effort system message first) and two with thinking off (short)
-EXPECT_PROMPTS = [("Tell me a saying about love.", False), ("Hello!", False),
-                  ("Who are you?", True), ("Give me a fortune about time.", True),
-                  ("Do you know a saying about work?", False), ("Tell me a fortune.", True),
-                  ("What is a good quote about life?", False), ("Thanks!", True)]
+# (user text, thinking off, system message): chat prompts as a session sends them, two with the
+# default options (the long thinking-effort system message first) and two with thinking off
+# (short). The thinking-off ones have a system message of their own: without one they all begin
+# "<|open|>user<|sep|>", where the model's guess of the user's first token (never trained: the
+# loss is on replies) had a margin of 7.05e-4 after train_vision.py, under the rule's 1e-3.
+EXPECT_PROMPTS = [("Tell me a saying about love.", False, None), ("Hello!", False, None),
+                  ("Who are you?", True, "You are a helpful assistant."),
+                  ("Tell me a fortune.", True, "You are a helpful assistant."),
+                  ("Do you know a saying about work?", False, None), ("Give me a fortune about time.", True, "Be kind."),
+                  ("What is a good quote about life?", False, None), ("Thanks!", True, "Be kind.")]
 
 
-def chat_prompt_ids(work, tokdir, user, no_think=False):
+def chat_prompt_ids(work, tokdir, user, no_think=False, system=None):
     conv = os.path.join(work, "expect.conv.jsonl")
+    msgs = [{"role": "system", "content": system}] if system else []
+    msgs += [{"role": "user", "content": user}, {"role": "assistant", "reasoning_content": "x", "content": "x"}]
     with open(conv, "w") as f:
-        f.write(json.dumps({"messages": [{"role": "user", "content": user},
-                                         {"role": "assistant", "reasoning_content": "x", "content": "x"}],
-                            "no_think": no_think}) + "\n")
+        f.write(json.dumps({"messages": msgs, "no_think": no_think}) + "\n")
     out = os.path.join(work, "expect.enc.jsonl")
     subprocess.run([os.path.join(work, "prep"), "encode", "-tok", tokdir, "-conv", conv, "-out", out], check=True)
     with open(out) as f:
@@ -508,22 +515,24 @@ def write_expect(outdir, expdir, work, tokdir, n_gen=12, n_prompts=4):
     eos = model.cfg.raw["eos_token_id"]
     recs = []
     want = {False: n_prompts // 2, True: n_prompts - n_prompts // 2}
-    for user, no_think in EXPECT_PROMPTS:
+    for user, no_think, system in EXPECT_PROMPTS:
         if want[no_think] == 0:
             continue
-        prompt = chat_prompt_ids(work, tokdir, user, no_think)
+        prompt = chat_prompt_ids(work, tokdir, user, no_think, system)
         rec, ok, why = make_models.evaluate_prompt(model, prompt, n_gen)
         print(f"expect: {user!r} (no_think {no_think}): {'ok' if ok else 'rejected: ' + why}", flush=True)
         if ok:
             rec["user"] = user
             rec["no_think"] = no_think
+            if system:
+                rec["system"] = system
             recs.append(rec)
             want[no_think] -= 1
     assert not any(want.values()), "not enough prompts with safe margins"
     expect = {
         "note": ("float64 reference outputs of tools/reference/k3ref.py for the trained demo model "
                  "(assets/demo/model). prompt_ids = a chat session's prompt for `user` (default options, or "
-                 "thinking off if no_think), "
+                 "thinking off if no_think, after the system message `system` if set), "
                  "greedy_ids = the first n_generated argmax tokens (no eos stop), tf_pred[i] = argmax at "
                  "position i of one forward over full_ids, first_logits = logits at the last prompt "
                  "position. Margins as in make_models.py: top1-top2 >= 1e-3*max|logit| at every step "

@@ -355,6 +355,27 @@ def acceptance(target, draft, prompts, n_new, blocks):
     return res
 
 
+def write_fixtures(target, t64, d64, out):
+    """expect.json beside the drafter: float64 fixtures over the target's expect.json prompts."""
+    if not EXPECT[target]:
+        return
+    with open(EXPECT[target]) as f:
+        texp = json.load(f)
+    tp = [p["prompt_ids"] for p in texp["prompts"]]
+    tg = [p["greedy_ids"] for p in texp["prompts"]]
+    cases = [(tp[0], tg[0][0]), (tp[1] + tg[1][:4], tg[1][4]), (tp[2] + tg[2][:2], tg[2][2])]
+    fx, worst = make_drafts.fixtures(t64, d64, cases, [tp[0], tp[2]], greedy=[tg[0], tg[2]])
+    fx_doc = {"note": "float64 fixtures of dspark_ref.py for the trained drafter (docs/DSPARK.md §8); "
+                      "written by tools/demo/train_draft.py. Trained weights: margins are NOT enforced; "
+                      "min_rel_margin says how close the closest draft choice is.",
+              "target": target, "dtype": "BF16", "rope_inv_freq": [float(x) for x in d64.inv],
+              "rope_amplitude": d64.A, "softmax_scale": dspark_ref.softmax_scale(d64.cfg),
+              "min_rel_margin": worst, **fx}
+    with open(os.path.join(out, "expect.json"), "w") as f:
+        json.dump(fx_doc, f, indent=1)
+        f.write("\n")
+
+
 def main():
     demo_train.use_openblas()          # OpenBLAS for this process only when installed (see README)
     ap = argparse.ArgumentParser()
@@ -387,8 +408,15 @@ def main():
     ap.add_argument("--mixed-blocks", type=int, default=1, help="1: blocks of random length 1..--block")
     ap.add_argument("--layers", type=int, default=DRAFT["num_hidden_layers"])
     ap.add_argument("--intermediate", type=int, default=DRAFT["intermediate_size"])
+    ap.add_argument("--expect-only", action="store_true",
+                    help="only (re)write --out's expect.json for the drafter already there (after the target changed)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
+    if args.expect_only:
+        out = args.out or os.path.join(REPO, "testdata", "models", args.target, "draft")
+        t = k3ref.K3Model.load(TARGETS[args.target])
+        write_fixtures(args.target, k3ref.K3Model(t.cfg, t.params, kda_chunk=16), dspark_ref.DSparkDraft.load(out), out)
+        return
     t_start = time.time()
     out = args.out or os.path.join(REPO, "testdata", "models", args.target, "draft")
     report_path = args.report or os.path.join(HERE, f"draft-{args.target}.json")
@@ -472,23 +500,7 @@ def main():
     acc = {g: acceptance(t64, d64, ps, args.eval_new, (4, 8)) for g, ps in groups.items()}
     prompts = [p for ps in groups.values() for p in ps]
     log(f"held-out acceptance: {json.dumps(acc)} ({time.time() - t0:.0f}s)")
-    fx_doc = None
-    if EXPECT[args.target]:
-        with open(EXPECT[args.target]) as f:
-            texp = json.load(f)
-        tp = [p["prompt_ids"] for p in texp["prompts"]]
-        tg = [p["greedy_ids"] for p in texp["prompts"]]
-        cases = [(tp[0], tg[0][0]), (tp[1] + tg[1][:4], tg[1][4]), (tp[2] + tg[2][:2], tg[2][2])]
-        fx, worst = make_drafts.fixtures(t64, d64, cases, [tp[0], tp[2]], greedy=[tg[0], tg[2]])
-        fx_doc = {"note": "float64 fixtures of dspark_ref.py for the trained drafter (docs/DSPARK.md §8); "
-                          "written by tools/demo/train_draft.py. Trained weights: margins are NOT enforced; "
-                          "min_rel_margin says how close the closest draft choice is.",
-                  "target": args.target, "dtype": "BF16", "rope_inv_freq": [float(x) for x in d64.inv],
-                  "rope_amplitude": d64.A, "softmax_scale": dspark_ref.softmax_scale(d64.cfg),
-                  "min_rel_margin": worst, **fx}
-        with open(os.path.join(out, "expect.json"), "w") as f:
-            json.dump(fx_doc, f, indent=1)
-            f.write("\n")
+    write_fixtures(args.target, t64, d64, out)
     report = {"target": args.target, "draft_config": DRAFT, "parameters": sum(v.numel() for v in draft.params.values()),
               "checkpoint_bytes": size, "train_conversations": len(data),
               "train_tokens": sum(len(x["ids"]) for x in data), "target_agreement_with_reply_text": agree,

@@ -575,7 +575,8 @@ class K3Model:
         """Full causal forward over ids (list/1-D tensor [T], or a batch [B, T] of equal-length
         sequences). Returns logits [(B,) T, vocab] in the dtype of the parameters. embeds
         ({position: row}, 1-D ids only) replaces those positions' token embeddings (an image's
-        projected rows at its pad positions, docs/VISION.md §5)."""
+        projected rows at its pad positions, docs/VISION.md §5); for a batch it is a pair
+        (mask [B, T] bool, rows [mask.sum(), hidden]) filling the masked positions in order."""
         logits = linear(self.hidden(ids, trace, embeds), self.params["lm_head.weight"])
         if trace is not None:
             trace.final["logits"] = logits
@@ -587,7 +588,11 @@ class K3Model:
         ids = torch.as_tensor(ids if torch.is_tensor(ids) else list(ids), dtype=torch.long)
         assert ids.numel() > 0 and int(ids.min()) >= 0 and int(ids.max()) < cfg.vocab_size
         P = p["model.embed_tokens.weight"][ids]            # no scaling
-        if embeds:
+        if isinstance(embeds, tuple):                      # batched: (mask [B, T] bool, rows [n, hidden])
+            mask, rows = embeds
+            P = P.clone()
+            P[mask] = rows.to(P.dtype)
+        elif embeds:
             P = P.clone()
             for pos, row in embeds.items():
                 P[pos] = row.to(P.dtype)

@@ -1,8 +1,9 @@
 // Package anthropic is the Anthropic Messages wire format k3 serves
 // (POST /v1/messages, what Claude Code and the @anthropic-ai/sdk client
-// speak): the reply message, its content blocks, the stream events and
-// errors in Anthropic's shape, with the plain translations from what the
-// model wrote (stop reasons, tool inputs, error types). The content blocks
+// speak): the request and its plain translation into the chat request
+// (ToChat, request.go); the reply message, its content blocks, the stream
+// events and errors in Anthropic's shape, with the plain translations from
+// what the model wrote (stop reasons, tool inputs, error types). The content blocks
 // and events list their fields in alphabetical order of their JSON names,
 // the order the server wrote them in when it built them as maps, so the
 // bytes on the wire are what they were.

@@ -121,7 +121,8 @@ func TestVerifyFolderOwnShards(t *testing.T) {
 
 // The app's demo is the folder `k3 demo` writes (synth.WriteDemo, which
 // ui/cli's TestDemoCommand holds `k3 demo` to), byte for byte, and is
-// recognised as the demo; a complete one is kept as it is.
+// recognised as the demo; a complete one is kept as it is, an older one
+// written again.
 func TestMakeDemoModelIsTheCLIDemo(t *testing.T) {
 	app := filepath.Join(t.TempDir(), "demo-model")
 	require.NoError(t, MakeDemoModel(app))
@@ -146,6 +147,12 @@ func TestMakeDemoModelIsTheCLIDemo(t *testing.T) {
 	}
 	got := sums(app)
 	assert.Equal(t, sums(want), got)
+	require.NoError(t, MakeDemoModel(app))
+	assert.Equal(t, got, sums(app))
+	// an older demo (its marker is an earlier version's: the demo before it
+	// could see) is written again
+	require.NoError(t, os.WriteFile(filepath.Join(app, synth.DemoMarker), []byte("an older demo"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(app, "config.json"), []byte("{}"), 0o644))
 	require.NoError(t, MakeDemoModel(app))
 	assert.Equal(t, got, sums(app))
 	assert.False(t, synth.IsDemo(writeModel(t, synth.Small())), "a plain generated checkpoint is not the demo")

@@ -4,9 +4,10 @@ import "k3/engine/synth"
 
 // MakeDemoModel writes the small demo checkpoint (engine/synth.WriteDemo:
 // model, tokenizer and marker, the same bytes `k3 demo` writes) into dir,
-// unless a complete one is already there.
+// unless this version's is already there: an older demo (one without the
+// vision tower, whose marker says so) is written again.
 func MakeDemoModel(dir string) error {
-	if synth.IsDemo(dir) {
+	if synth.IsTrainedDemo(dir) {
 		return nil
 	}
 	return synth.WriteDemo(dir, "small")

@@ -30,7 +30,7 @@ func TestEngineChatOpensTheDraftBeside(t *testing.T) {
 	info, err := c.Open(t.Context(), func(engine.Event) {})
 	require.NoError(t, err)
 	require.NotNil(t, c.m.DraftModel())
-	assert.Equal(t, "DEMO model (a tiny Kimi K3 trained on sayings) with draft model", info.Name)
+	assert.Equal(t, "DEMO model (a tiny Kimi K3 trained on sayings and drawings) with draft model", info.Name)
 
 	// a draft folder that is not one only costs the draft
 	bad := filepath.Join(t.TempDir(), "demo")
@@ -41,7 +41,7 @@ func TestEngineChatOpensTheDraftBeside(t *testing.T) {
 	info, err = c2.Open(t.Context(), func(engine.Event) {})
 	require.NoError(t, err)
 	assert.Nil(t, c2.m.DraftModel())
-	assert.Equal(t, "DEMO model (a tiny Kimi K3 trained on sayings)", info.Name)
+	assert.Equal(t, "DEMO model (a tiny Kimi K3 trained on sayings and drawings)", info.Name)
 }
 
 // Tokens per pass: the first token from the prompt, then one per pass

@@ -192,12 +192,12 @@ func (c *engineChat) Open(ctx context.Context, on func(engine.Event)) (ModelInfo
 	if c.s.Demo || synth.IsDemo(dir) {
 		name = "DEMO model (random weights: the text is not meaningful)"
 		if synth.IsTrainedDemo(dir) {
-			name = "DEMO model (a tiny Kimi K3 trained on sayings)"
+			name = "DEMO model (a tiny Kimi K3 trained on sayings and drawings)"
 		}
 	}
 	note := "DEMO: random weights, the text is not meaningful"
 	if synth.IsTrainedDemo(dir) {
-		note = "DEMO: 1.9 million parameters trained on fortune cookies; it knows sayings and little else"
+		note = "DEMO: 2.1 million parameters trained on fortune cookies and drawings; it knows sayings and coloured shapes and little else"
 	}
 	wanted := DraftBeside(dir) != ""
 	if m.DraftModel() != nil {

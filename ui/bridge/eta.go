@@ -11,41 +11,25 @@ import (
 	"k3/engine/vision"
 )
 
-// PrefillETA says where reading the prompt is: the positions read of the
-// transcript's, the passes through the model they take (Chunk positions a
-// pass) and the time left at the measured time of a pass. A chat engine
+// PrefillETA says where reading the prompt is, in the status line's
+// words: the positions read of the transcript's, the passes through the
+// model they take and the time left, as its doctor.PrefillClock measures
+// them (the one estimator k3 run and k3 chat print too). A chat engine
 // keeps one across turns, so the pass time measured on one prompt gives
 // the next one its estimate from the start.
 type PrefillETA struct {
-	// Chunk is how many positions one pass reads, as the engine said on
-	// its last prefill event (0: not said yet)
-	Chunk int
-	// PassSeconds is the measured time of one pass (0: none measured yet)
-	PassSeconds float64
-	last        time.Time
-	lastDone    int
-	started     bool
+	doctor.PrefillClock
 }
 
 // Begin starts a new prompt: the next Phase call is its first report.
-func (p *PrefillETA) Begin() { p.started = false }
+func (p *PrefillETA) Begin() { p.Reset() }
 
 // Phase is the status line at done of total positions, reused of them
 // from a kept state (a prompt cache or the conversation so far), chunk
 // positions per pass (0: as before). Called with done == reused before
 // anything was read, it says what the reading will take.
 func (p *PrefillETA) Phase(done, total, reused, chunk int, now time.Time) string {
-	if chunk > 0 {
-		p.Chunk = chunk
-	}
-	if p.started && done > p.lastDone && p.Chunk > 0 {
-		if dt := now.Sub(p.last).Seconds(); dt > 0 {
-			p.PassSeconds = dt / float64(ceilDiv(done-p.lastDone, p.Chunk))
-		}
-	}
-	if !p.started || done != p.lastDone {
-		p.last, p.lastDone, p.started = now, done, true
-	}
+	st := p.Observe(done, total, reused, chunk, now)
 	s := ""
 	if reused > 0 {
 		s = fmt.Sprintf("reused %d of %d cached positions · ", reused, total)
@@ -54,14 +38,13 @@ func (p *PrefillETA) Phase(done, total, reused, chunk int, now time.Time) string
 	if p.Chunk <= 0 || done >= total {
 		return s
 	}
-	passes := ceilDiv(total-reused, p.Chunk)
-	if d := ceilDiv(done-reused, p.Chunk); d > 0 {
-		s += fmt.Sprintf(" (pass %d of %d)", d, passes)
+	if st.Pass > 0 {
+		s += fmt.Sprintf(" (pass %d of %d)", st.Pass, st.Passes)
 	} else {
-		s += fmt.Sprintf(" (%d %s)", passes, plural(passes, "pass", "passes"))
+		s += fmt.Sprintf(" (%d %s)", st.Passes, plural(st.Passes, "pass", "passes"))
 	}
-	if p.PassSeconds > 0 {
-		left := Duration(time.Duration(float64(passes-ceilDiv(done-reused, p.Chunk)) * p.PassSeconds * float64(time.Second)))
+	if st.Left > 0 {
+		left := Duration(time.Duration(st.Left * float64(time.Second)))
 		if !strings.HasPrefix(left, "under") {
 			left = "about " + left
 		}

@@ -415,22 +415,22 @@ func growPlan(m *engine.Model, o engine.Options, planned, need int, w io.Writer)
 // one line it rewrites.
 func chatPrinter(w io.Writer) func(engine.Event) {
 	phase := engine.EventKind(-1)
-	t0, reading, passes := time.Now(), false, 0
+	var clock doctor.PrefillClock
+	clock.Begin(time.Now()) // the message's reading starts now
+	reading := false
 	return func(ev engine.Event) {
 		switch ev.Kind {
 		case engine.EventPrefill:
 			if ev.Done >= ev.Total && !reading {
 				return // read in one pass: nothing to show
 			}
-			if !reading {
-				t0, passes = time.Now(), 0
-			}
 			reading = true
-			passes++
-			fmt.Fprintf(w, "\r[reading your message: %s]", passLine(ev, passes, time.Since(t0).Seconds()))
+			st := clock.Observe(ev.Done, ev.Total, ev.Reused, ev.Chunk, time.Now())
+			fmt.Fprintf(w, "\r[reading your message: %s]", passLine(st))
 			if ev.Done >= ev.Total {
 				fmt.Fprintln(w)
 				reading = false
+				clock.Reset() // a later reading's start is not known
 			}
 		case engine.EventPhase:
 			if ev.Total > 0 { // the vision tower's layers (chat.PictureEvent)
@@ -547,7 +547,7 @@ func historyPositions(tok *tokenizer.Tokenizer, system string, hist []chat.Messa
 		msgs = append(msgs, xtml.Message{Role: "system", Content: system})
 	}
 	for _, m := range hist {
-		msgs = append(msgs, xtml.Message{Role: m.Role, Content: m.Content, ReasoningContent: m.ReasoningContent})
+		msgs = append(msgs, m.Rendered())
 	}
 	segs, err := xtml.Render(msgs, nil, xtml.RenderOptions{NoThink: noThink, ThinkingEffort: effort})
 	if err != nil {

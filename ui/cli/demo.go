@@ -42,7 +42,7 @@ func cmdDemo(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stdout, "wrote a %s demo checkpoint to %s in %.1f s\n", *size, dir, time.Since(t0).Seconds())
 	if synth.IsTrainedDemo(dir) {
-		fmt.Fprintln(stdout, "DEMO: a tiny Kimi K3 (1.9 million parameters) trained on fortune-cookie sayings; it knows sayings and little else.")
+		fmt.Fprintln(stdout, "DEMO: a tiny Kimi K3 (2.1 million parameters) trained on fortune-cookie sayings and drawings; it knows sayings and coloured shapes and little else.")
 		fmt.Fprintf(stdout, "with its draft model in %s: k3 chat %s --draft %s\n", filepath.Join(dir, demo.DraftDir), dir, filepath.Join(dir, demo.DraftDir))
 	} else {
 		fmt.Fprintln(stdout, "DEMO: random weights with the Kimi K3 tensor graph; its text is not meaningful.")

@@ -21,7 +21,7 @@ func TestDemoCommand(t *testing.T) {
 	code, out, errs := runK3("demo", dir)
 	require.Equal(t, ExitOK, code, errs)
 	assert.Contains(t, out, "wrote a small demo checkpoint to "+dir)
-	assert.Contains(t, out, "DEMO: a tiny Kimi K3 (1.9 million parameters) trained on fortune-cookie sayings")
+	assert.Contains(t, out, "DEMO: a tiny Kimi K3 (2.1 million parameters) trained on fortune-cookie sayings and drawings")
 	assert.NotContains(t, out, "random weights", "the default demo is the trained one")
 	assert.True(t, synth.IsDemo(dir), "k3 demo's folder is not recognised as the demo")
 

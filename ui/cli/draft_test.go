@@ -15,20 +15,32 @@ import (
 
 var tinyDraft = filepath.Join(tinyRelease, "draft")
 
-// TestRunDraft: --draft drafts with the draft model; the ids are those of
-// --spec off, and the report and --out say what was drafted and accepted.
+// TestRunDraft: --draft drafts with the draft model, resident or streamed
+// (--draft-stream); the ids are those of --spec off, and the report and
+// --out say what was drafted and accepted, and what the streamed one read.
 func TestRunDraft(t *testing.T) {
 	p := readExpect(t).Prompts[0]
 	out := filepath.Join(t.TempDir(), "run.json")
 	reports := map[string]runReport{}
-	for _, spec := range []string{"off", "3"} {
-		code, stdout, stderr := runK3("run", tinyRelease, "--ids", idsArg(p.PromptIDs), "--gen", "20", "--spec", spec, "--draft", tinyDraft, "--out", out, "--threads", "2")
+	for _, spec := range []string{"off", "3", "3 streamed"} {
+		args := []string{"run", tinyRelease, "--ids", idsArg(p.PromptIDs), "--gen", "20", "--spec", strings.Fields(spec)[0], "--draft", tinyDraft, "--out", out, "--threads", "2"}
+		if spec == "3 streamed" {
+			args = append(args, "--draft-stream")
+		}
+		code, stdout, stderr := runK3(args...)
 		require.Equal(t, ExitOK, code, "%s\n%s", stdout, stderr)
-		if spec == "off" {
+		switch spec {
+		case "off":
 			assert.NotContains(t, stdout, "draft model:", "--spec off does not load the draft model")
-		} else {
+		case "3":
 			assert.Contains(t, stdout, "draft model: "+tinyDraft+" (2 layers over target layers [1 5 7]")
+			assert.Contains(t, stdout, "; resident)")
 			assert.Contains(t, stdout, "draft model    ", "the plan counts it")
+		default:
+			assert.Contains(t, stdout, "draft model: "+tinyDraft+" (2 layers over target layers [1 5 7]")
+			assert.Contains(t, stdout, "; streamed: ")
+			assert.Contains(t, stdout, "(streamed: ", "the plan says so")
+			assert.Contains(t, stdout, "draft model: streamed, ")
 		}
 		raw, err := os.ReadFile(out)
 		require.NoError(t, err)
@@ -36,11 +48,18 @@ func TestRunDraft(t *testing.T) {
 		require.NoError(t, json.Unmarshal(raw, &rep))
 		reports[spec] = rep
 	}
-	off, d := reports["off"], reports["3"]
+	off, d, sd := reports["off"], reports["3"], reports["3 streamed"]
 	assert.Equal(t, off.GeneratedIDs, d.GeneratedIDs)
 	assert.Equal(t, int64(0), off.SpecDrafted)
 	assert.Positive(t, d.SpecDrafted)
 	assert.Equal(t, 20-d.SpecAccepted, d.ForwardPasses)
+	assert.Equal(t, off.GeneratedIDs, sd.GeneratedIDs)
+	assert.Equal(t, d.SpecDrafted, sd.SpecDrafted, "the same drafts")
+	assert.Equal(t, d.SpecAccepted, sd.SpecAccepted)
+	assert.False(t, d.DraftStreamed)
+	assert.Zero(t, d.DraftBytesRead)
+	assert.True(t, sd.DraftStreamed)
+	assert.Positive(t, sd.DraftBytesRead)
 }
 
 // TestRunDraftRefused: a draft model for another model, or without its

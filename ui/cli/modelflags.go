@@ -36,6 +36,8 @@ type modelFlags struct {
 	policy   *string
 	specFlag *string
 	draft    *string
+	// draftStream streams the draft model whatever the memory
+	draftStream *bool
 	// spec is --spec, parsed by resolve
 	spec engine.Spec
 	// threadsFrom says where the thread count comes from (resolve)
@@ -90,6 +92,8 @@ func addModelFlags(fs *flag.FlagSet, cmd string) *modelFlags {
 		ultra:    fs.Bool("ultra-low-memory", false, "read embedding rows and lm_head from the packed trunk as needed (needs --trunk)"),
 		specFlag: fs.String("spec", "auto", "speculative decoding: auto (draft when it pays), off (or 0), or N draft tokens per pass; the output is the same"),
 		draft:    fs.String("draft", "", "DSpark draft model directory (docs/DSPARK.md): speculative decoding drafts with it instead of copying from the context"),
+		draftStream: fs.Bool("draft-stream", false, "stream the --draft model (read its matrices once per drafting cycle) even where it fits resident;"+
+			" by default it is streamed only where it does not"),
 	}
 }
 
@@ -183,7 +187,7 @@ func (f *modelFlags) options(positions int, allLogits bool) engine.Options {
 		Budget:      engine.Budget{TrunkBytes: int64(*f.trunkGB * 1e9), Ring: *f.ring, CacheBytes: int64(*f.cacheGB * 1e9), Ultra: *f.ultra},
 		CachePolicy: *f.policy, Chunk: *f.chunk, Positions: positions, AllLogits: allLogits}
 	if f.spec != engine.SpecOff {
-		o.Draft = *f.draft
+		o.Draft, o.DraftStream = *f.draft, *f.draftStream
 	}
 	switch {
 	case f.spec == engine.SpecOff:
@@ -223,7 +227,11 @@ func (f *modelFlags) open(dir string, o engine.Options, stdout, stderr io.Writer
 	}
 	fmt.Fprint(stdout, m.Plan.String())
 	if d := m.DraftModel(); d != nil {
-		fmt.Fprintf(stdout, "draft model: %s (%d layers over target layers %v, %s)\n", d.Dir, d.Cfg.Layers, d.Cfg.TargetLayers, units.Bytes(d.Bytes))
+		where := "resident"
+		if m.Plan.DraftStreamed {
+			where = fmt.Sprintf("streamed: %s kept, %s read per drafting cycle", units.Bytes(d.StreamBytes), units.Bytes(d.ReadBytes))
+		}
+		fmt.Fprintf(stdout, "draft model: %s (%d layers over target layers %v, %s; %s)\n", d.Dir, d.Cfg.Layers, d.Cfg.TargetLayers, units.Bytes(d.Bytes), where)
 	}
 	preset := "no preset"
 	if *f.preset != "" {

@@ -12,6 +12,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"k3/doctor"
 )
 
 // Audit 4.28 (issue 31): k3 chat shows how much of a long message it has
@@ -46,6 +48,14 @@ func TestChatShowsReadingProgress(t *testing.T) {
 	assert.Equal(t, total, prev, "it ends at the whole transcript")
 	assert.Contains(t, out, fmt.Sprintf("%d/%d positions", total, total))
 	assert.Equal(t, 1, strings.Count(out, "[reading your message: "+strconv.Itoa(total)+"/"), "the last line once")
+}
+
+// passLine prints the one prefill estimator's status (doctor.PrefillClock):
+// the estimate only while passes are left.
+func TestPassLine(t *testing.T) {
+	assert.Equal(t, "24/100 positions, pass 3/13, 1.50 s, about 5 s left",
+		passLine(doctor.PrefillStatus{Done: 24, Total: 100, Pass: 3, Passes: 13, Elapsed: 1.5, Left: 5}))
+	assert.Equal(t, "100/100 positions, pass 13/13, 6.52 s", passLine(doctor.PrefillStatus{Done: 100, Total: 100, Pass: 13, Passes: 13, Elapsed: 6.517}))
 }
 
 // Audit 5.20 (issue 31): k3 run prints prefill progress after every chunk,

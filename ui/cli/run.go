@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"k3/doctor"
 	"k3/engine"
 	"k3/engine/cachesim"
 	"k3/machine"
@@ -42,9 +43,13 @@ type runReport struct {
 	// trunk, "BF16C"); trunk_bytes_read counts its stored bytes.
 	TrunkCompression string `json:"trunk_compression"`
 	ExpertBytesRead  int64  `json:"expert_bytes_read"`
-	ExpertDrops      int64  `json:"expert_drops"`
-	Layers           int    `json:"layers"`
-	LayersInModel    int    `json:"layers_in_model"`
+	// DraftStreamed: the draft model (--draft) was streamed, and
+	// draft_bytes_read what it read (0 when resident or none).
+	DraftStreamed  bool  `json:"draft_streamed"`
+	DraftBytesRead int64 `json:"draft_bytes_read"`
+	ExpertDrops    int64 `json:"expert_drops"`
+	Layers         int   `json:"layers"`
+	LayersInModel  int   `json:"layers_in_model"`
 	// the C engine's fields (seed-engine-spec.md §4.5): the layers asked
 	// for (--layers, else all), those the last forward pass went through
 	// (fewer when a routed expert failed to load), the model tables' bytes
@@ -440,7 +445,7 @@ func (c *runConfig) execute(ctx context.Context, e *engine.Engine, st *engine.St
 		}})
 	res.final = res.gen.State
 	g := res.gen
-	res.prefillPasses = prefill.passes
+	res.prefillPasses = prefill.last.Pass
 	fmt.Fprintln(stdout, strings.Repeat("-", 62))
 	if c.cache != nil {
 		fmt.Fprintf(stdout, "prompt cache: reused %d of %d prompt positions, read %d\n", g.Reused, len(c.ids), len(c.ids)-g.Reused)
@@ -491,29 +496,28 @@ func (c *runConfig) cacheUse(st *engine.State) *engine.CacheUse {
 // used to print only every tenth of the prompt: seconds without a line),
 // with the passes left and their time at the mean pass time so far.
 type prefillPrinter struct {
-	w      io.Writer
-	t0     time.Time
-	passes int
+	w     io.Writer
+	clock doctor.PrefillClock
+	last  doctor.PrefillStatus
 }
 
-func newPrefillPrinter(w io.Writer) *prefillPrinter { return &prefillPrinter{w: w, t0: time.Now()} }
+func newPrefillPrinter(w io.Writer) *prefillPrinter {
+	p := &prefillPrinter{w: w}
+	p.clock.Begin(time.Now())
+	return p
+}
 
 func (p *prefillPrinter) add(ev engine.Event) {
-	p.passes++
-	fmt.Fprintf(p.w, "  prefill  : %s\n", passLine(ev, p.passes, time.Since(p.t0).Seconds()))
+	p.last = p.clock.Observe(ev.Done, ev.Total, ev.Reused, ev.Chunk, time.Now())
+	fmt.Fprintf(p.w, "  prefill  : %s\n", passLine(p.last))
 }
 
-// passLine says how far the prompt's reading is after its done-th pass,
-// elapsed seconds in: positions, passes and, while some are left, their
-// estimated time at the mean pass time so far.
-func passLine(ev engine.Event, done int, elapsed float64) string {
-	total := done
-	if ev.Chunk > 0 {
-		total = done + (ev.Total-ev.Done+ev.Chunk-1)/ev.Chunk
-	}
-	line := fmt.Sprintf("%d/%d positions, pass %d/%d, %.2f s", ev.Done, ev.Total, done, total, elapsed)
-	if left := total - done; left > 0 && done > 0 {
-		line += fmt.Sprintf(", about %.0f s left", elapsed/float64(done)*float64(left))
+// passLine says how far the prompt's reading is: positions, passes, the
+// seconds so far and, while passes are left, their estimated time.
+func passLine(st doctor.PrefillStatus) string {
+	line := fmt.Sprintf("%d/%d positions, pass %d/%d, %.2f s", st.Done, st.Total, st.Pass, st.Passes, st.Elapsed)
+	if st.Pass > 0 && st.Pass < st.Passes {
+		line += fmt.Sprintf(", about %.0f s left", st.Left)
 	}
 	return line
 }
@@ -609,6 +613,7 @@ func (c *runConfig) report(res *runResult, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, "trunk: %s bound at load, %s streamed%s (%s over the run); waited %.2f s for trunk reads\n",
 		units.Bytes(m.BoundBytes), units.Bytes(total.TrunkBytesRead), packed, units.PerSec(float64(total.TrunkBytesRead)/max(res.wall, 1e-9)), total.TrunkWaitSeconds)
 	trunkReadLine(stdout, total)
+	draftReadLine(stdout, &rep, m, total)
 	fmt.Fprintf(stdout, "I/O share of wall clock: %.1f%% (waiting on trunk %.2f s + experts %.2f s of %.2f s; reads overlapped with compute are not counted)\n",
 		100*rep.IOShare, total.TrunkWaitSeconds, es.ReadSeconds, res.wall)
 	if es.NaNScaleGroups > 0 {

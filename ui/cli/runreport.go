@@ -82,3 +82,12 @@ func ioModeLine(notes []string) string {
 	}
 	return fmt.Sprintf("I/O: O_DIRECT where the filesystem allows it, buffered (through the page cache) for %d case(s) noted below", len(notes))
 }
+
+// draftReadLine reports a streamed draft model's reads (its --out fields
+// too): they count in the bytes read per token like the trunk's.
+func draftReadLine(w io.Writer, rep *runReport, m *engine.Model, s engine.Stats) {
+	rep.DraftStreamed, rep.DraftBytesRead = m.Plan.DraftStreamed, s.DraftBytesRead
+	if d := m.DraftModel(); d != nil && m.Plan.DraftStreamed {
+		fmt.Fprintf(w, "draft model: streamed, %s read (%s per drafting cycle)\n", units.Bytes(s.DraftBytesRead), units.Bytes(d.ReadBytes))
+	}
+}

@@ -25,7 +25,7 @@ func TestDemoEndToEnd(t *testing.T) {
 	})
 	waitFor(t, "demo model", func() bool { return w.D.Demo && w.D.ModelDir == u.demoDir() })
 	ui(func() {
-		if !strings.Contains(w.Model.Status.Text, "DEMO model: a tiny Kimi K3 (1.9 million parameters) trained on fortune-cookie sayings") || w.NextBtn.Disabled() {
+		if !strings.Contains(w.Model.Status.Text, "DEMO model: a tiny Kimi K3 (2.1 million parameters) trained on fortune-cookie sayings and drawings") || w.NextBtn.Disabled() {
 			t.Fatalf("status %q", w.Model.Status.Text)
 		}
 		w.Go(2)

@@ -130,7 +130,6 @@ func newChatView(u *appUI) *chatView {
 		v.Opts.Thinking = b
 		v.saveOptions()
 		v.refreshButtons()
-		v.thinkingNote() // G28
 	})
 	v.Effort = widget.NewSelect(xtml.ThinkingEfforts, func(s string) {
 		v.Opts.Effort = s

@@ -261,7 +261,7 @@ func (s *modelStep) showCheck() {
 	case !c.OK():
 		s.Status.SetText(c.Summary())
 	case demo && trained:
-		s.Status.SetText("This is the DEMO model: a tiny Kimi K3 (1.9 million parameters) trained on fortune-cookie sayings. Everything works; it knows sayings and little else.")
+		s.Status.SetText("This is the DEMO model: a tiny Kimi K3 (2.1 million parameters) trained on fortune-cookie sayings and drawings. Everything works; it knows sayings and coloured shapes (attach a drawing with Picture…) and little else.")
 	case demo:
 		s.Status.SetText("This is a DEMO model: random weights with the K3 layout. Everything works, but its text is not meaningful.")
 	default:

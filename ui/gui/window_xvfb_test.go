@@ -11,6 +11,7 @@
 package gui
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"image"
@@ -28,6 +29,7 @@ import (
 	"fyne.io/fyne/v2/widget"
 
 	"k3/engine/chat"
+	"k3/internal/drawings"
 	"k3/ui/bridge"
 )
 
@@ -253,6 +255,7 @@ func TestRealWindow(t *testing.T) {
 	})
 	check("8-chat-edited")
 	endInView(t, v, "8-chat-edited")
+	pictureTurn(t, v, check)
 
 	// a conversation with code, a table, numbers under the reply and two
 	// versions, as the history file keeps them
@@ -372,6 +375,34 @@ func TestRealWindow(t *testing.T) {
 // endInView checks that the view ends at the last reply's last line and
 // its numbers (G6: the view stopped short of the end after a reply), in
 // the real window after its frames.
+// pictureTurn attaches a held-out drawing (internal/drawings) to "What is in
+// this picture?" in a new conversation, as the Picture… button does, and
+// checks that the demo's reply names its colour and shape (issue 40's
+// screenshot of a reply about an attached picture).
+func pictureTurn(t *testing.T, v *chatView, check func(string)) {
+	t.Helper()
+	p := drawings.HeldOut(1, 42)[0]
+	fyne.DoAndWait(func() {
+		v.NewConversation()
+		v.attachPicture(bytes.NewReader(p.PNG))
+		v.Entry.SetText("What is in this picture?")
+		v.SendEntry()
+	})
+	waitUntil(t, "the picture turn", 90*time.Second, func() bool { return !v.Busy })
+	var answer, notice string
+	fyne.DoAndWait(func() {
+		if n := len(v.History); n > 0 {
+			answer = v.History[n-1].Content
+		}
+		notice = v.Notice.Text
+	})
+	if !strings.Contains(strings.ToLower(answer), p.Label()) || notice != "" {
+		t.Errorf("the reply about a %s: %q (notice %q)", p.Label(), answer, notice)
+	}
+	check("8-chat-picture")
+	endInView(t, v, "8-chat-picture")
+}
+
 func endInView(t *testing.T, v *chatView, name string) {
 	t.Helper()
 	fyne.DoAndWait(func() {

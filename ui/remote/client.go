@@ -223,7 +223,7 @@ func (c *Client) request(history []chat.Message, opt chat.Options) *openai.ChatR
 	}
 	for _, m := range history {
 		w := openai.Message{Role: m.Role, Content: openai.Content(m.Content)}
-		if len(m.Images) > 0 {
+		if len(m.Images) > 0 || m.Rendered().Parts != nil {
 			w.Parts = imageParts(m)
 		}
 		if m.Role == "assistant" && m.ReasoningContent != "" {
@@ -539,12 +539,19 @@ func ToolCallText(tc xtml.ToolCall) string {
 }
 
 // imageParts sends a user message's pictures before its text, as data:
-// URLs in image_url parts (what vLLM and SGLang take).
+// URLs in image_url parts (what vLLM and SGLang take), and the text as
+// the parts the history keeps (Message.Parts; one when it has none).
 func imageParts(m chat.Message) []openai.ContentPart {
 	var ps []openai.ContentPart
 	for _, img := range m.Images {
 		url := "data:" + http.DetectContentType(img) + ";base64," + base64.StdEncoding.EncodeToString(img)
 		ps = append(ps, openai.ContentPart{Image: true, ImageURL: url})
 	}
-	return append(ps, openai.ContentPart{Text: m.Content})
+	if m.Rendered().Parts == nil {
+		return append(ps, openai.ContentPart{Text: m.Content})
+	}
+	for _, p := range m.Parts { // each text part its own, as the history keeps them
+		ps = append(ps, openai.ContentPart{Text: p})
+	}
+	return ps
 }

@@ -27,3 +27,13 @@ func TestRequestSendsPictures(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, string(b), `"content":"hi"`)
 }
+
+// TestRequestSendsContentParts: a history message kept as text parts
+// (chat.Message.Parts) goes to the server as those parts, so the server
+// tokenizes each as its own segment as the first turn did.
+func TestRequestSendsContentParts(t *testing.T) {
+	var c Client
+	b, err := json.Marshal(c.request([]chat.Message{{Role: "user", Content: "first part second part", Parts: []string{"first part ", "second part"}}}, chat.Options{}).Messages)
+	require.NoError(t, err)
+	assert.Contains(t, string(b), `"content":[{"type":"text","text":"first part "},{"type":"text","text":"second part"}]`)
+}

@@ -1,14 +1,11 @@
 package serve
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
 
-	"k3/tokenizer/xtml"
 	"k3/ui/openai"
 )
 
@@ -86,96 +83,6 @@ func (b *blocks) generate(ctx context.Context, s *Server, e *openai.SSE, p *plac
 	}
 	b.finish(len(res.calls))
 	return res, nil
-}
-
-// chatTool is a tool declaration in the chat format the renderer reads.
-func chatTool(name, description string, parameters json.RawMessage, strict *bool) (json.RawMessage, error) {
-	if name == "" {
-		return nil, fmt.Errorf("a tool has no name")
-	}
-	f := map[string]any{"name": name}
-	if description != "" {
-		f["description"] = description
-	}
-	if p := bytes.TrimSpace(parameters); len(p) > 0 && !bytes.Equal(p, []byte("null")) {
-		f["parameters"] = json.RawMessage(p)
-	}
-	if strict != nil && *strict { // held strictly (constrain.ToolSchemas); false is the default
-		f["strict"] = true
-	}
-	return json.Marshal(map[string]any{"type": "function", "function": f})
-}
-
-// namedChoice is a chat tool_choice naming one function.
-func namedChoice(name string) json.RawMessage {
-	b, _ := json.Marshal(map[string]any{"type": "function", "function": map[string]string{"name": name}})
-	return b
-}
-
-// textOf reads a string, or an array of parts of the given types each with
-// a "text", into one string.
-func textOf(raw json.RawMessage, types ...string) (string, error) {
-	return joinText(raw, "", types...)
-}
-
-// textPartsOf is an array content's parts (textOf checked their types), each
-// rendered as its own segment as Moonshot's encoder does; nil for a string.
-func textPartsOf(raw json.RawMessage) []openai.ContentPart {
-	var parts []struct {
-		Text string `json:"text"`
-	}
-	if json.Unmarshal(raw, &parts) != nil {
-		return nil
-	}
-	out := make([]openai.ContentPart, len(parts))
-	for i, p := range parts {
-		out[i] = openai.ContentPart{Text: p.Text}
-	}
-	return out
-}
-
-// joinText is textOf with sep between the parts.
-func joinText(raw json.RawMessage, sep string, types ...string) (string, error) {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
-		return "", nil
-	}
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return s, nil
-	}
-	var parts []struct {
-		Type string  `json:"type"`
-		Text *string `json:"text"`
-	}
-	if err := json.Unmarshal(raw, &parts); err != nil {
-		return "", fmt.Errorf("must be a string or an array of %s parts", strings.Join(types, "/"))
-	}
-	var b strings.Builder
-	for i, p := range parts {
-		ok := false
-		for _, t := range types {
-			ok = ok || p.Type == t
-		}
-		if !ok || p.Text == nil {
-			return "", fmt.Errorf("part %d is of type %q: only %s parts are supported", i, p.Type, strings.Join(types, "/"))
-		}
-		if i > 0 {
-			b.WriteString(sep)
-		}
-		b.WriteString(*p.Text)
-	}
-	return b.String(), nil
-}
-
-// msg is a chat request message with text content.
-func msg(role, text string) openai.Message {
-	return openai.Message{Role: role, Content: openai.Content(text)}
-}
-
-// toolCall is a call of the conversation's history.
-func toolCall(id, name, args string) xtml.ToolCall {
-	return xtml.ToolCall{ID: id, Type: "function", Function: xtml.FunctionCall{Name: name, Arguments: args}}
 }
 
 // heartbeat paces the events a stream sends while a long prompt is read,

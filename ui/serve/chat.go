@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"k3/engine/chat"
-	"k3/tokenizer/constrain"
 	"k3/tokenizer/xtml"
 
 	"k3/ui/openai"
@@ -88,15 +87,12 @@ func (s *Server) chatPrompt(q *openai.ChatRequest, j *job) *openai.Error {
 		j.noTools = "no tools were declared"
 	case choice == "none":
 		j.noTools = `tool_choice is "none"`
-	case choice == "required":
-		if j.goal.Call, err = s.toolSchemas(tools, j); err != nil {
+	default: // required, or auto: a call the model opens is held from there on
+		if err := s.callGoal(q, tools, choice == "required", j); err != nil {
 			return err
 		}
-		j.goal.Single = q.ParallelToolCalls != nil && !*q.ParallelToolCalls
-	default: // the model calls tools as it likes: its calls are checked, not held
-		j.checkCalls = constrain.CheckSchemas(tools)
 	}
-	if !j.goal.Empty() && len(j.stops) > 0 {
+	if !j.goal.Empty() && !j.goal.Auto && len(j.stops) > 0 {
 		// the structure was asked for so that the reply parses: a stop
 		// string would cut the JSON, or end the turn before a required call
 		j.stops = nil
@@ -363,7 +359,11 @@ func (s *Server) streamChat(ctx context.Context, cancel context.CancelFunc, w ht
 	e.Data(chunk(openai.Delta{Role: "assistant", Content: new(string)}, nil))
 	j.onPrefill = func(done, total int) { e.Comment(fmt.Sprintf("prefill %d/%d", done, total)) }
 	j.onReasoning = func(t string) { send(chunk(openai.Delta{ReasoningContent: &t}, nil)) }
-	j.onAnswer = func(t string) { send(chunk(openai.Delta{Content: &t}, nil)) }
+	j.onAnswer = func(t string) {
+		c := chunk(openai.Delta{Content: &t}, nil)
+		c.Choices[0].Logprobs = s.chunkLogprobs(j)
+		send(c)
+	}
 	res, err := s.generateAt(ctx, p, j, sseFail(e))
 	if err != nil {
 		return nil, err
@@ -372,7 +372,7 @@ func (s *Server) streamChat(ctx context.Context, cancel context.CancelFunc, w ht
 		send(chunk(openai.Delta{ToolCalls: toolCallsOut(res.calls, true)}, nil))
 	}
 	last := chunk(openai.Delta{}, &res.finish)
-	last.Warnings = res.warnings
+	last.Warnings, last.Choices[0].Logprobs = res.warnings, s.chunkLogprobs(j)
 	send(last)
 	if withUsage {
 		e.Data(openai.UsageChunk(id, created, s.o.ModelID, res.chatUsage()))

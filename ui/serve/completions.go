@@ -90,7 +90,7 @@ func (s *Server) streamCompletion(ctx context.Context, cancel context.CancelFunc
 	}
 	chunk := func(text string, finish *string) openai.CompletionResponse {
 		return openai.CompletionResponse{ID: id, Object: "text_completion", Created: created, Model: s.o.ModelID,
-			Choices: []openai.CompletionChoice{{Text: text, FinishReason: finish}}}
+			Choices: []openai.CompletionChoice{{Text: text, FinishReason: finish, Logprobs: s.legacyChunk(j)}}}
 	}
 	j.onPrefill = func(done, total int) { e.Comment(fmt.Sprintf("prefill %d/%d", done, total)) }
 	j.onAnswer = func(t string) { e.Data(chunk(t, nil)) }

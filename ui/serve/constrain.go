@@ -33,6 +33,27 @@ func (s *Server) toolSchemas(tools []json.RawMessage, j *job) (map[string]*const
 	return m, nil
 }
 
+// callGoal holds the calls to the tools' schemas as toolSchemas reads
+// them (a strict tool outside the subset is refused): a required call, or
+// (tool_choice auto) the calls the model chooses to write, from the
+// call's opening on (constrain.Goal's Auto). Under auto an answer held to
+// response_format writes no call, and the calls are also checked against
+// the schemas (checkCalls), for a reply that was not held.
+func (s *Server) callGoal(q *openai.ChatRequest, tools []json.RawMessage, required bool, j *job) *openai.Error {
+	if !required {
+		j.checkCalls = constrain.CheckSchemas(tools)
+		if j.goal.Answer != nil {
+			return nil
+		}
+	}
+	var err *openai.Error
+	if j.goal.Call, err = s.toolSchemas(tools, j); err != nil {
+		return err
+	}
+	j.goal.Auto, j.goal.Single = !required, q.ParallelToolCalls != nil && !*q.ParallelToolCalls
+	return nil
+}
+
 func (s *Server) schemaNotes(j *job, warns []string) {
 	for _, w := range warns {
 		s.logf("structured output: %s", w)

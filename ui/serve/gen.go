@@ -39,7 +39,8 @@ type job struct {
 	penalties   engine.Penalties
 	logprobs    bool // keep each generated token's log-probability (logprobRecorder)
 	topLogprobs int
-	stream      uint64 // PCG32 stream of the seed (as k3 chat: the turn's user-message count)
+	lp          lpStream // the logprobs as they are made (with logprobs)
+	stream      uint64   // PCG32 stream of the seed (as k3 chat: the turn's user-message count)
 	stops       []string
 	// goal is what the answer must be (response_format) or the required
 	// call (tool_choice required or named): enforced by constrained decoding
@@ -186,11 +187,11 @@ func (s *Server) generate(ctx context.Context, j *job) (*result, error) {
 	dec := s.o.Tok.NewStreamDecoder()
 	stopIDs := s.o.Tok.StopIDs()
 	var first time.Time // when the first reply token came
-	var content, pending []int
+	var pending []int
 	n := 0 // reply tokens so far
 	on := func(ev engine.Event) {
 		if j.logprobs {
-			content, pending, n = contentToken(s.o.Tok, j, ev, content, pending, n)
+			j.lp.content, pending, n = contentToken(s.o.Tok, j, ev, j.lp.content, pending, n)
 		}
 		switch ev.Kind {
 		case engine.EventPrefill:
@@ -228,10 +229,9 @@ func (s *Server) generate(ctx context.Context, j *job) (*result, error) {
 		// outermost: it sees every position's pick (forced markup too)
 		sampler, spec = j.penalties.Sampler(sampler, j.ids), engine.SpecOff
 	}
-	var rec *logprobRecorder
 	if j.logprobs {
-		rec = &logprobRecorder{inner: sampler, top: j.topLogprobs}
-		sampler, spec = rec, engine.SpecOff
+		j.lp.rec = &logprobRecorder{inner: sampler, top: j.topLogprobs}
+		sampler, spec = j.lp.rec, engine.SpecOff
 	}
 	rep, err := s.sess.Generate(ctx, j.ids, chat.PromptOptions{Thinking: j.thinking, MaxTokens: j.maxTokens,
 		Sampler: sampler, Spec: spec, Stop: func() bool { return filter.hit },
@@ -252,8 +252,8 @@ func (s *Server) generate(ctx context.Context, j *job) (*result, error) {
 	// the reuse came from the job's own partition (the session's kept
 	// states and the prompt cache never cross partitions): it may see it
 	res := &result{ids: rep.IDs, prompt: len(j.ids), reused: rep.Reused, shown: rep.Reused, finish: "length"}
-	if rec != nil {
-		res.logprobs, res.contentTokens = rec.picks, content
+	if rec := j.lp.rec; rec != nil {
+		res.logprobs, res.contentTokens = rec.picks, j.lp.content
 	}
 	if rep.Stop == engine.StopToken {
 		res.finish = "stop"
@@ -274,7 +274,7 @@ func (s *Server) generate(ctx context.Context, j *job) (*result, error) {
 		res.finish = "tool_calls"
 		for _, c := range res.calls {
 			if sch, ok := j.checkCalls[c.Function.Name]; ok && !constrain.Fits(sch, []byte(c.Function.Arguments)) {
-				res.warnings = append(res.warnings, fmt.Sprintf("the call of %q has arguments that do not fit its schema: with tool_choice auto calls are checked, not held (tool_choice required holds them)", c.Function.Name))
+				res.warnings = append(res.warnings, fmt.Sprintf("the call of %q has arguments that do not fit its schema (they were not held to it)", c.Function.Name))
 			}
 		}
 	}

@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"encoding/json"
 	"math"
 	"sort"
 	"strconv"
@@ -101,9 +102,6 @@ func logprobsOf(q *openai.Sampling, j *job) *openai.Error {
 	if j.topLogprobs < 0 || j.topLogprobs > maxTopLogprobs {
 		return openai.BadRequest("top_logprobs", "top_logprobs must be from 0 to %d, got %d", maxTopLogprobs, j.topLogprobs)
 	}
-	if q.Stream {
-		return openai.BadRequest("logprobs", "logprobs are given on replies that are not streamed; set stream false")
-	}
 	return nil
 }
 
@@ -127,17 +125,16 @@ func (s *Server) entry(p idLogprob) tokenEntry {
 	return tokenEntry{Token: string(b), Logprob: p.lp, Bytes: ints}
 }
 
-// chatLogprobs is the choice's logprobs: the tokens of the content.
-func (s *Server) chatLogprobs(res *result) any {
-	if res.logprobs == nil {
-		return nil
-	}
+// entries are the chat entries of the reply tokens idx (with their
+// alternatives): the shape of Chat Completions' logprobs.content and of
+// Responses' output_text logprobs.
+func (s *Server) entries(picks []pickLogprob, idx []int) []tokenEntry {
 	content := []tokenEntry{}
-	for _, k := range res.contentTokens {
-		if k >= len(res.logprobs) {
+	for _, k := range idx {
+		if k >= len(picks) {
 			break
 		}
-		p := res.logprobs[k]
+		p := picks[k]
 		e := s.entry(p.idLogprob)
 		e.Top = []tokenEntry{}
 		for _, t := range p.top {
@@ -145,7 +142,27 @@ func (s *Server) chatLogprobs(res *result) any {
 		}
 		content = append(content, e)
 	}
+	return content
+}
+
+// chatLogprobs is the choice's logprobs: the tokens of the content.
+func (s *Server) chatLogprobs(res *result) any {
+	if res.logprobs == nil {
+		return nil
+	}
+	return chatContent(s.entries(res.logprobs, res.contentTokens))
+}
+
+func chatContent(content []tokenEntry) any {
 	return map[string]any{"content": content, "refusal": nil}
+}
+
+// legacyLogprobs is Completions' logprobs object.
+type legacyLogprobs struct {
+	Tokens        []string             `json:"tokens"`
+	TokenLogprobs []float64            `json:"token_logprobs"`
+	TopLogprobs   []map[string]float64 `json:"top_logprobs"`
+	TextOffset    []int                `json:"text_offset"`
 }
 
 // completionLogprobs is a completion's logprobs in the legacy shape.
@@ -153,18 +170,19 @@ func (s *Server) completionLogprobs(res *result) any {
 	if res.logprobs == nil {
 		return nil
 	}
-	out := struct {
-		Tokens        []string             `json:"tokens"`
-		TokenLogprobs []float64            `json:"token_logprobs"`
-		TopLogprobs   []map[string]float64 `json:"top_logprobs"`
-		TextOffset    []int                `json:"text_offset"`
-	}{Tokens: []string{}, TokenLogprobs: []float64{}, TopLogprobs: []map[string]float64{}, TextOffset: []int{}}
-	off := 0
-	for _, k := range res.contentTokens {
-		if k >= len(res.logprobs) {
+	out, _ := s.legacy(res.logprobs, res.contentTokens, 0)
+	return out
+}
+
+// legacy is the legacy logprobs of the reply tokens idx, whose text
+// starts at offset off; it also returns the offset after them.
+func (s *Server) legacy(picks []pickLogprob, idx []int, off int) (legacyLogprobs, int) {
+	out := legacyLogprobs{Tokens: []string{}, TokenLogprobs: []float64{}, TopLogprobs: []map[string]float64{}, TextOffset: []int{}}
+	for _, k := range idx {
+		if k >= len(picks) {
 			break
 		}
-		p := res.logprobs[k]
+		p := picks[k]
 		e := s.entry(p.idLogprob)
 		out.Tokens = append(out.Tokens, e.Token)
 		out.TokenLogprobs = append(out.TokenLogprobs, p.lp)
@@ -176,5 +194,78 @@ func (s *Server) completionLogprobs(res *result) any {
 		out.TextOffset = append(out.TextOffset, off)
 		off += len(e.Token)
 	}
+	return out, off
+}
+
+// lpStream is a streamed job's logprobs as they are made: the recorder's
+// picks and which reply tokens are content (generate fills both), and how
+// many of those a stream has sent. Each content token is sent once, with
+// the first text delta at or after the text it is part of (a held stop
+// string's text may go later), the rest with the last chunk: all the
+// chunks' entries together are the reply's, as a reply not streamed has
+// them.
+type lpStream struct {
+	rec     *logprobRecorder
+	content []int
+	sent    int
+	off     int // the legacy text offset of the next token
+}
+
+// fresh returns the content tokens not sent yet whose picks are recorded,
+// and marks them sent (nil when the job keeps no logprobs).
+func (l *lpStream) fresh() []int {
+	if l == nil || l.rec == nil {
+		return nil
+	}
+	n := l.sent
+	for n < len(l.content) && l.content[n] < len(l.rec.picks) {
+		n++
+	}
+	out := l.content[l.sent:n]
+	l.sent = n
+	return out
+}
+
+// chunkLogprobs is a chat chunk's logprobs: the fresh tokens (nil when
+// the job keeps none).
+func (s *Server) chunkLogprobs(j *job) any {
+	if !j.logprobs {
+		return nil
+	}
+	return chatContent(s.entries(j.lp.rec.picks, j.lp.fresh()))
+}
+
+// replyLogprobs is a Responses output_text's logprobs: the content
+// tokens' entries (EmptyList when the job kept none).
+func (s *Server) replyLogprobs(res *result) json.RawMessage {
+	if res.logprobs == nil {
+		return openai.EmptyList
+	}
+	b, _ := json.Marshal(s.entries(res.logprobs, res.contentTokens))
+	return b
+}
+
+// textLogprobs is a Responses stream's output_text logprobs: the fresh
+// content tokens' entries for a delta, or (all) every content token's for
+// the text's done events (EmptyList when the job keeps none).
+func (s *Server) textLogprobs(j *job, all bool) json.RawMessage {
+	if !j.logprobs {
+		return openai.EmptyList
+	}
+	idx := j.lp.fresh()
+	if all {
+		idx = j.lp.content[:j.lp.sent]
+	}
+	b, _ := json.Marshal(s.entries(j.lp.rec.picks, idx))
+	return b
+}
+
+// legacyChunk is a completion chunk's logprobs.
+func (s *Server) legacyChunk(j *job) any {
+	if !j.logprobs {
+		return nil
+	}
+	out, off := s.legacy(j.lp.rec.picks, j.lp.fresh(), j.lp.off)
+	j.lp.off = off
 	return out
 }

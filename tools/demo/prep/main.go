@@ -78,6 +78,30 @@ func main() {
 type conversation struct {
 	Messages []xtml.Message `json:"messages"`
 	NoThink  bool           `json:"no_think"` // render with thinking off
+	// Image, when set, is [w, h]: the last user message holds a picture of
+	// that size before its text (as an attached picture is sent), rendered
+	// with its one media pad (the trainer repeats the pad per image token).
+	Image []int `json:"image,omitempty"`
+}
+
+// withImage puts the picture part before the last user message's text.
+func (c *conversation) withImage() error {
+	if c.Image == nil {
+		return nil
+	}
+	if len(c.Image) != 2 || c.Image[0] <= 0 || c.Image[1] <= 0 {
+		return fmt.Errorf("image %v is not [w, h]", c.Image)
+	}
+	for i := len(c.Messages) - 1; i >= 0; i-- {
+		if m := &c.Messages[i]; m.Role == "user" {
+			m.Parts = []xtml.Part{{Image: &xtml.ImageSize{W: c.Image[0], H: c.Image[1]}}}
+			if m.Content != "" {
+				m.Parts = append(m.Parts, xtml.Part{Text: m.Content})
+			}
+			return nil
+		}
+	}
+	return errors.New("image without a user message")
 }
 
 func readConversations(path string) ([]conversation, error) {
@@ -96,6 +120,9 @@ func readConversations(path string) ([]conversation, error) {
 		}
 		if n := len(c.Messages); n == 0 || c.Messages[n-1].Role != "assistant" {
 			return nil, fmt.Errorf("%s:%d: the last message must be the assistant's", path, len(out)+1)
+		}
+		if err := c.withImage(); err != nil {
+			return nil, fmt.Errorf("%s:%d: %v", path, len(out)+1, err)
 		}
 		out = append(out, c)
 	}
