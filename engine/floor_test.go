@@ -58,9 +58,9 @@ func TestFloorKeepsOneState(t *testing.T) {
 
 // TestFloorCancelMidPass: at the floor a pass stopped part-way (by a
 // cancel during its expert reads) leaves a state that goes on exactly as
-// a fresh one fed the same ids: a prompt chunk finishes first (no copy to
-// roll back to), a one-position decode pass is rolled back (its layers
-// ran on the scratch state).
+// a fresh one fed the same ids: a prompt chunk is dropped (no copy to roll
+// back to) and read again at the next feed, a one-position decode pass is
+// rolled back (its layers ran on the scratch state).
 func TestFloorCancelMidPass(t *testing.T) {
 	dir := fixture.ModelDir("tiny-release")
 	tr := filepath.Join(t.TempDir(), "trunk")
@@ -117,5 +117,95 @@ func TestFloorCancelMidPass(t *testing.T) {
 		}
 		assert.Equal(t, next(fresh), next(s), c.name)
 		assert.Nil(t, s.backup, c.name)
+	}
+}
+
+// TestFloorStopDuringPrefillWithinALayer: at the memory floor a prompt
+// chunk (longer than a recorded pass, so no copy and no record of it) is
+// stopped at the next layer after the cancel, not at the chunk's end: no
+// layer after the one in flight requests an expert. The chunk is dropped
+// (the state is stale), the chunks before it are kept (Pos, IDs), and the
+// next turn's output is the same as a fresh run's over the same ids.
+func TestFloorStopDuringPrefillWithinALayer(t *testing.T) {
+	dir := fixture.ModelDir("tiny-release")
+	tr := filepath.Join(t.TempDir(), "trunk")
+	_, err := trunk.Pack(context.Background(), dir, tr, trunk.Options{})
+	require.NoError(t, err)
+	p := fixture.LoadExpect(t, "tiny-release").Prompts[0]
+	const chunk = 2
+	require.Greater(t, len(p.PromptIDs), 2*chunk)
+	var cancel context.CancelFunc
+	var armed bool
+	var pass, prev, cancelLayer int
+	var after []int // layers requesting experts after the cancel
+	o := Options{TrunkDir: tr, Budget: Budget{TrunkBytes: 1, Ring: 2, CacheBytes: 1}, Chunk: chunk, MaxDraft: -1,
+		Trace: func(layer, expert int) {
+			if layer < prev {
+				pass++ // the next chunk's first MoE layer
+			}
+			prev = layer
+			switch {
+			case cancelLayer > 0:
+				after = append(after, layer)
+			case armed && pass == 1 && layer == 3:
+				cancelLayer = layer
+				cancel()
+			}
+		}}
+	m, err := Open(dir, o)
+	require.NoError(t, err)
+	defer m.Close()
+	require.True(t, m.lean)
+	require.Greater(t, m.Bound, 5)
+	e := m.NewEngine(1)
+	defer e.Close()
+
+	s := m.NewState()
+	var ctx context.Context
+	ctx, cancel = context.WithCancel(context.Background())
+	armed = true
+	_, err = e.Feed(ctx, s, p.PromptIDs, false)
+	cancel()
+	armed = false
+	require.ErrorIs(t, err, context.Canceled)
+	require.Equal(t, 3, cancelLayer)
+	for _, l := range after {
+		assert.Equal(t, cancelLayer, l, "only the layer in flight finishes")
+	}
+	assert.True(t, s.stale)
+	assert.Equal(t, chunk, s.Pos, "the first chunk is kept")
+	assert.Equal(t, p.PromptIDs[:chunk], s.IDs)
+	_, err = m.EncodeState(s)
+	assert.Error(t, err, "a stale state is not saved")
+
+	// the next turn (the rest of the prompt) generates what a fresh run
+	// does: read again from the ids, or resumed from the prompt cache's
+	// snapshot of the kept chunk (then only the rest is read)
+	gen := len(p.GreedyIDs)
+	fresh, err := e.Generate(context.Background(), nil, p.PromptIDs, GenOptions{MaxTokens: gen, Spec: SpecOff})
+	require.NoError(t, err)
+	assert.Equal(t, p.GreedyIDs, fresh.Generated)
+	snap := m.NewState()
+	_, err = e.Feed(context.Background(), snap, p.PromptIDs[:chunk], false)
+	require.NoError(t, err)
+	mc := &memCache{}
+	mc.Keep("", snap)
+	for _, cached := range []bool{false, true} {
+		st := s.Clone()
+		require.True(t, st.stale)
+		o := GenOptions{MaxTokens: gen, Spec: SpecOff}
+		if cached {
+			o.Cache = &CacheUse{Cache: mc, Every: -1}
+		}
+		got, err := e.Generate(context.Background(), st, p.PromptIDs[chunk:], o)
+		require.NoError(t, err)
+		assert.False(t, st.stale)
+		assert.Equal(t, fresh.Generated, got.Generated, "cached %v", cached)
+		requireSameBits(t, "first logits", got.FirstLogits, fresh.FirstLogits)
+		read := len(p.PromptIDs) + gen - 1 // the ids fed again, the rest of the prompt, the tokens
+		if cached {
+			read -= chunk
+		}
+		assert.Equal(t, read, got.Stats.Positions, "cached %v", cached)
 	}
 }

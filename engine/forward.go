@@ -59,6 +59,11 @@ func (e *Engine) feed(ctx context.Context, s *State, ids []int, all bool, on fun
 	if s.damaged {
 		return nil, errDamaged
 	}
+	if s.stale {
+		if err := e.rebuild(ctx, s); err != nil {
+			return nil, err
+		}
+	}
 	V := e.m.Cfg.VocabSize
 	for _, id := range ids {
 		if id < 0 || id >= V {
@@ -107,7 +112,8 @@ func (e *Engine) forward(ctx context.Context, s *State, ids []int, all, want boo
 	hIn := make([]float32, T*H)
 	x := make([]float32, T*H)
 	// at the memory floor no copy of the state is kept: a short pass is
-	// recorded and replayed, a longer one stopped part-way finishes first
+	// recorded and replayed, a longer one stopped part-way is dropped
+	// (State.stale) and read again at the next feed
 	plain := !s.recording && m.lean && cancellable && T <= m.recordCap()
 	if plain {
 		s.recording, s.recBase, s.recN = true, s.Pos, T
@@ -115,8 +121,12 @@ func (e *Engine) forward(ctx context.Context, s *State, ids []int, all, want boo
 	}
 	m.startCapture(s, T)
 	for li := 0; li < m.Bound; li++ {
-		if err := ctx.Err(); err != nil && (li == 0 || !m.lean || s.recording) {
-			s.rollback(li)
+		if err := ctx.Err(); err != nil {
+			if li > 0 && m.lean && !s.recording {
+				s.drop(li) // no copy to roll back to: dropped, read again from its ids
+			} else {
+				s.rollback(li)
+			}
 			return nil, err
 		}
 		tl := time.Now()
@@ -224,6 +234,22 @@ func (e *Engine) finalLogits(s *State, P []float32, blocks [][]float32, t0, T in
 		return nil, &NonFiniteError{Layer: -1, Where: "the output head (final norms and lm_head)", Pos: s.Pos - T + t0 + firstNonFinite(logits)/c.VocabSize}
 	}
 	return logits, nil
+}
+
+// rebuild reads a stale state's ids again into a fresh state (a cancel at
+// the memory floor dropped its chunk in flight: State.drop), which then
+// takes its place with the images and prompt-cache marks still to come.
+// Cancelled part-way, it leaves s as it was (stale).
+func (e *Engine) rebuild(ctx context.Context, s *State) error {
+	n := e.m.NewState()
+	if len(s.IDs) > 0 {
+		if _, err := e.feed(ctx, n, s.IDs, false, nil); err != nil {
+			return err
+		}
+	}
+	n.media, n.marks, n.onCaught = s.media, s.marks, s.onCaught
+	*s = *n
+	return nil
 }
 
 // errDamaged refuses a state a failed forward left half-updated.

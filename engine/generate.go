@@ -237,8 +237,8 @@ func (g *generation) resume() error {
 	if g.opt.MaxTokens <= 0 {
 		leave = 0
 	}
-	g.res.Reused = c.resume(g.s, g.full, leave)
-	g.prompt = g.prompt[g.res.Reused:]
+	g.res.Reused = max(0, c.resume(g.s, g.full, leave))
+	g.prompt = g.full[g.s.Pos:] // from a stale state's snapshot: its ids after it too
 	g.s.SetMarks(c.marks(g.s.Pos, len(g.full), mediaStart(g.s, len(g.full))))
 	c.catch(g.s)
 	return nil

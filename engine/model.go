@@ -47,7 +47,8 @@ type Model struct {
 	maxDraft  int          // longest speculative draft (the plan reserves its rollback record)
 	// lean: at the memory floor (plan.Floor) no copy of the whole KDA state
 	// is kept: a cancellable pass of up to recordCap positions is recorded
-	// and replayed instead, a longer one stopped part-way finishes first
+	// and replayed instead, a longer one stopped part-way is dropped at the
+	// next layer and read again from its ids (State.stale)
 	lean  bool
 	io    *ioTracker // read time of every read the model makes
 	draft *Draft     // the draft model (Options.Draft; nil: none)

@@ -84,14 +84,16 @@ func (c *CacheUse) allMarks(from, n int) []int {
 
 // resume replaces s by the cache's longest snapshot of full that is longer
 // than s, leaving at least leave positions to read (one when logits are
-// needed), and returns the positions it added (0: none).
+// needed), and returns the positions it added (0: none). A stale s (a
+// cancel at the floor dropped its chunk in flight) takes the longest
+// snapshot whatever its length: the positions after it are read again.
 func (c *CacheUse) resume(s *State, full []int, leave int) int {
 	limit := min(len(full)-leave, mediaStart(s, len(full)))
-	if limit <= s.Pos || s.damaged {
+	if s.damaged || (limit <= s.Pos && !s.stale) {
 		return 0
 	}
 	n := c.Cache.Longest(c.Partition, full, limit)
-	if n == nil || n.Pos <= s.Pos || !slices.Equal(n.IDs, full[:n.Pos]) {
+	if n == nil || (n.Pos <= s.Pos && !s.stale) || !slices.Equal(n.IDs, full[:n.Pos]) {
 		return 0
 	}
 	had := s.Pos

@@ -17,6 +17,12 @@ type State struct {
 	backupPos []int
 	// damaged: a forward failed part-way with no copy to roll back to.
 	damaged bool
+	// stale: a cancel at the memory floor stopped a prompt chunk part-way
+	// and dropped it (drop): Pos, IDs and the MLA rows are those of the
+	// chunks before it, the KDA state is not. The next feed reads IDs
+	// again into a fresh state first (Engine.rebuild), or a generation
+	// resumes from the prompt cache's last snapshot of them.
+	stale bool
 	// recording is set around a speculative verification pass: every KDA
 	// layer then keeps a copy of its state from before the pass (keep) and
 	// records the pass's recurrence inputs in rec, so rewind can drop the
@@ -173,6 +179,24 @@ func (s *State) rollback(n int) {
 	}
 }
 
+// drop is rollback at the memory floor for a pass with no copy of the
+// state and no record (a prompt chunk) stopped before layer n: the MLA
+// rows of the layers it ran are dropped and the state is marked stale (its
+// KDA layers before n took the chunk's positions). A state that has fed
+// an image cannot be read again from its ids: it is damaged.
+func (s *State) drop(n int) {
+	for li := 0; li < n && li < len(s.mla); li++ {
+		if c := s.mla[li]; c != nil {
+			c.rows = c.rows[:min(len(c.rows), s.Pos*c.width)]
+		}
+	}
+	if len(s.fedMedia) > 0 {
+		s.damaged = true
+		return
+	}
+	s.stale = true
+}
+
 // record grows layer li's record to T positions and returns it.
 func (s *State) record(li, T, P, nh int) *kdaRecord {
 	if s.rec == nil {
@@ -196,7 +220,7 @@ func recordBytes(heads, headDim int) int64 { return plan.KDARecordBytes(heads, h
 
 // Clone returns a deep copy of the state.
 func (s *State) Clone() *State {
-	n := &State{Pos: s.Pos, IDs: append([]int(nil), s.IDs...), kda: make([]*kdaState, len(s.kda)), mla: make([]*mlaCache, len(s.mla)), damaged: s.damaged}
+	n := &State{Pos: s.Pos, IDs: append([]int(nil), s.IDs...), kda: make([]*kdaState, len(s.kda)), mla: make([]*mlaCache, len(s.mla)), damaged: s.damaged, stale: s.stale}
 	for i, k := range s.kda {
 		if k != nil {
 			c := &kdaState{S: append([]float32(nil), k.S...)}

@@ -102,6 +102,9 @@ func (m *Model) SaveState(path string, s *State) error {
 
 // EncodeState is the state file of s (SaveState's bytes).
 func (m *Model) EncodeState(s *State) ([]byte, error) {
+	if s.damaged || s.stale {
+		return nil, errors.New("the state holds a stopped prompt chunk that was dropped: it is read again at the next step; save it after that")
+	}
 	var b bytes.Buffer
 	b.WriteString(stateMagic)
 	w32 := func(v uint32) { binary.Write(&b, binary.LittleEndian, v) }

@@ -182,12 +182,7 @@ func (m *Mat) gemmPanel(sc *gemmScratch, dst, x []float32, xd []float64, xs, T, 
 	n := m.Cols
 	n8 := n &^ 7
 	tiles := (r1 - r0 + 5) / 6
-	na := tiles * 6 * Tp * Lanes
-	if cap(sc.acc) < na {
-		sc.acc = make([]float64, na)
-	}
-	acc := sc.acc[:na]
-	clear(acc)
+	acc := sc.zeroAcc(tiles * 6 * Tp * Lanes)
 	ma := newMxArgs()
 	var ga gemmArgs
 	ga.accStride = Tp * Lanes * 8
@@ -222,13 +217,7 @@ func (m *Mat) gemmPanel(sc *gemmScratch, dst, x []float32, xd []float64, xs, T, 
 			}
 		}
 	}
-	ldd := m.Rows
-	for i := 0; i < r1-r0; i++ {
-		for t := 0; t < T; t++ {
-			l := (*[Lanes]float64)(acc[(i*Tp+t)*Lanes:])
-			dst[t*ldd+r0+i] = m.finishRow(l, r0+i, n8, x[t*n:(t+1)*n])
-		}
-	}
+	m.finishPanel(dst, acc, x, T, Tp, r0, r1)
 }
 
 // simdDotF32 accumulates the first n&^7 products of w·x into the lanes a and

@@ -34,6 +34,19 @@ func (m *Mat) finishRow64(l *[Lanes]float64, r, n8 int, x []float32) float64 {
 	return combine(l)
 }
 
+// finishPanel finishes the rows r0..r1-1 of a gemm panel for each of the T
+// tokens (finishRow on their lanes in acc, Tp tokens a row) into dst, laid
+// out token-major (dst[t*Rows+row]).
+func (m *Mat) finishPanel(dst []float32, acc []float64, x []float32, T, Tp, r0, r1 int) {
+	n, n8, ldd := m.Cols, m.Cols&^7, m.Rows
+	for i := 0; i < r1-r0; i++ {
+		for t := 0; t < T; t++ {
+			l := (*[Lanes]float64)(acc[(i*Tp+t)*Lanes:])
+			dst[t*ldd+r0+i] = m.finishRow(l, r0+i, n8, x[t*n:(t+1)*n])
+		}
+	}
+}
+
 // rowKernelMaxT is the largest token count that runs on the row kernels
 // (one mat-vec per token over each block of rows, whose weights stay in L1/L2
 // after the first token) rather than on the decode-and-gemm path: AVX-512
@@ -52,6 +65,16 @@ const (
 type gemmScratch struct {
 	w   [6 * wStride]float64
 	acc []float64
+}
+
+// zeroAcc is n zeroed accumulators, reusing the scratch's buffer.
+func (sc *gemmScratch) zeroAcc(n int) []float64 {
+	if cap(sc.acc) < n {
+		sc.acc = make([]float64, n)
+	}
+	acc := sc.acc[:n]
+	clear(acc)
+	return acc
 }
 
 var gemmPool = sync.Pool{New: func() any { return new(gemmScratch) }}

@@ -36,6 +36,9 @@ type Message struct {
 	// Cut marks an assistant reply that did not finish. It is kept, never
 	// dropped.
 	Cut Cut `json:"cut,omitempty"`
+	// Written is an assistant reply as the model wrote it, in ids: the
+	// next prompt feeds them instead of encoding the text again.
+	Written *Written `json:"written,omitempty"`
 	// Stats are how an assistant reply was generated (the app shows them
 	// under the reply). Optional: nothing reads them to continue a chat.
 	Stats *ReplyStats `json:"stats,omitempty"`
@@ -163,6 +166,7 @@ func parseMessage(raw []byte, depth int) (Message, error) {
 		Versions         json.RawMessage `json:"versions"`
 		Images           [][]byte        `json:"images"`
 		Parts            []string        `json:"parts"`
+		Written          *Written        `json:"written"`
 	}
 	if err := dec.Decode(&m); err != nil {
 		return Message{}, err
@@ -183,6 +187,8 @@ func parseMessage(raw []byte, depth int) (Message, error) {
 		return Message{}, errors.New("cut must be \"stopped\" or \"turn cap\" on an assistant message")
 	case m.Images != nil && *m.Role != "user":
 		return Message{}, fmt.Errorf("images on a %s message", *m.Role)
+	case m.Written != nil && *m.Role != "assistant":
+		return Message{}, fmt.Errorf("written ids on a %s message", *m.Role)
 	case m.Stats != nil && *m.Role != "assistant":
 		return Message{}, fmt.Errorf("stats on a %s message", *m.Role)
 	case m.Stats != nil && (m.Stats.Tokens < 0 || m.Stats.FirstTokenSeconds < 0 || m.Stats.SecondsPerToken < 0 || m.Stats.ThoughtSeconds < 0):
@@ -191,7 +197,7 @@ func parseMessage(raw []byte, depth int) (Message, error) {
 	if m.Parts != nil && (len(m.Parts) == 0 || strings.Join(m.Parts, "") != *m.Content) {
 		return Message{}, errors.New("parts must be the content's text parts: at least one, joined equal to content")
 	}
-	msg := Message{Role: *m.Role, Content: *m.Content, Stats: m.Stats, Images: m.Images, Parts: m.Parts}
+	msg := Message{Role: *m.Role, Content: *m.Content, Stats: m.Stats, Images: m.Images, Parts: m.Parts, Written: m.Written}
 	if m.ReasoningContent != nil {
 		msg.ReasoningContent = *m.ReasoningContent
 	}

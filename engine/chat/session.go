@@ -51,10 +51,13 @@ type Reply struct {
 	// Warnings say what the reply reader read loosely or left out.
 	Warnings []string
 	// ReasoningTokens counts the think channel's text tokens.
-	ReasoningTokens   int
-	Stop              engine.StopReason
-	IDs               []int // the generated ids
-	Reused, Prefilled int   // prompt positions reused from the state / read this turn
+	ReasoningTokens int
+	Stop            engine.StopReason
+	IDs             []int // the generated ids
+	// Written is IDs split into the think channel's and the answer's text
+	// (nil for a reply not written plainly): the history keeps them.
+	Written           *Written
+	Reused, Prefilled int // prompt positions reused from the state / read this turn
 	FirstTokenSeconds float64
 	SecondsPerToken   float64
 }
@@ -183,6 +186,7 @@ func (s *Session) render(history []Message, opt Options, noGen bool) ([]int, []I
 	var images []Image
 	for _, m := range history {
 		xm := m.Rendered()
+		useWritten(s.Tok, m, &xm)
 		if len(m.Images) > 0 {
 			text := xm.Parts
 			if text == nil {
@@ -255,7 +259,7 @@ func (s *Session) Reply(ctx context.Context, history []Message, opt Options, on 
 	}
 	rep, sm, gen, err := s.run(ctx, ids, mark, PromptOptions{Thinking: opt.Thinking, MaxTokens: opt.MaxTokens,
 		Sampler: sampler, Spec: spec, Images: images}, on)
-	rep.IDs = gen
+	rep.IDs, rep.Written = gen, writtenIDs(s.Tok, gen, opt.Thinking)
 	rep.set(sm.finish())
 	if errors.Is(err, context.Canceled) {
 		err = nil
@@ -295,7 +299,7 @@ func (s *Session) reusable(ids []int, keys []engine.MediaKey) *engine.State {
 
 // Message is the reply as the history keeps it.
 func (r *Reply) Message() Message {
-	return Message{Role: "assistant", Content: r.Content, ReasoningContent: r.Reasoning, Cut: r.Cut()}
+	return Message{Role: "assistant", Content: r.Content, ReasoningContent: r.Reasoning, Cut: r.Cut(), Written: r.Written}
 }
 
 // Turn adds the user's message to the conversation the session keeps

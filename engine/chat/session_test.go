@@ -356,7 +356,7 @@ func TestReplyTakesTheTranscript(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, keep, h, "the transcript is not changed")
 	assert.Empty(t, s.History(), "nor kept")
-	assert.Equal(t, Message{Role: "assistant", Content: r.Content, ReasoningContent: r.Reasoning, Cut: r.Cut()}, r.Message())
+	assert.Equal(t, Message{Role: "assistant", Content: r.Content, ReasoningContent: r.Reasoning, Cut: r.Cut(), Written: &Written{Reasoning: r.IDs}}, r.Message())
 
 	other := opt
 	other.System = "Be long."

@@ -1,9 +1,11 @@
 package chat
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
@@ -282,6 +284,10 @@ func Markdown(title string, h []Message) string {
 			who = m.Role
 		}
 		fmt.Fprintf(&b, "\n## %s\n\n", who)
+		for i, img := range m.Images {
+			// embedded, so the file is the whole conversation
+			fmt.Fprintf(&b, "![picture %d](data:%s;base64,%s)\n\n", i+1, http.DetectContentType(img), base64.StdEncoding.EncodeToString(img))
+		}
 		if m.ReasoningContent != "" {
 			b.WriteString("<details><summary>Thinking</summary>\n\n")
 			b.WriteString(strings.TrimSpace(m.ReasoningContent))

@@ -65,8 +65,8 @@ type Run struct {
 	// Floor: the run is at the memory floor (Floor): it keeps no copy of
 	// the whole KDA state. A pass of up to SpecPositions positions (at
 	// least one) is recorded instead, run on one layer's scratch state and
-	// replayed; a longer one (a prefill chunk) stopped part-way finishes
-	// first.
+	// replayed; a longer one (a prefill chunk) stopped part-way is
+	// dropped and read again at the next feed (no memory either way).
 	Floor bool
 	// Picture is the largest picture planned, in prompt positions (0:
 	// none; at most Positions): see VisionFor.
@@ -174,13 +174,18 @@ func ForModel(c *config.Config, layers int, s Sizes, r Run) Inputs {
 
 // StreamsEmbedding reports whether a run reads its embedding rows from the
 // packed trunk when a token needs them, with lm_head resident: at the
-// memory floor (Run.Floor), streamed, not ultra (which streams lm_head
-// too), and with an lm_head of its own (a tied table is lm_head, which
-// every token reads whole). A token's row is hidden x 2 bytes (14 KB at
-// K3's size) next to the whole trunk (108.8 GB) every token reads at the
-// floor, so the resident embedding (2.35 GB) buys no speed there.
+// memory floor (Run.Floor), with layers streamed (the trunk does not fit
+// the budget), not ultra (which streams lm_head too), and with an lm_head
+// of its own (a tied table is lm_head, which every token reads whole). A
+// token's row is hidden x 2 bytes (14 KB at K3's size) next to the trunk
+// every token reads at the floor (108.8 GB at laptop), so the resident
+// embedding (2.35 GB) buys no speed there.
 func StreamsEmbedding(r Run, s Sizes) bool {
-	return r.Streaming && r.Floor && !r.Ultra && s.EmbedBytes > 0
+	var trunk int64
+	for _, b := range s.LayerBytes {
+		trunk += b
+	}
+	return r.Streaming && r.Floor && !r.Ultra && s.EmbedBytes > 0 && trunk > r.TrunkBudget
 }
 
 // embedRowBuffer is what reading one embedding row takes: its bytes at

@@ -29,7 +29,7 @@ type Preset struct {
 // and is not in this table.
 var Presets = []Preset{
 	{"ultra", 2.5, 0.31, true, "embedding and lm_head streamed too; the smallest. Slow."},
-	{"laptop", 3.0, 1.0, false, "the ordinary-path floor: every layer streamed."},
+	{"laptop", 3.0, 1.0, false, "the ordinary-path floor: every layer streamed, embedding rows read when needed."},
 	{"desktop", 16.0, 10.0, false, "some layers pinned."},
 	{"workstation", 60.0, 30.0, false, "most layers pinned; the expert cache starts to matter here."},
 	{"server", 110.0, 13.0, false, "the whole trunk pinned. Fastest."},

@@ -316,3 +316,71 @@ func TestCompileLenient(t *testing.T) {
 	alive, _ = feed(s, `{"x":1`)
 	assert.False(t, alive, "unknown keys still refused")
 }
+
+// oneOf is held when no value can fit two of its alternatives (told apart
+// by type, by a const or enum, or by a required key the other never
+// writes); otherwise strict refuses it naming oneOf, and lenient holds it
+// as anyOf with a warning.
+func TestOneOfExclusive(t *testing.T) {
+	held := []string{
+		`{"oneOf":[{"type":"string"},{"type":"integer"},{"type":["null","boolean"]}]}`,
+		`{"oneOf":[{"enum":[1,2,"a"]},{"enum":[3,"b"]},{"const":{"a":1}}]}`,
+		`{"oneOf":[{"type":"object","properties":{"kind":{"const":"circle"},"r":{"type":"number"}},"required":["kind","r"]},
+		           {"type":"object","properties":{"kind":{"enum":["square","box"]},"side":{"type":"number"}},"required":["kind"]}]}`,
+		`{"oneOf":[{"type":"object","properties":{"a":{"type":"string"}},"required":["a"],"additionalProperties":false},
+		           {"type":"object","properties":{"b":{"type":"string"}},"required":["b"],"additionalProperties":false}]}`,
+		`{"$defs":{"c":{"type":"object","properties":{"t":{"const":1}},"required":["t"]}},
+		  "oneOf":[{"$ref":"#/$defs/c"},{"type":"object","properties":{"t":{"const":2}},"required":["t"]},{"type":"array"}]}`,
+	}
+	for _, s := range held {
+		_, err := Compile(json.RawMessage(s))
+		require.NoError(t, err, s)
+		_, warns, err := CompileLenient(json.RawMessage(s))
+		require.NoError(t, err, s)
+		assert.Empty(t, warns, s)
+	}
+	overlap := []string{
+		`{"oneOf":[{"type":"string"},{"type":"string","minLength":2}]}`,
+		`{"oneOf":[{"type":"integer"},{"type":"number"}]}`,
+		`{"oneOf":[{"enum":[1,2]},{"enum":[2.0,3]}]}`,
+		`{"oneOf":[{"enum":["a"]},{"const":"\u0061"}]}`,
+		// properties with no type: a validator takes a string too
+		`{"oneOf":[{"properties":{"a":{"type":"string"}}},{"type":"string"}]}`,
+		// the other does not require the key: {"a":""} fits both
+		`{"oneOf":[{"type":"object","properties":{"a":{"type":"string"}},"required":["a"],"additionalProperties":false},
+		           {"type":"object","properties":{"b":{"type":"string"}}}]}`,
+		`{"oneOf":[{"type":"object","properties":{"k":{"const":"x"}},"required":["k"]},{"type":"object","properties":{"k":{"type":"string"}},"required":["k"]}]}`,
+		`{"type":"object","properties":{"p":{"oneOf":[{}, {"type":"null"}]}}}`,
+	}
+	for _, s := range overlap {
+		_, err := Compile(json.RawMessage(s))
+		require.Error(t, err, s)
+		assert.Contains(t, err.Error(), `schema keyword "oneOf": alternatives`, s)
+		c, warns, err := CompileLenient(json.RawMessage(s))
+		require.NoError(t, err, s)
+		require.Len(t, warns, 1, s)
+		assert.Contains(t, warns[0], `"oneOf"`)
+		assert.Contains(t, warns[0], "held as anyOf")
+		assert.NotNil(t, c)
+	}
+	_, err := Compile(json.RawMessage(overlap[len(overlap)-1]))
+	assert.Contains(t, err.Error(), `property "p": schema keyword "oneOf": alternatives 0 and 1 may both fit one value`)
+}
+
+// A count above the limit is refused when strict; not strict, it is left
+// out with a warning and the rest is held (Claude Code's Workflow tool has
+// maxLength 524288).
+func TestBigCountLenient(t *testing.T) {
+	const schema = `{"type":"object","properties":{"script":{"type":"string","maxLength":524288},"n":{"type":"integer","minimum":0}},"required":["script"],"additionalProperties":false}`
+	_, err := Compile(json.RawMessage(schema))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `property "script": maxLength is 524288; at most 65536 is supported`)
+	s, warns, err := CompileLenient(json.RawMessage(schema))
+	require.NoError(t, err)
+	require.Len(t, warns, 1)
+	assert.Contains(t, warns[0], `property "script": schema keyword "maxLength": maxLength above 65536; it was not enforced`)
+	alive, complete := feed(s, `{"script":"x","n":3}`)
+	assert.True(t, alive && complete)
+	alive, _ = feed(s, `{"n":-1`)
+	assert.False(t, alive, "the rest still held")
+}

@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -40,6 +41,7 @@ type Schema struct {
 	required uint64 // object: bit i: props[i] is required
 	live     uint64 // object: bit i: props[i] has a finite value (may be written)
 	free     bool   // object with no properties declared: any keys
+	untyped  bool   // object read from properties with no "type" (a validator takes other types too)
 	values   *Schema
 	items    *Schema
 	minItems int
@@ -79,6 +81,7 @@ type compiler struct {
 	refs   map[string]*Schema
 	memo   map[[32]byte]*Schema
 	nodes  []*Schema
+	oneOfs []oneOfAt // checked for exclusivity once compiled
 	strict bool
 	warns  []string
 }
@@ -90,8 +93,10 @@ type compiler struct {
 // format date-time, date, time, uuid, email, ipv4, uri), number and
 // integer (minimum, maximum, exclusiveMinimum, exclusiveMaximum; integers
 // also multipleOf), boolean, null, enum and const (exact, numbers of any
-// size), anyOf and oneOf (held as anyOf), allOf of one schema, and $ref
-// into $defs or definitions, or "#". Work is linear in the schema's size:
+// size), anyOf, oneOf whose alternatives no value can fit two of
+// (exclusive.go: told apart by type, const or enum, or a required key;
+// another oneOf is refused, or held as anyOf with a warning when lenient),
+// allOf of one schema, and $ref into $defs or definitions, or "#". Work is linear in the schema's size:
 // each distinct sub-schema is compiled once.
 func Compile(raw json.RawMessage) (*Schema, error) {
 	s, _, err := compile(raw, true)
@@ -126,6 +131,9 @@ func compile(raw json.RawMessage, strict bool) (*Schema, []string, error) {
 	s, err := c.node(raw, 0, "")
 	if err == nil {
 		s, err = c.finish(s)
+	}
+	if err == nil {
+		err = c.exclusive()
 	}
 	if err != nil {
 		return nil, nil, err
@@ -315,6 +323,9 @@ func (c *compiler) alts(k string, v json.RawMessage, depth int, at string) (*Sch
 		}
 		s.anyOf = append(s.anyOf, b)
 	}
+	if k == "oneOf" && len(alts) > 1 {
+		c.oneOfs = append(c.oneOfs, oneOfAt{at: at, alts: slices.Clone(s.anyOf)})
+	}
 	return s, nil
 }
 
@@ -331,7 +342,11 @@ func (c *compiler) typed(m map[string]json.RawMessage, depth int, at string) (*S
 	tv, ok := m["type"]
 	if !ok {
 		if _, ok := m["properties"]; ok {
-			return c.object(m, depth, at)
+			s, err := c.object(m, depth, at)
+			if s != nil {
+				s.untyped = true
+			}
+			return s, err
 		}
 		return c.new(kAny)
 	}
@@ -446,9 +461,25 @@ func count(m map[string]json.RawMessage, k string, def int, at string) (int, err
 		return 0, fmt.Errorf("%s%s must be a non-negative integer", prefix(at), k)
 	}
 	if i > maxCount {
-		return 0, fmt.Errorf("%s%s is %d; at most %d is supported", prefix(at), k, i, maxCount)
+		return 0, bigCount(fmt.Sprintf("%s%s is %d; at most %d is supported", prefix(at), k, i, maxCount))
 	}
 	return int(i), nil
+}
+
+// bigCount is a count keyword above maxCount.
+type bigCount string
+
+func (e bigCount) Error() string { return string(e) }
+
+// count is count, except that not strict a count above the limit is left
+// out (def) with a warning: the rest of the schema is still held.
+func (c *compiler) count(m map[string]json.RawMessage, k string, def int, at string) (int, error) {
+	n, err := count(m, k, def, at)
+	var big bigCount
+	if errors.As(err, &big) && !c.strict {
+		return def, c.unsupported(at, k, fmt.Sprintf("%s above %d", k, maxCount))
+	}
+	return n, err
 }
 
 func (c *compiler) str(m map[string]json.RawMessage, at string) (*Schema, error) {
@@ -456,10 +487,10 @@ func (c *compiler) str(m map[string]json.RawMessage, at string) (*Schema, error)
 	if err != nil {
 		return nil, err
 	}
-	if s.minLen, err = count(m, "minLength", 0, at); err != nil {
+	if s.minLen, err = c.count(m, "minLength", 0, at); err != nil {
 		return nil, err
 	}
-	if s.maxLen, err = count(m, "maxLength", -1, at); err != nil {
+	if s.maxLen, err = c.count(m, "maxLength", -1, at); err != nil {
 		return nil, err
 	}
 	if s.maxLen >= 0 && s.maxLen < s.minLen {
@@ -512,10 +543,10 @@ func (c *compiler) array(m map[string]json.RawMessage, depth int, at string) (*S
 	if err != nil {
 		return nil, err
 	}
-	if s.minItems, err = count(m, "minItems", 0, at); err != nil {
+	if s.minItems, err = c.count(m, "minItems", 0, at); err != nil {
 		return nil, err
 	}
-	if s.maxItems, err = count(m, "maxItems", -1, at); err != nil {
+	if s.maxItems, err = c.count(m, "maxItems", -1, at); err != nil {
 		return nil, err
 	}
 	if s.maxItems >= 0 && s.maxItems < s.minItems {

@@ -68,15 +68,25 @@ func check(root map[string]any, sch any, v any, depth int) error {
 		}
 		return fmt.Errorf("%v not in enum", v)
 	}
-	for _, k := range []string{"anyOf", "oneOf"} {
-		if alts, ok := s[k].([]any); ok {
-			for _, a := range alts {
-				if check(root, a, v, depth+1) == nil {
-					return nil
-				}
+	if alts, ok := s["anyOf"].([]any); ok {
+		for _, a := range alts {
+			if check(root, a, v, depth+1) == nil {
+				return nil
 			}
-			return fmt.Errorf("no %s alternative fits", k)
 		}
+		return fmt.Errorf("no anyOf alternative fits")
+	}
+	if alts, ok := s["oneOf"].([]any); ok { // exactly one alternative fits
+		var fit []int
+		for i, a := range alts {
+			if check(root, a, v, depth+1) == nil {
+				fit = append(fit, i)
+			}
+		}
+		if len(fit) != 1 {
+			return fmt.Errorf("oneOf: alternatives %v fit, not exactly one", fit)
+		}
+		return nil
 	}
 	if all, ok := s["allOf"].([]any); ok {
 		for _, a := range all {

@@ -31,6 +31,12 @@ type Message struct {
 	// (tokenizer.ImagePrompt; docs/VISION.md §5). Text parts are text:
 	// a "<|kimi_image_placeholder|>" typed by the user stays text.
 	Parts []Part `json:"-"`
+	// ReasoningIDs and ContentIDs, when set, are the ids the model wrote
+	// for an assistant's ReasoningContent and Content: they are fed as they
+	// are instead of encoding the text again (text with invalid UTF-8, or
+	// split other than the tokenizer would, reads back the same).
+	ReasoningIDs []int `json:"-"`
+	ContentIDs   []int `json:"-"`
 }
 
 // Part is one piece of a message's content: Text, or an Image of W x H
@@ -83,7 +89,8 @@ func (f *FunctionCall) UnmarshalJSON(data []byte) error {
 // Segment is one separately encoded piece of a rendering.
 type Segment struct {
 	Text    string
-	Special bool // encode with special tokens enabled (control tokens)
+	Special bool  // encode with special tokens enabled (control tokens)
+	IDs     []int // when set, the segment's ids as they are (Text is then not encoded)
 }
 
 // RenderOptions are apply_chat_template's keyword arguments.
@@ -119,11 +126,21 @@ const thinkingEffortBody = "`thinking_effort` guides on how much to think in you
 
 type segs []Segment
 
-func (s *segs) ctl(t string) { *s = append(*s, Segment{t, true}) }
+func (s *segs) ctl(t string) { *s = append(*s, Segment{Text: t, Special: true}) }
 func (s *segs) text(t string) {
 	if t != "" {
-		*s = append(*s, Segment{t, false})
+		*s = append(*s, Segment{Text: t})
 	}
+}
+
+// written is text the model wrote as ids: the ids when there are some,
+// else the text.
+func (s *segs) written(t string, ids []int) {
+	if len(ids) == 0 {
+		s.text(t)
+		return
+	}
+	*s = append(*s, Segment{Text: t, IDs: ids})
 }
 
 type attr struct{ k, v string }
@@ -305,12 +322,16 @@ func (s *segs) assistant(m Message, thinking bool) error {
 	if thinking {
 		s.open("think")
 		if !tokenizer.PyIsBlank(m.ReasoningContent) {
-			s.text(m.ReasoningContent)
+			s.written(m.ReasoningContent, m.ReasoningIDs)
 		}
 		s.close("think")
 	}
 	s.open("response")
-	s.content(m)
+	if m.Parts == nil && len(m.ContentIDs) > 0 {
+		s.written(m.Content, m.ContentIDs)
+	} else {
+		s.content(m)
+	}
 	s.close("response")
 	if len(m.ToolCalls) == 0 {
 		return nil
@@ -454,7 +475,9 @@ func Text(s []Segment) string {
 func Encode(t *tokenizer.Tokenizer, s []Segment) []int {
 	var out []int
 	for _, x := range s {
-		if x.Special {
+		if x.IDs != nil {
+			out = append(out, x.IDs...)
+		} else if x.Special {
 			out = append(out, t.EncodeSpecial(x.Text)...)
 		} else {
 			out = append(out, t.Encode(x.Text)...)

@@ -156,6 +156,20 @@ for (const seed of [0, 1]) {
   out.required.push({ finish: r.choices[0].finish_reason, name: call?.function?.name, arguments: JSON.parse(call?.function?.arguments ?? "null") });
 }
 
+// 7b. logprobs streamed: the client's stream helper gathers the chunks'
+//     logprobs into the final completion; they are the ones a reply not
+//     streamed gives
+const lpReq = { model, messages: first, max_tokens: 8, logprobs: true, top_logprobs: 2, reasoning_effort: "none" };
+const lpFinal = await client.chat.completions.stream(lpReq).finalChatCompletion();
+const lpPlain = await client.chat.completions.create(lpReq);
+const lpOf = (c) => (c.choices[0].logprobs?.content ?? []).map((e) => [e.token, e.logprob, e.top_logprobs.length]);
+out.logprobs = {
+  streamed: lpOf(lpFinal),
+  plain: lpOf(lpPlain),
+  streamedContent: lpFinal.choices[0].message.content,
+  plainContent: lpPlain.choices[0].message.content,
+};
+
 // 8. errors
 out.errors = {
   model: await errorOf(() => client.chat.completions.create({ model: "no-such-model", messages: first })),

@@ -3,6 +3,7 @@ package bridge
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"time"
 
@@ -50,7 +51,7 @@ func (c *engineChat) StartServer(ctx context.Context, addr, key string, on func(
 	if info.Demo {
 		id = "k3-demo"
 	}
-	s, err := serve.New(serve.Options{Engine: e, Tok: tok, ModelID: id, APIKey: key, MaxContext: ContextPositions, Lock: &c.mu,
+	s, err := serve.New(serve.Options{Engine: e, Tok: tok, ModelID: id, APIKey: key, MaxContext: ContextPositions, Lock: &serveLock{c: c},
 		Fit: opened, PromptCache: pc})
 	if err != nil {
 		return "", err
@@ -83,4 +84,74 @@ func (c *engineChat) ServerURL() string {
 		return srv.s.BaseURL()
 	}
 	return ""
+}
+
+// ServeWatcher is a chat engine whose server the window can follow (G13:
+// while k3 serve answered a request the window showed nothing).
+type ServeWatcher interface {
+	// WatchServer sends on what the server does: an EventPhase when a
+	// request begins (AnsweringPhase) and ends (""), the engine's
+	// counters (EventStats) while it runs. on runs on the server's
+	// goroutines; nil stops watching.
+	WatchServer(on func(engine.Event))
+	// ServedRequests is how many requests the server answered or is
+	// answering.
+	ServedRequests() int64
+}
+
+// AnsweringPhase is the status while the app's server answers its n-th
+// request.
+func AnsweringPhase(n int64) string {
+	return fmt.Sprintf("answering a request from another program (request %d since serving began)", n)
+}
+
+// WatchServer: ServeWatcher.
+func (c *engineChat) WatchServer(on func(engine.Event)) {
+	if on == nil {
+		c.serveWatch.Store(nil)
+		return
+	}
+	c.serveWatch.Store(&on)
+}
+
+// ServedRequests: ServeWatcher.
+func (c *engineChat) ServedRequests() int64 { return c.served.Load() }
+
+func (c *engineChat) watcher() func(engine.Event) {
+	if on := c.serveWatch.Load(); on != nil {
+		return *on
+	}
+	return func(engine.Event) {}
+}
+
+// serveLock is the lock the app's server holds around each generation:
+// the chat's own, so the two take turns on the engine, and while it is
+// held the window hears of the request and the engine's counters.
+type serveLock struct {
+	c    *engineChat
+	stop func()
+}
+
+func (l *serveLock) Lock() {
+	l.c.mu.Lock()
+	n := l.c.served.Add(1)
+	on := l.c.watcher()
+	phase(on, AnsweringPhase(n))
+	if l.c.e != nil {
+		on(engine.Event{Kind: engine.EventStats, Stats: l.c.e.Snapshot(), At: time.Now()})
+		l.stop = pollStats(l.c.e, on)
+	}
+}
+
+func (l *serveLock) Unlock() {
+	if l.stop != nil {
+		l.stop()
+		l.stop = nil
+	}
+	on := l.c.watcher()
+	if l.c.e != nil {
+		on(engine.Event{Kind: engine.EventStats, Stats: l.c.e.Snapshot(), At: time.Now()})
+	}
+	phase(on, "")
+	l.c.mu.Unlock()
 }

@@ -49,6 +49,10 @@ type engineChat struct {
 	passChunk int
 	// cache is the prompt cache (nil: off), shared with the app's server
 	cache engine.PromptCache
+	// served counts the requests the app's server answered; serveWatch
+	// gets what the server does (WatchServer)
+	served     atomic.Int64
+	serveWatch atomic.Pointer[func(engine.Event)]
 }
 
 // PromptRate is the measured time of one pass over a prompt and the
@@ -128,6 +132,28 @@ func PresetBudget(name string, mem *plan.Memory) plan.Budget {
 		return b
 	}
 	return plan.Presets[1].Budget() // laptop
+}
+
+// pollStats sends e's counters to on four times a second (the gauges
+// keep moving during long steps) until the function it returns is called.
+func pollStats(e *engine.Engine, on func(engine.Event)) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(250 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case now := <-t.C:
+				on(engine.Event{Kind: engine.EventStats, Stats: e.Snapshot(), At: now})
+			}
+		}
+	}()
+	return func() { close(done); wg.Wait() }
 }
 
 func phase(on func(engine.Event), text string) {
@@ -248,23 +274,7 @@ func (c *engineChat) Turn(ctx context.Context, history []chat.Message, opt chat.
 		caller(ev)
 	}
 	// gauges keep moving during long steps
-	pollDone := make(chan struct{})
-	var pollWG sync.WaitGroup
-	pollWG.Add(1)
-	go func() {
-		defer pollWG.Done()
-		t := time.NewTicker(250 * time.Millisecond)
-		defer t.Stop()
-		for {
-			select {
-			case <-pollDone:
-				return
-			case now := <-t.C:
-				on(engine.Event{Kind: engine.EventStats, Stats: e.Snapshot(), At: now})
-			}
-		}
-	}()
-	defer func() { close(pollDone); pollWG.Wait() }()
+	defer pollStats(e, on)()
 	last := ""
 	setPhase := func(p string) {
 		if p != last {

@@ -35,6 +35,8 @@ func Explain(err error) string {
 		return fe.Msg
 	case errors.As(err, &ue):
 		return fmt.Sprintf("k3 cannot reach the model hub (%s): %v. Check the network connection; k3 keeps trying.", ue.Host, ue.Err)
+	case errors.Is(err, engine.ErrNoVision):
+		return "This model cannot look at pictures: its folder has no vision part. Edit the message to send it without the picture, or choose a model that can see pictures."
 	case errors.Is(err, context.Canceled):
 		return "Stopped. Nothing was lost: start again to continue where it stopped."
 	case errors.As(err, &se):

@@ -64,3 +64,29 @@ func TestServeDemoNamesPicturesSDKs(t *testing.T) {
 		assert.GreaterOrEqual(t, float64(named)/float64(len(pics)), 0.9, client)
 	}
 }
+
+// TestChatDemoNamesPicture: `k3 chat DEMO --image FILE` on the trained
+// demo, with thinking on and off: the reply names the drawing, and with
+// thinking off the answer comes with no thought before it.
+func TestChatDemoNamesPicture(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "demo")
+	code, _, errs := runK3("demo", dir)
+	require.Equal(t, ExitOK, code, errs)
+	defer func() { stdin = nil }()
+	for i, p := range drawings.HeldOut(2, 43) {
+		pic := filepath.Join(t.TempDir(), "p.png")
+		require.NoError(t, os.WriteFile(pic, p.PNG, 0o644))
+		args := []string{"chat", dir, "--image", pic}
+		if i == 1 {
+			args = append(args, "--no-think")
+		}
+		stdin = strings.NewReader("What is in this picture?\n/exit\n")
+		code, out, errs := runK3(args...)
+		require.Equal(t, ExitOK, code, errs)
+		t.Log(out)
+		assert.Contains(t, strings.ToLower(out), "a "+p.Label()+".", "picture %d", i)
+		if i == 1 {
+			assert.NotContains(t, out, "The picture shows", "with thinking off")
+		}
+	}
+}

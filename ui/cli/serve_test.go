@@ -111,6 +111,10 @@ type conformance struct {
 			CompletionTokens int `json:"completion_tokens"`
 		}
 	} `json:"stream"`
+	Logprobs struct {
+		Streamed, Plain               [][]any
+		StreamedContent, PlainContent string
+	}
 	Turn2 struct {
 		Content      string
 		Reasoning    *string
@@ -186,6 +190,13 @@ func TestServeOpenAIConformance(t *testing.T) {
 	require.NotNil(t, got.Stream.Usage)
 	assert.Equal(t, got.Chat.Usage.PromptTokens, got.Stream.Usage.PromptTokens)
 	assert.Equal(t, 8, got.Stream.Usage.CompletionTokens)
+	// logprobs streamed, gathered by the client: the reply's own
+	assert.NotEmpty(t, got.Logprobs.Plain)
+	assert.Equal(t, got.Logprobs.Plain, got.Logprobs.Streamed)
+	assert.Equal(t, got.Logprobs.PlainContent, got.Logprobs.StreamedContent)
+	for _, e := range got.Logprobs.Streamed {
+		assert.Equal(t, 2.0, e[2], "top_logprobs: %v", e)
+	}
 
 	// the second turn equals k3 chat's over the same conversation, and
 	// reuses the state of the first

@@ -108,6 +108,7 @@ func (v *chatView) Send(text string) {
 	}
 	editing := v.Editing()
 	v.AddUser(text) // an edited message is a new version where the edit started
+	v.showPending() // the pictures went with it
 	if editing {
 		v.endEdit()
 	}

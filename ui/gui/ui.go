@@ -37,9 +37,7 @@ type appUI struct {
 // newAppUI builds the views. Call Start to show the first one.
 func newAppUI(a fyne.App, w fyne.Window, b bridge.Backends) *appUI {
 	u := &appUI{App: a, Win: w, B: b, S: bridge.LoadSettings(a.Preferences()), N: bindNotes(a.Preferences()), do: fyne.Do, later: fyneLater}
-	if c := u.themeChoice(); c != themeSystem {
-		u.SetTheme(c)
-	}
+	u.SetTheme(u.themeChoice()) // the system's variant too has a focus that shows (G8)
 	key, err := bridge.LoadServerKey(a.Preferences(), b.KeyStore(), u.S.ServerURL)
 	u.S.ServerKey = key
 	if err != nil {

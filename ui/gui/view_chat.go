@@ -81,6 +81,11 @@ type chatView struct {
 	// serverDown are the servers (by address) whose last turn failed
 	// before any text came: the picker says so
 	serverDown map[string]bool
+	// servedNote is the app's server's requests, for the model line (G13)
+	servedNote string
+	// pendingRow shows the pictures waiting for the next message
+	pendingRow    *fyne.Container
+	pendingThumbs *fyne.Container
 }
 
 // newChatView builds the chat and opens the last conversation.
@@ -149,7 +154,7 @@ func newChatView(u *appUI) *chatView {
 	v.Gauges = newGaugesView()
 
 	tools := newFlow(v.Thinking, container.NewHBox(widget.NewLabel("effort"), v.Effort), settingsBt, v.RegenBt, v.ExportBt, v.CapLb)
-	inputRow := container.NewBorder(nil, nil, nil, container.NewVBox(v.SendBt, v.StopBt, v.CancelBt, v.newAttachButton()), v.Entry)
+	inputRow := container.NewBorder(v.newPendingRow(), nil, nil, container.NewVBox(v.SendBt, v.StopBt, v.CancelBt, v.newAttachButton()), v.Entry)
 	// the status line: what the model does (left) and the context the
 	// conversation takes (right), one line high whether they say anything
 	// or not, so the rows under it stay put between streaming and done (G3:
@@ -240,6 +245,9 @@ func (v *chatView) escape() {
 // shortcut runs Ctrl+N (a new conversation) and Ctrl+F (search the
 // conversations); it reports whether s was one of them.
 func (v *chatView) shortcut(s fyne.Shortcut) bool {
+	if p, ok := s.(*fyne.ShortcutPaste); ok && p.Clipboard != nil {
+		return v.pastePictures(p.Clipboard.Content()) // a copied picture file
+	}
 	cs, ok := s.(*desktop.CustomShortcut)
 	if !ok || cs.Modifier != fyne.KeyModifierShortcutDefault {
 		return false

@@ -17,7 +17,7 @@ import (
 // view highlights it.
 type convList struct {
 	Root     fyne.CanvasObject
-	List     *widget.List
+	List     *focusList
 	Titles   binding.StringList
 	Selected string
 	Query    *searchEntry
@@ -44,7 +44,7 @@ type convList struct {
 // newConvList builds the list; win hosts its dialogs.
 func newConvList(win fyne.Window) *convList {
 	v := &convList{win: win, Titles: binding.NewStringList(), Tip: newTipLayer()}
-	v.List = widget.NewListWithData(v.Titles,
+	v.List = newFocusList(v.Titles,
 		func() fyne.CanvasObject { return newTipLabel("conversation title", v.Tip) },
 		func(i binding.DataItem, o fyne.CanvasObject) { o.(*tipLabel).Bind(i.(binding.String)) })
 	v.List.OnSelected = func(i widget.ListItemID) {
@@ -76,7 +76,7 @@ func newConvList(win fyne.Window) *convList {
 	v.NoMatch = widget.NewLabel("No conversation matches.")
 	v.NoMatch.Importance = widget.LowImportance
 	v.NoMatch.Hide()
-	v.Root = container.NewStack(container.NewBorder(container.NewVBox(head, v.NoMatch), nil, nil, nil, v.List), v.Tip.Root)
+	v.Root = container.NewStack(container.NewBorder(container.NewVBox(head, v.NoMatch), nil, nil, nil, v.List.Root()), v.Tip.Root)
 	return v
 }
 
@@ -94,6 +94,12 @@ func (v *convList) filter() {
 		}
 	}
 	_ = v.Titles.Set(slices.Clone(shown))
+	// an empty list would be a Tab stop with nothing to show (G8)
+	if len(shown) == 0 {
+		v.List.Hide()
+	} else {
+		v.List.Show()
+	}
 	if v.Query.Text != "" && len(shown) == 0 {
 		v.NoMatch.Show() // G21: a search with no match says so
 	} else {

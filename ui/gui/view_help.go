@@ -1,7 +1,6 @@
 package gui
 
 import (
-	"image/color"
 	"net/url"
 	"path/filepath"
 
@@ -25,26 +24,16 @@ const (
 	kGauges     = "view.gauges" // bool: the Engine panel is hidden
 )
 
-// variantTheme is the default theme in a fixed light or dark variant.
-type variantTheme struct {
-	fyne.Theme
-	v fyne.ThemeVariant
-}
-
-func (t variantTheme) Color(n fyne.ThemeColorName, _ fyne.ThemeVariant) color.Color {
-	return t.Theme.Color(n, t.v)
-}
-
 // SetTheme applies a theme choice and keeps it.
 func (u *appUI) SetTheme(choice string) {
 	switch choice {
 	case themeLight:
-		u.App.Settings().SetTheme(variantTheme{theme.DefaultTheme(), theme.VariantLight})
+		u.App.Settings().SetTheme(appTheme{theme.DefaultTheme(), true, theme.VariantLight})
 	case themeDark:
-		u.App.Settings().SetTheme(variantTheme{theme.DefaultTheme(), theme.VariantDark})
+		u.App.Settings().SetTheme(appTheme{theme.DefaultTheme(), true, theme.VariantDark})
 	default:
 		choice = themeSystem
-		u.App.Settings().SetTheme(theme.DefaultTheme())
+		u.App.Settings().SetTheme(appTheme{Theme: theme.DefaultTheme()})
 	}
 	u.App.Preferences().SetString(kTheme, choice)
 }

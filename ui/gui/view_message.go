@@ -112,7 +112,7 @@ func newMessageView(m chat.Message, env messageEnv) *messageView {
 	v.think = widget.NewAccordion(item)
 	v.think.Hide()
 	top := container.NewBorder(nil, nil, nil, container.NewHBox(v.nav, v.editBt, v.copyBt), v.header)
-	v.Root = container.NewVBox(top, v.think, v.body, v.statsLbl, v.cutLbl)
+	v.Root = container.NewVBox(top, pictureThumbs(m.Images, thumbSize), v.think, v.body, v.statsLbl, v.cutLbl)
 	v.Append(m.ReasoningContent, m.Content)
 	v.SetCut(m.Cut)
 	if m.ReasoningContent != "" {

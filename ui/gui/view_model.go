@@ -111,15 +111,16 @@ func newModelStep(w *wizard) *modelStep {
 	})
 
 	var outer *container.Scroll
-	s.dlSide = newSideScroll(s.DlFiles, func() *container.Scroll { return outer })
+	page := func() *container.Scroll { return outer }
+	s.dlSide = newSideScroll(s.DlFiles, page)
 	s.dlSide.Hide()
-	folder := container.NewBorder(nil, nil, widget.NewLabel("Model folder"), choose, s.Dir)
+	folder := container.NewBorder(nil, nil, widget.NewLabel("Model folder"), choose, passWheel(s.Dir, page))
 	s.LayersLbl = widget.NewLabel("Layers to use (empty = all)")
-	layers := container.NewBorder(nil, nil, s.LayersLbl, nil, s.Layers)
+	layers := container.NewBorder(nil, nil, s.LayersLbl, nil, passWheel(s.Layers, page))
 	dl := widget.NewCard("Download", "", container.NewVBox(
 		wrapLabel("From the model hub into the folder above. You can pause and resume at any time, even after closing the app."),
-		container.NewBorder(nil, nil, widget.NewLabel("Access token"), nil, s.Token),
-		container.NewBorder(nil, nil, widget.NewLabel("Version"), nil, s.Revision),
+		container.NewBorder(nil, nil, widget.NewLabel("Access token"), nil, passWheel(s.Token, page)),
+		container.NewBorder(nil, nil, widget.NewLabel("Version"), nil, passWheel(s.Revision, page)),
 		container.NewBorder(nil, nil, nil, s.RetryBt, s.DownloadBt), s.DlBar, s.DlStatus, s.dlSide))
 	vf := widget.NewCard("Verify", "", container.NewVBox(
 		wrapLabel("Verify checks what the command line checks: every file's size, every shard's header and config.json. The weights themselves are compared with checksums only for a folder k3 downloaded, which records them."),

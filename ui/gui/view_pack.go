@@ -200,16 +200,19 @@ func (s *packStep) dirChanged() {
 	pk := s.w.u.B.Packer
 	var c bridge.TrunkCheck
 	s.Status.SetText("Looking at the folder…")
-	s.checkJob = bridge.StartJob(s.w.u.do, 1, func(ctx context.Context, _ func(struct{})) error {
+	var job *bridge.Job
+	job = bridge.StartJob(s.w.u.do, 1, func(ctx context.Context, _ func(struct{})) error {
 		c = pk.Check(model, dir)
 		return nil
 	}, nil, func(error) {
-		if s.checked != dir || s.w.D.ModelDir != model {
+		// a pack that ended since knows better than this look
+		if job != s.checkJob || s.checked != dir || s.w.D.ModelDir != model {
 			return
 		}
 		s.State, s.checkJob = c, nil
 		s.showState()
 	})
+	s.checkJob = job
 }
 
 // showState says what the folder holds and what Pack will do, and uses a
@@ -360,6 +363,8 @@ func (s *packStep) showProgress(p bridge.PackProgress) {
 
 func (s *packStep) done(model, dir string, compressed bool, err error) {
 	s.Packing, s.job = false, nil
+	s.checkJob.Cancel()
+	s.checkJob = nil
 	s.Compress.Enable()
 	d := &s.w.D
 	switch {

@@ -236,6 +236,9 @@ func (p *modelPicker) Refresh() {
 	}
 	if serving != "" {
 		state += " · serving at " + serving
+		if p.v.servedNote != "" {
+			state += " · " + p.v.servedNote
+		}
 	}
 	p.Select.Options = opts
 	p.Select.Selected = sel // the short name: the state is beside it

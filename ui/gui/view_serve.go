@@ -136,6 +136,9 @@ func (p *ServePanel) toggle() {
 			}
 		})
 		u.do(func() {
+			if w, ok := ec.(bridge.ServeWatcher); ok && err == nil && u.Chat != nil {
+				u.Chat.watchServer(w)
+			}
 			p.busy = false
 			if err != nil {
 				p.Status.SetText("Not started: " + bridge.Explain(err))

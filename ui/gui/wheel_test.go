@@ -8,6 +8,7 @@ import (
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/canvas"
 	"fyne.io/fyne/v2/container"
+	"fyne.io/fyne/v2/driver/desktop"
 	"fyne.io/fyne/v2/test"
 	"fyne.io/fyne/v2/widget"
 	"github.com/stretchr/testify/assert"
@@ -76,6 +77,8 @@ func TestModelStepWheelScrollsTheStep(t *testing.T) {
 				assert.Same(t, outer, x, "a scroll area inside the step")
 			case *sideScroll:
 				side = x
+			case *wheelPass: // over a one-line field: hands the wheel to the step
+				assert.Same(t, outer, x.outer())
 			default:
 				t.Errorf("%T inside the step takes the wheel", s)
 			}
@@ -154,3 +157,51 @@ func TestWheelOverCodeScrollsTheChat(t *testing.T) {
 	side.Scrolled(&fyne.ScrollEvent{Scrolled: fyne.Delta{DX: -120}})
 	assert.Greater(t, side.Offset.X, float32(0), "a sideways wheel does not scroll the code")
 }
+
+// G14: a wheel turned over step 2's one-line fields (Model folder, Layers,
+// Access token, Version) moves the page at 1024x640, as over the rest of
+// the step; a click still puts the cursor in the field.
+func TestWheelOverStep2FieldsScrollsThePage(t *testing.T) {
+	u, _ := newTestUI(t, &fakeChat{})
+	ui(func() { u.Win.Resize(fyne.NewSize(1024, 640)) })
+	ui(u.Start)
+	w := u.wizard
+	ui(func() { w.Go(1) })
+	ui(func() {
+		outer, ok := w.Model.view.(*container.Scroll)
+		require.True(t, ok)
+		c := u.Win.Canvas()
+		d := fyne.CurrentApp().Driver()
+		into := func(f *widget.Entry) fyne.Position {
+			outer.ScrollToTop()
+			top := d.AbsolutePositionForObject(outer)
+			at := d.AbsolutePositionForObject(f)
+			if at.Y+f.Size().Height > top.Y+outer.Size().Height { // below the view: bring it into the middle
+				outer.ScrollToOffset(fyne.NewPos(0, at.Y-top.Y-outer.Size().Height/2))
+				at = d.AbsolutePositionForObject(f)
+			}
+			return at
+		}
+		for name, f := range map[string]*widget.Entry{"Model folder": w.Model.Dir, "Layers": w.Model.Layers,
+			"Access token": w.Model.Token, "Version": w.Model.Revision} {
+			at := into(f)
+			before := outer.Offset.Y
+			test.Scroll(c, at.Add(fyne.NewPos(f.Size().Width/2, f.Size().Height/2)), 0, -40)
+			assert.Greater(t, outer.Offset.Y, before, "the wheel over %s did not move the page", name)
+			before = outer.Offset.Y
+			test.Scroll(c, at.Add(fyne.NewPos(f.Size().Width/2, f.Size().Height/2)), 0, 20)
+			assert.Less(t, outer.Offset.Y, before, "the wheel up over %s did not move the page", name)
+		}
+		// it takes nothing but the wheel: clicks, drags, hover and the text
+		// cursor find the field under it
+		var o any = &wheelPass{}
+		for what, takes := range map[string]bool{
+			"taps": is[fyne.Tappable](o), "double taps": is[fyne.DoubleTappable](o), "focus": is[fyne.Focusable](o),
+			"drags": is[fyne.Draggable](o), "hover": is[desktop.Hoverable](o), "mouse": is[desktop.Mouseable](o),
+			"the cursor": is[desktop.Cursorable](o)} {
+			assert.False(t, takes, "the wheel's layer over a field takes %s", what)
+		}
+	})
+}
+
+func is[T any](o any) bool { _, ok := o.(T); return ok }

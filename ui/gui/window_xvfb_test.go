@@ -256,6 +256,7 @@ func TestRealWindow(t *testing.T) {
 	check("8-chat-edited")
 	endInView(t, v, "8-chat-edited")
 	pictureTurn(t, v, check)
+	thinkingOffTurn(t, v, check)
 
 	// a conversation with code, a table, numbers under the reply and two
 	// versions, as the history file keeps them
@@ -401,6 +402,34 @@ func pictureTurn(t *testing.T, v *chatView, check func(string)) {
 	}
 	check("8-chat-picture")
 	endInView(t, v, "8-chat-picture")
+}
+
+// thinkingOffTurn asks the demo for a saying with Thinking unticked, in a
+// new conversation: the answer comes at once, with no thought glued to it
+// (G28), and no note. Thinking is ticked again after.
+func thinkingOffTurn(t *testing.T, v *chatView, check func(string)) {
+	t.Helper()
+	fyne.DoAndWait(func() {
+		v.NewConversation()
+		v.Thinking.SetChecked(false)
+		v.Entry.SetText("Tell me a saying about work.")
+		v.SendEntry()
+	})
+	waitUntil(t, "the thinking-off turn", 90*time.Second, func() bool { return !v.Busy })
+	var m chat.Message
+	var notice string
+	fyne.DoAndWait(func() {
+		if n := len(v.History); n > 0 {
+			m = v.History[n-1]
+		}
+		notice = v.Notice.Text
+	})
+	if m.Role != "assistant" || m.Content == "" || m.ReasoningContent != "" || notice != "" ||
+		strings.Contains(m.Content, "The user") || strings.Contains(m.Content, "saying about") {
+		t.Errorf("thinking off: %q / %q (notice %q)", m.ReasoningContent, m.Content, notice)
+	}
+	check("8-chat-thinking-off")
+	fyne.DoAndWait(func() { v.Thinking.SetChecked(true) })
 }
 
 func endInView(t *testing.T, v *chatView, name string) {

@@ -222,3 +222,24 @@ func TestAutoCallsLazy(t *testing.T) {
 	r = chatReply(t, s, req)
 	assert.Contains(t, strings.Join(r.Warnings, "\n"), "uniqueItems")
 }
+
+// A oneOf whose alternatives may overlap: strict, 400 naming oneOf;
+// not strict, held as anyOf and said in warnings. One told apart by a
+// discriminator is held.
+func TestOneOfOverlapRefused(t *testing.T) {
+	s, _ := scriptedServer(t, `{"a":1}<|close|>response<|sep|><|close|>message<|sep|><|end_of_msg|>`)
+	overlap := json.RawMessage(`{"oneOf":[{"type":"integer"},{"type":"number","minimum":0}]}`)
+	rf := func(strict bool, schema json.RawMessage) map[string]any {
+		return map[string]any{"max_tokens": 40, "reasoning_effort": "none", "messages": []map[string]any{{"role": "user", "content": "n?"}},
+			"response_format": map[string]any{"type": "json_schema", "json_schema": map[string]any{"name": "n", "strict": strict, "schema": schema}}}
+	}
+	req := rf(true, overlap)
+	req["model"] = "k3-demo"
+	resp, data := post(t, s, "/v1/chat/completions", req)
+	assert.Equal(t, 400, resp.StatusCode, string(data))
+	assert.Contains(t, string(data), `schema keyword \"oneOf\": alternatives 0 and 1 may both fit one value`)
+	r := chatReply(t, s, rf(false, overlap))
+	assert.Contains(t, strings.Join(r.Warnings, "\n"), `"oneOf"`)
+	r = chatReply(t, s, rf(true, json.RawMessage(`{"oneOf":[{"type":"integer"},{"type":"string"}]}`)))
+	assert.Empty(t, r.Warnings)
+}
