@@ -157,11 +157,12 @@ func (m Model) streamableEmbed() int64 {
 }
 
 // DraftPlan is Plan with a draft model of draftBytes weights and perPos
-// context-row bytes per position resident beside it (as the engine plans
-// a --draft run).
-func (m Model) DraftPlan(b plan.Budget, draftBytes, perPos int64) *plan.Plan {
+// context-row bytes per position beside it, resident or (streamed) keeping
+// kept bytes and reading read per drafting cycle, as the engine plans a
+// --draft run.
+func (m Model) DraftPlan(b plan.Budget, draftBytes, perPos, kept, read int64, streamed bool) *plan.Plan {
 	r := m.run(b, PlanPositions)
-	r.DraftBytes, r.DraftPerPos = draftBytes, perPos
+	r.DraftBytes, r.DraftPerPos, r.DraftStream, r.DraftRead, r.DraftStreamed = draftBytes, perPos, kept, read, streamed
 	return plan.Make(m.inputs(r))
 }
 

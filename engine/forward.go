@@ -121,12 +121,7 @@ func (e *Engine) forward(ctx context.Context, s *State, ids []int, all, want boo
 	}
 	m.startCapture(s, T)
 	for li := 0; li < m.Bound; li++ {
-		if err := ctx.Err(); err != nil {
-			if li > 0 && m.lean && !s.recording {
-				s.drop(li) // no copy to roll back to: dropped, read again from its ids
-			} else {
-				s.rollback(li)
-			}
+		if err := ctx.Err(); err != nil && s.stop(li, m.lean) {
 			return nil, err
 		}
 		tl := time.Now()

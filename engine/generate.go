@@ -283,7 +283,7 @@ func (g *generation) readPrompt() error {
 func (g *generation) decode() error {
 	g.res.FirstLogits = g.logits
 	if !g.opt.Recompute {
-		g.spec = g.e.newSpec(g.s, specSetup{mode: g.opt.Spec, sampler: g.opt.Sampler, cost: g.trace.SpecCosts, propose: g.trace.Propose})
+		g.spec = g.e.newSpec(g.s, specSetup{mode: g.opt.Spec, sampler: foresight(g.opt.Sampler), cost: g.trace.SpecCosts, propose: g.trace.Propose})
 	}
 	g.spec.start(g.full)
 	g.dt = time.Since(g.t0).Seconds() // the first token's time includes prefill

@@ -42,8 +42,32 @@ func (p *PCG32) Float64() float64 {
 // rejection, and the draft model asks it what it would pick from the
 // draft's logits (Draft.block): the result must not depend on how many
 // picks came before or on which logits they were.
+//
+// A sampler that keeps state (a constrained one, whose allowed tokens
+// follow from the tokens it picked) may say so with Ordered: Generate
+// then asks it only about the tokens it writes, once per position in
+// order (a position asked again, after a rejected draft, comes with the
+// same logits and gets the same token), and never on a draft model's
+// logits (the draft model drafts greedily for it). Verification passes
+// pick in that order, so drafting stays on and the tokens are those of
+// plain decoding.
 type Sampler interface {
 	Pick(pos int, logits []float32) int
+}
+
+// Ordered is a Sampler that keeps state (see Sampler).
+type Ordered interface {
+	Sampler
+	Ordered() bool
+}
+
+// foresight is the sampler a draft model may consult: s, or nil when s
+// keeps state (Ordered).
+func foresight(s Sampler) Sampler {
+	if o, ok := s.(Ordered); ok && o.Ordered() {
+		return nil
+	}
+	return s
 }
 
 // pick uses s, or the argmax when s is nil.

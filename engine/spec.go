@@ -313,8 +313,8 @@ type specControl struct {
 	open            []openDraft // proposals still coming true
 	next            openDraft   // the proposal at the end of the text
 	// lazy: proposals cost reads (a streamed draft model reads its
-	// matrices for each), so one is made only where a pass is about to
-	// run (draft), not at every token to measure acceptance with
+	// matrices for each), so one is made only before a pass
+	// (worthProposing), not at every token to measure acceptance with
 	lazy bool
 }
 
@@ -435,8 +435,8 @@ func (c *specControl) draft(ids []int, remaining int) []int {
 		return d
 	}
 	if c.next.pos != len(ids) {
-		if c.lazy && !c.mayPay() {
-			return nil
+		if c.lazy && !c.worthProposing() {
+			return nil // a proposal would cost its reads and not be drafted
 		}
 		c.propose(ids)
 	}
@@ -505,6 +505,17 @@ func (c *specControl) observeToken(ids []int) {
 	default:
 		c.next = openDraft{pos: len(ids)}
 	}
+}
+
+// worthProposing reports, for a lazy controller, whether a proposal is
+// worth its reads: it would be drafted at the acceptance measured so far,
+// or too few of its first tokens have been checked to know (fewer than
+// specPriorWeight) and it would pay if it came true.
+func (c *specControl) worthProposing() bool {
+	if chooseDraft(c.acceptance(matchClass(1), c.max), c.cost) > 0 {
+		return true
+	}
+	return c.allSeen[0] < specPriorWeight && c.mayPay()
 }
 
 // mayPay reports whether a draft would pay if it always came true; when

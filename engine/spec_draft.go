@@ -132,7 +132,7 @@ func prepareDraft(dir string, tc *config.Config, bound int) (*Draft, error) {
 		}
 	}
 	read, buffer, small := streamSizes(set)
-	d.ReadBytes, d.StreamBytes = read, small+buffer
+	d.ReadBytes, d.StreamBytes = read, small+draftBufferBytes(buffer)
 	d.tapsOf = make([][]int, bound)
 	for j, l := range c.TargetLayers {
 		d.tapsOf[l] = append(d.tapsOf[l], j)

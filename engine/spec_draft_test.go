@@ -533,3 +533,53 @@ func TestDraftModelDraftsFromTheStart(t *testing.T) {
 	assert.Zero(t, c.res.Passes[0].Drafted, "the context drafter's first pass")
 	assert.Less(t, d.res.DecodePasses, c.res.DecodePasses)
 }
+
+// noRepeat keeps state: the argmax, but never the token it picked last.
+// It is Ordered: asked once per position in order (again with the same
+// logits after a rejected draft).
+type noRepeat struct {
+	picks []int
+	pos   []int
+}
+
+func (s *noRepeat) Ordered() bool { return true }
+
+func (s *noRepeat) Pick(pos int, logits []float32) int {
+	if n := len(s.picks); n > 0 && s.pos[n-1] == pos {
+		return s.picks[n-1]
+	}
+	best := -1
+	for id, l := range logits {
+		if (len(s.picks) == 0 || id != s.picks[len(s.picks)-1]) && (best < 0 || l > logits[best]) {
+			best = id
+		}
+	}
+	s.picks, s.pos = append(s.picks, best), append(s.pos, pos)
+	return best
+}
+
+// TestOrderedSamplerDrafts: a sampler that keeps state (Ordered) is asked
+// about each written token once, in order, with drafting on (the draft
+// model's look-ahead never asks it): forced drafts give the tokens of
+// plain decoding, and its picks are the tokens written.
+func TestOrderedSamplerDrafts(t *testing.T) {
+	m := openWithDraft(t, "demo", Options{})
+	ex := fixture.LoadExpect(t, "demo")
+	for pi, p := range ex.Prompts[:2] {
+		var runs [][]int
+		for _, k := range []Spec{SpecOff, 4} {
+			smp := &noRepeat{}
+			r := generateCase(t, m, 1, p.PromptIDs, GenOptions{MaxTokens: 40, Sampler: smp, Spec: k})
+			gen := r.res.Generated
+			require.Equal(t, gen, smp.picks, "prompt %d spec %d: its picks are the tokens", pi, k)
+			for i := 1; i < len(gen); i++ {
+				require.NotEqual(t, gen[i-1], gen[i])
+			}
+			if k > 0 {
+				require.Positive(t, r.res.Stats.SpecAccepted, "prompt %d: drafts were accepted", pi)
+			}
+			runs = append(runs, gen)
+		}
+		require.Equal(t, runs[0], runs[1], "prompt %d: drafting on gives plain decoding's tokens", pi)
+	}
+}

@@ -5,25 +5,28 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
+	"k3/engine/plan"
 	"k3/kernels"
 	"k3/storage/direct"
 	st "k3/storage/safetensors"
 )
 
-// A streamed draft model (docs/DSPARK.md §6.1) keeps only its norms and
-// its kv_a projections in memory (what every position's context rows
-// need) and reads each other matrix from its file, with direct I/O into
-// one buffer of the largest of them, every time a pass uses it: once per
-// drafting cycle, beside the streamed trunk. The bytes bound are the
-// file's, as a resident draft model's are, so every drafted token is the
-// same; only where the weights live differs.
+// A streamed draft model (docs/DSPARK.md §6.1) keeps in memory only what
+// the context rows of every position the target computes need (its norms,
+// the context projection and the kv_a projections: so a pass that does not
+// draft reads nothing of it) and reads each other matrix from its file,
+// with direct I/O into one buffer of the largest of them, every time a
+// block pass uses it: once per drafting cycle, beside the streamed trunk.
+// The bytes bound are the file's, as a resident draft model's are, so
+// every drafted token is the same; only where the weights live differs.
 
 // draftStreamedNames are the top-level matrices a streamed draft model
 // reads per use, and draftLayerStreamed a draft layer's (all but kv_a).
 // The Markov head's first table is read a row at a time (draftRowRead).
 var (
-	draftStreamedNames = map[string]bool{"context_proj.weight": true, "markov_head.markov_w2.weight": true}
+	draftStreamedNames = map[string]bool{"markov_head.markov_w2.weight": true}
 	draftLayerStreamed = map[string]bool{"self_attn.q_a_proj": true, "self_attn.q_b_proj": true, "self_attn.kv_b_proj": true,
 		"self_attn.o_proj": true, "mlp.gate_proj": true, "mlp.up_proj": true, "mlp.down_proj": true}
 )
@@ -60,8 +63,10 @@ type draftStream struct {
 
 // streamSizes are, from the draft's metadata, the bytes its streamed
 // matrices take (read per drafting cycle), the buffer they are read into
-// (the largest, with the page it may start within) and the bytes it keeps
-// resident when streamed.
+// (the largest, from the page it starts in, in whole pages) and the bytes
+// it keeps resident when streamed. The buffer is mapped in huge pages
+// where it can be (runBuffer), resident in whole ones: StreamBytes counts
+// it so (draftBufferBytes).
 func streamSizes(set *st.Set) (read, buffer, resident int64) {
 	for _, n := range set.Names() {
 		t, _ := set.Get(n)
@@ -77,10 +82,36 @@ func streamSizes(set *st.Set) (read, buffer, resident int64) {
 	return read, buffer, resident
 }
 
+// draftBufferBytes is the stream buffer as resident: whole huge pages
+// (runBuffer), or below one huge page a page-aligned heap buffer
+// (draftBuffer) with its page of slack.
+func draftBufferBytes(buffer int64) int64 {
+	if buffer < plan.HugePage {
+		return buffer + direct.Align
+	}
+	return (buffer + plan.HugePage - 1) / plan.HugePage * plan.HugePage
+}
+
+// draftBuffer allocates the stream buffer of n bytes (whole pages),
+// page-aligned for O_DIRECT: in huge pages from one huge page up, else on
+// the heap (a huge page would hold a small draft model's buffer many
+// times over).
+func draftBuffer(n int64) ([]byte, func()) {
+	if n >= plan.HugePage {
+		return runBuffer(n)
+	}
+	b := alignedBytes(n + direct.Align)
+	off := int64(0)
+	if r := int64(uintptr(unsafe.Pointer(&b[0])) % direct.Align); r != 0 {
+		off = direct.Align - r
+	}
+	return b[off : off+n : off+n], func() {}
+}
+
 func newDraftStream(set *st.Set, io *ioTracker) *draftStream {
 	_, buffer, _ := streamSizes(set)
 	s := &draftStream{set: set, io: io, shells: map[*kernels.Mat]string{}, files: map[string]*direct.File{}}
-	s.buf, s.free = runBuffer(max(buffer, direct.Align))
+	s.buf, s.free = draftBuffer(max(buffer, direct.Align))
 	return s
 }
 
@@ -103,16 +134,21 @@ func (s *draftStream) read(t *st.Tensor) ([]byte, error) {
 	}
 	s.io.begin()
 	defer s.io.end()
-	// whole pages straight from the device, the tail (the file's last
-	// bytes) through direct's bounce buffer
-	body := direct.AlignDown(n)
+	// whole pages straight from the device (the buffer holds them: its
+	// size is rounded up to a page); a tail at the file's end (less than a
+	// page) by a plain read, not through direct's bounce buffer (a huge
+	// page the plan does not count)
+	body := direct.AlignUp(n)
+	if size, err := f.Size(); err != nil || lo+body > size {
+		body = direct.AlignDown(n)
+	}
 	if body > 0 {
 		if _, err := f.ReadAt(s.buf[:body], lo); err != nil {
 			return nil, err
 		}
 	}
-	if body < n {
-		if _, err := f.ReadAt(s.buf[body:n], lo+body); err != nil {
+	if from := max(body, head); from < n { // the file's last bytes
+		if err := s.set.ReadTensorAt(t, from-head, s.buf[from:n]); err != nil {
 			return nil, err
 		}
 	}

@@ -179,20 +179,33 @@ func (s *State) rollback(n int) {
 	}
 }
 
+// stop undoes what a pass cancelled before layer li did and reports
+// whether it stops there: rolled back (from the copy, the record, or
+// nothing done yet), or at the floor (lean) dropped (drop). A state that
+// has fed a picture cannot be read again from its ids: there the chunk
+// finishes first.
+func (s *State) stop(li int, lean bool) bool {
+	switch {
+	case li == 0 || !lean || s.recording:
+		s.rollback(li)
+	case len(s.fedMedia) > 0:
+		return false
+	default:
+		s.drop(li)
+	}
+	return true
+}
+
 // drop is rollback at the memory floor for a pass with no copy of the
 // state and no record (a prompt chunk) stopped before layer n: the MLA
 // rows of the layers it ran are dropped and the state is marked stale (its
-// KDA layers before n took the chunk's positions). A state that has fed
-// an image cannot be read again from its ids: it is damaged.
+// KDA layers before n took the chunk's positions); pictures of the chunk
+// stay to be fed (State.media).
 func (s *State) drop(n int) {
 	for li := 0; li < n && li < len(s.mla); li++ {
 		if c := s.mla[li]; c != nil {
 			c.rows = c.rows[:min(len(c.rows), s.Pos*c.width)]
 		}
-	}
-	if len(s.fedMedia) > 0 {
-		s.damaged = true
-		return
 	}
 	s.stale = true
 }

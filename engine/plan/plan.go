@@ -431,7 +431,7 @@ func (p *Plan) String() string {
 	}
 	if p.Draft > 0 {
 		if p.DraftStreamed {
-			fmt.Fprintf(&b, "  draft model    %10s  (streamed: %s read per drafting cycle; norms, kv_a, its largest matrix's buffer and context rows)\n", units.Bytes(p.Draft), units.Bytes(p.DraftRead))
+			fmt.Fprintf(&b, "  draft model    %10s  (streamed: %s read per drafting cycle; kept: norms, context and kv_a projections, a buffer of its largest matrix, context rows)\n", units.Bytes(p.Draft), units.Bytes(p.DraftRead))
 		} else {
 			fmt.Fprintf(&b, "  draft model    %10s  (resident: weights and context rows)\n", units.Bytes(p.Draft))
 		}

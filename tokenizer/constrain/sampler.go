@@ -201,8 +201,8 @@ func (tn *Turn) callIndex(n int) []int {
 // and writes the shortest JSON completion.
 //
 // Unlike engine samplers it keeps state: Pick must be called once per
-// position, in order, so speculative decoding must be off
-// (engine.SpecOff) while it is used.
+// position, in order (a position again with the same logits gives the
+// same token), which the engine does for a sampler that says Ordered.
 type Sampler struct {
 	tn      *Turn
 	base    Picker
@@ -220,6 +220,11 @@ type Sampler struct {
 	lastID  int
 	masked  []float32
 }
+
+// Ordered says the sampler keeps state (engine.Ordered): the engine asks
+// it once per position, in order, and never about a draft model's logits,
+// so drafting may stay on.
+func (s *Sampler) Ordered() bool { return true }
 
 // NewSampler returns a sampler for plan. base picks among the allowed
 // tokens (nil: the argmax); budget is the turn's token cap. A nil plan

@@ -102,7 +102,7 @@ type ServeWatcher interface {
 // AnsweringPhase is the status while the app's server answers its n-th
 // request.
 func AnsweringPhase(n int64) string {
-	return fmt.Sprintf("answering a request from another program (request %d since serving began)", n)
+	return fmt.Sprintf("answering a request from another program (request %d)", n)
 }
 
 // WatchServer: ServeWatcher.

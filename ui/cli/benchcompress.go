@@ -13,10 +13,9 @@ func init() {
 }
 
 func benchCompress(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("k3 bench compress", stderr)
-	jsonOut := fs.Bool("json", false, "one JSON object per line")
+	b := newBenchFlags("compress", stderr, jsonLinesUsage, "threads of the mat-vec measurement (0: physical cores)", "")
+	fs, jsonOut, threads := b.FlagSet, b.json, b.threads
 	rounds := fs.Int("rounds", 5, "interleaved rounds of each speed measurement (the median is reported)")
-	threads := fs.Int("threads", 0, "threads of the mat-vec measurement (0: physical cores)")
 	setUsage(fs, stderr, "usage: k3 bench compress [--json] [--rounds N] [--threads N] [DIR|model.json ...]",
 		"Measures lossless bf16 compression on trained weights: the trained demo model, and each",
 		"safetensors checkpoint DIR or TensorFlow.js model (model.json, or a DIR of them; float32",
@@ -32,10 +31,7 @@ func benchCompress(args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return ExitUsage
 	}
-	fail := func(err error) int {
-		fmt.Fprintf(stderr, "k3 bench compress: %v\n", err)
-		return ExitRuntime
-	}
+	fail := func(err error) int { return b.failed(stderr, err) }
 	ms, rows, err := bench.CompressRatios(rest)
 	if err != nil {
 		return fail(err)

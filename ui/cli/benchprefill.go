@@ -3,13 +3,11 @@ package cli
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"time"
 
 	"k3/doctor/bench"
-	"k3/engine"
 	"k3/storage/units"
 	"k3/ui/bridge"
 )
@@ -23,39 +21,29 @@ func init() {
 var benchPrefillSpec = benchLayerSpec
 
 func benchPrefill(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("k3 bench prefill", stderr)
-	jsonOut := fs.Bool("json", false, "the report as one JSON object")
-	dir := benchDirFlag(fs, "where the real-width checkpoint is generated (reused with k3 bench layer; ~10 GB + trunk)")
-	threads := fs.Int("threads", 0, "threads (0: physical cores)")
-	positions := fs.Int("positions", 256, "prompt positions measured, at chunk 64 and in one pass (at least 65)")
-	memGB := fs.Float64("memory-gb", 0, "memory each preset's projection plans its chunk for (0: the smallest usual machine its plan fits)")
-	disk := fs.Float64("disk-gbps", 0, "disk speed of the projection in GB/s (0: measured here)")
-	setUsage(fs, stderr, "usage: k3 bench prefill [--json] [--threads N] [--positions N] [--memory-gb GB] [--disk-gbps R] [--dir PATH]",
+	b := newBenchFlags("prefill", stderr, "the report as one JSON object", threadsUsage, "where the real-width checkpoint is generated (reused with k3 bench layer; ~10 GB + trunk)")
+	positions := b.Int("positions", 256, "prompt positions measured, at chunk 64 and in one pass (at least 65)")
+	memGB := b.Float64("memory-gb", 0, "memory each preset's projection plans its chunk for (0: the smallest usual machine its plan fits)")
+	disk := b.Float64("disk-gbps", 0, "disk speed of the projection in GB/s (0: measured here)")
+	setUsage(b.FlagSet, stderr, "usage: k3 bench prefill [--json] [--threads N] [--positions N] [--memory-gb GB] [--disk-gbps R] [--dir PATH]",
 		"Generates (once, ~10 GB, shared with k3 bench layer) a 3-layer checkpoint at the real K3 width and reads",
 		"a prompt through it streamed cold at the smallest budgets, 64 positions per pass and all in one pass: bytes",
 		"read and seconds per prompt position, the output compared bit for bit. Then projects the full model's time to",
 		"first token for prompts of 100, 1K, 16K and 37K positions per preset, at chunk 64 and at the chunk the",
 		"preset's memory plan holds.")
-	if _, code := parseArgs(fs, args); code >= 0 {
+	if _, code := parseArgs(b.FlagSet, args); code >= 0 {
 		return code
 	}
-	if *positions < 65 || *threads < 0 || *memGB < 0 || *disk < 0 {
-		fs.Usage()
+	if *positions < 65 || *b.threads < 0 || *memGB < 0 || *disk < 0 {
+		b.Usage()
 		return ExitUsage
 	}
-	logf := func(f string, a ...any) { fmt.Fprintf(stderr, f+"\n", a...) }
-	rep, err := bench.Prefill(context.Background(), bench.PrefillConfig{Dir: *dir, Spec: benchPrefillSpec(), Threads: *threads,
-		Positions: *positions, MemoryGB: *memGB, DiskGBps: *disk, Logf: logf})
-	var pe *engine.PlanError
-	if errors.As(err, &pe) {
-		fmt.Fprintf(stderr, "k3 bench prefill: refused before loading anything: a measurement does not fit this machine: %v\n", err)
-		return ExitRuntime
-	}
+	rep, err := bench.Prefill(context.Background(), bench.PrefillConfig{Dir: *b.dir, Spec: benchPrefillSpec(), Threads: *b.threads,
+		Positions: *positions, MemoryGB: *memGB, DiskGBps: *disk, Logf: b.logf(stderr)})
 	if err != nil {
-		fmt.Fprintf(stderr, "k3 bench prefill: %v\n", err)
-		return ExitRuntime
+		return b.failed(stderr, err)
 	}
-	if *jsonOut {
+	if *b.json {
 		json.NewEncoder(stdout).Encode(rep)
 		return ExitOK
 	}

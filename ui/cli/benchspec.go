@@ -20,11 +20,9 @@ func init() {
 type specLine = bench.SpecLine
 
 func benchSpec(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("k3 bench spec", stderr)
-	jsonOut := fs.Bool("json", false, "one JSON object per line")
-	dir := benchDirFlag(fs, "where the real-width checkpoint of k3 bench layer is generated (reused; ~10 GB + trunk)")
+	b := newBenchFlags("spec", stderr, jsonLinesUsage, threadsUsage, "where the real-width checkpoint of k3 bench layer is generated (reused; ~10 GB + trunk)")
+	fs, jsonOut := b.FlagSet, b.json
 	modelDir := fs.String("model", "", "the trained model whose replies are measured (default: the demo model, written to a temporary folder)")
-	threads := fs.Int("threads", 0, "threads (0: physical cores)")
 	maxDraft := fs.Int("max-draft", engine.DefaultMaxDraft, "longest draft")
 	maxTokens := fs.Int("max-tokens", 512, "reply cap in tokens")
 	reps := fs.Int("reps", 2, "timed passes per length (the fastest counts)")
@@ -64,15 +62,13 @@ func benchSpec(args []string, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintln(stdout, specText(l))
 	}
-	err := bench.Spec(context.Background(), bench.SpecConfig{Model: *modelDir, Draft: *draftDir, Dir: *dir, Threads: *threads, MaxDraft: *maxDraft,
-		MaxTokens: *maxTokens, Reps: *reps, AcceptanceOnly: *acceptOnly, Reference: *reference, Emit: emit,
-		Logf: func(f string, a ...any) { fmt.Fprintf(stderr, f+"\n", a...) }})
+	err := bench.Spec(context.Background(), bench.SpecConfig{Model: *modelDir, Draft: *draftDir, Dir: *b.dir, Threads: *b.threads, MaxDraft: *maxDraft,
+		MaxTokens: *maxTokens, Reps: *reps, AcceptanceOnly: *acceptOnly, Reference: *reference, Emit: emit, Logf: b.logf(stderr)})
 	if !*jsonOut {
 		specTitles(stdout, last, "", specLine{})
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "k3 bench spec: %v\n", err)
-		return ExitRuntime
+		return b.failed(stderr, err)
 	}
 	return ExitOK
 }

@@ -14,10 +14,9 @@ func init() {
 }
 
 func benchStream(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("k3 bench stream", stderr)
-	jsonOut := fs.Bool("json", false, "one JSON object per line")
+	b := newBenchFlags("stream", stderr, jsonLinesUsage, "", "where the benchmark checkpoint is generated (reused)")
+	fs, jsonOut, dir := b.FlagSet, b.json, b.dir
 	quick := fs.Bool("quick", false, "a ~0.8 GB checkpoint (under 40 s once generated)")
-	dir := benchDirFlag(fs, "where the benchmark checkpoint is generated (reused)")
 	tokens := fs.Int("tokens", 3, "decode steps measured")
 	setUsage(fs, stderr, "usage: k3 bench stream [--json] [--quick] [--tokens N] [--dir PATH]",
 		"Generates (once) a checkpoint with real-size experts, then compares reading the packed trunk,",
@@ -25,16 +24,14 @@ func benchStream(args []string, stdout, stderr io.Writer) int {
 	if _, code := parseArgs(fs, args); code >= 0 {
 		return code
 	}
-	logf := func(f string, a ...any) { fmt.Fprintf(stderr, f+"\n", a...) }
+	logf := b.logf(stderr)
 	model, tr, err := measure.PrepareStream(context.Background(), *dir, *quick, logf)
 	if err != nil {
-		fmt.Fprintf(stderr, "k3 bench stream: %v\n", err)
-		return ExitRuntime
+		return b.failed(stderr, err)
 	}
 	res, err := measure.Stream(context.Background(), model, tr, *tokens, logf)
 	if err != nil {
-		fmt.Fprintf(stderr, "k3 bench stream: %v\n", err)
-		return ExitRuntime
+		return b.failed(stderr, err)
 	}
 	if *jsonOut {
 		for _, r := range res {

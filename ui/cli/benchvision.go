@@ -17,9 +17,8 @@ func init() {
 }
 
 func benchVision(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("k3 bench vision", stderr)
-	jsonOut := fs.Bool("json", false, "one JSON object per line instead of a table")
-	threads := fs.Int("threads", 0, "threads (0: physical cores)")
+	b := newBenchFlags("vision", stderr, "one JSON object per line instead of a table", threadsUsage, "")
+	fs, jsonOut, threads := b.FlagSet, b.json, b.threads
 	sizes := fs.String("sizes", "224x224,448x448", "picture sizes WxH, comma-separated")
 	setUsage(fs, stderr,
 		"usage: k3 bench vision [--json] [--threads N] [--sizes WxH,...]",
@@ -46,8 +45,7 @@ func benchVision(args []string, stdout, stderr io.Writer) int {
 	}
 	rows, err := bench.Vision(context.Background(), wh, th)
 	if err != nil {
-		fmt.Fprintf(stderr, "k3 bench vision: %v\n", err)
-		return ExitRuntime
+		return b.failed(stderr, err)
 	}
 	enc := json.NewEncoder(stdout)
 	if !*jsonOut {

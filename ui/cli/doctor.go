@@ -192,7 +192,8 @@ func printDoctorVerdict(w io.Writer, r *doctor.Report) {
 }
 
 // printDoctorDrafter shows, per preset, whether the released DSpark drafter
-// fits beside the plan and the projected s/token without and with it.
+// fits beside the plan (resident, or streamed) and the projected s/token
+// without and with it; streamed, its reads and the bytes per token.
 func printDoctorDrafter(w io.Writer, ds []doctor.DraftPrediction) {
 	if len(ds) == 0 {
 		return
@@ -201,8 +202,11 @@ func printDoctorDrafter(w io.Writer, ds []doctor.DraftPrediction) {
 		doctor.PublishedTokensPerPass, doctor.PublishedDrafts)
 	for _, d := range ds {
 		fit := "fits"
-		if !d.Fits {
+		switch {
+		case !d.Fits:
 			fit = "does not fit"
+		case d.Streamed:
+			fit = "fits streamed"
 		}
 		with := "drafting does not pay"
 		if d.DraftLength > 0 {
@@ -212,7 +216,10 @@ func printDoctorDrafter(w io.Writer, ds []doctor.DraftPrediction) {
 			}
 			with = fmt.Sprintf("%.1f s/token with it (%d %s, %.2f tokens per pass, %.2fx)", d.SecondsPerToken, d.DraftLength, drafts, d.TokensPerPass, d.PlainSecondsPerToken/d.SecondsPerToken)
 		}
-		fmt.Fprintf(w, "    %-12s %-12s (peak RSS %5.1f GB)  %6.1f s/token without, %s\n", d.Name, fit, float64(d.PeakRSSBytes)/1e9, d.PlainSecondsPerToken, with)
+		fmt.Fprintf(w, "    %-12s %-13s (peak RSS %5.1f GB)  %6.1f s/token without, %s\n", d.Name, fit, float64(d.PeakRSSBytes)/1e9, d.PlainSecondsPerToken, with)
+		if d.Streamed && d.Fits {
+			fmt.Fprintf(w, "    %-12s streamed, it reads %.2f GB per drafting cycle: %.1f GB read per token with it, %.1f without\n", "", float64(d.DraftReadBytes)/1e9, d.BytesPerToken/1e9, d.PlainBytesPerToken/1e9)
+		}
 	}
 }
 

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -24,6 +25,35 @@ func init() {
 // a corrupt trunk.json: --force), 3 TRUNK_DIR not writable, 5 interrupted
 // (run the same command again to resume).
 func runPack(args []string, stdout, stderr io.Writer) int {
+	c, code := parsePack(args, stderr)
+	if code >= 0 {
+		return code
+	}
+	plan, code := c.prepare(stdout, stderr)
+	if code >= 0 {
+		return code
+	}
+	ctx, stop := storeInterrupt()
+	defer stop()
+	res, code := c.pack(ctx, plan, stdout, stderr)
+	if code >= 0 {
+		return code
+	}
+	c.report(ctx, res, stdout, stderr)
+	return ExitOK
+}
+
+// packConfig is a parsed `k3 pack` command line.
+type packConfig struct {
+	model, dir             string
+	force, compress, quiet bool
+	bufMB, diskMB, layers  int
+	measure                bool // --measure, or --disk-test-mb given
+}
+
+// parsePack reads and checks the flags; it returns an exit code, or -1
+// with the configuration.
+func parsePack(args []string, stderr io.Writer) (*packConfig, int) {
 	fs := newFlags("pack", stderr)
 	force := fs.Bool("force", false, "discard whatever TRUNK_DIR holds (another checkpoint's trunk, an interrupted pack, a corrupt trunk.json, a trunk packed with the other --compress setting) and pack from scratch")
 	compress := fs.Bool("compress", false, "store the weight matrices losslessly compressed: a smaller trunk (about 1.25x on trained weights) that gives exactly the same output; fewer bytes to read per token and more layers fit in memory")
@@ -44,80 +74,100 @@ func runPack(args []string, stdout, stderr io.Writer) int {
 	)
 	pos, code := parseN(fs, args, 2, stderr, "")
 	if code >= 0 {
-		return code
+		return nil, code
 	}
-	if *bufMB < 1 || *bufMB > 1024 {
-		fmt.Fprintln(stderr, "k3 pack: --buffer-mb must be 1..1024")
-		return ExitUsage
+	for _, bad := range []struct {
+		is  bool
+		msg string
+	}{
+		{*bufMB < 1 || *bufMB > 1024, "--buffer-mb must be 1..1024"},
+		{*layers < 0, "--layers must be 0 (all) or more"},
+		{*diskMB < 0, "--disk-test-mb must be >= 0"},
+	} {
+		if bad.is {
+			fmt.Fprintln(stderr, "k3 pack: "+bad.msg)
+			return nil, ExitUsage
+		}
 	}
-	if *layers < 0 {
-		fmt.Fprintln(stderr, "k3 pack: --layers must be 0 (all) or more")
-		return ExitUsage
+	return &packConfig{model: pos[0], dir: pos[1], force: *force, compress: *compress, quiet: *quiet,
+		bufMB: *bufMB, diskMB: *diskMB, layers: *layers, measure: *measure || flagGiven(fs, "disk-test-mb")}, -1
+}
+
+// prepare plans the trunk's runs and readies TRUNK_DIR: made, writable,
+// the stale files of an earlier run removed.
+func (c *packConfig) prepare(stdout, stderr io.Writer) (*trunk.Manifest, int) {
+	if st, err := os.Stat(c.model); err != nil || !st.IsDir() {
+		fmt.Fprintf(stderr, "k3 pack: %s is not a model directory\n", c.model)
+		return nil, ExitUsage
 	}
-	if *diskMB < 0 {
-		fmt.Fprintln(stderr, "k3 pack: --disk-test-mb must be >= 0")
-		return ExitUsage
-	}
-	model, dir := pos[0], pos[1]
-	if st, err := os.Stat(model); err != nil || !st.IsDir() {
-		fmt.Fprintf(stderr, "k3 pack: %s is not a model directory\n", model)
-		return ExitUsage
-	}
-	plan, err := trunk.PlanLayers(model, *layers)
+	plan, err := trunk.PlanLayers(c.model, c.layers)
 	if err != nil {
 		fmt.Fprintf(stderr, "k3 pack: %v\n", err)
-		return ExitRuntime
+		return nil, ExitRuntime
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(c.dir, 0o755); err != nil {
 		fmt.Fprintf(stderr, "k3 pack: %v\n", err)
-		return ExitOutput
+		return nil, ExitOutput
 	}
-	if err := checkWritable(filepath.Join(dir, trunk.BinFile)); err != nil {
-		fmt.Fprintf(stderr, "k3 pack: %s is not writable: %v\n", dir, err)
-		return ExitOutput
+	if err := checkWritable(filepath.Join(c.dir, trunk.BinFile)); err != nil {
+		fmt.Fprintf(stderr, "k3 pack: %s is not writable: %v\n", c.dir, err)
+		return nil, ExitOutput
 	}
-	removed, serr := trunk.CleanStale(dir)
+	removed, serr := trunk.CleanStale(c.dir)
 	noteStale(stdout, "pack", removed, serr)
-	ctx, stop := storeInterrupt()
-	defer stop()
+	return plan, -1
+}
 
+// pack packs the trunk with a progress line; a code >= 0 is the exit code
+// after the message.
+func (c *packConfig) pack(ctx context.Context, plan *trunk.Manifest, stdout, stderr io.Writer) (*trunk.Result, int) {
 	size := units.Bytes(plan.TotalBytes)
-	if *compress {
+	if c.compress {
 		size += " uncompressed, compressed: smaller by a ratio known once packed"
 	}
 	fmt.Fprintf(stdout, "k3 pack: %s -> %s: %d runs (embed, head, final, %d layers), %s\n",
-		model, dir, len(plan.Runs), plan.Layers(), size)
-
+		c.model, c.dir, len(plan.Runs), plan.Layers(), size)
 	r := &packRenderer{w: stderr, tty: isTerminal(stderr), start: time.Now()}
 	r.every = 5 * time.Second
 	if r.tty {
 		r.every = 250 * time.Millisecond
 	}
-	opt := trunk.Options{Force: *force, Compress: *compress, BufferSize: *bufMB << 20, Layers: *layers}
-	if !*quiet {
+	opt := trunk.Options{Force: c.force, Compress: c.compress, BufferSize: c.bufMB << 20, Layers: c.layers}
+	if !c.quiet {
 		opt.Progress = r.update
 	}
-	res, err := trunk.Pack(ctx, model, dir, opt)
+	res, err := trunk.Pack(ctx, c.model, c.dir, opt)
 	r.finish()
 	if err != nil {
-		var se *trunk.SpaceError
-		switch {
-		case ctx.Err() != nil:
-			fmt.Fprintf(stderr, "k3 pack: interrupted; what was packed is kept in %s: run the same command again to resume\n", filepath.Join(dir, trunk.PartialFile))
-			return ExitInterrupted
-		case errors.Is(err, trunk.ErrSourceMismatch):
-			fmt.Fprintf(stderr, "k3 pack: refused: %v\n", err)
-			return ExitUsage
-		case errors.As(err, &se):
-			fmt.Fprintf(stderr, "k3 pack: %v\n", err)
-			return ExitRuntime
-		case errors.Is(err, trunk.ErrRefused):
-			fmt.Fprintf(stderr, "k3 pack: refused: %v\n", err)
-			return ExitUsage
-		}
+		return nil, c.failed(ctx, err, stderr)
+	}
+	return res, -1
+}
+
+// failed says why the pack stopped and returns its exit code.
+func (c *packConfig) failed(ctx context.Context, err error, stderr io.Writer) int {
+	var se *trunk.SpaceError
+	switch {
+	case ctx.Err() != nil:
+		fmt.Fprintf(stderr, "k3 pack: interrupted; what was packed is kept in %s: run the same command again to resume\n", filepath.Join(c.dir, trunk.PartialFile))
+		return ExitInterrupted
+	case errors.Is(err, trunk.ErrSourceMismatch):
+		fmt.Fprintf(stderr, "k3 pack: refused: %v\n", err)
+		return ExitUsage
+	case errors.As(err, &se):
 		fmt.Fprintf(stderr, "k3 pack: %v\n", err)
 		return ExitRuntime
+	case errors.Is(err, trunk.ErrRefused):
+		fmt.Fprintf(stderr, "k3 pack: refused: %v\n", err)
+		return ExitUsage
 	}
+	fmt.Fprintf(stderr, "k3 pack: %v\n", err)
+	return ExitRuntime
+}
+
+// report prints what the pack did (or that the trunk was complete), the
+// disk's own speed when asked for, and the command that runs the trunk.
+func (c *packConfig) report(ctx context.Context, res *trunk.Result, stdout, stderr io.Writer) {
 	for _, n := range res.Notes {
 		fmt.Fprintf(stdout, "note: %s\n", n)
 	}
@@ -127,32 +177,36 @@ func runPack(args []string, stdout, stderr io.Writer) int {
 			what = "compressed, "
 		}
 		fmt.Fprintf(stdout, "%s is already complete for this checkpoint (%s%s); nothing to do (--force repacks)\n",
-			filepath.Join(dir, trunk.ManifestFile), what, units.Bytes(res.Manifest.TotalBytes))
-		return ExitOK
+			filepath.Join(c.dir, trunk.ManifestFile), what, units.Bytes(res.Manifest.TotalBytes))
+		return
 	}
-	// The disk's own speed, only when asked for (it writes and fsyncs as
-	// much again), measured after the pack so a refused or interrupted pack
-	// wastes nothing on it, and never more than the trunk's size.
-	var disk *trunk.DiskSpeed
-	if (*measure || flagGiven(fs, "disk-test-mb")) && *diskMB > 0 {
-		n := min(int64(*diskMB)<<20, max(res.BytesWritten, 1))
-		disk, err = trunk.MeasureDisk(ctx, model, dir, n, n, *bufMB<<20)
-		if err != nil {
-			fmt.Fprintf(stderr, "k3 pack: disk speed test skipped: %v\n", err)
-			disk = nil
-		}
-	}
-	printPackSummary(stdout, res, disk)
+	printPackSummary(stdout, res, c.diskSpeed(ctx, res, stderr))
 	if res.Manifest.Compressed() {
 		printCompression(stdout, res.Manifest)
 	}
-	fmt.Fprintf(stdout, "wrote %s\n", filepath.Join(dir, trunk.ManifestFile))
+	fmt.Fprintf(stdout, "wrote %s\n", filepath.Join(c.dir, trunk.ManifestFile))
 	next := ""
-	if *layers > 0 {
-		next = fmt.Sprintf(" --layers %d", *layers)
+	if c.layers > 0 {
+		next = fmt.Sprintf(" --layers %d", c.layers)
 	}
-	fmt.Fprintf(stdout, "next: k3 run %s --trunk %s%s --prompt 'Hello'\n", storeQuote(model), storeQuote(dir), next)
-	return ExitOK
+	fmt.Fprintf(stdout, "next: k3 run %s --trunk %s%s --prompt 'Hello'\n", storeQuote(c.model), storeQuote(c.dir), next)
+}
+
+// diskSpeed is the disk's own speed, only when asked for (it writes and
+// fsyncs as much again), measured after the pack so a refused or
+// interrupted pack wastes nothing on it, and never more than the trunk's
+// size (nil when not measured).
+func (c *packConfig) diskSpeed(ctx context.Context, res *trunk.Result, stderr io.Writer) *trunk.DiskSpeed {
+	if !c.measure || c.diskMB <= 0 {
+		return nil
+	}
+	n := min(int64(c.diskMB)<<20, max(res.BytesWritten, 1))
+	disk, err := trunk.MeasureDisk(ctx, c.model, c.dir, n, n, c.bufMB<<20)
+	if err != nil {
+		fmt.Fprintf(stderr, "k3 pack: disk speed test skipped: %v\n", err)
+		return nil
+	}
+	return disk
 }
 
 func ioMode(direct bool) string {

@@ -73,12 +73,9 @@ func runParse(args []string, stdout, stderr io.Writer) int {
 			return tokUsageError(stderr, "parse", fmt.Sprintf("%s: not a JSON array of tools: %v", *toolsPath, err), "")
 		}
 	}
-	tok, err := tokenizer.Load(*dir)
-	if err != nil {
-		return tokUsageError(stderr, "parse", err.Error(), "")
-	}
-	if err := tok.CheckChat(); err != nil {
-		return tokUsageError(stderr, "parse", err.Error(), "")
+	tok, code := chatTokenizer("parse", *dir, "", stderr)
+	if code >= 0 {
+		return code
 	}
 	// the prompt these options render must render: the tools are checked
 	// as a request's are

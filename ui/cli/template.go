@@ -11,7 +11,6 @@ import (
 	"strings"
 
 	"k3/engine/vision"
-	"k3/tokenizer"
 	"k3/tokenizer/xtml"
 	"k3/ui/openai"
 )
@@ -59,12 +58,9 @@ func runTemplate(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return tokUsageError(stderr, "template", fmt.Sprintf("%s: %v", *msgPath, err), "")
 	}
-	tok, err := tokenizer.Load(*dir)
-	if err != nil {
-		return tokUsageError(stderr, "template", err.Error(), "")
-	}
-	if err := tok.CheckChat(); err != nil {
-		return tokUsageError(stderr, "template", err.Error(), "")
+	tok, code := chatTokenizer("template", *dir, "", stderr)
+	if code >= 0 {
+		return code
 	}
 	segs, err := xtml.Render(chat.Messages, chat.Tools, xtml.RenderOptions{
 		NoThink:            *noThink,

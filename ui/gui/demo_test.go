@@ -41,7 +41,7 @@ func TestDemoEndToEnd(t *testing.T) {
 			t.Fatalf("demo plan: %v\n%s", w.Memory.PlanErr, w.Memory.PlanText.Text)
 		}
 		w.Go(4)
-		if !strings.Contains(w.Done.Summary.Text, "(DEMO model: trained on sayings, it knows little else)") || strings.Contains(w.Done.Summary.Text, "not meaningful") {
+		if !strings.Contains(w.Done.Summary.Text, "(DEMO model: trained on sayings and coloured shapes, it knows little else)") || strings.Contains(w.Done.Summary.Text, "not meaningful") {
 			t.Errorf("the Done step misnames the trained demo: %q", w.Done.Summary.Text)
 		}
 		test.Tap(w.Done.OpenBt)

@@ -92,7 +92,28 @@ type chatView struct {
 func newChatView(u *appUI) *chatView {
 	v := &chatView{u: u, Conversation: bridge.NewConversation(u.conversationsDir()), idle: make(chan struct{})}
 	close(v.idle)
-	v.Convs = newConvList(u.Win)
+	v.newConvList()
+	v.Store.SweepLocks()
+	v.Msgs = container.NewVBox()
+	v.scroller = container.NewVScroll(v.Msgs)
+	v.newInput()
+	settingsBt := v.newOptions()
+	v.newLabels()
+	v.Root = v.layout(settingsBt)
+
+	v.reload(u.N.lastConversation())
+	if v.Title == "" {
+		v.NewConversation()
+	}
+	v.bindKeys()
+	v.refreshButtons()
+	return v
+}
+
+// newConvList makes the list of conversations on the left and wires its
+// actions to the conversation.
+func (v *chatView) newConvList() {
+	v.Convs = newConvList(v.u.Win)
 	v.Convs.OnSelect = v.Open
 	v.Convs.OnLeave = v.Focus
 	v.Convs.OnNew = v.NewConversation
@@ -113,16 +134,17 @@ func newChatView(u *appUI) *chatView {
 		}
 		return ""
 	}
+}
 
-	v.Store.SweepLocks()
-	v.Msgs = container.NewVBox()
-	v.scroller = container.NewVScroll(v.Msgs)
+// newInput makes the message box and its buttons: Send, Stop, Cancel edit
+// and Regenerate.
+func (v *chatView) newInput() {
 	v.Entry = newChatEntry()
 	v.Entry.SetMinRowsVisible(3)
 	v.Entry.OnSend = v.SendEntry
 	v.Entry.OnChanged = func(string) { v.typed() } // a pasted text says its length (N2)
 	v.Entry.OnStop = v.escape
-	v.Entry.OnTab = func() { u.Win.Canvas().FocusNext() }
+	v.Entry.OnTab = func() { v.u.Win.Canvas().FocusNext() }
 	v.Entry.OnShortcut = v.shortcut
 	v.SendBt = widget.NewButtonWithIcon("Send", theme.MailSendIcon(), v.SendEntry)
 	v.SendBt.Importance = widget.HighImportance
@@ -131,6 +153,11 @@ func newChatView(u *appUI) *chatView {
 	v.CancelBt = widget.NewButtonWithIcon("Cancel edit", theme.CancelIcon(), v.CancelEdit)
 	v.CancelBt.Hide()
 	v.RegenBt = widget.NewButtonWithIcon("Regenerate", theme.ViewRefreshIcon(), v.Regenerate)
+}
+
+// newOptions makes the reply's options (thinking, its effort) and the
+// Export button; it returns the Settings button.
+func (v *chatView) newOptions() *widget.Button {
 	v.Thinking = widget.NewCheck("Thinking", func(b bool) {
 		v.Opts.Thinking = b
 		v.saveOptions()
@@ -140,8 +167,13 @@ func newChatView(u *appUI) *chatView {
 		v.Opts.Effort = s
 		v.saveOptions()
 	})
-	settingsBt := widget.NewButtonWithIcon("Settings…", theme.SettingsIcon(), v.showChatSettings)
 	v.ExportBt = widget.NewButtonWithIcon("Export…", theme.DocumentSaveIcon(), v.Export)
+	return widget.NewButtonWithIcon("Settings…", theme.SettingsIcon(), v.showChatSettings)
+}
+
+// newLabels makes what the view says: the context taken, the phase, the
+// notice, the estimate, the reply cap and the gauges.
+func (v *chatView) newLabels() {
 	v.ContextLb = newNoteLabel(false)
 	v.ContextLb.Importance = widget.LowImportance
 	v.Phase = newNoteLabel(false)
@@ -152,7 +184,12 @@ func newChatView(u *appUI) *chatView {
 	v.CapLb = widget.NewLabel("")
 	v.CapLb.Importance = widget.LowImportance
 	v.Gauges = newGaugesView()
+}
 
+// layout places the conversations (left), the messages with the model
+// picker above and the status, options and input below (center), and the
+// gauges (right).
+func (v *chatView) layout(settingsBt *widget.Button) fyne.CanvasObject {
 	tools := newFlow(v.Thinking, container.NewHBox(widget.NewLabel("effort"), v.Effort), settingsBt, v.RegenBt, v.ExportBt, v.CapLb)
 	inputRow := container.NewBorder(v.newPendingRow(), nil, nil, container.NewVBox(v.SendBt, v.StopBt, v.CancelBt, v.newAttachButton()), v.Entry)
 	// the status line: what the model does (left) and the context the
@@ -177,29 +214,28 @@ func newChatView(u *appUI) *chatView {
 		}
 	}
 	v.GaugesPanel = right
-	if !u.gaugesShown() {
+	if !v.u.gaugesShown() {
 		right.Hide()
 	}
 	left := container.NewPadded(v.Convs.Root)
 	split := container.NewHSplit(left, container.New(sidePanel{}, center, right))
 	split.Offset = 0.2
-	v.Root = split
+	return split
+}
 
-	v.reload(u.N.lastConversation())
-	if v.Title == "" {
-		v.NewConversation()
-	}
-	u.Win.Canvas().SetOnTypedKey(func(k *fyne.KeyEvent) {
+// bindKeys binds Escape (stop, or cancel the edit) and the window's
+// shortcuts (new conversation, find).
+func (v *chatView) bindKeys() {
+	c := v.u.Win.Canvas()
+	c.SetOnTypedKey(func(k *fyne.KeyEvent) {
 		if k.Name == fyne.KeyEscape {
 			v.escape()
 		}
 	})
 	for _, sc := range []*desktop.CustomShortcut{{KeyName: fyne.KeyN, Modifier: fyne.KeyModifierShortcutDefault},
 		{KeyName: fyne.KeyF, Modifier: fyne.KeyModifierShortcutDefault}} {
-		u.Win.Canvas().AddShortcut(sc, func(s fyne.Shortcut) { v.shortcut(s) })
+		c.AddShortcut(sc, func(s fyne.Shortcut) { v.shortcut(s) })
 	}
-	v.refreshButtons()
-	return v
 }
 
 // syncStatus shows the status row while it says something or holds its

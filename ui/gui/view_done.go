@@ -43,7 +43,7 @@ func (s *doneStep) Enter() {
 	_, trained := s.w.u.B.IsDemo(st.ModelDir)
 	switch {
 	case st.Demo && trained:
-		model += " (DEMO model: trained on sayings, it knows little else)"
+		model += " (DEMO model: trained on sayings and coloured shapes, it knows little else)"
 	case st.Demo:
 		model += " (DEMO model: random weights, its text is not meaningful)"
 	}

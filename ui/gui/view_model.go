@@ -126,7 +126,7 @@ func newModelStep(w *wizard) *modelStep {
 		wrapLabel("Verify checks what the command line checks: every file's size, every shard's header and config.json. The weights themselves are compared with checksums only for a folder k3 downloaded, which records them."),
 		s.VerifyBt, s.VfBar, s.VfStatus, s.VfList.Root))
 	demo := container.NewBorder(nil, nil, s.DemoBt, nil,
-		wrapLabel("A few MB, made here in seconds, so you can try everything: a tiny K3 that knows sayings and little else."))
+		wrapLabel("A few MB, made here in seconds, so you can try everything: a tiny K3 that knows sayings and coloured shapes, and little else."))
 	s.ServerBt = widget.NewButton("Use a server instead…", func() { w.u.showBackendSettings() })
 	server := container.NewBorder(nil, nil, s.ServerBt, nil,
 		wrapLabel("Run the model on a server (vLLM, SGLang or another k3 serve) and chat with it here."))

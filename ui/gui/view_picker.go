@@ -35,16 +35,33 @@ type modelChoice struct {
 // server its model and host (its address when two hosts read the same).
 // Label is Name until Refresh adds the state.
 func modelChoices(s bridge.Settings, known []bridge.KnownModel, servers []bridge.KnownServer, demoDir string) []modelChoice {
+	local := localModels(s, known, demoDir)
+	remote := knownServers(s, servers)
+	var out []modelChoice
+	for i := range local {
+		out = append(out, localChoice(s, local, i, demoDir))
+	}
+	for i := range remote {
+		out = append(out, serverChoice(remote, i))
+	}
+	return out
+}
+
+// localModels are the model folders the app knows, each once: the one in
+// use, the others used before, the demo when it was made; in a stable
+// order (N6: entries moved under the mouse when the one in use went
+// first): the demo first, then the folders by path.
+func localModels(s bridge.Settings, known []bridge.KnownModel, demoDir string) []bridge.KnownModel {
 	var local []bridge.KnownModel
 	if k, ok := s.Known(); ok {
 		local = append(local, k)
 	}
-	hasDemo := false
 	for _, k := range known {
 		if !slices.ContainsFunc(local, func(o bridge.KnownModel) bool { return sameDir(o.Dir, k.Dir) }) {
 			local = append(local, k)
 		}
 	}
+	hasDemo := false
 	for _, k := range local {
 		hasDemo = hasDemo || k.Demo || sameDir(k.Dir, demoDir)
 	}
@@ -53,8 +70,6 @@ func modelChoices(s bridge.Settings, known []bridge.KnownModel, servers []bridge
 			local = append(local, bridge.KnownModel{Dir: demoDir, Demo: true})
 		}
 	}
-	// a stable order (N6: entries moved under the mouse when the one in
-	// use went first): the demo first, then the folders by path
 	slices.SortStableFunc(local, func(a, b bridge.KnownModel) int {
 		ad, bd := sameDir(a.Dir, demoDir), sameDir(b.Dir, demoDir)
 		switch {
@@ -65,33 +80,46 @@ func modelChoices(s bridge.Settings, known []bridge.KnownModel, servers []bridge
 		}
 		return strings.Compare(filepath.Clean(a.Dir), filepath.Clean(b.Dir))
 	})
-	var out []modelChoice
-	for i, k := range local {
-		name := filepath.Base(k.Dir)
-		if slices.ContainsFunc(local, func(o bridge.KnownModel) bool { return o.Dir != k.Dir && filepath.Base(o.Dir) == name }) {
-			name = filepath.Join(filepath.Base(filepath.Dir(k.Dir)), name)
-		}
-		switch {
-		case sameDir(k.Dir, demoDir) || k.Demo && demoDir == "":
-			name = "DEMO model"
-		case k.Demo:
-			// another demo folder (k3 demo DIR): named by its folder (N6:
-			// two folders were both "DEMO model")
-			name += " (a demo model)"
-		}
-		if bridge.DraftBeside(k.Dir) != "" && !s.NoDraft {
-			name += " with draft model"
-		}
-		short := name + " — on this machine"
-		label := short
-		if k.TrunkDir != "" {
-			label += " (trunk " + filepath.Base(k.TrunkDir) + ")"
-		}
-		if k.Layers > 0 {
-			label += fmt.Sprintf(", first %d layers", k.Layers)
-		}
-		out = append(out, modelChoice{Name: label, Short: short, Label: label, Backend: bridge.BackendLocal, Model: &local[i]})
+	return local
+}
+
+// localChoice is the entry of local[i]: its folder (with its parent when
+// another folder has its name), the demo, the draft model, the trunk and
+// the layers.
+func localChoice(s bridge.Settings, local []bridge.KnownModel, i int, demoDir string) modelChoice {
+	k := local[i]
+	name := filepath.Base(k.Dir)
+	if slices.ContainsFunc(local, func(o bridge.KnownModel) bool { return o.Dir != k.Dir && filepath.Base(o.Dir) == name }) {
+		name = filepath.Join(filepath.Base(filepath.Dir(k.Dir)), name)
 	}
+	switch {
+	case sameDir(k.Dir, demoDir) || k.Demo && demoDir == "":
+		name = "DEMO model"
+	case k.Demo:
+		// another demo folder (k3 demo DIR): named by its folder (N6:
+		// two folders were both "DEMO model")
+		name += " (a demo model)"
+	}
+	if bridge.DraftBeside(k.Dir) != "" && !s.NoDraft {
+		name += " with draft model"
+	}
+	short := name + " — on this machine"
+	label := short
+	if k.TrunkDir != "" {
+		label += " (trunk " + filepath.Base(k.TrunkDir) + ")"
+	}
+	if k.Layers > 0 {
+		label += fmt.Sprintf(", first %d layers", k.Layers)
+	}
+	return modelChoice{Name: label, Short: short, Label: label, Backend: bridge.BackendLocal, Model: &local[i]}
+}
+
+// knownServers are the servers the app knows, each once: the settings'
+// one, then the others used before. One server once (N6: "small" and "the
+// server's model" at one address): an entry without a model name is
+// dropped beside a named one at its address; then by address and model,
+// a stable order.
+func knownServers(s bridge.Settings, servers []bridge.KnownServer) []bridge.KnownServer {
 	var remote []bridge.KnownServer
 	if k, ok := s.KnownServer(); ok {
 		remote = append(remote, k)
@@ -101,9 +129,6 @@ func modelChoices(s bridge.Settings, known []bridge.KnownModel, servers []bridge
 			remote = append(remote, k)
 		}
 	}
-	// one server once (N6: "small" and "the server's model" at one
-	// address): an entry without a model name is dropped beside a named
-	// one at its address; then by address and model, a stable order
 	remote = slices.DeleteFunc(remote, func(k bridge.KnownServer) bool {
 		return k.Model == "" && slices.ContainsFunc(remote, func(o bridge.KnownServer) bool { return o.URL == k.URL && o.Model != "" })
 	})
@@ -113,25 +138,31 @@ func modelChoices(s bridge.Settings, known []bridge.KnownModel, servers []bridge
 		}
 		return strings.Compare(a.Model, b.Model)
 	})
-	for i, k := range remote {
-		name := k.Model
-		if name == "" {
-			name = "the server's model"
-		}
-		where := func(k bridge.KnownServer) string {
-			if u, err := url.Parse(k.URL); err == nil && u.Host != "" {
-				return u.Host
-			}
-			return k.URL
-		}
-		host := where(k)
-		if slices.ContainsFunc(remote, func(o bridge.KnownServer) bool { return o.URL != k.URL && where(o) == host }) {
-			host = k.URL
-		}
-		label := name + " — on " + host
-		out = append(out, modelChoice{Name: label, Short: label, Label: label, Backend: bridge.BackendServer, Server: &remote[i]})
+	return remote
+}
+
+// serverChoice is the entry of remote[i]: its model and host (its address
+// when another address has the same host).
+func serverChoice(remote []bridge.KnownServer, i int) modelChoice {
+	k := remote[i]
+	name := k.Model
+	if name == "" {
+		name = "the server's model"
 	}
-	return out
+	host := serverHost(k)
+	if slices.ContainsFunc(remote, func(o bridge.KnownServer) bool { return o.URL != k.URL && serverHost(o) == host }) {
+		host = k.URL
+	}
+	label := name + " — on " + host
+	return modelChoice{Name: label, Short: label, Label: label, Backend: bridge.BackendServer, Server: &remote[i]}
+}
+
+// serverHost is a server's host, or its address when it has none.
+func serverHost(k bridge.KnownServer) string {
+	if u, err := url.Parse(k.URL); err == nil && u.Host != "" {
+		return u.Host
+	}
+	return k.URL
 }
 
 func sameDir(a, b string) bool { return a != "" && b != "" && filepath.Clean(a) == filepath.Clean(b) }

@@ -14,6 +14,7 @@ import (
 	"k3/engine"
 	"k3/engine/chat"
 	"k3/tokenizer"
+	"k3/tokenizer/constrain"
 	"k3/tokenizer/xtml"
 )
 
@@ -242,4 +243,23 @@ func TestOneOfOverlapRefused(t *testing.T) {
 	assert.Contains(t, strings.Join(r.Warnings, "\n"), `"oneOf"`)
 	r = chatReply(t, s, rf(true, json.RawMessage(`{"oneOf":[{"type":"integer"},{"type":"string"}]}`)))
 	assert.Empty(t, r.Warnings)
+}
+
+// The hold keeps state and says so (engine.Ordered): calls the model may
+// open (auto) are held with the job's drafting on (the engine's drafts
+// never ask it ahead: TestOrderedSamplerDrafts); a required call is held
+// with drafting off.
+func TestHeldAutoKeepsDrafting(t *testing.T) {
+	_, tok := demo(t)
+	j := &job{goal: constrain.Goal{Call: map[string]*constrain.Schema{"f": constrain.AnyObject()}, Auto: true}}
+	cs, spec := constrainedSampler(tok, j, nil, engine.SpecAuto)
+	require.NotNil(t, cs)
+	assert.Equal(t, engine.SpecAuto, spec)
+	var o engine.Sampler = cs
+	ord, ok := o.(engine.Ordered)
+	require.True(t, ok)
+	assert.True(t, ord.Ordered())
+	j.goal.Auto = false
+	_, spec = constrainedSampler(tok, j, nil, engine.SpecAuto)
+	assert.Equal(t, engine.SpecOff, spec)
 }

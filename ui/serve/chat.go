@@ -19,45 +19,9 @@ import (
 
 // chatPrompt renders a chat request in the XTML format.
 func (s *Server) chatPrompt(q *openai.ChatRequest, j *job) *openai.Error {
-	if len(q.Messages) == 0 {
-		return openai.BadRequest("messages", "messages must not be empty")
-	}
-	text := 0 // bytes of text the transcript holds at least
-	for _, m := range q.Messages {
-		if m.Role != "assistant" {
-			text += len(m.Content)
-		}
-	}
-	if err := s.fitsText(text, "messages"); err != nil {
+	msgs, err := s.transcript(q, j)
+	if err != nil {
 		return err
-	}
-	msgs := make([]xtml.Message, len(q.Messages))
-	for i, m := range q.Messages {
-		role := m.Role
-		if role == "developer" { // OpenAI's newer name for system
-			role = "system"
-		}
-		tm := xtml.Message{Role: role, Content: string(m.Content), Name: m.Name, ToolCallID: m.ToolCallID, ToolCalls: m.ToolCalls}
-		if role != "tool" && role != "assistant" {
-			tm.ToolCallID, tm.ToolCalls = "", nil
-		}
-		switch {
-		case m.ReasoningContent != nil:
-			tm.ReasoningContent = *m.ReasoningContent
-		case m.Reasoning != nil:
-			tm.ReasoningContent = *m.Reasoning
-		}
-		if role == "user" {
-			j.stream++
-		}
-		if m.Parts != nil { // each part its own segment, as Moonshot's encoder
-			parts, err := s.partsOf(m.Parts, fmt.Sprintf("messages[%d]", i), &j.images)
-			if err != nil {
-				return err
-			}
-			tm.Parts = parts
-		}
-		msgs[i] = tm
 	}
 	thinking, effort, err := thinkingOf(q)
 	if err != nil {
@@ -82,6 +46,67 @@ func (s *Server) chatPrompt(q *openai.ChatRequest, j *job) *openai.Error {
 	if j.ids, rerr = chat.ExpandImages(s.o.Tok, j.ids, j.images); rerr != nil {
 		return openai.BadRequest("messages", "%v", rerr)
 	}
+	return s.toolGoal(q, tools, choice, j)
+}
+
+// transcript is the request's messages as the renderer reads them, after
+// the check that their text fits the context; each user message counts
+// one sampling stream, and their pictures are read into j.
+func (s *Server) transcript(q *openai.ChatRequest, j *job) ([]xtml.Message, *openai.Error) {
+	if len(q.Messages) == 0 {
+		return nil, openai.BadRequest("messages", "messages must not be empty")
+	}
+	text := 0 // bytes of text the transcript holds at least
+	for _, m := range q.Messages {
+		if m.Role != "assistant" {
+			text += len(m.Content)
+		}
+	}
+	if err := s.fitsText(text, "messages"); err != nil {
+		return nil, err
+	}
+	msgs := make([]xtml.Message, len(q.Messages))
+	for i, m := range q.Messages {
+		msgs[i] = xtmlMessage(m)
+		if msgs[i].Role == "user" {
+			j.stream++
+		}
+		if m.Parts != nil { // each part its own segment, as Moonshot's encoder
+			parts, err := s.partsOf(m.Parts, fmt.Sprintf("messages[%d]", i), &j.images)
+			if err != nil {
+				return nil, err
+			}
+			msgs[i].Parts = parts
+		}
+	}
+	return msgs, nil
+}
+
+// xtmlMessage is a request message as the renderer reads it: developer is
+// system, only tool and assistant messages keep call fields, reasoning is
+// reasoning_content's other name.
+func xtmlMessage(m openai.Message) xtml.Message {
+	role := m.Role
+	if role == "developer" { // OpenAI's newer name for system
+		role = "system"
+	}
+	tm := xtml.Message{Role: role, Content: string(m.Content), Name: m.Name, ToolCallID: m.ToolCallID, ToolCalls: m.ToolCalls}
+	if role != "tool" && role != "assistant" {
+		tm.ToolCallID, tm.ToolCalls = "", nil
+	}
+	switch {
+	case m.ReasoningContent != nil:
+		tm.ReasoningContent = *m.ReasoningContent
+	case m.Reasoning != nil:
+		tm.ReasoningContent = *m.Reasoning
+	}
+	return tm
+}
+
+// toolGoal says what holds the reply's tool calls: nothing without tools
+// or with tool_choice none, else the call the model opens (required: a
+// call at once). A reply held to JSON drops the stop strings, with a note.
+func (s *Server) toolGoal(q *openai.ChatRequest, tools []json.RawMessage, choice string, j *job) *openai.Error {
 	switch {
 	case len(tools) == 0:
 		j.noTools = "no tools were declared"

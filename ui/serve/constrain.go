@@ -3,6 +3,7 @@ package serve
 import (
 	"encoding/json"
 
+	"k3/engine"
 	"k3/tokenizer"
 	"k3/tokenizer/constrain"
 	"k3/ui/openai"
@@ -61,12 +62,17 @@ func (s *Server) schemaNotes(j *job, warns []string) {
 	j.notes = append(j.notes, warns...)
 }
 
-// constrainedSampler holds a job's turn to its schema or required tool
-// call; nil when the job has neither. The sampler keeps state, so
-// speculative decoding is off for the job (engine.SpecOff).
-func constrainedSampler(tok *tokenizer.Tokenizer, j *job, base constrain.Picker) *constrain.Sampler {
+// constrainedSampler holds a job's turn to its schema or its tool calls;
+// nil when the job has neither. The sampler keeps state (engine.Ordered,
+// so drafts never ask it ahead): calls the model may open (auto) are held
+// with the job's drafting (spec) on; a required structure is held with
+// speculative decoding off, as before.
+func constrainedSampler(tok *tokenizer.Tokenizer, j *job, base constrain.Picker, spec engine.Spec) (*constrain.Sampler, engine.Spec) {
 	if j.raw {
-		return nil
+		return nil, spec
 	}
-	return j.goal.Sampler(tok, j.thinking, base, j.maxTokens)
+	if !j.goal.Auto {
+		spec = engine.SpecOff
+	}
+	return j.goal.Sampler(tok, j.thinking, base, j.maxTokens), spec
 }

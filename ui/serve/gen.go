@@ -183,47 +183,76 @@ func (s *Server) generate(ctx context.Context, j *job) (*result, error) {
 		defer s.o.Lock.Unlock()
 	}
 	s.generations.Add(1)
-	filter := newStopFilter(j.stops, j.onAnswer)
-	dec := s.o.Tok.NewStreamDecoder()
-	stopIDs := s.o.Tok.StopIDs()
-	var first time.Time // when the first reply token came
-	var pending []int
-	n := 0 // reply tokens so far
-	on := func(ev engine.Event) {
-		if j.logprobs {
-			j.lp.content, pending, n = contentToken(s.o.Tok, j, ev, j.lp.content, pending, n)
+	t := &turn{s: s, j: j, filter: newStopFilter(j.stops, j.onAnswer), dec: s.o.Tok.NewStreamDecoder(), stopIDs: s.o.Tok.StopIDs()}
+	sampler, spec := s.sampler(j)
+	rep, err := s.sess.Generate(ctx, j.ids, chat.PromptOptions{Thinking: j.thinking, MaxTokens: j.maxTokens,
+		Sampler: sampler, Spec: spec, Stop: func() bool { return t.filter.hit },
+		NoTools: j.noTools != "", NoToolsWhy: j.noTools, Partition: j.partition, Images: j.images}, t.on)
+	if err != nil {
+		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+			s.cancelled.Add(1)
 		}
-		switch ev.Kind {
-		case engine.EventPrefill:
-			if j.onPrefill != nil {
-				j.onPrefill(ev.Done, ev.Total)
-			}
-		case engine.EventToken:
-			if first.IsZero() {
-				first = time.Now()
-			}
-			if j.raw && !slices.Contains(stopIDs, ev.Token) && (j.keepSpecial || !s.o.Tok.IsSpecial(ev.Token)) {
-				filter.add(dec.Add(ev.Token))
-			}
-		case engine.EventReasoning:
-			if !j.raw && j.onReasoning != nil {
-				j.onReasoning(ev.Text)
-			}
-		case engine.EventAnswer:
-			if !j.raw {
-				filter.add(ev.Text)
-			}
+		return nil, err
+	}
+	s.count(rep, t.first)
+	return t.result(rep), nil
+}
+
+// turn is one generation's reading of the engine's events: the stop
+// filter the answer streams through, the raw text decoder, the tokens
+// the logprobs' content is still waiting on.
+type turn struct {
+	s       *Server
+	j       *job
+	filter  *stopFilter
+	dec     *tokenizer.StreamDecoder
+	stopIDs []int
+	first   time.Time // when the first reply token came
+	pending []int
+	n       int // reply tokens so far
+}
+
+// on takes one event: the prompt's progress, a raw token's text, the
+// thinking and the answer as the session's reader read them.
+func (t *turn) on(ev engine.Event) {
+	j, tok := t.j, t.s.o.Tok
+	if j.logprobs {
+		j.lp.content, t.pending, t.n = contentToken(tok, j, ev, j.lp.content, t.pending, t.n)
+	}
+	switch ev.Kind {
+	case engine.EventPrefill:
+		if j.onPrefill != nil {
+			j.onPrefill(ev.Done, ev.Total)
+		}
+	case engine.EventToken:
+		if t.first.IsZero() {
+			t.first = time.Now()
+		}
+		if j.raw && !slices.Contains(t.stopIDs, ev.Token) && (j.keepSpecial || !tok.IsSpecial(ev.Token)) {
+			t.filter.add(t.dec.Add(ev.Token))
+		}
+	case engine.EventReasoning:
+		if !j.raw && j.onReasoning != nil {
+			j.onReasoning(ev.Text)
+		}
+	case engine.EventAnswer:
+		if !j.raw {
+			t.filter.add(ev.Text)
 		}
 	}
+}
+
+// sampler is the job's sampler, with the speculative decoding it allows:
+// its sampling, then the schema's constraint, the penalties and the
+// logprobs' recorder (j.lp.rec) around it.
+func (s *Server) sampler(j *job) (engine.Sampler, engine.Spec) {
 	sampler, spec := j.sampling.Sampler(j.stream), engine.SpecAuto
 	var base constrain.Picker
 	if sampler != nil {
 		base = sampler
 	}
-	if cs := constrainedSampler(s.o.Tok, j, base); cs != nil {
-		// the constrained sampler reads the turn as it is picked, one
-		// position after another: no speculative drafts
-		sampler, spec = cs, engine.SpecOff
+	if cs, sp := constrainedSampler(s.o.Tok, j, base, spec); cs != nil {
+		sampler, spec = cs, sp
 	}
 	if !j.penalties.IsZero() {
 		// outermost: it sees every position's pick (forced markup too)
@@ -233,15 +262,11 @@ func (s *Server) generate(ctx context.Context, j *job) (*result, error) {
 		j.lp.rec = &logprobRecorder{inner: sampler, top: j.topLogprobs}
 		sampler, spec = j.lp.rec, engine.SpecOff
 	}
-	rep, err := s.sess.Generate(ctx, j.ids, chat.PromptOptions{Thinking: j.thinking, MaxTokens: j.maxTokens,
-		Sampler: sampler, Spec: spec, Stop: func() bool { return filter.hit },
-		NoTools: j.noTools != "", NoToolsWhy: j.noTools, Partition: j.partition, Images: j.images}, on)
-	if err != nil {
-		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-			s.cancelled.Add(1)
-		}
-		return nil, err
-	}
+	return sampler, spec
+}
+
+// count adds a reply to the server's counters.
+func (s *Server) count(rep *chat.Reply, first time.Time) {
 	s.reused.Add(int64(rep.Reused))
 	s.prefilled.Add(int64(rep.Prefilled))
 	s.tokens.Add(int64(len(rep.IDs)))
@@ -249,6 +274,13 @@ func (s *Server) generate(ctx context.Context, j *job) (*result, error) {
 		// the steps after the first token, which came with the prompt's read
 		s.secsPerToken.Store(math.Float64bits(time.Since(first).Seconds() / float64(n-1)))
 	}
+}
+
+// result is the reply as the job answers it: the ids, the finish reason,
+// the text through the stop filter, the tool calls (each checked against
+// its schema when it was not held to it) and the logprobs.
+func (t *turn) result(rep *chat.Reply) *result {
+	j, filter := t.j, t.filter
 	// the reuse came from the job's own partition (the session's kept
 	// states and the prompt cache never cross partitions): it may see it
 	res := &result{ids: rep.IDs, prompt: len(j.ids), reused: rep.Reused, shown: rep.Reused, finish: "length"}
@@ -259,7 +291,7 @@ func (s *Server) generate(ctx context.Context, j *job) (*result, error) {
 		res.finish = "stop"
 	}
 	if j.raw {
-		filter.add(dec.Flush())
+		filter.add(t.dec.Flush())
 	} else {
 		// the reply as the session's reader read it: what streamed, plus
 		// the tool calls and what it read loosely
@@ -279,7 +311,7 @@ func (s *Server) generate(ctx context.Context, j *job) (*result, error) {
 		}
 	}
 	res.content, res.stopSeq = filter.out.String(), filter.matched
-	return res, nil
+	return res
 }
 
 // chatUsage is a chat reply's usage: openai.NewUsage (with the reuse this

@@ -25,16 +25,11 @@ type tokenPiece struct {
 
 func (s *Server) tokenize(w http.ResponseWriter, r *http.Request) {
 	var q tokenizeRequest
-	release, err := s.decode(w, r, &q)
-	if err != nil {
-		s.writeError(w, err)
+	release, ok := s.decodeFor(w, r, &q, &q.Model)
+	if !ok {
 		return
 	}
 	defer release()
-	if err := s.checkModel(q.Model); err != nil {
-		s.writeError(w, err)
-		return
-	}
 	text := q.Content
 	if text == nil {
 		text = q.Prompt
@@ -65,16 +60,11 @@ type detokenizeRequest struct {
 
 func (s *Server) detokenize(w http.ResponseWriter, r *http.Request) {
 	var q detokenizeRequest
-	release, err := s.decode(w, r, &q)
-	if err != nil {
-		s.writeError(w, err)
+	release, ok := s.decodeFor(w, r, &q, &q.Model)
+	if !ok {
 		return
 	}
 	defer release()
-	if err := s.checkModel(q.Model); err != nil {
-		s.writeError(w, err)
-		return
-	}
 	n := s.o.Tok.VocabSize()
 	for i, id := range q.Tokens {
 		if id < 0 || id >= n {
@@ -84,4 +74,21 @@ func (s *Server) detokenize(w http.ResponseWriter, r *http.Request) {
 	}
 	text := string(s.o.Tok.Decode(q.Tokens))
 	s.writeJSON(w, http.StatusOK, map[string]any{"content": text, "prompt": text})
+}
+
+// decodeFor reads the body into q and checks the model it names (model
+// points into q); when either fails it answers with the error and says
+// false.
+func (s *Server) decodeFor(w http.ResponseWriter, r *http.Request, q any, model *string) (release func(), ok bool) {
+	release, err := s.decode(w, r, q)
+	if err != nil {
+		s.writeError(w, err)
+		return nil, false
+	}
+	if err := s.checkModel(*model); err != nil {
+		s.writeError(w, err)
+		release()
+		return nil, false
+	}
+	return release, true
 }
