@@ -40,7 +40,7 @@ const (
 	// again as the conversation grows) and what k3 run plans for a prompt
 	// and --gen of that length. 55 KB a position at K3 size: each 4096
 	// more add 0.23 GB (more with a chat's state copies).
-	PlanPositions = 4096
+	PlanPositions = plan.ContextPositions
 	// PlanRing and PlanChunk are the CLI's --trunk-ring and --chunk
 	// defaults, and the app's.
 	PlanRing  = 2

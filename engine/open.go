@@ -484,10 +484,30 @@ func autoChunk(in plan.Inputs, o Options) (*plan.Plan, error) {
 	return plan.Make(in), nil
 }
 
-// floor reports whether o runs at the memory floor (plan.Floor): streamed,
-// at a trunk budget no larger than laptop's.
-func (o Options) floor() bool {
-	return o.TrunkDir != "" && plan.Floor(o.Budget.TrunkBytes, o.Budget.Ultra)
+// Floor reports whether o runs at the memory floor (plan.FloorFor):
+// streamed, at a trunk budget no larger than laptop's that does not hold
+// the packed trunk's layers (ultra: always). A budget that holds them
+// streams nothing: a small model there keeps its copies.
+func (o Options) Floor() bool {
+	return o.TrunkDir != "" && plan.FloorFor(o.Budget.TrunkBytes, packedLayerBytes(o.TrunkDir, o.Layers), o.Budget.Ultra)
+}
+
+func (o Options) floor() bool { return o.Floor() }
+
+// packedLayerBytes are the bytes of the first layers (0: all) of the packed
+// trunk in dir, from its trunk.json (0 when it cannot be read).
+func packedLayerBytes(dir string, layers int) int64 {
+	m, err := trunk.ReadManifest(dir)
+	if err != nil {
+		return 0
+	}
+	var n int64
+	for _, r := range m.Runs {
+		if r.Layer >= 0 && (layers <= 0 || r.Layer < layers) {
+			n += r.DataBytes
+		}
+	}
+	return n
 }
 
 // recordCap is the longest pass recorded rather than copied at the floor:

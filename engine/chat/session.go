@@ -113,25 +113,18 @@ type Session struct {
 const DefaultCheckpoints = plan.DefaultChatCheckpoints
 
 // FitBudget sets what the session keeps besides its live state for a run
-// opened with o (plan.ChatCopies of its budget): a streamed run at the
+// opened with o (plan.ChatCopiesAt its floor, Options.Floor): a streamed run at the
 // smallest presets keeps no snapshot and no checkpoints; a model without a
 // packed trunk is all in memory, and small, so it keeps them. The run's
 // plan reserves them: o.StateCopies = StateCopies(o).
 func (s *Session) FitBudget(o engine.Options) {
-	snap, n := plan.ChatCopies(copyBudget(o))
+	snap, n := plan.ChatCopiesAt(o.Floor())
 	s.noSnapshot, s.Checkpoints = !snap, n
 }
 
 // StateCopies is how many copies of the engine state a session fitted to a
 // run opened with o keeps (FitBudget).
-func StateCopies(o engine.Options) int { return plan.ChatStateCopies(copyBudget(o)) }
-
-func copyBudget(o engine.Options) (int64, bool) {
-	if o.TrunkDir == "" {
-		return 0, false
-	}
-	return o.Budget.TrunkBytes, o.Budget.Ultra
-}
+func StateCopies(o engine.Options) int { return plan.ChatStateCopiesAt(o.Floor()) }
 
 // NewSession starts an empty conversation.
 func NewSession(e *engine.Engine, tok *tokenizer.Tokenizer) *Session {

@@ -2,6 +2,14 @@ package plan
 
 import "k3/storage/config"
 
+// ContextPositions is the context a conversation is planned for before it
+// grows: 4096 positions, prompt and reply (a new k3 chat at its
+// 4096-token turn cap). The doctor plans it (doctor.PlanPositions: what
+// "auto" fits into memory and k3 presets prints), and the app opens its
+// model with it (bridge.Settings.Positions), so the preset the doctor
+// recommends is the plan the app opens. 55 KB a position at K3 size.
+const ContextPositions = 4096
+
 // DefaultMaxDraft is the longest speculative draft a verification pass runs
 // unless a run says otherwise; plans reserve its rollback record.
 const DefaultMaxDraft = 8
@@ -72,6 +80,16 @@ type Run struct {
 func Floor(trunkBytes int64, ultra bool) bool {
 	laptop, _ := Lookup("laptop")
 	return ultra || (trunkBytes > 0 && trunkBytes <= int64(laptop.TrunkGB*GB))
+}
+
+// FloorFor is Floor for a model whose streamed layers take trunkBytes
+// (0: not known): a budget that holds the whole trunk streams nothing, so
+// a small model (the demo, 1.4 MB of layers) is not at the floor at
+// laptop's budget; it plans the state copies and the rollback copy that
+// it needs and has room for, as above the floor. Ultra is always at the
+// floor.
+func FloorFor(trunkBudget, trunkBytes int64, ultra bool) bool {
+	return ultra || (Floor(trunkBudget, false) && (trunkBytes <= 0 || trunkBudget < trunkBytes))
 }
 
 // KDARecordBytes is what speculative decoding records per position and KDA
@@ -187,7 +205,12 @@ const DefaultChatCheckpoints = 2
 // three cost about 1.4 GB with short conversations and 3 GB at 12288
 // positions; at the floor Regenerate and an edit read the prompt again.
 func ChatCopies(trunkBytes int64, ultra bool) (snapshot bool, checkpoints int) {
-	if Floor(trunkBytes, ultra) {
+	return ChatCopiesAt(Floor(trunkBytes, ultra))
+}
+
+// ChatCopiesAt is ChatCopies of a run at the floor or not (FloorFor).
+func ChatCopiesAt(floor bool) (snapshot bool, checkpoints int) {
+	if floor {
 		return false, 0
 	}
 	return true, DefaultChatCheckpoints
@@ -196,7 +219,12 @@ func ChatCopies(trunkBytes int64, ultra bool) (snapshot bool, checkpoints int) {
 // ChatStateCopies is the number of state copies ChatCopies keeps (the
 // plan's Run.StateCopies for a chat session).
 func ChatStateCopies(trunkBytes int64, ultra bool) int {
-	snap, n := ChatCopies(trunkBytes, ultra)
+	return ChatStateCopiesAt(Floor(trunkBytes, ultra))
+}
+
+// ChatStateCopiesAt is ChatStateCopies of a run at the floor or not.
+func ChatStateCopiesAt(floor bool) int {
+	snap, n := ChatCopiesAt(floor)
 	if snap {
 		n++
 	}

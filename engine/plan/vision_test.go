@@ -48,3 +48,14 @@ func TestVisionInPlan(t *testing.T) {
 	assert.True(t, fit.Vision.Streamed, "streamed when resident does not fit")
 	assert.Equal(t, 100, fit.Vision.Positions)
 }
+
+// TestFloorFor: the floor is a streamed budget no larger than laptop's;
+// a budget holding the whole trunk streams nothing and is not at it.
+func TestFloorFor(t *testing.T) {
+	assert.True(t, FloorFor(3e9, 108e9, false), "K3 at laptop")
+	assert.False(t, FloorFor(16e9, 108e9, false), "K3 at desktop")
+	assert.False(t, FloorFor(3e9, 1.4e6, false), "the demo at laptop: all pinned")
+	assert.True(t, FloorFor(1e6, 1.4e6, false), "the demo below its layers")
+	assert.True(t, FloorFor(3e9, 0, false), "unknown size: as Floor")
+	assert.True(t, FloorFor(16e9, 1.4e6, true), "ultra")
+}

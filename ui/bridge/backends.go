@@ -18,6 +18,7 @@ import (
 	"k3/engine"
 	"k3/engine/chat"
 	"k3/engine/plan"
+	"k3/engine/vision"
 	"k3/storage/hub"
 	"k3/storage/verify"
 	"k3/ui/keys"
@@ -109,6 +110,9 @@ type ModelInfo struct {
 	// this model and memory plan ("" when there is none): DraftNotFaster,
 	// DraftWhenFaster or DraftNoRoom
 	Draft string
+	// Vision is the model's vision tower (nil: it takes no pictures, or
+	// runs elsewhere): what a picture costs (PicturesCost)
+	Vision *vision.Config
 }
 
 // What the draft model does (ModelInfo.Draft), as the draft box says it.

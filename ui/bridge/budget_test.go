@@ -42,3 +42,21 @@ func TestSettingsBudgetPresets(t *testing.T) {
 	// auto without the memory: laptop, as before
 	assert.Equal(t, int64(3e9), Settings{Preset: "auto", TrunkDir: "/t"}.Budget(nil).TrunkBytes)
 }
+
+// TestContextPositionsOneNumber: the app opens a model planned for the
+// context the doctor plans (plan.ContextPositions), so the plan "auto"
+// fits into memory is the plan the app opens; a reply cap longer than it
+// plans its own length, and the app's server takes what was planned.
+func TestContextPositionsOneNumber(t *testing.T) {
+	s := DefaultSettings()
+	assert.Equal(t, doctor.PlanPositions, s.Positions())
+	assert.Equal(t, plan.ContextPositions, ContextPositions)
+	mem := &plan.Memory{TotalBytes: 64e9, AvailableBytes: 40e9}
+	o := s.OpenOptions(mem)
+	assert.Equal(t, doctor.PlanPositions, o.Positions)
+	b := PresetBudget(s.Preset, mem)
+	assert.Equal(t, doctor.Need(b), plan.Make(doctor.K3.Inputs(b, o.Positions)).Total, "the app's context is the doctor's plan of %s", b.Preset)
+	s.MaxTokens = 6000
+	assert.Equal(t, 6000, s.Positions())
+	assert.Equal(t, plan.DefaultPicture, o.Picture, "the app plans room for a picture")
+}

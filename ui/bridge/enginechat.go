@@ -77,8 +77,10 @@ func (c *engineChat) CountTokens(text string) (int, bool) {
 }
 
 // ContextPositions is the conversation context the memory plan reserves,
-// besides the reply (the same as k3 chat: 8192 plus the reply cap).
-const ContextPositions = 8192
+// the reply included: plan.ContextPositions, the context the doctor plans
+// (doctor.PlanPositions), so the preset "auto" picks is the plan the app
+// opens. A longer reply cap plans its own length (Settings.Positions).
+const ContextPositions = plan.ContextPositions
 
 // NewEngineChat returns a chat engine for the model the settings name.
 func NewEngineChat(s Settings) ChatEngine {
@@ -229,6 +231,9 @@ func (c *engineChat) Open(ctx context.Context, on func(engine.Event)) (ModelInfo
 	}
 	c.info = ModelInfo{Name: name, Demo: c.s.Demo || synth.IsDemo(dir), DemoNote: note, Layers: m.Bound, BudgetBytes: m.Plan.Total + plan.RuntimeOverhead(heap, m.Plan.EngineHeap(o.TrunkDir != "")), Plan: m.Plan.String(),
 		Context: c.s.Positions(), Draft: draftNote(m, wanted)}
+	if vc, err := m.VisionChecked(); err == nil {
+		c.info.Vision = vc
+	}
 	on(engine.Event{Kind: engine.EventStats, Stats: e.Snapshot(), At: time.Now()})
 	return c.info, nil
 }

@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"k3/doctor"
+	"k3/engine/vision"
 )
 
 // PrefillETA says where reading the prompt is, in the status line's
@@ -112,6 +113,8 @@ type Prompt struct {
 	Exact  bool
 	// Context is the positions a conversation may take (0: not known)
 	Context int
+	// Pictures are the pictures that go with it (PicturesCost)
+	Pictures Pictures
 }
 
 // LongPrompt is the message length the box under the message speaks of
@@ -126,11 +129,13 @@ func ReplyCost(c Cost, p Prompt, maxTokens int) string {
 	sec := func(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
 	read := 0.0
 	passes := 0
+	var b strings.Builder
+	b.WriteString(picturesSentence(p))
+	p.Tokens += p.Pictures.Positions
 	if c.PassSeconds > 0 && c.Chunk > 0 && p.Tokens > 0 {
 		passes = ceilDiv(p.Tokens, c.Chunk)
 		read = float64(passes) * c.PassSeconds
 	}
-	var b strings.Builder
 	if p.Tokens >= LongPrompt || read >= 10 {
 		about := "about "
 		if p.Exact {
@@ -163,6 +168,61 @@ func ReplyCost(c Cost, p Prompt, maxTokens int) string {
 		fmt.Fprintf(&b, "; a reply stops at %d tokens (at most %s)", maxTokens, Duration(sec(float64(maxTokens)*c.SecPerToken)))
 	}
 	return b.String() + "."
+}
+
+// picturesSentence starts the cost with what the pictures add: their
+// prompt positions and the time the vision tower takes looking at them
+// (the message's length then counts their positions).
+func picturesSentence(p Prompt) string {
+	var b strings.Builder
+	pc := p.Pictures
+	if pc.N == 0 {
+		return ""
+	}
+	what := "Your picture adds"
+	if pc.N > 1 {
+		what = fmt.Sprintf("Your %d pictures add", pc.N)
+	}
+	fmt.Fprintf(&b, "%s %s positions to the message", what, thousands(pc.Positions))
+	if pc.Seconds >= 1 {
+		fmt.Fprintf(&b, "; looking at %s takes about %s", plural(pc.N, "it", "them"), Duration(time.Duration(pc.Seconds*float64(time.Second))))
+	}
+	b.WriteString(". ")
+	return b.String()
+}
+
+// Pictures is what the pictures about to be sent cost (Prompt.Pictures).
+type Pictures struct {
+	N         int
+	Positions int     // the prompt positions they take
+	Seconds   float64 // the vision tower looking at them (0: not known)
+}
+
+// PicturesCost is what pics cost a model whose vision tower is c (nil: it
+// takes none: nothing) on a machine whose float64 FMA peak is fma GFLOP/s
+// (0: the seconds are not known): the positions by the tower's resize rule
+// and the seconds by the doctor's cost model (doctor.PictureSeconds, the
+// tower's FLOPs at the share of the peak `k3 bench vision` measured; a
+// streamed tower's reads left out). Pictures that cannot be read are
+// skipped (attaching refused them).
+func PicturesCost(c *vision.Config, pics [][]byte, fma float64) Pictures {
+	var out Pictures
+	if c == nil {
+		return out
+	}
+	for _, data := range pics {
+		w, h, err := vision.Size(data)
+		if err != nil {
+			continue
+		}
+		rz := vision.NavitResize(w, h, c.Patch, c.MergeH, vision.InPatchLimit, vision.SideLimit)
+		out.N++
+		out.Positions += rz.Tokens
+		if fma > 0 {
+			out.Seconds += doctor.PictureSeconds(c, rz.Grid, fma, false, 0)
+		}
+	}
+	return out
 }
 
 // ApproxTokens estimates the positions text takes, from its words and

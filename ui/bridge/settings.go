@@ -221,14 +221,14 @@ func (s Settings) OpenOptions(mem *plan.Memory) engine.Options {
 	return o
 }
 
-// Positions is the context a conversation may take: ContextPositions and
-// the reply cap.
+// Positions is the context a conversation is planned for: ContextPositions
+// (the doctor's), or the reply cap when that is longer.
 func (s Settings) Positions() int {
 	n := s.MaxTokens
 	if n <= 0 {
 		n = chat.DefaultMaxTokens
 	}
-	return ContextPositions + n
+	return max(ContextPositions, n)
 }
 
 // CanChat reports whether the settings name something to chat with: a

@@ -103,6 +103,7 @@ func (v *chatView) attachPicture(r io.Reader) bool {
 	v.Notice.SetText("")
 	v.Phase.SetText(what + " attached: " + v.PictureNote())
 	v.showPending()
+	v.showEstimate() // what the picture adds to the message's cost
 	return true
 }
 
@@ -175,6 +176,7 @@ func (v *chatView) newPendingRow() fyne.CanvasObject {
 		v.Pictures = nil
 		v.Phase.SetText("")
 		v.showPending()
+		v.showEstimate()
 	})
 	rm.Importance = widget.LowImportance
 	v.pendingRow = container.NewBorder(nil, nil, nil, rm, v.pendingThumbs)

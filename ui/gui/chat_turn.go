@@ -70,6 +70,11 @@ func (v *chatView) promptSize(text string, exact bool) bridge.Prompt {
 	p := bridge.Prompt{Tokens: bridge.ApproxTokens(text)}
 	if v.Info != nil {
 		p.Context = v.Info.Context
+		fma := 0.0
+		if v.u.machine != nil {
+			fma = v.u.machine.Compute.FMAGFlops
+		}
+		p.Pictures = bridge.PicturesCost(v.Info.Vision, v.Pictures, fma)
 	}
 	if pm, ok := v.engine.(bridge.PromptMeter); ok && exact && len(text) < 1<<20 {
 		if n, ok := pm.CountTokens(text); ok {
