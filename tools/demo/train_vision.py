@@ -30,6 +30,7 @@ import json
 import math
 import os
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -368,7 +369,7 @@ def train(cfg, params, vc, VP, data, args):
         pids, pmask, padmask, groups = picture_batch(data, args.pictures_per_step, rng, nprng, vc, pad)
         rows = image_rows(vc, VP, groups, len(pids))
         s2, n2 = masked_nll(model, pids, pmask, embeds=(padmask, rows))
-        loss = s1 / n1 + s2 / n2
+        loss = args.text_weight * s1 / n1 + s2 / n2
         opt.zero_grad(set_to_none=True)
         loss.backward()
         for k, v in params.items():
@@ -452,7 +453,35 @@ def check(outdir, work, n_pictures, seed):
         res["nothink"].append({"user": u, "reply": reply})
         print(f"no-think {u!r}: {reply!r}", flush=True)
     res["picture_accuracy"] = sum(r["ok"] for r in res["pictures"]) / max(1, n_pictures)
+    res["sayings"] = saying_check(model, vocab, work, outdir)
     return res
+
+
+# Text-only prompts must never get a picture answer (with 1.0 as the sayings' weight, "Tell me a
+# saying about work." with thinking on was answered "A blue triangle.").
+SAYING_WORDS = ["work", "time", "love", "life", "money", "friends", "truth", "music", "food", "war",
+                "peace", "patience", "people", "world", "man", "woman", "god", "death", "power", "mind",
+                "heart", "day", "night", "children", "home", "family", "knowledge", "wisdom", "art", "history",
+                "nature", "computer", "success", "happiness", "fear", "hope", "freedom", "beauty", "law", "learning"]
+PICTURE_ANSWER = re.compile(r"\b(" + "|".join(COLOURS) + r")\s+(" + "|".join(SHAPES) + r")\b", re.I)
+
+
+def saying_check(model, vocab, work, tokdir):
+    """Greedy float replies to "Tell me a saying about W." for SAYING_WORDS, thinking on and off:
+    none may name a colour and a shape (a picture answer)."""
+    convs = [{"messages": [{"role": "user", "content": f"Tell me a saying about {w}."},
+                           {"role": "assistant", "reasoning_content": "x", "content": "x"}], "no_think": nt}
+             for nt in (False, True) for w in SAYING_WORDS]
+    out = []
+    for c, rec in zip(convs, encode(work, tokdir, "saying-check", convs)):
+        reply = T.decode(vocab, greedy(model, rec["ids"][:rec["prompt"]], max_new=120))
+        answer = reply.split("<|close|>think")[-1]
+        bad = PICTURE_ANSWER.search(answer) is not None
+        out.append({"user": c["messages"][0]["content"], "no_think": c["no_think"], "reply": reply,
+                    "picture_answer": bad})
+        print(f"saying {'no-think' if c['no_think'] else 'think'} {out[-1]['user']!r}: "
+              f"{'PICTURE ANSWER ' if bad else ''}{reply!r}", flush=True)
+    return {"prompts": len(out), "picture_answers": sum(r["picture_answer"] for r in out), "replies": out}
 
 
 # --------------------------------------------------------------------------------------
@@ -468,6 +497,9 @@ def main():
     ap.add_argument("--pretrain-steps", type=int, default=2000, help="tower-only steps first (64 pictures each)")
     ap.add_argument("--tokens-per-batch", type=int, default=1536, help="sayings tokens per step")
     ap.add_argument("--pictures-per-step", type=int, default=16)
+    ap.add_argument("--text-weight", type=float, default=1.0,
+                    help="the sayings' loss weight beside the pictures' (1.0: the committed run; 2.0 and 3.0 did "
+                         "not stop 'Tell me a saying about work.' from being answered 'A blue triangle.')")
     ap.add_argument("--log-every", type=int, default=10)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--check", type=int, default=48, help="held-out pictures checked at the end")
@@ -523,7 +555,11 @@ def main():
     with open(args.report, "w") as f:
         json.dump(report, f, indent=1)
         f.write("\n")
-    print(f"held-out pictures named: {report['check']['picture_accuracy']:.3f}; done in {report['total_seconds']:.0f}s", flush=True)
+    sc = report["check"]["sayings"]
+    print(f"held-out pictures named: {report['check']['picture_accuracy']:.3f}; picture answers to text-only "
+          f"sayings prompts: {sc['picture_answers']} of {sc['prompts']}; done in {report['total_seconds']:.0f}s", flush=True)
+    if sc["picture_answers"] or report["check"]["picture_accuracy"] < 0.9:
+        sys.exit("check failed: a text-only prompt got a picture answer, or fewer than 90% of the pictures were named")
 
 
 if __name__ == "__main__":
