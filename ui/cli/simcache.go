@@ -42,6 +42,7 @@ func runSimCache(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&m.TopK, "top-k", m.TopK, "experts per token per MoE layer")
 	fs.IntVar(&m.MoELayers, "moe-layers", m.MoELayers, "MoE layers")
 	fs.IntVar(&m.Experts, "experts", m.Experts, "routed experts per layer")
+	fs.Usage = func() {} // -h: the usage goes to stdout below, once
 	pos, err := parseMixed(fs, args)
 	if errors.Is(err, flag.ErrHelp) {
 		fmt.Fprintln(stdout, simCacheUsage)
