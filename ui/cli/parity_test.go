@@ -661,3 +661,20 @@ func TestCVariables(t *testing.T) {
 	assert.Equal(t, ExitUsage, code)
 	assert.Contains(t, errs, "k3 run: --cache-policy \"fifo\" is not")
 }
+
+// TestEmptyPromptNamed: an empty --prompt (or --ids, --prompt-file) is
+// named as empty; it used to get "give exactly one of ...", which it was.
+func TestEmptyPromptNamed(t *testing.T) {
+	for _, f := range []string{"--prompt", "--ids", "--prompt-file"} {
+		code, out, errs := runK3("run", tinyRelease, f, "")
+		assert.Equal(t, ExitUsage, code, f)
+		assert.Empty(t, out, f)
+		assert.Equal(t, "k3 run: "+f+" is empty: there is no prompt to read\n", errs, f)
+	}
+	code, _, errs := runK3("run", tinyRelease, "--gen", "1")
+	assert.Equal(t, ExitUsage, code)
+	assert.Equal(t, "k3 run: give exactly one of --ids, --prompt or --prompt-file\n", errs)
+	code, _, errs = runK3("run", tinyRelease, "--ids", "1", "--prompt", "x")
+	assert.Equal(t, ExitUsage, code)
+	assert.Equal(t, "k3 run: give exactly one of --ids, --prompt or --prompt-file\n", errs)
+}
