@@ -193,9 +193,19 @@ func (f *runFlags) readIDs(c *runConfig, stderr io.Writer) int {
 	if _, err := os.Stat(filepath.Join(c.dir, tokenizer.ModelFile)); *f.tokDir == "" && err != nil {
 		return -1
 	}
-	tok, code := f.tokenizer(c.dir, stderr)
+	dir := c.dir
+	if *f.tokDir != "" {
+		dir = *f.tokDir
+	}
+	// the ids need no tokenizer (the C engine loads none for --ids): one
+	// that does not load costs the reply's text, not the run
+	tok, err := tokenizer.Load(dir)
+	if err != nil {
+		fmt.Fprintf(stderr, "warning: %v: the ids run without a tokenizer, and the generated text is not decoded\n", err)
+		return -1
+	}
 	c.tok = tok
-	return code
+	return -1
 }
 
 // tokenizer loads the tokenizer of --tok, or of the model directory.
