@@ -45,9 +45,7 @@ func runSimCache(args []string, stdout, stderr io.Writer) int {
 	fs.Usage = func() {} // -h: the usage goes to stdout below, once
 	pos, err := parseMixed(fs, args)
 	if errors.Is(err, flag.ErrHelp) {
-		fmt.Fprintln(stdout, simCacheUsage)
-		fs.SetOutput(stdout)
-		fs.PrintDefaults()
+		printHelp(fs, stdout, simCacheUsage)
 		return ExitOK
 	}
 	bad := func(msg string) int {
