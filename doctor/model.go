@@ -136,9 +136,19 @@ func (m Model) Inputs(b plan.Budget, positions int) plan.Inputs {
 
 func (m Model) run(b plan.Budget, positions int) plan.Run {
 	return plan.Run{Streaming: true, TrunkBudget: int64(b.TrunkGB * plan.GB), Ring: PlanRing, CacheBudget: int64(b.CacheGB * plan.GB),
-		Ultra: b.Ultra, Positions: positions, Chunk: PlanChunk, Workers: runtime.NumCPU(), SpecPositions: min(plan.DefaultMaxDraft, PlanChunk-1) + 1,
+		Ultra: b.Ultra, Positions: positions, Chunk: PlanChunk, Workers: runtime.NumCPU(), SpecPositions: specPositions(b),
 		StateCopies: plan.ChatStateCopies(int64(b.TrunkGB*plan.GB), b.Ultra), BaselineRSS: BaselineBytes,
 		Floor: plan.Floor(int64(b.TrunkGB*plan.GB), b.Ultra)}
+}
+
+// specPositions is the longest verification pass the doctor plans at
+// budget b: a draft of plan.DefaultMaxDraft and the token before it, none
+// at ultra (the engine drafts nothing there without a draft model).
+func specPositions(b plan.Budget) int {
+	if b.Ultra {
+		return 0
+	}
+	return min(plan.DefaultMaxDraft, PlanChunk-1) + 1
 }
 
 func (m Model) inputs(r plan.Run) plan.Inputs {
@@ -163,6 +173,7 @@ func (m Model) streamableEmbed() int64 {
 func (m Model) DraftPlan(b plan.Budget, draftBytes, perPos, kept, read int64, streamed bool) *plan.Plan {
 	r := m.run(b, PlanPositions)
 	r.DraftBytes, r.DraftPerPos, r.DraftStream, r.DraftRead, r.DraftStreamed = draftBytes, perPos, kept, read, streamed
+	r.SpecPositions = min(plan.DefaultMaxDraft, PlanChunk-1) + 1 // a draft model drafts at ultra too
 	return plan.Make(m.inputs(r))
 }
 

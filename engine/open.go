@@ -91,8 +91,15 @@ func (o Options) checkChunk() error {
 }
 
 // maxDraft is the longest draft a pass verifies: Options.MaxDraft, at most
-// a chunk less one.
+// a chunk less one. At ultra without a draft model nothing is drafted, as
+// in the C engine (which refuses --spec there): the plan keeps no
+// verification pass's record (0.16 GB at K3 size), and a pass at ultra
+// reads the whole trunk from disk whatever its length, so a drafted token
+// that is rejected costs a trunk's reads of compute-bound work for nothing.
 func (o Options) maxDraft() int {
+	if o.Budget.Ultra && o.Draft == "" {
+		return 0
+	}
 	n := o.MaxDraft
 	if n == 0 {
 		n = DefaultMaxDraft
