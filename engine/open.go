@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"strings"
 
@@ -455,8 +456,20 @@ func (ck *checkpoint) plan(o Options, tm *trunk.Manifest, d *Draft) (*plan.Plan,
 	return plan.Make(plan.PlaceDraft(in, limit)), nil
 }
 
-// planBaseline is the process base a plan counts: the RSS now (tests pin it).
-var planBaseline = machine.RSS
+// planBaseline is the process base a plan counts: ProcessBase (tests pin
+// it).
+var planBaseline = ProcessBase
+
+// ProcessBase is what the process holds before a plan's parts are
+// allocated: its resident size once the garbage of what ran before (the
+// tokenizer's parse, the checkpoint's headers) is collected and given back
+// to the system, so the base is what stays live (a collection of the
+// small heap before the model loads: milliseconds, once a plan). The
+// doctor's doctor.CLIBaselineBytes is held to it (TestCLIBaseline).
+func ProcessBase() int64 {
+	debug.FreeOSMemory()
+	return machine.RSS()
+}
 
 // planLimit is the most a plan may take: 95% of o.Memory's usable bytes
 // (Plan.Check's test); 0 when unknown.
