@@ -18,8 +18,8 @@ const detokenizeUsage = "usage: k3 detokenize --tok DIR --ids 1,2,3"
 // the ids, concatenated, and nothing else (no newline), so that what
 // k3 tokenize encoded comes back byte for byte; a special id gives its
 // name, as in k3 run's text. An id outside the vocabulary is refused. This
-// is the C engine's decode tool (seed-engine-spec.md §3, the tokenizer
-// tools), and the server's /detokenize.
+// is the C engine's `test_tok decode` (seed-engine-spec.md §6.3) and the
+// server's /detokenize on the command line.
 func runDetokenize(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("detokenize", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
