@@ -16,7 +16,7 @@
 // main package imports it; its CLI path calls Restore, so the processes a
 // command starts see the environment k3 was given.
 //
-// # Why this is a package init, the one in k3
+// # Why this is a package init
 //
 // The brief asks for no init hooks. This one stays because nothing else
 // runs early enough:
