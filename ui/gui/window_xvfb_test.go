@@ -233,6 +233,7 @@ func TestRealWindow(t *testing.T) {
 			t.Errorf("a demo chat above the plan: %q", v.Gauges.OverPlan.Text)
 		}
 	})
+	t.Logf("first start to first reply: %.1f s after the window showed", time.Since(start).Seconds())
 	check("7-chat-reply")
 	endInView(t, v, "7-chat-reply")
 
@@ -364,10 +365,13 @@ func TestRealWindow(t *testing.T) {
 		v.settings.Answers.SetSelected(answersJSON)
 	})
 	check("16-chat-settings")
+	closeOverlay()
+	// issue 41's walk: a second model, Stop while it reads a long prompt,
+	// a server that is down (window_walk_xvfb_test.go)
+	gate := secondModelWalk(t, v, check)
+	stopWhileReadingWalk(t, v, gate, check)
+	serverDownWalk(t, v, check)
 	fyne.DoAndWait(func() {
-		if top := w.Canvas().Overlays().Top(); top != nil {
-			w.Canvas().Overlays().Remove(top)
-		}
 		v.Shutdown()
 		w.Close()
 	})
