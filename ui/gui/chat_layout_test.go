@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"fyne.io/fyne/v2"
+	"fyne.io/fyne/v2/test"
 	"fyne.io/fyne/v2/theme"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -151,4 +152,16 @@ func TestStatusLineReadsWholeAt1024(t *testing.T) {
 		require.NotEmpty(t, v.ContextLb.Text)
 		assert.True(t, fits(v.ContextLb, v.ContextLb.Text), "the context count is cut: %.0f px for %q", v.ContextLb.Size().Width, v.ContextLb.Text)
 	})
+}
+
+// N9: the window's first frame, before the app's event loop starts the
+// UI, says the app is starting (it was black for 1.5 s: the window had
+// no content until Start).
+func TestFirstFrameSaysStarting(t *testing.T) {
+	a := test.NewTempApp(t)
+	u, w := newWindow(a, bridge.Backends{DataDir: t.TempDir(), Machine: &fakeMachine{}})
+	t.Cleanup(w.Close)
+	require.NotNil(t, u)
+	require.NotNil(t, w.Content(), "the first frame is empty")
+	assert.NotNil(t, findLabel(w.Content(), startingText), "the first frame does not say the app is starting")
 }

@@ -92,7 +92,9 @@ func secondModelWalk(t *testing.T, v *chatView, check func(string)) *readingGate
 	})
 	var wiz *wizard
 	fyne.DoAndWait(func() { wiz = u.wizard })
-	waitUntil(t, "the kept measurement", 30*time.Second, func() bool { return wiz.Machine.Report != nil && !wiz.NextBtn.Disabled() })
+	// the model's and trunk's disks are measured now (the first start
+	// measured the home folder's): a quick measurement, as at the start
+	waitUntil(t, "the machine measurement", 120*time.Second, func() bool { return wiz.Machine.Report != nil && !wiz.NextBtn.Disabled() })
 	fyne.DoAndWait(func() { wiz.NextBtn.OnTapped(); wiz.Model.Dir.SetText(dir) })
 	waitUntil(t, "the second folder's check", 30*time.Second, func() bool {
 		return wiz.Model.Check != nil && sameDir(wiz.D.ModelDir, dir) && !wiz.NextBtn.Disabled()

@@ -39,6 +39,8 @@ var (
 	w        fyne.Window
 	setupErr error
 	data     string
+	// firstFrame is the window's content before the app started (N9)
+	firstFrame fyne.CanvasObject
 )
 
 // TestMain opens the app's window the way `k3` does, on a fresh data
@@ -61,6 +63,7 @@ func TestMain(m *testing.M) {
 	s.MaxTokens = 160 // the trained demo ends its replies by itself within ~80 tokens
 	s.Save(realApp.Preferences())
 	u, w = newWindow(realApp, b)
+	firstFrame = w.Content()
 	realApp.Lifecycle().SetOnStarted(func() {
 		fitScreen(w)
 		u.Start()
@@ -117,6 +120,9 @@ func TestRealWindow(t *testing.T) {
 		sz := w.Canvas().Size()
 		return sz.Width >= 400 && sz.Height >= 300 && u.wizard != nil
 	})
+	if firstFrame == nil || findLabel(firstFrame, startingText) == nil {
+		t.Error("N9: the first frame does not say the app is starting")
+	}
 	var wiz *wizard
 	fyne.DoAndWait(func() { wiz = u.wizard })
 	n := 0
