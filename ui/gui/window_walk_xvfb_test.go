@@ -220,6 +220,12 @@ func closeOverlay() {
 // the next message gets its reply.
 func stopWhileReadingWalk(t *testing.T, v *chatView, gate *readingGate, check func(string)) {
 	t.Helper()
+	// before sending, a pasted 5,000-word text says its length (item 2)
+	fyne.DoAndWait(func() { v.Entry.SetText(strings.Repeat("word ", 5000)) })
+	waitUntil(t, "the pasted text's length", 20*time.Second, func() bool {
+		return v.Estimate.Visible() && strings.Contains(v.Estimate.Text, "tokens long")
+	})
+	check("cost-1-pasted-5000-words")
 	gate.armed.Store(true)
 	fyne.DoAndWait(func() { v.Entry.SetText(longPrompt) })
 	check("stop-1-long-message")
