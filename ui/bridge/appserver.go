@@ -7,7 +7,9 @@ import (
 	"path/filepath"
 	"time"
 
+	"k3/doctor"
 	"k3/engine"
+	"k3/engine/plan"
 	"k3/ui/serve"
 )
 
@@ -51,8 +53,10 @@ func (c *engineChat) StartServer(ctx context.Context, addr, key string, on func(
 	if info.Demo {
 		id = "k3-demo"
 	}
-	s, err := serve.New(serve.Options{Engine: e, Tok: tok, ModelID: id, APIKey: key, MaxContext: ContextPositions, Lock: &serveLock{c: c},
-		Fit: opened, PromptCache: pc})
+	// what `k3 serve` accepts by default; the plan, made for the app's
+	// conversations, grows with the requests that need it (growContext)
+	s, err := serve.New(serve.Options{Engine: e, Tok: tok, ModelID: id, APIKey: key, MaxContext: max(serve.DefaultContext, opened.Positions),
+		Lock: &serveLock{c: c}, Grow: c.growContext, Fit: opened, PromptCache: pc})
 	if err != nil {
 		return "", err
 	}
@@ -64,6 +68,32 @@ func (c *engineChat) StartServer(ctx context.Context, addr, key string, on func(
 		return "", errors.New("a server was started at the same time")
 	}
 	return s.BaseURL(), nil
+}
+
+// growContext is the app's server's serve.Options.Grow: a request that
+// may take the context past the positions the plan reserved grows the
+// plan by plan.ContextStep positions at a time, as `k3 chat` grows a
+// conversation's, its KV cache checked against the memory available now
+// (plan.Grow); one that cannot fit is refused naming the limit. The
+// server calls it under its Lock (c.mu).
+func (c *engineChat) growContext(need int) error {
+	if c.m == nil {
+		return errors.New("the model was closed")
+	}
+	read := c.readMemory
+	if read == nil {
+		read = doctor.ReadMemory
+	}
+	var memp *plan.Memory
+	if mem, err := read(); err == nil {
+		memp = &mem
+	}
+	g, err := plan.Grow(c.m.Cfg, c.m.Bound, c.opened.StateCopies, c.planned, need, memp)
+	if err != nil {
+		return err
+	}
+	c.planned = g.Need
+	return nil
 }
 
 // StopServer stops the app's server (generations in flight end within one

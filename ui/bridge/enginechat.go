@@ -36,7 +36,13 @@ type engineChat struct {
 	// opened are the open model's options: the server's session keeps the
 	// state copies they allow
 	opened engine.Options
-	srv    atomic.Pointer[appServer] // the app's HTTP server over this model (appserver.go)
+	// planned are the positions the plan reserves now: the conversation's
+	// context when opened, grown for the server's longer requests
+	// (growContext); readMemory reads the memory available (nil:
+	// doctor.ReadMemory)
+	planned    int
+	readMemory func() (plan.Memory, error)
+	srv        atomic.Pointer[appServer] // the app's HTTP server over this model (appserver.go)
 	// eta tells where reading a prompt is; its pass time carries over to
 	// the next prompt's estimate
 	eta PrefillETA
@@ -222,7 +228,7 @@ func (c *engineChat) Open(ctx context.Context, on func(engine.Event)) (ModelInfo
 		return ModelInfo{}, err
 	}
 	e := m.NewEngine(c.s.Threads)
-	c.tok, c.m, c.e, c.opened = tok, m, e, o
+	c.tok, c.m, c.e, c.opened, c.planned = tok, m, e, o, o.Positions
 	c.sess = chat.NewSession(e, tok)
 	c.sess.FitBudget(o)
 	if pc := openPromptCache(m, o); pc != nil {

@@ -70,7 +70,13 @@ type Options struct {
 	CORSOrigins []string
 	// MaxContext caps prompt plus reply positions (0: no cap); a reply cap
 	// that would pass it is lowered, a prompt that fills it is refused.
+	// `k3 serve` and the app's server default to DefaultContext.
 	MaxContext int
+	// Grow, when set, is asked before each generation (under Lock) for
+	// the positions it may reach, prompt and reply: a server whose memory
+	// plan reserved fewer grows it, or refuses the request with the error
+	// (it names the limit). Nil: the plan reserved MaxContext.
+	Grow func(positions int) error
 	// DefaultMaxTokens is the reply cap of a request that gives none
 	// (0: chat.DefaultMaxTokens).
 	DefaultMaxTokens int
@@ -99,6 +105,11 @@ type Options struct {
 	// clients then learn from the timing what others sent).
 	SharedCache bool
 }
+
+// DefaultContext is the positions per request, prompt and reply, that
+// `k3 serve` plans and the app's server accepts unless told otherwise:
+// agents send prompts of 13-37K positions.
+const DefaultContext = 16384
 
 // Stats are the server's counters.
 type Stats struct {
