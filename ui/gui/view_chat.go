@@ -187,6 +187,7 @@ func (v *chatView) newLabels() {
 	v.CapLb = widget.NewLabel("")
 	v.CapLb.Importance = widget.LowImportance
 	v.Gauges = newGaugesView()
+	v.Gauges.SetModel(v.idleModel())
 }
 
 // layout places the conversations (left), the messages with the model

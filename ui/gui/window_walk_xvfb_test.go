@@ -312,6 +312,9 @@ func serverDownWalk(t *testing.T, v *chatView, check func(string)) {
 		if st := v.Picker.State.Text; st != stateDown {
 			t.Errorf("the picker's state of the server: %q", st)
 		}
+		if m := v.Gauges.Model.Text; !strings.HasSuffix(m, ": "+stateDown) || v.Gauges.Local.Visible() {
+			t.Errorf("the Engine panel for a server that is down: %q, this machine's gauges shown %v", m, v.Gauges.Local.Visible())
+		}
 		for _, o := range v.Picker.Select.Options {
 			if strings.Contains(o, url[len("http://"):len(url)-len("/v1")]) && !strings.HasSuffix(o, stateDown) {
 				t.Errorf("the server that did not answer is listed as %q", o)
