@@ -19,8 +19,9 @@ import (
 )
 
 // WaitingForServer is the phase of a turn that waits while the app's own
-// server answers a request on the same engine.
-const WaitingForServer = "waiting for the server's request to finish (Serve over HTTP… is answering one)"
+// server answers a request on the same engine (short enough for the
+// status line at 1024x640: the longer one was cut off).
+const WaitingForServer = "waiting for the server: it is answering another program's request"
 
 // engineChat is the app's chat engine: the in-process engine and a
 // chat.Session over it (the same session `k3 chat` drives).
@@ -60,6 +61,8 @@ type engineChat struct {
 	served     atomic.Int64
 	answering  atomic.Bool // a request of the server's holds the engine
 	serveWatch atomic.Pointer[func(engine.Event)]
+	// tune adjusts the options the model opens with (NewEngineChatWith)
+	tune func(*engine.Options)
 }
 
 // PromptRate is the measured time of one pass over a prompt and the
@@ -93,6 +96,15 @@ const ContextPositions = plan.ContextPositions
 func NewEngineChat(s Settings) ChatEngine {
 	c := &engineChat{s: s}
 	c.noDraft.Store(s.NoDraft)
+	return c
+}
+
+// NewEngineChatWith is NewEngineChat with the options the model opens
+// with adjusted by tune: the real-window check forces a short prefill
+// chunk, so a prompt takes many passes to read, as K3's does.
+func NewEngineChatWith(s Settings, tune func(*engine.Options)) ChatEngine {
+	c := NewEngineChat(s).(*engineChat)
+	c.tune = tune
 	return c
 }
 
@@ -202,6 +214,9 @@ func (c *engineChat) Open(ctx context.Context, on func(engine.Event)) (ModelInfo
 	}
 	phase(on, "loading the model")
 	o := c.s.OpenOptions(memp)
+	if c.tune != nil {
+		c.tune(&o)
+	}
 	o.Progress = func(done, total int) { phase(on, fmt.Sprintf("loading layer %d/%d", done, total)) }
 	heap := plan.LowHeap() // the engine samples the process base with the heap at its live size (plan.RuntimeOverhead)
 	m, err := engine.Open(dir, o)

@@ -145,6 +145,10 @@ func (f *modelFlags) resolve(fs *flag.FlagSet, stdout, stderr io.Writer) int {
 		return ExitUsage
 	}
 	f.spec = sp
+	if *f.ultra && sp > 0 && *f.draft == "" {
+		fmt.Fprintf(stderr, "k3 %s: --spec %d: ultra plans no speculative decoding (its memory floor keeps no verification pass's record); leave --spec out or pick --preset laptop\n", f.cmd, int(sp))
+		return ExitUsage
+	}
 	return -1
 }
 
