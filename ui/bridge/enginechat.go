@@ -61,6 +61,8 @@ type engineChat struct {
 	served     atomic.Int64
 	answering  atomic.Bool // a request of the server's holds the engine
 	serveWatch atomic.Pointer[func(engine.Event)]
+	// tune adjusts the options the model opens with (NewEngineChatWith)
+	tune func(*engine.Options)
 }
 
 // PromptRate is the measured time of one pass over a prompt and the
@@ -94,6 +96,15 @@ const ContextPositions = plan.ContextPositions
 func NewEngineChat(s Settings) ChatEngine {
 	c := &engineChat{s: s}
 	c.noDraft.Store(s.NoDraft)
+	return c
+}
+
+// NewEngineChatWith is NewEngineChat with the options the model opens
+// with adjusted by tune: the real-window check forces a short prefill
+// chunk, so a prompt takes many passes to read, as K3's does.
+func NewEngineChatWith(s Settings, tune func(*engine.Options)) ChatEngine {
+	c := NewEngineChat(s).(*engineChat)
+	c.tune = tune
 	return c
 }
 
@@ -203,6 +214,9 @@ func (c *engineChat) Open(ctx context.Context, on func(engine.Event)) (ModelInfo
 	}
 	phase(on, "loading the model")
 	o := c.s.OpenOptions(memp)
+	if c.tune != nil {
+		c.tune(&o)
+	}
 	o.Progress = func(done, total int) { phase(on, fmt.Sprintf("loading layer %d/%d", done, total)) }
 	heap := plan.LowHeap() // the engine samples the process base with the heap at its live size (plan.RuntimeOverhead)
 	m, err := engine.Open(dir, o)

@@ -219,6 +219,9 @@ func (v *chatView) finishTurn(reply *messageView, rep bridge.Reply, err error) {
 		}
 		v.serverDown[v.u.S.ServerURL] = err != nil && rep.Content == "" && rep.ReasoningContent == "" && !errors.Is(err, context.Canceled)
 		v.Picker.Refresh()
+		if v.Info == nil {
+			v.Gauges.SetModel(v.idleModel())
+		}
 	}
 	v.Notice.SetText("") // "wait for the reply…" notices are out of date now
 	if v.quitting {
@@ -333,7 +336,7 @@ func (v *chatView) ResetEngine() {
 	v.Stop()
 	e := v.engine
 	v.engine, v.Info = nil, nil
-	v.Gauges.SetModel(bridge.ModelInfo{})
+	v.Gauges.SetModel(v.idleModel())
 	v.modelClosed()
 	if v.Picker != nil {
 		v.Picker.Refresh()

@@ -39,6 +39,8 @@ var (
 	w        fyne.Window
 	setupErr error
 	data     string
+	// firstFrame is the window's content before the app started (N9)
+	firstFrame fyne.CanvasObject
 )
 
 // TestMain opens the app's window the way `k3` does, on a fresh data
@@ -61,6 +63,7 @@ func TestMain(m *testing.M) {
 	s.MaxTokens = 160 // the trained demo ends its replies by itself within ~80 tokens
 	s.Save(realApp.Preferences())
 	u, w = newWindow(realApp, b)
+	firstFrame = w.Content()
 	realApp.Lifecycle().SetOnStarted(func() {
 		fitScreen(w)
 		u.Start()
@@ -117,6 +120,9 @@ func TestRealWindow(t *testing.T) {
 		sz := w.Canvas().Size()
 		return sz.Width >= 400 && sz.Height >= 300 && u.wizard != nil
 	})
+	if firstFrame == nil || findLabel(firstFrame, startingText) == nil {
+		t.Error("N9: the first frame does not say the app is starting")
+	}
 	var wiz *wizard
 	fyne.DoAndWait(func() { wiz = u.wizard })
 	n := 0
@@ -240,6 +246,7 @@ func TestRealWindow(t *testing.T) {
 			t.Errorf("a demo chat above the plan: %q", v.Gauges.OverPlan.Text)
 		}
 	})
+	t.Logf("first start to first reply: %.1f s after the window showed", time.Since(start).Seconds())
 	check("7-chat-reply")
 	endInView(t, v, "7-chat-reply")
 
@@ -371,10 +378,13 @@ func TestRealWindow(t *testing.T) {
 		v.settings.Answers.SetSelected(answersJSON)
 	})
 	check("16-chat-settings")
+	closeOverlay()
+	// issue 41's walk: a second model, Stop while it reads a long prompt,
+	// a server that is down (window_walk_xvfb_test.go)
+	gate := secondModelWalk(t, v, check)
+	stopWhileReadingWalk(t, v, gate, check)
+	serverDownWalk(t, v, check)
 	fyne.DoAndWait(func() {
-		if top := w.Canvas().Overlays().Top(); top != nil {
-			w.Canvas().Overlays().Remove(top)
-		}
 		v.Shutdown()
 		w.Close()
 	})
