@@ -19,8 +19,10 @@ import (
 )
 
 // G13: while the app's server answers a request, the window hears of it:
-// the request's number as a phase, the engine's counters while it runs,
-// an empty phase when it ends; the count of requests answered.
+// the request's number as a phase, where the reading of its prompt is
+// when it takes more than one pass, the engine's counters and each token
+// with its step time while it runs (not the reply's text), an empty phase
+// when it ends; the count of requests answered.
 func TestServerRequestsReachTheWindow(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "demo")
 	require.NoError(t, MakeDemoModel(dir))
@@ -30,36 +32,73 @@ func TestServerRequestsReachTheWindow(t *testing.T) {
 	t.Cleanup(c.Close)
 	var mu sync.Mutex
 	var seen []engine.Event
+	answering := 0 // events seen while Answering
 	c.WatchServer(func(ev engine.Event) {
 		mu.Lock()
 		seen = append(seen, ev)
+		if c.Answering() {
+			answering++
+		}
 		mu.Unlock()
 	})
 	url, err := c.StartServer(t.Context(), "127.0.0.1:0", "", func(engine.Event) {})
 	require.NoError(t, err)
 	assert.Equal(t, int64(0), c.ServedRequests())
+	completion := 0
 	for range 2 {
 		resp, err := http.Post(url+"/chat/completions", "application/json",
 			strings.NewReader(`{"model":"k3-demo","messages":[{"role":"user","content":"Hi"}],"max_tokens":4}`))
 		require.NoError(t, err)
 		require.Equal(t, http.StatusOK, resp.StatusCode)
+		var r openaiReply
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&r))
 		resp.Body.Close()
+		completion += r.Usage.CompletionTokens
 	}
 	assert.Equal(t, int64(2), c.ServedRequests())
+	assert.False(t, c.Answering(), "no request holds the engine")
 	mu.Lock()
 	defer mu.Unlock()
-	var phases []string
-	stats := 0
+	assert.Equal(t, len(seen), answering, "every event comes while the request holds the engine")
+	var groups [][]string // each request's phases, up to its ""
+	stats, tokens := 0, 0
+	cur := []string{}
 	for _, ev := range seen {
 		switch ev.Kind {
 		case engine.EventPhase:
-			phases = append(phases, ev.Text)
+			if ev.Text == "" {
+				groups, cur = append(groups, cur), []string{}
+				continue
+			}
+			cur = append(cur, ev.Text)
 		case engine.EventStats:
 			stats++
 			assert.Greater(t, ev.Stats.RSSBytes, int64(0))
+		case engine.EventToken:
+			tokens++
+			assert.Positive(t, ev.Seconds, "each token's step time")
+		case engine.EventPrefill:
+			assert.LessOrEqual(t, ev.Done, ev.Total)
+		default:
+			t.Errorf("the reply's text went to the window: %v %q", ev.Kind, ev.Text)
 		}
 	}
-	assert.Equal(t, []string{AnsweringPhase(1), "", AnsweringPhase(2), ""}, phases)
+	require.Len(t, groups, 2)
+	assert.Empty(t, cur, "each request ends with an empty phase")
+	reading := 0
+	for i, g := range groups {
+		n := int64(i + 1)
+		require.NotEmpty(t, g)
+		assert.Equal(t, AnsweringPhase(n), g[0])
+		for _, p := range g[1:] {
+			if p != AnsweringPhase(n) {
+				assert.True(t, strings.HasPrefix(p, ServedReadingPhase(n, "reading prompt ")), p)
+				reading++
+			}
+		}
+	}
+	assert.Positive(t, reading, "the first prompt is read in two passes (the preamble, then the rest): the status says where it is")
+	assert.Equal(t, completion, tokens, "every token the requests generated, with its step time")
 	assert.GreaterOrEqual(t, stats, 4, "the counters at each request's start and end")
 	assert.Contains(t, AnsweringPhase(1), "answering a request from another program")
 }

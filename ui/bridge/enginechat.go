@@ -58,6 +58,7 @@ type engineChat struct {
 	// served counts the requests the app's server answered; serveWatch
 	// gets what the server does (WatchServer)
 	served     atomic.Int64
+	answering  atomic.Bool // a request of the server's holds the engine
 	serveWatch atomic.Pointer[func(engine.Event)]
 	// tune adjusts the options the model opens with (NewEngineChatWith)
 	tune func(*engine.Options)

@@ -159,6 +159,7 @@ func (f *modelFlags) resolve(fs *flag.FlagSet, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "k3 %s: --layers %d must be 0 (all) or more\n", f.cmd, *f.layers)
 		return ExitUsage
 	}
+	f.noteTrunkBudget(given, stderr)
 	if err := f.resolveThreads(); err != nil {
 		fmt.Fprintf(stderr, "k3 %s: %v\n", f.cmd, err)
 		return ExitUsage
@@ -174,6 +175,28 @@ func (f *modelFlags) resolve(fs *flag.FlagSet, stdout, stderr io.Writer) int {
 	}
 	f.spec = sp
 	return -1
+}
+
+// noteTrunkBudget says that a trunk budget given without --trunk is not
+// used: only a packed trunk streams, so every layer is bound from the
+// checkpoint (on Kimi K3 the plan then holds the whole trunk, and a laptop
+// budget is refused for more than it asked).
+func (f *modelFlags) noteTrunkBudget(given map[string]bool, stderr io.Writer) {
+	if *f.trunkDir != "" {
+		return
+	}
+	from := ""
+	switch {
+	case given["trunk-gb"]:
+		from = fmt.Sprintf("--trunk-gb %g", *f.trunkGB)
+	case given["trunk-ring"]:
+		from = fmt.Sprintf("--trunk-ring %d", *f.ring)
+	case *f.preset != "":
+		from = fmt.Sprintf("--preset %s's trunk budget (%.2f GB)", *f.preset, *f.trunkGB)
+	default:
+		return
+	}
+	fmt.Fprintf(stderr, "note: %s is for streaming layers from a packed trunk: without --trunk DIR (see k3 pack) every layer is bound from the checkpoint and held in memory\n", from)
 }
 
 // maxBudgetGB bounds --trunk-gb and --cache-gb: 9e9 GB is 9e18 bytes, just

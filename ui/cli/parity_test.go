@@ -338,8 +338,18 @@ func TestRunIDsDecodesText(t *testing.T) {
 	code, stdout, errs = runK3("run", tinyRelease, "--ids", "1,2", "--gen", "2", "--out", out)
 	require.Equal(t, ExitOK, code, stdout+errs)
 	assert.Nil(t, readRunReport(t, out).GeneratedText)
-	// --tok naming a folder without one: refused
-	code, _, errs = runK3("run", tinyRelease, "--ids", "1,2", "--tok", tmp)
+	// --tok naming a folder without one: the ids run, with a warning and
+	// no text (the C engine loads no tokenizer for --ids: a script that
+	// always passes --tok ran; review row 129)
+	ref := readRunReport(t, out).GeneratedIDs
+	code, stdout, errs = runK3("run", tinyRelease, "--ids", "1,2", "--gen", "2", "--tok", tmp, "--out", out)
+	require.Equal(t, ExitOK, code, stdout+errs)
+	assert.Contains(t, errs, "warning: tokenizer: ")
+	assert.Contains(t, errs, ": the ids run without a tokenizer, and the generated text is not decoded\n")
+	assert.Nil(t, readRunReport(t, out).GeneratedText)
+	assert.Equal(t, ref, readRunReport(t, out).GeneratedIDs)
+	// a prompt's text needs one: refused
+	code, _, errs = runK3("run", tinyRelease, "--prompt", "hello", "--tok", tmp)
 	assert.Equal(t, ExitUsage, code)
 	assert.Contains(t, errs, "k3 run: tokenizer: ")
 }
@@ -660,4 +670,21 @@ func TestCVariables(t *testing.T) {
 	code, _, errs = runK3("run", tinyRelease, "--ids", ids, "--gen", "1")
 	assert.Equal(t, ExitUsage, code)
 	assert.Contains(t, errs, "k3 run: --cache-policy \"fifo\" is not")
+}
+
+// TestEmptyPromptNamed: an empty --prompt (or --ids, --prompt-file) is
+// named as empty; it used to get "give exactly one of ...", which it was.
+func TestEmptyPromptNamed(t *testing.T) {
+	for _, f := range []string{"--prompt", "--ids", "--prompt-file"} {
+		code, out, errs := runK3("run", tinyRelease, f, "")
+		assert.Equal(t, ExitUsage, code, f)
+		assert.Empty(t, out, f)
+		assert.Equal(t, "k3 run: "+f+" is empty: there is no prompt to read\n", errs, f)
+	}
+	code, _, errs := runK3("run", tinyRelease, "--gen", "1")
+	assert.Equal(t, ExitUsage, code)
+	assert.Equal(t, "k3 run: give exactly one of --ids, --prompt or --prompt-file\n", errs)
+	code, _, errs = runK3("run", tinyRelease, "--ids", "1", "--prompt", "x")
+	assert.Equal(t, ExitUsage, code)
+	assert.Equal(t, "k3 run: give exactly one of --ids, --prompt or --prompt-file\n", errs)
 }

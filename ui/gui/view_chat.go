@@ -83,6 +83,9 @@ type chatView struct {
 	serverDown map[string]bool
 	// servedNote is the app's server's requests, for the model line (G13)
 	servedNote string
+	// servedPh is the app's server's phase ("": no request holds the
+	// engine), for the status line when the app's turn ends
+	servedPh string
 	// pendingRow shows the pictures waiting for the next message
 	pendingRow    *fyne.Container
 	pendingThumbs *fyne.Container

@@ -87,6 +87,11 @@ type Options struct {
 	// Lock, when set, is held around every generation: the app passes the
 	// lock of its own chat so the two never run the engine at once.
 	Lock sync.Locker
+	// Observe, when set, gets every engine event of each generation (the
+	// prompt's progress, each token with its step time and counters, the
+	// reply's text), on the generation's goroutine, under Lock: the app's
+	// Engine panel follows its server's requests with it.
+	Observe func(engine.Event)
 	// Fit are the options the model was opened with: the server's chat
 	// session keeps the state copies they allow (chat.Session.FitBudget;
 	// the zero value: a snapshot).
