@@ -102,12 +102,15 @@ type Speeds struct {
 
 // Prediction is the cost model's answer for one preset.
 type Prediction struct {
-	Name                       string  `json:"name"`
-	TrunkGB                    float64 `json:"trunk_gb"`
-	CacheGB                    float64 `json:"cache_gb"`
-	PredictedSecondsPerToken   float64 `json:"predicted_seconds_per_token"`
-	OptimisticSecondsPerToken  float64 `json:"optimistic_seconds_per_token"`
-	PredictedPeakRSSBytes      int64   `json:"predicted_peak_rss_bytes"`
+	Name                      string  `json:"name"`
+	TrunkGB                   float64 `json:"trunk_gb"`
+	CacheGB                   float64 `json:"cache_gb"`
+	PredictedSecondsPerToken  float64 `json:"predicted_seconds_per_token"`
+	OptimisticSecondsPerToken float64 `json:"optimistic_seconds_per_token"`
+	PredictedPeakRSSBytes     int64   `json:"predicted_peak_rss_bytes"`
+	// AppPeakRSSBytes is the same plan in the app: its process base (the
+	// window toolkit) instead of the CLI's (AppBytes).
+	AppPeakRSSBytes            int64   `json:"app_peak_rss_bytes"`
 	DiskBytesPerToken          int64   `json:"disk_bytes_per_token"`
 	IOSeconds                  float64 `json:"io_seconds"`
 	ComputeSeconds             float64 `json:"compute_seconds"`
@@ -123,7 +126,7 @@ type Prediction struct {
 }
 
 // PeakRSS returns the predicted peak resident memory of a preset: its
-// memory plan's total.
+// memory plan's total, for k3 run and k3 chat (the app's: AppBytes).
 func PeakRSS(p plan.Preset) int64 { return Need(p.Budget()) }
 
 // Predict applies the cost model to a preset.
@@ -149,6 +152,7 @@ func Predict(p plan.Preset, s Speeds) Prediction {
 		PredictedSecondsPerToken:   round2(io + compute),
 		OptimisticSecondsPerToken:  round2(ioFor(opt) + compute),
 		PredictedPeakRSSBytes:      pl.Total,
+		AppPeakRSSBytes:            AppBytes(pl.Total),
 		DiskBytesPerToken:          int64(streamed + ultraBytes + (1-hit)*perToken),
 		IOSeconds:                  round2(io),
 		ComputeSeconds:             round2(compute),

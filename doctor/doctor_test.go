@@ -92,7 +92,7 @@ func TestCostModel(t *testing.T) {
 	// chunk back to (0.46 GB at K3 size) nor speculation's rollback record
 	// (9 positions of 20.4 MB) nor a chat session's copies of the state
 	// (plan.ChatCopies): the comparison leaves them out. At ultra and
-	// laptop our ring also takes the whole trunk budget (the C engine's
+	// laptop our ring also holds two layers where they fit (the C engine's
 	// holds one layer) to read the next layer while one computes: 2.3 GB
 	// of slack there.
 	pub := map[string]float64{"ultra": 3.0, "laptop": 8.2, "desktop": 31.9, "workstation": 95.5, "server": 128, "max": 224}
@@ -106,7 +106,14 @@ func TestCostModel(t *testing.T) {
 		if plan.Floor(int64(p.TrunkGB*plan.GB), p.Ultra) {
 			rollback = 0
 		}
-		assert.InDelta(t, 9*20.4e6, float64(pl.Spec), 0.5e6, "the speculation record at K3 size")
+		// the speculation record at K3 size: 9 positions, none at ultra
+		// (no speculation there) beyond the one position a plain pass at
+		// the floor records
+		if p.Ultra {
+			assert.InDelta(t, 20.4e6, float64(pl.Spec), 0.5e6, "the record of one position at ultra")
+		} else {
+			assert.InDelta(t, 9*20.4e6, float64(pl.Spec), 0.5e6, "the speculation record at K3 size")
+		}
 		got := float64(PeakRSS(p))
 		// a chat session's copies of the state (the C engine keeps none):
 		// none at ultra and laptop, a snapshot and two checkpoints above
@@ -154,7 +161,7 @@ func TestCostModel(t *testing.T) {
 		avail float64
 		want  string
 		ok    bool
-	}{{2e9, "ultra", false}, {5.5e9, "ultra", true}, {12e9, "laptop", true}, {24.6e9, "laptop", true}, {35.4e9, "laptop", true}, {35.6e9, "desktop", true}, {150e9, "server", true}, {300e9, "max", true}} {
+	}{{2e9, "ultra", false}, {5.5e9, "ultra", true}, {12e9, "laptop", true}, {24.6e9, "laptop", true}, {35.2e9, "laptop", true}, {35.3e9, "desktop", true}, {150e9, "server", true}, {300e9, "max", true}} {
 		got, ok := Choose(plan.Memory{TotalBytes: 2 * int64(c.avail), AvailableBytes: int64(c.avail)}, sp)
 		assert.Equal(t, c.want, got.Name, "Choose(%.1f GB)", c.avail/1e9)
 		assert.Equal(t, c.ok, ok, "Choose(%.1f GB)", c.avail/1e9)
@@ -307,6 +314,16 @@ func cpuinfo2x2(t *testing.T) []byte {
 // packed trunk when a token needs them (plan.StreamsEmbedding) and lm_head
 // stays resident. With the embedding resident the same plan is 2.35 GB
 // more, above the target.
+//
+// Ultra was 4.21 GB (ring 2.50, spec record 0.18, prompt chunk 0.20,
+// process base 0.30). Its four levers: the ring sized to the largest layer
+// (2.34 GB; the same layers read ahead), no speculation (the record of one
+// position a plain pass keeps at the floor), the routed experts' gather in
+// one scratch and the dense down projection widened 8 positions at a time
+// (0.09 GB), the CLI's measured base (the runtime, the binary and the
+// tokenizer, 58 MB) with the checkpoint's tensor index counted (0.16 GB,
+// measured: it was hidden in the assumed 0.30). Without the index ultra is
+// 3.53 GB; with it 3.69 GB: the 3.5 GB target is not met (docs/MEMORY.md).
 func TestFloorTargets(t *testing.T) {
 	laptop, _ := plan.Lookup("laptop")
 	pl := K3.Plan(laptop.Budget())
@@ -321,4 +338,17 @@ func TestFloorTargets(t *testing.T) {
 	desktop, _ := plan.Lookup("desktop")
 	assert.False(t, K3.Plan(desktop.Budget()).EmbedStreamed)
 	assert.Equal(t, K3.GlobalBytes, K3.Plan(desktop.Budget()).Globals)
+
+	ultra, _ := plan.Lookup("ultra")
+	u := K3.Plan(ultra.Budget())
+	assert.Equal(t, K3.LayerBytes[0]+plan.RingSlack, u.RingBytes, "the ring holds the largest layer, not the 2.50 GB budget")
+	assert.Contains(t, u.String(), "holds 2 layers in flight at 46 of the 93 streamed layers", "and reads ahead where a budget-sized ring did")
+	assert.InDelta(t, 20.4e6, float64(u.Spec), 0.5e6, "no speculation: one position's record")
+	assert.Less(t, u.Prefill, int64(0.09e9), "the prompt chunk")
+	assert.Equal(t, int64(CLIBaselineBytes)+K3.IndexBytes(), u.Baseline)
+	assert.InDelta(t, 0.16e9, float64(K3.IndexBytes()), 0.005e9, "the released checkpoint's tensor index")
+	assert.LessOrEqual(t, u.Total, int64(3.69e9), "ultra: %s", u)
+	assert.LessOrEqual(t, u.Total-K3.IndexBytes(), int64(3.53e9), "ultra without the tensor index")
+	assert.Greater(t, u.Total, int64(3.5e9), "ultra is above the 3.5 GB target by its tensor index and prompt chunk (docs/MEMORY.md)")
+	assert.Equal(t, u.Total-CLIBaselineBytes+AppBaselineBytes, AppBytes(u.Total), "the app's plan: its base instead of the CLI's")
 }

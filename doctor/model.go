@@ -45,11 +45,25 @@ const (
 	// defaults, and the app's.
 	PlanRing  = 2
 	PlanChunk = 64
-	// BaselineBytes is what a k3 process holds before the plan's parts are
-	// allocated (the Go runtime, the tokenizer; the app's window toolkit).
-	// The engine measures its own (machine.RSS when it plans); the doctor,
-	// which plans for another process, assumes this.
-	BaselineBytes = 0.3e9
+	// CLIBaselineBytes is what a k3 CLI process (k3 run, k3 chat) holds
+	// before a plan's parts are allocated, besides the checkpoint's tensor
+	// index: the Go runtime, the binary and the tokenizer of K3's
+	// vocabulary (51-53 MB measured). A bound held by TestCLIBaseline (in
+	// the repository's root package: a child process loads a tokenizer of
+	// K3's size through k3 tokenize and samples engine.ProcessBase, the
+	// base the engine's own plan counts).
+	CLIBaselineBytes = 58e6
+	// AppBaselineBytes is the app's instead: the CLI's and the window
+	// toolkit (Fyne, its GL driver, fonts and images), assumed as before
+	// (not measured here). The doctor's plans are the CLI's;
+	// Prediction.AppPeakRSSBytes gives the app's beside them.
+	AppBaselineBytes = 300e6
+	// TensorIndexBytes is what a process holds per tensor of the opened
+	// checkpoint (its safetensors entries: name, shape, place), a bound
+	// held by TestTensorIndexBytes (295-297 bytes measured). The released
+	// checkpoint has 494,592 routed-expert tensors (92 MoE layers x 896
+	// experts x 6), so its index is about 0.14 GB of every run's base.
+	TensorIndexBytes = 320
 )
 
 // Model is what the memory plan and the cost per token need of a model,
@@ -127,8 +141,8 @@ func ModelOf(c *config.Config) Model {
 
 // Inputs are the plan inputs of a streamed run at budget b with a KV cache
 // for positions: plan.ForModel over this model's sizes, as the engine plans
-// (ring PlanRing, prefill chunk PlanChunk, drafts of plan.DefaultMaxDraft,
-// process base BaselineBytes, and the state copies a chat session keeps at
+// (ring PlanRing, prefill chunk PlanChunk, drafts of plan.DefaultMaxDraft
+// but none at ultra, process base Baseline, and the state copies a chat session keeps at
 // that budget, as the app and k3 chat reserve them).
 func (m Model) Inputs(b plan.Budget, positions int) plan.Inputs {
 	return m.inputs(m.run(b, positions))
@@ -136,9 +150,35 @@ func (m Model) Inputs(b plan.Budget, positions int) plan.Inputs {
 
 func (m Model) run(b plan.Budget, positions int) plan.Run {
 	return plan.Run{Streaming: true, TrunkBudget: int64(b.TrunkGB * plan.GB), Ring: PlanRing, CacheBudget: int64(b.CacheGB * plan.GB),
-		Ultra: b.Ultra, Positions: positions, Chunk: PlanChunk, Workers: runtime.NumCPU(), SpecPositions: min(plan.DefaultMaxDraft, PlanChunk-1) + 1,
-		StateCopies: plan.ChatStateCopies(int64(b.TrunkGB*plan.GB), b.Ultra), BaselineRSS: BaselineBytes,
+		Ultra: b.Ultra, Positions: positions, Chunk: PlanChunk, Workers: runtime.NumCPU(), SpecPositions: specPositions(b),
+		StateCopies: plan.ChatStateCopies(int64(b.TrunkGB*plan.GB), b.Ultra), BaselineRSS: m.Baseline(),
 		Floor: plan.Floor(int64(b.TrunkGB*plan.GB), b.Ultra)}
+}
+
+// Baseline is the process base the doctor's plans of this model count: a
+// CLI process's (CLIBaselineBytes) and its checkpoint's tensor index.
+func (m Model) Baseline() int64 { return CLIBaselineBytes + m.IndexBytes() }
+
+// IndexBytes is the checkpoint's tensor index (TensorIndexBytes per
+// tensor: the routed experts' six each, and at most 32 per layer of the
+// trunk and the tables).
+func (m Model) IndexBytes() int64 {
+	tensors := m.MoELayers*m.Cfg.Experts*6 + 32*(m.Cfg.Layers+1)
+	return int64(tensors) * TensorIndexBytes
+}
+
+// AppBytes is a plan's total for the app: its process base instead of the
+// CLI's.
+func AppBytes(total int64) int64 { return total - CLIBaselineBytes + AppBaselineBytes }
+
+// specPositions is the longest verification pass the doctor plans at
+// budget b: a draft of plan.DefaultMaxDraft and the token before it, none
+// at ultra (the engine drafts nothing there without a draft model).
+func specPositions(b plan.Budget) int {
+	if b.Ultra {
+		return 0
+	}
+	return min(plan.DefaultMaxDraft, PlanChunk-1) + 1
 }
 
 func (m Model) inputs(r plan.Run) plan.Inputs {
@@ -163,6 +203,7 @@ func (m Model) streamableEmbed() int64 {
 func (m Model) DraftPlan(b plan.Budget, draftBytes, perPos, kept, read int64, streamed bool) *plan.Plan {
 	r := m.run(b, PlanPositions)
 	r.DraftBytes, r.DraftPerPos, r.DraftStream, r.DraftRead, r.DraftStreamed = draftBytes, perPos, kept, read, streamed
+	r.SpecPositions = min(plan.DefaultMaxDraft, PlanChunk-1) + 1 // a draft model drafts at ultra too
 	return plan.Make(m.inputs(r))
 }
 

@@ -98,15 +98,16 @@ func (L *moeBlock) forward(e *Engine, x []float32, T int) ([]float32, error) {
 	// reads land changes nothing
 	store := e.m.experts
 	group := max(1, store.MaxPinned())
+	g := newGather(T, lat, c.MoEInter)
 	for i := 0; i < len(order); i += group {
 		part := order[i:min(i+group, len(order))]
 		err := store.Each(L.layer, part, func(j int, exp *Expert) {
 			if e.expertSeconds == nil {
-				runExpert(e, exp, users[part[j]], z, contrib)
+				runExpert(e, exp, users[part[j]], z, contrib, g)
 				return
 			}
 			t0 := time.Now()
-			runExpert(e, exp, users[part[j]], z, contrib)
+			runExpert(e, exp, users[part[j]], z, contrib, g)
 			e.expertSeconds[L.layer] += time.Since(t0).Seconds()
 		})
 		if err != nil {
@@ -137,22 +138,38 @@ func expertUsers(idx []int) (order []int, users map[int][]int) {
 	return order, users
 }
 
+// gather is the scratch the routed experts of one MoE pass run in, one
+// after another (ExpertStore.Each calls them in turn): an expert takes at
+// most one row per position (a token picks an expert once), so T rows of
+// its latent input, its gate and up intermediates and its output serve
+// every expert of the pass, instead of buffers of their own for each of
+// the top-k picks of every position. The values are the same: each
+// mat-mul writes every element of its rows from the same inputs.
+type gather struct{ xin, gate, up, y []float32 }
+
+func newGather(T, lat, inter int) *gather {
+	return &gather{xin: make([]float32, T*lat), gate: make([]float32, T*inter), up: make([]float32, T*inter), y: make([]float32, T*lat)}
+}
+
 // runExpert runs the routed expert exp on the latent rows z of the tokens
-// whose token-slot indices are u, writing each slot's output to its own
-// row of contrib.
-func runExpert(e *Engine, exp *Expert, u []int, z, contrib []float32) {
+// whose token-slot indices are u, in the scratch g, writing each slot's
+// output to its own row of contrib.
+func runExpert(e *Engine, exp *Expert, u []int, z, contrib []float32, g *gather) {
 	c := e.m.Cfg
-	k, lat := c.TopK, c.Latent
+	k, lat, inter := c.TopK, c.Latent, c.MoEInter
 	n := len(u)
-	xin := make([]float32, n*lat)
+	if n*lat > len(g.xin) {
+		*g = *newGather(n, lat, inter) // a token picking an expert twice: not from Route
+	}
+	xin, gate, up, y := g.xin[:n*lat], g.gate[:n*inter], g.up[:n*inter], g.y[:n*lat]
 	for i, ts := range u {
 		t := ts / k
 		copy(xin[i*lat:(i+1)*lat], z[t*lat:(t+1)*lat])
 	}
-	g := e.mm(&exp.W1, xin, n)
-	up := e.mm(&exp.W3, xin, n)
-	kernels.SiTUPool(e.pool, g, g, up, c.SituBeta, c.SituLinearBeta)
-	y := e.mm(&exp.W2, g, n)
+	kernels.MatMul(e.pool, gate, &exp.W1, xin, n)
+	kernels.MatMul(e.pool, up, &exp.W3, xin, n)
+	kernels.SiTUPool(e.pool, gate, gate, up, c.SituBeta, c.SituLinearBeta)
+	kernels.MatMul(e.pool, y, &exp.W2, gate, n)
 	for i, ts := range u {
 		copy(contrib[ts*lat:(ts+1)*lat], y[i*lat:(i+1)*lat])
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"strings"
 
@@ -91,8 +92,15 @@ func (o Options) checkChunk() error {
 }
 
 // maxDraft is the longest draft a pass verifies: Options.MaxDraft, at most
-// a chunk less one.
+// a chunk less one. At ultra without a draft model nothing is drafted, as
+// in the C engine (which refuses --spec there): the plan keeps no
+// verification pass's record (0.16 GB at K3 size), and a pass at ultra
+// reads the whole trunk from disk whatever its length, so a drafted token
+// that is rejected costs a trunk's reads of compute-bound work for nothing.
 func (o Options) maxDraft() int {
+	if o.Budget.Ultra && o.Draft == "" {
+		return 0
+	}
 	n := o.MaxDraft
 	if n == 0 {
 		n = DefaultMaxDraft
@@ -448,8 +456,20 @@ func (ck *checkpoint) plan(o Options, tm *trunk.Manifest, d *Draft) (*plan.Plan,
 	return plan.Make(plan.PlaceDraft(in, limit)), nil
 }
 
-// planBaseline is the process base a plan counts: the RSS now (tests pin it).
-var planBaseline = machine.RSS
+// planBaseline is the process base a plan counts: ProcessBase (tests pin
+// it).
+var planBaseline = ProcessBase
+
+// ProcessBase is what the process holds before a plan's parts are
+// allocated: its resident size once the garbage of what ran before (the
+// tokenizer's parse, the checkpoint's headers) is collected and given back
+// to the system, so the base is what stays live (a collection of the
+// small heap before the model loads: milliseconds, once a plan). The
+// doctor's doctor.CLIBaselineBytes is held to it (TestCLIBaseline).
+func ProcessBase() int64 {
+	debug.FreeOSMemory()
+	return machine.RSS()
+}
 
 // planLimit is the most a plan may take: 95% of o.Memory's usable bytes
 // (Plan.Check's test); 0 when unknown.

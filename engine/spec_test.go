@@ -70,10 +70,11 @@ func requireSameRun(t *testing.T, what string, got, want specRun) {
 // TestSpecExact: speculative decoding gives the ids, the logits of every
 // token and the final state of plain decoding, bit for bit, on every
 // reference checkpoint, resident, streamed through one ring slot, with an
-// expert cache that evicts every step and in ultra-low-memory mode, on 1 to
-// 3 threads, for forced draft lengths 1, 3 and 8 whose drafts are accepted
+// expert cache that evicts every step, on 1 to 3 threads, for forced draft lengths 1, 3 and 8 whose drafts are accepted
 // wholly, partly or not at all, for the engine's own drafter, and when a
-// stop token or the token cap ends generation inside a verified draft.
+// stop token or the token cap ends generation inside a verified draft. In
+// ultra-low-memory mode nothing is drafted, forced or by the controller (no
+// verification record is planned there): the same run, one pass a token.
 func TestSpecExact(t *testing.T) {
 	var drafted, accepted, partial, autoDrafted int64
 	for _, name := range fixture.Models {
@@ -114,9 +115,19 @@ func TestSpecExact(t *testing.T) {
 				for _, k := range lengths {
 					r := generateCase(t, m, b.threads, p.PromptIDs, GenOptions{MaxTokens: 20, Spec: k, Complete: true, Trace: &GenTrace{Propose: oracleDrafts(ref, V)}})
 					requireSameRun(t, fmt.Sprintf("%s, spec %d", what, k), r, plain)
+					if b.opt.Budget.Ultra {
+						// ultra drafts nothing (as the C engine, which refuses
+						// --spec there): one pass a token, no record planned
+						assert.Zero(t, r.res.Stats.SpecDrafted, "%s, spec %d: drafted at ultra", what, k)
+						assert.Equal(t, plain.res.DecodePasses, r.res.DecodePasses, "%s, spec %d: passes", what, k)
+						continue
+					}
 					drafted += r.res.Stats.SpecDrafted
 					accepted += r.res.Stats.SpecAccepted
 					assert.Less(t, r.res.DecodePasses, plain.res.DecodePasses, "%s, spec %d: passes", what, k)
+				}
+				if b.opt.Budget.Ultra {
+					assert.Equal(t, 1, m.recordCap(), "%s: the plan records one position (a plain pass at the floor)", what)
 				}
 				own := generateCase(t, m, b.threads, p.PromptIDs, GenOptions{MaxTokens: 20, Spec: 4, Complete: true})
 				requireSameRun(t, what+", own drafter", own, plain)
@@ -124,6 +135,9 @@ func TestSpecExact(t *testing.T) {
 				// matches come true, with the engine's drafter
 				auto := generateCase(t, m, b.threads, p.PromptIDs, GenOptions{MaxTokens: 20, Complete: true, Trace: &GenTrace{SpecCosts: draftPays}})
 				requireSameRun(t, what+", auto", auto, plain)
+				if b.opt.Budget.Ultra {
+					assert.Zero(t, auto.res.Stats.SpecDrafted, "%s: the controller drafted at ultra", what)
+				}
 				autoDrafted += auto.res.Stats.SpecDrafted
 				if pi > 0 || b.name != "resident" {
 					continue

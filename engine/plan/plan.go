@@ -266,6 +266,11 @@ func (p *Plan) pinAndRing(in Inputs) {
 	p.RingBytes = min(int64(ring)*slot, max(in.TrunkBudget-p.PinnedBytes, slot))
 	var fitting int
 	p.RingSlots, fitting = ringSlots(streamed, p.RingBytes, ring)
+	if p.RingSlots > 1 {
+		// no more than what it holds: the largest layer, or the largest
+		// run of layers in flight that fits, whichever is larger
+		p.RingBytes = max(min(slot+RingSlack, p.RingBytes), inFlightBytes(streamed, p.RingBytes, p.RingSlots))
+	}
 	switch {
 	case in.TrunkBudget-p.PinnedBytes < slot:
 		p.Notes = append(p.Notes, fmt.Sprintf("trunk budget %s is below one ring slot (%s): running at the minimum", units.Bytes(in.TrunkBudget), units.Bytes(slot)))
@@ -385,6 +390,33 @@ func ringSlots(streamed []int64, ringBytes int64, ring int) (slots, fitting int)
 		}
 	}
 	return 1, n
+}
+
+// RingSlack is what a ring needs beyond a layer's bytes to hold it: a
+// layer is read in two parts (its attention and its MLP), each rounded out
+// to whole direct-I/O blocks (4 KiB), so they overlap by up to one block,
+// and the ring itself is cut down to a whole block.
+const RingSlack = 2 * 4096
+
+// inFlightBytes is the largest run of up to slots consecutive streamed
+// layers (in decode order, cyclically) that fits in ringBytes, with
+// RingSlack a layer (never above ringBytes): what a ring needs to hold in
+// flight every run that one of ringBytes holds (ringSlots counts the same
+// runs for either), so it reads ahead at the same layers.
+func inFlightBytes(streamed []int64, ringBytes int64, slots int) int64 {
+	var most int64
+	n := len(streamed)
+	for i := range streamed {
+		var sum int64
+		for j := 0; j < min(slots, n); j++ {
+			sum += streamed[(i+j)%n]
+			if sum > ringBytes {
+				break
+			}
+			most = max(most, min(sum+int64(j+1)*RingSlack, ringBytes))
+		}
+	}
+	return most
 }
 
 // Check refuses a plan that needs more than 95% of the usable memory.

@@ -69,23 +69,32 @@ func k3Layers() []int64 {
 }
 
 // TestRingAtTheFloor: at the laptop preset (the 8 GB floor) the ring cannot
-// hold two of the 2.34 GB dense layer, but it takes the whole 3 GB budget
-// and so still reads the next layer while one computes, everywhere but
-// next to layer 0.
+// hold two of the 2.34 GB dense layer, but it still reads the next layer
+// while one computes, everywhere but next to layer 0; at ultra wherever a
+// KDA layer and an MLA layer are next to each other. The ring is sized to
+// what it holds in flight, not to the budget: at laptop two KDA layers
+// (2.53 GB, not 3.00), at ultra the dense layer 0 (2.34 GB, not 2.50: a
+// KDA and an MLA layer, 2.11 GB, fit in it), and at the same layers as a
+// ring of the whole budget.
 func TestRingAtTheFloor(t *testing.T) {
 	for _, c := range []struct {
 		preset  string
 		slots   int
 		fitting int
-	}{{"laptop", 2, 91}, {"ultra", 2, 46}} {
+		ring    int64
+	}{{"laptop", 2, 91, 2*1_267_449_216 + 2*RingSlack}, {"ultra", 2, 46, 2_340_918_144 + RingSlack}} {
 		pr, _ := Lookup(c.preset)
-		p := Make(Inputs{LayerBytes: k3Layers(), Streaming: true, TrunkBudget: int64(pr.TrunkGB * GB), Ring: 2})
-		if p.PinnedBytes != 0 || p.SlotBytes != 2_340_918_144 || p.RingBytes != int64(pr.TrunkGB*GB) || p.RingSlots != c.slots {
+		in := Inputs{LayerBytes: k3Layers(), Streaming: true, TrunkBudget: int64(pr.TrunkGB * GB), Ring: 2}
+		p := Make(in)
+		if p.PinnedBytes != 0 || p.SlotBytes != 2_340_918_144 || p.RingBytes != c.ring || p.RingSlots != c.slots {
 			t.Fatalf("%s: plan %+v", c.preset, p)
 		}
 		if want := fmt.Sprintf("holds 2 layers in flight at %d of the 93 streamed layers", c.fitting); !strings.Contains(p.String(), want) {
 			t.Fatalf("%s: the plan does not say %q:\n%s", c.preset, want, p)
 		}
+		// the same layers in flight as a ring of the whole budget
+		slots, fitting := ringSlots(k3Layers(), int64(pr.TrunkGB*GB), 2)
+		assert.Equal(t, []int{c.slots, c.fitting}, []int{slots, fitting}, c.preset)
 	}
 }
 

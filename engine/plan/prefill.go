@@ -47,49 +47,73 @@ func (c PrefillCost) Bytes(n int) int64 {
 //
 // Per position of a chunk the forward holds, across layers, the running
 // sum, the sub-layer input and its norm, the attention and MLP outputs
-// and the AttnRes block stack (H floats each); within a layer, the
+// and the AttnRes block stack (H floats each); within a sub-layer, the
 // largest of the blocks' buffers: KDA's q, k, v, decay, gate and output
 // (7 KDA widths), MLA's query, latent and per-head values, the dense MLP's
 // three intermediates, or the MoE block's router logits, routing, latent
-// input and the gather buffers of its routed experts (each of a
-// position's top-k picks is copied into its expert's input, expanded to
-// the gate and up widths and copied out: 2 latent + 2 intermediate widths
-// each, and a latent width of contributions), plus the shared experts. A
-// layer's buffers become garbage when the next one starts, so two layers'
-// worth are counted. MLA attention computes one query row (one position
-// and head) at a time per worker over the whole context: its score row is
+// input, each pick's latent output (k latent widths, summed in slot order
+// once all experts have run) and the scratch its routed experts run in one
+// after another (2 latent + 2 intermediate widths: an expert takes at most
+// one row per position), plus the shared experts. A layer's buffers
+// become garbage when the next one starts, so two layers' worth are
+// counted. MLA attention computes one query row (one position and
+// head) at a time per worker over the whole context: its score row is
 // float64, workers x positions x 8 bytes, whatever the chunk.
 func PrefillFor(c *config.Config, layers, positions, workers int) PrefillCost {
 	H := int64(c.Hidden)
-	P := int64(c.KDAHeads * c.KDAHeadDim)
 	blocks := int64((layers + max(c.AttnResBlock, 1) - 1) / max(c.AttnResBlock, 1))
 	resident := H * (blocks + 5)
 	var peak int64
 	for i := 0; i < layers; i++ {
-		var attn, mlp int64
-		if c.IsMLA(i) {
-			nh := int64(c.Heads)
-			attn = int64(c.QLoraRank) + nh*int64(c.QKNope+c.QKRope) + int64(c.KVLoraRank+c.QKRope) + 2*nh*int64(c.VHead) + H
-		} else {
-			attn = 7*P + int64(c.KDAHeads) + H
-		}
-		if c.IsDense(i) {
-			mlp = 3*int64(c.Intermediate) + H
-		} else {
-			k, lat, mi := int64(c.TopK), int64(c.Latent), int64(c.MoEInter)
-			mlp = int64(c.Experts) + 3*k + 2*lat + k*lat + k*(2*lat+2*mi) + 2*H + 2*int64(c.SharedExperts)*mi
-		}
-		peak = max(peak, attn, mlp)
+		peak = max(peak, attnFloats(c, i), mlpFloats(c, i))
 	}
+	held := 2 * peak
 	w := int64(c.KVLoraRank + c.QKRope)
 	// the batched mat-mul's scratch: its input widened to float64 (the
-	// widest input: the dense MLP's down projection or a block's output
+	// widest input: a block's output projection, the shared experts' down
 	// projection) and, per worker, float64 accumulators for a panel of
-	// rows x 8 lanes per position (kernels/batch_amd64.go: 48 rows)
-	widest := int64(max(c.Intermediate, c.KDAHeads*c.KDAHeadDim, c.Heads*c.VHead, c.SharedExperts*c.MoEInter, c.Hidden, c.Latent))
+	// rows x 8 lanes per position (kernels/batch_amd64.go: 48 rows); the
+	// dense MLP's down projection (the widest input of all) widens
+	// DenseDownGroup positions at a time, whatever the chunk
+	widest := int64(max(c.KDAHeads*c.KDAHeadDim, c.Heads*c.VHead, c.SharedExperts*c.MoEInter, c.Hidden, c.Latent))
 	mm := 8*(widest+8) + int64(max(workers, 1))*matMulPanelBytes
-	return PrefillCost{PerPos: 4*(resident+2*peak) + mm,
-		Fixed: int64(max(workers, 1)) * (8*int64(max(positions, 1)) + 4*(w+int64(c.KVLoraRank)))}
+	var dense int64
+	if c.FirstKDense > 0 && layers > 0 {
+		dense = 8 * int64(c.Intermediate+8) * DenseDownGroup
+	}
+	return PrefillCost{PerPos: 4*(resident+held) + mm,
+		Fixed: int64(max(workers, 1))*(8*int64(max(positions, 1))+4*(w+int64(c.KVLoraRank))) + dense}
+}
+
+// DenseDownGroup is how many positions the dense MLP's down projection
+// takes at a time (engine: denseMLP.forward): its input, the intermediate,
+// is the model's widest, and the batched mat-mul widens it to float64
+// (270 KB a position at K3 size, 17 MB for a 64-position chunk at once).
+// By 8 it is 2.2 MB, and the 0.48 GB matrix (in RAM: the ring or the
+// pinned trunk) is read eight times per 64-position chunk instead of once;
+// no disk read changes.
+const DenseDownGroup = 8
+
+// attnFloats are the floats per position layer i's attention block holds
+// while it runs (PrefillFor).
+func attnFloats(c *config.Config, i int) int64 {
+	H := int64(c.Hidden)
+	if c.IsMLA(i) {
+		nh := int64(c.Heads)
+		return int64(c.QLoraRank) + nh*int64(c.QKNope+c.QKRope) + int64(c.KVLoraRank+c.QKRope) + 2*nh*int64(c.VHead) + H
+	}
+	return 7*int64(c.KDAHeads*c.KDAHeadDim) + int64(c.KDAHeads) + H
+}
+
+// mlpFloats are the floats per position layer i's MLP block holds while it
+// runs (PrefillFor).
+func mlpFloats(c *config.Config, i int) int64 {
+	H := int64(c.Hidden)
+	if c.IsDense(i) {
+		return 3*int64(c.Intermediate) + H
+	}
+	k, lat, mi := int64(c.TopK), int64(c.Latent), int64(c.MoEInter)
+	return int64(c.Experts) + 3*k + 2*lat + k*lat + (2*lat + 2*mi) + 2*H + 2*int64(c.SharedExperts)*mi
 }
 
 // FitChunk is the longest prefill chunk, at most most positions (at least

@@ -10,12 +10,13 @@
 // started (Fyne v2.7.4; reported upstream as fyne-io/fyne#5271).
 //
 // When the locale is such a C locale and LANGUAGE is unset, this package
-// sets LANGUAGE=en, which the lookup takes instead (gettext ignores
-// LANGUAGE under the C locale, so nothing else reads it differently). The
+// sets LANGUAGE=en, which the lookup takes instead (under a C locale
+// programs print their untranslated English anyway, so English asked for
+// by name changes nothing else). The
 // main package imports it; its CLI path calls Restore, so the processes a
 // command starts see the environment k3 was given.
 //
-// # Why this is a package init, the one in k3
+// # Why this is a package init
 //
 // The brief asks for no init hooks. This one stays because nothing else
 // runs early enough:

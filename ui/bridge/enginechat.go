@@ -19,8 +19,9 @@ import (
 )
 
 // WaitingForServer is the phase of a turn that waits while the app's own
-// server answers a request on the same engine.
-const WaitingForServer = "waiting for the server's request to finish (Serve over HTTP… is answering one)"
+// server answers a request on the same engine (short enough for the
+// status line at 1024x640: the longer one was cut off).
+const WaitingForServer = "waiting for the server: it is answering another program's request"
 
 // engineChat is the app's chat engine: the in-process engine and a
 // chat.Session over it (the same session `k3 chat` drives).

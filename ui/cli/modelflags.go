@@ -103,37 +103,8 @@ func (f *modelFlags) resolve(fs *flag.FlagSet, stdout, stderr io.Writer) int {
 	f.applyCVariables(fs, stderr)
 	given := map[string]bool{}
 	fs.Visit(func(fl *flag.Flag) { given[fl.Name] = true })
-	if *f.preset != "" {
-		var mem *plan.Memory
-		if *f.preset == "auto" {
-			m, err := doctor.ReadMemory()
-			if err != nil {
-				fmt.Fprintf(stderr, "k3 %s: --preset auto needs the available memory: %v\n", f.cmd, err)
-				return ExitUsage
-			}
-			mem = &m
-		}
-		b, err := plan.Resolve(*f.preset, mem, doctor.Need)
-		switch {
-		case errors.Is(err, plan.ErrUnknownPreset):
-			fmt.Fprintf(stderr, "k3 %s: unknown preset %q\n%s", f.cmd, *f.preset, plan.Table(doctor.Need))
-			return ExitUsage
-		case err != nil:
-			fmt.Fprintf(stderr, "k3 %s: --preset %v\n", f.cmd, err)
-			return ExitUsage
-		}
-		if *f.preset == "auto" {
-			fmt.Fprintf(stdout, "auto: preset %s (trunk %.2f GB, expert cache %.2f GB), the largest whose memory plan fits %s usable\n",
-				b.Preset, b.TrunkGB, b.CacheGB, units.Bytes(mem.Usable()))
-		}
-		t, c := b.TrunkGB, b.CacheGB
-		*f.ultra = *f.ultra || b.Ultra
-		if !given["trunk-gb"] {
-			*f.trunkGB = t
-		}
-		if !given["cache-gb"] {
-			*f.cacheGB = c
-		}
+	if code := f.applyPreset(given, stdout, stderr); code >= 0 {
+		return code
 	}
 	switch {
 	case *f.ring < 1 || *f.ring > 8:
@@ -174,6 +145,50 @@ func (f *modelFlags) resolve(fs *flag.FlagSet, stdout, stderr io.Writer) int {
 		return ExitUsage
 	}
 	f.spec = sp
+	if *f.ultra && sp > 0 && *f.draft == "" {
+		fmt.Fprintf(stderr, "k3 %s: --spec %d: ultra plans no speculative decoding (its memory floor keeps no verification pass's record); leave --spec out or pick --preset laptop\n", f.cmd, int(sp))
+		return ExitUsage
+	}
+	return -1
+}
+
+// applyPreset applies --preset (auto from this machine's memory): its
+// budgets, except a --trunk-gb or --cache-gb given, and ultra mode. It
+// returns an exit code, or -1 to go on.
+func (f *modelFlags) applyPreset(given map[string]bool, stdout, stderr io.Writer) int {
+	if *f.preset == "" {
+		return -1
+	}
+	var mem *plan.Memory
+	if *f.preset == "auto" {
+		m, err := doctor.ReadMemory()
+		if err != nil {
+			fmt.Fprintf(stderr, "k3 %s: --preset auto needs the available memory: %v\n", f.cmd, err)
+			return ExitUsage
+		}
+		mem = &m
+	}
+	b, err := plan.Resolve(*f.preset, mem, doctor.Need)
+	switch {
+	case errors.Is(err, plan.ErrUnknownPreset):
+		fmt.Fprintf(stderr, "k3 %s: unknown preset %q\n%s", f.cmd, *f.preset, plan.Table(doctor.Need))
+		return ExitUsage
+	case err != nil:
+		fmt.Fprintf(stderr, "k3 %s: --preset %v\n", f.cmd, err)
+		return ExitUsage
+	}
+	if *f.preset == "auto" {
+		fmt.Fprintf(stdout, "auto: preset %s (trunk %.2f GB, expert cache %.2f GB), the largest whose memory plan fits %s usable\n",
+			b.Preset, b.TrunkGB, b.CacheGB, units.Bytes(mem.Usable()))
+	}
+	t, c := b.TrunkGB, b.CacheGB
+	*f.ultra = *f.ultra || b.Ultra
+	if !given["trunk-gb"] {
+		*f.trunkGB = t
+	}
+	if !given["cache-gb"] {
+		*f.cacheGB = c
+	}
 	return -1
 }
 

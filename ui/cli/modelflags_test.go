@@ -74,6 +74,17 @@ func TestResolvePreset(t *testing.T) {
 	assert.Equal(t, ExitUsage, code)
 	assert.Contains(t, errs, "give --trunk DIR")
 
+	// no speculation at ultra (as the C engine): a forced draft length is
+	// refused with one line; auto and off run (auto drafts nothing there),
+	// and a draft model is planned and counted
+	_, code, _, errs = resolveArgs(t, "--preset", "ultra", "--trunk", "/t", "--spec", "4")
+	assert.Equal(t, ExitUsage, code)
+	assert.Equal(t, "k3 run: --spec 4: ultra plans no speculative decoding (its memory floor keeps no verification pass's record); leave --spec out or pick --preset laptop\n", errs)
+	for _, ok := range [][]string{{"--spec", "auto"}, {"--spec", "off"}, {"--spec", "4", "--draft", "/d"}} {
+		_, code, _, errs = resolveArgs(t, append([]string{"--trunk", "/t", "--ultra-low-memory"}, ok...)...)
+		assert.Equal(t, -1, code, "%v: %s", ok, errs)
+	}
+
 	_, code, _, errs = resolveArgs(t, "--preset", "huge")
 	assert.Equal(t, ExitUsage, code)
 	assert.Contains(t, errs, `unknown preset "huge"`)

@@ -688,3 +688,32 @@ func TestEmptyPromptNamed(t *testing.T) {
 	assert.Equal(t, ExitUsage, code)
 	assert.Equal(t, "k3 run: give exactly one of --ids, --prompt or --prompt-file\n", errs)
 }
+
+// TestDownloadCVariables: the C engine's download script read K3_REVISION
+// (the commit to fetch) and K3_SKIP_CHECKSUM; k3 download honours the
+// first as --revision (a flag given wins) and warns about the second. Both
+// were ignored without a word.
+func TestDownloadCVariables(t *testing.T) {
+	commit := strings.Repeat("ab", 20)
+	t.Setenv("K3_REVISION", commit)
+	t.Setenv("K3_SKIP_CHECKSUM", "1")
+	var errs strings.Builder
+	c, code := parseDownload([]string{t.TempDir()}, &errs)
+	require.Equal(t, -1, code, errs.String())
+	assert.Equal(t, commit, c.opt.Revision)
+	assert.Equal(t, "note: K3_REVISION="+commit+" (the C engine's variable): downloading revision "+commit+", as --revision "+commit+"\n"+
+		"warning: K3_SKIP_CHECKSUM=1 (the C engine's variable) is ignored: k3 download checks each file's size and SHA-256 as it arrives, so there is no second pass to skip\n", errs.String())
+
+	errs.Reset()
+	t.Setenv("K3_SKIP_CHECKSUM", "")
+	c, code = parseDownload([]string{t.TempDir(), "--revision", "main"}, &errs)
+	require.Equal(t, -1, code, errs.String())
+	assert.Equal(t, "main", c.opt.Revision)
+	assert.Equal(t, "note: K3_REVISION="+commit+" (the C engine's variable): --revision main wins over it\n", errs.String())
+
+	errs.Reset()
+	c, code = parseDownload([]string{t.TempDir(), "--draft"}, &errs)
+	require.Equal(t, -1, code, errs.String())
+	assert.NotEqual(t, commit, c.opt.Revision, "the drafter is pinned")
+	assert.Empty(t, errs.String())
+}

@@ -116,17 +116,11 @@ func (s *spyWatcher) WatchServer(on func(engine.Event)) {
 	})
 }
 
-// G13 over a real request on loopback to the app's server (the demo
-// model): while the request is answered, the Engine panel's speed gauge
-// shows its seconds per token and first token, from the engine's events
-// as for the app's own replies (it stayed "—": only memory and disk
-// moved), and the status says which request it is; a message sent in the
-// app meanwhile says at once, from the moment Send is pressed, that it
-// waits for the server's request (it sat empty, "starting the reply"), and
-// its status is never empty or "ready" while it works; its own reply then
-// comes, with its own numbers, and the panel shows the request's numbers
-// labelled as such after it.
-func TestServedRequestMovesTheSpeedGauge(t *testing.T) {
+// servingDemo is the chat on the demo model with the app's server
+// started from its panel on loopback: the chat, the server's URL and the
+// engine the window follows.
+func servingDemo(t *testing.T) (*chatView, string, bridge.ServeWatcher) {
+	t.Helper()
 	dir := filepath.Join(t.TempDir(), "demo")
 	require.NoError(t, bridge.MakeDemoModel(dir))
 	u, _ := newTestUI(t, nil)
@@ -134,7 +128,6 @@ func TestServedRequestMovesTheSpeedGauge(t *testing.T) {
 	u.S.ModelDir, u.S.Demo = dir, true
 	u.N.WizardDone.Set(true)
 	ui(u.Start)
-	v := u.Chat
 	var p *ServePanel
 	ui(func() {
 		p = NewServePanel(u)
@@ -151,6 +144,21 @@ func TestServedRequestMovesTheSpeedGauge(t *testing.T) {
 		url = ec.ServerURL()
 		w = ec.(bridge.ServeWatcher)
 	})
+	return u.Chat, url, w
+}
+
+// G13 over a real request on loopback to the app's server (the demo
+// model): while the request is answered, the Engine panel's speed gauge
+// shows its seconds per token and first token, from the engine's events
+// as for the app's own replies (it stayed "—": only memory and disk
+// moved), and the status says which request it is; a message sent in the
+// app meanwhile says at once, from the moment Send is pressed, that it
+// waits for the server's request (it sat empty, "starting the reply"), and
+// its status is never empty or "ready" while it works; its own reply then
+// comes, with its own numbers, and the panel shows the request's numbers
+// labelled as such after it.
+func TestServedRequestMovesTheSpeedGauge(t *testing.T) {
+	v, url, w := servingDemo(t)
 	// the request is held at its first token (the engine stays its own)
 	// until the test has looked at the window
 	held, release := make(chan struct{}), make(chan struct{})
@@ -181,27 +189,7 @@ func TestServedRequestMovesTheSpeedGauge(t *testing.T) {
 			changed()
 		}
 	})
-	type answer struct {
-		completion int
-		err        error
-	}
-	done := make(chan answer, 1)
-	go func() {
-		resp, err := http.Post(url+"/chat/completions", "application/json",
-			strings.NewReader(`{"model":"k3-demo","messages":[{"role":"user","content":"Tell me a saying."}],"max_tokens":12}`))
-		if err != nil {
-			done <- answer{err: err}
-			return
-		}
-		defer resp.Body.Close()
-		var r struct {
-			Usage struct {
-				CompletionTokens int `json:"completion_tokens"`
-			} `json:"usage"`
-		}
-		err = json.NewDecoder(resp.Body).Decode(&r)
-		done <- answer{r.Usage.CompletionTokens, err}
-	}()
+	done := askServer(url, `{"model":"k3-demo","messages":[{"role":"user","content":"Tell me a saying."}],"max_tokens":12}`)
 	select {
 	case <-held:
 	case a := <-done:
@@ -241,4 +229,33 @@ func TestServedRequestMovesTheSpeedGauge(t *testing.T) {
 		assert.Equal(t, "1 request answered", v.servedNote)
 	})
 	assert.Equal(t, int64(a.completion), servedTokens.Load(), "the panel counted every token of the request")
+}
+
+// served is a chat completion's answer: its completion tokens, or why
+// there was none.
+type served struct {
+	completion int
+	err        error
+}
+
+// askServer posts a chat completion to the server at url; the answer
+// comes on the channel.
+func askServer(url, body string) <-chan served {
+	done := make(chan served, 1)
+	go func() {
+		resp, err := http.Post(url+"/chat/completions", "application/json", strings.NewReader(body))
+		if err != nil {
+			done <- served{err: err}
+			return
+		}
+		defer resp.Body.Close()
+		var r struct {
+			Usage struct {
+				CompletionTokens int `json:"completion_tokens"`
+			} `json:"usage"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&r)
+		done <- served{r.Usage.CompletionTokens, err}
+	}()
+	return done
 }

@@ -138,10 +138,14 @@ func TestRealWindow(t *testing.T) {
 		var problems []string
 		var px image.Point
 		var pxOK bool
+		var overPlan string
 		fyne.DoAndWait(func() {
 			size, scale = w.Canvas().Size(), w.Canvas().Scale()
 			problems = buttonsOutside(w.Content(), size)
 			px, _, pxOK = screenPixels()
+			if c := u.Chat; c != nil && c.Gauges.OverPlan.Visible() {
+				overPlan = c.Gauges.OverPlan.Text
+			}
 		})
 		if pxOK && (float32(px.X) != scr.Width || float32(px.Y) != scr.Height) {
 			t.Logf("%s: GLFW's work area is %v for a %s screen", name, px, tag)
@@ -151,6 +155,9 @@ func TestRealWindow(t *testing.T) {
 		}
 		for _, p := range problems {
 			t.Errorf("%s at %s: %s", name, tag, p)
+		}
+		if overPlan != "" { // the demo in this process is within its plan
+			t.Errorf("%s at %s: the Engine panel warns %q", name, tag, overPlan)
 		}
 		file := filepath.Join(out, fmt.Sprintf("%s-%02d-%s.png", tag, n, name))
 		if err := saveScreenshot(file); err != nil {
@@ -329,7 +336,7 @@ func TestRealWindow(t *testing.T) {
 	waitUntil(t, "the stop", 30*time.Second, func() bool { return !v.Busy })
 	check("12-chat-stopped-thinking")
 	fyne.DoAndWait(func() {
-		v.engine = &fakeChat{reply: []string{"Call my_long_name(2*3*4) and get_weather; keep [in brackets] and a_b_c as written."}}
+		v.engine = &fakeChat{reply: []string{"Call my_long_name(2*3*4) and get_weather; keep [in brackets] and a_b_c as written."}, ownRSS: true}
 		v.Entry.SetText("And in code words?")
 		v.SendEntry()
 	})
