@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"sync"
 	"time"
 
+	"k3/doctor"
 	"k3/engine"
+	"k3/engine/plan"
 	"k3/ui/serve"
 )
 
@@ -51,8 +54,11 @@ func (c *engineChat) StartServer(ctx context.Context, addr, key string, on func(
 	if info.Demo {
 		id = "k3-demo"
 	}
-	s, err := serve.New(serve.Options{Engine: e, Tok: tok, ModelID: id, APIKey: key, MaxContext: ContextPositions, Lock: &serveLock{c: c},
-		Fit: opened, PromptCache: pc})
+	// what `k3 serve` accepts by default; the plan, made for the app's
+	// conversations, grows with the requests that need it (growContext)
+	lock := &serveLock{c: c}
+	s, err := serve.New(serve.Options{Engine: e, Tok: tok, ModelID: id, APIKey: key, MaxContext: max(serve.DefaultContext, opened.Positions),
+		Lock: lock, Observe: lock.event, Grow: c.growContext, Fit: opened, PromptCache: pc})
 	if err != nil {
 		return "", err
 	}
@@ -64,6 +70,32 @@ func (c *engineChat) StartServer(ctx context.Context, addr, key string, on func(
 		return "", errors.New("a server was started at the same time")
 	}
 	return s.BaseURL(), nil
+}
+
+// growContext is the app's server's serve.Options.Grow: a request that
+// may take the context past the positions the plan reserved grows the
+// plan by plan.ContextStep positions at a time, as `k3 chat` grows a
+// conversation's, its KV cache checked against the memory available now
+// (plan.Grow); one that cannot fit is refused naming the limit. The
+// server calls it under its Lock (c.mu).
+func (c *engineChat) growContext(need int) error {
+	if c.m == nil {
+		return errors.New("the model was closed")
+	}
+	read := c.readMemory
+	if read == nil {
+		read = doctor.ReadMemory
+	}
+	var memp *plan.Memory
+	if mem, err := read(); err == nil {
+		memp = &mem
+	}
+	g, err := plan.Grow(c.m.Cfg, c.m.Bound, c.opened.StateCopies, c.planned, need, memp)
+	if err != nil {
+		return err
+	}
+	c.planned = g.Need
+	return nil
 }
 
 // StopServer stops the app's server (generations in flight end within one
@@ -90,19 +122,34 @@ func (c *engineChat) ServerURL() string {
 // while k3 serve answered a request the window showed nothing).
 type ServeWatcher interface {
 	// WatchServer sends on what the server does: an EventPhase when a
-	// request begins (AnsweringPhase) and ends (""), the engine's
-	// counters (EventStats) while it runs. on runs on the server's
-	// goroutines; nil stops watching.
+	// request begins (AnsweringPhase), as its prompt is read
+	// (ServedReadingPhase, when it takes more than one pass) and when it
+	// ends (""); while it runs, the engine's counters (EventStats), the
+	// prompt's progress (EventPrefill) and each token with its step time
+	// (EventToken), as a turn of the app's sends them (not the reply's
+	// text: it is the other program's). on runs on the server's
+	// goroutines, one event at a time, while the request holds the
+	// engine; nil stops watching.
 	WatchServer(on func(engine.Event))
 	// ServedRequests is how many requests the server answered or is
 	// answering.
 	ServedRequests() int64
+	// Answering reports whether a request holds the engine now: a turn
+	// started now waits for it (WaitingForServer).
+	Answering() bool
 }
 
 // AnsweringPhase is the status while the app's server answers its n-th
 // request.
 func AnsweringPhase(n int64) string {
 	return fmt.Sprintf("answering a request from another program (request %d)", n)
+}
+
+// ServedReadingPhase is the status while the app's server reads the
+// prompt of its n-th request: reading, the line a turn of the app's shows
+// (PrefillETA.Phase).
+func ServedReadingPhase(n int64, reading string) string {
+	return fmt.Sprintf("request %d from another program: %s", n, reading)
 }
 
 // WatchServer: ServeWatcher.
@@ -117,6 +164,9 @@ func (c *engineChat) WatchServer(on func(engine.Event)) {
 // ServedRequests: ServeWatcher.
 func (c *engineChat) ServedRequests() int64 { return c.served.Load() }
 
+// Answering: ServeWatcher.
+func (c *engineChat) Answering() bool { return c.answering.Load() }
+
 func (c *engineChat) watcher() func(engine.Event) {
 	if on := c.serveWatch.Load(); on != nil {
 		return *on
@@ -127,19 +177,59 @@ func (c *engineChat) watcher() func(engine.Event) {
 // serveLock is the lock the app's server holds around each generation:
 // the chat's own, so the two take turns on the engine, and while it is
 // held the window hears of the request and the engine's counters.
+// The fields below the mutex are the request's holding it.
 type serveLock struct {
-	c    *engineChat
+	c *engineChat
+
 	stop func()
+	// on sends to the watcher one event at a time (the poller's and the
+	// generation's)
+	on    func(engine.Event)
+	n     int64
+	eta   PrefillETA
+	phase string
 }
 
 func (l *serveLock) Lock() {
 	l.c.mu.Lock()
-	n := l.c.served.Add(1)
-	on := l.c.watcher()
-	phase(on, AnsweringPhase(n))
+	l.c.answering.Store(true)
+	l.n = l.c.served.Add(1)
+	watch := l.c.watcher()
+	var onMu sync.Mutex
+	l.on = func(ev engine.Event) {
+		onMu.Lock()
+		defer onMu.Unlock()
+		watch(ev)
+	}
+	l.eta.Begin()
+	l.setPhase(AnsweringPhase(l.n))
 	if l.c.e != nil {
-		on(engine.Event{Kind: engine.EventStats, Stats: l.c.e.Snapshot(), At: time.Now()})
-		l.stop = pollStats(l.c.e, on)
+		l.on(engine.Event{Kind: engine.EventStats, Stats: l.c.e.Snapshot(), At: time.Now()})
+		l.stop = pollStats(l.c.e, l.on)
+	}
+}
+
+// event is serve.Options.Observe: the generation's events the window
+// follows (ServeWatcher.WatchServer), the prompt's reading in the status.
+func (l *serveLock) event(ev engine.Event) {
+	switch ev.Kind {
+	case engine.EventPrefill:
+		p := AnsweringPhase(l.n)
+		if ev.Done < ev.Total { // read in more than one pass: say where it is
+			p = ServedReadingPhase(l.n, l.eta.Phase(ev.Done, ev.Total, ev.Reused, ev.Chunk, time.Now()))
+		}
+		l.setPhase(p)
+	case engine.EventToken, engine.EventStats:
+	default:
+		return // the reply's text is the other program's
+	}
+	l.on(ev)
+}
+
+func (l *serveLock) setPhase(p string) {
+	if p != l.phase {
+		l.phase = p
+		phase(l.on, p)
 	}
 }
 
@@ -148,10 +238,10 @@ func (l *serveLock) Unlock() {
 		l.stop()
 		l.stop = nil
 	}
-	on := l.c.watcher()
 	if l.c.e != nil {
-		on(engine.Event{Kind: engine.EventStats, Stats: l.c.e.Snapshot(), At: time.Now()})
+		l.on(engine.Event{Kind: engine.EventStats, Stats: l.c.e.Snapshot(), At: time.Now()})
 	}
-	phase(on, "")
+	l.setPhase("")
+	l.c.answering.Store(false)
 	l.c.mu.Unlock()
 }

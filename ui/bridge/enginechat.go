@@ -19,8 +19,9 @@ import (
 )
 
 // WaitingForServer is the phase of a turn that waits while the app's own
-// server answers a request on the same engine.
-const WaitingForServer = "waiting for the server's request to finish (Serve over HTTP… is answering one)"
+// server answers a request on the same engine (short enough for the
+// status line at 1024x640: the longer one was cut off).
+const WaitingForServer = "waiting for the server: it is answering another program's request"
 
 // engineChat is the app's chat engine: the in-process engine and a
 // chat.Session over it (the same session `k3 chat` drives).
@@ -36,7 +37,13 @@ type engineChat struct {
 	// opened are the open model's options: the server's session keeps the
 	// state copies they allow
 	opened engine.Options
-	srv    atomic.Pointer[appServer] // the app's HTTP server over this model (appserver.go)
+	// planned are the positions the plan reserves now: the conversation's
+	// context when opened, grown for the server's longer requests
+	// (growContext); readMemory reads the memory available (nil:
+	// doctor.ReadMemory)
+	planned    int
+	readMemory func() (plan.Memory, error)
+	srv        atomic.Pointer[appServer] // the app's HTTP server over this model (appserver.go)
 	// eta tells where reading a prompt is; its pass time carries over to
 	// the next prompt's estimate
 	eta PrefillETA
@@ -52,7 +59,10 @@ type engineChat struct {
 	// served counts the requests the app's server answered; serveWatch
 	// gets what the server does (WatchServer)
 	served     atomic.Int64
+	answering  atomic.Bool // a request of the server's holds the engine
 	serveWatch atomic.Pointer[func(engine.Event)]
+	// tune adjusts the options the model opens with (NewEngineChatWith)
+	tune func(*engine.Options)
 }
 
 // PromptRate is the measured time of one pass over a prompt and the
@@ -86,6 +96,15 @@ const ContextPositions = plan.ContextPositions
 func NewEngineChat(s Settings) ChatEngine {
 	c := &engineChat{s: s}
 	c.noDraft.Store(s.NoDraft)
+	return c
+}
+
+// NewEngineChatWith is NewEngineChat with the options the model opens
+// with adjusted by tune: the real-window check forces a short prefill
+// chunk, so a prompt takes many passes to read, as K3's does.
+func NewEngineChatWith(s Settings, tune func(*engine.Options)) ChatEngine {
+	c := NewEngineChat(s).(*engineChat)
+	c.tune = tune
 	return c
 }
 
@@ -195,6 +214,9 @@ func (c *engineChat) Open(ctx context.Context, on func(engine.Event)) (ModelInfo
 	}
 	phase(on, "loading the model")
 	o := c.s.OpenOptions(memp)
+	if c.tune != nil {
+		c.tune(&o)
+	}
 	o.Progress = func(done, total int) { phase(on, fmt.Sprintf("loading layer %d/%d", done, total)) }
 	heap := plan.LowHeap() // the engine samples the process base with the heap at its live size (plan.RuntimeOverhead)
 	m, err := engine.Open(dir, o)
@@ -208,7 +230,7 @@ func (c *engineChat) Open(ctx context.Context, on func(engine.Event)) (ModelInfo
 		return ModelInfo{}, err
 	}
 	e := m.NewEngine(c.s.Threads)
-	c.tok, c.m, c.e, c.opened = tok, m, e, o
+	c.tok, c.m, c.e, c.opened, c.planned = tok, m, e, o, o.Positions
 	c.sess = chat.NewSession(e, tok)
 	c.sess.FitBudget(o)
 	if pc := openPromptCache(m, o); pc != nil {

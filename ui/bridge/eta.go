@@ -30,25 +30,26 @@ func (p *PrefillETA) Begin() { p.Reset() }
 // anything was read, it says what the reading will take.
 func (p *PrefillETA) Phase(done, total, reused, chunk int, now time.Time) string {
 	st := p.Observe(done, total, reused, chunk, now)
-	s := ""
-	if reused > 0 {
-		s = fmt.Sprintf("reused %d of %d cached positions · ", reused, total)
-	}
-	s += fmt.Sprintf("reading prompt %d/%d", done, total)
-	if p.Chunk <= 0 || done >= total {
-		return s
-	}
-	if st.Pass > 0 {
-		s += fmt.Sprintf(" (pass %d of %d)", st.Pass, st.Passes)
-	} else {
-		s += fmt.Sprintf(" (%d %s)", st.Passes, plural(st.Passes, "pass", "passes"))
-	}
-	if st.Left > 0 {
-		left := Duration(time.Duration(st.Left * float64(time.Second)))
-		if !strings.HasPrefix(left, "under") {
-			left = "about " + left
+	s := fmt.Sprintf("reading prompt %d/%d", done, total)
+	if p.Chunk > 0 && done < total {
+		if st.Pass > 0 {
+			s += fmt.Sprintf(" (pass %d of %d)", st.Pass, st.Passes)
+		} else {
+			s += fmt.Sprintf(" (%d %s)", st.Passes, plural(st.Passes, "pass", "passes"))
 		}
-		s += ", " + left + " left"
+		if st.Left > 0 {
+			left := Duration(time.Duration(st.Left * float64(time.Second)))
+			if !strings.HasPrefix(left, "under") {
+				left = "about " + left
+			}
+			s += ", " + left + " left"
+		}
+	}
+	// what the prompt cache gave comes last: the app's status line is one
+	// line, and at 1024x640 it cut the passes and the time left when the
+	// reuse came first
+	if reused > 0 {
+		s += fmt.Sprintf(" · reused %d of %d cached positions", reused, total)
 	}
 	return s
 }

@@ -20,10 +20,13 @@ func TestPrefillETA(t *testing.T) {
 	assert.Equal(t, "reading prompt 4979/4979", p.Phase(4979, 4979, 0, 512, t0.Add(190*time.Second)))
 	// a new prompt starts from the measured pass time (170 s / 9 passes)
 	p.Begin()
-	assert.Equal(t, "reused 300 of 1324 cached positions · reading prompt 300/1324 (2 passes), about 38 s left",
+	// the reuse last: the app's one-line status cut the time left at
+	// 1024x640 when it came first
+	assert.Equal(t, "reading prompt 300/1324 (2 passes), about 38 s left · reused 300 of 1324 cached positions",
 		p.Phase(300, 1324, 300, 0, t0.Add(200*time.Second)))
-	assert.Equal(t, "reused 300 of 1324 cached positions · reading prompt 812/1324 (pass 1 of 2), about 10 s left",
+	assert.Equal(t, "reading prompt 812/1324 (pass 1 of 2), about 10 s left · reused 300 of 1324 cached positions",
 		p.Phase(812, 1324, 300, 512, t0.Add(210*time.Second)))
+	assert.Equal(t, "reading prompt 1324/1324 · reused 300 of 1324 cached positions", p.Phase(1324, 1324, 300, 512, t0.Add(215*time.Second)))
 }
 
 // Item 2: before sending on a slow machine, the wait to plan with.

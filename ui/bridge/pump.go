@@ -38,9 +38,14 @@ type Gauges struct {
 	Tokens            int
 	// Saved are the numbers the open conversation's history keeps of its
 	// last reply, shown until the next turn (nil: none; see OpenConversation)
-	Saved  *chat.ReplyStats
-	Speed  []Point // s/token per generated token
-	Memory []Point // RSS samples
+	Saved *chat.ReplyStats
+	// Served is the number of the app's server's request whose numbers
+	// the per-turn values are (0: the app's own turn's); Serving: that
+	// request is being answered now
+	Served  int64
+	Serving bool
+	Speed   []Point // s/token per generated token
+	Memory  []Point // RSS samples
 }
 
 // Point is one sample of a history plot; a zero Point (no time) is a gap.
@@ -64,6 +69,11 @@ type Meter struct {
 	// second (at least one): LastToken is their mean
 	recent    []float64
 	recentSum float64
+	// serving: a request of the app's server's holds the engine
+	// (ServedStart); waiting is the start of the app's turn that waits for
+	// it (zero: none)
+	serving bool
+	waiting time.Time
 }
 
 // TokensPerPass is how many tokens each pass through the model gave this
@@ -81,10 +91,52 @@ func (g Gauges) TokensPerPass() float64 {
 // SetLimits records the plan's total and the usable memory.
 func (m *Meter) SetLimits(budget, available int64) { m.g.Budget, m.g.Available = budget, available }
 
-// StartTurn resets the per-turn numbers (I/O share, hit rate, s/token, TTFT).
+// StartTurn resets the per-turn numbers (I/O share, hit rate, s/token,
+// TTFT). While the app's server answers a request the turn waits for the
+// engine: the numbers stay the request's, and the turn's start is kept
+// for when it ends (ServedEnd), so its first token is timed from t.
 func (m *Meter) StartTurn(t time.Time) {
+	if m.serving {
+		m.waiting = t
+		return
+	}
 	m.clearTurn()
 	m.turnT0 = t
+}
+
+// ServedStart is the app's server's n-th request taking the engine at t:
+// the per-turn numbers (speed, first token, tokens per pass, expert-cache
+// hits, I/O share) are its own until ServedEnd, from the same engine
+// events as a turn's (Served). A turn of the app's that started before
+// waits for the engine: it gets its numbers back when the request ends.
+func (m *Meter) ServedStart(t time.Time, n int64) {
+	if m.serving {
+		return
+	}
+	m.waiting = m.turnT0
+	m.clearTurn()
+	m.turnT0, m.serving = t, true
+	m.g.Served, m.g.Serving = n, true
+}
+
+// Serving reports whether a request of the app's server's holds the
+// engine (between ServedStart and ServedEnd).
+func (m *Meter) Serving() bool { return m.serving }
+
+// ServedEnd is the server's request giving the engine back: it ends as a
+// turn ends (its numbers stay shown); the app's turn that waited for it,
+// if any, starts its own numbers, timed from its start.
+func (m *Meter) ServedEnd() {
+	if !m.serving {
+		return
+	}
+	m.serving, m.g.Serving = false, false
+	m.endTurn()
+	if w := m.waiting; !w.IsZero() {
+		m.waiting = time.Time{}
+		m.clearTurn()
+		m.turnT0 = w
+	}
 }
 
 // OpenConversation is a conversation being opened (or started) between
@@ -93,7 +145,9 @@ func (m *Meter) StartTurn(t time.Time) {
 // them (st, nil for none) are shown instead. The memory and the plots are
 // the process's and the model's, not the conversation's: they stay.
 func (m *Meter) OpenConversation(st *chat.ReplyStats) {
-	m.clearTurn()
+	if !m.serving { // the server's request keeps its numbers as it runs
+		m.clearTurn()
+	}
 	if st != nil {
 		c := *st
 		m.g.Saved = &c
@@ -117,6 +171,7 @@ func (m *Meter) clearTurn() {
 	m.g.IOShare, m.g.HitRate, m.g.HitKnown = 0, 0, false
 	m.g.Drafted, m.g.Accepted = 0, 0
 	m.g.Saved = nil
+	m.g.Served = 0
 	m.recent, m.recentSum = m.recent[:0], 0
 }
 
@@ -154,8 +209,18 @@ func (m *Meter) Stats(t time.Time, s engine.Stats) {
 
 // EndTurn marks the end of a turn: nothing is being read any more, so the
 // read rates drop to zero (the per-turn numbers stay until the next turn),
-// and the plots get a gap instead of a line across the idle time.
+// and the plots get a gap instead of a line across the idle time. A
+// request of the app's server's that took the engine as the turn ended
+// goes on (its ServedEnd ends it).
 func (m *Meter) EndTurn() {
+	if m.serving {
+		m.waiting = time.Time{}
+		return
+	}
+	m.endTurn()
+}
+
+func (m *Meter) endTurn() {
 	m.g.TrunkMBps, m.g.ExpertMBps = 0, 0
 	m.haveLast = false
 	m.turnT0 = time.Time{}
@@ -277,6 +342,32 @@ func (p *Pump) Event(ev engine.Event) {
 		p.meter.Token(at, ev.Seconds)
 		p.gaugeDirty = true
 	}
+}
+
+// Served takes one event of a request the app's server answers (on the
+// server's goroutines; never blocks): the meter counts its counters,
+// prompt reading and tokens as a turn's (ServedStart); the reply's text is
+// the other program's, not the window's. It reports whether the event is
+// one to show at once: a sample of the counters, the request's first
+// token (its first-token time).
+func (p *Pump) Served(ev engine.Event) (now bool) {
+	at := ev.At
+	if at.IsZero() {
+		at = time.Now()
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch ev.Kind {
+	case engine.EventStats, engine.EventPrefill:
+		p.meter.Stats(at, ev.Stats)
+	case engine.EventToken:
+		p.meter.Stats(at, ev.Stats)
+		p.meter.Token(at, ev.Seconds)
+	default:
+		return false
+	}
+	p.gaugeDirty = true
+	return ev.Kind == engine.EventStats || ev.Kind == engine.EventToken && p.meter.g.Tokens == 1
 }
 
 // Start begins delivering updates until Stop.

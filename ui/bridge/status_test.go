@@ -69,7 +69,7 @@ func TestTurnSaysWhatItDoesFromTheStart(t *testing.T) {
 	evs, _ = turn(h)
 	require.NotEmpty(t, evs)
 	require.NotEmpty(t, evs[0].phase)
-	assert.Regexp(t, `^reused \d+ of \d+ cached positions · reading prompt \d+/\d+ \(1 pass\), (about .+|under a second) left$`, evs[0].phase)
+	assert.Regexp(t, `^reading prompt \d+/\d+ \(1 pass\), (about .+|under a second) left · reused \d+ of \d+ cached positions$`, evs[0].phase)
 	pass, chunk := c.PromptRate()
 	assert.Positive(t, pass)
 	assert.Equal(t, chunk0, chunk)

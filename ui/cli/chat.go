@@ -348,8 +348,8 @@ func (r *repl) json(f []string, line string) bool {
 func (r *repl) turn(line string) int {
 	s, opt := r.s, r.opt
 	if need := r.held + len(r.tok.Encode(line)) + turnMarkup + opt.MaxTokens; need > r.planned {
-		grown := (need + planStep - 1) / planStep * planStep
-		if err := growPlan(s.Engine.Model(), r.o, r.planned, grown, r.stderr); err != nil {
+		grown, err := growPlan(s.Engine.Model(), r.o, r.planned, need, r.stderr)
+		if err != nil {
 			fmt.Fprintf(r.stderr, "k3 chat: %v; the message was not sent (/reset starts over)\n", err)
 			return -1
 		}
@@ -385,28 +385,28 @@ func (r *repl) turn(line string) int {
 	return -1
 }
 
-// planStep is how far the plan grows at a time (growPlan), so that it is
-// not planned again at every turn.
-const planStep = 4096
-
 // turnMarkup is more than the positions a turn's markup takes besides the
 // message and the reply (message tags, think and response channels).
 const turnMarkup = 64
 
-// growPlan is the memory plan growing with a conversation: before a turn
-// that may take it from the planned positions to need, it checks that the
-// KV cache rows those positions add (with the state copies the session
-// keeps) fit the memory available now, which no longer counts what the
-// model already holds, and says so on w (stderr, beside the other notes).
-func growPlan(m *engine.Model, o engine.Options, planned, need int, w io.Writer) error {
-	perPos := plan.ForModel(m.Cfg, m.Bound, plan.Sizes{}, plan.Run{StateCopies: o.StateCopies}).KVPerPos
-	more := perPos * int64(need-planned)
-	if mem, err := doctor.ReadMemory(); err == nil && mem.Usable() > 0 && float64(more) > 0.95*float64(mem.Usable()) {
-		return fmt.Errorf("this turn may take the conversation to %d positions, whose KV cache needs %s more than the %s planned, but only %s is available",
-			need, units.Bytes(more), units.Bytes(perPos*int64(planned)), units.Bytes(mem.Usable()))
+// growPlan is the memory plan growing with a conversation (plan.Grow, by
+// plan.ContextStep positions at a time): before a turn that may take it
+// from the planned positions to need, it checks that the KV cache rows
+// those positions add (with the state copies the session keeps) fit the
+// memory available now, which no longer counts what the model already
+// holds, and says so on w (stderr, beside the other notes). It returns the
+// positions now planned.
+func growPlan(m *engine.Model, o engine.Options, planned, need int, w io.Writer) (int, error) {
+	var memp *plan.Memory
+	if mem, err := doctor.ReadMemory(); err == nil {
+		memp = &mem
 	}
-	fmt.Fprintf(w, "note: memory plan: the conversation may reach %d positions: the KV cache grows by %s (%s a position)\n", need, units.Bytes(more), units.Bytes(perPos))
-	return nil
+	g, err := plan.Grow(m.Cfg, m.Bound, o.StateCopies, planned, need, memp)
+	if err != nil {
+		return planned, fmt.Errorf("this turn may take the conversation past the plan: %v", err)
+	}
+	fmt.Fprintf(w, "note: memory plan: the conversation may reach %d positions: the KV cache grows by %s (%s a position)\n", g.Need, units.Bytes(g.More), units.Bytes(g.PerPos))
+	return g.Need, nil
 }
 
 // chatPrinter streams a reply: the think channel under a "thinking" header,

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -83,6 +84,7 @@ func parseDownload(args []string, stderr io.Writer) (downloadConfig, int) {
 		fmt.Fprintln(stderr, "k3 download: --layers must be >= 1 and --jobs between 1 and 64")
 		return c, ExitUsage
 	}
+	downloadCVariables(fs, rev, *draft, stderr)
 	c = downloadConfig{dest: pos[0], given: pos[0], endpoint: *endpoint, repo: *repo, interval: *interval, draft: *draft,
 		opt: hub.Options{Revision: *rev, Layers: *layers, Jobs: *jobs, Interval: time.Second}}
 	if c.draft {
@@ -97,6 +99,24 @@ func parseDownload(args []string, stderr io.Writer) (downloadConfig, int) {
 	}
 	c.opt.Dest = c.dest
 	return c, -1
+}
+
+// downloadCVariables honours the C engine's download script's variables:
+// K3_REVISION as --revision (a flag given wins; --draft is pinned), and
+// K3_SKIP_CHECKSUM is warned about, since k3 hashes each file as it
+// arrives and has no second pass to skip.
+func downloadCVariables(fs *flag.FlagSet, rev *string, draft bool, stderr io.Writer) {
+	if v := os.Getenv("K3_REVISION"); v != "" && !draft {
+		if flagGiven(fs, "revision") {
+			fmt.Fprintf(stderr, "note: K3_REVISION=%s (the C engine's variable): --revision %s wins over it\n", v, *rev)
+		} else {
+			*rev = v
+			fmt.Fprintf(stderr, "note: K3_REVISION=%s (the C engine's variable): downloading revision %s, as --revision %s\n", v, v, v)
+		}
+	}
+	if v := os.Getenv("K3_SKIP_CHECKSUM"); v != "" {
+		fmt.Fprintf(stderr, "warning: K3_SKIP_CHECKSUM=%s (the C engine's variable) is ignored: k3 download checks each file's size and SHA-256 as it arrives, so there is no second pass to skip\n", v)
+	}
 }
 
 // run checks the hub can be reached, downloads, and reports.

@@ -31,6 +31,14 @@ func setUsage(fs *flag.FlagSet, stderr io.Writer, lines ...string) {
 	}
 }
 
+// printHelp prints a command's usage and its flags on stdout, for -h in a
+// command that prints its own usage (and so silences fs.Usage).
+func printHelp(fs *flag.FlagSet, stdout io.Writer, usage string) {
+	fmt.Fprintln(stdout, usage)
+	fs.SetOutput(stdout)
+	fs.PrintDefaults()
+}
+
 // parseMixed parses flags and positional arguments in any order ("--" ends
 // the flags). Numeric flags are strict (see checkNumbers).
 func parseMixed(fs *flag.FlagSet, args []string) ([]string, error) {

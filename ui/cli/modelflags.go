@@ -103,37 +103,8 @@ func (f *modelFlags) resolve(fs *flag.FlagSet, stdout, stderr io.Writer) int {
 	f.applyCVariables(fs, stderr)
 	given := map[string]bool{}
 	fs.Visit(func(fl *flag.Flag) { given[fl.Name] = true })
-	if *f.preset != "" {
-		var mem *plan.Memory
-		if *f.preset == "auto" {
-			m, err := doctor.ReadMemory()
-			if err != nil {
-				fmt.Fprintf(stderr, "k3 %s: --preset auto needs the available memory: %v\n", f.cmd, err)
-				return ExitUsage
-			}
-			mem = &m
-		}
-		b, err := plan.Resolve(*f.preset, mem, doctor.Need)
-		switch {
-		case errors.Is(err, plan.ErrUnknownPreset):
-			fmt.Fprintf(stderr, "k3 %s: unknown preset %q\n%s", f.cmd, *f.preset, plan.Table(doctor.Need))
-			return ExitUsage
-		case err != nil:
-			fmt.Fprintf(stderr, "k3 %s: --preset %v\n", f.cmd, err)
-			return ExitUsage
-		}
-		if *f.preset == "auto" {
-			fmt.Fprintf(stdout, "auto: preset %s (trunk %.2f GB, expert cache %.2f GB), the largest whose memory plan fits %s usable\n",
-				b.Preset, b.TrunkGB, b.CacheGB, units.Bytes(mem.Usable()))
-		}
-		t, c := b.TrunkGB, b.CacheGB
-		*f.ultra = *f.ultra || b.Ultra
-		if !given["trunk-gb"] {
-			*f.trunkGB = t
-		}
-		if !given["cache-gb"] {
-			*f.cacheGB = c
-		}
+	if code := f.applyPreset(given, stdout, stderr); code >= 0 {
+		return code
 	}
 	switch {
 	case *f.ring < 1 || *f.ring > 8:
@@ -159,6 +130,7 @@ func (f *modelFlags) resolve(fs *flag.FlagSet, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "k3 %s: --layers %d must be 0 (all) or more\n", f.cmd, *f.layers)
 		return ExitUsage
 	}
+	f.noteTrunkBudget(given, stderr)
 	if err := f.resolveThreads(); err != nil {
 		fmt.Fprintf(stderr, "k3 %s: %v\n", f.cmd, err)
 		return ExitUsage
@@ -178,6 +150,68 @@ func (f *modelFlags) resolve(fs *flag.FlagSet, stdout, stderr io.Writer) int {
 		return ExitUsage
 	}
 	return -1
+}
+
+// applyPreset applies --preset (auto from this machine's memory): its
+// budgets, except a --trunk-gb or --cache-gb given, and ultra mode. It
+// returns an exit code, or -1 to go on.
+func (f *modelFlags) applyPreset(given map[string]bool, stdout, stderr io.Writer) int {
+	if *f.preset == "" {
+		return -1
+	}
+	var mem *plan.Memory
+	if *f.preset == "auto" {
+		m, err := doctor.ReadMemory()
+		if err != nil {
+			fmt.Fprintf(stderr, "k3 %s: --preset auto needs the available memory: %v\n", f.cmd, err)
+			return ExitUsage
+		}
+		mem = &m
+	}
+	b, err := plan.Resolve(*f.preset, mem, doctor.Need)
+	switch {
+	case errors.Is(err, plan.ErrUnknownPreset):
+		fmt.Fprintf(stderr, "k3 %s: unknown preset %q\n%s", f.cmd, *f.preset, plan.Table(doctor.Need))
+		return ExitUsage
+	case err != nil:
+		fmt.Fprintf(stderr, "k3 %s: --preset %v\n", f.cmd, err)
+		return ExitUsage
+	}
+	if *f.preset == "auto" {
+		fmt.Fprintf(stdout, "auto: preset %s (trunk %.2f GB, expert cache %.2f GB), the largest whose memory plan fits %s usable\n",
+			b.Preset, b.TrunkGB, b.CacheGB, units.Bytes(mem.Usable()))
+	}
+	t, c := b.TrunkGB, b.CacheGB
+	*f.ultra = *f.ultra || b.Ultra
+	if !given["trunk-gb"] {
+		*f.trunkGB = t
+	}
+	if !given["cache-gb"] {
+		*f.cacheGB = c
+	}
+	return -1
+}
+
+// noteTrunkBudget says that a trunk budget given without --trunk is not
+// used: only a packed trunk streams, so every layer is bound from the
+// checkpoint (on Kimi K3 the plan then holds the whole trunk, and a laptop
+// budget is refused for more than it asked).
+func (f *modelFlags) noteTrunkBudget(given map[string]bool, stderr io.Writer) {
+	if *f.trunkDir != "" {
+		return
+	}
+	from := ""
+	switch {
+	case given["trunk-gb"]:
+		from = fmt.Sprintf("--trunk-gb %g", *f.trunkGB)
+	case given["trunk-ring"]:
+		from = fmt.Sprintf("--trunk-ring %d", *f.ring)
+	case *f.preset != "":
+		from = fmt.Sprintf("--preset %s's trunk budget (%.2f GB)", *f.preset, *f.trunkGB)
+	default:
+		return
+	}
+	fmt.Fprintf(stderr, "note: %s is for streaming layers from a packed trunk: without --trunk DIR (see k3 pack) every layer is bound from the checkpoint and held in memory\n", from)
 }
 
 // maxBudgetGB bounds --trunk-gb and --cache-gb: 9e9 GB is 9e18 bytes, just

@@ -107,3 +107,26 @@ func TestResolvePreset(t *testing.T) {
 	assert.Equal(t, want.TrunkGB, *mf.trunkGB)
 	assert.Equal(t, want.Ultra, *mf.ultra)
 }
+
+// TestTrunkBudgetWithoutTrunkNoted: a trunk budget with no packed trunk to
+// stream from is not used (every layer is bound from the checkpoint); k3
+// says so once, where it used to say nothing (review 2026-12-06, "as in C").
+func TestTrunkBudgetWithoutTrunkNoted(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--preset", "laptop"}, "note: --preset laptop's trunk budget (3.00 GB) is for streaming layers from a packed trunk: "},
+		{[]string{"--preset", "laptop", "--trunk-gb", "0.5"}, "note: --trunk-gb 0.5 is for streaming layers from a packed trunk: "},
+		{[]string{"--trunk-ring", "4"}, "note: --trunk-ring 4 is for streaming layers from a packed trunk: "},
+	} {
+		_, code, _, errs := resolveArgs(t, c.args...)
+		require.Equal(t, -1, code, c.args)
+		assert.Equal(t, c.want+"without --trunk DIR (see k3 pack) every layer is bound from the checkpoint and held in memory\n", errs, c.args)
+	}
+	for _, args := range [][]string{nil, {"--cache-gb", "1"}, {"--preset", "laptop", "--trunk", "/t"}} {
+		_, code, _, errs := resolveArgs(t, args...)
+		require.Equal(t, -1, code, args)
+		assert.Empty(t, errs, args)
+	}
+}

@@ -338,8 +338,18 @@ func TestRunIDsDecodesText(t *testing.T) {
 	code, stdout, errs = runK3("run", tinyRelease, "--ids", "1,2", "--gen", "2", "--out", out)
 	require.Equal(t, ExitOK, code, stdout+errs)
 	assert.Nil(t, readRunReport(t, out).GeneratedText)
-	// --tok naming a folder without one: refused
-	code, _, errs = runK3("run", tinyRelease, "--ids", "1,2", "--tok", tmp)
+	// --tok naming a folder without one: the ids run, with a warning and
+	// no text (the C engine loads no tokenizer for --ids: a script that
+	// always passes --tok ran; review row 129)
+	ref := readRunReport(t, out).GeneratedIDs
+	code, stdout, errs = runK3("run", tinyRelease, "--ids", "1,2", "--gen", "2", "--tok", tmp, "--out", out)
+	require.Equal(t, ExitOK, code, stdout+errs)
+	assert.Contains(t, errs, "warning: tokenizer: ")
+	assert.Contains(t, errs, ": the ids run without a tokenizer, and the generated text is not decoded\n")
+	assert.Nil(t, readRunReport(t, out).GeneratedText)
+	assert.Equal(t, ref, readRunReport(t, out).GeneratedIDs)
+	// a prompt's text needs one: refused
+	code, _, errs = runK3("run", tinyRelease, "--prompt", "hello", "--tok", tmp)
 	assert.Equal(t, ExitUsage, code)
 	assert.Contains(t, errs, "k3 run: tokenizer: ")
 }
@@ -660,4 +670,50 @@ func TestCVariables(t *testing.T) {
 	code, _, errs = runK3("run", tinyRelease, "--ids", ids, "--gen", "1")
 	assert.Equal(t, ExitUsage, code)
 	assert.Contains(t, errs, "k3 run: --cache-policy \"fifo\" is not")
+}
+
+// TestEmptyPromptNamed: an empty --prompt (or --ids, --prompt-file) is
+// named as empty; it used to get "give exactly one of ...", which it was.
+func TestEmptyPromptNamed(t *testing.T) {
+	for _, f := range []string{"--prompt", "--ids", "--prompt-file"} {
+		code, out, errs := runK3("run", tinyRelease, f, "")
+		assert.Equal(t, ExitUsage, code, f)
+		assert.Empty(t, out, f)
+		assert.Equal(t, "k3 run: "+f+" is empty: there is no prompt to read\n", errs, f)
+	}
+	code, _, errs := runK3("run", tinyRelease, "--gen", "1")
+	assert.Equal(t, ExitUsage, code)
+	assert.Equal(t, "k3 run: give exactly one of --ids, --prompt or --prompt-file\n", errs)
+	code, _, errs = runK3("run", tinyRelease, "--ids", "1", "--prompt", "x")
+	assert.Equal(t, ExitUsage, code)
+	assert.Equal(t, "k3 run: give exactly one of --ids, --prompt or --prompt-file\n", errs)
+}
+
+// TestDownloadCVariables: the C engine's download script read K3_REVISION
+// (the commit to fetch) and K3_SKIP_CHECKSUM; k3 download honours the
+// first as --revision (a flag given wins) and warns about the second. Both
+// were ignored without a word.
+func TestDownloadCVariables(t *testing.T) {
+	commit := strings.Repeat("ab", 20)
+	t.Setenv("K3_REVISION", commit)
+	t.Setenv("K3_SKIP_CHECKSUM", "1")
+	var errs strings.Builder
+	c, code := parseDownload([]string{t.TempDir()}, &errs)
+	require.Equal(t, -1, code, errs.String())
+	assert.Equal(t, commit, c.opt.Revision)
+	assert.Equal(t, "note: K3_REVISION="+commit+" (the C engine's variable): downloading revision "+commit+", as --revision "+commit+"\n"+
+		"warning: K3_SKIP_CHECKSUM=1 (the C engine's variable) is ignored: k3 download checks each file's size and SHA-256 as it arrives, so there is no second pass to skip\n", errs.String())
+
+	errs.Reset()
+	t.Setenv("K3_SKIP_CHECKSUM", "")
+	c, code = parseDownload([]string{t.TempDir(), "--revision", "main"}, &errs)
+	require.Equal(t, -1, code, errs.String())
+	assert.Equal(t, "main", c.opt.Revision)
+	assert.Equal(t, "note: K3_REVISION="+commit+" (the C engine's variable): --revision main wins over it\n", errs.String())
+
+	errs.Reset()
+	c, code = parseDownload([]string{t.TempDir(), "--draft"}, &errs)
+	require.Equal(t, -1, code, errs.String())
+	assert.NotEqual(t, commit, c.opt.Revision, "the drafter is pinned")
+	assert.Empty(t, errs.String())
 }

@@ -69,14 +69,8 @@ func parseRun(args []string, stdout, stderr io.Writer) (*runConfig, int) {
 // check refuses flags that do not go together, reads the pictures and
 // resolves the model flags.
 func (f *runFlags) check(c *runConfig, stdout, stderr io.Writer) int {
-	nsrc := 0
-	for _, s := range []string{*f.ids, *f.prompt, *f.promptFile} {
-		if s != "" {
-			nsrc++
-		}
-	}
-	if nsrc != 1 {
-		fmt.Fprintln(stderr, "k3 run: give exactly one of --ids, --prompt or --prompt-file")
+	if msg := f.promptSource(); msg != "" {
+		fmt.Fprintln(stderr, "k3 run: "+msg)
 		return ExitUsage
 	}
 	if len(f.images) > 0 && (*f.ids != "" || *f.tf) {
@@ -101,6 +95,27 @@ func (f *runFlags) check(c *runConfig, stdout, stderr io.Writer) int {
 		return ExitUsage
 	}
 	return -1
+}
+
+// promptSource says what is wrong with the prompt flags: not exactly one
+// of them, or the one given empty ("" when they are right).
+func (f *runFlags) promptSource() string {
+	nsrc := 0
+	for _, src := range []struct {
+		name string
+		val  *string
+	}{{"ids", f.ids}, {"prompt", f.prompt}, {"prompt-file", f.promptFile}} {
+		switch {
+		case *src.val != "":
+			nsrc++
+		case flagGiven(f.fs, src.name):
+			return "--" + src.name + " is empty: there is no prompt to read"
+		}
+	}
+	if nsrc != 1 {
+		return "give exactly one of --ids, --prompt or --prompt-file"
+	}
+	return ""
 }
 
 // outputs checks, before the run, that every file it will write can be
@@ -178,9 +193,19 @@ func (f *runFlags) readIDs(c *runConfig, stderr io.Writer) int {
 	if _, err := os.Stat(filepath.Join(c.dir, tokenizer.ModelFile)); *f.tokDir == "" && err != nil {
 		return -1
 	}
-	tok, code := f.tokenizer(c.dir, stderr)
+	dir := c.dir
+	if *f.tokDir != "" {
+		dir = *f.tokDir
+	}
+	// the ids need no tokenizer (the C engine loads none for --ids): one
+	// that does not load costs the reply's text, not the run
+	tok, err := tokenizer.Load(dir)
+	if err != nil {
+		fmt.Fprintf(stderr, "warning: %v: the ids run without a tokenizer, and the generated text is not decoded\n", err)
+		return -1
+	}
 	c.tok = tok
-	return code
+	return -1
 }
 
 // tokenizer loads the tokenizer of --tok, or of the model directory.

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -111,4 +112,42 @@ func TestRunReportCFields(t *testing.T) {
 	code, _, errs = runK3("run", tinyRelease, "--ids", "5", "--tf-check")
 	assert.Equal(t, ExitUsage, code)
 	assert.Contains(t, errs, "teacher forcing (--tf-check) needs at least two ids")
+}
+
+// TestTFCheckCountsMatches: teacher forcing over ids the model itself
+// generated agrees at every position after the prompt, so tf_matches counts
+// at least those (the tally is not only right when it is 0, as on a prompt
+// of random ids), and tf_pred there is the greedy run's ids.
+func TestTFCheckCountsMatches(t *testing.T) {
+	tmp := t.TempDir()
+	prompt := []string{"491", "109", "188", "458", "164"}
+	gen := filepath.Join(tmp, "gen.json")
+	code, out, errs := runK3("run", tinyRelease, "--ids", strings.Join(prompt, ","), "--gen", "6", "--out", gen)
+	require.Equal(t, ExitOK, code, out+errs)
+	full := readRunReport(t, gen).FullIDs
+	require.Len(t, full, len(prompt)+6)
+	ids := make([]string, len(full))
+	for i, id := range full {
+		ids[i] = itoa(id)
+	}
+	tf := filepath.Join(tmp, "tf.json")
+	code, out, errs = runK3("run", tinyRelease, "--ids", strings.Join(ids, ","), "--tf-check", "--out", tf)
+	require.Equal(t, ExitOK, code, out+errs)
+	rep := readRunReport(t, tf)
+	n := len(full) - 1
+	assert.Equal(t, full[len(prompt):], rep.TFPred[len(prompt)-1:n], "the greedy run's ids")
+	matches := 0
+	for i := range n {
+		if rep.TFPred[i] == full[i+1] {
+			matches++
+		}
+	}
+	require.NotNil(t, rep.TFPositions)
+	require.NotNil(t, rep.TFMatches)
+	require.NotNil(t, rep.TFAgreement)
+	assert.Equal(t, n, *rep.TFPositions)
+	assert.GreaterOrEqual(t, matches, 6)
+	assert.Equal(t, matches, *rep.TFMatches)
+	assert.InDelta(t, float64(matches)/float64(n), *rep.TFAgreement, 1e-12)
+	assert.Contains(t, out, fmt.Sprintf("the argmax matches the next id at %d/%d (", matches, n))
 }

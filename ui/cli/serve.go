@@ -39,7 +39,7 @@ func cmdServe(args []string, stdout, stderr io.Writer) int {
 	apiKeyFile := fs.String("api-key-file", "", "require the key in this file (its first line); default $K3_API_KEY")
 	modelID := fs.String("model-id", "", "the model id clients name (default: the model folder's name)")
 	queue := fs.Int("queue", 8, "requests that may wait while one generates; more get 429")
-	ctxLen := fs.Int("context", 16384, "positions per request, prompt and reply (the memory plan reserves them)")
+	ctxLen := fs.Int("context", serve.DefaultContext, "positions per request, prompt and reply (the memory plan reserves them)")
 	maxTokens := fs.Int("max-tokens", 4096, "reply cap when a request gives none")
 	bodyMB := fs.Float64("max-body-mb", 8, "largest request body in MB")
 	cors := fs.String("cors", "", "comma-separated browser origins allowed to call the server (\"*\": any); default none")

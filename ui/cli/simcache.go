@@ -6,6 +6,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -42,11 +44,10 @@ func runSimCache(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&m.TopK, "top-k", m.TopK, "experts per token per MoE layer")
 	fs.IntVar(&m.MoELayers, "moe-layers", m.MoELayers, "MoE layers")
 	fs.IntVar(&m.Experts, "experts", m.Experts, "routed experts per layer")
+	fs.Usage = func() {} // -h: the usage goes to stdout below, once
 	pos, err := parseMixed(fs, args)
 	if errors.Is(err, flag.ErrHelp) {
-		fmt.Fprintln(stdout, simCacheUsage)
-		fs.SetOutput(stdout)
-		fs.PrintDefaults()
+		printHelp(fs, stdout, simCacheUsage)
 		return ExitOK
 	}
 	bad := func(msg string) int {
@@ -59,11 +60,8 @@ func runSimCache(args []string, stdout, stderr io.Writer) int {
 	if len(pos) != 1 {
 		return bad("want exactly one trace file")
 	}
-	if *cfgPath != "" {
-		if err := simModelFromConfig(fs, *cfgPath, &m); err != nil {
-			fmt.Fprintf(stderr, "k3 sim-cache: %v\n", err)
-			return ExitUsage
-		}
+	if code := simModel(fs, *cfgPath, pos[0], &m, stderr); code >= 0 {
+		return code
 	}
 	if m.ExpertBytes < 1 || m.DiskMBps <= 0 || m.TopK < 1 || m.MoELayers < 1 || m.Experts < 1 {
 		return bad("--expert-bytes, --disk-mbs, --top-k, --moe-layers and --experts must be positive")
@@ -106,6 +104,34 @@ func runSimCache(args []string, stdout, stderr io.Writer) int {
 	}
 	simCacheText(stdout, cachesim.Summarize(reqs, m, 6), m, policies, rows)
 	return ExitOK
+}
+
+// simModel takes the model numbers from --config. Without it the table
+// assumes Kimi K3's, and a trace of another model (its expert_hist.json,
+// which k3 run --dump-cache-trace writes beside it, says so) gets a
+// warning naming --config: a demo trace was sized as K3's ("holding the
+// whole pool needs 1446.46 GB").
+func simModel(fs *flag.FlagSet, cfgPath, trace string, m *cachesim.Model, stderr io.Writer) int {
+	if cfgPath != "" {
+		if err := simModelFromConfig(fs, cfgPath, m); err != nil {
+			fmt.Fprintf(stderr, "k3 sim-cache: %v\n", err)
+			return ExitUsage
+		}
+		return -1
+	}
+	b, err := os.ReadFile(filepath.Join(filepath.Dir(trace), "expert_hist.json"))
+	var h struct {
+		Layers  int `json:"n_layers"`
+		Experts int `json:"n_experts"`
+	}
+	if err != nil || json.Unmarshal(b, &h) != nil || h.Experts == 0 || flagGiven(fs, "experts") {
+		return -1
+	}
+	if h.Experts != m.Experts || h.Layers < m.MoELayers {
+		fmt.Fprintf(stderr, "warning: %s is the trace of a model of %d layers with %d routed experts each (expert_hist.json beside it), not Kimi K3 (%d MoE layers of %d): "+
+			"the sizes below are Kimi K3's; --config MODEL_DIR/config.json takes that model's\n", trace, h.Layers, h.Experts, m.MoELayers, m.Experts)
+	}
+	return -1
 }
 
 // simModelFromConfig takes the model numbers from the config at path,

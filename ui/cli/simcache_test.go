@@ -158,7 +158,32 @@ func TestSimCacheErrors(t *testing.T) {
 			t.Errorf("%v: exit %d, stderr %q; want %d and %q", c.args, code, errOut, c.code, c.msg)
 		}
 	}
-	if code, out, _ := runSim(t, "--help"); code != ExitOK || !strings.Contains(out, "usage: k3 sim-cache") {
-		t.Errorf("--help: %d %q", code, out)
-	}
+	// --help: the usage and each flag once, on stdout (the flag list
+	// was printed twice, once on each stream)
+	code, out, errOut := runSim(t, "--help")
+	assert.Equal(t, ExitOK, code)
+	assert.Contains(t, out, "usage: k3 sim-cache")
+	assert.Equal(t, 1, strings.Count(out, "-capacities string"), out)
+	assert.Empty(t, errOut)
+}
+
+// TestSimCacheOtherModelWarned: a trace of another model than Kimi K3 (its
+// expert_hist.json says so) is sized as K3 only with a warning naming
+// --config; with --config, or for the seed's K3 trace, none.
+func TestSimCacheOtherModelWarned(t *testing.T) {
+	dir := t.TempDir()
+	code, out, errs := runK3("run", tinyRelease, "--ids", "491,109,188", "--gen", "2", "--dump-cache-trace", dir, "--out=")
+	require.Equal(t, ExitOK, code, out+errs)
+	trace := filepath.Join(dir, "expert_trace.bin")
+	code, _, errOut := runSim(t, trace, "--slots", "4")
+	require.Equal(t, ExitOK, code, errOut)
+	assert.Equal(t, "warning: "+trace+" is the trace of a model of 8 layers with 8 routed experts each (expert_hist.json beside it), not Kimi K3 (92 MoE layers of 896): "+
+		"the sizes below are Kimi K3's; --config MODEL_DIR/config.json takes that model's\n", errOut)
+	code, got, errOut := runSim(t, trace, "--slots", "4", "--config", filepath.Join(tinyRelease, "config.json"))
+	require.Equal(t, ExitOK, code, errOut)
+	assert.Empty(t, errOut)
+	assert.Contains(t, got, " of 48 ", "6 MoE layers of 8 experts")
+	code, _, errOut = runSim(t, simTrace, "--slots", "1823", "--policies", "lru")
+	require.Equal(t, ExitOK, code, errOut)
+	assert.Empty(t, errOut)
 }

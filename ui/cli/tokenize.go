@@ -65,9 +65,7 @@ func runTokenize(args []string, stdout, stderr io.Writer) int {
 func tokParseFlags(fs *flag.FlagSet, args []string, name, usage string, stdout, stderr io.Writer) (code int, done bool) {
 	err := fs.Parse(args)
 	if errors.Is(err, flag.ErrHelp) {
-		fmt.Fprintln(stdout, usage)
-		fs.SetOutput(stdout)
-		fs.PrintDefaults()
+		printHelp(fs, stdout, usage)
 		return ExitOK, true
 	}
 	if err != nil {

@@ -37,14 +37,19 @@ func dataDir() string {
 	return filepath.Join(os.TempDir(), "k3")
 }
 
-// newWindow creates the app's main window; once the app runs
+// newWindow creates the app's main window, whose first frame says the app
+// is starting (N9: it was black for 1.5 s); once the app runs
 // (Lifecycle().SetOnStarted) call fitScreen and the UI's Start, so the
 // window knows its screen and background work begins on a live event loop.
 func newWindow(a fyne.App, b bridge.Backends) (*appUI, fyne.Window) {
 	w := a.NewWindow("k3 — Kimi K3 on this machine")
 	u := newAppUI(a, w, b)
+	w.SetContent(container.NewCenter(widget.NewLabel(startingText)))
 	return u, w
 }
+
+// startingText is the first frame's words, before the UI starts.
+const startingText = "Starting k3…"
 
 // Open runs the desktop app until its window closes; it returns the exit code.
 func Open() int {
@@ -56,8 +61,6 @@ func Open() int {
 		u.Start()
 	})
 	w.SetCloseIntercept(u.Quit)
-	// the first frame says something (N9: black for 1.5 s)
-	w.SetContent(container.NewCenter(widget.NewLabel("Starting k3…")))
 	w.ShowAndRun()
 	return 0
 }

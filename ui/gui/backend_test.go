@@ -52,10 +52,20 @@ func TestUnreachableServerIsExplainedAsAServer(t *testing.T) {
 	ui(u.Start)
 	v := u.Chat
 	require.NotNil(t, v)
-	ui(func() { v.Send("Hello?") })
+	host := strings.TrimSuffix(strings.TrimPrefix(url, "http://"), "/v1")
+	ui(func() {
+		// the Engine panel: a server's model is asked, not loaded here
+		// (it said "No model loaded yet: it loads with the first message"
+		// beside this machine's memory and disk)
+		assert.Equal(t, "the server's model on "+host+": "+stateAsked, v.Gauges.Model.Text)
+		assert.False(t, v.Gauges.Local.Visible(), "this machine's gauges for a server")
+		v.Send("Hello?")
+	})
 	waitFor(t, "turn", func() bool { return !v.Busy })
 	ui(func() {
 		assert.Contains(t, v.Notice.Text, "Cannot reach the server at "+url)
 		assert.NotContains(t, v.Notice.Text, "Resume")
+		assert.Equal(t, "the server's model on "+host+": "+stateDown, v.Gauges.Model.Text)
+		assert.False(t, v.Gauges.Local.Visible())
 	})
 }

@@ -58,3 +58,25 @@ func (v *chatView) modelClosed() {
 	v.contexts = nil
 	v.ContextLb.SetText("")
 }
+
+// idleModel is what the Engine panel says of the model before a message
+// opened it: nothing for this machine's model (it loads with the first
+// message); a server's model is asked, not loaded, and this machine's
+// memory and disk are not its (the panel said "No model loaded yet: it
+// loads with the first message" beside this machine's gauges for a server
+// that had just refused the connection).
+func (v *chatView) idleModel() bridge.ModelInfo {
+	s := v.u.S
+	if s.Backend != bridge.BackendServer || s.ServerURL == "" {
+		return bridge.ModelInfo{}
+	}
+	name := s.ServerModel
+	if name == "" {
+		name = "the server's model"
+	}
+	state := stateAsked
+	if v.serverDown[s.ServerURL] {
+		state = stateDown
+	}
+	return bridge.ModelInfo{Name: name + " on " + serverHost(bridge.KnownServer{URL: s.ServerURL}) + ": " + state, Remote: true}
+}

@@ -2,6 +2,7 @@ package gui
 
 import (
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"k3/engine"
@@ -10,51 +11,88 @@ import (
 
 // watchServer makes the window follow the app's server (G13): while it
 // answers a request from another program the status line says so, with
-// the request's number, and the Engine panel's gauges move with the
-// engine's counters; the model line counts the requests answered. A
-// message of the app's own sent meanwhile says it waits (WaitingForServer)
-// and then shows its own phases.
+// the request's number and where the reading of its prompt is, and the
+// Engine panel shows the request's numbers (speed, first token, tokens per
+// pass, expert-cache hits, reads, memory) from the engine's events as for
+// a turn of the app's; the model line counts the requests answered. A
+// message of the app's own sent meanwhile says at once that it waits
+// (WaitingForServer), then shows its own phases.
+//
+// The meter takes the server's events on the server's goroutine, as they
+// come, so they keep their order with the app's turn that waits for the
+// engine (its numbers start when the request ends). The window is handed
+// the meter's latest numbers at each phase and each sample of the
+// counters (four a second while a request runs), tokens at most GaugeHz
+// times a second, one hand-over at a time.
 func (v *chatView) watchServer(w bridge.ServeWatcher) {
-	w.WatchServer(func(ev engine.Event) {
-		v.u.do(func() { v.serverEvent(w, ev) })
-	})
-}
-
-// serverEvent shows one event of the server's (on the UI goroutine).
-func (v *chatView) serverEvent(w bridge.ServeWatcher, ev engine.Event) {
 	p := v.gaugePump()
-	switch ev.Kind {
-	case engine.EventStats:
+	var last atomic.Int64   // when gauges were last handed to the window
+	var pending atomic.Bool // a hand-over waits to run: it shows the latest
+	hand := func() {
+		pending.Store(false)
+		v.showMeter()
+	}
+	w.WatchServer(func(ev engine.Event) {
+		if ev.Kind != engine.EventPhase {
+			show := p.Served(ev)
+			now := time.Now().UnixNano()
+			if (show || now-last.Load() >= int64(time.Second/bridge.GaugeHz)) && pending.CompareAndSwap(false, true) {
+				last.Store(now)
+				v.u.do(hand)
+			}
+			return
+		}
 		at := ev.At
 		if at.IsZero() {
 			at = time.Now()
 		}
-		var g bridge.Gauges
-		p.WithMeter(func(m *bridge.Meter) {
-			m.Stats(at, ev.Stats)
-			g = m.Gauges()
-		})
-		v.Gauges.Set(g)
-	case engine.EventPhase:
 		answering := ev.Text != ""
-		if !v.Busy { // the app's own turn shows its own phases
-			var g bridge.Gauges
-			p.WithMeter(func(m *bridge.Meter) {
-				if answering {
-					m.StartTurn(time.Now())
-				} else {
-					m.EndTurn()
-				}
-				g = m.Gauges()
-			})
-			v.Gauges.Set(g)
-			v.Phase.SetText(ev.Text)
-		}
-		v.servedNote = servedText(w.ServedRequests(), answering)
+		p.WithMeter(func(m *bridge.Meter) {
+			switch {
+			case answering && !m.Serving():
+				m.ServedStart(at, w.ServedRequests())
+			case !answering:
+				m.ServedEnd()
+			}
+		})
+		v.u.do(func() { v.servedPhase(w, ev.Text) })
+	})
+}
+
+// showMeter shows the meter's numbers in the Engine panel.
+func (v *chatView) showMeter() {
+	var g bridge.Gauges
+	v.gaugePump().WithMeter(func(m *bridge.Meter) { g = m.Gauges() })
+	v.Gauges.Set(g)
+}
+
+// servedPhase shows the server's phase (on the UI goroutine): in the
+// status line unless the app's own turn shows its own, and kept for when
+// that turn ends while the request runs (never an empty status while the
+// engine works, N2).
+func (v *chatView) servedPhase(w bridge.ServeWatcher, text string) {
+	v.servedPh = text
+	if !v.Busy {
+		v.Phase.SetText(text)
+	}
+	v.showMeter()
+	if note := servedText(w.ServedRequests(), text != ""); note != v.servedNote {
+		v.servedNote = note
 		if v.Picker != nil {
 			v.Picker.Refresh()
 		}
 	}
+}
+
+// waitingPhase is the status a turn starts with: it waits when a request
+// of the app's server's holds the engine (said from the moment Send is
+// pressed: the message otherwise sat empty for as long as the request
+// took), else the reply is starting.
+func (v *chatView) waitingPhase() string {
+	if w, ok := v.engine.(bridge.ServeWatcher); ok && w.Answering() {
+		return bridge.WaitingForServer
+	}
+	return "starting the reply"
 }
 
 // servedText is the model line's note on the server's requests.

@@ -151,8 +151,9 @@ func (v *chatView) startTurn(opt chat.Options) {
 	idle := v.idle
 	v.Notice.SetText("")
 	// never an empty or "ready" status while the turn works (N2): the
-	// engine's phases replace this within a moment
-	v.Phase.SetText("starting the reply")
+	// engine's phases replace this within a moment; from the moment Send
+	// is pressed it says when it waits for the server's request (G13)
+	v.Phase.SetText(v.waitingPhase())
 	v.statusLine.SetMinSize(fyne.NewSize(0, v.Phase.MinSize().Height))
 	v.statusHeld = true
 	v.syncStatus()
@@ -218,6 +219,9 @@ func (v *chatView) finishTurn(reply *messageView, rep bridge.Reply, err error) {
 		}
 		v.serverDown[v.u.S.ServerURL] = err != nil && rep.Content == "" && rep.ReasoningContent == "" && !errors.Is(err, context.Canceled)
 		v.Picker.Refresh()
+		if v.Info == nil {
+			v.Gauges.SetModel(v.idleModel())
+		}
 	}
 	v.Notice.SetText("") // "wait for the reply…" notices are out of date now
 	if v.quitting {
@@ -233,7 +237,7 @@ func (v *chatView) finishTurn(reply *messageView, rep bridge.Reply, err error) {
 			v.rebuild(at)
 		}
 		v.Notice.SetText(bridge.Explain(err))
-		v.Phase.SetText("")
+		v.Phase.SetText(v.servedPh) // a request of the server's may hold the engine now
 		v.refreshButtons()
 		return
 	}
@@ -255,8 +259,9 @@ func (v *chatView) finishTurn(reply *messageView, rep bridge.Reply, err error) {
 	v.save()
 	v.noteContext(rep.Positions)
 	// the reply says how it ended (its numbers, or why it was cut): the
-	// phase line says nothing more and gives its room back
-	v.Phase.SetText("")
+	// phase line says nothing more and gives its room back, unless a
+	// request of the server's took the engine as the turn ended
+	v.Phase.SetText(v.servedPh)
 	v.refreshButtons()
 	v.Picker.Refresh() // the draft model's tokens per pass
 	v.scrollToEnd()
@@ -271,7 +276,7 @@ func (v *chatView) oneCount(st *chat.ReplyStats) {
 	if st == nil {
 		return
 	}
-	if ttft := v.Gauges.G.TTFT; ttft > 0 {
+	if ttft := v.Gauges.G.TTFT; ttft > 0 && v.Gauges.G.Served == 0 { // not a server's request's
 		st.FirstTokenSeconds = ttft
 	}
 	var g bridge.Gauges
@@ -331,7 +336,7 @@ func (v *chatView) ResetEngine() {
 	v.Stop()
 	e := v.engine
 	v.engine, v.Info = nil, nil
-	v.Gauges.SetModel(bridge.ModelInfo{})
+	v.Gauges.SetModel(v.idleModel())
 	v.modelClosed()
 	if v.Picker != nil {
 		v.Picker.Refresh()

@@ -19,6 +19,7 @@ import (
 	"k3/engine/chat"
 	"k3/engine/plan"
 	"k3/engine/synth"
+	"k3/machine"
 	"k3/storage/hub"
 	"k3/storage/trunk"
 	"k3/storage/verify"
@@ -219,7 +220,11 @@ func (fakePlanner) Plan(dir string, o engine.Options) (*plan.Plan, error) {
 // fakeChat streams a scripted reply one piece per gate receive (or freely
 // when gate is nil).
 type fakeChat struct {
-	gate    chan struct{}
+	gate chan struct{}
+	// ownRSS: the counters carry this process's resident size, as the
+	// real engine's do (else a made-up 1 GB: the real window's check
+	// showed "492 MB above the plan" from it)
+	ownRSS  bool
 	openErr error
 	reply   []string
 	turns   int
@@ -267,7 +272,11 @@ func (f *fakeChat) Turn(ctx context.Context, h []chat.Message, opt chat.Options,
 		ans.WriteString(piece)
 		on(engine.Event{Kind: engine.EventAnswer, Text: piece})
 		on(engine.Event{Kind: engine.EventToken, Seconds: 0.5})
-		on(engine.Event{Kind: engine.EventStats, Stats: engine.Stats{RSSBytes: int64(1e9 + i*1e6)}})
+		rss := int64(1e9 + i*1e6)
+		if f.ownRSS {
+			rss = machine.RSS()
+		}
+		on(engine.Event{Kind: engine.EventStats, Stats: engine.Stats{RSSBytes: rss}})
 	}
 	return bridge.Reply{Message: chat.Message{Role: "assistant", Content: ans.String(), ReasoningContent: "Let me think.",
 		Stats: fakeStats(len(reply), 0.5, 0.5)}, Positions: 40 + len(h)}, nil

@@ -61,7 +61,8 @@ func TestSwitchingTheModelClearsItsNumbers(t *testing.T) {
 		require.Equal(t, "context: 41 of 12288 positions", v.ContextLb.Text)
 		v.Picker.Refresh()
 		v.Picker.Select.SetSelected(v.Picker.Select.Options[1]) // the server
-		assert.Equal(t, "No model loaded yet: it loads with the first message.", v.Gauges.Model.Text)
+		// a server's model is asked with the first message, not loaded
+		assert.Equal(t, "the server's model on gpu-box:8000: asked with the first message", v.Gauges.Model.Text)
 		assert.Equal(t, "in use — (peak —)\nplan —, available 16.00 GB", v.Gauges.MemText.Text)
 		assert.Equal(t, "", v.ContextLb.Text)
 	})

@@ -83,6 +83,9 @@ type chatView struct {
 	serverDown map[string]bool
 	// servedNote is the app's server's requests, for the model line (G13)
 	servedNote string
+	// servedPh is the app's server's phase ("": no request holds the
+	// engine), for the status line when the app's turn ends
+	servedPh string
 	// pendingRow shows the pictures waiting for the next message
 	pendingRow    *fyne.Container
 	pendingThumbs *fyne.Container
@@ -176,6 +179,9 @@ func (v *chatView) newOptions() *widget.Button {
 func (v *chatView) newLabels() {
 	v.ContextLb = newNoteLabel(false)
 	v.ContextLb.Importance = widget.LowImportance
+	// whole, not cut: beside the phase a cut label takes no room, and the
+	// count read "…" at every size
+	v.ContextLb.Truncation = fyne.TextTruncateOff
 	v.Phase = newNoteLabel(false)
 	v.Notice = newNoteLabel(true)
 	v.Notice.Importance = widget.WarningImportance
@@ -184,6 +190,7 @@ func (v *chatView) newLabels() {
 	v.CapLb = widget.NewLabel("")
 	v.CapLb.Importance = widget.LowImportance
 	v.Gauges = newGaugesView()
+	v.Gauges.SetModel(v.idleModel())
 }
 
 // layout places the conversations (left), the messages with the model
@@ -243,6 +250,14 @@ func (v *chatView) bindKeys() {
 func (v *chatView) syncStatus() {
 	if v.statusRow == nil {
 		return
+	}
+	// while the phase says something it has the whole line (the reading
+	// line's passes and time left were cut at 1024x640); the context count
+	// comes back with the reply's end
+	if v.Phase.Visible() || v.ContextLb.Text == "" {
+		v.ContextLb.Hide()
+	} else {
+		v.ContextLb.Show()
 	}
 	if v.Phase.Visible() || v.ContextLb.Visible() || v.statusHeld {
 		v.statusRow.Show()

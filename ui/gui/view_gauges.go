@@ -137,7 +137,7 @@ func (v *gaugesView) Set(g bridge.Gauges) {
 	v.Hits.SetValue(g.HitRate)
 	speed, ttft := "—", "—"
 	switch s := g.Saved; {
-	case s != nil && s.Tokens > 0:
+	case s != nil && s.Tokens > 0 && !g.Serving:
 		// the last reply (or the open conversation's, as its history
 		// keeps it), with the numbers its message shows (N7)
 		speed = fmt.Sprintf("%s, %d tokens (this conversation's last reply)", perToken(s.SecondsPerToken), s.Tokens)
@@ -151,6 +151,10 @@ func (v *gaugesView) Set(g bridge.Gauges) {
 		}
 	}
 	text := "speed " + speed + "\nfirst token after " + ttft
+	if g.Served > 0 && (g.Serving || g.Saved == nil) {
+		// the numbers are a request's from another program (G13)
+		text = fmt.Sprintf("request %d from another program\n", g.Served) + text
+	}
 	if g.Drafted > 0 {
 		text += fmt.Sprintf("\ndrafted tokens accepted: %d of %d", g.Accepted, g.Drafted)
 		if tp := g.TokensPerPass(); tp > 0 {

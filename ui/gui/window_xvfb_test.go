@@ -39,6 +39,8 @@ var (
 	w        fyne.Window
 	setupErr error
 	data     string
+	// firstFrame is the window's content before the app started (N9)
+	firstFrame fyne.CanvasObject
 )
 
 // TestMain opens the app's window the way `k3` does, on a fresh data
@@ -61,6 +63,7 @@ func TestMain(m *testing.M) {
 	s.MaxTokens = 160 // the trained demo ends its replies by itself within ~80 tokens
 	s.Save(realApp.Preferences())
 	u, w = newWindow(realApp, b)
+	firstFrame = w.Content()
 	realApp.Lifecycle().SetOnStarted(func() {
 		fitScreen(w)
 		u.Start()
@@ -117,6 +120,9 @@ func TestRealWindow(t *testing.T) {
 		sz := w.Canvas().Size()
 		return sz.Width >= 400 && sz.Height >= 300 && u.wizard != nil
 	})
+	if firstFrame == nil || findLabel(firstFrame, startingText) == nil {
+		t.Error("N9: the first frame does not say the app is starting")
+	}
 	var wiz *wizard
 	fyne.DoAndWait(func() { wiz = u.wizard })
 	n := 0
@@ -132,10 +138,14 @@ func TestRealWindow(t *testing.T) {
 		var problems []string
 		var px image.Point
 		var pxOK bool
+		var overPlan string
 		fyne.DoAndWait(func() {
 			size, scale = w.Canvas().Size(), w.Canvas().Scale()
 			problems = buttonsOutside(w.Content(), size)
 			px, _, pxOK = screenPixels()
+			if c := u.Chat; c != nil && c.Gauges.OverPlan.Visible() {
+				overPlan = c.Gauges.OverPlan.Text
+			}
 		})
 		if pxOK && (float32(px.X) != scr.Width || float32(px.Y) != scr.Height) {
 			t.Logf("%s: GLFW's work area is %v for a %s screen", name, px, tag)
@@ -145,6 +155,9 @@ func TestRealWindow(t *testing.T) {
 		}
 		for _, p := range problems {
 			t.Errorf("%s at %s: %s", name, tag, p)
+		}
+		if overPlan != "" { // the demo in this process is within its plan
+			t.Errorf("%s at %s: the Engine panel warns %q", name, tag, overPlan)
 		}
 		file := filepath.Join(out, fmt.Sprintf("%s-%02d-%s.png", tag, n, name))
 		if err := saveScreenshot(file); err != nil {
@@ -233,6 +246,7 @@ func TestRealWindow(t *testing.T) {
 			t.Errorf("a demo chat above the plan: %q", v.Gauges.OverPlan.Text)
 		}
 	})
+	t.Logf("first start to first reply: %.1f s after the window showed", time.Since(start).Seconds())
 	check("7-chat-reply")
 	endInView(t, v, "7-chat-reply")
 
@@ -322,7 +336,7 @@ func TestRealWindow(t *testing.T) {
 	waitUntil(t, "the stop", 30*time.Second, func() bool { return !v.Busy })
 	check("12-chat-stopped-thinking")
 	fyne.DoAndWait(func() {
-		v.engine = &fakeChat{reply: []string{"Call my_long_name(2*3*4) and get_weather; keep [in brackets] and a_b_c as written."}}
+		v.engine = &fakeChat{reply: []string{"Call my_long_name(2*3*4) and get_weather; keep [in brackets] and a_b_c as written."}, ownRSS: true}
 		v.Entry.SetText("And in code words?")
 		v.SendEntry()
 	})
@@ -364,10 +378,13 @@ func TestRealWindow(t *testing.T) {
 		v.settings.Answers.SetSelected(answersJSON)
 	})
 	check("16-chat-settings")
+	closeOverlay()
+	// issue 41's walk: a second model, Stop while it reads a long prompt,
+	// a server that is down (window_walk_xvfb_test.go)
+	gate := secondModelWalk(t, v, check)
+	stopWhileReadingWalk(t, v, gate, check)
+	serverDownWalk(t, v, check)
 	fyne.DoAndWait(func() {
-		if top := w.Canvas().Overlays().Top(); top != nil {
-			w.Canvas().Overlays().Remove(top)
-		}
 		v.Shutdown()
 		w.Close()
 	})

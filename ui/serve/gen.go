@@ -182,12 +182,22 @@ func (s *Server) generate(ctx context.Context, j *job) (*result, error) {
 		s.o.Lock.Lock()
 		defer s.o.Lock.Unlock()
 	}
+	if s.o.Grow != nil {
+		if err := s.o.Grow(len(j.ids) + j.maxTokens); err != nil {
+			return nil, &openai.Error{Status: 400, Message: fmt.Sprintf("the prompt has %d positions and the reply may take %d more: %v", len(j.ids), j.maxTokens, err),
+				Type: "invalid_request_error", Param: "messages", Code: "context_length_exceeded"}
+		}
+	}
 	s.generations.Add(1)
 	t := &turn{s: s, j: j, filter: newStopFilter(j.stops, j.onAnswer), dec: s.o.Tok.NewStreamDecoder(), stopIDs: s.o.Tok.StopIDs()}
 	sampler, spec := s.sampler(j)
+	on := t.on
+	if obs := s.o.Observe; obs != nil {
+		on = func(ev engine.Event) { t.on(ev); obs(ev) }
+	}
 	rep, err := s.sess.Generate(ctx, j.ids, chat.PromptOptions{Thinking: j.thinking, MaxTokens: j.maxTokens,
 		Sampler: sampler, Spec: spec, Stop: func() bool { return t.filter.hit },
-		NoTools: j.noTools != "", NoToolsWhy: j.noTools, Partition: j.partition, Images: j.images}, t.on)
+		NoTools: j.noTools != "", NoToolsWhy: j.noTools, Partition: j.partition, Images: j.images}, on)
 	if err != nil {
 		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 			s.cancelled.Add(1)

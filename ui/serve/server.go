@@ -70,7 +70,13 @@ type Options struct {
 	CORSOrigins []string
 	// MaxContext caps prompt plus reply positions (0: no cap); a reply cap
 	// that would pass it is lowered, a prompt that fills it is refused.
+	// `k3 serve` and the app's server default to DefaultContext.
 	MaxContext int
+	// Grow, when set, is asked before each generation (under Lock) for
+	// the positions it may reach, prompt and reply: a server whose memory
+	// plan reserved fewer grows it, or refuses the request with the error
+	// (it names the limit). Nil: the plan reserved MaxContext.
+	Grow func(positions int) error
 	// DefaultMaxTokens is the reply cap of a request that gives none
 	// (0: chat.DefaultMaxTokens).
 	DefaultMaxTokens int
@@ -81,6 +87,11 @@ type Options struct {
 	// Lock, when set, is held around every generation: the app passes the
 	// lock of its own chat so the two never run the engine at once.
 	Lock sync.Locker
+	// Observe, when set, gets every engine event of each generation (the
+	// prompt's progress, each token with its step time and counters, the
+	// reply's text), on the generation's goroutine, under Lock: the app's
+	// Engine panel follows its server's requests with it.
+	Observe func(engine.Event)
 	// Fit are the options the model was opened with: the server's chat
 	// session keeps the state copies they allow (chat.Session.FitBudget;
 	// the zero value: a snapshot).
@@ -99,6 +110,11 @@ type Options struct {
 	// clients then learn from the timing what others sent).
 	SharedCache bool
 }
+
+// DefaultContext is the positions per request, prompt and reply, that
+// `k3 serve` plans and the app's server accepts unless told otherwise:
+// agents send prompts of 13-37K positions.
+const DefaultContext = 16384
 
 // Stats are the server's counters.
 type Stats struct {
