@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"runtime/debug"
+	"slices"
 	"time"
 
 	"k3/doctor"
@@ -71,9 +72,15 @@ var PrefillLengths = []int{100, 1000, 16000, 37000}
 var usualMemoryGB = []float64{8, 16, 32, 64, 128, 256, 512, 1024}
 
 // PresetMemory is the smallest usual machine size (GB) whose memory holds
-// the preset's plan at chunk 64 within 95%.
+// within 95% the preset's plan at chunk 64 for the longest prompt
+// projected (PrefillLengths): the KV cache of a 37K-position prompt does
+// not fit every machine the preset's 4K-position plan fits.
 func PresetMemory(pr plan.Preset) float64 {
-	need := float64(doctor.Need(pr.Budget()))
+	p, err := doctor.K3.PrefillPlan(pr.Budget(), slices.Max(PrefillLengths)+1, 0, 64)
+	if err != nil {
+		return usualMemoryGB[len(usualMemoryGB)-1]
+	}
+	need := float64(p.Total)
 	for _, gb := range usualMemoryGB {
 		if 0.95*gb*plan.GB >= need {
 			return gb
