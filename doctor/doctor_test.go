@@ -321,7 +321,7 @@ func cpuinfo2x2(t *testing.T) []byte {
 // position a plain pass keeps at the floor), the routed experts' gather in
 // one scratch and the dense down projection widened 8 positions at a time
 // (0.09 GB), the CLI's measured base (the runtime, the binary and the
-// tokenizer, 58 MB) with the checkpoint's tensor index counted (0.16 GB,
+// tokenizer, 62 MB) with the checkpoint's tensor index counted (0.16 GB,
 // measured: it was hidden in the assumed 0.30). Without the index ultra is
 // 3.53 GB; with it 3.69 GB: the 3.5 GB target is not met (docs/MEMORY.md).
 func TestFloorTargets(t *testing.T) {
@@ -347,8 +347,8 @@ func TestFloorTargets(t *testing.T) {
 	assert.Less(t, u.Prefill, int64(0.09e9), "the prompt chunk")
 	assert.Equal(t, int64(CLIBaselineBytes)+K3.IndexBytes(), u.Baseline)
 	assert.InDelta(t, 0.16e9, float64(K3.IndexBytes()), 0.005e9, "the released checkpoint's tensor index")
-	assert.LessOrEqual(t, u.Total, int64(3.69e9), "ultra: %s", u)
-	assert.LessOrEqual(t, u.Total-K3.IndexBytes(), int64(3.53e9), "ultra without the tensor index")
+	assert.LessOrEqual(t, u.Total, int64(3.70e9), "ultra: %s", u)
+	assert.LessOrEqual(t, u.Total-K3.IndexBytes(), int64(3.54e9), "ultra without the tensor index")
 	assert.Greater(t, u.Total, int64(3.5e9), "ultra is above the 3.5 GB target by its tensor index and prompt chunk (docs/MEMORY.md)")
 	assert.Equal(t, u.Total-CLIBaselineBytes+AppBaselineBytes, AppBytes(u.Total), "the app's plan: its base instead of the CLI's")
 }
