@@ -95,6 +95,8 @@ func (c *engineChat) growContext(need int) error {
 		return err
 	}
 	c.planned = g.Need
+	c.info.BudgetBytes += g.More
+	c.planBytes.Store(c.info.BudgetBytes)
 	return nil
 }
 
@@ -137,6 +139,9 @@ type ServeWatcher interface {
 	// Answering reports whether a request holds the engine now: a turn
 	// started now waits for it (WaitingForServer).
 	Answering() bool
+	// PlanBytes is the memory plan's total now (ModelInfo.BudgetBytes,
+	// grown by the KV cache of the longer requests; 0: not known).
+	PlanBytes() int64
 }
 
 // AnsweringPhase is the status while the app's server answers its n-th
@@ -166,6 +171,9 @@ func (c *engineChat) ServedRequests() int64 { return c.served.Load() }
 
 // Answering: ServeWatcher.
 func (c *engineChat) Answering() bool { return c.answering.Load() }
+
+// PlanBytes: ServeWatcher.
+func (c *engineChat) PlanBytes() int64 { return c.planBytes.Load() }
 
 func (c *engineChat) watcher() func(engine.Event) {
 	if on := c.serveWatch.Load(); on != nil {

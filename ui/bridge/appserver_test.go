@@ -119,6 +119,8 @@ func TestAppServerGrowsItsContext(t *testing.T) {
 	url, err := c.StartServer(t.Context(), "127.0.0.1:0", "", func(engine.Event) {})
 	require.NoError(t, err)
 	require.Equal(t, ContextPositions, c.planned, "the plan the app opened")
+	opened := c.PlanBytes()
+	require.Positive(t, opened)
 	ask := func(words int) (int, openaiReply) {
 		body, err := json.Marshal(map[string]any{"model": "k3-demo", "max_tokens": 4,
 			"messages": []map[string]string{{"role": "user", "content": strings.Repeat("a wise man sees more ", words)}}})
@@ -142,6 +144,7 @@ func TestAppServerGrowsItsContext(t *testing.T) {
 	assert.Contains(t, r.Error.Message, fmt.Sprintf("than the %d positions planned", ContextPositions))
 	assert.Contains(t, r.Error.Message, "of memory is available")
 	assert.Equal(t, ContextPositions, c.planned)
+	assert.Equal(t, opened, c.PlanBytes())
 
 	c.readMemory = nil // the machine's memory
 	code, r = ask(n)
@@ -149,6 +152,10 @@ func TestAppServerGrowsItsContext(t *testing.T) {
 	assert.Greater(t, r.Usage.PromptTokens, ContextPositions)
 	assert.Positive(t, r.Usage.CompletionTokens)
 	assert.Equal(t, 2*plan.ContextStep, c.planned, "grown by one step")
+	g, err := plan.Grow(c.m.Cfg, c.m.Bound, c.opened.StateCopies, ContextPositions, ContextPositions+1, nil)
+	require.NoError(t, err)
+	require.Positive(t, g.More)
+	assert.Equal(t, opened+g.More, c.PlanBytes(), "the panel's plan counts the KV cache it grew by")
 
 	code, r = ask(4000) // about 20,000 positions
 	require.Equal(t, http.StatusBadRequest, code)

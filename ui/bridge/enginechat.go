@@ -58,8 +58,11 @@ type engineChat struct {
 	cache engine.PromptCache
 	// served counts the requests the app's server answered; serveWatch
 	// gets what the server does (WatchServer)
-	served     atomic.Int64
-	answering  atomic.Bool // a request of the server's holds the engine
+	served    atomic.Int64
+	answering atomic.Bool // a request of the server's holds the engine
+	// planBytes is the memory plan's total as the panel shows it
+	// (ModelInfo.BudgetBytes), grown with the server's longer requests
+	planBytes  atomic.Int64
 	serveWatch atomic.Pointer[func(engine.Event)]
 	// tune adjusts the options the model opens with (NewEngineChatWith)
 	tune func(*engine.Options)
@@ -256,6 +259,7 @@ func (c *engineChat) Open(ctx context.Context, on func(engine.Event)) (ModelInfo
 	if vc, err := m.VisionChecked(); err == nil {
 		c.info.Vision = vc
 	}
+	c.planBytes.Store(c.info.BudgetBytes)
 	on(engine.Event{Kind: engine.EventStats, Stats: e.Snapshot(), At: time.Now()})
 	return c.info, nil
 }

@@ -91,6 +91,10 @@ func (g Gauges) TokensPerPass() float64 {
 // SetLimits records the plan's total and the usable memory.
 func (m *Meter) SetLimits(budget, available int64) { m.g.Budget, m.g.Available = budget, available }
 
+// SetBudget records the plan's total as it grew (a longer request of the
+// app's server's planned its KV cache).
+func (m *Meter) SetBudget(budget int64) { m.g.Budget = budget }
+
 // StartTurn resets the per-turn numbers (I/O share, hit rate, s/token,
 // TTFT). While the app's server answers a request the turn waits for the
 // engine: the numbers stay the request's, and the turn's start is kept

@@ -32,7 +32,12 @@ func (v *chatView) watchServer(w bridge.ServeWatcher) {
 		pending.Store(false)
 		v.showMeter()
 	}
+	var plan atomic.Int64 // the plan's total as the meter has it
 	w.WatchServer(func(ev engine.Event) {
+		// the plan grows with a longer request (its KV cache), as it starts
+		if b := w.PlanBytes(); b > 0 && plan.Swap(b) != b {
+			p.WithMeter(func(m *bridge.Meter) { m.SetBudget(b) })
+		}
 		if ev.Kind != engine.EventPhase {
 			show := p.Served(ev)
 			now := time.Now().UnixNano()

@@ -186,18 +186,7 @@ func (v *chatView) startTurn(opt chat.Options) {
 		var rep bridge.Reply
 		info, err := eng.Open(ctx, p.Event)
 		if err == nil && needInfo {
-			avail := int64(0)
-			if u.B.Planner != nil {
-				if mem, merr := u.B.Planner.Memory(); merr == nil {
-					avail = mem.Usable()
-				}
-			}
-			p.WithMeter(func(m *bridge.Meter) { m.SetLimits(info.BudgetBytes, avail) })
-			u.do(func() {
-				v.Info = &info
-				v.Gauges.SetModel(info)
-				v.Picker.Refresh()
-			})
+			v.opened(info)
 		}
 		if err == nil {
 			rep, err = eng.Turn(ctx, history, opt, p.Event)
@@ -318,6 +307,26 @@ func (v *chatView) SavePartial() {
 	if v.cancel != nil {
 		v.cancel()
 	}
+}
+
+// opened shows the model the chat engine opened (from a background
+// goroutine: a turn's, or the server's start): its name in the Engine
+// panel, its plan and the memory usable beside the meter's numbers.
+func (v *chatView) opened(info bridge.ModelInfo) {
+	u := v.u
+	avail := int64(0)
+	if u.B.Planner != nil {
+		if mem, err := u.B.Planner.Memory(); err == nil {
+			avail = mem.Usable()
+		}
+	}
+	v.gaugePump().WithMeter(func(m *bridge.Meter) { m.SetLimits(info.BudgetBytes, avail) })
+	u.do(func() {
+		v.Info = &info
+		v.Gauges.SetModel(info)
+		v.showMeter()
+		v.Picker.Refresh()
+	})
 }
 
 // gaugePump is the pump that carries the turns' events to the gauges

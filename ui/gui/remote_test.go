@@ -213,6 +213,14 @@ func TestServePanelToggle(t *testing.T) {
 		// G13: the main window says the model is served
 		assert.Equal(t, "loaded · serving at "+url, u.Chat.Picker.State.Text)
 	})
+	// the Engine panel says which model the server loaded, with its plan
+	// and the memory (it said "No model loaded yet" and "available —")
+	waitFor(t, "the panel's model", func() bool { return u.Chat.Info != nil })
+	ui(func() {
+		assert.Contains(t, u.Chat.Gauges.Model.Text, "DEMO model")
+		assert.Positive(t, u.Chat.Gauges.G.Budget)
+		assert.NotContains(t, u.Chat.Gauges.MemText.Text, "plan —")
+	})
 	resp, err := http.Get(strings.TrimSuffix(url, "/v1") + "/health")
 	require.NoError(t, err)
 	resp.Body.Close()

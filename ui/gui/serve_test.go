@@ -34,11 +34,13 @@ type fakeWatcher struct {
 	n         int64
 	on        func(engine.Event)
 	answering bool
+	plan      int64
 }
 
 func (f *fakeWatcher) WatchServer(on func(engine.Event)) { f.on = on }
 func (f *fakeWatcher) ServedRequests() int64             { return f.n }
 func (f *fakeWatcher) Answering() bool                   { return f.answering }
+func (f *fakeWatcher) PlanBytes() int64                  { return f.plan }
 
 // G13: while the app's server answers a request, the status line says so
 // with the request's number and the Engine panel's gauges move; the model
@@ -50,7 +52,7 @@ func TestServedRequestShowsInTheWindow(t *testing.T) {
 	ui(func() { v.watchServer(fw) })
 	require.NotNil(t, fw.on)
 	t0 := time.Now()
-	fw.n = 1
+	fw.n, fw.plan = 1, 600e6
 	fw.on(engine.Event{Kind: engine.EventPhase, Text: bridge.AnsweringPhase(1), At: t0})
 	fw.on(engine.Event{Kind: engine.EventStats, Stats: engine.Stats{RSSBytes: 300e6}, At: t0})
 	fw.on(engine.Event{Kind: engine.EventStats, Stats: engine.Stats{RSSBytes: 320e6, TrunkBytesRead: 50e6}, At: t0.Add(500 * time.Millisecond)})
@@ -60,6 +62,7 @@ func TestServedRequestShowsInTheWindow(t *testing.T) {
 		assert.Equal(t, int64(320e6), v.Gauges.G.RSS, "the memory gauge follows the server's request")
 		assert.InDelta(t, 100, v.Gauges.G.TrunkMBps, 1, "the reads gauge moves")
 		assert.Equal(t, "answering request 1", v.servedNote)
+		assert.Equal(t, int64(600e6), v.Gauges.G.Budget, "the plan as the server grew it")
 	})
 	fw.on(engine.Event{Kind: engine.EventPhase, Text: ""})
 	ui(func() {

@@ -126,15 +126,24 @@ func (p *ServePanel) toggle() {
 		return
 	}
 	addr, key := p.Addr.Text, p.Key.Text
+	chatV := u.Chat
 	p.busy = true
 	p.Status.SetText("Loading the model…")
 	p.refresh()
 	go func() {
-		_, err := ec.StartServer(context.Background(), addr, key, func(ev engine.Event) {
+		on := func(ev engine.Event) {
 			if ev.Kind == engine.EventPhase {
 				u.do(func() { p.Status.SetText(ev.Text) })
 			}
-		})
+		}
+		_, err := ec.StartServer(context.Background(), addr, key, on)
+		if ce, ok := ec.(bridge.ChatEngine); ok && err == nil && chatV != nil {
+			// the server loaded the model: the Engine panel says which,
+			// with its plan, before the chat's first message
+			if info, oerr := ce.Open(context.Background(), func(engine.Event) {}); oerr == nil {
+				chatV.opened(info)
+			}
+		}
 		u.do(func() {
 			if w, ok := ec.(bridge.ServeWatcher); ok && err == nil && u.Chat != nil {
 				u.Chat.watchServer(w)
