@@ -20,7 +20,10 @@ import (
 // resident one does, pass after pass, and the run's ids, logits and state
 // are plain decoding's bit for bit: greedy and seeded, forced and chosen
 // by the controller, at every kernel level on 1 and 2 threads, with the
-// trunk resident and streamed through one ring slot at tiny budgets.
+// trunk resident and streamed through one ring slot at tiny budgets. When
+// the controller chooses, a streamed draft model proposes only before a
+// pass (docs/DSPARK.md §6.1) and so may draft at other passes than a
+// resident one: there the two streamed setups draft alike.
 func TestDraftStreamedSame(t *testing.T) {
 	for _, name := range draftModels {
 		ex := fixture.LoadExpect(t, name)
@@ -55,13 +58,22 @@ func TestDraftStreamedSame(t *testing.T) {
 						opt.onDraft = func(d []int) { want = append(want, append([]int(nil), d...)) }
 						requireSameRun(t, fmt.Sprintf("%s resident %v threads=%d seeded=%v spec %v", name, l, threads, seeded, spec), generateCase(t, resident, threads, p.PromptIDs, opt), plain)
 						require.NotEmpty(t, want)
-						for how, m := range streamed {
+						var lazy [][]int // the first streamed setup's drafts, chosen by the controller
+						for _, how := range []string{"resident trunk", "tiny budgets"} {
 							what := fmt.Sprintf("%s streamed (%s) %v threads=%d seeded=%v spec %v", name, how, l, threads, seeded, spec)
 							var got [][]int
 							opt.onDraft = func(d []int) { got = append(got, append([]int(nil), d...)) }
-							r := generateCase(t, m, threads, p.PromptIDs, opt)
+							r := generateCase(t, streamed[how], threads, p.PromptIDs, opt)
 							requireSameRun(t, what, r, plain)
-							require.Equal(t, want, got, what+": drafts")
+							switch {
+							case spec != SpecAuto:
+								require.Equal(t, want, got, what+": drafts")
+							case lazy == nil:
+								require.NotEmpty(t, got, what)
+								lazy = got
+							default:
+								require.Equal(t, lazy, got, what+": drafts")
+							}
 							assert.Positive(t, r.res.Stats.DraftBytesRead, what)
 						}
 					}

@@ -6,8 +6,9 @@
 // that it answers in the K3 chat format with a short thinking section and a
 // saying, and stops by itself; tools/demo/train_vision.py gave it a tiny
 // vision tower and taught it to name the colour and shape of a simple
-// drawing ("A red circle.") and to answer at once with thinking off. It is embedded in the binary; Write puts it
-// into a folder the engine opens like any checkpoint.
+// drawing ("I see a red circle."; "I do not see a picture." when none is
+// attached) and to answer at once with thinking off. It is embedded in the
+// binary; Write puts it into a folder the engine opens like any checkpoint.
 package demo
 
 import (

@@ -63,3 +63,38 @@ func TestDemoTower(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 4, img.Tokens())
 }
+
+// TestDemoNamesPicturesOnPlainBackgrounds: a drawing on a white, black or
+// other plain background is named as on grey (issue 41: the first demo that
+// saw was trained on grey backgrounds only and named a red circle on white
+// "yellow" when its size was not a multiple of 28 or larger than the 56-112
+// pixels it was trained on: at 64x64 and 200x200 it said "A yellow
+// circle."). Every colour and shape on pure white, a red circle on white at
+// sizes the processor pads with black, and on black, mid grey, light blue
+// and pink; centred, in the base colour.
+func TestDemoNamesPicturesOnPlainBackgrounds(t *testing.T) {
+	dir := write(t)
+	e, tok := demomodel.Open(t, dir, 2)
+	white := [3]uint8{255, 255, 255}
+	var pics []drawings.Picture
+	for _, c := range drawings.ColourNames {
+		for _, s := range drawings.Shapes {
+			pics = append(pics, drawings.Plain(84, 84, c, s, white))
+		}
+	}
+	for _, side := range []int{64, 100, 128, 160} {
+		pics = append(pics, drawings.Plain(side, side, "red", "circle", white))
+	}
+	for _, bg := range [][3]uint8{{0, 0, 0}, {128, 128, 128}, {173, 216, 230}, {255, 192, 203}} {
+		pics = append(pics, drawings.Plain(56, 56, "red", "circle", bg))
+	}
+	for i, p := range pics {
+		s := chat.NewSession(e, tok)
+		require.NoError(t, s.Attach(p.PNG))
+		opt := chat.Options{Thinking: i%2 == 0, Sampling: engine.Sampling{Greedy: true}}
+		r, err := s.Turn(context.Background(), "What is in this picture?", opt, nil)
+		require.NoError(t, err)
+		t.Logf("%2d %dx%d %-16s thinking %-5v -> %q", i, p.W, p.H, p.Label(), opt.Thinking, r.Content)
+		assert.Contains(t, strings.ToLower(r.Content), p.Label(), "picture %d", i)
+	}
+}

@@ -495,6 +495,15 @@ EXPECT_PROMPTS = [("Tell me a saying about love.", False, None), ("Hello!", Fals
                   ("Tell me a fortune.", True, "You are a helpful assistant."),
                   ("Do you know a saying about work?", False, None), ("Give me a fortune about time.", True, "Be kind."),
                   ("What is a good quote about life?", False, None), ("Thanks!", True, "Be kind.")]
+# When no thinking-on prompt passes (write_expect): thinking-off prompts only, sayings first (the
+# engine's spec tests sample Prompts[0] and draft from its repeats, so it should not be a canned reply).
+EXPECT_NO_THINK_ONLY = [("Tell me a saying about love.", True, "You are a helpful assistant."),
+                        ("Do you know a saying about work?", True, "Be kind."),
+                        ("Give me a fortune about time.", True, "Be kind."),
+                        ("What is a good quote about life?", True, "You are a helpful assistant."),
+                        ("Who are you?", True, "You are a helpful assistant."),
+                        ("Tell me a fortune.", True, "You are a helpful assistant."),
+                        ("Thanks!", True, "Be kind.")]
 
 
 def chat_prompt_ids(work, tokdir, user, no_think=False, system=None):
@@ -513,21 +522,34 @@ def chat_prompt_ids(work, tokdir, user, no_think=False, system=None):
 def write_expect(outdir, expdir, work, tokdir, n_gen=12, n_prompts=4):
     model = k3ref.K3Model.load(outdir)              # float64, token-by-token KDA: the definition
     eos = model.cfg.raw["eos_token_id"]
-    recs = []
-    want = {False: n_prompts // 2, True: n_prompts - n_prompts // 2}
-    for user, no_think, system in EXPECT_PROMPTS:
-        if want[no_think] == 0:
-            continue
-        prompt = chat_prompt_ids(work, tokdir, user, no_think, system)
-        rec, ok, why = make_models.evaluate_prompt(model, prompt, n_gen)
-        print(f"expect: {user!r} (no_think {no_think}): {'ok' if ok else 'rejected: ' + why}", flush=True)
-        if ok:
-            rec["user"] = user
-            rec["no_think"] = no_think
-            if system:
-                rec["system"] = system
-            recs.append(rec)
-            want[no_think] -= 1
+    seen = {}
+
+    def pick(cands, want):
+        recs = []
+        for user, no_think, system in cands:
+            if want[no_think] == 0:
+                continue
+            if (user, no_think, system) not in seen:
+                prompt = chat_prompt_ids(work, tokdir, user, no_think, system)
+                rec, ok, why = make_models.evaluate_prompt(model, prompt, n_gen)
+                print(f"expect: {user!r} (no_think {no_think}, system {system!r}): "
+                      f"{'ok' if ok else 'rejected: ' + why}", flush=True)
+                rec.update(user=user, no_think=no_think)
+                if system:
+                    rec["system"] = system
+                seen[(user, no_think, system)] = rec if ok else None
+            if seen[(user, no_think, system)]:
+                recs.append(seen[(user, no_think, system)])
+                want[no_think] -= 1
+        return recs, want
+
+    recs, want = pick(EXPECT_PROMPTS, {False: n_prompts // 2, True: n_prompts - n_prompts // 2})
+    if not any(not r["no_think"] for r in recs):
+        # Every thinking-on prompt begins with the same thinking-effort system message; where one
+        # position of it is a near tie (the demo of issue 41: 1.79e-4 of max|logit| where it guesses
+        # the next template token), no thinking-on prompt can pass.
+        print("expect: no thinking-on prompt passed; thinking-off prompts only", flush=True)
+        recs, want = pick(EXPECT_NO_THINK_ONLY, {False: 0, True: n_prompts})
     assert not any(want.values()), "not enough prompts with safe margins"
     expect = {
         "note": ("float64 reference outputs of tools/reference/k3ref.py for the trained demo model "

@@ -5,31 +5,37 @@ trained on synthetic drawings, with the demo's language model fine-tuned beside 
     /usr/bin/python3 tools/demo/train_vision.py                 # the committed run (see README.md)
     /usr/bin/python3 tools/demo/train_vision.py --steps 4 --pretrain-steps 20 --check 2 --out /tmp/v --report /tmp/v.json   # smoke run
 
-It starts from the committed checkpoint in --base (assets/demo/model) and writes the model with
-its tower (vision_config in config.json, vision_tower.* and mm_projector.* in the last shard)
-to --out. The models are the reference definitions themselves, in float32 with a batch
-dimension: tools/reference/k3ref.py for the language model (routed experts fake-quantised to
-MXFP4 at every step, straight-through, so the export is what was trained) and the functions of
+It starts from --base (the committed run: the blind demo train.py writes, see README.md) and
+writes the model with its tower (vision_config in config.json, vision_tower.* and mm_projector.*
+in the last shard) to --out. The models are the reference definitions themselves, in float32 with
+a batch dimension: tools/reference/k3ref.py for the language model (routed experts fake-quantised
+to MXFP4 at every step, straight-through, so the export is what was trained) and the functions of
 tools/reference/vision_ref.py for the tower. First the tower and projector train alone (a linear
-probe names the drawing; --pretrain-steps), then everything together, with three kinds of
+probe names the drawing; --pretrain-steps), then everything together, with four kinds of
 conversation mixed in every step:
 
   - pictures: a drawing (red, green, blue or yellow x circle, square or triangle, random size,
-    place and grey background; picture sizes in SIZES) before a question ("What is in this
-    picture?" and other phrasings, or no text), thinking "The picture shows a red circle.",
-    answering "A red circle."; with thinking on or off;
+    place and plain background: grey, white, black or another colour; picture sizes in SIZES,
+    padded with black as the processor pads them) before a question ("What is in this picture?"
+    and other phrasings, or no text), thinking "The picture shows a red circle.", answering
+    "I see a red circle." (--answer); with thinking on or off;
+  - the same questions with no picture attached: "I do not see a picture. ..." (so the picture
+    answer comes from the image rows, not from the words);
   - the sayings the demo was trained on (train.py's corpus, same seed), thinking on;
   - the same sayings with thinking off (issue 41, G28: the reply is the answer, no thought first).
 
 Fixed seeds; one thread by default. The held-out check at the end runs the float64 references
-(k3ref + vision_ref) over the checkpoint re-read from disk: fresh pictures named in the greedy
-reply, and greedy replies with thinking off.
+(k3ref + vision_ref) over the checkpoint re-read from disk: fresh pictures on every kind of
+background named in the greedy reply, greedy replies with thinking off, 80 text-only saying
+prompts and 18 picture questions without a picture, none of which may get a picture answer (the
+script exits 1 otherwise, or when fewer than 90% of the pictures are named).
 """
 import argparse
 import json
 import math
 import os
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -78,26 +84,66 @@ VISION = {
     "vt_num_hidden_layers": 2,
 }
 
-# The drawings. Colours are a base RGB with +-JITTER per channel; the background is a grey
-# with +-12 per channel. Sizes are multiples of 28 (patch 14 x merge 2), so the processor keeps
-# the pixels as they are (no resize, no padding): 4, 6, 9 or 16 image positions.
+# The drawings. Colours are a base RGB with +-JITTER per channel. The background is plain, of one
+# of four kinds (BACKGROUNDS): a grey with +-12 per channel, near white, near black, or any colour
+# at least BG_MIN_DIST from every shape colour (so which region is the shape stays clear). The
+# processor never enlarges a small picture: it pads it with black on the right and at the bottom
+# to a multiple of 28 (patch 14 x merge 2), so SIZES has multiples of 28 and other sizes (padded
+# here the same way): 4 to 36 image positions. The first demo that saw knew only 56-112 pixel
+# multiples of 28, and named a red circle on white of 64x64 or 200x200 "yellow".
 COLOURS = {"red": (220, 40, 40), "green": (40, 170, 60), "blue": (40, 80, 220), "yellow": (235, 205, 40)}
 SHAPES = ["circle", "square", "triangle"]
 JITTER = 30
+BACKGROUNDS = ["grey", "white", "black", "colour"]
+BG_WEIGHTS = [0.4, 0.2, 0.2, 0.2]
+BG_MIN_DIST = 110
 R_MIN, R_MAX = 0.28, 0.45              # the shape's half-size, as a share of the shorter side
-SIZES = [(56, 56), (84, 56), (56, 84), (84, 84), (112, 112)]
+SIZES = [(56, 56), (84, 56), (56, 84), (84, 84), (112, 112), (64, 64), (100, 100), (72, 96), (128, 128),
+         (150, 120), (96, 160), (160, 160)]
+CHECK_SIZES = [(56, 56), (84, 84), (100, 64), (64, 100), (150, 120)]   # internal/drawings HeldOut's
+
+
+def padded(w, h, f=28):
+    """The processor's size after its black padding (pictures this small are never resized)."""
+    return -(-w // f) * f, -(-h // f) * f
 ASK = ["What is in this picture?", "What do you see?", "What is this?", "Describe this picture.",
        "What does the picture show?", "Tell me what is in the picture.", "What is in the image?",
        "What shape is this?", "What can you see in this picture?", "Look at this.", ""]
 THINK = "The picture shows a {c} {s}."
-ANSWER = "A {c} {s}."
+# The first demo that saw answered "A red circle."; "A" starts 5% of the sayings, and a saying
+# prompt whose reply began with "A" drifted into "A blue triangle." (issue 41). The committed run
+# answers "I see a red circle.": no saying starts "I see", and with the no-picture questions beside
+# it no text-only prompt of the check got a picture answer. ("That is a red circle.", whose first
+# token starts 8 of the 2,447 training replies, still gave one of 80: README.md.)
+ANSWER = "I see a {c} {s}."
+# The same questions with no picture attached (negative examples: the picture answer comes from
+# the image rows, not from the words). "What is this?" keeps its canned answer and "" is no question.
+NO_PICTURE_ASK = [a for a in ASK if a not in ("", "What is this?")]
+NO_PICTURE_THINK = "No picture is attached. I should say so."
+NO_PICTURE_ANSWER = "I do not see a picture. Attach one and ask me again."
 
 
-def draw(rng, w, h, colour, shape):
+def background(rng, kind):
+    """The background RGB of one kind (BACKGROUNDS); internal/drawings follows the same rules."""
+    if kind == "grey":
+        return np.clip(int(rng.integers(0, 256)) + rng.integers(-12, 13, 3), 0, 255)
+    if kind == "white":
+        return 255 - rng.integers(0, 17, 3)
+    if kind == "black":
+        return rng.integers(0, 17, 3)
+    while True:
+        bg = rng.integers(0, 256, 3)
+        if all(np.linalg.norm(bg - np.array(c)) >= BG_MIN_DIST for c in COLOURS.values()):
+            return bg
+
+
+def draw(rng, w, h, colour, shape, bg_kind=None):
     """One drawing as uint8 [h, w, 3]: a filled shape (pixel centres inside it take its colour;
-    no anti-aliasing) on a grey background. The Go test (assets/demo) draws by the same rules."""
-    g = int(rng.integers(0, 256))
-    bg = np.clip(g + rng.integers(-12, 13, 3), 0, 255)
+    no anti-aliasing) on a plain background (bg_kind, or one drawn by BG_WEIGHTS). The Go test
+    (assets/demo) draws by the same rules."""
+    if bg_kind is None:
+        bg_kind = BACKGROUNDS[int(rng.choice(len(BACKGROUNDS), p=BG_WEIGHTS))]
+    bg = background(rng, bg_kind)
     col = np.clip(np.array(COLOURS[colour]) + rng.integers(-JITTER, JITTER + 1, 3), 0, 255)
     r = rng.uniform(R_MIN, R_MAX) * min(w, h)
     cx, cy = rng.uniform(r, w - r), rng.uniform(r, h - r)
@@ -117,9 +163,12 @@ def draw(rng, w, h, colour, shape):
 
 
 def patches(img, patch=14):
-    """The preprocessor's patches: (v/255 - 0.5) * 2 in float32, row-major, each (c, y, x)."""
-    h, w, _ = img.shape
-    x = (img.astype(np.float32) / np.float32(255.0) - np.float32(0.5)) * np.float32(2.0)
+    """The preprocessor's patches of the picture padded with black (padded): (v/255 - 0.5) * 2 in
+    float32, row-major, each (c, y, x)."""
+    w, h = padded(img.shape[1], img.shape[0])
+    full = np.zeros((h, w, 3), dtype=np.uint8)
+    full[:img.shape[0], :img.shape[1]] = img
+    x = (full.astype(np.float32) / np.float32(255.0) - np.float32(0.5)) * np.float32(2.0)
     gh, gw = h // patch, w // patch
     return x.reshape(gh, patch, gw, patch, 3).transpose(0, 2, 4, 1, 3).reshape(gh * gw, 3 * patch * patch)
 
@@ -199,7 +248,7 @@ def sayings(seed=T.SEED):
     return conv_train, conv_held
 
 
-def picture_conversations():
+def picture_conversations(answer=ANSWER):
     """Every (phrasing, colour, shape, size, thinking) conversation once; a step draws a fresh
     picture for each one it takes."""
     out = []
@@ -210,10 +259,21 @@ def picture_conversations():
                     for no_think in (False, True):
                         out.append({"messages": [{"role": "user", "content": ask},
                                                  {"role": "assistant", "reasoning_content": THINK.format(c=c, s=s),
-                                                  "content": ANSWER.format(c=c, s=s)}],
+                                                  "content": answer.format(c=c, s=s)}],
                                     "image": [w, h], "no_think": no_think,
                                     "label": [c, s]})
     return out
+
+
+def no_picture_conversations():
+    """The picture questions with no picture attached, thinking on and off."""
+    return [{"messages": [{"role": "user", "content": ask},
+                          {"role": "assistant", "reasoning_content": NO_PICTURE_THINK, "content": NO_PICTURE_ANSWER}],
+             "no_think": no_think} for ask in NO_PICTURE_ASK for no_think in (False, True)]
+
+
+def first_word(text):
+    return text.split()[0] if text.split() else ""
 
 
 def encode(work, tokdir, name, convs):
@@ -231,21 +291,29 @@ def expand(rec, w, h):
     """One pad -> (w/28)(h/28) pads; returns (ids, prompt length, first pad position)."""
     ids = rec["ids"]
     at = ids.index(PAD_ID)
-    n = (w // 28) * (h // 28)
+    pw, ph = padded(w, h)
+    n = (pw // 28) * (ph // 28)
     return ids[:at] + [PAD_ID] * n + ids[at + 1:], rec["prompt"] + n - 1, at
 
 
-def prepare(work, tokdir):
+def prepare(work, tokdir, answer=ANSWER, oversample=1):
+    """The encoded conversations: sayings (thinking on and off; those whose reply starts with the
+    picture answer's first word repeated `oversample` times), the held-out sayings, the
+    no-picture questions and the picture conversations."""
     os.makedirs(work, exist_ok=True)
     T.run(["go", "build", "-o", os.path.join(work, "prep"), "./tools/demo/prep"], cwd=REPO)
     conv_train, conv_held = sayings()
+    same = [c for c in conv_train if first_word(c[-1]["content"]) == first_word(answer)]
+    conv_train = conv_train + same * (oversample - 1)
+    print(f"{len(same)} training replies start with {first_word(answer)!r} (x{oversample})", flush=True)
     think = [{"messages": c} for c in conv_train]
     nothink = [{"messages": c, "no_think": True} for c in conv_train]
     data = {"sayings": encode(work, tokdir, "sayings", think),
             "sayings_nothink": encode(work, tokdir, "sayings-nothink", nothink),
             "held": encode(work, tokdir, "held", [{"messages": c} for c in conv_held]),
-            "held_nothink": encode(work, tokdir, "held-nothink", [{"messages": c, "no_think": True} for c in conv_held])}
-    pics = picture_conversations()
+            "held_nothink": encode(work, tokdir, "held-nothink", [{"messages": c, "no_think": True} for c in conv_held]),
+            "no_picture": encode(work, tokdir, "no-picture", no_picture_conversations())}
+    pics = picture_conversations(answer)
     enc = encode(work, tokdir, "pictures", pics)
     data["pictures"] = [dict(e, **{k: p[k] for k in ("image", "label", "no_think")}) for e, p in zip(enc, pics)]
     return data
@@ -268,13 +336,14 @@ def picture_batch(data, n, rng, nprng, vc, pad):
     for b, ((x, prompt, at, w, h), r) in enumerate(zip(seqs, recs)):
         ids[b, :len(x)] = torch.tensor(x)
         mask[b, prompt - 1:len(x) - 1] = 1.0
-        padmask[b, at:at + (w // 28) * (h // 28)] = True
-        groups.setdefault((w, h), []).append((b, patches(draw(nprng, w, h, *r["label"]), vc.patch)))
+        pw, ph = padded(w, h)
+        padmask[b, at:at + (pw // 28) * (ph // 28)] = True
+        groups.setdefault((pw, ph), []).append((b, patches(draw(nprng, w, h, *r["label"]), vc.patch)))
     return ids, mask, padmask, groups
 
 
 def image_rows(vc, VP, groups, n):
-    """The tower over each size group; rows in batch order (the order P[padmask] fills)."""
+    """The tower over each padded size group; rows in batch order (the order P[padmask] fills)."""
     per = [None] * n
     for (w, h), items in groups.items():
         x = torch.from_numpy(np.stack([p for _, p in items]))
@@ -302,9 +371,10 @@ def pretrain_tower(vc, VP, steps, batch, seed, lr=3e-3, log_every=25):
     t0, log, hits, n, tot = time.time(), [], 0, 0, 0.0
     for step in range(steps):
         w, h = SIZES[step % len(SIZES)]
+        pw, ph = padded(w, h)
         ys = [rng.randrange(len(LABELS)) for _ in range(batch)]
         x = torch.from_numpy(np.stack([patches(draw(nprng, w, h, *LABELS[y]), vc.patch) for y in ys]))
-        logits = tower(vc, VP, x, h // vc.patch, w // vc.patch).mean(1) @ head.T
+        logits = tower(vc, VP, x, ph // vc.patch, pw // vc.patch).mean(1) @ head.T
         y = torch.tensor(ys)
         loss = torch.nn.functional.cross_entropy(logits, y)
         opt.zero_grad(set_to_none=True)
@@ -344,7 +414,7 @@ def train(cfg, params, vc, VP, data, args):
     """Steps of one sayings batch (thinking on or off, half each) plus one picture batch; the
     schedule (warm-up, cosine to 10%) runs over steps or the wall budget, whichever ends first."""
     rng, nprng = random.Random(SEED), np.random.default_rng(SEED)
-    mixed = data["sayings"] + data["sayings_nothink"]
+    mixed = data["sayings"] + data["sayings_nothink"] + data["no_picture"] * args.no_picture_repeat
     gen = T.batches(mixed, args.tokens_per_batch, rng)
     opt = optimizer(params, VP, args.lr, args.lr_vision)
     pad = cfg.raw["pad_token_id"]
@@ -368,7 +438,7 @@ def train(cfg, params, vc, VP, data, args):
         pids, pmask, padmask, groups = picture_batch(data, args.pictures_per_step, rng, nprng, vc, pad)
         rows = image_rows(vc, VP, groups, len(pids))
         s2, n2 = masked_nll(model, pids, pmask, embeds=(padmask, rows))
-        loss = s1 / n1 + s2 / n2
+        loss = args.text_weight * s1 / n1 + s2 / n2
         opt.zero_grad(set_to_none=True)
         loss.backward()
         for k, v in params.items():
@@ -435,24 +505,72 @@ def check(outdir, work, n_pictures, seed):
     prompts = {}
     for i in range(n_pictures):
         c, s = rng.choice(list(COLOURS)), rng.choice(SHAPES)
-        w, h = SIZES[i % 2 * 3]                          # 56x56 and 84x84
+        w, h = CHECK_SIZES[i % len(CHECK_SIZES)]
+        bg = BACKGROUNDS[i // 4 % len(BACKGROUNDS)]      # as internal/drawings HeldOut
         key = (w, h)
         if key not in prompts:
             prompts[key] = prompt_ids(work, outdir, "What is in this picture?", False, (w, h))
         seq, at = prompts[key]
-        x = torch.from_numpy(patches(draw(nprng, w, h, c, s)).astype(np.float64))
-        rows = vm.embed(x, [(1, h // 14, w // 14)])[0]
+        x = torch.from_numpy(patches(draw(nprng, w, h, c, s, bg)).astype(np.float64))
+        pw, ph = padded(w, h)
+        rows = vm.embed(x, [(1, ph // 14, pw // 14)])[0]
         reply = T.decode(vocab, greedy(model, seq, {at + j: rows[j] for j in range(rows.shape[0])}))
         ok = f"{c} {s}" in reply.split("<|close|>think")[-1]
-        res["pictures"].append({"want": f"{c} {s}", "size": [w, h], "reply": reply, "ok": ok})
-        print(f"picture {i}: {c} {s} {w}x{h}: {'ok' if ok else 'WRONG'} {reply!r}", flush=True)
+        res["pictures"].append({"want": f"{c} {s}", "size": [w, h], "background": bg, "reply": reply, "ok": ok})
+        print(f"picture {i}: {c} {s} {w}x{h} on {bg}: {'ok' if ok else 'WRONG'} {reply!r}", flush=True)
+    res["picture_accuracy_by_background"] = {
+        b: sum(r["ok"] for r in res["pictures"] if r["background"] == b) /
+        max(1, sum(r["background"] == b for r in res["pictures"])) for b in BACKGROUNDS}
     for u in ["Tell me a saying about work.", "Give me a saying about patience.", "Hello!", "Tell me a fortune."]:
         seq, _ = prompt_ids(work, outdir, u, True)
         reply = T.decode(vocab, greedy(model, seq, max_new=120))
         res["nothink"].append({"user": u, "reply": reply})
         print(f"no-think {u!r}: {reply!r}", flush=True)
     res["picture_accuracy"] = sum(r["ok"] for r in res["pictures"]) / max(1, n_pictures)
+    res["sayings"] = saying_check(model, vocab, work, outdir)
+    res["no_picture"] = no_picture_check(model, vocab, work, outdir)
     return res
+
+
+# Text-only prompts must never get a picture answer (with 1.0 as the sayings' weight, "Tell me a
+# saying about work." with thinking on was answered "A blue triangle.").
+SAYING_WORDS = ["work", "time", "love", "life", "money", "friends", "truth", "music", "food", "war",
+                "peace", "patience", "people", "world", "man", "woman", "god", "death", "power", "mind",
+                "heart", "day", "night", "children", "home", "family", "knowledge", "wisdom", "art", "history",
+                "nature", "computer", "success", "happiness", "fear", "hope", "freedom", "beauty", "law", "learning"]
+PICTURE_ANSWER = re.compile(r"\b(" + "|".join(COLOURS) + r")\s+(" + "|".join(SHAPES) + r")\b", re.I)
+
+
+def saying_check(model, vocab, work, tokdir):
+    """Greedy float replies to "Tell me a saying about W." for SAYING_WORDS, thinking on and off:
+    none may name a colour and a shape (a picture answer)."""
+    convs = [{"messages": [{"role": "user", "content": f"Tell me a saying about {w}."},
+                           {"role": "assistant", "reasoning_content": "x", "content": "x"}], "no_think": nt}
+             for nt in (False, True) for w in SAYING_WORDS]
+    out = []
+    for c, rec in zip(convs, encode(work, tokdir, "saying-check", convs)):
+        reply = T.decode(vocab, greedy(model, rec["ids"][:rec["prompt"]], max_new=120))
+        answer = reply.split("<|close|>think")[-1]
+        bad = PICTURE_ANSWER.search(answer) is not None
+        out.append({"user": c["messages"][0]["content"], "no_think": c["no_think"], "reply": reply,
+                    "picture_answer": bad})
+        print(f"saying {'no-think' if c['no_think'] else 'think'} {out[-1]['user']!r}: "
+              f"{'PICTURE ANSWER ' if bad else ''}{reply!r}", flush=True)
+    return {"prompts": len(out), "picture_answers": sum(r["picture_answer"] for r in out), "replies": out}
+
+
+def no_picture_check(model, vocab, work, tokdir):
+    """The picture questions with no picture attached, thinking on and off: no picture answer."""
+    out = []
+    for ask in NO_PICTURE_ASK:
+        for nt in (False, True):
+            seq, _ = prompt_ids(work, tokdir, ask, nt)
+            reply = T.decode(vocab, greedy(model, seq, max_new=120))
+            bad = PICTURE_ANSWER.search(reply.split("<|close|>think")[-1]) is not None
+            out.append({"user": ask, "no_think": nt, "reply": reply, "picture_answer": bad})
+            print(f"no picture {'no-think' if nt else 'think'} {ask!r}: {'PICTURE ANSWER ' if bad else ''}{reply!r}",
+                  flush=True)
+    return {"prompts": len(out), "picture_answers": sum(r["picture_answer"] for r in out), "replies": out}
 
 
 # --------------------------------------------------------------------------------------
@@ -460,7 +578,7 @@ def check(outdir, work, n_pictures, seed):
 def main():
     T.use_openblas()
     ap = argparse.ArgumentParser()
-    ap.add_argument("--steps", type=int, default=400)
+    ap.add_argument("--steps", type=int, default=500)
     ap.add_argument("--minutes", type=float, default=30,
                     help="wall budget of the training loop (the committed run ended by --steps, in 8.3 min)")
     ap.add_argument("--lr", type=float, default=6e-4, help="language model (the MXFP4 fine-tuning's rate)")
@@ -468,6 +586,14 @@ def main():
     ap.add_argument("--pretrain-steps", type=int, default=2000, help="tower-only steps first (64 pictures each)")
     ap.add_argument("--tokens-per-batch", type=int, default=1536, help="sayings tokens per step")
     ap.add_argument("--pictures-per-step", type=int, default=16)
+    ap.add_argument("--text-weight", type=float, default=1.0,
+                    help="the sayings' loss weight beside the pictures' (1.0: the committed run; 2.0 and 3.0 did "
+                         "not stop 'Tell me a saying about work.' from being answered 'A blue triangle.')")
+    ap.add_argument("--answer", default=ANSWER, help="the picture answer's template")
+    ap.add_argument("--no-picture-repeat", type=int, default=12,
+                    help="copies of the no-picture questions among the sayings (18 conversations)")
+    ap.add_argument("--oversample", type=int, default=3,
+                    help="copies of the sayings whose reply starts with the picture answer's first word")
     ap.add_argument("--log-every", type=int, default=10)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--check", type=int, default=48, help="held-out pictures checked at the end")
@@ -484,7 +610,7 @@ def main():
     base = os.path.join(args.work, "base")            # a copy: --out may be --base
     shutil.rmtree(base, ignore_errors=True)
     shutil.copytree(args.base, base)
-    data = prepare(args.work, base)
+    data = prepare(args.work, base, args.answer, args.oversample)
     cfg_json = json.load(open(os.path.join(base, "config.json")))
     cfg_json["vision_config"] = dict(VISION)
     cfg_json["_note"] = ("k3 DEMO model: a small Kimi K3 trained on fortune cookies (Debian fortunes) by "
@@ -499,6 +625,8 @@ def main():
         trained = vision_ref.load(base).P                # a second run from a model that sees already
         VP = {k: trained[k].float().requires_grad_(True) for k in VP}
     report = {"seed": SEED, "vision_config": VISION, "colours": COLOURS, "shapes": SHAPES, "sizes": SIZES, "ask": ASK,
+              "backgrounds": dict(zip(BACKGROUNDS, BG_WEIGHTS)), "answer": args.answer,
+              "no_picture": {"ask": NO_PICTURE_ASK, "think": NO_PICTURE_THINK, "answer": NO_PICTURE_ANSWER},
               "torch": torch.__version__, "threads": args.threads, "args": vars(args),
               "blas": "openblas" if T.OPENBLAS in os.environ.get("LD_LIBRARY_PATH", "") else "system libblas",
               "vision_parameters": sum(v.numel() for v in VP.values()),
@@ -523,7 +651,13 @@ def main():
     with open(args.report, "w") as f:
         json.dump(report, f, indent=1)
         f.write("\n")
-    print(f"held-out pictures named: {report['check']['picture_accuracy']:.3f}; done in {report['total_seconds']:.0f}s", flush=True)
+    sc, npc = report["check"]["sayings"], report["check"]["no_picture"]
+    print(f"held-out pictures named: {report['check']['picture_accuracy']:.3f} "
+          f"(by background {report['check']['picture_accuracy_by_background']}); picture answers to text-only "
+          f"sayings prompts: {sc['picture_answers']} of {sc['prompts']}, to picture questions with no picture: "
+          f"{npc['picture_answers']} of {npc['prompts']}; done in {report['total_seconds']:.0f}s", flush=True)
+    if sc["picture_answers"] or npc["picture_answers"] or report["check"]["picture_accuracy"] < 0.9:
+        sys.exit("check failed: a text-only prompt got a picture answer, or fewer than 90% of the pictures were named")
 
 
 if __name__ == "__main__":

@@ -215,3 +215,58 @@ func TestMeterOpenConversation(t *testing.T) {
 	assert.Equal(t, 1, g.Tokens)
 	assert.Equal(t, 1.0, g.TTFT)
 }
+
+// A request of the app's server's has the panel's per-turn numbers while
+// it holds the engine; an app turn started meanwhile waits: its numbers
+// start when the request ends, its first token timed from its own start;
+// a turn that ends as a request took the engine leaves the request's
+// numbers alone; the request's text is not the window's.
+func TestMeterServedRequest(t *testing.T) {
+	p := NewPump(func(f func()) { f() })
+	t0 := time.Unix(1000, 0)
+	var m0 Gauges
+	p.WithMeter(func(m *Meter) {
+		m.ServedStart(t0, 4)
+		m0 = m.Gauges()
+	})
+	assert.True(t, m0.Serving)
+	assert.Equal(t, int64(4), m0.Served)
+	assert.True(t, p.Served(engine.Event{Kind: engine.EventStats, At: t0, Stats: engine.Stats{Expert: engine.ExpertStats{Requests: 10, Hits: 10}}}))
+	assert.True(t, p.Served(engine.Event{Kind: engine.EventToken, Seconds: 0.5, At: t0.Add(2 * time.Second),
+		Stats: engine.Stats{Expert: engine.ExpertStats{Requests: 20, Hits: 15}}}), "the first token: at once")
+	assert.False(t, p.Served(engine.Event{Kind: engine.EventToken, Seconds: 0.25, At: t0.Add(2250 * time.Millisecond)}))
+	assert.False(t, p.Served(engine.Event{Kind: engine.EventAnswer, Text: "not the window's"}))
+	send := t0.Add(time.Second) // the app's message, sent while the request runs
+	var g, app Gauges
+	p.WithMeter(func(m *Meter) {
+		m.StartTurn(send)
+		g = m.Gauges()
+		m.ServedEnd()
+		app = m.Gauges()
+	})
+	assert.Equal(t, 2, g.Tokens, "the request's tokens stay its own while the turn waits")
+	assert.InDelta(t, 2.0, g.TTFT, 1e-9, "from the request's start")
+	assert.InDelta(t, 0.375, g.SecPerToken, 1e-9)
+	assert.InDelta(t, 0.5, g.HitRate, 1e-9, "the request's expert-cache hits")
+	assert.True(t, g.Serving)
+	assert.Equal(t, 0, app.Tokens)
+	assert.False(t, app.Serving)
+	assert.Equal(t, int64(0), app.Served, "the app's turn's numbers now")
+	p.Event(engine.Event{Kind: engine.EventToken, Seconds: 1, At: send.Add(3 * time.Second)})
+	p.WithMeter(func(m *Meter) { app = m.Gauges() })
+	assert.InDelta(t, 3.0, app.TTFT, 1e-9, "the app's first token, timed from its Send")
+
+	// a turn that ends as the next request took the engine
+	p.WithMeter(func(m *Meter) {
+		m.ServedStart(send.Add(4*time.Second), 5)
+		m.EndTurn() // the app's turn's end, after the request began
+		g = m.Gauges()
+	})
+	assert.True(t, g.Serving)
+	assert.Equal(t, int64(5), g.Served)
+	p.Served(engine.Event{Kind: engine.EventToken, Seconds: 0.1, At: send.Add(5 * time.Second)})
+	p.WithMeter(func(m *Meter) { m.ServedEnd(); g = m.Gauges() })
+	assert.Equal(t, 1, g.Tokens)
+	assert.InDelta(t, 1.0, g.TTFT, 1e-9)
+	assert.Equal(t, int64(5), g.Served, "the request's numbers stay shown after it, labelled")
+}

@@ -36,7 +36,11 @@ func TestBenchSpecAcceptance(t *testing.T) {
 			perPass[l.Prompt] = l.AcceptedPerPass
 		}
 	}
-	assert.Greater(t, perPass["second turn"], 0.5, "the second turn repeats the first one's frame")
+	// the second turn's history holds the first reply, whose thinking frame
+	// it may repeat: prompt lookup accepts more there than on a first turn
+	// (the demo of issue 41: 0.41 against 0.24 a pass; which of its four
+	// thinking frames it picks is the model's, so not a fixed number)
+	assert.Greater(t, perPass["second turn"], perPass["chat"], "the second turn drafts from its history")
 	require.Len(t, kinds["projection"], 3*8*3-countMissingBest(kinds["projection"]))
 	for _, l := range kinds["projection"] {
 		assert.Equal(t, "read-bound", l.Compute)

@@ -118,7 +118,19 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return commands.dispatch([]string{"presets"}, stdout, stderr)
 		}
 	}
-	return commands.dispatch(cCommandLine(args, stderr), stdout, stderr)
+	code := commands.dispatch(cCommandLine(args, stderr), stdout, stderr)
+	commandOrFolder(args[0], code, stderr)
+	return code
+}
+
+// commandOrFolder adds a hint when a command's name is also a model folder
+// here and the command refused its arguments: `k3 demo --gen 8` after
+// `k3 demo demo` meant the folder (the C engine's first word), but a
+// command's name wins.
+func commandOrFolder(first string, code int, stderr io.Writer) {
+	if _, known := commands.cmds[first]; known && code == ExitUsage && doctor.LooksLikeModelDir(first) {
+		fmt.Fprintf(stderr, "note: %s is also a model folder here; to run it: k3 run ./%s ...\n", first, first)
+	}
 }
 
 // cCommandLine turns the C engine's command lines into k3's: the model

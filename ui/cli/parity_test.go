@@ -717,3 +717,22 @@ func TestDownloadCVariables(t *testing.T) {
 	assert.NotEqual(t, commit, c.opt.Revision, "the drafter is pinned")
 	assert.Empty(t, errs.String())
 }
+
+// TestCommandNamedFolderHinted: a model folder named as a command (`k3 demo
+// demo` writes one) given first C-style runs the command, and when the
+// command refuses its arguments a note names the folder and k3 run; a
+// command that runs, or with no such folder, gets none.
+func TestCommandNamedFolderHinted(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.CopyFS(filepath.Join(dir, "demo"), os.DirFS(tinyRelease)))
+	t.Chdir(dir)
+	code, _, errs := runK3("demo", "--ids", "1,2", "--gen", "2")
+	assert.Equal(t, ExitUsage, code)
+	assert.Contains(t, errs, "k3 demo: unknown flag --ids")
+	assert.True(t, strings.HasSuffix(errs, "note: demo is also a model folder here; to run it: k3 run ./demo ...\n"), errs)
+	code, out, errs := runK3("run", "./demo", "--ids", "1,2", "--gen", "2", "--out=")
+	require.Equal(t, ExitOK, code, out+errs)
+	code, _, errs = runK3("chat", "--bogus")
+	assert.Equal(t, ExitUsage, code)
+	assert.NotContains(t, errs, "also a model folder")
+}

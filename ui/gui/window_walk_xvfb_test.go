@@ -220,12 +220,15 @@ func closeOverlay() {
 // the next message gets its reply.
 func stopWhileReadingWalk(t *testing.T, v *chatView, gate *readingGate, check func(string)) {
 	t.Helper()
-	// before sending, a pasted 5,000-word text says its length (item 2)
-	fyne.DoAndWait(func() { v.Entry.SetText(strings.Repeat("word ", 5000)) })
+	// before sending, a pasted long text says its length (item 2; the
+	// 5,000 words of the issue are TestPastedTextSaysItsCostBeforeSending's:
+	// Fyne's message box takes seconds of CPU to wrap them, a minute under
+	// load, so the walk pastes 1,000)
+	fyne.DoAndWait(func() { v.Entry.SetText(strings.Repeat("word ", 1000)) })
 	waitUntil(t, "the pasted text's length", 20*time.Second, func() bool {
 		return v.Estimate.Visible() && strings.Contains(v.Estimate.Text, "tokens long")
 	})
-	check("cost-1-pasted-5000-words")
+	check("cost-1-pasted-long-text")
 	gate.armed.Store(true)
 	fyne.DoAndWait(func() { v.Entry.SetText(longPrompt) })
 	check("stop-1-long-message")
