@@ -25,7 +25,7 @@ func TestPresetLargerThanTheMachine(t *testing.T) {
 		assert.Equal(t, "max", w.Memory.Preset.Selected, "the preset turned into custom")
 		assert.Equal(t, "max", w.D.Preset)
 		assert.Contains(t, w.Memory.PresetNote.Text, presetNotes["max"])
-		assert.Contains(t, w.Memory.PresetNote.Text, "This preset needs about 219 GB for the trunk and the expert cache alone; this machine has 32 GB.")
+		assert.Contains(t, w.Memory.PresetNote.Text, "This preset needs about 219 GB for the shared weights and the expert cache alone; this machine has 32 GB.")
 	})
 }
 

@@ -74,7 +74,7 @@ func TestPackStepSaveDiskSpace(t *testing.T) {
 		assert.False(t, w.Pack.Compress.Disabled())
 		assert.Equal(t, "Packed", w.Pack.PackBt.Text)
 		w.Go(4)
-		assert.Contains(t, w.Done.Summary.Text, "Packed trunk: "+dir+" (packed to save disk space)\n")
+		assert.Contains(t, w.Done.Summary.Text, "Packed shared weights: "+dir+" (packed to save disk space)\n")
 		test.Tap(w.Done.OpenBt)
 		assert.True(t, bridge.LoadSettings(a.Preferences()).TrunkCompress, "the choice is saved with the setup")
 	})
@@ -106,7 +106,7 @@ func TestPackStepSaveDiskSpace(t *testing.T) {
 		assert.Equal(t, bridge.PackOptions{Force: true}, fp.opt)
 		assert.Equal(t, "Packed into "+dir+" (packed without saving disk space).", w2.Pack.Status.Text)
 		w2.Go(4)
-		assert.Contains(t, w2.Done.Summary.Text, "Packed trunk: "+dir+" (packed without saving disk space)\n")
+		assert.Contains(t, w2.Done.Summary.Text, "Packed shared weights: "+dir+" (packed without saving disk space)\n")
 	})
 }
 
@@ -200,7 +200,7 @@ func TestPackStepTrunkOfAnotherModel(t *testing.T) {
 		assert.Equal(t, "", w.D.TrunkDir)
 		assert.Contains(t, w.why.Text, "another model's packed weights")
 		w.Go(4)
-		assert.Contains(t, w.Done.Summary.Text, "Packed trunk: none")
+		assert.Contains(t, w.Done.Summary.Text, "Packed shared weights: none")
 		w.Go(2)
 	})
 	waitFor(t, "trunk check", func() bool { return w.Pack.checkJob == nil })

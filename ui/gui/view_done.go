@@ -52,13 +52,13 @@ func (s *doneStep) Enter() {
 		fmt.Fprintf(&b, "Layers: only the first %d (the output is not the model's)\n", st.Layers)
 	}
 	if st.TrunkDir != "" && st.TrunkModel == st.ModelDir {
-		fmt.Fprintf(&b, "Packed trunk: %s", st.TrunkDir)
+		fmt.Fprintf(&b, "Packed shared weights: %s", st.TrunkDir)
 		if c := s.w.Pack.State; c.Status == bridge.TrunkPacked && s.w.Pack.checked == st.TrunkDir {
 			fmt.Fprintf(&b, " (%s)", kindWords(c.Compressed))
 		}
 		b.WriteString("\n")
 	} else {
-		b.WriteString("Packed trunk: none (every layer in memory)\n")
+		b.WriteString("Packed shared weights: none (every layer in memory)\n")
 	}
 	if over := s.w.Memory.OverMachine(); over > 0 && s.w.Memory.mem != nil {
 		// the step 4 note's numbers, not the preset's 110/109 GB beside
@@ -66,7 +66,7 @@ func (s *doneStep) Enter() {
 		fmt.Fprintf(&b, "Memory: preset %s, which asks for about %.0f GB; this machine has %.0f GB\n", st.Preset, over,
 			float64(s.w.Memory.mem.TotalBytes)/plan.GB)
 	} else {
-		fmt.Fprintf(&b, "Memory: preset %s, trunk %.1f GB, expert cache %.1f GB\n", st.Preset, st.TrunkGB, st.CacheGB)
+		fmt.Fprintf(&b, "Memory: preset %s, shared weights %.1f GB, expert cache %.1f GB\n", st.Preset, st.TrunkGB, st.CacheGB)
 	}
 	if s.w.Changes() && s.w.u.N.wizardDone() {
 		b.WriteString("\nThe chat switches to this setup when you open it.\n")

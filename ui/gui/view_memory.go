@@ -25,12 +25,12 @@ const sliderStep = 0.1
 // presetNotes describe the presets in plain words (the peak memory is the
 // planned peak of the full model at that preset).
 var presetNotes = map[string]string{
-	"ultra":             "The least memory (about 3 GB): even the word tables are read from disk. Very slow.",
-	"laptop":            "About 8 GB of memory at the peak: for machines with 16 GB.",
+	"ultra":             "The least memory (about 4 GB): even the word tables are read from disk. Very slow.",
+	"laptop":            "About 7 GB of memory at the peak: for machines with 16 GB.",
 	"desktop":           "About 32 GB at the peak: for machines with 48 to 64 GB.",
 	"workstation":       "About 96 GB at the peak; the expert cache starts to pay off.",
-	"server":            "About 128 GB at the peak: almost the whole trunk in memory. Fast.",
-	"max":               "About 224 GB at the peak: the trunk in memory and a large expert cache.",
+	"server":            "About 128 GB at the peak: almost all the shared weights in memory. Fast.",
+	"max":               "About 224 GB at the peak: the shared weights in memory and a large expert cache.",
 	"auto":              "Fits what this machine has free now (container limits included). Recommended.",
 	bridge.CustomPreset: "Your own sizes, set with the sliders (0 GB gives the smallest plan).",
 }
@@ -80,12 +80,12 @@ func newMemoryStep(w *wizard) *memoryStep {
 	s.PlanText = newPlanTable()
 	s.Verdict = wrapLabel("")
 	s.Verdict.TextStyle = fyne.TextStyle{Bold: true}
-	intro := wrapLabel("Memory decides speed: every GB given to the trunk saves reading it from disk for every token; " +
+	intro := wrapLabel("Memory decides speed: every GB given to the shared weights (step 3's packed file) saves reading them from disk for every word; " +
 		"the expert cache keeps recently used experts. The plan below adds up everything before anything is loaded.")
 	form := widget.NewForm(
 		widget.NewFormItem("Preset", s.Preset),
 		widget.NewFormItem("", s.PresetNote),
-		widget.NewFormItem("Trunk in memory", container.NewBorder(nil, nil, nil, trunkLbl, s.Trunk)),
+		widget.NewFormItem("Shared weights in memory", container.NewBorder(nil, nil, nil, trunkLbl, s.Trunk)),
 		widget.NewFormItem("Expert cache", container.NewBorder(nil, nil, nil, cacheLbl, s.Cache)),
 	)
 	// the plan's rows wrap: nothing scrolls sideways, the wheel scrolls the step (G14)
@@ -131,7 +131,7 @@ func (s *memoryStep) Enter() {
 	}
 	s.Preset.SetSelected(preset)
 	if d.TrunkDir == "" {
-		setNote(s.Note, "The trunk is not packed, so every layer is held in memory and the trunk slider has no effect. Pack it (step 3) to run in less memory.")
+		setNote(s.Note, "The shared weights are not packed, so every layer is held in memory and their slider has no effect. Pack them (step 3) to run in less memory.")
 	} else {
 		setNote(s.Note, "")
 	}
@@ -170,7 +170,7 @@ func (s *memoryStep) presetChosen(name string) {
 		s.setSliders(t, c)
 		if s.mem != nil {
 			if have := float64(s.mem.TotalBytes) / plan.GB; t+c > have {
-				s.PresetNote.SetText(presetNotes[name] + fmt.Sprintf(" This preset needs about %.0f GB for the trunk and the expert cache alone; this machine has %.0f GB.", t+c, have))
+				s.PresetNote.SetText(presetNotes[name] + fmt.Sprintf(" This preset needs about %.0f GB for the shared weights and the expert cache alone; this machine has %.0f GB.", t+c, have))
 			}
 		}
 	}

@@ -160,7 +160,7 @@ func TestWizardFlowOnFakes(t *testing.T) {
 
 	// 5 Done: opens the chat and remembers it.
 	ui(func() {
-		if w.Cur != 4 || !strings.Contains(w.Done.Summary.Text, "Packed trunk: "+trunkDir) ||
+		if w.Cur != 4 || !strings.Contains(w.Done.Summary.Text, "Packed shared weights: "+trunkDir) ||
 			!strings.Contains(w.Done.Summary.Text, "only the first 4") {
 			t.Errorf("summary %q", w.Done.Summary.Text)
 		}
