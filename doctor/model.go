@@ -60,10 +60,18 @@ const (
 	AppBaselineBytes = 300e6
 	// TensorIndexBytes is what a process holds per tensor of the opened
 	// checkpoint (its safetensors entries: name, shape, place), a bound
-	// held by TestTensorIndexBytes (295-297 bytes measured). The released
-	// checkpoint has 494,592 routed-expert tensors (92 MoE layers x 896
-	// experts x 6), so its index is about 0.14 GB of every run's base.
+	// held by TestTensorIndexBytes (295-297 bytes measured). After Open it
+	// is held for the trunk's and the tables' tensors only.
 	TensorIndexBytes = 320
+	// ExpertIndexBytes is what stays per routed-expert tensor once the
+	// engine has recorded where each expert lies (six offsets and file
+	// indexes, 88 bytes an expert: 14.7 a tensor) and the set has
+	// forgotten their entries, a bound held by TestTensorIndexBytes
+	// (21-23 bytes measured, the runtime's share included). The released
+	// checkpoint has 494,592 routed-expert tensors (92 MoE layers x 896
+	// experts x 6): 0.013 GB of every run's base, where the full index
+	// held 0.15 GB.
+	ExpertIndexBytes = 26
 )
 
 // Model is what the memory plan and the cost per token need of a model,
@@ -159,12 +167,13 @@ func (m Model) run(b plan.Budget, positions int) plan.Run {
 // CLI process's (CLIBaselineBytes) and its checkpoint's tensor index.
 func (m Model) Baseline() int64 { return CLIBaselineBytes + m.IndexBytes() }
 
-// IndexBytes is the checkpoint's tensor index (TensorIndexBytes per
-// tensor: the routed experts' six each, and at most 32 per layer of the
-// trunk and the tables).
+// IndexBytes is the checkpoint's tensor index as a run holds it: the
+// routed experts' places (ExpertIndexBytes for each of their six tensors)
+// and the set's entries of the trunk and the tables (TensorIndexBytes for
+// each, at most 32 per layer).
 func (m Model) IndexBytes() int64 {
-	tensors := m.MoELayers*m.Cfg.Experts*6 + 32*(m.Cfg.Layers+1)
-	return int64(tensors) * TensorIndexBytes
+	experts := int64(m.MoELayers*m.Cfg.Experts*6) * ExpertIndexBytes
+	return experts + int64(32*(m.Cfg.Layers+1))*TensorIndexBytes
 }
 
 // AppBytes is a plan's total for the app: its process base instead of the

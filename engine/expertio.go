@@ -8,21 +8,49 @@ package engine
 import (
 	"fmt"
 	"sort"
+	"strings"
 
 	"k3/kernels"
+	"k3/storage/config"
 	"k3/storage/direct"
+	"k3/storage/layout"
 	st "k3/storage/safetensors"
 )
 
 // expertLoc is where an expert's six tensors lie in the shards: one
-// contiguous run (the released layout) or six separate reads.
+// contiguous run (the released layout) or six separate reads. It holds
+// offsets and file indexes only (88 bytes an expert, TestExpertLocSize):
+// the parts' sizes follow from the config (expertPartSizes) and the set
+// forgets the routed experts' entries once they are located.
 type expertLoc struct {
-	parts [6]*st.Tensor // w1 packed, w1 scale, w3 packed, w3 scale, w2 packed, w2 scale
-	path  string
-	off   int64 // start of the contiguous run, when contiguous
-	size  int64
+	parts [6]int64 // each part's offset: w1 packed, w1 scale, w3 packed, w3 scale, w2 packed, w2 scale
+	files [6]int32 // each part's file: an index into ExpertStore.paths
+	off   int64    // start of the contiguous run, when contiguous
 	run   bool
+	ok    bool // located
 }
+
+// expertPartSizes are the bytes of an expert's six parts, in expertLoc's
+// order.
+func expertPartSizes(c *config.Config) [6]int64 {
+	var out [6]int64
+	for i, sh := range expertShapes(c) {
+		out[i] = int64(sh[0]) * int64(sh[1])
+	}
+	return out
+}
+
+// expertShapes are the shapes of an expert's six U8 parts.
+func expertShapes(c *config.Config) [6][2]int {
+	return [6][2]int{
+		{c.MoEInter, c.Latent / 2}, {c.MoEInter, c.Latent / 32},
+		{c.MoEInter, c.Latent / 2}, {c.MoEInter, c.Latent / 32},
+		{c.Latent, c.MoEInter / 2}, {c.Latent, c.MoEInter / 32},
+	}
+}
+
+// path is the file of loc's first part (of all of them, when a run).
+func (s *ExpertStore) path(loc *expertLoc) string { return s.paths[loc.files[0]] }
 
 // file returns the open shard at path, opening it (O_DIRECT where
 // possible) on first use.
@@ -71,18 +99,25 @@ func (s *ExpertStore) locateAll(prefix string) error {
 	return nil
 }
 
+// forgetLocated drops the routed experts' entries from the set's index:
+// the store holds where they lie (expertLoc), so the index is not held
+// twice (doctor.TensorIndexBytes counts what stays).
+func (s *ExpertStore) forgetLocated(prefix string) {
+	s.set.Forget(func(name string) bool {
+		n, ok := strings.CutPrefix(name, prefix)
+		return ok && layout.IsRoutedExpert(n)
+	})
+}
+
 // locate checks the six tensors of expert e of layer li and records where
 // they are; it returns a problem description or "".
 func (s *ExpertStore) locate(prefix string, li, e int) string {
-	c := s.cfg
+	shapes := expertShapes(s.cfg)
 	base := fmt.Sprintf("%smodel.layers.%d.block_sparse_moe.experts.%d.", prefix, li, e)
-	shapes := [6][2]int{
-		{c.MoEInter, c.Latent / 2}, {c.MoEInter, c.Latent / 32},
-		{c.MoEInter, c.Latent / 2}, {c.MoEInter, c.Latent / 32},
-		{c.Latent, c.MoEInter / 2}, {c.Latent, c.MoEInter / 32},
-	}
 	names := [6]string{"w1.weight_packed", "w1.weight_scale", "w3.weight_packed", "w3.weight_scale", "w2.weight_packed", "w2.weight_scale"}
-	loc := &expertLoc{}
+	var loc expertLoc
+	var lo, hi, sum int64
+	loc.run = true
 	for i, n := range names {
 		t, ok := s.set.Get(base + n)
 		if !ok {
@@ -91,20 +126,22 @@ func (s *ExpertStore) locate(prefix string, li, e int) string {
 		if t.DType != st.U8 || !shapeEq(t.Shape, shapes[i][:]) {
 			return fmt.Sprintf("tensor %s%s is %s%v, expected U8 %v", base, n, t.DType, t.Shape, shapes[i])
 		}
-		loc.parts[i] = t
-	}
-	lo, hi, sum := loc.parts[0].Offset, int64(0), int64(0)
-	loc.run = true
-	for _, t := range loc.parts {
+		fi, ok := s.fileIndex[t.Path]
+		if !ok {
+			return fmt.Sprintf("tensor %s%s: file %s is not part of the set", base, n, t.Path)
+		}
+		loc.parts[i], loc.files[i] = t.Offset, fi
+		if i == 0 {
+			lo = t.Offset
+		}
 		lo = min(lo, t.Offset)
 		hi = max(hi, t.Offset+t.Size)
 		sum += t.Size
-		loc.run = loc.run && t.Path == loc.parts[0].Path
+		loc.run = loc.run && fi == loc.files[0]
 	}
-	loc.path = loc.parts[0].Path
 	loc.run = loc.run && hi-lo == sum
-	loc.off, loc.size = lo, sum
-	s.locs[li*c.Experts+e] = loc
+	loc.off, loc.ok = lo, true
+	s.locs[li*s.cfg.Experts+e] = loc
 	return ""
 }
 
@@ -143,34 +180,36 @@ func (s *ExpertStore) read(misses []*expertMiss, done chan<- *expertMiss) {
 // covers it, so the read can go straight from the device.
 func (s *ExpertStore) load(loc *expertLoc, mem []byte) (*Expert, error) {
 	parts := make([][]byte, 6)
+	size := s.expertBytes()
 	if loc.run {
+		path := s.path(loc)
 		start := direct.AlignDown(loc.off)
-		end := direct.AlignUp(loc.off + loc.size)
-		if fsize := s.fileSize(loc.path); fsize > 0 && end > fsize {
-			end = loc.off + loc.size // the last run of a file: no padding after it
+		end := direct.AlignUp(loc.off + size)
+		if fsize := s.fileSize(path); fsize > 0 && end > fsize {
+			end = loc.off + size // the last run of a file: no padding after it
 			start = loc.off
 		}
 		span := mem[:end-start]
-		if err := s.readAt(loc.path, start, span); err != nil {
+		if err := s.readAt(path, start, span); err != nil {
 			return nil, err
 		}
 		base := loc.off - start
-		for i, t := range loc.parts {
-			o := base + t.Offset - loc.off
-			parts[i] = span[o : o+t.Size]
+		for i, n := range s.partSizes {
+			o := base + loc.parts[i] - loc.off
+			parts[i] = span[o : o+n]
 		}
 	} else {
 		o := int64(0)
-		for i, t := range loc.parts {
-			parts[i] = mem[o : o+t.Size]
-			if err := s.readAt(t.Path, t.Offset, parts[i]); err != nil {
+		for i, n := range s.partSizes {
+			parts[i] = mem[o : o+n]
+			if err := s.readAt(s.paths[loc.files[i]], loc.parts[i], parts[i]); err != nil {
 				return nil, err
 			}
-			o += t.Size
+			o += n
 		}
 	}
 	c := s.cfg
-	ex := &Expert{Bytes: loc.size}
+	ex := &Expert{Bytes: size}
 	ex.W1 = kernels.Mat{DType: kernels.MXFP4, Rows: c.MoEInter, Cols: c.Latent, Packed: parts[0], Scales: parts[1]}
 	ex.W3 = kernels.Mat{DType: kernels.MXFP4, Rows: c.MoEInter, Cols: c.Latent, Packed: parts[2], Scales: parts[3]}
 	ex.W2 = kernels.Mat{DType: kernels.MXFP4, Rows: c.Latent, Cols: c.MoEInter, Packed: parts[4], Scales: parts[5]}
@@ -205,4 +244,13 @@ func (s *ExpertStore) IONotes() []string {
 	}
 	sort.Strings(notes)
 	return notes
+}
+
+// expertBytes is the bytes of one expert's six parts.
+func (s *ExpertStore) expertBytes() int64 {
+	var n int64
+	for _, b := range s.partSizes {
+		n += b
+	}
+	return n
 }

@@ -85,7 +85,12 @@ func (a ExpertStats) Sub(b ExpertStats) ExpertStats {
 type ExpertStore struct {
 	set  *st.Set
 	cfg  *config.Config
-	locs map[int]*expertLoc
+	locs []expertLoc // by layer*Experts+expert; ok marks the located
+	// paths are the set's files (expertLoc.files index them); fileIndex
+	// maps a path to its index; partSizes are an expert's parts' bytes.
+	paths     []string
+	fileIndex map[string]int32
+	partSizes [6]int64
 
 	// readAt reads len(dst) bytes at off from path: with O_DIRECT where
 	// possible, or Options.ExpertReadAt.
@@ -126,8 +131,13 @@ type slot struct {
 // with a cache of budget bytes (at least top-k+1 slots are kept) under the
 // named replacement policy.
 func newExpertStore(set *st.Set, cfg *config.Config, layers int, budget int64, policy string) *ExpertStore {
-	s := &ExpertStore{set: set, cfg: cfg, locs: map[int]*expertLoc{}, bound: layers, policy: policy,
-		index: map[int]*slot{}, budget: budget, files: map[string]*direct.File{}, queueDepth: 8}
+	s := &ExpertStore{set: set, cfg: cfg, locs: make([]expertLoc, layers*cfg.Experts), bound: layers, policy: policy,
+		index: map[int]*slot{}, budget: budget, files: map[string]*direct.File{}, queueDepth: 8,
+		fileIndex: map[string]int32{}, partSizes: expertPartSizes(cfg)}
+	for i, f := range set.Files() {
+		s.paths = append(s.paths, f.Path)
+		s.fileIndex[f.Path] = int32(i)
+	}
 	s.readAt = s.readDirect
 	return s
 }
@@ -266,7 +276,10 @@ func (s *ExpertStore) reserve(li int, experts []int, out []*Expert) ([]*expertMi
 		if s.trace != nil {
 			s.trace(li, e)
 		}
-		loc := s.locs[key]
+		var loc *expertLoc
+		if key >= 0 && key < len(s.locs) && s.locs[key].ok {
+			loc = &s.locs[key]
+		}
 		if loc == nil {
 			unwind(i)
 			return nil, &ExpertError{li, e, "?", fmt.Errorf("expert was never located")}
@@ -289,7 +302,7 @@ func (s *ExpertStore) reserve(li int, experts []int, out []*Expert) ([]*expertMi
 		}
 		if !ev.Admitted {
 			unwind(i)
-			return nil, &ExpertError{li, e, loc.path, fmt.Errorf("expert cache: all %d slots are pinned", s.pol.Capacity())}
+			return nil, &ExpertError{li, e, s.path(loc), fmt.Errorf("expert cache: all %d slots are pinned", s.pol.Capacity())}
 		}
 		sl := s.takeSlot()
 		sl.key, sl.pins, sl.ex = key, 1, nil
@@ -297,8 +310,8 @@ func (s *ExpertStore) reserve(li int, experts []int, out []*Expert) ([]*expertMi
 		misses = append(misses, &expertMiss{i: i, sl: sl, loc: loc, key: key})
 	}
 	sort.Slice(misses, func(a, b int) bool {
-		if misses[a].loc.path != misses[b].loc.path {
-			return misses[a].loc.path < misses[b].loc.path
+		if pa, pb := s.path(misses[a].loc), s.path(misses[b].loc); pa != pb {
+			return pa < pb
 		}
 		return misses[a].loc.off < misses[b].loc.off
 	})
@@ -321,7 +334,7 @@ func (s *ExpertStore) settle(li int, experts []int, misses []*expertMiss, out []
 			m.sl.pins, m.sl.key = 0, -1
 			s.free = append(s.free, m.sl)
 			if firstErr == nil {
-				firstErr = &ExpertError{li, experts[m.i], m.loc.path, m.err}
+				firstErr = &ExpertError{li, experts[m.i], s.path(m.loc), m.err}
 			}
 			continue
 		}

@@ -70,7 +70,13 @@ func (m *Model) Experts() ExpertSource { return m.experts }
 func (m *Model) Files() []st.FileInfo { return m.set.Files() }
 
 // Tensors is the number of tensors in the checkpoint.
-func (m *Model) Tensors() int { return m.set.Len() }
+func (m *Model) Tensors() int {
+	n := 0
+	for _, f := range m.set.Files() {
+		n += f.NumTensors
+	}
+	return n
+}
 
 // Streamed reports whether some layers are streamed from a packed trunk.
 func (m *Model) Streamed() bool {

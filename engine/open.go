@@ -196,13 +196,11 @@ func Open(dir string, o Options) (*Model, error) {
 		store.readAt = o.ExpertReadAt
 	}
 	m.experts = store
-	if tr != nil {
+	weights, err := locateExperts(ck, store)
+	if err == nil && tr != nil {
 		err = m.bindTrunk(o.Budget.Ultra, o.Progress)
-	} else {
+	} else if err == nil {
 		err = m.bindResident(o.Progress)
-	}
-	if err == nil {
-		err = store.locateAll(ck.prefix)
 	}
 	if err == nil && draft != nil {
 		m.draft = draft
@@ -215,13 +213,24 @@ func Open(dir string, o Options) (*Model, error) {
 		m.Close()
 		return nil, err
 	}
-	weights, err := weightsDigest(ck.set)
-	if err != nil {
-		m.Close()
-		return nil, fmt.Errorf("fingerprint the weights: %w", err)
-	}
 	m.Fingerprint = Fingerprint(m, ck.set.Files(), weights)
 	return m, nil
+}
+
+// locateExperts records where every routed expert lies, fingerprints the
+// weights (sampling experts too) and then has the set forget the routed
+// experts' entries, before the binding allocates anything large: from here
+// the index holds the trunk's tensors only.
+func locateExperts(ck *checkpoint, store *ExpertStore) ([32]byte, error) {
+	if err := store.locateAll(ck.prefix); err != nil {
+		return [32]byte{}, err
+	}
+	weights, err := weightsDigest(ck.set)
+	if err != nil {
+		return [32]byte{}, fmt.Errorf("fingerprint the weights: %w", err)
+	}
+	store.forgetLocated(ck.prefix)
+	return weights, nil
 }
 
 // openParts opens the checkpoint, the trunk and the draft model the

@@ -482,3 +482,43 @@ func merge(shards []*shardFile, seed maphash.Seed) (*Set, error) {
 	}
 	return nil, &FormatError{Path: shards[0].path, Msg: "internal error: duplicate vanished"}
 }
+
+// Forget drops the tensors whose names match from the set's index and
+// returns how many it dropped: for a caller that has recorded where they
+// lie (the engine's expert store keeps the routed experts' offsets), so
+// the index is not held twice. Afterwards Get does not find them and Len
+// and Names count the rest; Files still describes every file (NumTensors
+// included), and *Tensor values obtained before stay valid for reads. The
+// kept entries are copied (names and shapes too) so that nothing of the
+// parsed headers stays referenced. Forget must not race with other
+// methods.
+func (s *Set) Forget(match func(name string) bool) int {
+	keep := 0
+	for _, t := range s.all {
+		if !match(t.Name) {
+			keep++
+		}
+	}
+	dropped := len(s.all) - keep
+	if dropped == 0 {
+		return 0
+	}
+	kept := make([]Tensor, 0, keep)
+	for _, t := range s.all {
+		if !match(t.Name) {
+			c := *t
+			c.Name = strings.Clone(t.Name)
+			c.Shape = slices.Clone(t.Shape)
+			kept = append(kept, c)
+		}
+	}
+	s.all = make([]*Tensor, len(kept))
+	table := newNameTable(s.table.seed, len(kept))
+	for i := range kept {
+		s.all[i] = &kept[i]
+		table.insert(maphash.String(table.seed, kept[i].Name), kept[i].Name, i, s.nameOf)
+	}
+	s.table = table
+	s.namesOnce, s.names = sync.Once{}, nil
+	return dropped
+}
