@@ -161,7 +161,7 @@ func TestCostModel(t *testing.T) {
 		avail float64
 		want  string
 		ok    bool
-	}{{2e9, "ultra", false}, {5.5e9, "ultra", true}, {12e9, "laptop", true}, {24.6e9, "laptop", true}, {35.2e9, "laptop", true}, {35.3e9, "desktop", true}, {150e9, "server", true}, {300e9, "max", true}} {
+	}{{2e9, "ultra", false}, {5.5e9, "ultra", true}, {12e9, "laptop", true}, {24.6e9, "laptop", true}, {35.05e9, "laptop", true}, {35.16e9, "desktop", true}, {150e9, "server", true}, {300e9, "max", true}} {
 		got, ok := Choose(plan.Memory{TotalBytes: 2 * int64(c.avail), AvailableBytes: int64(c.avail)}, sp)
 		assert.Equal(t, c.want, got.Name, "Choose(%.1f GB)", c.avail/1e9)
 		assert.Equal(t, c.ok, ok, "Choose(%.1f GB)", c.avail/1e9)
@@ -321,9 +321,11 @@ func cpuinfo2x2(t *testing.T) []byte {
 // position a plain pass keeps at the floor), the routed experts' gather in
 // one scratch and the dense down projection widened 8 positions at a time
 // (0.09 GB), the CLI's measured base (the runtime, the binary and the
-// tokenizer, 62 MB) with the checkpoint's tensor index counted (0.16 GB,
-// measured: it was hidden in the assumed 0.30). Without the index ultra is
-// 3.53 GB; with it 3.69 GB: the 3.5 GB target is not met (docs/MEMORY.md).
+// tokenizer, 62 MB) with the checkpoint's tensor index counted as a run
+// holds it (0.014 GB measured: the routed experts' places, the trunk's
+// entries; the full index, 0.16 GB, is forgotten once the experts are
+// located). Without the index ultra is 3.53 GB; with it 3.55 GB: the 3.5
+// GB target is not met yet (docs/MEMORY.md).
 func TestFloorTargets(t *testing.T) {
 	laptop, _ := plan.Lookup("laptop")
 	pl := K3.Plan(laptop.Budget())
@@ -346,9 +348,9 @@ func TestFloorTargets(t *testing.T) {
 	assert.InDelta(t, 20.4e6, float64(u.Spec), 0.5e6, "no speculation: one position's record")
 	assert.Less(t, u.Prefill, int64(0.09e9), "the prompt chunk")
 	assert.Equal(t, int64(CLIBaselineBytes)+K3.IndexBytes(), u.Baseline)
-	assert.InDelta(t, 0.16e9, float64(K3.IndexBytes()), 0.005e9, "the released checkpoint's tensor index")
-	assert.LessOrEqual(t, u.Total, int64(3.70e9), "ultra: %s", u)
+	assert.InDelta(t, 0.014e9, float64(K3.IndexBytes()), 0.001e9, "the released checkpoint's tensor index, as a run holds it")
+	assert.LessOrEqual(t, u.Total, int64(3.56e9), "ultra: %s", u)
 	assert.LessOrEqual(t, u.Total-K3.IndexBytes(), int64(3.54e9), "ultra without the tensor index")
-	assert.Greater(t, u.Total, int64(3.5e9), "ultra is above the 3.5 GB target by its tensor index and prompt chunk (docs/MEMORY.md)")
+	assert.Greater(t, u.Total, int64(3.5e9), "ultra is above the 3.5 GB target by its prompt chunk and what is left of its tensor index (docs/MEMORY.md)")
 	assert.Equal(t, u.Total-CLIBaselineBytes+AppBaselineBytes, AppBytes(u.Total), "the app's plan: its base instead of the CLI's")
 }
