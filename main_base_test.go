@@ -31,6 +31,9 @@ import (
 // command; the doctor's plans of k3 run and k3 chat count the constant as
 // their process base.
 func TestCLIBaseline(t *testing.T) {
+	if raceEnabled {
+		t.Skip("memory measured in the plain run: the race detector's shadow memory multiplies the resident size")
+	}
 	if dir := os.Getenv("K3_BASE_CHILD"); dir != "" {
 		// k3 run and k3 chat parse their flags, load the tokenizer, then
 		// plan (engine.ProcessBase samples the base)
