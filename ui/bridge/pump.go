@@ -325,10 +325,6 @@ func (p *Pump) WithMeter(f func(m *Meter)) {
 
 // Event takes one chat event; safe from any goroutine, never blocks.
 func (p *Pump) Event(ev engine.Event) {
-	at := ev.At
-	if at.IsZero() {
-		at = time.Now()
-	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	switch ev.Kind {
@@ -338,29 +334,18 @@ func (p *Pump) Event(ev engine.Event) {
 		p.answer = append(p.answer, ev.Text...)
 	case engine.EventPhase:
 		p.phase, p.phaseDirty = ev.Text, true
-	case engine.EventStats, engine.EventPrefill:
-		p.meter.Stats(at, ev.Stats)
-		p.gaugeDirty = true
-	case engine.EventToken:
-		p.meter.Stats(at, ev.Stats)
-		p.meter.Token(at, ev.Seconds)
-		p.gaugeDirty = true
+	default:
+		p.count(ev)
 	}
 }
 
-// Served takes one event of a request the app's server answers (on the
-// server's goroutines; never blocks): the meter counts its counters,
-// prompt reading and tokens as a turn's (ServedStart); the reply's text is
-// the other program's, not the window's. It reports whether the event is
-// one to show at once: a sample of the counters, the request's first
-// token (its first-token time).
-func (p *Pump) Served(ev engine.Event) (now bool) {
+// count gives the meter an event's counters, prompt reading and token
+// (with p.mu held) and reports whether ev was one of those.
+func (p *Pump) count(ev engine.Event) bool {
 	at := ev.At
 	if at.IsZero() {
 		at = time.Now()
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
 	switch ev.Kind {
 	case engine.EventStats, engine.EventPrefill:
 		p.meter.Stats(at, ev.Stats)
@@ -371,6 +356,21 @@ func (p *Pump) Served(ev engine.Event) (now bool) {
 		return false
 	}
 	p.gaugeDirty = true
+	return true
+}
+
+// Served takes one event of a request the app's server answers (on the
+// server's goroutines; never blocks): the meter counts its counters,
+// prompt reading and tokens as a turn's (ServedStart); the reply's text is
+// the other program's, not the window's. It reports whether the event is
+// one to show at once: a sample of the counters, the request's first
+// token (its first-token time).
+func (p *Pump) Served(ev engine.Event) (now bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.count(ev) {
+		return false
+	}
 	return ev.Kind == engine.EventStats || ev.Kind == engine.EventToken && p.meter.g.Tokens == 1
 }
 
