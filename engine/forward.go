@@ -233,7 +233,7 @@ func (e *Engine) finalLogits(s *State, P []float32, blocks [][]float32, t0, T in
 
 // rebuild reads a stale state's ids again into a fresh state (a cancel at
 // the memory floor dropped its chunk in flight: State.drop), which then
-// takes its place with the images, prompt-cache marks and prefix position
+// takes its place with the images, prompt-cache marks and kept positions
 // still to come.
 // Cancelled part-way, it leaves s as it was (stale).
 func (e *Engine) rebuild(ctx context.Context, s *State) error {
@@ -243,7 +243,7 @@ func (e *Engine) rebuild(ctx context.Context, s *State) error {
 			return err
 		}
 	}
-	n.media, n.marks, n.onCaught, n.prefixAt = s.media, s.marks, s.onCaught, s.prefixAt
+	n.media, n.marks, n.onCaught, n.keepAt, n.kept = s.media, s.marks, s.onCaught, s.keepAt, s.kept
 	*s = *n
 	return nil
 }
