@@ -48,7 +48,8 @@ func (s *State) Caught() []*State {
 // (each holds a copy of the KDA state while the chunk runs): the last ones
 // are kept. The kept copies (State.keepAt) are not counted: they are a
 // chat session's snapshot and edit checkpoint, which the plan counts
-// (plan.ChatCopies).
+// (plan.ChatCopies); nor is a mark at a kept position, whose copy is
+// taken for it anyway.
 const maxMarksInChunk = 2
 
 // startCapture prepares the copies of the marks, and of the kept
@@ -57,14 +58,19 @@ const maxMarksInChunk = 2
 func (m *Model) startCapture(s *State, T int) {
 	s.catch = nil
 	inChunk := func(p int) bool { return p > s.Pos && p < s.Pos+T }
-	var inside []int
+	var marks, shared []int
 	for _, p := range s.marks {
-		if inChunk(p) {
-			inside = append(inside, p)
+		switch {
+		case !inChunk(p):
+		case slices.Contains(s.keepAt, p):
+			shared = append(shared, p) // copied for the kept position anyway
+		default:
+			marks = append(marks, p)
 		}
 	}
-	inside = inside[max(0, len(inside)-maxMarksInChunk):]
-	marks := len(inside)
+	marks = append(marks[max(0, len(marks)-maxMarksInChunk):], shared...)
+	slices.Sort(marks)
+	inside := slices.Clone(marks)
 	for _, p := range s.keepAt {
 		if inChunk(p) && !slices.Contains(inside, p) {
 			inside = append(inside, p)
@@ -77,7 +83,7 @@ func (m *Model) startCapture(s *State, T int) {
 	for i, p := range inside {
 		c.rel = append(c.rel, p-s.Pos)
 		c.snaps = append(c.snaps, s.kdaShell())
-		c.mark = append(c.mark, i < marks)
+		c.mark = append(c.mark, i < len(marks))
 		var media []mediaSpan
 		var fed []MediaKey
 		if slices.Contains(s.keepAt, p) {

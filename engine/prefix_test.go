@@ -393,3 +393,30 @@ func TestCheckpointInsideThePass(t *testing.T) {
 	require.Greater(t, res.Reused, 6)
 	assert.Nil(t, res.CheckpointState)
 }
+
+// TestMarkAtAKeptPositionIsNotCounted: a prompt-cache mark at a kept
+// position (the prefix's) takes no place among the two marks a chunk
+// copies inside it, so the two before it are still taken; each copy, the
+// cache's and the prefix's, is the state of feeding up to it alone.
+func TestMarkAtAKeptPositionIsNotCounted(t *testing.T) {
+	ids := fixture.LoadExpect(t, "tiny-release").Prompts[1].FullIDs[:20]
+	m := openCase(t, "tiny-release", 8)
+	e := m.NewEngine(2)
+	defer e.Close()
+	s := m.NewState()
+	s.SetMarks([]int{17, 18, 19})
+	_, kept, err := e.feedKeeping(context.Background(), s, ids, []int{19}, nil)
+	require.NoError(t, err)
+	caught := s.Caught()
+	require.Len(t, caught, 3)
+	for i, c := range append(caught, kept[0]) {
+		ref := m.NewState()
+		_, err := e.Feed(context.Background(), ref, ids[:c.Pos], false)
+		require.NoError(t, err)
+		if i < 3 {
+			require.Equal(t, 17+i, c.Pos)
+		}
+		requireSameState(t, fmt.Sprintf("copy %d at %d", i, c.Pos), ref, c)
+	}
+	require.NotSame(t, &caught[2].kda[0].S[0], &kept[0].kda[0].S[0])
+}

@@ -421,7 +421,7 @@ func (s *Session) run(ctx context.Context, ids []int, mark int, o PromptOptions,
 	}
 	res, err := s.Engine.Generate(ctx, st, ids[reused:], engine.GenOptions{
 		MaxTokens: o.MaxTokens, StopIDs: s.Tok.StopIDs(), Sampler: o.Sampler, KeepPrefix: !s.noSnapshot, Checkpoint: checkpoint, OnToken: onToken, Spec: o.Spec,
-		OnEvent: progress(reused), Cache: s.cacheUse(ids, o)})
+		OnEvent: progress(reused), Cache: s.cacheUse(ids, o, checkpoint)})
 	rep.Reused += res.Reused
 	rep.Prefilled -= res.Reused
 	rep.Stop = res.Stop
@@ -474,12 +474,18 @@ func (r *Reply) setTimes(steps []float64) {
 }
 
 // cacheUse is a reply's use of the prompt cache (nil without one): marks
-// at the transcript's message boundaries.
-func (s *Session) cacheUse(ids []int, o PromptOptions) *engine.CacheUse {
+// at the transcript's message boundaries and where the user's message
+// starts (checkpoint, 0: none), so a new conversation with the same
+// preamble resumes after it.
+func (s *Session) cacheUse(ids []int, o PromptOptions, checkpoint int) *engine.CacheUse {
 	if s.Cache == nil {
 		return nil
 	}
-	return &engine.CacheUse{Cache: s.Cache, Partition: o.Partition, Marks: engine.MessageMarks(ids, 0, s.Tok.StopIDs())}
+	marks := engine.MessageMarks(ids, 0, s.Tok.StopIDs())
+	if checkpoint > 0 {
+		marks = append(marks, checkpoint)
+	}
+	return &engine.CacheUse{Cache: s.Cache, Partition: o.Partition, Marks: marks}
 }
 
 func sum(xs []float64) float64 {
