@@ -1,7 +1,9 @@
 package gui
 
 import (
+	"context"
 	"errors"
+	"log"
 	"path/filepath"
 
 	"fyne.io/fyne/v2"
@@ -166,3 +168,12 @@ func (u *appUI) conversationsDir() string { return filepath.Join(u.B.DataDir, "c
 
 // demoDir is where the demo model is written.
 func (u *appUI) demoDir() string { return filepath.Join(u.B.DataDir, "demo-model") }
+
+// logDetails writes an error's technical details (the chain the window's
+// plain words leave out: "dial tcp …", system error text) to the log, for
+// whoever looks into a problem; nil and a stop are not logged.
+func logDetails(what string, err error) {
+	if err != nil && !errors.Is(err, context.Canceled) {
+		log.Printf("k3: %s: %v", what, err)
+	}
+}
