@@ -25,7 +25,7 @@ type capture struct {
 	snaps []*State
 	mark  []bool
 	media [][]mediaSpan
-	fed   [][]MediaKey
+	fed   [][]mediaSpan
 }
 
 // SetMarks makes the next feeds keep a copy of the state after each of the
@@ -84,10 +84,9 @@ func (m *Model) startCapture(s *State, T int) {
 		c.rel = append(c.rel, p-s.Pos)
 		c.snaps = append(c.snaps, s.kdaShell())
 		c.mark = append(c.mark, i < len(marks))
-		var media []mediaSpan
-		var fed []MediaKey
+		var media, fed []mediaSpan
 		if slices.Contains(s.keepAt, p) {
-			media, fed = mediaAfter(s.media, s.fedMedia, p, m.Cfg.Hidden)
+			media, fed = mediaAfter(s.media, s.fedMedia, p, m.lean)
 		}
 		c.media, c.fed = append(c.media, media), append(c.fed, fed)
 	}
@@ -112,11 +111,12 @@ func (s *State) kdaShell() *State {
 
 // mediaAfter is what a state holding media and fed holds of them once it
 // has fed positions up to p: the images wholly fed by then move to fed
-// (as State.dropFedMedia moves them).
-func mediaAfter(media []mediaSpan, fed []MediaKey, p, hidden int) ([]mediaSpan, []MediaKey) {
+// (as State.dropFedMedia moves them, keeping their rows at the floor:
+// lean).
+func mediaAfter(media, fed []mediaSpan, p int, lean bool) ([]mediaSpan, []mediaSpan) {
 	t := &State{Pos: p, media: media, fedMedia: fed[:len(fed):len(fed)]}
 	if len(t.media) > 0 {
-		t.dropFedMedia(hidden)
+		t.dropFedMedia(lean)
 	}
 	return t.media[:len(t.media):len(t.media)], t.fedMedia
 }
