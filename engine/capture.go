@@ -219,9 +219,19 @@ func (s *State) deliver(n *State, c *capture, i int) {
 // the positions up to it alone, and takes no pass of its own. A copy at
 // the state's position is the state before the prompt (a stale state read
 // again first). Stopped part-way, a copy is there only when a chunk that
-// completed passed its position.
-func (e *Engine) feedKeeping(ctx context.Context, s *State, ids, at []int, on func(Event)) ([]float32, []*State, error) {
+// completed passed its position. got (nil: none) receives each copy, with
+// its index in at, as soon as it is taken.
+func (e *Engine) feedKeeping(ctx context.Context, s *State, ids, at []int, on func(Event), got func(int, *State)) ([]float32, []*State, error) {
 	kept := make([]*State, len(at))
+	sent := make([]bool, len(at))
+	send := func() {
+		for k, n := range kept {
+			if n != nil && !sent[k] && got != nil {
+				sent[k] = true
+				got(k, n)
+			}
+		}
+	}
 	if slices.Contains(at, s.Pos) {
 		if _, err := e.feed(ctx, s, nil, false, on); err != nil {
 			return nil, kept, err
@@ -231,10 +241,17 @@ func (e *Engine) feedKeeping(ctx context.Context, s *State, ids, at []int, on fu
 				kept[k] = s.Clone()
 			}
 		}
+		send()
 	}
 	s.keepAt, s.kept = at, kept
-	lg, err := e.feed(ctx, s, ids, false, on)
+	lg, err := e.feed(ctx, s, ids, false, func(ev Event) {
+		send() // the chunk just read is complete, with its copies
+		if on != nil {
+			on(ev)
+		}
+	})
 	s.keepAt, s.kept, s.catch = nil, nil, nil
+	send()
 	return lg, kept, err
 }
 

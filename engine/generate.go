@@ -61,6 +61,11 @@ type GenOptions struct {
 	// past it, the prompt ends before it, or with Recompute and tokens to
 	// generate.
 	Checkpoint int
+	// OnKept, when set, receives KeepPrefix's copy (prefix true) and
+	// Checkpoint's as soon as each is taken (they are in the result too),
+	// so a caller can let go of the copies they replace before the rest of
+	// the prompt and the decoding run.
+	OnKept func(s *State, prefix bool)
 	// Complete also feeds the last generated token, so the state holds the
 	// whole sequence (for saving it), after a cancel too.
 	Complete bool
@@ -294,7 +299,11 @@ func (g *generation) readKeeping() ([]float32, error) {
 	if c := g.opt.Checkpoint; c >= pos && c <= pos+n {
 		at[1] = c
 	}
-	logits, kept, err := g.e.feedKeeping(g.ctx, g.s, g.prompt, at, g.emit)
+	var got func(int, *State)
+	if f := g.opt.OnKept; f != nil {
+		got = func(k int, s *State) { f(s, k == 0) }
+	}
+	logits, kept, err := g.e.feedKeeping(g.ctx, g.s, g.prompt, at, g.emit, got)
 	g.res.PrefixState, g.res.CheckpointState = kept[0], kept[1]
 	return logits, err
 }

@@ -405,7 +405,7 @@ func TestMarkAtAKeptPositionIsNotCounted(t *testing.T) {
 	defer e.Close()
 	s := m.NewState()
 	s.SetMarks([]int{17, 18, 19})
-	_, kept, err := e.feedKeeping(context.Background(), s, ids, []int{19}, nil)
+	_, kept, err := e.feedKeeping(context.Background(), s, ids, []int{19}, nil, nil)
 	require.NoError(t, err)
 	caught := s.Caught()
 	require.Len(t, caught, 3)
@@ -419,4 +419,32 @@ func TestMarkAtAKeptPositionIsNotCounted(t *testing.T) {
 		requireSameState(t, fmt.Sprintf("copy %d at %d", i, c.Pos), ref, c)
 	}
 	require.NotSame(t, &caught[2].kda[0].S[0], &kept[0].kda[0].S[0])
+}
+
+// TestOnKeptAsSoonAsTaken: GenOptions.OnKept receives the checkpoint once
+// the chunk that passes it is read (before the next chunk's progress) and
+// the prefix copy before the first token, the copies the result carries.
+func TestOnKeptAsSoonAsTaken(t *testing.T) {
+	ids := fixture.LoadExpect(t, "tiny-release").Prompts[1].FullIDs[:30]
+	m := openCase(t, "tiny-release", 8)
+	e := m.NewEngine(2)
+	defer e.Close()
+	var order []string
+	var got [2]*State
+	res, err := e.Generate(context.Background(), nil, ids, GenOptions{MaxTokens: 2, KeepPrefix: true, Checkpoint: 5,
+		OnKept: func(s *State, prefix bool) {
+			if prefix {
+				got[0] = s
+				order = append(order, "prefix")
+			} else {
+				got[1] = s
+				order = append(order, "checkpoint")
+			}
+		},
+		OnEvent: func(ev Event) { order = append(order, fmt.Sprintf("%v %d", ev.Kind, ev.Done)) }})
+	require.NoError(t, err)
+	assert.Same(t, res.PrefixState, got[0])
+	assert.Same(t, res.CheckpointState, got[1])
+	ev := func(kind EventKind, done int) string { return fmt.Sprintf("%v %d", kind, done) }
+	assert.Equal(t, []string{"checkpoint", ev(EventPrefill, 8), ev(EventPrefill, 16), ev(EventPrefill, 24), "prefix", ev(EventPrefill, 30), ev(EventToken, 0), ev(EventToken, 0)}, order)
 }

@@ -444,18 +444,21 @@ func (s *Session) run(ctx context.Context, ids []int, mark int, o PromptOptions,
 	if o.Stop != nil {
 		onToken = func(engine.Event) bool { return o.Stop() }
 	}
+	// each copy replaces the one it supersedes as soon as it is taken, so
+	// the old ones are not held beside it through the decoding
+	kept := func(st *engine.State, prefix bool) {
+		if prefix {
+			s.snap = st
+		} else {
+			s.keepMark(st)
+		}
+	}
 	res, err := s.Engine.Generate(ctx, st, ids[reused:], engine.GenOptions{
-		MaxTokens: o.MaxTokens, StopIDs: s.Tok.StopIDs(), Sampler: o.Sampler, KeepPrefix: !s.noSnapshot, Checkpoint: checkpoint, OnToken: onToken, Spec: o.Spec,
-		OnEvent: progress(reused), Cache: s.cacheUse(ids, o, checkpoint)})
+		MaxTokens: o.MaxTokens, StopIDs: s.Tok.StopIDs(), Sampler: o.Sampler, KeepPrefix: !s.noSnapshot, Checkpoint: checkpoint, OnKept: kept,
+		OnToken: onToken, Spec: o.Spec, OnEvent: progress(reused), Cache: s.cacheUse(ids, o, checkpoint)})
 	rep.Reused += res.Reused
 	rep.Prefilled -= res.Reused
 	rep.Stop = res.Stop
-	if res.CheckpointState != nil {
-		s.keepMark(res.CheckpointState)
-	}
-	if res.PrefixState != nil {
-		s.snap = res.PrefixState
-	}
 	if err != nil && !errors.Is(err, context.Canceled) {
 		return rep, sm, res.Generated, err
 	}
