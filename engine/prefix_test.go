@@ -301,7 +301,12 @@ func TestKeepPrefixReadsNoMore(t *testing.T) {
 	require.NotNil(t, kept.PrefixState)
 	require.Positive(t, plain.Stats.TrunkBytesRead, "the trunk streams")
 	assert.Equal(t, plain.Stats.ForwardPasses, kept.Stats.ForwardPasses)
-	assert.Equal(t, plain.Stats.TrunkBytesRead, kept.Stats.TrunkBytesRead)
+	// the ring may read the next pass's first layer ahead, before or after
+	// a run's count ends (direct reads, aligned): the bytes agree within
+	// two layers' reads (one pass is ten)
+	slot := float64(m.Plan.SlotBytes)
+	require.Positive(t, slot)
+	assert.InDelta(t, plain.Stats.TrunkBytesRead, kept.Stats.TrunkBytesRead, 2*slot)
 	assert.Equal(t, plain.Stats.Expert.Requests, kept.Stats.Expert.Requests)
 	assert.Equal(t, plain.Generated, kept.Generated)
 	// the old way, prompt only: one pass more, which read the trunk's
@@ -314,7 +319,8 @@ func TestKeepPrefixReadsNoMore(t *testing.T) {
 	assert.Equal(t, int64(2), read.Stats.ForwardPasses, "21 positions in chunks of 16")
 	assert.Equal(t, int64(3), old.ForwardPasses)
 	layers := read.Stats.TrunkBytesRead - read.Stats.EmbedBytesRead // two passes of the streamed layers
-	assert.Equal(t, layers/2, old.TrunkBytesRead-read.Stats.TrunkBytesRead, "one more pass of the layers")
+	assert.InDelta(t, layers/2, old.TrunkBytesRead-read.Stats.TrunkBytesRead, 2*slot, "one more pass of the layers")
+	assert.Greater(t, old.TrunkBytesRead-read.Stats.TrunkBytesRead, layers/4)
 	assert.Greater(t, old.Expert.Requests, read.Stats.Expert.Requests)
 }
 
