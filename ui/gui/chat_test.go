@@ -391,7 +391,7 @@ func TestTitleRenewedWhenTheFirstMessageIsEdited(t *testing.T) {
 // seconds, BenchmarkPaste5000Words): the box scrolls sideways, the text
 // is whole; a short text, or the box emptied after Send, wraps by words.
 func TestLongPasteIsNotWrapped(t *testing.T) {
-	_, v := chatUI(t, &fakeChat{})
+	u, v := chatUI(t, &fakeChat{})
 	cb := test.NewClipboard()
 	ui(func() {
 		assert.Equal(t, fyne.TextWrapWord, v.Entry.Wrapping)
@@ -404,6 +404,12 @@ func TestLongPasteIsNotWrapped(t *testing.T) {
 		v.Entry.TypedShortcut(&fyne.ShortcutPaste{Clipboard: cb})
 		assert.Equal(t, long, v.Entry.Text)
 		assert.Equal(t, fyne.TextWrapOff, v.Entry.Wrapping)
+		// its long lines scroll in the box: the window keeps its layout
+		size := fyne.NewSize(1024, 640)
+		u.Win.Resize(size)
+		relayout(u.Win)
+		assert.Empty(t, buttonsOutside(u.Win.Content(), size))
+		assert.Less(t, v.Entry.Size().Width, float32(700))
 		v.Entry.SetText("")
 		assert.Equal(t, fyne.TextWrapWord, v.Entry.Wrapping, "emptied")
 		// typed past the length (the wrap follows the text)
