@@ -389,7 +389,8 @@ func TestTitleRenewedWhenTheFirstMessageIsEdited(t *testing.T) {
 
 // A long paste is not wrapped (Fyne's word wrap of 5,000 words costs
 // seconds, BenchmarkPaste5000Words): the box scrolls sideways, the text
-// is whole; a short text, or the box emptied after Send, wraps by words.
+// is whole; a short text, one with a line too wide to draw, or the box
+// emptied after Send, wraps by words.
 func TestLongPasteIsNotWrapped(t *testing.T) {
 	u, v := chatUI(t, &fakeChat{})
 	cb := test.NewClipboard()
@@ -412,6 +413,10 @@ func TestLongPasteIsNotWrapped(t *testing.T) {
 		assert.Less(t, v.Entry.Size().Width, float32(700))
 		v.Entry.SetText("")
 		assert.Equal(t, fyne.TextWrapWord, v.Entry.Wrapping, "emptied")
+		// one line far wider than the screen is drawn as a black bar
+		// unwrapped: it is wrapped
+		v.Entry.SetText(strings.Repeat("word ", 5000))
+		assert.Equal(t, fyne.TextWrapWord, v.Entry.Wrapping, "one long line")
 		// typed past the length (the wrap follows the text)
 		v.Entry.SetText(long[:longText])
 		assert.Equal(t, fyne.TextWrapWord, v.Entry.Wrapping)

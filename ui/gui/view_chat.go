@@ -146,7 +146,7 @@ func (v *chatView) newInput() {
 	v.Entry.SetMinRowsVisible(3)
 	v.Entry.OnSend = v.SendEntry
 	v.Entry.OnChanged = func(s string) { // a pasted text says its length (N2)
-		v.Entry.wrapFor(len(s))
+		v.Entry.wrapFor(s)
 		v.typed()
 	}
 	v.Entry.OnStop = v.escape

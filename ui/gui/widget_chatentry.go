@@ -1,6 +1,8 @@
 package gui
 
 import (
+	"strings"
+
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/driver/desktop"
 	"fyne.io/fyne/v2/widget"
@@ -26,7 +28,7 @@ func (e *chatEntry) TypedShortcut(s fyne.Shortcut) {
 	}
 	if p, ok := s.(*fyne.ShortcutPaste); ok && p.Clipboard != nil {
 		// before the paste: wrapping a long text costs seconds
-		e.wrapFor(len(e.Text) + len(p.Clipboard.Content()))
+		e.wrapFor(e.Text + p.Clipboard.Content())
 	}
 	e.Entry.TypedShortcut(s)
 }
@@ -40,11 +42,17 @@ func (e *chatEntry) TypedShortcut(s fyne.Shortcut) {
 // sideways instead; it is sent as it is either way.
 const longText = 8000
 
-// wrapFor wraps the box's lines for a text of n bytes: by words, or not
-// at all when it is long.
-func (e *chatEntry) wrapFor(n int) {
+// longLine is the longest line (bytes) the box shows unwrapped: a line
+// much wider than the screen is drawn as a black bar by the window's
+// graphics (a 25,000-letter line was, at 1024x640), so a text with one
+// is wrapped, slow as that is.
+const longLine = 800
+
+// wrapFor wraps the box's lines for text: by words, or not at all when
+// it is long and its lines are not.
+func (e *chatEntry) wrapFor(text string) {
 	wrap := fyne.TextWrapWord
-	if n > longText {
+	if len(text) > longText && maxLine(text) <= longLine {
 		wrap = fyne.TextWrapOff
 	}
 	if e.Wrapping != wrap {
@@ -53,9 +61,18 @@ func (e *chatEntry) wrapFor(n int) {
 	}
 }
 
+// maxLine is the length (bytes) of text's longest line.
+func maxLine(text string) int {
+	longest := 0
+	for line := range strings.SplitSeq(text, "\n") {
+		longest = max(longest, len(line))
+	}
+	return longest
+}
+
 // SetText sets the box's text, wrapped as its length allows.
 func (e *chatEntry) SetText(text string) {
-	e.wrapFor(len(text))
+	e.wrapFor(text)
 	e.Entry.SetText(text)
 }
 
