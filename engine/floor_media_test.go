@@ -83,6 +83,7 @@ func TestFloorStopAfterAPicture(t *testing.T) {
 		armed = false
 		require.ErrorIs(t, err, context.Canceled, "pass %d", p)
 		require.Equal(t, layer, cancelLayer, "pass %d", p)
+		t.Logf("pass %d: %d expert requests after the stop, state at %d positions", p, len(after), s.Pos)
 		for _, l := range after {
 			assert.Equal(t, cancelLayer, l, "pass %d: only the layer in flight finishes", p)
 		}
