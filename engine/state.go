@@ -42,6 +42,11 @@ type State struct {
 	caught   []*State
 	catch    *capture
 	onCaught func(*State)
+	// prefixAt is an absolute position after which the feeds keep a copy
+	// of the state in prefix, apart from the marks (0: none): the state
+	// before a prompt's last position (GenOptions.KeepPrefix, capture.go)
+	prefixAt int
+	prefix   *State
 	// media are input embeddings given for positions not fed yet
 	// (AddMedia); fedMedia the images already fed (FedMedia), with their
 	// rows at the memory floor (dropFedMedia)
