@@ -71,6 +71,36 @@ type mlaCache struct {
 	width int // floats per position
 }
 
+// grow makes room for n more positions: when the rows do not hold them,
+// they are reallocated to hold the positions the plan counts (planned,
+// Plan.KVPositions), or, past those, whole plan.ContextStep steps (what
+// plan.Grow adds when a chat or a served request grows the plan). So the
+// cache's capacity is what the plan counts for the positions used, never
+// the spare that append's doubling would add (up to twice a layer's rows,
+// and both arrays while it copies).
+func (m *mlaCache) grow(n, planned int) {
+	need := len(m.rows)/m.width + n
+	if need*m.width <= cap(m.rows) {
+		return
+	}
+	c := planned
+	if need > planned {
+		c = (need + plan.ContextStep - 1) / plan.ContextStep * plan.ContextStep
+	}
+	rows := make([]float32, len(m.rows), c*m.width)
+	copy(rows, m.rows)
+	m.rows = rows
+}
+
+// kvPositions are the positions the plan counts KV cache rows for (0: no
+// plan).
+func (m *Model) kvPositions() int {
+	if m.Plan == nil {
+		return 0
+	}
+	return m.Plan.KVPositions
+}
+
 // NewState returns an empty state for the model.
 func (m *Model) NewState() *State {
 	c := m.Cfg
