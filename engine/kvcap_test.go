@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"k3/engine/plan"
+	"k3/internal/fixture"
 )
 
 // TestKVCacheCapacityIsPlanned: the MLA cache's rows hold what the plan
@@ -51,6 +52,32 @@ func TestKVCacheCapacityIsPlanned(t *testing.T) {
 	for _, c := range s.mla {
 		if c != nil {
 			assert.Equal(t, (m.Plan.KVPositions+1)*c.width, len(c.rows))
+		}
+	}
+}
+
+// TestDraftRowsCapacityIsPlanned: a draft model's context rows, as the MLA
+// cache's, hold the positions the plan counts for them (Plan.KVPositions)
+// and no more, through a run that drafts; grown by append they held
+// spare positions past the plan.
+func TestDraftRowsCapacityIsPlanned(t *testing.T) {
+	p := fixture.LoadExpect(t, "tiny-release").Prompts[1]
+	planned := len(p.PromptIDs) + 16
+	m := openWithDraft(t, "tiny-release", Options{Positions: planned, Chunk: 16})
+	e := m.NewEngine(2)
+	defer e.Close()
+	res, err := e.Generate(context.Background(), nil, p.PromptIDs, GenOptions{MaxTokens: 16, Spec: 3})
+	require.NoError(t, err)
+	require.Positive(t, res.Stats.SpecDrafted)
+	ds := res.State.draft
+	require.NotNil(t, ds)
+	require.Positive(t, ds.n)
+	for l, r := range ds.rows {
+		assert.Equal(t, m.Plan.KVPositions*ds.width, cap(r), "layer %d", l)
+	}
+	for _, c := range res.State.mla {
+		if c != nil {
+			assert.Equal(t, m.Plan.KVPositions*c.width, cap(c.rows))
 		}
 	}
 }
