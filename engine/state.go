@@ -42,6 +42,12 @@ type State struct {
 	caught   []*State
 	catch    *capture
 	onCaught func(*State)
+	// keepAt are absolute positions after which the feeds keep a copy of
+	// the state in kept (the same index), apart from the marks: a chat
+	// turn's edit checkpoint and the state before its prompt's last
+	// position (GenOptions.Checkpoint and KeepPrefix; capture.go)
+	keepAt []int
+	kept   []*State
 	// media are input embeddings given for positions not fed yet
 	// (AddMedia); fedMedia the images already fed (FedMedia), with their
 	// rows at the memory floor (dropFedMedia)

@@ -370,3 +370,66 @@ func TestReplyTakesTheTranscript(t *testing.T) {
 	_, err = s.Reply(context.Background(), h[:1], opt, nil)
 	assert.EqualError(t, err, "the conversation must end with the user's message")
 }
+
+// TestKeptStatesTakeNoPass: a turn reads its transcript in the forward
+// passes of one feed (whole chunks from the state it reuses), whether the
+// session keeps the snapshot (above the memory floor) and edit checkpoints
+// or not: they are taken inside the passes that read the transcript
+// (engine.GenOptions.KeepPrefix, Checkpoint), not by passes of their own.
+// The snapshot is the transcript's state before its last position and the
+// checkpoint the state where the user's message starts, byte for byte as
+// feeding those positions alone; a regenerated turn from the snapshot
+// reads one position and gives the same reply.
+func TestKeptStatesTakeNoPass(t *testing.T) {
+	e, tok := demo(t)
+	opt := Options{Thinking: true, MaxTokens: 6, Sampling: engine.Sampling{Greedy: true}, Spec: engine.SpecOff}
+	floor, roomy := NewSession(e, tok), NewSession(e, tok)
+	floor.FitBudget(engine.Options{TrunkDir: "t", Budget: engine.Budget{TrunkBytes: 3e9}})
+	roomy.FitBudget(engine.Options{TrunkDir: "t", Budget: engine.Budget{TrunkBytes: 16e9}})
+	m := e.Model()
+	const chunk = 16 // demo's
+	sameAsAlone := func(what string, st *engine.State) {
+		t.Helper()
+		alone := m.NewState()
+		_, err := e.Feed(context.Background(), alone, st.IDs, false)
+		require.NoError(t, err)
+		want, err := m.EncodeState(alone)
+		require.NoError(t, err)
+		got, err := m.EncodeState(st)
+		require.NoError(t, err)
+		require.Equal(t, want, got, "%s is the state of feeding its positions alone", what)
+	}
+	for _, user := range []string{"Hello there", "And a second, longer question to read?"} {
+		var ids [2][]int
+		for i, s := range []*Session{floor, roomy} {
+			before := e.Snapshot().ForwardPasses
+			r, err := s.Turn(context.Background(), user, opt, nil)
+			require.NoError(t, err)
+			ids[i] = r.IDs
+			want := int64((r.Prefilled+chunk-1)/chunk + len(r.IDs) - 1) // the transcript's chunks, then a step per later token
+			assert.Equal(t, want, e.Snapshot().ForwardPasses-before, "%q, session %d: one feed of %d positions", user, i, r.Prefilled)
+		}
+		assert.Equal(t, ids[0], ids[1], user)
+		h := roomy.History()
+		prompt, _, err := roomy.render(h[:len(h)-1], opt, false) // the turn's transcript
+		require.NoError(t, err)
+		require.NotNil(t, roomy.snap)
+		require.Equal(t, prompt[:len(prompt)-1], roomy.snap.IDs, "%q: the transcript but its last position", user)
+		sameAsAlone("the snapshot", roomy.snap)
+		start, _, err := roomy.render(h[:len(h)-2], opt, true) // before the user's message
+		require.NoError(t, err)
+		mark := roomy.marks[len(roomy.marks)-1]
+		require.Equal(t, start, mark.IDs, "%q: the checkpoint where the user's message starts", user)
+		sameAsAlone("the checkpoint", mark)
+	}
+	assert.Nil(t, floor.snap)
+	// regenerate the last reply: from the snapshot, one position to read
+	roomy.SetHistory(roomy.History()[:len(roomy.History())-2])
+	floor.SetHistory(floor.History()[:len(floor.History())-2])
+	a, err := roomy.Turn(context.Background(), "And a second, longer question to read?", opt, nil)
+	require.NoError(t, err)
+	b, err := floor.Turn(context.Background(), "And a second, longer question to read?", opt, nil)
+	require.NoError(t, err)
+	assert.Equal(t, b.IDs, a.IDs)
+	assert.Equal(t, 1, a.Prefilled, "read from the snapshot")
+}

@@ -130,8 +130,15 @@ func chatChecks(effort string, gen int, temp, topP float64, topK int, jsonObj bo
 	if !slices.Contains(xtml.ThinkingEfforts, effort) {
 		return nil, fmt.Errorf("--thinking-effort %q is not one of %v", effort, xtml.ThinkingEfforts)
 	}
-	if gen < 1 || temp < 0 || topP < 0 || topP > 1 || topK < 0 {
-		return nil, errors.New("--gen must be positive, --temperature >= 0, --top-p in 0..1, --top-k >= 0")
+	switch {
+	case gen < 1:
+		return nil, fmt.Errorf("--gen %d: the turn cap must be 1 or more tokens", gen)
+	case temp < 0:
+		return nil, fmt.Errorf("--temperature %g: give 0 (greedy) or more", temp)
+	case topP < 0 || topP > 1:
+		return nil, fmt.Errorf("--top-p %g: give 0..1 (0: off)", topP)
+	case topK < 0:
+		return nil, fmt.Errorf("--top-k %d: give 0 (all) or more", topK)
 	}
 	return chatFormat(jsonObj, schemaFile)
 }

@@ -118,9 +118,34 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return commands.dispatch([]string{"presets"}, stdout, stderr)
 		}
 	}
-	code := commands.dispatch(cCommandLine(args, stderr), stdout, stderr)
+	line := cCommandLine(args, stderr)
+	if h := helpLine(line); h != nil {
+		return commands.dispatch(h, stdout, stdout)
+	}
+	code := commands.dispatch(line, stdout, stderr)
 	commandOrFolder(args[0], code, stderr)
 	return code
+}
+
+// helpLine is the command line of a command's help when args ask for it
+// anywhere (-h, -help or --help before "--"), as the C engine honoured
+// --help anywhere before anything else: the command's words up to its
+// first flag, then -h. The caller prints it on stdout, so that
+// `k3 run --help | less` shows it. nil when no help is asked for.
+func helpLine(args []string) []string {
+	words := len(args)
+	for i, a := range args {
+		if a == "--" {
+			return nil
+		}
+		if strings.HasPrefix(a, "-") && words == len(args) {
+			words = i
+		}
+		if a == "-h" || a == "-help" || a == "--help" {
+			return append(slices.Clone(args[:words]), "-h")
+		}
+	}
+	return nil
 }
 
 // commandOrFolder adds a hint when a command's name is also a model folder

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -48,13 +49,12 @@ func parseMixed(fs *flag.FlagSet, args []string) ([]string, error) {
 		return nil, err
 	}
 	if err := checkNumbers(fs, args); err != nil {
-		fmt.Fprintln(fs.Output(), err)
-		fs.Usage()
+		fmt.Fprintf(fs.Output(), "%s: %v (%s -h lists the flags)\n", progName(fs), err, progName(fs))
 		return nil, err
 	}
 	var pos []string
 	for {
-		if err := fs.Parse(args); err != nil {
+		if err := parseQuiet(fs, args); err != nil {
 			return nil, err
 		}
 		args = fs.Args()
@@ -67,6 +67,28 @@ func parseMixed(fs *flag.FlagSet, args []string) ([]string, error) {
 		pos = append(pos, args[0])
 		args = args[1:]
 	}
+}
+
+// parseQuiet is fs.Parse with a refused value or a missing one said in one
+// line (the flag package follows its message with the whole usage, ~60
+// lines for k3 run); the usage is printed for -h only.
+func parseQuiet(fs *flag.FlagSet, args []string) error {
+	out, usage := fs.Output(), fs.Usage
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	err := fs.Parse(args)
+	fs.SetOutput(out)
+	fs.Usage = usage
+	switch {
+	case errors.Is(err, flag.ErrHelp) && usage != nil:
+		usage()
+	case errors.Is(err, flag.ErrHelp):
+		fmt.Fprintf(out, "usage of %s:\n", progName(fs))
+		fs.PrintDefaults()
+	case err != nil:
+		fmt.Fprintf(out, "%s: %v (%s -h lists the flags)\n", progName(fs), err, progName(fs))
+	}
+	return err
 }
 
 // parseArgs is parseMixed with the exit code decided: -1 to go on, ExitOK
@@ -212,6 +234,11 @@ func chatTokenizer(cmd, dir, tokDir string, stderr io.Writer) (*tokenizer.Tokeni
 	return tok, -1
 }
 
+// chatOnlyFlags are k3 chat's flags that k3 run has not (the C engine's
+// chat flags among them, which it refused without --chat): k3 run names
+// k3 chat for them instead of calling them unknown.
+var chatOnlyFlags = []string{"system", "history", "temperature", "top-p", "top-k", "seed", "greedy", "no-think", "thinking-effort", "json", "json-schema"}
+
 // cAliases are the C engine's flag names for flags k3 spells otherwise.
 var cAliases = map[string]string{"tf-check": "teacher-forcing"}
 
@@ -253,6 +280,8 @@ func cSpellings(fs *flag.FlagSet, args []string) ([]string, error) {
 			case name == "incremental" && fs.Lookup("recompute") != nil:
 				fmt.Fprintf(fs.Output(), "note: --incremental is how k3 always runs (the state is carried from step to step; --recompute turns it off): ignored\n")
 				continue
+			case fs.Name() == "run" && slices.Contains(chatOnlyFlags, name):
+				return nil, fmt.Errorf("%s%s is a flag of k3 chat, not of k3 run: k3 run reads the prompt as it is (no chat template, no thinking) and decodes greedily; for a conversation: k3 chat MODEL_DIR %s%s (or add --chat, as with the C engine)", dashes, name, dashes, name)
 			case name == "incremental" && fs.Name() == "chat":
 				fmt.Fprintf(fs.Output(), "note: --incremental is how k3 chat always runs (the state is carried from turn to turn): ignored\n")
 				continue

@@ -27,9 +27,9 @@ func TestCachePolicyFlag(t *testing.T) {
 			assert.Contains(t, stderr, n)
 		}
 
-		code, _, stderr = runK3(args[0], "-h")
+		code, stdout, _ := runK3(args[0], "-h")
 		assert.Equal(t, ExitOK, code)
-		assert.Contains(t, stderr, `expert cache replacement: layer+r, layer, lru or s3fifo (k3 sim-cache compares them) (default "layer+r")`)
+		assert.Contains(t, stdout, `expert cache replacement: layer+r, layer, lru or s3fifo (k3 sim-cache compares them) (default "layer+r")`)
 	}
 
 	// Every registry name passes resolve, in any case.

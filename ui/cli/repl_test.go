@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -114,9 +115,13 @@ func TestChatChecks(t *testing.T) {
 		gen        int
 		temp, topP float64
 		topK       int
-	}{{0, 0, 0, 0}, {1, -1, 0, 0}, {1, 0, 1.5, 0}, {1, 0, -0.1, 0}, {1, 0, 0, -1}} {
+		msg        string
+	}{{0, 0, 0, 0, "--gen 0: the turn cap must be 1 or more tokens"}, {-1, 0, 0, 0, "--gen -1:"},
+		{1, -1, 0, 0, "--temperature -1: give 0 (greedy) or more"}, {1, 0, 2, 0, "--top-p 2: give 0..1 (0: off)"},
+		{1, 0, -0.1, 0, "--top-p -0.1:"}, {1, 0, 0, -1, "--top-k -1: give 0 (all) or more"}} {
 		_, err = chatChecks("low", bad.gen, bad.temp, bad.topP, bad.topK, false, "")
-		assert.ErrorContains(t, err, "--gen must be positive", "%+v", bad)
+		require.Error(t, err, "%+v", bad)
+		assert.True(t, strings.HasPrefix(err.Error(), bad.msg), "%+v: %v", bad, err) // only the flag at fault
 	}
 	f, err := chatChecks("high", 1, 0.7, 0.9, 40, true, "")
 	require.NoError(t, err)

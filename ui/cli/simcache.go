@@ -55,8 +55,9 @@ func runSimCache(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "k3 sim-cache: %s\n%s\n", msg, simCacheUsage)
 		return ExitUsage
 	}
-	if err != nil {
-		return bad(err.Error())
+	if err != nil { // parseMixed said what is wrong, in one line
+		fmt.Fprintln(stderr, simCacheUsage)
+		return ExitUsage
 	}
 	if len(pos) != 1 {
 		return bad("want exactly one trace file")

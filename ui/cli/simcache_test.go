@@ -158,6 +158,13 @@ func TestSimCacheErrors(t *testing.T) {
 			t.Errorf("%v: exit %d, stderr %q; want %d and %q", c.args, code, errOut, c.code, c.msg)
 		}
 	}
+	// a bad flag or value: said once (it was said twice), then the usage
+	for _, args := range [][]string{{"--bogus"}, {simTrace, "--top-k", "x"}} {
+		code, _, errOut := runSim(t, args...)
+		assert.Equal(t, ExitUsage, code, args)
+		assert.Equal(t, 1, strings.Count(errOut, "k3 sim-cache: "), errOut)
+		assert.Contains(t, errOut, "usage: k3 sim-cache", args)
+	}
 	// --help: the usage and each flag once, on stdout (the flag list
 	// was printed twice, once on each stream)
 	code, out, errOut := runSim(t, "--help")
