@@ -149,6 +149,9 @@ type Plan struct {
 	TowerStreamed bool
 	Picture       int64
 	PicturePos    int
+	// PictureKept is, at the floor, the rows of the pictures fed before
+	// the one the tower looks at (VisionCost.Kept), counted with it.
+	PictureKept int64
 	// EmbedStreamed: the embedding rows are read from the packed trunk
 	// when a token needs them (Inputs.EmbedStreamed).
 	EmbedStreamed bool
@@ -190,7 +193,7 @@ func Make(in Inputs) *Plan {
 	// allocated (the engine's buffers, the state, the expert cache's
 	// slots): the peak is the larger of the two
 	p.pages(in)
-	p.Tower, p.TowerStreamed, p.Picture, p.PicturePos = in.Vision.Bytes, in.Vision.Streamed, in.Vision.Work, in.Vision.Positions
+	p.Tower, p.TowerStreamed, p.Picture, p.PicturePos, p.PictureKept = in.Vision.Bytes, in.Vision.Streamed, in.Vision.Work, in.Vision.Positions, in.Vision.Kept
 	after := p.RingBytes + p.CacheBytes + p.State + p.KV + p.Buffers + p.transient() + p.residentTower() + p.Spec + p.Draft
 	p.Total = p.Baseline + p.PinnedBytes + p.Globals + p.Pages + max(after, p.Load)
 	return p
