@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -131,4 +132,13 @@ func TestHelpOnStdoutAnywhere(t *testing.T) {
 	// after "--" it is an argument, not the help
 	assert.Nil(t, helpLine([]string{"run", "DIR", "--", "-h"}))
 	assert.Equal(t, []string{"bench", "layer", "-h"}, helpLine([]string{"bench", "layer", "--rounds", "x", "--help"}))
+}
+
+// TestOutFolderMissingSaid: --out in a folder that does not exist is exit 3
+// with the folder named, not the name of the probe file k3 tried.
+func TestOutFolderMissingSaid(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "none")
+	code, _, errs := runK3("run", tinyRelease, "--ids", "1,2", "--gen", "1", "--out", filepath.Join(missing, "r.json"))
+	assert.Equal(t, ExitOutput, code)
+	assert.Equal(t, "k3 run: cannot write "+filepath.Join(missing, "r.json")+": the folder "+missing+": no such file or directory\n", errs)
 }
