@@ -170,7 +170,7 @@ func (c *runConfig) run(ctx context.Context, stdout, stderr io.Writer) int {
 			res.trace = append(res.trace, cachesim.Request{Layer: int32(layer), Expert: int32(expert)})
 		}
 	}
-	m, code := c.mf.open(c.dir, c.opts, stdout, stderr)
+	m, code := c.openWatched(ctx, stdout, stderr)
 	if code >= 0 {
 		return code
 	}
@@ -504,6 +504,27 @@ func exitFor(stderr io.Writer, cmd string, err error) int {
 		fmt.Fprintf(stderr, "k3 %s: %v\n", cmd, err)
 		return ExitRuntime
 	}
+}
+
+// openModel opens a run's model (tests replace it).
+var openModel = (*modelFlags).open
+
+// openWatched opens the model. A Ctrl-C while it loads ends k3 at once
+// (exit 5), as in the C engine: nothing has run, so there is nothing to
+// write, and binding a resident trunk can read for minutes before the
+// first layer would see the interrupt.
+func (c *runConfig) openWatched(ctx context.Context, stdout, stderr io.Writer) (*engine.Model, int) {
+	loaded := make(chan struct{})
+	defer close(loaded)
+	go func() {
+		select {
+		case <-ctx.Done():
+			fmt.Fprintln(stderr, "k3 run: interrupted while loading the model: nothing was run, no report written")
+			exitNow(ExitInterrupted)
+		case <-loaded:
+		}
+	}()
+	return openModel(c.mf, c.dir, c.opts, stdout, stderr)
 }
 
 // exitNow ends the process at a second Ctrl-C (tests replace it).

@@ -1,6 +1,10 @@
 package cli
 
 import (
+	"bytes"
+	"context"
+	"io"
+	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -9,6 +13,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"k3/engine"
 )
 
 // helpFlags are the flag names a command's -h lists (on stdout).
@@ -141,4 +147,34 @@ func TestOutFolderMissingSaid(t *testing.T) {
 	code, _, errs := runK3("run", tinyRelease, "--ids", "1,2", "--gen", "1", "--out", filepath.Join(missing, "r.json"))
 	assert.Equal(t, ExitOutput, code)
 	assert.Equal(t, "k3 run: cannot write "+filepath.Join(missing, "r.json")+": the folder "+missing+": no such file or directory\n", errs)
+}
+
+// TestInterruptWhileLoadingEndsAtOnce: a Ctrl-C while the model loads ends
+// k3 at once with exit 5 and writes no report (as the C engine, which was
+// killed), instead of binding the rest of the trunk first.
+func TestInterruptWhileLoadingEndsAtOnce(t *testing.T) {
+	exited := make(chan int, 1)
+	exitNow = func(code int) { exited <- code }
+	started, release := make(chan struct{}), make(chan struct{})
+	openModel = func(*modelFlags, string, engine.Options, io.Writer, io.Writer) (*engine.Model, int) {
+		close(started)
+		<-release
+		return nil, ExitInterrupted
+	}
+	defer func() { exitNow, openModel = os.Exit, (*modelFlags).open }()
+
+	out := filepath.Join(t.TempDir(), "r.json")
+	var o, e bytes.Buffer
+	c, code := parseRun([]string{tinyRelease, "--ids", "1,2", "--out", out}, &o, &e)
+	require.Equal(t, -1, code, e.String())
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int)
+	go func() { done <- c.run(ctx, &o, &e) }()
+	<-started
+	cancel() // the first Ctrl-C
+	assert.Equal(t, ExitInterrupted, <-exited, "exit at once, the load still in flight")
+	close(release)
+	<-done
+	assert.Contains(t, e.String(), "k3 run: interrupted while loading the model: nothing was run, no report written")
+	assert.NoFileExists(t, out)
 }
