@@ -261,7 +261,9 @@ func (c *runConfig) execute(ctx context.Context, e *engine.Engine, st *engine.St
 	prefill := newPrefillPrinter(stdout)
 	header := false
 	last := e.Snapshot()
+	base := 0 // positions before the prompt (a loaded state's)
 	if st != nil {
+		base = st.Pos
 		c.soFar.Lock()
 		c.soFar.prior = slices.Clone(st.IDs)
 		c.soFar.Unlock()
@@ -298,7 +300,7 @@ func (c *runConfig) execute(ctx context.Context, e *engine.Engine, st *engine.St
 	res.prefillPasses = prefill.last.Pass
 	fmt.Fprintln(stdout, strings.Repeat("-", 62))
 	if c.cache != nil {
-		fmt.Fprintf(stdout, "prompt cache: reused %d of %d prompt positions, read %d\n", g.Reused, len(c.ids), len(c.ids)-g.Reused)
+		fmt.Fprintln(stdout, promptCacheLine(g, len(c.ids), base, errors.Is(res.err, context.Canceled)))
 	}
 	if c.gen == 0 {
 		fmt.Fprintf(stdout, "prefill only: %d positions in the state, 0 tokens generated\n", g.State.Pos)
@@ -322,6 +324,21 @@ func (c *runConfig) execute(ctx context.Context, e *engine.Engine, st *engine.St
 	if c.tok != nil {
 		fmt.Fprintf(stdout, "\n--- generated text ---\n%s\n----------------------\n", c.tok.Decode(g.Generated))
 	}
+}
+
+// promptCacheLine says how much of the prompt (n ids after base
+// positions) the prompt cache gave and how much was read: after a Ctrl-C
+// while reading it, the positions the state holds, not the whole prompt.
+func promptCacheLine(g *engine.GenResult, n, base int, cancelled bool) string {
+	read := n - g.Reused
+	if cancelled && len(g.Generated) == 0 && g.State != nil {
+		read = max(0, min(read, g.State.Pos-base-g.Reused))
+	}
+	line := fmt.Sprintf("prompt cache: reused %d of %d prompt positions, read %d", g.Reused, n, read)
+	if g.Reused+read < n {
+		line += fmt.Sprintf(" (interrupted: %d not read)", n-g.Reused-read)
+	}
+	return line
 }
 
 // cacheUse is the run's use of the prompt cache (nil when off): with a
