@@ -1,6 +1,9 @@
 package engine
 
-import "slices"
+import (
+	"context"
+	"slices"
+)
 
 // Checkpoints of the state inside a forward (the prompt cache's
 // snapshots, docs/PROMPTCACHE.md): a caller that sets State.marks gets, in
@@ -12,10 +15,17 @@ import "slices"
 // state of feeding the positions up to the mark alone.
 
 // capture is the checkpoints the chunk in flight takes: rel[i] positions
-// into the chunk, into snaps[i] (KDA parts only until the chunk ends).
+// into the chunk, into snaps[i] (KDA parts only until the chunk ends);
+// mark[i] says whether it is one of the marks (else it is only the prefix
+// copy, State.prefixAt). media and fed are the images the prefix copy
+// holds when its position is inside the chunk: those the state holds after
+// feeding up to it.
 type capture struct {
 	rel   []int
 	snaps []*State
+	mark  []bool
+	media []mediaSpan
+	fed   []mediaSpan
 }
 
 // SetMarks makes the next feeds keep a copy of the state after each of the
@@ -34,40 +44,71 @@ func (s *State) Caught() []*State {
 	return c
 }
 
-// maxMarksInChunk caps the copies one chunk takes inside it (each holds
-// a copy of the KDA state while the chunk runs): the last ones are kept.
+// maxMarksInChunk caps the copies one chunk takes inside it for the marks
+// (each holds a copy of the KDA state while the chunk runs): the last ones
+// are kept. The prefix copy (State.prefixAt) is not counted: it is the
+// chat session's snapshot, which the plan counts (plan.ChatCopies).
 const maxMarksInChunk = 2
 
-// startCapture prepares the copies of the marks inside the chunk of T
-// positions from s.Pos (the one at the chunk's end is a Clone afterwards).
+// startCapture prepares the copies of the marks, and of the prefix
+// position, inside the chunk of T positions from s.Pos (the ones at the
+// chunk's end are a Clone afterwards).
 func (m *Model) startCapture(s *State, T int) {
 	s.catch = nil
+	inChunk := func(p int) bool { return p > s.Pos && p < s.Pos+T }
 	var inside []int
 	for _, p := range s.marks {
-		if p > s.Pos && p < s.Pos+T {
+		if inChunk(p) {
 			inside = append(inside, p)
 		}
 	}
 	inside = inside[max(0, len(inside)-maxMarksInChunk):]
-	var c *capture
-	for _, p := range inside {
-		if c == nil {
-			c = &capture{}
-		}
-		n := &State{kda: make([]*kdaState, len(s.kda)), mla: make([]*mlaCache, len(s.mla))}
-		for i, k := range s.kda {
-			if k != nil {
-				ck := &kdaState{S: make([]float32, len(k.S))}
-				for j := range k.conv {
-					ck.conv[j] = make([]float32, len(k.conv[j]))
-				}
-				n.kda[i] = ck
-			}
-		}
+	marks := len(inside)
+	pre := inChunk(s.prefixAt)
+	if pre && !slices.Contains(inside, s.prefixAt) {
+		inside = append(inside, s.prefixAt)
+	}
+	if len(inside) == 0 {
+		return
+	}
+	c := &capture{}
+	for i, p := range inside {
 		c.rel = append(c.rel, p-s.Pos)
-		c.snaps = append(c.snaps, n)
+		c.snaps = append(c.snaps, s.kdaShell())
+		c.mark = append(c.mark, i < marks)
+	}
+	if pre {
+		c.media, c.fed = mediaAfter(s.media, s.fedMedia, s.prefixAt, m.lean)
 	}
 	s.catch = c
+}
+
+// kdaShell is an empty state with room for s's KDA state (a copy taken
+// inside a chunk).
+func (s *State) kdaShell() *State {
+	n := &State{kda: make([]*kdaState, len(s.kda)), mla: make([]*mlaCache, len(s.mla))}
+	for i, k := range s.kda {
+		if k != nil {
+			ck := &kdaState{S: make([]float32, len(k.S))}
+			for j := range k.conv {
+				ck.conv[j] = make([]float32, len(k.conv[j]))
+			}
+			n.kda[i] = ck
+		}
+	}
+	return n
+}
+
+// mediaAfter is what a state holding media and fed holds of them once it
+// has fed positions up to p: the images wholly fed by then move to fed
+// (as State.dropFedMedia moves them, keeping their rows at the floor:
+// lean).
+func mediaAfter(media, fed []mediaSpan, p int, lean bool) ([]mediaSpan, []mediaSpan) {
+	t := &State{Pos: p, media: media, fedMedia: fed[:len(fed):len(fed)]}
+	if len(t.media) > 0 {
+		t.dropFedMedia(lean)
+	}
+	return t.media[:len(t.media):len(t.media)], t.fedMedia
 }
 
 // kdaHead copies head h's state S (d*d floats) into every copy whose
@@ -90,8 +131,9 @@ func (c *capture) convRow(li, j, t int, hist []float32) {
 }
 
 // finishCapture completes the chunk's copies once s holds it (ids fed,
-// MLA and draft rows appended) and adds them, and a copy of s when a mark
-// is at its end, to s.caught.
+// MLA and draft rows appended) and adds the marks' ones, and a copy of s
+// when a mark is at its end, to s.caught; the prefix copy goes to
+// s.prefix.
 func (s *State) finishCapture(ids []int) {
 	c := s.catch
 	s.catch = nil
@@ -99,29 +141,82 @@ func (s *State) finishCapture(ids []int) {
 	if c != nil {
 		for i, r := range c.rel {
 			n := c.snaps[i]
-			p := pos0 + r
-			n.Pos, n.IDs = p, slices.Clone(s.IDs[:p])
-			for li, mc := range s.mla {
-				if mc != nil {
-					n.mla[li] = &mlaCache{rows: slices.Clone(mc.rows[:p*mc.width]), width: mc.width}
-				}
-			}
-			if ds := s.draft; ds != nil && ds.n == s.Pos {
-				cd := &draftState{n: p, width: ds.width, rows: make([][]float32, len(ds.rows))}
-				for l, r := range ds.rows {
-					cd.rows[l] = slices.Clone(r[:p*ds.width])
-				}
-				n.draft = cd
-			}
 			c.snaps[i] = nil
-			s.catchOne(n)
+			s.cutTo(n, pos0+r)
+			s.deliver(n, c, c.mark[i])
 		}
+	}
+	if s.Pos == s.prefixAt {
+		s.prefix = s.Clone()
 	}
 	if slices.Contains(s.marks, s.Pos) {
 		n := s.Clone()
 		n.media = nil // rows for later positions: never a snapshot's
 		s.catchOne(n)
 	}
+}
+
+// cutTo completes n, a copy of the KDA state after absolute position p of
+// the chunk s has just fed, with the ids, MLA rows and draft model's
+// context rows up to p.
+func (s *State) cutTo(n *State, p int) {
+	n.Pos, n.IDs = p, slices.Clone(s.IDs[:p])
+	for li, mc := range s.mla {
+		if mc != nil {
+			n.mla[li] = &mlaCache{rows: slices.Clone(mc.rows[:p*mc.width]), width: mc.width}
+		}
+	}
+	if ds := s.draft; ds != nil && ds.n == s.Pos {
+		cd := &draftState{n: p, width: ds.width, rows: make([][]float32, len(ds.rows))}
+		for l, r := range ds.rows {
+			cd.rows[l] = slices.Clone(r[:p*ds.width])
+		}
+		n.draft = cd
+	}
+}
+
+// deliver hands a copy taken inside the chunk to the marks (mark) and, at
+// the prefix position, to s.prefix, with the images and the lost draft
+// rows a Clone there would hold (a copy of its own when it is both).
+func (s *State) deliver(n *State, c *capture, mark bool) {
+	if n.Pos == s.prefixAt {
+		pre := n
+		if mark {
+			pre = n.Clone()
+		}
+		pre.media, pre.fedMedia = c.media, c.fed
+		if ds := s.draft; ds != nil && ds.n != s.Pos {
+			pre.draft = ds.clone() // lost: what a state that fed up to here holds
+		}
+		s.prefix = pre
+	}
+	if mark {
+		s.catchOne(n)
+	}
+}
+
+// feedKeepingPrefix is feed of a prompt that also returns a copy of the
+// state after all but its last position (GenOptions.KeepPrefix), taken
+// inside the pass that reads it: the KDA layers copy their state as their
+// position loop passes it, the MLA rows are cut after the chunk. Bit for
+// bit the state of feeding those positions alone, without a pass of its
+// own for the last position. A one-position prompt's copy is the state
+// before it (a stale state read again first). Stopped part-way, the copy
+// is there only when a chunk that completed ended at its position.
+func (e *Engine) feedKeepingPrefix(ctx context.Context, s *State, ids []int, on func(Event)) ([]float32, *State, error) {
+	if len(ids) == 1 {
+		if _, err := e.feed(ctx, s, nil, false, on); err != nil {
+			return nil, nil, err
+		}
+		pre := s.Clone()
+		lg, err := e.feed(ctx, s, ids, false, on)
+		return lg, pre, err
+	}
+	s.prefixAt = s.Pos + len(ids) - 1
+	lg, err := e.feed(ctx, s, ids, false, on)
+	pre := s.prefix
+	s.prefixAt, s.prefix, s.catch = 0, nil, nil
+	return lg, pre, err
 }
 
 // catchOne hands a finished copy to onCaught, or keeps it in caught.

@@ -157,9 +157,23 @@ type expertMiss struct {
 // read loads the misses in order, queueDepth at a time, and sends each on
 // done when its read has finished.
 func (s *ExpertStore) read(misses []*expertMiss, done chan<- *expertMiss) {
-	next := make(chan *expertMiss)
+	next := s.readers(len(misses), done)
 	s.io.urgentAdd(len(misses))
-	for w := 0; w < max(1, min(s.queueDepth, len(misses))); w++ {
+	for _, m := range misses {
+		next <- m
+	}
+	close(next)
+}
+
+// readers starts the readers of up to n misses, queueDepth at once: each
+// miss sent on the channel returned (buffered for n, so sending never
+// waits) is loaded into its slot and sent on done, which must have room
+// for all n. Close the channel to end them; the caller counts the misses
+// it sends as urgent reads (ioTracker.urgentAdd), the readers count them
+// finished.
+func (s *ExpertStore) readers(n int, done chan<- *expertMiss) chan *expertMiss {
+	next := make(chan *expertMiss, n)
+	for w := 0; w < max(1, min(s.queueDepth, n)); w++ {
 		go func() {
 			for m := range next {
 				s.io.begin()
@@ -170,10 +184,7 @@ func (s *ExpertStore) read(misses []*expertMiss, done chan<- *expertMiss) {
 			}
 		}()
 	}
-	for _, m := range misses {
-		next <- m
-	}
-	close(next)
+	return next
 }
 
 // load reads an expert's run into slot memory: the 4096-aligned span that

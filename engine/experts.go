@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"k3/engine/expertcache"
+	"k3/engine/plan"
 	"k3/kernels"
 	"k3/storage/config"
 	"k3/storage/direct"
@@ -23,9 +24,11 @@ type ExpertSource interface {
 	// Each makes the experts of a layer resident and calls use(i, expert)
 	// for experts[i] as soon as it is: the cached ones first, then the
 	// ones read from disk in the order they land, while the others are
-	// still being read. It returns when every read is done and every
-	// expert released; a failed read returns an *ExpertError (use is not
-	// called for the experts that land after it).
+	// still being read. Any number of experts may be asked for: at most
+	// MaxPinned are held at once, and the slot of one that has been used
+	// takes the next. It returns when every read is done and every expert
+	// released; a failed read returns an *ExpertError (use is not called
+	// for the experts that land after it).
 	Each(layer int, experts []int, use func(i int, ex *Expert)) error
 	// MaxPinned is how many experts one Acquire may hold.
 	MaxPinned() int
@@ -128,11 +131,11 @@ type slot struct {
 }
 
 // newExpertStore returns the store of the first `layers` layers' experts
-// with a cache of budget bytes (at least top-k+1 slots are kept) under the
-// named replacement policy.
+// with a cache of budget bytes (at least plan.MinExpertSlots are kept)
+// under the named replacement policy.
 func newExpertStore(set *st.Set, cfg *config.Config, layers int, budget int64, policy string) *ExpertStore {
 	s := &ExpertStore{set: set, cfg: cfg, locs: make([]expertLoc, layers*cfg.Experts), bound: layers, policy: policy,
-		index: map[int]*slot{}, budget: budget, files: map[string]*direct.File{}, queueDepth: 8,
+		index: map[int]*slot{}, budget: budget, files: map[string]*direct.File{}, queueDepth: plan.ExpertQueueDepth,
 		fileIndex: map[string]int32{}, partSizes: expertPartSizes(cfg)}
 	for i, f := range set.Files() {
 		s.paths = append(s.paths, f.Path)
@@ -155,7 +158,7 @@ func (s *ExpertStore) capacity() int {
 	if all := s.cfg.Experts * max(1, s.bound-s.cfg.FirstKDense); n > all {
 		n = all
 	}
-	return max(n, s.cfg.TopK+1)
+	return max(n, plan.MinExpertSlots(s.cfg.TopK))
 }
 
 // slotBytes is one slot: the aligned span covering an expert's run.
@@ -205,40 +208,110 @@ func (s *ExpertStore) Acquire(li int, experts []int) ([]*Expert, error) {
 }
 
 // Each makes the experts of layer li resident and calls use for each as
-// soon as it is (see ExpertSource); len(experts) must not exceed MaxPinned
-// and must be distinct. Only the time use is not running and no read has
-// landed counts as waiting (ExpertStats.ReadSeconds).
+// soon as it is (see ExpertSource); the experts must be distinct. It holds
+// at most MaxPinned of them at once: the first MaxPinned are reserved (the
+// misses read queueDepth at a time, in disk-offset order), and each time
+// one has been used its pin is dropped and the next expert reserved, so
+// the reads stay in flight while one expert computes, with no pause
+// between groups. Which experts are held together changes no value: each
+// use writes only its own rows. Only the time use is not running and no
+// read has landed counts as waiting (ExpertStats.ReadSeconds).
 func (s *ExpertStore) Each(li int, experts []int, use func(i int, ex *Expert)) error {
-	out := make([]*Expert, len(experts))
-	misses, err := s.reserve(li, experts, out)
+	r := &rolling{s: s, li: li, experts: experts, out: make([]*Expert, len(experts)), done: make(chan *expertMiss, len(experts))}
+	r.feed = s.readers(len(experts), r.done)
+	defer close(r.feed)
+	if err := r.reserve(s.MaxPinned()); err != nil {
+		return err
+	}
+	for {
+		i, ok := r.next()
+		if !ok {
+			break
+		}
+		use(i, r.out[i])
+		s.Release(li, experts[i:i+1])
+		r.out[i] = nil
+		if err := r.reserve(1); err != nil {
+			r.err = err
+			break
+		}
+	}
+	return r.drain()
+}
+
+// rolling is one Each call: experts[:reserved] have been reserved, hits
+// lists the reserved cached ones not yet used, pending counts the misses
+// being read (fed to the readers, landing on done), and out holds each
+// pinned expert until it is used.
+type rolling struct {
+	s          *ExpertStore
+	li         int
+	experts    []int
+	out        []*Expert
+	reserved   int
+	hits       []int
+	pending    int
+	feed, done chan *expertMiss
+	err        error
+}
+
+// reserve pins the next n experts (fewer at the end), queueing the misses'
+// reads.
+func (r *rolling) reserve(n int) error {
+	a, b := r.reserved, min(r.reserved+n, len(r.experts))
+	if a >= b {
+		return nil
+	}
+	misses, err := r.s.reserve(r.li, r.experts[a:b], r.out[a:b])
 	if err != nil {
 		return err
 	}
-	defer func() { s.Release(li, pinned(experts, out)) }()
-	// the reads start first, so the cached experts compute while they run
-	done := make(chan *expertMiss, len(misses))
-	if len(misses) > 0 {
-		go s.read(misses, done)
-	}
-	for i, ex := range out {
-		if ex != nil {
-			use(i, ex)
+	r.reserved = b
+	for i := a; i < b; i++ {
+		if r.out[i] != nil {
+			r.hits = append(r.hits, i)
 		}
 	}
-	if len(misses) == 0 {
-		return nil
+	r.s.io.urgentAdd(len(misses))
+	r.pending += len(misses)
+	for _, m := range misses {
+		m.i += a
+		r.feed <- m
 	}
-	wait, failed := 0.0, false
-	for range misses {
+	return nil
+}
+
+// next is the index of an expert ready to use: a cached one, else the next
+// read to land. ok is false when none is left or a read failed (r.err).
+func (r *rolling) next() (i int, ok bool) {
+	if len(r.hits) > 0 {
+		i, r.hits = r.hits[0], r.hits[1:]
+		return i, true
+	}
+	if r.pending == 0 || r.err != nil {
+		return 0, false
+	}
+	t0 := time.Now()
+	m := <-r.done
+	r.pending--
+	if r.err = r.s.settle(r.li, r.experts, []*expertMiss{m}, r.out, time.Since(t0).Seconds()); r.err != nil {
+		return 0, false
+	}
+	return m.i, true
+}
+
+// drain waits for the reads still in flight after a failure, frees their
+// slots and drops every pin left; it returns the first failure.
+func (r *rolling) drain() error {
+	for ; r.pending > 0; r.pending-- {
 		t0 := time.Now()
-		m := <-done
-		wait += time.Since(t0).Seconds()
-		failed = failed || m.err != nil
-		if !failed {
-			use(m.i, m.sl.ex)
+		m := <-r.done
+		if err := r.s.settle(r.li, r.experts, []*expertMiss{m}, r.out, time.Since(t0).Seconds()); r.err == nil {
+			r.err = err
 		}
 	}
-	return s.settle(li, experts, misses, out, wait)
+	r.s.Release(r.li, pinned(r.experts, r.out))
+	return r.err
 }
 
 // pinned lists the experts that out holds.

@@ -170,7 +170,7 @@ func (e *Engine) commitPass(s *State, ids []int, taps [][]float32, plain bool) {
 	}
 	s.Pos += T
 	if len(s.media) > 0 {
-		s.dropFedMedia(e.m.Cfg.Hidden)
+		s.dropFedMedia(e.m.lean)
 	}
 	s.IDs = append(s.IDs, ids...)
 	if d := e.m.draft; d != nil {
@@ -232,17 +232,18 @@ func (e *Engine) finalLogits(s *State, P []float32, blocks [][]float32, t0, T in
 }
 
 // rebuild reads a stale state's ids again into a fresh state (a cancel at
-// the memory floor dropped its chunk in flight: State.drop), which then
-// takes its place with the images and prompt-cache marks still to come.
-// Cancelled part-way, it leaves s as it was (stale).
+// the memory floor dropped its chunk in flight: State.drop), the rows of
+// its pictures at their positions, which then takes its place with the
+// images, prompt-cache marks and prefix position still to come. Cancelled
+// part-way, it leaves s as it was (stale).
 func (e *Engine) rebuild(ctx context.Context, s *State) error {
-	n := e.m.NewState()
+	n := e.m.freshWithMedia(s)
 	if len(s.IDs) > 0 {
 		if _, err := e.feed(ctx, n, s.IDs, false, nil); err != nil {
 			return err
 		}
 	}
-	n.media, n.marks, n.onCaught = s.media, s.marks, s.onCaught
+	n.marks, n.onCaught, n.prefixAt = s.marks, s.onCaught, s.prefixAt
 	*s = *n
 	return nil
 }

@@ -247,9 +247,10 @@ func (g *generation) resume() error {
 
 // readPrompt feeds the prompt into the state, progress per chunk to
 // OnEvent, and keeps the logits after its last position: with KeepPrefix
-// in two feeds, the state after all but the last position copied between
-// them; with Recompute (and tokens to generate) the whole sequence into a
-// fresh state, which carries the state's pending image rows. This is the
+// also a copy of the state after all but the last position, taken inside
+// the same pass (feedKeepingPrefix); with Recompute (and tokens to
+// generate) the whole sequence into a fresh state, which carries the
+// state's pending image rows (and keeps no prefix copy). This is the
 // one place the prompt is read: the plan's prefill chunk (the positions
 // per forward) enters here, and image rows given to the state
 // (State.AddMedia) are fed at their media positions by these feeds; a
@@ -264,14 +265,7 @@ func (g *generation) readPrompt() error {
 	case g.opt.Recompute && g.opt.MaxTokens > 0:
 		g.logits, err = e.feed(g.ctx, e.m.freshWithMedia(g.s), g.full, false, g.emit)
 	case g.opt.KeepPrefix && n > 0:
-		// progress counts the whole prompt across the two feeds
-		part := func(base int) func(Event) {
-			return func(ev Event) { ev.Done, ev.Total = base+ev.Done, n; g.emit(ev) }
-		}
-		if _, err = e.feed(g.ctx, g.s, g.prompt[:n-1], false, part(0)); err == nil {
-			g.res.PrefixState = g.s.Clone()
-			g.logits, err = e.feed(g.ctx, g.s, g.prompt[n-1:], false, part(n-1))
-		}
+		g.logits, g.res.PrefixState, err = e.feedKeepingPrefix(g.ctx, g.s, g.prompt, g.emit)
 	default:
 		g.logits, err = e.feed(g.ctx, g.s, g.prompt, false, g.emit)
 	}

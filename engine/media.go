@@ -1,17 +1,14 @@
 package engine
 
-import (
-	"fmt"
-	"slices"
-)
+import "fmt"
 
 // mediaSpan gives the input embeddings of positions At .. At+len(Rows)/H-1:
 // an image's projected rows (engine/vision) in place of its pad tokens'
 // embeddings.
 type mediaSpan struct {
-	At   int
-	Rows []float32
-	Key  uint64
+	At, N int // first position, positions
+	Rows  []float32
+	Key   uint64
 }
 
 // MediaKey records an image a state has fed: its first position, its
@@ -24,7 +21,17 @@ type MediaKey struct {
 }
 
 // FedMedia lists the images this state has fed, in position order.
-func (s *State) FedMedia() []MediaKey { return slices.Clone(s.fedMedia) }
+func (s *State) FedMedia() []MediaKey {
+	var k []MediaKey
+	for _, m := range s.fedMedia {
+		k = append(k, m.key())
+	}
+	return k
+}
+
+// key is the span's MediaKey (it stays whole once fed: its N is kept when
+// its rows are not).
+func (m mediaSpan) key() MediaKey { return MediaKey{At: m.At, N: m.N, Key: m.Key} }
 
 // MediaAgrees reports whether the images this state has fed are exactly
 // the images of want (a prompt's images, in position order) that lie
@@ -41,7 +48,7 @@ func (s *State) MediaAgrees(want []MediaKey) bool {
 		return false
 	}
 	for i, k := range before {
-		if k != s.fedMedia[i] || k.At+k.N > s.Pos {
+		if k != s.fedMedia[i].key() || k.At+k.N > s.Pos {
 			return false
 		}
 	}
@@ -62,44 +69,75 @@ func (s *State) AddMedia(at int, rows []float32, hidden int, key uint64) error {
 	}
 	end := at + len(rows)/hidden
 	for _, m := range s.media {
-		if at < m.At+len(m.Rows)/hidden && m.At < end {
+		if at < m.At+m.N && m.At < end {
 			return fmt.Errorf("media rows at positions %d..%d overlap rows already given at %d", at, end-1, m.At)
 		}
 	}
-	s.media = append(s.media[:len(s.media):len(s.media)], mediaSpan{At: at, Rows: rows, Key: key})
+	s.media = append(s.media[:len(s.media):len(s.media)], mediaSpan{At: at, N: end - at, Rows: rows, Key: key})
 	return nil
 }
 
 // mediaRow is the input embedding given for absolute position pos, or nil.
 func (s *State) mediaRow(pos, hidden int) []float32 {
 	for _, m := range s.media {
-		if i := pos - m.At; i >= 0 && i < len(m.Rows)/hidden {
+		if i := pos - m.At; i >= 0 && i < m.N {
 			return m.Rows[i*hidden : (i+1)*hidden]
 		}
 	}
 	return nil
 }
 
-// dropFedMedia moves the spans wholly fed to fedMedia (their rows are
-// never read again). A span only partly fed stays until it is whole.
-func (s *State) dropFedMedia(hidden int) {
-	var keep []mediaSpan
+// dropFedMedia moves the spans wholly fed to fedMedia. A span only
+// partly fed stays until it is whole. With keep (at the memory floor) the
+// fed spans keep their rows: a prompt chunk stopped there is dropped and
+// the state read again (Engine.rebuild), the pictures it fed included, and
+// a picture's rows cannot be rebuilt from its ids. Otherwise the rows are
+// never read again (a stop rolls back from the state's copy) and go.
+func (s *State) dropFedMedia(keep bool) {
+	var pending []mediaSpan
 	for _, m := range s.media {
-		n := len(m.Rows) / hidden
-		if m.At+n > s.Pos {
-			keep = append(keep, m)
+		if m.At+m.N > s.Pos {
+			pending = append(pending, m)
 			continue
 		}
-		s.fedMedia = append(s.fedMedia[:len(s.fedMedia):len(s.fedMedia)], MediaKey{At: m.At, N: n, Key: m.Key})
+		if !keep {
+			m.Rows = nil
+		}
+		s.fedMedia = append(s.fedMedia[:len(s.fedMedia):len(s.fedMedia)], m)
 	}
-	s.media = keep
+	s.media = pending
+}
+
+// rereadable reports whether the state can be read again from its ids:
+// it holds the rows of every picture it fed (dropFedMedia's keep).
+func (s *State) rereadable() bool {
+	for _, m := range s.fedMedia {
+		if m.Rows == nil {
+			return false
+		}
+	}
+	return true
+}
+
+// allMedia is every span whose rows the state holds, fed or not, in
+// position order: what a state that reads s's ids again from an earlier
+// position (position 0, or a snapshot of the text before the first
+// picture) is given to read.
+func (s *State) allMedia() []mediaSpan {
+	var all []mediaSpan
+	for _, m := range s.fedMedia {
+		if m.Rows != nil {
+			all = append(all, m)
+		}
+	}
+	return append(all, s.media...)
 }
 
 // freshWithMedia is a fresh state that reads the same media rows as s (a
 // recomputation from position 0).
 func (m *Model) freshWithMedia(s *State) *State {
 	n := m.NewState()
-	n.media = s.media[:len(s.media):len(s.media)]
+	n.media = s.allMedia()
 	return n
 }
 

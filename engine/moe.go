@@ -92,27 +92,23 @@ func (L *moeBlock) forward(e *Engine, x []float32, T int) ([]float32, error) {
 	z := e.mm(L.LatDown, x, T)
 	order, users := expertUsers(idx)
 	contrib := make([]float32, T*k*lat)
-	// pin as many distinct experts at once as the cache allows, and run
-	// each as soon as it is resident: each writes only its own rows of
-	// contrib, and the sum below goes in slot order, so the order in which
-	// reads land changes nothing
-	store := e.m.experts
-	group := max(1, store.MaxPinned())
+	// the store runs each expert as soon as it is resident, holding as
+	// many at once as the cache allows (ExpertStore.Each): each writes
+	// only its own rows of contrib, and the sum below goes in slot order,
+	// so neither the order in which reads land nor the cache's size
+	// changes anything
 	g := newGather(T, lat, c.MoEInter)
-	for i := 0; i < len(order); i += group {
-		part := order[i:min(i+group, len(order))]
-		err := store.Each(L.layer, part, func(j int, exp *Expert) {
-			if e.expertSeconds == nil {
-				runExpert(e, exp, users[part[j]], z, contrib, g)
-				return
-			}
-			t0 := time.Now()
-			runExpert(e, exp, users[part[j]], z, contrib, g)
-			e.expertSeconds[L.layer] += time.Since(t0).Seconds()
-		})
-		if err != nil {
-			return nil, err
+	err := e.m.experts.Each(L.layer, order, func(j int, exp *Expert) {
+		if e.expertSeconds == nil {
+			runExpert(e, exp, users[order[j]], z, contrib, g)
+			return
 		}
+		t0 := time.Now()
+		runExpert(e, exp, users[order[j]], z, contrib, g)
+		e.expertSeconds[L.layer] += time.Since(t0).Seconds()
+	})
+	if err != nil {
+		return nil, err
 	}
 	agg := L.combine(contrib, w, T, k, lat, c.RMSEps)
 	out := e.mm(L.LatUp, agg, T)

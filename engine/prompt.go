@@ -112,19 +112,20 @@ func (c *CacheUse) resume(s *State, full []int, leave int) int {
 		return 0
 	}
 	had := s.Pos
-	*s = State{Pos: n.Pos, IDs: n.IDs, kda: n.kda, mla: n.mla, draft: n.draft, media: s.media}
+	*s = State{Pos: n.Pos, IDs: n.IDs, kda: n.kda, mla: n.mla, draft: n.draft, media: s.allMedia()}
 	return s.Pos - had
 }
 
 // mediaStart is where the first image of a state's prompt starts (n when
-// there is none; 0 when it has fed one): the cache keeps and reuses only
-// snapshots of the text before it, since ids alone do not say which
-// picture a pad position read.
+// there is none; 0 when it has fed one whose rows it no longer holds): the
+// cache keeps and reuses only snapshots of the text before it, since ids
+// alone do not say which picture a pad position read. A stale state
+// resumed from such a snapshot reads its pictures again from their rows.
 func mediaStart(s *State, n int) int {
-	if len(s.fedMedia) > 0 {
+	if !s.rereadable() {
 		return 0
 	}
-	for _, m := range s.media {
+	for _, m := range s.allMedia() {
 		n = min(n, m.At)
 	}
 	return n

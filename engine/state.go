@@ -42,10 +42,16 @@ type State struct {
 	caught   []*State
 	catch    *capture
 	onCaught func(*State)
+	// prefixAt is an absolute position after which the feeds keep a copy
+	// of the state in prefix, apart from the marks (0: none): the state
+	// before a prompt's last position (GenOptions.KeepPrefix, capture.go)
+	prefixAt int
+	prefix   *State
 	// media are input embeddings given for positions not fed yet
-	// (AddMedia); fedMedia the images already fed (FedMedia)
+	// (AddMedia); fedMedia the images already fed (FedMedia), with their
+	// rows at the memory floor (dropFedMedia)
 	media    []mediaSpan
-	fedMedia []MediaKey
+	fedMedia []mediaSpan
 }
 
 // kdaRecord holds one KDA layer's recurrence inputs for the positions of a
@@ -181,14 +187,15 @@ func (s *State) rollback(n int) {
 
 // stop undoes what a pass cancelled before layer li did and reports
 // whether it stops there: rolled back (from the copy, the record, or
-// nothing done yet), or at the floor (lean) dropped (drop). A state that
-// has fed a picture cannot be read again from its ids: there the chunk
-// finishes first.
+// nothing done yet), or at the floor (lean) dropped (drop). A state is
+// read again from its ids and the rows of the pictures it fed, which it
+// keeps at the floor (dropFedMedia); one that fed a picture without
+// keeping its rows (not fed at the floor) finishes the chunk first.
 func (s *State) stop(li int, lean bool) bool {
 	switch {
 	case li == 0 || !lean || s.recording:
 		s.rollback(li)
-	case len(s.fedMedia) > 0:
+	case !s.rereadable():
 		return false
 	default:
 		s.drop(li)
@@ -200,7 +207,7 @@ func (s *State) stop(li int, lean bool) bool {
 // state and no record (a prompt chunk) stopped before layer n: the MLA
 // rows of the layers it ran are dropped and the state is marked stale (its
 // KDA layers before n took the chunk's positions); pictures of the chunk
-// stay to be fed (State.media).
+// stay to be fed (State.media), and those fed before it keep their rows.
 func (s *State) drop(n int) {
 	for li := 0; li < n && li < len(s.mla); li++ {
 		if c := s.mla[li]; c != nil {

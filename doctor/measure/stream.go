@@ -109,18 +109,19 @@ func Stream(ctx context.Context, model, tr string, tokens int, logf func(string,
 }
 
 // readAllExperts reads every expert of every MoE layer through the cache,
-// top-k at a time, and returns the bytes read and the seconds taken.
+// top-k at a time (or as many as the cache holds), and returns the bytes read and the seconds taken.
 func readAllExperts(m *engine.Model) (int64, float64, error) {
 	c := m.Cfg
 	ids := make([]int, c.Experts)
 	for e := range ids {
 		ids[e] = e
 	}
+	step := min(c.TopK, m.Experts().MaxPinned()) // a cache may hold fewer than top-k at once (plan.MinExpertSlots)
 	t0 := time.Now()
 	before := m.Experts().Stats()
 	for li := c.FirstKDense; li < c.Layers; li++ {
-		for i := 0; i < len(ids); i += c.TopK {
-			part := ids[i:min(i+c.TopK, len(ids))]
+		for i := 0; i < len(ids); i += step {
+			part := ids[i:min(i+step, len(ids))]
 			if _, err := m.Experts().Acquire(li, part); err != nil {
 				return 0, 0, err
 			}

@@ -271,16 +271,39 @@ func (s *Session) Reply(ctx context.Context, history []Message, opt Options, on 
 // anything: the transcript's positions (total) and how many of them a
 // state the session keeps already holds (reused). The app shows "reading
 // prompt 0/total" from the moment a message is sent with it, not only once
-// the first chunk was read.
+// the first chunk was read. (Generate sends the same as its first event:
+// Opening.)
 func (s *Session) Pending(history []Message, opt Options) (reused, total int, err error) {
 	ids, images, err := s.render(history, opt, false)
 	if err != nil {
 		return 0, 0, err
 	}
-	if st := s.reusable(ids, mediaKeys(images)); st != nil {
-		reused = st.Pos
+	return s.startsFrom(ids, PromptOptions{Images: images}), len(ids), nil
+}
+
+// Opening is the prefill event a reply over ids sends before it reads
+// anything (Generate's first event): Done and Reused the positions a state
+// the session keeps already holds, of Total, with the positions read per
+// pass and the engine's counters. A server's watchers say what reading
+// the prompt takes from the request's start with it, as the app's chat
+// does with Pending, not only once the first pass was read.
+func (s *Session) Opening(ids []int, o PromptOptions) engine.Event {
+	r := s.startsFrom(ids, o)
+	return engine.Event{Kind: engine.EventPrefill, Done: r, Total: len(ids), Reused: r,
+		Chunk: s.Engine.Model().Chunk(), Stats: s.Engine.Snapshot(), At: time.Now()}
+}
+
+// startsFrom is how many positions of ids a reply would not read again:
+// those of the state startState would start from (none of another
+// partition's).
+func (s *Session) startsFrom(ids []int, o PromptOptions) int {
+	if o.Partition != s.part {
+		return 0
 	}
-	return reused, len(ids), nil
+	if st := s.reusable(ids, mediaKeys(o.Images)); st != nil {
+		return st.Pos
+	}
+	return 0
 }
 
 // reusable is the longest state the session keeps whose ids (and
@@ -362,10 +385,12 @@ type PromptOptions struct {
 // what was fed. It streams like Turn, returns the reply as the reply
 // reader read it (text, tool calls, warnings: what streamed) and leaves
 // the history alone: a server renders each request's messages itself.
+// Its first event, before anything is read, is Opening's.
 func (s *Session) Generate(ctx context.Context, ids []int, o PromptOptions, on func(engine.Event)) (*Reply, error) {
 	if on == nil {
 		on = func(engine.Event) {}
 	}
+	on(s.Opening(ids, o))
 	rep, sm, gen, err := s.run(ctx, ids, -1, o, on)
 	rep.IDs = gen
 	rep.set(sm.finish())

@@ -370,3 +370,52 @@ func TestReplyTakesTheTranscript(t *testing.T) {
 	_, err = s.Reply(context.Background(), h[:1], opt, nil)
 	assert.EqualError(t, err, "the conversation must end with the user's message")
 }
+
+// TestSnapshotTakesNoPass: a session that keeps the snapshot (above the
+// memory floor) reads each turn's prompt in the forward passes of one that
+// keeps none: the snapshot is taken inside the pass that reads the
+// prompt's last chunk (engine.GenOptions.KeepPrefix), not by a pass of its
+// own. It is the state of the transcript before its last position, byte
+// for byte, and a regenerated turn from it gives the same reply.
+func TestSnapshotTakesNoPass(t *testing.T) {
+	e, tok := demo(t)
+	opt := Options{Thinking: true, MaxTokens: 6, Sampling: engine.Sampling{Greedy: true}, Spec: engine.SpecOff}
+	floor, roomy := NewSession(e, tok), NewSession(e, tok)
+	floor.FitBudget(engine.Options{TrunkDir: "t", Budget: engine.Budget{TrunkBytes: 3e9}})
+	roomy.FitBudget(engine.Options{TrunkDir: "t", Budget: engine.Budget{TrunkBytes: 16e9}})
+	floor.Checkpoints = roomy.Checkpoints // the two differ only in the snapshot
+	m := e.Model()
+	for _, user := range []string{"Hello there", "And a second, longer question to read?"} {
+		var passes [2]int64
+		var ids [2][]int
+		for i, s := range []*Session{floor, roomy} {
+			before := e.Snapshot().ForwardPasses
+			r, err := s.Turn(context.Background(), user, opt, nil)
+			require.NoError(t, err)
+			passes[i], ids[i] = e.Snapshot().ForwardPasses-before, r.IDs
+		}
+		assert.Equal(t, ids[0], ids[1], user)
+		assert.Equal(t, passes[0], passes[1], "%q: the snapshot costs no forward pass", user)
+		require.NotNil(t, roomy.snap)
+		prompt, _, err := roomy.render(roomy.History()[:len(roomy.History())-1], opt, false) // the turn's transcript
+		require.NoError(t, err)
+		require.Equal(t, prompt[:len(prompt)-1], roomy.snap.IDs, "%q: the transcript but its last position", user)
+		alone := m.NewState()
+		_, err = e.Feed(context.Background(), alone, roomy.snap.IDs, false)
+		require.NoError(t, err)
+		want, err := m.EncodeState(alone)
+		require.NoError(t, err)
+		got, err := m.EncodeState(roomy.snap)
+		require.NoError(t, err)
+		require.Equal(t, want, got, "%q: the snapshot is the state of feeding those positions alone", user)
+	}
+	// regenerate the last reply: from the snapshot, one position to read
+	roomy.SetHistory(roomy.History()[:len(roomy.History())-2])
+	floor.SetHistory(floor.History()[:len(floor.History())-2])
+	a, err := roomy.Turn(context.Background(), "And a second, longer question to read?", opt, nil)
+	require.NoError(t, err)
+	b, err := floor.Turn(context.Background(), "And a second, longer question to read?", opt, nil)
+	require.NoError(t, err)
+	assert.Equal(t, b.IDs, a.IDs)
+	assert.Equal(t, 1, a.Prefilled, "read from the snapshot")
+}

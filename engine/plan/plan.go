@@ -153,8 +153,8 @@ type Plan struct {
 // Make decides what to pin and how many slots to use. Layers are pinned
 // largest first while they fit in the trunk budget left after the ring;
 // when everything fits, everything is pinned and no ring is kept. Budgets
-// below the minimum working set (one ring slot; top-k+1 expert slots) run
-// at that minimum, with a note.
+// below the minimum working set (one ring slot; MinExpertSlots expert
+// slots) run at that minimum, with a note.
 //
 // A compressed trunk (LogicalLayerBytes not LayerBytes) is planned by
 // which of BF16C's two effects pays. A layer held in RAM is read by
@@ -296,21 +296,47 @@ func (p *Plan) compressionNote(all, logical int64) {
 	}
 }
 
+// ExpertQueueDepth is how many routed-expert reads the expert store keeps
+// in flight at once (engine.ExpertStore): enough to keep an NVMe queue
+// busy, and the reads one layer's decode step needs at K3's top-k of 16
+// are two rounds of it.
+const ExpertQueueDepth = 8
+
+// MinExpertSlots is the smallest expert cache, in slots, for a model that
+// routes each token to topK experts: the reads in flight (a layer's top-k,
+// at most ExpertQueueDepth of them at once) plus the one expert computing.
+// The engine runs a layer's experts through the cache a slot at a time
+// (ExpertStore.Each: a slot is reused as soon as its expert has been used,
+// and each expert writes only its own rows, summed in slot order), so any
+// size gives the same output; a smaller one would leave the disk's queue
+// short while an expert computes. At K3 (top-k 16) that is 9 slots, 0.16 GB;
+// the C engine's rule, top-k + 1 (17, 0.30 GB), pinned a layer's top-k at
+// once. The engine, the plan and k3 sim-cache use this one rule.
+func MinExpertSlots(topK int) int { return min(max(topK, 1), ExpertQueueDepth) + 1 }
+
 // expertCache sizes the expert cache: its budget in slots, at most the
-// experts there are, at least top-k + 1.
+// experts there are, at least MinExpertSlots.
 func (p *Plan) expertCache(in Inputs) {
 	if in.ExpertBytes > 0 {
 		p.CacheSlots = int(in.CacheBudget / in.ExpertBytes)
 		if in.MaxExperts > 0 && p.CacheSlots > in.MaxExperts {
 			p.CacheSlots = in.MaxExperts
 		}
-		if minSlots := in.TopK + 1; p.CacheSlots < minSlots {
-			p.Notes = append(p.Notes, fmt.Sprintf("expert cache budget %s is below the minimum of %d experts (top-k %d + 1): raised to %s (%d slots), counted in this plan",
-				units.Bytes(in.CacheBudget), minSlots, in.TopK, units.Bytes(int64(minSlots)*in.ExpertBytes), minSlots))
+		if minSlots := MinExpertSlots(in.TopK); p.CacheSlots < minSlots {
+			p.Notes = append(p.Notes, fmt.Sprintf("expert cache budget %s is below the minimum of %d experts (%s): raised to %s (%d slots), counted in this plan",
+				units.Bytes(in.CacheBudget), minSlots, minSlotsWhy(in.TopK), units.Bytes(int64(minSlots)*in.ExpertBytes), minSlots))
 			p.CacheSlots = minSlots
 		}
 		p.CacheBytes = int64(p.CacheSlots) * in.ExpertBytes
 	}
+}
+
+// minSlotsWhy says where MinExpertSlots(topK) comes from, for the note.
+func minSlotsWhy(topK int) string {
+	if topK <= ExpertQueueDepth {
+		return fmt.Sprintf("top-k %d + 1", topK)
+	}
+	return fmt.Sprintf("%d reads in flight + 1", ExpertQueueDepth)
 }
 
 // draft counts the draft model (Plan.Draft), its context rows for

@@ -115,7 +115,7 @@ func TestCheckUsable(t *testing.T) {
 func TestResolve(t *testing.T) {
 	b, err := Resolve("ultra", nil, nil)
 	require.NoError(t, err)
-	assert.Equal(t, Budget{Preset: "ultra", TrunkGB: 2.5, CacheGB: 0.31, Ultra: true}, b)
+	assert.Equal(t, Budget{Preset: "ultra", TrunkGB: 2.5, CacheGB: 0.16, Ultra: true}, b)
 	b, err = Resolve("desktop", nil, nil)
 	require.NoError(t, err)
 	assert.Equal(t, Budget{Preset: "desktop", TrunkGB: 16, CacheGB: 10}, b)
@@ -128,7 +128,7 @@ func TestResolve(t *testing.T) {
 	for _, c := range []struct {
 		usable float64
 		want   string
-	}{{3.80 / 0.95, ""}, {3.82 / 0.95, "ultra"}, {5.01 / 0.95, "laptop"}, {27.01 / 0.95, "desktop"}, {26.99 / 0.95, "laptop"}, {91.01 / 0.95, "workstation"}, {124.01 / 0.95, "server"}, {220.01 / 0.95, "max"}} {
+	}{{3.65 / 0.95, ""}, {3.67 / 0.95, "ultra"}, {5.01 / 0.95, "laptop"}, {27.01 / 0.95, "desktop"}, {26.99 / 0.95, "laptop"}, {91.01 / 0.95, "workstation"}, {124.01 / 0.95, "server"}, {220.01 / 0.95, "max"}} {
 		mem := &Memory{TotalBytes: 1e12, AvailableBytes: int64(c.usable * GB)}
 		b, err := Resolve("auto", mem, need)
 		if c.want == "" {

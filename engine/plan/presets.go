@@ -23,12 +23,15 @@ type Preset struct {
 }
 
 // Presets are the C engine's budgets (the C engine's spec, section 4.3; not
-// in this repository), smallest first. Their notes say what each is for;
+// in this repository), smallest first, except ultra's expert cache: the C
+// engine's 0.31 GB is top-k + 1 slots at K3 size, k3's is the smallest
+// cache that keeps the disk's queue full (MinExpertSlots: 9 slots, 0.158
+// GB; the hit rate is near zero either way at this size). Their notes say what each is for;
 // the memory each takes is k3's own plan of it (Table), not the C engine's
 // figures. "auto" picks one of them from the available memory (Resolve)
 // and is not in this table.
 var Presets = []Preset{
-	{"ultra", 2.5, 0.31, true, "embedding and lm_head streamed too; the smallest. Slow."},
+	{"ultra", 2.5, 0.16, true, "embedding and lm_head streamed too; the smallest. Slow."},
 	{"laptop", 3.0, 1.0, false, "the ordinary-path floor: every layer streamed, embedding rows read when needed."},
 	{"desktop", 16.0, 10.0, false, "some layers pinned."},
 	{"workstation", 60.0, 30.0, false, "most layers pinned; the expert cache starts to matter here."},

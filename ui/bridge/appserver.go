@@ -124,9 +124,9 @@ func (c *engineChat) ServerURL() string {
 // while k3 serve answered a request the window showed nothing).
 type ServeWatcher interface {
 	// WatchServer sends on what the server does: an EventPhase when a
-	// request begins (AnsweringPhase), as its prompt is read
-	// (ServedReadingPhase, when it takes more than one pass) and when it
-	// ends (""); while it runs, the engine's counters (EventStats), the
+	// request begins (AnsweringPhase), as its prompt is read, from before
+	// its first pass (ServedReadingPhase), and when it ends (""); while
+	// it runs, the engine's counters (EventStats), the
 	// prompt's progress (EventPrefill) and each token with its step time
 	// (EventToken), as a turn of the app's sends them (not the reply's
 	// text: it is the other program's). on runs on the server's
@@ -152,7 +152,7 @@ func AnsweringPhase(n int64) string {
 
 // ServedReadingPhase is the status while the app's server reads the
 // prompt of its n-th request: reading, the line a turn of the app's shows
-// (PrefillETA.Phase).
+// (PrefillETA.Phase, or the tower's progress on a picture).
 func ServedReadingPhase(n int64, reading string) string {
 	return fmt.Sprintf("request %d from another program: %s", n, reading)
 }
@@ -218,15 +218,23 @@ func (l *serveLock) Lock() {
 }
 
 // event is serve.Options.Observe: the generation's events the window
-// follows (ServeWatcher.WatchServer), the prompt's reading in the status.
+// follows (ServeWatcher.WatchServer), the prompt's reading in the status
+// from the request's start (the session's first event, chat.Opening, says
+// what it will take, as the app's own turn does), the vision tower's
+// progress on a request's pictures.
 func (l *serveLock) event(ev engine.Event) {
 	switch ev.Kind {
 	case engine.EventPrefill:
 		p := AnsweringPhase(l.n)
-		if ev.Done < ev.Total { // read in more than one pass: say where it is
+		if ev.Done < ev.Total { // not read yet: say where it is
 			p = ServedReadingPhase(l.n, l.eta.Phase(ev.Done, ev.Total, ev.Reused, ev.Chunk, time.Now()))
 		}
 		l.setPhase(p)
+	case engine.EventPhase: // the tower looking at a picture (chat.PictureEvent)
+		if ev.Text != "" {
+			l.setPhase(ServedReadingPhase(l.n, ev.Text))
+		}
+		return
 	case engine.EventToken, engine.EventStats:
 	default:
 		return // the reply's text is the other program's

@@ -2,8 +2,13 @@ package bridge
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"image"
+	"image/color"
+	"image/draw"
+	"image/png"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -175,4 +180,77 @@ type openaiReply struct {
 		Message string `json:"message"`
 		Code    string `json:"code"`
 	} `json:"error"`
+}
+
+// A request the app's server answers says what reading its prompt takes
+// from the request's start, before the first pass is read (at K3 size a
+// pass takes minutes), as a turn of the app's own does: the first phase
+// after the request's number is "reading prompt 0/N (P passes)", sent
+// before any position was read.
+func TestServedPromptSaysItsReadingFromTheStart(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "demo")
+	require.NoError(t, MakeDemoModel(dir))
+	s := DefaultSettings()
+	s.ModelDir, s.Demo, s.MaxTokens = dir, true, 4
+	c := NewEngineChat(s).(*engineChat)
+	t.Cleanup(c.Close)
+	var mu sync.Mutex
+	var seen []engine.Event
+	c.WatchServer(func(ev engine.Event) {
+		mu.Lock()
+		seen = append(seen, ev)
+		mu.Unlock()
+	})
+	url, err := c.StartServer(t.Context(), "127.0.0.1:0", "", func(engine.Event) {})
+	require.NoError(t, err)
+	body, err := json.Marshal(map[string]any{"model": "k3-demo", "max_tokens": 2,
+		"messages": []map[string]string{{"role": "user", "content": strings.Repeat("a wise man sees more ", 40)}}})
+	require.NoError(t, err)
+	resp, err := http.Post(url+"/chat/completions", "application/json", bytes.NewReader(body))
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	resp.Body.Close()
+
+	// a request with a picture says what the tower does too
+	img := image.NewRGBA(image.Rect(0, 0, 56, 56))
+	draw.Draw(img, img.Bounds(), &image.Uniform{color.RGBA{200, 120, 40, 255}}, image.Point{}, draw.Src)
+	draw.Draw(img, image.Rect(10, 10, 40, 30), &image.Uniform{color.RGBA{20, 60, 220, 255}}, image.Point{}, draw.Src)
+	var pic bytes.Buffer
+	require.NoError(t, png.Encode(&pic, img))
+	body, err = json.Marshal(map[string]any{"model": "k3-demo", "max_tokens": 2, "messages": []map[string]any{{"role": "user", "content": []map[string]any{
+		{"type": "text", "text": "Look: "},
+		{"type": "image_url", "image_url": map[string]string{"url": "data:image/png;base64," + base64.StdEncoding.EncodeToString(pic.Bytes())}}}}}})
+	require.NoError(t, err)
+	resp, err = http.Post(url+"/chat/completions", "application/json", bytes.NewReader(body))
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	resp.Body.Close()
+
+	mu.Lock()
+	defer mu.Unlock()
+	looking := 0
+	for _, ev := range seen {
+		if ev.Kind == engine.EventPhase && strings.HasPrefix(ev.Text, ServedReadingPhase(2, "looking at the picture 1/1")) {
+			looking++
+		}
+	}
+	assert.Positive(t, looking, "the tower's progress on the request's picture")
+	var phases []string
+	read := -1 // the first phase after a position was read
+	var total, chunk int
+	for _, ev := range seen {
+		switch {
+		case ev.Kind == engine.EventPhase:
+			phases = append(phases, ev.Text)
+		case ev.Kind == engine.EventPrefill && ev.Done == 0 && total == 0:
+			total, chunk = ev.Total, ev.Chunk
+		case ev.Kind == engine.EventPrefill && read < 0:
+			read = len(phases)
+		}
+	}
+	require.Positive(t, chunk, "the first prefill event says the positions a pass reads")
+	require.Less(t, total, chunk, "the demo reads the prompt in one pass")
+	require.GreaterOrEqual(t, read, 2)
+	assert.Equal(t, []string{AnsweringPhase(1), ServedReadingPhase(1, fmt.Sprintf("reading prompt 0/%d (1 pass)", total))}, phases[:2],
+		"before the first pass was read")
 }

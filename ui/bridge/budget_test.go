@@ -14,8 +14,10 @@ import (
 func TestSettingsBudgetPresets(t *testing.T) {
 	b := Settings{Preset: "ultra", TrunkDir: "/t"}.Budget(nil)
 	assert.True(t, b.Ultra, "ultra preset without ultra mode")
+	ultra, _ := plan.Lookup("ultra")
 	assert.Equal(t, int64(2.5e9), b.TrunkBytes)
-	assert.Equal(t, int64(0.31e9), b.CacheBytes)
+	assert.Equal(t, int64(0.16e9), b.CacheBytes, "ultra's expert cache: the reads in flight (plan.MinExpertSlots)")
+	assert.Equal(t, int64(ultra.CacheGB*plan.GB), b.CacheBytes)
 
 	// budgets set by hand (the custom preset) are used as they are, zero
 	// included, and are not ultra

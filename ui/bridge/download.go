@@ -59,15 +59,11 @@ func Reachable(ctx context.Context, endpoint string) error {
 	return conn.Close()
 }
 
-// plainNetError keeps what a user can act on from a dial error.
+// plainNetError keeps what a user can act on from a dial error, in plain
+// words (netReason).
 func plainNetError(err error) error {
-	var dns *net.DNSError
-	if errors.As(err, &dns) {
-		return fmt.Errorf("the name %s does not resolve (no network, or no DNS)", dns.Name)
-	}
-	var op *net.OpError
-	if errors.As(err, &op) && op.Err != nil {
-		return op.Err
+	if why, ok := netReason(err); ok {
+		return errors.New(why)
 	}
 	return err
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"strings"
 	"syscall"
@@ -69,7 +70,8 @@ func Explain(err error) string {
 	case errors.Is(err, os.ErrNotExist):
 		return "A file or folder is missing (" + first + "). Check that the folder is the right one, or download the checkpoint again."
 	case errors.As(err, &ne):
-		return "The network connection failed (" + first + "). Check the connection and try again."
+		why, _ := netReason(err)
+		return "The network connection failed: " + why + ". Check the connection and try again."
 	}
 	// an error no case above knows, as it is (G26: no "Something went
 	// wrong:" before expected conditions)
@@ -125,23 +127,41 @@ func (e *ServerError) explainAt(here bool) string {
 		}
 		return what + " " + menuPlace
 	}
-	var op *net.OpError
-	var ne net.Error
+	host := hostOf(e.URL)
 	var re *remote.ServerError
 	switch {
-	case errors.As(e.Err, &op):
-		return fmt.Sprintf("Cannot reach the server at %s (%v). Is the server running? %s", e.URL, op, where("Check the address"))
-	case errors.As(e.Err, &ne):
-		return fmt.Sprintf("Cannot reach the server at %s (%v). Is the server running? %s", e.URL, ne, where("Check the address"))
-	case errors.Is(e.Err, remote.ErrClosedEarly):
+	case errors.Is(e.Err, remote.ErrClosedEarly), errors.Is(e.Err, remote.ErrStreamBroke):
 		return fmt.Sprintf("The server at %s stopped sending before the reply was complete: did it stop or restart? "+
-			"What came is kept. Press Retry once the server runs again.", e.URL)
-	case errors.As(e.Err, &re) && (re.Status == 401 || re.Status == 403):
-		return fmt.Sprintf("The server at %s does not accept this API key (HTTP %d). %s", e.URL, re.Status, where("Enter its key"))
-	case errors.As(e.Err, &re) && re.Status == 429:
-		return fmt.Sprintf("The server at %s is busy (HTTP 429). Wait a little, then press Retry.", e.URL)
-	case errors.As(e.Err, &re) && re.Status == 404:
-		return fmt.Sprintf("The server at %s does not know this model or address (HTTP 404). %s", e.URL, where("Choose the model again"))
+			"What came is kept. Press Retry once the server runs again.", host)
+	case errors.As(e.Err, &re):
+		return e.explainStatus(host, re, where)
 	}
-	return fmt.Sprintf("The server at %s answered: %s", e.URL, sentence(e.Err))
+	if why, ok := netReason(e.Err); ok {
+		return fmt.Sprintf("Cannot reach the server at %s: %s. %s", host, why, where("Check the address"))
+	}
+	return fmt.Sprintf("The server at %s answered: %s", host, sentence(e.Err))
+}
+
+// explainStatus words an HTTP error status the server answered with (its
+// own message, short, where it says more than the status).
+func (e *ServerError) explainStatus(host string, re *remote.ServerError, where func(string) string) string {
+	switch {
+	case re.Status == 401 || re.Status == 403:
+		return fmt.Sprintf("The server at %s does not accept this API key (HTTP %d). %s", host, re.Status, where("Enter its key"))
+	case re.Status == 429:
+		return fmt.Sprintf("The server at %s is busy (HTTP 429). Wait a little, then press Retry.", host)
+	case re.Status == 404:
+		return fmt.Sprintf("The server at %s does not know this model or address (HTTP 404). %s", host, where("Choose the model again"))
+	}
+	said := serverSaid(re.Message)
+	if said == "" || said == http.StatusText(re.Status) {
+		said = ""
+	} else {
+		said = fmt.Sprintf(": it said %q", said)
+	}
+	if re.Status >= 500 {
+		return fmt.Sprintf("The server at %s failed on this request (HTTP %d)%s. Press Retry; if it fails again, the server's own log says why.",
+			host, re.Status, said)
+	}
+	return fmt.Sprintf("The server at %s refused this request (HTTP %d)%s.", host, re.Status, said)
 }

@@ -24,17 +24,17 @@ func TestExplainServerErrors(t *testing.T) {
 	require.Error(t, dialErr)
 
 	msg := ExplainServer("http://"+addr+"/v1", dialErr)
-	assert.Contains(t, msg, "Cannot reach the server at http://"+addr+"/v1 (dial tcp "+addr)
-	assert.Contains(t, msg, "Is the server running?")
+	assert.Equal(t, "Cannot reach the server at "+addr+": nothing answers there, so the server is not running or the port is wrong. "+
+		"Check the address in k3 → Model location…", msg)
 	assert.NotContains(t, msg, "Resume")
 
 	// G26: expected conditions in plain words, no "Something went wrong:"
-	assert.Equal(t, "The server at http://h/v1 does not accept this API key (HTTP 401). Enter its key in k3 → Model location…",
+	assert.Equal(t, "The server at h does not accept this API key (HTTP 401). Enter its key in k3 → Model location…",
 		ExplainServer("http://h/v1", &remote.ServerError{Status: 401, Message: "invalid key"}))
-	assert.Equal(t, "The server at http://h/v1 stopped sending before the reply was complete: did it stop or restart? "+
+	assert.Equal(t, "The server at h stopped sending before the reply was complete: did it stop or restart? "+
 		"What came is kept. Press Retry once the server runs again.",
 		ExplainServer("http://h/v1", fmt.Errorf("reading the reply: %w", remote.ErrClosedEarly)))
-	assert.Equal(t, "The server at http://h/v1 answered: The server answered 500: overloaded.",
+	assert.Equal(t, `The server at h failed on this request (HTTP 500): it said "overloaded". Press Retry; if it fails again, the server's own log says why.`,
 		ExplainServer("http://h/v1", &remote.ServerError{Status: 500, Message: "overloaded"}))
 	assert.Equal(t, "Wait until the reply is finished (or press Stop) before deleting.",
 		Explain(errors.New("wait until the reply is finished (or press Stop) before deleting")))

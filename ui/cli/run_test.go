@@ -334,6 +334,6 @@ func TestPresetsList(t *testing.T) {
 	// the plans are the CLI's, with the app's beside them (its base)
 	_, out, _ := runK3("presets")
 	assert.Contains(t, out, "The plans are of k3 run and k3 chat: a process base of 0.08 GB (the Go runtime, the tokenizer, the checkpoint's tensor index of 0.01 GB)")
-	assert.Contains(t, out, "The app's plans are 0.24 GB more (its window toolkit): ultra 3.78 GB, laptop 7.16 GB.")
-	assert.Contains(t, out, "ultra          2.50 / 0.31      3.55 GB planned")
+	assert.Contains(t, out, "The app's plans are 0.24 GB more (its window toolkit): ultra 3.64 GB, laptop 7.16 GB.")
+	assert.Contains(t, out, "ultra          2.50 / 0.16      3.40 GB planned")
 }

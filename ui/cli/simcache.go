@@ -13,6 +13,7 @@ import (
 
 	"k3/engine/cachesim"
 	"k3/engine/expertcache"
+	"k3/engine/plan"
 	"k3/storage/config"
 )
 
@@ -215,8 +216,8 @@ func simSizes(caps, slots string, m cachesim.Model, stderr io.Writer) ([]simSize
 	}
 	for _, g := range gbs {
 		n := cachesim.SlotsForGB(g, m.ExpertBytes)
-		if n < m.TopK+1 { // the engine refuses a cache that cannot hold one layer's top-k
-			fmt.Fprintf(stderr, "k3 sim-cache: skipping %s GB: %d slots < top-%d + 1\n", fmtGB(g), n, m.TopK)
+		if least := plan.MinExpertSlots(m.TopK); n < least { // the engine raises a smaller cache to its minimum
+			fmt.Fprintf(stderr, "k3 sim-cache: skipping %s GB: %d slots < the engine's minimum of %d\n", fmtGB(g), n, least)
 			continue
 		}
 		sizes = append(sizes, simSize{g, n})

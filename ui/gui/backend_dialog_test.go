@@ -48,7 +48,7 @@ func TestServerDialogLabelsAndAdvice(t *testing.T) {
 	require.Error(t, dialErr)
 	url := "http://" + addr + "/v1"
 	here := bridge.ExplainServerHere(url, dialErr)
-	assert.True(t, strings.HasSuffix(here, "Is the server running? Check the address above."), here)
+	assert.True(t, strings.HasSuffix(here, "the server is not running or the port is wrong. Check the address above."), here)
 	assert.NotContains(t, here, "Model location")
 	menu := bridge.ExplainServer(url, dialErr)
 	assert.True(t, strings.HasSuffix(menu, "Check the address in k3 → Model location…"), menu)

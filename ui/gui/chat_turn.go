@@ -213,6 +213,7 @@ func (v *chatView) finishTurn(reply *messageView, rep bridge.Reply, err error) {
 		}
 	}
 	v.Notice.SetText("") // "wait for the reply…" notices are out of date now
+	logDetails("the reply", err)
 	if v.quitting {
 		return // saved when the window closed
 	}

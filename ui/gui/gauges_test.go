@@ -1,9 +1,12 @@
 package gui
 
 import (
+	"strings"
 	"testing"
 
 	"fyne.io/fyne/v2"
+	"fyne.io/fyne/v2/test"
+	"fyne.io/fyne/v2/widget"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -81,4 +84,38 @@ func TestGaugesShowTokensPerPass(t *testing.T) {
 	g := newGaugesView()
 	g.Set(bridge.Gauges{Tokens: 11, SecPerToken: 0.1, LastToken: 0.1, TTFT: 0.01, Drafted: 8, Accepted: 6})
 	assert.Contains(t, g.Speed.Text, "drafted tokens accepted: 6 of 8, 2.50 tokens per pass")
+}
+
+// visibleRun lists o's visible widgets in reading order (containers are
+// walked, hidden parts skipped): "sep" for a separator, "w" otherwise.
+func visibleRun(o fyne.CanvasObject) []string {
+	if !o.Visible() {
+		return nil
+	}
+	switch x := o.(type) {
+	case *widget.Separator:
+		return []string{"sep"}
+	case *fyne.Container:
+		var out []string
+		for _, c := range x.Objects {
+			out = append(out, visibleRun(c)...)
+		}
+		return out
+	}
+	return []string{"w"}
+}
+
+// The Engine panel of a model on a server hides this machine's gauges and
+// shows one line between the model and the speed, not two stacked lines.
+func TestServerPanelHasOneSeparator(t *testing.T) {
+	test.NewTempApp(t)
+	v := newGaugesView()
+	run := func() string { return strings.Join(visibleRun(v.Root), " ") }
+	v.SetModel(bridge.ModelInfo{Name: "kimi-k3 on gpu-box:8000", Remote: true})
+	assert.NotContains(t, run(), "sep sep")
+	assert.Equal(t, 1, strings.Count(run(), "sep"), run())
+
+	v.SetModel(bridge.ModelInfo{Name: "k3", Layers: 61})
+	assert.NotContains(t, run(), "sep sep")
+	assert.Equal(t, 2, strings.Count(run(), "sep"), "this machine's gauges between two lines: %s", run())
 }

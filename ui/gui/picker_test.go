@@ -127,7 +127,8 @@ func TestDraftModelCanBeTurnedOff(t *testing.T) {
 		assert.True(t, p.Draft.Visible())
 		assert.True(t, p.Draft.Checked)
 		assert.Equal(t, "Draft model", p.Draft.Text)
-		assert.Equal(t, "kimi-k3 with draft model — on this machine · loads with the first message", pickerShows(p))
+		assert.Equal(t, "kimi-k3 — on this machine · loads with the first message", pickerShows(p), "the Draft model box says it")
+		assert.Equal(t, []string{"kimi-k3 with draft model — on this machine · loads with the first message"}, p.Select.Options)
 		v.Send("hi")
 	})
 	waitFor(t, "turn", func() bool { return !v.Busy })
@@ -198,7 +199,9 @@ func TestModelPickerShowsTheDraft(t *testing.T) {
 	require.NotNil(t, u.Chat)
 	ui(func() {
 		assert.Equal(t, []string{"kimi-k3 with draft model — on this machine · loads with the first message"}, u.Chat.Picker.Select.Options)
-		assert.Equal(t, "kimi-k3 with draft model — on this machine · loads with the first message", pickerShows(u.Chat.Picker))
+		// the box leaves the draft model to the Draft model box beside it
+		assert.Equal(t, "kimi-k3 — on this machine · loads with the first message", pickerShows(u.Chat.Picker))
+		assert.True(t, u.Chat.Picker.Draft.Visible() && u.Chat.Picker.Draft.Checked)
 	})
 }
 

@@ -16,7 +16,7 @@ import (
 // says about how much memory the app's plan of Kimi K3 takes at it (the
 // doctor's plan with the app's process base), within 10%. The ultra note
 // said "about 3 GB", the C engine's figure, where the app planned 3.93 GB
-// (3.78 GB now).
+// (3.64 GB now).
 func TestPresetNotesQuoteTheAppsPlan(t *testing.T) {
 	gb := regexp.MustCompile(`[Aa]bout (\d+(?:\.\d+)?) GB`)
 	for _, p := range plan.Presets {

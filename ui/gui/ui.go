@@ -1,7 +1,9 @@
 package gui
 
 import (
+	"context"
 	"errors"
+	"log"
 	"path/filepath"
 
 	"fyne.io/fyne/v2"
@@ -27,16 +29,19 @@ type appUI struct {
 
 	wizard *wizard
 	Chat   *chatView
-	// machine is the last measurement of this machine (nil: none yet) and
-	// the folders it measured: a wizard opened again shows it instead of
-	// measuring again (issue 27, G20)
-	machine     *doctor.Report
-	machineDirs []string
+	// machine is the last measurement of this machine (nil: none yet);
+	// machines keeps it with its time and the disks it measured, also for
+	// the next start: a wizard opened again ("Other models…") shows it
+	// instead of measuring again (issue 27, G20)
+	machine  *doctor.Report
+	machines *bridge.MachineMemo
 }
 
 // newAppUI builds the views. Call Start to show the first one.
 func newAppUI(a fyne.App, w fyne.Window, b bridge.Backends) *appUI {
 	u := &appUI{App: a, Win: w, B: b, S: bridge.LoadSettings(a.Preferences()), N: bindNotes(a.Preferences()), do: fyne.Do, later: fyneLater}
+	u.machines = bridge.NewMachineMemo(b.DataDir)
+	u.machine, _ = u.machines.Last()
 	u.SetTheme(u.themeChoice()) // the system's variant too has a focus that shows (G8)
 	key, err := bridge.LoadServerKey(a.Preferences(), b.KeyStore(), u.S.ServerURL)
 	u.S.ServerKey = key
@@ -166,3 +171,12 @@ func (u *appUI) conversationsDir() string { return filepath.Join(u.B.DataDir, "c
 
 // demoDir is where the demo model is written.
 func (u *appUI) demoDir() string { return filepath.Join(u.B.DataDir, "demo-model") }
+
+// logDetails writes an error's technical details (the chain the window's
+// plain words leave out: "dial tcp …", system error text) to the log, for
+// whoever looks into a problem; nil and a stop are not logged.
+func logDetails(what string, err error) {
+	if err != nil && !errors.Is(err, context.Canceled) {
+		log.Printf("k3: %s: %v", what, err)
+	}
+}

@@ -135,6 +135,7 @@ func (f *BackendForm) findModels() {
 		f.do(func() {
 			f.Find.Enable()
 			if err != nil {
+				logDetails("asking "+base+" for its models", err)
 				f.Status.SetText(bridge.ExplainServerHere(base, err))
 				return
 			}

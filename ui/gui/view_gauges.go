@@ -69,12 +69,13 @@ func newGaugesView() *gaugesView {
 	v.SpeedPlot = newSparkline(theme.ColorNamePrimary, func(x float64) string { return trimFloat(x) + " s" })
 	v.MemPlot = newSparkline(theme.ColorNameSuccess, func(x float64) string { return units.Bytes(int64(x)) })
 	title := widget.NewLabelWithStyle("Engine", fyne.TextAlignLeading, fyne.TextStyle{Bold: true})
+	// the line under the local gauges is theirs: hidden with them, so a
+	// server's panel has one line between its model and its speed
 	v.Local = container.NewVBox(widget.NewLabel("Memory"), v.Mem, v.MemText, v.OverPlan,
-		widget.NewLabel("Disk reads"), v.Reads, v.IOShare, v.Hits)
+		widget.NewLabel("Disk reads"), v.Reads, v.IOShare, v.Hits, widget.NewSeparator())
 	memPlot := container.NewVBox(wrapLabel("Memory in use (last 5 min)"), v.MemPlot)
 	v.Root = container.NewVBox(title, v.Model, v.Demo, widget.NewSeparator(),
-		v.Local,
-		widget.NewSeparator(), v.Speed,
+		v.Local, v.Speed,
 		wrapLabel("Seconds per token (last 5 min)"), v.SpeedPlot,
 		memPlot)
 	v.memPlot = memPlot

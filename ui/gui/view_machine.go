@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"slices"
 	"strings"
+	"time"
 
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/container"
@@ -62,9 +62,11 @@ func (s *machineStep) Enter() {
 	if s.Report != nil || s.job != nil {
 		return
 	}
-	if u := s.w.u; u.machine != nil && slices.Equal(u.machineDirs, s.dirsToMeasure()) {
-		s.show(u.machine)
-		s.Status.SetText(fmt.Sprintf("Measured earlier (in %.0f s). Measure thoroughly measures again.", u.machine.Seconds))
+	// memory and processor stay; a disk measured before needs no new
+	// measurement (a model on another disk does)
+	if rep, at, ok := s.w.u.machines.Lookup(s.dirsToMeasure()); ok {
+		s.show(rep)
+		s.Status.SetText(fmt.Sprintf("Measured %s (in %.0f s). Measure thoroughly measures again.", bridge.MeasuredAgo(at, time.Now()), rep.Seconds))
 		return
 	}
 	s.Start(true)
@@ -118,7 +120,8 @@ func (s *machineStep) Start(quick bool) {
 		}
 	}, func(err error) {
 		if err == nil && rep != nil {
-			s.w.u.machine, s.w.u.machineDirs = rep, dirs
+			s.w.u.machine = rep
+			logDetails("keeping the measurement", s.w.u.machines.Keep(rep, dirs, time.Now()))
 		}
 		s.finish(rep, err)
 	})

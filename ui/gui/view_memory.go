@@ -25,7 +25,7 @@ const sliderStep = 0.1
 // presetNotes describe the presets in plain words (the peak memory is the
 // planned peak of the full model at that preset).
 var presetNotes = map[string]string{
-	"ultra":             "The least memory (about 4 GB): even the word tables are read from disk. Very slow.",
+	"ultra":             "The least memory (about 3.6 GB): even the word tables are read from disk. Very slow.",
 	"laptop":            "About 7 GB of memory at the peak: for machines with 16 GB.",
 	"desktop":           "About 32 GB at the peak: for machines with 48 to 64 GB.",
 	"workstation":       "About 96 GB at the peak; the expert cache starts to pay off.",

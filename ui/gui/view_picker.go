@@ -10,6 +10,7 @@ import (
 
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/container"
+	"fyne.io/fyne/v2/theme"
 	"fyne.io/fyne/v2/widget"
 
 	"k3/ui/bridge"
@@ -18,13 +19,15 @@ import (
 // modelChoice is one model the app knows: a model folder of this machine
 // (with its trunk), the demo, or a server with its model.
 type modelChoice struct {
-	// Name says which model and where (with the trunk and layers used);
-	// Short leaves those out, for the box (the list shows Name); Label is
-	// Name and the state, as the list shows it
-	Name, Short, Label string
-	Backend            string
-	Model              *bridge.KnownModel  // the folder, for this machine's models
-	Server             *bridge.KnownServer // the server and its model, for a server
+	// Name says which model and where (with the draft model, the trunk and
+	// the layers used); the box shows Short and Where, the model and where
+	// it runs, Short shortened in the middle when the box is too narrow
+	// (the list shows Name whole); Label is Name and the state, as the
+	// list shows it
+	Name, Short, Where, Label string
+	Backend                   string
+	Model                     *bridge.KnownModel  // the folder, for this machine's models
+	Server                    *bridge.KnownServer // the server and its model, for a server
 }
 
 // modelChoices are the models the app knows: the model folder in use, the
@@ -100,18 +103,20 @@ func localChoice(s bridge.Settings, local []bridge.KnownModel, i int, demoDir st
 		// two folders were both "DEMO model")
 		name += " (a demo model)"
 	}
+	// the box leaves out the draft model: the Draft model box beside it
+	// says so (at 1024 wide "… with draft model — on this …" was cut)
+	short, where := name, " — on this machine"
 	if bridge.DraftBeside(k.Dir) != "" && !s.NoDraft {
 		name += " with draft model"
 	}
-	short := name + " — on this machine"
-	label := short
+	label := name + where
 	if k.TrunkDir != "" {
 		label += " (trunk " + filepath.Base(k.TrunkDir) + ")"
 	}
 	if k.Layers > 0 {
 		label += fmt.Sprintf(", first %d layers", k.Layers)
 	}
-	return modelChoice{Name: label, Short: short, Label: label, Backend: bridge.BackendLocal, Model: &local[i]}
+	return modelChoice{Name: label, Short: short, Where: where, Label: label, Backend: bridge.BackendLocal, Model: &local[i]}
 }
 
 // knownServers are the servers the app knows, each once: the settings'
@@ -153,8 +158,9 @@ func serverChoice(remote []bridge.KnownServer, i int) modelChoice {
 	if slices.ContainsFunc(remote, func(o bridge.KnownServer) bool { return o.URL != k.URL && serverHost(o) == host }) {
 		host = k.URL
 	}
-	label := name + " — on " + host
-	return modelChoice{Name: label, Short: label, Label: label, Backend: bridge.BackendServer, Server: &remote[i]}
+	where := " — on " + host
+	label := name + where
+	return modelChoice{Name: label, Short: name, Where: where, Label: label, Backend: bridge.BackendServer, Server: &remote[i]}
 }
 
 // serverHost is a server's host, or its address when it has none.
@@ -212,7 +218,7 @@ type modelPicker struct {
 	Root fyne.CanvasObject
 	// Select lists the models, each with its state; it shows the name of
 	// the one in use (its state is State, which a narrow window does not
-	// cut off)
+	// cut off), shortened in the middle to fit (shown holds it whole)
 	Select *widget.Select
 	// State is the state of the model in use, and that it is served
 	State *widget.Label
@@ -225,6 +231,13 @@ type modelPicker struct {
 	DraftNote *noteLabel
 	v         *chatView
 	shown     []modelChoice
+	// inUse is the entry in use (the box fits its Short and Where);
+	// fitted the name and width fit last fitted
+	inUse  *modelChoice
+	fitted struct {
+		text, shown string
+		w           float32
+	}
 }
 
 func newModelPicker(v *chatView) *modelPicker {
@@ -238,7 +251,7 @@ func newModelPicker(v *chatView) *modelPicker {
 	p.DraftNote.Importance = widget.LowImportance
 	more := widget.NewButton("Other models…", v.u.ShowWizard)
 	more.Importance = widget.LowImportance
-	row := container.NewBorder(nil, nil, widget.NewLabel("Model"), more, p.Select)
+	row := container.NewBorder(nil, nil, widget.NewLabel("Model"), more, container.New(fitLayout{p}, p.Select))
 	p.Root = container.NewVBox(row, container.NewBorder(nil, nil, p.Draft, nil, p.State), p.DraftNote)
 	p.Refresh()
 	return p
@@ -255,14 +268,15 @@ func (p *modelPicker) Refresh() {
 		serving = srv.ServerURL()
 	}
 	opts := make([]string, len(p.shown))
-	sel, state := "", ""
+	state := ""
+	p.inUse = nil
 	for i := range p.shown {
 		c := &p.shown[i]
 		st := c.state(s, p.v.Info != nil || serving != "", p.v.serverDown)
 		c.Label = c.Name + " · " + st
 		opts[i] = c.Label
 		if c.inUse(s) {
-			sel, state = c.Short, st
+			p.inUse, state = c, st
 		}
 	}
 	if serving != "" {
@@ -272,7 +286,7 @@ func (p *modelPicker) Refresh() {
 		}
 	}
 	p.Select.Options = opts
-	p.Select.Selected = sel // the short name: the state is beside it
+	p.fit(p.Select.Size().Width) // the short name, fitted: the state is under it
 	p.Select.Refresh()
 	p.State.SetText(state)
 	hasDraft := s.Backend != bridge.BackendServer && bridge.DraftBeside(s.ModelDir) != ""
@@ -285,6 +299,86 @@ func (p *modelPicker) Refresh() {
 		p.Draft.Hide()
 	}
 	p.DraftNote.SetText(p.draftNote(hasDraft))
+}
+
+// fitLayout gives the picker's box the row's width and fits the name it
+// shows into it.
+type fitLayout struct{ p *modelPicker }
+
+func (l fitLayout) MinSize(objs []fyne.CanvasObject) fyne.Size { return objs[0].MinSize() }
+
+func (l fitLayout) Layout(objs []fyne.CanvasObject, size fyne.Size) {
+	objs[0].Move(fyne.NewPos(0, 0))
+	objs[0].Resize(size)
+	if l.p.fit(size.Width) {
+		l.p.Select.Refresh()
+	}
+}
+
+// fit puts the name of the model in use in the box, as much as a box of
+// width w shows (0: not laid out yet, the whole name): the model's name is
+// shortened in the middle ("Kimi-K3-Inst…w4a16 — on this machine"), not
+// cut at the end where the box would cut it. It reports a change.
+func (p *modelPicker) fit(w float32) bool {
+	text := ""
+	if c := p.inUse; c != nil {
+		text = c.Short + c.Where
+		switch {
+		case w == p.fitted.w && text == p.fitted.text:
+			text = p.fitted.shown // the same name in the same width
+		case w > 0:
+			p.fitted.text, p.fitted.w = text, w
+			th := p.Select.Theme()
+			room := w - th.Size(theme.SizeNameInlineIcon) - th.Size(theme.SizeNameInnerPadding) - 3*th.Size(theme.SizeNamePadding)
+			size := th.Size(theme.SizeNameText)
+			text = fitMiddle(c.Short, c.Where, room, func(s string) float32 { return fyne.MeasureText(s, size, fyne.TextStyle{}).Width })
+			p.fitted.shown = text
+		}
+	}
+	if text == p.Select.Selected {
+		return false
+	}
+	p.Select.Selected = text
+	return true
+}
+
+// fitMiddle is name+where in at most room wide (measure: a text's width):
+// whole when it fits; else name shortened in the middle with "…" beside
+// where while at least minKept of its letters stay; else the name alone,
+// shortened as it must be (the name says more than where it runs: the
+// list below names both whole).
+func fitMiddle(name, where string, room float32, measure func(string) float32) string {
+	if measure(name+where) <= room {
+		return name + where
+	}
+	if where != "" {
+		if s, ok := shortenMiddle(name, where, room, minKept, measure); ok {
+			return s
+		}
+		return fitMiddle(name, "", room, measure)
+	}
+	if s, ok := shortenMiddle(name, "", room, 2, measure); ok {
+		return s
+	}
+	return string([]rune(name)[:1]) + "…"
+}
+
+// minKept is the fewest letters of a shortened name shown beside where it
+// runs: fewer read as a riddle ("moo…05 — on gpu-box:8000").
+const minKept = 24
+
+// shortenMiddle keeps as many of name's letters as fit (at least least),
+// the first half and the last, with "…" between, followed by where.
+func shortenMiddle(name, where string, room float32, least int, measure func(string) float32) (string, bool) {
+	r := []rune(name)
+	for keep := len(r) - 1; keep >= least; keep-- {
+		head := (keep + 1) / 2
+		s := string(r[:head]) + "…" + string(r[len(r)-(keep-head):]) + where
+		if measure(s) <= room {
+			return s, true
+		}
+	}
+	return "", false
 }
 
 // draftNote is what the draft model does, for the line under the box:

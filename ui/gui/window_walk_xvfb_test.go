@@ -306,7 +306,8 @@ func serverDownWalk(t *testing.T, v *chatView, check func(string)) {
 	})
 	waitUntil(t, "the refused turn", 30*time.Second, func() bool { return !v.Busy })
 	fyne.DoAndWait(func() {
-		if !strings.HasPrefix(v.Notice.Text, "Cannot reach the server at "+url) || strings.Count(v.Notice.Text, "Cannot reach") != 1 {
+		if !strings.HasPrefix(v.Notice.Text, "Cannot reach the server at "+url[len("http://"):len(url)-len("/v1")]+": nothing answers there") ||
+			strings.Contains(v.Notice.Text, "dial tcp") || strings.Count(v.Notice.Text, "Cannot reach") != 1 {
 			t.Errorf("the message for a server that is down: %q", v.Notice.Text)
 		}
 		if n := len(v.History); n != 1 || len(v.Views) != 1 {

@@ -314,14 +314,59 @@ func TestWizardAgainKeepsTheMeasurement(t *testing.T) {
 		first := u.wizard.Machine.Report
 		u.ShowWizard()
 		w := u.wizard
-		assert.Same(t, first, w.Machine.Report)
+		assert.Equal(t, first, w.Machine.Report, "the measurement shown again (free space read again)")
 		assert.Nil(t, w.Machine.job, "no measurement runs")
-		assert.Equal(t, "Measured earlier (in 12 s). Measure thoroughly measures again.", w.Machine.Status.Text)
+		assert.Equal(t, "Measured a moment ago (in 12 s). Measure thoroughly measures again.", w.Machine.Status.Text)
 		assert.Equal(t, 1.0, w.Machine.Progress.Value)
 		ok, why := w.Machine.Ready()
 		assert.True(t, ok, why)
 	})
 	ui(func() { assert.Equal(t, 1, m.n) })
+}
+
+// "Other models…" shows the measurement made at setup instead of measuring
+// this machine again (10-16 s each time): the model's folder is on a disk
+// measured then; a later start shows it too, with its age; Measure
+// thoroughly measures again, on request.
+func TestOtherModelsMeasuresOnce(t *testing.T) {
+	t.Setenv("HOME", t.TempDir()) // setup measures the home folder's disk
+	u, a := newTestUI(t, &fakeChat{})
+	m := &countingMachine{}
+	u.B.Machine = m
+	ui(u.Start)
+	waitFor(t, "the measurement at setup", func() bool { return u.wizard.Machine.Report != nil })
+	u.S.ModelDir = modelFolder(t, t.TempDir(), "kimi-k3", false) // another folder, the same disk
+	require.NoError(t, u.SaveSettings())
+	u.N.WizardDone.Set(true)
+	ui(u.ShowChat)
+	for range 2 {
+		ui(func() {
+			test.Tap(findButton(u.Chat.Root, "Other models…"))
+			w := u.wizard
+			require.NotNil(t, w)
+			assert.Equal(t, 0, w.Cur)
+			assert.Nil(t, w.Machine.job, "no measurement runs")
+			assert.NotNil(t, w.Machine.Report)
+			assert.Equal(t, "Measured a moment ago (in 12 s). Measure thoroughly measures again.", w.Machine.Status.Text)
+			u.ShowChat()
+		})
+	}
+	ui(func() { assert.Equal(t, 1, m.n, "measurements") })
+
+	// the next start (the same data folder) shows it too
+	u2 := newTestUIOn(t, a, &fakeChat{})
+	m2 := &countingMachine{}
+	u2.B.Machine, u2.B.DataDir = m2, u.B.DataDir
+	u2.machines = bridge.NewMachineMemo(u.B.DataDir)
+	u2.S = u.S
+	ui(func() {
+		u2.ShowWizard()
+		assert.Nil(t, u2.wizard.Machine.job)
+		assert.Equal(t, 12.0, u2.wizard.Machine.Report.Seconds)
+		test.Tap(u2.wizard.Machine.MeasureBt)
+	})
+	waitFor(t, "measured again", func() bool { return u2.wizard.Machine.job == nil })
+	ui(func() { assert.Equal(t, 1, m2.n, "measured on request only") })
 }
 
 // G20: the wizard's step names can be clicked: any earlier step, and the

@@ -78,6 +78,10 @@ func New(baseURL, apiKey, model string) (*Client, error) {
 // complete (it stopped or restarted): what came is kept, marked stopped.
 var ErrClosedEarly = errors.New("the server closed the stream before the reply was complete")
 
+// ErrStreamBroke is a stream whose reading failed part way (the
+// connection broke): what came is kept, marked stopped.
+var ErrStreamBroke = errors.New("the stream from the server broke")
+
 // ServerError is an error response from the server.
 type ServerError struct {
 	Status  int
@@ -298,7 +302,7 @@ func readChunks(body io.Reader, fn func(*openai.ChatChunk) error, comment func(s
 	case errors.Is(err, openai.ErrLineTooLong):
 		return done, fmt.Errorf("the server sent a line longer than %d MiB; the reply is cut there", openai.MaxLine>>20)
 	}
-	return done, fmt.Errorf("the stream from the server broke: %w", err)
+	return done, fmt.Errorf("%w: %w", ErrStreamBroke, err)
 }
 
 // contentType says what kind of body resp has, for errors.

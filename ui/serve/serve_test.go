@@ -340,7 +340,7 @@ func (c chunkJSON) content() string {
 }
 
 // TestStreamSSE checks what the openai client does not: headers, the
-// prefill keep-alive comments, the chunk order (role, deltas, finish,
+// prefill keep-alive comments (the first before anything is read), the chunk order (role, deltas, finish,
 // usage) and the closing [DONE]; and that the streamed text is the
 // non-streamed reply.
 func TestStreamSSE(t *testing.T) {
@@ -359,10 +359,14 @@ func TestStreamSSE(t *testing.T) {
 	require.NotEmpty(t, evs)
 	assert.Equal(t, "[DONE]", evs[len(evs)-1].data, "the stream ends with [DONE]")
 	var prefill int
+	var firstPrefill string
 	var chunks []chunkJSON
 	for _, ev := range evs[:len(evs)-1] {
 		if ev.comment != "" {
 			if strings.HasPrefix(ev.comment, "prefill ") {
+				if prefill == 0 {
+					firstPrefill = ev.comment
+				}
 				prefill++
 				assert.Len(t, chunks, 1, "prefill comments come after the role and before any text")
 			}
@@ -374,6 +378,7 @@ func TestStreamSSE(t *testing.T) {
 		chunks = append(chunks, c)
 	}
 	assert.GreaterOrEqual(t, prefill, 2, "one keep-alive comment per prompt chunk")
+	assert.Regexp(t, `^prefill 0/\d+$`, firstPrefill, "the first comment is sent before the prompt's first pass")
 	require.GreaterOrEqual(t, len(chunks), 3)
 	first := chunks[0].Choices[0]
 	require.NotNil(t, first.Delta.Role)

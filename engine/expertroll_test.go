@@ -1,0 +1,110 @@
+package engine
+
+import (
+	"context"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"k3/engine/plan"
+	"k3/engine/synth"
+	"k3/storage/trunk"
+)
+
+// wideTopK is a generated checkpoint that routes each token to more
+// experts (12) than the expert store reads at once (plan.ExpertQueueDepth,
+// 8), as K3 does (16): its smallest cache, plan.MinExpertSlots, holds fewer
+// experts than a token's top-k.
+func wideTopK(t *testing.T) (model, tr string) {
+	s := synth.Small()
+	s.Experts, s.TopK, s.Seed = 32, 12, 7
+	dir := t.TempDir()
+	model, tr = filepath.Join(dir, "model"), filepath.Join(dir, "trunk")
+	require.NoError(t, synth.Write(model, s))
+	_, err := trunk.Pack(context.Background(), model, tr, trunk.Options{})
+	require.NoError(t, err)
+	return model, tr
+}
+
+// TestCacheSmallerThanTopKSameOutput: with an expert cache of 9 slots (the
+// minimum, below the top-k of 12: a layer's experts run through the cache
+// a slot at a time) the token ids and the logits are bit for bit those of
+// a cache that holds every expert, resident and at ultra, prompt chunks
+// (up to 32 distinct experts a layer) and decode steps alike. The C
+// engine's minimum, top-k + 1, would have kept 13 slots.
+func TestCacheSmallerThanTopKSameOutput(t *testing.T) {
+	model, tr := wideTopK(t)
+	prompt := []int{5, 77, 300, 12, 99, 41, 8, 150, 151, 152, 3, 400, 401, 2, 9, 10, 11, 12, 13, 14, 200}
+	const gen = 6
+	big := int64(1 << 40)
+	ref := runBudget(t, model, Options{Budget: Budget{CacheBytes: big}}, 2, prompt, gen)
+	require.Equal(t, 32*7, ref.plan.CacheSlots, "every expert of the 7 MoE layers")
+	for _, c := range []struct {
+		name string
+		opt  Options
+	}{
+		{"smallest cache", Options{Budget: Budget{CacheBytes: 1}}},
+		{"ultra", Options{TrunkDir: tr, Budget: Budget{TrunkBytes: 1, Ring: 1, CacheBytes: 1, Ultra: true}}},
+	} {
+		r := runBudget(t, model, c.opt, 2, prompt, gen)
+		assert.Equal(t, 9, r.plan.CacheSlots, c.name)
+		assert.Equal(t, plan.MinExpertSlots(12), r.plan.CacheSlots, c.name)
+		assert.Positive(t, r.stats.Expert.Evictions, c.name)
+		assert.Greater(t, r.stats.Expert.Misses, ref.stats.Expert.Misses, c.name)
+		assert.Equal(t, ref.ids, r.ids, c.name)
+		requireSameBits(t, c.name+" logits", r.logits, ref.logits)
+	}
+}
+
+// TestEachRollsThroughTheCache: Each over more experts than the store holds
+// calls use once for each, in the store's slots, never holding more than
+// its capacity pinned, and hands each expert the bytes a store holding
+// every expert reads.
+func TestEachRollsThroughTheCache(t *testing.T) {
+	model, _ := wideTopK(t)
+	small, err := Open(model, Options{Budget: Budget{CacheBytes: 1}})
+	require.NoError(t, err)
+	defer small.Close()
+	large, err := Open(model, Options{Budget: Budget{CacheBytes: 1 << 40}})
+	require.NoError(t, err)
+	defer large.Close()
+	s := small.experts.(*ExpertStore)
+	require.Equal(t, 9, s.Slots(), "plan.MinExpertSlots(12): the C engine's top-k + 1 was 13")
+	require.Equal(t, 9, s.MaxPinned())
+	experts := []int{31, 0, 7, 12, 3, 30, 1, 2, 19, 20, 21, 5, 6, 8, 9, 10, 11, 13, 4, 14}
+	li := 1
+	want, err := large.experts.Acquire(li, experts)
+	require.NoError(t, err)
+	defer large.experts.Release(li, experts)
+	used := make([]int, len(experts))
+	most := 0
+	require.NoError(t, s.Each(li, experts, func(i int, ex *Expert) {
+		used[i]++
+		most = max(most, s.pinnedSlots())
+		assert.Equal(t, want[i].W1.Packed, ex.W1.Packed, "expert %d", experts[i])
+		assert.Equal(t, want[i].W2.Scales, ex.W2.Scales, "expert %d", experts[i])
+	}))
+	assert.Equal(t, slices.Repeat([]int{1}, len(experts)), used)
+	assert.Equal(t, 9, most, "the cache's slots, all in use")
+	assert.Zero(t, s.pinnedSlots(), "every pin dropped")
+	st := s.Stats()
+	assert.Equal(t, int64(len(experts)), st.Misses)
+	assert.Equal(t, int64(len(experts)-9), st.Evictions)
+	assert.Equal(t, int64(len(experts))*s.ExpertBytes(), st.BytesRead)
+}
+
+// pinnedSlots counts the slots pinned now.
+func (s *ExpertStore) pinnedSlots() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, sl := range s.slots {
+		if sl.pins > 0 {
+			n++
+		}
+	}
+	return n
+}
