@@ -247,13 +247,8 @@ func (c *runConfig) execute(ctx context.Context, e *engine.Engine, st *engine.St
 	if c.teacherForcing {
 		res.tfPred, res.err = e.TeacherForce(ctx, c.ids)
 		if res.err == nil {
-			agree := 0
-			for i := 0; i+1 < len(c.ids); i++ {
-				if res.tfPred[i] == c.ids[i+1] {
-					agree++
-				}
-			}
-			fmt.Fprintf(stdout, "teacher forcing: %d positions; the argmax matches the next id at %d/%d (%.1f%%)\n", len(c.ids), agree, len(c.ids)-1, 100*float64(agree)/float64(len(c.ids)-1))
+			n, agree, share := tfAgreement(c.ids, res.tfPred)
+			fmt.Fprintf(stdout, "teacher forcing: %d positions; the argmax matches the next id at %d/%d (%.1f%%)\n", len(c.ids), *agree, *n, 100**share)
 			fmt.Fprintf(stdout, "tf_pred: %v\n", res.tfPred)
 		}
 		return
