@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"k3/doctor"
@@ -527,16 +528,22 @@ var openModel = (*modelFlags).open
 // first layer would see the interrupt.
 func (c *runConfig) openWatched(ctx context.Context, stdout, stderr io.Writer) (*engine.Model, int) {
 	loaded := make(chan struct{})
-	defer close(loaded)
+	var done atomic.Bool // checked, not only selected: a watcher first
+	// scheduled after the load and a later Ctrl-C sees both channels ready
 	go func() {
 		select {
 		case <-ctx.Done():
-			fmt.Fprintln(stderr, "k3 run: interrupted while loading the model: nothing was run, no report written")
-			exitNow(ExitInterrupted)
+			if !done.Load() {
+				fmt.Fprintln(stderr, "k3 run: interrupted while loading the model: nothing was run, no report written")
+				exitNow(ExitInterrupted)
+			}
 		case <-loaded:
 		}
 	}()
-	return openModel(c.mf, c.dir, c.opts, stdout, stderr)
+	m, code := openModel(c.mf, c.dir, c.opts, stdout, stderr)
+	done.Store(true)
+	close(loaded)
+	return m, code
 }
 
 // exitNow ends the process at a second Ctrl-C (tests replace it).

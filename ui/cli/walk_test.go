@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -177,4 +178,32 @@ func TestInterruptWhileLoadingEndsAtOnce(t *testing.T) {
 	<-done
 	assert.Contains(t, e.String(), "k3 run: interrupted while loading the model: nothing was run, no report written")
 	assert.NoFileExists(t, out)
+}
+
+// TestInterruptAfterLoadingRuns: a Ctrl-C after the model has loaded is the
+// run's (stop before the next layer, write the report), never the
+// loading's exit, even when the loading's watcher first runs after both:
+// with one P a new goroutine runs only when this one yields.
+func TestInterruptAfterLoadingRuns(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	exited := make(chan int, 100)
+	exitNow = func(code int) { exited <- code }
+	openModel = func(*modelFlags, string, engine.Options, io.Writer, io.Writer) (*engine.Model, int) {
+		return nil, ExitRuntime
+	}
+	defer func() { exitNow, openModel = os.Exit, (*modelFlags).open }()
+	var o, e bytes.Buffer
+	c, code := parseRun([]string{tinyRelease, "--ids", "1,2", "--out="}, &o, &e)
+	require.Equal(t, -1, code, e.String())
+	for range 50 {
+		ctx, cancel := context.WithCancel(context.Background())
+		_, code := c.openWatched(ctx, &o, &e)
+		require.Equal(t, ExitRuntime, code)
+		cancel()
+		for range 4 {
+			runtime.Gosched()
+		}
+	}
+	assert.Empty(t, exited, "exited for a Ctrl-C after the load")
+	assert.NotContains(t, e.String(), "interrupted while loading")
 }
