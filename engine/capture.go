@@ -6,7 +6,8 @@ import (
 )
 
 // Checkpoints of the state inside a forward (the prompt cache's
-// snapshots, docs/PROMPTCACHE.md): a caller that sets State.marks gets, in
+// snapshots, docs/PROMPTCACHE.md; a chat turn's snapshot and edit
+// checkpoint, feedKeeping): a caller that sets State.marks gets, in
 // State.caught, a copy of the state after each marked position the forward
 // passed. A mark inside a chunk costs no extra pass: the KDA layers copy
 // their recurrent state and convolution history as their position loop
@@ -16,16 +17,15 @@ import (
 
 // capture is the checkpoints the chunk in flight takes: rel[i] positions
 // into the chunk, into snaps[i] (KDA parts only until the chunk ends);
-// mark[i] says whether it is one of the marks (else it is only the prefix
-// copy, State.prefixAt). media and fed are the images the prefix copy
-// holds when its position is inside the chunk: those the state holds after
-// feeding up to it.
+// mark[i] says whether it is one of the marks (else it is only a kept
+// copy, State.keepAt). media[i] and fed[i] are the images a kept copy
+// holds: those the state holds after feeding up to its position.
 type capture struct {
 	rel   []int
 	snaps []*State
 	mark  []bool
-	media []mediaSpan
-	fed   []mediaSpan
+	media [][]mediaSpan
+	fed   [][]mediaSpan
 }
 
 // SetMarks makes the next feeds keep a copy of the state after each of the
@@ -46,27 +46,35 @@ func (s *State) Caught() []*State {
 
 // maxMarksInChunk caps the copies one chunk takes inside it for the marks
 // (each holds a copy of the KDA state while the chunk runs): the last ones
-// are kept. The prefix copy (State.prefixAt) is not counted: it is the
-// chat session's snapshot, which the plan counts (plan.ChatCopies).
+// are kept. The kept copies (State.keepAt) are not counted: they are a
+// chat session's snapshot and edit checkpoint, which the plan counts
+// (plan.ChatCopies); nor is a mark at a kept position, whose copy is
+// taken for it anyway.
 const maxMarksInChunk = 2
 
-// startCapture prepares the copies of the marks, and of the prefix
-// position, inside the chunk of T positions from s.Pos (the ones at the
+// startCapture prepares the copies of the marks, and of the kept
+// positions, inside the chunk of T positions from s.Pos (the ones at the
 // chunk's end are a Clone afterwards).
 func (m *Model) startCapture(s *State, T int) {
 	s.catch = nil
 	inChunk := func(p int) bool { return p > s.Pos && p < s.Pos+T }
-	var inside []int
+	var marks, shared []int
 	for _, p := range s.marks {
-		if inChunk(p) {
-			inside = append(inside, p)
+		switch {
+		case !inChunk(p):
+		case slices.Contains(s.keepAt, p):
+			shared = append(shared, p) // copied for the kept position anyway
+		default:
+			marks = append(marks, p)
 		}
 	}
-	inside = inside[max(0, len(inside)-maxMarksInChunk):]
-	marks := len(inside)
-	pre := inChunk(s.prefixAt)
-	if pre && !slices.Contains(inside, s.prefixAt) {
-		inside = append(inside, s.prefixAt)
+	marks = append(marks[max(0, len(marks)-maxMarksInChunk):], shared...)
+	slices.Sort(marks)
+	inside := slices.Clone(marks)
+	for _, p := range s.keepAt {
+		if inChunk(p) && !slices.Contains(inside, p) {
+			inside = append(inside, p)
+		}
 	}
 	if len(inside) == 0 {
 		return
@@ -75,10 +83,12 @@ func (m *Model) startCapture(s *State, T int) {
 	for i, p := range inside {
 		c.rel = append(c.rel, p-s.Pos)
 		c.snaps = append(c.snaps, s.kdaShell())
-		c.mark = append(c.mark, i < marks)
-	}
-	if pre {
-		c.media, c.fed = mediaAfter(s.media, s.fedMedia, s.prefixAt, m.lean)
+		c.mark = append(c.mark, i < len(marks))
+		var media, fed []mediaSpan
+		if slices.Contains(s.keepAt, p) {
+			media, fed = mediaAfter(s.media, s.fedMedia, p, m.lean)
+		}
+		c.media, c.fed = append(c.media, media), append(c.fed, fed)
 	}
 	s.catch = c
 }
@@ -132,8 +142,7 @@ func (c *capture) convRow(li, j, t int, hist []float32) {
 
 // finishCapture completes the chunk's copies once s holds it (ids fed,
 // MLA and draft rows appended) and adds the marks' ones, and a copy of s
-// when a mark is at its end, to s.caught; the prefix copy goes to
-// s.prefix.
+// when a mark is at its end, to s.caught; the kept copies go to s.kept.
 func (s *State) finishCapture(ids []int) {
 	c := s.catch
 	s.catch = nil
@@ -143,11 +152,13 @@ func (s *State) finishCapture(ids []int) {
 			n := c.snaps[i]
 			c.snaps[i] = nil
 			s.cutTo(n, pos0+r)
-			s.deliver(n, c, c.mark[i])
+			s.deliver(n, c, i)
 		}
 	}
-	if s.Pos == s.prefixAt {
-		s.prefix = s.Clone()
+	for k, p := range s.keepAt {
+		if p == s.Pos {
+			s.kept[k] = s.Clone()
+		}
 	}
 	if slices.Contains(s.marks, s.Pos) {
 		n := s.Clone()
@@ -175,48 +186,56 @@ func (s *State) cutTo(n *State, p int) {
 	}
 }
 
-// deliver hands a copy taken inside the chunk to the marks (mark) and, at
-// the prefix position, to s.prefix, with the images and the lost draft
-// rows a Clone there would hold (a copy of its own when it is both).
-func (s *State) deliver(n *State, c *capture, mark bool) {
-	if n.Pos == s.prefixAt {
-		pre := n
-		if mark {
-			pre = n.Clone()
+// deliver hands copy i taken inside the chunk, n, to the kept positions
+// it is at (s.kept), with the images and the lost draft rows a Clone
+// there would hold, and to the marks; each gets a copy of its own.
+func (s *State) deliver(n *State, c *capture, i int) {
+	used := c.mark[i]
+	for k, p := range s.keepAt {
+		if p != n.Pos {
+			continue
 		}
-		pre.media, pre.fedMedia = c.media, c.fed
+		kept := n
+		if used {
+			kept = n.Clone() // before the kept copy's images are set
+		}
+		used = true
+		kept.media, kept.fedMedia = c.media[i], c.fed[i]
 		if ds := s.draft; ds != nil && ds.n != s.Pos {
-			pre.draft = ds.clone() // lost: what a state that fed up to here holds
+			kept.draft = ds.clone() // lost: what a state that fed up to here holds
 		}
-		s.prefix = pre
+		s.kept[k] = kept
 	}
-	if mark {
+	if c.mark[i] {
 		s.catchOne(n)
 	}
 }
 
-// feedKeepingPrefix is feed of a prompt that also returns a copy of the
-// state after all but its last position (GenOptions.KeepPrefix), taken
-// inside the pass that reads it: the KDA layers copy their state as their
-// position loop passes it, the MLA rows are cut after the chunk. Bit for
-// bit the state of feeding those positions alone, without a pass of its
-// own for the last position. A one-position prompt's copy is the state
-// before it (a stale state read again first). Stopped part-way, the copy
-// is there only when a chunk that completed ended at its position.
-func (e *Engine) feedKeepingPrefix(ctx context.Context, s *State, ids []int, on func(Event)) ([]float32, *State, error) {
-	if len(ids) == 1 {
+// feedKeeping is feed of a prompt that also returns a copy of the state
+// after each absolute position of at (nil where the feed does not reach
+// it, or is past it already), taken inside the pass that reads it: the
+// KDA layers copy their state as their position loop passes it, the MLA
+// rows are cut after the chunk. Each is bit for bit the state of feeding
+// the positions up to it alone, and takes no pass of its own. A copy at
+// the state's position is the state before the prompt (a stale state read
+// again first). Stopped part-way, a copy is there only when a chunk that
+// completed passed its position.
+func (e *Engine) feedKeeping(ctx context.Context, s *State, ids, at []int, on func(Event)) ([]float32, []*State, error) {
+	kept := make([]*State, len(at))
+	if slices.Contains(at, s.Pos) {
 		if _, err := e.feed(ctx, s, nil, false, on); err != nil {
-			return nil, nil, err
+			return nil, kept, err
 		}
-		pre := s.Clone()
-		lg, err := e.feed(ctx, s, ids, false, on)
-		return lg, pre, err
+		for k, p := range at {
+			if p == s.Pos {
+				kept[k] = s.Clone()
+			}
+		}
 	}
-	s.prefixAt = s.Pos + len(ids) - 1
+	s.keepAt, s.kept = at, kept
 	lg, err := e.feed(ctx, s, ids, false, on)
-	pre := s.prefix
-	s.prefixAt, s.prefix, s.catch = 0, nil, nil
-	return lg, pre, err
+	s.keepAt, s.kept, s.catch = nil, nil, nil
+	return lg, kept, err
 }
 
 // catchOne hands a finished copy to onCaught, or keeps it in caught.

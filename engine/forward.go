@@ -234,7 +234,7 @@ func (e *Engine) finalLogits(s *State, P []float32, blocks [][]float32, t0, T in
 // rebuild reads a stale state's ids again into a fresh state (a cancel at
 // the memory floor dropped its chunk in flight: State.drop), the rows of
 // its pictures at their positions, which then takes its place with the
-// images, prompt-cache marks and prefix position still to come. Cancelled
+// images, prompt-cache marks and kept positions still to come. Cancelled
 // part-way, it leaves s as it was (stale).
 func (e *Engine) rebuild(ctx context.Context, s *State) error {
 	n := e.m.freshWithMedia(s)
@@ -243,7 +243,7 @@ func (e *Engine) rebuild(ctx context.Context, s *State) error {
 			return err
 		}
 	}
-	n.marks, n.onCaught, n.prefixAt = s.marks, s.onCaught, s.prefixAt
+	n.marks, n.onCaught, n.keepAt, n.kept = s.marks, s.onCaught, s.keepAt, s.kept
 	*s = *n
 	return nil
 }

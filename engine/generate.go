@@ -53,6 +53,14 @@ type GenOptions struct {
 	// the last prompt position (a chat reuses it when the next transcript
 	// re-renders the last reply).
 	KeepPrefix bool
+	// Checkpoint, when above 0, makes the result carry a copy of the state
+	// after that position of the whole sequence (prior ids included; a
+	// chat's edit checkpoint, where its last user message starts). Like
+	// KeepPrefix's, the copy is taken inside the pass that reads the
+	// position; there is none when the prompt cache resumed the prompt
+	// past it, the prompt ends before it, or with Recompute and tokens to
+	// generate.
+	Checkpoint int
 	// Complete also feeds the last generated token, so the state holds the
 	// whole sequence (for saving it), after a cancel too.
 	Complete bool
@@ -89,6 +97,8 @@ type GenResult struct {
 	StepSeconds    []float64
 	State          *State // the state after the call
 	PrefixState    *State // with KeepPrefix: the state before the last prompt position
+	// CheckpointState is the state after GenOptions.Checkpoint (nil: none)
+	CheckpointState *State
 	// Reused is how many prompt positions came from the prompt cache
 	// (GenOptions.Cache) instead of being read.
 	Reused int
@@ -247,8 +257,9 @@ func (g *generation) resume() error {
 
 // readPrompt feeds the prompt into the state, progress per chunk to
 // OnEvent, and keeps the logits after its last position: with KeepPrefix
-// also a copy of the state after all but the last position, taken inside
-// the same pass (feedKeepingPrefix); with Recompute (and tokens to
+// also a copy of the state after all but the last position, and with
+// Checkpoint one after that position, taken inside the same passes
+// (readKeeping); with Recompute (and tokens to
 // generate) the whole sequence into a fresh state, which carries the
 // state's pending image rows (and keeps no prefix copy). This is the
 // one place the prompt is read: the plan's prefill chunk (the positions
@@ -264,12 +275,28 @@ func (g *generation) readPrompt() error {
 	switch {
 	case g.opt.Recompute && g.opt.MaxTokens > 0:
 		g.logits, err = e.feed(g.ctx, e.m.freshWithMedia(g.s), g.full, false, g.emit)
-	case g.opt.KeepPrefix && n > 0:
-		g.logits, g.res.PrefixState, err = e.feedKeepingPrefix(g.ctx, g.s, g.prompt, g.emit)
+	case g.opt.KeepPrefix && n > 0 || g.opt.Checkpoint > 0:
+		g.logits, err = g.readKeeping()
 	default:
 		g.logits, err = e.feed(g.ctx, g.s, g.prompt, false, g.emit)
 	}
 	return err
+}
+
+// readKeeping reads the prompt keeping the copies KeepPrefix and
+// Checkpoint ask for, taken inside the passes that read it.
+func (g *generation) readKeeping() ([]float32, error) {
+	n, pos := len(g.prompt), g.s.Pos
+	at := []int{-1, -1} // the prefix, the checkpoint (-1: none)
+	if g.opt.KeepPrefix && n > 0 {
+		at[0] = pos + n - 1
+	}
+	if c := g.opt.Checkpoint; c >= pos && c <= pos+n {
+		at[1] = c
+	}
+	logits, kept, err := g.e.feedKeeping(g.ctx, g.s, g.prompt, at, g.emit)
+	g.res.PrefixState, g.res.CheckpointState = kept[0], kept[1]
+	return logits, err
 }
 
 // decode chooses tokens until one ends the generation: each from the

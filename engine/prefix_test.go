@@ -230,8 +230,8 @@ func TestKeepPrefixRecompute(t *testing.T) {
 	require.NoError(t, err)
 	ref, _, _ := twoFeedPrefix(t, e, m.NewState(), ids)
 	requireSameState(t, "prefill only", ref, res.PrefixState)
-	assert.Nil(t, res.State.prefix, "nothing left behind in the state")
-	assert.Zero(t, res.State.prefixAt)
+	assert.Nil(t, res.State.kept, "nothing left behind in the state")
+	assert.Nil(t, res.State.keepAt)
 }
 
 // TestKeepPrefixCancelledInTheLastChunk: a cancel during the chunk that
@@ -341,4 +341,82 @@ func TestKeepPrefixAtTheFloor(t *testing.T) {
 		e.Close()
 		m.Close()
 	}
+}
+
+// TestCheckpointInsideThePass: GenOptions.Checkpoint keeps the state after
+// a position of the prompt, taken inside the pass that reads it, bit for
+// bit the state of feeding up to it alone: inside a chunk, at a chunk's
+// end, at the state's position (the state before the prompt), at the
+// prompt's end, at the prefix's position (a copy apart from the prefix),
+// and none outside the prompt; with no pass besides a plain generation's.
+func TestCheckpointInsideThePass(t *testing.T) {
+	ids := fixture.LoadExpect(t, "tiny-release").Prompts[1].FullIDs[:30]
+	const prior, chunk = 3, 8
+	m := openCase(t, "tiny-release", chunk)
+	e := m.NewEngine(2)
+	defer e.Close()
+	start := func() *State {
+		s := m.NewState()
+		_, err := e.Feed(context.Background(), s, ids[:prior], false)
+		require.NoError(t, err)
+		return s
+	}
+	plain, err := e.Generate(context.Background(), start(), ids[prior:], GenOptions{MaxTokens: 2})
+	require.NoError(t, err)
+	for _, c := range []int{prior + 5, prior + 8, prior + 16, prior, len(ids), len(ids) - 1, len(ids) + 1, prior - 1} {
+		what := fmt.Sprintf("checkpoint at %d", c)
+		res, err := e.Generate(context.Background(), start(), ids[prior:], GenOptions{MaxTokens: 2, KeepPrefix: true, Checkpoint: c})
+		require.NoError(t, err, what)
+		assert.Equal(t, plain.Generated, res.Generated, what)
+		assert.Equal(t, plain.Stats.ForwardPasses, res.Stats.ForwardPasses, "%s: no pass of its own", what)
+		if c < prior || c > len(ids) {
+			assert.Nil(t, res.CheckpointState, what)
+			continue
+		}
+		ref := m.NewState()
+		_, err = e.Feed(context.Background(), ref, ids[:c], false)
+		require.NoError(t, err)
+		requireSameState(t, what, ref, res.CheckpointState)
+		ref, _, _ = twoFeedPrefix(t, e, start(), ids[prior:])
+		requireSameState(t, what+": the prefix beside it", ref, res.PrefixState)
+		if c == len(ids)-1 {
+			require.NotSame(t, &res.PrefixState.kda[0].S[0], &res.CheckpointState.kda[0].S[0], "two copies")
+		}
+	}
+	// resumed from the prompt cache past it: none
+	cache := &memCache{}
+	use := &CacheUse{Cache: cache, Every: 5}
+	_, err = e.Generate(context.Background(), nil, ids[:20], GenOptions{MaxTokens: 1, Cache: use})
+	require.NoError(t, err)
+	res, err := e.Generate(context.Background(), nil, ids, GenOptions{MaxTokens: 1, Checkpoint: 6, Cache: use})
+	require.NoError(t, err)
+	require.Greater(t, res.Reused, 6)
+	assert.Nil(t, res.CheckpointState)
+}
+
+// TestMarkAtAKeptPositionIsNotCounted: a prompt-cache mark at a kept
+// position (the prefix's) takes no place among the two marks a chunk
+// copies inside it, so the two before it are still taken; each copy, the
+// cache's and the prefix's, is the state of feeding up to it alone.
+func TestMarkAtAKeptPositionIsNotCounted(t *testing.T) {
+	ids := fixture.LoadExpect(t, "tiny-release").Prompts[1].FullIDs[:20]
+	m := openCase(t, "tiny-release", 8)
+	e := m.NewEngine(2)
+	defer e.Close()
+	s := m.NewState()
+	s.SetMarks([]int{17, 18, 19})
+	_, kept, err := e.feedKeeping(context.Background(), s, ids, []int{19}, nil)
+	require.NoError(t, err)
+	caught := s.Caught()
+	require.Len(t, caught, 3)
+	for i, c := range append(caught, kept[0]) {
+		ref := m.NewState()
+		_, err := e.Feed(context.Background(), ref, ids[:c.Pos], false)
+		require.NoError(t, err)
+		if i < 3 {
+			require.Equal(t, 17+i, c.Pos)
+		}
+		requireSameState(t, fmt.Sprintf("copy %d at %d", i, c.Pos), ref, c)
+	}
+	require.NotSame(t, &caught[2].kda[0].S[0], &kept[0].kda[0].S[0])
 }

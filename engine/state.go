@@ -42,11 +42,12 @@ type State struct {
 	caught   []*State
 	catch    *capture
 	onCaught func(*State)
-	// prefixAt is an absolute position after which the feeds keep a copy
-	// of the state in prefix, apart from the marks (0: none): the state
-	// before a prompt's last position (GenOptions.KeepPrefix, capture.go)
-	prefixAt int
-	prefix   *State
+	// keepAt are absolute positions after which the feeds keep a copy of
+	// the state in kept (the same index), apart from the marks: a chat
+	// turn's edit checkpoint and the state before its prompt's last
+	// position (GenOptions.Checkpoint and KeepPrefix; capture.go)
+	keepAt []int
+	kept   []*State
 	// media are input embeddings given for positions not fed yet
 	// (AddMedia); fedMedia the images already fed (FedMedia), with their
 	// rows at the memory floor (dropFedMedia)
@@ -75,6 +76,40 @@ type kdaState struct {
 type mlaCache struct {
 	rows  []float32
 	width int // floats per position
+}
+
+// grow makes room for n more positions in the cache (plannedRows).
+func (m *mlaCache) grow(n, planned int) { m.rows = plannedRows(m.rows, n, m.width, planned) }
+
+// plannedRows returns rows (positions of width floats) with room for n
+// more positions: when they do not hold them, reallocated to hold the
+// positions the plan counts (planned, Plan.KVPositions), or, past those,
+// whole plan.ContextStep steps (what plan.Grow adds when a chat or a
+// served request grows the plan). So the capacity of the MLA cache and of
+// a draft model's context rows is what the plan counts for the positions
+// used, never the spare that append's doubling would add (up to twice a
+// layer's rows, and both arrays while it copies).
+func plannedRows(rows []float32, n, width, planned int) []float32 {
+	need := len(rows)/width + n
+	if need*width <= cap(rows) {
+		return rows
+	}
+	c := planned
+	if need > planned {
+		c = (need + plan.ContextStep - 1) / plan.ContextStep * plan.ContextStep
+	}
+	grown := make([]float32, len(rows), c*width)
+	copy(grown, rows)
+	return grown
+}
+
+// kvPositions are the positions the plan counts KV cache rows for (0: no
+// plan).
+func (m *Model) kvPositions() int {
+	if m.Plan == nil {
+		return 0
+	}
+	return m.Plan.KVPositions
 }
 
 // NewState returns an empty state for the model.

@@ -162,14 +162,15 @@ func (s *Session) userStart(history []Message, ids []int, opt Options) int {
 	return len(before)
 }
 
-// keepMark adds a checkpoint, dropping the oldest past Checkpoints.
+// keepMark adds a checkpoint (the session owns st from then on), dropping
+// the oldest past Checkpoints.
 func (s *Session) keepMark(st *engine.State) {
 	for _, m := range s.marks {
 		if m.Pos == st.Pos && slices.Equal(m.IDs, st.IDs) {
 			return
 		}
 	}
-	s.marks = append(s.marks, st.Clone())
+	s.marks = append(s.marks, st)
 	if n := len(s.marks) - s.Checkpoints; n > 0 {
 		s.marks = slices.Delete(s.marks, 0, n)
 	}
@@ -397,9 +398,12 @@ func (s *Session) Generate(ctx context.Context, ids []int, o PromptOptions, on f
 	return rep, err
 }
 
-// run feeds ids on the longest reusable state and generates the reply.
-// With mark >= 0 (where the user's message starts in ids) the state there
-// is kept as a checkpoint on the way.
+// run feeds ids on the longest reusable state and generates the reply,
+// in one engine.Generate. With mark >= 0 (where the user's message starts
+// in ids) the state there is kept as a checkpoint on the way, and above
+// the memory floor the state before the last position as the snapshot:
+// both are taken inside the passes that read the transcript
+// (GenOptions.Checkpoint, KeepPrefix), so neither costs a pass.
 func (s *Session) run(ctx context.Context, ids []int, mark int, o PromptOptions, on func(engine.Event)) (*Reply, *streamer, []int, error) {
 	if o.MaxTokens <= 0 {
 		o.MaxTokens = DefaultMaxTokens
@@ -430,42 +434,32 @@ func (s *Session) run(ctx context.Context, ids []int, mark int, o PromptOptions,
 			}
 		}
 	}
-	from, before := reused, 0.0
+	// the checkpoint where the user's message starts is kept on the way,
+	// inside the passes that read the transcript
+	checkpoint := 0
 	if mark > 0 && mark >= reused && mark < len(ids) {
-		// read up to the user's message and keep the state there
-		if mark > reused {
-			res, err := s.Engine.Generate(ctx, st, ids[reused:mark], engine.GenOptions{OnEvent: progress(reused), Cache: s.cacheUse(ids, o)})
-			rep.Reused += res.Reused
-			rep.Prefilled -= res.Reused
-			if err != nil {
-				rep.Stop = res.Stop
-				if errors.Is(err, context.Canceled) {
-					s.live = res.State // whole chunks: a prefix the next transcript can reuse
-				}
-				return rep, sm, nil, err
-			}
-			before = res.PrefillSeconds
-		}
-		s.keepMark(st)
-		from = mark
+		checkpoint = mark
 	}
 	var onToken func(engine.Event) bool
 	if o.Stop != nil {
 		onToken = func(engine.Event) bool { return o.Stop() }
 	}
-	res, err := s.Engine.Generate(ctx, st, ids[from:], engine.GenOptions{
-		MaxTokens: o.MaxTokens, StopIDs: s.Tok.StopIDs(), Sampler: o.Sampler, KeepPrefix: !s.noSnapshot, OnToken: onToken, Spec: o.Spec,
-		OnEvent: progress(from), Cache: s.cacheUse(ids, o)})
+	res, err := s.Engine.Generate(ctx, st, ids[reused:], engine.GenOptions{
+		MaxTokens: o.MaxTokens, StopIDs: s.Tok.StopIDs(), Sampler: o.Sampler, KeepPrefix: !s.noSnapshot, Checkpoint: checkpoint, OnToken: onToken, Spec: o.Spec,
+		OnEvent: progress(reused), Cache: s.cacheUse(ids, o, checkpoint)})
 	rep.Reused += res.Reused
 	rep.Prefilled -= res.Reused
 	rep.Stop = res.Stop
+	if res.CheckpointState != nil {
+		s.keepMark(res.CheckpointState)
+	}
 	if res.PrefixState != nil {
 		s.snap = res.PrefixState
 	}
 	if err != nil && !errors.Is(err, context.Canceled) {
 		return rep, sm, res.Generated, err
 	}
-	rep.setTimes(before, res.StepSeconds)
+	rep.setTimes(res.StepSeconds)
 	// a stopped turn's state holds whole chunks of the prompt (and tokens):
 	// a prefix the next transcript can still reuse
 	s.live = res.State
@@ -493,11 +487,11 @@ func (s *Session) startState(ids []int, o PromptOptions) *engine.State {
 	return st
 }
 
-// setTimes sets the reply's first-token time (the prompt read before the
-// mark, then the first step) and its mean time per later token.
-func (r *Reply) setTimes(before float64, steps []float64) {
+// setTimes sets the reply's first-token time (the first step's, the
+// prompt's read included) and its mean time per later token.
+func (r *Reply) setTimes(steps []float64) {
 	if len(steps) > 0 {
-		r.FirstTokenSeconds = before + steps[0]
+		r.FirstTokenSeconds = steps[0]
 		if n := len(steps); n > 1 {
 			r.SecondsPerToken = (sum(steps) - steps[0]) / float64(n-1)
 		}
@@ -505,12 +499,18 @@ func (r *Reply) setTimes(before float64, steps []float64) {
 }
 
 // cacheUse is a reply's use of the prompt cache (nil without one): marks
-// at the transcript's message boundaries.
-func (s *Session) cacheUse(ids []int, o PromptOptions) *engine.CacheUse {
+// at the transcript's message boundaries and where the user's message
+// starts (checkpoint, 0: none), so a new conversation with the same
+// preamble resumes after it.
+func (s *Session) cacheUse(ids []int, o PromptOptions, checkpoint int) *engine.CacheUse {
 	if s.Cache == nil {
 		return nil
 	}
-	return &engine.CacheUse{Cache: s.Cache, Partition: o.Partition, Marks: engine.MessageMarks(ids, 0, s.Tok.StopIDs())}
+	marks := engine.MessageMarks(ids, 0, s.Tok.StopIDs())
+	if checkpoint > 0 {
+		marks = append(marks, checkpoint)
+	}
+	return &engine.CacheUse{Cache: s.Cache, Partition: o.Partition, Marks: marks}
 }
 
 func sum(xs []float64) float64 {

@@ -371,44 +371,58 @@ func TestReplyTakesTheTranscript(t *testing.T) {
 	assert.EqualError(t, err, "the conversation must end with the user's message")
 }
 
-// TestSnapshotTakesNoPass: a session that keeps the snapshot (above the
-// memory floor) reads each turn's prompt in the forward passes of one that
-// keeps none: the snapshot is taken inside the pass that reads the
-// prompt's last chunk (engine.GenOptions.KeepPrefix), not by a pass of its
-// own. It is the state of the transcript before its last position, byte
-// for byte, and a regenerated turn from it gives the same reply.
-func TestSnapshotTakesNoPass(t *testing.T) {
+// TestKeptStatesTakeNoPass: a turn reads its transcript in the forward
+// passes of one feed (whole chunks from the state it reuses), whether the
+// session keeps the snapshot (above the memory floor) and edit checkpoints
+// or not: they are taken inside the passes that read the transcript
+// (engine.GenOptions.KeepPrefix, Checkpoint), not by passes of their own.
+// The snapshot is the transcript's state before its last position and the
+// checkpoint the state where the user's message starts, byte for byte as
+// feeding those positions alone; a regenerated turn from the snapshot
+// reads one position and gives the same reply.
+func TestKeptStatesTakeNoPass(t *testing.T) {
 	e, tok := demo(t)
 	opt := Options{Thinking: true, MaxTokens: 6, Sampling: engine.Sampling{Greedy: true}, Spec: engine.SpecOff}
 	floor, roomy := NewSession(e, tok), NewSession(e, tok)
 	floor.FitBudget(engine.Options{TrunkDir: "t", Budget: engine.Budget{TrunkBytes: 3e9}})
 	roomy.FitBudget(engine.Options{TrunkDir: "t", Budget: engine.Budget{TrunkBytes: 16e9}})
-	floor.Checkpoints = roomy.Checkpoints // the two differ only in the snapshot
 	m := e.Model()
+	const chunk = 16 // demo's
+	sameAsAlone := func(what string, st *engine.State) {
+		t.Helper()
+		alone := m.NewState()
+		_, err := e.Feed(context.Background(), alone, st.IDs, false)
+		require.NoError(t, err)
+		want, err := m.EncodeState(alone)
+		require.NoError(t, err)
+		got, err := m.EncodeState(st)
+		require.NoError(t, err)
+		require.Equal(t, want, got, "%s is the state of feeding its positions alone", what)
+	}
 	for _, user := range []string{"Hello there", "And a second, longer question to read?"} {
-		var passes [2]int64
 		var ids [2][]int
 		for i, s := range []*Session{floor, roomy} {
 			before := e.Snapshot().ForwardPasses
 			r, err := s.Turn(context.Background(), user, opt, nil)
 			require.NoError(t, err)
-			passes[i], ids[i] = e.Snapshot().ForwardPasses-before, r.IDs
+			ids[i] = r.IDs
+			want := int64((r.Prefilled+chunk-1)/chunk + len(r.IDs) - 1) // the transcript's chunks, then a step per later token
+			assert.Equal(t, want, e.Snapshot().ForwardPasses-before, "%q, session %d: one feed of %d positions", user, i, r.Prefilled)
 		}
 		assert.Equal(t, ids[0], ids[1], user)
-		assert.Equal(t, passes[0], passes[1], "%q: the snapshot costs no forward pass", user)
+		h := roomy.History()
+		prompt, _, err := roomy.render(h[:len(h)-1], opt, false) // the turn's transcript
+		require.NoError(t, err)
 		require.NotNil(t, roomy.snap)
-		prompt, _, err := roomy.render(roomy.History()[:len(roomy.History())-1], opt, false) // the turn's transcript
-		require.NoError(t, err)
 		require.Equal(t, prompt[:len(prompt)-1], roomy.snap.IDs, "%q: the transcript but its last position", user)
-		alone := m.NewState()
-		_, err = e.Feed(context.Background(), alone, roomy.snap.IDs, false)
+		sameAsAlone("the snapshot", roomy.snap)
+		start, _, err := roomy.render(h[:len(h)-2], opt, true) // before the user's message
 		require.NoError(t, err)
-		want, err := m.EncodeState(alone)
-		require.NoError(t, err)
-		got, err := m.EncodeState(roomy.snap)
-		require.NoError(t, err)
-		require.Equal(t, want, got, "%q: the snapshot is the state of feeding those positions alone", user)
+		mark := roomy.marks[len(roomy.marks)-1]
+		require.Equal(t, start, mark.IDs, "%q: the checkpoint where the user's message starts", user)
+		sameAsAlone("the checkpoint", mark)
 	}
+	assert.Nil(t, floor.snap)
 	// regenerate the last reply: from the snapshot, one position to read
 	roomy.SetHistory(roomy.History()[:len(roomy.History())-2])
 	floor.SetHistory(floor.History()[:len(floor.History())-2])

@@ -76,6 +76,10 @@ type Plan struct {
 	Globals     int64
 	State       int64
 	KV          int64
+	// KVPositions are the positions KV counts: the context and a
+	// verification pass's drafts (the engine allocates the MLA cache's
+	// rows for them, engine.mlaCache.grow).
+	KVPositions int
 	Buffers     int64
 	Baseline    int64
 	// Spec is the rollback record of speculative decoding. A verification
@@ -171,7 +175,7 @@ func Make(in Inputs) *Plan {
 		kvPositions += in.SpecPositions - 1 // a pass's drafts sit in the cache until they are verified
 	}
 	p := &Plan{Pinned: make([]bool, len(in.LayerBytes)), Globals: in.GlobalBytes, State: in.StateBytes,
-		KV: in.KVPerPos * int64(kvPositions), Buffers: in.BufferBytes, Baseline: in.BaselineRSS,
+		KV: in.KVPerPos * int64(kvPositions), KVPositions: kvPositions, Buffers: in.BufferBytes, Baseline: in.BaselineRSS,
 		Spec: int64(in.SpecPositions) * in.SpecRecordPerPos, Chunk: in.Chunk, ChunkWhy: in.ChunkWhy, EmbedStreamed: in.EmbedStreamed}
 	if in.Positions > 0 && p.Chunk > in.Positions {
 		p.Chunk = in.Positions // a pass never holds more positions than the context

@@ -223,11 +223,12 @@ func (l *serveLock) Lock() {
 // what it will take, as the app's own turn does), the vision tower's
 // progress on a request's pictures.
 func (l *serveLock) event(ev engine.Event) {
+	reading, ok := l.eta.Event(ev)
 	switch ev.Kind {
 	case engine.EventPrefill:
 		p := AnsweringPhase(l.n)
-		if ev.Done < ev.Total { // not read yet: say where it is
-			p = ServedReadingPhase(l.n, l.eta.Phase(ev.Done, ev.Total, ev.Reused, ev.Chunk, time.Now()))
+		if ok && ev.Done < ev.Total { // not read yet: say where it is
+			p = ServedReadingPhase(l.n, reading)
 		}
 		l.setPhase(p)
 	case engine.EventPhase: // the tower looking at a picture (chat.PictureEvent)

@@ -318,9 +318,10 @@ func (c *engineChat) Turn(ctx context.Context, history []chat.Message, opt chat.
 		setPhase(c.eta.Phase(reused, total, reused, 0, time.Now()))
 	}
 	rep, err := c.sess.Reply(ctx, history, opt, func(ev engine.Event) {
+		if p, ok := c.eta.Event(ev); ok {
+			setPhase(p)
+		}
 		switch ev.Kind {
-		case engine.EventPrefill:
-			setPhase(c.eta.Phase(ev.Done, ev.Total, ev.Reused, ev.Chunk, time.Now()))
 		case engine.EventReasoning:
 			setPhase("thinking")
 		case engine.EventAnswer:

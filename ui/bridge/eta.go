@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"k3/doctor"
+	"k3/engine"
 	"k3/engine/vision"
 )
 
@@ -23,6 +24,30 @@ type PrefillETA struct {
 
 // Begin starts a new prompt: the next Phase call is its first report.
 func (p *PrefillETA) Begin() { p.Reset() }
+
+// Event is the status line for a turn's or a request's event ev, and
+// whether ev says where the reading is: a prefill event's Phase; after
+// the vision tower's last layer on a picture (chat.PictureEvent) the
+// prompt's reading starts, so its first pass is timed from then, not
+// from before the tower looked (minutes at K3 size, which made the time
+// left many times too long).
+func (p *PrefillETA) Event(ev engine.Event) (string, bool) {
+	switch {
+	case ev.Kind == engine.EventPrefill:
+		return p.Phase(ev.Done, ev.Total, ev.Reused, ev.Chunk, EventTime(ev)), true
+	case ev.Kind == engine.EventPhase && ev.Total > 0 && ev.Done >= ev.Total:
+		p.PrefillClock.Begin(EventTime(ev))
+	}
+	return "", false
+}
+
+// EventTime is when ev happened: its At, or now when it has none.
+func EventTime(ev engine.Event) time.Time {
+	if ev.At.IsZero() {
+		return time.Now()
+	}
+	return ev.At
+}
 
 // Phase is the status line at done of total positions, reused of them
 // from a kept state (a prompt cache or the conversation so far), chunk

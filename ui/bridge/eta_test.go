@@ -5,6 +5,10 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"k3/engine"
+	"k3/engine/chat"
 )
 
 // N2: where reading the prompt is: positions, passes (Chunk positions
@@ -36,4 +40,43 @@ func TestEstimate(t *testing.T) {
 		"a reply stops at 4096 tokens (at most 41 h).", Estimate(36, 120, 4096))
 	assert.Equal(t, "2 h 10 min", Duration(2*time.Hour+7*time.Minute))
 	assert.Equal(t, "45 s", Duration(45*time.Second))
+}
+
+// The prompt's reading starts once the vision tower has looked at the
+// pictures (minutes at K3 size): the first pass is timed from the tower's
+// last layer, not from the request's start, in the app's turns and in the
+// requests its server answers (the same PrefillETA.Event).
+func TestPrefillETAAfterAPicture(t *testing.T) {
+	t0 := time.Date(2026, 12, 6, 23, 0, 0, 0, time.UTC)
+	looked := t0.Add(13 * time.Minute)
+	opening := engine.Event{Kind: engine.EventPrefill, Done: 0, Total: 1400, Chunk: 64, At: t0}
+	tower := []engine.Event{chat.PictureEvent(1, 1, 1, 27), chat.PictureEvent(1, 1, 27, 27)}
+	tower[0].At, tower[1].At = t0.Add(30*time.Second), looked
+	first := engine.Event{Kind: engine.EventPrefill, Done: 64, Total: 1400, Chunk: 64, At: looked.Add(time.Minute)}
+
+	var p PrefillETA
+	p.Begin()
+	line, ok := p.Event(opening)
+	require.True(t, ok)
+	assert.Equal(t, "reading prompt 0/1400 (22 passes)", line)
+	for _, ev := range tower {
+		_, ok := p.Event(ev)
+		assert.False(t, ok, "the tower's events are not the reading's")
+	}
+	line, _ = p.Event(first)
+	assert.Equal(t, "reading prompt 64/1400 (pass 1 of 22), about 21 min left", line, "a pass is a minute, not 14")
+
+	// the same through the app's server
+	var phases []string
+	l := &serveLock{n: 1, on: func(ev engine.Event) {
+		if ev.Kind == engine.EventPhase {
+			phases = append(phases, ev.Text)
+		}
+	}}
+	for _, ev := range append(append([]engine.Event{opening}, tower...), first) {
+		l.event(ev)
+	}
+	assert.Equal(t, []string{ServedReadingPhase(1, "reading prompt 0/1400 (22 passes)"),
+		ServedReadingPhase(1, "looking at the picture 1/1 (3%)"), ServedReadingPhase(1, "looking at the picture 1/1 (100%)"),
+		ServedReadingPhase(1, "reading prompt 64/1400 (pass 1 of 22), about 21 min left")}, phases)
 }

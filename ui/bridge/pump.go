@@ -342,10 +342,7 @@ func (p *Pump) Event(ev engine.Event) {
 // count gives the meter an event's counters, prompt reading and token
 // (with p.mu held) and reports whether ev was one of those.
 func (p *Pump) count(ev engine.Event) bool {
-	at := ev.At
-	if at.IsZero() {
-		at = time.Now()
-	}
+	at := EventTime(ev)
 	switch ev.Kind {
 	case engine.EventStats, engine.EventPrefill:
 		p.meter.Stats(at, ev.Stats)

@@ -624,9 +624,10 @@ func TestDownloadOfflineSaysCannotReach(t *testing.T) {
 	assert.Equal(t, "k3 download: cannot reach the model hub (127.0.0.1): nothing answers there, so the server is not running or the port is wrong, after 4 tries. Check the network connection and run the same command again.\n", errs)
 }
 
-// TestSmallExpertCacheRaisedAndSaid: a cache budget below top-k + 1 experts
-// is raised to that minimum (exact output, more memory) and the plan says
-// so, with the bytes it then counts.
+// TestSmallExpertCacheRaisedAndSaid: a cache budget below the minimum
+// (plan.MinExpertSlots: top-k + 1 = 4 experts at this model's top-k of 3)
+// is raised to it (exact output, more memory) and the plan says so, with
+// the bytes it then counts.
 func TestSmallExpertCacheRaisedAndSaid(t *testing.T) {
 	code, out, errs := runK3("run", tinyRelease, "--ids", "1,2", "--gen", "1", "--cache-gb", "0")
 	require.Equal(t, ExitOK, code, out+errs)
