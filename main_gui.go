@@ -37,13 +37,19 @@ func openApp(stderr io.Writer) (code int) {
 	return gui.Open()
 }
 
+// waylandBuild is set by a build with Fyne's wayland tag, whose window
+// opens on a Wayland display; the default build's GLFW speaks X11 only.
+var waylandBuild = false
+
 // hasDisplay reports whether a window can be asked for: on Linux and the
-// BSDs an X11 or Wayland display must be named; macOS and Windows always
-// have one for a logged-in user.
+// BSDs an X11 display must be named (or a Wayland one, in a wayland
+// build: a Wayland session without XWayland leaves DISPLAY empty and the
+// X11 window cannot open); macOS and Windows always have one for a
+// logged-in user.
 func hasDisplay() bool {
 	switch runtime.GOOS {
 	case "darwin", "windows":
 		return true
 	}
-	return os.Getenv("DISPLAY") != "" || os.Getenv("WAYLAND_DISPLAY") != ""
+	return os.Getenv("DISPLAY") != "" || waylandBuild && os.Getenv("WAYLAND_DISPLAY") != ""
 }

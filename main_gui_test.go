@@ -23,6 +23,16 @@ func TestNoDisplay(t *testing.T) {
 	var errb bytes.Buffer
 	assert.Equal(t, cli.ExitUsage, openApp(&errb))
 	assert.Equal(t, "no display: run k3 --help for the commands\n", errb.String())
+
+	// a Wayland display alone, which the X11 build cannot use: the same
+	// one line (GLFW's "DISPLAY environment variable is missing" and a
+	// recovered panic came first)
+	if !waylandBuild {
+		t.Setenv("WAYLAND_DISPLAY", "wayland-9")
+		errb.Reset()
+		assert.Equal(t, cli.ExitUsage, openApp(&errb))
+		assert.Equal(t, "no display: run k3 --help for the commands\n", errb.String())
+	}
 }
 
 // TestNoFyneLocaleLines: under LANG=C.UTF-8 (Debian's default in

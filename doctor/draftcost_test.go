@@ -1,12 +1,18 @@
 package doctor
 
 import (
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"regexp"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"k3/engine/plan"
+	"k3/internal/fixture"
 )
 
 // TestDraftFormulaWorkedExample checks the drafter's cost formula by hand.
@@ -81,4 +87,38 @@ func TestDraftStreamSizes(t *testing.T) {
 	assert.Equal(t, int64(DraftResidentBytes), int64(DraftStreamReadBytes+markov1+confidence+kept))
 	assert.Equal(t, int64(kept+207_618_048), int64(DraftStreamKeptBytes))
 	assert.Equal(t, int64(5*(22_020_096+37_748_736+16_777_216+117_440_512+3*205_520_896)+83_886_080), int64(DraftStreamReadBytes))
+}
+
+// TestMemoryDocQuotesTheDrafter: docs/MEMORY.md's table of the drafter at
+// the floor quotes the doctor's figures (PredictDraft, what `k3 doctor
+// --json` reports as drafter[].peak_rss_bytes): the plan without it, with
+// it resident and streamed, and the memory available in which it is
+// streamed (from the least that fits the streamed plan, Check's 95%, to
+// the least that fits the resident one),
+// and the section's sizes are the drafter's constants. Before, the figures
+// were derived by hand (laptop streamed 7.73 GB where the doctor planned
+// 7.74 GB) and did not move with the plan.
+func TestMemoryDocQuotesTheDrafter(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(fixture.Root(), "docs", "MEMORY.md"))
+	require.NoError(t, err)
+	doc := string(b)
+	gb := func(n int64) string { return fmt.Sprintf("%.2f", float64(n)/plan.GB) }
+	// the least memory, to 0.01 GB, that a plan of n bytes fits (Check)
+	fits := func(n int64) string { return fmt.Sprintf("%.2f", math.Ceil(float64(n)/0.95/1e7)/100) }
+	s := Speeds{TrunkDiskGBps: 3.41, ExpertDiskGBps: 3.41, BF16GBps: 20, MXFP4GBps: 8}
+	for _, name := range []string{"ultra", "laptop"} {
+		p, ok := plan.Lookup(name)
+		require.True(t, ok)
+		resident := PredictDraft(p, s, plan.Memory{AvailableBytes: 1e12})
+		require.False(t, resident.Streamed, name)
+		streamed := PredictDraft(p, s, plan.Memory{AvailableBytes: int64(float64(resident.PeakRSSBytes)/0.95) - 1})
+		require.True(t, streamed.Streamed && streamed.Fits, name)
+		row := regexp.MustCompile(`(?m)^\| ` + name + ` \| ([0-9.]+) GB \| ([0-9.]+) GB \| ([0-9.]+) GB \| streamed with ([0-9.]+)-([0-9.]+) GB available`).FindStringSubmatch(doc)
+		require.NotNil(t, row, "docs/MEMORY.md's drafter row for %s", name)
+		assert.Equal(t, []string{gb(Need(p.Budget())), gb(resident.PeakRSSBytes), gb(streamed.PeakRSSBytes),
+			fits(streamed.PeakRSSBytes), fits(resident.PeakRSSBytes)}, row[1:], name)
+	}
+	assert.Contains(t, doc, "("+gb(DraftResidentBytes)+" GB\nof weights at K3 width")
+	assert.Contains(t, doc, "it then keeps "+gb(DraftStreamKeptBytes)+" GB")
+	assert.Contains(t, doc, "reads "+gb(DraftStreamReadBytes)+" GB per drafting cycle")
 }

@@ -55,7 +55,7 @@ func mustVision(b []byte) *vision.Config {
 
 // VisionSizesOf are the plan's sizes of a vision tower.
 func VisionSizesOf(c *vision.Config) plan.VisionSizes {
-	return plan.VisionSizes{Weights: c.WeightBytes(), Streamed: c.StreamedBytes(), PerPos: c.WorkPerPos()}
+	return plan.VisionSizes{Weights: c.WeightBytes(), Streamed: c.StreamedBytes(), PerPos: c.WorkPerPos(), Row: 4 * int64(c.TextHidden)}
 }
 
 // PictureCost is what a picture costs at a preset.

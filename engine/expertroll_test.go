@@ -2,8 +2,11 @@ package engine
 
 import (
 	"context"
+	"errors"
+	"os"
 	"path/filepath"
 	"slices"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -107,4 +110,46 @@ func (s *ExpertStore) pinnedSlots() int {
 		}
 	}
 	return n
+}
+
+// TestEachRollingReadFails: a read that fails part-way through a rolling
+// Each (the 13th of 20, after slots have been reused) returns the
+// *ExpertError naming that expert, waits for the reads in flight and
+// drops every pin, so the next
+// Each over the same experts runs them all.
+func TestEachRollingReadFails(t *testing.T) {
+	model, _ := wideTopK(t)
+	var reads, failAt atomic.Int64
+	m, err := Open(model, Options{Budget: Budget{CacheBytes: 1}, ExpertReadAt: func(path string, off int64, dst []byte) error {
+		if reads.Add(1) == failAt.Load() {
+			return errors.New("input/output error")
+		}
+		f, err := os.Open(path)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		_, err = f.ReadAt(dst, off)
+		return err
+	}})
+	require.NoError(t, err)
+	defer m.Close()
+	s := m.experts.(*ExpertStore)
+	experts := []int{31, 0, 7, 12, 3, 30, 1, 2, 19, 20, 21, 5, 6, 8, 9, 10, 11, 13, 4, 14}
+	failAt.Store(13)
+	used := 0
+	err = s.Each(1, experts, func(int, *Expert) { used++ })
+	var ee *ExpertError
+	require.ErrorAs(t, err, &ee)
+	assert.Contains(t, experts, ee.Expert)
+	assert.ErrorContains(t, err, "input/output error")
+	assert.Less(t, used, len(experts), "the failed expert is not used")
+	assert.GreaterOrEqual(t, used, 4, "the 13th read is asked for once 4 experts have been used and their slots reused")
+	assert.Zero(t, s.pinnedSlots())
+	assert.Equal(t, int64(1), s.Stats().Failures)
+	failAt.Store(0)
+	used = 0
+	require.NoError(t, s.Each(1, experts, func(int, *Expert) { used++ }))
+	assert.Equal(t, len(experts), used)
+	assert.Zero(t, s.pinnedSlots())
 }

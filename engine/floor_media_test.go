@@ -83,11 +83,17 @@ func TestFloorStopAfterAPicture(t *testing.T) {
 		armed = false
 		require.ErrorIs(t, err, context.Canceled, "pass %d", p)
 		require.Equal(t, layer, cancelLayer, "pass %d", p)
+		t.Logf("pass %d: %d expert requests after the stop, state at %d positions", p, len(after), s.Pos)
 		for _, l := range after {
 			assert.Equal(t, cancelLayer, l, "pass %d: only the layer in flight finishes", p)
 		}
 		assert.True(t, s.stale, "pass %d", p)
 		assert.Equal(t, p*chunk, s.Pos, "pass %d: the chunks before are kept", p)
+		if p == 4 {
+			stopDuringRebuild(t, e, s, want.PromptIDs[s.Pos:], func(c context.CancelFunc, at int) {
+				cancel, stopPass, pass, prev, cancelLayer, after, armed = c, at, 0, 0, 0, nil, true
+			}, func() ([]int, int) { armed = false; return after, cancelLayer })
+		}
 		for _, cached := range []bool{false, true} {
 			st := s.Clone()
 			go_ := GenOptions{MaxTokens: gen, Spec: SpecOff}
@@ -107,4 +113,29 @@ func TestFloorStopAfterAPicture(t *testing.T) {
 			assert.Equal(t, read, got.Stats.Positions, "pass %d cached %v", p, cached)
 		}
 	}
+}
+
+// stopDuringRebuild stops the feed of rest on a copy of the stale state s
+// while it reads s's ids again (the rebuild's third pass: the picture's
+// first rows) stops at the next layer too, and the copy stays as it was:
+// stale at the same position, the picture fed.
+// arm sets the test's trace to cancel at a pass; disarm returns the
+// layers that asked for experts after the cancel and the layer cancelled.
+func stopDuringRebuild(t *testing.T, e *Engine, s *State, rest []int, arm func(context.CancelFunc, int), disarm func() ([]int, int)) {
+	t.Helper()
+	st := s.Clone()
+	ctx, cancel := context.WithCancel(context.Background())
+	arm(cancel, 2)
+	_, err := e.Feed(ctx, st, rest, false)
+	cancel()
+	after, at := disarm()
+	require.ErrorIs(t, err, context.Canceled)
+	require.Positive(t, at, "the rebuild was stopped")
+	for _, l := range after {
+		assert.Equal(t, at, l, "only the layer in flight finishes")
+	}
+	assert.True(t, st.stale)
+	assert.Equal(t, s.Pos, st.Pos)
+	assert.Equal(t, s.IDs, st.IDs)
+	assert.Equal(t, s.FedMedia(), st.FedMedia())
 }

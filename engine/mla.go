@@ -49,6 +49,7 @@ func (L *mlaBlock) forward(e *Engine, st *State, li int, x []float32, T int) []f
 	q := e.mm(L.QB, qa, T)
 	ckv := e.mm(L.KVA, x, T)
 	w := r + rope
+	cache.grow(T, e.m.kvPositions())
 	for t := 0; t < T; t++ {
 		row := ckv[t*w : (t+1)*w]
 		kernels.RMSNorm(row[:r], row[:r], L.KVANorm, c.RMSEps)

@@ -48,7 +48,8 @@ type Model struct {
 	// lean: at the memory floor (plan.Floor) no copy of the whole KDA state
 	// is kept: a cancellable pass of up to recordCap positions is recorded
 	// and replayed instead, a longer one stopped part-way is dropped at the
-	// next layer and read again from its ids (State.stale)
+	// next layer and read again from its ids and the rows of the pictures
+	// it fed, which the state keeps (State.stale, State.dropFedMedia)
 	lean  bool
 	io    *ioTracker // read time of every read the model makes
 	draft *Draft     // the draft model (Options.Draft; nil: none)

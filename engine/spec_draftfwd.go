@@ -47,7 +47,7 @@ func (d *Draft) extend(e *Engine, s *State, taps [][]float32, T int) {
 		kernels.RMSNorm(ctx[t*H:(t+1)*H], ctx[t*H:(t+1)*H], d.ctxNorm, c.RMSEps)
 	}
 	for l, L := range d.layers {
-		ds.rows[l] = append(ds.rows[l], d.latentRows(e, L, ctx, pos0, T)...)
+		ds.rows[l] = append(plannedRows(ds.rows[l], T, ds.width, e.m.kvPositions()), d.latentRows(e, L, ctx, pos0, T)...)
 	}
 	ds.n += T
 }

@@ -78,6 +78,40 @@ type mlaCache struct {
 	width int // floats per position
 }
 
+// grow makes room for n more positions in the cache (plannedRows).
+func (m *mlaCache) grow(n, planned int) { m.rows = plannedRows(m.rows, n, m.width, planned) }
+
+// plannedRows returns rows (positions of width floats) with room for n
+// more positions: when they do not hold them, reallocated to hold the
+// positions the plan counts (planned, Plan.KVPositions), or, past those,
+// whole plan.ContextStep steps (what plan.Grow adds when a chat or a
+// served request grows the plan). So the capacity of the MLA cache and of
+// a draft model's context rows is what the plan counts for the positions
+// used, never the spare that append's doubling would add (up to twice a
+// layer's rows, and both arrays while it copies).
+func plannedRows(rows []float32, n, width, planned int) []float32 {
+	need := len(rows)/width + n
+	if need*width <= cap(rows) {
+		return rows
+	}
+	c := planned
+	if need > planned {
+		c = (need + plan.ContextStep - 1) / plan.ContextStep * plan.ContextStep
+	}
+	grown := make([]float32, len(rows), c*width)
+	copy(grown, rows)
+	return grown
+}
+
+// kvPositions are the positions the plan counts KV cache rows for (0: no
+// plan).
+func (m *Model) kvPositions() int {
+	if m.Plan == nil {
+		return 0
+	}
+	return m.Plan.KVPositions
+}
+
 // NewState returns an empty state for the model.
 func (m *Model) NewState() *State {
 	c := m.Cfg

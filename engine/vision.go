@@ -99,7 +99,7 @@ func visionSizes(cfgPath string, set *st.Set, hidden int) plan.VisionSizes {
 	if _, ok := set.Get(vision.TensorNames(c.Layers)[0]); !ok {
 		return plan.VisionSizes{}
 	}
-	return plan.VisionSizes{Weights: c.WeightBytes(), Streamed: c.StreamedBytes(), PerPos: c.WorkPerPos()}
+	return plan.VisionSizes{Weights: c.WeightBytes(), Streamed: c.StreamedBytes(), PerPos: c.WorkPerPos(), Row: 4 * int64(c.TextHidden)}
 }
 
 // ImageProgress is called while the tower looks at a picture: done of

@@ -168,7 +168,7 @@ func ForModel(c *config.Config, layers int, s Sizes, r Run) Inputs {
 		StateBytes: (1+backup+int64(copies))*state + scratch, KVPerPos: int64(1+copies) * kvPerPos, Positions: r.Positions, BufferBytes: buffers, BaselineRSS: r.BaselineRSS,
 		SpecPositions: recorded, SpecRecordPerPos: record, DraftBytes: r.DraftBytes, DraftPerPos: int64(1+copies) * r.DraftPerPos,
 		DraftStream: r.DraftStream, DraftRead: r.DraftRead, DraftStreamed: r.DraftStreamed,
-		Chunk: r.Chunk, Prefill: PrefillFor(c, layers, r.Positions, r.Workers), Vision: VisionFor(s.Vision, picture(r), r.Floor),
+		Chunk: r.Chunk, Prefill: PrefillFor(c, layers, r.Positions, r.Workers), Vision: VisionFor(s.Vision, picture(r), r.Positions, r.Floor),
 		EmbedStreamed: embedStreamed}
 }
 

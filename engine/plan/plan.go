@@ -76,6 +76,10 @@ type Plan struct {
 	Globals     int64
 	State       int64
 	KV          int64
+	// KVPositions are the positions KV counts: the context and a
+	// verification pass's drafts (the engine allocates the MLA cache's
+	// rows for them, engine.mlaCache.grow).
+	KVPositions int
 	Buffers     int64
 	Baseline    int64
 	// Spec is the rollback record of speculative decoding. A verification
@@ -145,6 +149,9 @@ type Plan struct {
 	TowerStreamed bool
 	Picture       int64
 	PicturePos    int
+	// PictureKept is, at the floor, the rows of the pictures fed before
+	// the one the tower looks at (VisionCost.Kept), counted with it.
+	PictureKept int64
 	// EmbedStreamed: the embedding rows are read from the packed trunk
 	// when a token needs them (Inputs.EmbedStreamed).
 	EmbedStreamed bool
@@ -171,7 +178,7 @@ func Make(in Inputs) *Plan {
 		kvPositions += in.SpecPositions - 1 // a pass's drafts sit in the cache until they are verified
 	}
 	p := &Plan{Pinned: make([]bool, len(in.LayerBytes)), Globals: in.GlobalBytes, State: in.StateBytes,
-		KV: in.KVPerPos * int64(kvPositions), Buffers: in.BufferBytes, Baseline: in.BaselineRSS,
+		KV: in.KVPerPos * int64(kvPositions), KVPositions: kvPositions, Buffers: in.BufferBytes, Baseline: in.BaselineRSS,
 		Spec: int64(in.SpecPositions) * in.SpecRecordPerPos, Chunk: in.Chunk, ChunkWhy: in.ChunkWhy, EmbedStreamed: in.EmbedStreamed}
 	if in.Positions > 0 && p.Chunk > in.Positions {
 		p.Chunk = in.Positions // a pass never holds more positions than the context
@@ -186,7 +193,7 @@ func Make(in Inputs) *Plan {
 	// allocated (the engine's buffers, the state, the expert cache's
 	// slots): the peak is the larger of the two
 	p.pages(in)
-	p.Tower, p.TowerStreamed, p.Picture, p.PicturePos = in.Vision.Bytes, in.Vision.Streamed, in.Vision.Work, in.Vision.Positions
+	p.Tower, p.TowerStreamed, p.Picture, p.PicturePos, p.PictureKept = in.Vision.Bytes, in.Vision.Streamed, in.Vision.Work, in.Vision.Positions, in.Vision.Kept
 	after := p.RingBytes + p.CacheBytes + p.State + p.KV + p.Buffers + p.transient() + p.residentTower() + p.Spec + p.Draft
 	p.Total = p.Baseline + p.PinnedBytes + p.Globals + p.Pages + max(after, p.Load)
 	return p

@@ -16,11 +16,11 @@ func TestVisionInPlan(t *testing.T) {
 	base := Inputs{LayerBytes: []int64{100}, StateBytes: 10, BufferBytes: 5, BaselineRSS: 1000, Chunk: 8, Prefill: PrefillCost{PerPos: 10}}
 	text := Make(base).Total
 	assert.Equal(t, int64(1000+100+10+5+80), text)
-	assert.Equal(t, VisionCost{}, VisionFor(v, 0, false), "no picture planned: no tower")
-	assert.Equal(t, VisionCost{}, VisionFor(VisionSizes{}, 100, false), "no tower")
+	assert.Equal(t, VisionCost{}, VisionFor(v, 0, 0, false), "no picture planned: no tower")
+	assert.Equal(t, VisionCost{}, VisionFor(VisionSizes{}, 100, 0, false), "no tower")
 
 	res := base
-	res.Vision = VisionFor(v, 100, false)
+	res.Vision = VisionFor(v, 100, 0, false)
 	p := Make(res)
 	assert.False(t, p.TowerStreamed)
 	assert.Equal(t, int64(900), p.Tower)
@@ -28,7 +28,7 @@ func TestVisionInPlan(t *testing.T) {
 	assert.Equal(t, text-80+900+200, p.Total, "resident weights + max(picture 200, chunk 80)")
 
 	str := base
-	str.Vision = VisionFor(v, 100, true)
+	str.Vision = VisionFor(v, 100, 0, true)
 	p = Make(str)
 	assert.True(t, p.TowerStreamed)
 	assert.Equal(t, int64(150), p.Tower)
@@ -38,8 +38,23 @@ func TestVisionInPlan(t *testing.T) {
 	long := base
 	long.Chunk = 32 // 320 bytes of prompt reading
 	textLong := Make(long).Total
-	long.Vision = VisionFor(v, 10, true)
+	long.Vision = VisionFor(v, 10, 0, true)
 	assert.Equal(t, textLong, Make(long).Total, "a streamed tower and a small picture (150 + 20) fit in a long chunk's share (320)")
+
+	// at the floor the rows of the pictures fed before this one are kept
+	// (engine: State.dropFedMedia), up to the rest of the context: counted
+	// with the picture; above the floor fed rows are let go
+	kept := base
+	kept.Positions = 400
+	v.Row = 1
+	kept.Vision = VisionFor(v, 100, 400, true)
+	assert.Equal(t, int64(300), kept.Vision.Kept, "one row for each of the other 300 positions")
+	p = Make(kept)
+	assert.Equal(t, int64(300), p.PictureKept)
+	assert.Equal(t, Make(str).Total+300, p.Total, "max(streamed part 150 + picture 200 + kept 300, chunk 80)")
+	assert.Contains(t, p.String(), "pictures fed")
+	assert.Zero(t, VisionFor(v, 100, 400, false).Kept, "above the floor")
+	v.Row = 0
 
 	fit := res
 	FitTower(&fit, v, Make(res).Total) // fits: stays resident

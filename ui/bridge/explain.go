@@ -71,6 +71,9 @@ func Explain(err error) string {
 		return "A file or folder is missing (" + first + "). Check that the folder is the right one, or download the checkpoint again."
 	case errors.As(err, &ne):
 		why, _ := netReason(err)
+		if errors.Is(err, syscall.EADDRINUSE) || errors.Is(err, syscall.EADDRNOTAVAIL) {
+			return "The server cannot start there: " + why + "."
+		}
 		return "The network connection failed: " + why + ". Check the connection and try again."
 	}
 	// an error no case above knows, as it is (G26: no "Something went

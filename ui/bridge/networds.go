@@ -29,6 +29,10 @@ func netReason(err error) (string, bool) {
 		return "it does not use a secure connection: write its address with http:// instead of https://", true
 	case tlsFailure(err):
 		return "its secure connection (https) cannot be trusted: its certificate is not one this machine trusts, or not for this name", true
+	case errors.Is(err, syscall.EADDRINUSE):
+		return "another program already uses that port: choose another port, or stop that program", true
+	case errors.Is(err, syscall.EADDRNOTAVAIL):
+		return "this machine has no such address: use 127.0.0.1, or one of this machine's addresses", true
 	case errors.Is(err, syscall.ECONNREFUSED):
 		return "nothing answers there, so the server is not running or the port is wrong", true
 	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():

@@ -125,3 +125,14 @@ func TestServerErrorsInPlainWords(t *testing.T) {
 		})
 	}
 }
+
+// Serving on a port another program holds says so, without "listen tcp"
+// or "bind:".
+func TestPortInUseInPlainWords(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = l.Close() })
+	_, err = net.Listen("tcp", l.Addr().String())
+	require.Error(t, err)
+	assert.Equal(t, "The server cannot start there: another program already uses that port: choose another port, or stop that program.", Explain(err))
+}

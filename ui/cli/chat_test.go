@@ -56,7 +56,7 @@ func TestChatErrors(t *testing.T) {
 		{[]string{"chat", dir, "--thinking-effort", "medium"}, `"medium" is not one of`},
 		{[]string{"chat", dir, "--history", bad}, "line 2"},
 		{[]string{"chat", t.TempDir()}, "tokenizer"},
-		{[]string{"chat", dir, "--top-p", "2"}, "--top-p in 0..1"},
+		{[]string{"chat", dir, "--top-p", "2"}, "k3 chat: --top-p 2: give 0..1"},
 	} {
 		code, _, errs := runK3(c.args...)
 		if code != ExitUsage || !strings.Contains(errs, c.msg) {

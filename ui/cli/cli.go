@@ -21,7 +21,7 @@ const (
 	ExitUsage       = 2 // bad usage, invalid input or a refused config
 	ExitOutput      = 3 // --out (or another output file) not writable
 	ExitExpertLoad  = 4 // a routed expert failed to load: the run is invalid
-	ExitInterrupted = 5 // stopped by Ctrl-C after finishing the step in flight
+	ExitInterrupted = 5 // stopped by Ctrl-C: the pass in flight stops before its next layer, results so far written
 )
 
 // Version is the program version; overridable with -ldflags "-X k3/ui/cli.Version=...".

@@ -24,6 +24,11 @@ func checkWritable(path string) error {
 	}
 	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".probe*")
 	if err != nil {
+		// the probe's own name says nothing to the user
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			return fmt.Errorf("the folder %s: %w", filepath.Dir(path), pe.Err)
+		}
 		return err
 	}
 	name := f.Name()

@@ -65,8 +65,14 @@ func (f *modelFlags) resolveThreads() error {
 		if v == "" {
 			continue
 		}
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || !units.Digits(v) {
+		first := v
+		if env == "OMP_NUM_THREADS" {
+			// OpenMP's list of nested levels (4,2): the outer level's count
+			first, _, _ = strings.Cut(v, ",")
+			first = strings.TrimSpace(first)
+		}
+		n, err := strconv.Atoi(first)
+		if err != nil || n < 1 || !units.Digits(first) {
 			return fmt.Errorf("%s=%q is not a positive thread count", env, v)
 		}
 		*f.threads, f.threadsFrom = n, env

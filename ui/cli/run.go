@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"k3/doctor"
@@ -170,7 +171,7 @@ func (c *runConfig) run(ctx context.Context, stdout, stderr io.Writer) int {
 			res.trace = append(res.trace, cachesim.Request{Layer: int32(layer), Expert: int32(expert)})
 		}
 	}
-	m, code := c.mf.open(c.dir, c.opts, stdout, stderr)
+	m, code := c.openWatched(ctx, stdout, stderr)
 	if code >= 0 {
 		return code
 	}
@@ -247,13 +248,8 @@ func (c *runConfig) execute(ctx context.Context, e *engine.Engine, st *engine.St
 	if c.teacherForcing {
 		res.tfPred, res.err = e.TeacherForce(ctx, c.ids)
 		if res.err == nil {
-			agree := 0
-			for i := 0; i+1 < len(c.ids); i++ {
-				if res.tfPred[i] == c.ids[i+1] {
-					agree++
-				}
-			}
-			fmt.Fprintf(stdout, "teacher forcing: %d positions; the argmax matches the next id at %d/%d (%.1f%%)\n", len(c.ids), agree, len(c.ids)-1, 100*float64(agree)/float64(len(c.ids)-1))
+			n, agree, share := tfAgreement(c.ids, res.tfPred)
+			fmt.Fprintf(stdout, "teacher forcing: %d positions; the argmax matches the next id at %d/%d (%.1f%%)\n", len(c.ids), *agree, *n, 100**share)
 			fmt.Fprintf(stdout, "tf_pred: %v\n", res.tfPred)
 		}
 		return
@@ -261,7 +257,9 @@ func (c *runConfig) execute(ctx context.Context, e *engine.Engine, st *engine.St
 	prefill := newPrefillPrinter(stdout)
 	header := false
 	last := e.Snapshot()
+	base := 0 // positions before the prompt (a loaded state's)
 	if st != nil {
+		base = st.Pos
 		c.soFar.Lock()
 		c.soFar.prior = slices.Clone(st.IDs)
 		c.soFar.Unlock()
@@ -298,7 +296,7 @@ func (c *runConfig) execute(ctx context.Context, e *engine.Engine, st *engine.St
 	res.prefillPasses = prefill.last.Pass
 	fmt.Fprintln(stdout, strings.Repeat("-", 62))
 	if c.cache != nil {
-		fmt.Fprintf(stdout, "prompt cache: reused %d of %d prompt positions, read %d\n", g.Reused, len(c.ids), len(c.ids)-g.Reused)
+		fmt.Fprintln(stdout, promptCacheLine(g, len(c.ids), base, errors.Is(res.err, context.Canceled)))
 	}
 	if c.gen == 0 {
 		fmt.Fprintf(stdout, "prefill only: %d positions in the state, 0 tokens generated\n", g.State.Pos)
@@ -322,6 +320,21 @@ func (c *runConfig) execute(ctx context.Context, e *engine.Engine, st *engine.St
 	if c.tok != nil {
 		fmt.Fprintf(stdout, "\n--- generated text ---\n%s\n----------------------\n", c.tok.Decode(g.Generated))
 	}
+}
+
+// promptCacheLine says how much of the prompt (n ids after base
+// positions) the prompt cache gave and how much was read: after a Ctrl-C
+// while reading it, the positions the state holds, not the whole prompt.
+func promptCacheLine(g *engine.GenResult, n, base int, cancelled bool) string {
+	read := n - g.Reused
+	if cancelled && len(g.Generated) == 0 && g.State != nil {
+		read = max(0, min(read, g.State.Pos-base-g.Reused))
+	}
+	line := fmt.Sprintf("prompt cache: reused %d of %d prompt positions, read %d", g.Reused, n, read)
+	if g.Reused+read < n {
+		line += fmt.Sprintf(" (interrupted: %d not read)", n-g.Reused-read)
+	}
+	return line
 }
 
 // cacheUse is the run's use of the prompt cache (nil when off): with a
@@ -504,6 +517,33 @@ func exitFor(stderr io.Writer, cmd string, err error) int {
 		fmt.Fprintf(stderr, "k3 %s: %v\n", cmd, err)
 		return ExitRuntime
 	}
+}
+
+// openModel opens a run's model (tests replace it).
+var openModel = (*modelFlags).open
+
+// openWatched opens the model. A Ctrl-C while it loads ends k3 at once
+// (exit 5), as in the C engine: nothing has run, so there is nothing to
+// write, and binding a resident trunk can read for minutes before the
+// first layer would see the interrupt.
+func (c *runConfig) openWatched(ctx context.Context, stdout, stderr io.Writer) (*engine.Model, int) {
+	loaded := make(chan struct{})
+	var done atomic.Bool // checked, not only selected: a watcher first
+	// scheduled after the load and a later Ctrl-C sees both channels ready
+	go func() {
+		select {
+		case <-ctx.Done():
+			if !done.Load() {
+				fmt.Fprintln(stderr, "k3 run: interrupted while loading the model: nothing was run, no report written")
+				exitNow(ExitInterrupted)
+			}
+		case <-loaded:
+		}
+	}()
+	m, code := openModel(c.mf, c.dir, c.opts, stdout, stderr)
+	done.Store(true)
+	close(loaded)
+	return m, code
 }
 
 // exitNow ends the process at a second Ctrl-C (tests replace it).

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -242,7 +243,9 @@ func TestRunInterruptDuringPrefill(t *testing.T) {
 	var errOut bytes.Buffer
 	state := filepath.Join(tmp, "cut.k3state")
 	done := make(chan int)
-	go func() { done <- run(append(args("cut.json"), "--save-state", state), w, &errOut) }()
+	go func() {
+		done <- run(append(args("cut.json"), "--save-state", state, "--prompt-cache", filepath.Join(tmp, "prompts")), w, &errOut)
+	}()
 	<-seen // the first progress line: the prompt is being read
 	t1 := time.Now()
 	require.NoError(t, interruptSelf())
@@ -266,6 +269,10 @@ func TestRunInterruptDuringPrefill(t *testing.T) {
 	// line stops the prompt within its first quarter
 	assert.LessOrEqual(t, n, len(ids)/4, "positions read before the stop")
 	assert.Zero(t, n%64, "whole chunks only")
+	// the prompt cache's line counts what was read, not the whole prompt
+	w.mu.Lock()
+	assert.Contains(t, w.buf.String(), fmt.Sprintf("prompt cache: reused 0 of %d prompt positions, read %d (interrupted: %d not read)\n", len(ids), n, len(ids)-n))
+	w.mu.Unlock()
 	var fullRep runReport
 	raw, _ = os.ReadFile(filepath.Join(tmp, "full.json"))
 	require.NoError(t, json.Unmarshal(raw, &fullRep))

@@ -1,13 +1,21 @@
 package cli
 
 import (
+	"bytes"
+	"context"
+	"io"
+	"os"
+	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"k3/engine"
 )
 
 // helpFlags are the flag names a command's -h lists (on stdout).
@@ -131,4 +139,71 @@ func TestHelpOnStdoutAnywhere(t *testing.T) {
 	// after "--" it is an argument, not the help
 	assert.Nil(t, helpLine([]string{"run", "DIR", "--", "-h"}))
 	assert.Equal(t, []string{"bench", "layer", "-h"}, helpLine([]string{"bench", "layer", "--rounds", "x", "--help"}))
+}
+
+// TestOutFolderMissingSaid: --out in a folder that does not exist is exit 3
+// with the folder named, not the name of the probe file k3 tried.
+func TestOutFolderMissingSaid(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "none")
+	code, _, errs := runK3("run", tinyRelease, "--ids", "1,2", "--gen", "1", "--out", filepath.Join(missing, "r.json"))
+	assert.Equal(t, ExitOutput, code)
+	assert.Equal(t, "k3 run: cannot write "+filepath.Join(missing, "r.json")+": the folder "+missing+": no such file or directory\n", errs)
+}
+
+// TestInterruptWhileLoadingEndsAtOnce: a Ctrl-C while the model loads ends
+// k3 at once with exit 5 and writes no report (as the C engine, which was
+// killed), instead of binding the rest of the trunk first.
+func TestInterruptWhileLoadingEndsAtOnce(t *testing.T) {
+	exited := make(chan int, 1)
+	exitNow = func(code int) { exited <- code }
+	started, release := make(chan struct{}), make(chan struct{})
+	openModel = func(*modelFlags, string, engine.Options, io.Writer, io.Writer) (*engine.Model, int) {
+		close(started)
+		<-release
+		return nil, ExitInterrupted
+	}
+	defer func() { exitNow, openModel = os.Exit, (*modelFlags).open }()
+
+	out := filepath.Join(t.TempDir(), "r.json")
+	var o, e bytes.Buffer
+	c, code := parseRun([]string{tinyRelease, "--ids", "1,2", "--out", out}, &o, &e)
+	require.Equal(t, -1, code, e.String())
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int)
+	go func() { done <- c.run(ctx, &o, &e) }()
+	<-started
+	cancel() // the first Ctrl-C
+	assert.Equal(t, ExitInterrupted, <-exited, "exit at once, the load still in flight")
+	close(release)
+	<-done
+	assert.Contains(t, e.String(), "k3 run: interrupted while loading the model: nothing was run, no report written")
+	assert.NoFileExists(t, out)
+}
+
+// TestInterruptAfterLoadingRuns: a Ctrl-C after the model has loaded is the
+// run's (stop before the next layer, write the report), never the
+// loading's exit, even when the loading's watcher first runs after both:
+// with one P a new goroutine runs only when this one yields.
+func TestInterruptAfterLoadingRuns(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	exited := make(chan int, 100)
+	exitNow = func(code int) { exited <- code }
+	openModel = func(*modelFlags, string, engine.Options, io.Writer, io.Writer) (*engine.Model, int) {
+		return nil, ExitRuntime
+	}
+	defer func() { exitNow, openModel = os.Exit, (*modelFlags).open }()
+	var o, e bytes.Buffer
+	c, code := parseRun([]string{tinyRelease, "--ids", "1,2", "--out="}, &o, &e)
+	require.Equal(t, -1, code, e.String())
+	for range 50 {
+		ctx, cancel := context.WithCancel(context.Background())
+		_, code := c.openWatched(ctx, &o, &e)
+		require.Equal(t, ExitRuntime, code)
+		cancel()
+		for range 4 {
+			runtime.Gosched()
+		}
+	}
+	assert.Empty(t, exited, "exited for a Ctrl-C after the load")
+	assert.NotContains(t, e.String(), "interrupted while loading")
 }

@@ -386,3 +386,45 @@ func TestTitleRenewedWhenTheFirstMessageIsEdited(t *testing.T) {
 		assert.Equal(t, "Where are the valleys?", v.History[0].Content)
 	})
 }
+
+// A long paste is not wrapped (Fyne's word wrap of 5,000 words costs
+// seconds, BenchmarkPaste5000Words): the box scrolls sideways, the text
+// is whole; a short text, one with a line too wide to draw, or the box
+// emptied after Send, wraps by words.
+func TestLongPasteIsNotWrapped(t *testing.T) {
+	u, v := chatUI(t, &fakeChat{})
+	cb := test.NewClipboard()
+	ui(func() {
+		assert.Equal(t, fyne.TextWrapWord, v.Entry.Wrapping)
+		cb.SetContent("a short question")
+		v.Entry.TypedShortcut(&fyne.ShortcutPaste{Clipboard: cb})
+		assert.Equal(t, fyne.TextWrapWord, v.Entry.Wrapping)
+		long := pasteText()
+		cb.SetContent(long)
+		v.Entry.SetText("")
+		v.Entry.TypedShortcut(&fyne.ShortcutPaste{Clipboard: cb})
+		assert.Equal(t, long, v.Entry.Text)
+		assert.Equal(t, fyne.TextWrapOff, v.Entry.Wrapping)
+		// its long lines scroll in the box: the window keeps its layout
+		size := fyne.NewSize(1024, 640)
+		u.Win.Resize(size)
+		relayout(u.Win)
+		assert.Empty(t, buttonsOutside(u.Win.Content(), size))
+		assert.Less(t, v.Entry.Size().Width, float32(700))
+		v.Entry.SetText("")
+		assert.Equal(t, fyne.TextWrapWord, v.Entry.Wrapping, "emptied")
+		// one line far wider than the screen is drawn as a black bar
+		// unwrapped: it is wrapped
+		v.Entry.SetText(strings.Repeat("word ", 5000))
+		assert.Equal(t, fyne.TextWrapWord, v.Entry.Wrapping, "one long line")
+		// typed past the length (the wrap follows the text)
+		v.Entry.SetText(long[:longText])
+		assert.Equal(t, fyne.TextWrapWord, v.Entry.Wrapping)
+		v.Entry.CursorRow = strings.Count(v.Entry.Text, "\n")
+		v.Entry.CursorColumn = len(v.Entry.Text) - strings.LastIndex(v.Entry.Text, "\n") - 1
+		v.Entry.TypedRune('x')
+		assert.Equal(t, fyne.TextWrapOff, v.Entry.Wrapping)
+		v.Entry.TypedKey(&fyne.KeyEvent{Name: fyne.KeyBackspace})
+		assert.Equal(t, fyne.TextWrapWord, v.Entry.Wrapping)
+	})
+}

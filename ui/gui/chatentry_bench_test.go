@@ -26,11 +26,17 @@ func pasteText() string {
 // benchPaste pastes the text into a message box wrapped as wrap, laid out
 // at the chat column's width at 1024x640, and measures the paste (its
 // wrapping, the cursor's move to the end).
-func benchPaste(b *testing.B, wrap fyne.TextWrap) {
+func benchPaste(b *testing.B, wrap fyne.TextWrap, fixed bool) {
 	test.NewTempApp(b)
 	text := pasteText()
 	e := newChatEntry()
 	e.Wrapping = wrap
+	if fixed { // the wrapping stays as set, however long the text
+		e.OnShortcut = func(s fyne.Shortcut) bool {
+			e.Entry.TypedShortcut(s)
+			return true
+		}
+	}
 	e.SetMinRowsVisible(3)
 	w := test.NewTempWindow(b, e)
 	w.Resize(fyne.NewSize(420, 120))
@@ -38,7 +44,7 @@ func benchPaste(b *testing.B, wrap fyne.TextWrap) {
 	cb.SetContent(text)
 	b.ResetTimer()
 	for range b.N {
-		e.SetText("")
+		e.Entry.SetText("")
 		e.TypedShortcut(&fyne.ShortcutPaste{Clipboard: cb})
 		if len(e.Text) != len(text) {
 			b.Fatalf("pasted %d of %d bytes", len(e.Text), len(text))
@@ -46,10 +52,32 @@ func benchPaste(b *testing.B, wrap fyne.TextWrap) {
 	}
 }
 
-// BenchmarkPaste5000Words: word wrapping (the message box as it is) against
-// no wrapping, measured in the same run.
+// benchTypeAfterPaste types one letter at the end of a pasted text.
+func benchTypeAfterPaste(b *testing.B, wrap fyne.TextWrap) {
+	test.NewTempApp(b)
+	e := newChatEntry()
+	e.Wrapping = wrap
+	w := test.NewTempWindow(b, e)
+	w.Resize(fyne.NewSize(420, 120))
+	e.Entry.SetText(pasteText())
+	e.CursorRow = len(strings.Split(e.Text, "\n")) - 1
+	b.ResetTimer()
+	for range b.N {
+		e.TypedRune('x')
+	}
+}
+
+func BenchmarkTypeAfterPaste(b *testing.B) {
+	b.Run("wrap=word", func(b *testing.B) { benchTypeAfterPaste(b, fyne.TextWrapWord) })
+	b.Run("wrap=off", func(b *testing.B) { benchTypeAfterPaste(b, fyne.TextWrapOff) })
+}
+
+// BenchmarkPaste5000Words: the message box as it is (no wrapping for a
+// long text) against word wrapping, no wrapping and letter wrapping kept
+// whatever the length, measured in the same run.
 func BenchmarkPaste5000Words(b *testing.B) {
-	b.Run("wrap=word", func(b *testing.B) { benchPaste(b, fyne.TextWrapWord) })
-	b.Run("wrap=off", func(b *testing.B) { benchPaste(b, fyne.TextWrapOff) })
-	b.Run("wrap=break", func(b *testing.B) { benchPaste(b, fyne.TextWrapBreak) })
+	b.Run("box", func(b *testing.B) { benchPaste(b, fyne.TextWrapWord, false) })
+	b.Run("wrap=word", func(b *testing.B) { benchPaste(b, fyne.TextWrapWord, true) })
+	b.Run("wrap=off", func(b *testing.B) { benchPaste(b, fyne.TextWrapOff, true) })
+	b.Run("wrap=break", func(b *testing.B) { benchPaste(b, fyne.TextWrapBreak, true) })
 }

@@ -145,7 +145,10 @@ func (v *chatView) newInput() {
 	v.Entry = newChatEntry()
 	v.Entry.SetMinRowsVisible(3)
 	v.Entry.OnSend = v.SendEntry
-	v.Entry.OnChanged = func(string) { v.typed() } // a pasted text says its length (N2)
+	v.Entry.OnChanged = func(s string) { // a pasted text says its length (N2)
+		v.Entry.wrapFor(s)
+		v.typed()
+	}
 	v.Entry.OnStop = v.escape
 	v.Entry.OnTab = func() { v.u.Win.Canvas().FocusNext() }
 	v.Entry.OnShortcut = v.shortcut

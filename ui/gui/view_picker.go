@@ -218,7 +218,7 @@ type modelPicker struct {
 	Root fyne.CanvasObject
 	// Select lists the models, each with its state; it shows the name of
 	// the one in use (its state is State, which a narrow window does not
-	// cut off), shortened in the middle to fit (shown holds it whole)
+	// cut off), shortened in the middle to fit (the list has it whole)
 	Select *widget.Select
 	// State is the state of the model in use, and that it is served
 	State *widget.Label
@@ -232,7 +232,7 @@ type modelPicker struct {
 	v         *chatView
 	shown     []modelChoice
 	// inUse is the entry in use (the box fits its Short and Where);
-	// fitted the name and width fit last fitted
+	// fitted is the last fit: the name, the box's width, what it shows
 	inUse  *modelChoice
 	fitted struct {
 		text, shown string

@@ -92,9 +92,16 @@ func secondModelWalk(t *testing.T, v *chatView, check func(string)) *readingGate
 	})
 	var wiz *wizard
 	fyne.DoAndWait(func() { wiz = u.wizard })
-	// the model's and trunk's disks are measured now (the first start
-	// measured the home folder's): a quick measurement, as at the start
+	// the model's and trunk's folders are on the disk the first start
+	// measured (the home folder's): the measurement is shown again, with
+	// its age, not made again (10-16 s)
 	waitUntil(t, "the machine measurement", 120*time.Second, func() bool { return wiz.Machine.Report != nil && !wiz.NextBtn.Disabled() })
+	fyne.DoAndWait(func() {
+		if st := wiz.Machine.Status.Text; !strings.HasPrefix(st, "Measured ") || !strings.Contains(st, " ago (in ") {
+			t.Errorf("\"Other models…\" measured this machine again: %q", st)
+		}
+	})
+	check("second-1-machine")
 	fyne.DoAndWait(func() { wiz.NextBtn.OnTapped(); wiz.Model.Dir.SetText(dir) })
 	waitUntil(t, "the second folder's check", 30*time.Second, func() bool {
 		return wiz.Model.Check != nil && sameDir(wiz.D.ModelDir, dir) && !wiz.NextBtn.Disabled()
@@ -221,10 +228,10 @@ func closeOverlay() {
 func stopWhileReadingWalk(t *testing.T, v *chatView, gate *readingGate, check func(string)) {
 	t.Helper()
 	// before sending, a pasted long text says its length (item 2; the
-	// 5,000 words of the issue are TestPastedTextSaysItsCostBeforeSending's:
-	// Fyne's message box takes seconds of CPU to wrap them, a minute under
-	// load, so the walk pastes 1,000)
-	fyne.DoAndWait(func() { v.Entry.SetText(strings.Repeat("word ", 1000)) })
+	// 5,000 words of the issue, in 100 lines: the box does not wrap a text
+	// that long, Fyne's word wrap took seconds of CPU,
+	// BenchmarkPaste5000Words)
+	fyne.DoAndWait(func() { v.Entry.SetText(strings.Repeat(strings.Repeat("word ", 50)+"\n", 100)) })
 	waitUntil(t, "the pasted text's length", 20*time.Second, func() bool {
 		return v.Estimate.Visible() && strings.Contains(v.Estimate.Text, "tokens long")
 	})

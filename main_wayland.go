@@ -1,0 +1,5 @@
+//go:build wayland && !headless && cgo
+
+package main
+
+func init() { waylandBuild = true }
