@@ -227,9 +227,10 @@ func (s *Session) Prompt(user string, opt Options) ([]int, error) {
 // that ends with the user's message (a leading system message is its
 // system prompt, else opt.System), with the engine's Generate, and returns
 // it; history is not changed or kept. on receives prefill progress, the
-// reply's text by channel and one event per token. Cancelling ctx stops
-// within one layer's work, during the prompt too; Reply then returns the
-// partial reply, marked "stopped" (Reply.Cut), with no error.
+// reply's text by channel and one event per token; its first event,
+// before anything is read, is Opening's (as Generate's). Cancelling ctx
+// stops within one layer's work, during the prompt too; Reply then returns
+// the partial reply, marked "stopped" (Reply.Cut), with no error.
 func (s *Session) Reply(ctx context.Context, history []Message, opt Options, on func(engine.Event)) (*Reply, error) {
 	if on == nil {
 		on = func(engine.Event) {}
@@ -258,8 +259,9 @@ func (s *Session) Reply(ctx context.Context, history []Message, opt Options, on 
 	if s.Checkpoints > 0 {
 		mark = s.userStart(history, ids, opt)
 	}
-	rep, sm, gen, err := s.run(ctx, ids, mark, PromptOptions{Thinking: opt.Thinking, MaxTokens: opt.MaxTokens,
-		Sampler: sampler, Spec: spec, Images: images}, on)
+	po := PromptOptions{Thinking: opt.Thinking, MaxTokens: opt.MaxTokens, Sampler: sampler, Spec: spec, Images: images}
+	on(s.Opening(ids, po))
+	rep, sm, gen, err := s.run(ctx, ids, mark, po, on)
 	rep.IDs, rep.Written = gen, writtenIDs(s.Tok, gen, opt.Thinking)
 	rep.set(sm.finish())
 	if errors.Is(err, context.Canceled) {

@@ -162,7 +162,7 @@ func TestStopDuringPrompt(t *testing.T) {
 		switch ev.Kind {
 		case engine.EventPrefill:
 			prefill = append(prefill, ev)
-			if len(prefill) == 2 {
+			if len(prefill) == 3 {
 				cancel()
 			}
 		case engine.EventToken:
@@ -173,9 +173,11 @@ func TestStopDuringPrompt(t *testing.T) {
 	assert.Equal(t, CutStopped, r.Cut())
 	assert.Zero(t, tokens)
 	assert.Empty(t, r.IDs)
-	require.Len(t, prefill, 2, "no prefill progress after the stop")
-	assert.Equal(t, 32, prefill[1].Done)
-	assert.Greater(t, prefill[1].Total, 64)
+	require.Len(t, prefill, 3, "no prefill progress after the stop")
+	assert.Equal(t, 0, prefill[0].Done, "the reply's first event, before anything is read (Opening)")
+	assert.Equal(t, prefill[2].Total, prefill[0].Total)
+	assert.Equal(t, 32, prefill[2].Done)
+	assert.Greater(t, prefill[2].Total, 64)
 	require.Len(t, s.History(), 2)
 	assert.Equal(t, long, s.History()[0].Content)
 	assert.Equal(t, CutStopped, s.History()[1].Cut)

@@ -428,8 +428,8 @@ func chatPrinter(w io.Writer) func(engine.Event) {
 	return func(ev engine.Event) {
 		switch ev.Kind {
 		case engine.EventPrefill:
-			if ev.Done >= ev.Total && !reading {
-				return // read in one pass: nothing to show
+			if !reading && (ev.Done >= ev.Total || ev.Done == ev.Reused) {
+				return // read in one pass, or the reply's opening (nothing read yet): nothing to show
 			}
 			reading = true
 			st := clock.Observe(ev.Done, ev.Total, ev.Reused, ev.Chunk, time.Now())
