@@ -153,3 +153,30 @@ func TestEachRollingReadFails(t *testing.T) {
 	assert.Equal(t, len(experts), used)
 	assert.Zero(t, s.pinnedSlots())
 }
+
+// TestEachUsePanics: a use that panics (k3 serve's handler recovers it)
+// leaves no slot pinned, and the next Each runs through the same slots.
+func TestEachUsePanics(t *testing.T) {
+	model, _ := wideTopK(t)
+	m, err := Open(model, Options{Budget: Budget{CacheBytes: 1}})
+	require.NoError(t, err)
+	defer m.Close()
+	s := m.experts.(*ExpertStore)
+	experts := []int{31, 0, 7, 12, 3, 30, 1, 2, 19, 20, 21, 5, 6, 8, 9, 10, 11, 13, 4, 14}
+	used := 0
+	assert.PanicsWithValue(t, "a bug in a kernel", func() {
+		_ = s.Each(1, experts, func(int, *Expert) {
+			if used++; used == 3 {
+				panic("a bug in a kernel")
+			}
+		})
+	})
+	assert.Zero(t, s.pinnedSlots())
+	used = 0
+	require.NoError(t, s.Each(1, experts, func(_ int, ex *Expert) {
+		require.NotNil(t, ex)
+		used++
+	}))
+	assert.Equal(t, len(experts), used)
+	assert.Zero(t, s.pinnedSlots())
+}

@@ -220,6 +220,14 @@ func (s *ExpertStore) Each(li int, experts []int, use func(i int, ex *Expert)) e
 	r := &rolling{s: s, li: li, experts: experts, out: make([]*Expert, len(experts)), done: make(chan *expertMiss, len(experts))}
 	r.feed = s.readers(len(experts), r.done)
 	defer close(r.feed)
+	defer func() {
+		// a use that panics (a server recovers it) leaves no slot pinned:
+		// the reads in flight land first, then every pin is dropped
+		if p := recover(); p != nil {
+			_ = r.drain()
+			panic(p)
+		}
+	}()
 	if err := r.reserve(s.MaxPinned()); err != nil {
 		return err
 	}
@@ -335,9 +343,22 @@ func (s *ExpertStore) reserve(li int, experts []int, out []*Expert) ([]*expertMi
 	if err := s.ensurePolicy(); err != nil {
 		return nil, err
 	}
+	// unwind drops what experts[:upto] took: a cached one's pin, and a
+	// miss's reserved slot (not read: it leaves the index and the policy,
+	// so no later request takes it for a loaded expert)
 	unwind := func(upto int) {
 		for j := 0; j < upto; j++ {
-			s.unpin(li*s.cfg.Experts + experts[j])
+			key := li*s.cfg.Experts + experts[j]
+			if out[j] != nil {
+				s.unpin(key)
+				continue
+			}
+			if sl, ok := s.index[key]; ok && sl.ex == nil {
+				delete(s.index, key)
+				s.pol.Remove(uint64(key))
+				sl.pins, sl.key = 0, -1
+				s.free = append(s.free, sl)
+			}
 		}
 		for j := range out {
 			out[j] = nil

@@ -235,9 +235,13 @@ func (e *Engine) finalLogits(s *State, P []float32, blocks [][]float32, t0, T in
 // the memory floor dropped its chunk in flight: State.drop), the rows of
 // its pictures at their positions, which then takes its place with the
 // images, prompt-cache marks and kept positions still to come. Cancelled
-// part-way, it leaves s as it was (stale).
+// part-way, it leaves s stale (its ids, pictures and marks as they were).
+// The fresh state reads into s's own layer arrays, emptied (State.emptied):
+// a stale state's arrays are never read again, and at the floor the plan
+// holds the state once, not a second whole state beside them.
 func (e *Engine) rebuild(ctx context.Context, s *State) error {
-	n := e.m.freshWithMedia(s)
+	n := s.emptied()
+	n.media = s.allMedia()
 	if len(s.IDs) > 0 {
 		if _, err := e.feed(ctx, n, s.IDs, false, nil); err != nil {
 			return err

@@ -131,6 +131,28 @@ func (m *Model) NewState() *State {
 	return s
 }
 
+// emptied is a fresh state (as Model.NewState's) in s's layer arrays: the
+// KDA state and short-convolution history zeroed, the MLA rows cut to
+// none, their capacity kept. s must not be read again (a stale state,
+// read again from its ids: Engine.rebuild).
+func (s *State) emptied() *State {
+	n := &State{kda: s.kda, mla: make([]*mlaCache, len(s.mla))}
+	for _, k := range s.kda {
+		if k != nil {
+			clear(k.S)
+			for j := range k.conv {
+				clear(k.conv[j])
+			}
+		}
+	}
+	for i, m := range s.mla {
+		if m != nil {
+			n.mla[i] = &mlaCache{rows: m.rows[:0], width: m.width}
+		}
+	}
+	return n
+}
+
 // keep copies layer li's KDA state before a chunk changes it, so rollback
 // can restore it.
 func (s *State) keep(li int) {
