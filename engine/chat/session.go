@@ -484,11 +484,13 @@ func (s *Session) startState(ids []int, o PromptOptions) *engine.State {
 	if st == nil {
 		st = s.Engine.Model().NewState()
 	}
-	if st == s.live {
-		s.live = nil
-	} else if st.Pos > 0 {
+	if st != s.live && st.Pos > 0 {
 		st = st.Clone() // the snapshot or a checkpoint stays as it is
 	}
+	// the live state is taken over, or it does not fit this transcript: it
+	// is not held beside the one the reply reads into (a whole state, its
+	// MLA rows allocated for the planned context; the floor plans one)
+	s.live = nil
 	return st
 }
 

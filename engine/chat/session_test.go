@@ -435,3 +435,24 @@ func TestKeptStatesTakeNoPass(t *testing.T) {
 	assert.Equal(t, b.IDs, a.IDs)
 	assert.Equal(t, 1, a.Prefilled, "read from the snapshot")
 }
+
+// TestLiveStateNotHeldBeside: a reply whose transcript the live state does
+// not fit (another conversation) reads into a fresh state, and the old live
+// state is let go as the reply starts, not held beside it until the reply
+// ends (a whole state: at the memory floor the plan holds one).
+func TestLiveStateNotHeldBeside(t *testing.T) {
+	e, tok := demo(t)
+	s := NewSession(e, tok)
+	_, err := s.Reply(context.Background(), []Message{{Role: "user", Content: "the first conversation"}}, Options{MaxTokens: 2}, nil)
+	require.NoError(t, err)
+	require.NotNil(t, s.live)
+	heldDuring := true
+	_, err = s.Reply(context.Background(), []Message{{Role: "user", Content: "another conversation altogether"}}, Options{MaxTokens: 2}, func(ev engine.Event) {
+		if ev.Kind == engine.EventPrefill && ev.Done == ev.Total {
+			heldDuring = s.live != nil
+		}
+	})
+	require.NoError(t, err)
+	assert.False(t, heldDuring, "the old live state was held while the new transcript was read")
+	assert.NotNil(t, s.live, "the reply's state is the live one after it")
+}
