@@ -29,8 +29,9 @@ const readingChunk = 16
 
 // readingGate is the second model's chat engine with a hook the test
 // controls: once armed, the turn waits in the first prefill event with
-// the prompt part read (its "reading prompt P/M" on screen) until the test
-// lets it go. The engine's prompt meter and draft switch stay visible to
+// a pass read (not the reply's opening event, before anything is read:
+// chat.Session.Opening), its "reading prompt P/M" on screen, until the
+// test lets it go. The engine's prompt meter and draft switch stay visible to
 // the view.
 type readingGate struct {
 	bridge.ChatEngine
@@ -57,7 +58,7 @@ func (g *readingGate) open(s bridge.Settings) bridge.ChatEngine {
 func (g *readingGate) Turn(ctx context.Context, h []chat.Message, opt chat.Options, on func(engine.Event)) (bridge.Reply, error) {
 	return g.ChatEngine.Turn(ctx, h, opt, func(ev engine.Event) {
 		on(ev)
-		if ev.Kind == engine.EventPrefill && ev.Done < ev.Total && g.armed.CompareAndSwap(true, false) {
+		if ev.Kind == engine.EventPrefill && ev.Done > ev.Reused && ev.Done < ev.Total && g.armed.CompareAndSwap(true, false) {
 			g.reached <- ev
 			<-g.release
 		}
