@@ -47,10 +47,7 @@ func (v *chatView) watchServer(w bridge.ServeWatcher) {
 			}
 			return
 		}
-		at := ev.At
-		if at.IsZero() {
-			at = time.Now()
-		}
+		at := bridge.EventTime(ev)
 		answering := ev.Text != ""
 		p.WithMeter(func(m *bridge.Meter) {
 			switch {
